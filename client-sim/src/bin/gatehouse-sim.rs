@@ -1,0 +1,141 @@
+//! `gatehouse-sim`: run simulated clients against a gatehouse server and report what they saw.
+
+#![forbid(unsafe_code)]
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::Context as _;
+use clap::Parser;
+use gatehouse_client_sim::session::SessionConfig;
+use gatehouse_client_sim::swarm::{SwarmConfig, run_swarm};
+use gatehouse_protocol::token::{DEV_TOKEN_KEY, TokenKey};
+
+/// Simulated gatehouse game clients.
+///
+/// Each client connects over QUIC, logs in with a development token (player id sim-NNNN, stable
+/// per client index), follows the server's transitions (streams the named levels, reports
+/// ready, acknowledges possession) and at the end reports what it saw.
+#[derive(Debug, Parser)]
+#[command(version, about, long_about = None)]
+struct Cli {
+    /// Server UDP address.
+    #[arg(long, default_value = "127.0.0.1:7777", value_name = "ADDR")]
+    server: SocketAddr,
+    /// Number of simulated clients.
+    #[arg(long, default_value_t = 8, value_name = "N")]
+    clients: usize,
+    /// How long each client stays connected, e.g. 30s or 2m.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, value_name = "D")]
+    duration: Duration,
+    /// The server's config file: tokens are minted with its `auth.token_key` (or
+    /// GATEHOUSE_TOKEN_KEY), and its `data_dir` locates the default certificate.
+    #[arg(long, default_value = "config/server.toml", value_name = "FILE")]
+    config: PathBuf,
+    /// The server certificate to trust (DER or PEM). Default: dev-cert.der in the data dir of
+    /// --config.
+    #[arg(long, value_name = "PATH")]
+    server_cert: Option<PathBuf>,
+    /// Name the certificate is checked against.
+    #[arg(long, default_value = "localhost", value_name = "NAME")]
+    server_name: String,
+    /// Write the JSON report here.
+    #[arg(long, value_name = "PATH")]
+    report_json: Option<PathBuf>,
+    /// Simulated stream time per level, uniformly in MIN..MAX milliseconds.
+    #[arg(long, default_value = "50..250", value_parser = parse_range, value_name = "MIN..MAX")]
+    stream_ms: (Duration, Duration),
+    /// Index of the first client (player sim-NNNN).
+    #[arg(long, default_value_t = 0, value_name = "I")]
+    first_index: usize,
+    /// Give up on a client that has not connected after this long, e.g. 10s.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, value_name = "D")]
+    connect_timeout: Duration,
+    /// Seed of the clients' random choices.
+    #[arg(long, default_value_t = 1, value_name = "SEED")]
+    seed: u64,
+}
+
+fn parse_range(s: &str) -> Result<(Duration, Duration), String> {
+    let (lo, hi) = s
+        .split_once("..")
+        .ok_or_else(|| format!("expected MIN..MAX, found {s:?}"))?;
+    let lo: u64 = lo.trim().parse().map_err(|e| format!("MIN {lo:?}: {e}"))?;
+    let hi: u64 = hi.trim().parse().map_err(|e| format!("MAX {hi:?}: {e}"))?;
+    if lo > hi {
+        return Err(format!("MIN {lo} is above MAX {hi}"));
+    }
+    Ok((Duration::from_millis(lo), Duration::from_millis(hi)))
+}
+
+/// The keys of the server config that the simulator reads; the rest is ignored.
+#[derive(Debug, Default, serde::Deserialize)]
+struct ServerFile {
+    #[serde(default)]
+    data_dir: Option<PathBuf>,
+    #[serde(default)]
+    auth: Option<AuthSection>,
+}
+
+#[derive(Debug, serde::Deserialize)]
+struct AuthSection {
+    token_key: Option<String>,
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let server_file = read_server_file(&cli.config)?;
+    let token_key = std::env::var("GATEHOUSE_TOKEN_KEY")
+        .ok()
+        .or_else(|| server_file.auth.as_ref().and_then(|a| a.token_key.clone()));
+    let token_key = TokenKey::new(token_key.unwrap_or_else(|| DEV_TOKEN_KEY.to_owned()));
+    let server_cert = cli.server_cert.clone().unwrap_or_else(|| {
+        server_file
+            .data_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("data"))
+            .join("dev-cert.der")
+    });
+    let config = SwarmConfig {
+        server: cli.server,
+        server_name: cli.server_name.clone(),
+        server_cert,
+        clients: cli.clients,
+        first_index: cli.first_index,
+        duration: cli.duration,
+        token_key,
+        session: SessionConfig {
+            stream_time: cli.stream_ms,
+            seed: cli.seed,
+        },
+        max_frame_len: gatehouse_protocol::codec::DEFAULT_MAX_FRAME_LEN,
+        connect_timeout: cli.connect_timeout,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let report = runtime.block_on(run_swarm(config))?;
+    print!("{report}");
+    if let Some(path) = &cli.report_json {
+        let json = serde_json::to_string_pretty(&report)?;
+        std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    Ok(())
+}
+
+fn read_server_file(path: &Path) -> anyhow::Result<ServerFile> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => toml::from_str(&text).with_context(|| format!("invalid {}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ServerFile::default()),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}

@@ -1,0 +1,453 @@
+//! One simulated game client as a sans-IO state machine.
+//!
+//! [`ClientSession`] follows the server's control messages the way a game client does: it
+//! raises the loading screen when characters freeze, streams the named levels for a simulated
+//! time and reports ready with the transition id, acknowledges every possession, drops the
+//! screen at the end of the transition. It keeps the replicated world (player states, pawns)
+//! and checks, live, what the contracts promise a client: the transition never ends before the
+//! client acknowledged its pawn, and a stale message never applies to a newer transition.
+//!
+//! Driven like the server core: [`ClientSession::handle`] with `now`, drain
+//! [`ClientSession::poll_output`], wake at [`ClientSession::poll_timeout`].
+
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::{Duration, Instant};
+
+use gatehouse_protocol::{
+    ClientMessage, NodeId, PawnId, PawnView, PlayerId, PlayerStateView, ServerMessage, TransitionId,
+};
+use rand::rngs::SmallRng;
+use rand::{RngExt as _, SeedableRng as _};
+
+/// How a simulated client behaves.
+#[derive(Debug, Clone)]
+pub struct SessionConfig {
+    /// Simulated stream time of each level: uniformly between these bounds (inclusive).
+    pub stream_time: (Duration, Duration),
+    /// Seed of this client's random choices.
+    pub seed: u64,
+}
+
+impl Default for SessionConfig {
+    fn default() -> Self {
+        Self {
+            stream_time: (Duration::from_millis(50), Duration::from_millis(250)),
+            seed: 0,
+        }
+    }
+}
+
+/// The loading screen while it is up.
+#[derive(Debug, Clone)]
+struct LoadingScreen {
+    /// When the screen went up (kept across supersedes).
+    raised_at: Instant,
+    /// The newest transition shown.
+    transition: TransitionId,
+    /// When that transition was first seen.
+    shown_at: Instant,
+    /// Its destination, once known.
+    target: Option<NodeId>,
+    /// When streaming finishes, once it started.
+    ready_at: Option<Instant>,
+    /// Whether ready was reported for `transition`.
+    reported: bool,
+}
+
+/// What one client saw, for the report.
+#[derive(Debug, Clone, Default)]
+pub struct SessionStats {
+    /// Transitions this client saw end.
+    pub transitions_ended: BTreeSet<TransitionId>,
+    /// Per ended transition: from first seeing it to its end, ms.
+    pub transition_ms: Vec<u64>,
+    /// Longest time the loading screen stayed up, ms.
+    pub longest_screen_ms: u64,
+    /// Transitions this client saw superseded while its screen was up.
+    pub transitions_superseded: u64,
+    /// Times a transition ended while this client had not acknowledged a pawn.
+    pub ended_before_placed: u64,
+    /// Server-reported errors and client-detected protocol violations.
+    pub errors: Vec<String>,
+}
+
+/// A simulated client session.
+#[derive(Debug)]
+pub struct ClientSession {
+    config: SessionConfig,
+    rng: SmallRng,
+    player: Option<PlayerId>,
+    current_node: Option<NodeId>,
+    screen: Option<LoadingScreen>,
+    frozen: bool,
+    /// The pawn possessed for this client.
+    own_pawn: Option<PawnId>,
+    /// The pawn this client acknowledged.
+    acknowledged: Option<PawnId>,
+    pawns: BTreeMap<PawnId, PawnView>,
+    player_states: BTreeMap<PlayerId, PlayerStateView>,
+    outputs: VecDeque<ClientMessage>,
+    stats: SessionStats,
+}
+
+impl ClientSession {
+    /// A session that has not been welcomed yet.
+    pub fn new(config: SessionConfig) -> Self {
+        let rng = SmallRng::seed_from_u64(config.seed);
+        ClientSession {
+            config,
+            rng,
+            player: None,
+            current_node: None,
+            screen: None,
+            frozen: false,
+            own_pawn: None,
+            acknowledged: None,
+            pawns: BTreeMap::new(),
+            player_states: BTreeMap::new(),
+            outputs: VecDeque::new(),
+            stats: SessionStats::default(),
+        }
+    }
+
+    /// Feeds one server message.
+    pub fn handle(&mut self, now: Instant, message: ServerMessage) {
+        match message {
+            ServerMessage::Welcome {
+                player_id,
+                current_node,
+            } => {
+                self.player = Some(player_id);
+                self.current_node = current_node;
+            }
+            ServerMessage::Rejected { reason, detail } => {
+                self.stats
+                    .errors
+                    .push(format!("rejected ({reason:?}): {detail}"));
+            }
+            ServerMessage::FreezeCharacters { transition_id } => {
+                self.frozen = true;
+                self.see_transition(now, transition_id);
+            }
+            ServerMessage::ShowTransition {
+                transition_id,
+                target_node,
+                levels,
+            } => {
+                if self.see_transition(now, transition_id) {
+                    let streaming = (0..levels.len().max(1))
+                        .map(|_| self.draw_stream_time())
+                        .max()
+                        .unwrap_or_default();
+                    if let Some(screen) = &mut self.screen {
+                        screen.target = Some(target_node);
+                        screen.ready_at = Some(now + streaming);
+                        screen.reported = false;
+                    }
+                }
+            }
+            ServerMessage::EndTransition { transition_id } => {
+                self.end_transition(now, transition_id)
+            }
+            ServerMessage::PlayerStateUpdated(view) => {
+                self.player_states.insert(view.player_id.clone(), view);
+            }
+            ServerMessage::PlayerLeft { player_id } => {
+                self.player_states.remove(&player_id);
+            }
+            ServerMessage::PawnSpawned(view) => {
+                self.pawns.insert(view.pawn_id, view);
+            }
+            ServerMessage::PawnTeleported { pawn_id, node } => {
+                if let Some(p) = self.pawns.get_mut(&pawn_id) {
+                    p.node = node;
+                }
+            }
+            ServerMessage::PawnDied { pawn_id } => {
+                if let Some(p) = self.pawns.get_mut(&pawn_id) {
+                    p.alive = false;
+                }
+            }
+            ServerMessage::PawnDestroyed { pawn_id } => {
+                self.pawns.remove(&pawn_id);
+                if self.own_pawn == Some(pawn_id) {
+                    self.own_pawn = None;
+                }
+            }
+            ServerMessage::Possessed { pawn_id } => {
+                self.own_pawn = Some(pawn_id);
+                // AcknowledgePossession: the camera and input are bound to this pawn now.
+                self.acknowledged = Some(pawn_id);
+                self.outputs
+                    .push_back(ClientMessage::PossessionAcknowledged { pawn_id });
+            }
+            ServerMessage::Unpossessed { pawn_id } => {
+                if self.own_pawn == Some(pawn_id) {
+                    self.own_pawn = None;
+                }
+            }
+            ServerMessage::AbilityTagsChanged { .. }
+            | ServerMessage::HealthChanged { .. }
+            | ServerMessage::KitsGranted { .. } => {}
+            ServerMessage::Error { code, detail } => {
+                self.stats
+                    .errors
+                    .push(format!("server error ({code:?}): {detail}"));
+            }
+        }
+    }
+
+    /// Handles the streaming deadline if it passed.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if let Some(screen) = &mut self.screen {
+            if !screen.reported && screen.ready_at.is_some_and(|at| at <= now) {
+                screen.reported = true;
+                let transition_id = screen.transition;
+                self.outputs
+                    .push_back(ClientMessage::TransitionReady { transition_id });
+            }
+        }
+    }
+
+    /// The next message to send, if any.
+    pub fn poll_output(&mut self) -> Option<ClientMessage> {
+        self.outputs.pop_front()
+    }
+
+    /// When [`ClientSession::handle_timeout`] is next needed.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.screen
+            .as_ref()
+            .filter(|s| !s.reported)
+            .and_then(|s| s.ready_at)
+    }
+
+    /// The player id the server welcomed this client as.
+    pub fn player(&self) -> Option<&PlayerId> {
+        self.player.as_ref()
+    }
+
+    /// Placed: has a pawn whose possession it acknowledged, and no loading screen up.
+    pub fn is_placed(&self) -> bool {
+        self.own_pawn.is_some() && self.acknowledged == self.own_pawn && self.screen.is_none()
+    }
+
+    /// The pawn possessed for this client.
+    pub fn own_pawn(&self) -> Option<PawnId> {
+        self.own_pawn
+    }
+
+    /// Live pawns this client knows of, owned by `player`.
+    pub fn pawns_owned_by(&self, player: &PlayerId) -> usize {
+        self.pawns.values().filter(|p| &p.owner == player).count()
+    }
+
+    /// Whether the loading screen is up.
+    pub fn is_loading(&self) -> bool {
+        self.screen.is_some()
+    }
+
+    /// What this client saw so far.
+    pub fn stats(&self) -> &SessionStats {
+        &self.stats
+    }
+
+    /// Closes the books at the end of a run: a screen still up counts toward the longest.
+    pub fn finish(&mut self, now: Instant) -> SessionStats {
+        if let Some(screen) = &self.screen {
+            let up = ms(now - screen.raised_at);
+            self.stats.longest_screen_ms = self.stats.longest_screen_ms.max(up);
+        }
+        self.stats.clone()
+    }
+
+    fn draw_stream_time(&mut self) -> Duration {
+        let (lo, hi) = self.config.stream_time;
+        let (lo, hi) = (ms(lo), ms(hi).max(ms(lo)));
+        Duration::from_millis(self.rng.random_range(lo..=hi))
+    }
+
+    /// Records a transition id seen in Freeze or Show; false if it is older than the screen's.
+    fn see_transition(&mut self, now: Instant, id: TransitionId) -> bool {
+        match &mut self.screen {
+            None => {
+                self.screen = Some(LoadingScreen {
+                    raised_at: now,
+                    transition: id,
+                    shown_at: now,
+                    target: None,
+                    ready_at: None,
+                    reported: false,
+                });
+                true
+            }
+            Some(screen) if id > screen.transition => {
+                // Superseded: keep the screen up, drop the old streaming.
+                self.stats.transitions_superseded += 1;
+                *screen = LoadingScreen {
+                    raised_at: screen.raised_at,
+                    transition: id,
+                    shown_at: now,
+                    target: None,
+                    ready_at: None,
+                    reported: false,
+                };
+                true
+            }
+            Some(screen) => id == screen.transition,
+        }
+    }
+
+    fn end_transition(&mut self, now: Instant, id: TransitionId) {
+        let Some(screen) = &self.screen else {
+            self.stats
+                .errors
+                .push(format!("EndTransition {id} with no loading screen up"));
+            return;
+        };
+        if id != screen.transition {
+            // An end for a superseded transition must never drop the newer one's screen.
+            if id > screen.transition {
+                self.stats
+                    .errors
+                    .push(format!("EndTransition {id} for a transition never shown"));
+            }
+            return;
+        }
+        if !(self.own_pawn.is_some() && self.acknowledged == self.own_pawn) {
+            self.stats.ended_before_placed += 1;
+        }
+        self.stats.transitions_ended.insert(id);
+        self.stats.transition_ms.push(ms(now - screen.shown_at));
+        self.stats.longest_screen_ms = self.stats.longest_screen_ms.max(ms(now - screen.raised_at));
+        self.current_node = screen.target.clone().or(self.current_node.take());
+        self.screen = None;
+        self.frozen = false;
+    }
+}
+
+fn ms(d: Duration) -> u64 {
+    d.as_millis().try_into().unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gatehouse_protocol::{CharacterDef, LevelName};
+
+    fn show(id: u64) -> ServerMessage {
+        ServerMessage::ShowTransition {
+            transition_id: TransitionId(id),
+            target_node: NodeId::new("harbor").unwrap(),
+            levels: vec![LevelName::new("harbor_docks").unwrap()],
+        }
+    }
+
+    #[test]
+    fn it_reports_ready_for_the_shown_transition_after_streaming() {
+        let t0 = Instant::now();
+        let mut s = ClientSession::new(SessionConfig::default());
+        s.handle(
+            t0,
+            ServerMessage::FreezeCharacters {
+                transition_id: TransitionId(1),
+            },
+        );
+        s.handle(t0, show(1));
+        let at = s.poll_timeout().unwrap();
+        assert!(at >= t0 + Duration::from_millis(50) && at <= t0 + Duration::from_millis(250));
+        s.handle_timeout(at);
+        assert_eq!(
+            s.poll_output(),
+            Some(ClientMessage::TransitionReady {
+                transition_id: TransitionId(1)
+            })
+        );
+    }
+
+    #[test]
+    fn a_supersede_keeps_the_screen_and_reports_only_the_new_id() {
+        let t0 = Instant::now();
+        let mut s = ClientSession::new(SessionConfig::default());
+        s.handle(t0, show(1));
+        s.handle(
+            t0,
+            ServerMessage::FreezeCharacters {
+                transition_id: TransitionId(2),
+            },
+        );
+        assert!(s.is_loading());
+        assert_eq!(s.poll_timeout(), None, "old streaming dropped");
+        s.handle(t0, show(2));
+        s.handle(
+            t0,
+            ServerMessage::EndTransition {
+                transition_id: TransitionId(1),
+            },
+        );
+        assert!(s.is_loading(), "a stale end never drops the newer screen");
+        s.handle_timeout(t0 + Duration::from_secs(1));
+        assert_eq!(
+            s.poll_output(),
+            Some(ClientMessage::TransitionReady {
+                transition_id: TransitionId(2)
+            })
+        );
+        assert_eq!(s.stats().transitions_superseded, 1);
+    }
+
+    #[test]
+    fn an_end_before_the_pawn_was_acknowledged_is_counted() {
+        let t0 = Instant::now();
+        let mut s = ClientSession::new(SessionConfig::default());
+        s.handle(t0, show(1));
+        s.handle(
+            t0,
+            ServerMessage::EndTransition {
+                transition_id: TransitionId(1),
+            },
+        );
+        assert_eq!(s.stats().ended_before_placed, 1);
+    }
+
+    #[test]
+    fn possession_is_acknowledged_and_the_client_is_placed_after_the_end() {
+        let t0 = Instant::now();
+        let mut s = ClientSession::new(SessionConfig::default());
+        let me = PlayerId::new("me").unwrap();
+        s.handle(
+            t0,
+            ServerMessage::Welcome {
+                player_id: me.clone(),
+                current_node: None,
+            },
+        );
+        s.handle(t0, show(1));
+        s.handle(
+            t0,
+            ServerMessage::PawnSpawned(PawnView {
+                pawn_id: PawnId(5),
+                owner: me.clone(),
+                character_def: CharacterDef::new("Vanguard").unwrap(),
+                node: NodeId::new("harbor").unwrap(),
+                alive: true,
+            }),
+        );
+        s.handle(t0, ServerMessage::Possessed { pawn_id: PawnId(5) });
+        assert_eq!(
+            s.poll_output(),
+            Some(ClientMessage::PossessionAcknowledged { pawn_id: PawnId(5) })
+        );
+        assert!(!s.is_placed(), "screen still up");
+        s.handle(
+            t0 + Duration::from_millis(300),
+            ServerMessage::EndTransition {
+                transition_id: TransitionId(1),
+            },
+        );
+        assert!(s.is_placed());
+        assert_eq!(s.stats().ended_before_placed, 0);
+        assert_eq!(s.stats().transition_ms, vec![300]);
+        assert_eq!(s.pawns_owned_by(&me), 1);
+    }
+}

@@ -1,0 +1,323 @@
+//! The async shell: many simulated clients, each a [`ClientSession`] on its own QUIC
+//! connection, sharing one client endpoint.
+//!
+//! Per client: connect, open the control stream, send `Hello` with a development token, then
+//! feed every decoded server message to the session, write what it wants sent, wake it at its
+//! deadline, until the run's duration is over; then `Leave`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use gatehouse_protocol::token::{self, SessionClaims, TokenKey};
+use gatehouse_protocol::{
+    ClientMessage, CloseCode, FrameDecoder, PROTOCOL_VERSION, PlayerId, ServerMessage,
+};
+use quinn::crypto::rustls::QuicClientConfig;
+use tokio::time::Instant;
+
+use crate::SimError;
+use crate::report::{ClientOutcome, SwarmReport};
+use crate::session::{ClientSession, SessionConfig};
+
+/// How long a leaving client waits for the server to close.
+const LEAVE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How a swarm runs.
+#[derive(Debug, Clone)]
+pub struct SwarmConfig {
+    /// The server's UDP address.
+    pub server: SocketAddr,
+    /// The name the server certificate is checked against.
+    pub server_name: String,
+    /// The certificate to trust (DER or PEM), e.g. the server's `dev-cert.der`.
+    pub server_cert: PathBuf,
+    /// How many clients.
+    pub clients: usize,
+    /// Index of the first client; client `i` is player `sim-{i:04}`, stable across runs.
+    pub first_index: usize,
+    /// How long each client stays.
+    pub duration: Duration,
+    /// The key development tokens are signed with (the server's `auth.token_key`).
+    pub token_key: TokenKey,
+    /// How each client behaves; each gets its own seed derived from this one and its index.
+    pub session: SessionConfig,
+    /// Largest frame body accepted from the server, bytes.
+    pub max_frame_len: usize,
+    /// Bound on connecting (handshake and stream), so a dead server fails the client instead of
+    /// hanging the run.
+    pub connect_timeout: Duration,
+}
+
+/// The player id of client `index`.
+pub fn player_id(index: usize) -> PlayerId {
+    // "sim-" and decimal digits always satisfy the name rule.
+    #[allow(clippy::expect_used)]
+    PlayerId::new(format!("sim-{index:04}")).expect("a valid generated player id")
+}
+
+/// Mints a development token for `player`, valid for a day.
+pub fn mint_token(key: &TokenKey, player: PlayerId) -> String {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    token::mint(
+        key,
+        &SessionClaims {
+            uid: player,
+            exp: now + 86_400,
+            iat: Some(now),
+            usn: None,
+        },
+    )
+}
+
+/// Builds a client endpoint that trusts `server_cert`.
+///
+/// # Errors
+/// [`SimError`] if the certificate cannot be read or the socket cannot be bound.
+pub fn client_endpoint(
+    server: SocketAddr,
+    server_cert: &std::path::Path,
+) -> Result<(quinn::Endpoint, quinn::ClientConfig), SimError> {
+    let cert_bytes = std::fs::read(server_cert).map_err(|e| SimError::Certificate {
+        path: server_cert.to_owned(),
+        why: e.to_string(),
+    })?;
+    let mut roots = rustls::RootCertStore::empty();
+    let certs: Vec<rustls::pki_types::CertificateDer<'static>> =
+        if cert_bytes.starts_with(b"-----BEGIN") {
+            use rustls::pki_types::pem::PemObject;
+            rustls::pki_types::CertificateDer::pem_slice_iter(&cert_bytes)
+                .collect::<Result<_, _>>()
+                .map_err(|e| SimError::Certificate {
+                    path: server_cert.to_owned(),
+                    why: e.to_string(),
+                })?
+        } else {
+            vec![rustls::pki_types::CertificateDer::from(cert_bytes)]
+        };
+    for cert in certs {
+        roots.add(cert).map_err(|e| SimError::Certificate {
+            path: server_cert.to_owned(),
+            why: e.to_string(),
+        })?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut crypto = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| SimError::Tls(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    crypto.alpn_protocols = vec![gatehouse_protocol::ALPN.to_vec()];
+    let crypto = QuicClientConfig::try_from(crypto).map_err(|e| SimError::Tls(e.to_string()))?;
+    let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+    let mut transport = quinn::TransportConfig::default();
+    transport.keep_alive_interval(Some(Duration::from_secs(3)));
+    transport.max_idle_timeout(quinn::IdleTimeout::try_from(Duration::from_secs(10)).ok());
+    config.transport_config(Arc::new(transport));
+
+    let bind: SocketAddr = if server.is_ipv6() {
+        "[::]:0"
+    } else {
+        "0.0.0.0:0"
+    }
+    .parse()
+    .map_err(|_| SimError::Tls("bad wildcard address".into()))?;
+    let socket =
+        std::net::UdpSocket::bind(bind).map_err(|source| SimError::Bind { addr: bind, source })?;
+    let socket = socket2::Socket::from(socket);
+    // Many clients share this socket: give it room for their bursts.
+    let _ = socket.set_recv_buffer_size(4 << 20);
+    let _ = socket.set_send_buffer_size(4 << 20);
+    let endpoint = quinn::Endpoint::new(
+        quinn::EndpointConfig::default(),
+        None,
+        socket.into(),
+        Arc::new(quinn::TokioRuntime),
+    )
+    .map_err(|source| SimError::Bind { addr: bind, source })?;
+    Ok((endpoint, config))
+}
+
+/// Runs the swarm for its duration and reports.
+///
+/// # Errors
+/// [`SimError`] if the endpoint cannot be built; per-client failures are in the report.
+pub async fn run_swarm(config: SwarmConfig) -> Result<SwarmReport, SimError> {
+    Ok(SwarmReport::from_outcomes(
+        &run_swarm_outcomes(config).await?,
+    ))
+}
+
+/// Runs the swarm for its duration and returns each client's outcome, in index order.
+///
+/// # Errors
+/// [`SimError`] if the endpoint cannot be built; per-client failures are in the outcomes.
+pub async fn run_swarm_outcomes(config: SwarmConfig) -> Result<Vec<ClientOutcome>, SimError> {
+    let (endpoint, client_config) = client_endpoint(config.server, &config.server_cert)?;
+    let until = Instant::now() + config.duration;
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..config.clients {
+        let index = config.first_index + i;
+        let endpoint = endpoint.clone();
+        let client_config = client_config.clone();
+        let config = config.clone();
+        tasks.spawn(
+            async move { run_client(&endpoint, client_config, &config, index, until).await },
+        );
+    }
+    let mut outcomes = Vec::with_capacity(config.clients);
+    while let Some(joined) = tasks.join_next().await {
+        match joined {
+            Ok(outcome) => outcomes.push(outcome),
+            Err(e) => tracing::error!(error = %e, "a client task failed"),
+        }
+    }
+    outcomes.sort_by_key(|o| o.index);
+    endpoint.wait_idle().await;
+    Ok(outcomes)
+}
+
+/// One client from connect to leave.
+pub async fn run_client(
+    endpoint: &quinn::Endpoint,
+    client_config: quinn::ClientConfig,
+    config: &SwarmConfig,
+    index: usize,
+    until: Instant,
+) -> ClientOutcome {
+    let mut outcome = ClientOutcome {
+        index,
+        connected: false,
+        placed: false,
+        own_pawns: 0,
+        stats: Default::default(),
+        errors: Vec::new(),
+    };
+    let player = player_id(index);
+    let session_config = SessionConfig {
+        seed: config.session.seed ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
+        ..config.session.clone()
+    };
+    let mut session = ClientSession::new(session_config);
+    let connected = tokio::time::timeout(config.connect_timeout, async {
+        let connection = endpoint
+            .connect_with(client_config, config.server, &config.server_name)
+            .map_err(|e| e.to_string())?
+            .await
+            .map_err(|e| e.to_string())?;
+        let (send, recv) = connection.open_bi().await.map_err(|e| e.to_string())?;
+        Ok::<_, String>((connection, send, recv))
+    })
+    .await;
+    let (connection, mut send, mut recv) = match connected {
+        Ok(Ok(parts)) => parts,
+        Ok(Err(e)) => {
+            outcome.errors.push(format!("connect failed: {e}"));
+            return outcome;
+        }
+        Err(_) => {
+            outcome.errors.push("connect timed out".into());
+            return outcome;
+        }
+    };
+    let hello = ClientMessage::Hello {
+        protocol_version: PROTOCOL_VERSION,
+        token: mint_token(&config.token_key, player),
+    };
+    let mut decoder = FrameDecoder::new(config.max_frame_len);
+    let mut closed_by_server = false;
+    if write(&mut send, &hello, config.max_frame_len)
+        .await
+        .is_err()
+    {
+        outcome.errors.push("could not send Hello".into());
+        return outcome;
+    }
+    loop {
+        let wake = session.poll_timeout().map(Instant::from_std);
+        tokio::select! {
+            _ = tokio::time::sleep_until(until) => break,
+            _ = sleep_until(wake) => session.handle_timeout(Instant::now().into_std()),
+            chunk = recv.read_chunk(16 * 1024, true) => match chunk {
+                Ok(Some(chunk)) => {
+                    decoder.extend(&chunk.bytes);
+                    loop {
+                        match decoder.next_message::<ServerMessage>() {
+                            Ok(Some(message)) => session.handle(Instant::now().into_std(), message),
+                            Ok(None) => break,
+                            Err(e) => {
+                                outcome.errors.push(format!("bad frame from the server: {e}"));
+                                closed_by_server = true;
+                                break;
+                            }
+                        }
+                    }
+                    if closed_by_server {
+                        break;
+                    }
+                }
+                Ok(None) | Err(_) => {
+                    closed_by_server = true;
+                    break;
+                }
+            },
+        }
+        while let Some(message) = session.poll_output() {
+            if write(&mut send, &message, config.max_frame_len)
+                .await
+                .is_err()
+            {
+                break;
+            }
+        }
+    }
+    outcome.connected = session.player().is_some();
+    outcome.placed = session.is_placed();
+    outcome.own_pawns = session.player().map_or(0, |me| session.pawns_owned_by(me));
+    if closed_by_server {
+        // Let the close frame arrive before reading why.
+        let _ = tokio::time::timeout(LEAVE_TIMEOUT, connection.closed()).await;
+        outcome.errors.push(describe_close(&connection));
+    } else {
+        let _ = write(&mut send, &ClientMessage::Leave, config.max_frame_len).await;
+        let _ = send.finish();
+        let _ = tokio::time::timeout(LEAVE_TIMEOUT, connection.closed()).await;
+        connection.close(quinn::VarInt::from_u32(CloseCode::Leave.code()), b"leave");
+    }
+    outcome.stats = session.finish(Instant::now().into_std());
+    outcome
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+async fn write(
+    send: &mut quinn::SendStream,
+    message: &ClientMessage,
+    max: usize,
+) -> Result<(), ()> {
+    let frame = gatehouse_protocol::encode_frame(message, max).map_err(|_| ())?;
+    send.write_all(&frame).await.map_err(|_| ())
+}
+
+fn describe_close(connection: &quinn::Connection) -> String {
+    match connection.close_reason() {
+        Some(quinn::ConnectionError::ApplicationClosed(close)) => {
+            let code = CloseCode::from_code(close.error_code.into_inner());
+            format!(
+                "closed by the server ({}): {}",
+                code.map_or_else(|| close.error_code.to_string(), |c| format!("{c:?}")),
+                String::from_utf8_lossy(&close.reason)
+            )
+        }
+        Some(other) => format!("connection lost: {other}"),
+        None => "stream ended while the connection stayed open".into(),
+    }
+}

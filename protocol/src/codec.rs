@@ -1,0 +1,396 @@
+//! The frame codec: the only place that knows the wire encoding.
+//!
+//! A frame is a `u32` little-endian body length followed by the body, one message encoded with
+//! bincode 2 (serde mode, little-endian, fixed-width integers; `docs/protocol.md` spells out the
+//! rules). The length excludes the 4-byte prefix and may not exceed the configured maximum.
+//!
+//! Decoding never panics: truncated input waits for more bytes, and an oversized length, a body
+//! that does not decode, or a body with trailing bytes is a [`FrameError`]. Allocation while
+//! decoding is bounded by [`HARD_MAX_FRAME_LEN`], so a hostile length field inside a body cannot
+//! claim more memory than a frame could hold.
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// Bytes in the length prefix.
+pub const LENGTH_PREFIX_LEN: usize = 4;
+
+/// Largest frame body any configuration may allow, in bytes (1 MiB).
+pub const HARD_MAX_FRAME_LEN: usize = 1 << 20;
+
+/// The default maximum frame body length, in bytes (64 KiB).
+pub const DEFAULT_MAX_FRAME_LEN: usize = 64 * 1024;
+
+/// The bincode configuration of the wire. Kept private: nothing outside this module encodes.
+fn config() -> impl bincode::config::Config {
+    bincode::config::standard()
+        .with_little_endian()
+        .with_fixed_int_encoding()
+        .with_limit::<HARD_MAX_FRAME_LEN>()
+}
+
+/// Why a frame could not be encoded or decoded.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum FrameError {
+    /// The length prefix announces a body longer than the maximum.
+    #[error("frame body of {len} bytes exceeds the maximum of {max} bytes")]
+    TooLong {
+        /// Announced (or encoded) body length, in bytes.
+        len: usize,
+        /// The configured maximum, in bytes.
+        max: usize,
+    },
+    /// The body is not a valid message.
+    #[error("frame body of {len} bytes does not decode: {reason}")]
+    Malformed {
+        /// Body length, in bytes.
+        len: usize,
+        /// What the decoder said.
+        reason: String,
+    },
+    /// The body decoded but did not use every byte.
+    #[error("frame body of {len} bytes holds {trailing} trailing bytes after the message")]
+    TrailingBytes {
+        /// Body length, in bytes.
+        len: usize,
+        /// Bytes left over.
+        trailing: usize,
+    },
+    /// The message could not be encoded (a bug on the sending side).
+    #[error("message does not encode: {0}")]
+    Encode(String),
+}
+
+/// Appends one frame holding `message` to `out`.
+///
+/// # Errors
+/// [`FrameError::TooLong`] if the encoded body exceeds `max_len` bytes (nothing is appended);
+/// [`FrameError::Encode`] if serialisation fails.
+pub fn encode_frame_into<M: Serialize>(
+    message: &M,
+    max_len: usize,
+    out: &mut Vec<u8>,
+) -> Result<(), FrameError> {
+    let start = out.len();
+    out.extend_from_slice(&[0; LENGTH_PREFIX_LEN]);
+    let written = bincode::serde::encode_into_std_write(message, out, config());
+    let len = match written {
+        Ok(len) => len,
+        Err(e) => {
+            out.truncate(start);
+            return Err(FrameError::Encode(e.to_string()));
+        }
+    };
+    if len > max_len.min(HARD_MAX_FRAME_LEN) {
+        out.truncate(start);
+        return Err(FrameError::TooLong { len, max: max_len });
+    }
+    // `len` fits: it is at most HARD_MAX_FRAME_LEN, far below u32::MAX.
+    out[start..start + LENGTH_PREFIX_LEN].copy_from_slice(&(len as u32).to_le_bytes());
+    Ok(())
+}
+
+/// Encodes `message` as one frame.
+///
+/// # Errors
+/// As [`encode_frame_into`].
+pub fn encode_frame<M: Serialize>(message: &M, max_len: usize) -> Result<Vec<u8>, FrameError> {
+    let mut out = Vec::new();
+    encode_frame_into(message, max_len, &mut out)?;
+    Ok(out)
+}
+
+/// Decodes one frame body (without its length prefix).
+///
+/// # Errors
+/// [`FrameError::Malformed`] when the bytes are not a message of type `M`;
+/// [`FrameError::TrailingBytes`] when bytes remain after it.
+pub fn decode_body<M: DeserializeOwned>(body: &[u8]) -> Result<M, FrameError> {
+    let (message, used) =
+        bincode::serde::decode_from_slice::<M, _>(body, config()).map_err(|e| {
+            FrameError::Malformed {
+                len: body.len(),
+                reason: e.to_string(),
+            }
+        })?;
+    if used != body.len() {
+        return Err(FrameError::TrailingBytes {
+            len: body.len(),
+            trailing: body.len() - used,
+        });
+    }
+    Ok(message)
+}
+
+/// Reassembles frames from a byte stream that arrives in arbitrary chunks.
+///
+/// Feed bytes with [`FrameDecoder::extend`], then call [`FrameDecoder::next_message`] until it
+/// returns `Ok(None)`. After an error the stream is unusable: close the connection.
+#[derive(Debug)]
+pub struct FrameDecoder {
+    buf: Vec<u8>,
+    /// Bytes of `buf` already consumed.
+    read: usize,
+    max_len: usize,
+}
+
+impl FrameDecoder {
+    /// A decoder that refuses bodies longer than `max_len` bytes (capped at
+    /// [`HARD_MAX_FRAME_LEN`]).
+    pub fn new(max_len: usize) -> Self {
+        Self {
+            buf: Vec::new(),
+            read: 0,
+            max_len: max_len.min(HARD_MAX_FRAME_LEN),
+        }
+    }
+
+    /// Appends received bytes.
+    pub fn extend(&mut self, bytes: &[u8]) {
+        // Compact before growing, so a long-lived connection does not grow its buffer forever.
+        if self.read > 0 && self.read >= self.buf.len() / 2 {
+            self.buf.drain(..self.read);
+            self.read = 0;
+        }
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Bytes received but not yet consumed as frames.
+    pub fn buffered_len(&self) -> usize {
+        self.buf.len() - self.read
+    }
+
+    /// The next complete message, or `None` if more bytes are needed.
+    ///
+    /// # Errors
+    /// [`FrameError::TooLong`] as soon as a length prefix exceeds the maximum (without waiting
+    /// for the body), or the errors of [`decode_body`].
+    pub fn next_message<M: DeserializeOwned>(&mut self) -> Result<Option<M>, FrameError> {
+        let pending = &self.buf[self.read..];
+        let Some(prefix) = pending.first_chunk::<LENGTH_PREFIX_LEN>() else {
+            return Ok(None);
+        };
+        let len = u32::from_le_bytes(*prefix) as usize;
+        if len > self.max_len {
+            return Err(FrameError::TooLong {
+                len,
+                max: self.max_len,
+            });
+        }
+        let Some(body) = pending.get(LENGTH_PREFIX_LEN..LENGTH_PREFIX_LEN + len) else {
+            return Ok(None);
+        };
+        let message = decode_body(body)?;
+        self.read += LENGTH_PREFIX_LEN + len;
+        Ok(Some(message))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::messages::{ClientMessage, ServerMessage};
+    use crate::samples;
+
+    #[test]
+    fn every_client_message_round_trips() {
+        for m in samples::client_messages() {
+            let frame = encode_frame(&m, DEFAULT_MAX_FRAME_LEN).unwrap();
+            let mut d = FrameDecoder::new(DEFAULT_MAX_FRAME_LEN);
+            d.extend(&frame);
+            assert_eq!(d.next_message::<ClientMessage>().unwrap(), Some(m));
+            assert_eq!(d.buffered_len(), 0);
+        }
+    }
+
+    #[test]
+    fn every_server_message_round_trips() {
+        for m in samples::server_messages() {
+            let frame = encode_frame(&m, DEFAULT_MAX_FRAME_LEN).unwrap();
+            let mut d = FrameDecoder::new(DEFAULT_MAX_FRAME_LEN);
+            d.extend(&frame);
+            assert_eq!(d.next_message::<ServerMessage>().unwrap(), Some(m));
+        }
+    }
+
+    #[test]
+    fn frames_split_at_every_byte_reassemble() {
+        let mut stream = Vec::new();
+        for m in samples::server_messages() {
+            encode_frame_into(&m, DEFAULT_MAX_FRAME_LEN, &mut stream).unwrap();
+        }
+        let mut d = FrameDecoder::new(DEFAULT_MAX_FRAME_LEN);
+        let mut got = Vec::new();
+        for byte in &stream {
+            d.extend(std::slice::from_ref(byte));
+            while let Some(m) = d.next_message::<ServerMessage>().unwrap() {
+                got.push(m);
+            }
+        }
+        assert_eq!(got, samples::server_messages());
+    }
+
+    #[test]
+    fn a_truncated_frame_waits_for_more_bytes() {
+        let frame = encode_frame(&samples::client_messages()[0], DEFAULT_MAX_FRAME_LEN).unwrap();
+        for cut in 0..frame.len() {
+            let mut d = FrameDecoder::new(DEFAULT_MAX_FRAME_LEN);
+            d.extend(&frame[..cut]);
+            assert_eq!(d.next_message::<ClientMessage>(), Ok(None), "cut at {cut}");
+        }
+    }
+
+    #[test]
+    fn an_oversized_length_is_refused_before_the_body_arrives() {
+        let mut d = FrameDecoder::new(100);
+        d.extend(&101u32.to_le_bytes());
+        assert_eq!(
+            d.next_message::<ClientMessage>(),
+            Err(FrameError::TooLong { len: 101, max: 100 })
+        );
+        let mut d = FrameDecoder::new(DEFAULT_MAX_FRAME_LEN);
+        d.extend(&u32::MAX.to_le_bytes());
+        assert!(matches!(
+            d.next_message::<ClientMessage>(),
+            Err(FrameError::TooLong { .. })
+        ));
+    }
+
+    #[test]
+    fn encoding_beyond_the_maximum_is_refused_and_appends_nothing() {
+        let m = ClientMessage::Hello {
+            protocol_version: 1,
+            token: "x".repeat(200),
+        };
+        let mut out = vec![1, 2, 3];
+        let err = encode_frame_into(&m, 100, &mut out).unwrap_err();
+        assert!(matches!(err, FrameError::TooLong { max: 100, .. }));
+        assert_eq!(out, vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn garbage_bodies_are_errors() {
+        // Unknown variant index.
+        let mut d = FrameDecoder::new(DEFAULT_MAX_FRAME_LEN);
+        d.extend(&[4, 0, 0, 0, 99, 0, 0, 0]);
+        assert!(matches!(
+            d.next_message::<ClientMessage>(),
+            Err(FrameError::Malformed { .. })
+        ));
+        // A string claiming far more bytes than the body holds.
+        let mut body = 0u32.to_le_bytes().to_vec(); // Hello
+        body.extend(1u32.to_le_bytes()); // version
+        body.extend(u64::MAX.to_le_bytes()); // token length
+        assert!(matches!(
+            decode_body::<ClientMessage>(&body),
+            Err(FrameError::Malformed { .. })
+        ));
+        // A valid message followed by trailing bytes.
+        let mut frame = encode_frame(&ClientMessage::Leave, DEFAULT_MAX_FRAME_LEN).unwrap();
+        frame.push(0);
+        frame[0] += 1;
+        let mut d = FrameDecoder::new(DEFAULT_MAX_FRAME_LEN);
+        d.extend(&frame);
+        assert_eq!(
+            d.next_message::<ClientMessage>(),
+            Err(FrameError::TrailingBytes {
+                len: 5,
+                trailing: 1
+            })
+        );
+        // Invalid UTF-8 in a string.
+        let mut body = 0u32.to_le_bytes().to_vec();
+        body.extend(1u32.to_le_bytes());
+        body.extend(2u64.to_le_bytes());
+        body.extend([0xff, 0xfe]);
+        assert!(decode_body::<ClientMessage>(&body).is_err());
+    }
+
+    #[test]
+    fn unknown_gameplay_tags_on_the_wire_are_refused() {
+        let m = ServerMessage::KitsGranted {
+            kits: vec![gatehouse_tags::catalog::STATE_DEAD],
+        };
+        let frame = encode_frame(&m, DEFAULT_MAX_FRAME_LEN).unwrap();
+        // Rewrite "State.Dead" to "State.Deaf" in place.
+        let pos = frame.windows(10).position(|w| w == b"State.Dead").unwrap();
+        let mut forged = frame.clone();
+        forged[pos + 9] = b'f';
+        let err = decode_body::<ServerMessage>(&forged[4..]).unwrap_err();
+        assert!(err.to_string().contains("State.Deaf"), "{err}");
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn decoding_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..512)) {
+            let mut d = FrameDecoder::new(256);
+            d.extend(&bytes);
+            while let Ok(Some(_)) = d.next_message::<ClientMessage>() {}
+            let _ = decode_body::<ServerMessage>(&bytes);
+        }
+
+        #[test]
+        fn a_valid_length_prefix_over_arbitrary_bodies_never_panics(body in proptest::collection::vec(proptest::num::u8::ANY, 0..256)) {
+            let mut d = FrameDecoder::new(DEFAULT_MAX_FRAME_LEN);
+            d.extend(&(body.len() as u32).to_le_bytes());
+            d.extend(&body);
+            let _ = d.next_message::<ClientMessage>();
+        }
+    }
+}
+
+#[cfg(test)]
+mod wire_examples {
+    //! The byte-level examples in `docs/protocol.md`, checked.
+    use super::*;
+    use crate::ids::{PawnId, TransitionId};
+    use crate::messages::ClientMessage;
+
+    #[test]
+    fn transition_ready_encodes_as_documented() {
+        let frame = encode_frame(
+            &ClientMessage::TransitionReady {
+                transition_id: TransitionId(7),
+            },
+            64,
+        )
+        .unwrap();
+        assert_eq!(frame, [12, 0, 0, 0, 1, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn possession_acknowledged_encodes_as_documented() {
+        let frame = encode_frame(
+            &ClientMessage::PossessionAcknowledged {
+                pawn_id: PawnId(42),
+            },
+            64,
+        )
+        .unwrap();
+        assert_eq!(frame, [12, 0, 0, 0, 2, 0, 0, 0, 42, 0, 0, 0, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn hello_encodes_as_documented() {
+        let frame = encode_frame(
+            &ClientMessage::Hello {
+                protocol_version: 1,
+                token: "a.b.c".into(),
+            },
+            64,
+        )
+        .unwrap();
+        let mut expected = vec![21, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0];
+        expected.extend_from_slice(b"a.b.c");
+        assert_eq!(frame, expected);
+    }
+
+    #[test]
+    fn leave_encodes_as_documented() {
+        assert_eq!(
+            encode_frame(&ClientMessage::Leave, 64).unwrap(),
+            [4, 0, 0, 0, 4, 0, 0, 0]
+        );
+    }
+}

@@ -1,0 +1,99 @@
+//! What crosses the gatehouse wire, and nothing else.
+//!
+//! - [`messages`]: the control-channel messages of DESIGN §3, client to server and back.
+//! - [`ids`]: the ids those messages carry.
+//! - [`codec`]: framing (`u32` little-endian length + bincode body) with a size limit; the one
+//!   module that knows the encoding.
+//! - [`token`]: the HS256 session token carried by `Hello`.
+//!
+//! Constants: [`PROTOCOL_VERSION`], [`ALPN`], and the connection [`CloseCode`]s. The wire is
+//! specified for implementers in other languages in `docs/protocol.md`.
+
+#![forbid(unsafe_code)]
+
+pub mod codec;
+pub mod ids;
+pub mod messages;
+pub mod samples;
+pub mod token;
+
+pub use codec::{FrameDecoder, FrameError, decode_body, encode_frame, encode_frame_into};
+pub use ids::{CharacterDef, LevelName, NameError, NodeId, PawnId, PlayerId, TeamId, TransitionId};
+pub use messages::{
+    ClientMessage, ErrorCode, PawnView, PlayerStateView, RejectReason, ServerMessage,
+};
+
+/// The protocol version a client announces in `Hello`. The server refuses any other.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// The TLS ALPN protocol id of the control connection.
+pub const ALPN: &[u8] = b"gatehouse/1";
+
+/// QUIC application close codes used by both sides (the `error_code` of CONNECTION_CLOSE).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u32)]
+#[non_exhaustive]
+pub enum CloseCode {
+    /// Normal close: the client left, or the client closed after `Leave`.
+    Leave = 0,
+    /// The server is shutting down.
+    ShuttingDown = 1,
+    /// `Hello` was refused (bad token or version); a `Rejected` message preceded the close.
+    Rejected = 2,
+    /// The peer sent bytes that are not valid frames or messages.
+    ProtocolViolation = 3,
+    /// The server holds its player cap.
+    ServerFull = 4,
+    /// The same player logged in on another connection, which replaces this one.
+    Replaced = 5,
+    /// The client never reported ready within the client-ready timeout (kick policy).
+    ReadyTimeout = 6,
+    /// The client did not read its messages fast enough; its send queue overflowed.
+    SlowConsumer = 7,
+    /// No `Hello` arrived within the handshake timeout.
+    HelloTimeout = 8,
+    /// The client kept sending refused requests beyond the rate limit.
+    Abuse = 9,
+}
+
+impl CloseCode {
+    /// The code as sent on the wire.
+    pub fn code(self) -> u32 {
+        self as u32
+    }
+
+    /// The close code with this wire value, if it is one of ours.
+    pub fn from_code(code: u64) -> Option<CloseCode> {
+        use CloseCode::*;
+        [
+            Leave,
+            ShuttingDown,
+            Rejected,
+            ProtocolViolation,
+            ServerFull,
+            Replaced,
+            ReadyTimeout,
+            SlowConsumer,
+            HelloTimeout,
+            Abuse,
+        ]
+        .into_iter()
+        .find(|c| u64::from(c.code()) == code)
+    }
+
+    /// The reason phrase sent with the close.
+    pub fn reason(self) -> &'static str {
+        match self {
+            CloseCode::Leave => "leave",
+            CloseCode::ShuttingDown => "server shutting down",
+            CloseCode::Rejected => "hello rejected",
+            CloseCode::ProtocolViolation => "protocol violation",
+            CloseCode::ServerFull => "server full",
+            CloseCode::Replaced => "replaced by a newer connection of the same player",
+            CloseCode::ReadyTimeout => "client-ready timeout",
+            CloseCode::SlowConsumer => "slow consumer",
+            CloseCode::HelloTimeout => "hello timeout",
+            CloseCode::Abuse => "too many refused requests",
+        }
+    }
+}

@@ -1,0 +1,216 @@
+//! The control-channel messages (DESIGN §3).
+//!
+//! One bidirectional QUIC stream per connection carries these, reliable and ordered, because
+//! phase order matters. Every message that refers to a transition or a pawn carries its id, so a
+//! late or stale message is recognised and ignored rather than applied to a newer one.
+//!
+//! The variant order is the wire format (bincode encodes the variant index): append new
+//! variants at the end and bump [`crate::PROTOCOL_VERSION`] when a variant changes.
+
+use gatehouse_tags::GameplayTag;
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{CharacterDef, LevelName, NodeId, PawnId, PlayerId, TeamId, TransitionId};
+
+/// A message from a client to the server.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ClientMessage {
+    /// First frame of every connection: the protocol version the client speaks and its session
+    /// token (an HS256 JWT whose `uid` claim is the player id). Anything else first is refused.
+    Hello {
+        /// Must equal [`crate::PROTOCOL_VERSION`].
+        protocol_version: u32,
+        /// The session token, in JWT compact form.
+        token: String,
+    },
+    /// The client finished streaming the levels of this transition (seed 001
+    /// `Server_ReportTransitionReady`). A report for a superseded transition is ignored.
+    TransitionReady {
+        /// The transition the client streamed for.
+        transition_id: TransitionId,
+    },
+    /// The owning client accepted this pawn (seed 001 `AcknowledgePossession`): it is now the
+    /// player's camera and input target. Only then does the server count the player as placed.
+    PossessionAcknowledged {
+        /// The pawn the client now controls.
+        pawn_id: PawnId,
+    },
+    /// Respawn after death (seed 001 `Server_RestartLevel`). Accepted only while the player's
+    /// ability state holds `State.Dead`; otherwise answered with [`ErrorCode::RestartRejected`].
+    RestartRequest,
+    /// The client is leaving; the server removes the player and closes with
+    /// [`crate::CloseCode::Leave`].
+    Leave,
+}
+
+/// A message from the server to one client.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ServerMessage {
+    /// Answer to an accepted `Hello`: the connection is now this player.
+    Welcome {
+        /// The player id taken from the token.
+        player_id: PlayerId,
+        /// The node whose level is streamed now, if any.
+        current_node: Option<NodeId>,
+    },
+    /// Answer to a refused `Hello`; the server closes the connection right after with
+    /// [`crate::CloseCode::Rejected`] (or `ServerFull` / `ShuttingDown`).
+    Rejected {
+        /// Why.
+        reason: RejectReason,
+        /// A human-readable explanation.
+        detail: String,
+    },
+    /// Freeze every character (seed 001 `Multicast_FreezeCharacters`): each client zeroes gravity
+    /// on every pawn locally and disables input only on its locally controlled pawn.
+    FreezeCharacters {
+        /// The transition that froze them.
+        transition_id: TransitionId,
+    },
+    /// Show the loading screen and stream these levels (seed 001 `Multicast_ShowTransition`). A
+    /// second `ShowTransition` while the screen is up supersedes the first: keep the screen, drop
+    /// the old streaming, stream the new levels and report ready with the new id.
+    ShowTransition {
+        /// The transition to report ready for.
+        transition_id: TransitionId,
+        /// The destination node.
+        target_node: NodeId,
+        /// The levels the client streams before reporting ready.
+        levels: Vec<LevelName>,
+    },
+    /// Unfreeze every character and hide the loading screen (seed 001 `Multicast_EndTransition`).
+    EndTransition {
+        /// The transition that ended.
+        transition_id: TransitionId,
+    },
+    /// A player state appeared or changed (replicated to every client).
+    PlayerStateUpdated(PlayerStateView),
+    /// A player left; its player state is gone.
+    PlayerLeft {
+        /// Who left.
+        player_id: PlayerId,
+    },
+    /// A pawn exists (replicated to every client; the owner's is an autonomous proxy, the others
+    /// simulated proxies).
+    PawnSpawned(PawnView),
+    /// A pawn moved to another node (a level-transition spawn request; seed 001 Stale-Node
+    /// Discard: a player who already has a pawn is teleported, not spawned twice).
+    PawnTeleported {
+        /// The pawn.
+        pawn_id: PawnId,
+        /// Where it stands now.
+        node: NodeId,
+    },
+    /// A pawn's owner died; the pawn stays until its respawn replaces it.
+    PawnDied {
+        /// The pawn.
+        pawn_id: PawnId,
+    },
+    /// A pawn was destroyed.
+    PawnDestroyed {
+        /// The pawn.
+        pawn_id: PawnId,
+    },
+    /// Sent to the owning client only: the server possessed this pawn for you. Answer with
+    /// `PossessionAcknowledged`.
+    Possessed {
+        /// The pawn.
+        pawn_id: PawnId,
+    },
+    /// Sent to the owning client only: the server unpossessed this pawn.
+    Unpossessed {
+        /// The pawn.
+        pawn_id: PawnId,
+    },
+    /// The full set of ability-state tags a player holds now (e.g. `State.Dead`), replicated to
+    /// every client.
+    AbilityTagsChanged {
+        /// Whose ability state.
+        player_id: PlayerId,
+        /// Every tag held now.
+        tags: Vec<GameplayTag>,
+    },
+    /// A player's health changed (replicated to every client).
+    HealthChanged {
+        /// Whose health.
+        player_id: PlayerId,
+        /// Health now, 0 ..= max.
+        health: u32,
+    },
+    /// Sent to the owning client only: ability kits granted to your player state (seed 001,
+    /// the ability-kit latch). Granted at most once per kit per session.
+    KitsGranted {
+        /// The kits granted by this grant.
+        kits: Vec<GameplayTag>,
+    },
+    /// A client message was refused; only the sender is affected and the connection stays open
+    /// unless the message says otherwise.
+    Error {
+        /// What kind of refusal.
+        code: ErrorCode,
+        /// A human-readable explanation naming what was wrong.
+        detail: String,
+    },
+}
+
+/// The replicated part of a player state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PlayerStateView {
+    /// Whose player state.
+    pub player_id: PlayerId,
+    /// The match team, once processed.
+    pub team: Option<TeamId>,
+    /// The character definition, once the preset resolved.
+    pub character_def: Option<CharacterDef>,
+}
+
+/// The replicated part of a pawn.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PawnView {
+    /// The pawn.
+    pub pawn_id: PawnId,
+    /// The player whose pawn it is.
+    pub owner: PlayerId,
+    /// The pawn's class.
+    pub character_def: CharacterDef,
+    /// The node it stands on.
+    pub node: NodeId,
+    /// False once its owner died in it.
+    pub alive: bool,
+}
+
+/// Why a `Hello` was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RejectReason {
+    /// The client speaks another protocol version.
+    UnsupportedVersion,
+    /// The token was empty.
+    MissingToken,
+    /// The token is not a well-formed HS256 JWT with a valid `uid` claim.
+    MalformedToken,
+    /// The token's signature does not verify with the server's key.
+    BadSignature,
+    /// The token's `exp` claim is in the past.
+    Expired,
+    /// The server holds its player cap.
+    ServerFull,
+    /// The server is draining.
+    ShuttingDown,
+    /// The first frame was not `Hello`.
+    HelloExpected,
+}
+
+/// Why a client message was refused after login.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ErrorCode {
+    /// The message is not valid now (e.g. a second `Hello`).
+    UnexpectedMessage,
+    /// The transition id is newer than any the server started.
+    UnknownTransition,
+    /// The pawn id does not name the pawn the server possessed for this player.
+    UnknownPawn,
+    /// `RestartRequest` without `State.Dead`.
+    RestartRejected,
+    /// Too many refused requests; further ones are dropped for a while.
+    RateLimited,
+}

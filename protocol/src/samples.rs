@@ -1,0 +1,127 @@
+//! One sample of every message, for round-trip tests, benchmarks and fuzz seeds.
+
+use gatehouse_tags::catalog;
+
+use crate::ids::{CharacterDef, LevelName, NodeId, PawnId, PlayerId, TeamId, TransitionId};
+use crate::messages::{
+    ClientMessage, ErrorCode, PawnView, PlayerStateView, RejectReason, ServerMessage,
+};
+
+fn name<T: TryFrom<String>>(s: &str) -> T
+where
+    T::Error: std::fmt::Debug,
+{
+    // The samples below are valid names; a failure here is a bug in this file.
+    #[allow(clippy::expect_used)]
+    T::try_from(s.to_owned()).expect("sample names are valid")
+}
+
+/// One value of every [`ClientMessage`] variant.
+pub fn client_messages() -> Vec<ClientMessage> {
+    vec![
+        ClientMessage::Hello {
+            protocol_version: crate::PROTOCOL_VERSION,
+            token: "a.b.c".into(),
+        },
+        ClientMessage::TransitionReady {
+            transition_id: TransitionId(7),
+        },
+        ClientMessage::PossessionAcknowledged {
+            pawn_id: PawnId(42),
+        },
+        ClientMessage::RestartRequest,
+        ClientMessage::Leave,
+    ]
+}
+
+/// One value of every [`ServerMessage`] variant (every `RejectReason` and `ErrorCode` too).
+pub fn server_messages() -> Vec<ServerMessage> {
+    let player: PlayerId = name("sim-0001");
+    let node: NodeId = name("harbor");
+    let mut out = vec![
+        ServerMessage::Welcome {
+            player_id: player.clone(),
+            current_node: Some(node.clone()),
+        },
+        ServerMessage::Welcome {
+            player_id: player.clone(),
+            current_node: None,
+        },
+        ServerMessage::FreezeCharacters {
+            transition_id: TransitionId(3),
+        },
+        ServerMessage::ShowTransition {
+            transition_id: TransitionId(3),
+            target_node: node.clone(),
+            levels: vec![name::<LevelName>("harbor_docks"), name("harbor_town")],
+        },
+        ServerMessage::EndTransition {
+            transition_id: TransitionId(3),
+        },
+        ServerMessage::PlayerStateUpdated(PlayerStateView {
+            player_id: player.clone(),
+            team: Some(TeamId(2)),
+            character_def: Some(name::<CharacterDef>("Vanguard")),
+        }),
+        ServerMessage::PlayerLeft {
+            player_id: player.clone(),
+        },
+        ServerMessage::PawnSpawned(PawnView {
+            pawn_id: PawnId(9),
+            owner: player.clone(),
+            character_def: name("Vanguard"),
+            node: node.clone(),
+            alive: true,
+        }),
+        ServerMessage::PawnTeleported {
+            pawn_id: PawnId(9),
+            node,
+        },
+        ServerMessage::PawnDied { pawn_id: PawnId(9) },
+        ServerMessage::PawnDestroyed { pawn_id: PawnId(9) },
+        ServerMessage::Possessed { pawn_id: PawnId(9) },
+        ServerMessage::Unpossessed { pawn_id: PawnId(9) },
+        ServerMessage::AbilityTagsChanged {
+            player_id: player.clone(),
+            tags: vec![catalog::STATE_DEAD, catalog::EFFECT_DAMAGE_OVER_TIME_POISON],
+        },
+        ServerMessage::HealthChanged {
+            player_id: player,
+            health: 55,
+        },
+        ServerMessage::KitsGranted {
+            kits: vec![
+                catalog::KIT_STARTUP_MOVEMENT,
+                catalog::KIT_COMPOSED_VANGUARD,
+            ],
+        },
+    ];
+    for reason in [
+        RejectReason::UnsupportedVersion,
+        RejectReason::MissingToken,
+        RejectReason::MalformedToken,
+        RejectReason::BadSignature,
+        RejectReason::Expired,
+        RejectReason::ServerFull,
+        RejectReason::ShuttingDown,
+        RejectReason::HelloExpected,
+    ] {
+        out.push(ServerMessage::Rejected {
+            reason,
+            detail: format!("{reason:?}"),
+        });
+    }
+    for code in [
+        ErrorCode::UnexpectedMessage,
+        ErrorCode::UnknownTransition,
+        ErrorCode::UnknownPawn,
+        ErrorCode::RestartRejected,
+        ErrorCode::RateLimited,
+    ] {
+        out.push(ServerMessage::Error {
+            code,
+            detail: format!("{code:?}"),
+        });
+    }
+    out
+}

@@ -1,0 +1,363 @@
+//! `config/server.toml`: network, TLS, authentication, game timings, storage.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use super::{ConfigError, beside, millis, parse_toml};
+
+pub use gatehouse_protocol::token::DEV_TOKEN_KEY;
+
+/// The whole server configuration (`config/server.toml`), checked.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    /// `[network]`: the QUIC endpoint.
+    #[serde(default)]
+    pub network: NetworkConfig,
+    /// `[tls]`: the certificate; without one a development certificate is generated.
+    #[serde(default)]
+    pub tls: TlsConfig,
+    /// `[auth]`: session-token verification.
+    #[serde(default)]
+    pub auth: AuthConfig,
+    /// `[game]`: the world file and the timeouts of the contracts.
+    #[serde(default)]
+    pub game: GameConfig,
+    /// `data_dir`: where the development certificate and the embedded store live.
+    #[serde(default = "default_data_dir")]
+    pub data_dir: PathBuf,
+    /// `log_format`: `human` or `json`.
+    #[serde(default)]
+    pub log_format: LogFormat,
+}
+
+/// `[network]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct NetworkConfig {
+    /// `bind`: UDP address of the QUIC endpoint.
+    pub bind: SocketAddr,
+    /// `idle_timeout_ms`: a connection silent this long is closed.
+    #[serde(rename = "idle_timeout_ms", deserialize_with = "millis")]
+    pub idle_timeout: Duration,
+    /// `keep_alive_ms`: ping interval; must be below the idle timeout.
+    #[serde(rename = "keep_alive_ms", deserialize_with = "millis")]
+    pub keep_alive: Duration,
+    /// `hello_timeout_ms`: a connection that sends no `Hello` this long is closed.
+    #[serde(rename = "hello_timeout_ms", deserialize_with = "millis")]
+    pub hello_timeout: Duration,
+    /// `max_players`: logged-in players at once; beyond it `Hello` is refused (server full).
+    pub max_players: usize,
+    /// `max_frame_len`: largest control frame body, bytes.
+    pub max_frame_len: usize,
+    /// `udp_buffer_bytes`: socket send and receive buffer size, bytes.
+    pub udp_buffer_bytes: usize,
+    /// `stream_receive_window`: per-stream flow-control window, bytes.
+    pub stream_receive_window: u32,
+    /// `connection_receive_window`: per-connection flow-control window, bytes.
+    pub connection_receive_window: u32,
+    /// `send_queue_frames`: frames queued for one client before it is closed as a slow consumer.
+    pub send_queue_frames: usize,
+}
+
+impl Default for NetworkConfig {
+    fn default() -> Self {
+        Self {
+            bind: SocketAddr::from(([0, 0, 0, 0], 7777)),
+            idle_timeout: Duration::from_secs(10),
+            keep_alive: Duration::from_secs(3),
+            hello_timeout: Duration::from_secs(5),
+            max_players: 256,
+            max_frame_len: gatehouse_protocol::codec::DEFAULT_MAX_FRAME_LEN,
+            udp_buffer_bytes: 4 << 20,
+            stream_receive_window: 256 * 1024,
+            connection_receive_window: 512 * 1024,
+            send_queue_frames: 4096,
+        }
+    }
+}
+
+/// `[tls]`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// `certificate`: DER or PEM certificate chain file; with `private_key`, used as given.
+    pub certificate: Option<PathBuf>,
+    /// `private_key`: DER or PEM private key file.
+    pub private_key: Option<PathBuf>,
+}
+
+/// `[auth]`.
+#[derive(Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// `token_key`: the HS256 key session tokens are signed with (the issuer's key).
+    pub token_key: String,
+}
+
+impl Default for AuthConfig {
+    fn default() -> Self {
+        Self {
+            token_key: DEV_TOKEN_KEY.to_owned(),
+        }
+    }
+}
+
+impl std::fmt::Debug for AuthConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AuthConfig")
+            .field("token_key", &"<redacted>")
+            .finish()
+    }
+}
+
+impl AuthConfig {
+    /// Whether the shipped development key is in use.
+    pub fn is_development_key(&self) -> bool {
+        self.token_key == DEV_TOKEN_KEY
+    }
+}
+
+/// What to do with a client that never reports ready (DESIGN §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientReadyPolicy {
+    /// Disconnect it with close code `ReadyTimeout`; the transition proceeds without it.
+    Kick,
+    /// Keep it connected and proceed without its report; it still gets a pawn.
+    Proceed,
+}
+
+/// `[game]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GameConfig {
+    /// `world`: the world-map file, relative to this config file.
+    pub world: PathBuf,
+    /// `spawn_settle_timeout_ms`: the settle-hold bound once nothing is loading (seed 001,
+    /// default 15 s).
+    #[serde(rename = "spawn_settle_timeout_ms", deserialize_with = "millis")]
+    pub spawn_settle_timeout: Duration,
+    /// `spawn_retry_ms`: retry delay when a node's spawn points have not registered (seed 001,
+    /// default 100 ms).
+    #[serde(rename = "spawn_retry_ms", deserialize_with = "millis")]
+    pub spawn_retry: Duration,
+    /// `client_ready_timeout_ms`: how long a client may take to report ready once it was shown a
+    /// transition that is waiting for clients.
+    #[serde(rename = "client_ready_timeout_ms", deserialize_with = "millis")]
+    pub client_ready_timeout: Duration,
+    /// `client_ready_policy`: `kick` or `proceed`.
+    pub client_ready_policy: ClientReadyPolicy,
+}
+
+impl Default for GameConfig {
+    fn default() -> Self {
+        Self {
+            world: PathBuf::from("world.toml"),
+            spawn_settle_timeout: Duration::from_secs(15),
+            spawn_retry: Duration::from_millis(100),
+            client_ready_timeout: Duration::from_secs(30),
+            client_ready_policy: ClientReadyPolicy::Kick,
+        }
+    }
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    /// Readable lines for a terminal.
+    #[default]
+    Human,
+    /// One JSON object per line, for log collectors.
+    Json,
+}
+
+fn default_data_dir() -> PathBuf {
+    PathBuf::from("data")
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        Self {
+            network: NetworkConfig::default(),
+            tls: TlsConfig::default(),
+            auth: AuthConfig::default(),
+            game: GameConfig::default(),
+            data_dir: default_data_dir(),
+            log_format: LogFormat::default(),
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Reads and checks `path`. The world path and TLS paths are resolved against the file's
+    /// directory.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the file and key.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.to_owned(),
+            source,
+        })?;
+        Self::parse(path, &text)
+    }
+
+    /// Parses and checks config text as if read from `path`.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the file and key.
+    pub fn parse(path: &Path, text: &str) -> Result<Self, ConfigError> {
+        let mut config: ServerConfig = parse_toml(path, text)?;
+        config.game.world = beside(path, &config.game.world);
+        config.tls.certificate = config.tls.certificate.map(|p| beside(path, &p));
+        config.tls.private_key = config.tls.private_key.map(|p| beside(path, &p));
+        config.check(path)?;
+        Ok(config)
+    }
+
+    /// Cross-key checks; also run after CLI overrides.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the key.
+    pub fn check(&self, path: &Path) -> Result<(), ConfigError> {
+        let invalid = |key: &str, why: String| ConfigError::Invalid {
+            path: path.to_owned(),
+            key: key.to_owned(),
+            why,
+        };
+        let n = &self.network;
+        if n.idle_timeout.is_zero() {
+            return Err(invalid("network.idle_timeout_ms", "must be above 0".into()));
+        }
+        if n.keep_alive.is_zero() || n.keep_alive >= n.idle_timeout {
+            return Err(invalid(
+                "network.keep_alive_ms",
+                format!(
+                    "must be above 0 and below network.idle_timeout_ms ({} ms), found {} ms",
+                    n.idle_timeout.as_millis(),
+                    n.keep_alive.as_millis()
+                ),
+            ));
+        }
+        if n.hello_timeout.is_zero() {
+            return Err(invalid(
+                "network.hello_timeout_ms",
+                "must be above 0".into(),
+            ));
+        }
+        if n.max_players == 0 {
+            return Err(invalid("network.max_players", "must be at least 1".into()));
+        }
+        let hard = gatehouse_protocol::codec::HARD_MAX_FRAME_LEN;
+        if n.max_frame_len < 256 || n.max_frame_len > hard {
+            return Err(invalid(
+                "network.max_frame_len",
+                format!(
+                    "must be between 256 and {hard} bytes, found {}",
+                    n.max_frame_len
+                ),
+            ));
+        }
+        if n.send_queue_frames == 0 {
+            return Err(invalid(
+                "network.send_queue_frames",
+                "must be at least 1".into(),
+            ));
+        }
+        if n.stream_receive_window < 4096 || n.connection_receive_window < n.stream_receive_window {
+            return Err(invalid(
+                "network.connection_receive_window",
+                "stream_receive_window must be at least 4096 bytes and connection_receive_window at least as large".into(),
+            ));
+        }
+        if self.tls.certificate.is_some() != self.tls.private_key.is_some() {
+            return Err(invalid(
+                "tls.private_key",
+                "tls.certificate and tls.private_key go together: give both or neither".into(),
+            ));
+        }
+        if self.auth.token_key.len() < 16 {
+            return Err(invalid(
+                "auth.token_key",
+                "must be at least 16 bytes long".into(),
+            ));
+        }
+        let g = &self.game;
+        if g.spawn_retry.is_zero() {
+            return Err(invalid("game.spawn_retry_ms", "must be above 0".into()));
+        }
+        if g.spawn_settle_timeout.is_zero() {
+            return Err(invalid(
+                "game.spawn_settle_timeout_ms",
+                "must be above 0".into(),
+            ));
+        }
+        if g.client_ready_timeout.is_zero() {
+            return Err(invalid(
+                "game.client_ready_timeout_ms",
+                "must be above 0".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<ServerConfig, ConfigError> {
+        ServerConfig::parse(Path::new("conf/server.toml"), text)
+    }
+
+    #[test]
+    fn an_empty_file_gives_the_defaults() {
+        let c = parse("").unwrap();
+        assert_eq!(c.network.idle_timeout, Duration::from_secs(10));
+        assert_eq!(c.game.world, Path::new("conf/world.toml"));
+        assert!(c.auth.is_development_key());
+    }
+
+    #[test]
+    fn an_unknown_key_is_named() {
+        let err = parse("[network]\nidle_timeout = 5\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("idle_timeout"), "{err}");
+        assert!(err.contains("conf/server.toml"), "{err}");
+    }
+
+    #[test]
+    fn a_wrong_type_is_named_with_its_key() {
+        let err = parse("[network]\nmax_players = \"many\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("max_players"), "{err}");
+    }
+
+    #[test]
+    fn keep_alive_must_be_below_idle_timeout() {
+        let err = parse("[network]\nidle_timeout_ms = 1000\nkeep_alive_ms = 1000\n").unwrap_err();
+        assert!(
+            matches!(err, ConfigError::Invalid { ref key, .. } if key == "network.keep_alive_ms"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn certificate_without_key_is_refused() {
+        let err = parse("[tls]\ncertificate = \"c.pem\"\n").unwrap_err();
+        assert!(matches!(err, ConfigError::Invalid { ref key, .. } if key == "tls.private_key"));
+    }
+
+    #[test]
+    fn the_debug_output_never_shows_the_token_key() {
+        let c = parse("[auth]\ntoken_key = \"super-secret-key-1234\"\n").unwrap();
+        assert!(!format!("{c:?}").contains("super-secret"));
+    }
+}

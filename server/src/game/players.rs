@@ -1,0 +1,142 @@
+//! Players, their player states and their pawns.
+//!
+//! A [`Player`] is one logged-in connection (the seed's PlayerController) together with its
+//! player state (team, CharacterDef). A [`Pawn`] is owned by a player and stands on a node; the
+//! player possesses at most one pawn at a time.
+
+use std::time::Instant;
+
+use gatehouse_protocol::{
+    CharacterDef, NodeId, PawnId, PawnView, PlayerId, PlayerStateView, TeamId, TransitionId,
+};
+
+use super::ConnectionId;
+
+/// A logged-in player and its player state.
+#[derive(Debug)]
+pub(crate) struct Player {
+    pub(crate) id: PlayerId,
+    pub(crate) connection: ConnectionId,
+    pub(crate) team: TeamId,
+    pub(crate) character_def: CharacterDef,
+    /// The pawn this player possesses.
+    pub(crate) pawn: Option<PawnId>,
+    /// The pawn the owning client acknowledged possession of. The player is placed only when
+    /// this equals `pawn` (DESIGN §4: placed means acknowledged).
+    pub(crate) acknowledged: Option<PawnId>,
+    /// The transition this player was last shown, and when.
+    pub(crate) shown: Option<(TransitionId, Instant)>,
+    /// Refused requests in the current rate-limit window.
+    pub(crate) refusals: RefusalWindow,
+}
+
+/// Counts refused requests per window: past a limit further refusals are dropped with one
+/// `RateLimited` error, and far past it the connection is closed for abuse.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RefusalWindow {
+    started: Instant,
+    count: u32,
+}
+
+/// What to do with one more refusal.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RefusalVerdict {
+    /// Answer it with its error.
+    Answer,
+    /// Answer with `RateLimited` (once per window), then stay silent.
+    Limit,
+    /// Drop it silently.
+    Drop,
+    /// Close the connection.
+    Close,
+}
+
+impl RefusalWindow {
+    /// Window length.
+    pub(crate) const WINDOW: std::time::Duration = std::time::Duration::from_secs(10);
+    /// Refusals answered per window.
+    pub(crate) const ANSWERED: u32 = 5;
+    /// Refusals per window that close the connection.
+    pub(crate) const CLOSE_AT: u32 = 50;
+
+    fn new(now: Instant) -> Self {
+        RefusalWindow {
+            started: now,
+            count: 0,
+        }
+    }
+
+    pub(crate) fn record(&mut self, now: Instant) -> RefusalVerdict {
+        if now.duration_since(self.started) >= Self::WINDOW {
+            *self = RefusalWindow::new(now);
+        }
+        self.count += 1;
+        match self.count {
+            n if n <= Self::ANSWERED => RefusalVerdict::Answer,
+            n if n == Self::ANSWERED + 1 => RefusalVerdict::Limit,
+            n if n >= Self::CLOSE_AT => RefusalVerdict::Close,
+            _ => RefusalVerdict::Drop,
+        }
+    }
+}
+
+impl Player {
+    pub(crate) fn new(id: PlayerId, connection: ConnectionId, team: TeamId, now: Instant) -> Self {
+        Player {
+            id,
+            connection,
+            team,
+            character_def: default_character_def(),
+            pawn: None,
+            acknowledged: None,
+            shown: None,
+            refusals: RefusalWindow::new(now),
+        }
+    }
+
+    /// Whether the player has a pawn whose possession its client acknowledged.
+    pub(crate) fn is_placed(&self) -> bool {
+        self.pawn.is_some() && self.acknowledged == self.pawn
+    }
+
+    /// Whether the player's ability state holds `State.Dead`.
+    pub(crate) fn is_dead(&self) -> bool {
+        false
+    }
+
+    pub(crate) fn view(&self) -> PlayerStateView {
+        PlayerStateView {
+            player_id: self.id.clone(),
+            team: Some(self.team),
+            character_def: Some(self.character_def.clone()),
+        }
+    }
+}
+
+/// A pawn in the world.
+#[derive(Debug, Clone)]
+pub(crate) struct Pawn {
+    pub(crate) id: PawnId,
+    pub(crate) owner: PlayerId,
+    pub(crate) character_def: CharacterDef,
+    pub(crate) node: NodeId,
+    pub(crate) alive: bool,
+}
+
+impl Pawn {
+    pub(crate) fn view(&self) -> PawnView {
+        PawnView {
+            pawn_id: self.id,
+            owner: self.owner.clone(),
+            character_def: self.character_def.clone(),
+            node: self.node.clone(),
+            alive: self.alive,
+        }
+    }
+}
+
+fn default_character_def() -> CharacterDef {
+    // A literal that satisfies the name rule.
+    #[allow(clippy::expect_used)]
+    CharacterDef::new("Vanguard").expect("a valid literal name")
+}

@@ -1,0 +1,108 @@
+//! A read-only view of the game for operators and tests (the admin endpoint's JSON).
+
+use gatehouse_protocol::{NodeId, PawnId, PlayerId, TransitionId};
+use serde::Serialize;
+
+use super::spawn::SpawnKind;
+use super::transition::Phase;
+use super::{Counters, Game};
+
+/// The state of the game at one instant.
+#[derive(Debug, Clone, Serialize)]
+pub struct GameSnapshot {
+    /// The transition phase: `None`, `Freezing`, `Loading`, `WaitingForClients` or `Completing`.
+    pub phase: &'static str,
+    /// The transition in flight.
+    pub transition_id: Option<TransitionId>,
+    /// Where the transition in flight goes.
+    pub transition_target: Option<NodeId>,
+    /// The node whose levels are streamed now.
+    pub streamed_node: Option<NodeId>,
+    /// Whether world-map streaming or dungeon rooms are loading.
+    pub load_in_flight: bool,
+    /// Pending spawn requests, oldest first.
+    pub pending_spawns: Vec<PendingSpawn>,
+    /// Every logged-in player.
+    pub players: Vec<PlayerSnapshot>,
+    /// Players without an acknowledged pawn.
+    pub unplaced_players: Vec<PlayerId>,
+    /// Decision counters.
+    pub counters: Counters,
+}
+
+/// One pending spawn request.
+#[derive(Debug, Clone, Serialize)]
+pub struct PendingSpawn {
+    /// Whose.
+    pub player: PlayerId,
+    /// What kind.
+    pub kind: SpawnKind,
+    /// For which node.
+    pub node: NodeId,
+}
+
+/// One player.
+#[derive(Debug, Clone, Serialize)]
+pub struct PlayerSnapshot {
+    /// The player.
+    pub player: PlayerId,
+    /// The pawn it possesses.
+    pub pawn: Option<PawnId>,
+    /// Every pawn it owns (a dead pawn lingers until its replacement exists).
+    pub owned_pawns: usize,
+    /// Whether its client acknowledged possession of its pawn.
+    pub placed: bool,
+    /// Whether it holds `State.Dead`.
+    pub dead: bool,
+}
+
+impl Game {
+    /// A snapshot of the current state.
+    pub fn snapshot(&self) -> GameSnapshot {
+        let phase = match self.transition.as_ref().map(|t| &t.phase) {
+            None => "None",
+            Some(Phase::Freezing) => "Freezing",
+            Some(Phase::Loading) => "Loading",
+            Some(Phase::WaitingForClients { .. }) => "WaitingForClients",
+            Some(Phase::Completing { .. }) => "Completing",
+        };
+        let players: Vec<PlayerSnapshot> = self
+            .players
+            .values()
+            .map(|p| PlayerSnapshot {
+                player: p.id.clone(),
+                pawn: p.pawn,
+                owned_pawns: self
+                    .pawns
+                    .values()
+                    .filter(|pawn| pawn.owner == p.id)
+                    .count(),
+                placed: p.is_placed(),
+                dead: p.is_dead(),
+            })
+            .collect();
+        GameSnapshot {
+            phase,
+            transition_id: self.transition.as_ref().map(|t| t.id),
+            transition_target: self.transition.as_ref().map(|t| t.target.clone()),
+            streamed_node: self.streaming.streamed_node().cloned(),
+            load_in_flight: self.streaming.is_load_in_flight(),
+            pending_spawns: self
+                .spawns
+                .requests()
+                .map(|r| PendingSpawn {
+                    player: r.player.clone(),
+                    kind: r.kind,
+                    node: r.node.clone(),
+                })
+                .collect(),
+            unplaced_players: players
+                .iter()
+                .filter(|p| !p.placed)
+                .map(|p| p.player.clone())
+                .collect(),
+            players,
+            counters: self.counters.clone(),
+        }
+    }
+}

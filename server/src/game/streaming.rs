@@ -1,0 +1,225 @@
+//! Simulated level streaming and the world-map gate (seed 001, "The World-Map Gate").
+//!
+//! The core does not stream anything itself: it asks the shell to ([`super::Output::Stream`])
+//! and hears back by [`LoadId`]. A completion whose load is no longer the one in flight (its
+//! travel was superseded) is recognised and ignored.
+
+use std::fmt;
+
+use gatehouse_protocol::NodeId;
+
+/// Names one streaming request; never reused within a process.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct LoadId(pub u64);
+
+impl fmt::Debug for LoadId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "load#{}", self.0)
+    }
+}
+
+/// Dungeon rooms of the streamed node.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Rooms {
+    /// The streamed node is not a dungeon (or nothing is streamed).
+    NoDungeon,
+    /// The rooms are streaming.
+    Streaming(LoadId),
+    /// Every room streamed.
+    Ready,
+}
+
+/// What is streamed and what is streaming.
+#[derive(Debug)]
+pub(crate) struct WorldStreaming {
+    governs_session: bool,
+    /// The node whose levels are in, and the load that streamed it.
+    streamed: Option<(NodeId, LoadId)>,
+    /// Whether the streamed node's spawn points registered.
+    spawn_points_registered: bool,
+    pub(crate) rooms: Rooms,
+    /// World-map streaming in flight: the load and its node.
+    node_load: Option<(LoadId, NodeId)>,
+    next_load: u64,
+}
+
+/// What a finished load was.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Streamed {
+    /// A node's levels: the node is streamed now.
+    Node(NodeId),
+    /// The dungeon rooms of the streamed node.
+    Rooms,
+    /// A load nobody waits for any more.
+    Stale,
+}
+
+impl WorldStreaming {
+    pub(crate) fn new(governs_session: bool) -> Self {
+        WorldStreaming {
+            governs_session,
+            streamed: None,
+            spawn_points_registered: false,
+            rooms: Rooms::NoDungeon,
+            node_load: None,
+            next_load: 1,
+        }
+    }
+
+    fn allocate(&mut self) -> LoadId {
+        let id = LoadId(self.next_load);
+        self.next_load += 1;
+        id
+    }
+
+    /// Starts streaming `node`: the current level is unloaded, so nothing is streamed until
+    /// the new load completes.
+    pub(crate) fn begin_node(&mut self, node: NodeId) -> LoadId {
+        let load = self.allocate();
+        self.streamed = None;
+        self.spawn_points_registered = false;
+        self.rooms = Rooms::NoDungeon;
+        self.node_load = Some((load, node));
+        load
+    }
+
+    /// Starts streaming the rooms of the streamed dungeon node.
+    pub(crate) fn begin_rooms(&mut self) -> LoadId {
+        let load = self.allocate();
+        self.rooms = Rooms::Streaming(load);
+        load
+    }
+
+    /// Records a finished load.
+    pub(crate) fn complete(&mut self, load: LoadId) -> Streamed {
+        if let Some((current, node)) = &self.node_load {
+            if *current == load {
+                let node = node.clone();
+                self.node_load = None;
+                self.streamed = Some((node.clone(), load));
+                return Streamed::Node(node);
+            }
+        }
+        if self.rooms == Rooms::Streaming(load) {
+            self.rooms = Rooms::Ready;
+            return Streamed::Rooms;
+        }
+        Streamed::Stale
+    }
+
+    /// Records that the spawn points of the node streamed by `load` registered.
+    pub(crate) fn spawn_points_registered(&mut self, load: LoadId) {
+        if self.streamed.as_ref().is_some_and(|(_, l)| *l == load) {
+            self.spawn_points_registered = true;
+        }
+    }
+
+    /// The node whose levels are in.
+    pub(crate) fn streamed_node(&self) -> Option<&NodeId> {
+        self.streamed.as_ref().map(|(n, _)| n)
+    }
+
+    /// Whether spawn points can be found on `node`: `None` when the node is not streamed at all
+    /// (a later ready callback will process the spawn), `Some(false)` when it is streamed but
+    /// its spawn points have not registered yet (retry), `Some(true)` when they have.
+    pub(crate) fn spawn_points_on(&self, node: &NodeId) -> Option<bool> {
+        (self.streamed_node() == Some(node)).then_some(self.spawn_points_registered)
+    }
+
+    /// `IsLevelReadyForSpawn` (seed 001, The World-Map Gate): may a pawn be placed on `node`?
+    ///
+    /// - an active dungeon is ready only when its rooms are;
+    /// - with a world map governing the session: not while nothing is streamed (the boot travel
+    ///   has not delivered a level), and a requested node only when the streamed node matches;
+    /// - with no world map and no dungeon managing levels (a standalone map): ready.
+    pub(crate) fn is_level_ready_for_spawn(&self, node: &NodeId) -> bool {
+        match self.rooms {
+            Rooms::Streaming(_) => return false,
+            Rooms::Ready => return self.streamed_node() == Some(node),
+            Rooms::NoDungeon => {}
+        }
+        if !self.governs_session {
+            return true;
+        }
+        self.streamed_node() == Some(node)
+    }
+
+    /// `IsLoadInFlight` (seed 001, Loading-Screen Settle-Hold): world-map streaming in progress,
+    /// or an active dungeon whose rooms are not ready.
+    pub(crate) fn is_load_in_flight(&self) -> bool {
+        self.node_load.is_some() || matches!(self.rooms, Rooms::Streaming(_))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(s: &str) -> NodeId {
+        NodeId::new(s).unwrap()
+    }
+
+    /// Seed 001, The World-Map Gate: "a world map governs the session, no dungeon is active,
+    /// and nothing is streamed yet" refuses.
+    #[test]
+    fn the_gate_refuses_while_a_world_map_governs_and_nothing_is_streamed() {
+        let s = WorldStreaming::new(true);
+        assert!(!s.is_level_ready_for_spawn(&node("a")));
+    }
+
+    /// Seed 001: "a requested world-map node is ready only when the currently streamed node
+    /// matches".
+    #[test]
+    fn the_gate_allows_only_the_streamed_node() {
+        let mut s = WorldStreaming::new(true);
+        let load = s.begin_node(node("a"));
+        assert_eq!(s.complete(load), Streamed::Node(node("a")));
+        assert!(s.is_level_ready_for_spawn(&node("a")));
+        assert!(!s.is_level_ready_for_spawn(&node("b")));
+    }
+
+    /// Seed 001: "an active dungeon is ready only when its rooms are ready".
+    #[test]
+    fn an_active_dungeon_is_ready_only_when_its_rooms_are() {
+        let mut s = WorldStreaming::new(true);
+        let load = s.begin_node(node("crypt"));
+        s.complete(load);
+        let rooms = s.begin_rooms();
+        assert!(!s.is_level_ready_for_spawn(&node("crypt")));
+        assert!(s.is_load_in_flight());
+        assert_eq!(s.complete(rooms), Streamed::Rooms);
+        assert!(s.is_level_ready_for_spawn(&node("crypt")));
+        assert!(!s.is_load_in_flight());
+    }
+
+    /// Seed 001: "With no world-map or dungeon subsystem managing levels at all (standalone test
+    /// maps), it falls through to ready".
+    #[test]
+    fn a_standalone_map_is_always_ready() {
+        let s = WorldStreaming::new(false);
+        assert!(s.is_level_ready_for_spawn(&node("a")));
+    }
+
+    #[test]
+    fn a_superseded_load_is_stale() {
+        let mut s = WorldStreaming::new(true);
+        let old = s.begin_node(node("a"));
+        let new = s.begin_node(node("b"));
+        assert_eq!(s.complete(old), Streamed::Stale);
+        assert_eq!(s.complete(new), Streamed::Node(node("b")));
+    }
+
+    #[test]
+    fn spawn_points_of_an_old_load_do_not_register_on_the_new_node() {
+        let mut s = WorldStreaming::new(true);
+        let a = s.begin_node(node("a"));
+        s.complete(a);
+        let b = s.begin_node(node("b"));
+        s.complete(b);
+        s.spawn_points_registered(a);
+        assert_eq!(s.spawn_points_on(&node("b")), Some(false));
+        s.spawn_points_registered(b);
+        assert_eq!(s.spawn_points_on(&node("b")), Some(true));
+        assert_eq!(s.spawn_points_on(&node("a")), None);
+    }
+}

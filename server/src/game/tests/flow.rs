@@ -1,0 +1,221 @@
+//! The walking-skeleton flow: boot travel, login during a transition, late join, disconnect.
+
+use std::time::Duration;
+
+use gatehouse_protocol::{ClientMessage, CloseCode, ErrorCode, ServerMessage, TransitionId};
+
+use super::*;
+
+/// A player who logs in during a transition is shown it (id, target node, levels) and frozen.
+#[test]
+fn login_during_a_transition_is_shown_it_and_frozen() {
+    let mut h = Harness::new();
+    let boot = h.transition();
+    let c = h.login("p1");
+    let got = h.received(c);
+    assert!(
+        matches!(&got[0], ServerMessage::Welcome { player_id, .. } if player_id.as_str() == "p1")
+    );
+    assert!(got.contains(&ServerMessage::FreezeCharacters {
+        transition_id: boot
+    }));
+    let shown = got.iter().find_map(|m| match m {
+        ServerMessage::ShowTransition {
+            transition_id,
+            target_node,
+            levels,
+        } => Some((*transition_id, target_node.clone(), levels.len())),
+        _ => None,
+    });
+    assert_eq!(shown, Some((boot, node("harbor"), 2)));
+}
+
+/// The boot transition: stream, every client ready, a pawn each in Completing, acknowledged
+/// possession, and only then the end.
+#[test]
+fn the_boot_transition_ends_only_once_every_player_acknowledged_its_pawn() {
+    let mut h = Harness::new();
+    let boot = h.transition();
+    let (a, b) = (h.login("a"), h.login("b"));
+    h.stream_node("harbor");
+    h.ready(a);
+    assert!(
+        h.possessed(a).is_none(),
+        "no spawn before every client is ready"
+    );
+    h.ready(b);
+    assert!(
+        h.possessed(a).is_some() && h.possessed(b).is_some(),
+        "spawned in Completing"
+    );
+    h.ack(a);
+    assert!(!h.ended(boot), "b has not acknowledged its pawn yet");
+    h.ack(b);
+    assert!(h.ended(boot));
+    assert_eq!(h.pawns_of("a"), 1);
+    assert_eq!(h.pawns_of("b"), 1);
+}
+
+/// A player who logs in while no transition runs and the level is ready is spawned at once.
+#[test]
+fn a_late_join_is_spawned_at_once() {
+    let mut h = Harness::booted();
+    let c = h.login("late");
+    let got = h.received(c);
+    assert!(
+        !got.iter()
+            .any(|m| matches!(m, ServerMessage::FreezeCharacters { .. }))
+    );
+    assert!(h.possessed(c).is_some());
+    let spawned = got.iter().find_map(|m| match m {
+        ServerMessage::PawnSpawned(v) => Some(v.node.clone()),
+        _ => None,
+    });
+    assert_eq!(spawned, Some(node("harbor")));
+}
+
+/// Disconnect while WaitingForClients removes the player from the ready set at once.
+#[test]
+fn a_disconnect_while_waiting_for_clients_does_not_wedge_the_transition() {
+    let mut h = Harness::new();
+    let boot = h.transition();
+    let (a, b) = (h.login("a"), h.login("b"));
+    h.stream_node("harbor");
+    h.ready(a);
+    h.disconnect(b);
+    assert!(
+        h.possessed(a).is_some(),
+        "Completing began once the only other client left"
+    );
+    h.ack(a);
+    assert!(h.ended(boot));
+    assert_eq!(h.pawns_of("b"), 0);
+}
+
+/// A disconnect removes the player and its pawn, and everyone hears of it.
+#[test]
+fn a_disconnect_removes_the_player_and_its_pawn() {
+    let mut h = Harness::booted();
+    let (a, b) = (h.login("a"), h.login("b"));
+    let pawn = h.possessed(b).unwrap();
+    h.disconnect(b);
+    assert_eq!(h.pawns_of("b"), 0);
+    let got = h.received(a);
+    assert!(got.contains(&ServerMessage::PawnDestroyed { pawn_id: pawn }));
+    assert!(got.contains(&ServerMessage::PlayerLeft {
+        player_id: pid("b")
+    }));
+    assert_eq!(h.game.player_count(), 1);
+}
+
+/// The world's route travels at its interval with everyone connected.
+#[test]
+fn the_route_travels_at_its_interval() {
+    let world = format!("{WORLD}\n[travel]\nroute = [\"forest\"]\ninterval_ms = 15000\n");
+    let mut h = Harness::with(&world, rules());
+    h.stream_node("harbor");
+    let a = h.login("a");
+    h.ack(a);
+    h.advance(Duration::from_millis(14_999));
+    assert!(h.game.transition_id().is_none());
+    h.advance(Duration::from_millis(1));
+    let t = h.transition();
+    assert!(
+        h.received(a)
+            .contains(&ServerMessage::FreezeCharacters { transition_id: t })
+    );
+}
+
+/// A second connection of the same player replaces the first: one player, one pawn.
+#[test]
+fn a_relaunch_replaces_the_older_connection() {
+    let mut h = Harness::booted();
+    let old = h.login("a");
+    let new = h.login("a");
+    assert_eq!(h.closed(old), Some(CloseCode::Replaced));
+    assert_eq!(h.game.player_count(), 1);
+    assert_eq!(h.pawns_of("a"), 1);
+    assert!(h.possessed(new).is_some());
+}
+
+/// Beyond the player cap a login is refused with ServerFull and closed; others are unaffected.
+#[test]
+fn a_login_beyond_the_cap_is_refused() {
+    let mut r = rules();
+    r.max_players = 1;
+    let mut h = Harness::with(WORLD, r);
+    let a = h.login("a");
+    let b = h.login("b");
+    assert_eq!(h.closed(b), Some(CloseCode::ServerFull));
+    assert_eq!(h.closed(a), None);
+    assert_eq!(h.game.player_count(), 1);
+}
+
+/// A ready report naming a transition never started is refused to its sender only.
+#[test]
+fn a_ready_report_for_an_unknown_transition_is_refused() {
+    let mut h = Harness::new();
+    let a = h.login("a");
+    h.send(
+        a,
+        ClientMessage::TransitionReady {
+            transition_id: TransitionId(99),
+        },
+    );
+    assert!(h.received(a).iter().any(|m| matches!(
+        m,
+        ServerMessage::Error {
+            code: ErrorCode::UnknownTransition,
+            ..
+        }
+    )));
+}
+
+/// Refused requests are answered a few times per window, then rate-limited once, then dropped;
+/// a client that keeps going is closed for abuse. Nobody else is affected.
+#[test]
+fn refused_requests_are_rate_limited_then_closed_for_abuse() {
+    let mut h = Harness::booted();
+    let (a, b) = (h.login("a"), h.login("b"));
+    for _ in 0..super::super::players::RefusalWindow::CLOSE_AT {
+        h.send(a, ClientMessage::RestartRequest);
+    }
+    let errors: Vec<ErrorCode> = h
+        .received(a)
+        .iter()
+        .filter_map(|m| match m {
+            ServerMessage::Error { code, .. } => Some(*code),
+            _ => None,
+        })
+        .collect();
+    let answered = super::super::players::RefusalWindow::ANSWERED as usize;
+    assert_eq!(errors.len(), answered + 1);
+    assert_eq!(errors[answered], ErrorCode::RateLimited);
+    assert_eq!(h.closed(a), Some(CloseCode::Abuse));
+    assert_eq!(h.closed(b), None);
+    assert_eq!(h.game.player_count(), 1);
+}
+
+/// After the window the budget resets.
+#[test]
+fn the_refusal_budget_resets_after_its_window() {
+    let mut h = Harness::booted();
+    let a = h.login("a");
+    for _ in 0..10 {
+        h.send(a, ClientMessage::RestartRequest);
+    }
+    h.advance(super::super::players::RefusalWindow::WINDOW);
+    h.send(a, ClientMessage::RestartRequest);
+    let last = h
+        .received(a)
+        .into_iter()
+        .rev()
+        .find(|m| matches!(m, ServerMessage::Error { .. }));
+    assert!(matches!(
+        last,
+        Some(ServerMessage::Error {
+            code: ErrorCode::RestartRejected,
+            ..
+        })
+    ));
+}

@@ -1,0 +1,247 @@
+//! Deterministic scenario tests of the game core: explicit time, no sleeps, no sockets.
+//!
+//! [`Harness`] drives a [`Game`] the way the shell does, but with simulated time that jumps
+//! straight to the next deadline, and with every streaming completion delivered by hand so each
+//! test chooses the arrival order.
+
+mod flow;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gatehouse_protocol::{
+    ClientMessage, CloseCode, NodeId, PawnId, PlayerId, ServerMessage, TransitionId,
+};
+
+use super::{ConnectionId, Game, GameRules, Input, LoadId, Output, StreamRequest};
+use crate::config::{ClientReadyPolicy, WorldMap};
+
+/// Two plain nodes and a dungeon; spawn points register 50 ms after a node streams.
+pub(super) const WORLD: &str = r#"
+start_node = "harbor"
+
+[[node]]
+id = "harbor"
+levels = [{ name = "harbor_docks", stream_ms = 300 }, { name = "harbor_town", stream_ms = 400 }]
+spawn_points = 4
+spawn_points_register_ms = 50
+
+[[node]]
+id = "forest"
+levels = [{ name = "forest_edge", stream_ms = 200 }]
+spawn_points = 4
+spawn_points_register_ms = 50
+
+[[node]]
+id = "crypt"
+levels = [{ name = "crypt_gate", stream_ms = 200 }]
+rooms = [{ name = "crypt_hall", stream_ms = 2000 }]
+spawn_points = 2
+spawn_points_register_ms = 50
+"#;
+
+pub(super) fn node(s: &str) -> NodeId {
+    NodeId::new(s).unwrap()
+}
+
+pub(super) fn pid(s: &str) -> PlayerId {
+    PlayerId::new(s).unwrap()
+}
+
+pub(super) fn rules() -> GameRules {
+    GameRules {
+        spawn_settle_timeout: Duration::from_secs(15),
+        spawn_retry: Duration::from_millis(100),
+        client_ready_timeout: Duration::from_secs(30),
+        client_ready_policy: ClientReadyPolicy::Kick,
+        max_players: 64,
+    }
+}
+
+/// Drives a [`Game`] with simulated time.
+pub(super) struct Harness {
+    pub(super) game: Game,
+    pub(super) now: Instant,
+    /// Every output so far, in order.
+    pub(super) log: Vec<Output>,
+    /// Streaming requests not yet completed by the test.
+    pub(super) streams: Vec<StreamRequest>,
+    next_connection: u64,
+}
+
+impl Harness {
+    pub(super) fn new() -> Self {
+        Self::with(WORLD, rules())
+    }
+
+    pub(super) fn with(world: &str, rules: GameRules) -> Self {
+        let world = WorldMap::parse(std::path::Path::new("test-world.toml"), world).unwrap();
+        let now = Instant::now();
+        let game = Game::new(rules, Arc::new(world), now);
+        let mut h = Harness {
+            game,
+            now,
+            log: Vec::new(),
+            streams: Vec::new(),
+            next_connection: 1,
+        };
+        h.drain();
+        h
+    }
+
+    /// Drains outputs into the log; streaming requests are kept for the test to complete.
+    pub(super) fn drain(&mut self) {
+        while let Some(out) = self.game.poll_output() {
+            if let Output::Stream(req) = &out {
+                self.streams.push(req.clone());
+            }
+            self.log.push(out);
+        }
+    }
+
+    pub(super) fn input(&mut self, input: Input) {
+        self.game.handle(self.now, input);
+        self.drain();
+    }
+
+    /// Moves time forward by `by`, firing every deadline on the way, in order.
+    pub(super) fn advance(&mut self, by: Duration) {
+        let end = self.now + by;
+        while let Some(at) = self.game.poll_timeout().filter(|&at| at <= end) {
+            self.now = self.now.max(at);
+            self.game.handle_timeout(self.now);
+            self.drain();
+        }
+        self.now = end;
+    }
+
+    pub(super) fn login(&mut self, name: &str) -> ConnectionId {
+        let connection = ConnectionId(self.next_connection);
+        self.next_connection += 1;
+        self.input(Input::Login {
+            connection,
+            player: pid(name),
+        });
+        connection
+    }
+
+    pub(super) fn send(&mut self, connection: ConnectionId, message: ClientMessage) {
+        self.input(Input::Message {
+            connection,
+            message,
+        });
+    }
+
+    pub(super) fn disconnect(&mut self, connection: ConnectionId) {
+        self.input(Input::Disconnected { connection });
+    }
+
+    /// Completes the oldest pending streaming request whose description contains `what`.
+    pub(super) fn finish_stream(&mut self, what: &str) -> LoadId {
+        let i = self
+            .streams
+            .iter()
+            .position(|s| s.what.contains(what))
+            .unwrap_or_else(|| panic!("no pending stream for {what:?}: {:?}", self.streams));
+        let req = self.streams.remove(i);
+        self.input(Input::Streamed { load: req.load });
+        req.load
+    }
+
+    /// Completes a node load and registers its spawn points at once.
+    pub(super) fn stream_node(&mut self, name: &str) -> LoadId {
+        let load = self.finish_stream(&format!("node {name}"));
+        self.input(Input::SpawnPointsRegistered { load });
+        load
+    }
+
+    pub(super) fn transition(&self) -> TransitionId {
+        self.game.transition_id().expect("a transition in flight")
+    }
+
+    pub(super) fn ready(&mut self, connection: ConnectionId) {
+        let transition_id = self.transition();
+        self.send(connection, ClientMessage::TransitionReady { transition_id });
+    }
+
+    /// Messages sent to `connection` (directly or by broadcast while it was logged in).
+    pub(super) fn received(&self, connection: ConnectionId) -> Vec<ServerMessage> {
+        let mut logged_in = false;
+        let mut out = Vec::new();
+        for o in &self.log {
+            match o {
+                Output::Send {
+                    connection: c,
+                    message,
+                } if *c == connection => {
+                    if matches!(message, ServerMessage::Welcome { .. }) {
+                        logged_in = true;
+                    }
+                    out.push(message.clone());
+                }
+                Output::Broadcast { message } if logged_in => out.push(message.clone()),
+                Output::Close { connection: c, .. } if *c == connection => logged_in = false,
+                _ => {}
+            }
+        }
+        out
+    }
+
+    /// The pawn most recently possessed for `connection`.
+    pub(super) fn possessed(&self, connection: ConnectionId) -> Option<PawnId> {
+        self.received(connection)
+            .iter()
+            .rev()
+            .find_map(|m| match m {
+                ServerMessage::Possessed { pawn_id } => Some(*pawn_id),
+                _ => None,
+            })
+    }
+
+    /// Acknowledges the pawn most recently possessed for `connection`.
+    pub(super) fn ack(&mut self, connection: ConnectionId) {
+        let pawn_id = self
+            .possessed(connection)
+            .expect("a possessed pawn to acknowledge");
+        self.send(
+            connection,
+            ClientMessage::PossessionAcknowledged { pawn_id },
+        );
+    }
+
+    pub(super) fn ended(&self, id: TransitionId) -> bool {
+        self.log.iter().any(|o| {
+            matches!(o, Output::Broadcast { message: ServerMessage::EndTransition { transition_id } } if *transition_id == id)
+        })
+    }
+
+    pub(super) fn closed(&self, connection: ConnectionId) -> Option<CloseCode> {
+        self.log.iter().find_map(|o| match o {
+            Output::Close {
+                connection: c,
+                code,
+            } if *c == connection => Some(*code),
+            _ => None,
+        })
+    }
+
+    pub(super) fn pawns_of(&self, player: &str) -> usize {
+        self.game
+            .pawns
+            .values()
+            .filter(|p| p.owner.as_str() == player)
+            .count()
+    }
+
+    /// Boots: streams the start node and ends the boot transition (no players).
+    pub(super) fn booted() -> Self {
+        let mut h = Harness::new();
+        let boot = h.transition();
+        h.stream_node("harbor");
+        assert!(
+            h.ended(boot),
+            "an empty boot transition ends once its node streamed"
+        );
+        h
+    }
+}

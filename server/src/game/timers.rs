@@ -1,0 +1,82 @@
+//! The game core's named timers: one enum, one table of deadlines (quinn-proto's habit).
+//!
+//! The core never sleeps; it records deadlines here and the shell wakes it at the earliest one
+//! (`Game::poll_timeout`).
+
+use std::time::Instant;
+
+/// Every timer the game core arms.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Timer {
+    /// Re-run spawn processing: a node's spawn points had not registered yet (seed 001,
+    /// "ProcessPendingSpawns ... schedules a 0.1s retry").
+    SpawnRetry = 0,
+    /// The settle-hold deadline of a transition in Completing (seed 001, Loading-Screen
+    /// Settle-Hold).
+    SpawnSettle = 1,
+    /// The earliest client-ready deadline among players that have not reported ready.
+    ClientReady = 2,
+    /// The next travel along the world's route.
+    RouteTravel = 3,
+    /// The earliest pending game-effect event (hazard exposure, damage tick, effect expiry).
+    Effects = 4,
+    /// The earliest pending persistence deadline (a load or save taking too long).
+    Persistence = 5,
+}
+
+const TIMER_COUNT: usize = 6;
+
+const ALL: [Timer; TIMER_COUNT] = [
+    Timer::SpawnRetry,
+    Timer::SpawnSettle,
+    Timer::ClientReady,
+    Timer::RouteTravel,
+    Timer::Effects,
+    Timer::Persistence,
+];
+
+/// A deadline per [`Timer`].
+#[derive(Debug, Default, Clone)]
+pub(crate) struct TimerTable {
+    deadlines: [Option<Instant>; TIMER_COUNT],
+}
+
+impl TimerTable {
+    /// Arms `timer` at `at`, replacing any earlier setting.
+    pub(crate) fn set(&mut self, timer: Timer, at: Instant) {
+        self.deadlines[timer as usize] = Some(at);
+    }
+
+    /// Arms `timer` at `at` unless it is already armed earlier.
+    pub(crate) fn set_earliest(&mut self, timer: Timer, at: Instant) {
+        let slot = &mut self.deadlines[timer as usize];
+        if slot.is_none_or(|t| at < t) {
+            *slot = Some(at);
+        }
+    }
+
+    /// Disarms `timer`.
+    pub(crate) fn stop(&mut self, timer: Timer) {
+        self.deadlines[timer as usize] = None;
+    }
+
+    /// The earliest armed deadline.
+    pub(crate) fn next(&self) -> Option<Instant> {
+        self.deadlines.iter().flatten().min().copied()
+    }
+
+    /// Disarms and returns every timer whose deadline is at or before `now`, in enum order.
+    pub(crate) fn take_expired(&mut self, now: Instant) -> Vec<Timer> {
+        ALL.into_iter()
+            .filter(|&t| {
+                let slot = &mut self.deadlines[t as usize];
+                if slot.is_some_and(|d| d <= now) {
+                    *slot = None;
+                    true
+                } else {
+                    false
+                }
+            })
+            .collect()
+    }
+}

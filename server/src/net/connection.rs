@@ -1,0 +1,251 @@
+//! One task per connection: authenticate, then read frames for the game and write frames from
+//! it.
+//!
+//! 1. Wait (bounded by the hello timeout) for the client's bidirectional stream and `Hello`.
+//! 2. Check the protocol version and the session token; refuse with `Rejected` and a close code.
+//! 3. Hand the game task a queue for this connection's outbound frames, then forward every
+//!    decoded message until the stream or connection ends, and report the disconnect.
+//!
+//! A frame that does not decode closes this connection only, with `ProtocolViolation` and the
+//! decoder's message as the close reason.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use gatehouse_protocol::token::{self, TokenKey};
+use gatehouse_protocol::{
+    ClientMessage, CloseCode, FrameDecoder, FrameError, PROTOCOL_VERSION, RejectReason,
+    ServerMessage,
+};
+use tokio::sync::mpsc;
+
+use crate::game::ConnectionId;
+use crate::shell::ShellEvent;
+
+/// Largest chunk read from the stream at once, bytes.
+const READ_CHUNK: usize = 16 * 1024;
+
+/// How long a closing writer waits for the peer to acknowledge the last frames.
+const CLOSE_FLUSH: Duration = Duration::from_secs(1);
+
+/// What the game task asks a connection's writer to do, in order.
+#[derive(Debug)]
+pub(crate) enum Outbound {
+    /// Write one encoded frame.
+    Frame(Bytes),
+    /// Finish the stream, wait for the frames before to be acknowledged, close the connection.
+    Close(CloseCode),
+}
+
+/// What every connection task needs; shared.
+#[derive(Debug)]
+pub(crate) struct ConnectionContext {
+    pub(crate) token_key: TokenKey,
+    pub(crate) max_frame_len: usize,
+    pub(crate) hello_timeout: Duration,
+    pub(crate) send_queue_frames: usize,
+    pub(crate) events: mpsc::Sender<ShellEvent>,
+}
+
+/// Why a `Hello` was refused.
+struct Refusal {
+    reason: RejectReason,
+    code: CloseCode,
+    detail: String,
+}
+
+/// Serves one accepted connection until it closes.
+pub(crate) async fn serve_connection(
+    connection: quinn::Connection,
+    id: ConnectionId,
+    ctx: Arc<ConnectionContext>,
+) {
+    let (mut send, mut recv) =
+        match tokio::time::timeout(ctx.hello_timeout, connection.accept_bi()).await {
+            Ok(Ok(streams)) => streams,
+            Ok(Err(e)) => {
+                tracing::debug!(error = %e, "connection closed before opening its stream");
+                return;
+            }
+            Err(_) => {
+                close(
+                    &connection,
+                    CloseCode::HelloTimeout,
+                    "no stream within the hello timeout",
+                );
+                return;
+            }
+        };
+    let mut decoder = FrameDecoder::new(ctx.max_frame_len);
+    let hello =
+        tokio::time::timeout(ctx.hello_timeout, read_message(&mut recv, &mut decoder)).await;
+    let player = match hello {
+        Err(_) => {
+            close(
+                &connection,
+                CloseCode::HelloTimeout,
+                "no Hello within the hello timeout",
+            );
+            return;
+        }
+        Ok(Err(ReadError::Frame(e))) => {
+            close(&connection, CloseCode::ProtocolViolation, &e.to_string());
+            return;
+        }
+        Ok(Err(ReadError::Closed)) => return,
+        Ok(Ok(message)) => match check_hello(&ctx.token_key, message) {
+            Ok(player) => player,
+            Err(refusal) => {
+                tracing::info!(reason = ?refusal.reason, detail = %refusal.detail, "hello refused");
+                let rejected = ServerMessage::Rejected {
+                    reason: refusal.reason,
+                    detail: refusal.detail,
+                };
+                if let Ok(frame) = gatehouse_protocol::encode_frame(&rejected, ctx.max_frame_len) {
+                    let _ = send.write_all(&frame).await;
+                }
+                finish_and_close(&connection, &mut send, refusal.code).await;
+                return;
+            }
+        },
+    };
+    tracing::debug!(%player, "hello accepted");
+
+    let (outbound, queue) = mpsc::channel(ctx.send_queue_frames);
+    let writer = tokio::spawn(write_frames(connection.clone(), send, queue));
+    let login = ShellEvent::Login {
+        connection: id,
+        player,
+        outbound,
+        quic: connection.clone(),
+    };
+    if ctx.events.send(login).await.is_err() {
+        return; // The game task is gone: the server is stopping.
+    }
+    loop {
+        match read_message(&mut recv, &mut decoder).await {
+            Ok(message) => {
+                if ctx
+                    .events
+                    .send(ShellEvent::Message {
+                        connection: id,
+                        message,
+                    })
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+            }
+            Err(ReadError::Frame(e)) => {
+                tracing::info!(error = %e, "protocol violation; closing this connection");
+                close(&connection, CloseCode::ProtocolViolation, &e.to_string());
+                break;
+            }
+            Err(ReadError::Closed) => break,
+        }
+    }
+    let _ = ctx
+        .events
+        .send(ShellEvent::Disconnected { connection: id })
+        .await;
+    // The writer ends when the game task drops the queue or the connection closes.
+    let _ = writer.await;
+}
+
+fn check_hello(
+    key: &TokenKey,
+    message: ClientMessage,
+) -> Result<gatehouse_protocol::PlayerId, Refusal> {
+    let ClientMessage::Hello {
+        protocol_version,
+        token,
+    } = message
+    else {
+        return Err(Refusal {
+            reason: RejectReason::HelloExpected,
+            code: CloseCode::ProtocolViolation,
+            detail: "the first message must be Hello".into(),
+        });
+    };
+    if protocol_version != PROTOCOL_VERSION {
+        return Err(Refusal {
+            reason: RejectReason::UnsupportedVersion,
+            code: CloseCode::Rejected,
+            detail: format!(
+                "protocol version {protocol_version} is not supported; this server speaks {PROTOCOL_VERSION}"
+            ),
+        });
+    }
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    token::verify(key, &token, now)
+        .map(|claims| claims.uid)
+        .map_err(|e| Refusal {
+            reason: e.reject_reason(),
+            code: CloseCode::Rejected,
+            detail: e.to_string(),
+        })
+}
+
+enum ReadError {
+    Frame(FrameError),
+    Closed,
+}
+
+/// Reads until one whole message is decoded.
+async fn read_message(
+    recv: &mut quinn::RecvStream,
+    decoder: &mut FrameDecoder,
+) -> Result<ClientMessage, ReadError> {
+    loop {
+        if let Some(message) = decoder.next_message().map_err(ReadError::Frame)? {
+            return Ok(message);
+        }
+        match recv.read_chunk(READ_CHUNK, true).await {
+            Ok(Some(chunk)) => decoder.extend(&chunk.bytes),
+            Ok(None) | Err(_) => return Err(ReadError::Closed),
+        }
+    }
+}
+
+/// Writes queued frames in order until told to close or the queue is dropped.
+async fn write_frames(
+    connection: quinn::Connection,
+    mut send: quinn::SendStream,
+    mut queue: mpsc::Receiver<Outbound>,
+) {
+    while let Some(item) = queue.recv().await {
+        match item {
+            Outbound::Frame(frame) => {
+                if send.write_chunk(frame).await.is_err() {
+                    return;
+                }
+            }
+            Outbound::Close(code) => {
+                finish_and_close(&connection, &mut send, code).await;
+                return;
+            }
+        }
+    }
+}
+
+/// Finishes the stream, waits (bounded) until the peer has the data, then closes.
+async fn finish_and_close(
+    connection: &quinn::Connection,
+    send: &mut quinn::SendStream,
+    code: CloseCode,
+) {
+    if send.finish().is_ok() {
+        let _ = tokio::time::timeout(CLOSE_FLUSH, send.stopped()).await;
+    }
+    close(connection, code, code.reason());
+}
+
+/// Closes a connection with one of our codes and a reason (truncated to fit a packet).
+pub(crate) fn close(connection: &quinn::Connection, code: CloseCode, reason: &str) {
+    let reason = &reason.as_bytes()[..reason.len().min(200)];
+    connection.close(quinn::VarInt::from_u32(code.code()), reason);
+}

@@ -1,0 +1,136 @@
+//! The network shell: the QUIC endpoint and one task per connection.
+//!
+//! A connection task authenticates its client (`Hello`: protocol version and session token),
+//! then forwards decoded messages to the game task and writes the frames the game task queues
+//! for it. Bad bytes from a peer close only that peer's connection, with a reason naming the
+//! error. Connection tasks own only their streams and buffers, never game state.
+
+pub(crate) mod connection;
+pub mod tls;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use quinn::crypto::rustls::QuicServerConfig;
+
+use crate::config::NetworkConfig;
+
+pub(crate) use connection::{ConnectionContext, Outbound, serve_connection};
+
+/// Why the network shell could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum NetError {
+    /// The certificate or key file could not be read, parsed, generated or written.
+    #[error("certificate {path}: {why}")]
+    Certificate {
+        /// The file.
+        path: PathBuf,
+        /// What went wrong.
+        why: String,
+    },
+    /// TLS configuration was refused (e.g. the key does not match the certificate).
+    #[error("TLS configuration refused: {0}")]
+    Tls(String),
+    /// The UDP socket could not be created or bound.
+    #[error("cannot bind UDP {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+}
+
+/// The transport parameters of a game server: short idle timeout with keep-alive, one
+/// bidirectional stream, no unidirectional streams, bounded windows.
+pub fn transport_config(network: &NetworkConfig) -> quinn::TransportConfig {
+    let mut transport = quinn::TransportConfig::default();
+    // The idle timeout is checked at config load to be in range; fall back to none on overflow.
+    transport.max_idle_timeout(quinn::IdleTimeout::try_from(network.idle_timeout).ok());
+    transport.keep_alive_interval(Some(network.keep_alive));
+    transport.max_concurrent_bidi_streams(1u32.into());
+    transport.max_concurrent_uni_streams(0u32.into());
+    transport.stream_receive_window(network.stream_receive_window.into());
+    transport.receive_window(network.connection_receive_window.into());
+    transport.send_window(u64::from(network.connection_receive_window) * 2);
+    transport.datagram_receive_buffer_size(None);
+    transport
+}
+
+/// Builds the QUIC server configuration: TLS 1.3 only, ALPN `gatehouse/1`.
+///
+/// # Errors
+/// [`NetError::Tls`] when rustls refuses the certificate or key.
+pub fn server_config(
+    identity: tls::ServerIdentity,
+    network: &NetworkConfig,
+) -> Result<quinn::ServerConfig, NetError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut crypto = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| NetError::Tls(e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(identity.chain, identity.key)
+        .map_err(|e| NetError::Tls(e.to_string()))?;
+    crypto.alpn_protocols = vec![gatehouse_protocol::ALPN.to_vec()];
+    let crypto = QuicServerConfig::try_from(crypto).map_err(|e| NetError::Tls(e.to_string()))?;
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    config.transport_config(Arc::new(transport_config(network)));
+    Ok(config)
+}
+
+/// Binds a UDP socket with explicit send and receive buffers: with the kernel default, a burst
+/// of a few hundred client replies overflows the socket and stalls every client for a
+/// retransmission timeout.
+///
+/// # Errors
+/// [`NetError::Bind`].
+pub fn bind_socket(addr: SocketAddr, buffer_bytes: usize) -> Result<std::net::UdpSocket, NetError> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let err = |source| NetError::Bind { addr, source };
+    let socket =
+        Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP)).map_err(err)?;
+    if addr.is_ipv6() {
+        // Accept IPv4-mapped traffic on an unspecified IPv6 bind too; ignore where unsupported.
+        let _ = socket.set_only_v6(false);
+    }
+    socket.set_send_buffer_size(buffer_bytes).map_err(err)?;
+    socket.set_recv_buffer_size(buffer_bytes).map_err(err)?;
+    let (send, recv) = (
+        socket.send_buffer_size().unwrap_or(0),
+        socket.recv_buffer_size().unwrap_or(0),
+    );
+    if send < buffer_bytes || recv < buffer_bytes {
+        tracing::warn!(
+            requested = buffer_bytes,
+            send,
+            recv,
+            "the kernel capped the UDP socket buffers; raise net.core.rmem_max and net.core.wmem_max"
+        );
+    } else {
+        tracing::debug!(send, recv, "UDP socket buffers set");
+    }
+    socket.bind(&addr.into()).map_err(err)?;
+    Ok(socket.into())
+}
+
+/// Creates the server endpoint on `addr`.
+///
+/// # Errors
+/// [`NetError::Bind`].
+pub fn server_endpoint(
+    addr: SocketAddr,
+    buffer_bytes: usize,
+    config: quinn::ServerConfig,
+) -> Result<quinn::Endpoint, NetError> {
+    let socket = bind_socket(addr, buffer_bytes)?;
+    quinn::Endpoint::new(
+        quinn::EndpointConfig::default(),
+        Some(config),
+        socket,
+        Arc::new(quinn::TokioRuntime),
+    )
+    .map_err(|source| NetError::Bind { addr, source })
+}

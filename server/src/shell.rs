@@ -1,0 +1,281 @@
+//! The game shell: the one task that owns the [`Game`].
+//!
+//! Per wake it does four things (quinn's `ConnectionDriver` habit): feed the inputs that
+//! arrived, drain the outputs, re-arm its one timer from `poll_timeout`, and carry messages
+//! out to the connection writers. Broadcasts are encoded once and shared by every writer.
+//!
+//! It also plays the engine's level streamer: a streaming request from the core becomes a
+//! sleeping task that reports completion (and spawn-point registration) back as inputs.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use gatehouse_protocol::{ClientMessage, CloseCode, NodeId, PlayerId, ServerMessage};
+use rand::RngExt as _;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::game::{ConnectionId, Game, GameSnapshot, Input, Output, StreamRequest};
+use crate::net::{Outbound, connection};
+
+/// What reaches the game task.
+#[derive(Debug)]
+pub(crate) enum ShellEvent {
+    /// A connection authenticated; `outbound` is its writer's queue.
+    Login {
+        connection: ConnectionId,
+        player: PlayerId,
+        outbound: mpsc::Sender<Outbound>,
+        quic: quinn::Connection,
+    },
+    /// A logged-in connection sent a message.
+    Message {
+        connection: ConnectionId,
+        message: ClientMessage,
+    },
+    /// A connection ended.
+    Disconnected { connection: ConnectionId },
+    /// Simulated streaming finished, or spawn points registered.
+    Core(Input),
+    /// An operator asked for a travel.
+    Travel { node: NodeId },
+    /// Someone wants a snapshot of the game.
+    Snapshot(oneshot::Sender<GameSnapshot>),
+}
+
+/// A logged-in connection as the game task sees it.
+struct Peer {
+    outbound: mpsc::Sender<Outbound>,
+    quic: quinn::Connection,
+}
+
+/// Runs the game until `shutdown`, then closes every connection with `ShuttingDown` and
+/// returns once their writers had a bounded time to deliver.
+pub(crate) async fn run_game(
+    mut game: Game,
+    mut events: mpsc::Receiver<ShellEvent>,
+    events_tx: mpsc::Sender<ShellEvent>,
+    max_frame_len: usize,
+    shutdown: CancellationToken,
+) {
+    let mut peers: HashMap<ConnectionId, Peer> = HashMap::new();
+    let mut batch = Vec::with_capacity(64);
+    // The core may have work queued from its construction (the boot travel's streaming).
+    carry_outputs(&mut game, &mut peers, &events_tx, max_frame_len);
+    loop {
+        let deadline = game.poll_timeout().map(Instant::from_std);
+        tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => break,
+            received = events.recv_many(&mut batch, 256) => {
+                if received == 0 {
+                    break;
+                }
+                let now = Instant::now().into_std();
+                for event in batch.drain(..) {
+                    feed(&mut game, &mut peers, now, event);
+                }
+            }
+            _ = sleep_until(deadline) => {
+                game.handle_timeout(Instant::now().into_std());
+            }
+        }
+        carry_outputs(&mut game, &mut peers, &events_tx, max_frame_len);
+    }
+    tracing::info!(
+        players = peers.len(),
+        "shutting down: closing every connection"
+    );
+    for peer in peers.values() {
+        if peer
+            .outbound
+            .try_send(Outbound::Close(CloseCode::ShuttingDown))
+            .is_err()
+        {
+            connection::close(
+                &peer.quic,
+                CloseCode::ShuttingDown,
+                CloseCode::ShuttingDown.reason(),
+            );
+        }
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn feed(
+    game: &mut Game,
+    peers: &mut HashMap<ConnectionId, Peer>,
+    now: std::time::Instant,
+    event: ShellEvent,
+) {
+    match event {
+        ShellEvent::Login {
+            connection,
+            player,
+            outbound,
+            quic,
+        } => {
+            peers.insert(connection, Peer { outbound, quic });
+            game.handle(now, Input::Login { connection, player });
+        }
+        ShellEvent::Message {
+            connection,
+            message,
+        } => {
+            game.handle(
+                now,
+                Input::Message {
+                    connection,
+                    message,
+                },
+            );
+        }
+        ShellEvent::Disconnected { connection } => {
+            peers.remove(&connection);
+            game.handle(now, Input::Disconnected { connection });
+        }
+        ShellEvent::Core(input) => game.handle(now, input),
+        ShellEvent::Travel { node } => game.handle(now, Input::Travel { node }),
+        ShellEvent::Snapshot(reply) => {
+            let _ = reply.send(game.snapshot());
+        }
+    }
+}
+
+fn carry_outputs(
+    game: &mut Game,
+    peers: &mut HashMap<ConnectionId, Peer>,
+    events: &mpsc::Sender<ShellEvent>,
+    max_frame_len: usize,
+) {
+    let mut slow = Vec::new();
+    while let Some(output) = game.poll_output() {
+        match output {
+            Output::Send {
+                connection,
+                message,
+            } => {
+                if let (Some(peer), Some(frame)) =
+                    (peers.get(&connection), encode(&message, max_frame_len))
+                {
+                    if !enqueue(peer, frame) {
+                        slow.push(connection);
+                    }
+                }
+            }
+            Output::Broadcast { message } => {
+                if let Some(frame) = encode(&message, max_frame_len) {
+                    for (connection, peer) in peers.iter() {
+                        if !enqueue(peer, frame.clone()) {
+                            slow.push(*connection);
+                        }
+                    }
+                }
+            }
+            Output::Close { connection, code } => {
+                if let Some(peer) = peers.remove(&connection) {
+                    if peer.outbound.try_send(Outbound::Close(code)).is_err() {
+                        connection::close(&peer.quic, code, code.reason());
+                    }
+                }
+            }
+            Output::Stream(request) => simulate_streaming(request, events.clone()),
+        }
+    }
+    // A client that cannot keep up loses its connection, not everyone's throughput.
+    for connection in slow {
+        if let Some(peer) = peers.remove(&connection) {
+            tracing::warn!(
+                connection = connection.0,
+                "send queue full; closing a slow consumer"
+            );
+            connection::close(
+                &peer.quic,
+                CloseCode::SlowConsumer,
+                CloseCode::SlowConsumer.reason(),
+            );
+            game.handle(
+                Instant::now().into_std(),
+                Input::Disconnected { connection },
+            );
+        }
+    }
+}
+
+/// Queues a frame; false when the queue is full (a slow consumer). A closed queue means the
+/// connection is already going away; its disconnect event is on its way.
+fn enqueue(peer: &Peer, frame: Bytes) -> bool {
+    !matches!(
+        peer.outbound.try_send(Outbound::Frame(frame)),
+        Err(mpsc::error::TrySendError::Full(_))
+    )
+}
+
+fn encode(message: &ServerMessage, max_frame_len: usize) -> Option<Bytes> {
+    match gatehouse_protocol::encode_frame(message, max_frame_len) {
+        Ok(frame) => Some(Bytes::from(frame)),
+        Err(e) => {
+            // Our own message did not fit a frame: a bug, reported loudly, never a crash.
+            tracing::error!(error = %e, ?message, "server message does not encode");
+            None
+        }
+    }
+}
+
+/// Plays the engine's level streamer for one request.
+fn simulate_streaming(request: StreamRequest, events: mpsc::Sender<ShellEvent>) {
+    let jitter_ms = request.jitter.as_millis() as u64;
+    let extra = if jitter_ms > 0 {
+        rand::rng().random_range(0..=jitter_ms)
+    } else {
+        0
+    };
+    let duration = request.duration + Duration::from_millis(extra);
+    tracing::debug!(load = ?request.load, what = %request.what, ?duration, "streaming");
+    tokio::spawn(async move {
+        tokio::time::sleep(duration).await;
+        if events
+            .send(ShellEvent::Core(Input::Streamed { load: request.load }))
+            .await
+            .is_err()
+        {
+            return;
+        }
+        if let Some(after) = request.spawn_points_after {
+            tokio::time::sleep(after).await;
+            let _ = events
+                .send(ShellEvent::Core(Input::SpawnPointsRegistered {
+                    load: request.load,
+                }))
+                .await;
+        }
+    });
+}
+
+/// A handle for asking the game task things from outside (admin endpoint, tests).
+#[derive(Debug, Clone)]
+pub struct GameHandle {
+    pub(crate) events: mpsc::Sender<ShellEvent>,
+}
+
+impl GameHandle {
+    /// A snapshot of the game, or `None` if the game task has stopped.
+    pub async fn snapshot(&self) -> Option<GameSnapshot> {
+        let (tx, rx) = oneshot::channel();
+        self.events.send(ShellEvent::Snapshot(tx)).await.ok()?;
+        rx.await.ok()
+    }
+
+    /// Asks for a travel to `node`. Returns false if the game task has stopped.
+    pub async fn travel(&self, node: NodeId) -> bool {
+        self.events.send(ShellEvent::Travel { node }).await.is_ok()
+    }
+}

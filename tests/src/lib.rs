@@ -1,0 +1,187 @@
+//! Test harness for end-to-end tests: a real server bound to 127.0.0.1 on an ephemeral port,
+//! in this process, with its own data dir, and helpers to point simulated or raw clients at it.
+//!
+//! Every wait in a test goes through [`within`], so a bug fails the test instead of hanging CI.
+
+#![forbid(unsafe_code)]
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use gatehouse_client_sim::session::SessionConfig;
+use gatehouse_client_sim::swarm::SwarmConfig;
+use gatehouse_protocol::token::{DEV_TOKEN_KEY, TokenKey};
+use gatehouse_protocol::{ClientMessage, CloseCode, FrameDecoder, ServerMessage};
+use gatehouse_server::config::{ServerConfig, WorldMap};
+use gatehouse_server::{GameHandle, Server};
+use tokio_util::sync::CancellationToken;
+
+/// A plain world: two nodes; the start node streams slowly enough (1.5 s) that clients started
+/// with the server log in during the boot transition.
+pub const TEST_WORLD: &str = r#"
+start_node = "harbor"
+
+[[node]]
+id = "harbor"
+levels = [{ name = "harbor_docks", stream_ms = 1500 }]
+spawn_points = 32
+spawn_points_register_ms = 50
+
+[[node]]
+id = "forest"
+levels = [{ name = "forest_edge", stream_ms = 200 }]
+jitter_ms = 50
+spawn_points = 32
+spawn_points_register_ms = 50
+"#;
+
+/// A running server.
+pub struct TestServer {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// Its certificate, for clients to trust.
+    pub cert: PathBuf,
+    /// A handle to the game task.
+    pub handle: GameHandle,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+    _data_dir: tempfile::TempDir,
+}
+
+/// Runs `future`, failing the test if it takes longer than `limit`.
+pub async fn within<T>(
+    limit: Duration,
+    what: &str,
+    future: impl std::future::Future<Output = T>,
+) -> T {
+    match tokio::time::timeout(limit, future).await {
+        Ok(value) => value,
+        Err(_) => panic!("timed out after {limit:?} waiting for {what}"),
+    }
+}
+
+impl TestServer {
+    /// Starts a server on `world`, with `server_toml` as its config file text.
+    pub async fn start_with(server_toml: &str, world: &str) -> TestServer {
+        let data_dir = tempfile::tempdir().expect("a temp dir");
+        let config_path = data_dir.path().join("server.toml");
+        let mut config = ServerConfig::parse(&config_path, server_toml).expect("valid test config");
+        config.network.bind = "127.0.0.1:0".parse().expect("an address");
+        config.data_dir = data_dir.path().to_owned();
+        let world =
+            WorldMap::parse(&data_dir.path().join("world.toml"), world).expect("valid test world");
+        let server = Server::bind(&config, world).expect("the server binds");
+        let addr = server.local_addr().expect("a bound address");
+        let handle = server.handle();
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(server.run(shutdown.clone()));
+        TestServer {
+            addr,
+            cert: data_dir.path().join("dev-cert.der"),
+            handle,
+            shutdown,
+            task,
+            _data_dir: data_dir,
+        }
+    }
+
+    /// Starts a server with default settings on `world`.
+    pub async fn start(world: &str) -> TestServer {
+        Self::start_with("", world).await
+    }
+
+    /// A swarm of `clients` starting at `first_index`, staying `duration`.
+    pub fn swarm(&self, clients: usize, first_index: usize, duration: Duration) -> SwarmConfig {
+        SwarmConfig {
+            server: self.addr,
+            server_name: "localhost".into(),
+            server_cert: self.cert.clone(),
+            clients,
+            first_index,
+            duration,
+            token_key: TokenKey::new(DEV_TOKEN_KEY),
+            session: SessionConfig {
+                stream_time: (Duration::from_millis(20), Duration::from_millis(120)),
+                seed: 7,
+            },
+            max_frame_len: gatehouse_protocol::codec::DEFAULT_MAX_FRAME_LEN,
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// Stops the server and waits for its drain.
+    pub async fn stop(self) {
+        self.shutdown.cancel();
+        within(Duration::from_secs(10), "the server to stop", self.task)
+            .await
+            .expect("the server task");
+    }
+}
+
+/// What a raw connection saw: the messages, then how the server closed it.
+#[derive(Debug)]
+pub struct RawOutcome {
+    /// Messages received, in order.
+    pub messages: Vec<ServerMessage>,
+    /// The server's close code, if it closed with one of ours.
+    pub close: Option<CloseCode>,
+    /// The close reason text.
+    pub reason: String,
+}
+
+/// Connects without the simulator, writes `bytes` on the control stream, and reads until the
+/// server closes the connection (bounded by `limit`).
+pub async fn raw_exchange(server: &TestServer, bytes: Vec<u8>, limit: Duration) -> RawOutcome {
+    let (endpoint, config) =
+        gatehouse_client_sim::swarm::client_endpoint(server.addr, &server.cert)
+            .expect("a client endpoint");
+    let connection = within(limit, "connect", async {
+        endpoint
+            .connect_with(config, server.addr, "localhost")
+            .expect("connect")
+            .await
+            .expect("handshake")
+    })
+    .await;
+    let (mut send, mut recv) = connection.open_bi().await.expect("a stream");
+    send.write_all(&bytes).await.expect("write");
+    let mut decoder = FrameDecoder::new(gatehouse_protocol::codec::DEFAULT_MAX_FRAME_LEN);
+    let mut messages = Vec::new();
+    within(limit, "the server to close the connection", async {
+        while let Ok(Some(chunk)) = recv.read_chunk(4096, true).await {
+            decoder.extend(&chunk.bytes);
+            while let Ok(Some(m)) = decoder.next_message::<ServerMessage>() {
+                messages.push(m);
+            }
+        }
+        connection.closed().await
+    })
+    .await;
+    let (close, reason) = match connection.close_reason() {
+        Some(quinn::ConnectionError::ApplicationClosed(c)) => (
+            CloseCode::from_code(c.error_code.into_inner()),
+            String::from_utf8_lossy(&c.reason).into_owned(),
+        ),
+        other => (None, format!("{other:?}")),
+    };
+    RawOutcome {
+        messages,
+        close,
+        reason,
+    }
+}
+
+/// Encodes client messages as frames, back to back.
+pub fn frames(messages: &[ClientMessage]) -> Vec<u8> {
+    let mut out = Vec::new();
+    for m in messages {
+        gatehouse_protocol::encode_frame_into(
+            m,
+            gatehouse_protocol::codec::DEFAULT_MAX_FRAME_LEN,
+            &mut out,
+        )
+        .expect("test messages encode");
+    }
+    out
+}
