@@ -14,6 +14,7 @@
 pub mod config;
 pub mod game;
 pub mod net;
+pub mod store;
 mod shell;
 
 use std::net::SocketAddr;
