@@ -38,6 +38,12 @@ fn main() {
         if let Err(why) = check_name(&entry.name) {
             panic!("tags.toml: tag {:?} is malformed: {why}", entry.name);
         }
+        if entry.doc.trim().is_empty() || entry.doc.contains('\n') {
+            panic!(
+                "tags.toml: tag {:?} needs a `doc` of one non-empty line saying what it means, got {:?}",
+                entry.name, entry.doc
+            );
+        }
         if declared
             .insert(entry.name.clone(), entry.doc.clone())
             .is_some()

@@ -194,6 +194,38 @@ mod tests {
         assert_eq!(STATE_DEAD.parent().unwrap().name(), "State");
     }
 
+    /// Issue 6: matching is on whole segments. Checked for every pair of catalog tags against
+    /// the string rule, including `Message.Test.Ping` and `Message.Test.PingReply`, whose names
+    /// share a prefix without a dot boundary.
+    #[test]
+    fn matching_agrees_with_the_whole_segment_rule_for_every_pair() {
+        for a in GameplayTag::all() {
+            for b in GameplayTag::all() {
+                let by_name = a.name() == b.name()
+                    || (a.name().starts_with(b.name())
+                        && a.name().as_bytes().get(b.name().len()) == Some(&b'.'));
+                assert_eq!(a.matches(b), by_name, "{a} against {b}");
+            }
+        }
+        let ping = MESSAGE_TEST_PING;
+        let reply = MESSAGE_TEST_PING_REPLY;
+        assert!(reply.name().starts_with(ping.name()));
+        assert!(!reply.matches(ping));
+        assert!(!ping.matches(reply));
+    }
+
+    #[test]
+    fn every_declared_tag_has_its_whole_parent_chain_in_the_catalog() {
+        for tag in catalog::ALL_DECLARED {
+            let chain: Vec<&str> = tag.self_and_ancestors().map(GameplayTag::name).collect();
+            assert_eq!(chain.len(), tag.depth());
+            assert_eq!(chain.len(), tag.name().split('.').count());
+            for (child, parent) in chain.iter().zip(chain.iter().skip(1)) {
+                assert_eq!(child.rsplit_once('.').map(|(p, _)| p), Some(*parent));
+            }
+        }
+    }
+
     #[test]
     fn unknown_and_malformed_names_are_refused_with_the_name() {
         let err = GameplayTag::parse("State.Undead").unwrap_err();

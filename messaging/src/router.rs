@@ -1,0 +1,419 @@
+//! The router: its configuration, its shared state, and the public API (register, broadcast,
+//! remove, inspect). Delivery itself is in [`crate::dispatch`].
+//!
+//! The router is single-threaded (the game thread) and needs no lock. Its methods take `&self`
+//! so that a callback can reach it again through [`Delivery::router`] while a broadcast is in
+//! progress; interior state sits in `RefCell`s that are only ever borrowed for a few lines and
+//! never across a callback, a drop of user data, or any other user code.
+
+use std::any::{Any, TypeId};
+use std::cell::{Cell, RefCell};
+use std::fmt;
+use std::num::NonZeroUsize;
+use std::rc::{Rc, Weak};
+
+use gatehouse_tags::GameplayTag;
+
+use crate::channel::{Channel, Listen, ListenDyn, Match};
+use crate::declare::Channels;
+use crate::delivery::Delivery;
+use crate::error::Error;
+use crate::handle::{Listener, ListenerId, Registry, next_serial};
+use crate::layout::Layout;
+use crate::payload::{DynPayload, Payload, PayloadType};
+use crate::rule;
+use crate::stats::{Report, Stats};
+use crate::table::{Api, Callback, Entry, ListRef, Table};
+
+/// Router settings.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RouterConfig {
+    max_depth: NonZeroUsize,
+}
+
+impl RouterConfig {
+    /// The default nesting limit: a broadcast, and up to seven re-entrant levels under it.
+    pub const DEFAULT_MAX_DEPTH: NonZeroUsize = match NonZeroUsize::new(8) {
+        Some(depth) => depth,
+        None => NonZeroUsize::MIN,
+    };
+
+    /// Settings with at most `max_depth` nested deliveries (1: callbacks may not broadcast).
+    pub const fn new(max_depth: NonZeroUsize) -> RouterConfig {
+        RouterConfig { max_depth }
+    }
+
+    /// The nesting limit: a top-level broadcast is depth 1, a broadcast (or sticky replay) from
+    /// inside one of its callbacks depth 2, and so on.
+    pub const fn max_depth(&self) -> usize {
+        self.max_depth.get()
+    }
+}
+
+impl Default for RouterConfig {
+    fn default() -> Self {
+        RouterConfig::new(RouterConfig::DEFAULT_MAX_DEPTH)
+    }
+}
+
+/// A sticky channel's last message, kept as the channel's declared payload type.
+pub(crate) struct Retained {
+    pub(crate) seq: u64,
+    pub(crate) value: Rc<dyn Any>,
+}
+
+/// The router's state, shared with its handles through weak references only.
+pub(crate) struct Shared<C> {
+    pub(crate) layout: Layout,
+    pub(crate) config: RouterConfig,
+    pub(crate) table: RefCell<Table<C>>,
+    /// One slot per channel, by channel index.
+    pub(crate) retained: RefCell<Vec<Option<Retained>>>,
+    pub(crate) retained_seq: Cell<u64>,
+    pub(crate) depth: Cell<usize>,
+    pub(crate) stats: Cell<Stats>,
+}
+
+impl<C> Shared<C> {
+    pub(crate) fn bump(&self, count: impl FnOnce(&mut Stats)) {
+        let mut stats = self.stats.get();
+        count(&mut stats);
+        self.stats.set(stats);
+    }
+}
+
+impl<C> Registry for Shared<C> {
+    fn unlisten(&self, id: ListenerId) -> bool {
+        let removed = self.table.borrow_mut().remove(id.list, id.serial);
+        let found = removed.is_some();
+        if found {
+            tracing::trace!(listener = %id, "listener removed");
+        }
+        // Dropped here, after the borrow has ended: the callback's captures are user data and
+        // may hold other handles.
+        drop(removed);
+        found
+    }
+
+    fn contains(&self, id: ListenerId) -> bool {
+        self.table.borrow().find(id.list, id.serial).is_some()
+    }
+}
+
+/// The tag-addressed message router, for listeners that touch caller state `C`.
+///
+/// See the crate documentation for the contract; in short: channels declared once, two APIs
+/// with one type rule, delivery synchronous in registration order, records owned by handles
+/// and lifetimes, bounded re-entrancy, optional sticky channels.
+pub struct Router<C> {
+    pub(crate) shared: Rc<Shared<C>>,
+}
+
+impl<C: 'static> Router<C> {
+    /// A router carrying the declared `channels`, and no others.
+    pub fn new(config: RouterConfig, channels: Channels) -> Router<C> {
+        let layout = Layout::new(channels);
+        let slots = layout.slot_count();
+        let channel_count = layout.channels.len();
+        Router {
+            shared: Rc::new(Shared {
+                layout,
+                config,
+                table: RefCell::new(Table::new(slots)),
+                retained: RefCell::new((0..channel_count).map(|_| None).collect()),
+                retained_seq: Cell::new(0),
+                depth: Cell::new(0),
+                stats: Cell::new(Stats::default()),
+            }),
+        }
+    }
+
+    /// The settings.
+    pub fn config(&self) -> RouterConfig {
+        self.shared.config
+    }
+
+    /// Registers a typed listener; `callback` reads each message as `T`.
+    ///
+    /// The record lives as long as the returned handle. If `on` matches a sticky channel that
+    /// has a retained message, `callback` receives it before this returns (with `state`). A
+    /// listener registered during a delivery does not receive the message being delivered
+    /// (except through that replay); it receives every later broadcast.
+    ///
+    /// A registration always names a callback, so no handle is ever born dead (MB-06):
+    ///
+    /// ```compile_fail,E0061
+    /// # use gatehouse_messaging::*;
+    /// # struct P; impl Payload for P { const NAME: &'static str = "P"; }
+    /// # fn f(router: &Router<()>, on: Listen<P>) {
+    /// let handle = router.listen(&mut (), on); // no callback: does not compile
+    /// # }
+    /// ```
+    ///
+    /// # Errors
+    /// [`Error::UnknownPayloadType`] if `T` is not declared on this router;
+    /// [`Error::UndeclaredChannel`] if the tag is not a declared channel (for
+    /// [`Match::Hierarchical`]: nor an ancestor of one); [`Error::ChannelTypeConflict`] if `on`
+    /// came from a `Channel<T>` that disagrees with the declaration;
+    /// [`Error::ListenerNeverDelivered`] if no channel it matches could ever carry a `T`;
+    /// [`Error::DepthExceeded`] if a replay would nest too deep.
+    pub fn listen<T, F>(&self, state: &mut C, on: Listen<T>, callback: F) -> Result<Listener, Error>
+    where
+        T: Payload,
+        F: Fn(&mut Delivery<'_, C>, &T) + 'static,
+    {
+        let Some(expected) = self.shared.layout.types.by_id(TypeId::of::<T>()) else {
+            return Err(self.refuse_registration(Error::UnknownPayloadType {
+                name: T::NAME.to_owned(),
+            }));
+        };
+        if on.from_channel {
+            self.channel_of::<T>(on.tag)
+                .map_err(|e| self.refuse_registration(e))?;
+        }
+        let callback = Callback::new(move |delivery, value| match value.downcast_ref::<T>() {
+            Some(payload) => callback(delivery, payload),
+            // The rule produced a view of the expected type; this arm cannot be reached.
+            None => tracing::error!(
+                listener = %delivery.listener(),
+                expected = T::NAME,
+                "router invariant broken: a checked payload is not of the expected type"
+            ),
+        });
+        self.register(state, on.tag, on.matching, expected, Api::Typed, callback)
+    }
+
+    /// Registers a dynamic listener: channel and payload type named at run time. The callback
+    /// reads each message as the named type, through [`DynPayload`]. Same contract and same
+    /// type rule as [`Router::listen`].
+    ///
+    /// # Errors
+    /// [`Error::Tag`] for a channel name not in `config/tags.toml`; [`Error::UnknownPayloadType`]
+    /// for a payload name not declared on this router (including the empty name: there is no
+    /// "any type", MB-03); otherwise as [`Router::listen`].
+    pub fn listen_dyn<F>(
+        &self,
+        state: &mut C,
+        on: ListenDyn<'_>,
+        callback: F,
+    ) -> Result<Listener, Error>
+    where
+        F: Fn(&mut Delivery<'_, C>, DynPayload<'_>) + 'static,
+    {
+        let tag = GameplayTag::parse(on.channel).map_err(|e| self.refuse_registration(e.into()))?;
+        let Some(expected) = self.shared.layout.types.by_name(on.payload_type) else {
+            return Err(self.refuse_registration(Error::UnknownPayloadType {
+                name: on.payload_type.to_owned(),
+            }));
+        };
+        let name = expected.name;
+        let callback =
+            Callback::new(move |delivery, value| callback(delivery, DynPayload::new(name, value)));
+        self.register(state, tag, on.matching, expected, Api::Dynamic, callback)
+    }
+
+    /// Broadcasts `payload` on `channel` to every matching listener, synchronously, in
+    /// registration order. Returns what was delivered.
+    ///
+    /// # Errors
+    /// [`Error::UndeclaredChannel`]; [`Error::ChannelTypeConflict`] if `channel` is not the
+    /// declared `Channel<T>`; [`Error::DepthExceeded`] past the configured nesting (MB-12).
+    pub fn broadcast<T: Payload>(
+        &self,
+        state: &mut C,
+        channel: Channel<T>,
+        payload: &T,
+    ) -> Result<Report, Error> {
+        let index = self
+            .channel_of::<T>(channel.tag())
+            .map_err(|e| self.refuse_broadcast(e))?;
+        self.dispatch(state, index, PayloadType::of::<T>(), payload)
+    }
+
+    /// Broadcasts a payload of a type `S` derived from the channel's type `T` (declared on this
+    /// router). Whether `S` fits `T` is decided at run time by the one type rule.
+    ///
+    /// # Errors
+    /// As [`Router::broadcast`]; [`Error::UnknownPayloadType`] if `S` is not declared;
+    /// [`Error::PayloadMismatch`] if `S` does not derive from `T`.
+    pub fn broadcast_derived<T: Payload, S: Payload>(
+        &self,
+        state: &mut C,
+        channel: Channel<T>,
+        payload: &S,
+    ) -> Result<Report, Error> {
+        let index = self
+            .channel_of::<T>(channel.tag())
+            .map_err(|e| self.refuse_broadcast(e))?;
+        let Some(sent) = self.shared.layout.types.by_id(TypeId::of::<S>()) else {
+            return Err(self.refuse_broadcast(Error::UnknownPayloadType {
+                name: S::NAME.to_owned(),
+            }));
+        };
+        self.dispatch(state, index, sent, payload)
+    }
+
+    /// Broadcasts a payload whose channel and type are named at run time (a scripting layer, a
+    /// network decoder). Same contract and same type rule as [`Router::broadcast`].
+    ///
+    /// # Errors
+    /// [`Error::Tag`] for a channel name not in `config/tags.toml`; [`Error::UndeclaredChannel`];
+    /// [`Error::UnknownPayloadType`]; [`Error::ValueNotOfNamedType`] if `payload` is not of the
+    /// named type; [`Error::PayloadMismatch`] if the named type does not fit the channel's;
+    /// [`Error::DepthExceeded`].
+    pub fn broadcast_dyn(
+        &self,
+        state: &mut C,
+        channel: &str,
+        payload_type: &str,
+        payload: &dyn Any,
+    ) -> Result<Report, Error> {
+        let tag = GameplayTag::parse(channel).map_err(|e| self.refuse_broadcast(e.into()))?;
+        let Some(index) = self.shared.layout.channel_index(tag) else {
+            return Err(self.refuse_broadcast(Error::UndeclaredChannel { channel: tag }));
+        };
+        let Some(sent) = self.shared.layout.types.by_name(payload_type) else {
+            return Err(self.refuse_broadcast(Error::UnknownPayloadType {
+                name: payload_type.to_owned(),
+            }));
+        };
+        if payload.type_id() != sent.id {
+            return Err(self.refuse_broadcast(Error::ValueNotOfNamedType {
+                named: payload_type.to_owned(),
+            }));
+        }
+        self.dispatch(state, index, sent, payload)
+    }
+
+    /// Removes the record `id` at once; `false` if it is already gone or not this router's.
+    /// Never removes another record: identities are never reused (MB-01).
+    pub fn unlisten(&self, id: ListenerId) -> bool {
+        self.shared.unlisten(id)
+    }
+
+    /// Whether `id` is registered on this router.
+    pub fn is_listening(&self, id: ListenerId) -> bool {
+        self.shared.contains(id)
+    }
+
+    /// Number of listener records.
+    pub fn listener_count(&self) -> usize {
+        self.shared.table.borrow().live()
+    }
+
+    /// Counters since the router was built.
+    pub fn stats(&self) -> Stats {
+        self.shared.stats.get()
+    }
+
+    /// The index of the channel at `tag`, which must be declared with payload `T`.
+    fn channel_of<T: Payload>(&self, tag: GameplayTag) -> Result<usize, Error> {
+        let layout = &self.shared.layout;
+        let index = layout
+            .channel_index(tag)
+            .ok_or(Error::UndeclaredChannel { channel: tag })?;
+        let declared = layout.channels[index].decl.ty;
+        if declared.id != TypeId::of::<T>() {
+            return Err(Error::ChannelTypeConflict {
+                channel: tag,
+                declared: declared.name,
+                arrived: T::NAME,
+            });
+        }
+        Ok(index)
+    }
+
+    /// Adds a listener record; the one path behind every registration method.
+    ///
+    /// 1. Find the listen point; an exact listener needs a channel declared there (MB-10).
+    /// 2. Refuse a listener that no channel it matches could ever deliver to (MB-06).
+    /// 3. Append it with a fresh process-wide serial: registration order (MB-01, MB-11).
+    /// 4. Replay the retained messages of the sticky channels it matches (MB-13); if the replay
+    ///    is refused, the handle is dropped and the record removed with it.
+    fn register(
+        &self,
+        state: &mut C,
+        tag: GameplayTag,
+        matching: Match,
+        expected: PayloadType,
+        api: Api,
+        callback: Callback<C>,
+    ) -> Result<Listener, Error> {
+        let layout = &self.shared.layout;
+        let point = layout
+            .point(tag)
+            .filter(|p| matching == Match::Hierarchical || p.channel.is_some())
+            .ok_or_else(|| self.refuse_registration(Error::UndeclaredChannel { channel: tag }))?;
+        let matched: &[usize] = match matching {
+            Match::Exact => point.channel.as_slice(),
+            Match::Hierarchical => &point.subtree,
+        };
+        let reachable = matched
+            .iter()
+            .any(|&i| rule::related(&expected, &layout.channels[i].decl.ty));
+        if !reachable {
+            let carried: Vec<&str> = matched
+                .iter()
+                .map(|&i| layout.channels[i].decl.ty.name)
+                .collect();
+            return Err(self.refuse_registration(Error::ListenerNeverDelivered {
+                channel: tag,
+                expected: expected.name,
+                carried: carried.join(", "),
+            }));
+        }
+        let serial = next_serial();
+        let list = ListRef {
+            slot: point.slot,
+            matching,
+        };
+        self.shared.table.borrow_mut().push(
+            list,
+            Entry {
+                serial,
+                expected,
+                api,
+                callback,
+            },
+        );
+        let id = ListenerId { serial, list };
+        let registry: Weak<Shared<C>> = Rc::downgrade(&self.shared);
+        let listener = Listener::new(registry, id);
+        tracing::trace!(
+            listener = %id,
+            channel = %tag,
+            ?matching,
+            expected = expected.name,
+            api = api.as_str(),
+            "listener registered"
+        );
+        self.replay(state, matched, id)
+            .map_err(|e| self.refuse_registration(e))?;
+        Ok(listener)
+    }
+
+    /// Counts and logs a refused registration, and hands the error back.
+    pub(crate) fn refuse_registration(&self, error: Error) -> Error {
+        self.shared.bump(|s| s.refused_registrations += 1);
+        tracing::warn!(%error, "listener registration refused");
+        error
+    }
+
+    /// Counts and logs a refused broadcast, and hands the error back.
+    pub(crate) fn refuse_broadcast(&self, error: Error) -> Error {
+        self.shared.bump(|s| s.refused_broadcasts += 1);
+        tracing::warn!(%error, "broadcast refused");
+        error
+    }
+}
+
+impl<C> fmt::Debug for Router<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Router")
+            .field("config", &self.shared.config)
+            .field("channels", &self.shared.layout.channels.len())
+            .field("listeners", &self.shared.table.borrow().live())
+            .field("stats", &self.shared.stats.get())
+            .finish()
+    }
+}
