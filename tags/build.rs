@@ -44,14 +44,8 @@ fn main() {
                 entry.name, entry.doc
             );
         }
-        if declared
-            .insert(entry.name.clone(), entry.doc.clone())
-            .is_some()
-        {
-            panic!(
-                "tags.toml: tag {:?} is declared twice; declare each tag once",
-                entry.name
-            );
+        if declared.insert(entry.name.clone(), entry.doc.clone()).is_some() {
+            panic!("tags.toml: tag {:?} is declared twice; declare each tag once", entry.name);
         }
     }
     let mut all: BTreeSet<String> = BTreeSet::new();
@@ -72,21 +66,13 @@ fn main() {
     }
 
     let mut out = String::new();
-    writeln!(
-        out,
-        "/// Every known tag name, declared or implied, sorted."
-    )
-    .ok();
+    writeln!(out, "/// Every known tag name, declared or implied, sorted.").ok();
     writeln!(out, "static NAMES: [&str; {}] = [", names.len()).ok();
     for n in &names {
         writeln!(out, "    {n:?},").ok();
     }
     writeln!(out, "];").ok();
-    writeln!(
-        out,
-        "/// Index of each tag's direct parent, or `u16::MAX` for a root."
-    )
-    .ok();
+    writeln!(out, "/// Index of each tag's direct parent, or `u16::MAX` for a root.").ok();
     writeln!(out, "static PARENTS: [u16; {}] = [", names.len()).ok();
     for n in &names {
         let parent = n.rsplit_once('.').and_then(|(p, _)| index_of(p));
@@ -103,30 +89,17 @@ fn main() {
         writeln!(out, "    {},", declared.contains_key(n.as_str())).ok();
     }
     writeln!(out, "];").ok();
-    writeln!(
-        out,
-        "/// Generated constants, one per declared tag in `config/tags.toml`."
-    )
-    .ok();
+    writeln!(out, "/// Generated constants, one per declared tag in `config/tags.toml`.").ok();
     writeln!(out, "pub mod catalog {{").ok();
     writeln!(out, "    use super::GameplayTag;").ok();
     for (name, doc) in &declared {
         let index = index_of(name).unwrap_or_default();
         writeln!(out, "    #[doc = {:?}]", format!("`{name}`: {doc}")).ok();
-        writeln!(
-            out,
-            "    pub const {}: GameplayTag = GameplayTag({index});",
-            const_name(name)
-        )
-        .ok();
+        writeln!(out, "    pub const {}: GameplayTag = GameplayTag({index});", const_name(name))
+            .ok();
     }
     writeln!(out, "    /// Every declared tag, in name order.").ok();
-    writeln!(
-        out,
-        "    pub const ALL_DECLARED: [GameplayTag; {}] = [",
-        declared.len()
-    )
-    .ok();
+    writeln!(out, "    pub const ALL_DECLARED: [GameplayTag; {}] = [", declared.len()).ok();
     for name in declared.keys() {
         writeln!(out, "        {},", const_name(name)).ok();
     }
@@ -147,10 +120,7 @@ fn check_name(name: &str) -> Result<(), &'static str> {
         if segment.is_empty() {
             return Err("empty segment");
         }
-        if !segment
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || c == '_')
-        {
+        if !segment.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
             return Err("segments hold only ASCII letters, digits and '_'");
         }
     }

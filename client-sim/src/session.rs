@@ -7,17 +7,23 @@
 //! and checks, live, what the contracts promise a client: the transition never ends before the
 //! client acknowledged its pawn, and a stale message never applies to a newer transition.
 //!
+//! Below the transport, each session runs a [`Client`]: every server message is replicated into
+//! its domain objects and announced on its router, where the lifecycle adapters listen. The
+//! session tells it when to travel (a newer transition shown) and when the world begins play
+//! (its levels streamed). Its pawns and player states are the client's domain objects.
+//!
 //! Driven like the server core: [`ClientSession::handle`] with `now`, drain
 //! [`ClientSession::poll_output`], wake at [`ClientSession::poll_timeout`].
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
-use gatehouse_protocol::{
-    ClientMessage, NodeId, PawnId, PawnView, PlayerId, PlayerStateView, ServerMessage, TransitionId,
-};
+use gatehouse_protocol::{ClientMessage, NodeId, PawnId, PlayerId, ServerMessage, TransitionId};
 use rand::rngs::SmallRng;
 use rand::{RngExt as _, SeedableRng as _};
+
+use crate::checks::GateStats;
+use crate::client::{Client, ClientConfig};
 
 /// How a simulated client behaves.
 #[derive(Debug, Clone)]
@@ -26,6 +32,8 @@ pub struct SessionConfig {
     pub stream_time: (Duration, Duration),
     /// Seed of this client's random choices.
     pub seed: u64,
+    /// After dying, request a restart this long later; `None`: stay dead.
+    pub restart_after_death: Option<Duration>,
 }
 
 impl Default for SessionConfig {
@@ -33,6 +41,7 @@ impl Default for SessionConfig {
         Self {
             stream_time: (Duration::from_millis(50), Duration::from_millis(250)),
             seed: 0,
+            restart_after_death: None,
         }
     }
 }
@@ -69,6 +78,38 @@ pub struct SessionStats {
     pub ended_before_placed: u64,
     /// Server-reported errors and client-detected protocol violations.
     pub errors: Vec<String>,
+    /// Times this client's player died (gained `State.Dead`).
+    pub deaths: u64,
+    /// Respawns: a new pawn possessed after a restart request.
+    pub respawns: u64,
+    /// Times this client owned two live pawns at once (must be 0).
+    pub double_pawns: u64,
+    /// Kit grants naming a kit already granted this session (must be 0).
+    pub double_grants: u64,
+    /// Own pawns spawned or teleported onto a node other than the one the client expected:
+    /// the destination of the transition on screen, or the world's current node (must be 0).
+    pub spawns_at_stale_node: u64,
+    /// The lifecycle gates: what opened, for which pawn generations, and every violation of the
+    /// seed's runtime expectations.
+    pub gates: GateStats,
+}
+
+impl SessionStats {
+    /// Adds another session's stats (a relaunch of the same client).
+    pub fn absorb(&mut self, other: SessionStats) {
+        self.transitions_ended.extend(other.transitions_ended);
+        self.transition_ms.extend(other.transition_ms);
+        self.longest_screen_ms = self.longest_screen_ms.max(other.longest_screen_ms);
+        self.transitions_superseded += other.transitions_superseded;
+        self.ended_before_placed += other.ended_before_placed;
+        self.errors.extend(other.errors);
+        self.deaths += other.deaths;
+        self.respawns += other.respawns;
+        self.double_pawns += other.double_pawns;
+        self.double_grants += other.double_grants;
+        self.spawns_at_stale_node += other.spawns_at_stale_node;
+        self.gates.absorb(other.gates);
+    }
 }
 
 /// A simulated client session.
@@ -84,15 +125,31 @@ pub struct ClientSession {
     own_pawn: Option<PawnId>,
     /// The pawn this client acknowledged.
     acknowledged: Option<PawnId>,
-    pawns: BTreeMap<PawnId, PawnView>,
-    player_states: BTreeMap<PlayerId, PlayerStateView>,
+    /// The game side: domain objects, router, adapters, gates, checks.
+    client: Client,
+    /// Whether this client's player holds `State.Dead`.
+    dead: bool,
+    /// When to request a restart, while dead.
+    restart_at: Option<Instant>,
+    /// A restart was requested and its new pawn has not arrived yet.
+    respawning: bool,
+    /// Kits granted this session.
+    kits: BTreeSet<gatehouse_tags::GameplayTag>,
     outputs: VecDeque<ClientMessage>,
     stats: SessionStats,
 }
 
 impl ClientSession {
-    /// A session that has not been welcomed yet.
+    /// A session that has not been welcomed yet, with the default game side (seeded from
+    /// `config.seed`).
     pub fn new(config: SessionConfig) -> Self {
+        let client =
+            ClientConfig { seed: config.seed ^ 0x5EED_0F0E_11A1_C0DE, ..ClientConfig::default() };
+        Self::with_client(config, client)
+    }
+
+    /// A session that has not been welcomed yet, with the game side configured by `client`.
+    pub fn with_client(config: SessionConfig, client: ClientConfig) -> Self {
         let rng = SmallRng::seed_from_u64(config.seed);
         ClientSession {
             config,
@@ -103,38 +160,36 @@ impl ClientSession {
             frozen: false,
             own_pawn: None,
             acknowledged: None,
-            pawns: BTreeMap::new(),
-            player_states: BTreeMap::new(),
+            client: Client::new(client),
+            dead: false,
+            restart_at: None,
+            respawning: false,
+            kits: BTreeSet::new(),
             outputs: VecDeque::new(),
             stats: SessionStats::default(),
         }
     }
 
-    /// Feeds one server message.
+    /// Feeds one server message: the game side applies and announces it first, then the
+    /// transport duties and checks run.
     pub fn handle(&mut self, now: Instant, message: ServerMessage) {
+        self.client.replicate(now, &message);
         match message {
-            ServerMessage::Welcome {
-                player_id,
-                current_node,
-            } => {
+            ServerMessage::Welcome { player_id, current_node } => {
                 self.player = Some(player_id);
                 self.current_node = current_node;
             }
             ServerMessage::Rejected { reason, detail } => {
-                self.stats
-                    .errors
-                    .push(format!("rejected ({reason:?}): {detail}"));
+                self.stats.errors.push(format!("rejected ({reason:?}): {detail}"));
             }
             ServerMessage::FreezeCharacters { transition_id } => {
                 self.frozen = true;
                 self.see_transition(now, transition_id);
             }
-            ServerMessage::ShowTransition {
-                transition_id,
-                target_node,
-                levels,
-            } => {
+            ServerMessage::ShowTransition { transition_id, target_node, levels } => {
                 if self.see_transition(now, transition_id) {
+                    // A newer destination: the client travels (the world for it loads now).
+                    self.client.travel(now, transition_id, target_node.clone());
                     let streaming = (0..levels.len().max(1))
                         .map(|_| self.draw_stream_time())
                         .max()
@@ -149,62 +204,92 @@ impl ClientSession {
             ServerMessage::EndTransition { transition_id } => {
                 self.end_transition(now, transition_id)
             }
-            ServerMessage::PlayerStateUpdated(view) => {
-                self.player_states.insert(view.player_id.clone(), view);
-            }
-            ServerMessage::PlayerLeft { player_id } => {
-                self.player_states.remove(&player_id);
-            }
+            // Player states live in the client's domain, applied above.
+            ServerMessage::PlayerStateUpdated(_) | ServerMessage::PlayerLeft { .. } => {}
             ServerMessage::PawnSpawned(view) => {
-                self.pawns.insert(view.pawn_id, view);
+                if Some(&view.owner) == self.player.as_ref() {
+                    self.check_own_pawn_placement(view.pawn_id, &view.node);
+                    self.check_live_pawns();
+                }
             }
             ServerMessage::PawnTeleported { pawn_id, node } => {
-                if let Some(p) = self.pawns.get_mut(&pawn_id) {
-                    p.node = node;
+                let mine = self
+                    .client
+                    .domain()
+                    .characters()
+                    .get(pawn_id)
+                    .is_some_and(|c| Some(c.owner()) == self.player.as_ref());
+                if mine {
+                    self.check_own_pawn_placement(pawn_id, &node);
                 }
             }
-            ServerMessage::PawnDied { pawn_id } => {
-                if let Some(p) = self.pawns.get_mut(&pawn_id) {
-                    p.alive = false;
-                }
-            }
+            ServerMessage::PawnDied { .. } => {}
             ServerMessage::PawnDestroyed { pawn_id } => {
-                self.pawns.remove(&pawn_id);
                 if self.own_pawn == Some(pawn_id) {
                     self.own_pawn = None;
                 }
             }
             ServerMessage::Possessed { pawn_id } => {
+                if std::mem::take(&mut self.respawning) {
+                    self.stats.respawns += 1;
+                }
                 self.own_pawn = Some(pawn_id);
                 // AcknowledgePossession: the camera and input are bound to this pawn now.
                 self.acknowledged = Some(pawn_id);
-                self.outputs
-                    .push_back(ClientMessage::PossessionAcknowledged { pawn_id });
+                self.outputs.push_back(ClientMessage::PossessionAcknowledged { pawn_id });
             }
             ServerMessage::Unpossessed { pawn_id } => {
                 if self.own_pawn == Some(pawn_id) {
                     self.own_pawn = None;
                 }
             }
-            ServerMessage::AbilityTagsChanged { .. }
-            | ServerMessage::HealthChanged { .. }
-            | ServerMessage::KitsGranted { .. } => {}
+            ServerMessage::AbilityTagsChanged { player_id, tags } => {
+                if Some(&player_id) == self.player.as_ref() {
+                    let dead = tags.contains(&gatehouse_tags::catalog::STATE_DEAD);
+                    if dead && !self.dead {
+                        self.stats.deaths += 1;
+                        self.restart_at = self.config.restart_after_death.map(|d| now + d);
+                    }
+                    if !dead {
+                        self.restart_at = None;
+                    }
+                    self.dead = dead;
+                }
+            }
+            ServerMessage::HealthChanged { .. } => {}
+            ServerMessage::KitsGranted { kits } => {
+                for kit in kits {
+                    if !self.kits.insert(kit) {
+                        self.stats.double_grants += 1;
+                        self.stats.errors.push(format!("kit {kit} granted twice"));
+                    }
+                }
+            }
             ServerMessage::Error { code, detail } => {
-                self.stats
-                    .errors
-                    .push(format!("server error ({code:?}): {detail}"));
+                self.stats.errors.push(format!("server error ({code:?}): {detail}"));
             }
         }
     }
 
-    /// Handles the streaming deadline if it passed.
+    /// Handles the streaming, restart and game-side deadlines that passed.
     pub fn handle_timeout(&mut self, now: Instant) {
+        if self.client.poll_timeout().is_some_and(|at| at <= now) {
+            self.client.handle_timeout(now);
+        }
+        if self.restart_at.is_some_and(|at| at <= now) {
+            self.restart_at = None;
+            if self.dead {
+                self.respawning = true;
+                self.outputs.push_back(ClientMessage::RestartRequest);
+            }
+        }
         if let Some(screen) = &mut self.screen {
             if !screen.reported && screen.ready_at.is_some_and(|at| at <= now) {
                 screen.reported = true;
                 let transition_id = screen.transition;
-                self.outputs
-                    .push_back(ClientMessage::TransitionReady { transition_id });
+                self.outputs.push_back(ClientMessage::TransitionReady { transition_id });
+                // The destination's levels are streamed: its world begins play.
+                self.client.begin_play(now);
             }
         }
     }
@@ -216,10 +301,8 @@ impl ClientSession {
 
     /// When [`ClientSession::handle_timeout`] is next needed.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        self.screen
-            .as_ref()
-            .filter(|s| !s.reported)
-            .and_then(|s| s.ready_at)
+        let streaming = self.screen.as_ref().filter(|s| !s.reported).and_then(|s| s.ready_at);
+        [streaming, self.restart_at, self.client.poll_timeout()].into_iter().flatten().min()
     }
 
     /// The player id the server welcomed this client as.
@@ -232,14 +315,29 @@ impl ClientSession {
         self.own_pawn.is_some() && self.acknowledged == self.own_pawn && self.screen.is_none()
     }
 
+    /// Whether the player is dead or waiting for its respawn.
+    pub fn is_dead_or_respawning(&self) -> bool {
+        self.dead || self.respawning
+    }
+
     /// The pawn possessed for this client.
     pub fn own_pawn(&self) -> Option<PawnId> {
         self.own_pawn
     }
 
-    /// Live pawns this client knows of, owned by `player`.
+    /// Pawns this client knows of, owned by `player`.
     pub fn pawns_owned_by(&self, player: &PlayerId) -> usize {
-        self.pawns.values().filter(|p| &p.owner == player).count()
+        self.client.domain().characters().iter().filter(|c| c.owner() == player).count()
+    }
+
+    /// The game side: domain objects, router, registry, gates.
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The game side, mutably (to subscribe to gates, reset the UI).
+    pub fn client_mut(&mut self) -> &mut Client {
+        &mut self.client
     }
 
     /// Whether the loading screen is up.
@@ -252,13 +350,46 @@ impl ClientSession {
         &self.stats
     }
 
-    /// Closes the books at the end of a run: a screen still up counts toward the longest.
+    /// Closes the books at the end of a run: a screen still up counts toward the longest, and
+    /// the game side reports its gates (generations still waiting count as ended by the session,
+    /// and every pending wait is listed with its blocking facts).
     pub fn finish(&mut self, now: Instant) -> SessionStats {
         if let Some(screen) = &self.screen {
             let up = ms(now - screen.raised_at);
             self.stats.longest_screen_ms = self.stats.longest_screen_ms.max(up);
         }
+        self.stats.gates = self.client.finish(now);
         self.stats.clone()
+    }
+
+    /// The node an own pawn should land on now: the destination of the transition on screen,
+    /// or the world's current node.
+    fn expected_node(&self) -> Option<&NodeId> {
+        match &self.screen {
+            Some(screen) => screen.target.as_ref(),
+            None => self.current_node.as_ref(),
+        }
+    }
+
+    fn check_own_pawn_placement(&mut self, pawn: PawnId, node: &NodeId) {
+        if let Some(expected) = self.expected_node().cloned() {
+            if &expected != node {
+                self.stats.spawns_at_stale_node += 1;
+                self.stats
+                    .errors
+                    .push(format!("own pawn {pawn} placed on {node}, expected {expected}"));
+            }
+        }
+    }
+
+    fn check_live_pawns(&mut self) {
+        let Some(me) = &self.player else { return };
+        let characters = self.client.domain().characters();
+        let live = characters.iter().filter(|c| c.owner() == me && c.is_alive()).count();
+        if live > 1 {
+            self.stats.double_pawns += 1;
+            self.stats.errors.push(format!("{live} live pawns owned at once"));
+        }
     }
 
     fn draw_stream_time(&mut self) -> Duration {
@@ -300,17 +431,13 @@ impl ClientSession {
 
     fn end_transition(&mut self, now: Instant, id: TransitionId) {
         let Some(screen) = &self.screen else {
-            self.stats
-                .errors
-                .push(format!("EndTransition {id} with no loading screen up"));
+            self.stats.errors.push(format!("EndTransition {id} with no loading screen up"));
             return;
         };
         if id != screen.transition {
             // An end for a superseded transition must never drop the newer one's screen.
             if id > screen.transition {
-                self.stats
-                    .errors
-                    .push(format!("EndTransition {id} for a transition never shown"));
+                self.stats.errors.push(format!("EndTransition {id} for a transition never shown"));
             }
             return;
         }
@@ -323,6 +450,10 @@ impl ClientSession {
         self.current_node = screen.target.clone().or(self.current_node.take());
         self.screen = None;
         self.frozen = false;
+        // The server ends a transition without waiting for a client that joined during its
+        // spawn window: the client is in its destination world now, streamed or not, so that
+        // world begins play (a no-op once streaming already began it).
+        self.client.begin_play(now);
     }
 }
 
@@ -333,7 +464,7 @@ fn ms(d: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gatehouse_protocol::{CharacterDef, LevelName};
+    use gatehouse_protocol::{CharacterDef, LevelName, PawnView};
 
     fn show(id: u64) -> ServerMessage {
         ServerMessage::ShowTransition {
@@ -347,21 +478,14 @@ mod tests {
     fn it_reports_ready_for_the_shown_transition_after_streaming() {
         let t0 = Instant::now();
         let mut s = ClientSession::new(SessionConfig::default());
-        s.handle(
-            t0,
-            ServerMessage::FreezeCharacters {
-                transition_id: TransitionId(1),
-            },
-        );
+        s.handle(t0, ServerMessage::FreezeCharacters { transition_id: TransitionId(1) });
         s.handle(t0, show(1));
         let at = s.poll_timeout().unwrap();
         assert!(at >= t0 + Duration::from_millis(50) && at <= t0 + Duration::from_millis(250));
         s.handle_timeout(at);
         assert_eq!(
             s.poll_output(),
-            Some(ClientMessage::TransitionReady {
-                transition_id: TransitionId(1)
-            })
+            Some(ClientMessage::TransitionReady { transition_id: TransitionId(1) })
         );
     }
 
@@ -370,28 +494,16 @@ mod tests {
         let t0 = Instant::now();
         let mut s = ClientSession::new(SessionConfig::default());
         s.handle(t0, show(1));
-        s.handle(
-            t0,
-            ServerMessage::FreezeCharacters {
-                transition_id: TransitionId(2),
-            },
-        );
+        s.handle(t0, ServerMessage::FreezeCharacters { transition_id: TransitionId(2) });
         assert!(s.is_loading());
         assert_eq!(s.poll_timeout(), None, "old streaming dropped");
         s.handle(t0, show(2));
-        s.handle(
-            t0,
-            ServerMessage::EndTransition {
-                transition_id: TransitionId(1),
-            },
-        );
+        s.handle(t0, ServerMessage::EndTransition { transition_id: TransitionId(1) });
         assert!(s.is_loading(), "a stale end never drops the newer screen");
         s.handle_timeout(t0 + Duration::from_secs(1));
         assert_eq!(
             s.poll_output(),
-            Some(ClientMessage::TransitionReady {
-                transition_id: TransitionId(2)
-            })
+            Some(ClientMessage::TransitionReady { transition_id: TransitionId(2) })
         );
         assert_eq!(s.stats().transitions_superseded, 1);
     }
@@ -401,12 +513,7 @@ mod tests {
         let t0 = Instant::now();
         let mut s = ClientSession::new(SessionConfig::default());
         s.handle(t0, show(1));
-        s.handle(
-            t0,
-            ServerMessage::EndTransition {
-                transition_id: TransitionId(1),
-            },
-        );
+        s.handle(t0, ServerMessage::EndTransition { transition_id: TransitionId(1) });
         assert_eq!(s.stats().ended_before_placed, 1);
     }
 
@@ -415,13 +522,7 @@ mod tests {
         let t0 = Instant::now();
         let mut s = ClientSession::new(SessionConfig::default());
         let me = PlayerId::new("me").unwrap();
-        s.handle(
-            t0,
-            ServerMessage::Welcome {
-                player_id: me.clone(),
-                current_node: None,
-            },
-        );
+        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: None });
         s.handle(t0, show(1));
         s.handle(
             t0,
@@ -441,9 +542,7 @@ mod tests {
         assert!(!s.is_placed(), "screen still up");
         s.handle(
             t0 + Duration::from_millis(300),
-            ServerMessage::EndTransition {
-                transition_id: TransitionId(1),
-            },
+            ServerMessage::EndTransition { transition_id: TransitionId(1) },
         );
         assert!(s.is_placed());
         assert_eq!(s.stats().ended_before_placed, 0);

@@ -4,6 +4,11 @@
 //! Per client: connect, open the control stream, send `Hello` with a development token, then
 //! feed every decoded server message to the session, write what it wants sent, wake it at its
 //! deadline, until the run's duration is over; then `Leave`.
+//!
+//! A session's game side (router, registry) is single-threaded by design, like a game thread,
+//! so sessions are not `Send`. The clients therefore run as local tasks on one dedicated thread
+//! with its own current-thread runtime; [`run_swarm_outcomes`] stays an ordinary `Send` future
+//! that waits for that thread's result, so callers can spawn it anywhere.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -19,10 +24,18 @@ use tokio::time::Instant;
 
 use crate::SimError;
 use crate::report::{ClientOutcome, SwarmReport};
-use crate::session::{ClientSession, SessionConfig};
+use crate::session::{ClientSession, SessionConfig, SessionStats};
+use rand::rngs::SmallRng;
+use rand::{RngExt as _, SeedableRng as _};
 
 /// How long a leaving client waits for the server to close.
 const LEAVE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Pause between a client vanishing and its relaunch.
+const RELAUNCH_PAUSE: Duration = Duration::from_millis(200);
+
+/// No relaunch starts this close to the end of the run.
+const RELAUNCH_QUIET: Duration = Duration::from_secs(4);
 
 /// How a swarm runs.
 #[derive(Debug, Clone)]
@@ -48,6 +61,12 @@ pub struct SwarmConfig {
     /// Bound on connecting (handshake and stream), so a dead server fails the client instead of
     /// hanging the run.
     pub connect_timeout: Duration,
+    /// Disconnect abruptly and relaunch with the same player id about this often (uniformly
+    /// between half and one and a half times it); `None`: never.
+    pub relaunch_every: Option<Duration>,
+    /// At the end of the run, how long a client may wait to be placed (no loading screen, an
+    /// acknowledged pawn) before it leaves anyway.
+    pub settle_grace: Duration,
 }
 
 /// The player id of client `index`.
@@ -59,18 +78,8 @@ pub fn player_id(index: usize) -> PlayerId {
 
 /// Mints a development token for `player`, valid for a day.
 pub fn mint_token(key: &TokenKey, player: PlayerId) -> String {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    token::mint(
-        key,
-        &SessionClaims {
-            uid: player,
-            exp: now + 86_400,
-            iat: Some(now),
-            usn: None,
-        },
-    )
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    token::mint(key, &SessionClaims { uid: player, exp: now + 86_400, iat: Some(now), usn: None })
 }
 
 /// Builds a client endpoint that trusts `server_cert`.
@@ -81,10 +90,8 @@ pub fn client_endpoint(
     server: SocketAddr,
     server_cert: &std::path::Path,
 ) -> Result<(quinn::Endpoint, quinn::ClientConfig), SimError> {
-    let cert_bytes = std::fs::read(server_cert).map_err(|e| SimError::Certificate {
-        path: server_cert.to_owned(),
-        why: e.to_string(),
-    })?;
+    let cert_bytes = std::fs::read(server_cert)
+        .map_err(|e| SimError::Certificate { path: server_cert.to_owned(), why: e.to_string() })?;
     let mut roots = rustls::RootCertStore::empty();
     let certs: Vec<rustls::pki_types::CertificateDer<'static>> =
         if cert_bytes.starts_with(b"-----BEGIN") {
@@ -118,13 +125,9 @@ pub fn client_endpoint(
     transport.max_idle_timeout(quinn::IdleTimeout::try_from(Duration::from_secs(10)).ok());
     config.transport_config(Arc::new(transport));
 
-    let bind: SocketAddr = if server.is_ipv6() {
-        "[::]:0"
-    } else {
-        "0.0.0.0:0"
-    }
-    .parse()
-    .map_err(|_| SimError::Tls("bad wildcard address".into()))?;
+    let bind: SocketAddr = if server.is_ipv6() { "[::]:0" } else { "0.0.0.0:0" }
+        .parse()
+        .map_err(|_| SimError::Tls("bad wildcard address".into()))?;
     let socket =
         std::net::UdpSocket::bind(bind).map_err(|source| SimError::Bind { addr: bind, source })?;
     let socket = socket2::Socket::from(socket);
@@ -146,9 +149,7 @@ pub fn client_endpoint(
 /// # Errors
 /// [`SimError`] if the endpoint cannot be built; per-client failures are in the report.
 pub async fn run_swarm(config: SwarmConfig) -> Result<SwarmReport, SimError> {
-    Ok(SwarmReport::from_outcomes(
-        &run_swarm_outcomes(config).await?,
-    ))
+    Ok(SwarmReport::from_outcomes(&run_swarm_outcomes(config).await?))
 }
 
 /// Runs the swarm for its duration and returns each client's outcome, in index order.
@@ -156,6 +157,25 @@ pub async fn run_swarm(config: SwarmConfig) -> Result<SwarmReport, SimError> {
 /// # Errors
 /// [`SimError`] if the endpoint cannot be built; per-client failures are in the outcomes.
 pub async fn run_swarm_outcomes(config: SwarmConfig) -> Result<Vec<ClientOutcome>, SimError> {
+    let (done, result) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("gatehouse-sim-clients".into())
+        .spawn(move || {
+            let outcome = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(runtime) => tokio::task::LocalSet::new().block_on(&runtime, run_clients(config)),
+                Err(e) => Err(SimError::Runtime(e.to_string())),
+            };
+            // The receiver is gone only if the caller stopped waiting; nothing to tell then.
+            let _ = done.send(outcome);
+        })
+        .map_err(|e| SimError::Runtime(e.to_string()))?;
+    result
+        .await
+        .map_err(|_| SimError::Runtime("the client thread ended without a result".into()))?
+}
+
+/// Runs every client as a local task on the current thread (inside a `LocalSet`).
+async fn run_clients(config: SwarmConfig) -> Result<Vec<ClientOutcome>, SimError> {
     let (endpoint, client_config) = client_endpoint(config.server, &config.server_cert)?;
     let until = Instant::now() + config.duration;
     let mut tasks = tokio::task::JoinSet::new();
@@ -164,9 +184,9 @@ pub async fn run_swarm_outcomes(config: SwarmConfig) -> Result<Vec<ClientOutcome
         let endpoint = endpoint.clone();
         let client_config = client_config.clone();
         let config = config.clone();
-        tasks.spawn(
-            async move { run_client(&endpoint, client_config, &config, index, until).await },
-        );
+        tasks.spawn_local(async move {
+            run_client(&endpoint, client_config, &config, index, until).await
+        });
     }
     let mut outcomes = Vec::with_capacity(config.clients);
     while let Some(joined) = tasks.join_next().await {
@@ -180,7 +200,9 @@ pub async fn run_swarm_outcomes(config: SwarmConfig) -> Result<Vec<ClientOutcome
     Ok(outcomes)
 }
 
-/// One client from connect to leave.
+/// One client from connect to leave, relaunching (disconnect, reconnect with the same player
+/// id) as often as the configuration says. The future is not `Send` (a session's game side is
+/// single-threaded): run it as a local task, as [`run_swarm_outcomes`] does.
 pub async fn run_client(
     endpoint: &quinn::Endpoint,
     client_config: quinn::ClientConfig,
@@ -193,13 +215,81 @@ pub async fn run_client(
         connected: false,
         placed: false,
         own_pawns: 0,
+        relaunches: 0,
         stats: Default::default(),
         errors: Vec::new(),
     };
-    let player = player_id(index);
-    let session_config = SessionConfig {
-        seed: config.session.seed ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15),
-        ..config.session.clone()
+    let seed = config.session.seed ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    let mut rng = SmallRng::seed_from_u64(seed);
+    // No relaunch in the last stretch of the run, so every client can settle before leaving.
+    let relaunch_cutoff = until.checked_sub(RELAUNCH_QUIET).unwrap_or(until);
+    for life in 0u64.. {
+        let relaunch_at = config.relaunch_every.and_then(|every| {
+            let ms = u64::try_from(every.as_millis()).unwrap_or(u64::MAX).max(2);
+            let at = Instant::now() + Duration::from_millis(rng.random_range(ms / 2..=ms + ms / 2));
+            (at < relaunch_cutoff).then_some(at)
+        });
+        let session_config =
+            SessionConfig { seed: seed.wrapping_add(life), ..config.session.clone() };
+        let end = match relaunch_at {
+            Some(at) => LifeEnd::Relaunch(at),
+            None => LifeEnd::Leave(until),
+        };
+        let mut life_outcome =
+            run_life(endpoint, client_config.clone(), config, index, session_config, end).await;
+        if !life_outcome.failed && matches!(end, LifeEnd::Relaunch(_)) {
+            // A relaunch ends the session at an arbitrary moment, mid-travel as often as not:
+            // its pending waits are counted, and only the final session's are listed.
+            life_outcome.stats.gates.set_aside_pending_waits();
+        }
+        outcome.connected |= life_outcome.connected;
+        outcome.stats.absorb(life_outcome.stats);
+        outcome.errors.extend(life_outcome.errors);
+        if life_outcome.failed || !matches!(end, LifeEnd::Relaunch(_)) {
+            outcome.placed = life_outcome.placed;
+            outcome.own_pawns = life_outcome.own_pawns;
+            break;
+        }
+        outcome.relaunches += 1;
+        tokio::time::sleep(RELAUNCH_PAUSE).await;
+    }
+    outcome
+}
+
+/// How one connection of a client ends.
+#[derive(Debug, Clone, Copy)]
+enum LifeEnd {
+    /// Drop the connection abruptly at this instant and relaunch.
+    Relaunch(Instant),
+    /// The run is over at this instant: settle (bounded), then `Leave`.
+    Leave(Instant),
+}
+
+/// What one connection saw.
+struct Life {
+    connected: bool,
+    placed: bool,
+    own_pawns: usize,
+    failed: bool,
+    stats: SessionStats,
+    errors: Vec<String>,
+}
+
+async fn run_life(
+    endpoint: &quinn::Endpoint,
+    client_config: quinn::ClientConfig,
+    config: &SwarmConfig,
+    index: usize,
+    session_config: SessionConfig,
+    end: LifeEnd,
+) -> Life {
+    let mut life = Life {
+        connected: false,
+        placed: false,
+        own_pawns: 0,
+        failed: true,
+        stats: SessionStats::default(),
+        errors: Vec::new(),
     };
     let mut session = ClientSession::new(session_config);
     let connected = tokio::time::timeout(config.connect_timeout, async {
@@ -215,31 +305,41 @@ pub async fn run_client(
     let (connection, mut send, mut recv) = match connected {
         Ok(Ok(parts)) => parts,
         Ok(Err(e)) => {
-            outcome.errors.push(format!("connect failed: {e}"));
-            return outcome;
+            life.errors.push(format!("connect failed: {e}"));
+            return life;
         }
         Err(_) => {
-            outcome.errors.push("connect timed out".into());
-            return outcome;
+            life.errors.push("connect timed out".into());
+            return life;
         }
     };
     let hello = ClientMessage::Hello {
         protocol_version: PROTOCOL_VERSION,
-        token: mint_token(&config.token_key, player),
+        token: mint_token(&config.token_key, player_id(index)),
     };
     let mut decoder = FrameDecoder::new(config.max_frame_len);
     let mut closed_by_server = false;
-    if write(&mut send, &hello, config.max_frame_len)
-        .await
-        .is_err()
-    {
-        outcome.errors.push("could not send Hello".into());
-        return outcome;
+    if write(&mut send, &hello, config.max_frame_len).await.is_err() {
+        life.errors.push("could not send Hello".into());
+        return life;
     }
+    let (stop_at, settle) = match end {
+        LifeEnd::Relaunch(at) => (at, false),
+        LifeEnd::Leave(at) => (at, true),
+    };
+    let give_up = stop_at + config.settle_grace;
     loop {
+        let now = Instant::now();
+        // Every death gets its respawn before the client goes: a leaving client also waits
+        // until it is placed (bounded by the grace).
+        let settled = !session.is_dead_or_respawning() && (!settle || session.is_placed());
+        if now >= stop_at && (settled || now >= give_up) {
+            break;
+        }
         let wake = session.poll_timeout().map(Instant::from_std);
+        let tick = if now >= stop_at { give_up } else { stop_at };
         tokio::select! {
-            _ = tokio::time::sleep_until(until) => break,
+            _ = tokio::time::sleep_until(tick) => {}
             _ = sleep_until(wake) => session.handle_timeout(Instant::now().into_std()),
             chunk = recv.read_chunk(16 * 1024, true) => match chunk {
                 Ok(Some(chunk)) => {
@@ -249,7 +349,7 @@ pub async fn run_client(
                             Ok(Some(message)) => session.handle(Instant::now().into_std(), message),
                             Ok(None) => break,
                             Err(e) => {
-                                outcome.errors.push(format!("bad frame from the server: {e}"));
+                                life.errors.push(format!("bad frame from the server: {e}"));
                                 closed_by_server = true;
                                 break;
                             }
@@ -266,29 +366,31 @@ pub async fn run_client(
             },
         }
         while let Some(message) = session.poll_output() {
-            if write(&mut send, &message, config.max_frame_len)
-                .await
-                .is_err()
-            {
+            if write(&mut send, &message, config.max_frame_len).await.is_err() {
                 break;
             }
         }
     }
-    outcome.connected = session.player().is_some();
-    outcome.placed = session.is_placed();
-    outcome.own_pawns = session.player().map_or(0, |me| session.pawns_owned_by(me));
+    life.connected = session.player().is_some();
+    life.placed = session.is_placed();
+    life.own_pawns = session.player().map_or(0, |me| session.pawns_owned_by(me));
     if closed_by_server {
         // Let the close frame arrive before reading why.
         let _ = tokio::time::timeout(LEAVE_TIMEOUT, connection.closed()).await;
-        outcome.errors.push(describe_close(&connection));
-    } else {
+        life.errors.push(describe_close(&connection));
+    } else if settle {
         let _ = write(&mut send, &ClientMessage::Leave, config.max_frame_len).await;
         let _ = send.finish();
         let _ = tokio::time::timeout(LEAVE_TIMEOUT, connection.closed()).await;
         connection.close(quinn::VarInt::from_u32(CloseCode::Leave.code()), b"leave");
+        life.failed = false;
+    } else {
+        // A relaunch: the client vanishes without a word, as a crashed game would.
+        connection.close(quinn::VarInt::from_u32(CloseCode::Leave.code()), b"relaunch");
+        life.failed = false;
     }
-    outcome.stats = session.finish(Instant::now().into_std());
-    outcome
+    life.stats = session.finish(Instant::now().into_std());
+    life
 }
 
 async fn sleep_until(deadline: Option<Instant>) {

@@ -1,5 +1,7 @@
 //! The `gatehouse-sim` binary against a real server on loopback: its report, text and JSON.
 
+#![allow(clippy::unwrap_used)] // tests unwrap freely (STYLE 7)
+
 use std::process::Command;
 use std::time::Duration;
 
@@ -11,6 +13,10 @@ const SIM: &str = env!("CARGO_BIN_EXE_gatehouse-sim");
 
 const WORLD: &str = r#"
 start_node = "harbor"
+default_preset = "Vanguard"
+[[preset]]
+name = "Vanguard"
+character_def = "Vanguard"
 [travel]
 route = ["forest"]
 interval_ms = 3000
@@ -36,10 +42,11 @@ fn the_sim_binary_reports_every_client_placed() {
     let mut config = ServerConfig::parse(&config_path, "").unwrap();
     config.network.bind = "127.0.0.1:0".parse().unwrap();
     config.data_dir = dir.path().to_owned();
+    config.admin.bind = "127.0.0.1:0".parse().unwrap();
     let world = WorldMap::parse(&dir.path().join("world.toml"), WORLD).unwrap();
     let shutdown = CancellationToken::new();
     let addr = runtime.block_on(async {
-        let server = Server::bind(&config, world).unwrap();
+        let server = Server::bind(&config, world).await.unwrap();
         let addr = server.local_addr().unwrap();
         tokio::spawn(server.run(shutdown.clone()));
         addr
@@ -62,24 +69,27 @@ fn the_sim_binary_reports_every_client_placed() {
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("clients placed        8/8"), "{text}");
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
     assert_eq!(report["clients_connected"], 8, "{report}");
     assert_eq!(report["clients_placed"], 8, "{report}");
     assert_eq!(report["errors"], 0, "{report}");
-    assert!(
-        report["transitions_completed"].as_u64().unwrap() >= 1,
-        "{report}"
-    );
+    assert!(report["transitions_completed"].as_u64().unwrap() >= 1, "{report}");
     for key in ["min", "median", "p99", "max"] {
         assert!(report["transition_ms"][key].is_u64(), "{report}");
     }
+    // Seed 000 in every client: a local gate for each client's pawn, no violation, every pawn
+    // generation accounted for; seed 002: the notifications went through each client's router.
+    let gates = &report["gates"];
+    assert_eq!(gates["gate_violations"], 0, "{report}");
+    assert_eq!(gates["every_generation_accounted"], true, "{report}");
+    assert!(gates["local_ready_opened"].as_u64().unwrap() >= 8, "{report}");
+    assert!(gates["remote_ready_opened"].as_u64().unwrap() >= 8 * 7, "{report}");
+    assert!(report["router"]["broadcasts"].as_u64().unwrap() > 0, "{report}");
+    assert_eq!(report["router"]["mismatches"], 0, "{report}");
+    assert!(text.contains("gate violations     0"), "{text}");
     shutdown.cancel();
     runtime.shutdown_timeout(Duration::from_secs(5));
 }
@@ -94,36 +104,19 @@ fn an_unreachable_server_is_reported_not_hung() {
     std::fs::write(&cert, generated).unwrap();
     let report_path = dir.path().join("report.json");
     let out = Command::new(SIM)
-        .args([
-            "--server",
-            "127.0.0.1:9",
-            "--clients",
-            "1",
-            "--duration",
-            "1s",
-        ])
+        .args(["--server", "127.0.0.1:9", "--clients", "1", "--duration", "1s"])
         .args(["--connect-timeout", "1s", "--server-cert"])
         .arg(&cert)
         .arg("--report-json")
         .arg(&report_path)
         .output()
         .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
     assert_eq!(report["clients_connected"], 0, "{report}");
     assert_eq!(report["errors"], 1, "{report}");
-    assert!(
-        report["error_samples"][0]
-            .as_str()
-            .unwrap()
-            .contains("connect timed out"),
-        "{report}"
-    );
+    assert!(report["error_samples"][0].as_str().unwrap().contains("connect timed out"), "{report}");
 }
 
 /// A self-signed certificate from the server's own generator.

@@ -5,10 +5,7 @@
 //! - `register_six_fact_wait/*`: registering a wait on six facts over six scopes.
 //! - `reset_lifetime/*`: retiring a world of 10k scopes.
 
-#![allow(
-    missing_docs,
-    reason = "criterion_group! generates undocumented public functions"
-)]
+#![allow(missing_docs, reason = "criterion_group! generates undocumented public functions")]
 #![allow(
     clippy::expect_used,
     reason = "benchmark setup: every token used is freshly scoped and current"
@@ -54,10 +51,7 @@ fn with_unrelated_waits(unrelated: u64) -> (Registry<Delivered>, ScopeToken) {
             .wait_for_all(
                 token,
                 "Unrelated",
-                &[Requirement::new(
-                    token,
-                    LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY,
-                )],
+                &[Requirement::new(token, LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY)],
                 &mut delivered,
                 count,
             )
@@ -121,15 +115,11 @@ fn register_six_fact_wait(c: &mut Criterion) {
     let mut group = c.benchmark_group("register_six_fact_wait");
     let mut gates: Registry<Delivered> = Registry::new();
     let mut delivered = 0;
-    let tokens: Vec<ScopeToken> = (10..16)
-        .map(|raw| gates.scope(ObjectId::new(raw), WORLD))
-        .collect();
+    let tokens: Vec<ScopeToken> =
+        (10..16).map(|raw| gates.scope(ObjectId::new(raw), WORLD)).collect();
     let owner = gates.scope(TARGET, GAME_INSTANCE);
-    let requirements: Vec<Requirement> = tokens
-        .iter()
-        .zip(SIX_FACTS)
-        .map(|(token, fact)| Requirement::new(*token, fact))
-        .collect();
+    let requirements: Vec<Requirement> =
+        tokens.iter().zip(SIX_FACTS).map(|(token, fact)| Requirement::new(*token, fact)).collect();
     for requirement in &requirements[..5] {
         gates
             .set_ready(requirement.token, requirement.fact, true, &mut delivered)
@@ -153,9 +143,7 @@ fn register_six_fact_wait(c: &mut Criterion) {
 
     // All six ready: the callback runs during registration.
     let last = requirements[5];
-    gates
-        .set_ready(last.token, last.fact, true, &mut delivered)
-        .expect("current token");
+    gates.set_ready(last.token, last.fact, true, &mut delivered).expect("current token");
     group.bench_function("delivered_at_registration", |b| {
         b.iter(|| {
             black_box(gates.wait_for_all(
@@ -197,26 +185,18 @@ fn reset_lifetime(c: &mut Criterion) {
         );
     });
 
-    group.bench_function(
-        BenchmarkId::new("scopes_with_a_pending_wait", SCOPES),
-        |b| {
-            b.iter_batched(
-                || with_unrelated_waits(SCOPES).0,
-                |mut gates| {
-                    assert_eq!(gates.reset_lifetime(WORLD) as u64, SCOPES + 1);
-                    gates
-                },
-                BatchSize::PerIteration,
-            );
-        },
-    );
+    group.bench_function(BenchmarkId::new("scopes_with_a_pending_wait", SCOPES), |b| {
+        b.iter_batched(
+            || with_unrelated_waits(SCOPES).0,
+            |mut gates| {
+                assert_eq!(gates.reset_lifetime(WORLD) as u64, SCOPES + 1);
+                gates
+            },
+            BatchSize::PerIteration,
+        );
+    });
     group.finish();
 }
 
-criterion_group!(
-    benches,
-    publish_one_fact,
-    register_six_fact_wait,
-    reset_lifetime
-);
+criterion_group!(benches, publish_one_fact, register_six_fact_wait, reset_lifetime);
 criterion_main!(benches);

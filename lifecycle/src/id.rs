@@ -181,10 +181,7 @@ mod tests {
         map.insert(RequestName::from(String::from("Gate.Sub.7")), 2);
         assert_eq!(map.get("Feature.Initialize"), Some(&1));
         assert_eq!(map.get("Gate.Sub.7"), Some(&2));
-        assert_eq!(
-            RequestName::new("Gate.Sub.7"),
-            RequestName::from("Gate.Sub.7".to_owned())
-        );
+        assert_eq!(RequestName::new("Gate.Sub.7"), RequestName::from("Gate.Sub.7".to_owned()));
     }
 
     #[test]

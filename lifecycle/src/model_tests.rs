@@ -113,10 +113,7 @@ struct Model {
 
 impl Model {
     fn new() -> Self {
-        Self {
-            next_generation: 1,
-            ..Self::default()
-        }
+        Self { next_generation: 1, ..Self::default() }
     }
 
     fn current(&self, object: u64) -> Option<Tok> {
@@ -140,8 +137,7 @@ impl Model {
         }
         let generation = self.next_generation;
         self.next_generation += 1;
-        self.scopes
-            .insert(object, (generation, lifetime, BTreeSet::new()));
+        self.scopes.insert(object, (generation, lifetime, BTreeSet::new()));
         (object, generation)
     }
 
@@ -155,12 +151,8 @@ impl Model {
     }
 
     fn reset_lifetime(&mut self, lifetime: u64) -> usize {
-        let members: Vec<u64> = self
-            .scopes
-            .iter()
-            .filter(|(_, s)| s.1 == lifetime)
-            .map(|(o, _)| *o)
-            .collect();
+        let members: Vec<u64> =
+            self.scopes.iter().filter(|(_, s)| s.1 == lifetime).map(|(o, _)| *o).collect();
         for object in &members {
             self.reset_scope(*object);
         }
@@ -172,11 +164,7 @@ impl Model {
             return Err(ErrorKind::StalePublisher);
         }
         let facts = &mut self.scopes.get_mut(&tok.0).expect("current").2;
-        let changed = if ready {
-            facts.insert(fact)
-        } else {
-            facts.remove(&fact)
-        };
+        let changed = if ready { facts.insert(fact) } else { facts.remove(&fact) };
         if ready && changed {
             let woken: Vec<u64> = self
                 .waits
@@ -218,20 +206,11 @@ impl Model {
                 unique.push(r);
             }
         }
-        self.waits
-            .retain(|w| !(w.owner.0 == owner.0 && w.name == name));
+        self.waits.retain(|w| !(w.owner.0 == owner.0 && w.name == name));
         let id = self.next_id;
         self.next_id += 1;
         let holds = unique.iter().all(|r| self.holds(*r));
-        self.waits.push(ModelWait {
-            id,
-            owner,
-            name,
-            guard,
-            requirements: unique,
-            label,
-            actions,
-        });
+        self.waits.push(ModelWait { id, owner, name, guard, requirements: unique, label, actions });
         if !holds {
             return Ok(WaitStatus::Pending);
         }
@@ -240,17 +219,12 @@ impl Model {
             return Ok(WaitStatus::Queued);
         }
         self.drain();
-        Ok(if self.delivered.contains(&id) {
-            WaitStatus::Delivered
-        } else {
-            WaitStatus::Pending
-        })
+        Ok(if self.delivered.contains(&id) { WaitStatus::Delivered } else { WaitStatus::Pending })
     }
 
     fn cancel(&mut self, owner: u64, name: usize) -> bool {
         let before = self.waits.len();
-        self.waits
-            .retain(|w| !(w.owner.0 == owner && w.name == name));
+        self.waits.retain(|w| !(w.owner.0 == owner && w.name == name));
         self.waits.len() != before
     }
 
@@ -263,11 +237,7 @@ impl Model {
             let Some(index) = self.waits.iter().position(|w| w.id == id) else {
                 continue;
             };
-            if !self.waits[index]
-                .requirements
-                .iter()
-                .all(|r| self.holds(*r))
-            {
+            if !self.waits[index].requirements.iter().all(|r| self.holds(*r)) {
                 continue;
             }
             let wait = self.waits.remove(index);
@@ -299,10 +269,8 @@ impl Model {
                 let Some(owner) = self.current(*owner) else {
                     return;
                 };
-                let requirements: Option<Vec<(Tok, usize)>> = requirements
-                    .iter()
-                    .map(|(o, f)| self.current(*o).map(|t| (t, *f)))
-                    .collect();
+                let requirements: Option<Vec<(Tok, usize)>> =
+                    requirements.iter().map(|(o, f)| self.current(*o).map(|t| (t, *f))).collect();
                 if let Some(requirements) = requirements {
                     let _ = self.wait(
                         owner,
@@ -318,17 +286,8 @@ impl Model {
     }
 
     fn blocking(&self, owner: u64, name: usize) -> Option<Vec<(Tok, usize)>> {
-        let wait = self
-            .waits
-            .iter()
-            .find(|w| w.owner.0 == owner && w.name == name)?;
-        Some(
-            wait.requirements
-                .iter()
-                .filter(|r| !self.holds(**r))
-                .copied()
-                .collect(),
-        )
+        let wait = self.waits.iter().find(|w| w.owner.0 == owner && w.name == name)?;
+        Some(wait.requirements.iter().filter(|r| !self.holds(**r)).copied().collect())
     }
 }
 
@@ -337,10 +296,7 @@ impl Model {
 type Log = Vec<u64>;
 
 fn fact_index(fact: GameplayTag) -> usize {
-    FACTS
-        .iter()
-        .position(|f| *f == fact)
-        .expect("only FACTS are used")
+    FACTS.iter().position(|f| *f == fact).expect("only FACTS are used")
 }
 
 fn tok(token: ScopeToken) -> Tok {
@@ -381,11 +337,7 @@ fn apply(registry: &mut Registry<Log>, log: &mut Log, label: u64, action: &Actio
             };
             let requirements: Option<Vec<Requirement>> = requirements
                 .iter()
-                .map(|(o, f)| {
-                    registry
-                        .token(object(*o))
-                        .map(|t| Requirement::new(t, FACTS[*f]))
-                })
+                .map(|(o, f)| registry.token(object(*o)).map(|t| Requirement::new(t, FACTS[*f])))
                 .collect();
             if let Some(requirements) = requirements {
                 let _ = registry.wait_for_all(
@@ -437,10 +389,7 @@ impl Harness {
                 }
             }
             Op::ResetScope(o, again) => {
-                prop_assert_eq!(
-                    self.registry.reset_scope(object(*o)),
-                    self.model.reset_scope(*o)
-                );
+                prop_assert_eq!(self.registry.reset_scope(object(*o)), self.model.reset_scope(*o));
                 if *again {
                     self.step(&Op::Scope(*o, lifetime_of(*o, true)))?;
                 }
@@ -466,13 +415,7 @@ impl Harness {
                     .map_err(|e| kind(&e));
                 prop_assert_eq!(real, self.model.set_ready(tok(token), *fact, *ready));
             }
-            Op::Wait {
-                owner,
-                name,
-                guard,
-                requirements,
-                actions,
-            } => {
+            Op::Wait { owner, name, guard, requirements, actions } => {
                 let Some(owner) = self.token(*owner) else {
                     return Ok(());
                 };
@@ -490,10 +433,8 @@ impl Harness {
                 else {
                     return Ok(());
                 };
-                let requirements: Vec<Requirement> = resolved
-                    .iter()
-                    .map(|(t, f)| Requirement::new(*t, FACTS[*f]))
-                    .collect();
+                let requirements: Vec<Requirement> =
+                    resolved.iter().map(|(t, f)| Requirement::new(*t, FACTS[*f])).collect();
                 let label = self.next_label;
                 self.next_label += 1;
                 let cb = callback(label, actions.clone());
@@ -540,23 +481,15 @@ impl Harness {
         prop_assert_eq!(self.registry.pending_wait_count(), self.model.waits.len());
         prop_assert_eq!(self.registry.scope_count(), self.model.scopes.len());
         for o in 0..OBJECTS {
-            prop_assert_eq!(
-                self.registry.token(ObjectId::new(o)).map(tok),
-                self.model.current(o)
-            );
+            prop_assert_eq!(self.registry.token(ObjectId::new(o)).map(tok), self.model.current(o));
             for (f, fact) in FACTS.iter().enumerate() {
                 let model = self.model.scopes.get(&o).is_some_and(|s| s.2.contains(&f));
                 prop_assert_eq!(self.registry.is_ready_on(ObjectId::new(o), *fact), model);
             }
             for (n, name) in NAMES.iter().enumerate() {
-                let real = self
-                    .registry
-                    .blocking_facts(ObjectId::new(o), name)
-                    .map(|b| {
-                        b.iter()
-                            .map(|r| (tok(r.token), fact_index(r.fact)))
-                            .collect::<Vec<_>>()
-                    });
+                let real = self.registry.blocking_facts(ObjectId::new(o), name).map(|b| {
+                    b.iter().map(|r| (tok(r.token), fact_index(r.fact))).collect::<Vec<_>>()
+                });
                 prop_assert_eq!(real, self.model.blocking(o, n));
             }
         }

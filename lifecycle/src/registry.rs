@@ -211,14 +211,7 @@ impl<C> Registry<C> {
         ctx: &mut C,
         callback: impl FnOnce(&mut Registry<C>, &mut C) + 'static,
     ) -> Result<WaitStatus, LifecycleError> {
-        self.register(
-            owner,
-            request.into(),
-            None,
-            requirements,
-            ctx,
-            Callback::new(callback),
-        )
+        self.register(owner, request.into(), None, requirements, ctx, Callback::new(callback))
     }
 
     /// [`Self::wait_for_all`], also retired without running when the scope of `guard` (the
@@ -309,11 +302,7 @@ impl<C> Registry<C> {
     ) -> Result<bool, LifecycleError> {
         self.scopes.set_fact(token, fact, ready).map_err(|current| {
             self.counters.stale_rejections += 1;
-            LifecycleError::StalePublisher {
-                token,
-                fact,
-                current,
-            }
+            LifecycleError::StalePublisher { token, fact, current }
         })
     }
 
@@ -322,10 +311,7 @@ impl<C> Registry<C> {
         for id in self.waiters.waiting_on(object, fact) {
             self.counters.examined += 1;
             let holds = self.waiters.get(id).is_some_and(|waiter| {
-                waiter
-                    .requirements
-                    .iter()
-                    .all(|requirement| self.scopes.holds(requirement))
+                waiter.requirements.iter().all(|requirement| self.scopes.holds(requirement))
             });
             if holds {
                 self.ready.push_back(id);
@@ -344,13 +330,8 @@ impl<C> Registry<C> {
     ) -> Result<WaitStatus, LifecycleError> {
         let requirements = self.validate(owner, &request, guard, requirements)?;
         let holds = requirements.iter().all(|r| self.scopes.holds(r));
-        let (id, replaced) = self.waiters.insert(Waiter {
-            owner,
-            request,
-            guard,
-            requirements,
-            callback,
-        });
+        let (id, replaced) =
+            self.waiters.insert(Waiter { owner, request, guard, requirements, callback });
         if replaced.is_some() {
             self.counters.replaced += 1;
         }
@@ -428,10 +409,7 @@ impl<C> Registry<C> {
                 owner: owner.object(),
             });
         }
-        match requirements
-            .iter()
-            .find(|r| !self.scopes.is_current(r.token))
-        {
+        match requirements.iter().find(|r| !self.scopes.is_current(r.token)) {
             Some(stale) => Err(LifecycleError::StaleRequirement {
                 request: request.clone(),
                 fact: stale.fact,
@@ -476,10 +454,7 @@ impl<C> Registry<C> {
         self.draining = true;
         while let Some(id) = self.ready.pop_front() {
             let holds = self.waiters.get(id).is_some_and(|waiter| {
-                waiter
-                    .requirements
-                    .iter()
-                    .all(|requirement| self.scopes.holds(requirement))
+                waiter.requirements.iter().all(|requirement| self.scopes.holds(requirement))
             });
             if !holds {
                 continue;

@@ -60,28 +60,15 @@ impl ScopeTable {
         };
         let generation = self.next_generation;
         self.next_generation = generation.next();
-        self.scopes.insert(
-            object,
-            Scope {
-                generation,
-                lifetime,
-                facts: BTreeSet::new(),
-            },
-        );
+        self.scopes.insert(object, Scope { generation, lifetime, facts: BTreeSet::new() });
         self.by_lifetime.entry(lifetime).or_default().insert(object);
         let token = ScopeToken::new(object, generation);
-        if replaced {
-            Scoped::Replaced(token)
-        } else {
-            Scoped::Created(token)
-        }
+        if replaced { Scoped::Replaced(token) } else { Scoped::Created(token) }
     }
 
     /// The object's current token, if it has a scope.
     pub(crate) fn current(&self, object: ObjectId) -> Option<ScopeToken> {
-        self.scopes
-            .get(&object)
-            .map(|scope| ScopeToken::new(object, scope.generation))
+        self.scopes.get(&object).map(|scope| ScopeToken::new(object, scope.generation))
     }
 
     /// The object's current generation, if it has a scope.
@@ -105,11 +92,9 @@ impl ScopeTable {
         ready: bool,
     ) -> Result<bool, Option<Generation>> {
         match self.scopes.get_mut(&token.object()) {
-            Some(scope) if scope.generation == token.generation() => Ok(if ready {
-                scope.facts.insert(fact)
-            } else {
-                scope.facts.remove(&fact)
-            }),
+            Some(scope) if scope.generation == token.generation() => {
+                Ok(if ready { scope.facts.insert(fact) } else { scope.facts.remove(&fact) })
+            }
             Some(scope) => Err(Some(scope.generation)),
             None => Err(None),
         }
@@ -117,19 +102,15 @@ impl ScopeTable {
 
     /// Whether the object's current scope has `fact` ready.
     pub(crate) fn has_fact(&self, object: ObjectId, fact: GameplayTag) -> bool {
-        self.scopes
-            .get(&object)
-            .is_some_and(|scope| scope.facts.contains(&fact))
+        self.scopes.get(&object).is_some_and(|scope| scope.facts.contains(&fact))
     }
 
     /// Whether the requirement's token is current and its fact ready.
     pub(crate) fn holds(&self, requirement: &Requirement) -> bool {
-        self.scopes
-            .get(&requirement.token.object())
-            .is_some_and(|scope| {
-                scope.generation == requirement.token.generation()
-                    && scope.facts.contains(&requirement.fact)
-            })
+        self.scopes.get(&requirement.token.object()).is_some_and(|scope| {
+            scope.generation == requirement.token.generation()
+                && scope.facts.contains(&requirement.fact)
+        })
     }
 
     /// Removes the object's scope. Returns whether it had one.
@@ -198,17 +179,11 @@ mod tests {
         let Scoped::Created(token) = table.scope(PAWN, WORLD) else {
             panic!("first scope must be created");
         };
-        assert_eq!(
-            table.set_fact(token, LIFECYCLE_FACT_WORLD_BEGIN_PLAY, true),
-            Ok(true)
-        );
+        assert_eq!(table.set_fact(token, LIFECYCLE_FACT_WORLD_BEGIN_PLAY, true), Ok(true));
         assert!(table.remove(PAWN));
         assert!(!table.remove(PAWN));
         assert!(table.by_lifetime.is_empty());
-        assert_eq!(
-            table.set_fact(token, LIFECYCLE_FACT_WORLD_BEGIN_PLAY, true),
-            Err(None)
-        );
+        assert_eq!(table.set_fact(token, LIFECYCLE_FACT_WORLD_BEGIN_PLAY, true), Err(None));
         table.check_invariants();
     }
 
@@ -219,9 +194,6 @@ mod tests {
             table.scope(ObjectId::new(raw), WORLD);
         }
         let members = table.take_lifetime(WORLD);
-        assert_eq!(
-            members,
-            vec![ObjectId::new(3), ObjectId::new(5), ObjectId::new(9)]
-        );
+        assert_eq!(members, vec![ObjectId::new(3), ObjectId::new(5), ObjectId::new(9)]);
     }
 }

@@ -125,11 +125,7 @@ impl<C> WaiterTable<C> {
             }
         }
         for requirement in &waiter.requirements {
-            remove_from(
-                &mut self.by_fact,
-                (requirement.token.object(), requirement.fact),
-                id,
-            );
+            remove_from(&mut self.by_fact, (requirement.token.object(), requirement.fact), id);
         }
         for object in waiter.objects() {
             remove_from(&mut self.by_object, object, id);
@@ -152,20 +148,14 @@ impl<C> WaiterTable<C> {
         object: ObjectId,
         fact: GameplayTag,
     ) -> impl Iterator<Item = WaitId> + '_ {
-        self.by_fact
-            .get(&(object, fact))
-            .into_iter()
-            .flatten()
-            .copied()
+        self.by_fact.get(&(object, fact)).into_iter().flatten().copied()
     }
 
     /// Removes every wait that owns, references or is guarded by `object`, and returns how
     /// many there were.
     pub(crate) fn remove_touching(&mut self, object: ObjectId) -> usize {
         let ids = self.by_object.remove(&object).unwrap_or_default();
-        ids.into_iter()
-            .filter(|id| self.remove(*id).is_some())
-            .count()
+        ids.into_iter().filter(|id| self.remove(*id).is_some()).count()
     }
 
     /// Every pending wait, in registration order.

@@ -76,11 +76,7 @@ fn setup(shape: Shape, listeners: usize) -> (Router<u64>, Vec<Listener>) {
             ),
             Shape::DynamicExact => router.listen_dyn(
                 &mut sum,
-                ListenDyn::new(
-                    "Message.Test.Depth1.Depth2.Depth3.Depth4",
-                    Match::Exact,
-                    "Spawned",
-                ),
+                ListenDyn::new("Message.Test.Depth1.Depth2.Depth3.Depth4", Match::Exact, "Spawned"),
                 |d, p| *d.state() += p.downcast_ref::<Spawned>().map_or(0, |s| s.notice.n),
             ),
         })
@@ -91,17 +87,11 @@ fn setup(shape: Shape, listeners: usize) -> (Router<u64>, Vec<Listener>) {
 
 fn broadcast(c: &mut Criterion) {
     let mut group = c.benchmark_group("broadcast");
-    for shape in [
-        Shape::Exact,
-        Shape::Hierarchical4,
-        Shape::Hierarchical4Base,
-        Shape::DynamicExact,
-    ] {
+    for shape in [Shape::Exact, Shape::Hierarchical4, Shape::Hierarchical4Base, Shape::DynamicExact]
+    {
         for listeners in [1usize, 10, 1000] {
             let (router, _handles) = setup(shape, listeners);
-            let payload = Spawned {
-                notice: Notice { n: 1 },
-            };
+            let payload = Spawned { notice: Notice { n: 1 } };
             let mut sum = 0u64;
             group.throughput(Throughput::Elements(listeners as u64));
             group.bench_with_input(
@@ -118,11 +108,7 @@ fn broadcast(c: &mut Criterion) {
                             )
                             .unwrap()
                     }),
-                    _ => b.iter(|| {
-                        router
-                            .broadcast(&mut sum, DEEP, black_box(&payload))
-                            .unwrap()
-                    }),
+                    _ => b.iter(|| router.broadcast(&mut sum, DEEP, black_box(&payload)).unwrap()),
                 },
             );
             black_box(sum);

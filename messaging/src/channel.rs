@@ -48,10 +48,7 @@ pub struct Channel<T> {
 impl<T: Payload> Channel<T> {
     /// Binds `tag` to the payload type `T`. The binding is checked when declared on a router.
     pub const fn new(tag: GameplayTag) -> Channel<T> {
-        Channel {
-            tag,
-            payload: PhantomData,
-        }
+        Channel { tag, payload: PhantomData }
     }
 
     /// The channel's tag.
@@ -87,24 +84,14 @@ impl<T: Payload> Listen<T> {
     /// Listens to `channel` (and, with [`Match::Hierarchical`], to every channel below it),
     /// reading its declared payload type.
     pub const fn channel(channel: Channel<T>, matching: Match) -> Listen<T> {
-        Listen {
-            tag: channel.tag,
-            matching,
-            from_channel: true,
-            payload: PhantomData,
-        }
+        Listen { tag: channel.tag, matching, from_channel: true, payload: PhantomData }
     }
 
     /// Listens at any tag that is a declared channel or an ancestor of one, reading messages as
     /// `T`: a base type of what the channels carry, typically, with [`Match::Hierarchical`] on a
     /// family tag such as `Message.Replication`.
     pub const fn tag(tag: GameplayTag, matching: Match) -> Listen<T> {
-        Listen {
-            tag,
-            matching,
-            from_channel: false,
-            payload: PhantomData,
-        }
+        Listen { tag, matching, from_channel: false, payload: PhantomData }
     }
 }
 
@@ -139,10 +126,6 @@ impl<'a> ListenDyn<'a> {
     /// Listens at the tag named `channel` with `matching`, reading messages as the payload type
     /// named `payload_type` (a name declared on the router; there is no "any type").
     pub const fn new(channel: &'a str, matching: Match, payload_type: &'a str) -> ListenDyn<'a> {
-        ListenDyn {
-            channel,
-            matching,
-            payload_type,
-        }
+        ListenDyn { channel, matching, payload_type }
     }
 }

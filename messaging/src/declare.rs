@@ -26,11 +26,7 @@ pub(crate) struct Keep(fn(&dyn Any) -> Option<Rc<dyn Any>>);
 
 impl Keep {
     fn of<T: Payload + Clone>() -> Keep {
-        Keep(|value| {
-            value
-                .downcast_ref::<T>()
-                .map(|v| Rc::new(v.clone()) as Rc<dyn Any>)
-        })
+        Keep(|value| value.downcast_ref::<T>().map(|v| Rc::new(v.clone()) as Rc<dyn Any>))
     }
 
     /// A retained copy of `value`; `None` if it is not of the channel's declared type.
@@ -61,10 +57,7 @@ impl TypeTable {
         let mut next = Some(ty);
         while let Some(current) = next {
             if chain.len() > MAX_DERIVATION || chain.iter().any(|c| c.id == current.id) {
-                return Err(Error::DerivationTooDeep {
-                    name: ty.name,
-                    limit: MAX_DERIVATION,
-                });
+                return Err(Error::DerivationTooDeep { name: ty.name, limit: MAX_DERIVATION });
             }
             if let Some(parent) = current.parent {
                 if parent.child() != current.id {
@@ -195,9 +188,7 @@ impl Channels {
 
 impl std::fmt::Debug for Channels {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_map()
-            .entries(self.channels.iter().map(|c| (c.tag, c.ty.name)))
-            .finish()
+        f.debug_map().entries(self.channels.iter().map(|c| (c.tag, c.ty.name))).finish()
     }
 }
 
@@ -267,20 +258,14 @@ mod tests {
     fn payload_declarations_are_checked() {
         let mut channels = Channels::new();
         channels.declare_payload::<B>().unwrap();
-        assert!(
-            channels.types.by_name("A").is_some(),
-            "ancestors are declared too"
-        );
+        assert!(channels.types.by_name("A").is_some(), "ancestors are declared too");
         assert_eq!(
             channels.declare_payload::<AlsoA>().unwrap_err(),
             Error::PayloadNameTaken { name: "A" }
         );
         assert!(matches!(
             channels.declare_payload::<Impostor>().unwrap_err(),
-            Error::MisdeclaredParent {
-                name: "Impostor",
-                ..
-            }
+            Error::MisdeclaredParent { name: "Impostor", .. }
         ));
         assert!(matches!(
             channels.declare_payload::<Ping>().unwrap_err(),

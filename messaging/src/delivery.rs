@@ -58,14 +58,7 @@ impl<'a, C: 'static> Delivery<'a, C> {
         listener: ListenerId,
         replay: bool,
     ) -> Delivery<'a, C> {
-        Delivery {
-            router,
-            state,
-            channel,
-            sent_type,
-            listener,
-            replay,
-        }
+        Delivery { router, state, channel, sent_type, listener, replay }
     }
 
     /// The caller's state, as lent to the broadcast.

@@ -89,11 +89,7 @@ impl<C: 'static> Router<C> {
         {
             let table = self.shared.table.borrow();
             for &list in plan.walk.iter() {
-                if table
-                    .list(list)
-                    .first()
-                    .is_some_and(|e| e.serial < watermark)
-                {
+                if table.list(list).first().is_some_and(|e| e.serial < watermark) {
                     cursors.push(Cursor { list, pos: 0 });
                 }
             }
@@ -102,15 +98,7 @@ impl<C: 'static> Router<C> {
         let mut last = 0;
         while let Some(recipient) = self.next_recipient(&mut cursors, last, watermark) {
             last = recipient.id.serial;
-            self.deliver(
-                state,
-                recipient,
-                channel,
-                &sent,
-                payload,
-                false,
-                &mut report,
-            );
+            self.deliver(state, recipient, channel, &sent, payload, false, &mut report);
         }
         Ok(report)
     }
@@ -148,15 +136,7 @@ impl<C: 'static> Router<C> {
                 break;
             };
             self.shared.bump(|s| s.replays += 1);
-            self.deliver(
-                state,
-                recipient,
-                decl.tag,
-                &decl.ty,
-                &*value,
-                true,
-                &mut report,
-            );
+            self.deliver(state, recipient, decl.tag, &decl.ty, &*value, true, &mut report);
         }
         Ok(())
     }
@@ -167,11 +147,7 @@ impl<C: 'static> Router<C> {
         let limit = self.shared.config.max_depth();
         if depth >= limit {
             self.shared.bump(|s| s.depth_exceeded += 1);
-            return Err(Error::DepthExceeded {
-                channel,
-                limit,
-                arrived: depth + 1,
-            });
+            return Err(Error::DepthExceeded { channel, limit, arrived: depth + 1 });
         }
         self.shared.depth.set(depth + 1);
         Ok(Level(&self.shared.depth))
@@ -202,9 +178,7 @@ impl<C: 'static> Router<C> {
     /// The record `id`, copied out, if it is still registered.
     fn recipient(&self, id: ListenerId) -> Option<Recipient<C>> {
         let table = self.shared.table.borrow();
-        table
-            .find(id.list, id.serial)
-            .map(|e| Recipient::of(id.list, e))
+        table.find(id.list, id.serial).map(|e| Recipient::of(id.list, e))
     }
 
     /// The registered record with the smallest serial above `last` and below `watermark`
@@ -286,10 +260,7 @@ impl<C: 'static> Router<C> {
 impl<C> Recipient<C> {
     fn of(list: ListRef, entry: &Entry<C>) -> Recipient<C> {
         Recipient {
-            id: ListenerId {
-                serial: entry.serial,
-                list,
-            },
+            id: ListenerId { serial: entry.serial, list },
             expected: entry.expected,
             api: entry.api,
             callback: entry.callback.clone(),
@@ -303,11 +274,7 @@ fn resync<C>(list: &[Entry<C>], pos: usize, last: u64) -> usize {
     let settled = pos <= list.len()
         && (pos == 0 || list[pos - 1].serial <= last)
         && list.get(pos).is_none_or(|e| e.serial > last);
-    if settled {
-        pos
-    } else {
-        list.partition_point(|e| e.serial <= last)
-    }
+    if settled { pos } else { list.partition_point(|e| e.serial <= last) }
 }
 
 #[cfg(test)]
@@ -338,10 +305,7 @@ mod tests {
         table
     }
 
-    const LIST: ListRef = ListRef {
-        slot: 0,
-        matching: Match::Exact,
-    };
+    const LIST: ListRef = ListRef { slot: 0, matching: Match::Exact };
 
     #[test]
     fn a_cursor_keeps_its_place_or_finds_it_again() {

@@ -73,10 +73,7 @@ pub struct Listener {
 
 impl Listener {
     pub(crate) fn new(registry: Weak<dyn Registry>, id: ListenerId) -> Listener {
-        Listener {
-            registry: Some(registry),
-            id,
-        }
+        Listener { registry: Some(registry), id }
     }
 
     /// The record's identity.
@@ -87,10 +84,7 @@ impl Listener {
     /// Whether the record is still registered (false once removed in any way, or once the
     /// router is gone).
     pub fn is_live(&self) -> bool {
-        self.registry
-            .as_ref()
-            .and_then(Weak::upgrade)
-            .is_some_and(|r| r.contains(self.id))
+        self.registry.as_ref().and_then(Weak::upgrade).is_some_and(|r| r.contains(self.id))
     }
 
     /// Removes the record now; `false` if it was already gone.
@@ -99,10 +93,7 @@ impl Listener {
     }
 
     fn release(&mut self) -> bool {
-        self.registry
-            .take()
-            .and_then(|weak| weak.upgrade())
-            .is_some_and(|r| r.unlisten(self.id))
+        self.registry.take().and_then(|weak| weak.upgrade()).is_some_and(|r| r.unlisten(self.id))
     }
 }
 
@@ -114,10 +105,7 @@ impl Drop for Listener {
 
 impl fmt::Debug for Listener {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Listener")
-            .field("id", &self.id)
-            .field("live", &self.is_live())
-            .finish()
+        f.debug_struct("Listener").field("id", &self.id).field("live", &self.is_live()).finish()
     }
 }
 
@@ -132,10 +120,7 @@ pub struct Lifetime {
 impl Lifetime {
     /// A lifetime named `name` (for logs), holding nothing yet.
     pub fn new(name: impl Into<String>) -> Lifetime {
-        Lifetime {
-            name: name.into(),
-            held: Vec::new(),
-        }
+        Lifetime { name: name.into(), held: Vec::new() }
     }
 
     /// The lifetime's name.

@@ -37,10 +37,7 @@ pub(crate) struct Layout {
 impl Layout {
     /// Plans the declared channels.
     pub(crate) fn new(declared: Channels) -> Layout {
-        let Channels {
-            mut channels,
-            types,
-        } = declared;
+        let Channels { mut channels, types } = declared;
         channels.sort_by_key(|c| c.tag);
         let point_tags: Vec<GameplayTag> = channels
             .iter()
@@ -55,9 +52,7 @@ impl Layout {
             .map(|(slot, &tag)| Point {
                 slot: slot as u32,
                 channel: channels.binary_search_by_key(&tag, |c| c.tag).ok(),
-                subtree: (0..channels.len())
-                    .filter(|&i| channels[i].tag.matches(tag))
-                    .collect(),
+                subtree: (0..channels.len()).filter(|&i| channels[i].tag.matches(tag)).collect(),
             })
             .collect();
         let channels = channels
@@ -69,28 +64,14 @@ impl Layout {
                     let Some(slot) = slot_of(tag) else { continue };
                     let slot = slot as u32;
                     if level == 0 {
-                        walk.push(ListRef {
-                            slot,
-                            matching: Match::Exact,
-                        });
+                        walk.push(ListRef { slot, matching: Match::Exact });
                     }
-                    walk.push(ListRef {
-                        slot,
-                        matching: Match::Hierarchical,
-                    });
+                    walk.push(ListRef { slot, matching: Match::Hierarchical });
                 }
-                ChannelPlan {
-                    decl,
-                    walk: walk.into_boxed_slice(),
-                }
+                ChannelPlan { decl, walk: walk.into_boxed_slice() }
             })
             .collect();
-        Layout {
-            channels,
-            point_tags,
-            points,
-            types,
-        }
+        Layout { channels, point_tags, points, types }
     }
 
     /// Number of listen points.
@@ -100,17 +81,12 @@ impl Layout {
 
     /// The index of the channel declared at `tag`.
     pub(crate) fn channel_index(&self, tag: GameplayTag) -> Option<usize> {
-        self.channels
-            .binary_search_by_key(&tag, |c| c.decl.tag)
-            .ok()
+        self.channels.binary_search_by_key(&tag, |c| c.decl.tag).ok()
     }
 
     /// The listen point at `tag`.
     pub(crate) fn point(&self, tag: GameplayTag) -> Option<&Point> {
-        self.point_tags
-            .binary_search(&tag)
-            .ok()
-            .and_then(|at| self.points.get(at))
+        self.point_tags.binary_search(&tag).ok().and_then(|at| self.points.get(at))
     }
 }
 
@@ -136,16 +112,11 @@ mod tests {
         let layout = Layout::new(channels);
         // Message, Message.Test, Depth1, Depth1.Depth2, Depth3, Depth4.
         assert_eq!(layout.slot_count(), 6);
-        let deep = &layout.channels[layout
-            .channel_index(MESSAGE_TEST_DEPTH1_DEPTH2_DEPTH3_DEPTH4)
-            .unwrap()];
+        let deep = &layout.channels
+            [layout.channel_index(MESSAGE_TEST_DEPTH1_DEPTH2_DEPTH3_DEPTH4).unwrap()];
         assert_eq!(deep.walk.len(), 7);
         assert_eq!(deep.walk[0].matching, Match::Exact);
-        assert!(
-            deep.walk[1..]
-                .iter()
-                .all(|l| l.matching == Match::Hierarchical)
-        );
+        assert!(deep.walk[1..].iter().all(|l| l.matching == Match::Hierarchical));
         let mid = layout.point(MESSAGE_TEST_DEPTH1_DEPTH2).unwrap();
         assert!(mid.channel.is_some());
         assert_eq!(mid.subtree.len(), 2);

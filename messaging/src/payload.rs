@@ -69,11 +69,7 @@ pub struct Parent {
 impl Parent {
     /// Declares that `S` derives from `P`, through `S`'s [`Derives<P>`] implementation.
     pub const fn of<S: Derives<P>, P: Payload>() -> Parent {
-        Parent {
-            child: TypeId::of::<S>,
-            ty: PayloadType::of::<P>,
-            project: project::<S, P>,
-        }
+        Parent { child: TypeId::of::<S>, ty: PayloadType::of::<P>, project: project::<S, P> }
     }
 
     /// The type this declaration was built for (checked against the declaring type).
@@ -99,9 +95,7 @@ impl std::fmt::Debug for Parent {
 }
 
 fn project<S: Derives<P>, P: Payload>(value: &dyn Any) -> Option<&dyn Any> {
-    value
-        .downcast_ref::<S>()
-        .map(|derived| derived.parent() as &dyn Any)
+    value.downcast_ref::<S>().map(|derived| derived.parent() as &dyn Any)
 }
 
 /// A payload type as the router sees it at run time: name, identity, declared parent.
@@ -115,11 +109,7 @@ pub(crate) struct PayloadType {
 impl PayloadType {
     /// The run-time description of `T`.
     pub(crate) fn of<T: Payload>() -> PayloadType {
-        PayloadType {
-            name: T::NAME,
-            id: TypeId::of::<T>(),
-            parent: T::PARENT,
-        }
+        PayloadType { name: T::NAME, id: TypeId::of::<T>(), parent: T::PARENT }
     }
 }
 
@@ -157,8 +147,6 @@ impl<'a> DynPayload<'a> {
 
 impl std::fmt::Debug for DynPayload<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DynPayload")
-            .field("type_name", &self.type_name)
-            .finish_non_exhaustive()
+        f.debug_struct("DynPayload").field("type_name", &self.type_name).finish_non_exhaustive()
     }
 }

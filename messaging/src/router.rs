@@ -163,13 +163,12 @@ impl<C: 'static> Router<C> {
         F: Fn(&mut Delivery<'_, C>, &T) + 'static,
     {
         let Some(expected) = self.shared.layout.types.by_id(TypeId::of::<T>()) else {
-            return Err(self.refuse_registration(Error::UnknownPayloadType {
-                name: T::NAME.to_owned(),
-            }));
+            return Err(
+                self.refuse_registration(Error::UnknownPayloadType { name: T::NAME.to_owned() })
+            );
         };
         if on.from_channel {
-            self.channel_of::<T>(on.tag)
-                .map_err(|e| self.refuse_registration(e))?;
+            self.channel_of::<T>(on.tag).map_err(|e| self.refuse_registration(e))?;
         }
         let callback = Callback::new(move |delivery, value| match value.downcast_ref::<T>() {
             Some(payload) => callback(delivery, payload),
@@ -224,9 +223,7 @@ impl<C: 'static> Router<C> {
         channel: Channel<T>,
         payload: &T,
     ) -> Result<Report, Error> {
-        let index = self
-            .channel_of::<T>(channel.tag())
-            .map_err(|e| self.refuse_broadcast(e))?;
+        let index = self.channel_of::<T>(channel.tag()).map_err(|e| self.refuse_broadcast(e))?;
         self.dispatch(state, index, PayloadType::of::<T>(), payload)
     }
 
@@ -242,13 +239,11 @@ impl<C: 'static> Router<C> {
         channel: Channel<T>,
         payload: &S,
     ) -> Result<Report, Error> {
-        let index = self
-            .channel_of::<T>(channel.tag())
-            .map_err(|e| self.refuse_broadcast(e))?;
+        let index = self.channel_of::<T>(channel.tag()).map_err(|e| self.refuse_broadcast(e))?;
         let Some(sent) = self.shared.layout.types.by_id(TypeId::of::<S>()) else {
-            return Err(self.refuse_broadcast(Error::UnknownPayloadType {
-                name: S::NAME.to_owned(),
-            }));
+            return Err(
+                self.refuse_broadcast(Error::UnknownPayloadType { name: S::NAME.to_owned() })
+            );
         };
         self.dispatch(state, index, sent, payload)
     }
@@ -273,14 +268,13 @@ impl<C: 'static> Router<C> {
             return Err(self.refuse_broadcast(Error::UndeclaredChannel { channel: tag }));
         };
         let Some(sent) = self.shared.layout.types.by_name(payload_type) else {
-            return Err(self.refuse_broadcast(Error::UnknownPayloadType {
-                name: payload_type.to_owned(),
-            }));
+            return Err(
+                self.refuse_broadcast(Error::UnknownPayloadType { name: payload_type.to_owned() })
+            );
         };
         if payload.type_id() != sent.id {
-            return Err(self.refuse_broadcast(Error::ValueNotOfNamedType {
-                named: payload_type.to_owned(),
-            }));
+            return Err(self
+                .refuse_broadcast(Error::ValueNotOfNamedType { named: payload_type.to_owned() }));
         }
         self.dispatch(state, index, sent, payload)
     }
@@ -309,9 +303,7 @@ impl<C: 'static> Router<C> {
     /// The index of the channel at `tag`, which must be declared with payload `T`.
     fn channel_of<T: Payload>(&self, tag: GameplayTag) -> Result<usize, Error> {
         let layout = &self.shared.layout;
-        let index = layout
-            .channel_index(tag)
-            .ok_or(Error::UndeclaredChannel { channel: tag })?;
+        let index = layout.channel_index(tag).ok_or(Error::UndeclaredChannel { channel: tag })?;
         let declared = layout.channels[index].decl.ty;
         if declared.id != TypeId::of::<T>() {
             return Err(Error::ChannelTypeConflict {
@@ -348,14 +340,11 @@ impl<C: 'static> Router<C> {
             Match::Exact => point.channel.as_slice(),
             Match::Hierarchical => &point.subtree,
         };
-        let reachable = matched
-            .iter()
-            .any(|&i| rule::related(&expected, &layout.channels[i].decl.ty));
+        let reachable =
+            matched.iter().any(|&i| rule::related(&expected, &layout.channels[i].decl.ty));
         if !reachable {
-            let carried: Vec<&str> = matched
-                .iter()
-                .map(|&i| layout.channels[i].decl.ty.name)
-                .collect();
+            let carried: Vec<&str> =
+                matched.iter().map(|&i| layout.channels[i].decl.ty.name).collect();
             return Err(self.refuse_registration(Error::ListenerNeverDelivered {
                 channel: tag,
                 expected: expected.name,
@@ -363,19 +352,8 @@ impl<C: 'static> Router<C> {
             }));
         }
         let serial = next_serial();
-        let list = ListRef {
-            slot: point.slot,
-            matching,
-        };
-        self.shared.table.borrow_mut().push(
-            list,
-            Entry {
-                serial,
-                expected,
-                api,
-                callback,
-            },
-        );
+        let list = ListRef { slot: point.slot, matching };
+        self.shared.table.borrow_mut().push(list, Entry { serial, expected, api, callback });
         let id = ListenerId { serial, list };
         let registry: Weak<Shared<C>> = Rc::downgrade(&self.shared);
         let listener = Listener::new(registry, id);
@@ -387,8 +365,7 @@ impl<C: 'static> Router<C> {
             api = api.as_str(),
             "listener registered"
         );
-        self.replay(state, matched, id)
-            .map_err(|e| self.refuse_registration(e))?;
+        self.replay(state, matched, id).map_err(|e| self.refuse_registration(e))?;
         Ok(listener)
     }
 

@@ -42,10 +42,7 @@ pub(crate) fn check(expected: &PayloadType, sent: &PayloadType) -> Result<Fits, 
             None => break,
         }
     }
-    Err(Mismatch {
-        expected: expected.name,
-        arrived: sent.name,
-    })
+    Err(Mismatch { expected: expected.name, arrived: sent.name })
 }
 
 /// Whether some payload could ever fit both: one of the two types derives from the other. A

@@ -80,10 +80,7 @@ pub(crate) struct Table<C> {
 impl<C> Table<C> {
     /// Empty lists for `slots` listen points.
     pub(crate) fn new(slots: usize) -> Table<C> {
-        Table {
-            lists: (0..slots * 2).map(|_| Vec::new()).collect(),
-            live: 0,
-        }
+        Table { lists: (0..slots * 2).map(|_| Vec::new()).collect(), live: 0 }
     }
 
     fn index(list: ListRef) -> usize {
@@ -96,9 +93,7 @@ impl<C> Table<C> {
 
     /// The records of `list`, in registration order (empty for a list this router lacks).
     pub(crate) fn list(&self, list: ListRef) -> &[Entry<C>] {
-        self.lists
-            .get(Self::index(list))
-            .map_or(&[], |l| l.as_slice())
+        self.lists.get(Self::index(list)).map_or(&[], |l| l.as_slice())
     }
 
     /// Appends a record; its serial is newer than every serial already stored.
@@ -113,9 +108,7 @@ impl<C> Table<C> {
     /// The record `serial` of `list`, if it is still there.
     pub(crate) fn find(&self, list: ListRef, serial: u64) -> Option<&Entry<C>> {
         let l = self.list(list);
-        l.binary_search_by_key(&serial, |e| e.serial)
-            .ok()
-            .map(|at| &l[at])
+        l.binary_search_by_key(&serial, |e| e.serial).ok().map(|at| &l[at])
     }
 
     /// Removes the record `serial` of `list`, keeping the order of the others. The caller drops

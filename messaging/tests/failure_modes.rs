@@ -25,9 +25,7 @@ fn logger<T: gatehouse_messaging::Payload>(
     on: Listen<T>,
     name: &'static str,
 ) -> Listener {
-    router
-        .listen(log, on, move |d, _| d.state().push(name.to_owned()))
-        .unwrap()
+    router.listen(log, on, move |d, _| d.state().push(name.to_owned())).unwrap()
 }
 
 /// Seed 002 section 3 (MB-01): a stale listener was removed by a channel-local id using the
@@ -52,25 +50,12 @@ fn mb_01_removing_a_listener_never_removes_another() {
             },
         )
         .unwrap();
-    let _leaf = logger(
-        &router,
-        &mut log,
-        Listen::channel(DEPTH4, Match::Exact),
-        "leaf",
-    );
-    let _ping = logger(
-        &router,
-        &mut log,
-        Listen::channel(PING, Match::Exact),
-        "ping",
-    );
+    let _leaf = logger(&router, &mut log, Listen::channel(DEPTH4, Match::Exact), "leaf");
+    let _ping = logger(&router, &mut log, Listen::channel(PING, Match::Exact), "ping");
 
     router.broadcast(&mut log, DEPTH4, &spawned(1)).unwrap();
     assert_eq!(log, ["parent", "leaf"]);
-    assert!(
-        !parent.is_live(),
-        "the parent removed itself, and only itself"
-    );
+    assert!(!parent.is_live(), "the parent removed itself, and only itself");
     assert_eq!(router.listener_count(), 2);
 
     // The stale id of the removed parent removes nothing, even after new registrations.
@@ -85,12 +70,7 @@ fn mb_01_removing_a_listener_never_removes_another() {
     assert!(!router.unlisten(stale));
     drop(parent);
     // Nor does an id handed out by another router.
-    let foreign = logger(
-        &other,
-        &mut log,
-        Listen::channel(PING, Match::Exact),
-        "foreign",
-    );
+    let foreign = logger(&other, &mut log, Listen::channel(PING, Match::Exact), "foreign");
     assert!(!router.unlisten(foreign.id()));
 
     log.clear();
@@ -114,11 +94,9 @@ fn mb_02_both_apis_apply_one_type_rule_and_report_mismatches_alike() {
     let mut log = Log::new();
     let test = tag("Message.Test");
     let _typed_base = router
-        .listen(
-            &mut log,
-            Listen::<Notice>::tag(test, Match::Hierarchical),
-            |d, n| d.state().push(format!("typed base {}", n.n)),
-        )
+        .listen(&mut log, Listen::<Notice>::tag(test, Match::Hierarchical), |d, n| {
+            d.state().push(format!("typed base {}", n.n))
+        })
         .unwrap();
     let _dyn_base = router
         .listen_dyn(
@@ -154,9 +132,7 @@ fn mb_02_both_apis_apply_one_type_rule_and_report_mismatches_alike() {
     // The same through the dynamic broadcast.
     log.clear();
     let (report, warnings) = count_warnings(|| {
-        router
-            .broadcast_dyn(&mut log, "Message.Test.Ping", "Spawned", &spawned(6))
-            .unwrap()
+        router.broadcast_dyn(&mut log, "Message.Test.Ping", "Spawned", &spawned(6)).unwrap()
     });
     assert_eq!(log, ["typed base 6", "dynamic base 6"]);
     assert_eq!((report.delivered, report.mismatched, warnings), (2, 2, 2));
@@ -177,30 +153,15 @@ fn mb_03_no_listener_and_no_broadcast_bypasses_the_type_check() {
                 |_, _| {},
             )
             .unwrap_err();
-        assert_eq!(
-            err,
-            Error::UnknownPayloadType {
-                name: name.to_owned()
-            }
-        );
+        assert_eq!(err, Error::UnknownPayloadType { name: name.to_owned() });
     }
     assert_eq!(router.listener_count(), 0);
     assert_eq!(router.stats().refused_registrations, 4);
 
     // A dynamic broadcast cannot pass one type off as another.
-    let _ping = logger(
-        &router,
-        &mut log,
-        Listen::channel(PING, Match::Exact),
-        "ping",
-    );
+    let _ping = logger(&router, &mut log, Listen::channel(PING, Match::Exact), "ping");
     let err = router
-        .broadcast_dyn(
-            &mut log,
-            "Message.Test.Ping",
-            "Spawned",
-            &Unrelated { n: 1 },
-        )
+        .broadcast_dyn(&mut log, "Message.Test.Ping", "Spawned", &Unrelated { n: 1 })
         .unwrap_err();
     assert!(matches!(err, Error::ValueNotOfNamedType { ref named } if named == "Spawned"));
     // Nor send a declared but unfitting type on a channel.
@@ -229,12 +190,7 @@ fn mb_05_hierarchical_matching_is_reachable_from_every_registration_path() {
     let router: Router<Log> = router(false);
     let mut log = Log::new();
     for matching in [Match::Exact, Match::Hierarchical] {
-        let _via_channel = logger(
-            &router,
-            &mut log,
-            Listen::channel(DEPTH2, matching),
-            "channel",
-        );
+        let _via_channel = logger(&router, &mut log, Listen::channel(DEPTH2, matching), "channel");
         let _via_tag = logger(
             &router,
             &mut log,
@@ -264,23 +220,14 @@ fn mb_05_hierarchical_matching_is_reachable_from_every_registration_path() {
 fn mb_06_registration_never_yields_a_dead_handle() {
     let router: Router<Log> = router(false);
     let mut log = Log::new();
-    let handle = logger(
-        &router,
-        &mut log,
-        Listen::channel(PING, Match::Exact),
-        "live",
-    );
+    let handle = logger(&router, &mut log, Listen::channel(PING, Match::Exact), "live");
     assert!(handle.is_live() && router.is_listening(handle.id()));
     router.broadcast(&mut log, PING, &spawned(1)).unwrap();
     assert_eq!(log, ["live"]);
 
     let (err, warnings) = count_warnings(|| {
         router
-            .listen(
-                &mut log,
-                Listen::<Unrelated>::tag(MESSAGE_TEST_PING, Match::Exact),
-                |_, _| {},
-            )
+            .listen(&mut log, Listen::<Unrelated>::tag(MESSAGE_TEST_PING, Match::Exact), |_, _| {})
             .unwrap_err()
     });
     assert_eq!(
@@ -294,11 +241,7 @@ fn mb_06_registration_never_yields_a_dead_handle() {
     assert_eq!(warnings, 1, "the refusal is logged");
     // An exact listener where no channel is declared would never fire either.
     let err = router
-        .listen(
-            &mut log,
-            Listen::<Notice>::tag(tag("Message.Test"), Match::Exact),
-            |_, _| {},
-        )
+        .listen(&mut log, Listen::<Notice>::tag(tag("Message.Test"), Match::Exact), |_, _| {})
         .unwrap_err();
     assert!(matches!(err, Error::UndeclaredChannel { .. }));
     assert_eq!(router.listener_count(), 1);
@@ -319,26 +262,15 @@ fn mb_07_an_owner_going_away_removes_its_records_at_once() {
     let in_callback = Rc::clone(&captured);
     let widget = Widget {
         _on_shown: router
-            .listen(
-                &mut log,
-                Listen::channel(REPLY, Match::Exact),
-                move |_, _| {
-                    let _ = &in_callback;
-                },
-            )
+            .listen(&mut log, Listen::channel(REPLY, Match::Exact), move |_, _| {
+                let _ = &in_callback;
+            })
             .unwrap(),
     };
-    assert_eq!(
-        (router.listener_count(), Rc::strong_count(&captured)),
-        (1, 2)
-    );
+    assert_eq!((router.listener_count(), Rc::strong_count(&captured)), (1, 2));
     drop(widget);
     assert_eq!(router.listener_count(), 0, "removed without any message");
-    assert_eq!(
-        Rc::strong_count(&captured),
-        1,
-        "the callback was dropped too"
-    );
+    assert_eq!(Rc::strong_count(&captured), 1, "the callback was dropped too");
     assert_eq!(router.stats().broadcasts, 0);
 }
 
@@ -349,21 +281,11 @@ fn mb_07_an_owner_going_away_removes_its_records_at_once() {
 fn mb_08_retiring_a_world_removes_its_records_at_once() {
     let router: Router<Log> = router(true);
     let mut log = Log::new();
-    let _session = logger(
-        &router,
-        &mut log,
-        Listen::channel(PING, Match::Exact),
-        "session",
-    );
+    let _session = logger(&router, &mut log, Listen::channel(PING, Match::Exact), "session");
     let baseline = router.listener_count();
 
     let mut world = Lifetime::new("world 7");
-    world.hold(logger(
-        &router,
-        &mut log,
-        Listen::channel(PING, Match::Exact),
-        "w1",
-    ));
+    world.hold(logger(&router, &mut log, Listen::channel(PING, Match::Exact), "w1"));
     world.hold(logger(
         &router,
         &mut log,
@@ -381,21 +303,12 @@ fn mb_08_retiring_a_world_removes_its_records_at_once() {
     );
     assert_eq!(router.listener_count(), baseline + 3);
     world.retire();
-    assert_eq!(
-        router.listener_count(),
-        baseline,
-        "removed at retirement, not at shutdown"
-    );
+    assert_eq!(router.listener_count(), baseline, "removed at retirement, not at shutdown");
 
     // Dropping a lifetime is retiring it.
     {
         let mut world = Lifetime::new("world 8");
-        world.hold(logger(
-            &router,
-            &mut log,
-            Listen::channel(DEPTH4, Match::Exact),
-            "w3",
-        ));
+        world.hold(logger(&router, &mut log, Listen::channel(DEPTH4, Match::Exact), "w3"));
         assert_eq!(router.listener_count(), baseline + 1);
     }
     assert_eq!(router.listener_count(), baseline);
@@ -413,27 +326,13 @@ fn mb_09_there_is_no_global_accessor_and_any_teardown_order_is_harmless() {
     let mut log = Log::new();
     let handle = logger(&router, &mut log, Listen::channel(PING, Match::Exact), "a");
     let mut world = Lifetime::new("world");
-    world.hold(logger(
-        &router,
-        &mut log,
-        Listen::channel(PING, Match::Exact),
-        "b",
-    ));
+    world.hold(logger(&router, &mut log, Listen::channel(PING, Match::Exact), "b"));
     // Callbacks holding other listeners' handles: dropped while the router itself is dropped.
-    let held = logger(
-        &router,
-        &mut log,
-        Listen::channel(DEPTH4, Match::Exact),
-        "c",
-    );
+    let held = logger(&router, &mut log, Listen::channel(DEPTH4, Match::Exact), "c");
     let _holder = router
-        .listen(
-            &mut log,
-            Listen::channel(PING, Match::Exact),
-            move |_, _| {
-                let _ = &held;
-            },
-        )
+        .listen(&mut log, Listen::channel(PING, Match::Exact), move |_, _| {
+            let _ = &held;
+        })
         .unwrap();
     drop(router);
     assert!(!handle.is_live());
@@ -444,22 +343,14 @@ fn mb_09_there_is_no_global_accessor_and_any_teardown_order_is_harmless() {
     let mut a = Channels::new();
     a.declare(PING).unwrap();
     let mut b = Channels::new();
-    b.declare(Channel::<Unrelated>::new(MESSAGE_TEST_PING))
-        .unwrap();
+    b.declare(Channel::<Unrelated>::new(MESSAGE_TEST_PING)).unwrap();
     let a: Router<Log> = Router::new(RouterConfig::default(), a);
     let b: Router<Log> = Router::new(RouterConfig::default(), b);
     let _on_a = logger(&a, &mut log, Listen::channel(PING, Match::Exact), "on a");
-    assert!(
-        b.listen(&mut log, Listen::channel(PING, Match::Exact), |_, _| {})
-            .is_err()
-    );
+    assert!(b.listen(&mut log, Listen::channel(PING, Match::Exact), |_, _| {}).is_err());
     drop(a);
-    b.broadcast(
-        &mut log,
-        Channel::<Unrelated>::new(MESSAGE_TEST_PING),
-        &Unrelated { n: 1 },
-    )
-    .unwrap();
+    b.broadcast(&mut log, Channel::<Unrelated>::new(MESSAGE_TEST_PING), &Unrelated { n: 1 })
+        .unwrap();
     assert!(log.is_empty());
 }
 
@@ -471,9 +362,7 @@ fn mb_09_there_is_no_global_accessor_and_any_teardown_order_is_harmless() {
 fn mb_10_each_channel_is_declared_once_and_anything_else_is_refused() {
     let mut channels = Channels::new();
     channels.declare(PING).unwrap();
-    let err = channels
-        .declare(Channel::<Notice>::new(MESSAGE_TEST_PING))
-        .unwrap_err();
+    let err = channels.declare(Channel::<Notice>::new(MESSAGE_TEST_PING)).unwrap_err();
     assert_eq!(
         err,
         Error::ChannelDeclaredTwice {
@@ -483,9 +372,7 @@ fn mb_10_each_channel_is_declared_once_and_anything_else_is_refused() {
         }
     );
     assert!(err.to_string().contains("Message.Test.Ping"));
-    let err = channels
-        .declare(Channel::<Notice>::new(STATE_DEAD))
-        .unwrap_err();
+    let err = channels.declare(Channel::<Notice>::new(STATE_DEAD)).unwrap_err();
     assert!(err.to_string().contains("State.Dead"), "{err}");
 
     let router: Router<Log> = Router::new(RouterConfig::default(), channels);
@@ -497,26 +384,15 @@ fn mb_10_each_channel_is_declared_once_and_anything_else_is_refused() {
         declared: "Spawned",
         arrived: "Notice",
     };
+    assert_eq!(router.broadcast(&mut log, impostor, &Notice { n: 1 }).unwrap_err(), conflict);
     assert_eq!(
-        router
-            .broadcast(&mut log, impostor, &Notice { n: 1 })
-            .unwrap_err(),
-        conflict
-    );
-    assert_eq!(
-        router
-            .listen(&mut log, Listen::channel(impostor, Match::Exact), |_, _| {})
-            .unwrap_err(),
+        router.listen(&mut log, Listen::channel(impostor, Match::Exact), |_, _| {}).unwrap_err(),
         conflict
     );
     // A name that is not in config/tags.toml.
-    let unknown = router
-        .broadcast_dyn(&mut log, "Message.Test.Pnig", "Spawned", &spawned(1))
-        .unwrap_err();
-    assert!(
-        unknown.to_string().contains("Message.Test.Pnig"),
-        "{unknown}"
-    );
+    let unknown =
+        router.broadcast_dyn(&mut log, "Message.Test.Pnig", "Spawned", &spawned(1)).unwrap_err();
+    assert!(unknown.to_string().contains("Message.Test.Pnig"), "{unknown}");
     let unknown = router
         .listen_dyn(
             &mut log,
@@ -526,9 +402,7 @@ fn mb_10_each_channel_is_declared_once_and_anything_else_is_refused() {
         .unwrap_err();
     assert!(matches!(unknown, Error::Tag(_)));
     // A catalog tag that is not a channel on this router.
-    let undeclared = Error::UndeclaredChannel {
-        channel: MESSAGE_TRANSITION_ENDED,
-    };
+    let undeclared = Error::UndeclaredChannel { channel: MESSAGE_TRANSITION_ENDED };
     assert_eq!(
         router
             .broadcast_dyn(&mut log, "Message.Transition.Ended", "Spawned", &spawned(1))
@@ -605,14 +479,10 @@ fn mb_11_delivery_follows_registration_order_and_removal_keeps_it() {
 
     // A listener removing itself during delivery.
     let remover = router
-        .listen(
-            &mut log,
-            Listen::<Notice>::tag(message, Match::Hierarchical),
-            |d, _| {
-                d.state().push("remover".into());
-                d.unlisten_self();
-            },
-        )
+        .listen(&mut log, Listen::<Notice>::tag(message, Match::Hierarchical), |d, _| {
+            d.state().push("remover".into());
+            d.unlisten_self();
+        })
         .unwrap();
     log.clear();
     router.broadcast(&mut log, DEPTH4, &spawned(4)).unwrap();
@@ -637,25 +507,17 @@ fn mb_12_reentrant_broadcasting_is_bounded_with_a_clear_error() {
     let level = Rc::clone(&depth);
     // A cycle: every Ping broadcasts Ping again.
     let _echo = router
-        .listen(
-            &mut results,
-            Listen::channel(PING, Match::Exact),
-            move |d, p| {
-                level.set(level.get() + 1);
-                let router = d.router();
-                let outcome = router.broadcast(d.state(), PING, p).map(|r| r.delivered);
-                d.state().push(outcome);
-                level.set(level.get() - 1);
-            },
-        )
+        .listen(&mut results, Listen::channel(PING, Match::Exact), move |d, p| {
+            level.set(level.get() + 1);
+            let router = d.router();
+            let outcome = router.broadcast(d.state(), PING, p).map(|r| r.delivered);
+            d.state().push(outcome);
+            level.set(level.get() - 1);
+        })
         .unwrap();
     let (outer, warnings) = count_warnings(|| router.broadcast(&mut results, PING, &spawned(1)));
     assert_eq!(outer.unwrap().delivered, 1);
-    let refused = Error::DepthExceeded {
-        channel: MESSAGE_TEST_PING,
-        limit: 4,
-        arrived: 5,
-    };
+    let refused = Error::DepthExceeded { channel: MESSAGE_TEST_PING, limit: 4, arrived: 5 };
     assert_eq!(results, [Err(refused.clone()), Ok(1), Ok(1), Ok(1)]);
     assert!(refused.to_string().contains("Message.Test.Ping"));
     assert!(refused.to_string().contains("at most 4"));
@@ -674,13 +536,7 @@ fn mb_12_reentrant_broadcasting_is_bounded_with_a_clear_error() {
 #[test]
 fn mb_13_sticky_channels_replay_the_last_message_to_late_listeners() {
     let mut channels = Channels::new();
-    channels
-        .declare_sticky(PING)
-        .unwrap()
-        .declare_sticky(DEPTH4)
-        .unwrap()
-        .declare(DEPTH2)
-        .unwrap();
+    channels.declare_sticky(PING).unwrap().declare_sticky(DEPTH4).unwrap().declare(DEPTH2).unwrap();
     let router: Router<Log> = Router::new(RouterConfig::default(), channels);
     let mut log = Log::new();
     let record = |name: &'static str| {
@@ -697,17 +553,11 @@ fn mb_13_sticky_channels_replay_the_last_message_to_late_listeners() {
     router.broadcast(&mut log, DEPTH4, &spawned(1)).unwrap();
     router.broadcast(&mut log, PING, &spawned(2)).unwrap();
     router.broadcast(&mut log, DEPTH4, &spawned(3)).unwrap();
-    router
-        .broadcast(&mut log, DEPTH2, &Notice { n: 4 })
-        .unwrap();
+    router.broadcast(&mut log, DEPTH2, &Notice { n: 4 }).unwrap();
     assert!(log.is_empty());
 
     let _late = router
-        .listen(
-            &mut log,
-            Listen::<Notice>::tag(MESSAGE_TEST_PING, Match::Exact),
-            record("exact"),
-        )
+        .listen(&mut log, Listen::<Notice>::tag(MESSAGE_TEST_PING, Match::Exact), record("exact"))
         .unwrap();
     assert_eq!(log, ["exact Message.Test.Ping 2 replay"]);
     log.clear();
@@ -727,23 +577,10 @@ fn mb_13_sticky_channels_replay_the_last_message_to_late_listeners() {
         ]
     );
     log.clear();
-    let _plain = router
-        .listen(
-            &mut log,
-            Listen::channel(DEPTH2, Match::Exact),
-            record("plain"),
-        )
-        .unwrap();
+    let _plain =
+        router.listen(&mut log, Listen::channel(DEPTH2, Match::Exact), record("plain")).unwrap();
     assert!(log.is_empty(), "a plain channel replays nothing");
-    router
-        .broadcast(&mut log, DEPTH2, &Notice { n: 5 })
-        .unwrap();
-    assert_eq!(
-        log,
-        [
-            "family Message.Test.Depth1.Depth2 5",
-            "plain Message.Test.Depth1.Depth2 5"
-        ]
-    );
+    router.broadcast(&mut log, DEPTH2, &Notice { n: 5 }).unwrap();
+    assert_eq!(log, ["family Message.Test.Depth1.Depth2 5", "plain Message.Test.Depth1.Depth2 5"]);
     assert_eq!(router.stats().replays, 3);
 }

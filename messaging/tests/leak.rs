@@ -25,11 +25,9 @@ fn many_worlds_created_used_and_retired_leave_the_listener_count_at_its_baseline
     let router: Router<Session> = router(true);
     let mut session = Session::default();
     let _session_listener = router
-        .listen(
-            &mut session,
-            Listen::<Notice>::tag(tag("Message"), Match::Hierarchical),
-            |d, _| d.state().delivered += 1,
-        )
+        .listen(&mut session, Listen::<Notice>::tag(tag("Message"), Match::Hierarchical), |d, _| {
+            d.state().delivered += 1
+        })
         .unwrap();
     let baseline = router.listener_count();
     let token = Rc::new(());
@@ -41,14 +39,10 @@ fn many_worlds_created_used_and_retired_leave_the_listener_count_at_its_baseline
         };
         let t = Rc::clone(&token);
         let l = router
-            .listen(
-                &mut session,
-                Listen::channel(PING, Match::Exact),
-                move |d, _| {
-                    let _ = &t;
-                    d.state().delivered += 1;
-                },
-            )
+            .listen(&mut session, Listen::channel(PING, Match::Exact), move |d, _| {
+                let _ = &t;
+                d.state().delivered += 1;
+            })
             .unwrap();
         hold(&mut session, l);
         let t = Rc::clone(&token);
@@ -66,47 +60,29 @@ fn many_worlds_created_used_and_retired_leave_the_listener_count_at_its_baseline
         // A listener that, on its first message, registers another into the world.
         let t = Rc::clone(&token);
         let l = router
-            .listen(
-                &mut session,
-                Listen::channel(DEPTH4, Match::Exact),
-                move |d, _| {
-                    let t = Rc::clone(&t);
-                    let router = d.router();
-                    let extra = router
-                        .listen(
-                            d.state(),
-                            Listen::channel(DEPTH2, Match::Hierarchical),
-                            move |d, _| {
-                                let _ = &t;
-                                d.state().delivered += 1;
-                            },
-                        )
-                        .unwrap();
-                    d.state().world.as_mut().unwrap().hold(extra);
-                },
-            )
+            .listen(&mut session, Listen::channel(DEPTH4, Match::Exact), move |d, _| {
+                let t = Rc::clone(&t);
+                let router = d.router();
+                let extra = router
+                    .listen(d.state(), Listen::channel(DEPTH2, Match::Hierarchical), move |d, _| {
+                        let _ = &t;
+                        d.state().delivered += 1;
+                    })
+                    .unwrap();
+                d.state().world.as_mut().unwrap().hold(extra);
+            })
             .unwrap();
         hold(&mut session, l);
 
         router.broadcast(&mut session, PING, &spawned(i)).unwrap();
         router.broadcast(&mut session, DEPTH4, &spawned(i)).unwrap();
-        router
-            .broadcast(&mut session, DEPTH2, &Notice { n: i })
-            .unwrap();
+        router.broadcast(&mut session, DEPTH2, &Notice { n: i }).unwrap();
         assert_eq!(router.listener_count(), baseline + 4);
 
         session.world.take().unwrap().retire();
-        assert_eq!(
-            router.listener_count(),
-            baseline,
-            "world {i} left listeners behind"
-        );
+        assert_eq!(router.listener_count(), baseline, "world {i} left listeners behind");
     }
-    assert_eq!(
-        Rc::strong_count(&token),
-        1,
-        "every world's callbacks were freed"
-    );
+    assert_eq!(Rc::strong_count(&token), 1, "every world's callbacks were freed");
     assert!(session.delivered > 1000 * 5);
     assert_eq!(router.stats().mismatches, 0);
 }

@@ -147,17 +147,16 @@ fn subscribe(
             Same => router.listen(state, Listen::<Spawned>::tag(on, matching), |d, p| {
                 d.state().got.push(p.notice.n)
             }),
-            Base => router.listen(state, Listen::<Notice>::tag(on, matching), |d, p| {
-                d.state().got.push(p.n)
-            }),
+            Base => router
+                .listen(state, Listen::<Notice>::tag(on, matching), |d, p| d.state().got.push(p.n)),
             Narrower => router.listen(state, Listen::<SpawnedLocal>::tag(on, matching), |d, p| {
                 d.state().got.push(p.spawned.notice.n)
             }),
-            Unrelated => router.listen(
-                state,
-                Listen::<common::Unrelated>::tag(on, matching),
-                |d, p| d.state().got.push(p.n),
-            ),
+            Unrelated => {
+                router.listen(state, Listen::<common::Unrelated>::tag(on, matching), |d, p| {
+                    d.state().got.push(p.n)
+                })
+            }
         },
         Api::Dynamic => {
             let type_name = match reads {
@@ -240,11 +239,7 @@ fn run(case: &Case, api: Api) -> Outcome {
         Err(Error::ListenerNeverDelivered { .. }) => Refused,
         Err(other) => panic!("unexpected refusal: {other}"),
         Ok(_) if stats.mismatches > 0 => {
-            assert!(
-                state.got.is_empty(),
-                "a mismatched listener received {:?}",
-                state.got
-            );
+            assert!(state.got.is_empty(), "a mismatched listener received {:?}", state.got);
             Skipped(stats.mismatches)
         }
         Ok(_) => Gets(state.got.leak()),
@@ -255,29 +250,19 @@ fn run(case: &Case, api: Api) -> Outcome {
         }
         _ => warnings as u64 >= stats.mismatches,
     };
-    Outcome {
-        expect,
-        warnings_at_least_mismatches: loud,
-    }
+    Outcome { expect, warnings_at_least_mismatches: loud }
 }
 
 /// Seed 002 section 5: every case of the table, through the typed and the dynamic API.
 #[test]
 fn one_matrix_through_both_apis_with_identical_expectations() {
-    assert_eq!(
-        CASES.len(),
-        2 * 4 * 3 * 2,
-        "every combination is in the table once"
-    );
+    assert_eq!(CASES.len(), 2 * 4 * 3 * 2, "every combination is in the table once");
     let mut failures = Vec::new();
     for case in CASES {
         let Case(matching, reads, when, channel, expected) = *case;
         for api in [Api::Typed, Api::Dynamic] {
             let outcome = run(case, api);
-            let wanted = Outcome {
-                expect: expected,
-                warnings_at_least_mismatches: true,
-            };
+            let wanted = Outcome { expect: expected, warnings_at_least_mismatches: true };
             if outcome != wanted {
                 failures.push(format!(
                     "{api:?} {matching:?} {reads:?} {when:?} {channel:?}: expected {wanted:?}, got {outcome:?}"
@@ -285,10 +270,5 @@ fn one_matrix_through_both_apis_with_identical_expectations() {
             }
         }
     }
-    assert!(
-        failures.is_empty(),
-        "{} cases failed:\n{}",
-        failures.len(),
-        failures.join("\n")
-    );
+    assert!(failures.is_empty(), "{} cases failed:\n{}", failures.len(), failures.join("\n"));
 }

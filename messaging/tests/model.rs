@@ -38,12 +38,7 @@ enum Action {
 
 #[derive(Clone, Debug)]
 enum Op {
-    Listen {
-        point: usize,
-        hierarchical: bool,
-        dynamic: bool,
-        action: Action,
-    },
+    Listen { point: usize, hierarchical: bool, dynamic: bool, action: Action },
     Drop(usize),
     Broadcast(usize),
 }
@@ -73,11 +68,7 @@ fn tag(point: usize) -> GameplayTag {
 
 /// Whether a listener at (point, hierarchical) hears channel `channel` (a point index).
 fn hears(point: usize, hierarchical: bool, channel: usize) -> bool {
-    if hierarchical {
-        tag(channel).matches(tag(point))
-    } else {
-        point == channel
-    }
+    if hierarchical { tag(channel).matches(tag(point)) } else { point == channel }
 }
 
 // ---- the reference model ----
@@ -101,12 +92,7 @@ impl Model {
         if !hierarchical && !POINTS[point].1 {
             return false;
         }
-        self.listeners.push(ModelListener {
-            point,
-            hierarchical,
-            live: true,
-            action,
-        });
+        self.listeners.push(ModelListener { point, hierarchical, live: true, action });
         let me = self.listeners.len() - 1;
         if let Some(n) = self.retained {
             if hears(point, hierarchical, STICKY) {
@@ -177,14 +163,7 @@ fn on_message(me: usize, action: Action, d: &mut Delivery<'_, Real>, n: u32) {
         }
         Action::Register(point, hierarchical) => {
             let router = d.router();
-            real_listen(
-                router,
-                d.state(),
-                point,
-                hierarchical,
-                false,
-                Action::Nothing,
-            );
+            real_listen(router, d.state(), point, hierarchical, false, Action::Nothing);
         }
     }
 }
@@ -197,11 +176,7 @@ fn real_listen(
     dynamic: bool,
     action: Action,
 ) -> bool {
-    let matching = if hierarchical {
-        Match::Hierarchical
-    } else {
-        Match::Exact
-    };
+    let matching = if hierarchical { Match::Hierarchical } else { Match::Exact };
     // The index is reserved before registering, because a sticky replay runs inside `listen`.
     let me = real.handles.len();
     real.handles.push(None);
@@ -231,13 +206,7 @@ fn real_listen(
 
 fn real_router() -> Router<Real> {
     let mut channels = gatehouse_messaging::Channels::new();
-    channels
-        .declare(PING)
-        .unwrap()
-        .declare_sticky(DEPTH2)
-        .unwrap()
-        .declare(DEPTH4)
-        .unwrap();
+    channels.declare(PING).unwrap().declare_sticky(DEPTH2).unwrap().declare(DEPTH4).unwrap();
     Router::new(gatehouse_messaging::RouterConfig::default(), channels)
 }
 

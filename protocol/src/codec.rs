@@ -107,18 +107,10 @@ pub fn encode_frame<M: Serialize>(message: &M, max_len: usize) -> Result<Vec<u8>
 /// [`FrameError::Malformed`] when the bytes are not a message of type `M`;
 /// [`FrameError::TrailingBytes`] when bytes remain after it.
 pub fn decode_body<M: DeserializeOwned>(body: &[u8]) -> Result<M, FrameError> {
-    let (message, used) =
-        bincode::serde::decode_from_slice::<M, _>(body, config()).map_err(|e| {
-            FrameError::Malformed {
-                len: body.len(),
-                reason: e.to_string(),
-            }
-        })?;
+    let (message, used) = bincode::serde::decode_from_slice::<M, _>(body, config())
+        .map_err(|e| FrameError::Malformed { len: body.len(), reason: e.to_string() })?;
     if used != body.len() {
-        return Err(FrameError::TrailingBytes {
-            len: body.len(),
-            trailing: body.len() - used,
-        });
+        return Err(FrameError::TrailingBytes { len: body.len(), trailing: body.len() - used });
     }
     Ok(message)
 }
@@ -139,11 +131,7 @@ impl FrameDecoder {
     /// A decoder that refuses bodies longer than `max_len` bytes (capped at
     /// [`HARD_MAX_FRAME_LEN`]).
     pub fn new(max_len: usize) -> Self {
-        Self {
-            buf: Vec::new(),
-            read: 0,
-            max_len: max_len.min(HARD_MAX_FRAME_LEN),
-        }
+        Self { buf: Vec::new(), read: 0, max_len: max_len.min(HARD_MAX_FRAME_LEN) }
     }
 
     /// Appends received bytes.
@@ -173,10 +161,7 @@ impl FrameDecoder {
         };
         let len = u32::from_le_bytes(*prefix) as usize;
         if len > self.max_len {
-            return Err(FrameError::TooLong {
-                len,
-                max: self.max_len,
-            });
+            return Err(FrameError::TooLong { len, max: self.max_len });
         }
         let Some(body) = pending.get(LENGTH_PREFIX_LEN..LENGTH_PREFIX_LEN + len) else {
             return Ok(None);
@@ -251,18 +236,12 @@ mod tests {
         );
         let mut d = FrameDecoder::new(DEFAULT_MAX_FRAME_LEN);
         d.extend(&u32::MAX.to_le_bytes());
-        assert!(matches!(
-            d.next_message::<ClientMessage>(),
-            Err(FrameError::TooLong { .. })
-        ));
+        assert!(matches!(d.next_message::<ClientMessage>(), Err(FrameError::TooLong { .. })));
     }
 
     #[test]
     fn encoding_beyond_the_maximum_is_refused_and_appends_nothing() {
-        let m = ClientMessage::Hello {
-            protocol_version: 1,
-            token: "x".repeat(200),
-        };
+        let m = ClientMessage::Hello { protocol_version: 1, token: "x".repeat(200) };
         let mut out = vec![1, 2, 3];
         let err = encode_frame_into(&m, 100, &mut out).unwrap_err();
         assert!(matches!(err, FrameError::TooLong { max: 100, .. }));
@@ -274,18 +253,12 @@ mod tests {
         // Unknown variant index.
         let mut d = FrameDecoder::new(DEFAULT_MAX_FRAME_LEN);
         d.extend(&[4, 0, 0, 0, 99, 0, 0, 0]);
-        assert!(matches!(
-            d.next_message::<ClientMessage>(),
-            Err(FrameError::Malformed { .. })
-        ));
+        assert!(matches!(d.next_message::<ClientMessage>(), Err(FrameError::Malformed { .. })));
         // A string claiming far more bytes than the body holds.
         let mut body = 0u32.to_le_bytes().to_vec(); // Hello
         body.extend(1u32.to_le_bytes()); // version
         body.extend(u64::MAX.to_le_bytes()); // token length
-        assert!(matches!(
-            decode_body::<ClientMessage>(&body),
-            Err(FrameError::Malformed { .. })
-        ));
+        assert!(matches!(decode_body::<ClientMessage>(&body), Err(FrameError::Malformed { .. })));
         // A valid message followed by trailing bytes.
         let mut frame = encode_frame(&ClientMessage::Leave, DEFAULT_MAX_FRAME_LEN).unwrap();
         frame.push(0);
@@ -294,10 +267,7 @@ mod tests {
         d.extend(&frame);
         assert_eq!(
             d.next_message::<ClientMessage>(),
-            Err(FrameError::TrailingBytes {
-                len: 5,
-                trailing: 1
-            })
+            Err(FrameError::TrailingBytes { len: 5, trailing: 1 })
         );
         // Invalid UTF-8 in a string.
         let mut body = 0u32.to_le_bytes().to_vec();
@@ -309,9 +279,7 @@ mod tests {
 
     #[test]
     fn unknown_gameplay_tags_on_the_wire_are_refused() {
-        let m = ServerMessage::KitsGranted {
-            kits: vec![gatehouse_tags::catalog::STATE_DEAD],
-        };
+        let m = ServerMessage::KitsGranted { kits: vec![gatehouse_tags::catalog::STATE_DEAD] };
         let frame = encode_frame(&m, DEFAULT_MAX_FRAME_LEN).unwrap();
         // Rewrite "State.Dead" to "State.Deaf" in place.
         let pos = frame.windows(10).position(|w| w == b"State.Dead").unwrap();
@@ -349,38 +317,25 @@ mod wire_examples {
 
     #[test]
     fn transition_ready_encodes_as_documented() {
-        let frame = encode_frame(
-            &ClientMessage::TransitionReady {
-                transition_id: TransitionId(7),
-            },
-            64,
-        )
-        .unwrap();
+        let frame =
+            encode_frame(&ClientMessage::TransitionReady { transition_id: TransitionId(7) }, 64)
+                .unwrap();
         assert_eq!(frame, [12, 0, 0, 0, 1, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0]);
     }
 
     #[test]
     fn possession_acknowledged_encodes_as_documented() {
-        let frame = encode_frame(
-            &ClientMessage::PossessionAcknowledged {
-                pawn_id: PawnId(42),
-            },
-            64,
-        )
-        .unwrap();
+        let frame =
+            encode_frame(&ClientMessage::PossessionAcknowledged { pawn_id: PawnId(42) }, 64)
+                .unwrap();
         assert_eq!(frame, [12, 0, 0, 0, 2, 0, 0, 0, 42, 0, 0, 0, 0, 0, 0, 0]);
     }
 
     #[test]
     fn hello_encodes_as_documented() {
-        let frame = encode_frame(
-            &ClientMessage::Hello {
-                protocol_version: 1,
-                token: "a.b.c".into(),
-            },
-            64,
-        )
-        .unwrap();
+        let frame =
+            encode_frame(&ClientMessage::Hello { protocol_version: 1, token: "a.b.c".into() }, 64)
+                .unwrap();
         let mut expected = vec![21, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0];
         expected.extend_from_slice(b"a.b.c");
         assert_eq!(frame, expected);
@@ -388,9 +343,6 @@ mod wire_examples {
 
     #[test]
     fn leave_encodes_as_documented() {
-        assert_eq!(
-            encode_frame(&ClientMessage::Leave, 64).unwrap(),
-            [4, 0, 0, 0, 4, 0, 0, 0]
-        );
+        assert_eq!(encode_frame(&ClientMessage::Leave, 64).unwrap(), [4, 0, 0, 0, 4, 0, 0, 0]);
     }
 }

@@ -50,21 +50,12 @@ fn check_name(kind: &'static str, name: &str) -> Result<(), NameError> {
     }
     if name.len() > MAX_NAME_LEN {
         let cut: String = name.chars().take(MAX_NAME_LEN).collect();
-        return Err(NameError::TooLong {
-            kind,
-            name: cut,
-            len: name.len(),
-        });
+        return Err(NameError::TooLong { kind, name: cut, len: name.len() });
     }
-    if let Some(bad) = name
-        .chars()
-        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-')))
+    if let Some(bad) =
+        name.chars().find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-')))
     {
-        return Err(NameError::BadCharacter {
-            kind,
-            name: name.to_owned(),
-            bad,
-        });
+        return Err(NameError::BadCharacter { kind, name: name.to_owned(), bad });
     }
     Ok(())
 }
@@ -190,18 +181,9 @@ mod tests {
     #[test]
     fn names_are_validated_on_construction_and_decode() {
         assert!(PlayerId::new("sim-0001").is_ok());
-        assert_eq!(
-            PlayerId::new(""),
-            Err(NameError::Empty { kind: "player id" })
-        );
-        assert!(matches!(
-            NodeId::new("a b"),
-            Err(NameError::BadCharacter { bad: ' ', .. })
-        ));
-        assert!(matches!(
-            LevelName::new("x".repeat(65)),
-            Err(NameError::TooLong { len: 65, .. })
-        ));
+        assert_eq!(PlayerId::new(""), Err(NameError::Empty { kind: "player id" }));
+        assert!(matches!(NodeId::new("a b"), Err(NameError::BadCharacter { bad: ' ', .. })));
+        assert!(matches!(LevelName::new("x".repeat(65)), Err(NameError::TooLong { len: 65, .. })));
         let err = serde_json::from_str::<NodeId>("\"bad/name\"").unwrap_err();
         assert!(err.to_string().contains("bad/name"), "{err}");
     }

@@ -19,16 +19,9 @@ where
 /// One value of every [`ClientMessage`] variant.
 pub fn client_messages() -> Vec<ClientMessage> {
     vec![
-        ClientMessage::Hello {
-            protocol_version: crate::PROTOCOL_VERSION,
-            token: "a.b.c".into(),
-        },
-        ClientMessage::TransitionReady {
-            transition_id: TransitionId(7),
-        },
-        ClientMessage::PossessionAcknowledged {
-            pawn_id: PawnId(42),
-        },
+        ClientMessage::Hello { protocol_version: crate::PROTOCOL_VERSION, token: "a.b.c".into() },
+        ClientMessage::TransitionReady { transition_id: TransitionId(7) },
+        ClientMessage::PossessionAcknowledged { pawn_id: PawnId(42) },
         ClientMessage::RestartRequest,
         ClientMessage::Leave,
     ]
@@ -39,33 +32,21 @@ pub fn server_messages() -> Vec<ServerMessage> {
     let player: PlayerId = name("sim-0001");
     let node: NodeId = name("harbor");
     let mut out = vec![
-        ServerMessage::Welcome {
-            player_id: player.clone(),
-            current_node: Some(node.clone()),
-        },
-        ServerMessage::Welcome {
-            player_id: player.clone(),
-            current_node: None,
-        },
-        ServerMessage::FreezeCharacters {
-            transition_id: TransitionId(3),
-        },
+        ServerMessage::Welcome { player_id: player.clone(), current_node: Some(node.clone()) },
+        ServerMessage::Welcome { player_id: player.clone(), current_node: None },
+        ServerMessage::FreezeCharacters { transition_id: TransitionId(3) },
         ServerMessage::ShowTransition {
             transition_id: TransitionId(3),
             target_node: node.clone(),
             levels: vec![name::<LevelName>("harbor_docks"), name("harbor_town")],
         },
-        ServerMessage::EndTransition {
-            transition_id: TransitionId(3),
-        },
+        ServerMessage::EndTransition { transition_id: TransitionId(3) },
         ServerMessage::PlayerStateUpdated(PlayerStateView {
             player_id: player.clone(),
             team: Some(TeamId(2)),
             character_def: Some(name::<CharacterDef>("Vanguard")),
         }),
-        ServerMessage::PlayerLeft {
-            player_id: player.clone(),
-        },
+        ServerMessage::PlayerLeft { player_id: player.clone() },
         ServerMessage::PawnSpawned(PawnView {
             pawn_id: PawnId(9),
             owner: player.clone(),
@@ -73,10 +54,7 @@ pub fn server_messages() -> Vec<ServerMessage> {
             node: node.clone(),
             alive: true,
         }),
-        ServerMessage::PawnTeleported {
-            pawn_id: PawnId(9),
-            node,
-        },
+        ServerMessage::PawnTeleported { pawn_id: PawnId(9), node },
         ServerMessage::PawnDied { pawn_id: PawnId(9) },
         ServerMessage::PawnDestroyed { pawn_id: PawnId(9) },
         ServerMessage::Possessed { pawn_id: PawnId(9) },
@@ -85,15 +63,9 @@ pub fn server_messages() -> Vec<ServerMessage> {
             player_id: player.clone(),
             tags: vec![catalog::STATE_DEAD, catalog::EFFECT_DAMAGE_OVER_TIME_POISON],
         },
-        ServerMessage::HealthChanged {
-            player_id: player,
-            health: 55,
-        },
+        ServerMessage::HealthChanged { player_id: player, health: 55 },
         ServerMessage::KitsGranted {
-            kits: vec![
-                catalog::KIT_STARTUP_MOVEMENT,
-                catalog::KIT_COMPOSED_VANGUARD,
-            ],
+            kits: vec![catalog::KIT_STARTUP_MOVEMENT, catalog::KIT_COMPOSED_VANGUARD],
         },
     ];
     for reason in [
@@ -106,10 +78,7 @@ pub fn server_messages() -> Vec<ServerMessage> {
         RejectReason::ShuttingDown,
         RejectReason::HelloExpected,
     ] {
-        out.push(ServerMessage::Rejected {
-            reason,
-            detail: format!("{reason:?}"),
-        });
+        out.push(ServerMessage::Rejected { reason, detail: format!("{reason:?}") });
     }
     for code in [
         ErrorCode::UnexpectedMessage,
@@ -118,10 +87,7 @@ pub fn server_messages() -> Vec<ServerMessage> {
         ErrorCode::RestartRejected,
         ErrorCode::RateLimited,
     ] {
-        out.push(ServerMessage::Error {
-            code,
-            detail: format!("{code:?}"),
-        });
+        out.push(ServerMessage::Error { code, detail: format!("{code:?}") });
     }
     out
 }

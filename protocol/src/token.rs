@@ -107,18 +107,12 @@ struct Header {
 
 /// Signs `claims` into a compact JWT (`header.payload.signature`, base64url without padding).
 pub fn mint(key: &TokenKey, claims: &SessionClaims) -> String {
-    let header = Header {
-        alg: "HS256".into(),
-        typ: Some("JWT".into()),
-    };
+    let header = Header { alg: "HS256".into(), typ: Some("JWT".into()) };
     // Serialising these plain structs to JSON cannot fail.
     let header = serde_json::to_vec(&header).unwrap_or_default();
     let payload = serde_json::to_vec(claims).unwrap_or_default();
-    let signing_input = format!(
-        "{}.{}",
-        URL_SAFE_NO_PAD.encode(header),
-        URL_SAFE_NO_PAD.encode(payload)
-    );
+    let signing_input =
+        format!("{}.{}", URL_SAFE_NO_PAD.encode(header), URL_SAFE_NO_PAD.encode(payload));
     let mut mac = key.mac();
     mac.update(signing_input.as_bytes());
     let signature = mac.finalize().into_bytes();
@@ -147,9 +141,7 @@ pub fn verify(key: &TokenKey, token: &str, now: u64) -> Result<SessionClaims, To
     let (Some(header_b64), Some(payload_b64), Some(signature_b64), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
-        return Err(TokenError::Malformed(
-            "expected three dot-separated parts".into(),
-        ));
+        return Err(TokenError::Malformed("expected three dot-separated parts".into()));
     };
     let header: Header = decode_json_part("header", header_b64)?;
     if header.alg != "HS256" {
@@ -163,14 +155,10 @@ pub fn verify(key: &TokenKey, token: &str, now: u64) -> Result<SessionClaims, To
         .map_err(|e| TokenError::Malformed(format!("signature is not base64url: {e}")))?;
     let mut mac = key.mac();
     mac.update(&token.as_bytes()[..header_b64.len() + 1 + payload_b64.len()]);
-    mac.verify_slice(&signature)
-        .map_err(|_| TokenError::BadSignature)?;
+    mac.verify_slice(&signature).map_err(|_| TokenError::BadSignature)?;
     let claims: SessionClaims = decode_json_part("claims", payload_b64)?;
     if now >= claims.exp {
-        return Err(TokenError::Expired {
-            exp: claims.exp,
-            now,
-        });
+        return Err(TokenError::Expired { exp: claims.exp, now });
     }
     Ok(claims)
 }
@@ -191,12 +179,7 @@ mod tests {
     use super::*;
 
     fn claims(uid: &str, exp: u64) -> SessionClaims {
-        SessionClaims {
-            uid: PlayerId::new(uid).unwrap(),
-            exp,
-            iat: Some(1),
-            usn: None,
-        }
+        SessionClaims { uid: PlayerId::new(uid).unwrap(), exp, iat: Some(1), usn: None }
     }
 
     #[test]
@@ -209,20 +192,14 @@ mod tests {
     #[test]
     fn a_token_signed_with_another_key_is_refused() {
         let token = mint(&TokenKey::new("other"), &claims("p1", 100));
-        assert_eq!(
-            verify(&TokenKey::new("k"), &token, 50),
-            Err(TokenError::BadSignature)
-        );
+        assert_eq!(verify(&TokenKey::new("k"), &token, 50), Err(TokenError::BadSignature));
     }
 
     #[test]
     fn an_expired_token_is_refused() {
         let key = TokenKey::new("k");
         let token = mint(&key, &claims("p1", 100));
-        assert_eq!(
-            verify(&key, &token, 100),
-            Err(TokenError::Expired { exp: 100, now: 100 })
-        );
+        assert_eq!(verify(&key, &token, 100), Err(TokenError::Expired { exp: 100, now: 100 }));
     }
 
     #[test]
@@ -253,17 +230,8 @@ mod tests {
     fn malformed_tokens_are_refused_with_a_reason() {
         let key = TokenKey::new("k");
         assert_eq!(verify(&key, "", 0), Err(TokenError::Missing));
-        for bad in [
-            "a",
-            "a.b",
-            "a.b.c.d",
-            "!!.??.**",
-            &"x".repeat(MAX_TOKEN_LEN + 1),
-        ] {
-            assert!(
-                matches!(verify(&key, bad, 0), Err(TokenError::Malformed(_))),
-                "{bad}"
-            );
+        for bad in ["a", "a.b", "a.b.c.d", "!!.??.**", &"x".repeat(MAX_TOKEN_LEN + 1)] {
+            assert!(matches!(verify(&key, bad, 0), Err(TokenError::Malformed(_))), "{bad}");
         }
         // A valid signature over claims without a valid uid.
         let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"HS256"}"#);

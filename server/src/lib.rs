@@ -3,6 +3,8 @@
 //! - [`config`]: `server.toml` and `world.toml`, parsed once into checked types.
 //! - [`game`]: the sans-IO authoritative core (`handle` / `poll_output` / `poll_timeout`).
 //! - [`net`]: the QUIC endpoint, one task per connection, authentication.
+//! - [`store`]: player and session saves, and the worker that runs them off the game task.
+//! - [`admin`]: the operator HTTP endpoint (health, state, metrics, travel).
 //! - `shell`: the one task that owns the [`game::Game`] and carries its outputs out.
 //!
 //! Data flows one way: net → game → outputs. [`Server`] is the whole server; the binary only
@@ -11,19 +13,21 @@
 
 #![forbid(unsafe_code)]
 
+pub mod admin;
 pub mod config;
 pub mod game;
 pub mod net;
-pub mod store;
 mod shell;
+pub mod store;
 
+use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use gatehouse_protocol::CloseCode;
 use gatehouse_protocol::token::TokenKey;
+use gatehouse_protocol::{CloseCode, NodeId};
 use tokio::sync::{Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -32,6 +36,7 @@ use config::{ServerConfig, WorldMap};
 use game::{ConnectionId, Game, GameRules};
 use net::{ConnectionContext, NetError};
 pub use shell::GameHandle;
+use store::{Store, StoreError, StoreHandle, StoreSettings, StoreWorker};
 
 /// Connections allowed to be handshaking beyond the player cap before new ones are refused at
 /// the QUIC level.
@@ -53,6 +58,17 @@ pub enum ServerError {
     /// The network shell could not start.
     #[error(transparent)]
     Net(#[from] NetError),
+    /// The player store could not be opened (the message names its URL, password redacted).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The admin endpoint could not bind.
+    #[error("cannot bind the admin endpoint on TCP {addr}: {source}")]
+    Admin {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
 }
 
 /// A bound server, ready to run.
@@ -62,27 +78,51 @@ pub struct Server {
     game: Game,
     context: Arc<ConnectionContext>,
     events: mpsc::Receiver<shell::ShellEvent>,
+    store: Store,
+    store_handle: StoreHandle,
+    store_task: tokio::task::JoinHandle<()>,
+    store_drain: Duration,
+    session: String,
+    admin: Option<tokio::net::TcpListener>,
+    nodes: BTreeSet<NodeId>,
     max_players: usize,
     max_frame_len: usize,
 }
 
 impl Server {
-    /// Loads the certificate, binds the endpoint and builds the game core (which starts its
-    /// boot travel).
+    /// Opens the store (running its migrations), loads the certificate, binds the endpoint
+    /// and the admin endpoint, and builds the game core (which asks for the session save and
+    /// starts its boot travel).
     ///
     /// # Errors
-    /// [`ServerError::Net`] if the certificate cannot be loaded or the address cannot be bound.
-    pub fn bind(config: &ServerConfig, world: WorldMap) -> Result<Server, ServerError> {
+    /// [`ServerError`] naming what could not be opened or bound.
+    pub async fn bind(config: &ServerConfig, world: WorldMap) -> Result<Server, ServerError> {
         if config.auth.is_development_key() {
             tracing::warn!(
                 "auth.token_key is the shipped development key: anyone can mint tokens; set your own key for production"
             );
         }
         let network = &config.network;
+        let store = Store::open(&config.store.url, &config.data_dir).await?;
+        tracing::info!(store = %store.location(), "player store open");
         let identity = net::tls::load_identity(&config.tls, &config.data_dir)?;
         let server_config = net::server_config(identity, network)?;
         let endpoint = net::server_endpoint(network.bind, network.udp_buffer_bytes, server_config)?;
+        let admin = match config.admin.enabled {
+            true => Some(
+                admin::bind(config.admin.bind)
+                    .await
+                    .map_err(|source| ServerError::Admin { addr: config.admin.bind, source })?,
+            ),
+            false => None,
+        };
         let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
+        let (store_handle, store_task) = StoreWorker::spawn(
+            store.clone(),
+            StoreSettings::from(&config.store),
+            events_tx.clone(),
+            shell::ShellEvent::Store,
+        );
         let context = Arc::new(ConnectionContext {
             token_key: TokenKey::new(config.auth.token_key.as_bytes()),
             max_frame_len: network.max_frame_len,
@@ -90,17 +130,21 @@ impl Server {
             send_queue_frames: network.send_queue_frames,
             events: events_tx,
         });
+        let nodes = world.nodes.iter().map(|n| n.id.clone()).collect();
         let rules = GameRules::from_config(&config.game, network.max_players);
-        let game = Game::new(
-            rules,
-            Arc::new(world),
-            tokio::time::Instant::now().into_std(),
-        );
+        let game = Game::new(rules, Arc::new(world), tokio::time::Instant::now().into_std());
         Ok(Server {
             endpoint,
             game,
             context,
             events,
+            store,
+            store_handle,
+            store_task,
+            store_drain: config.store.drain_timeout,
+            session: config.store.session.clone(),
+            admin,
+            nodes,
             max_players: network.max_players,
             max_frame_len: network.max_frame_len,
         })
@@ -114,21 +158,35 @@ impl Server {
         self.endpoint.local_addr()
     }
 
-    /// A handle to ask the running game for its counters or a travel.
-    pub fn handle(&self) -> GameHandle {
-        GameHandle {
-            events: self.context.events.clone(),
-        }
+    /// The bound admin address, if the admin endpoint is enabled.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().and_then(|l| l.local_addr().ok())
     }
 
-    /// Serves until `shutdown` is cancelled, then drains: every connection is closed with
-    /// `ShuttingDown` and the endpoint waits (bounded) until the peers know.
+    /// A handle to ask the running game for a snapshot or a travel.
+    pub fn handle(&self) -> GameHandle {
+        GameHandle { events: self.context.events.clone() }
+    }
+
+    /// Serves until `shutdown` is cancelled, then drains:
+    /// 1. the game saves every player and the session, and closes every connection with
+    ///    `ShuttingDown` through its writer;
+    /// 2. connections get a bounded time to deliver their close;
+    /// 3. the store gets a bounded time to finish pending saves, then closes;
+    /// 4. the endpoint closes and waits (bounded) until the peers know.
     pub async fn run(self, shutdown: CancellationToken) {
         let Server {
             endpoint,
             game,
             context,
             events,
+            store,
+            store_handle,
+            store_task,
+            store_drain,
+            session,
+            admin,
+            nodes,
             max_players,
             max_frame_len,
         } = self;
@@ -136,13 +194,17 @@ impl Server {
             Ok(addr) => tracing::info!(%addr, "listening"),
             Err(e) => tracing::warn!(error = %e, "listening on an address the OS will not name"),
         }
-        let game_task = tokio::spawn(shell::run_game(
-            game,
-            events,
-            context.events.clone(),
+        let admin_task = admin.map(|listener| {
+            let game = GameHandle { events: context.events.clone() };
+            tokio::spawn(admin::serve(listener, game, nodes, shutdown.clone()))
+        });
+        let effects = shell::Effects {
+            events: context.events.clone(),
+            store: store_handle.clone(),
+            session,
             max_frame_len,
-            shutdown.clone(),
-        ));
+        };
+        let game_task = tokio::spawn(shell::run_game(game, events, effects, shutdown.clone()));
         let connections = TaskTracker::new();
         let slots = Arc::new(Semaphore::new(max_players + HANDSHAKE_SLACK));
         let next_id = AtomicU64::new(1);
@@ -172,15 +234,19 @@ impl Server {
                 span,
             ));
         }
-        // Drain: the game task closes every connection with ShuttingDown through its writer.
         let _ = game_task.await;
         connections.close();
         drop(context);
-        if tokio::time::timeout(DRAIN_TIMEOUT, connections.wait())
-            .await
-            .is_err()
-        {
+        if tokio::time::timeout(DRAIN_TIMEOUT, connections.wait()).await.is_err() {
             tracing::warn!("connections still open after the drain timeout; closing the endpoint");
+        }
+        let left = store_handle.drain(store_drain).await;
+        tracing::info!(left, "store drained");
+        drop(store_handle);
+        let _ = tokio::time::timeout(DRAIN_TIMEOUT, store_task).await;
+        store.close().await;
+        if let Some(task) = admin_task {
+            let _ = task.await;
         }
         endpoint.close(
             quinn::VarInt::from_u32(CloseCode::ShuttingDown.code()),

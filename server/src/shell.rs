@@ -5,7 +5,8 @@
 //! out to the connection writers. Broadcasts are encoded once and shared by every writer.
 //!
 //! It also plays the engine's level streamer: a streaming request from the core becomes a
-//! sleeping task that reports completion (and spawn-point registration) back as inputs.
+//! sleeping task that reports completion (and spawn-point registration) back as inputs. Loads
+//! and saves go to the store worker, whose replies come back as inputs.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -19,6 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::game::{ConnectionId, Game, GameSnapshot, Input, Output, StreamRequest};
 use crate::net::{Outbound, connection};
+use crate::store::{LoadOutcome, SessionSave, StoreHandle, StoreReply, StoreRequest};
 
 /// What reaches the game task.
 #[derive(Debug)]
@@ -31,10 +33,7 @@ pub(crate) enum ShellEvent {
         quic: quinn::Connection,
     },
     /// A logged-in connection sent a message.
-    Message {
-        connection: ConnectionId,
-        message: ClientMessage,
-    },
+    Message { connection: ConnectionId, message: ClientMessage },
     /// A connection ended.
     Disconnected { connection: ConnectionId },
     /// Simulated streaming finished, or spawn points registered.
@@ -43,6 +42,8 @@ pub(crate) enum ShellEvent {
     Travel { node: NodeId },
     /// Someone wants a snapshot of the game.
     Snapshot(oneshot::Sender<GameSnapshot>),
+    /// The store worker answered.
+    Store(StoreReply),
 }
 
 /// A logged-in connection as the game task sees it.
@@ -51,19 +52,30 @@ struct Peer {
     quic: quinn::Connection,
 }
 
-/// Runs the game until `shutdown`, then closes every connection with `ShuttingDown` and
-/// returns once their writers had a bounded time to deliver.
+/// Where the game task sends what it cannot do itself.
+pub(crate) struct Effects {
+    /// Its own event queue, for simulated streaming completions.
+    pub(crate) events: mpsc::Sender<ShellEvent>,
+    /// The store worker.
+    pub(crate) store: StoreHandle,
+    /// This world's session save name.
+    pub(crate) session: String,
+    /// Largest frame body, bytes.
+    pub(crate) max_frame_len: usize,
+}
+
+/// Runs the game until `shutdown`; then saves every player and the session (the drain) and
+/// closes every connection with `ShuttingDown`. The caller waits for the store.
 pub(crate) async fn run_game(
     mut game: Game,
     mut events: mpsc::Receiver<ShellEvent>,
-    events_tx: mpsc::Sender<ShellEvent>,
-    max_frame_len: usize,
+    effects: Effects,
     shutdown: CancellationToken,
 ) {
     let mut peers: HashMap<ConnectionId, Peer> = HashMap::new();
     let mut batch = Vec::with_capacity(64);
-    // The core may have work queued from its construction (the boot travel's streaming).
-    carry_outputs(&mut game, &mut peers, &events_tx, max_frame_len);
+    // The core may have work queued from its construction (the session load, the boot travel).
+    carry_outputs(&mut game, &mut peers, &effects);
     loop {
         let deadline = game.poll_timeout().map(Instant::from_std);
         tokio::select! {
@@ -82,18 +94,13 @@ pub(crate) async fn run_game(
                 game.handle_timeout(Instant::now().into_std());
             }
         }
-        carry_outputs(&mut game, &mut peers, &events_tx, max_frame_len);
+        carry_outputs(&mut game, &mut peers, &effects);
     }
-    tracing::info!(
-        players = peers.len(),
-        "shutting down: closing every connection"
-    );
+    game.drain();
+    carry_outputs(&mut game, &mut peers, &effects);
+    tracing::info!(players = peers.len(), "shutting down: closing every connection");
     for peer in peers.values() {
-        if peer
-            .outbound
-            .try_send(Outbound::Close(CloseCode::ShuttingDown))
-            .is_err()
-        {
+        if peer.outbound.try_send(Outbound::Close(CloseCode::ShuttingDown)).is_err() {
             connection::close(
                 &peer.quic,
                 CloseCode::ShuttingDown,
@@ -117,26 +124,12 @@ fn feed(
     event: ShellEvent,
 ) {
     match event {
-        ShellEvent::Login {
-            connection,
-            player,
-            outbound,
-            quic,
-        } => {
+        ShellEvent::Login { connection, player, outbound, quic } => {
             peers.insert(connection, Peer { outbound, quic });
             game.handle(now, Input::Login { connection, player });
         }
-        ShellEvent::Message {
-            connection,
-            message,
-        } => {
-            game.handle(
-                now,
-                Input::Message {
-                    connection,
-                    message,
-                },
-            );
+        ShellEvent::Message { connection, message } => {
+            game.handle(now, Input::Message { connection, message });
         }
         ShellEvent::Disconnected { connection } => {
             peers.remove(&connection);
@@ -147,22 +140,25 @@ fn feed(
         ShellEvent::Snapshot(reply) => {
             let _ = reply.send(game.snapshot());
         }
+        ShellEvent::Store(reply) => match reply {
+            StoreReply::PlayerLoaded { player, ticket, outcome } => {
+                game.handle(now, Input::PlayerLoaded { player, ticket, outcome });
+            }
+            StoreReply::SessionLoaded { outcome, .. } => {
+                game.handle(now, Input::SessionLoaded { outcome });
+            }
+            // The worker logs saves and their failures; the core does not wait for them.
+            StoreReply::PlayerSaved { .. } | StoreReply::SessionSaved { .. } => {}
+        },
     }
 }
 
-fn carry_outputs(
-    game: &mut Game,
-    peers: &mut HashMap<ConnectionId, Peer>,
-    events: &mpsc::Sender<ShellEvent>,
-    max_frame_len: usize,
-) {
+fn carry_outputs(game: &mut Game, peers: &mut HashMap<ConnectionId, Peer>, effects: &Effects) {
+    let max_frame_len = effects.max_frame_len;
     let mut slow = Vec::new();
     while let Some(output) = game.poll_output() {
         match output {
-            Output::Send {
-                connection,
-                message,
-            } => {
+            Output::Send { connection, message } => {
                 if let (Some(peer), Some(frame)) =
                     (peers.get(&connection), encode(&message, max_frame_len))
                 {
@@ -187,25 +183,47 @@ fn carry_outputs(
                     }
                 }
             }
-            Output::Stream(request) => simulate_streaming(request, events.clone()),
+            Output::Stream(request) => simulate_streaming(request, effects.events.clone()),
+            Output::LoadPlayer { player, ticket } => {
+                let request = StoreRequest::LoadPlayer { player: player.clone(), ticket };
+                if let Err(e) = effects.store.submit(request) {
+                    // Never leave the core waiting: a load that cannot be asked for failed.
+                    let outcome = LoadOutcome::Failed(e.to_string());
+                    let input = Input::PlayerLoaded { player, ticket, outcome };
+                    game.handle(Instant::now().into_std(), input);
+                }
+            }
+            Output::LoadSession => {
+                let request = StoreRequest::LoadSession(effects.session.clone());
+                if let Err(e) = effects.store.submit(request) {
+                    let outcome = LoadOutcome::Failed(e.to_string());
+                    game.handle(Instant::now().into_std(), Input::SessionLoaded { outcome });
+                }
+            }
+            Output::SavePlayer(save) => {
+                let player = save.player.clone();
+                if let Err(e) = effects.store.submit(StoreRequest::SavePlayer(save)) {
+                    tracing::error!(%player, error = %e, "save not submitted: the store worker is gone");
+                }
+            }
+            Output::SaveSession { node, version } => {
+                let save = SessionSave { session: effects.session.clone(), node, version };
+                if let Err(e) = effects.store.submit(StoreRequest::SaveSession(save)) {
+                    tracing::error!(error = %e, "session save not submitted: the store worker is gone");
+                }
+            }
         }
     }
     // A client that cannot keep up loses its connection, not everyone's throughput.
     for connection in slow {
         if let Some(peer) = peers.remove(&connection) {
-            tracing::warn!(
-                connection = connection.0,
-                "send queue full; closing a slow consumer"
-            );
+            tracing::warn!(connection = connection.0, "send queue full; closing a slow consumer");
             connection::close(
                 &peer.quic,
                 CloseCode::SlowConsumer,
                 CloseCode::SlowConsumer.reason(),
             );
-            game.handle(
-                Instant::now().into_std(),
-                Input::Disconnected { connection },
-            );
+            game.handle(Instant::now().into_std(), Input::Disconnected { connection });
         }
     }
 }
@@ -233,28 +251,18 @@ fn encode(message: &ServerMessage, max_frame_len: usize) -> Option<Bytes> {
 /// Plays the engine's level streamer for one request.
 fn simulate_streaming(request: StreamRequest, events: mpsc::Sender<ShellEvent>) {
     let jitter_ms = request.jitter.as_millis() as u64;
-    let extra = if jitter_ms > 0 {
-        rand::rng().random_range(0..=jitter_ms)
-    } else {
-        0
-    };
+    let extra = if jitter_ms > 0 { rand::rng().random_range(0..=jitter_ms) } else { 0 };
     let duration = request.duration + Duration::from_millis(extra);
     tracing::debug!(load = ?request.load, what = %request.what, ?duration, "streaming");
     tokio::spawn(async move {
         tokio::time::sleep(duration).await;
-        if events
-            .send(ShellEvent::Core(Input::Streamed { load: request.load }))
-            .await
-            .is_err()
-        {
+        if events.send(ShellEvent::Core(Input::Streamed { load: request.load })).await.is_err() {
             return;
         }
         if let Some(after) = request.spawn_points_after {
             tokio::time::sleep(after).await;
             let _ = events
-                .send(ShellEvent::Core(Input::SpawnPointsRegistered {
-                    load: request.load,
-                }))
+                .send(ShellEvent::Core(Input::SpawnPointsRegistered { load: request.load }))
                 .await;
         }
     });

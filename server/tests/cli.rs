@@ -1,6 +1,9 @@
 //! The `gatehouse-server` binary as an operator runs it: flags, config errors, serving real
 //! clients over QUIC on loopback, and SIGTERM draining to exit code 0.
 
+// Test helpers: a failed expectation is a failed test.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -18,6 +21,10 @@ fn shipped_config() -> PathBuf {
 
 const WORLD: &str = r#"
 start_node = "harbor"
+default_preset = "Vanguard"
+[[preset]]
+name = "Vanguard"
+character_def = "Vanguard"
 [[node]]
 id = "harbor"
 levels = [{ name = "harbor_docks", stream_ms = 1000 }]
@@ -48,9 +55,7 @@ fn listening_addr(child: &mut Child) -> std::net::SocketAddr {
             }
         }
     });
-    let addr = rx
-        .recv_timeout(Duration::from_secs(20))
-        .expect("the server logs its address");
+    let addr = rx.recv_timeout(Duration::from_secs(20)).expect("the server logs its address");
     addr.parse().expect("a socket address")
 }
 
@@ -60,10 +65,7 @@ fn wait_exit(child: &mut Child, limit: Duration) -> std::process::ExitStatus {
         if let Some(status) = child.try_wait().expect("try_wait") {
             return status;
         }
-        assert!(
-            Instant::now() < end,
-            "the server did not exit within {limit:?}"
-        );
+        assert!(Instant::now() < end, "the server did not exit within {limit:?}");
         std::thread::sleep(Duration::from_millis(50));
     }
 }
@@ -80,6 +82,8 @@ fn the_server_binary_serves_clients_and_exits_0_on_sigterm() {
         .arg(shipped_config())
         .args([
             "--bind",
+            "127.0.0.1:0",
+            "--admin-bind",
             "127.0.0.1:0",
             "--log-format",
             "json",
@@ -111,29 +115,46 @@ fn the_server_binary_serves_clients_and_exits_0_on_sigterm() {
                     session: SessionConfig::default(),
                     max_frame_len: gatehouse_protocol::codec::DEFAULT_MAX_FRAME_LEN,
                     connect_timeout: Duration::from_secs(10),
+                    relaunch_every: None,
+                    settle_grace: Duration::from_secs(5),
                 }),
             )
             .await
         })
         .expect("the swarm finishes")
         .expect("the swarm runs");
-    assert!(
-        outcomes.iter().all(|o| o.placed && o.errors.is_empty()),
-        "{outcomes:?}"
-    );
+    assert!(outcomes.iter().all(|o| o.placed && o.errors.is_empty()), "{outcomes:?}");
 
     let started = Instant::now();
-    let kill = Command::new("kill")
-        .args(["-TERM", &guard.0.id().to_string()])
-        .status()
-        .unwrap();
+    let kill = Command::new("kill").args(["-TERM", &guard.0.id().to_string()]).status().unwrap();
     assert!(kill.success());
     let status = wait_exit(&mut guard.0, Duration::from_secs(10));
     assert_eq!(status.code(), Some(0), "SIGTERM exits 0");
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "and within a few seconds"
-    );
+    assert!(started.elapsed() < Duration::from_secs(5), "and within a few seconds");
+
+    // The drain saved every player: `saves show` prints the node it stood on.
+    let show = Command::new(SERVER)
+        .arg("--config")
+        .arg(shipped_config())
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["saves", "show", "sim-0003"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&show.stdout);
+    assert!(show.status.success(), "{text}{}", String::from_utf8_lossy(&show.stderr));
+    assert!(text.contains("player     sim-0003"), "{text}");
+    assert!(text.contains("node       harbor"), "{text}");
+    let list = Command::new(SERVER)
+        .arg("--config")
+        .arg(shipped_config())
+        .arg("--data-dir")
+        .arg(dir.path())
+        .args(["saves", "list"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&list.stdout);
+    assert_eq!(text.matches("sim-00").count(), 8, "{text}");
 }
 
 /// An invalid config stops the server at start with an error naming the key.
@@ -142,11 +163,7 @@ fn an_invalid_config_fails_at_start_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("server.toml");
     std::fs::write(&config, "[network]\nkeep_alive_ms = 60000\n").unwrap();
-    let out = Command::new(SERVER)
-        .arg("--config")
-        .arg(&config)
-        .output()
-        .unwrap();
+    let out = Command::new(SERVER).arg("--config").arg(&config).output().unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("network.keep_alive_ms"), "{stderr}");
@@ -157,11 +174,8 @@ fn an_invalid_config_fails_at_start_naming_the_key() {
 fn an_invalid_world_fails_at_start_naming_the_key() {
     let dir = tempfile::tempdir().unwrap();
     let world = dir.path().join("world.toml");
-    std::fs::write(
-        &world,
-        WORLD.replace("start_node = \"harbor\"", "start_node = \"atlantis\""),
-    )
-    .unwrap();
+    std::fs::write(&world, WORLD.replace("start_node = \"harbor\"", "start_node = \"atlantis\""))
+        .unwrap();
     let out = Command::new(SERVER)
         .arg("--config")
         .arg(shipped_config())
@@ -171,10 +185,7 @@ fn an_invalid_world_fails_at_start_naming_the_key() {
         .unwrap();
     assert!(!out.status.success());
     let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        stderr.contains("start_node") && stderr.contains("atlantis"),
-        "{stderr}"
-    );
+    assert!(stderr.contains("start_node") && stderr.contains("atlantis"), "{stderr}");
 }
 
 /// `--help` explains every flag.
@@ -182,13 +193,7 @@ fn an_invalid_world_fails_at_start_naming_the_key() {
 fn help_explains_each_flag() {
     let out = Command::new(SERVER).arg("--help").output().unwrap();
     let help = String::from_utf8_lossy(&out.stdout);
-    for flag in [
-        "--config",
-        "--bind",
-        "--data-dir",
-        "--log-format",
-        "--world",
-    ] {
+    for flag in ["--config", "--bind", "--data-dir", "--log-format", "--world"] {
         assert!(help.contains(flag), "{flag} missing from:\n{help}");
     }
 }

@@ -50,10 +50,7 @@ impl GameplayTag {
     /// [`TagError::Malformed`] for an empty name, an empty segment or a character outside ASCII
     /// letters, digits and `_`; [`TagError::Unknown`] for a well-formed name not in the catalog.
     pub fn parse(name: &str) -> Result<Self, TagError> {
-        check_name(name).map_err(|why| TagError::Malformed {
-            name: name.to_owned(),
-            why,
-        })?;
+        check_name(name).map_err(|why| TagError::Malformed { name: name.to_owned(), why })?;
         NAMES
             .binary_search(&name)
             .map(|i| GameplayTag(i as u16))
@@ -107,10 +104,7 @@ fn check_name(name: &str) -> Result<(), &'static str> {
         if segment.is_empty() {
             return Err("empty segment");
         }
-        if !segment
-            .bytes()
-            .all(|c| c.is_ascii_alphanumeric() || c == b'_')
-        {
+        if !segment.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'_') {
             return Err("segments hold only ASCII letters, digits and '_'");
         }
     }
@@ -176,10 +170,7 @@ mod tests {
         let parent = GameplayTag::parse("Lifecycle.Gate").unwrap();
         assert!(!parent.is_declared());
         assert_eq!(
-            LIFECYCLE_GATE_CHARACTER_LOCAL_READY
-                .parent()
-                .unwrap()
-                .name(),
+            LIFECYCLE_GATE_CHARACTER_LOCAL_READY.parent().unwrap().name(),
             "Lifecycle.Gate.Character"
         );
     }
@@ -231,19 +222,8 @@ mod tests {
         let err = GameplayTag::parse("State.Undead").unwrap_err();
         assert_eq!(err, TagError::Unknown("State.Undead".into()));
         assert!(err.to_string().contains("State.Undead"));
-        for bad in [
-            "",
-            ".",
-            "State.",
-            ".State",
-            "State..Dead",
-            "State.De ad",
-            "État",
-        ] {
-            assert!(
-                matches!(GameplayTag::parse(bad), Err(TagError::Malformed { .. })),
-                "{bad:?}"
-            );
+        for bad in ["", ".", "State.", ".State", "State..Dead", "State.De ad", "État"] {
+            assert!(matches!(GameplayTag::parse(bad), Err(TagError::Malformed { .. })), "{bad:?}");
         }
     }
 
@@ -251,10 +231,7 @@ mod tests {
     fn serde_uses_the_name_and_refuses_unknown_names() {
         let json = serde_json::to_string(&STATE_DEAD).unwrap();
         assert_eq!(json, "\"State.Dead\"");
-        assert_eq!(
-            serde_json::from_str::<GameplayTag>(&json).unwrap(),
-            STATE_DEAD
-        );
+        assert_eq!(serde_json::from_str::<GameplayTag>(&json).unwrap(), STATE_DEAD);
         let err = serde_json::from_str::<GameplayTag>("\"State.Undead\"").unwrap_err();
         assert!(err.to_string().contains("State.Undead"));
     }
@@ -265,10 +242,7 @@ mod tests {
             LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY.name(),
             "Lifecycle.Fact.UI.WidgetControllerReady"
         );
-        assert_eq!(
-            EFFECT_DAMAGE_OVER_TIME_POISON.name(),
-            "Effect.DamageOverTime.Poison"
-        );
+        assert_eq!(EFFECT_DAMAGE_OVER_TIME_POISON.name(), "Effect.DamageOverTime.Poison");
     }
 
     proptest::proptest! {

@@ -20,32 +20,16 @@ fn rejected(messages: &[ServerMessage]) -> Option<RejectReason> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_with_a_forged_token_is_rejected_and_the_others_are_unaffected() {
     let server = TestServer::start(TEST_WORLD).await;
-    let swarm = tokio::spawn(run_swarm_outcomes(server.swarm(
-        4,
-        0,
-        Duration::from_secs(3),
-    )));
+    let swarm = tokio::spawn(run_swarm_outcomes(server.swarm(4, 0, Duration::from_secs(3))));
     tokio::time::sleep(Duration::from_millis(300)).await;
     let forged = mint_token(&TokenKey::new("not-the-server-key-at-all"), player_id(0));
-    let hello = ClientMessage::Hello {
-        protocol_version: PROTOCOL_VERSION,
-        token: forged,
-    };
+    let hello = ClientMessage::Hello { protocol_version: PROTOCOL_VERSION, token: forged };
     let outcome = raw_exchange(&server, frames(&[hello]), LIMIT).await;
-    assert_eq!(
-        rejected(&outcome.messages),
-        Some(RejectReason::BadSignature)
-    );
+    assert_eq!(rejected(&outcome.messages), Some(RejectReason::BadSignature));
     assert_eq!(outcome.close, Some(CloseCode::Rejected));
-    let outcomes = within(Duration::from_secs(20), "the swarm", swarm)
-        .await
-        .unwrap()
-        .unwrap();
+    let outcomes = within(Duration::from_secs(20), "the swarm", swarm).await.unwrap().unwrap();
     for o in &outcomes {
-        assert!(
-            o.placed && o.errors.is_empty() && o.stats.errors.is_empty(),
-            "{o:?}"
-        );
+        assert!(o.placed && o.errors.is_empty() && o.stats.errors.is_empty(), "{o:?}");
     }
     server.stop().await;
 }
@@ -54,19 +38,10 @@ async fn a_client_with_a_forged_token_is_rejected_and_the_others_are_unaffected(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_protocol_version_is_rejected() {
     let server = TestServer::start(TEST_WORLD).await;
-    let token = mint_token(
-        &TokenKey::new(gatehouse_protocol::token::DEV_TOKEN_KEY),
-        player_id(1),
-    );
-    let hello = ClientMessage::Hello {
-        protocol_version: PROTOCOL_VERSION + 1,
-        token,
-    };
+    let token = mint_token(&TokenKey::new(gatehouse_protocol::token::DEV_TOKEN_KEY), player_id(1));
+    let hello = ClientMessage::Hello { protocol_version: PROTOCOL_VERSION + 1, token };
     let outcome = raw_exchange(&server, frames(&[hello]), LIMIT).await;
-    assert_eq!(
-        rejected(&outcome.messages),
-        Some(RejectReason::UnsupportedVersion)
-    );
+    assert_eq!(rejected(&outcome.messages), Some(RejectReason::UnsupportedVersion));
     assert_eq!(outcome.close, Some(CloseCode::Rejected));
     server.stop().await;
 }
@@ -76,10 +51,7 @@ async fn a_wrong_protocol_version_is_rejected() {
 async fn a_first_message_other_than_hello_is_refused() {
     let server = TestServer::start(TEST_WORLD).await;
     let outcome = raw_exchange(&server, frames(&[ClientMessage::RestartRequest]), LIMIT).await;
-    assert_eq!(
-        rejected(&outcome.messages),
-        Some(RejectReason::HelloExpected)
-    );
+    assert_eq!(rejected(&outcome.messages), Some(RejectReason::HelloExpected));
     assert_eq!(outcome.close, Some(CloseCode::ProtocolViolation));
     server.stop().await;
 }
@@ -88,32 +60,14 @@ async fn a_first_message_other_than_hello_is_refused() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_and_oversized_frames_close_only_their_connection() {
     let server = TestServer::start(TEST_WORLD).await;
-    let swarm = tokio::spawn(run_swarm_outcomes(server.swarm(
-        2,
-        0,
-        Duration::from_secs(3),
-    )));
+    let swarm = tokio::spawn(run_swarm_outcomes(server.swarm(2, 0, Duration::from_secs(3))));
     let garbage = raw_exchange(&server, vec![4, 0, 0, 0, 0xff, 0xff, 0xff, 0xff], LIMIT).await;
     assert_eq!(garbage.close, Some(CloseCode::ProtocolViolation));
-    assert!(
-        garbage.reason.contains("does not decode"),
-        "{}",
-        garbage.reason
-    );
+    assert!(garbage.reason.contains("does not decode"), "{}", garbage.reason);
     let oversized = raw_exchange(&server, u32::MAX.to_le_bytes().to_vec(), LIMIT).await;
     assert_eq!(oversized.close, Some(CloseCode::ProtocolViolation));
-    assert!(
-        oversized.reason.contains("exceeds the maximum"),
-        "{}",
-        oversized.reason
-    );
-    let outcomes = within(Duration::from_secs(20), "the swarm", swarm)
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(
-        outcomes.iter().all(|o| o.placed && o.errors.is_empty()),
-        "{outcomes:?}"
-    );
+    assert!(oversized.reason.contains("exceeds the maximum"), "{}", oversized.reason);
+    let outcomes = within(Duration::from_secs(20), "the swarm", swarm).await.unwrap().unwrap();
+    assert!(outcomes.iter().all(|o| o.placed && o.errors.is_empty()), "{outcomes:?}");
     server.stop().await;
 }

@@ -1,5 +1,7 @@
 //! End-to-end tests: a real server on 127.0.0.1 (ephemeral port), real QUIC, simulated and raw
 //! clients. One test binary, one module per subject.
 
+mod admin;
 mod hostile;
 mod session;
+mod soak;

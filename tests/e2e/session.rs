@@ -12,11 +12,7 @@ use gatehouse_tests::{TEST_WORLD, TestServer, within};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eight_clients_pass_the_boot_transition_and_a_late_joiner_is_spawned_at_once() {
     let server = TestServer::start(TEST_WORLD).await;
-    let first = tokio::spawn(run_swarm_outcomes(server.swarm(
-        8,
-        0,
-        Duration::from_secs(5),
-    )));
+    let first = tokio::spawn(run_swarm_outcomes(server.swarm(8, 0, Duration::from_secs(5))));
     let late = {
         let config = server.swarm(1, 8, Duration::from_millis(2500));
         tokio::spawn(async move {
@@ -28,37 +24,17 @@ async fn eight_clients_pass_the_boot_transition_and_a_late_joiner_is_spawned_at_
     tokio::time::sleep(Duration::from_millis(4000)).await;
     let snapshot = server.handle.snapshot().await.expect("a snapshot");
     assert_eq!(snapshot.players.len(), 9, "{snapshot:?}");
-    assert!(
-        snapshot
-            .players
-            .iter()
-            .all(|p| p.owned_pawns == 1 && p.placed),
-        "{snapshot:?}"
-    );
+    assert!(snapshot.players.iter().all(|p| p.owned_pawns == 1 && p.placed), "{snapshot:?}");
     assert_eq!(snapshot.phase, "None");
     assert_eq!(snapshot.counters.transitions_started, 1);
     assert_eq!(snapshot.counters.transitions_completed, 1);
 
-    let first = within(Duration::from_secs(20), "the first swarm", first)
-        .await
-        .unwrap()
-        .unwrap();
-    let late = within(Duration::from_secs(20), "the late joiner", late)
-        .await
-        .unwrap()
-        .unwrap();
+    let first = within(Duration::from_secs(20), "the first swarm", first).await.unwrap().unwrap();
+    let late = within(Duration::from_secs(20), "the late joiner", late).await.unwrap().unwrap();
     for o in first.iter().chain(&late) {
-        assert!(
-            o.connected && o.placed,
-            "client {} not placed: {o:?}",
-            o.index
-        );
+        assert!(o.connected && o.placed, "client {} not placed: {o:?}", o.index);
         assert_eq!(o.own_pawns, 1, "client {}", o.index);
-        assert!(
-            o.errors.is_empty() && o.stats.errors.is_empty(),
-            "client {}: {o:?}",
-            o.index
-        );
+        assert!(o.errors.is_empty() && o.stats.errors.is_empty(), "client {}: {o:?}", o.index);
         assert_eq!(o.stats.ended_before_placed, 0, "client {}", o.index);
     }
     for o in &first {
@@ -69,19 +45,9 @@ async fn eight_clients_pass_the_boot_transition_and_a_late_joiner_is_spawned_at_
             o.index
         );
     }
-    assert!(
-        late[0].stats.transitions_ended.is_empty(),
-        "the late joiner saw no transition"
-    );
+    assert!(late[0].stats.transitions_ended.is_empty(), "the late joiner saw no transition");
     let report = SwarmReport::from_outcomes(&first);
-    assert_eq!(
-        (
-            report.clients_placed,
-            report.errors,
-            report.transitions_completed
-        ),
-        (8, 0, 1)
-    );
+    assert_eq!((report.clients_placed, report.errors, report.transitions_completed), (8, 0, 1));
     server.stop().await;
 }
 
@@ -102,19 +68,13 @@ async fn route_transitions_complete_with_every_client_placed() {
     assert_eq!(report.clients_placed, 6, "{report}");
     assert_eq!(report.errors, 0, "{report}");
     assert_eq!(report.ended_before_placed, 0, "{report}");
-    assert!(
-        report.transitions_completed >= 3,
-        "boot plus two route travels: {report}"
-    );
+    assert!(report.transitions_completed >= 3, "boot plus two route travels: {report}");
     assert!(outcomes.iter().all(|o| o.own_pawns == 1));
     let counters = server.handle.snapshot().await.unwrap().counters;
     assert!(
         counters.pawns_teleported >= 6,
         "existing pawns are teleported, not respawned: {counters:?}"
     );
-    assert_eq!(
-        counters.pawns_spawned, 6,
-        "one pawn per player over the whole run: {counters:?}"
-    );
+    assert_eq!(counters.pawns_spawned, 6, "one pawn per player over the whole run: {counters:?}");
     server.stop().await;
 }

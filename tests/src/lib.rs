@@ -4,6 +4,8 @@
 //! Every wait in a test goes through [`within`], so a bug fails the test instead of hanging CI.
 
 #![forbid(unsafe_code)]
+// A test harness: a failed expectation here is a failed test, which is what it should be.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -21,6 +23,18 @@ use tokio_util::sync::CancellationToken;
 /// with the server log in during the boot transition.
 pub const TEST_WORLD: &str = r#"
 start_node = "harbor"
+default_preset = "Vanguard"
+startup_kits = ["Kit.Startup.Movement"]
+
+[[preset]]
+name = "Vanguard"
+character_def = "Vanguard"
+kits = ["Kit.Composed.Vanguard"]
+
+[[preset]]
+name = "Scout"
+character_def = "Scout"
+kits = []
 
 [[node]]
 id = "harbor"
@@ -44,6 +58,8 @@ pub struct TestServer {
     pub cert: PathBuf,
     /// A handle to the game task.
     pub handle: GameHandle,
+    /// The admin endpoint.
+    pub admin: SocketAddr,
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<()>,
     _data_dir: tempfile::TempDir,
@@ -69,10 +85,12 @@ impl TestServer {
         let mut config = ServerConfig::parse(&config_path, server_toml).expect("valid test config");
         config.network.bind = "127.0.0.1:0".parse().expect("an address");
         config.data_dir = data_dir.path().to_owned();
+        config.admin.bind = "127.0.0.1:0".parse().expect("an address");
         let world =
             WorldMap::parse(&data_dir.path().join("world.toml"), world).expect("valid test world");
-        let server = Server::bind(&config, world).expect("the server binds");
+        let server = Server::bind(&config, world).await.expect("the server binds");
         let addr = server.local_addr().expect("a bound address");
+        let admin = server.admin_addr().expect("the admin endpoint is on");
         let handle = server.handle();
         let shutdown = CancellationToken::new();
         let task = tokio::spawn(server.run(shutdown.clone()));
@@ -80,6 +98,7 @@ impl TestServer {
             addr,
             cert: data_dir.path().join("dev-cert.der"),
             handle,
+            admin,
             shutdown,
             task,
             _data_dir: data_dir,
@@ -104,9 +123,12 @@ impl TestServer {
             session: SessionConfig {
                 stream_time: (Duration::from_millis(20), Duration::from_millis(120)),
                 seed: 7,
+                restart_after_death: None,
             },
             max_frame_len: gatehouse_protocol::codec::DEFAULT_MAX_FRAME_LEN,
             connect_timeout: Duration::from_secs(10),
+            relaunch_every: None,
+            settle_grace: Duration::from_secs(5),
         }
     }
 
@@ -165,11 +187,7 @@ pub async fn raw_exchange(server: &TestServer, bytes: Vec<u8>, limit: Duration) 
         ),
         other => (None, format!("{other:?}")),
     };
-    RawOutcome {
-        messages,
-        close,
-        reason,
-    }
+    RawOutcome { messages, close, reason }
 }
 
 /// Encodes client messages as frames, back to back.
@@ -184,4 +202,28 @@ pub fn frames(messages: &[ClientMessage]) -> Vec<u8> {
         .expect("test messages encode");
     }
     out
+}
+
+/// One HTTP/1.1 request to the admin endpoint: the status code and the body.
+pub async fn http(addr: SocketAddr, method: &str, path: &str) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = within(
+        Duration::from_secs(5),
+        "the admin connection",
+        tokio::net::TcpStream::connect(addr),
+    )
+    .await
+    .expect("the admin endpoint accepts");
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: gatehouse\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+    );
+    stream.write_all(request.as_bytes()).await.expect("request written");
+    let mut raw = Vec::new();
+    within(Duration::from_secs(5), "the admin response", stream.read_to_end(&mut raw))
+        .await
+        .expect("response read");
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    (status, body)
 }

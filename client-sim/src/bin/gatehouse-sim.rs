@@ -52,15 +52,37 @@ struct Cli {
     /// Give up on a client that has not connected after this long, e.g. 10s.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, value_name = "D")]
     connect_timeout: Duration,
+    /// After dying, request a restart this long later (e.g. 500ms); without it the dead stay
+    /// dead.
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "D")]
+    restart_after: Option<Duration>,
+    /// Each client disconnects abruptly and relaunches with the same player id about this
+    /// often (e.g. 10s).
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "D")]
+    relaunch_every: Option<Duration>,
+    /// A preset behaviour: `basic` (follow the server only) or `soak` (restart 500ms after dying,
+    /// relaunch about every 12s). Explicit flags override it.
+    #[arg(long, value_enum, default_value = "basic", value_name = "NAME")]
+    scenario: Scenario,
+    /// At the end, how long a client may wait to be placed before leaving anyway.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, value_name = "D")]
+    settle_grace: Duration,
     /// Seed of the clients' random choices.
     #[arg(long, default_value_t = 1, value_name = "SEED")]
     seed: u64,
 }
 
+/// Preset client behaviours.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Scenario {
+    /// Follow the server: stream, report ready, acknowledge possession.
+    Basic,
+    /// Churn: restart after dying, disconnect and relaunch now and then.
+    Soak,
+}
+
 fn parse_range(s: &str) -> Result<(Duration, Duration), String> {
-    let (lo, hi) = s
-        .split_once("..")
-        .ok_or_else(|| format!("expected MIN..MAX, found {s:?}"))?;
+    let (lo, hi) = s.split_once("..").ok_or_else(|| format!("expected MIN..MAX, found {s:?}"))?;
     let lo: u64 = lo.trim().parse().map_err(|e| format!("MIN {lo:?}: {e}"))?;
     let hi: u64 = hi.trim().parse().map_err(|e| format!("MAX {hi:?}: {e}"))?;
     if lo > hi {
@@ -98,11 +120,7 @@ fn main() -> anyhow::Result<()> {
         .or_else(|| server_file.auth.as_ref().and_then(|a| a.token_key.clone()));
     let token_key = TokenKey::new(token_key.unwrap_or_else(|| DEV_TOKEN_KEY.to_owned()));
     let server_cert = cli.server_cert.clone().unwrap_or_else(|| {
-        server_file
-            .data_dir
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("data"))
-            .join("dev-cert.der")
+        server_file.data_dir.clone().unwrap_or_else(|| PathBuf::from("data")).join("dev-cert.der")
     });
     let config = SwarmConfig {
         server: cli.server,
@@ -115,7 +133,16 @@ fn main() -> anyhow::Result<()> {
         session: SessionConfig {
             stream_time: cli.stream_ms,
             seed: cli.seed,
+            restart_after_death: cli.restart_after.or(match cli.scenario {
+                Scenario::Soak => Some(Duration::from_millis(500)),
+                Scenario::Basic => None,
+            }),
         },
+        relaunch_every: cli.relaunch_every.or(match cli.scenario {
+            Scenario::Soak => Some(Duration::from_secs(12)),
+            Scenario::Basic => None,
+        }),
+        settle_grace: cli.settle_grace,
         max_frame_len: gatehouse_protocol::codec::DEFAULT_MAX_FRAME_LEN,
         connect_timeout: cli.connect_timeout,
     };

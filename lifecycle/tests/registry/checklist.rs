@@ -30,13 +30,7 @@ fn facts_cached_before_registration_count_toward_the_gate() {
     let requirements = facts.map(|(token, fact)| req(token, fact));
 
     let status = gates
-        .wait_for_all(
-            player,
-            "Gate.WidgetTeam",
-            &requirements,
-            &mut log,
-            note("open"),
-        )
+        .wait_for_all(player, "Gate.WidgetTeam", &requirements, &mut log, note("open"))
         .unwrap();
     assert_eq!(status, WaitStatus::Pending);
     assert_eq!(
@@ -44,14 +38,7 @@ fn facts_cached_before_registration_count_toward_the_gate() {
         Some(vec![requirements[2]]),
         "only the fact not yet cached blocks"
     );
-    gates
-        .set_ready(
-            player,
-            LIFECYCLE_FACT_PLAYER_STATE_TEAM_READY,
-            true,
-            &mut log,
-        )
-        .unwrap();
+    gates.set_ready(player, LIFECYCLE_FACT_PLAYER_STATE_TEAM_READY, true, &mut log).unwrap();
     assert_eq!(log, ["open"]);
 }
 
@@ -59,14 +46,8 @@ fn facts_cached_before_registration_count_toward_the_gate() {
 /// registration before, between and after them).
 #[test]
 fn the_gate_opens_exactly_at_the_last_fact_in_every_arrival_order() {
-    const ORDERS: [[usize; 3]; 6] = [
-        [0, 1, 2],
-        [0, 2, 1],
-        [1, 0, 2],
-        [1, 2, 0],
-        [2, 0, 1],
-        [2, 1, 0],
-    ];
+    const ORDERS: [[usize; 3]; 6] =
+        [[0, 1, 2], [0, 2, 1], [1, 0, 2], [1, 2, 0], [2, 0, 1], [2, 1, 0]];
     for order in ORDERS {
         for registered_after in 0..=3 {
             let (mut gates, mut log) = registry();
@@ -90,11 +71,7 @@ fn the_gate_opens_exactly_at_the_last_fact_in_every_arrival_order() {
             if registered_after == 3 {
                 assert_eq!(register(&mut gates, &mut log), WaitStatus::Delivered);
             }
-            assert_eq!(
-                log,
-                ["open"],
-                "{order:?}, registered after {registered_after}"
-            );
+            assert_eq!(log, ["open"], "{order:?}, registered after {registered_after}");
         }
     }
 }
@@ -106,20 +83,9 @@ fn duplicate_source_notifications_wake_nothing_and_deliver_nothing_twice() {
     let pawn = gates.scope(PAWN, WORLD);
     let requirements = [
         req(pawn, LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY),
-        req(
-            pawn,
-            LIFECYCLE_FACT_CHARACTER_OWNING_CLIENT_POSSESSION_ACKNOWLEDGED,
-        ),
+        req(pawn, LIFECYCLE_FACT_CHARACTER_OWNING_CLIENT_POSSESSION_ACKNOWLEDGED),
     ];
-    gates
-        .wait_for_all(
-            pawn,
-            "Character.Local",
-            &requirements,
-            &mut log,
-            note("open"),
-        )
-        .unwrap();
+    gates.wait_for_all(pawn, "Character.Local", &requirements, &mut log, note("open")).unwrap();
 
     let begin = LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY;
     assert!(gates.set_ready(pawn, begin, true, &mut log).unwrap());
@@ -143,22 +109,8 @@ fn duplicate_source_notifications_wake_nothing_and_deliver_nothing_twice() {
 fn a_replacement_generation_starts_without_the_old_facts() {
     let (mut gates, mut log) = registry();
     let first = gates.scope(PAWN, WORLD);
-    gates
-        .set_ready(
-            first,
-            LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY,
-            true,
-            &mut log,
-        )
-        .unwrap();
-    gates
-        .set_ready(
-            first,
-            LIFECYCLE_FACT_CHARACTER_INIT_GATE_OPENED,
-            true,
-            &mut log,
-        )
-        .unwrap();
+    gates.set_ready(first, LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY, true, &mut log).unwrap();
+    gates.set_ready(first, LIFECYCLE_FACT_CHARACTER_INIT_GATE_OPENED, true, &mut log).unwrap();
 
     gates.reset_scope(PAWN);
     let second = gates.scope(PAWN, WORLD);
@@ -174,19 +126,8 @@ fn a_replacement_generation_starts_without_the_old_facts() {
             note("second generation"),
         )
         .unwrap();
-    assert_eq!(
-        status,
-        WaitStatus::Pending,
-        "the old generation's fact does not count"
-    );
-    gates
-        .set_ready(
-            second,
-            LIFECYCLE_FACT_CHARACTER_INIT_GATE_OPENED,
-            true,
-            &mut log,
-        )
-        .unwrap();
+    assert_eq!(status, WaitStatus::Pending, "the old generation's fact does not count");
+    gates.set_ready(second, LIFECYCLE_FACT_CHARACTER_INIT_GATE_OPENED, true, &mut log).unwrap();
     assert_eq!(log, ["second generation"]);
 }
 
@@ -220,8 +161,6 @@ fn world_cleanup_retires_waits_that_reference_the_world_from_outside_it() {
     assert!(!gates.is_pending(LOGIN, "World.Online"));
     assert!(gates.is_pending(LOGIN, "Login.Only"));
 
-    gates
-        .set_ready(login, LIFECYCLE_FACT_NAKAMA_LOGIN_SUCCEEDED, true, &mut log)
-        .unwrap();
+    gates.set_ready(login, LIFECYCLE_FACT_NAKAMA_LOGIN_SUCCEEDED, true, &mut log).unwrap();
     assert_eq!(log, ["login"]);
 }

@@ -16,42 +16,16 @@ fn gate_opens_only_when_every_requirement_is_ready() {
         req(player, LIFECYCLE_FACT_PLAYER_STATE_CHARACTER_DEF_READY),
         req(pawn, LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY),
     ];
-    let status = gates
-        .wait_for_all(
-            pawn,
-            "Character.Local",
-            &requirements,
-            &mut log,
-            note("open"),
-        )
-        .unwrap();
+    let status =
+        gates.wait_for_all(pawn, "Character.Local", &requirements, &mut log, note("open")).unwrap();
     assert_eq!(status, WaitStatus::Pending);
 
-    gates
-        .set_ready(
-            player,
-            LIFECYCLE_FACT_PLAYER_STATE_TEAM_READY,
-            true,
-            &mut log,
-        )
-        .unwrap();
-    gates
-        .set_ready(
-            pawn,
-            LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY,
-            true,
-            &mut log,
-        )
-        .unwrap();
+    gates.set_ready(player, LIFECYCLE_FACT_PLAYER_STATE_TEAM_READY, true, &mut log).unwrap();
+    gates.set_ready(pawn, LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY, true, &mut log).unwrap();
     assert!(log.is_empty(), "two of three facts must not open the gate");
 
     gates
-        .set_ready(
-            player,
-            LIFECYCLE_FACT_PLAYER_STATE_CHARACTER_DEF_READY,
-            true,
-            &mut log,
-        )
+        .set_ready(player, LIFECYCLE_FACT_PLAYER_STATE_CHARACTER_DEF_READY, true, &mut log)
         .unwrap();
     assert_eq!(log, ["open"], "the last fact opens the gate exactly once");
 }
@@ -72,29 +46,12 @@ fn a_fact_on_another_object_does_not_satisfy_a_requirement() {
         )
         .unwrap();
 
-    gates
-        .set_ready(
-            other,
-            LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY,
-            true,
-            &mut log,
-        )
-        .unwrap();
-    assert!(
-        log.is_empty(),
-        "another pawn's fact must not open this pawn's gate"
-    );
+    gates.set_ready(other, LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY, true, &mut log).unwrap();
+    assert!(log.is_empty(), "another pawn's fact must not open this pawn's gate");
     assert!(gates.is_ready_on(OTHER_PAWN, LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY));
     assert!(!gates.is_ready_on(PAWN, LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY));
 
-    gates
-        .set_ready(
-            pawn,
-            LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY,
-            true,
-            &mut log,
-        )
-        .unwrap();
+    gates.set_ready(pawn, LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY, true, &mut log).unwrap();
     assert_eq!(log, ["pawn ready"]);
 }
 
@@ -103,14 +60,7 @@ fn a_fact_on_another_object_does_not_satisfy_a_requirement() {
 fn cached_facts_are_delivered_during_registration() {
     let (mut gates, mut log) = registry();
     let player = gates.scope(PLAYER_STATE, WORLD);
-    gates
-        .set_ready(
-            player,
-            LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY,
-            true,
-            &mut log,
-        )
-        .unwrap();
+    gates.set_ready(player, LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY, true, &mut log).unwrap();
 
     let status = gates
         .wait_for_all(
@@ -122,11 +72,7 @@ fn cached_facts_are_delivered_during_registration() {
         )
         .unwrap();
     assert_eq!(status, WaitStatus::Delivered);
-    assert_eq!(
-        log,
-        ["delivered"],
-        "the callback ran before registration returned"
-    );
+    assert_eq!(log, ["delivered"], "the callback ran before registration returned");
     assert_eq!(gates.pending_wait_count(), 0);
 }
 
@@ -144,19 +90,11 @@ fn a_delivered_wait_does_not_fire_again() {
             note("once"),
         )
         .unwrap();
-    gates
-        .set_ready(world, LIFECYCLE_FACT_WORLD_BEGIN_PLAY, true, &mut log)
-        .unwrap();
+    gates.set_ready(world, LIFECYCLE_FACT_WORLD_BEGIN_PLAY, true, &mut log).unwrap();
     gates.clear(world, LIFECYCLE_FACT_WORLD_BEGIN_PLAY).unwrap();
-    gates
-        .set_ready(world, LIFECYCLE_FACT_WORLD_BEGIN_PLAY, true, &mut log)
-        .unwrap();
+    gates.set_ready(world, LIFECYCLE_FACT_WORLD_BEGIN_PLAY, true, &mut log).unwrap();
 
-    assert_eq!(
-        log,
-        ["once"],
-        "a reopened fact must not re-deliver a one-shot wait"
-    );
+    assert_eq!(log, ["once"], "a reopened fact must not re-deliver a one-shot wait");
     assert_eq!(gates.blocking_facts(WORLD, "World.Started"), None);
     assert_eq!(gates.pending_wait_count(), 0);
 }
@@ -167,38 +105,15 @@ fn registering_the_same_name_replaces_the_pending_request() {
     let (mut gates, mut log) = registry();
     let player = gates.scope(PLAYER_STATE, WORLD);
     let ready = [req(player, LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY)];
-    gates
-        .wait_for_all(
-            player,
-            "Team.Presentation",
-            &ready,
-            &mut log,
-            note("team 1"),
-        )
-        .unwrap();
-    gates
-        .wait_for_all(
-            player,
-            "Team.Presentation",
-            &ready,
-            &mut log,
-            note("team 2"),
-        )
-        .unwrap();
+    gates.wait_for_all(player, "Team.Presentation", &ready, &mut log, note("team 1")).unwrap();
+    gates.wait_for_all(player, "Team.Presentation", &ready, &mut log, note("team 2")).unwrap();
     assert_eq!(gates.pending_wait_count(), 1);
     assert!(
         gates.is_pending(PLAYER_STATE, "Team.Presentation"),
         "the name now refers to the replacement"
     );
 
-    gates
-        .set_ready(
-            player,
-            LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY,
-            true,
-            &mut log,
-        )
-        .unwrap();
+    gates.set_ready(player, LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY, true, &mut log).unwrap();
     assert_eq!(log, ["team 2"], "only the replacement is delivered");
     assert_eq!(gates.counters().replaced, 1);
 }
@@ -209,23 +124,12 @@ fn different_request_names_are_independent() {
     let (mut gates, mut log) = registry();
     let player = gates.scope(PLAYER_STATE, WORLD);
     let ready = [req(player, LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY)];
-    gates
-        .wait_for_all(player, "Feature.A", &ready, &mut log, note("a"))
-        .unwrap();
-    gates
-        .wait_for_all(player, "Feature.B", &ready, &mut log, note("b"))
-        .unwrap();
+    gates.wait_for_all(player, "Feature.A", &ready, &mut log, note("a")).unwrap();
+    gates.wait_for_all(player, "Feature.B", &ready, &mut log, note("b")).unwrap();
     assert!(gates.cancel(PLAYER_STATE, "Feature.A"));
     assert!(gates.is_pending(PLAYER_STATE, "Feature.B"));
 
-    gates
-        .set_ready(
-            player,
-            LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY,
-            true,
-            &mut log,
-        )
-        .unwrap();
+    gates.set_ready(player, LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY, true, &mut log).unwrap();
     assert_eq!(log, ["b"]);
 }
 
@@ -235,18 +139,10 @@ fn a_completed_request_name_may_register_again() {
     let (mut gates, mut log) = registry();
     let player = gates.scope(PLAYER_STATE, WORLD);
     let ready = [req(player, LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY)];
-    gates
-        .set_ready(
-            player,
-            LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY,
-            true,
-            &mut log,
-        )
-        .unwrap();
+    gates.set_ready(player, LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY, true, &mut log).unwrap();
     for label in ["first", "second"] {
-        let status = gates
-            .wait_for_all(player, "Feature.Refresh", &ready, &mut log, note(label))
-            .unwrap();
+        let status =
+            gates.wait_for_all(player, "Feature.Refresh", &ready, &mut log, note(label)).unwrap();
         assert_eq!(status, WaitStatus::Delivered);
     }
     assert_eq!(log, ["first", "second"]);
@@ -265,18 +161,10 @@ fn resetting_a_scope_from_a_callback_retires_waits_woken_by_the_same_publication
             assert!(gates.reset_scope(PAWN));
         })
         .unwrap();
-    gates
-        .wait_for_all(pawn, "Pawn.Feature", &begin, &mut log, note("pawn feature"))
-        .unwrap();
+    gates.wait_for_all(pawn, "Pawn.Feature", &begin, &mut log, note("pawn feature")).unwrap();
 
-    gates
-        .set_ready(world, LIFECYCLE_FACT_WORLD_BEGIN_PLAY, true, &mut log)
-        .unwrap();
-    assert_eq!(
-        log,
-        ["reset pawn"],
-        "the pawn's wait was retired before its turn came"
-    );
+    gates.set_ready(world, LIFECYCLE_FACT_WORLD_BEGIN_PLAY, true, &mut log).unwrap();
+    assert_eq!(log, ["reset pawn"], "the pawn's wait was retired before its turn came");
     assert_eq!(gates.pending_wait_count(), 0);
     assert_eq!(gates.counters().retired, 1);
 }
@@ -290,12 +178,7 @@ fn a_token_from_a_reset_scope_is_refused_by_set_ready() {
     let new = gates.scope(PAWN, WORLD);
 
     let error = gates
-        .set_ready(
-            old,
-            LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY,
-            true,
-            &mut log,
-        )
+        .set_ready(old, LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY, true, &mut log)
         .unwrap_err();
     assert_eq!(
         error,
@@ -318,14 +201,7 @@ fn world_teardown_retires_every_scope_and_wait_of_that_world() {
     let player = gates.scope(PLAYER_STATE, WORLD);
     let next_world = gates.scope(NEXT_WORLD, NEXT_WORLD);
     let login = gates.scope(LOGIN, GAME_INSTANCE);
-    gates
-        .set_ready(
-            pawn,
-            LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY,
-            true,
-            &mut log,
-        )
-        .unwrap();
+    gates.set_ready(pawn, LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY, true, &mut log).unwrap();
     gates
         .wait_for_all(
             pawn,
@@ -347,11 +223,7 @@ fn world_teardown_retires_every_scope_and_wait_of_that_world() {
 
     assert_eq!(gates.reset_lifetime(WORLD), 3);
 
-    assert_eq!(
-        gates.scope_count(),
-        2,
-        "the next world and the login remain"
-    );
+    assert_eq!(gates.scope_count(), 2, "the next world and the login remain");
     assert!(gates.is_current(next_world) && gates.is_current(login));
     for token in [world, pawn, player] {
         assert!(!gates.is_current(token));
@@ -360,23 +232,10 @@ fn world_teardown_retires_every_scope_and_wait_of_that_world() {
     assert!(gates.is_pending(NEXT_WORLD, "World.Started"));
     assert!(!gates.is_pending(PAWN, "Character.Local"));
     assert!(
-        gates
-            .set_ready(
-                player,
-                LIFECYCLE_FACT_PLAYER_STATE_TEAM_READY,
-                true,
-                &mut log
-            )
-            .is_err()
+        gates.set_ready(player, LIFECYCLE_FACT_PLAYER_STATE_TEAM_READY, true, &mut log).is_err()
     );
-    gates
-        .set_ready(next_world, LIFECYCLE_FACT_WORLD_BEGIN_PLAY, true, &mut log)
-        .unwrap();
-    assert_eq!(
-        log,
-        ["next world"],
-        "no callback from the world travelled away from"
-    );
+    gates.set_ready(next_world, LIFECYCLE_FACT_WORLD_BEGIN_PLAY, true, &mut log).unwrap();
+    assert_eq!(log, ["next world"], "no callback from the world travelled away from");
 }
 
 /// Seed 000, "Verification coverage": login fact composition and lifetime differences.
@@ -386,17 +245,8 @@ fn a_game_instance_login_fact_survives_world_teardown_and_composes_with_the_next
     let login = gates.scope(LOGIN, GAME_INSTANCE);
     let world = gates.scope(WORLD, WORLD);
     let controller = gates.scope(CONTROLLER, WORLD);
-    gates
-        .set_ready(login, LIFECYCLE_FACT_NAKAMA_LOGIN_SUCCEEDED, true, &mut log)
-        .unwrap();
-    gates
-        .set_ready(
-            controller,
-            LIFECYCLE_FACT_GAME_MODE_POST_LOGIN,
-            true,
-            &mut log,
-        )
-        .unwrap();
+    gates.set_ready(login, LIFECYCLE_FACT_NAKAMA_LOGIN_SUCCEEDED, true, &mut log).unwrap();
+    gates.set_ready(controller, LIFECYCLE_FACT_GAME_MODE_POST_LOGIN, true, &mut log).unwrap();
     gates
         .wait_for_all(
             login,
@@ -412,10 +262,7 @@ fn a_game_instance_login_fact_survives_world_teardown_and_composes_with_the_next
 
     gates.reset_lifetime(WORLD);
 
-    assert!(
-        gates.is_current(login),
-        "travel must not retire the login scope"
-    );
+    assert!(gates.is_current(login), "travel must not retire the login scope");
     assert!(gates.is_ready_on(LOGIN, LIFECYCLE_FACT_NAKAMA_LOGIN_SUCCEEDED));
     assert!(
         !gates.is_ready_on(CONTROLLER, LIFECYCLE_FACT_GAME_MODE_POST_LOGIN),
@@ -444,9 +291,7 @@ fn a_game_instance_login_fact_survives_world_teardown_and_composes_with_the_next
         Some(vec![req(next_world, LIFECYCLE_FACT_WORLD_BEGIN_PLAY)]),
         "the surviving login fact already counts"
     );
-    gates
-        .set_ready(next_world, LIFECYCLE_FACT_WORLD_BEGIN_PLAY, true, &mut log)
-        .unwrap();
+    gates.set_ready(next_world, LIFECYCLE_FACT_WORLD_BEGIN_PLAY, true, &mut log).unwrap();
     assert_eq!(log, ["next world"]);
 }
 
@@ -459,30 +304,15 @@ fn a_guarded_wait_is_cancelled_when_its_listener_goes() {
     let widget = gates.scope(WIDGET, WORLD);
     let gate = [req(pawn, LIFECYCLE_GATE_CHARACTER_REMOTE_READY)];
     gates
-        .wait_for_all_guarded(
-            subsystem,
-            "Widget.Sub",
-            widget,
-            &gate,
-            &mut log,
-            note("widget"),
-        )
+        .wait_for_all_guarded(subsystem, "Widget.Sub", widget, &gate, &mut log, note("widget"))
         .unwrap();
-    gates
-        .wait_for_all(subsystem, "Other.Sub", &gate, &mut log, note("unguarded"))
-        .unwrap();
+    gates.wait_for_all(subsystem, "Other.Sub", &gate, &mut log, note("unguarded")).unwrap();
 
     gates.reset_scope(WIDGET);
     assert!(!gates.is_pending(GAME_INSTANCE, "Widget.Sub"));
 
-    gates
-        .set_ready(pawn, LIFECYCLE_GATE_CHARACTER_REMOTE_READY, true, &mut log)
-        .unwrap();
-    assert_eq!(
-        log,
-        ["unguarded"],
-        "the gone listener's callback never runs"
-    );
+    gates.set_ready(pawn, LIFECYCLE_GATE_CHARACTER_REMOTE_READY, true, &mut log).unwrap();
+    assert_eq!(log, ["unguarded"], "the gone listener's callback never runs");
 }
 
 /// Seed 000, "Verification coverage": invalid listener cancellation, at registration.

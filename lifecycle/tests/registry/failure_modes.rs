@@ -19,23 +19,8 @@ fn a_wait_that_never_fires_names_its_missing_facts() {
         req(pawn, LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY),
         req(player, LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY),
     ];
-    gates
-        .wait_for_all(
-            pawn,
-            "Character.Local",
-            &requirements,
-            &mut log,
-            note("open"),
-        )
-        .unwrap();
-    gates
-        .set_ready(
-            pawn,
-            LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY,
-            true,
-            &mut log,
-        )
-        .unwrap();
+    gates.wait_for_all(pawn, "Character.Local", &requirements, &mut log, note("open")).unwrap();
+    gates.set_ready(pawn, LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY, true, &mut log).unwrap();
 
     assert_eq!(
         gates.blocking_facts(PAWN, "Character.Local"),
@@ -70,22 +55,11 @@ fn a_wait_on_the_wrong_subject_shows_that_subject_in_its_blocking_facts() {
             note("open"),
         )
         .unwrap();
-    gates
-        .set_ready(
-            pawn,
-            LIFECYCLE_FACT_CHARACTER_INIT_GATE_OPENED,
-            true,
-            &mut log,
-        )
-        .unwrap();
+    gates.set_ready(pawn, LIFECYCLE_FACT_CHARACTER_INIT_GATE_OPENED, true, &mut log).unwrap();
 
     let blocking = gates.blocking_facts(PAWN, "Feature.Initialize").unwrap();
     assert_eq!(blocking.len(), 1);
-    assert_eq!(
-        blocking[0].token.object(),
-        OTHER_PAWN,
-        "the subject is visible"
-    );
+    assert_eq!(blocking[0].token.object(), OTHER_PAWN, "the subject is visible");
     assert!(log.is_empty());
 }
 
@@ -95,9 +69,7 @@ fn a_wait_on_the_wrong_subject_shows_that_subject_in_its_blocking_facts() {
 fn a_callback_with_cached_facts_runs_before_the_registration_returns() {
     let (mut gates, mut log) = registry();
     let player = gates.scope(PLAYER_STATE, WORLD);
-    gates
-        .set_ready(player, LIFECYCLE_FACT_TEAM_ASSIGNMENT_READY, true, &mut log)
-        .unwrap();
+    gates.set_ready(player, LIFECYCLE_FACT_TEAM_ASSIGNMENT_READY, true, &mut log).unwrap();
     log.push("caller prepared");
 
     let status = gates
@@ -114,11 +86,7 @@ fn a_callback_with_cached_facts_runs_before_the_registration_returns() {
         .unwrap();
     log.push("after registration");
 
-    assert_eq!(
-        status,
-        WaitStatus::Delivered,
-        "the caller is told it already ran"
-    );
+    assert_eq!(status, WaitStatus::Delivered, "the caller is told it already ran");
     assert_eq!(log, ["caller prepared", "callback", "after registration"]);
 }
 
@@ -129,45 +97,16 @@ fn a_callback_fires_twice_only_through_two_subscriptions_or_a_reopened_period() 
     let (mut gates, mut log) = registry();
     let player = gates.scope(PLAYER_STATE, WORLD);
     let ready = [req(player, LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY)];
-    gates
-        .wait_for_all(player, "Sub.1", &ready, &mut log, note("sub 1"))
-        .unwrap();
-    gates
-        .wait_for_all(player, "Sub.2", &ready, &mut log, note("sub 2"))
-        .unwrap();
-    gates
-        .set_ready(
-            player,
-            LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY,
-            true,
-            &mut log,
-        )
-        .unwrap();
+    gates.wait_for_all(player, "Sub.1", &ready, &mut log, note("sub 1")).unwrap();
+    gates.wait_for_all(player, "Sub.2", &ready, &mut log, note("sub 2")).unwrap();
+    gates.set_ready(player, LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY, true, &mut log).unwrap();
     assert_eq!(log, ["sub 1", "sub 2"], "two subscriptions, two deliveries");
 
     // A readiness period closes and reopens: nothing fires until someone registers again.
-    gates
-        .clear(player, LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY)
-        .unwrap();
-    gates
-        .wait_for_all(player, "Sub.1", &ready, &mut log, note("period 2"))
-        .unwrap();
-    gates
-        .set_ready(
-            player,
-            LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY,
-            true,
-            &mut log,
-        )
-        .unwrap();
-    gates
-        .set_ready(
-            player,
-            LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY,
-            true,
-            &mut log,
-        )
-        .unwrap();
+    gates.clear(player, LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY).unwrap();
+    gates.wait_for_all(player, "Sub.1", &ready, &mut log, note("period 2")).unwrap();
+    gates.set_ready(player, LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY, true, &mut log).unwrap();
+    gates.set_ready(player, LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY, true, &mut log).unwrap();
     assert_eq!(log, ["sub 1", "sub 2", "period 2"]);
 }
 
@@ -191,10 +130,7 @@ fn a_consumer_holding_the_old_generation_is_refused_after_respawn() {
     // Death: the pawn relationship is replaced.
     gates.reset_scope(PAWN);
     let new_pawn = gates.scope(PAWN, WORLD);
-    assert!(
-        !gates.is_pending(PLAYER_STATE, "Hud.Bind"),
-        "the old wait is retired"
-    );
+    assert!(!gates.is_pending(PLAYER_STATE, "Hud.Bind"), "the old wait is retired");
 
     let error = gates
         .wait_for_all(
@@ -235,14 +171,7 @@ fn a_consumer_holding_the_old_generation_is_refused_after_respawn() {
             note("new pawn"),
         )
         .unwrap();
-    gates
-        .set_ready(
-            new_pawn,
-            LIFECYCLE_GATE_CHARACTER_LOCAL_READY,
-            true,
-            &mut log,
-        )
-        .unwrap();
+    gates.set_ready(new_pawn, LIFECYCLE_GATE_CHARACTER_LOCAL_READY, true, &mut log).unwrap();
     assert_eq!(log, ["new pawn"]);
 }
 
@@ -253,12 +182,7 @@ fn old_async_work_cannot_open_the_replacement_pawn() {
     let (mut gates, mut log) = registry();
     let started_with = gates.scope(PAWN, WORLD);
     let completion = move |gates: &mut gatehouse_lifecycle::Registry<Log>, log: &mut Log| {
-        gates.set_ready(
-            started_with,
-            LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY,
-            true,
-            log,
-        )
+        gates.set_ready(started_with, LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY, true, log)
     };
 
     // The relationship is replaced while the work is in flight.

@@ -30,9 +30,7 @@ fn a_callback_cancelling_itself_finds_nothing_pending() {
             },
         )
         .unwrap();
-    gates
-        .set_ready(world, LIFECYCLE_FACT_WORLD_BEGIN_PLAY, true, &mut log)
-        .unwrap();
+    gates.set_ready(world, LIFECYCLE_FACT_WORLD_BEGIN_PLAY, true, &mut log).unwrap();
     assert_eq!(log, ["ran"]);
     assert_eq!(gates.counters().cancelled, 0);
 }
@@ -50,12 +48,8 @@ fn a_callback_cancelling_another_woken_wait_prevents_its_delivery() {
             assert!(gates.cancel(WORLD, "Second"));
         })
         .unwrap();
-    gates
-        .wait_for_all(world, "Second", &begin, &mut log, note("second"))
-        .unwrap();
-    gates
-        .set_ready(world, LIFECYCLE_FACT_WORLD_BEGIN_PLAY, true, &mut log)
-        .unwrap();
+    gates.wait_for_all(world, "Second", &begin, &mut log, note("second")).unwrap();
+    gates.set_ready(world, LIFECYCLE_FACT_WORLD_BEGIN_PLAY, true, &mut log).unwrap();
     assert_eq!(log, ["first"]);
     assert_eq!(gates.pending_wait_count(), 0);
 }
@@ -72,17 +66,8 @@ fn a_callback_may_reset_its_own_owner() {
             assert!(gates.reset_scope(PAWN));
         })
         .unwrap();
-    gates
-        .wait_for_all(pawn, "Later", &ready, &mut log, note("later"))
-        .unwrap();
-    gates
-        .set_ready(
-            pawn,
-            LIFECYCLE_FACT_CHARACTER_INIT_GATE_OPENED,
-            true,
-            &mut log,
-        )
-        .unwrap();
+    gates.wait_for_all(pawn, "Later", &ready, &mut log, note("later")).unwrap();
+    gates.set_ready(pawn, LIFECYCLE_FACT_CHARACTER_INIT_GATE_OPENED, true, &mut log).unwrap();
     assert_eq!(log, ["unpossess"]);
     assert_eq!(gates.token(PAWN), None);
     assert_eq!(gates.pending_wait_count(), 0);
@@ -118,31 +103,14 @@ fn a_publication_from_a_callback_is_delivered_after_the_callback_returns() {
         .wait_for_all(
             local_player,
             "Character.Remote",
-            &[req(
-                local_player,
-                LIFECYCLE_FACT_CHARACTER_LOCAL_DISPATCH_RETURNED,
-            )],
+            &[req(local_player, LIFECYCLE_FACT_CHARACTER_LOCAL_DISPATCH_RETURNED)],
             &mut log,
             note("remote released"),
         )
         .unwrap();
 
-    gates
-        .set_ready(
-            pawn,
-            LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY,
-            true,
-            &mut log,
-        )
-        .unwrap();
-    assert_eq!(
-        log,
-        [
-            "local dispatch begins",
-            "local dispatch returns",
-            "remote released"
-        ]
-    );
+    gates.set_ready(pawn, LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY, true, &mut log).unwrap();
+    assert_eq!(log, ["local dispatch begins", "local dispatch returns", "remote released"]);
 }
 
 /// Seed 000, "Registry contract" and "Ready-before-register behavior": a registration with
@@ -155,17 +123,13 @@ fn a_registration_with_cached_facts_from_a_callback_runs_after_the_callback_retu
     gates
         .wait_for_all(world, "Outer", &begin, &mut log, move |gates, log| {
             log.push("outer begins");
-            let status = gates
-                .wait_for_all(world, "Inner", &begin, log, note("inner"))
-                .unwrap();
+            let status = gates.wait_for_all(world, "Inner", &begin, log, note("inner")).unwrap();
             assert_eq!(status, WaitStatus::Queued);
             assert!(gates.is_pending(WORLD, "Inner"));
             log.push("outer returns");
         })
         .unwrap();
-    gates
-        .set_ready(world, LIFECYCLE_FACT_WORLD_BEGIN_PLAY, true, &mut log)
-        .unwrap();
+    gates.set_ready(world, LIFECYCLE_FACT_WORLD_BEGIN_PLAY, true, &mut log).unwrap();
     assert_eq!(log, ["outer begins", "outer returns", "inner"]);
     assert_eq!(gates.pending_wait_count(), 0);
 }
@@ -196,20 +160,11 @@ fn a_callback_may_register_its_own_request_name_again() {
             },
         )
         .unwrap();
-    gates
-        .set_ready(player, LIFECYCLE_FACT_TEAM_ASSIGNMENT_READY, true, &mut log)
-        .unwrap();
+    gates.set_ready(player, LIFECYCLE_FACT_TEAM_ASSIGNMENT_READY, true, &mut log).unwrap();
     assert!(gates.is_pending(PLAYER_STATE, "Team.Watch"), "re-armed");
     assert_eq!(gates.counters().replaced, 0);
 
-    gates
-        .set_ready(
-            player,
-            LIFECYCLE_FACT_PLAYER_STATE_TEAM_READY,
-            true,
-            &mut log,
-        )
-        .unwrap();
+    gates.set_ready(player, LIFECYCLE_FACT_PLAYER_STATE_TEAM_READY, true, &mut log).unwrap();
     assert_eq!(log, ["assigned", "processed"]);
 }
 
@@ -224,12 +179,8 @@ fn nested_updates_drain_in_the_order_they_were_caused() {
     gates
         .wait_for_all(world, "A", &begin, &mut log, move |gates, log| {
             log.push("a");
-            gates
-                .set_ready(player, LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY, true, log)
-                .unwrap();
-            gates
-                .set_ready(player, LIFECYCLE_FACT_PLAYER_STATE_TEAM_READY, true, log)
-                .unwrap();
+            gates.set_ready(player, LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY, true, log).unwrap();
+            gates.set_ready(player, LIFECYCLE_FACT_PLAYER_STATE_TEAM_READY, true, log).unwrap();
         })
         .unwrap();
     // Registered before the one it is woken after: delivery follows causation, not age.
@@ -251,13 +202,9 @@ fn nested_updates_drain_in_the_order_they_were_caused() {
             note("b"),
         )
         .unwrap();
-    gates
-        .wait_for_all(world, "D", &begin, &mut log, note("d"))
-        .unwrap();
+    gates.wait_for_all(world, "D", &begin, &mut log, note("d")).unwrap();
 
-    gates
-        .set_ready(world, LIFECYCLE_FACT_WORLD_BEGIN_PLAY, true, &mut log)
-        .unwrap();
+    gates.set_ready(world, LIFECYCLE_FACT_WORLD_BEGIN_PLAY, true, &mut log).unwrap();
     assert_eq!(log, ["a", "d", "b", "c"]);
 }
 
@@ -271,43 +218,16 @@ fn a_fact_closed_by_a_callback_holds_back_a_wait_already_woken() {
     gates
         .wait_for_all(player, "Ui.Reset", &widget, &mut log, move |gates, log| {
             log.push("ui reset");
-            gates
-                .clear(player, LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY)
-                .unwrap();
+            gates.clear(player, LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY).unwrap();
         })
         .unwrap();
-    gates
-        .wait_for_all(
-            player,
-            "Team.Presentation",
-            &widget,
-            &mut log,
-            note("present"),
-        )
-        .unwrap();
+    gates.wait_for_all(player, "Team.Presentation", &widget, &mut log, note("present")).unwrap();
 
-    gates
-        .set_ready(
-            player,
-            LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY,
-            true,
-            &mut log,
-        )
-        .unwrap();
+    gates.set_ready(player, LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY, true, &mut log).unwrap();
     assert_eq!(log, ["ui reset"], "delivered while its fact was closed");
-    assert_eq!(
-        gates.blocking_facts(PLAYER_STATE, "Team.Presentation"),
-        Some(widget.to_vec())
-    );
+    assert_eq!(gates.blocking_facts(PLAYER_STATE, "Team.Presentation"), Some(widget.to_vec()));
 
-    gates
-        .set_ready(
-            player,
-            LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY,
-            true,
-            &mut log,
-        )
-        .unwrap();
+    gates.set_ready(player, LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY, true, &mut log).unwrap();
     assert_eq!(log, ["ui reset", "present"]);
 }
 
@@ -318,14 +238,8 @@ fn a_panicking_callback_leaves_the_registry_delivering() {
     let (mut gates, mut log) = registry();
     let world = gates.scope(WORLD, WORLD);
     let begin = [req(world, LIFECYCLE_FACT_WORLD_BEGIN_PLAY)];
-    gates
-        .wait_for_all(world, "Panics", &begin, &mut log, |_, _| {
-            panic!("callback bug")
-        })
-        .unwrap();
-    gates
-        .wait_for_all(world, "Queued", &begin, &mut log, note("queued"))
-        .unwrap();
+    gates.wait_for_all(world, "Panics", &begin, &mut log, |_, _| panic!("callback bug")).unwrap();
+    gates.wait_for_all(world, "Queued", &begin, &mut log, note("queued")).unwrap();
 
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         gates.set_ready(world, LIFECYCLE_FACT_WORLD_BEGIN_PLAY, true, &mut log)
@@ -333,13 +247,7 @@ fn a_panicking_callback_leaves_the_registry_delivering() {
     assert!(outcome.is_err(), "the panic reaches the caller");
     assert!(log.is_empty());
 
-    let status = gates
-        .wait_for_all(world, "After", &begin, &mut log, note("after"))
-        .unwrap();
+    let status = gates.wait_for_all(world, "After", &begin, &mut log, note("after")).unwrap();
     assert_eq!(status, WaitStatus::Delivered);
-    assert_eq!(
-        log,
-        ["queued", "after"],
-        "what was queued is delivered first"
-    );
+    assert_eq!(log, ["queued", "after"], "what was queued is delivered first");
 }

@@ -11,14 +11,7 @@ use crate::common::*;
 fn rescoping_with_the_same_lifetime_keeps_the_generation_facts_and_waits() {
     let (mut gates, mut log) = registry();
     let first = gates.scope(PAWN, WORLD);
-    gates
-        .set_ready(
-            first,
-            LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY,
-            true,
-            &mut log,
-        )
-        .unwrap();
+    gates.set_ready(first, LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY, true, &mut log).unwrap();
     gates
         .wait_for_all(
             first,
@@ -42,14 +35,7 @@ fn rescoping_with_the_same_lifetime_keeps_the_generation_facts_and_waits() {
 fn rescoping_with_a_different_lifetime_resets_the_old_scope() {
     let (mut gates, mut log) = registry();
     let in_world = gates.scope(PAWN, WORLD);
-    gates
-        .set_ready(
-            in_world,
-            LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY,
-            true,
-            &mut log,
-        )
-        .unwrap();
+    gates.set_ready(in_world, LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY, true, &mut log).unwrap();
     gates
         .wait_for_all(
             in_world,
@@ -67,11 +53,7 @@ fn rescoping_with_a_different_lifetime_resets_the_old_scope() {
     assert!(!gates.is_pending(PAWN, "Character.Local"));
     assert_eq!(gates.counters().retired, 1);
 
-    assert_eq!(
-        gates.reset_lifetime(WORLD),
-        0,
-        "it no longer belongs to the old world"
-    );
+    assert_eq!(gates.reset_lifetime(WORLD), 0, "it no longer belongs to the old world");
     assert_eq!(gates.reset_lifetime(NEXT_WORLD), 1);
 }
 
@@ -88,14 +70,7 @@ fn generations_are_never_reused_after_a_reset() {
     assert_ne!(first, second);
     assert!(second.generation() > first.generation());
     assert!(
-        gates
-            .set_ready(
-                first,
-                LIFECYCLE_FACT_PLAYER_STATE_TEAM_READY,
-                true,
-                &mut log
-            )
-            .is_err()
+        gates.set_ready(first, LIFECYCLE_FACT_PLAYER_STATE_TEAM_READY, true, &mut log).is_err()
     );
     assert!(!gates.is_ready_on(PLAYER_STATE, LIFECYCLE_FACT_PLAYER_STATE_TEAM_READY));
 }
@@ -114,13 +89,7 @@ fn closing_a_fact_keeps_the_generation_and_blocks_later_waits() {
     assert!(gates.is_current(player), "closing is not a reset");
     assert!(!gates.is_ready(req(player, widget)));
     let status = gates
-        .wait_for_all(
-            player,
-            "Team.Presentation",
-            &[req(player, widget)],
-            &mut log,
-            note("open"),
-        )
+        .wait_for_all(player, "Team.Presentation", &[req(player, widget)], &mut log, note("open"))
         .unwrap();
     assert_eq!(status, WaitStatus::Pending);
     gates.set_ready(player, widget, true, &mut log).unwrap();
@@ -132,27 +101,13 @@ fn closing_a_fact_keeps_the_generation_and_blocks_later_waits() {
 fn readiness_is_queried_by_requirement_and_by_object() {
     let (mut gates, mut log) = registry();
     let old = gates.scope(PAWN, WORLD);
-    gates
-        .set_ready(
-            old,
-            LIFECYCLE_FACT_CHARACTER_PRESENTATION_READY,
-            true,
-            &mut log,
-        )
-        .unwrap();
+    gates.set_ready(old, LIFECYCLE_FACT_CHARACTER_PRESENTATION_READY, true, &mut log).unwrap();
     assert!(gates.is_ready(req(old, LIFECYCLE_FACT_CHARACTER_PRESENTATION_READY)));
     assert!(!gates.is_ready(req(old, LIFECYCLE_FACT_CHARACTER_INIT_GATE_OPENED)));
 
     gates.reset_scope(PAWN);
     let new = gates.scope(PAWN, WORLD);
-    gates
-        .set_ready(
-            new,
-            LIFECYCLE_FACT_CHARACTER_PRESENTATION_READY,
-            true,
-            &mut log,
-        )
-        .unwrap();
+    gates.set_ready(new, LIFECYCLE_FACT_CHARACTER_PRESENTATION_READY, true, &mut log).unwrap();
     assert!(
         !gates.is_ready(req(old, LIFECYCLE_FACT_CHARACTER_PRESENTATION_READY)),
         "a requirement of an old generation never holds"
@@ -171,26 +126,13 @@ fn waits_with_stale_tokens_are_refused_and_change_nothing() {
     gates.reset_scope(PAWN);
     let player = gates.scope(PLAYER_STATE, WORLD);
     let team = [req(player, LIFECYCLE_FACT_PLAYER_STATE_TEAM_READY)];
-    gates
-        .wait_for_all(
-            player,
-            "Team.Presentation",
-            &team,
-            &mut log,
-            note("pending"),
-        )
-        .unwrap();
+    gates.wait_for_all(player, "Team.Presentation", &team, &mut log, note("pending")).unwrap();
 
-    let error = gates
-        .wait_for_all(stale_owner, "Feature", &team, &mut log, note("never"))
-        .unwrap_err();
+    let error =
+        gates.wait_for_all(stale_owner, "Feature", &team, &mut log, note("never")).unwrap_err();
     assert_eq!(
         error,
-        LifecycleError::StaleOwner {
-            request: "Feature".into(),
-            token: stale_owner,
-            current: None,
-        }
+        LifecycleError::StaleOwner { request: "Feature".into(), token: stale_owner, current: None }
     );
     assert_eq!(
         error.to_string(),
@@ -204,10 +146,7 @@ fn waits_with_stale_tokens_are_refused_and_change_nothing() {
         .wait_for_all(
             player,
             "Team.Presentation",
-            &[
-                team[0],
-                req(stale_owner, LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY),
-            ],
+            &[team[0], req(stale_owner, LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY)],
             &mut log,
             note("never"),
         )
@@ -216,26 +155,13 @@ fn waits_with_stale_tokens_are_refused_and_change_nothing() {
         matches!(error, LifecycleError::StaleRequirement { token, .. } if token == stale_owner)
     );
     assert!(
-        error
-            .to_string()
-            .starts_with("wait 'Team.Presentation' refused: requirement"),
+        error.to_string().starts_with("wait 'Team.Presentation' refused: requirement"),
         "{error}"
     );
     assert_eq!(gates.counters().stale_rejections, 2);
 
-    gates
-        .set_ready(
-            player,
-            LIFECYCLE_FACT_PLAYER_STATE_TEAM_READY,
-            true,
-            &mut log,
-        )
-        .unwrap();
-    assert_eq!(
-        log,
-        ["pending"],
-        "a refused registration did not replace the pending one"
-    );
+    gates.set_ready(player, LIFECYCLE_FACT_PLAYER_STATE_TEAM_READY, true, &mut log).unwrap();
+    assert_eq!(log, ["pending"], "a refused registration did not replace the pending one");
 }
 
 /// Seed 000, "Registry contract": an empty AND-set is refused rather than opened at once.
@@ -244,26 +170,13 @@ fn a_wait_without_requirements_is_refused() {
     let (mut gates, mut log) = registry();
     let local_player = gates.scope(LOCAL_PLAYER, WORLD);
     let error = gates
-        .wait_for_all(
-            local_player,
-            "Remote.Viewers",
-            &[],
-            &mut log,
-            note("opened"),
-        )
+        .wait_for_all(local_player, "Remote.Viewers", &[], &mut log, note("opened"))
         .unwrap_err();
     assert_eq!(
         error,
-        LifecycleError::NoRequirements {
-            request: "Remote.Viewers".into(),
-            owner: LOCAL_PLAYER,
-        }
+        LifecycleError::NoRequirements { request: "Remote.Viewers".into(), owner: LOCAL_PLAYER }
     );
-    assert!(
-        error
-            .to_string()
-            .contains("expected at least one requirement")
-    );
+    assert!(error.to_string().contains("expected at least one requirement"));
     assert!(log.is_empty());
 }
 
@@ -297,14 +210,7 @@ fn publishing_examines_only_waits_that_reference_the_fact() {
         .unwrap();
 
     let before = gates.counters().examined;
-    gates
-        .set_ready(
-            pawn,
-            LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY,
-            true,
-            &mut log,
-        )
-        .unwrap();
+    gates.set_ready(pawn, LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY, true, &mut log).unwrap();
     assert_eq!(gates.counters().examined - before, 1);
     assert_eq!(log, ["related"]);
     assert_eq!(gates.pending_wait_count(), 1_000);
@@ -317,19 +223,13 @@ fn cancel_removes_only_the_named_request_of_that_owner() {
     let world = gates.scope(WORLD, WORLD);
     let pawn = gates.scope(PAWN, WORLD);
     let begin = [req(world, LIFECYCLE_FACT_WORLD_BEGIN_PLAY)];
-    gates
-        .wait_for_all(pawn, "Feature", &begin, &mut log, note("pawn"))
-        .unwrap();
-    gates
-        .wait_for_all(world, "Feature", &begin, &mut log, note("world"))
-        .unwrap();
+    gates.wait_for_all(pawn, "Feature", &begin, &mut log, note("pawn")).unwrap();
+    gates.wait_for_all(world, "Feature", &begin, &mut log, note("world")).unwrap();
 
     assert!(gates.cancel(PAWN, "Feature"));
     assert!(!gates.cancel(PAWN, "Feature"), "nothing left to cancel");
     assert!(!gates.cancel(OTHER_PAWN, "Feature"));
-    gates
-        .set_ready(world, LIFECYCLE_FACT_WORLD_BEGIN_PLAY, true, &mut log)
-        .unwrap();
+    gates.set_ready(world, LIFECYCLE_FACT_WORLD_BEGIN_PLAY, true, &mut log).unwrap();
     assert_eq!(log, ["world"]);
     assert_eq!(gates.counters().cancelled, 1);
 }
@@ -343,14 +243,7 @@ fn pending_waits_are_listed_in_registration_order_with_their_blockers() {
     let player = gates.scope(PLAYER_STATE, WORLD);
     let remote = gates.scope(REMOTE_PLAYER_STATE, WORLD);
     let widget = gates.scope(WIDGET, WORLD);
-    gates
-        .set_ready(
-            world,
-            LIFECYCLE_FACT_LOCAL_PLAYER_TEAM_READY,
-            true,
-            &mut log,
-        )
-        .unwrap();
+    gates.set_ready(world, LIFECYCLE_FACT_LOCAL_PLAYER_TEAM_READY, true, &mut log).unwrap();
     gates
         .wait_for_all(
             player,
@@ -379,10 +272,7 @@ fn pending_waits_are_listed_in_registration_order_with_their_blockers() {
     assert_eq!(pending[0].owner, player);
     assert_eq!(pending[0].request.as_str(), "Gate.WidgetTeam");
     assert_eq!(pending[0].requirements.len(), 2);
-    assert_eq!(
-        pending[0].blocking,
-        [req(player, LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY)]
-    );
+    assert_eq!(pending[0].blocking, [req(player, LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY)]);
     assert_eq!(pending[1].guard, Some(widget));
     assert_eq!(
         pending[1].to_string(),

@@ -59,9 +59,7 @@ impl Payload for Unrelated {
 }
 
 pub fn spawned(n: u32) -> Spawned {
-    Spawned {
-        notice: Notice { n },
-    }
+    Spawned { notice: Notice { n } }
 }
 
 /// `Message.Test.Ping` carries `Spawned`.

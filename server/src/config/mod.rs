@@ -10,10 +10,10 @@ mod world;
 use std::path::{Path, PathBuf};
 
 pub use server::{
-    AuthConfig, ClientReadyPolicy, DEV_TOKEN_KEY, GameConfig, LogFormat, NetworkConfig,
-    ServerConfig, TlsConfig,
+    AdminConfig, AuthConfig, ClientReadyPolicy, DEV_TOKEN_KEY, GameConfig, LogFormat,
+    NetworkConfig, ServerConfig, StoreConfig, TlsConfig,
 };
-pub use world::{Hazard, LevelSpec, NodeSpec, TravelRoute, WorldMap};
+pub use world::{Hazard, LevelSpec, NodeSpec, PresetSpec, TravelRoute, WorldMap};
 
 /// Why a configuration file was refused.
 #[derive(Debug, thiserror::Error)]
@@ -50,19 +50,15 @@ pub enum ConfigError {
 
 /// Reads and deserialises one TOML file.
 fn read_toml<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-        path: path.to_owned(),
-        source,
-    })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
     parse_toml(path, &text)
 }
 
 /// Deserialises TOML text that came from `path` (used for errors only).
 fn parse_toml<T: serde::de::DeserializeOwned>(path: &Path, text: &str) -> Result<T, ConfigError> {
-    toml::from_str(text).map_err(|e| ConfigError::Parse {
-        path: path.to_owned(),
-        message: e.to_string(),
-    })
+    toml::from_str(text)
+        .map_err(|e| ConfigError::Parse { path: path.to_owned(), message: e.to_string() })
 }
 
 /// Resolves `relative` against the directory holding `file`.

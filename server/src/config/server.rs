@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{ConfigError, beside, millis, parse_toml};
+use crate::store::StoreUrl;
 
 pub use gatehouse_protocol::token::DEV_TOKEN_KEY;
 
@@ -26,12 +27,34 @@ pub struct ServerConfig {
     /// `[game]`: the world file and the timeouts of the contracts.
     #[serde(default)]
     pub game: GameConfig,
+    /// `[store]`: where player saves live, and the store worker's timings.
+    #[serde(default)]
+    pub store: StoreConfig,
+    /// `[admin]`: the operator HTTP endpoint.
+    #[serde(default)]
+    pub admin: AdminConfig,
     /// `data_dir`: where the development certificate and the embedded store live.
     #[serde(default = "default_data_dir")]
     pub data_dir: PathBuf,
     /// `log_format`: `human` or `json`.
     #[serde(default)]
     pub log_format: LogFormat,
+}
+
+/// `[admin]`: the operator HTTP endpoint (health, state, metrics, travel).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AdminConfig {
+    /// `enabled`: serve it at all.
+    pub enabled: bool,
+    /// `bind`: TCP address; loopback by default, since it can start travels.
+    pub bind: SocketAddr,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        Self { enabled: true, bind: SocketAddr::from(([127, 0, 0, 1], 7778)) }
+    }
 }
 
 /// `[network]`.
@@ -100,17 +123,13 @@ pub struct AuthConfig {
 
 impl Default for AuthConfig {
     fn default() -> Self {
-        Self {
-            token_key: DEV_TOKEN_KEY.to_owned(),
-        }
+        Self { token_key: DEV_TOKEN_KEY.to_owned() }
     }
 }
 
 impl std::fmt::Debug for AuthConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AuthConfig")
-            .field("token_key", &"<redacted>")
-            .finish()
+        f.debug_struct("AuthConfig").field("token_key", &"<redacted>").finish()
     }
 }
 
@@ -165,6 +184,43 @@ impl Default for GameConfig {
     }
 }
 
+/// `[store]`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct StoreConfig {
+    /// `url`: `sqlite:PATH` for the embedded store (a relative path is inside `data_dir`;
+    /// default `sqlite:saves.db`) or `postgres://USER:PASSWORD@HOST:PORT/DB` for a PostgreSQL
+    /// database several server processes share. Overridden by `GATEHOUSE_STORE_URL`.
+    pub url: StoreUrl,
+    /// `session`: the name of this server world's session save (default `main`).
+    pub session: String,
+    /// `load_timeout_ms`: a load not answered this long after it was asked for fails (the
+    /// player plays unsaved); also bounds each save attempt.
+    #[serde(rename = "load_timeout_ms", deserialize_with = "millis")]
+    pub load_timeout: Duration,
+    /// `save_retry_ms`: delay between attempts of a failed save.
+    #[serde(rename = "save_retry_ms", deserialize_with = "millis")]
+    pub save_retry: Duration,
+    /// `save_attempts`: attempts per save, the first included, before it is given up (logged).
+    pub save_attempts: u32,
+    /// `drain_timeout_ms`: how long shutdown waits for pending saves.
+    #[serde(rename = "drain_timeout_ms", deserialize_with = "millis")]
+    pub drain_timeout: Duration,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        Self {
+            url: StoreUrl::default(),
+            session: "main".to_owned(),
+            load_timeout: Duration::from_secs(5),
+            save_retry: Duration::from_millis(500),
+            save_attempts: 5,
+            drain_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
 /// Log output format.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
@@ -187,6 +243,8 @@ impl Default for ServerConfig {
             tls: TlsConfig::default(),
             auth: AuthConfig::default(),
             game: GameConfig::default(),
+            store: StoreConfig::default(),
+            admin: AdminConfig::default(),
             data_dir: default_data_dir(),
             log_format: LogFormat::default(),
         }
@@ -200,10 +258,8 @@ impl ServerConfig {
     /// # Errors
     /// [`ConfigError`] naming the file and key.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.to_owned(),
-            source,
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
         Self::parse(path, &text)
     }
 
@@ -245,10 +301,7 @@ impl ServerConfig {
             ));
         }
         if n.hello_timeout.is_zero() {
-            return Err(invalid(
-                "network.hello_timeout_ms",
-                "must be above 0".into(),
-            ));
+            return Err(invalid("network.hello_timeout_ms", "must be above 0".into()));
         }
         if n.max_players == 0 {
             return Err(invalid("network.max_players", "must be at least 1".into()));
@@ -257,17 +310,11 @@ impl ServerConfig {
         if n.max_frame_len < 256 || n.max_frame_len > hard {
             return Err(invalid(
                 "network.max_frame_len",
-                format!(
-                    "must be between 256 and {hard} bytes, found {}",
-                    n.max_frame_len
-                ),
+                format!("must be between 256 and {hard} bytes, found {}", n.max_frame_len),
             ));
         }
         if n.send_queue_frames == 0 {
-            return Err(invalid(
-                "network.send_queue_frames",
-                "must be at least 1".into(),
-            ));
+            return Err(invalid("network.send_queue_frames", "must be at least 1".into()));
         }
         if n.stream_receive_window < 4096 || n.connection_receive_window < n.stream_receive_window {
             return Err(invalid(
@@ -282,26 +329,48 @@ impl ServerConfig {
             ));
         }
         if self.auth.token_key.len() < 16 {
-            return Err(invalid(
-                "auth.token_key",
-                "must be at least 16 bytes long".into(),
-            ));
+            return Err(invalid("auth.token_key", "must be at least 16 bytes long".into()));
         }
         let g = &self.game;
         if g.spawn_retry.is_zero() {
             return Err(invalid("game.spawn_retry_ms", "must be above 0".into()));
         }
         if g.spawn_settle_timeout.is_zero() {
-            return Err(invalid(
-                "game.spawn_settle_timeout_ms",
-                "must be above 0".into(),
-            ));
+            return Err(invalid("game.spawn_settle_timeout_ms", "must be above 0".into()));
         }
         if g.client_ready_timeout.is_zero() {
-            return Err(invalid(
-                "game.client_ready_timeout_ms",
-                "must be above 0".into(),
+            return Err(invalid("game.client_ready_timeout_ms", "must be above 0".into()));
+        }
+        self.check_store().map_err(|(key, why)| invalid(key, why))
+    }
+
+    /// `[store]` checks: the key and what is wrong with it.
+    fn check_store(&self) -> Result<(), (&'static str, String)> {
+        let s = &self.store;
+        let name_ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-');
+        if s.session.is_empty() || s.session.len() > 64 || !s.session.chars().all(name_ok) {
+            return Err((
+                "store.session",
+                format!(
+                    "expected 1 to 64 ASCII letters, digits or `_ . : -`, found {:?}",
+                    s.session
+                ),
             ));
+        }
+        if s.load_timeout.is_zero() {
+            return Err(("store.load_timeout_ms", "must be above 0".into()));
+        }
+        if s.save_retry.is_zero() {
+            return Err(("store.save_retry_ms", "must be above 0".into()));
+        }
+        if s.save_attempts == 0 || s.save_attempts > 100 {
+            return Err((
+                "store.save_attempts",
+                format!("must be between 1 and 100, found {}", s.save_attempts),
+            ));
+        }
+        if s.drain_timeout.is_zero() {
+            return Err(("store.drain_timeout_ms", "must be above 0".into()));
         }
         Ok(())
     }
@@ -325,18 +394,14 @@ mod tests {
 
     #[test]
     fn an_unknown_key_is_named() {
-        let err = parse("[network]\nidle_timeout = 5\n")
-            .unwrap_err()
-            .to_string();
+        let err = parse("[network]\nidle_timeout = 5\n").unwrap_err().to_string();
         assert!(err.contains("idle_timeout"), "{err}");
         assert!(err.contains("conf/server.toml"), "{err}");
     }
 
     #[test]
     fn a_wrong_type_is_named_with_its_key() {
-        let err = parse("[network]\nmax_players = \"many\"\n")
-            .unwrap_err()
-            .to_string();
+        let err = parse("[network]\nmax_players = \"many\"\n").unwrap_err().to_string();
         assert!(err.contains("max_players"), "{err}");
     }
 
@@ -353,6 +418,62 @@ mod tests {
     fn certificate_without_key_is_refused() {
         let err = parse("[tls]\ncertificate = \"c.pem\"\n").unwrap_err();
         assert!(matches!(err, ConfigError::Invalid { ref key, .. } if key == "tls.private_key"));
+    }
+
+    #[test]
+    fn the_shipped_config_states_the_store_defaults() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/server.toml");
+        let shipped = ServerConfig::load(&path).unwrap().store;
+        let defaults = StoreConfig::default();
+        assert_eq!(shipped.url, defaults.url);
+        assert_eq!(shipped.session, defaults.session);
+        assert_eq!(shipped.load_timeout, defaults.load_timeout);
+        assert_eq!(shipped.save_retry, defaults.save_retry);
+        assert_eq!(shipped.save_attempts, defaults.save_attempts);
+        assert_eq!(shipped.drain_timeout, defaults.drain_timeout);
+    }
+
+    #[test]
+    fn the_store_defaults_to_the_embedded_file_in_the_data_dir() {
+        let c = parse("").unwrap();
+        assert!(c.store.url.is_embedded());
+        assert_eq!(c.store.url.embedded_path(&c.data_dir), Some(PathBuf::from("data/saves.db")));
+        assert_eq!(c.store.session, "main");
+        assert_eq!(c.store.load_timeout, Duration::from_secs(5));
+        assert_eq!(c.store.save_retry, Duration::from_millis(500));
+        assert_eq!(c.store.save_attempts, 5);
+        assert_eq!(c.store.drain_timeout, Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_postgres_store_url_parses_and_never_shows_its_password() {
+        let c = parse("[store]\nurl = \"postgres://gate:hunter2@127.0.0.1:5432/saves\"\n").unwrap();
+        assert!(!c.store.url.is_embedded());
+        assert!(!format!("{c:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn a_bad_store_url_is_named() {
+        let err = parse("[store]\nurl = \"mysql://h/db\"\n").unwrap_err().to_string();
+        assert!(err.contains("url") && err.contains("sqlite:PATH"), "{err}");
+    }
+
+    #[test]
+    fn store_timings_are_checked_by_key() {
+        for (text, key) in [
+            ("[store]\nsave_attempts = 0\n", "store.save_attempts"),
+            ("[store]\nload_timeout_ms = 0\n", "store.load_timeout_ms"),
+            ("[store]\nsave_retry_ms = 0\n", "store.save_retry_ms"),
+            ("[store]\ndrain_timeout_ms = 0\n", "store.drain_timeout_ms"),
+            ("[store]\nsession = \"\"\n", "store.session"),
+            ("[store]\nsession = \"a b\"\n", "store.session"),
+        ] {
+            let err = parse(text).unwrap_err();
+            assert!(
+                matches!(err, ConfigError::Invalid { key: ref k, .. } if k == key),
+                "{text}: {err}"
+            );
+        }
     }
 
     #[test]

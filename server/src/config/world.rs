@@ -8,7 +8,7 @@ use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
 
-use gatehouse_protocol::{LevelName, NodeId};
+use gatehouse_protocol::{CharacterDef, LevelName, NodeId};
 use gatehouse_tags::GameplayTag;
 use serde::Deserialize;
 
@@ -33,6 +33,32 @@ pub struct WorldMap {
     /// `[[hazard]]`: damage-over-time hazards.
     #[serde(default, rename = "hazard")]
     pub hazards: Vec<Hazard>,
+    /// `[[preset]]`: the read-only preset catalog (seed 001: a relaunch plays "a saved
+    /// character, or a read-only preset").
+    #[serde(rename = "preset")]
+    pub presets: Vec<PresetSpec>,
+    /// `default_preset`: the preset a player without a save starts from.
+    pub default_preset: String,
+    /// `startup_kits`: kits granted once per session at the first possession (seed 001
+    /// `bStartupKitsGranted`).
+    #[serde(default)]
+    pub startup_kits: Vec<GameplayTag>,
+    /// `max_health`: a player's health after login and after each respawn.
+    #[serde(default = "hundred")]
+    pub max_health: u32,
+}
+
+/// `[[preset]]`: a read-only character preset.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PresetSpec {
+    /// `name`: how saves refer to it.
+    pub name: String,
+    /// `character_def`: the pawn class it plays.
+    pub character_def: CharacterDef,
+    /// `kits`: its composed ability kits (may be empty: a preset with zero kits still latches).
+    #[serde(default)]
+    pub kits: Vec<GameplayTag>,
 }
 
 /// `[travel]`: the server travels to the next node of `route` every `interval_ms`, cycling.
@@ -62,11 +88,7 @@ pub struct NodeSpec {
     #[serde(default = "one")]
     pub spawn_points: u32,
     /// `spawn_points_register_ms`: spawn points register this long after the levels stream.
-    #[serde(
-        default,
-        rename = "spawn_points_register_ms",
-        deserialize_with = "millis"
-    )]
+    #[serde(default, rename = "spawn_points_register_ms", deserialize_with = "millis")]
     pub spawn_points_register: Duration,
     /// `rooms`: if present the node is a dungeon whose rooms stream after its levels, and it is
     /// ready for spawns only when every room has streamed.
@@ -116,6 +138,10 @@ fn one() -> u32 {
     1
 }
 
+fn hundred() -> u32 {
+    100
+}
+
 impl WorldMap {
     /// Reads and checks a world file.
     ///
@@ -138,16 +164,10 @@ impl WorldMap {
     }
 
     fn check(&self, path: &Path) -> Result<(), ConfigError> {
-        let invalid = |key: String, why: String| ConfigError::Invalid {
-            path: path.to_owned(),
-            key,
-            why,
-        };
+        let invalid =
+            |key: String, why: String| ConfigError::Invalid { path: path.to_owned(), key, why };
         if self.nodes.is_empty() {
-            return Err(invalid(
-                "node".into(),
-                "declare at least one [[node]]".into(),
-            ));
+            return Err(invalid("node".into(), "declare at least one [[node]]".into()));
         }
         let mut ids = HashSet::new();
         for (i, node) in self.nodes.iter().enumerate() {
@@ -158,10 +178,7 @@ impl WorldMap {
                 ));
             }
             if node.levels.is_empty() {
-                return Err(invalid(
-                    format!("node[{i}].levels"),
-                    "list at least one level".into(),
-                ));
+                return Err(invalid(format!("node[{i}].levels"), "list at least one level".into()));
             }
             if node.spawn_points == 0 {
                 return Err(invalid(
@@ -179,10 +196,7 @@ impl WorldMap {
         }
         if let Some(travel) = &self.travel {
             if travel.route.is_empty() {
-                return Err(invalid(
-                    "travel.route".into(),
-                    "list at least one node".into(),
-                ));
+                return Err(invalid("travel.route".into(), "list at least one node".into()));
             }
             if let Some((i, id)) = travel.route.iter().enumerate().find(|(_, id)| !known(id)) {
                 return Err(invalid(
@@ -191,11 +205,32 @@ impl WorldMap {
                 ));
             }
             if travel.interval < Duration::from_millis(100) {
+                return Err(invalid("travel.interval_ms".into(), "must be at least 100".into()));
+            }
+        }
+        let mut preset_names = HashSet::new();
+        for (i, preset) in self.presets.iter().enumerate() {
+            if !preset_names.insert(preset.name.as_str()) {
                 return Err(invalid(
-                    "travel.interval_ms".into(),
-                    "must be at least 100".into(),
+                    format!("preset[{i}].name"),
+                    format!("{} is declared twice", preset.name),
                 ));
             }
+            if let Some(kit) = preset.kits.iter().find(|k| !k.is_declared()) {
+                return Err(invalid(
+                    format!("preset[{i}].kits"),
+                    format!("{kit} is not a declared tag"),
+                ));
+            }
+        }
+        if !preset_names.contains(self.default_preset.as_str()) {
+            return Err(invalid(
+                "default_preset".into(),
+                format!("{} is not a declared [[preset]]", self.default_preset),
+            ));
+        }
+        if self.max_health == 0 {
+            return Err(invalid("max_health".into(), "must be at least 1".into()));
         }
         for (i, hazard) in self.hazards.iter().enumerate() {
             let key = |k: &str| format!("hazard[{i}].{k}");
@@ -225,6 +260,16 @@ impl WorldMap {
     pub fn node(&self, id: &NodeId) -> Option<&NodeSpec> {
         self.nodes.iter().find(|n| &n.id == id)
     }
+
+    /// The preset with this name.
+    pub fn preset(&self, name: &str) -> Option<&PresetSpec> {
+        self.presets.iter().find(|p| p.name == name)
+    }
+
+    /// The default preset (checked to exist at load).
+    pub fn default_preset(&self) -> Option<&PresetSpec> {
+        self.preset(&self.default_preset)
+    }
 }
 
 impl NodeSpec {
@@ -240,6 +285,10 @@ mod tests {
 
     const MINIMAL: &str = r#"
 start_node = "a"
+default_preset = "P"
+[[preset]]
+name = "P"
+character_def = "Vanguard"
 [[node]]
 id = "a"
 levels = [{ name = "a_main", stream_ms = 10 }]
@@ -275,10 +324,18 @@ levels = [{ name = "a_main", stream_ms = 10 }]
         let text = format!(
             "{MINIMAL}\n[[hazard]]\nnode = \"a\"\neffect = \"Effect.Nope\"\ndamage_per_tick = 1\ntick_ms = 1\nduration_ms = 1\nexposure_ms = 1\n"
         );
-        let err = WorldMap::parse(Path::new("w.toml"), &text)
-            .unwrap_err()
-            .to_string();
+        let err = WorldMap::parse(Path::new("w.toml"), &text).unwrap_err().to_string();
         assert!(err.contains("Effect.Nope"), "{err}");
+    }
+
+    #[test]
+    fn an_unknown_default_preset_is_named() {
+        let text = MINIMAL.replace("default_preset = \"P\"", "default_preset = \"Q\"");
+        let err = WorldMap::parse(Path::new("w.toml"), &text).unwrap_err();
+        assert!(
+            matches!(err, ConfigError::Invalid { ref key, .. } if key == "default_preset"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -286,9 +343,7 @@ levels = [{ name = "a_main", stream_ms = 10 }]
         let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config");
         for file in ["world.toml", "soak-world.toml"] {
             let path = root.join(file);
-            if path.exists() {
-                WorldMap::load(&path).unwrap();
-            }
+            WorldMap::load(&path).unwrap();
         }
     }
 }

@@ -13,9 +13,16 @@
 //!
 //! Modules, one concern each: `players` (roster, player states, pawns), `streaming` (simulated
 //! level streaming and the world-map gate), `transition` (the phase machine and the
-//! settle-hold), `spawn` (the spawn queue and pawn creation), `timers` (named deadlines).
+//! settle-hold), `spawn` (the spawn queue and pawn creation), `abilities` (a player state's
+//! ability system and the kit latch), `hazards` (effects over time and death), `respawn`
+//! (per-player death respawn), `persistence` (player and session saves), `timers` (named
+//! deadlines).
 
+mod abilities;
+mod hazards;
+mod persistence;
 mod players;
+mod respawn;
 mod snapshot;
 mod spawn;
 mod streaming;
@@ -35,11 +42,14 @@ use gatehouse_protocol::{
 };
 
 use crate::config::{ClientReadyPolicy, GameConfig, WorldMap};
+use crate::store::{LoadOutcome, PlayerSave, SessionSave};
 
 pub use snapshot::{GameSnapshot, PendingSpawn, PlayerSnapshot};
 pub use spawn::SpawnKind;
 pub use streaming::LoadId;
 
+use hazards::HazardState;
+use persistence::{RecentPlayers, SessionState};
 use players::{Pawn, Player, RefusalVerdict, RefusalWindow};
 use spawn::SpawnQueue;
 use streaming::WorldStreaming;
@@ -115,6 +125,20 @@ pub enum Input {
         /// The destination.
         node: NodeId,
     },
+    /// A player's save load finished (seed `OnLoadCompleted`).
+    PlayerLoaded {
+        /// Whose.
+        player: PlayerId,
+        /// The ticket of [`Output::LoadPlayer`].
+        ticket: u64,
+        /// What the store found.
+        outcome: LoadOutcome<PlayerSave>,
+    },
+    /// The session save load finished.
+    SessionLoaded {
+        /// What the store found.
+        outcome: LoadOutcome<SessionSave>,
+    },
 }
 
 /// Something the core wants the shell to do.
@@ -143,6 +167,26 @@ pub enum Output {
     /// `jitter` (uniformly at random), then, if `spawn_points_after` is set, report
     /// [`Input::SpawnPointsRegistered`] that much later.
     Stream(StreamRequest),
+    /// Load a player's save and answer with [`Input::PlayerLoaded`] carrying `ticket`, always:
+    /// a failure or timeout is [`LoadOutcome::Failed`].
+    LoadPlayer {
+        /// Whose.
+        player: PlayerId,
+        /// Echo it in the answer.
+        ticket: u64,
+    },
+    /// Write a player's save (retrying on failure); saves of one player apply in order, and a
+    /// later load of that player sees them.
+    SavePlayer(PlayerSave),
+    /// Load the session save and answer with [`Input::SessionLoaded`].
+    LoadSession,
+    /// Write the session save: the world stands on `node`.
+    SaveSession {
+        /// The world's node.
+        node: NodeId,
+        /// The stored version this save replaces (0 for the first save).
+        version: u64,
+    },
 }
 
 /// A simulated streaming request (DESIGN §1: level streaming on the server is simulated).
@@ -197,6 +241,16 @@ pub struct Counters {
     pub stale_ignored: u64,
     /// Client messages refused with an `Error`.
     pub client_errors: u64,
+    /// Players that died.
+    pub deaths: u64,
+    /// Respawns accepted.
+    pub respawns: u64,
+    /// Kit grants sent (each a distinct set of kits, at most once per kit per session).
+    pub kit_grants: u64,
+    /// Save loads that failed or timed out.
+    pub load_failures: u64,
+    /// Saves requested from the store.
+    pub saves_requested: u64,
 }
 
 /// The authoritative game core. See the module documentation for how to drive it.
@@ -220,15 +274,27 @@ pub struct Game {
     route_next: usize,
     next_pawn: u64,
     next_transition: u64,
+    next_ticket: u64,
+    session: SessionState,
+    recent: RecentPlayers,
+    hazards: Vec<HazardState>,
+    /// The players a settle timeout last ended a transition without (for operators).
+    last_unplaced: Vec<PlayerId>,
     outputs: VecDeque<Output>,
     counters: Counters,
 }
 
 impl Game {
-    /// A game on `world`, booting at `now`: it immediately starts the boot travel to the start
-    /// node.
+    /// A game on `world`, booting at `now`: it asks for the session save and starts the boot
+    /// travel, which resolves its destination (the saved node, or the start node) once the
+    /// session save settles.
     pub fn new(rules: GameRules, world: Arc<WorldMap>, now: Instant) -> Self {
         let session_node = world.start_node.clone();
+        let hazards = world
+            .hazards
+            .iter()
+            .map(|h| HazardState { next_exposure: now + h.exposure, cursor: 0 })
+            .collect();
         let mut game = Game {
             rules,
             streaming: WorldStreaming::new(world.governs_session),
@@ -243,13 +309,20 @@ impl Game {
             route_next: 0,
             next_pawn: 1,
             next_transition: 1,
+            next_ticket: 1,
+            session: SessionState::Loading,
+            recent: RecentPlayers::default(),
+            hazards,
+            last_unplaced: Vec::new(),
             outputs: VecDeque::new(),
             counters: Counters::default(),
         };
         if let Some(route) = &game.world.travel {
             game.timers.set(Timer::RouteTravel, now + route.interval);
         }
-        game.start_transition(now, session_node);
+        game.rearm_effects_timer();
+        game.outputs.push_back(Output::LoadSession);
+        game.start_transition(now, transition::Destination::SessionNode);
         game
     }
 
@@ -260,19 +333,20 @@ impl Game {
         match input {
             Input::Login { connection, player } => self.handle_login(now, connection, player),
             Input::Disconnected { connection } => self.handle_disconnect(now, connection),
-            Input::Message {
-                connection,
-                message,
-            } => self.handle_message(now, connection, message),
+            Input::Message { connection, message } => self.handle_message(now, connection, message),
             Input::Streamed { load } => self.handle_streamed(now, load),
             Input::SpawnPointsRegistered { load } => self.streaming.spawn_points_registered(load),
             Input::Travel { node } => {
                 if self.world.node(&node).is_some() {
-                    self.start_transition(now, node);
+                    self.start_transition(now, transition::Destination::Node(node));
                 } else {
                     tracing::warn!(%node, "travel refused: no such node");
                 }
             }
+            Input::PlayerLoaded { player, ticket, outcome } => {
+                self.handle_player_loaded(now, &player, ticket, outcome)
+            }
+            Input::SessionLoaded { outcome } => self.handle_session_loaded(now, outcome),
         }
     }
 
@@ -286,7 +360,7 @@ impl Game {
                 Timer::SpawnSettle => self.try_finish_transition(now),
                 Timer::ClientReady => self.handle_client_ready_timeouts(now),
                 Timer::RouteTravel => self.travel_route(now),
-                Timer::Effects | Timer::Persistence => {}
+                Timer::Effects => self.handle_effects(now),
             }
         }
     }
@@ -322,16 +396,11 @@ impl Game {
     }
 
     fn transition_span(&self) -> tracing::Span {
-        self.transition
-            .as_ref()
-            .map_or_else(tracing::Span::none, |t| t.span.clone())
+        self.transition.as_ref().map_or_else(tracing::Span::none, |t| t.span.clone())
     }
 
     fn send(&mut self, connection: ConnectionId, message: ServerMessage) {
-        self.outputs.push_back(Output::Send {
-            connection,
-            message,
-        });
+        self.outputs.push_back(Output::Send { connection, message });
     }
 
     fn broadcast(&mut self, message: ServerMessage) {
@@ -362,14 +431,8 @@ impl Game {
             ),
             RefusalVerdict::Drop => {}
             RefusalVerdict::Close => {
-                tracing::warn!(
-                    connection = connection.0,
-                    "too many refused requests; closing"
-                );
-                self.outputs.push_back(Output::Close {
-                    connection,
-                    code: CloseCode::Abuse,
-                });
+                tracing::warn!(connection = connection.0, "too many refused requests; closing");
+                self.outputs.push_back(Output::Close { connection, code: CloseCode::Abuse });
                 self.remove_player(now, connection);
             }
         }
@@ -380,10 +443,7 @@ impl Game {
         if let Some(old) = self.players.get(&id).map(|p| p.connection) {
             self.counters.logins_replaced += 1;
             tracing::info!(player = %id, "login replaces an older connection of the same player");
-            self.outputs.push_back(Output::Close {
-                connection: old,
-                code: CloseCode::Replaced,
-            });
+            self.outputs.push_back(Output::Close { connection: old, code: CloseCode::Replaced });
             self.remove_player(now, old);
         }
         if self.players.len() >= self.rules.max_players {
@@ -398,14 +458,21 @@ impl Game {
                     ),
                 },
             );
-            self.outputs.push_back(Output::Close {
-                connection,
-                code: CloseCode::ServerFull,
-            });
+            self.outputs.push_back(Output::Close { connection, code: CloseCode::ServerFull });
             return;
         }
         self.counters.logins += 1;
-        let player = Player::new(id.clone(), connection, self.pick_team(), now);
+        let ticket = self.begin_player_load(&id);
+        let mut player = Player::new(
+            id.clone(),
+            connection,
+            self.pick_team(),
+            ticket,
+            self.world.max_health,
+            now,
+        );
+        // A relaunch remembers its class, so it can spawn before its save reloads.
+        player.character_def = self.recent.recall(&id);
         tracing::info!(player = %id, connection = connection.0, "player logged in");
         self.send(
             connection,
@@ -448,20 +515,23 @@ impl Game {
     /// Removes the player on `connection` and its pawns, and re-evaluates anything that was
     /// waiting for it, so no departed client can wedge a transition (DESIGN §4).
     fn remove_player(&mut self, now: Instant, connection: ConnectionId) {
-        let Some(id) = self.connections.remove(&connection) else {
-            return;
-        };
-        let Some(player) = self.players.remove(&id) else {
-            return;
-        };
+        let Some(id) = self.connections.get(&connection).cloned() else { return };
+        let node = self
+            .players
+            .get(&id)
+            .and_then(|p| p.pawn)
+            .and_then(|pawn| self.pawns.get(&pawn))
+            .map(|pawn| pawn.node.clone());
+        self.save_player(&id, node);
+        self.connections.remove(&connection);
+        let Some(player) = self.players.remove(&id) else { return };
         tracing::info!(player = %id, "player left");
+        if let Some(def) = &player.character_def {
+            self.recent.remember(id.clone(), def.clone());
+        }
         self.spawns.remove_player(&id);
-        let owned: Vec<PawnId> = self
-            .pawns
-            .values()
-            .filter(|p| p.owner == id)
-            .map(|p| p.id)
-            .collect();
+        let owned: Vec<PawnId> =
+            self.pawns.values().filter(|p| p.owner == id).map(|p| p.id).collect();
         for pawn_id in owned {
             self.pawns.remove(&pawn_id);
             self.broadcast(ServerMessage::PawnDestroyed { pawn_id });
@@ -490,17 +560,9 @@ impl Game {
             ClientMessage::PossessionAcknowledged { pawn_id } => {
                 self.handle_possession_acknowledged(now, connection, &id, pawn_id)
             }
-            ClientMessage::RestartRequest => self.refuse(
-                now,
-                connection,
-                ErrorCode::RestartRejected,
-                "restart is accepted only while the player holds State.Dead".into(),
-            ),
+            ClientMessage::RestartRequest => self.handle_restart_request(now, connection, &id),
             ClientMessage::Leave => {
-                self.outputs.push_back(Output::Close {
-                    connection,
-                    code: CloseCode::Leave,
-                });
+                self.outputs.push_back(Output::Close { connection, code: CloseCode::Leave });
                 self.remove_player(now, connection);
             }
         }
@@ -547,6 +609,6 @@ impl Game {
         self.route_next = (self.route_next + 1) % route.route.len();
         self.timers.set(Timer::RouteTravel, now + route.interval);
         tracing::info!(%node, "route travel");
-        self.start_transition(now, node);
+        self.start_transition(now, transition::Destination::Node(node));
     }
 }

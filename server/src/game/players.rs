@@ -1,16 +1,47 @@
 //! Players, their player states and their pawns.
 //!
 //! A [`Player`] is one logged-in connection (the seed's PlayerController) together with its
-//! player state (team, CharacterDef). A [`Pawn`] is owned by a player and stands on a node; the
-//! player possesses at most one pawn at a time.
+//! player state: team, CharacterDef, preset, ability system, inventory, and where its save
+//! stands. A [`Pawn`] is owned by a player and stands on a node; the player possesses at most
+//! one pawn at a time, and a dead pawn lingers (unpossessed) until its replacement exists.
 
 use std::time::Instant;
 
 use gatehouse_protocol::{
     CharacterDef, NodeId, PawnId, PawnView, PlayerId, PlayerStateView, TeamId, TransitionId,
 };
+use gatehouse_tags::GameplayTag;
 
 use super::ConnectionId;
+use super::abilities::AbilityState;
+use crate::store::{InventoryItem, Preset};
+
+/// Where a player's save stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Persistence {
+    /// Its load is in flight (seed `WillAutoLoad`): the preset is not known yet.
+    Loading {
+        /// Names the load; a reply with another ticket is stale.
+        ticket: u64,
+    },
+    /// Loaded (or new): saves carry this version.
+    Loaded {
+        /// The version the next save must carry.
+        version: u64,
+    },
+    /// The load failed or timed out: the player plays the default preset and is never saved,
+    /// so the stored save is not overwritten with defaults.
+    Disabled,
+}
+
+/// The resolved preset of a player state.
+#[derive(Debug, Clone)]
+pub(crate) struct ResolvedPreset {
+    /// What the save records.
+    pub(crate) source: Preset,
+    /// The composed kits it grants.
+    pub(crate) kits: Vec<GameplayTag>,
+}
 
 /// A logged-in player and its player state.
 #[derive(Debug)]
@@ -18,7 +49,19 @@ pub(crate) struct Player {
     pub(crate) id: PlayerId,
     pub(crate) connection: ConnectionId,
     pub(crate) team: TeamId,
-    pub(crate) character_def: CharacterDef,
+    /// The pawn class; unknown until the save loads (or a relaunch remembers it). No pawn is
+    /// spawned for a player without one.
+    pub(crate) character_def: Option<CharacterDef>,
+    /// The preset, once resolved (seed `ActivePreset`).
+    pub(crate) preset: Option<ResolvedPreset>,
+    pub(crate) persistence: Persistence,
+    /// Belongs to the player (the seed's controller); survives pawn swaps.
+    pub(crate) inventory: Vec<InventoryItem>,
+    /// Equipment tags (infinite effects on the ability system).
+    pub(crate) equipment: Vec<GameplayTag>,
+    pub(crate) abilities: AbilityState,
+    /// A dead pawn waiting for its replacement to exist before it is destroyed.
+    pub(crate) dead_pawn: Option<PawnId>,
     /// The pawn this player possesses.
     pub(crate) pawn: Option<PawnId>,
     /// The pawn the owning client acknowledged possession of. The player is placed only when
@@ -60,10 +103,7 @@ impl RefusalWindow {
     pub(crate) const CLOSE_AT: u32 = 50;
 
     fn new(now: Instant) -> Self {
-        RefusalWindow {
-            started: now,
-            count: 0,
-        }
+        RefusalWindow { started: now, count: 0 }
     }
 
     pub(crate) fn record(&mut self, now: Instant) -> RefusalVerdict {
@@ -81,12 +121,25 @@ impl RefusalWindow {
 }
 
 impl Player {
-    pub(crate) fn new(id: PlayerId, connection: ConnectionId, team: TeamId, now: Instant) -> Self {
+    pub(crate) fn new(
+        id: PlayerId,
+        connection: ConnectionId,
+        team: TeamId,
+        ticket: u64,
+        max_health: u32,
+        now: Instant,
+    ) -> Self {
         Player {
             id,
             connection,
             team,
-            character_def: default_character_def(),
+            character_def: None,
+            preset: None,
+            persistence: Persistence::Loading { ticket },
+            inventory: Vec::new(),
+            equipment: Vec::new(),
+            abilities: AbilityState::new(max_health),
+            dead_pawn: None,
             pawn: None,
             acknowledged: None,
             shown: None,
@@ -101,14 +154,14 @@ impl Player {
 
     /// Whether the player's ability state holds `State.Dead`.
     pub(crate) fn is_dead(&self) -> bool {
-        false
+        self.abilities.is_dead()
     }
 
     pub(crate) fn view(&self) -> PlayerStateView {
         PlayerStateView {
             player_id: self.id.clone(),
             team: Some(self.team),
-            character_def: Some(self.character_def.clone()),
+            character_def: self.character_def.clone(),
         }
     }
 }
@@ -133,10 +186,4 @@ impl Pawn {
             alive: self.alive,
         }
     }
-}
-
-fn default_character_def() -> CharacterDef {
-    // A literal that satisfies the name rule.
-    #[allow(clippy::expect_used)]
-    CharacterDef::new("Vanguard").expect("a valid literal name")
 }

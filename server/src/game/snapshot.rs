@@ -26,6 +26,8 @@ pub struct GameSnapshot {
     pub players: Vec<PlayerSnapshot>,
     /// Players without an acknowledged pawn.
     pub unplaced_players: Vec<PlayerId>,
+    /// The players the last settle timeout ended a transition without.
+    pub last_settle_timeout_unplaced: Vec<PlayerId>,
     /// Decision counters.
     pub counters: Counters,
 }
@@ -61,7 +63,7 @@ impl Game {
     pub fn snapshot(&self) -> GameSnapshot {
         let phase = match self.transition.as_ref().map(|t| &t.phase) {
             None => "None",
-            Some(Phase::Freezing) => "Freezing",
+            Some(Phase::Freezing { .. }) => "Freezing",
             Some(Phase::Loading) => "Loading",
             Some(Phase::WaitingForClients { .. }) => "WaitingForClients",
             Some(Phase::Completing { .. }) => "Completing",
@@ -72,11 +74,7 @@ impl Game {
             .map(|p| PlayerSnapshot {
                 player: p.id.clone(),
                 pawn: p.pawn,
-                owned_pawns: self
-                    .pawns
-                    .values()
-                    .filter(|pawn| pawn.owner == p.id)
-                    .count(),
+                owned_pawns: self.pawns.values().filter(|pawn| pawn.owner == p.id).count(),
                 placed: p.is_placed(),
                 dead: p.is_dead(),
             })
@@ -86,7 +84,7 @@ impl Game {
             transition_id: self.transition.as_ref().map(|t| t.id),
             transition_target: self.transition.as_ref().map(|t| t.target.clone()),
             streamed_node: self.streaming.streamed_node().cloned(),
-            load_in_flight: self.streaming.is_load_in_flight(),
+            load_in_flight: self.streaming.is_load_in_flight() || self.is_save_load_in_flight(),
             pending_spawns: self
                 .spawns
                 .requests()
@@ -102,6 +100,7 @@ impl Game {
                 .map(|p| p.player.clone())
                 .collect(),
             players,
+            last_settle_timeout_unplaced: self.last_unplaced.clone(),
             counters: self.counters.clone(),
         }
     }

@@ -34,6 +34,16 @@ pub(crate) struct SpawnRequest {
     pub(crate) player: PlayerId,
     pub(crate) kind: SpawnKind,
     pub(crate) node: NodeId,
+    /// The request's span: every attempt at it logs inside it (DESIGN §4).
+    span: tracing::Span,
+}
+
+impl SpawnRequest {
+    fn new(player: PlayerId, kind: SpawnKind, node: NodeId) -> Self {
+        let span =
+            tracing::info_span!("spawn_request", player = %player, kind = ?kind, node = %node);
+        SpawnRequest { player, kind, node, span }
+    }
 }
 
 /// Pending spawn requests, oldest first.
@@ -59,6 +69,13 @@ impl SpawnQueue {
     pub(crate) fn discard_pending(&mut self, kind: SpawnKind) -> usize {
         let before = self.pending.len();
         self.pending.retain(|r| r.kind != kind);
+        before - self.pending.len()
+    }
+
+    /// Drops every request for a node other than `node`; returns how many.
+    pub(crate) fn discard_not_for(&mut self, node: &NodeId) -> usize {
+        let before = self.pending.len();
+        self.pending.retain(|r| &r.node == node);
         before - self.pending.len()
     }
 
@@ -93,9 +110,7 @@ impl Game {
             tracing::debug!(%player, ?kind, "spawn request not queued: one is already pending");
         } else {
             tracing::debug!(%player, ?kind, %node, "spawn request queued");
-            self.spawns
-                .pending
-                .push(SpawnRequest { player, kind, node });
+            self.spawns.pending.push(SpawnRequest::new(player, kind, node));
         }
         if !self.transition.as_ref().is_some_and(|t| t.blocks_spawns()) {
             self.process_pending_spawns(now);
@@ -113,27 +128,21 @@ impl Game {
     /// pawnless (initial spawn) or whose pawn stands on another node (level transition).
     /// Players with a pending request are skipped.
     pub(crate) fn ensure_spawns_queued_for_all_players(&mut self) {
-        let node = self
-            .transition
-            .as_ref()
-            .map_or(&self.session_node, |t| &t.target)
-            .clone();
+        let node = self.transition.as_ref().map_or(&self.session_node, |t| &t.target).clone();
         let mut new = Vec::new();
         for player in self.players.values() {
             if self.spawns.has_request_for(&player.id) {
                 continue;
             }
             match player.pawn.and_then(|p| self.pawns.get(&p)) {
-                None => new.push(SpawnRequest {
-                    player: player.id.clone(),
-                    kind: SpawnKind::Initial,
-                    node: node.clone(),
-                }),
-                Some(pawn) if pawn.node != node => new.push(SpawnRequest {
-                    player: player.id.clone(),
-                    kind: SpawnKind::LevelTransition,
-                    node: node.clone(),
-                }),
+                None => {
+                    new.push(SpawnRequest::new(player.id.clone(), SpawnKind::Initial, node.clone()))
+                }
+                Some(pawn) if pawn.node != node => new.push(SpawnRequest::new(
+                    player.id.clone(),
+                    SpawnKind::LevelTransition,
+                    node.clone(),
+                )),
                 Some(_) => {}
             }
         }
@@ -149,7 +158,9 @@ impl Game {
         let requests = std::mem::take(&mut self.spawns.pending);
         let mut retry = false;
         for request in requests {
-            match self.attempt_spawn(now, &request) {
+            let span = request.span.clone();
+            let attempt = span.in_scope(|| self.attempt_spawn(now, &request));
+            match attempt {
                 Attempt::Done => {}
                 Attempt::Wait => self.spawns.pending.push(request),
                 Attempt::Retry => {
@@ -160,8 +171,7 @@ impl Game {
         }
         if retry {
             self.counters.spawn_point_retries += 1;
-            self.timers
-                .set_earliest(Timer::SpawnRetry, now + self.rules.spawn_retry);
+            self.timers.set_earliest(Timer::SpawnRetry, now + self.rules.spawn_retry);
         }
         self.try_finish_transition(now);
     }
@@ -170,6 +180,10 @@ impl Game {
         let Some(player) = self.players.get(&request.player) else {
             return Attempt::Done;
         };
+        if player.character_def.is_none() {
+            // The pawn class is unknown until the save loads; the load's completion retries.
+            return Attempt::Wait;
+        }
         let current = player.pawn.and_then(|p| self.pawns.get(&p));
         // A request for a player who has a pawn is a teleport, whatever it was queued as.
         if let Some(pawn) = current {
@@ -220,16 +234,11 @@ impl Game {
         if !self.streaming.is_level_ready_for_spawn(node) {
             return None;
         }
-        let owner = self.players.get(player)?;
+        let character_def = self.players.get(player)?.character_def.clone()?;
         let id = PawnId(self.next_pawn);
         self.next_pawn += 1;
-        let pawn = Pawn {
-            id,
-            owner: player.clone(),
-            character_def: owner.character_def.clone(),
-            node: node.clone(),
-            alive: true,
-        };
+        let pawn =
+            Pawn { id, owner: player.clone(), character_def, node: node.clone(), alive: true };
         tracing::info!(%player, pawn = %id, %node, "pawn spawned");
         self.counters.pawns_spawned += 1;
         self.broadcast(ServerMessage::PawnSpawned(pawn.view()));
@@ -237,15 +246,28 @@ impl Game {
         Some(id)
     }
 
-    /// `PossessedBy`: the player now controls `pawn`; its client must acknowledge.
+    /// `PossessedBy`: the player now controls `pawn` (its client must acknowledge), the
+    /// ability system initialises (`InitAbilityActorInfo`: the kit latch's possession side), and
+    /// a dead pawn waiting for this replacement is destroyed, last.
     fn possess(&mut self, player: &PlayerId, pawn: PawnId) {
-        let Some(p) = self.players.get_mut(player) else {
-            return;
-        };
+        let startup = self.world.startup_kits.clone();
+        let Some(p) = self.players.get_mut(player) else { return };
         p.pawn = Some(pawn);
         p.acknowledged = None;
-        let connection = p.connection;
+        let composed = p.preset.as_ref().map(|preset| preset.kits.clone());
+        let granted = p.abilities.init_ability_actor_info(&startup, composed.as_deref());
+        let (connection, dead) = (p.connection, p.dead_pawn.take());
         self.send(connection, ServerMessage::Possessed { pawn_id: pawn });
+        if !granted.is_empty() {
+            self.counters.kit_grants += 1;
+            self.send(connection, ServerMessage::KitsGranted { kits: granted });
+        }
+        if let Some(dead) = dead {
+            if self.pawns.remove(&dead).is_some() {
+                tracing::info!(%player, pawn = %dead, "dead pawn destroyed after its replacement exists");
+                self.broadcast(ServerMessage::PawnDestroyed { pawn_id: dead });
+            }
+        }
     }
 
     /// A level-transition request: move the existing pawn; never a second pawn.
@@ -260,10 +282,7 @@ impl Game {
         pawn.node = node.clone();
         self.counters.pawns_teleported += 1;
         tracing::info!(pawn = %pawn_id, %node, "pawn teleported");
-        self.broadcast(ServerMessage::PawnTeleported {
-            pawn_id,
-            node: node.clone(),
-        });
+        self.broadcast(ServerMessage::PawnTeleported { pawn_id, node: node.clone() });
         true
     }
 }

@@ -114,6 +114,19 @@ impl WorldStreaming {
         }
     }
 
+    /// Test hook: the streamed node's spawn points unregister (as if its spawn-point actors
+    /// were not registered yet), without any event.
+    #[cfg(test)]
+    pub(crate) fn forget_spawn_points(&mut self) {
+        self.spawn_points_registered = false;
+    }
+
+    /// The load that streamed the current node.
+    #[cfg(test)]
+    pub(crate) fn streamed_load(&self) -> Option<LoadId> {
+        self.streamed.as_ref().map(|(_, l)| *l)
+    }
+
     /// The node whose levels are in.
     pub(crate) fn streamed_node(&self) -> Option<&NodeId> {
         self.streamed.as_ref().map(|(n, _)| n)

@@ -20,20 +20,12 @@ pub(crate) enum Timer {
     RouteTravel = 3,
     /// The earliest pending game-effect event (hazard exposure, damage tick, effect expiry).
     Effects = 4,
-    /// The earliest pending persistence deadline (a load or save taking too long).
-    Persistence = 5,
 }
 
-const TIMER_COUNT: usize = 6;
+const TIMER_COUNT: usize = 5;
 
-const ALL: [Timer; TIMER_COUNT] = [
-    Timer::SpawnRetry,
-    Timer::SpawnSettle,
-    Timer::ClientReady,
-    Timer::RouteTravel,
-    Timer::Effects,
-    Timer::Persistence,
-];
+const ALL: [Timer; TIMER_COUNT] =
+    [Timer::SpawnRetry, Timer::SpawnSettle, Timer::ClientReady, Timer::RouteTravel, Timer::Effects];
 
 /// A deadline per [`Timer`].
 #[derive(Debug, Default, Clone)]

@@ -38,11 +38,25 @@ pub(crate) struct Transition {
     pub(crate) span: tracing::Span,
 }
 
+/// Where a travel goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Destination {
+    /// The session's current node, known once the session save settles (the seed's
+    /// `TravelToCurrentNode`: the boot travel).
+    SessionNode,
+    /// A named node (route travel, operator travel).
+    Node(NodeId),
+}
+
 /// Server-side transition phases; each holds only its own data.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Phase {
-    /// Characters frozen, loading screen up; the destination is being resolved.
-    Freezing,
+    /// Characters frozen, loading screen up; the destination is being resolved: the travel
+    /// waits until the session save and every player's save settled.
+    Freezing {
+        /// What to resolve.
+        destination: Destination,
+    },
     /// The destination's levels stream.
     Loading,
     /// Waiting for every client to report ready.
@@ -68,7 +82,11 @@ impl Transition {
 
 impl Game {
     /// `StartTransition`: freeze, raise the loading screen, resolve the destination.
-    pub(crate) fn start_transition(&mut self, now: Instant, target: NodeId) {
+    pub(crate) fn start_transition(&mut self, now: Instant, destination: Destination) {
+        let target = match &destination {
+            Destination::Node(node) => node.clone(),
+            Destination::SessionNode => self.session_node.clone(),
+        };
         let id = TransitionId(self.next_transition);
         self.next_transition += 1;
         self.counters.transitions_started += 1;
@@ -85,7 +103,7 @@ impl Game {
         self.transition = Some(Transition {
             id,
             target: target.clone(),
-            phase: Phase::Freezing,
+            phase: Phase::Freezing { destination },
             ready: BTreeSet::new(),
             excused: BTreeSet::new(),
             span: span.clone(),
@@ -94,25 +112,80 @@ impl Game {
             player.shown = Some((id, now));
         }
         self.broadcast(ServerMessage::FreezeCharacters { transition_id: id });
+        self.rebalance_teams(id);
         self.try_resolve_destination(now);
+    }
+
+    /// A team change at every travel, so the presentation path of clients is exercised: teams
+    /// are evened out, then one pair swaps sides.
+    fn rebalance_teams(&mut self, id: TransitionId) {
+        use gatehouse_protocol::TeamId;
+        let on = |game: &Game, t: u8| -> Vec<PlayerId> {
+            game.players.values().filter(|p| p.team == TeamId(t)).map(|p| p.id.clone()).collect()
+        };
+        let mut changed = Vec::new();
+        loop {
+            let (one, two) = (on(self, 1), on(self, 2));
+            let (from, to) = if one.len() > two.len() + 1 {
+                (one, 2)
+            } else if two.len() > one.len() + 1 {
+                (two, 1)
+            } else {
+                break;
+            };
+            if let Some(p) = from.last().and_then(|p| self.players.get_mut(p)) {
+                p.team = TeamId(to);
+                changed.push(p.id.clone());
+            }
+        }
+        let (one, two) = (on(self, 1), on(self, 2));
+        if !one.is_empty() && !two.is_empty() {
+            let pick = |v: &Vec<PlayerId>| v[id.0 as usize % v.len()].clone();
+            let (a, b) = (pick(&one), pick(&two));
+            if let Some(p) = self.players.get_mut(&a) {
+                p.team = TeamId(2);
+            }
+            if let Some(p) = self.players.get_mut(&b) {
+                p.team = TeamId(1);
+            }
+            changed.extend([a, b]);
+        }
+        for id in changed {
+            if let Some(view) = self.players.get(&id).map(|p| p.view()) {
+                self.broadcast(ServerMessage::PlayerStateUpdated(view));
+            }
+        }
     }
 
     /// Freezing → Loading once the destination is known. Right before travelling, pending
     /// initial spawns are discarded: they captured a node that may be stale, and OnReadyToSpawn
     /// re-queues every pawnless player against the resolved node (seed 001, Stale-Node Discard).
-    fn try_resolve_destination(&mut self, now: Instant) {
+    pub(crate) fn try_resolve_destination(&mut self, now: Instant) {
         let Some(t) = &self.transition else { return };
-        if t.phase != Phase::Freezing {
+        let Phase::Freezing { destination } = &t.phase else { return };
+        if !self.persistence_settled() {
             return;
         }
-        let (id, target) = (t.id, t.target.clone());
+        let target = match destination {
+            Destination::Node(node) => node.clone(),
+            Destination::SessionNode => self.session_node.clone(),
+        };
+        let id = t.id;
+        if let Some(t) = &mut self.transition {
+            t.target = target.clone();
+            t.span.record("node", tracing::field::display(&target));
+        }
         let discarded = self.spawns.discard_pending(SpawnKind::Initial);
         if discarded > 0 {
             self.counters.initial_spawns_discarded += discarded as u64;
-            tracing::info!(
-                discarded,
-                "discarded stale initial spawn requests before travel"
-            );
+            tracing::info!(discarded, "discarded stale initial spawn requests before travel");
+        }
+        // Requests a superseded transition (or the world before this travel) left for another
+        // node would never be placed: drop them too; OnReadyToSpawn re-queues their players.
+        let superseded = self.spawns.discard_not_for(&target);
+        if superseded > 0 {
+            self.counters.stale_ignored += superseded as u64;
+            tracing::info!(superseded, "dropped spawn requests for another node before travel");
         }
         self.session_node = target.clone();
         let Some(spec) = self.world.node(&target).cloned() else {
@@ -124,12 +197,7 @@ impl Game {
         self.outputs.push_back(Output::Stream(StreamRequest {
             load,
             what: format!("node {target}"),
-            duration: spec
-                .levels
-                .iter()
-                .map(|l| l.stream)
-                .max()
-                .unwrap_or_default(),
+            duration: spec.levels.iter().map(|l| l.stream).max().unwrap_or_default(),
             jitter: spec.jitter,
             spawn_points_after: Some(spec.spawn_points_register),
         }));
@@ -158,12 +226,7 @@ impl Game {
                     self.outputs.push_back(Output::Stream(StreamRequest {
                         load: rooms,
                         what: format!("dungeon rooms of {node}"),
-                        duration: spec
-                            .rooms
-                            .iter()
-                            .map(|r| r.stream)
-                            .max()
-                            .unwrap_or_default(),
+                        duration: spec.rooms.iter().map(|r| r.stream).max().unwrap_or_default(),
                         jitter: spec.jitter,
                         spawn_points_after: None,
                     }));
@@ -193,10 +256,8 @@ impl Game {
         self.ensure_spawns_queued_for_all_players();
         self.process_pending_spawns(now);
         let settle = self.rules.spawn_settle_timeout;
-        if let Some(Transition {
-            phase: Phase::Completing { settle_deadline },
-            ..
-        }) = &mut self.transition
+        if let Some(Transition { phase: Phase::Completing { settle_deadline }, .. }) =
+            &mut self.transition
         {
             *settle_deadline = (*settle_deadline).max(now + settle);
             self.timers.set(Timer::SpawnSettle, *settle_deadline);
@@ -254,10 +315,7 @@ impl Game {
         if !matches!(t.phase, Phase::WaitingForClients { .. }) {
             return;
         }
-        let all_ready = self
-            .players
-            .keys()
-            .all(|p| t.ready.contains(p) || t.excused.contains(p));
+        let all_ready = self.players.keys().all(|p| t.ready.contains(p) || t.excused.contains(p));
         if all_ready {
             self.complete_transition(now);
         }
@@ -349,14 +407,12 @@ impl Game {
         if now < settle_deadline {
             return;
         }
-        if self.streaming.is_load_in_flight() {
+        if self.streaming.is_load_in_flight() || self.is_save_load_in_flight() {
             // A slow load is progress, not a wedge.
             let pushed = now + self.rules.spawn_settle_timeout;
             self.counters.settle_extensions += 1;
-            if let Some(Transition {
-                phase: Phase::Completing { settle_deadline },
-                ..
-            }) = &mut self.transition
+            if let Some(Transition { phase: Phase::Completing { settle_deadline }, .. }) =
+                &mut self.transition
             {
                 *settle_deadline = pushed;
             }
@@ -379,21 +435,18 @@ impl Game {
         self.timers.stop(Timer::SpawnSettle);
         if timed_out {
             self.counters.settle_timeouts += 1;
-            let unplaced: Vec<String> = self
-                .players
-                .values()
-                .filter(|p| !p.is_placed())
-                .map(|p| p.id.to_string())
-                .collect();
-            tracing::warn!(unplaced = ?unplaced, pending_spawns = self.spawns.len(),
+            let unplaced: Vec<PlayerId> =
+                self.players.values().filter(|p| !p.is_placed()).map(|p| p.id.clone()).collect();
+            let names: Vec<&str> = unplaced.iter().map(PlayerId::as_str).collect();
+            tracing::warn!(unplaced = ?names, pending_spawns = self.spawns.len(),
                 "settle timeout with nothing loading: ending the transition with players unplaced");
+            self.last_unplaced = unplaced;
         } else {
             self.counters.transitions_completed += 1;
             tracing::info!("every player placed; transition ended");
         }
-        self.broadcast(ServerMessage::EndTransition {
-            transition_id: t.id,
-        });
+        self.broadcast(ServerMessage::EndTransition { transition_id: t.id });
+        self.save_all(t.target.clone());
     }
 
     /// A player joined: shown the transition in flight, or spawned at once (late join).
@@ -406,11 +459,8 @@ impl Game {
             };
             player.shown = Some((tid, now));
             let connection = player.connection;
-            self.send(
-                connection,
-                ServerMessage::FreezeCharacters { transition_id: tid },
-            );
-            if phase != Phase::Freezing {
+            self.send(connection, ServerMessage::FreezeCharacters { transition_id: tid });
+            if !matches!(phase, Phase::Freezing { .. }) {
                 let levels = self
                     .world
                     .node(&target)
@@ -433,8 +483,10 @@ impl Game {
         }
     }
 
-    /// After a player left: nothing may wait for it any more.
+    /// After a player left: nothing may wait for it any more (its save load, its ready report,
+    /// its placement).
     pub(crate) fn on_player_removed(&mut self, now: Instant) {
+        self.try_resolve_destination(now);
         self.rearm_client_ready_timer();
         self.check_all_clients_ready(now);
         self.try_finish_transition(now);

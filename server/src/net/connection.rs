@@ -69,11 +69,7 @@ pub(crate) async fn serve_connection(
                 return;
             }
             Err(_) => {
-                close(
-                    &connection,
-                    CloseCode::HelloTimeout,
-                    "no stream within the hello timeout",
-                );
+                close(&connection, CloseCode::HelloTimeout, "no stream within the hello timeout");
                 return;
             }
         };
@@ -82,11 +78,7 @@ pub(crate) async fn serve_connection(
         tokio::time::timeout(ctx.hello_timeout, read_message(&mut recv, &mut decoder)).await;
     let player = match hello {
         Err(_) => {
-            close(
-                &connection,
-                CloseCode::HelloTimeout,
-                "no Hello within the hello timeout",
-            );
+            close(&connection, CloseCode::HelloTimeout, "no Hello within the hello timeout");
             return;
         }
         Ok(Err(ReadError::Frame(e))) => {
@@ -98,10 +90,8 @@ pub(crate) async fn serve_connection(
             Ok(player) => player,
             Err(refusal) => {
                 tracing::info!(reason = ?refusal.reason, detail = %refusal.detail, "hello refused");
-                let rejected = ServerMessage::Rejected {
-                    reason: refusal.reason,
-                    detail: refusal.detail,
-                };
+                let rejected =
+                    ServerMessage::Rejected { reason: refusal.reason, detail: refusal.detail };
                 if let Ok(frame) = gatehouse_protocol::encode_frame(&rejected, ctx.max_frame_len) {
                     let _ = send.write_all(&frame).await;
                 }
@@ -114,27 +104,14 @@ pub(crate) async fn serve_connection(
 
     let (outbound, queue) = mpsc::channel(ctx.send_queue_frames);
     let writer = tokio::spawn(write_frames(connection.clone(), send, queue));
-    let login = ShellEvent::Login {
-        connection: id,
-        player,
-        outbound,
-        quic: connection.clone(),
-    };
+    let login = ShellEvent::Login { connection: id, player, outbound, quic: connection.clone() };
     if ctx.events.send(login).await.is_err() {
         return; // The game task is gone: the server is stopping.
     }
     loop {
         match read_message(&mut recv, &mut decoder).await {
             Ok(message) => {
-                if ctx
-                    .events
-                    .send(ShellEvent::Message {
-                        connection: id,
-                        message,
-                    })
-                    .await
-                    .is_err()
-                {
+                if ctx.events.send(ShellEvent::Message { connection: id, message }).await.is_err() {
                     break;
                 }
             }
@@ -146,10 +123,7 @@ pub(crate) async fn serve_connection(
             Err(ReadError::Closed) => break,
         }
     }
-    let _ = ctx
-        .events
-        .send(ShellEvent::Disconnected { connection: id })
-        .await;
+    let _ = ctx.events.send(ShellEvent::Disconnected { connection: id }).await;
     // The writer ends when the game task drops the queue or the connection closes.
     let _ = writer.await;
 }
@@ -158,11 +132,7 @@ fn check_hello(
     key: &TokenKey,
     message: ClientMessage,
 ) -> Result<gatehouse_protocol::PlayerId, Refusal> {
-    let ClientMessage::Hello {
-        protocol_version,
-        token,
-    } = message
-    else {
+    let ClientMessage::Hello { protocol_version, token } = message else {
         return Err(Refusal {
             reason: RejectReason::HelloExpected,
             code: CloseCode::ProtocolViolation,
@@ -178,16 +148,12 @@ fn check_hello(
             ),
         });
     }
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    token::verify(key, &token, now)
-        .map(|claims| claims.uid)
-        .map_err(|e| Refusal {
-            reason: e.reject_reason(),
-            code: CloseCode::Rejected,
-            detail: e.to_string(),
-        })
+    let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    token::verify(key, &token, now).map(|claims| claims.uid).map_err(|e| Refusal {
+        reason: e.reject_reason(),
+        code: CloseCode::Rejected,
+        detail: e.to_string(),
+    })
 }
 
 enum ReadError {

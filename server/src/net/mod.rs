@@ -98,10 +98,8 @@ pub fn bind_socket(addr: SocketAddr, buffer_bytes: usize) -> Result<std::net::Ud
     }
     socket.set_send_buffer_size(buffer_bytes).map_err(err)?;
     socket.set_recv_buffer_size(buffer_bytes).map_err(err)?;
-    let (send, recv) = (
-        socket.send_buffer_size().unwrap_or(0),
-        socket.recv_buffer_size().unwrap_or(0),
-    );
+    let (send, recv) =
+        (socket.send_buffer_size().unwrap_or(0), socket.recv_buffer_size().unwrap_or(0));
     if send < buffer_bytes || recv < buffer_bytes {
         tracing::warn!(
             requested = buffer_bytes,

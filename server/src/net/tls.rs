@@ -28,11 +28,7 @@ impl ServerIdentity {
     /// The SHA-256 fingerprint of the leaf certificate, as colon-separated hex.
     pub fn fingerprint(&self) -> String {
         let digest = Sha256::digest(self.chain.first().map_or(&[][..], |c| c.as_ref()));
-        digest
-            .iter()
-            .map(|b| format!("{b:02X}"))
-            .collect::<Vec<_>>()
-            .join(":")
+        digest.iter().map(|b| format!("{b:02X}")).collect::<Vec<_>>().join(":")
     }
 }
 
@@ -44,10 +40,7 @@ impl ServerIdentity {
 pub fn load_identity(tls: &TlsConfig, data_dir: &Path) -> Result<ServerIdentity, NetError> {
     match (&tls.certificate, &tls.private_key) {
         (Some(cert), Some(key)) => {
-            let identity = ServerIdentity {
-                chain: read_chain(cert)?,
-                key: read_key(key)?,
-            };
+            let identity = ServerIdentity { chain: read_chain(cert)?, key: read_key(key)? };
             tracing::info!(certificate = %cert.display(), fingerprint = %identity.fingerprint(),
                 "using the configured certificate");
             Ok(identity)
@@ -60,10 +53,7 @@ fn development_identity(data_dir: &Path) -> Result<ServerIdentity, NetError> {
     let cert_path = data_dir.join(DEV_CERT_FILE);
     let key_path = data_dir.join(DEV_KEY_FILE);
     let identity = if cert_path.exists() && key_path.exists() {
-        ServerIdentity {
-            chain: read_chain(&cert_path)?,
-            key: read_key(&key_path)?,
-        }
+        ServerIdentity { chain: read_chain(&cert_path)?, key: read_key(&key_path)? }
     } else {
         let generated = rcgen::generate_simple_self_signed(vec![
             "localhost".into(),
@@ -88,10 +78,7 @@ fn development_identity(data_dir: &Path) -> Result<ServerIdentity, NetError> {
 }
 
 fn cert_error(path: &Path, why: String) -> NetError {
-    NetError::Certificate {
-        path: PathBuf::from(path),
-        why,
-    }
+    NetError::Certificate { path: PathBuf::from(path), why }
 }
 
 fn write_private(path: &Path, bytes: &[u8]) -> Result<(), NetError> {
@@ -100,11 +87,8 @@ fn write_private(path: &Path, bytes: &[u8]) -> Result<(), NetError> {
     options.write(true).create(true).truncate(true);
     #[cfg(unix)]
     std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options
-        .open(path)
-        .map_err(|e| cert_error(path, e.to_string()))?;
-    file.write_all(bytes)
-        .map_err(|e| cert_error(path, e.to_string()))
+    let mut file = options.open(path).map_err(|e| cert_error(path, e.to_string()))?;
+    file.write_all(bytes).map_err(|e| cert_error(path, e.to_string()))
 }
 
 fn is_pem(bytes: &[u8]) -> bool {
@@ -157,9 +141,7 @@ mod tests {
             certificate: Some("/nonexistent/cert.pem".into()),
             private_key: Some("/nonexistent/key.pem".into()),
         };
-        let err = load_identity(&tls, Path::new("/tmp"))
-            .unwrap_err()
-            .to_string();
+        let err = load_identity(&tls, Path::new("/tmp")).unwrap_err().to_string();
         assert!(err.contains("/nonexistent/cert.pem"), "{err}");
     }
 }

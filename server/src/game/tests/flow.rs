@@ -16,15 +16,11 @@ fn login_during_a_transition_is_shown_it_and_frozen() {
     assert!(
         matches!(&got[0], ServerMessage::Welcome { player_id, .. } if player_id.as_str() == "p1")
     );
-    assert!(got.contains(&ServerMessage::FreezeCharacters {
-        transition_id: boot
-    }));
+    assert!(got.contains(&ServerMessage::FreezeCharacters { transition_id: boot }));
     let shown = got.iter().find_map(|m| match m {
-        ServerMessage::ShowTransition {
-            transition_id,
-            target_node,
-            levels,
-        } => Some((*transition_id, target_node.clone(), levels.len())),
+        ServerMessage::ShowTransition { transition_id, target_node, levels } => {
+            Some((*transition_id, target_node.clone(), levels.len()))
+        }
         _ => None,
     });
     assert_eq!(shown, Some((boot, node("harbor"), 2)));
@@ -39,15 +35,9 @@ fn the_boot_transition_ends_only_once_every_player_acknowledged_its_pawn() {
     let (a, b) = (h.login("a"), h.login("b"));
     h.stream_node("harbor");
     h.ready(a);
-    assert!(
-        h.possessed(a).is_none(),
-        "no spawn before every client is ready"
-    );
+    assert!(h.possessed(a).is_none(), "no spawn before every client is ready");
     h.ready(b);
-    assert!(
-        h.possessed(a).is_some() && h.possessed(b).is_some(),
-        "spawned in Completing"
-    );
+    assert!(h.possessed(a).is_some() && h.possessed(b).is_some(), "spawned in Completing");
     h.ack(a);
     assert!(!h.ended(boot), "b has not acknowledged its pawn yet");
     h.ack(b);
@@ -62,10 +52,7 @@ fn a_late_join_is_spawned_at_once() {
     let mut h = Harness::booted();
     let c = h.login("late");
     let got = h.received(c);
-    assert!(
-        !got.iter()
-            .any(|m| matches!(m, ServerMessage::FreezeCharacters { .. }))
-    );
+    assert!(!got.iter().any(|m| matches!(m, ServerMessage::FreezeCharacters { .. })));
     assert!(h.possessed(c).is_some());
     let spawned = got.iter().find_map(|m| match m {
         ServerMessage::PawnSpawned(v) => Some(v.node.clone()),
@@ -83,10 +70,7 @@ fn a_disconnect_while_waiting_for_clients_does_not_wedge_the_transition() {
     h.stream_node("harbor");
     h.ready(a);
     h.disconnect(b);
-    assert!(
-        h.possessed(a).is_some(),
-        "Completing began once the only other client left"
-    );
+    assert!(h.possessed(a).is_some(), "Completing began once the only other client left");
     h.ack(a);
     assert!(h.ended(boot));
     assert_eq!(h.pawns_of("b"), 0);
@@ -102,9 +86,7 @@ fn a_disconnect_removes_the_player_and_its_pawn() {
     assert_eq!(h.pawns_of("b"), 0);
     let got = h.received(a);
     assert!(got.contains(&ServerMessage::PawnDestroyed { pawn_id: pawn }));
-    assert!(got.contains(&ServerMessage::PlayerLeft {
-        player_id: pid("b")
-    }));
+    assert!(got.contains(&ServerMessage::PlayerLeft { player_id: pid("b") }));
     assert_eq!(h.game.player_count(), 1);
 }
 
@@ -120,10 +102,7 @@ fn the_route_travels_at_its_interval() {
     assert!(h.game.transition_id().is_none());
     h.advance(Duration::from_millis(1));
     let t = h.transition();
-    assert!(
-        h.received(a)
-            .contains(&ServerMessage::FreezeCharacters { transition_id: t })
-    );
+    assert!(h.received(a).contains(&ServerMessage::FreezeCharacters { transition_id: t }));
 }
 
 /// A second connection of the same player replaces the first: one player, one pawn.
@@ -156,19 +135,12 @@ fn a_login_beyond_the_cap_is_refused() {
 fn a_ready_report_for_an_unknown_transition_is_refused() {
     let mut h = Harness::new();
     let a = h.login("a");
-    h.send(
-        a,
-        ClientMessage::TransitionReady {
-            transition_id: TransitionId(99),
-        },
+    h.send(a, ClientMessage::TransitionReady { transition_id: TransitionId(99) });
+    assert!(
+        h.received(a)
+            .iter()
+            .any(|m| matches!(m, ServerMessage::Error { code: ErrorCode::UnknownTransition, .. }))
     );
-    assert!(h.received(a).iter().any(|m| matches!(
-        m,
-        ServerMessage::Error {
-            code: ErrorCode::UnknownTransition,
-            ..
-        }
-    )));
 }
 
 /// Refused requests are answered a few times per window, then rate-limited once, then dropped;
@@ -206,16 +178,6 @@ fn the_refusal_budget_resets_after_its_window() {
     }
     h.advance(super::super::players::RefusalWindow::WINDOW);
     h.send(a, ClientMessage::RestartRequest);
-    let last = h
-        .received(a)
-        .into_iter()
-        .rev()
-        .find(|m| matches!(m, ServerMessage::Error { .. }));
-    assert!(matches!(
-        last,
-        Some(ServerMessage::Error {
-            code: ErrorCode::RestartRejected,
-            ..
-        })
-    ));
+    let last = h.received(a).into_iter().rev().find(|m| matches!(m, ServerMessage::Error { .. }));
+    assert!(matches!(last, Some(ServerMessage::Error { code: ErrorCode::RestartRejected, .. })));
 }

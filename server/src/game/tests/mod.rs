@@ -5,6 +5,11 @@
 //! test chooses the arrival order.
 
 mod flow;
+mod persistence;
+mod properties;
+mod respawn;
+mod spawning;
+mod transitions;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -15,10 +20,23 @@ use gatehouse_protocol::{
 
 use super::{ConnectionId, Game, GameRules, Input, LoadId, Output, StreamRequest};
 use crate::config::{ClientReadyPolicy, WorldMap};
+use crate::store::LoadOutcome;
 
 /// Two plain nodes and a dungeon; spawn points register 50 ms after a node streams.
 pub(super) const WORLD: &str = r#"
 start_node = "harbor"
+default_preset = "Vanguard"
+startup_kits = ["Kit.Startup.Movement"]
+
+[[preset]]
+name = "Vanguard"
+character_def = "Vanguard"
+kits = ["Kit.Composed.Vanguard"]
+
+[[preset]]
+name = "Scout"
+character_def = "Scout"
+kits = []
 
 [[node]]
 id = "harbor"
@@ -66,6 +84,12 @@ pub(super) struct Harness {
     pub(super) log: Vec<Output>,
     /// Streaming requests not yet completed by the test.
     pub(super) streams: Vec<StreamRequest>,
+    /// Whether loads are answered `NotFound` at once (the default) or kept for the test.
+    pub(super) auto_load: bool,
+    /// Player loads not yet answered (when `auto_load` is off).
+    pub(super) loads: Vec<(PlayerId, u64)>,
+    /// Whether the session load is unanswered (when `auto_load` is off).
+    pub(super) session_load: bool,
     next_connection: u64,
 }
 
@@ -75,6 +99,15 @@ impl Harness {
     }
 
     pub(super) fn with(world: &str, rules: GameRules) -> Self {
+        Self::build(world, rules, true)
+    }
+
+    /// A harness whose loads wait for the test to answer them.
+    pub(super) fn holding_loads(world: &str) -> Self {
+        Self::build(world, rules(), false)
+    }
+
+    fn build(world: &str, rules: GameRules, auto_load: bool) -> Self {
         let world = WorldMap::parse(std::path::Path::new("test-world.toml"), world).unwrap();
         let now = Instant::now();
         let game = Game::new(rules, Arc::new(world), now);
@@ -83,20 +116,65 @@ impl Harness {
             now,
             log: Vec::new(),
             streams: Vec::new(),
+            auto_load,
+            loads: Vec::new(),
+            session_load: false,
             next_connection: 1,
         };
         h.drain();
         h
     }
 
-    /// Drains outputs into the log; streaming requests are kept for the test to complete.
+    /// Drains outputs into the log; streaming requests are kept for the test to complete, and
+    /// loads are answered `NotFound` at once unless the harness holds them.
     pub(super) fn drain(&mut self) {
-        while let Some(out) = self.game.poll_output() {
-            if let Output::Stream(req) = &out {
-                self.streams.push(req.clone());
+        loop {
+            let mut answers = Vec::new();
+            while let Some(out) = self.game.poll_output() {
+                match &out {
+                    Output::Stream(req) => self.streams.push(req.clone()),
+                    Output::LoadPlayer { player, ticket } if self.auto_load => {
+                        answers.push(Input::PlayerLoaded {
+                            player: player.clone(),
+                            ticket: *ticket,
+                            outcome: LoadOutcome::NotFound,
+                        });
+                    }
+                    Output::LoadPlayer { player, ticket } => {
+                        self.loads.push((player.clone(), *ticket))
+                    }
+                    Output::LoadSession if self.auto_load => {
+                        answers.push(Input::SessionLoaded { outcome: LoadOutcome::NotFound });
+                    }
+                    Output::LoadSession => self.session_load = true,
+                    _ => {}
+                }
+                self.log.push(out);
             }
-            self.log.push(out);
+            if answers.is_empty() {
+                break;
+            }
+            for input in answers {
+                self.game.handle(self.now, input);
+            }
         }
+    }
+
+    /// Answers the held load of `player`.
+    pub(super) fn answer_load(
+        &mut self,
+        player: &str,
+        outcome: LoadOutcome<crate::store::PlayerSave>,
+    ) {
+        let i = self.loads.iter().position(|(p, _)| p.as_str() == player).expect("a held load");
+        let (player, ticket) = self.loads.remove(i);
+        self.input(Input::PlayerLoaded { player, ticket, outcome });
+    }
+
+    /// Answers the held session load.
+    pub(super) fn answer_session(&mut self, outcome: LoadOutcome<crate::store::SessionSave>) {
+        assert!(std::mem::take(&mut self.session_load), "a held session load");
+        self.input(Input::SessionLoaded { outcome });
     }
 
     pub(super) fn input(&mut self, input: Input) {
@@ -118,18 +196,12 @@ impl Harness {
     pub(super) fn login(&mut self, name: &str) -> ConnectionId {
         let connection = ConnectionId(self.next_connection);
         self.next_connection += 1;
-        self.input(Input::Login {
-            connection,
-            player: pid(name),
-        });
+        self.input(Input::Login { connection, player: pid(name) });
         connection
     }
 
     pub(super) fn send(&mut self, connection: ConnectionId, message: ClientMessage) {
-        self.input(Input::Message {
-            connection,
-            message,
-        });
+        self.input(Input::Message { connection, message });
     }
 
     pub(super) fn disconnect(&mut self, connection: ConnectionId) {
@@ -170,10 +242,7 @@ impl Harness {
         let mut out = Vec::new();
         for o in &self.log {
             match o {
-                Output::Send {
-                    connection: c,
-                    message,
-                } if *c == connection => {
+                Output::Send { connection: c, message } if *c == connection => {
                     if matches!(message, ServerMessage::Welcome { .. }) {
                         logged_in = true;
                     }
@@ -189,24 +258,16 @@ impl Harness {
 
     /// The pawn most recently possessed for `connection`.
     pub(super) fn possessed(&self, connection: ConnectionId) -> Option<PawnId> {
-        self.received(connection)
-            .iter()
-            .rev()
-            .find_map(|m| match m {
-                ServerMessage::Possessed { pawn_id } => Some(*pawn_id),
-                _ => None,
-            })
+        self.received(connection).iter().rev().find_map(|m| match m {
+            ServerMessage::Possessed { pawn_id } => Some(*pawn_id),
+            _ => None,
+        })
     }
 
     /// Acknowledges the pawn most recently possessed for `connection`.
     pub(super) fn ack(&mut self, connection: ConnectionId) {
-        let pawn_id = self
-            .possessed(connection)
-            .expect("a possessed pawn to acknowledge");
-        self.send(
-            connection,
-            ClientMessage::PossessionAcknowledged { pawn_id },
-        );
+        let pawn_id = self.possessed(connection).expect("a possessed pawn to acknowledge");
+        self.send(connection, ClientMessage::PossessionAcknowledged { pawn_id });
     }
 
     pub(super) fn ended(&self, id: TransitionId) -> bool {
@@ -217,20 +278,60 @@ impl Harness {
 
     pub(super) fn closed(&self, connection: ConnectionId) -> Option<CloseCode> {
         self.log.iter().find_map(|o| match o {
-            Output::Close {
-                connection: c,
-                code,
-            } if *c == connection => Some(*code),
+            Output::Close { connection: c, code } if *c == connection => Some(*code),
             _ => None,
         })
     }
 
     pub(super) fn pawns_of(&self, player: &str) -> usize {
-        self.game
-            .pawns
-            .values()
-            .filter(|p| p.owner.as_str() == player)
-            .count()
+        self.game.pawns.values().filter(|p| p.owner.as_str() == player).count()
+    }
+
+    /// The player named `name`.
+    pub(super) fn player(&self, name: &str) -> &super::players::Player {
+        self.game.players.get(&pid(name)).expect("a logged-in player")
+    }
+
+    /// Kills `name` through the real effect path: a lethal damage-over-time effect, then time.
+    pub(super) fn kill(&mut self, name: &str) {
+        let now = self.now;
+        let player = self.game.players.get_mut(&pid(name)).expect("a logged-in player");
+        player.abilities.apply(super::abilities::ActiveEffect {
+            tag: gatehouse_tags::catalog::EFFECT_DAMAGE_OVER_TIME_BURN,
+            duration: super::abilities::EffectDuration::Finite {
+                expires: now + Duration::from_millis(10),
+                next_tick: now + Duration::from_millis(10),
+                tick: Duration::from_millis(10),
+                damage: 1000,
+            },
+        });
+        self.game.rearm_effects_timer();
+        self.advance(Duration::from_millis(10));
+        assert!(self.player(name).is_dead(), "{name} died");
+    }
+
+    /// Every broadcast so far.
+    pub(super) fn broadcasts(&self) -> Vec<ServerMessage> {
+        self.log
+            .iter()
+            .filter_map(|o| match o {
+                Output::Broadcast { message } => Some(message.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Index in the log of the first output matching `f`.
+    pub(super) fn position(&self, f: impl Fn(&Output) -> bool) -> Option<usize> {
+        self.log.iter().position(f)
+    }
+
+    /// Logs in `name`, and places it (a late join after boot).
+    pub(super) fn placed(&mut self, name: &str) -> ConnectionId {
+        let c = self.login(name);
+        self.ack(c);
+        assert!(self.player(name).is_placed());
+        c
     }
 
     /// Boots: streams the start node and ends the boot transition (no players).
@@ -238,10 +339,7 @@ impl Harness {
         let mut h = Harness::new();
         let boot = h.transition();
         h.stream_node("harbor");
-        assert!(
-            h.ended(boot),
-            "an empty boot transition ends once its node streamed"
-        );
+        assert!(h.ended(boot), "an empty boot transition ends once its node streamed");
         h
     }
 }

@@ -1,0 +1,41 @@
+//! A consumer of the public gate API, as a character Blueprint would use it: for every pawn
+//! generation, a nameplate subscribes to that pawn's character gate (local or remote by its
+//! route) with the pawn as both listener and subject. Its callbacks feed the live checks, which
+//! expect exactly one per generation whose gate opened. It uses only the public gate API, never
+//! the registry.
+
+use gatehouse_messaging::{Lifetime, Router};
+use gatehouse_tags::catalog::{
+    LIFECYCLE_GATE_CHARACTER_LOCAL_READY, LIFECYCLE_GATE_CHARACTER_REMOTE_READY,
+};
+
+use crate::adapters::{Route, hold};
+use crate::core::ClientCore;
+use crate::gates;
+use crate::ids::pawn_object;
+use crate::notifications::CHARACTER_SCOPED;
+
+/// Registers the nameplate consumer for the game instance's lifetime.
+pub(crate) fn listen(router: &Router<ClientCore>, core: &mut ClientCore, lifetime: &mut Lifetime) {
+    hold(router, core, lifetime, CHARACTER_SCOPED, |d, notice| {
+        let core = d.state();
+        let gate = match notice.route {
+            Route::Local => LIFECYCLE_GATE_CHARACTER_LOCAL_READY,
+            Route::Remote => LIFECYCLE_GATE_CHARACTER_REMOTE_READY,
+        };
+        let pawn = pawn_object(notice.pawn);
+        if core.registry.token(pawn) != Some(notice.token) {
+            // Retired again before its announcement arrived: nothing to subscribe to.
+            return;
+        }
+        match gates::register_public(core, pawn, pawn, gate, |state, fired| {
+            state.checks.subscription_fired(fired);
+        }) {
+            Ok(_) => core.state.checks.subscribed(notice.token),
+            Err(error) => core.state.checks.violation(format!(
+                "nameplate of pawn {} could not subscribe: {error}",
+                notice.pawn
+            )),
+        }
+    });
+}

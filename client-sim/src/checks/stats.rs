@@ -1,0 +1,211 @@
+//! What the live gate checks counted in one client session, for the report: plain figures,
+//! summed across relaunches. Nothing here observes or decides anything.
+
+use serde::Serialize;
+
+use crate::adapters::{RetireReason, Route};
+
+/// A count per route.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct RouteCounts {
+    /// Local (own pawn) generations.
+    pub local: u64,
+    /// Remote (other players' pawns) generations.
+    pub remote: u64,
+}
+
+impl RouteCounts {
+    /// The count for `route`.
+    pub fn get(&self, route: Route) -> u64 {
+        match route {
+            Route::Local => self.local,
+            Route::Remote => self.remote,
+        }
+    }
+
+    pub(crate) fn bump(&mut self, route: Route) {
+        match route {
+            Route::Local => self.local += 1,
+            Route::Remote => self.remote += 1,
+        }
+    }
+
+    fn absorb(&mut self, other: RouteCounts) {
+        self.local += other.local;
+        self.remote += other.remote;
+    }
+}
+
+/// Generations that ended before their gate opened, by why they ended. None of these is a
+/// violation: the pawn was gone, or its world, or the session, before its facts all arrived.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct EndedBeforeGate {
+    /// Unpossessed (a respawn) before its gate opened.
+    pub unpossessed: u64,
+    /// Destroyed before its gate opened.
+    pub destroyed: u64,
+    /// Its role changed before its gate opened.
+    pub rerouted: u64,
+    /// Its world was torn down (travel) before its gate opened.
+    pub world_torn_down: u64,
+    /// The session ended (leave, relaunch, end of run) before its gate opened.
+    pub session_ended: u64,
+}
+
+impl EndedBeforeGate {
+    /// All of them.
+    pub fn total(&self) -> u64 {
+        self.unpossessed
+            + self.destroyed
+            + self.rerouted
+            + self.world_torn_down
+            + self.session_ended
+    }
+
+    pub(crate) fn bump(&mut self, reason: RetireReason) {
+        match reason {
+            RetireReason::Unpossessed => self.unpossessed += 1,
+            RetireReason::Destroyed => self.destroyed += 1,
+            RetireReason::Rerouted => self.rerouted += 1,
+            RetireReason::WorldTornDown => self.world_torn_down += 1,
+            RetireReason::SessionEnded => self.session_ended += 1,
+        }
+    }
+
+    fn absorb(&mut self, other: EndedBeforeGate) {
+        self.unpossessed += other.unpossessed;
+        self.destroyed += other.destroyed;
+        self.rerouted += other.rerouted;
+        self.world_torn_down += other.world_torn_down;
+        self.session_ended += other.session_ended;
+    }
+}
+
+/// What the router carried in one session.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct RouterFigures {
+    /// Broadcasts accepted.
+    pub broadcasts: u64,
+    /// Listener callbacks run.
+    pub deliveries: u64,
+    /// Listeners skipped for a payload type mismatch (must be 0).
+    pub mismatches: u64,
+    /// Broadcasts and registrations refused (must be 0).
+    pub refused: u64,
+    /// Listeners registered for the game instance (the baseline under every world).
+    pub listeners_baseline: usize,
+    /// Most listeners registered at once.
+    pub listeners_max: usize,
+    /// Listeners registered at the end.
+    pub listeners_at_end: usize,
+    /// World lifetimes retired at travel.
+    pub world_lifetimes_retired: u64,
+    /// Listeners those lifetimes removed.
+    pub world_listeners_retired: u64,
+    /// Scopes retired with their worlds.
+    pub world_scopes_retired: u64,
+}
+
+impl RouterFigures {
+    fn absorb(&mut self, other: RouterFigures) {
+        self.broadcasts += other.broadcasts;
+        self.deliveries += other.deliveries;
+        self.mismatches += other.mismatches;
+        self.refused += other.refused;
+        self.listeners_baseline = self.listeners_baseline.max(other.listeners_baseline);
+        self.listeners_max = self.listeners_max.max(other.listeners_max);
+        self.listeners_at_end = self.listeners_at_end.max(other.listeners_at_end);
+        self.world_lifetimes_retired += other.world_lifetimes_retired;
+        self.world_listeners_retired += other.world_listeners_retired;
+        self.world_scopes_retired += other.world_scopes_retired;
+    }
+}
+
+/// Gate figures of one session (or, absorbed, of every session of a client).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct GateStats {
+    /// `Lifecycle.Gate.Character.LocalReady` dispatches.
+    pub local_ready_opened: u64,
+    /// `Lifecycle.Gate.Character.RemoteReady` dispatches.
+    pub remote_ready_opened: u64,
+    /// `Lifecycle.Gate.LocalPlayer.WidgetControllerAndTeamReady` periods opened.
+    pub widget_controller_and_team_ready_opened: u64,
+    /// Pawn generations scoped, per route.
+    pub pawn_generations: RouteCounts,
+    /// Local generations that ended before their gate opened.
+    pub local_ended_before_gate: EndedBeforeGate,
+    /// Remote generations that ended before their gate opened.
+    pub remote_ended_before_gate: EndedBeforeGate,
+    /// Of those ended by the session's end: generations that had waited longer than the
+    /// stuck threshold in a playing world (worth reading the pending waits for).
+    pub stuck_at_end: u64,
+    /// Public subscriptions registered by the nameplate consumer.
+    pub subscriptions_registered: u64,
+    /// Public subscriptions delivered.
+    pub subscriptions_fired: u64,
+    /// Presentation-only team changes sent.
+    pub team_presentations: u64,
+    /// Raw team changes.
+    pub team_changes: u64,
+    /// UI tracking resets.
+    pub ui_resets: u64,
+    /// Worlds created.
+    pub worlds_created: u64,
+    /// From a generation's scope to its gate, ms.
+    pub gate_wait_ms: Vec<u64>,
+    /// Violations of the seed's runtime expectations (must be 0).
+    pub gate_violations: u64,
+    /// The first violations, described.
+    pub violation_samples: Vec<String>,
+    /// Waits still pending when the session ended, with what blocks them.
+    pub pending_waits: Vec<String>,
+    /// Waits still pending when a session was ended by a relaunch (counted, not listed).
+    pub pending_waits_at_relaunch: u64,
+    /// The router's figures.
+    pub router: RouterFigures,
+}
+
+/// Violations kept verbatim per session.
+pub(crate) const VIOLATION_SAMPLES: usize = 20;
+
+impl GateStats {
+    /// Adds another session's figures (a relaunch of the same client).
+    pub fn absorb(&mut self, other: GateStats) {
+        self.local_ready_opened += other.local_ready_opened;
+        self.remote_ready_opened += other.remote_ready_opened;
+        self.widget_controller_and_team_ready_opened +=
+            other.widget_controller_and_team_ready_opened;
+        self.pawn_generations.absorb(other.pawn_generations);
+        self.local_ended_before_gate.absorb(other.local_ended_before_gate);
+        self.remote_ended_before_gate.absorb(other.remote_ended_before_gate);
+        self.stuck_at_end += other.stuck_at_end;
+        self.subscriptions_registered += other.subscriptions_registered;
+        self.subscriptions_fired += other.subscriptions_fired;
+        self.team_presentations += other.team_presentations;
+        self.team_changes += other.team_changes;
+        self.ui_resets += other.ui_resets;
+        self.worlds_created += other.worlds_created;
+        self.gate_wait_ms.extend(other.gate_wait_ms);
+        self.gate_violations += other.gate_violations;
+        let room = VIOLATION_SAMPLES.saturating_sub(self.violation_samples.len());
+        self.violation_samples.extend(other.violation_samples.into_iter().take(room));
+        self.pending_waits.extend(other.pending_waits);
+        self.pending_waits_at_relaunch += other.pending_waits_at_relaunch;
+        self.router.absorb(other.router);
+    }
+
+    /// Moves the listed pending waits into the relaunch count (a session ended by a relaunch).
+    pub fn set_aside_pending_waits(&mut self) {
+        self.pending_waits_at_relaunch += self.pending_waits.len() as u64;
+        self.pending_waits.clear();
+    }
+
+    /// Opened plus ended-before-open, per route: equal to the generations when every generation
+    /// is accounted for.
+    pub fn accounted(&self) -> RouteCounts {
+        RouteCounts {
+            local: self.local_ready_opened + self.local_ended_before_gate.total(),
+            remote: self.remote_ready_opened + self.remote_ended_before_gate.total(),
+        }
+    }
+}

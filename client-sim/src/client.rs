@@ -1,0 +1,318 @@
+//! One simulated game client below its transport: replication in, domain objects, feature
+//! adapters, lifecycle gates, live checks; sans-IO, with time passed in.
+//!
+//! [`Client`] owns the router and the [`ClientCore`] it carries. Its methods are the only entry
+//! points: each sets the time, changes the domain through `replication` (which announces
+//! on the router), and returns once every notification and gate dispatch it caused has been
+//! delivered. The transport session ([`crate::session::ClientSession`]) decides when to travel and
+//! when a world begins play; this type decides nothing about the network.
+//!
+//! Data flow: server message → domain objects → router notification → adapters → registry facts
+//! → gate callbacks → outbox → dispatch (delegate broadcast, gate tag, subscriptions) → live
+//! checks → [`GateStats`].
+
+use std::time::Instant;
+
+use gatehouse_lifecycle::{ObjectId, Registry, ScopeToken};
+use gatehouse_messaging::{Lifetime, Router, RouterConfig};
+use gatehouse_protocol::{NodeId, PawnId, ServerMessage, TransitionId};
+use gatehouse_tags::GameplayTag;
+use gatehouse_tags::catalog::{
+    LIFECYCLE_FACT_CHARACTER_INIT_GATE_OPENED,
+    LIFECYCLE_GATE_LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY,
+};
+
+use crate::checks::{self, GateStats};
+use crate::core::{ClientCore, ClientState};
+use crate::dispatch::pump;
+use crate::domain::{Domain, UiConfig};
+use crate::gates::{self, GateError, GateFired, GateSubscription};
+use crate::ids::{self, pawn_object, world_object};
+use crate::{adapters, notifications, replication};
+
+/// How a simulated client's domain behaves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientConfig {
+    /// The UI subsystem's delays and resets.
+    pub ui: UiConfig,
+    /// Seed of the UI subsystem's random delays.
+    pub seed: u64,
+    /// Run the nameplate consumer (a public subscription per pawn generation).
+    pub nameplates: bool,
+}
+
+impl Default for ClientConfig {
+    fn default() -> Self {
+        ClientConfig { ui: UiConfig::default(), seed: 0, nameplates: true }
+    }
+}
+
+/// One simulated client's game side: router, domain, adapters, gates and checks.
+pub struct Client {
+    router: Router<ClientCore>,
+    core: ClientCore,
+    /// The game instance's listeners (world and login adapters, checks, nameplates).
+    _game_instance: Lifetime,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("router", &self.router)
+            .field("registry", &self.core.registry)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Client {
+    /// A client before login: the game-instance adapters and checks listen, nothing is scoped.
+    pub fn new(config: ClientConfig) -> Client {
+        // The channel table is a fixed list of constants over catalog tags, each declared once;
+        // `notifications::tests` proves it declares. It cannot fail at run time.
+        #[allow(clippy::expect_used)]
+        let channels = notifications::channels().expect("the client's channels declare");
+        let router = Router::new(RouterConfig::default(), channels);
+        let domain = Domain::new(config.ui, config.seed);
+        // A placeholder only: every entry point sets the time before anything reads it, and
+        // nothing registered here reads it.
+        let mut core = ClientCore::new(domain, Instant::now());
+        let mut game_instance = Lifetime::new("game instance");
+        adapters::attach_game_instance(&router, &mut core, &mut game_instance);
+        checks::listen(&router, &mut core, &mut game_instance);
+        if config.nameplates {
+            checks::nameplates::listen(&router, &mut core, &mut game_instance);
+        }
+        let baseline = router.listener_count();
+        let figures = core.state.checks.router_figures();
+        figures.listeners_baseline = baseline;
+        figures.listeners_max = baseline;
+        Client { router, core, _game_instance: game_instance }
+    }
+
+    /// Applies a server message, then announces it.
+    pub fn replicate(&mut self, now: Instant, message: &ServerMessage) {
+        self.enter(now);
+        replication::apply(&self.router, &mut self.core, message);
+        self.leave();
+    }
+
+    /// Travels for `transition` to `node`: tears the current world down, creates the next. Does
+    /// nothing if the current world was already created for `transition`.
+    pub fn travel(&mut self, now: Instant, transition: TransitionId, node: NodeId) {
+        if self.core.state.domain.world().and_then(|w| w.transition()) == Some(transition) {
+            return;
+        }
+        self.enter(now);
+        replication::travel(&self.router, &mut self.core, Some(node), Some(transition));
+        self.leave();
+    }
+
+    /// The current world's levels streamed: it begins play.
+    pub fn begin_play(&mut self, now: Instant) {
+        self.enter(now);
+        replication::begin_play(&self.router, &mut self.core);
+        self.leave();
+    }
+
+    /// Resets UI tracking now: every widget controller closes and rebuilds.
+    pub fn reset_ui(&mut self, now: Instant) {
+        self.enter(now);
+        replication::reset_ui(&self.router, &mut self.core);
+        self.leave();
+    }
+
+    /// When [`Client::handle_timeout`] is next needed (the UI subsystem's timers).
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.core.state.domain.ui().poll_timeout()
+    }
+
+    /// Runs the timers due at `now`.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.enter(now);
+        replication::ui_timeout(&self.router, &mut self.core);
+        self.leave();
+    }
+
+    /// Ends the login (the session closed). The world and its gates stay as they are.
+    pub fn end_session(&mut self, now: Instant) {
+        self.enter(now);
+        replication::end_session(&self.router, &mut self.core);
+        self.leave();
+    }
+
+    /// The session's gate figures at `now`, with every wait still pending described. Changes
+    /// nothing: generations still open count as ended by the session in the figures only.
+    pub fn finish(&self, now: Instant) -> GateStats {
+        let mut stats = self.core.state.checks.finish(now);
+        stats.pending_waits = self.pending_waits();
+        let router = self.router.stats();
+        let figures = &mut stats.router;
+        figures.broadcasts = router.broadcasts;
+        figures.deliveries = router.deliveries;
+        figures.mismatches = router.mismatches;
+        figures.refused = router.refused_broadcasts + router.refused_registrations;
+        figures.listeners_at_end = self.router.listener_count();
+        stats
+    }
+
+    /// Every pending wait, with the facts that block it, in readable form.
+    pub fn pending_waits(&self) -> Vec<String> {
+        let state = &self.core.state;
+        self.core
+            .registry
+            .pending_waits()
+            .map(|wait| {
+                let blocking: Vec<String> = wait
+                    .blocking
+                    .iter()
+                    .map(|r| format!("{} on {}", r.fact, state.describe(r.token.object())))
+                    .collect();
+                format!(
+                    "{} of {} (generation {}) blocked on [{}]",
+                    wait.request,
+                    state.describe(wait.owner.object()),
+                    wait.owner.generation().get(),
+                    blocking.join(", ")
+                )
+            })
+            .collect()
+    }
+
+    // --- Public gates ---------------------------------------------------------------------
+
+    /// Subscribes `callback` to the public `gate` on `subject`'s current generation, guarded by
+    /// `listener` (seed 000, `RegisterForLifecycleGateNative`). One-shot; runs during this call
+    /// if the gate is already open; retired without running when the subject's generation or
+    /// the listener goes, or when cancelled.
+    ///
+    /// # Errors
+    /// [`GateError`] for a tag that is not exactly a public gate, or a listener or subject with
+    /// no current scope.
+    pub fn register_for_gate(
+        &mut self,
+        listener: ObjectId,
+        subject: ObjectId,
+        gate: GameplayTag,
+        callback: impl FnOnce(&mut ClientState, GateFired) + 'static,
+    ) -> Result<GateSubscription, GateError> {
+        let result = gates::register_public(&mut self.core, listener, subject, gate, callback);
+        pump(&self.router, &mut self.core);
+        result
+    }
+
+    /// `WaitForCharacterInitGateOpened`: `callback` once `pawn`'s current generation has
+    /// dispatched its character gate (local or remote), guarded by `listener`.
+    ///
+    /// # Errors
+    /// As [`Client::register_for_gate`], except the tag check.
+    pub fn wait_for_character_init_gate_opened(
+        &mut self,
+        listener: ObjectId,
+        pawn: PawnId,
+        callback: impl FnOnce(&mut ClientState, GateFired) + 'static,
+    ) -> Result<GateSubscription, GateError> {
+        let subject = pawn_object(pawn);
+        let fact = LIFECYCLE_FACT_CHARACTER_INIT_GATE_OPENED;
+        let result = gates::register(&mut self.core, listener, subject, fact, callback);
+        pump(&self.router, &mut self.core);
+        result
+    }
+
+    /// Cancels a pending subscription; false if it already ran or was retired.
+    pub fn cancel_gate_subscription(&mut self, subscription: &GateSubscription) -> bool {
+        gates::cancel(&mut self.core, subscription)
+    }
+
+    /// Scopes a consumer's listener object under the current world (so it goes with the world),
+    /// or returns its current scope. `None` without a world.
+    pub fn scope_listener(&mut self, listener: ObjectId) -> Option<ScopeToken> {
+        let world = self.core.state.world?;
+        Some(self.core.registry.scope(listener, world_object(world.id)))
+    }
+
+    /// The listener object goes away: its subscriptions are pruned without running.
+    pub fn retire_listener(&mut self, listener: ObjectId) -> bool {
+        self.core.registry.reset_scope(listener)
+    }
+
+    /// `IsCharacterInitGateOpen`: whether `pawn`'s current generation dispatched its gate.
+    pub fn is_character_init_gate_open(&self, pawn: PawnId) -> bool {
+        self.core.registry.is_ready_on(pawn_object(pawn), LIFECYCLE_FACT_CHARACTER_INIT_GATE_OPENED)
+    }
+
+    /// `IsLocalPlayerWidgetControllerAndTeamReady`: the gate is cached on the current world.
+    pub fn is_local_player_widget_controller_and_team_ready(&self) -> bool {
+        self.core.state.world.is_some_and(|w| {
+            self.core.registry.is_ready_on(
+                world_object(w.id),
+                LIFECYCLE_GATE_LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY,
+            )
+        })
+    }
+
+    // --- Inspection -----------------------------------------------------------------------
+
+    /// The domain objects.
+    pub fn domain(&self) -> &Domain {
+        &self.core.state.domain
+    }
+
+    /// The lifecycle registry (facts, pending waits, blocking facts).
+    pub fn registry(&self) -> &Registry<ClientState> {
+        &self.core.registry
+    }
+
+    /// The router (to listen to the client's notifications and gate delegates).
+    pub fn router(&self) -> &Router<ClientCore> {
+        &self.router
+    }
+
+    /// The registry and its caller state, to compose facts natively (seed 000, "Native API":
+    /// `wait_for_all` over scopes the adapters created). Callbacks registered here must not
+    /// expect the router; what they need dispatched, they record in their own state.
+    pub fn registry_and_state(&mut self) -> (&mut Registry<ClientState>, &mut ClientState) {
+        (&mut self.core.registry, &mut self.core.state)
+    }
+
+    /// The router and the state its callbacks receive, to register a listener.
+    pub fn router_and_core(&mut self) -> (&Router<ClientCore>, &mut ClientCore) {
+        (&self.router, &mut self.core)
+    }
+
+    /// The live checks' figures so far.
+    pub fn gate_stats(&self) -> &GateStats {
+        self.core.state.checks.stats()
+    }
+
+    /// The object of the current world, if any.
+    pub fn world_object(&self) -> Option<ObjectId> {
+        self.core.state.world.map(|w| world_object(w.id))
+    }
+
+    /// The object of `player`'s player state, once it was scoped.
+    pub fn player_state_object(&self, player: &gatehouse_protocol::PlayerId) -> Option<ObjectId> {
+        self.core.state.player_state_object(player)
+    }
+
+    /// The local player object (the one local viewer).
+    pub fn local_player_object(&self) -> ObjectId {
+        ids::LOCAL_PLAYER
+    }
+
+    /// The character adapter's scope for `pawn`, if it has one now.
+    pub fn pawn_generation(&self, pawn: PawnId) -> Option<ScopeToken> {
+        self.core.state.characters.get(pawn).map(|record| record.token)
+    }
+
+    fn enter(&mut self, now: Instant) {
+        self.core.state.now = now;
+    }
+
+    /// After every entry point: drain what is left, and note the listener high-water mark.
+    fn leave(&mut self) {
+        pump(&self.router, &mut self.core);
+        let listeners = self.router.listener_count();
+        let figures = self.core.state.checks.router_figures();
+        figures.listeners_max = figures.listeners_max.max(listeners);
+    }
+}

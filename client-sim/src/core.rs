@@ -1,0 +1,132 @@
+//! The client core: the state every router listener and every registry callback works on.
+//!
+//! [`ClientCore`] is the router's state (`Router<ClientCore>`): it holds the lifecycle registry
+//! next to [`ClientState`], which is the registry's caller state (`Registry<ClientState>`). A
+//! router listener therefore reaches the domain, the registry and the adapters' bookkeeping; a
+//! registry callback reaches the domain and the bookkeeping, and leaves what needs the router in
+//! the outbox for the dispatch pump. This module owns the layout of that state and the
+//! naming of objects for logs; the behaviour lives in the adapters, gates and checks.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use gatehouse_lifecycle::{ObjectId, Registry, ScopeToken};
+use gatehouse_messaging::Lifetime;
+use gatehouse_protocol::PlayerId;
+
+use crate::adapters::CharacterRecords;
+use crate::checks::GateChecks;
+use crate::dispatch::Dispatch;
+use crate::domain::Domain;
+use crate::gates::{LocalPlayerGate, Subscriptions};
+use crate::ids::{self, ObjectKind, PlayerStateIds, WorldId};
+
+/// The router's state: the lifecycle registry and everything its callbacks touch.
+#[derive(Debug)]
+pub struct ClientCore {
+    pub(crate) registry: Registry<ClientState>,
+    pub(crate) state: ClientState,
+}
+
+/// The scopes of the current world that every adapter needs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WorldScopes {
+    /// The world's serial.
+    pub(crate) id: WorldId,
+    /// The world's own scope (its lifetime is itself).
+    pub(crate) world: ScopeToken,
+    /// The local player's scope in this world: the one local viewer.
+    pub(crate) local_player: Option<ScopeToken>,
+}
+
+/// The registry's caller state: the domain objects, the adapters' bookkeeping, the outbox of
+/// dispatches waiting for the router, and the live checks.
+#[derive(Debug)]
+pub struct ClientState {
+    /// The time of the call being handled.
+    pub(crate) now: Instant,
+    pub(crate) domain: Domain,
+    pub(crate) player_state_ids: PlayerStateIds,
+    /// The current world's scopes, while a world is attached.
+    pub(crate) world: Option<WorldScopes>,
+    /// The character adapter's record of each scoped pawn generation.
+    pub(crate) characters: CharacterRecords,
+    pub(crate) local_player_gate: LocalPlayerGate,
+    pub(crate) subscriptions: Subscriptions,
+    /// Work that needs the router, in the order it arose.
+    pub(crate) outbox: VecDeque<Dispatch>,
+    /// The outbox is being pumped: a nested pump returns at once.
+    pub(crate) pumping: bool,
+    pub(crate) checks: GateChecks,
+    /// The listeners the adapters hold for the current world; retired at its teardown.
+    pub(crate) world_listeners: Option<Lifetime>,
+}
+
+impl ClientCore {
+    pub(crate) fn new(domain: Domain, now: Instant) -> ClientCore {
+        ClientCore {
+            registry: Registry::new(),
+            state: ClientState {
+                now,
+                domain,
+                player_state_ids: PlayerStateIds::default(),
+                world: None,
+                characters: CharacterRecords::default(),
+                local_player_gate: LocalPlayerGate::default(),
+                subscriptions: Subscriptions::default(),
+                outbox: VecDeque::new(),
+                pumping: false,
+                checks: GateChecks::default(),
+                world_listeners: None,
+            },
+        }
+    }
+
+    /// The lifecycle registry.
+    pub fn registry(&self) -> &Registry<ClientState> {
+        &self.registry
+    }
+
+    /// The registry's caller state.
+    pub fn state(&self) -> &ClientState {
+        &self.state
+    }
+}
+
+impl ClientState {
+    /// The domain objects.
+    pub fn domain(&self) -> &Domain {
+        &self.domain
+    }
+
+    /// The current player-state object of `player`, if one was ever scoped.
+    pub fn player_state_object(&self, player: &PlayerId) -> Option<ObjectId> {
+        self.player_state_ids.get(player)
+    }
+
+    /// A readable name for an object: `pawn 12`, `player state sim-0003`, `world#2`.
+    pub fn describe(&self, object: ObjectId) -> String {
+        match ObjectKind::of(object) {
+            Some(ObjectKind::Pawn) => {
+                ids::pawn_of(object).map_or_else(|| object.to_string(), |p| format!("pawn {p}"))
+            }
+            Some(ObjectKind::PlayerState) => self
+                .player_state_ids
+                .player_of(object)
+                .map_or_else(|| object.to_string(), |p| format!("player state {p}")),
+            Some(ObjectKind::World) => format!("world#{}", object.get() & ids::NUMBER_MASK),
+            Some(ObjectKind::LocalPlayer) => "local player".to_owned(),
+            Some(ObjectKind::Login) => "login".to_owned(),
+            Some(ObjectKind::GameInstance) => "game instance".to_owned(),
+            Some(ObjectKind::Listener) => {
+                format!("listener #{}", object.get() & ids::NUMBER_MASK)
+            }
+            _ => object.to_string(),
+        }
+    }
+
+    /// Gate events seen so far by the live checks.
+    pub fn checks(&self) -> &GateChecks {
+        &self.checks
+    }
+}

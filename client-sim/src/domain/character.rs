@@ -1,0 +1,233 @@
+//! Characters: every pawn this client knows of, as the client's own game objects.
+//!
+//! Owns each pawn's replicated view, its network role on this client, whether it has begun play
+//! in the current world and whether this client acknowledged its possession. It knows nothing of
+//! readiness facts, gates, the registry or the router: the character adapter observes it.
+
+use std::collections::BTreeMap;
+
+use gatehouse_protocol::{CharacterDef, NodeId, PawnId, PawnView, PlayerId};
+
+/// A character's network role on this client (Unreal's `ENetRole` as the seed routes it).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum NetRole {
+    /// No relationship: an own pawn after unpossession, waiting for its destruction.
+    None,
+    /// Another player's pawn, replicated to this client.
+    SimulatedProxy,
+    /// This client's own pawn, controlled here.
+    AutonomousProxy,
+    /// This process has authority (a listen server or standalone game): local or remote is
+    /// decided by the pawn's controller, and unresolved while it has none.
+    Authority {
+        /// `Some(true)` when its controller is a local controller; `None` without a controller.
+        locally_controlled: Option<bool>,
+    },
+}
+
+/// One pawn, as this client sees it.
+#[derive(Debug, Clone)]
+pub struct Character {
+    view: PawnView,
+    role: NetRole,
+    begun_play: bool,
+    possession_acknowledged: bool,
+}
+
+impl Character {
+    /// The pawn.
+    pub fn pawn(&self) -> PawnId {
+        self.view.pawn_id
+    }
+
+    /// The player whose pawn it is.
+    pub fn owner(&self) -> &PlayerId {
+        &self.view.owner
+    }
+
+    /// The pawn's class.
+    pub fn class(&self) -> &CharacterDef {
+        &self.view.character_def
+    }
+
+    /// The node it stands on.
+    pub fn node(&self) -> &NodeId {
+        &self.view.node
+    }
+
+    /// False once its owner died in it.
+    pub fn is_alive(&self) -> bool {
+        self.view.alive
+    }
+
+    /// Its network role on this client.
+    pub fn role(&self) -> NetRole {
+        self.role
+    }
+
+    /// Whether it has begun play in the current world.
+    pub fn has_begun_play(&self) -> bool {
+        self.begun_play
+    }
+
+    /// Whether this client acknowledged possessing it (`AcknowledgePossession`).
+    pub fn is_possession_acknowledged(&self) -> bool {
+        self.possession_acknowledged
+    }
+
+    /// The replicated view.
+    pub fn view(&self) -> &PawnView {
+        &self.view
+    }
+}
+
+/// What a `PawnSpawned` did to the set of characters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spawned {
+    /// A character this client did not know.
+    New,
+    /// A duplicate notification for a known pawn: its view was refreshed, nothing else.
+    Known,
+}
+
+/// Every character this client knows of, by pawn.
+#[derive(Debug, Default)]
+pub struct Characters {
+    by_pawn: BTreeMap<PawnId, Character>,
+}
+
+impl Characters {
+    /// The character of `pawn`.
+    pub fn get(&self, pawn: PawnId) -> Option<&Character> {
+        self.by_pawn.get(&pawn)
+    }
+
+    /// Every character, by pawn id.
+    pub fn iter(&self) -> impl Iterator<Item = &Character> + '_ {
+        self.by_pawn.values()
+    }
+
+    /// How many characters.
+    pub fn len(&self) -> usize {
+        self.by_pawn.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.by_pawn.is_empty()
+    }
+
+    /// A pawn spawned (or was replicated again). An own pawn is an autonomous proxy, any other
+    /// a simulated proxy; it begins play at once if the world already plays.
+    pub(crate) fn spawn(
+        &mut self,
+        view: PawnView,
+        local_player: Option<&PlayerId>,
+        world_playing: bool,
+    ) -> Spawned {
+        if let Some(known) = self.by_pawn.get_mut(&view.pawn_id) {
+            known.view = view;
+            return Spawned::Known;
+        }
+        let role = if Some(&view.owner) == local_player {
+            NetRole::AutonomousProxy
+        } else {
+            NetRole::SimulatedProxy
+        };
+        self.by_pawn.insert(
+            view.pawn_id,
+            Character { view, role, begun_play: world_playing, possession_acknowledged: false },
+        );
+        Spawned::New
+    }
+
+    /// The server possessed `pawn` for this client and the client acknowledged it. Returns
+    /// whether anything changed (a duplicate `Possessed` changes nothing).
+    pub(crate) fn possess(&mut self, pawn: PawnId) -> bool {
+        let Some(character) = self.by_pawn.get_mut(&pawn) else { return false };
+        let changed =
+            character.role != NetRole::AutonomousProxy || !character.possession_acknowledged;
+        character.role = NetRole::AutonomousProxy;
+        character.possession_acknowledged = true;
+        changed
+    }
+
+    /// The server unpossessed `pawn`: its relationship with this client ended. Returns whether
+    /// it was possessed.
+    pub(crate) fn unpossess(&mut self, pawn: PawnId) -> bool {
+        let Some(character) = self.by_pawn.get_mut(&pawn) else { return false };
+        let was = character.role == NetRole::AutonomousProxy;
+        character.role = NetRole::None;
+        character.possession_acknowledged = false;
+        was
+    }
+
+    /// The pawn moved.
+    pub(crate) fn teleport(&mut self, pawn: PawnId, node: NodeId) -> Option<&Character> {
+        let character = self.by_pawn.get_mut(&pawn)?;
+        character.view.node = node;
+        Some(character)
+    }
+
+    /// The pawn's owner died in it.
+    pub(crate) fn die(&mut self, pawn: PawnId) {
+        if let Some(character) = self.by_pawn.get_mut(&pawn) {
+            character.view.alive = false;
+        }
+    }
+
+    /// The pawn was destroyed.
+    pub(crate) fn destroy(&mut self, pawn: PawnId) -> Option<Character> {
+        self.by_pawn.remove(&pawn)
+    }
+
+    /// Every character begins play (its world began play), or stops (its world was torn down).
+    pub(crate) fn set_begun_play(&mut self, begun: bool) {
+        for character in self.by_pawn.values_mut() {
+            character.begun_play = begun;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(pawn: u64, owner: &str) -> PawnView {
+        PawnView {
+            pawn_id: PawnId(pawn),
+            owner: PlayerId::new(owner).unwrap(),
+            character_def: CharacterDef::new("Vanguard").unwrap(),
+            node: NodeId::new("harbor").unwrap(),
+            alive: true,
+        }
+    }
+
+    #[test]
+    fn own_pawns_are_autonomous_and_others_simulated() {
+        let me = PlayerId::new("me").unwrap();
+        let mut characters = Characters::default();
+        assert_eq!(characters.spawn(view(1, "me"), Some(&me), false), Spawned::New);
+        assert_eq!(characters.spawn(view(2, "you"), Some(&me), true), Spawned::New);
+        assert_eq!(characters.get(PawnId(1)).unwrap().role(), NetRole::AutonomousProxy);
+        assert!(!characters.get(PawnId(1)).unwrap().has_begun_play());
+        assert_eq!(characters.get(PawnId(2)).unwrap().role(), NetRole::SimulatedProxy);
+        assert!(characters.get(PawnId(2)).unwrap().has_begun_play());
+    }
+
+    #[test]
+    fn duplicates_change_nothing_and_unpossession_ends_the_relationship() {
+        let me = PlayerId::new("me").unwrap();
+        let mut characters = Characters::default();
+        characters.spawn(view(1, "me"), Some(&me), true);
+        assert!(characters.possess(PawnId(1)));
+        assert!(!characters.possess(PawnId(1)), "a duplicate Possessed changes nothing");
+        assert_eq!(characters.spawn(view(1, "me"), Some(&me), true), Spawned::Known);
+        assert!(characters.get(PawnId(1)).unwrap().is_possession_acknowledged());
+        assert!(characters.unpossess(PawnId(1)));
+        let character = characters.get(PawnId(1)).unwrap();
+        assert_eq!(character.role(), NetRole::None);
+        assert!(!character.is_possession_acknowledged());
+    }
+}

@@ -1,0 +1,151 @@
+//! Player states: every player's replicated state as this client holds it (team processing and
+//! CharacterDef).
+//!
+//! Owns the per-player state and says what an update changed. It knows nothing of the team cache,
+//! the UI, facts or gates; those observe it.
+
+use std::collections::BTreeMap;
+
+use gatehouse_protocol::{CharacterDef, PlayerId, PlayerStateView, TeamId};
+
+/// One player's state.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlayerState {
+    player: PlayerId,
+    team: Option<TeamId>,
+    character_def: Option<CharacterDef>,
+}
+
+impl PlayerState {
+    /// Whose state.
+    pub fn player(&self) -> &PlayerId {
+        &self.player
+    }
+
+    /// The team id, once processed.
+    pub fn team(&self) -> Option<TeamId> {
+        self.team
+    }
+
+    /// Whether the match team id has been processed (a valid team: never team 0).
+    pub fn is_team_processed(&self) -> bool {
+        self.team.is_some_and(is_valid_team)
+    }
+
+    /// The CharacterDef, once the player's save resolved it.
+    pub fn character_def(&self) -> Option<&CharacterDef> {
+        self.character_def.as_ref()
+    }
+}
+
+/// Whether `team` is a real team (0 means "no team").
+pub fn is_valid_team(team: TeamId) -> bool {
+    team.0 != 0
+}
+
+/// What one `PlayerStateUpdated` changed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct PlayerStateChange {
+    /// The player state is new to this client.
+    pub appeared: bool,
+    /// Its team changed.
+    pub team: bool,
+    /// Its CharacterDef changed.
+    pub character_def: bool,
+}
+
+impl PlayerStateChange {
+    /// Whether the update changed nothing (a duplicate notification).
+    pub fn is_duplicate(&self) -> bool {
+        !(self.appeared || self.team || self.character_def)
+    }
+}
+
+/// Every player state, by player.
+#[derive(Debug, Default)]
+pub struct PlayerStates {
+    by_player: BTreeMap<PlayerId, PlayerState>,
+}
+
+impl PlayerStates {
+    /// `player`'s state.
+    pub fn get(&self, player: &PlayerId) -> Option<&PlayerState> {
+        self.by_player.get(player)
+    }
+
+    /// Every player state, by player id.
+    pub fn iter(&self) -> impl Iterator<Item = &PlayerState> + '_ {
+        self.by_player.values()
+    }
+
+    /// How many player states.
+    pub fn len(&self) -> usize {
+        self.by_player.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.by_player.is_empty()
+    }
+
+    /// Applies a replicated update.
+    pub(crate) fn apply(&mut self, view: PlayerStateView) -> PlayerStateChange {
+        let PlayerStateView { player_id, team, character_def } = view;
+        match self.by_player.get_mut(&player_id) {
+            Some(state) => {
+                let change = PlayerStateChange {
+                    appeared: false,
+                    team: state.team != team,
+                    character_def: state.character_def != character_def,
+                };
+                state.team = team;
+                state.character_def = character_def;
+                change
+            }
+            None => {
+                let change = PlayerStateChange {
+                    appeared: true,
+                    team: team.is_some(),
+                    character_def: character_def.is_some(),
+                };
+                self.by_player.insert(
+                    player_id.clone(),
+                    PlayerState { player: player_id, team, character_def },
+                );
+                change
+            }
+        }
+    }
+
+    /// The player left.
+    pub(crate) fn remove(&mut self, player: &PlayerId) -> Option<PlayerState> {
+        self.by_player.remove(player)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn view(team: Option<u8>, def: Option<&str>) -> PlayerStateView {
+        PlayerStateView {
+            player_id: PlayerId::new("p").unwrap(),
+            team: team.map(TeamId),
+            character_def: def.map(|d| CharacterDef::new(d).unwrap()),
+        }
+    }
+
+    #[test]
+    fn an_update_says_what_changed() {
+        let mut states = PlayerStates::default();
+        let first = states.apply(view(Some(1), None));
+        assert!(first.appeared && first.team && !first.character_def);
+        assert!(states.apply(view(Some(1), None)).is_duplicate());
+        let change = states.apply(view(Some(2), Some("Medic")));
+        assert!(!change.appeared && change.team && change.character_def);
+        let state = states.get(&PlayerId::new("p").unwrap()).unwrap();
+        assert!(state.is_team_processed());
+        assert!(!PlayerStates::default().apply(view(Some(0), None)).is_duplicate());
+        assert!(!is_valid_team(TeamId(0)));
+    }
+}

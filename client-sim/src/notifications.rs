@@ -1,0 +1,252 @@
+//! The client's router vocabulary: every channel it broadcasts on, bound once to its payload
+//! type, and the payload types themselves.
+//!
+//! Three families travel here (seed 002, section 7, third pattern): replication notifications
+//! (`Message.Replication.*`, `Message.Transition.*`), announced after the replicated state was
+//! applied; domain notifications (`Message.Login.*`, `Message.World.*`, `Message.UI.*`,
+//! `Message.Team.*`), announced after a domain object changed; and lifecycle dispatch
+//! (`Message.Lifecycle.*`): the seed's non-replaying multicast delegates and the character
+//! adapter's generation announcements. A payload names what changed by id and carries none of the
+//! state: a listener reads the state from the domain object, so a late listener is as correct as
+//! an early one. This module declares; it never broadcasts.
+
+use gatehouse_lifecycle::ScopeToken;
+use gatehouse_messaging::{Channel, Channels, Payload};
+use gatehouse_protocol::{PawnId, PlayerId, TeamId, TransitionId};
+use gatehouse_tags::catalog::*;
+
+use crate::adapters::{RetireReason, Route};
+use crate::ids::WorldId;
+
+/// Something happened to a pawn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PawnNotice {
+    /// The pawn.
+    pub pawn: PawnId,
+}
+impl Payload for PawnNotice {
+    const NAME: &'static str = "PawnNotice";
+}
+
+/// Something happened to a player (its player state, its login, its widget controller).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PlayerNotice {
+    /// The player.
+    pub player: PlayerId,
+}
+impl Payload for PlayerNotice {
+    const NAME: &'static str = "PlayerNotice";
+}
+
+/// A player's team changed in the team cache, or is presented.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TeamNotice {
+    /// The player.
+    pub player: PlayerId,
+    /// The team before the change (for a presentation: `None`).
+    pub old: Option<TeamId>,
+    /// The team now (for a presentation: the team cached when it was sent).
+    pub new: Option<TeamId>,
+}
+impl Payload for TeamNotice {
+    const NAME: &'static str = "TeamNotice";
+}
+
+/// Something happened to a world.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorldNotice {
+    /// The world.
+    pub world: WorldId,
+}
+impl Payload for WorldNotice {
+    const NAME: &'static str = "WorldNotice";
+}
+
+/// The UI subsystem reset its tracking.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UiResetNotice;
+impl Payload for UiResetNotice {
+    const NAME: &'static str = "UiResetNotice";
+}
+
+/// A transition phase arrived.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TransitionNotice {
+    /// The transition.
+    pub transition: TransitionId,
+}
+impl Payload for TransitionNotice {
+    const NAME: &'static str = "TransitionNotice";
+}
+
+/// The character adapter scoped a pawn generation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GenerationScoped {
+    /// The pawn.
+    pub pawn: PawnId,
+    /// Its scope: the pawn and the generation.
+    pub token: ScopeToken,
+    /// Which character gate it routes to.
+    pub route: Route,
+    /// The world it lives in.
+    pub world: WorldId,
+}
+impl Payload for GenerationScoped {
+    const NAME: &'static str = "GenerationScoped";
+}
+
+/// The character adapter retired a pawn generation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GenerationRetired {
+    /// The pawn.
+    pub pawn: PawnId,
+    /// The retired scope.
+    pub token: ScopeToken,
+    /// Its route.
+    pub route: Route,
+    /// Why it retired.
+    pub reason: RetireReason,
+    /// Whether its character gate had opened.
+    pub gate_opened: bool,
+}
+impl Payload for GenerationRetired {
+    const NAME: &'static str = "GenerationRetired";
+}
+
+/// A character gate dispatched (`OnLocalCharacterInitGateOpened`,
+/// `OnRemoteCharacterInitGateOpened`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CharacterGateOpened {
+    /// The pawn.
+    pub pawn: PawnId,
+    /// The generation whose gate opened.
+    pub token: ScopeToken,
+    /// The world it opened in.
+    pub world: WorldId,
+}
+impl Payload for CharacterGateOpened {
+    const NAME: &'static str = "CharacterGateOpened";
+}
+
+/// `OnLocalPlayerWidgetControllerAndTeamReady(LocalPlayerState)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalPlayerReady {
+    /// The local player.
+    pub player: PlayerId,
+    /// The local player state's generation.
+    pub token: ScopeToken,
+    /// The world it opened in.
+    pub world: WorldId,
+}
+impl Payload for LocalPlayerReady {
+    const NAME: &'static str = "LocalPlayerReady";
+}
+
+/// A pawn was spawned and applied locally.
+pub const PAWN_SPAWNED: Channel<PawnNotice> = Channel::new(MESSAGE_REPLICATION_PAWN_SPAWNED);
+/// A pawn was destroyed and removed locally.
+pub const PAWN_DESTROYED: Channel<PawnNotice> = Channel::new(MESSAGE_REPLICATION_PAWN_DESTROYED);
+/// The server possessed this pawn for the client, and the client acknowledged it.
+pub const POSSESSED: Channel<PawnNotice> = Channel::new(MESSAGE_REPLICATION_POSSESSED);
+/// The server unpossessed the client's pawn.
+pub const UNPOSSESSED: Channel<PawnNotice> = Channel::new(MESSAGE_REPLICATION_UNPOSSESSED);
+/// A player state appeared or changed (team, CharacterDef).
+pub const PLAYER_STATE_CHANGED: Channel<PlayerNotice> =
+    Channel::new(MESSAGE_REPLICATION_PLAYER_STATE_CHANGED);
+/// A player left and its player state was removed.
+pub const PLAYER_STATE_REMOVED: Channel<PlayerNotice> =
+    Channel::new(MESSAGE_REPLICATION_PLAYER_STATE_REMOVED);
+/// A player's ability tags changed.
+pub const ABILITY_TAGS_CHANGED: Channel<PlayerNotice> =
+    Channel::new(MESSAGE_REPLICATION_ABILITY_TAGS_CHANGED);
+/// A transition's loading screen is shown.
+pub const TRANSITION_SHOWN: Channel<TransitionNotice> = Channel::new(MESSAGE_TRANSITION_SHOWN);
+/// Characters froze for a transition.
+pub const CHARACTERS_FROZEN: Channel<TransitionNotice> =
+    Channel::new(MESSAGE_TRANSITION_CHARACTERS_FROZEN);
+/// Characters unfroze after a transition.
+pub const CHARACTERS_UNFROZEN: Channel<TransitionNotice> =
+    Channel::new(MESSAGE_TRANSITION_CHARACTERS_UNFROZEN);
+/// A transition ended.
+pub const TRANSITION_ENDED: Channel<TransitionNotice> = Channel::new(MESSAGE_TRANSITION_ENDED);
+/// The login-success state became active.
+pub const LOGIN_SUCCEEDED: Channel<PlayerNotice> = Channel::new(MESSAGE_LOGIN_SUCCEEDED);
+/// The login-success state ended.
+pub const LOGIN_ENDED: Channel<PlayerNotice> = Channel::new(MESSAGE_LOGIN_ENDED);
+/// A world was created for a travel destination.
+pub const WORLD_CREATED: Channel<WorldNotice> = Channel::new(MESSAGE_WORLD_CREATED);
+/// The current world began play.
+pub const WORLD_BEGIN_PLAY: Channel<WorldNotice> = Channel::new(MESSAGE_WORLD_BEGIN_PLAY);
+/// A world was torn down.
+pub const WORLD_TORN_DOWN: Channel<WorldNotice> = Channel::new(MESSAGE_WORLD_TORN_DOWN);
+/// A player state's widget controller became ready.
+pub const WIDGET_CONTROLLER_READY: Channel<PlayerNotice> =
+    Channel::new(MESSAGE_UI_WIDGET_CONTROLLER_READY);
+/// The UI subsystem reset its tracking.
+pub const UI_RESET: Channel<UiResetNotice> = Channel::new(MESSAGE_UI_RESET);
+/// The raw team change, sent the moment the team cache changes.
+pub const TEAM_CHANGED: Channel<TeamNotice> = Channel::new(MESSAGE_TEAM_CHANGED);
+/// The presentation-only team change, sent once the widget controller is ready.
+pub const TEAM_PRESENTATION_CHANGED: Channel<TeamNotice> =
+    Channel::new(MESSAGE_TEAM_PRESENTATION_CHANGED);
+/// A pawn generation was scoped.
+pub const CHARACTER_SCOPED: Channel<GenerationScoped> =
+    Channel::new(MESSAGE_LIFECYCLE_CHARACTER_SCOPED);
+/// A pawn generation was retired.
+pub const CHARACTER_RETIRED: Channel<GenerationRetired> =
+    Channel::new(MESSAGE_LIFECYCLE_CHARACTER_RETIRED);
+/// `OnLocalCharacterInitGateOpened`.
+pub const LOCAL_CHARACTER_INIT_GATE_OPENED: Channel<CharacterGateOpened> =
+    Channel::new(MESSAGE_LIFECYCLE_LOCAL_CHARACTER_INIT_GATE_OPENED);
+/// `OnRemoteCharacterInitGateOpened`.
+pub const REMOTE_CHARACTER_INIT_GATE_OPENED: Channel<CharacterGateOpened> =
+    Channel::new(MESSAGE_LIFECYCLE_REMOTE_CHARACTER_INIT_GATE_OPENED);
+/// `OnLocalPlayerWidgetControllerAndTeamReady`.
+pub const LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY: Channel<LocalPlayerReady> =
+    Channel::new(MESSAGE_LIFECYCLE_LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY);
+
+/// Declares every channel above, once each.
+///
+/// # Errors
+/// A [`gatehouse_messaging::Error`] if a channel were declared twice or its tag were missing from
+/// the catalog; the unit test below proves neither happens.
+pub fn channels() -> Result<Channels, gatehouse_messaging::Error> {
+    let mut channels = Channels::new();
+    channels
+        .declare(PAWN_SPAWNED)?
+        .declare(PAWN_DESTROYED)?
+        .declare(POSSESSED)?
+        .declare(UNPOSSESSED)?
+        .declare(PLAYER_STATE_CHANGED)?
+        .declare(PLAYER_STATE_REMOVED)?
+        .declare(ABILITY_TAGS_CHANGED)?
+        .declare(TRANSITION_SHOWN)?
+        .declare(CHARACTERS_FROZEN)?
+        .declare(CHARACTERS_UNFROZEN)?
+        .declare(TRANSITION_ENDED)?
+        .declare(LOGIN_SUCCEEDED)?
+        .declare(LOGIN_ENDED)?
+        .declare(WORLD_CREATED)?
+        .declare(WORLD_BEGIN_PLAY)?
+        .declare(WORLD_TORN_DOWN)?
+        .declare(WIDGET_CONTROLLER_READY)?
+        .declare(UI_RESET)?
+        .declare(TEAM_CHANGED)?
+        .declare(TEAM_PRESENTATION_CHANGED)?
+        .declare(CHARACTER_SCOPED)?
+        .declare(CHARACTER_RETIRED)?
+        .declare(LOCAL_CHARACTER_INIT_GATE_OPENED)?
+        .declare(REMOTE_CHARACTER_INIT_GATE_OPENED)?
+        .declare(LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY)?;
+    Ok(channels)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_channel_is_declared_once_in_the_catalog() {
+        channels().unwrap();
+    }
+}

@@ -1,0 +1,192 @@
+//! The runtime expectations every simulated client checks live (seed 000, "Verification
+//! coverage", last paragraph): one local event per local pawn generation, one remote event per
+//! remote pawn generation, local before remote, no callback from a world after travel, and the
+//! widget/team gate once per readiness period. A forged delegate broadcast on the client's router
+//! shows that each is caught; a scripted run shows a clean client reports none.
+
+use std::time::Duration;
+
+use gatehouse_client_sim::ids::WorldId;
+use gatehouse_client_sim::notifications::*;
+use gatehouse_protocol::PawnId;
+
+use crate::common::*;
+
+fn forge_character(
+    sim: &mut Sim,
+    local: bool,
+    pawn: u64,
+    world: WorldId,
+    token: gatehouse_lifecycle::ScopeToken,
+) {
+    let channel =
+        if local { LOCAL_CHARACTER_INIT_GATE_OPENED } else { REMOTE_CHARACTER_INIT_GATE_OPENED };
+    let (router, core) = sim.client_mut().router_and_core();
+    router
+        .broadcast(core, channel, &CharacterGateOpened { pawn: PawnId(pawn), token, world })
+        .unwrap();
+}
+
+fn world(sim: &Sim) -> WorldId {
+    sim.client().domain().world().unwrap().id()
+}
+
+fn violations(sim: &Sim) -> u64 {
+    sim.client().gate_stats().gate_violations
+}
+
+/// Seed 000, runtime expectation: one local gate event per local pawn generation.
+#[test]
+fn a_second_local_event_for_one_generation_is_a_violation() {
+    let mut sim = Sim::new();
+    sim.ready_pair();
+    assert_eq!(violations(&sim), 0);
+    let (token, world) = (sim.generation(1).unwrap(), world(&sim));
+    forge_character(&mut sim, true, 1, world, token);
+    assert_eq!(violations(&sim), 1);
+    forge_character(&mut sim, false, 1, world, token);
+    assert!(violations(&sim) >= 2, "and a local generation never opens the remote gate");
+}
+
+/// Seed 000, runtime expectation: local before remote.
+#[test]
+fn a_remote_event_before_the_local_dispatch_is_a_violation() {
+    let mut sim = Sim::new();
+    sim.welcome();
+    sim.ready_player_state(BOB, 2);
+    sim.after(UI_MS);
+    sim.spawn(2, BOB);
+    let (token, world) = (sim.generation(2).unwrap(), world(&sim));
+    forge_character(&mut sim, false, 2, world, token);
+    let stats = sim.client().gate_stats();
+    assert_eq!(stats.gate_violations, 1);
+    assert!(stats.violation_samples[0].contains("before the local viewer"), "{stats:?}");
+}
+
+/// Seed 000, runtime expectation: no callback from a world after travelling away.
+#[test]
+fn an_event_from_a_world_travelled_away_from_is_a_violation() {
+    let mut sim = Sim::new();
+    sim.ready_pair();
+    let (old_token, old_world) = (sim.generation(1).unwrap(), world(&sim));
+    sim.travel(1);
+    sim.after(STREAM_MS.max(UI_MS));
+    assert_eq!(violations(&sim), 0);
+    forge_character(&mut sim, true, 1, old_world, old_token);
+    assert_eq!(violations(&sim), 1);
+}
+
+/// Seed 000, runtime expectation: the widget/team gate once per readiness period.
+#[test]
+fn a_second_widget_team_event_in_one_period_is_a_violation() {
+    let mut sim = Sim::new();
+    sim.ready_pair();
+    let me = sim.client().player_state_object(&player(ME)).unwrap();
+    let token = sim.client().registry().token(me).unwrap();
+    let notice = LocalPlayerReady { player: player(ME), token, world: world(&sim) };
+    let (router, core) = sim.client_mut().router_and_core();
+    router.broadcast(core, LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY, &notice).unwrap();
+    assert_eq!(violations(&sim), 1);
+}
+
+/// Seed 000, runtime expectations: a generation that ends before its facts all arrived
+/// (destroyed, world torn down, session ended) is counted apart, never as a violation.
+#[test]
+fn generations_that_end_before_their_gate_are_counted_apart() {
+    let mut sim = Sim::new();
+    sim.ready_pair();
+    sim.player_state(CAROL, None, Some("Vanguard"));
+    sim.spawn(3, CAROL);
+    sim.destroy(3);
+    sim.spawn(5, CAROL);
+    sim.travel(1);
+    sim.spawn(6, CAROL);
+    let stats = sim.session.finish(sim.now).gates;
+    assert_eq!(stats.gate_violations, 0, "{:?}", stats.violation_samples);
+    let ended = stats.remote_ended_before_gate;
+    assert_eq!((ended.destroyed, ended.world_torn_down), (1, 1));
+    assert_eq!(ended.session_ended, 3, "pawns 2, 5 and 6 of the unstarted world");
+    assert_eq!(stats.accounted(), stats.pawn_generations, "every generation accounted for");
+}
+
+/// Seed 000, "Verification coverage" (runtime): a scripted run with joins, UI resets, a respawn,
+/// a player leaving mid-gate and travels opens a gate for every pawn generation that lived long
+/// enough, fires every public subscription once, and keeps the router's listener count flat.
+#[test]
+fn a_scripted_run_opens_a_gate_for_every_pawn_generation() {
+    let mut sim = Sim::with(true, Some(Duration::from_millis(700)));
+    sim.ready_pair();
+    sim.ready_player_state(CAROL, 1);
+    sim.spawn(3, CAROL);
+    let listeners = sim.client().router().listener_count();
+    sim.after(1000);
+    // A respawn: unpossessed, replacement spawned and possessed, the dead pawn destroyed last.
+    sim.unpossess(1);
+    sim.after(200);
+    sim.spawn(4, ME);
+    sim.possess(4);
+    sim.destroy(1);
+    // Carol leaves while her new pawn waits for its widget controller.
+    sim.player_state("dave", Some(2), Some("Scout"));
+    sim.spawn_as(7, "dave", "Scout");
+    sim.destroy(3);
+    sim.send(gatehouse_protocol::ServerMessage::PlayerLeft { player_id: player(CAROL) });
+    for id in 1..=3 {
+        sim.travel(id);
+        sim.after(150);
+        sim.player_state(BOB, Some(if id % 2 == 0 { 1 } else { 2 }), Some("Vanguard"));
+        sim.after(900);
+        assert_eq!(sim.client().router().listener_count(), listeners, "travel {id}");
+    }
+    let stats = sim.session.finish(sim.now).gates;
+    assert_eq!(stats.gate_violations, 0, "{:?}", stats.violation_samples);
+    assert_eq!(stats.accounted(), stats.pawn_generations);
+    assert!(stats.local_ready_opened >= 4 && stats.remote_ready_opened >= 8, "{stats:?}");
+    assert_eq!(stats.subscriptions_fired, stats.local_ready_opened + stats.remote_ready_opened);
+    assert!(
+        stats.ui_resets >= 2 && stats.widget_controller_and_team_ready_opened >= 4,
+        "{stats:?}"
+    );
+    assert_eq!(stats.router.mismatches + stats.router.refused, 0);
+    assert_eq!(stats.router.world_lifetimes_retired, 3);
+}
+
+/// Seed 000, "World begin-play": a transition can end before this client finished streaming (the
+/// server does not wait for a client that joined during its spawn window). The screen drops, the
+/// destination world begins play, and its gates open; no generation is left waiting in a world
+/// that never plays.
+#[test]
+fn a_transition_that_ends_before_streaming_finished_still_begins_play() {
+    let mut sim = Sim::new();
+    sim.welcome();
+    sim.ready_player_state(ME, 1);
+    sim.after(UI_MS);
+    sim.spawn(1, ME);
+    sim.possess(1);
+    sim.travel(1);
+    sim.send(gatehouse_protocol::ServerMessage::EndTransition {
+        transition_id: gatehouse_protocol::TransitionId(1),
+    });
+    assert!(sim.client().domain().world().unwrap().is_playing(), "the screen dropped: it plays");
+    sim.after(UI_MS);
+    let locals = sim.gate_events().into_iter().filter(|e| *e == Event::Local(1)).count();
+    assert_eq!(locals, 2, "one local gate per world");
+    assert_eq!(sim.client().gate_stats().gate_violations, 0);
+}
+
+/// Seed 000, "Failure modes" (remote pawn appears stuck), at run level: a generation still
+/// waiting after five seconds in a world that existed as long is reported stuck at the end, with
+/// its pending wait listed; it is not a violation.
+#[test]
+fn a_generation_waiting_for_seconds_is_reported_stuck_at_the_end() {
+    let mut sim = Sim::new();
+    sim.ready_pair();
+    sim.player_state(CAROL, None, Some("Vanguard"));
+    sim.spawn(3, CAROL);
+    sim.after(6000);
+    let stats = sim.session.finish(sim.now).gates;
+    assert_eq!(stats.stuck_at_end, 1);
+    assert_eq!(stats.remote_ended_before_gate.session_ended, 1);
+    assert_eq!(stats.gate_violations, 0);
+    assert!(stats.pending_waits.iter().any(|w| w.contains("'Character.RemoteGate' of pawn 3")));
+}

@@ -1,0 +1,258 @@
+//! The ability system of one player state (seed 001, "Possession-vs-Init Ordering" and
+//! `ResetForRespawn`).
+//!
+//! It lives on the player state, not the pawn, so it outlives every pawn: death state, effects
+//! and the kit-grant latches persist across a respawn. That cuts both ways, which is why
+//! [`AbilityState::reset_for_respawn`] is the single place that clears death state and strips
+//! finite-duration effects, and why the latches make a respawn never re-grant.
+
+use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
+
+use gatehouse_tags::GameplayTag;
+use gatehouse_tags::catalog::STATE_DEAD;
+
+/// An active gameplay effect.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ActiveEffect {
+    pub(crate) tag: GameplayTag,
+    pub(crate) duration: EffectDuration,
+}
+
+/// How long an effect lasts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum EffectDuration {
+    /// Equipment modifiers, kit passives, auras: they belong to the character, not the life.
+    Infinite,
+    /// Damage over time: `damage` every `tick` until `expires`.
+    Finite { expires: Instant, next_tick: Instant, tick: Duration, damage: u32 },
+}
+
+/// What happened when effects were advanced to `now`.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub(crate) struct TickOutcome {
+    /// Health changed.
+    pub(crate) health_changed: bool,
+    /// Health reached zero and `State.Dead` was added now.
+    pub(crate) died: bool,
+}
+
+/// One player state's ability system.
+#[derive(Debug, Clone)]
+pub(crate) struct AbilityState {
+    tags: BTreeSet<GameplayTag>,
+    effects: Vec<ActiveEffect>,
+    health: u32,
+    max_health: u32,
+    /// Startup kits granted this session (seed 001 `bStartupKitsGranted`); set at the first
+    /// possession (`InitAbilityActorInfo`).
+    startup_kits_granted: bool,
+    /// Composed kits granted (seed 001 `bComposedKitsGranted`): the self-latch that makes the
+    /// two entry points collapse to one grant.
+    composed_kits_granted: bool,
+    /// Every kit granted this session.
+    granted: BTreeSet<GameplayTag>,
+}
+
+impl AbilityState {
+    pub(crate) fn new(max_health: u32) -> Self {
+        AbilityState {
+            tags: BTreeSet::new(),
+            effects: Vec::new(),
+            health: max_health,
+            max_health,
+            startup_kits_granted: false,
+            composed_kits_granted: false,
+            granted: BTreeSet::new(),
+        }
+    }
+
+    pub(crate) fn is_dead(&self) -> bool {
+        self.tags.contains(&STATE_DEAD)
+    }
+
+    pub(crate) fn health(&self) -> u32 {
+        self.health
+    }
+
+    /// Every tag held: states plus the tags of active effects.
+    pub(crate) fn tags(&self) -> Vec<GameplayTag> {
+        let mut all: BTreeSet<GameplayTag> = self.tags.clone();
+        all.extend(self.effects.iter().map(|e| e.tag));
+        all.into_iter().collect()
+    }
+
+    pub(crate) fn has_effect(&self, tag: GameplayTag) -> bool {
+        self.effects.iter().any(|e| e.tag == tag)
+    }
+
+    /// Adds an effect (an equipment modifier, or a hazard's damage over time).
+    pub(crate) fn apply(&mut self, effect: ActiveEffect) {
+        self.effects.push(effect);
+    }
+
+    /// The next instant at which [`AbilityState::advance`] has work: a tick or an expiry.
+    pub(crate) fn next_event(&self) -> Option<Instant> {
+        self.effects
+            .iter()
+            .filter_map(|e| match e.duration {
+                EffectDuration::Finite { expires, next_tick, .. } => Some(next_tick.min(expires)),
+                EffectDuration::Infinite => None,
+            })
+            .min()
+    }
+
+    /// Applies every tick due at or before `now` and removes expired effects. Health reaching
+    /// zero adds `State.Dead` (once).
+    pub(crate) fn advance(&mut self, now: Instant) -> TickOutcome {
+        let mut outcome = TickOutcome::default();
+        let dead = self.is_dead();
+        for effect in &mut self.effects {
+            if let EffectDuration::Finite { expires, next_tick, tick, damage } =
+                &mut effect.duration
+            {
+                while *next_tick <= now && *next_tick <= *expires {
+                    if !dead && self.health > 0 {
+                        self.health = self.health.saturating_sub(*damage);
+                        outcome.health_changed = true;
+                    }
+                    *next_tick += *tick;
+                }
+            }
+        }
+        self.effects.retain(|e| match e.duration {
+            EffectDuration::Finite { expires, .. } => expires > now,
+            EffectDuration::Infinite => true,
+        });
+        if self.health == 0 && !dead {
+            self.tags.insert(STATE_DEAD);
+            outcome.died = true;
+        }
+        outcome
+    }
+
+    /// `ResetForRespawn`: the single place that removes `State.Dead` and strips
+    /// finite-duration effects (the DoT that killed the player would otherwise resume on the
+    /// fresh pawn). Infinite effects stay: they belong to the character, not the life. Health
+    /// returns to its maximum.
+    pub(crate) fn reset_for_respawn(&mut self) {
+        self.tags.remove(&STATE_DEAD);
+        self.effects.retain(|e| e.duration == EffectDuration::Infinite);
+        self.health = self.max_health;
+    }
+
+    /// `InitAbilityActorInfo`, run on every possession: grants the startup kits once per
+    /// session, then attempts the composed kits. Returns the kits granted now.
+    pub(crate) fn init_ability_actor_info(
+        &mut self,
+        startup: &[GameplayTag],
+        composed: Option<&[GameplayTag]>,
+    ) -> Vec<GameplayTag> {
+        let mut granted = Vec::new();
+        if !self.startup_kits_granted {
+            self.startup_kits_granted = true;
+            granted.extend(self.grant(startup));
+        }
+        granted.extend(self.give_composed_kits(composed));
+        granted
+    }
+
+    /// `InitializeProvider`, run when the preset resolves: grants the composed kits only if
+    /// possession already happened (otherwise possession will). Returns the kits granted now.
+    pub(crate) fn initialize_provider(&mut self, composed: &[GameplayTag]) -> Vec<GameplayTag> {
+        if !self.startup_kits_granted {
+            return Vec::new();
+        }
+        self.give_composed_kits(Some(composed))
+    }
+
+    /// `GiveComposedKits`: a no-op until the preset is known; then grants its kits and latches,
+    /// even when it has none, so the grant runs on exactly one side, once.
+    fn give_composed_kits(&mut self, composed: Option<&[GameplayTag]>) -> Vec<GameplayTag> {
+        let Some(kits) = composed else { return Vec::new() };
+        if self.composed_kits_granted {
+            return Vec::new();
+        }
+        self.composed_kits_granted = true;
+        self.grant(kits)
+    }
+
+    fn grant(&mut self, kits: &[GameplayTag]) -> Vec<GameplayTag> {
+        kits.iter().copied().filter(|k| self.granted.insert(*k)).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gatehouse_tags::catalog::*;
+
+    const STARTUP: &[GameplayTag] = &[KIT_STARTUP_MOVEMENT];
+    const KITS: &[GameplayTag] = &[KIT_COMPOSED_VANGUARD];
+
+    /// Seed 001: on a dedicated-server join the preset resolves before possession; the grant
+    /// happens at possession.
+    #[test]
+    fn kits_are_granted_at_possession_when_the_preset_resolved_first() {
+        let mut a = AbilityState::new(100);
+        assert!(a.initialize_provider(KITS).is_empty(), "no possession yet: skip");
+        let granted = a.init_ability_actor_info(STARTUP, Some(KITS));
+        assert_eq!(granted, vec![KIT_STARTUP_MOVEMENT, KIT_COMPOSED_VANGUARD]);
+    }
+
+    /// Seed 001: on a PlayPreset relaunch possession runs first with no preset; the provider
+    /// performs the grant once the preset resolves.
+    #[test]
+    fn kits_are_granted_at_preset_resolution_when_possession_came_first() {
+        let mut a = AbilityState::new(100);
+        assert_eq!(a.init_ability_actor_info(STARTUP, None), vec![KIT_STARTUP_MOVEMENT]);
+        assert_eq!(a.initialize_provider(KITS), vec![KIT_COMPOSED_VANGUARD]);
+        assert!(a.initialize_provider(KITS).is_empty(), "latched");
+    }
+
+    /// Seed 001: a respawn re-running InitAbilityActorInfo does not re-grant.
+    #[test]
+    fn a_respawn_never_re_grants() {
+        let mut a = AbilityState::new(100);
+        a.init_ability_actor_info(STARTUP, Some(KITS));
+        assert!(a.init_ability_actor_info(STARTUP, Some(KITS)).is_empty());
+    }
+
+    /// Seed 001: "a preset with zero kits still latches".
+    #[test]
+    fn a_preset_with_zero_kits_still_latches() {
+        let mut a = AbilityState::new(100);
+        a.init_ability_actor_info(STARTUP, Some(&[]));
+        assert!(a.initialize_provider(KITS).is_empty(), "the empty grant latched");
+    }
+
+    fn dot(now: Instant) -> ActiveEffect {
+        ActiveEffect {
+            tag: EFFECT_DAMAGE_OVER_TIME_POISON,
+            duration: EffectDuration::Finite {
+                expires: now + Duration::from_millis(1000),
+                next_tick: now + Duration::from_millis(250),
+                tick: Duration::from_millis(250),
+                damage: 30,
+            },
+        }
+    }
+
+    #[test]
+    fn damage_over_time_ticks_until_death_then_respawn_resets_only_finite_effects() {
+        let t0 = Instant::now();
+        let mut a = AbilityState::new(100);
+        a.apply(ActiveEffect { tag: EFFECT_EQUIPMENT_ARMOR, duration: EffectDuration::Infinite });
+        a.apply(dot(t0));
+        assert_eq!(a.next_event(), Some(t0 + Duration::from_millis(250)));
+        let out = a.advance(t0 + Duration::from_millis(750));
+        assert_eq!((out.health_changed, out.died, a.health()), (true, false, 10));
+        let out = a.advance(t0 + Duration::from_millis(1000));
+        assert!(out.died && a.is_dead());
+        a.reset_for_respawn();
+        assert!(!a.is_dead());
+        assert_eq!(a.health(), 100);
+        assert!(a.has_effect(EFFECT_EQUIPMENT_ARMOR), "infinite effects survive");
+        assert!(!a.has_effect(EFFECT_DAMAGE_OVER_TIME_POISON), "finite effects are stripped");
+    }
+}

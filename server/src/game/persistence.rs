@@ -1,0 +1,277 @@
+//! Player and session saves as the game core sees them (seed 001: the relaunched player's
+//! saved preset and kits arrive asynchronously, after possession may already have happened;
+//! the world's node is stale until the session save restores it).
+//!
+//! The core never touches the store: it asks for loads and saves with outputs and hears back
+//! with inputs. A load that fails leaves the player playing the default preset, unsaved
+//! (so the stored save is never overwritten with defaults), and never stuck.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use gatehouse_protocol::{CharacterDef, NodeId, PlayerId, ServerMessage};
+
+use super::abilities::{ActiveEffect, EffectDuration};
+use super::players::{Persistence, ResolvedPreset};
+use super::{Game, Output};
+use crate::store::{LoadOutcome, PlayerSave, Preset, SessionSave};
+
+/// Where the session save stands.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SessionState {
+    /// The load is in flight: the world's node is the start node, possibly stale.
+    Loading,
+    /// Resolved. `version` is what the next save carries; `None` after a failed load, when the
+    /// session is never saved (so the stored node is not overwritten blindly).
+    Known {
+        /// The version the next session save carries.
+        version: Option<u64>,
+    },
+}
+
+/// Character defs of players who left recently, so a relaunch can spawn before its save
+/// reloads (the seed's PlayPreset relaunch: possession before the preset provider resolves).
+#[derive(Debug, Default)]
+pub(crate) struct RecentPlayers {
+    order: VecDeque<PlayerId>,
+    defs: std::collections::HashMap<PlayerId, CharacterDef>,
+}
+
+impl RecentPlayers {
+    const CAPACITY: usize = 4096;
+
+    pub(crate) fn remember(&mut self, player: PlayerId, def: CharacterDef) {
+        if self.defs.insert(player.clone(), def).is_none() {
+            self.order.push_back(player);
+        }
+        while self.order.len() > Self::CAPACITY {
+            if let Some(old) = self.order.pop_front() {
+                self.defs.remove(&old);
+            }
+        }
+    }
+
+    pub(crate) fn recall(&self, player: &PlayerId) -> Option<CharacterDef> {
+        self.defs.get(player).cloned()
+    }
+}
+
+impl Game {
+    /// `WillAutoLoad`: asks for the player's save; returns the load's ticket.
+    pub(crate) fn begin_player_load(&mut self, player: &PlayerId) -> u64 {
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
+        self.outputs.push_back(Output::LoadPlayer { player: player.clone(), ticket });
+        ticket
+    }
+
+    /// `OnLoadCompleted` for a player: resolve the preset, then everything that waited on it.
+    pub(crate) fn handle_player_loaded(
+        &mut self,
+        now: Instant,
+        id: &PlayerId,
+        ticket: u64,
+        outcome: LoadOutcome<PlayerSave>,
+    ) {
+        let Some(player) = self.players.get(id) else { return };
+        if player.persistence != (Persistence::Loading { ticket }) {
+            self.counters.stale_ignored += 1;
+            return;
+        }
+        let (preset, persistence, inventory, equipment) = match outcome {
+            LoadOutcome::Found(save) => {
+                let version = save.version;
+                (save.preset, Persistence::Loaded { version }, save.inventory, save.equipment)
+            }
+            LoadOutcome::NotFound => (
+                self.new_player_preset(id),
+                Persistence::Loaded { version: 0 },
+                Vec::new(),
+                Vec::new(),
+            ),
+            LoadOutcome::Failed(reason) => {
+                self.counters.load_failures += 1;
+                tracing::warn!(player = %id, %reason,
+                    "save load failed: playing the default preset, and this session is not saved");
+                let default = Preset::ReadOnly { name: self.world.default_preset.clone() };
+                (default, Persistence::Disabled, Vec::new(), Vec::new())
+            }
+        };
+        let (def, kits) = self.resolve_preset(id, &preset);
+        let max_health = self.world.max_health;
+        let Some(player) = self.players.get_mut(id) else { return };
+        player.persistence = persistence;
+        player.inventory = inventory;
+        for tag in &equipment {
+            if !player.abilities.has_effect(*tag) {
+                player
+                    .abilities
+                    .apply(ActiveEffect { tag: *tag, duration: EffectDuration::Infinite });
+            }
+        }
+        player.equipment = equipment;
+        let _ = max_health;
+        match &player.character_def {
+            None => player.character_def = Some(def),
+            Some(current) if *current != def => {
+                // A relaunch spawned with the remembered class; keep it for this session so the
+                // pawn and its player state agree.
+                tracing::info!(player = %id, remembered = %current, saved = %def,
+                    "saved character def differs from the remembered one; keeping the pawn's");
+            }
+            Some(_) => {}
+        }
+        player.preset = Some(ResolvedPreset { source: preset, kits: kits.clone() });
+        // InitializeProvider: grants the composed kits if possession already happened.
+        let granted = player.abilities.initialize_provider(&kits);
+        let (connection, view, tags) = (player.connection, player.view(), player.abilities.tags());
+        tracing::info!(player = %id, kits = ?kits, "preset resolved");
+        self.broadcast(ServerMessage::PlayerStateUpdated(view));
+        self.broadcast(ServerMessage::AbilityTagsChanged { player_id: id.clone(), tags });
+        if !granted.is_empty() {
+            self.counters.kit_grants += 1;
+            self.send(connection, ServerMessage::KitsGranted { kits: granted });
+        }
+        self.on_persistence_progress(now);
+    }
+
+    /// `OnLoadCompleted` for the session: the world's node is known now.
+    pub(crate) fn handle_session_loaded(
+        &mut self,
+        now: Instant,
+        outcome: LoadOutcome<SessionSave>,
+    ) {
+        if self.session != SessionState::Loading {
+            return;
+        }
+        let version = match outcome {
+            LoadOutcome::Found(save) => {
+                if self.world.node(&save.node).is_some() {
+                    tracing::info!(node = %save.node, "session save restores the world's node");
+                    self.session_node = save.node;
+                } else {
+                    tracing::warn!(node = %save.node, "session save names a node this world lacks; starting at the start node");
+                }
+                Some(save.version)
+            }
+            LoadOutcome::NotFound => {
+                tracing::info!("no session save; starting at the start node");
+                Some(0)
+            }
+            LoadOutcome::Failed(reason) => {
+                self.counters.load_failures += 1;
+                tracing::warn!(%reason, "session load failed; starting at the start node, and the session is not saved");
+                None
+            }
+        };
+        self.session = SessionState::Known { version };
+        self.on_persistence_progress(now);
+    }
+
+    /// A load settled: retry what waits on persistence.
+    fn on_persistence_progress(&mut self, now: Instant) {
+        self.try_resolve_destination(now);
+        self.process_pending_spawns(now);
+        self.try_finish_transition(now);
+    }
+
+    /// Whether the session save and every player's save have settled (seed 001: the server
+    /// travels only after persistence settles).
+    pub(crate) fn persistence_settled(&self) -> bool {
+        matches!(self.session, SessionState::Known { .. })
+            && self.players.values().all(|p| !matches!(p.persistence, Persistence::Loading { .. }))
+    }
+
+    /// Whether any save load is in flight (progress, for the settle-hold).
+    pub(crate) fn is_save_load_in_flight(&self) -> bool {
+        !self.persistence_settled()
+    }
+
+    /// The preset a player without a save starts with: a saved character or a read-only preset
+    /// from the catalog, chosen by the player id so runs are reproducible.
+    fn new_player_preset(&self, id: &PlayerId) -> Preset {
+        let hash =
+            id.as_str().bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+        let presets = &self.world.presets;
+        let Some(spec) = presets.get(hash as usize % presets.len().max(1)) else {
+            return Preset::ReadOnly { name: self.world.default_preset.clone() };
+        };
+        if hash % 2 == 0 {
+            Preset::Character { character_def: spec.character_def.clone(), kits: spec.kits.clone() }
+        } else {
+            Preset::ReadOnly { name: spec.name.clone() }
+        }
+    }
+
+    /// The character def and kits a preset stands for. An unknown read-only preset falls back
+    /// to the default one, loudly.
+    fn resolve_preset(
+        &self,
+        id: &PlayerId,
+        preset: &Preset,
+    ) -> (CharacterDef, Vec<gatehouse_tags::GameplayTag>) {
+        match preset {
+            Preset::Character { character_def, kits } => (character_def.clone(), kits.clone()),
+            Preset::ReadOnly { name } => {
+                let spec = self.world.preset(name).or_else(|| {
+                    tracing::warn!(player = %id, preset = %name, "unknown read-only preset; using the default");
+                    self.world.default_preset()
+                });
+                match spec {
+                    Some(spec) => (spec.character_def.clone(), spec.kits.clone()),
+                    None => (self.fallback_character_def(), Vec::new()),
+                }
+            }
+        }
+    }
+
+    fn fallback_character_def(&self) -> CharacterDef {
+        // The world's default preset is checked to exist when the world loads.
+        self.world
+            .default_preset()
+            .map(|p| p.character_def.clone())
+            .unwrap_or_else(|| self.world.presets[0].character_def.clone())
+    }
+
+    /// Saves a player at `node`, if its save loaded (a failed load is never saved over).
+    pub(crate) fn save_player(&mut self, id: &PlayerId, node: Option<NodeId>) {
+        let Some(player) = self.players.get_mut(id) else { return };
+        let Persistence::Loaded { version } = &mut player.persistence else { return };
+        let Some(preset) = &player.preset else { return };
+        let save = PlayerSave {
+            player: id.clone(),
+            node,
+            preset: preset.source.clone(),
+            inventory: player.inventory.clone(),
+            equipment: player.equipment.clone(),
+            version: *version,
+        };
+        *version += 1;
+        self.counters.saves_requested += 1;
+        self.outputs.push_back(Output::SavePlayer(save));
+    }
+
+    /// Saves every player and the session at the node the world stands on.
+    pub(crate) fn save_all(&mut self, node: NodeId) {
+        let ids: Vec<PlayerId> = self.players.keys().cloned().collect();
+        for id in ids {
+            self.save_player(&id, Some(node.clone()));
+        }
+        if let SessionState::Known { version: Some(version) } = &mut self.session {
+            self.outputs.push_back(Output::SaveSession { node, version: *version });
+            *version += 1;
+        }
+    }
+
+    /// The shutdown drain: save every player and the session. The shell then waits a bounded
+    /// time for the store.
+    pub fn drain(&mut self) {
+        let node =
+            self.streaming.streamed_node().cloned().unwrap_or_else(|| self.session_node.clone());
+        tracing::info!(
+            players = self.players.len(),
+            "draining: saving every player and the session"
+        );
+        self.save_all(node);
+    }
+}

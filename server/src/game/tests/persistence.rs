@@ -1,0 +1,209 @@
+//! Seed 001 "Possession-vs-Init Ordering" (the kit latch, both orders) and the persistence flow:
+//! preset resolution, failed loads, saves, the session's node.
+
+use gatehouse_protocol::{ClientMessage, ServerMessage};
+use gatehouse_tags::GameplayTag;
+use gatehouse_tags::catalog::{KIT_COMPOSED_VANGUARD, KIT_STARTUP_MOVEMENT};
+
+use super::*;
+use crate::store::{PlayerSave, Preset, SessionSave};
+
+fn save(player: &str, preset: Preset) -> PlayerSave {
+    PlayerSave {
+        player: pid(player),
+        node: None,
+        preset,
+        inventory: vec![],
+        equipment: vec![],
+        version: 7,
+    }
+}
+
+fn vanguard() -> Preset {
+    Preset::ReadOnly { name: "Vanguard".into() }
+}
+
+fn kits(h: &Harness, c: ConnectionId) -> Vec<Vec<GameplayTag>> {
+    h.received(c)
+        .into_iter()
+        .filter_map(|m| match m {
+            ServerMessage::KitsGranted { kits } => Some(kits),
+            _ => None,
+        })
+        .collect()
+}
+
+/// A harness booted at harbor with loads held.
+fn booted_holding() -> Harness {
+    let mut h = Harness::holding_loads(WORLD);
+    h.answer_session(LoadOutcome::NotFound);
+    h.stream_node("harbor");
+    h
+}
+
+/// No pawn class is known before the save loads, so no pawn spawns before it.
+#[test]
+fn a_player_is_not_spawned_before_its_character_def_is_known() {
+    let mut h = booted_holding();
+    let a = h.login("a");
+    assert!(h.possessed(a).is_none());
+    h.answer_load("a", LoadOutcome::Found(save("a", vanguard())));
+    assert!(h.possessed(a).is_some(), "the load completion retried the spawn");
+}
+
+/// Seed 001, dedicated-server join: the preset resolves first; possession performs the grant,
+/// once, with the startup kits.
+#[test]
+fn kits_are_granted_once_at_possession_when_the_preset_resolved_first() {
+    let mut h = booted_holding();
+    let a = h.login("a");
+    h.answer_load("a", LoadOutcome::Found(save("a", vanguard())));
+    assert_eq!(kits(&h, a), vec![vec![KIT_STARTUP_MOVEMENT, KIT_COMPOSED_VANGUARD]]);
+}
+
+/// Seed 001, PlayPreset relaunch: possession runs first with no preset (the relaunch remembers
+/// its class); the provider performs the composed grant once the preset resolves.
+#[test]
+fn kits_are_granted_once_at_preset_resolution_when_possession_came_first() {
+    let mut h = booted_holding();
+    let first = h.login("a");
+    h.answer_load("a", LoadOutcome::Found(save("a", vanguard())));
+    h.disconnect(first);
+    let a = h.login("a");
+    assert!(h.possessed(a).is_some(), "the relaunch spawned before its save reloaded");
+    assert_eq!(kits(&h, a), vec![vec![KIT_STARTUP_MOVEMENT]], "no preset yet: startup kits only");
+    h.answer_load("a", LoadOutcome::Found(save("a", vanguard())));
+    assert_eq!(kits(&h, a), vec![vec![KIT_STARTUP_MOVEMENT], vec![KIT_COMPOSED_VANGUARD]]);
+    h.ack(a);
+    h.kill("a");
+    h.send(a, ClientMessage::RestartRequest);
+    assert_eq!(kits(&h, a).len(), 2, "the respawn re-grants nothing");
+}
+
+/// Seed 001: "a preset with zero kits still latches".
+#[test]
+fn a_preset_with_zero_kits_still_latches() {
+    let mut h = booted_holding();
+    let a = h.login("a");
+    h.answer_load("a", LoadOutcome::Found(save("a", Preset::ReadOnly { name: "Scout".into() })));
+    assert_eq!(kits(&h, a), vec![vec![KIT_STARTUP_MOVEMENT]]);
+    let abilities = &mut h.game.players.get_mut(&pid("a")).unwrap().abilities;
+    assert!(abilities.initialize_provider(&[KIT_COMPOSED_VANGUARD]).is_empty(), "latched");
+}
+
+/// A load that fails leaves the player in a stated state: the default preset, playing, never
+/// saved (the stored save is not overwritten with defaults).
+#[test]
+fn a_failed_load_plays_the_default_preset_and_is_never_saved() {
+    let mut h = booted_holding();
+    let a = h.login("a");
+    h.answer_load("a", LoadOutcome::Failed("timed out after 5 s".into()));
+    assert!(h.possessed(a).is_some());
+    assert_eq!(h.player("a").character_def.as_ref().map(|d| d.as_str()), Some("Vanguard"));
+    h.disconnect(a);
+    assert!(!h.log.iter().any(|o| matches!(o, Output::SavePlayer(_))));
+    assert_eq!(h.game.counters().load_failures, 1);
+}
+
+/// A load answer for an earlier login of the same player is stale and ignored.
+#[test]
+fn a_stale_load_answer_is_ignored() {
+    let mut h = booted_holding();
+    let first = h.login("a");
+    let (_, old_ticket) = h.loads[0].clone();
+    h.disconnect(first);
+    h.loads.clear();
+    h.login("a");
+    h.input(Input::PlayerLoaded {
+        player: pid("a"),
+        ticket: old_ticket,
+        outcome: LoadOutcome::NotFound,
+    });
+    assert!(h.player("a").preset.is_none(), "the stale answer resolved nothing");
+    assert_eq!(h.game.counters().stale_ignored, 1);
+}
+
+/// Saves happen when a transition completes (with the new node) and when a player leaves.
+#[test]
+fn players_are_saved_when_a_transition_completes_and_when_they_leave() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    h.input(Input::Travel { node: node("forest") });
+    h.stream_node("forest");
+    h.ready(a);
+    let saved_nodes: Vec<_> = h
+        .log
+        .iter()
+        .filter_map(|o| match o {
+            Output::SavePlayer(s) => Some(s.node.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(saved_nodes, vec![Some(node("forest"))]);
+    assert!(h.log.contains(&Output::SaveSession { node: node("forest"), version: 1 }));
+    h.disconnect(a);
+    let last = h
+        .log
+        .iter()
+        .rev()
+        .find_map(|o| match o {
+            Output::SavePlayer(s) => Some(s.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!((last.node, last.version), (Some(node("forest")), 1), "versions follow each other");
+}
+
+/// The shutdown drain saves every player and the session.
+#[test]
+fn the_shutdown_drain_saves_every_player_and_the_session() {
+    let mut h = Harness::booted();
+    h.placed("a");
+    h.placed("b");
+    h.game.drain();
+    h.drain();
+    let saved: Vec<_> = h
+        .log
+        .iter()
+        .filter_map(|o| match o {
+            Output::SavePlayer(s) => Some(s.player.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(saved, vec![pid("a"), pid("b")]);
+    assert!(h.log.contains(&Output::SaveSession { node: node("harbor"), version: 1 }));
+}
+
+/// A read-only preset resolves from the catalog and is saved as a reference only.
+#[test]
+fn a_read_only_preset_is_saved_as_a_reference() {
+    let mut h = booted_holding();
+    let a = h.login("a");
+    h.answer_load("a", LoadOutcome::Found(save("a", Preset::ReadOnly { name: "Scout".into() })));
+    assert_eq!(h.player("a").character_def.as_ref().map(|d| d.as_str()), Some("Scout"));
+    h.disconnect(a);
+    let saved = h
+        .log
+        .iter()
+        .find_map(|o| match o {
+            Output::SavePlayer(s) => Some(s.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!(saved.preset, Preset::ReadOnly { name: "Scout".into() });
+}
+
+/// The session save restores the world's node before the boot travel resolves its destination.
+#[test]
+fn the_session_save_restores_the_worlds_node_before_the_boot_travel() {
+    let mut h = Harness::holding_loads(WORLD);
+    assert_eq!(h.game.snapshot().phase, "Freezing", "the boot travel waits for the session save");
+    assert!(h.streams.is_empty());
+    h.answer_session(LoadOutcome::Found(SessionSave {
+        session: "main".into(),
+        node: node("forest"),
+        version: 2,
+    }));
+    assert_eq!(h.game.snapshot().transition_target, Some(node("forest")));
+    assert!(h.streams.iter().any(|s| s.what == "node forest"));
+}

@@ -1,0 +1,200 @@
+//! Seed 001 "Per-Controller Death Respawn" and the ability-system rows of "Symptoms and Causes".
+
+use std::time::Duration;
+
+use gatehouse_protocol::{ClientMessage, ErrorCode, ServerMessage};
+use gatehouse_tags::catalog::{EFFECT_DAMAGE_OVER_TIME_BURN, EFFECT_EQUIPMENT_ARMOR, STATE_DEAD};
+
+use super::*;
+use crate::store::{PlayerSave, Preset};
+
+fn restart(h: &mut Harness, c: ConnectionId) {
+    h.send(c, ClientMessage::RestartRequest);
+}
+
+/// Symptom "Restart stays spammable": the restart is gated on `State.Dead`.
+#[test]
+fn restart_without_state_dead_is_rejected() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    let pawn = h.possessed(a);
+    restart(&mut h, a);
+    assert!(
+        h.received(a)
+            .iter()
+            .any(|m| matches!(m, ServerMessage::Error { code: ErrorCode::RestartRejected, .. }))
+    );
+    assert_eq!(h.possessed(a), pawn, "nothing was unpossessed or spawned");
+    assert_eq!(h.game.counters().respawns, 0);
+}
+
+/// Symptom "Respawned player takes no damage": `ResetForRespawn` removes `State.Dead`, and it
+/// is the only place that does.
+#[test]
+fn a_respawn_clears_state_dead() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    h.kill("a");
+    assert!(h.player("a").is_dead());
+    restart(&mut h, a);
+    assert!(!h.player("a").is_dead());
+    assert!(!h.player("a").abilities.tags().contains(&STATE_DEAD));
+}
+
+/// Symptom "A DoT keeps ticking after respawn": finite effects are stripped; infinite ones
+/// (equipment) survive by design.
+#[test]
+fn a_respawn_strips_finite_effects_and_keeps_infinite_ones() {
+    let mut h = Harness::holding_loads(WORLD);
+    h.answer_session(LoadOutcome::NotFound);
+    h.stream_node("harbor");
+    let a = h.login("a");
+    h.answer_load(
+        "a",
+        LoadOutcome::Found(PlayerSave {
+            player: pid("a"),
+            node: None,
+            preset: Preset::ReadOnly { name: "Vanguard".into() },
+            inventory: vec![],
+            equipment: vec![EFFECT_EQUIPMENT_ARMOR],
+            version: 4,
+        }),
+    );
+    h.ack(a);
+    h.kill("a");
+    assert!(
+        h.player("a").abilities.has_effect(EFFECT_DAMAGE_OVER_TIME_BURN) || h.player("a").is_dead()
+    );
+    restart(&mut h, a);
+    let abilities = &h.player("a").abilities;
+    assert!(abilities.has_effect(EFFECT_EQUIPMENT_ARMOR));
+    assert!(!abilities.has_effect(EFFECT_DAMAGE_OVER_TIME_BURN));
+    let health = abilities.health();
+    h.advance(Duration::from_secs(5));
+    assert_eq!(h.player("a").abilities.health(), health, "nothing ticks on the fresh pawn");
+}
+
+/// Ordering note: "ResetForRespawn() runs before UnPossess, so the respawned pawn is possessed
+/// by an ASC already cleared of death state."
+#[test]
+fn reset_for_respawn_runs_before_unpossess() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    let dead = h.possessed(a).unwrap();
+    h.kill("a");
+    let from = h.log.len();
+    restart(&mut h, a);
+    let after = &h.log[from..];
+    let cleared = after.iter().position(|o| matches!(o, Output::Broadcast { message: ServerMessage::AbilityTagsChanged { tags, .. } } if !tags.contains(&STATE_DEAD)));
+    let unpossessed = after.iter().position(|o| matches!(o, Output::Send { message: ServerMessage::Unpossessed { pawn_id }, .. } if *pawn_id == dead));
+    assert!(cleared.is_some() && unpossessed.is_some());
+    assert!(cleared < unpossessed);
+}
+
+/// Ordering note: "The dead pawn is destroyed last, after the new one exists."
+#[test]
+fn the_dead_pawn_is_destroyed_after_the_new_pawn_exists() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    let dead = h.possessed(a).unwrap();
+    h.kill("a");
+    restart(&mut h, a);
+    let fresh = h.possessed(a).unwrap();
+    assert_ne!(fresh, dead);
+    let spawned = h.position(|o| matches!(o, Output::Broadcast { message: ServerMessage::PawnSpawned(v) } if v.pawn_id == fresh));
+    let destroyed = h.position(|o| matches!(o, Output::Broadcast { message: ServerMessage::PawnDestroyed { pawn_id } } if *pawn_id == dead));
+    assert!(spawned.is_some() && destroyed.is_some());
+    assert!(spawned < destroyed);
+    assert_eq!(h.pawns_of("a"), 1);
+}
+
+/// Ordering note: the respawn "deliberately bypasses the transition and its settle-hold".
+#[test]
+fn a_respawn_needs_no_transition_and_no_loading_screen() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    h.kill("a");
+    let from = h.log.len();
+    restart(&mut h, a);
+    assert!(h.game.transition_id().is_none());
+    assert!(!h.log[from..].iter().any(|o| matches!(
+        o,
+        Output::Broadcast { message: ServerMessage::FreezeCharacters { .. } }
+    )));
+}
+
+/// "The fallback closes a real ordering hazard ... RestartPlayer has no retry of its own":
+/// when the restart is refused (here: the node's spawn points are not registered), the request
+/// goes through the spawn manager, whose retry places the player; the dead pawn lingers until
+/// then.
+#[test]
+fn a_refused_respawn_is_queued_through_the_spawn_manager_and_retried() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    let dead = h.possessed(a).unwrap();
+    h.kill("a");
+    h.game.streaming.forget_spawn_points();
+    restart(&mut h, a);
+    let pending = h.game.snapshot().pending_spawns;
+    assert_eq!(pending.len(), 1);
+    assert_eq!(
+        (pending[0].kind, pending[0].node.clone()),
+        (crate::game::SpawnKind::LateJoin, node("harbor"))
+    );
+    assert!(h.game.pawns.contains_key(&dead), "the dead pawn stays until its replacement exists");
+    let load = h.game.streaming.streamed_load().unwrap();
+    h.input(Input::SpawnPointsRegistered { load });
+    h.advance(Duration::from_millis(100));
+    let fresh = h.possessed(a).unwrap();
+    assert_ne!(fresh, dead);
+    assert!(!h.game.pawns.contains_key(&dead));
+}
+
+/// Symptom "Double ability grants ... or a respawn re-granting": the latches live on the
+/// persistent player state.
+#[test]
+fn a_respawn_never_re_grants_kits() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    let grants = |h: &Harness| {
+        h.received(a).iter().filter(|m| matches!(m, ServerMessage::KitsGranted { .. })).count()
+    };
+    let before = grants(&h);
+    assert!(before >= 1);
+    h.kill("a");
+    restart(&mut h, a);
+    assert_eq!(grants(&h), before);
+}
+
+/// Symptom "HUD and input dead after respawn": the new pawn is possessed for the owner and the
+/// player counts as placed only once the client acknowledged it.
+#[test]
+fn after_a_respawn_the_player_is_placed_only_once_the_new_pawn_is_acknowledged() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    h.kill("a");
+    restart(&mut h, a);
+    assert!(!h.player("a").is_placed());
+    h.ack(a);
+    assert!(h.player("a").is_placed());
+}
+
+/// A hazard afflicts the living pawns on its node with its finite effect, and they die at 0
+/// health: `State.Dead` is replicated and the pawn marked dead.
+#[test]
+fn a_hazard_kills_players_on_its_node() {
+    let world = format!(
+        "{WORLD}\n[[hazard]]\nnode = \"harbor\"\neffect = \"Effect.DamageOverTime.Poison\"\ndamage_per_tick = 50\ntick_ms = 100\nduration_ms = 300\nexposure_ms = 500\n"
+    );
+    let mut h = Harness::with(&world, rules());
+    h.stream_node("harbor");
+    let a = h.placed("a");
+    let pawn = h.possessed(a).unwrap();
+    h.advance(Duration::from_millis(700));
+    assert!(h.player("a").is_dead());
+    assert!(h.broadcasts().contains(&ServerMessage::PawnDied { pawn_id: pawn }));
+    assert_eq!(h.game.counters().deaths, 1);
+    restart(&mut h, a);
+    h.ack(a);
+    assert!(!h.player("a").is_dead());
+}

@@ -1,0 +1,189 @@
+//! Seed 001 "The Spawn Window", "The World-Map Gate", "Honest Spawn Refusal" and "Stale-Node
+//! Discard".
+
+use std::time::Duration;
+
+use gatehouse_protocol::ServerMessage;
+
+use super::*;
+use crate::game::SpawnKind;
+use crate::store::SessionSave;
+
+/// Symptom "Black void on boot": `SpawnDefaultPawnFor` returns nothing while a world map
+/// governs the session, no dungeon is active and nothing is streamed.
+#[test]
+fn the_default_pawn_is_refused_while_a_world_map_governs_and_nothing_is_streamed() {
+    let mut h = Harness::new();
+    h.login("a");
+    assert!(h.game.streaming.streamed_node().is_none());
+    assert_eq!(h.game.restart_player_at_player_start(&pid("a"), &node("harbor")), None);
+    assert_eq!(h.pawns_of("a"), 0);
+}
+
+/// The World-Map Gate: "a requested world-map node is ready only when the currently streamed
+/// node matches".
+#[test]
+fn the_default_pawn_is_refused_on_a_node_other_than_the_streamed_one() {
+    let mut h = Harness::booted();
+    h.login("a");
+    assert_eq!(h.game.restart_player_at_player_start(&pid("a"), &node("forest")), None);
+    assert!(h.game.restart_player_at_player_start(&pid("a"), &node("harbor")).is_some());
+}
+
+/// The World-Map Gate: with no world map managing levels (a standalone map) spawns are allowed.
+#[test]
+fn a_standalone_map_allows_the_default_pawn_before_anything_streams() {
+    let world =
+        WORLD.replace("start_node = \"harbor\"", "start_node = \"harbor\"\nworld_map = false");
+    let mut h = Harness::with(&world, rules());
+    h.login("a");
+    assert!(h.game.restart_player_at_player_start(&pid("a"), &node("harbor")).is_some());
+}
+
+/// The Spawn Window: outside Completing, spawn requests queue; OnReadyToSpawn owns the spawn.
+#[test]
+fn spawn_requests_queue_outside_completing() {
+    let mut h = Harness::new();
+    let a = h.login("a");
+    h.stream_node("harbor");
+    assert_eq!(h.game.snapshot().phase, "WaitingForClients");
+    assert_eq!(h.game.snapshot().pending_spawns.len(), 1, "queued, not spawned");
+    assert!(h.possessed(a).is_none());
+    h.ready(a);
+    assert!(h.possessed(a).is_some(), "spawned by OnReadyToSpawn in Completing");
+}
+
+/// The Spawn Window: a ready callback arriving during Completing (dungeon rooms streaming after
+/// client readiness) spawns directly instead of deferring to an OnReadyToSpawn already past.
+/// Also Honest Spawn Refusal: before the rooms are in, the refused spawn stays queued and the
+/// player unplaced.
+#[test]
+fn dungeon_rooms_that_stream_after_readiness_spawn_directly_in_completing() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    h.input(Input::Travel { node: node("crypt") });
+    let t = h.transition();
+    h.stream_node("crypt");
+    h.ready(a);
+    let late = h.login("late");
+    let snapshot = h.game.snapshot();
+    assert_eq!(snapshot.phase, "Completing");
+    assert_eq!(
+        snapshot.pending_spawns.len(),
+        2,
+        "a's teleport and late's spawn wait for the rooms"
+    );
+    assert!(h.game.counters().spawn_refusals >= 2, "refusals are counted, never treated as spawns");
+    assert!(h.possessed(late).is_none());
+    h.finish_stream("dungeon rooms");
+    assert!(h.possessed(late).is_some(), "spawned directly in Completing by the rooms' callback");
+    h.ack(late);
+    assert!(h.ended(t));
+}
+
+/// Honest Spawn Refusal: `RestartPlayerAtPlayerStart` refused by the gate leaves no pawn, and
+/// the request is kept (not dropped as done) until a later ready callback places it.
+#[test]
+fn a_refused_spawn_is_kept_queued_and_never_counted_as_done() {
+    let mut h = Harness::booted();
+    h.placed("a");
+    h.input(Input::Travel { node: node("crypt") });
+    h.stream_node("crypt");
+    let a = h.received(ConnectionId(1));
+    assert!(!a.is_empty());
+    h.ready(ConnectionId(1));
+    let pending = h.game.snapshot().pending_spawns;
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].kind, SpawnKind::LevelTransition);
+    assert!(!h.game.are_players_placed());
+}
+
+/// Honest Spawn Refusal: "ProcessPendingSpawns similarly re-queues when no spawn point is
+/// found yet ... and schedules a 0.1s retry".
+#[test]
+fn a_missing_spawn_point_requeues_with_a_retry() {
+    let mut h = Harness::new();
+    let t = h.transition();
+    let a = h.login("a");
+    let load = h.finish_stream("node harbor");
+    h.ready(a);
+    assert!(h.possessed(a).is_none(), "no spawn point registered yet");
+    assert_eq!(h.game.counters().spawn_point_retries, 1);
+    h.input(Input::SpawnPointsRegistered { load });
+    assert!(h.possessed(a).is_none(), "registration is silent: the retry finds it");
+    h.advance(Duration::from_millis(99));
+    assert!(h.possessed(a).is_none());
+    h.advance(Duration::from_millis(1));
+    assert!(h.possessed(a).is_some(), "the 100 ms retry spawned it");
+    h.ack(a);
+    assert!(h.ended(t));
+}
+
+/// Symptom "Player spawns at the wrong (previous) node after relaunch": the initial spawn
+/// captured at login names the stale start node; the session save resolves another node;
+/// the stale request is discarded right before travel and the player is re-queued against the
+/// resolved node, so the transition ends on its own (no settle timeout) with the pawn there.
+#[test]
+fn stale_initial_spawns_are_discarded_before_travel_and_requeued_against_the_resolved_node() {
+    let mut h = Harness::holding_loads(WORLD);
+    let t = h.transition();
+    let a = h.login("a");
+    h.answer_load("a", LoadOutcome::NotFound);
+    let pending = h.game.snapshot().pending_spawns;
+    assert_eq!(
+        (pending[0].kind, pending[0].node.clone()),
+        (SpawnKind::Initial, node("harbor")),
+        "captured the stale node"
+    );
+    h.answer_session(LoadOutcome::Found(SessionSave {
+        session: "main".into(),
+        node: node("forest"),
+        version: 3,
+    }));
+    assert_eq!(h.game.counters().initial_spawns_discarded, 1);
+    assert!(h.game.snapshot().pending_spawns.is_empty());
+    h.stream_node("forest");
+    h.ready(a);
+    let spawned = h.received(a).iter().find_map(|m| match m {
+        ServerMessage::PawnSpawned(v) => Some(v.node.clone()),
+        _ => None,
+    });
+    assert_eq!(spawned, Some(node("forest")));
+    h.ack(a);
+    assert!(h.ended(t));
+    assert_eq!(h.game.counters().settle_timeouts, 0);
+}
+
+/// Stale-Node Discard: "A player who already received a match-start default pawn is covered
+/// too — the re-queue produces a LevelTransition (teleport) request for them rather than a
+/// second spawn."
+#[test]
+fn a_player_who_already_has_a_pawn_is_teleported_not_spawned_twice() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    let pawn = h.possessed(a).unwrap();
+    h.input(Input::Travel { node: node("forest") });
+    h.stream_node("forest");
+    h.ready(a);
+    assert_eq!(h.pawns_of("a"), 1);
+    assert_eq!(h.game.counters().pawns_spawned, 1);
+    assert!(
+        h.broadcasts()
+            .contains(&ServerMessage::PawnTeleported { pawn_id: pawn, node: node("forest") })
+    );
+}
+
+/// A late join while the level is ready spawns at once; while the world is travelling it
+/// queues and is placed by the travel.
+#[test]
+fn a_login_during_loading_is_placed_by_the_travel_not_before() {
+    let mut h = Harness::booted();
+    h.input(Input::Travel { node: node("forest") });
+    let t = h.transition();
+    let a = h.login("a");
+    assert!(h.possessed(a).is_none());
+    h.stream_node("forest");
+    h.ready(a);
+    h.ack(a);
+    assert!(h.ended(t));
+}

@@ -1,0 +1,277 @@
+//! Seed 001 "Transition Lifecycle" and "Loading-Screen Settle-Hold", plus DESIGN §4 (no client
+//! can wedge a transition): supersede and disconnect in every phase, early and stale ready
+//! reports, the client-ready timeout, the settle-hold and its timeout.
+
+use std::time::Duration;
+
+use gatehouse_protocol::{ClientMessage, CloseCode, ServerMessage, TransitionId};
+
+use super::*;
+use crate::store::SessionSave;
+
+fn travel(h: &mut Harness, to: &str) -> TransitionId {
+    h.input(Input::Travel { node: node(to) });
+    h.transition()
+}
+
+fn shown(h: &Harness, c: ConnectionId, id: TransitionId) -> bool {
+    h.received(c).iter().any(|m| matches!(m, ServerMessage::ShowTransition { transition_id, .. } if *transition_id == id))
+}
+
+/// Seed 001: "A new travel arriving mid-transition supersedes the in-flight one — client
+/// tracking resets but the screen stays up". Phase: Freezing (the boot travel waits for the
+/// session save).
+#[test]
+fn a_travel_supersedes_a_transition_in_freezing() {
+    let mut h = Harness::holding_loads(WORLD);
+    let boot = h.transition();
+    let second = travel(&mut h, "forest");
+    assert!(second > boot);
+    assert!(!h.ended(boot), "the superseded transition never ends: the screen stays up");
+    assert_eq!(h.game.counters().transitions_superseded, 1);
+    h.answer_session(LoadOutcome::Found(SessionSave {
+        session: "main".into(),
+        node: node("crypt"),
+        version: 1,
+    }));
+    assert_eq!(
+        h.game.snapshot().transition_target,
+        Some(node("forest")),
+        "the newer travel's node wins"
+    );
+}
+
+/// Supersede in Loading: the old load's completion is stale and applies to nothing.
+#[test]
+fn a_travel_supersedes_a_transition_in_loading_and_its_load_is_ignored() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    let first = travel(&mut h, "forest");
+    let second = travel(&mut h, "crypt");
+    assert!(shown(&h, a, second));
+    h.finish_stream("node forest");
+    assert_eq!(
+        h.game.snapshot().phase,
+        "Loading",
+        "the stale forest load does not advance the new transition"
+    );
+    assert_eq!(h.game.counters().stale_ignored, 1);
+    assert!(!h.ended(first));
+}
+
+/// Supersede in WaitingForClients: ready reports for the old id do not count for the new one.
+#[test]
+fn a_travel_supersedes_a_transition_in_waiting_and_old_ready_reports_are_ignored() {
+    let mut h = Harness::booted();
+    let (a, b) = (h.placed("a"), h.placed("b"));
+    let first = travel(&mut h, "forest");
+    h.stream_node("forest");
+    h.send(a, ClientMessage::TransitionReady { transition_id: first });
+    let second = travel(&mut h, "harbor");
+    h.stream_node("harbor");
+    h.send(b, ClientMessage::TransitionReady { transition_id: first });
+    assert_eq!(
+        h.game.snapshot().phase,
+        "WaitingForClients",
+        "reports for {first:?} count for nothing"
+    );
+    h.ready(a);
+    h.ready(b);
+    assert_eq!(h.game.snapshot().phase, "None", "placed players end it as soon as all are ready");
+    assert!(h.ended(second) && !h.ended(first));
+}
+
+/// Supersede in Completing: the new transition teleports the pawns; the old one never ends.
+#[test]
+fn a_travel_supersedes_a_transition_in_completing() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    let first = travel(&mut h, "crypt");
+    h.stream_node("crypt");
+    h.ready(a);
+    assert_eq!(h.game.snapshot().phase, "Completing", "held: the crypt's rooms are streaming");
+    let second = travel(&mut h, "harbor");
+    h.stream_node("harbor");
+    h.ready(a);
+    assert!(h.ended(second) && !h.ended(first));
+    assert_eq!(h.pawns_of("a"), 1);
+    let pawn = h.possessed(a).unwrap();
+    assert_eq!(h.game.pawns[&pawn].node, node("harbor"));
+}
+
+/// Disconnect in Freezing: a player whose save is still loading leaves; the travel resolves.
+#[test]
+fn a_disconnect_in_freezing_does_not_wedge_the_travel() {
+    let mut h = Harness::holding_loads(WORLD);
+    h.answer_session(LoadOutcome::NotFound);
+    h.stream_node("harbor");
+    let c = h.login("a");
+    let t = travel(&mut h, "forest");
+    assert_eq!(h.game.snapshot().phase, "Freezing", "waits for a's save");
+    h.disconnect(c);
+    assert_eq!(h.game.snapshot().phase, "Loading");
+    h.stream_node("forest");
+    assert!(h.ended(t));
+}
+
+/// Disconnect in Loading: the transition proceeds with the others.
+#[test]
+fn a_disconnect_in_loading_does_not_wedge_the_transition() {
+    let mut h = Harness::booted();
+    let (a, b) = (h.placed("a"), h.placed("b"));
+    let t = travel(&mut h, "forest");
+    h.disconnect(b);
+    h.stream_node("forest");
+    h.ready(a);
+    assert!(h.ended(t));
+}
+
+/// Disconnect in Completing: an unplaced player leaving lets the transition end at once.
+#[test]
+fn a_disconnect_in_completing_does_not_wedge_the_transition() {
+    let mut h = Harness::new();
+    let t = h.transition();
+    let (a, b) = (h.login("a"), h.login("b"));
+    h.stream_node("harbor");
+    h.ready(a);
+    h.ready(b);
+    h.ack(a);
+    assert!(!h.ended(t), "b has not acknowledged");
+    h.disconnect(b);
+    assert!(h.ended(t));
+}
+
+/// DESIGN §4: a ready report for the transition in flight is kept even while the server is
+/// still loading.
+#[test]
+fn an_early_ready_report_is_kept_until_waiting_for_clients() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    let t = travel(&mut h, "forest");
+    h.ready(a);
+    assert_eq!(h.game.snapshot().phase, "Loading");
+    h.stream_node("forest");
+    h.advance(Duration::from_millis(100));
+    assert!(h.ended(t), "the early report counted: no second report was needed");
+}
+
+/// A ready report for a superseded transition is ignored, not refused.
+#[test]
+fn a_stale_ready_report_is_ignored_without_an_error() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    let first = travel(&mut h, "forest");
+    travel(&mut h, "harbor");
+    h.send(a, ClientMessage::TransitionReady { transition_id: first });
+    assert!(!h.received(a).iter().any(|m| matches!(m, ServerMessage::Error { .. })));
+    assert!(h.game.counters().stale_ignored >= 1);
+}
+
+/// DESIGN §4, kick policy: a client that never reports ready is closed at the client-ready
+/// timeout and the transition proceeds without it.
+#[test]
+fn a_client_that_never_reports_ready_is_kicked_at_the_timeout() {
+    let mut h = Harness::booted();
+    let (a, b) = (h.placed("a"), h.placed("b"));
+    let t = travel(&mut h, "forest");
+    h.stream_node("forest");
+    h.ready(a);
+    h.advance(Duration::from_secs(29));
+    assert_eq!(h.closed(b), None);
+    h.advance(Duration::from_secs(1));
+    assert_eq!(h.closed(b), Some(CloseCode::ReadyTimeout));
+    assert!(h.ended(t));
+    assert_eq!(h.game.counters().ready_timeouts, 1);
+}
+
+/// DESIGN §4, proceed policy: the transition goes on without the report; the client stays.
+#[test]
+fn under_the_proceed_policy_a_silent_client_stays_and_the_transition_goes_on() {
+    let mut r = rules();
+    r.client_ready_policy = ClientReadyPolicy::Proceed;
+    let mut h = Harness::with(WORLD, r);
+    h.stream_node("harbor");
+    let (a, b) = (h.placed("a"), h.placed("b"));
+    let t = travel(&mut h, "forest");
+    h.stream_node("forest");
+    h.ready(a);
+    h.advance(Duration::from_secs(30));
+    assert_eq!(h.closed(b), None);
+    assert!(h.ended(t), "b's pawn was teleported; everyone is placed");
+}
+
+/// Seed 001 settle-hold: "finish anyway, logging an unplaced-player warning" at the timeout
+/// when nothing is loading; the warning names the unplaced players.
+#[test]
+fn the_settle_timeout_ends_a_wedged_transition_and_names_the_unplaced_players() {
+    let mut h = Harness::new();
+    let t = h.transition();
+    let (a, b) = (h.login("a"), h.login("b"));
+    h.stream_node("harbor");
+    h.ready(a);
+    h.ready(b);
+    h.ack(a);
+    h.advance(Duration::from_millis(14_999));
+    assert!(!h.ended(t));
+    h.advance(Duration::from_millis(1));
+    assert!(h.ended(t));
+    let snapshot = h.game.snapshot();
+    assert_eq!(snapshot.counters.settle_timeouts, 1);
+    assert_eq!(snapshot.last_settle_timeout_unplaced, vec![pid("b")]);
+}
+
+/// Seed 001: "IsLoadInFlight() keeps extending the deadline so a [slow] stream ... is not
+/// mistaken for a wedge": dungeon rooms streaming for longer than the settle timeout.
+#[test]
+fn a_load_in_flight_extends_the_settle_deadline() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    let t = travel(&mut h, "crypt");
+    h.stream_node("crypt");
+    h.ready(a);
+    assert_eq!(h.game.snapshot().phase, "Completing");
+    h.advance(Duration::from_secs(40));
+    assert!(!h.ended(t), "rooms still streaming: the hold is extended, not timed out");
+    assert!(h.game.counters().settle_extensions >= 2);
+    h.finish_stream("dungeon rooms");
+    assert!(h.ended(t), "a's pawn teleports into the crypt once its rooms are in");
+    assert_eq!(h.game.counters().settle_timeouts, 0);
+}
+
+/// DESIGN §2: no polling; the transition ends in the step in which its last player is placed.
+#[test]
+fn the_transition_ends_in_the_step_its_last_player_is_placed() {
+    let mut h = Harness::new();
+    let t = h.transition();
+    let a = h.login("a");
+    h.stream_node("harbor");
+    h.ready(a);
+    let before = h.game.poll_timeout();
+    h.ack(a);
+    assert!(h.ended(t), "no time passed between the acknowledgement and the end");
+    assert!(before.is_some());
+}
+
+/// Seed 001: characters freeze on every machine and the loading screen holds through a
+/// supersede: clients see Freeze for each id and exactly one End, for the newest.
+#[test]
+fn clients_see_one_end_for_the_newest_transition_after_a_supersede() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    let first = travel(&mut h, "forest");
+    let second = travel(&mut h, "harbor");
+    h.stream_node("harbor");
+    h.ready(a);
+    let got = h.received(a);
+    let freezes = got.iter().filter(|m| matches!(m, ServerMessage::FreezeCharacters { transition_id } if *transition_id == first || *transition_id == second)).count();
+    let ends: Vec<_> = got
+        .iter()
+        .filter_map(|m| match m {
+            ServerMessage::EndTransition { transition_id } => Some(*transition_id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(freezes, 2);
+    assert_eq!(ends.last(), Some(&second));
+    assert!(!ends.contains(&first));
+}

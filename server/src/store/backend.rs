@@ -1,0 +1,351 @@
+//! [`Store`]: the player and session saves on one of two backends, the embedded SQLite file
+//! (the default) or PostgreSQL, through one query layer (sqlx) and the same SQL text.
+//!
+//! Owns connecting, migrating and the queries. Knows nothing of the game or of retries: the
+//! worker ([`super::StoreWorker`]) decides when to load, save and retry.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use gatehouse_protocol::PlayerId;
+use sqlx::ConnectOptions as _;
+use sqlx::Connection as _;
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteSynchronous,
+};
+
+use super::codec::{
+    PlayerColumns, PlayerRow, SessionRow, player_columns, player_from_row, player_key,
+    session_from_row, session_key, version_column,
+};
+use super::model::{PlayerSave, SessionSave};
+use super::schema::{self, Dialect};
+use super::url::Resolved;
+use super::{StoreError, StoreUrl};
+
+/// How long opening may take to get its first connection.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long an operation waits for a pooled connection before failing (and being retried).
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long SQLite waits on a lock held by another connection before failing.
+const SQLITE_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// Pooled connections: SQLite in WAL mode reads concurrently and writes one at a time.
+const SQLITE_CONNECTIONS: u32 = 4;
+/// Pooled connections to PostgreSQL, per server process.
+const POSTGRES_CONNECTIONS: u32 = 8;
+
+const SELECT_PLAYER: &str = "SELECT player_id, node, preset_kind, preset_name, character_def, \
+     kits, inventory, equipment, version FROM players";
+const INSERT_PLAYER: &str = "INSERT INTO players (player_id, node, preset_kind, preset_name, \
+     character_def, kits, inventory, equipment, version, saved_at) \
+     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, CURRENT_TIMESTAMP) \
+     ON CONFLICT (player_id) DO NOTHING";
+const UPDATE_PLAYER: &str = "UPDATE players SET node = $2, preset_kind = $3, preset_name = $4, \
+     character_def = $5, kits = $6, inventory = $7, equipment = $8, version = $9, \
+     saved_at = CURRENT_TIMESTAMP WHERE player_id = $1 AND version = $10";
+const PLAYER_VERSION: &str = "SELECT version FROM players WHERE player_id = $1";
+const SELECT_SESSION: &str = "SELECT session, node, version FROM sessions";
+const INSERT_SESSION: &str = "INSERT INTO sessions (session, node, version, saved_at) \
+     VALUES ($1, $2, $3, CURRENT_TIMESTAMP) ON CONFLICT (session) DO NOTHING";
+const UPDATE_SESSION: &str = "UPDATE sessions SET node = $2, version = $3, \
+     saved_at = CURRENT_TIMESTAMP WHERE session = $1 AND version = $4";
+const SESSION_VERSION: &str = "SELECT version FROM sessions WHERE session = $1";
+
+/// The player-save store: the embedded SQLite file or a PostgreSQL database, chosen by the
+/// URL given to [`Store::open`]. Cheap to clone (the clones share one connection pool).
+///
+/// Every save is optimistic: it applies only if the stored version equals `save.version`, and
+/// stores `save.version + 1`. An acknowledged save is durable: the embedded store runs in WAL
+/// mode with `synchronous = FULL` (each commit is fsynced), so it survives `kill -9` and
+/// power loss.
+#[derive(Clone)]
+pub struct Store {
+    pool: Pool,
+    /// The store's name in logs and errors (resolved, password redacted).
+    location: Arc<str>,
+}
+
+#[derive(Clone)]
+enum Pool {
+    Sqlite(SqlitePool),
+    Postgres(PgPool),
+}
+
+/// Runs `$body` with `$pool` bound to the concrete pool of either backend: one query text,
+/// type-checked once per driver.
+macro_rules! on_pool {
+    ($store:expr, $pool:ident => $body:expr) => {
+        match &$store.pool {
+            Pool::Sqlite($pool) => $body,
+            Pool::Postgres($pool) => $body,
+        }
+    };
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store").field("location", &self.location).finish_non_exhaustive()
+    }
+}
+
+impl Store {
+    /// Opens the store `url` names (a relative SQLite path is resolved against `data_dir`,
+    /// whose directories are created) and brings its schema up to date.
+    ///
+    /// 1. Resolve the URL; for SQLite, create the file's directory.
+    /// 2. Open one connection, failing fast with the driver's reason.
+    /// 3. Apply pending migrations on it (a no-op when up to date).
+    /// 4. Pool connections lazily for the operations.
+    ///
+    /// # Errors
+    /// Every error names the store, password redacted: [`StoreError::CreateDir`],
+    /// [`StoreError::Open`] (unreachable server, refused login, a file that is not a
+    /// database), [`StoreError::OpenTimeout`], [`StoreError::Migrate`] (including a store
+    /// whose schema is newer than this server).
+    pub async fn open(url: &StoreUrl, data_dir: &Path) -> Result<Store, StoreError> {
+        let location: Arc<str> = url.describe(data_dir).into();
+        let store = match url.resolve(data_dir)? {
+            Resolved::Embedded(path) => open_sqlite(&path, &location).await?,
+            Resolved::Postgres(options) => open_postgres(*options, &location).await?,
+        };
+        tracing::info!(store = %location, schema = schema::latest_version(), "store open");
+        Ok(Store { pool: store, location })
+    }
+
+    /// The store's name for logs: the resolved URL, password redacted.
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// The player's save, or `None` if it was never saved.
+    ///
+    /// # Errors
+    /// [`StoreError::Query`] when the store cannot be read; [`StoreError::Corrupt`] when the
+    /// stored row cannot be read back.
+    pub async fn load_player(&self, player: &PlayerId) -> Result<Option<PlayerSave>, StoreError> {
+        let sql = format!("{SELECT_PLAYER} WHERE player_id = $1");
+        let row: Option<PlayerRow> = on_pool!(self, pool => {
+            sqlx::query_as(&sql).bind(player.as_str()).fetch_optional(pool).await
+        })
+        .map_err(|e| self.query_error(format!("load {}", player_key(player)), e))?;
+        row.map(|row| player_from_row(&self.location, row)).transpose()
+    }
+
+    /// Writes `save` if the stored version is `save.version` (0: nothing stored) and returns
+    /// the new version, `save.version + 1`. A read-only preset is written as its name only.
+    ///
+    /// # Errors
+    /// [`StoreError::Conflict`] when the stored version differs (nothing is written);
+    /// [`StoreError::Unwritable`] for a value the schema cannot hold; [`StoreError::Query`]
+    /// when the store cannot be written (the save may or may not have applied).
+    pub async fn save_player(&self, save: &PlayerSave) -> Result<u64, StoreError> {
+        let key = player_key(&save.player);
+        let columns = player_columns(save)?;
+        let base = version_column(&key, save.version)?;
+        let next = version_column(&key, save.version.saturating_add(1))?;
+        let (sql, expected) =
+            if base == 0 { (INSERT_PLAYER, None) } else { (UPDATE_PLAYER, Some(base)) };
+        let applied = self
+            .exec_player(sql, &columns, next, expected)
+            .await
+            .map_err(|e| self.query_error(format!("save {key}"), e))?;
+        if applied {
+            return Ok(save.version + 1);
+        }
+        let found: Option<i64> = on_pool!(self, pool => {
+            sqlx::query_scalar(PLAYER_VERSION)
+                .bind(save.player.as_str())
+                .fetch_optional(pool)
+                .await
+        })
+        .map_err(|e| self.query_error(format!("read the version of {key}"), e))?;
+        Err(StoreError::Conflict {
+            key,
+            expected: save.version,
+            found: found.map(|v| v.max(0).unsigned_abs()),
+        })
+    }
+
+    /// The session's save, or `None` if it was never saved.
+    ///
+    /// # Errors
+    /// As [`Store::load_player`].
+    pub async fn load_session(&self, session: &str) -> Result<Option<SessionSave>, StoreError> {
+        let sql = format!("{SELECT_SESSION} WHERE session = $1");
+        let row: Option<SessionRow> = on_pool!(self, pool => {
+            sqlx::query_as(&sql).bind(session).fetch_optional(pool).await
+        })
+        .map_err(|e| self.query_error(format!("load {}", session_key(session)), e))?;
+        row.map(|row| session_from_row(&self.location, row)).transpose()
+    }
+
+    /// Writes `save` if the stored version is `save.version` and returns the new version.
+    ///
+    /// # Errors
+    /// As [`Store::save_player`].
+    pub async fn save_session(&self, save: &SessionSave) -> Result<u64, StoreError> {
+        let key = session_key(&save.session);
+        let base = version_column(&key, save.version)?;
+        let next = version_column(&key, save.version.saturating_add(1))?;
+        let node = save.node.as_str();
+        let (sql, expected) =
+            if base == 0 { (INSERT_SESSION, None) } else { (UPDATE_SESSION, Some(base)) };
+        let affected = on_pool!(self, pool => {
+            let query = sqlx::query(sql).bind(&save.session).bind(node).bind(next);
+            let query = match expected {
+                Some(base) => query.bind(base),
+                None => query,
+            };
+            query.execute(pool).await.map(|r| r.rows_affected())
+        })
+        .map_err(|e| self.query_error(format!("save {key}"), e))?;
+        if affected == 1 {
+            return Ok(save.version + 1);
+        }
+        let found: Option<i64> = on_pool!(self, pool => {
+            sqlx::query_scalar(SESSION_VERSION)
+                .bind(&save.session)
+                .fetch_optional(pool)
+                .await
+        })
+        .map_err(|e| self.query_error(format!("read the version of {key}"), e))?;
+        Err(StoreError::Conflict {
+            key,
+            expected: save.version,
+            found: found.map(|v| v.max(0).unsigned_abs()),
+        })
+    }
+
+    /// Every saved player, ordered by player id.
+    ///
+    /// # Errors
+    /// As [`Store::load_player`].
+    pub async fn list_players(&self) -> Result<Vec<PlayerSave>, StoreError> {
+        let sql = format!("{SELECT_PLAYER} ORDER BY player_id");
+        let rows: Vec<PlayerRow> = on_pool!(self, pool => {
+            sqlx::query_as(&sql).fetch_all(pool).await
+        })
+        .map_err(|e| self.query_error("list players".to_owned(), e))?;
+        rows.into_iter().map(|row| player_from_row(&self.location, row)).collect()
+    }
+
+    /// Every session save, ordered by name.
+    ///
+    /// # Errors
+    /// As [`Store::load_player`].
+    pub async fn list_sessions(&self) -> Result<Vec<SessionSave>, StoreError> {
+        let sql = format!("{SELECT_SESSION} ORDER BY session");
+        let rows: Vec<SessionRow> = on_pool!(self, pool => {
+            sqlx::query_as(&sql).fetch_all(pool).await
+        })
+        .map_err(|e| self.query_error("list sessions".to_owned(), e))?;
+        rows.into_iter().map(|row| session_from_row(&self.location, row)).collect()
+    }
+
+    /// Closes every pooled connection, waiting for operations in progress. Later operations
+    /// fail.
+    pub async fn close(&self) {
+        on_pool!(self, pool => pool.close().await);
+    }
+
+    /// Runs the player INSERT (no `base`) or UPDATE (`base`: the version it must find);
+    /// whether a row changed.
+    async fn exec_player(
+        &self,
+        sql: &str,
+        c: &PlayerColumns,
+        next: i64,
+        base: Option<i64>,
+    ) -> Result<bool, sqlx::Error> {
+        let affected = on_pool!(self, pool => {
+            let query = sqlx::query(sql)
+                .bind(&c.player_id)
+                .bind(c.node.as_deref())
+                .bind(c.preset_kind)
+                .bind(c.preset_name.as_deref())
+                .bind(c.character_def.as_deref())
+                .bind(c.kits.as_deref())
+                .bind(&c.inventory)
+                .bind(&c.equipment)
+                .bind(next);
+            let query = match base {
+                Some(base) => query.bind(base),
+                None => query,
+            };
+            query.execute(pool).await.map(|r| r.rows_affected())
+        })?;
+        Ok(affected == 1)
+    }
+
+    fn query_error(&self, operation: String, source: sqlx::Error) -> StoreError {
+        StoreError::Query { url: self.location.to_string(), operation, source }
+    }
+}
+
+/// Opens (creating if missing) the SQLite file: WAL journal, `synchronous = FULL`.
+async fn open_sqlite(path: &Path, location: &str) -> Result<Pool, StoreError> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|source| StoreError::CreateDir {
+            url: location.to_owned(),
+            path: dir.to_owned(),
+            source,
+        })?;
+    }
+    let options = SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Full)
+        .busy_timeout(SQLITE_BUSY_TIMEOUT)
+        .foreign_keys(true)
+        .disable_statement_logging();
+    let mut conn = connect(SqliteConnection::connect_with(&options), location).await?;
+    let migrator =
+        schema::migrator(Dialect::Sqlite).await.map_err(|e| migrate_error(location, e))?;
+    migrator.run(&mut conn).await.map_err(|e| migrate_error(location, e))?;
+    let _ = conn.close().await;
+    Ok(Pool::Sqlite(
+        SqlitePoolOptions::new()
+            .max_connections(SQLITE_CONNECTIONS)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_lazy_with(options),
+    ))
+}
+
+/// Connects to PostgreSQL.
+async fn open_postgres(options: PgConnectOptions, location: &str) -> Result<Pool, StoreError> {
+    let options = options.application_name("gatehouse-server").disable_statement_logging();
+    let mut conn = connect(PgConnection::connect_with(&options), location).await?;
+    let migrator =
+        schema::migrator(Dialect::Postgres).await.map_err(|e| migrate_error(location, e))?;
+    migrator.run(&mut conn).await.map_err(|e| migrate_error(location, e))?;
+    let _ = conn.close().await;
+    Ok(Pool::Postgres(
+        PgPoolOptions::new()
+            .max_connections(POSTGRES_CONNECTIONS)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_lazy_with(options),
+    ))
+}
+
+/// Awaits a first connection, bounded by [`OPEN_TIMEOUT`].
+async fn connect<C>(
+    attempt: impl Future<Output = Result<C, sqlx::Error>>,
+    location: &str,
+) -> Result<C, StoreError> {
+    match tokio::time::timeout(OPEN_TIMEOUT, attempt).await {
+        Ok(Ok(conn)) => Ok(conn),
+        Ok(Err(source)) => Err(StoreError::Open { url: location.to_owned(), source }),
+        Err(_) => Err(StoreError::OpenTimeout {
+            url: location.to_owned(),
+            after_ms: u64::try_from(OPEN_TIMEOUT.as_millis()).unwrap_or(u64::MAX),
+        }),
+    }
+}
+
+fn migrate_error(location: &str, source: sqlx::migrate::MigrateError) -> StoreError {
+    StoreError::Migrate { url: location.to_owned(), expected: schema::latest_version(), source }
+}

@@ -1,0 +1,247 @@
+//! Store URLs (`store.url`): which backend and where, parsed once; shown only with any password
+//! redacted.
+//!
+//! Owns the URL grammar and the redaction. Opens nothing: [`super::Store::open`] does.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use sqlx::postgres::PgConnectOptions;
+
+use super::StoreError;
+
+/// The default `store.url`: the embedded store, file `saves.db` in the data dir.
+pub const DEFAULT_STORE_URL: &str = "sqlite:saves.db";
+
+/// Where player saves live: the embedded store (a SQLite file, `sqlite:PATH`, relative paths
+/// resolved against the data dir) or a PostgreSQL server (`postgres://USER:PASSWORD@HOST/DB`).
+///
+/// `Display` and `Debug` never show a password.
+#[derive(Clone, PartialEq, Eq)]
+pub struct StoreUrl(Target);
+
+#[derive(Clone, PartialEq, Eq)]
+enum Target {
+    /// `sqlite:PATH` or `sqlite://PATH`.
+    Embedded(PathBuf),
+    /// `postgres://…` or `postgresql://…`, as given (with its password).
+    Postgres(String),
+}
+
+/// A [`StoreUrl`] resolved against the data dir: what [`super::Store::open`] connects to.
+pub(crate) enum Resolved {
+    /// The SQLite file.
+    Embedded(PathBuf),
+    /// The PostgreSQL connect options.
+    Postgres(Box<PgConnectOptions>),
+}
+
+impl StoreUrl {
+    /// Parses a store URL.
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidUrl`] (naming the URL without its password) for an unknown scheme,
+    /// an empty or in-memory SQLite path, SQLite query parameters, or a PostgreSQL URL its
+    /// driver refuses.
+    pub fn parse(url: &str) -> Result<StoreUrl, StoreError> {
+        let invalid = |why: String| StoreError::InvalidUrl { url: redact(url), why };
+        if let Some(rest) = url.strip_prefix("sqlite:") {
+            let path = rest.strip_prefix("//").unwrap_or(rest);
+            if path.is_empty() {
+                return Err(invalid("expected a file path after `sqlite:`, found none".into()));
+            }
+            if path.contains('?') {
+                return Err(invalid(
+                    "expected a plain file path, found query parameters (the embedded store sets its own)"
+                        .into(),
+                ));
+            }
+            if path == ":memory:" || path.starts_with("file::memory:") {
+                return Err(invalid(
+                    "expected a file path, found an in-memory database (it would lose every save)"
+                        .into(),
+                ));
+            }
+            return Ok(StoreUrl(Target::Embedded(PathBuf::from(path))));
+        }
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            PgConnectOptions::from_str(url).map_err(|e| invalid(e.to_string()))?;
+            return Ok(StoreUrl(Target::Postgres(url.to_owned())));
+        }
+        Err(invalid("expected `sqlite:PATH` (the embedded store) or `postgres://…`".into()))
+    }
+
+    /// Whether this is the embedded store (a file in the data dir) rather than a server.
+    pub fn is_embedded(&self) -> bool {
+        matches!(self.0, Target::Embedded(_))
+    }
+
+    /// The embedded store's file, resolved against `data_dir`; `None` for PostgreSQL.
+    pub fn embedded_path(&self, data_dir: &Path) -> Option<PathBuf> {
+        match &self.0 {
+            Target::Embedded(path) => Some(data_dir.join(path)),
+            Target::Postgres(_) => None,
+        }
+    }
+
+    /// This URL with a relative SQLite path resolved against `data_dir`, password redacted:
+    /// how logs and errors name the store.
+    pub fn describe(&self, data_dir: &Path) -> String {
+        match &self.0 {
+            Target::Embedded(path) => format!("sqlite:{}", data_dir.join(path).display()),
+            Target::Postgres(url) => redact(url),
+        }
+    }
+
+    /// What to connect to.
+    pub(crate) fn resolve(&self, data_dir: &Path) -> Result<Resolved, StoreError> {
+        match &self.0 {
+            Target::Embedded(path) => Ok(Resolved::Embedded(data_dir.join(path))),
+            Target::Postgres(url) => PgConnectOptions::from_str(url)
+                .map(|options| Resolved::Postgres(Box::new(options)))
+                .map_err(|e| StoreError::InvalidUrl { url: redact(url), why: e.to_string() }),
+        }
+    }
+}
+
+impl Default for StoreUrl {
+    fn default() -> Self {
+        StoreUrl(Target::Embedded(PathBuf::from("saves.db")))
+    }
+}
+
+impl FromStr for StoreUrl {
+    type Err = StoreError;
+    fn from_str(url: &str) -> Result<Self, StoreError> {
+        StoreUrl::parse(url)
+    }
+}
+
+impl TryFrom<String> for StoreUrl {
+    type Error = StoreError;
+    fn try_from(url: String) -> Result<Self, StoreError> {
+        StoreUrl::parse(&url)
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for StoreUrl {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let url = String::deserialize(d)?;
+        StoreUrl::parse(&url).map_err(serde::de::Error::custom)
+    }
+}
+
+impl fmt::Display for StoreUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.0 {
+            Target::Embedded(path) => write!(f, "sqlite:{}", path.display()),
+            Target::Postgres(url) => f.write_str(&redact(url)),
+        }
+    }
+}
+
+impl fmt::Debug for StoreUrl {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "StoreUrl({self})")
+    }
+}
+
+/// `url` with the password replaced by `***`, wherever a connection URL can carry one: the
+/// user-info part (`user:PASSWORD@host`) and a `password=` query parameter.
+pub fn redact(url: &str) -> String {
+    const MASK: &str = "***";
+    let (before_query, query) = match url.split_once('?') {
+        Some((head, query)) => (head, Some(query)),
+        None => (url, None),
+    };
+    let mut out = String::with_capacity(url.len());
+    match before_query.split_once("://") {
+        Some((scheme, rest)) => {
+            let authority_end = rest.find(['/', '#']).unwrap_or(rest.len());
+            let (authority, path) = rest.split_at(authority_end);
+            out.push_str(scheme);
+            out.push_str("://");
+            match authority.rsplit_once('@') {
+                Some((userinfo, host)) => {
+                    match userinfo.split_once(':') {
+                        Some((user, _password)) => {
+                            out.push_str(user);
+                            out.push(':');
+                            out.push_str(MASK);
+                        }
+                        None => out.push_str(userinfo),
+                    }
+                    out.push('@');
+                    out.push_str(host);
+                }
+                None => out.push_str(authority),
+            }
+            out.push_str(path);
+        }
+        None => out.push_str(before_query),
+    }
+    if let Some(query) = query {
+        out.push('?');
+        let pairs: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((key, _)) if key.eq_ignore_ascii_case("password") => format!("{key}={MASK}"),
+                _ => pair.to_owned(),
+            })
+            .collect();
+        out.push_str(&pairs.join("&"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_is_saves_db_in_the_data_dir() {
+        let url = StoreUrl::parse(DEFAULT_STORE_URL).unwrap();
+        assert_eq!(url, StoreUrl::default());
+        assert!(url.is_embedded());
+        assert_eq!(url.embedded_path(Path::new("data")), Some(PathBuf::from("data/saves.db")));
+        assert_eq!(url.describe(Path::new("data")), "sqlite:data/saves.db");
+    }
+
+    #[test]
+    fn sqlite_urls_accept_both_spellings_and_absolute_paths() {
+        let rel = StoreUrl::parse("sqlite://x/saves.db").unwrap();
+        assert_eq!(rel.embedded_path(Path::new("/d")), Some(PathBuf::from("/d/x/saves.db")));
+        let abs = StoreUrl::parse("sqlite:///var/lib/g/saves.db").unwrap();
+        assert_eq!(abs.embedded_path(Path::new("/d")), Some(PathBuf::from("/var/lib/g/saves.db")));
+    }
+
+    #[test]
+    fn unusable_urls_are_refused_with_a_reason() {
+        for (url, why) in [
+            ("sqlite:", "found none"),
+            ("sqlite::memory:", "in-memory"),
+            ("sqlite:saves.db?mode=ro", "query parameters"),
+            ("mysql://u:p@h/db", "expected `sqlite:PATH`"),
+            ("postgres://u:secret@h:notaport/db", "port"),
+        ] {
+            let err = StoreUrl::parse(url).unwrap_err().to_string();
+            assert!(err.contains(why), "{url}: {err}");
+            assert!(!err.contains("secret"), "{url}: {err}");
+        }
+    }
+
+    #[test]
+    fn passwords_never_show() {
+        let url = StoreUrl::parse("postgres://gate:hunter2@db.internal:5432/saves").unwrap();
+        assert_eq!(url.to_string(), "postgres://gate:***@db.internal:5432/saves");
+        assert!(!format!("{url:?}").contains("hunter2"));
+        assert_eq!(
+            redact("postgresql://u@h/db?sslmode=disable&password=x&user=u"),
+            "postgresql://u@h/db?sslmode=disable&password=***&user=u"
+        );
+        assert_eq!(redact("postgres://h/db"), "postgres://h/db");
+        assert_eq!(redact("postgres://u:p@ss@h/db"), "postgres://u:***@h/db");
+        assert_eq!(redact("sqlite:saves.db"), "sqlite:saves.db");
+    }
+}

@@ -1,0 +1,442 @@
+//! Worker tests on a fake store with scripted faults, on paused (simulated) time.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+use gatehouse_protocol::{CharacterDef, NodeId};
+use tokio::time::Instant;
+
+use super::*;
+use crate::store::model::{InventoryItem, Preset};
+
+const SETTINGS: StoreSettings = StoreSettings {
+    load_timeout: Duration::from_secs(5),
+    save_retry: Duration::from_millis(500),
+    save_attempts: 5,
+};
+
+/// What the fake store does on one call.
+#[derive(Debug, Clone, Copy)]
+enum Fault {
+    /// Fails with a transient error, writing nothing.
+    Fail,
+    /// Never answers.
+    Hang,
+    /// Writes, then fails as if the answer was lost.
+    CommitThenFail,
+}
+
+/// An in-memory store with the real one's versioning, a fixed delay per call and scripted
+/// faults.
+#[derive(Default)]
+struct Fake {
+    state: Mutex<FakeState>,
+}
+
+#[derive(Default)]
+struct FakeState {
+    players: HashMap<PlayerId, PlayerSave>,
+    sessions: HashMap<String, SessionSave>,
+    save_faults: VecDeque<Fault>,
+    load_faults: VecDeque<Fault>,
+    delay: Duration,
+    /// `(player, version written)` per applied save, in order.
+    writes: Vec<(String, u64)>,
+    save_calls: usize,
+}
+
+fn transient() -> StoreError {
+    StoreError::Query {
+        url: "fake".into(),
+        operation: "test".into(),
+        source: sqlx::Error::PoolTimedOut,
+    }
+}
+
+impl Fake {
+    fn with(f: impl FnOnce(&mut FakeState)) -> Arc<Fake> {
+        let fake = Fake::default();
+        f(&mut fake.state.lock().unwrap());
+        Arc::new(fake)
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, FakeState> {
+        self.state.lock().unwrap()
+    }
+
+    async fn pause(&self, fault: Option<Fault>) {
+        let delay = self.state().delay;
+        tokio::time::sleep(delay).await;
+        if let Some(Fault::Hang) = fault {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+impl SaveBackend for Arc<Fake> {
+    async fn load_player(&self, player: &PlayerId) -> Result<Option<PlayerSave>, StoreError> {
+        let fault = self.state().load_faults.pop_front();
+        self.pause(fault).await;
+        if let Some(Fault::Fail) = fault {
+            return Err(transient());
+        }
+        Ok(self.state().players.get(player).cloned())
+    }
+
+    async fn save_player(&self, save: &PlayerSave) -> Result<u64, StoreError> {
+        let fault = {
+            let mut s = self.state();
+            s.save_calls += 1;
+            s.save_faults.pop_front()
+        };
+        self.pause(fault).await;
+        if let Some(Fault::Fail) = fault {
+            return Err(transient());
+        }
+        let mut s = self.state();
+        let found = s.players.get(&save.player).map(|p| p.version);
+        if found.unwrap_or(0) != save.version {
+            return Err(StoreError::Conflict {
+                key: format!("player {}", save.player),
+                expected: save.version,
+                found,
+            });
+        }
+        let mut stored = save.clone();
+        stored.version += 1;
+        s.writes.push((save.player.as_str().to_owned(), stored.version));
+        s.players.insert(save.player.clone(), stored);
+        if let Some(Fault::CommitThenFail) = fault {
+            return Err(transient());
+        }
+        Ok(save.version + 1)
+    }
+
+    async fn load_session(&self, session: &str) -> Result<Option<SessionSave>, StoreError> {
+        let fault = self.state().load_faults.pop_front();
+        self.pause(fault).await;
+        Ok(self.state().sessions.get(session).cloned())
+    }
+
+    async fn save_session(&self, save: &SessionSave) -> Result<u64, StoreError> {
+        self.pause(None).await;
+        let mut s = self.state();
+        let found = s.sessions.get(&save.session).map(|p| p.version);
+        if found.unwrap_or(0) != save.version {
+            return Err(StoreError::Conflict {
+                key: format!("session {}", save.session),
+                expected: save.version,
+                found,
+            });
+        }
+        let mut stored = save.clone();
+        stored.version += 1;
+        s.sessions.insert(save.session.clone(), stored);
+        Ok(save.version + 1)
+    }
+}
+
+fn id(name: &str) -> PlayerId {
+    PlayerId::new(name).unwrap()
+}
+
+fn save(player: &str, version: u64, count: u32) -> PlayerSave {
+    PlayerSave {
+        player: id(player),
+        node: Some(NodeId::new("harbor").unwrap()),
+        preset: Preset::Character {
+            character_def: CharacterDef::new("Vanguard").unwrap(),
+            kits: vec![],
+        },
+        inventory: vec![InventoryItem { item: "rope".into(), count }],
+        equipment: vec![],
+        version,
+    }
+}
+
+fn start(fake: &Arc<Fake>) -> (StoreHandle, JoinHandle<()>, mpsc::Receiver<StoreReply>) {
+    let (tx, rx) = mpsc::channel(256);
+    let (handle, join) = StoreWorker::spawn(fake.clone(), SETTINGS, tx, |r| r);
+    (handle, join, rx)
+}
+
+async fn next(rx: &mut mpsc::Receiver<StoreReply>) -> StoreReply {
+    tokio::time::timeout(Duration::from_secs(600), rx.recv())
+        .await
+        .expect("a reply within 10 minutes of simulated time")
+        .expect("the worker is running")
+}
+
+async fn next_saved(rx: &mut mpsc::Receiver<StoreReply>) -> SaveOutcome {
+    match next(rx).await {
+        StoreReply::PlayerSaved { outcome, .. } => outcome,
+        other => panic!("expected PlayerSaved, found {other:?}"),
+    }
+}
+
+/// A save that fails twice is retried every save_retry and lands on the third attempt.
+#[tokio::test(start_paused = true)]
+async fn a_failed_save_is_retried_until_it_lands() {
+    let fake = Fake::with(|s| s.save_faults.extend([Fault::Fail, Fault::Fail]));
+    let (handle, _join, mut rx) = start(&fake);
+    let t0 = Instant::now();
+    handle.submit(StoreRequest::SavePlayer(save("p1", 0, 1))).unwrap();
+    assert_eq!(next_saved(&mut rx).await, SaveOutcome::Saved { version: 1, attempts: 3 });
+    assert!(t0.elapsed() >= 2 * SETTINGS.save_retry);
+    assert_eq!(fake.state().players[&id("p1")].version, 1);
+}
+
+/// A save that fails on every attempt is reported after save_attempts attempts.
+#[tokio::test(start_paused = true)]
+async fn a_save_that_keeps_failing_is_given_up_after_save_attempts() {
+    let fake = Fake::with(|s| s.save_faults.extend([Fault::Fail; 5]));
+    let (handle, _join, mut rx) = start(&fake);
+    handle.submit(StoreRequest::SavePlayer(save("p1", 0, 1))).unwrap();
+    let outcome = next_saved(&mut rx).await;
+    assert!(
+        matches!(outcome, SaveOutcome::Failed { attempts: 5, ref reason } if reason.contains("pool timed out")),
+        "{outcome:?}"
+    );
+    assert_eq!(fake.state().save_calls, 5);
+    assert!(fake.state().players.is_empty());
+    assert_eq!(handle.pending_saves(), 0);
+}
+
+/// A save that never answers is timed out per attempt and retried.
+#[tokio::test(start_paused = true)]
+async fn a_hanging_save_attempt_times_out_and_is_retried() {
+    let fake = Fake::with(|s| s.save_faults.push_back(Fault::Hang));
+    let (handle, _join, mut rx) = start(&fake);
+    handle.submit(StoreRequest::SavePlayer(save("p1", 0, 1))).unwrap();
+    assert_eq!(next_saved(&mut rx).await, SaveOutcome::Saved { version: 1, attempts: 2 });
+}
+
+/// A conflict (another writer saved meanwhile) is reported at once, never retried.
+#[tokio::test(start_paused = true)]
+async fn a_conflict_is_reported_not_retried() {
+    let fake = Fake::with(|s| {
+        s.players.insert(id("p1"), save("p1", 3, 9));
+    });
+    let (handle, _join, mut rx) = start(&fake);
+    handle.submit(StoreRequest::SavePlayer(save("p1", 1, 1))).unwrap();
+    assert_eq!(next_saved(&mut rx).await, SaveOutcome::Conflict { expected: 1, found: Some(3) });
+    assert_eq!(fake.state().save_calls, 1);
+    assert_eq!(fake.state().players[&id("p1")].inventory[0].count, 9);
+}
+
+/// An attempt that wrote but lost its answer is recognised on the retry, not reported as
+/// a conflict with itself.
+#[tokio::test(start_paused = true)]
+async fn a_save_whose_answer_was_lost_is_recognised_on_retry() {
+    let fake = Fake::with(|s| s.save_faults.push_back(Fault::CommitThenFail));
+    let (handle, _join, mut rx) = start(&fake);
+    handle.submit(StoreRequest::SavePlayer(save("p1", 0, 1))).unwrap();
+    assert_eq!(next_saved(&mut rx).await, SaveOutcome::Saved { version: 1, attempts: 2 });
+    assert_eq!(fake.state().writes, vec![("p1".to_owned(), 1)]);
+}
+
+/// A load that does not answer within load_timeout is a distinct outcome: Failed.
+#[tokio::test(start_paused = true)]
+async fn a_load_past_load_timeout_fails() {
+    let fake = Fake::with(|s| s.load_faults.push_back(Fault::Hang));
+    let (handle, _join, mut rx) = start(&fake);
+    let t0 = Instant::now();
+    handle.submit(StoreRequest::LoadPlayer { player: id("p1"), ticket: 7 }).unwrap();
+    match next(&mut rx).await {
+        StoreReply::PlayerLoaded { player, ticket: 7, outcome: LoadOutcome::Failed(reason) } => {
+            assert_eq!(player, id("p1"));
+            assert!(reason.contains("timed out after 5000 ms"), "{reason}");
+        }
+        other => panic!("expected a failed load, found {other:?}"),
+    }
+    assert_eq!(t0.elapsed(), SETTINGS.load_timeout);
+}
+
+/// A load waiting behind a stuck save of the same player still fails on time.
+#[tokio::test(start_paused = true)]
+async fn a_load_queued_behind_a_stuck_save_fails_on_time() {
+    let fake = Fake::with(|s| s.save_faults.extend([Fault::Hang; 5]));
+    let (handle, _join, mut rx) = start(&fake);
+    let t0 = Instant::now();
+    handle.submit(StoreRequest::SavePlayer(save("p1", 0, 1))).unwrap();
+    handle.submit(StoreRequest::LoadPlayer { player: id("p1"), ticket: 1 }).unwrap();
+    match next(&mut rx).await {
+        StoreReply::PlayerLoaded { outcome: LoadOutcome::Failed(reason), .. } => {
+            assert!(reason.contains("waiting behind"), "{reason}")
+        }
+        other => panic!("expected the load to fail first, found {other:?}"),
+    }
+    assert_eq!(t0.elapsed(), SETTINGS.load_timeout);
+    assert!(matches!(next_saved(&mut rx).await, SaveOutcome::Failed { attempts: 5, .. }));
+}
+
+/// A transiently failing load is retried within its deadline.
+#[tokio::test(start_paused = true)]
+async fn a_load_that_fails_once_is_retried_within_its_deadline() {
+    let fake = Fake::with(|s| {
+        s.load_faults.push_back(Fault::Fail);
+        s.players.insert(id("p1"), save("p1", 4, 2));
+    });
+    let (handle, _join, mut rx) = start(&fake);
+    handle.submit(StoreRequest::LoadPlayer { player: id("p1"), ticket: 1 }).unwrap();
+    assert!(matches!(
+        next(&mut rx).await,
+        StoreReply::PlayerLoaded { outcome: LoadOutcome::Found(s), .. } if s.version == 4
+    ));
+}
+
+/// Saves of one player apply in submission order; saves the game based on the version it
+/// loaded (not hearing back in between) chain onto each other instead of conflicting.
+#[tokio::test(start_paused = true)]
+async fn saves_of_one_player_apply_in_order() {
+    let fake = Fake::with(|s| s.delay = Duration::from_millis(10));
+    let (handle, _join, mut rx) = start(&fake);
+    for count in 0..10 {
+        handle.submit(StoreRequest::SavePlayer(save("p1", 0, count))).unwrap();
+    }
+    for n in 1..=10 {
+        assert_eq!(next_saved(&mut rx).await, SaveOutcome::Saved { version: n, attempts: 1 });
+    }
+    let s = fake.state();
+    assert_eq!(s.writes, (1..=10).map(|v| ("p1".to_owned(), v)).collect::<Vec<_>>());
+    assert_eq!(s.players[&id("p1")].inventory[0].count, 9, "the last save wins");
+}
+
+/// A load submitted after a save of the same player sees that save.
+#[tokio::test(start_paused = true)]
+async fn a_load_sees_the_saves_submitted_before_it() {
+    let fake = Fake::with(|s| s.delay = Duration::from_millis(50));
+    let (handle, _join, mut rx) = start(&fake);
+    handle.submit(StoreRequest::SavePlayer(save("p1", 0, 3))).unwrap();
+    handle.submit(StoreRequest::LoadPlayer { player: id("p1"), ticket: 2 }).unwrap();
+    assert!(matches!(next_saved(&mut rx).await, SaveOutcome::Saved { .. }));
+    match next(&mut rx).await {
+        StoreReply::PlayerLoaded { outcome: LoadOutcome::Found(found), .. } => {
+            assert_eq!(found, save("p1", 1, 3))
+        }
+        other => panic!("expected the saved player, found {other:?}"),
+    }
+}
+
+/// Rebasing covers only this worker's own writes: a version another process wrote still
+/// conflicts.
+#[tokio::test(start_paused = true)]
+async fn another_writers_save_still_conflicts() {
+    let fake = Fake::with(|s| {
+        s.players.insert(id("p1"), save("p1", 5, 0));
+    });
+    let (handle, _join, mut rx) = start(&fake);
+    handle.submit(StoreRequest::LoadPlayer { player: id("p1"), ticket: 1 }).unwrap();
+    let _ = next(&mut rx).await;
+    handle.submit(StoreRequest::SavePlayer(save("p1", 5, 1))).unwrap();
+    assert!(matches!(next_saved(&mut rx).await, SaveOutcome::Saved { version: 6, .. }));
+    // Another server process saves the player.
+    fake.state().players.insert(id("p1"), save("p1", 7, 100));
+    handle.submit(StoreRequest::SavePlayer(save("p1", 5, 2))).unwrap();
+    assert_eq!(next_saved(&mut rx).await, SaveOutcome::Conflict { expected: 6, found: Some(7) });
+    assert_eq!(fake.state().players[&id("p1")].inventory[0].count, 100);
+}
+
+/// Saves of different players run at the same time, not one after another.
+#[tokio::test(start_paused = true)]
+async fn saves_of_different_players_run_concurrently() {
+    let fake = Fake::with(|s| s.delay = Duration::from_millis(100));
+    let (handle, _join, mut rx) = start(&fake);
+    let t0 = Instant::now();
+    for i in 0..20 {
+        handle.submit(StoreRequest::SavePlayer(save(&format!("p{i}"), 0, i))).unwrap();
+    }
+    for _ in 0..20 {
+        assert!(matches!(next_saved(&mut rx).await, SaveOutcome::Saved { version: 1, .. }));
+    }
+    assert!(
+        t0.elapsed() < Duration::from_millis(200),
+        "20 saves of 100 ms took {:?}",
+        t0.elapsed()
+    );
+}
+
+/// The drain waits for pending saves and says how many were left when it gave up.
+#[tokio::test(start_paused = true)]
+async fn drain_waits_for_pending_saves_within_its_bound() {
+    let fake = Fake::with(|s| {
+        s.delay = Duration::from_secs(1);
+        s.save_faults.extend([Fault::Fail, Fault::Fail]);
+    });
+    let (handle, _join, _rx) = start(&fake);
+    for i in 0..3 {
+        handle.submit(StoreRequest::SavePlayer(save(&format!("p{i}"), 0, i))).unwrap();
+    }
+    assert_eq!(handle.pending_saves(), 3);
+    assert_eq!(handle.drain(Duration::from_secs(10)).await, 0);
+    assert_eq!(fake.state().players.len(), 3);
+
+    // p1's first attempt hangs (until load_timeout); p2's save lands at once.
+    let fake = Fake::with(|s| s.save_faults.push_back(Fault::Hang));
+    let (handle, _join, _rx) = start(&fake);
+    handle.submit(StoreRequest::SavePlayer(save("p1", 0, 1))).unwrap();
+    handle.submit(StoreRequest::SavePlayer(save("p2", 0, 1))).unwrap();
+    let t0 = Instant::now();
+    assert_eq!(handle.drain(Duration::from_secs(2)).await, 1);
+    assert_eq!(t0.elapsed(), Duration::from_secs(2));
+}
+
+/// Sessions load and save through the same paths, and replies can be wrapped into the
+/// shell's own event type.
+#[tokio::test(start_paused = true)]
+async fn sessions_round_trip_and_replies_are_wrapped() {
+    #[derive(Debug)]
+    enum ShellEvent {
+        Store(StoreReply),
+    }
+    let fake = Arc::new(Fake::default());
+    let (tx, mut rx) = mpsc::channel(8);
+    let (handle, join) = StoreWorker::spawn(fake.clone(), SETTINGS, tx, ShellEvent::Store);
+    handle.submit(StoreRequest::LoadSession("main".into())).unwrap();
+    let saved =
+        SessionSave { session: "main".into(), node: NodeId::new("harbor").unwrap(), version: 0 };
+    handle.submit(StoreRequest::SaveSession(saved.clone())).unwrap();
+    handle.submit(StoreRequest::LoadSession("main".into())).unwrap();
+    let mut replies = Vec::new();
+    for _ in 0..3 {
+        let Some(ShellEvent::Store(reply)) = rx.recv().await else { panic!("the worker stopped") };
+        replies.push(reply);
+    }
+    assert_eq!(
+        replies,
+        vec![
+            StoreReply::SessionLoaded { session: "main".into(), outcome: LoadOutcome::NotFound },
+            StoreReply::SessionSaved {
+                session: "main".into(),
+                outcome: SaveOutcome::Saved { version: 1, attempts: 1 }
+            },
+            StoreReply::SessionLoaded {
+                session: "main".into(),
+                outcome: LoadOutcome::Found(SessionSave { version: 1, ..saved })
+            },
+        ]
+    );
+    drop(handle);
+    tokio::time::timeout(Duration::from_secs(1), join)
+        .await
+        .expect("the worker stops once its handles are gone")
+        .unwrap();
+}
+
+/// Dropping every handle lets queued saves finish before the worker stops.
+#[tokio::test(start_paused = true)]
+async fn the_worker_finishes_queued_saves_before_it_stops() {
+    let fake = Fake::with(|s| s.delay = Duration::from_millis(100));
+    let (handle, join, mut rx) = start(&fake);
+    for count in 0..3 {
+        handle.submit(StoreRequest::SavePlayer(save("p1", 0, count))).unwrap();
+    }
+    drop(handle);
+    join.await.unwrap();
+    assert_eq!(fake.state().writes.len(), 3);
+    let mut replies = 0;
+    while rx.recv().await.is_some() {
+        replies += 1;
+    }
+    assert_eq!(replies, 3);
+}

@@ -1,0 +1,57 @@
+//! The player-save store against real backends: one suite, run on the embedded store always
+//! and on PostgreSQL when `GATEHOUSE_TEST_POSTGRES_URL` names a server (otherwise its half is
+//! reported as ignored, with the reason). Also the SIGKILL crash test and the `saves`
+//! operator commands. Issue 3, "Tests".
+
+// Test code: a failed unwrap is a failed test.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod backends;
+mod cli;
+mod crash;
+mod start_errors;
+mod suite;
+
+/// Declares each listed `module::test` twice, in `embedded` and `postgres`, each on a fresh
+/// store of its own.
+macro_rules! on_both_backends {
+    ($($module:ident :: $name:ident),* $(,)?) => {
+        mod embedded {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let backend = crate::backends::Backend::embedded();
+                    crate::$module::$name(&backend).await;
+                    backend.cleanup().await;
+                }
+            )*
+        }
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                #[cfg_attr(
+                    not(gatehouse_postgres_tests),
+                    ignore = "PostgreSQL skipped: GATEHOUSE_TEST_POSTGRES_URL is not set (README, \"PostgreSQL tests\")"
+                )]
+                async fn $name() {
+                    let backend = crate::backends::Backend::postgres().await;
+                    crate::$module::$name(&backend).await;
+                    backend.cleanup().await;
+                }
+            )*
+        }
+    };
+}
+
+on_both_backends!(
+    suite::every_field_round_trips,
+    suite::a_read_only_preset_is_never_written,
+    suite::concurrent_saves_of_different_players_all_land,
+    suite::a_stale_version_is_a_conflict_and_writes_nothing,
+    suite::a_save_is_visible_after_reopening_the_store,
+    suite::migrations_are_idempotent,
+    suite::a_store_with_a_newer_schema_is_refused,
+    crash::a_save_acknowledged_before_sigkill_survives,
+    cli::saves_show_prints_a_players_save,
+    cli::saves_list_prints_every_player,
+);

@@ -1,0 +1,235 @@
+//! The store contract, written once and run on both backends (see `on_both_backends!` in
+//! `main.rs`): issue 3, "Tests".
+
+use gatehouse_protocol::{CharacterDef, NodeId, PlayerId};
+use gatehouse_server::store::{InventoryItem, PlayerSave, Preset, SessionSave, Store, StoreError};
+use gatehouse_tags::GameplayTag;
+
+use crate::backends::Backend;
+
+fn tag(name: &str) -> GameplayTag {
+    GameplayTag::parse(name).unwrap()
+}
+
+/// A saved character with every field set.
+pub(crate) fn character(player: &str) -> PlayerSave {
+    PlayerSave {
+        player: PlayerId::new(player).unwrap(),
+        node: Some(NodeId::new("harbor").unwrap()),
+        preset: Preset::Character {
+            character_def: CharacterDef::new("Vanguard").unwrap(),
+            kits: vec![tag("Kit.Composed.Vanguard"), tag("Kit.Composed.Medic")],
+        },
+        inventory: vec![
+            InventoryItem { item: "rope".into(), count: 2 },
+            InventoryItem { item: "lantern-oil".into(), count: 40 },
+        ],
+        equipment: vec![tag("Effect.Equipment.Armor")],
+        version: 0,
+    }
+}
+
+/// A player on a read-only preset.
+pub(crate) fn read_only(player: &str) -> PlayerSave {
+    PlayerSave {
+        player: PlayerId::new(player).unwrap(),
+        node: Some(NodeId::new("harbor").unwrap()),
+        preset: Preset::ReadOnly { name: "Scout".into() },
+        inventory: vec![InventoryItem { item: "map".into(), count: 1 }],
+        equipment: vec![],
+        version: 0,
+    }
+}
+
+fn at(mut save: PlayerSave, version: u64) -> PlayerSave {
+    save.version = version;
+    save
+}
+
+async fn load(store: &Store, player: &str) -> Option<PlayerSave> {
+    store.load_player(&PlayerId::new(player).unwrap()).await.unwrap()
+}
+
+/// Every field of a player save, and of a session save, reads back as written.
+pub(crate) async fn every_field_round_trips(b: &Backend) {
+    let store = b.open().await;
+    assert_eq!(load(&store, "p-1").await, None, "nothing is stored for a new player");
+
+    let first = character("p-1");
+    assert_eq!(store.save_player(&first).await.unwrap(), 1);
+    assert_eq!(load(&store, "p-1").await, Some(at(first.clone(), 1)));
+
+    // Every field changes on the next save.
+    let second = PlayerSave {
+        player: first.player.clone(),
+        node: Some(NodeId::new("sunken-keep").unwrap()),
+        preset: Preset::Character {
+            character_def: CharacterDef::new("Medic").unwrap(),
+            kits: vec![tag("Kit.Composed.Medic")],
+        },
+        inventory: vec![InventoryItem { item: "bandage".into(), count: u32::MAX }],
+        equipment: vec![tag("Effect.Equipment.Armor"), tag("Kit.Startup.Movement")],
+        version: 1,
+    };
+    assert_eq!(store.save_player(&second).await.unwrap(), 2);
+    assert_eq!(load(&store, "p-1").await, Some(at(second, 2)));
+
+    // Empty and absent values survive too.
+    let bare = PlayerSave {
+        player: PlayerId::new("p-2").unwrap(),
+        node: None,
+        preset: Preset::Character {
+            character_def: CharacterDef::new("Vanguard").unwrap(),
+            kits: vec![],
+        },
+        inventory: vec![],
+        equipment: vec![],
+        version: 0,
+    };
+    store.save_player(&bare).await.unwrap();
+    assert_eq!(load(&store, "p-2").await, Some(at(bare, 1)));
+
+    let ids: Vec<String> =
+        store.list_players().await.unwrap().iter().map(|p| p.player.to_string()).collect();
+    assert_eq!(ids, ["p-1", "p-2"], "list_players is ordered by player id");
+
+    assert_eq!(store.load_session("main").await.unwrap(), None);
+    let session = SessionSave {
+        session: "main".into(),
+        node: NodeId::new("sunken-keep").unwrap(),
+        version: 0,
+    };
+    assert_eq!(store.save_session(&session).await.unwrap(), 1);
+    let moved = SessionSave { node: NodeId::new("harbor").unwrap(), version: 1, ..session };
+    assert_eq!(store.save_session(&moved).await.unwrap(), 2);
+    assert_eq!(
+        store.load_session("main").await.unwrap(),
+        Some(SessionSave { version: 2, ..moved.clone() })
+    );
+    assert_eq!(store.list_sessions().await.unwrap(), vec![SessionSave { version: 2, ..moved }]);
+    store.close().await;
+}
+
+/// A read-only preset is stored as its name only: no character, no kits, no preset table;
+/// switching a saved character to a read-only preset clears the character's columns.
+pub(crate) async fn a_read_only_preset_is_never_written(b: &Backend) {
+    let store = b.open().await;
+    let save = read_only("p-ro");
+    store.save_player(&save).await.unwrap();
+    assert_eq!(load(&store, "p-ro").await, Some(at(save, 1)));
+    assert_eq!(
+        b.raw_preset_columns("p-ro").await,
+        ("read_only".to_owned(), Some("Scout".to_owned()), None, None)
+    );
+
+    store.save_player(&character("p-switch")).await.unwrap();
+    store.save_player(&at(read_only("p-switch"), 1)).await.unwrap();
+    assert_eq!(
+        b.raw_preset_columns("p-switch").await,
+        ("read_only".to_owned(), Some("Scout".to_owned()), None, None)
+    );
+    assert_eq!(b.table_names().await, ["_sqlx_migrations", "players", "sessions"]);
+    store.close().await;
+}
+
+/// Saves of many players at once all land, each in order.
+pub(crate) async fn concurrent_saves_of_different_players_all_land(b: &Backend) {
+    const PLAYERS: usize = 24;
+    const SAVES: u64 = 5;
+    let store = b.open().await;
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..PLAYERS {
+        let store = store.clone();
+        tasks.spawn(async move {
+            let mut save = character(&format!("c-{i:02}"));
+            for n in 0..SAVES {
+                save.inventory[0].count = u32::try_from(n).unwrap();
+                save.version = store.save_player(&save).await.unwrap();
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+    let all = store.list_players().await.unwrap();
+    assert_eq!(all.len(), PLAYERS);
+    for p in all {
+        assert_eq!(p.version, SAVES, "{}", p.player);
+        assert_eq!(u64::from(p.inventory[0].count), SAVES - 1, "{}: the last save wins", p.player);
+    }
+    store.close().await;
+}
+
+/// A save based on another version than the stored one is a conflict and writes nothing.
+pub(crate) async fn a_stale_version_is_a_conflict_and_writes_nothing(b: &Backend) {
+    let store = b.open().await;
+    store.save_player(&character("p-c")).await.unwrap();
+    let mut stale = character("p-c");
+    stale.node = None;
+    for version in [0, 2, 9] {
+        let err = store.save_player(&at(stale.clone(), version)).await.unwrap_err();
+        assert!(
+            matches!(err, StoreError::Conflict { expected, found: Some(1), .. } if expected == version),
+            "{err}"
+        );
+        assert!(err.to_string().contains("expected stored version"), "{err}");
+    }
+    let err = store.save_player(&at(character("p-missing"), 3)).await.unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { found: None, .. }), "{err}");
+    assert_eq!(load(&store, "p-c").await, Some(at(character("p-c"), 1)), "unchanged");
+    assert_eq!(load(&store, "p-missing").await, None);
+
+    let session =
+        SessionSave { session: "main".into(), node: NodeId::new("harbor").unwrap(), version: 0 };
+    store.save_session(&session).await.unwrap();
+    let err = store.save_session(&session).await.unwrap_err();
+    assert!(matches!(err, StoreError::Conflict { expected: 0, found: Some(1), .. }), "{err}");
+    store.close().await;
+}
+
+/// What was saved is there after the store is closed and opened again (a server restart).
+pub(crate) async fn a_save_is_visible_after_reopening_the_store(b: &Backend) {
+    let store = b.open().await;
+    store.save_player(&character("p-r")).await.unwrap();
+    store
+        .save_session(&SessionSave {
+            session: "main".into(),
+            node: NodeId::new("sunken-keep").unwrap(),
+            version: 0,
+        })
+        .await
+        .unwrap();
+    store.close().await;
+    drop(store);
+
+    let reopened = b.open().await;
+    assert_eq!(load(&reopened, "p-r").await, Some(at(character("p-r"), 1)));
+    assert_eq!(
+        reopened.load_session("main").await.unwrap().map(|s| s.node.to_string()).as_deref(),
+        Some("sunken-keep")
+    );
+    reopened.close().await;
+}
+
+/// Opening an up-to-date store applies nothing and loses nothing.
+pub(crate) async fn migrations_are_idempotent(b: &Backend) {
+    let store = b.open().await;
+    store.save_player(&character("p-m")).await.unwrap();
+    store.close().await;
+    for _ in 0..3 {
+        let again = b.open().await;
+        again.close().await;
+    }
+    assert_eq!(b.applied_migrations().await, [1]);
+    let store = b.open().await;
+    assert_eq!(load(&store, "p-m").await.map(|p| p.version), Some(1));
+    store.close().await;
+}
+
+/// A store migrated by a newer server is refused with a clear error, not used.
+pub(crate) async fn a_store_with_a_newer_schema_is_refused(b: &Backend) {
+    b.open().await.close().await;
+    b.record_foreign_migration(999).await;
+    let err = Store::open(&b.url(), &b.data_dir()).await.unwrap_err().to_string();
+    assert!(err.contains("cannot migrate the store") && err.contains("999"), "{err}");
+}

@@ -1,0 +1,40 @@
+//! The soak run of issue 4 in CI: 16 simulated clients with the `soak` scenario's churn
+//! (restart 500 ms after dying, disconnect and relaunch about every 12 s) on the soak world,
+//! with its hazards, dungeon and a travel every 4 s, for 40 s. Longer and larger runs are
+//! `deploy/soak.sh`.
+
+use std::time::Duration;
+
+use gatehouse_client_sim::report::SwarmReport;
+use gatehouse_client_sim::swarm::run_swarm_outcomes;
+use gatehouse_tests::{TestServer, within};
+
+/// Seed 001 under churn: transitions complete, every death gets its respawn, and no client
+/// ever sees two live pawns, a double kit grant or a spawn at a stale node.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sixteen_clients_soak_for_forty_seconds_keeping_every_invariant() {
+    let world =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/soak-world.toml"))
+            .expect("the soak world");
+    let server = TestServer::start(&world).await;
+    let mut swarm = server.swarm(16, 0, Duration::from_secs(40));
+    swarm.session.restart_after_death = Some(Duration::from_millis(500));
+    swarm.relaunch_every = Some(Duration::from_secs(12));
+    swarm.settle_grace = Duration::from_secs(10);
+    let outcomes =
+        within(Duration::from_secs(90), "the soak swarm", run_swarm_outcomes(swarm)).await.unwrap();
+    let report = SwarmReport::from_outcomes(&outcomes);
+    assert_eq!(report.errors, 0, "{report}");
+    assert_eq!(report.clients_placed, 16, "{report}");
+    assert!(report.transitions_completed >= 5, "{report}");
+    assert!(report.deaths > 0, "the hazards kill: {report}");
+    assert_eq!(report.deaths, report.respawns, "{report}");
+    assert!(report.relaunches > 0, "{report}");
+    assert_eq!(report.double_pawns, 0, "{report}");
+    assert_eq!(report.double_grants, 0, "{report}");
+    assert_eq!(report.spawns_at_stale_node, 0, "{report}");
+    assert_eq!(report.ended_before_placed, 0, "{report}");
+    let snapshot = server.handle.snapshot().await.unwrap();
+    assert_eq!(snapshot.counters.settle_timeouts, 0, "{snapshot:?}");
+    server.stop().await;
+}
