@@ -140,11 +140,13 @@ impl Client {
         self.leave();
     }
 
-    /// The session's gate figures at `now`, with every wait still pending described. Changes
-    /// nothing: generations still open count as ended by the session in the figures only.
+    /// The session's gate figures at `now`, with every wait still pending described and the
+    /// RepNotifies still deferred counted. Changes nothing: generations still open count as ended
+    /// by the session in the figures only.
     pub fn finish(&self, now: Instant) -> GateStats {
         let mut stats = self.core.state.checks.finish(now);
         stats.pending_waits = self.pending_waits();
+        stats.rep_notifies_deferred_at_end = self.core.state.rep_notifies.deferred_count() as u64;
         let router = self.router.stats();
         let figures = &mut stats.router;
         figures.broadcasts = router.broadcasts;

@@ -14,7 +14,7 @@ use gatehouse_lifecycle::{ObjectId, Registry, ScopeToken};
 use gatehouse_messaging::Lifetime;
 use gatehouse_protocol::PlayerId;
 
-use crate::adapters::CharacterRecords;
+use crate::adapters::{CharacterRecords, PawnTeamRequests, RepNotifies};
 use crate::checks::GateChecks;
 use crate::dispatch::Dispatch;
 use crate::domain::Domain;
@@ -51,6 +51,10 @@ pub struct ClientState {
     pub(crate) world: Option<WorldScopes>,
     /// The character adapter's record of each scoped pawn generation.
     pub(crate) characters: CharacterRecords,
+    /// The character adapter's deferred RepNotifies of remote generations.
+    pub(crate) rep_notifies: RepNotifies,
+    /// The pawn team presentation's requests.
+    pub(crate) pawn_team: PawnTeamRequests,
     pub(crate) local_player_gate: LocalPlayerGate,
     pub(crate) subscriptions: Subscriptions,
     /// Work that needs the router, in the order it arose.
@@ -72,6 +76,8 @@ impl ClientCore {
                 player_state_ids: PlayerStateIds::default(),
                 world: None,
                 characters: CharacterRecords::default(),
+                rep_notifies: RepNotifies::default(),
+                pawn_team: PawnTeamRequests::default(),
                 local_player_gate: LocalPlayerGate::default(),
                 subscriptions: Subscriptions::default(),
                 outbox: VecDeque::new(),

@@ -4,17 +4,20 @@
 //! A registry callback receives the registry and [`ClientState`](crate::core::ClientState), not
 //! the router, so a gate that opens pushes a [`Dispatch`] and returns. [`pump`] runs after every
 //! broadcast and performs each dispatch in order, with the router at hand: for a character gate,
-//! the seed's sequence (broadcast the delegate, publish the public gate tag, publish the local
-//! viewer's dispatch-returned fact). Nothing else in the client broadcasts.
+//! the seed's sequence (broadcast the delegate, replay a remote generation's deferred
+//! RepNotifies, publish the public gate tag, publish the local viewer's dispatch-returned fact).
+//! Nothing else in the client broadcasts.
 
 use gatehouse_lifecycle::ScopeToken;
 use gatehouse_messaging::{Channel, Payload, Router};
 use gatehouse_protocol::{PawnId, PlayerId};
 
+use crate::adapters::pawn_team::{self, Presentation};
 use crate::core::ClientCore;
 use crate::gates;
 use crate::notifications::{
     CHARACTER_RETIRED, CHARACTER_SCOPED, GenerationRetired, GenerationScoped,
+    REMOTE_CHARACTER_REP_NOTIFY, RemoteRepNotify,
 };
 
 /// Work a registry callback or an adapter left for the router.
@@ -55,6 +58,15 @@ pub(crate) enum Dispatch {
         player: PlayerId,
         /// Its player state's generation.
         player_state: ScopeToken,
+    },
+    /// A Blueprint RepNotify of a remote generation whose gate released: send it.
+    RepNotify(RemoteRepNotify),
+    /// A pawn team presentation request woke: revalidate it and dispatch it.
+    PawnTeamPresentation {
+        /// The target pawn.
+        pawn: PawnId,
+        /// What the request presents.
+        presentation: Presentation,
     },
 }
 
@@ -104,6 +116,15 @@ pub(crate) fn pump(router: &Router<ClientCore>, core: &mut ClientCore) {
             }
             Dispatch::TeamPresentation { player, player_state } => {
                 crate::adapters::team::present(router, core, player, player_state);
+            }
+            Dispatch::RepNotify(notice) => {
+                // Its generation may have been retired since it was queued: stale, not sent.
+                if core.registry.is_current(notice.token) {
+                    broadcast(router, core, REMOTE_CHARACTER_REP_NOTIFY, &notice);
+                }
+            }
+            Dispatch::PawnTeamPresentation { pawn, presentation } => {
+                pawn_team::present(router, core, pawn, presentation);
             }
         }
     }

@@ -5,17 +5,18 @@
 //! (`Message.Replication.*`, `Message.Transition.*`), announced after the replicated state was
 //! applied; domain notifications (`Message.Login.*`, `Message.World.*`, `Message.UI.*`,
 //! `Message.Team.*`), announced after a domain object changed; and lifecycle dispatch
-//! (`Message.Lifecycle.*`): the seed's non-replaying multicast delegates and the character
-//! adapter's generation announcements. A payload names what changed by id and carries none of the
-//! state: a listener reads the state from the domain object, so a late listener is as correct as
-//! an early one. This module declares; it never broadcasts.
+//! (`Message.Lifecycle.*`, `Message.Team.PawnPresentation`): the seed's non-replaying multicast
+//! delegates, the character adapter's generation announcements and deferred Blueprint
+//! RepNotifies, and the pawn team presentation. A payload names what changed by id and carries
+//! none of the state: a listener reads the state from the domain object, so a late listener is as
+//! correct as an early one. This module declares; it never broadcasts.
 
 use gatehouse_lifecycle::ScopeToken;
 use gatehouse_messaging::{Channel, Channels, Payload};
 use gatehouse_protocol::{PawnId, PlayerId, TeamId, TransitionId};
 use gatehouse_tags::catalog::*;
 
-use crate::adapters::{RetireReason, Route};
+use crate::adapters::{RepNotifyKind, RetireReason, Route};
 use crate::ids::WorldId;
 
 /// Something happened to a pawn.
@@ -142,6 +143,47 @@ impl Payload for LocalPlayerReady {
     const NAME: &'static str = "LocalPlayerReady";
 }
 
+/// A Blueprint RepNotify of a remote pawn generation: replicated state about the pawn, or about
+/// its owner's player state, changed. The state itself is already in the domain; this is the
+/// presentation-side notice, held back until the generation's remote gate released.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteRepNotify {
+    /// The remote pawn.
+    pub pawn: PawnId,
+    /// Its generation.
+    pub token: ScopeToken,
+    /// What changed.
+    pub kind: RepNotifyKind,
+    /// Deferred before the remote gate released and replayed at its release (`false`: sent as
+    /// it arrived, the gate being open already).
+    pub replayed: bool,
+}
+impl Payload for RemoteRepNotify {
+    const NAME: &'static str = "RemoteRepNotify";
+}
+
+/// `DispatchTeamPresentation`: a pawn's team is presented to the local viewer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PawnTeamPresented {
+    /// The target pawn.
+    pub pawn: PawnId,
+    /// The target pawn's generation.
+    pub token: ScopeToken,
+    /// The target pawn's owner.
+    pub player: PlayerId,
+    /// The owner's cached team, presented.
+    pub team: TeamId,
+    /// The local viewer's current pawn generation.
+    pub viewer: ScopeToken,
+    /// The local viewer's cached team.
+    pub viewer_team: TeamId,
+    /// The world it was presented in.
+    pub world: WorldId,
+}
+impl Payload for PawnTeamPresented {
+    const NAME: &'static str = "PawnTeamPresented";
+}
+
 /// A pawn was spawned and applied locally.
 pub const PAWN_SPAWNED: Channel<PawnNotice> = Channel::new(MESSAGE_REPLICATION_PAWN_SPAWNED);
 /// A pawn was destroyed and removed locally.
@@ -150,6 +192,12 @@ pub const PAWN_DESTROYED: Channel<PawnNotice> = Channel::new(MESSAGE_REPLICATION
 pub const POSSESSED: Channel<PawnNotice> = Channel::new(MESSAGE_REPLICATION_POSSESSED);
 /// The server unpossessed the client's pawn.
 pub const UNPOSSESSED: Channel<PawnNotice> = Channel::new(MESSAGE_REPLICATION_UNPOSSESSED);
+/// A pawn moved to another node.
+pub const PAWN_TELEPORTED: Channel<PawnNotice> = Channel::new(MESSAGE_REPLICATION_PAWN_TELEPORTED);
+/// A pawn's owner died in it.
+pub const PAWN_DIED: Channel<PawnNotice> = Channel::new(MESSAGE_REPLICATION_PAWN_DIED);
+/// A player's health changed.
+pub const HEALTH_CHANGED: Channel<PlayerNotice> = Channel::new(MESSAGE_REPLICATION_HEALTH_CHANGED);
 /// A player state appeared or changed (team, CharacterDef).
 pub const PLAYER_STATE_CHANGED: Channel<PlayerNotice> =
     Channel::new(MESSAGE_REPLICATION_PLAYER_STATE_CHANGED);
@@ -189,6 +237,9 @@ pub const TEAM_CHANGED: Channel<TeamNotice> = Channel::new(MESSAGE_TEAM_CHANGED)
 /// The presentation-only team change, sent once the widget controller is ready.
 pub const TEAM_PRESENTATION_CHANGED: Channel<TeamNotice> =
     Channel::new(MESSAGE_TEAM_PRESENTATION_CHANGED);
+/// `DispatchTeamPresentation`: a pawn's team presented to the local viewer.
+pub const PAWN_TEAM_PRESENTATION: Channel<PawnTeamPresented> =
+    Channel::new(MESSAGE_TEAM_PAWN_PRESENTATION);
 /// A pawn generation was scoped.
 pub const CHARACTER_SCOPED: Channel<GenerationScoped> =
     Channel::new(MESSAGE_LIFECYCLE_CHARACTER_SCOPED);
@@ -201,6 +252,9 @@ pub const LOCAL_CHARACTER_INIT_GATE_OPENED: Channel<CharacterGateOpened> =
 /// `OnRemoteCharacterInitGateOpened`.
 pub const REMOTE_CHARACTER_INIT_GATE_OPENED: Channel<CharacterGateOpened> =
     Channel::new(MESSAGE_LIFECYCLE_REMOTE_CHARACTER_INIT_GATE_OPENED);
+/// A Blueprint RepNotify of a remote pawn generation, live or replayed at its gate's release.
+pub const REMOTE_CHARACTER_REP_NOTIFY: Channel<RemoteRepNotify> =
+    Channel::new(MESSAGE_LIFECYCLE_REMOTE_CHARACTER_REP_NOTIFY);
 /// `OnLocalPlayerWidgetControllerAndTeamReady`.
 pub const LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY: Channel<LocalPlayerReady> =
     Channel::new(MESSAGE_LIFECYCLE_LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY);
@@ -217,6 +271,9 @@ pub fn channels() -> Result<Channels, gatehouse_messaging::Error> {
         .declare(PAWN_DESTROYED)?
         .declare(POSSESSED)?
         .declare(UNPOSSESSED)?
+        .declare(PAWN_TELEPORTED)?
+        .declare(PAWN_DIED)?
+        .declare(HEALTH_CHANGED)?
         .declare(PLAYER_STATE_CHANGED)?
         .declare(PLAYER_STATE_REMOVED)?
         .declare(ABILITY_TAGS_CHANGED)?
@@ -233,10 +290,12 @@ pub fn channels() -> Result<Channels, gatehouse_messaging::Error> {
         .declare(UI_RESET)?
         .declare(TEAM_CHANGED)?
         .declare(TEAM_PRESENTATION_CHANGED)?
+        .declare(PAWN_TEAM_PRESENTATION)?
         .declare(CHARACTER_SCOPED)?
         .declare(CHARACTER_RETIRED)?
         .declare(LOCAL_CHARACTER_INIT_GATE_OPENED)?
         .declare(REMOTE_CHARACTER_INIT_GATE_OPENED)?
+        .declare(REMOTE_CHARACTER_REP_NOTIFY)?
         .declare(LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY)?;
     Ok(channels)
 }

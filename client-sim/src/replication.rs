@@ -40,12 +40,14 @@ pub(crate) fn apply(router: &Router<ClientCore>, core: &mut ClientCore, message:
             }
         }
         ServerMessage::FreezeCharacters { transition_id } => {
+            domain.set_characters_frozen(true);
             announce(router, core, CHARACTERS_FROZEN, &transition(*transition_id));
         }
         ServerMessage::ShowTransition { transition_id, .. } => {
             announce(router, core, TRANSITION_SHOWN, &transition(*transition_id));
         }
         ServerMessage::EndTransition { transition_id } => {
+            domain.set_characters_frozen(false);
             announce(router, core, CHARACTERS_UNFROZEN, &transition(*transition_id));
             announce(router, core, TRANSITION_ENDED, &transition(*transition_id));
         }
@@ -84,9 +86,15 @@ pub(crate) fn apply(router: &Router<ClientCore>, core: &mut ClientCore, message:
             }
         }
         ServerMessage::PawnTeleported { pawn_id, node } => {
-            domain.characters.teleport(*pawn_id, node.clone());
+            if domain.characters.teleport(*pawn_id, node.clone()) {
+                announce(router, core, PAWN_TELEPORTED, &PawnNotice { pawn: *pawn_id });
+            }
         }
-        ServerMessage::PawnDied { pawn_id } => domain.characters.die(*pawn_id),
+        ServerMessage::PawnDied { pawn_id } => {
+            if domain.characters.die(*pawn_id) {
+                announce(router, core, PAWN_DIED, &PawnNotice { pawn: *pawn_id });
+            }
+        }
         ServerMessage::PawnDestroyed { pawn_id } => {
             if domain.characters.destroy(*pawn_id).is_some() {
                 announce(router, core, PAWN_DESTROYED, &PawnNotice { pawn: *pawn_id });
@@ -110,9 +118,12 @@ pub(crate) fn apply(router: &Router<ClientCore>, core: &mut ClientCore, message:
                 &PlayerNotice { player: player_id.clone() },
             );
         }
-        ServerMessage::HealthChanged { .. }
-        | ServerMessage::KitsGranted { .. }
-        | ServerMessage::Error { .. } => {}
+        ServerMessage::HealthChanged { player_id, health } => {
+            if domain.player_states.set_health(player_id, *health) {
+                announce(router, core, HEALTH_CHANGED, &PlayerNotice { player: player_id.clone() });
+            }
+        }
+        ServerMessage::KitsGranted { .. } | ServerMessage::Error { .. } => {}
     }
 }
 

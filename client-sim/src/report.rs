@@ -135,6 +135,22 @@ pub struct GatesSection {
     pub team_changes: u64,
     /// Presentation-only team changes sent.
     pub team_presentations: u64,
+    /// Pawn team presentations dispatched (`DispatchTeamPresentation`).
+    pub pawn_team_presentations: u64,
+    /// Woken pawn team presentations refused by live state (not dispatched, registered again).
+    pub pawn_team_presentations_refused: u64,
+    /// Blueprint RepNotifies of remote pawns sent as they arrived, their gate open.
+    pub rep_notifies_delivered: u64,
+    /// Blueprint RepNotifies deferred while their remote gate had not released.
+    pub rep_notifies_deferred: u64,
+    /// Deferred RepNotifies that replaced an earlier one of the same kind (the bound).
+    pub rep_notifies_coalesced: u64,
+    /// Deferred RepNotifies replayed at their gate's release, before RemoteReady.
+    pub rep_notifies_replayed: u64,
+    /// Deferred RepNotifies discarded with a generation retired before its release.
+    pub rep_notifies_discarded: u64,
+    /// Deferred RepNotifies still waiting when their sessions ended.
+    pub rep_notifies_deferred_at_end: u64,
     /// UI tracking resets.
     pub ui_resets: u64,
     /// Worlds created (one per client login and travel).
@@ -193,6 +209,14 @@ impl GatesSection {
             subscriptions_fired: gates.subscriptions_fired,
             team_changes: gates.team_changes,
             team_presentations: gates.team_presentations,
+            pawn_team_presentations: gates.pawn_team_presentations,
+            pawn_team_presentations_refused: gates.pawn_team_presentations_refused,
+            rep_notifies_delivered: gates.rep_notifies_delivered,
+            rep_notifies_deferred: gates.rep_notifies_deferred,
+            rep_notifies_coalesced: gates.rep_notifies_coalesced,
+            rep_notifies_replayed: gates.rep_notifies_replayed,
+            rep_notifies_discarded: gates.rep_notifies_discarded,
+            rep_notifies_deferred_at_end: gates.rep_notifies_deferred_at_end,
             ui_resets: gates.ui_resets,
             worlds_created: gates.worlds_created,
             gate_wait_ms: Percentiles::of(gates.gate_wait_ms.clone()),
@@ -335,6 +359,21 @@ impl fmt::Display for SwarmReport {
             f,
             "    team changes        {} raw / {} presented",
             g.team_changes, g.team_presentations
+        )?;
+        writeln!(
+            f,
+            "    pawn team           {} presented ({} refused by live state)",
+            g.pawn_team_presentations, g.pawn_team_presentations_refused
+        )?;
+        writeln!(
+            f,
+            "    rep notifies        {} live / {} replayed at release ({} deferred: {} coalesced, {} discarded, {} waiting at end)",
+            g.rep_notifies_delivered,
+            g.rep_notifies_replayed,
+            g.rep_notifies_deferred,
+            g.rep_notifies_coalesced,
+            g.rep_notifies_discarded,
+            g.rep_notifies_deferred_at_end
         )?;
         let w = &g.gate_wait_ms;
         writeln!(

@@ -65,11 +65,15 @@ fn the_sim_binary_reports_every_client_placed() {
         .arg(dir.path().join("dev-cert.der"))
         .arg("--report-json")
         .arg(&report_path)
-        .args(["--config", "/nonexistent/server.toml"])
+        .args(["--config", "/nonexistent/server.toml", "--check"])
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "--check passes a clean run: {text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(text.contains("clients placed        8/8"), "{text}");
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
@@ -117,6 +121,17 @@ fn an_unreachable_server_is_reported_not_hung() {
     assert_eq!(report["clients_connected"], 0, "{report}");
     assert_eq!(report["errors"], 1, "{report}");
     assert!(report["error_samples"][0].as_str().unwrap().contains("connect timed out"), "{report}");
+
+    // The same run with --check fails, naming what was not clean.
+    let out = Command::new(SIM)
+        .args(["--server", "localhost:9", "--clients", "1", "--duration", "1s"])
+        .args(["--connect-timeout", "1s", "--check", "--server-cert"])
+        .arg(&cert)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("not clean") && err.contains("0/1 clients connected"), "{err}");
 }
 
 /// A self-signed certificate from the server's own generator.

@@ -302,12 +302,13 @@ fn arm(core: &mut ClientCore, pawn: PawnId) {
     }
 }
 
-/// Ends `pawn`'s current generation: resets its scope (facts, waits, subscriptions), revokes the
-/// local viewer's dispatch-returned fact if this was the local pawn that returned it, and
-/// announces the retirement.
+/// Ends `pawn`'s current generation: resets its scope (facts, waits, subscriptions), discards its
+/// deferred RepNotifies, revokes the local viewer's dispatch-returned fact if this was the local
+/// pawn that returned it, and announces the retirement.
 pub(crate) fn retire(core: &mut ClientCore, pawn: PawnId, reason: RetireReason) {
     let Some(record) = core.state.characters.by_pawn.remove(&pawn) else { return };
     core.registry.reset_scope(pawn_object(pawn));
+    super::rep_notify::discard(core, record.token);
     if record.route == Route::Local && record.latched {
         if let Some(viewer) = core.state.world.and_then(|w| w.local_player) {
             publish(core, viewer, LIFECYCLE_FACT_CHARACTER_LOCAL_DISPATCH_RETURNED, false);

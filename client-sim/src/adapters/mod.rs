@@ -8,12 +8,16 @@
 //! it, and they start by sampling what already exists, so they never depend on arrival order.
 //! Attach order is delivery order (the router delivers in registration order): player state,
 //! UI, team, character, then the local player's widget/team gate, so each finds the scopes and
-//! facts of the ones before it. Adapters define the requirements of their gates; the registry
-//! knows none of them. They never change a domain object.
+//! facts of the ones before it; then the character adapter's deferred RepNotifies and the pawn
+//! team presentation, which need the generations and facts of all of them. Adapters define the
+//! requirements of their gates; the registry knows none of them. They never change a domain
+//! object.
 
 mod character;
 mod login;
+pub(crate) mod pawn_team;
 mod player_state;
+pub(crate) mod rep_notify;
 pub(crate) mod team;
 mod ui;
 pub(crate) mod world;
@@ -22,6 +26,10 @@ use gatehouse_messaging::{Channel, Delivery, Lifetime, Listen, Match, Payload, R
 
 pub(crate) use character::CharacterRecords;
 pub use character::{LOCAL_GATE, REMOTE_GATE, RetireReason, Route, route};
+pub use pawn_team::PAWN_PRESENTATION;
+pub(crate) use pawn_team::PawnTeamRequests;
+pub(crate) use rep_notify::RepNotifies;
+pub use rep_notify::RepNotifyKind;
 pub use team::PRESENTATION;
 
 use crate::core::ClientCore;
@@ -65,6 +73,8 @@ pub(crate) fn attach_world(router: &Router<ClientCore>, core: &mut ClientCore) -
     team::listen(router, core, &mut lifetime);
     character::listen(router, core, &mut lifetime);
     crate::gates::local_player::listen(router, core, &mut lifetime);
+    rep_notify::listen(router, core, &mut lifetime);
+    pawn_team::listen(router, core, &mut lifetime);
 
     world::sample(core);
     player_state::sample(core);
@@ -72,14 +82,18 @@ pub(crate) fn attach_world(router: &Router<ClientCore>, core: &mut ClientCore) -
     team::sample(core);
     character::sample(core);
     crate::gates::local_player::evaluate(core);
+    pawn_team::sample(core);
     lifetime
 }
 
 /// Detaches the world adapters from the world being torn down: every pawn generation is
-/// announced retired; the caller then retires the world's scopes and listeners.
+/// announced retired and its deferred RepNotifies discarded, and the pawn team requests are
+/// forgotten; the caller then retires the world's scopes (and their waits) and listeners.
 pub(crate) fn detach_world(core: &mut ClientCore) {
     character::detach(core);
+    rep_notify::discard_all(core);
     core.state.local_player_gate = Default::default();
+    core.state.pawn_team = Default::default();
 }
 
 /// Publishes (`ready`) or closes `fact` on `token`. A refusal means the scope was retired under

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
+use gatehouse_client_sim::report::SwarmReport;
 use gatehouse_client_sim::session::SessionConfig;
 use gatehouse_client_sim::swarm::{SwarmConfig, run_swarm};
 use gatehouse_protocol::token::{DEV_TOKEN_KEY, TokenKey};
@@ -20,9 +21,9 @@ use gatehouse_protocol::token::{DEV_TOKEN_KEY, TokenKey};
 #[derive(Debug, Parser)]
 #[command(version, about, long_about = None)]
 struct Cli {
-    /// Server UDP address.
-    #[arg(long, default_value = "127.0.0.1:7777", value_name = "ADDR")]
-    server: SocketAddr,
+    /// Server UDP address, HOST:PORT (a name is resolved once at start).
+    #[arg(long, default_value = "127.0.0.1:7777", value_name = "HOST:PORT")]
+    server: String,
     /// Number of simulated clients.
     #[arg(long, default_value_t = 8, value_name = "N")]
     clients: usize,
@@ -67,6 +68,11 @@ struct Cli {
     /// At the end, how long a client may wait to be placed before leaving anyway.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, value_name = "D")]
     settle_grace: Duration,
+    /// Exit with an error unless the report is clean: every client connected and placed, no
+    /// error, every death respawned, every invariant counter (double pawns, double grants,
+    /// stale-node spawns, transitions ended before placement, gate violations) at 0.
+    #[arg(long)]
+    check: bool,
     /// Seed of the clients' random choices.
     #[arg(long, default_value_t = 1, value_name = "SEED")]
     seed: u64,
@@ -122,8 +128,9 @@ fn main() -> anyhow::Result<()> {
     let server_cert = cli.server_cert.clone().unwrap_or_else(|| {
         server_file.data_dir.clone().unwrap_or_else(|| PathBuf::from("data")).join("dev-cert.der")
     });
+    let server = resolve(&cli.server)?;
     let config = SwarmConfig {
-        server: cli.server,
+        server,
         server_name: cli.server_name.clone(),
         server_cert,
         clients: cli.clients,
@@ -156,7 +163,61 @@ fn main() -> anyhow::Result<()> {
         let json = serde_json::to_string_pretty(&report)?;
         std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?;
     }
+    if cli.check {
+        let problems = problems(&report);
+        if !problems.is_empty() {
+            anyhow::bail!("the report is not clean:\n  {}", problems.join("\n  "));
+        }
+    }
     Ok(())
+}
+
+/// Resolves `HOST:PORT` to its first address.
+fn resolve(server: &str) -> anyhow::Result<SocketAddr> {
+    use std::net::ToSocketAddrs as _;
+    server
+        .to_socket_addrs()
+        .with_context(|| format!("--server {server:?}: expected HOST:PORT"))?
+        .next()
+        .with_context(|| format!("--server {server:?} resolves to no address"))
+}
+
+/// What `--check` refuses: every client connected and placed at the end, no error, every death
+/// respawned, and every invariant counter at zero.
+fn problems(report: &SwarmReport) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut expect = |ok: bool, what: String| {
+        if !ok {
+            out.push(what);
+        }
+    };
+    expect(
+        report.clients_connected == report.clients,
+        format!("{}/{} clients connected", report.clients_connected, report.clients),
+    );
+    expect(
+        report.clients_placed == report.clients,
+        format!("{}/{} clients placed at the end", report.clients_placed, report.clients),
+    );
+    expect(report.errors == 0, format!("{} errors", report.errors));
+    expect(
+        report.deaths == report.respawns,
+        format!("{} deaths but {} respawns", report.deaths, report.respawns),
+    );
+    for (name, value) in [
+        ("ended_before_placed", report.ended_before_placed),
+        ("double_pawns", report.double_pawns),
+        ("double_grants", report.double_grants),
+        ("spawns_at_stale_node", report.spawns_at_stale_node),
+        ("gate_violations", report.gates.gate_violations),
+    ] {
+        expect(value == 0, format!("{name} = {value}"));
+    }
+    expect(
+        report.gates.every_generation_accounted,
+        "not every pawn generation is accounted for".into(),
+    );
+    out
 }
 
 fn read_server_file(path: &Path) -> anyhow::Result<ServerFile> {

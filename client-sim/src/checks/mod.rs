@@ -1,7 +1,11 @@
 //! Live checks of seed 000's runtime expectations, run in every simulated client ("Verification
 //! coverage": one local event per local pawn generation, one remote event per remote pawn
 //! generation, no source-world callback after travel; and the widget/team gate once per
-//! readiness period).
+//! readiness period). They also check the remote generations' Blueprint RepNotifies (sent only
+//! once the remote gate dispatched; replayed ones before any live one and before the RemoteReady
+//! subscribers; at most one replay per kind) and the pawn team presentation (never for a stale
+//! generation or viewer, never with a team other than the one cached, never twice for an
+//! unchanged relationship).
 //!
 //! The checks listen on the router, like any consumer: the character adapter's generation
 //! announcements, the gate delegates, and the domain notifications that open and close a
@@ -18,7 +22,7 @@ use std::time::{Duration, Instant};
 
 use gatehouse_lifecycle::ScopeToken;
 use gatehouse_messaging::{Lifetime, Router};
-use gatehouse_protocol::PawnId;
+use gatehouse_protocol::{PawnId, TeamId};
 
 pub use stats::{EndedBeforeGate, GateStats, RouteCounts, RouterFigures};
 
@@ -43,6 +47,12 @@ struct Seen {
     opened: bool,
     subscribed: bool,
     subscriptions_fired: u32,
+    /// A RepNotify was sent live (after the release) for it.
+    rep_notified_live: bool,
+    /// The kinds of RepNotify replayed for it, one bit each.
+    replayed_kinds: u8,
+    /// The last pawn team presentation: viewer generation, team, viewer team.
+    presented: Option<(ScopeToken, TeamId, TeamId)>,
 }
 
 /// The live checks' account.
@@ -116,6 +126,9 @@ impl GateChecks {
             opened: false,
             subscribed: false,
             subscriptions_fired: 0,
+            rep_notified_live: false,
+            replayed_kinds: 0,
+            presented: None,
         };
         if self.generations.insert(notice.token, seen).is_some() {
             self.violation(format!(
@@ -255,6 +268,113 @@ impl GateChecks {
         }
     }
 
+    /// A Blueprint RepNotify of a remote generation was sent: checks it is for a live remote
+    /// generation whose gate dispatched, and that a replayed one comes before every live one and
+    /// before the RemoteReady subscribers, once per kind.
+    fn rep_notify(&mut self, notice: &RemoteRepNotify) {
+        if notice.replayed {
+            self.stats.rep_notifies_replayed += 1;
+        } else {
+            self.stats.rep_notifies_delivered += 1;
+        }
+        let problem = match self.generations.get_mut(&notice.token) {
+            None => Some("for an unknown or retired generation"),
+            Some(seen) if seen.route != Route::Remote => Some("for a local generation"),
+            Some(seen) if !seen.opened => Some("before its remote gate opened"),
+            Some(seen) if !notice.replayed => {
+                seen.rep_notified_live = true;
+                None
+            }
+            Some(seen) => {
+                let bit = 1u8 << (notice.kind as u8);
+                let first = seen.replayed_kinds & bit == 0;
+                seen.replayed_kinds |= bit;
+                if seen.rep_notified_live {
+                    Some("replayed after a live one")
+                } else if seen.subscriptions_fired > 0 {
+                    Some("replayed after its RemoteReady subscribers ran")
+                } else if !first {
+                    Some("replayed twice for one kind: deferral not coalesced")
+                } else {
+                    None
+                }
+            }
+        };
+        if let Some(problem) = problem {
+            self.violation(format!(
+                "RepNotify {:?} of pawn {} ({}) {problem}",
+                notice.kind, notice.pawn, notice.token
+            ));
+        }
+    }
+
+    /// The character adapter deferred a RepNotify (`coalesced`: replacing one of its kind).
+    pub(crate) fn rep_notify_deferred(&mut self, coalesced: bool) {
+        self.stats.rep_notifies_deferred += 1;
+        if coalesced {
+            self.stats.rep_notifies_coalesced += 1;
+        }
+    }
+
+    /// The character adapter discarded `count` deferred RepNotifies with a retired generation.
+    pub(crate) fn rep_notifies_discarded(&mut self, count: usize) {
+        self.stats.rep_notifies_discarded += count as u64;
+    }
+
+    /// The pawn team presentation refused a woken request that live state contradicted.
+    pub(crate) fn pawn_team_presentation_refused(&mut self) {
+        self.stats.pawn_team_presentations_refused += 1;
+    }
+
+    /// `DispatchTeamPresentation`: checks the target and the viewer are live generations whose
+    /// gates dispatched in the current world, the viewer being the local pawn, that both teams
+    /// are the ones cached now, and that the relationship was not presented already.
+    fn pawn_team_presented(&mut self, notice: &PawnTeamPresented, domain: &Domain) {
+        self.stats.pawn_team_presentations += 1;
+        let mut problems: Vec<String> = Vec::new();
+        if Some(notice.world) != self.current_world() {
+            problems.push(format!("presented from {} after travelling away", notice.world));
+        }
+        let viewer = self.generations.get(&notice.viewer);
+        if !viewer.is_some_and(|v| v.route == Route::Local && v.opened) {
+            problems.push("for a stale viewer generation or one whose gate did not open".into());
+        } else if self.local_dispatched != Some(notice.viewer) {
+            problems.push("the viewer is not the local pawn whose gate dispatched".into());
+        }
+        let owner = domain.characters().get(notice.pawn).map(|c| c.owner());
+        if owner != Some(&notice.player) {
+            problems.push(format!("{} does not own the pawn", notice.player));
+        }
+        let cached = domain.teams().team_of(&notice.player);
+        if cached != Some(notice.team) {
+            problems
+                .push(format!("mismatched team: presented {:?}, cached {cached:?}", notice.team));
+        }
+        let viewer_cached = domain.local_player().and_then(|me| domain.teams().team_of(me));
+        if viewer_cached != Some(notice.viewer_team) {
+            problems.push(format!(
+                "mismatched viewer team: presented {:?}, cached {viewer_cached:?}",
+                notice.viewer_team
+            ));
+        }
+        let presented = (notice.viewer, notice.team, notice.viewer_team);
+        match self.generations.get_mut(&notice.token) {
+            None => problems.push("for a stale generation".into()),
+            Some(seen) if !seen.opened => problems.push("before the target's gate opened".into()),
+            Some(seen) => {
+                if seen.presented.replace(presented) == Some(presented) {
+                    problems.push("presented twice for an unchanged relationship".into());
+                }
+            }
+        }
+        for problem in problems {
+            self.violation(format!(
+                "pawn team presentation of pawn {} ({}): {problem}",
+                notice.pawn, notice.token
+            ));
+        }
+    }
+
     /// The nameplate consumer subscribed for this generation.
     pub(crate) fn subscribed(&mut self, token: ScopeToken) {
         self.stats.subscriptions_registered += 1;
@@ -349,5 +469,12 @@ pub(crate) fn listen(router: &Router<ClientCore>, core: &mut ClientCore, lifetim
     });
     hold(router, core, lifetime, TEAM_PRESENTATION_CHANGED, |d, _| {
         d.state().state.checks.stats.team_presentations += 1;
+    });
+    hold(router, core, lifetime, REMOTE_CHARACTER_REP_NOTIFY, |d, n| {
+        d.state().state.checks.rep_notify(n);
+    });
+    hold(router, core, lifetime, PAWN_TEAM_PRESENTATION, |d, n| {
+        let state = &mut d.state().state;
+        state.checks.pawn_team_presented(n, &state.domain);
     });
 }

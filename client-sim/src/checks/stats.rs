@@ -147,6 +147,23 @@ pub struct GateStats {
     pub team_presentations: u64,
     /// Raw team changes.
     pub team_changes: u64,
+    /// Pawn team presentations dispatched (`DispatchTeamPresentation`).
+    pub pawn_team_presentations: u64,
+    /// Woken pawn team presentations that live state refused: not dispatched, registered again.
+    pub pawn_team_presentations_refused: u64,
+    /// Blueprint RepNotifies of remote generations sent as they arrived (their gate open).
+    pub rep_notifies_delivered: u64,
+    /// Blueprint RepNotifies deferred because their generation's remote gate had not released.
+    pub rep_notifies_deferred: u64,
+    /// Of those, notices that replaced an earlier deferred one of the same kind.
+    pub rep_notifies_coalesced: u64,
+    /// Deferred RepNotifies replayed at their gate's release.
+    pub rep_notifies_replayed: u64,
+    /// Deferred RepNotifies discarded with a generation retired before its release.
+    pub rep_notifies_discarded: u64,
+    /// Deferred RepNotifies still waiting for their gate when the session ended: with the
+    /// coalesced, replayed and discarded ones, every deferred notice is accounted for.
+    pub rep_notifies_deferred_at_end: u64,
     /// UI tracking resets.
     pub ui_resets: u64,
     /// Worlds created.
@@ -183,6 +200,14 @@ impl GateStats {
         self.subscriptions_fired += other.subscriptions_fired;
         self.team_presentations += other.team_presentations;
         self.team_changes += other.team_changes;
+        self.pawn_team_presentations += other.pawn_team_presentations;
+        self.pawn_team_presentations_refused += other.pawn_team_presentations_refused;
+        self.rep_notifies_delivered += other.rep_notifies_delivered;
+        self.rep_notifies_deferred += other.rep_notifies_deferred;
+        self.rep_notifies_coalesced += other.rep_notifies_coalesced;
+        self.rep_notifies_replayed += other.rep_notifies_replayed;
+        self.rep_notifies_discarded += other.rep_notifies_discarded;
+        self.rep_notifies_deferred_at_end += other.rep_notifies_deferred_at_end;
         self.ui_resets += other.ui_resets;
         self.worlds_created += other.worlds_created;
         self.gate_wait_ms.extend(other.gate_wait_ms);

@@ -1,8 +1,11 @@
 //! Characters: every pawn this client knows of, as the client's own game objects.
 //!
 //! Owns each pawn's replicated view, its network role on this client, whether it has begun play
-//! in the current world and whether this client acknowledged its possession. It knows nothing of
-//! readiness facts, gates, the registry or the router: the character adapter observes it.
+//! in the current world, whether this client acknowledged its possession, and its local
+//! movement state while characters are frozen (seed 001: gravity does not replicate, so every
+//! client zeroes it on every pawn; input is disabled only on the locally controlled pawn). It
+//! knows nothing of readiness facts, gates, the registry or the router: the character adapter
+//! observes it.
 
 use std::collections::BTreeMap;
 
@@ -33,6 +36,10 @@ pub struct Character {
     role: NetRole,
     begun_play: bool,
     possession_acknowledged: bool,
+    /// Local gravity scale: 1 normally, 0 while characters are frozen.
+    gravity_scale: f32,
+    /// Whether this client feeds input to it (only ever false on the locally controlled pawn).
+    input_enabled: bool,
 }
 
 impl Character {
@@ -80,6 +87,31 @@ impl Character {
     pub fn view(&self) -> &PawnView {
         &self.view
     }
+
+    /// Local gravity scale: 0 while characters are frozen, else 1.
+    pub fn gravity_scale(&self) -> f32 {
+        self.gravity_scale
+    }
+
+    /// Whether this client's input drives it.
+    pub fn is_input_enabled(&self) -> bool {
+        self.input_enabled
+    }
+
+    /// Whether this client controls it.
+    pub fn is_locally_controlled(&self) -> bool {
+        matches!(
+            self.role,
+            NetRole::AutonomousProxy | NetRole::Authority { locally_controlled: Some(true) }
+        )
+    }
+
+    /// Applies the frozen state: gravity off on every pawn, input off only where locally
+    /// controlled.
+    fn apply_freeze(&mut self, frozen: bool) {
+        self.gravity_scale = if frozen { 0.0 } else { 1.0 };
+        self.input_enabled = !(frozen && self.is_locally_controlled());
+    }
 }
 
 /// What a `PawnSpawned` did to the set of characters.
@@ -95,6 +127,8 @@ pub enum Spawned {
 #[derive(Debug, Default)]
 pub struct Characters {
     by_pawn: BTreeMap<PawnId, Character>,
+    /// Whether a transition froze characters (until it ends).
+    frozen: bool,
 }
 
 impl Characters {
@@ -135,11 +169,31 @@ impl Characters {
         } else {
             NetRole::SimulatedProxy
         };
-        self.by_pawn.insert(
-            view.pawn_id,
-            Character { view, role, begun_play: world_playing, possession_acknowledged: false },
-        );
+        let mut character = Character {
+            view,
+            role,
+            begun_play: world_playing,
+            possession_acknowledged: false,
+            gravity_scale: 1.0,
+            input_enabled: true,
+        };
+        // A pawn replicated while characters are frozen is frozen too, or it would fall.
+        character.apply_freeze(self.frozen);
+        self.by_pawn.insert(character.view.pawn_id, character);
         Spawned::New
+    }
+
+    /// Freezes (`FreezeCharacters`) or unfreezes (`EndTransition`) every character locally.
+    pub(crate) fn set_frozen(&mut self, frozen: bool) {
+        self.frozen = frozen;
+        for character in self.by_pawn.values_mut() {
+            character.apply_freeze(frozen);
+        }
+    }
+
+    /// Whether characters are frozen.
+    pub fn are_frozen(&self) -> bool {
+        self.frozen
     }
 
     /// The server possessed `pawn` for this client and the client acknowledged it. Returns
@@ -150,6 +204,7 @@ impl Characters {
             character.role != NetRole::AutonomousProxy || !character.possession_acknowledged;
         character.role = NetRole::AutonomousProxy;
         character.possession_acknowledged = true;
+        character.apply_freeze(self.frozen);
         changed
     }
 
@@ -160,21 +215,22 @@ impl Characters {
         let was = character.role == NetRole::AutonomousProxy;
         character.role = NetRole::None;
         character.possession_acknowledged = false;
+        character.apply_freeze(self.frozen);
         was
     }
 
-    /// The pawn moved.
-    pub(crate) fn teleport(&mut self, pawn: PawnId, node: NodeId) -> Option<&Character> {
-        let character = self.by_pawn.get_mut(&pawn)?;
+    /// The pawn moved. Returns whether it did: false for an unknown pawn or its current node.
+    pub(crate) fn teleport(&mut self, pawn: PawnId, node: NodeId) -> bool {
+        let Some(character) = self.by_pawn.get_mut(&pawn) else { return false };
+        let moved = character.view.node != node;
         character.view.node = node;
-        Some(character)
+        moved
     }
 
-    /// The pawn's owner died in it.
-    pub(crate) fn die(&mut self, pawn: PawnId) {
-        if let Some(character) = self.by_pawn.get_mut(&pawn) {
-            character.view.alive = false;
-        }
+    /// The pawn's owner died in it. Returns whether it was alive.
+    pub(crate) fn die(&mut self, pawn: PawnId) -> bool {
+        let Some(character) = self.by_pawn.get_mut(&pawn) else { return false };
+        std::mem::replace(&mut character.view.alive, false)
     }
 
     /// The pawn was destroyed.
@@ -229,5 +285,39 @@ mod tests {
         let character = characters.get(PawnId(1)).unwrap();
         assert_eq!(character.role(), NetRole::None);
         assert!(!character.is_possession_acknowledged());
+    }
+
+    #[test]
+    fn moves_and_deaths_report_only_changes() {
+        let mut characters = Characters::default();
+        characters.spawn(view(1, "you"), None, true);
+        assert!(!characters.teleport(PawnId(1), NodeId::new("harbor").unwrap()), "already there");
+        assert!(characters.teleport(PawnId(1), NodeId::new("marsh").unwrap()));
+        assert!(!characters.teleport(PawnId(9), NodeId::new("marsh").unwrap()), "unknown pawn");
+        assert!(characters.die(PawnId(1)));
+        assert!(!characters.die(PawnId(1)), "a duplicate death is no change");
+        assert!(!characters.get(PawnId(1)).unwrap().is_alive());
+    }
+
+    /// Seed 001: "Freezing happens on every machine: GravityScale does not replicate, so each
+    /// client zeroes it locally or the frozen pawn falls. Input is disabled only where the pawn
+    /// is locally controlled."
+    #[test]
+    fn freezing_zeroes_gravity_on_every_pawn_and_disables_input_only_on_the_local_one() {
+        let me = PlayerId::new("me").unwrap();
+        let mut characters = Characters::default();
+        characters.spawn(view(1, "me"), Some(&me), true);
+        characters.spawn(view(2, "you"), Some(&me), true);
+        characters.set_frozen(true);
+        let (mine, theirs) =
+            (characters.get(PawnId(1)).unwrap(), characters.get(PawnId(2)).unwrap());
+        assert_eq!((mine.gravity_scale(), theirs.gravity_scale()), (0.0, 0.0));
+        assert!(!mine.is_input_enabled(), "the locally controlled pawn takes no input");
+        assert!(theirs.is_input_enabled(), "input is not touched where the pawn is not local");
+        // A pawn replicated while frozen arrives frozen.
+        characters.spawn(view(3, "them"), Some(&me), true);
+        assert_eq!(characters.get(PawnId(3)).unwrap().gravity_scale(), 0.0);
+        characters.set_frozen(false);
+        assert!(characters.iter().all(|c| c.gravity_scale() == 1.0 && c.is_input_enabled()));
     }
 }

@@ -134,6 +134,11 @@ impl Domain {
         Travelled { torn_down, created }
     }
 
+    /// Freezes or unfreezes every character locally (seed 001: on every machine).
+    pub(crate) fn set_characters_frozen(&mut self, frozen: bool) {
+        self.characters.set_frozen(frozen);
+    }
+
     /// Tears down the current world, if any.
     pub(crate) fn tear_down_world(&mut self) -> Option<WorldId> {
         let world = self.world.take()?;

@@ -1,5 +1,5 @@
-//! Player states: every player's replicated state as this client holds it (team processing and
-//! CharacterDef).
+//! Player states: every player's replicated state as this client holds it (team processing,
+//! CharacterDef and health).
 //!
 //! Owns the per-player state and says what an update changed. It knows nothing of the team cache,
 //! the UI, facts or gates; those observe it.
@@ -14,6 +14,7 @@ pub struct PlayerState {
     player: PlayerId,
     team: Option<TeamId>,
     character_def: Option<CharacterDef>,
+    health: Option<u32>,
 }
 
 impl PlayerState {
@@ -35,6 +36,11 @@ impl PlayerState {
     /// The CharacterDef, once the player's save resolved it.
     pub fn character_def(&self) -> Option<&CharacterDef> {
         self.character_def.as_ref()
+    }
+
+    /// The replicated health, once a health change arrived.
+    pub fn health(&self) -> Option<u32> {
+        self.health
     }
 }
 
@@ -110,11 +116,20 @@ impl PlayerStates {
                 };
                 self.by_player.insert(
                     player_id.clone(),
-                    PlayerState { player: player_id, team, character_def },
+                    PlayerState { player: player_id, team, character_def, health: None },
                 );
                 change
             }
         }
+    }
+
+    /// Applies a replicated health change. Returns whether it changed anything: false for a
+    /// duplicate, or for a player whose state this client does not hold.
+    pub(crate) fn set_health(&mut self, player: &PlayerId, health: u32) -> bool {
+        let Some(state) = self.by_player.get_mut(player) else { return false };
+        let changed = state.health != Some(health);
+        state.health = Some(health);
+        changed
     }
 
     /// The player left.
@@ -147,5 +162,17 @@ mod tests {
         assert!(state.is_team_processed());
         assert!(!PlayerStates::default().apply(view(Some(0), None)).is_duplicate());
         assert!(!is_valid_team(TeamId(0)));
+    }
+
+    #[test]
+    fn health_is_kept_across_updates_and_duplicates_change_nothing() {
+        let p = PlayerId::new("p").unwrap();
+        let mut states = PlayerStates::default();
+        assert!(!states.set_health(&p, 90), "no player state to apply it to");
+        states.apply(view(Some(1), None));
+        assert!(states.set_health(&p, 90));
+        assert!(!states.set_health(&p, 90), "a duplicate is no change");
+        states.apply(view(Some(2), None));
+        assert_eq!(states.get(&p).unwrap().health(), Some(90), "a team update keeps the health");
     }
 }

@@ -7,7 +7,9 @@
 //! character's `InitGateOpened` fact and `Lifecycle.Gate.Character.LocalReady` are published
 //! (public subscriptions run), and only then `LocalDispatchReturned` on the local viewer, which
 //! may release remote gates. Remote: the same without the viewer fact, with
-//! `Lifecycle.Gate.Character.RemoteReady`. Cached facts
+//! `Lifecycle.Gate.Character.RemoteReady`, and with the generation's deferred Blueprint
+//! RepNotifies replayed, in arrival order, right after `OnRemoteCharacterInitGateOpened` and
+//! before the dispatch path completes (so before any RemoteReady subscriber runs). Cached facts
 //! woke the gate; live state decides: a retired generation is dropped silently (stale work), and
 //! a current one whose live state disagrees with its facts is a violation. The requirements are
 //! the character adapter's; this module never registers a wait.
@@ -20,13 +22,14 @@ use gatehouse_tags::catalog::{
     LIFECYCLE_GATE_CHARACTER_LOCAL_READY, LIFECYCLE_GATE_CHARACTER_REMOTE_READY,
 };
 
-use crate::adapters::{Route, publish};
+use crate::adapters::{Route, publish, rep_notify};
 use crate::core::ClientCore;
 use crate::dispatch::broadcast;
 use crate::domain::NetRole;
 use crate::ids::WorldId;
 use crate::notifications::{
     CharacterGateOpened, LOCAL_CHARACTER_INIT_GATE_OPENED, REMOTE_CHARACTER_INIT_GATE_OPENED,
+    REMOTE_CHARACTER_REP_NOTIFY, RemoteRepNotify,
 };
 
 /// Dispatches the local character gate of `pawn`'s generation `token`.
@@ -55,6 +58,10 @@ pub(crate) fn dispatch_remote(
     let Some(world) = live(core, pawn, token, Route::Remote) else { return };
     let opened = CharacterGateOpened { pawn, token, world };
     broadcast(router, core, REMOTE_CHARACTER_INIT_GATE_OPENED, &opened);
+    for kind in rep_notify::release(core, token) {
+        let notice = RemoteRepNotify { pawn, token, kind, replayed: true };
+        broadcast(router, core, REMOTE_CHARACTER_REP_NOTIFY, &notice);
+    }
     publish(core, token, LIFECYCLE_FACT_CHARACTER_INIT_GATE_OPENED, true);
     publish(core, token, LIFECYCLE_GATE_CHARACTER_REMOTE_READY, true);
 }

@@ -7,6 +7,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
+use gatehouse_client_sim::adapters::RepNotifyKind;
 use gatehouse_client_sim::client::{Client, ClientConfig};
 use gatehouse_client_sim::core::ClientState;
 use gatehouse_client_sim::domain::UiConfig;
@@ -49,6 +50,10 @@ pub(crate) enum Event {
     Presented(String, Option<u8>),
     /// A subscription callback: its label and the subject pawn (0 for other subjects).
     Fired(&'static str, u64),
+    /// A Blueprint RepNotify of a remote pawn: the pawn, what changed, whether replayed.
+    Rep(u64, RepNotifyKind, bool),
+    /// `DispatchTeamPresentation`: target pawn and team, viewer pawn and team.
+    PawnTeam(u64, u8, u64, u8),
 }
 
 pub(crate) type Log = Rc<RefCell<Vec<Event>>>;
@@ -62,6 +67,8 @@ pub(crate) struct Sim {
     pub(crate) session: ClientSession,
     pub(crate) now: Instant,
     pub(crate) log: Log,
+    /// Every pawn team presentation, whole (with its generations), once `log_pawn_team` ran.
+    pub(crate) presented: Rc<RefCell<Vec<PawnTeamPresented>>>,
     _listeners: Lifetime,
 }
 
@@ -142,7 +149,35 @@ impl Sim {
                 )
                 .unwrap(),
         );
-        Sim { session, now: Instant::now(), log, _listeners: listeners }
+        Sim { session, now: Instant::now(), log, presented: Rc::default(), _listeners: listeners }
+    }
+
+    /// Also logs every Blueprint RepNotify of a remote pawn, in order with the gate events.
+    pub(crate) fn log_rep_notifies(&mut self) {
+        let l = self.log.clone();
+        let (router, core) = self.session.client_mut().router_and_core();
+        let listener = router
+            .listen(
+                core,
+                Listen::channel(REMOTE_CHARACTER_REP_NOTIFY, Match::Exact),
+                move |_, n| l.borrow_mut().push(Event::Rep(n.pawn.0, n.kind, n.replayed)),
+            )
+            .unwrap();
+        self._listeners.hold(listener);
+    }
+
+    /// Also logs every pawn team presentation, in order with the gate events.
+    pub(crate) fn log_pawn_team(&mut self) {
+        let (l, presented) = (self.log.clone(), self.presented.clone());
+        let (router, core) = self.session.client_mut().router_and_core();
+        let listener = router
+            .listen(core, Listen::channel(PAWN_TEAM_PRESENTATION, Match::Exact), move |_, n| {
+                let viewer = gatehouse_client_sim::ids::pawn_of(n.viewer.object()).unwrap().0;
+                l.borrow_mut().push(Event::PawnTeam(n.pawn.0, n.team.0, viewer, n.viewer_team.0));
+                presented.borrow_mut().push(n.clone());
+            })
+            .unwrap();
+        self._listeners.hold(listener);
     }
 
     pub(crate) fn client(&self) -> &Client {
@@ -215,6 +250,23 @@ impl Sim {
         self.send(ServerMessage::PawnDestroyed { pawn_id: PawnId(pawn) });
     }
 
+    pub(crate) fn health(&mut self, who: &str, health: u32) {
+        self.send(ServerMessage::HealthChanged { player_id: player(who), health });
+    }
+
+    pub(crate) fn teleport(&mut self, pawn: u64, node: &str) {
+        let node = NodeId::new(node).unwrap();
+        self.send(ServerMessage::PawnTeleported { pawn_id: PawnId(pawn), node });
+    }
+
+    pub(crate) fn ability_tags(&mut self, who: &str) {
+        self.send(ServerMessage::AbilityTagsChanged { player_id: player(who), tags: vec![] });
+    }
+
+    pub(crate) fn died(&mut self, pawn: u64) {
+        self.send(ServerMessage::PawnDied { pawn_id: PawnId(pawn) });
+    }
+
     /// Shows transition `id` to `marsh`: the client tears its world down and loads the next.
     pub(crate) fn travel(&mut self, id: u64) {
         self.send(ServerMessage::FreezeCharacters { transition_id: TransitionId(id) });
@@ -245,6 +297,17 @@ impl Sim {
     pub(crate) fn gate_events(&self) -> Vec<Event> {
         let gates = |e: &Event| !matches!(e, Event::TeamRaw(..) | Event::Presented(..));
         self.log.borrow().iter().filter(|e| gates(e)).cloned().collect()
+    }
+
+    /// The pawn team presentations logged, in order.
+    pub(crate) fn pawn_team_events(&self) -> Vec<Event> {
+        let log = self.log.borrow();
+        log.iter().filter(|e| matches!(e, Event::PawnTeam(..))).cloned().collect()
+    }
+
+    /// The RepNotifies logged, in order.
+    pub(crate) fn rep_events(&self) -> Vec<Event> {
+        self.log.borrow().iter().filter(|e| matches!(e, Event::Rep(..))).cloned().collect()
     }
 
     pub(crate) fn clear_events(&self) {

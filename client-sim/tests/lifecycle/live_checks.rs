@@ -89,6 +89,65 @@ fn a_second_widget_team_event_in_one_period_is_a_violation() {
     assert_eq!(violations(&sim), 1);
 }
 
+/// Seed 000, "Pawn team presentation" (runtime): a presentation for a stale generation, or with a
+/// team other than the one cached, is a violation.
+#[test]
+fn a_pawn_team_presentation_for_a_stale_generation_or_a_mismatched_team_is_a_violation() {
+    let mut sim = Sim::new();
+    sim.log_pawn_team();
+    sim.ready_pair();
+    let presented = sim.presented.borrow()[1].clone();
+    assert_eq!((presented.pawn, presented.team), (PawnId(2), gatehouse_protocol::TeamId(2)));
+    assert_eq!(violations(&sim), 0);
+    let forge = |sim: &mut Sim, notice: &PawnTeamPresented| {
+        let (router, core) = sim.client_mut().router_and_core();
+        router.broadcast(core, PAWN_TEAM_PRESENTATION, notice).unwrap();
+    };
+
+    let mismatched = PawnTeamPresented { team: gatehouse_protocol::TeamId(1), ..presented.clone() };
+    forge(&mut sim, &mismatched);
+    let stats = sim.client().gate_stats();
+    assert_eq!(stats.gate_violations, 1);
+    assert!(stats.violation_samples[0].contains("mismatched team"), "{stats:?}");
+
+    sim.destroy(2);
+    sim.spawn(5, BOB);
+    forge(&mut sim, &presented);
+    let stats = sim.client().gate_stats();
+    let stale = stats.violation_samples[1..].iter().any(|v| v.contains("for a stale generation"));
+    assert!(stale, "{:?}", stats.violation_samples);
+}
+
+/// Seed 000, "Remote character requirements" (runtime): a RepNotify before its remote gate
+/// opened, or replayed after a live one, is a violation.
+#[test]
+fn a_rep_notify_before_its_gate_or_replayed_after_a_live_one_is_a_violation() {
+    let mut sim = Sim::new();
+    sim.welcome();
+    sim.ready_player_state(ME, 1);
+    sim.ready_player_state(BOB, 2);
+    sim.after(UI_MS);
+    sim.spawn(2, BOB);
+    let token = sim.generation(2).unwrap();
+    let forge = |sim: &mut Sim, replayed: bool| {
+        let kind = gatehouse_client_sim::adapters::RepNotifyKind::Health;
+        let notice = RemoteRepNotify { pawn: PawnId(2), token, kind, replayed };
+        let (router, core) = sim.client_mut().router_and_core();
+        router.broadcast(core, REMOTE_CHARACTER_REP_NOTIFY, &notice).unwrap();
+    };
+    forge(&mut sim, false);
+    assert_eq!(violations(&sim), 1);
+    assert!(sim.client().gate_stats().violation_samples[0].contains("before its remote gate"));
+
+    sim.spawn(1, ME);
+    sim.possess(1);
+    sim.health(BOB, 50);
+    assert_eq!(violations(&sim), 1, "the real ones are clean");
+    forge(&mut sim, true);
+    assert_eq!(violations(&sim), 2);
+    assert!(sim.client().gate_stats().violation_samples[1].contains("replayed after a live one"));
+}
+
 /// Seed 000, runtime expectations: a generation that ends before its facts all arrived
 /// (destroyed, world torn down, session ended) is counted apart, never as a violation.
 #[test]
@@ -111,7 +170,8 @@ fn generations_that_end_before_their_gate_are_counted_apart() {
 
 /// Seed 000, "Verification coverage" (runtime): a scripted run with joins, UI resets, a respawn,
 /// a player leaving mid-gate and travels opens a gate for every pawn generation that lived long
-/// enough, fires every public subscription once, and keeps the router's listener count flat.
+/// enough, fires every public subscription once, presents every pawn's team, accounts for every
+/// deferred RepNotify, and keeps the router's listener count flat.
 #[test]
 fn a_scripted_run_opens_a_gate_for_every_pawn_generation() {
     let mut sim = Sim::with(true, Some(Duration::from_millis(700)));
@@ -129,6 +189,8 @@ fn a_scripted_run_opens_a_gate_for_every_pawn_generation() {
     // Carol leaves while her new pawn waits for its widget controller.
     sim.player_state("dave", Some(2), Some("Scout"));
     sim.spawn_as(7, "dave", "Scout");
+    sim.health("dave", 90);
+    sim.health("dave", 80);
     sim.destroy(3);
     sim.send(gatehouse_protocol::ServerMessage::PlayerLeft { player_id: player(CAROL) });
     for id in 1..=3 {
@@ -149,6 +211,13 @@ fn a_scripted_run_opens_a_gate_for_every_pawn_generation() {
     );
     assert_eq!(stats.router.mismatches + stats.router.refused, 0);
     assert_eq!(stats.router.world_lifetimes_retired, 3);
+    assert!(stats.pawn_team_presentations >= stats.local_ready_opened, "{stats:?}");
+    let settled = stats.rep_notifies_coalesced
+        + stats.rep_notifies_replayed
+        + stats.rep_notifies_discarded
+        + stats.rep_notifies_deferred_at_end;
+    assert!(stats.rep_notifies_deferred > 0, "{stats:?}");
+    assert_eq!(stats.rep_notifies_deferred, settled, "every deferred RepNotify accounted for");
 }
 
 /// Seed 000, "World begin-play": a transition can end before this client finished streaming (the

@@ -5,6 +5,8 @@
 //! - `checklist`: the "Adding a fact or gate" automation checklist.
 //! - `failure_modes`: the rows of "Failure modes and debugging" about adapters and gates.
 //! - `live_checks`: the runtime expectations every simulated client checks, and a scripted run.
+//! - `rep_notifies`: remote Blueprint RepNotifies deferred until the remote gate releases.
+//! - `pawn_team`: the pawn team presentation.
 //!
 //! [`ClientSession`]: gatehouse_client_sim::session::ClientSession
 
@@ -15,3 +17,5 @@ mod common;
 mod coverage;
 mod failure_modes;
 mod live_checks;
+mod pawn_team;
+mod rep_notifies;

@@ -536,7 +536,6 @@ impl Game {
             self.pawns.remove(&pawn_id);
             self.broadcast(ServerMessage::PawnDestroyed { pawn_id });
         }
-        drop(player);
         self.broadcast(ServerMessage::PlayerLeft { player_id: id });
         self.on_player_removed(now);
     }

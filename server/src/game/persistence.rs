@@ -98,7 +98,6 @@ impl Game {
             }
         };
         let (def, kits) = self.resolve_preset(id, &preset);
-        let max_health = self.world.max_health;
         let Some(player) = self.players.get_mut(id) else { return };
         player.persistence = persistence;
         player.inventory = inventory;
@@ -110,7 +109,6 @@ impl Game {
             }
         }
         player.equipment = equipment;
-        let _ = max_health;
         match &player.character_def {
             None => player.character_def = Some(def),
             Some(current) if *current != def => {
@@ -170,7 +168,7 @@ impl Game {
 
     /// A load settled: retry what waits on persistence.
     fn on_persistence_progress(&mut self, now: Instant) {
-        self.try_resolve_destination(now);
+        self.try_resolve_destination();
         self.process_pending_spawns(now);
         self.try_finish_transition(now);
     }

@@ -159,7 +159,7 @@ impl Game {
         let mut retry = false;
         for request in requests {
             let span = request.span.clone();
-            let attempt = span.in_scope(|| self.attempt_spawn(now, &request));
+            let attempt = span.in_scope(|| self.attempt_spawn(&request));
             match attempt {
                 Attempt::Done => {}
                 Attempt::Wait => self.spawns.pending.push(request),
@@ -176,7 +176,7 @@ impl Game {
         self.try_finish_transition(now);
     }
 
-    fn attempt_spawn(&mut self, now: Instant, request: &SpawnRequest) -> Attempt {
+    fn attempt_spawn(&mut self, request: &SpawnRequest) -> Attempt {
         let Some(player) = self.players.get(&request.player) else {
             return Attempt::Done;
         };
@@ -203,7 +203,6 @@ impl Game {
                 Attempt::Wait
             };
         }
-        let _ = now;
         // Honest refusal: check that a pawn actually resulted instead of assuming it.
         match self.restart_player_at_player_start(&request.player, &request.node) {
             Some(_) => Attempt::Done,

@@ -113,7 +113,7 @@ impl Game {
         }
         self.broadcast(ServerMessage::FreezeCharacters { transition_id: id });
         self.rebalance_teams(id);
-        self.try_resolve_destination(now);
+        self.try_resolve_destination();
     }
 
     /// A team change at every travel, so the presentation path of clients is exercised: teams
@@ -160,7 +160,7 @@ impl Game {
     /// Freezing → Loading once the destination is known. Right before travelling, pending
     /// initial spawns are discarded: they captured a node that may be stale, and OnReadyToSpawn
     /// re-queues every pawnless player against the resolved node (seed 001, Stale-Node Discard).
-    pub(crate) fn try_resolve_destination(&mut self, now: Instant) {
+    pub(crate) fn try_resolve_destination(&mut self) {
         let Some(t) = &self.transition else { return };
         let Phase::Freezing { destination } = &t.phase else { return };
         if !self.persistence_settled() {
@@ -209,7 +209,6 @@ impl Game {
             target_node: target,
             levels: spec.levels.iter().map(|l| l.name.clone()).collect(),
         });
-        let _ = now;
     }
 
     /// A streaming request finished.
@@ -486,7 +485,7 @@ impl Game {
     /// After a player left: nothing may wait for it any more (its save load, its ready report,
     /// its placement).
     pub(crate) fn on_player_removed(&mut self, now: Instant) {
-        self.try_resolve_destination(now);
+        self.try_resolve_destination();
         self.rearm_client_ready_timer();
         self.check_all_clients_ready(now);
         self.try_finish_transition(now);
