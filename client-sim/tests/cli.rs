@@ -23,12 +23,10 @@ interval_ms = 3000
 [[node]]
 id = "harbor"
 levels = [{ name = "harbor_docks", stream_ms = 1000 }]
-spawn_points = 16
 spawn_points_register_ms = 20
 [[node]]
 id = "forest"
 levels = [{ name = "forest_edge", stream_ms = 100 }]
-spawn_points = 16
 spawn_points_register_ms = 20
 "#;
 

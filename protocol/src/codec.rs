@@ -60,6 +60,12 @@ pub enum FrameError {
     /// The message could not be encoded (a bug on the sending side).
     #[error("message does not encode: {0}")]
     Encode(String),
+    /// The stream ended in the middle of a frame.
+    #[error("the stream ended inside a frame, {buffered} bytes into it")]
+    Truncated {
+        /// Bytes of the unfinished frame that arrived.
+        buffered: usize,
+    },
 }
 
 /// Appends one frame holding `message` to `out`.
@@ -149,6 +155,17 @@ impl FrameDecoder {
         self.buf.len() - self.read
     }
 
+    /// Call when the stream ended: a partial frame left over is an error.
+    ///
+    /// # Errors
+    /// [`FrameError::Truncated`] if bytes of an unfinished frame are buffered.
+    pub fn finish(&self) -> Result<(), FrameError> {
+        match self.buffered_len() {
+            0 => Ok(()),
+            buffered => Err(FrameError::Truncated { buffered }),
+        }
+    }
+
     /// The next complete message, or `None` if more bytes are needed.
     ///
     /// # Errors
@@ -200,6 +217,34 @@ mod tests {
     }
 
     #[test]
+    fn the_samples_cover_every_variant_and_the_index_is_the_wire_index() {
+        let mut seen = [false; samples::SERVER_VARIANTS];
+        for m in samples::server_messages() {
+            let index = samples::server_variant(&m);
+            seen[index] = true;
+            let frame = encode_frame(&m, DEFAULT_MAX_FRAME_LEN).unwrap();
+            assert_eq!(
+                u32::from_le_bytes(frame[4..8].try_into().unwrap()) as usize,
+                index,
+                "{m:?}"
+            );
+        }
+        assert!(seen.iter().all(|s| *s), "a server message variant has no sample");
+        let mut seen = [false; samples::CLIENT_VARIANTS];
+        for m in samples::client_messages() {
+            let index = samples::client_variant(&m);
+            seen[index] = true;
+            let frame = encode_frame(&m, DEFAULT_MAX_FRAME_LEN).unwrap();
+            assert_eq!(
+                u32::from_le_bytes(frame[4..8].try_into().unwrap()) as usize,
+                index,
+                "{m:?}"
+            );
+        }
+        assert!(seen.iter().all(|s| *s), "a client message variant has no sample");
+    }
+
+    #[test]
     fn frames_split_at_every_byte_reassemble() {
         let mut stream = Vec::new();
         for m in samples::server_messages() {
@@ -224,6 +269,18 @@ mod tests {
             d.extend(&frame[..cut]);
             assert_eq!(d.next_message::<ClientMessage>(), Ok(None), "cut at {cut}");
         }
+    }
+
+    #[test]
+    fn a_frame_cut_off_by_the_end_of_the_stream_is_an_error() {
+        let frame = encode_frame(&samples::client_messages()[0], DEFAULT_MAX_FRAME_LEN).unwrap();
+        let mut d = FrameDecoder::new(DEFAULT_MAX_FRAME_LEN);
+        d.extend(&frame[..frame.len() - 1]);
+        assert_eq!(d.next_message::<ClientMessage>(), Ok(None));
+        assert_eq!(d.finish(), Err(FrameError::Truncated { buffered: frame.len() - 1 }));
+        d.extend(&frame[frame.len() - 1..]);
+        assert!(d.next_message::<ClientMessage>().unwrap().is_some());
+        assert_eq!(d.finish(), Ok(()));
     }
 
     #[test]

@@ -91,3 +91,44 @@ pub fn server_messages() -> Vec<ServerMessage> {
     }
     out
 }
+
+/// The wire index of a client message, matching every variant: adding a variant without a
+/// sample breaks the build here, and the round-trip tests check every index has a sample.
+pub fn client_variant(message: &ClientMessage) -> usize {
+    match message {
+        ClientMessage::Hello { .. } => 0,
+        ClientMessage::TransitionReady { .. } => 1,
+        ClientMessage::PossessionAcknowledged { .. } => 2,
+        ClientMessage::RestartRequest => 3,
+        ClientMessage::Leave => 4,
+    }
+}
+
+/// Number of [`ClientMessage`] variants.
+pub const CLIENT_VARIANTS: usize = 5;
+
+/// The wire index of a server message, matching every variant (see [`client_variant`]).
+pub fn server_variant(message: &ServerMessage) -> usize {
+    match message {
+        ServerMessage::Welcome { .. } => 0,
+        ServerMessage::Rejected { .. } => 1,
+        ServerMessage::FreezeCharacters { .. } => 2,
+        ServerMessage::ShowTransition { .. } => 3,
+        ServerMessage::EndTransition { .. } => 4,
+        ServerMessage::PlayerStateUpdated(_) => 5,
+        ServerMessage::PlayerLeft { .. } => 6,
+        ServerMessage::PawnSpawned(_) => 7,
+        ServerMessage::PawnTeleported { .. } => 8,
+        ServerMessage::PawnDied { .. } => 9,
+        ServerMessage::PawnDestroyed { .. } => 10,
+        ServerMessage::Possessed { .. } => 11,
+        ServerMessage::Unpossessed { .. } => 12,
+        ServerMessage::AbilityTagsChanged { .. } => 13,
+        ServerMessage::HealthChanged { .. } => 14,
+        ServerMessage::KitsGranted { .. } => 15,
+        ServerMessage::Error { .. } => 16,
+    }
+}
+
+/// Number of [`ServerMessage`] variants.
+pub const SERVER_VARIANTS: usize = 17;

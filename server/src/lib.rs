@@ -129,6 +129,7 @@ impl Server {
             hello_timeout: network.hello_timeout,
             send_queue_frames: network.send_queue_frames,
             events: events_tx,
+            draining: CancellationToken::new(),
         });
         let nodes = world.nodes.iter().map(|n| n.id.clone()).collect();
         let rules = GameRules::from_config(&config.game, network.max_players);
@@ -234,6 +235,7 @@ impl Server {
                 span,
             ));
         }
+        context.draining.cancel();
         let _ = game_task.await;
         connections.close();
         drop(context);

@@ -153,7 +153,38 @@ fn feed(
     }
 }
 
+/// Carries every output out, until the core has none left: dropping a slow consumer makes
+/// the core produce more (its pawn destroyed, a transition ended), which go out in this wake.
 fn carry_outputs(game: &mut Game, peers: &mut HashMap<ConnectionId, Peer>, effects: &Effects) {
+    loop {
+        let slow = carry_once(game, peers, effects);
+        if slow.is_empty() {
+            return;
+        }
+        // A client that cannot keep up loses its connection, not everyone's throughput.
+        for connection in slow {
+            if let Some(peer) = peers.remove(&connection) {
+                tracing::warn!(
+                    connection = connection.0,
+                    "send queue full; closing a slow consumer"
+                );
+                connection::close(
+                    &peer.quic,
+                    CloseCode::SlowConsumer,
+                    CloseCode::SlowConsumer.reason(),
+                );
+                game.handle(Instant::now().into_std(), Input::Disconnected { connection });
+            }
+        }
+    }
+}
+
+/// Carries the outputs queued now; returns the connections whose send queue overflowed.
+fn carry_once(
+    game: &mut Game,
+    peers: &mut HashMap<ConnectionId, Peer>,
+    effects: &Effects,
+) -> Vec<ConnectionId> {
     let max_frame_len = effects.max_frame_len;
     let mut slow = Vec::new();
     while let Some(output) = game.poll_output() {
@@ -214,18 +245,9 @@ fn carry_outputs(game: &mut Game, peers: &mut HashMap<ConnectionId, Peer>, effec
             }
         }
     }
-    // A client that cannot keep up loses its connection, not everyone's throughput.
-    for connection in slow {
-        if let Some(peer) = peers.remove(&connection) {
-            tracing::warn!(connection = connection.0, "send queue full; closing a slow consumer");
-            connection::close(
-                &peer.quic,
-                CloseCode::SlowConsumer,
-                CloseCode::SlowConsumer.reason(),
-            );
-            game.handle(Instant::now().into_std(), Input::Disconnected { connection });
-        }
-    }
+    slow.sort_unstable();
+    slow.dedup();
+    slow
 }
 
 /// Queues a frame; false when the queue is full (a slow consumer). A closed queue means the

@@ -71,3 +71,18 @@ async fn garbage_and_oversized_frames_close_only_their_connection() {
     assert!(outcomes.iter().all(|o| o.placed && o.errors.is_empty()), "{outcomes:?}");
     server.stop().await;
 }
+
+/// A stream that ends inside a frame is a protocol violation named in the close reason, not a
+/// clean leave.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_that_ends_inside_a_frame_is_a_protocol_violation() {
+    let server = TestServer::start(TEST_WORLD).await;
+    let token = mint_token(&TokenKey::new(gatehouse_protocol::token::DEV_TOKEN_KEY), player_id(2));
+    let mut bytes = frames(&[ClientMessage::Hello { protocol_version: PROTOCOL_VERSION, token }]);
+    let ready = frames(&[ClientMessage::Leave]);
+    bytes.extend_from_slice(&ready[..ready.len() - 1]);
+    let outcome = raw_exchange(&server, bytes, LIMIT).await;
+    assert_eq!(outcome.close, Some(CloseCode::ProtocolViolation));
+    assert!(outcome.reason.contains("ended inside a frame"), "{}", outcome.reason);
+    server.stop().await;
+}

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use gatehouse_client_sim::report::SwarmReport;
 use gatehouse_client_sim::swarm::run_swarm_outcomes;
-use gatehouse_tests::{TEST_WORLD, TestServer, within};
+use gatehouse_tests::{TEST_WORLD, TestServer, wait_for_snapshot, within};
 
 /// 8 clients pass through the boot transition; a ninth joins late and is spawned at once;
 /// every client ends with exactly one pawn, every transition ended, and no client saw a
@@ -12,18 +12,19 @@ use gatehouse_tests::{TEST_WORLD, TestServer, within};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eight_clients_pass_the_boot_transition_and_a_late_joiner_is_spawned_at_once() {
     let server = TestServer::start(TEST_WORLD).await;
-    let first = tokio::spawn(run_swarm_outcomes(server.swarm(8, 0, Duration::from_secs(5))));
-    let late = {
-        let config = server.swarm(1, 8, Duration::from_millis(2500));
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(2000)).await;
-            run_swarm_outcomes(config).await
-        })
-    };
+    let first = tokio::spawn(run_swarm_outcomes(server.swarm(8, 0, Duration::from_secs(10))));
+    // The boot transition ends once all 8 are placed; only then does the ninth join.
+    wait_for_snapshot(&server.handle, Duration::from_secs(15), "the boot transition to end", |s| {
+        s.counters.transitions_completed == 1 && s.players.len() == 8
+    })
+    .await;
+    let late = tokio::spawn(run_swarm_outcomes(server.swarm(1, 8, Duration::from_secs(4))));
     // While everyone is still connected: one pawn each, all placed, no transition in flight.
-    tokio::time::sleep(Duration::from_millis(4000)).await;
-    let snapshot = server.handle.snapshot().await.expect("a snapshot");
-    assert_eq!(snapshot.players.len(), 9, "{snapshot:?}");
+    let snapshot =
+        wait_for_snapshot(&server.handle, Duration::from_secs(10), "nine placed players", |s| {
+            s.players.len() == 9 && s.players.iter().all(|p| p.placed)
+        })
+        .await;
     assert!(snapshot.players.iter().all(|p| p.owned_pawns == 1 && p.placed), "{snapshot:?}");
     assert_eq!(snapshot.phase, "None");
     assert_eq!(snapshot.counters.transitions_started, 1);

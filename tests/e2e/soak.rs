@@ -1,16 +1,19 @@
 //! The soak run of issue 4 in CI: 16 simulated clients with the `soak` scenario's churn
 //! (restart 500 ms after dying, disconnect and relaunch about every 12 s) on the soak world,
-//! with its hazards, dungeon and a travel every 4 s, for 40 s. Longer and larger runs are
-//! `deploy/soak.sh`.
+//! with its hazards, dungeon and a travel every 4 s, for 40 s, plus operator travels in quick
+//! pairs so transitions are superseded under load. Longer and larger runs are `deploy/soak.sh`.
 
 use std::time::Duration;
 
 use gatehouse_client_sim::report::SwarmReport;
 use gatehouse_client_sim::swarm::run_swarm_outcomes;
+use gatehouse_protocol::NodeId;
 use gatehouse_tests::{TestServer, within};
 
-/// Seed 001 under churn: transitions complete, every death gets its respawn, and no client
-/// ever sees two live pawns, a double kit grant or a spawn at a stale node.
+/// Seeds 001 and 000 under churn: transitions complete (some superseded), every death gets
+/// its respawn, no client ever sees two live pawns, a double kit grant or a spawn at a stale
+/// node, and every client's lifecycle gates open for every pawn generation without a
+/// violation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixteen_clients_soak_for_forty_seconds_keeping_every_invariant() {
     let world =
@@ -21,8 +24,18 @@ async fn sixteen_clients_soak_for_forty_seconds_keeping_every_invariant() {
     swarm.session.restart_after_death = Some(Duration::from_millis(500));
     swarm.relaunch_every = Some(Duration::from_secs(12));
     swarm.settle_grace = Duration::from_secs(10);
-    let outcomes =
-        within(Duration::from_secs(90), "the soak swarm", run_swarm_outcomes(swarm)).await.unwrap();
+    let swarm = tokio::spawn(run_swarm_outcomes(swarm));
+    // Travel pairs 150 ms apart: the second supersedes the first while its node still streams.
+    let start = tokio::time::Instant::now();
+    for (at, first, second) in
+        [(6, "marsh", "crypt"), (16, "crypt", "harbor"), (26, "harbor", "marsh")]
+    {
+        tokio::time::sleep_until(start + Duration::from_secs(at)).await;
+        assert!(server.handle.travel(NodeId::new(first).unwrap()).await);
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert!(server.handle.travel(NodeId::new(second).unwrap()).await);
+    }
+    let outcomes = within(Duration::from_secs(90), "the soak swarm", swarm).await.unwrap().unwrap();
     let report = SwarmReport::from_outcomes(&outcomes);
     assert_eq!(report.errors, 0, "{report}");
     assert_eq!(report.clients_placed, 16, "{report}");
@@ -30,11 +43,19 @@ async fn sixteen_clients_soak_for_forty_seconds_keeping_every_invariant() {
     assert!(report.deaths > 0, "the hazards kill: {report}");
     assert_eq!(report.deaths, report.respawns, "{report}");
     assert!(report.relaunches > 0, "{report}");
+    assert!(report.transitions_superseded > 0, "clients saw supersedes: {report}");
     assert_eq!(report.double_pawns, 0, "{report}");
     assert_eq!(report.double_grants, 0, "{report}");
     assert_eq!(report.spawns_at_stale_node, 0, "{report}");
     assert_eq!(report.ended_before_placed, 0, "{report}");
+    let gates = &report.gates;
+    assert_eq!(gates.gate_violations, 0, "{report}");
+    assert!(gates.every_generation_accounted, "a gate opened for every pawn generation: {report}");
+    assert!(gates.local_ready_opened > 0 && gates.remote_ready_opened > 0, "{report}");
+    assert_eq!(gates.stuck_at_end, 0, "{report}");
+    assert_eq!(report.router.mismatches, 0, "{report}");
     let snapshot = server.handle.snapshot().await.unwrap();
-    assert_eq!(snapshot.counters.settle_timeouts, 0, "{snapshot:?}");
+    assert!(snapshot.counters.transitions_superseded >= 3, "{:?}", snapshot.counters);
+    assert_eq!(snapshot.counters.settle_timeouts, 0, "{:?}", snapshot.counters);
     server.stop().await;
 }

@@ -39,14 +39,12 @@ kits = []
 [[node]]
 id = "harbor"
 levels = [{ name = "harbor_docks", stream_ms = 1500 }]
-spawn_points = 32
 spawn_points_register_ms = 50
 
 [[node]]
 id = "forest"
 levels = [{ name = "forest_edge", stream_ms = 200 }]
 jitter_ms = 50
-spawn_points = 32
 spawn_points_register_ms = 50
 "#;
 
@@ -168,6 +166,8 @@ pub async fn raw_exchange(server: &TestServer, bytes: Vec<u8>, limit: Duration) 
     .await;
     let (mut send, mut recv) = connection.open_bi().await.expect("a stream");
     send.write_all(&bytes).await.expect("write");
+    // End the stream after the bytes, as a client that sent them and stopped would.
+    let _ = send.finish();
     let mut decoder = FrameDecoder::new(gatehouse_protocol::codec::DEFAULT_MAX_FRAME_LEN);
     let mut messages = Vec::new();
     within(limit, "the server to close the connection", async {
@@ -226,4 +226,25 @@ pub async fn http(addr: SocketAddr, method: &str, path: &str) -> (u16, String) {
     let status = text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
     (status, body)
+}
+
+/// Polls the game's snapshot every 50 ms until `holds` is true, failing the test after
+/// `limit`: conditions are waited for, never assumed after a fixed sleep.
+pub async fn wait_for_snapshot(
+    handle: &GameHandle,
+    limit: Duration,
+    what: &str,
+    holds: impl Fn(&gatehouse_server::game::GameSnapshot) -> bool,
+) -> gatehouse_server::game::GameSnapshot {
+    within(limit, what, async {
+        loop {
+            if let Some(snapshot) = handle.snapshot().await {
+                if holds(&snapshot) {
+                    return snapshot;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await
 }

@@ -69,8 +69,17 @@ fn beside(file: &Path, relative: &Path) -> PathBuf {
     file.parent().unwrap_or(Path::new(".")).join(relative)
 }
 
-/// Deserialises a whole number of milliseconds into a `Duration`.
+/// The longest duration any `*_ms` key accepts: one day, in ms. Far beyond any sensible timeout,
+/// and small enough that adding it to a clock reading can never overflow.
+const MAX_MILLIS: u64 = 86_400_000;
+
+/// Deserialises a whole number of milliseconds, at most [`MAX_MILLIS`], into a `Duration`.
 fn millis<'de, D: serde::Deserializer<'de>>(d: D) -> Result<std::time::Duration, D::Error> {
     let ms = <u64 as serde::Deserialize>::deserialize(d)?;
+    if ms > MAX_MILLIS {
+        return Err(serde::de::Error::custom(format!(
+            "{ms} ms is more than the maximum of {MAX_MILLIS} ms (one day)"
+        )));
+    }
     Ok(std::time::Duration::from_millis(ms))
 }

@@ -415,6 +415,14 @@ mod tests {
     }
 
     #[test]
+    fn a_duration_beyond_one_day_is_refused_naming_its_key() {
+        let err = parse("[game]\nspawn_settle_timeout_ms = 18446744073709551615\n")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("spawn_settle_timeout_ms") && err.contains("one day"), "{err}");
+    }
+
+    #[test]
     fn certificate_without_key_is_refused() {
         let err = parse("[tls]\ncertificate = \"c.pem\"\n").unwrap_err();
         assert!(matches!(err, ConfigError::Invalid { ref key, .. } if key == "tls.private_key"));

@@ -84,10 +84,8 @@ pub struct NodeSpec {
     /// `jitter_ms`: each streaming request takes up to this much longer, uniformly at random.
     #[serde(default, rename = "jitter_ms", deserialize_with = "millis")]
     pub jitter: Duration,
-    /// `spawn_points`: how many spawn points the node has.
-    #[serde(default = "one")]
-    pub spawn_points: u32,
-    /// `spawn_points_register_ms`: spawn points register this long after the levels stream.
+    /// `spawn_points_register_ms`: the node's spawn points register this long after its levels
+    /// stream; until then spawning there retries (seed 001, Honest Spawn Refusal).
     #[serde(default, rename = "spawn_points_register_ms", deserialize_with = "millis")]
     pub spawn_points_register: Duration,
     /// `rooms`: if present the node is a dungeon whose rooms stream after its levels, and it is
@@ -134,10 +132,6 @@ fn yes() -> bool {
     true
 }
 
-fn one() -> u32 {
-    1
-}
-
 fn hundred() -> u32 {
     100
 }
@@ -180,12 +174,6 @@ impl WorldMap {
             if node.levels.is_empty() {
                 return Err(invalid(format!("node[{i}].levels"), "list at least one level".into()));
             }
-            if node.spawn_points == 0 {
-                return Err(invalid(
-                    format!("node[{i}].spawn_points"),
-                    "must be at least 1".into(),
-                ));
-            }
         }
         let known = |id: &NodeId| ids.contains(id);
         if !known(&self.start_node) {
@@ -222,6 +210,9 @@ impl WorldMap {
                     format!("{kit} is not a declared tag"),
                 ));
             }
+        }
+        if let Some(kit) = self.startup_kits.iter().find(|k| !k.is_declared()) {
+            return Err(invalid("startup_kits".into(), format!("{kit} is not a declared tag")));
         }
         if !preset_names.contains(self.default_preset.as_str()) {
             return Err(invalid(
@@ -298,7 +289,6 @@ levels = [{ name = "a_main", stream_ms = 10 }]
     fn a_minimal_world_parses_with_defaults() {
         let w = WorldMap::parse(Path::new("w.toml"), MINIMAL).unwrap();
         assert!(w.governs_session);
-        assert_eq!(w.nodes[0].spawn_points, 1);
         assert!(w.travel.is_none());
     }
 
@@ -326,6 +316,17 @@ levels = [{ name = "a_main", stream_ms = 10 }]
         );
         let err = WorldMap::parse(Path::new("w.toml"), &text).unwrap_err().to_string();
         assert!(err.contains("Effect.Nope"), "{err}");
+    }
+
+    #[test]
+    fn an_undeclared_startup_kit_is_refused_with_its_name() {
+        let text = MINIMAL
+            .replace("default_preset = \"P\"", "default_preset = \"P\"\nstartup_kits = [\"Kit\"]");
+        let err = WorldMap::parse(Path::new("w.toml"), &text).unwrap_err();
+        assert!(
+            matches!(err, ConfigError::Invalid { ref key, .. } if key == "startup_kits"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -230,7 +230,7 @@ mod tests {
         ActiveEffect {
             tag: EFFECT_DAMAGE_OVER_TIME_POISON,
             duration: EffectDuration::Finite {
-                expires: now + Duration::from_millis(1000),
+                expires: now + Duration::from_millis(2000),
                 next_tick: now + Duration::from_millis(250),
                 tick: Duration::from_millis(250),
                 damage: 30,
@@ -249,10 +249,16 @@ mod tests {
         assert_eq!((out.health_changed, out.died, a.health()), (true, false, 10));
         let out = a.advance(t0 + Duration::from_millis(1000));
         assert!(out.died && a.is_dead());
+        assert!(
+            a.has_effect(EFFECT_DAMAGE_OVER_TIME_POISON),
+            "the DoT that killed is still active"
+        );
         a.reset_for_respawn();
         assert!(!a.is_dead());
         assert_eq!(a.health(), 100);
         assert!(a.has_effect(EFFECT_EQUIPMENT_ARMOR), "infinite effects survive");
         assert!(!a.has_effect(EFFECT_DAMAGE_OVER_TIME_POISON), "finite effects are stripped");
+        assert!(!a.advance(t0 + Duration::from_millis(1500)).health_changed, "nothing ticks after");
+        assert_eq!(a.health(), 100);
     }
 }

@@ -184,7 +184,7 @@ pub enum Output {
     SaveSession {
         /// The world's node.
         node: NodeId,
-        /// The stored version this save replaces (0 for the first save).
+        /// The version the session load found (0: none); the store worker rebases it.
         version: u64,
     },
 }

@@ -21,8 +21,9 @@ use crate::store::{LoadOutcome, PlayerSave, Preset, SessionSave};
 pub(crate) enum SessionState {
     /// The load is in flight: the world's node is the start node, possibly stale.
     Loading,
-    /// Resolved. `version` is what the next save carries; `None` after a failed load, when the
-    /// session is never saved (so the stored node is not overwritten blindly).
+    /// Resolved. `version` is what the load found, and what every session save carries; `None`
+    /// after a failed load, when the session is never saved (so the stored node is not
+    /// overwritten blindly).
     Known {
         /// The version the next session save carries.
         version: Option<u64>,
@@ -180,6 +181,21 @@ impl Game {
             && self.players.values().all(|p| !matches!(p.persistence, Persistence::Loading { .. }))
     }
 
+    /// Every load in flight, described for operators: streaming, the session save, player
+    /// saves.
+    pub(crate) fn loads_in_flight(&self) -> Vec<String> {
+        let mut out = self.streaming.loads_in_flight();
+        if self.session == SessionState::Loading {
+            out.push("session save".into());
+        }
+        for p in self.players.values() {
+            if let Persistence::Loading { ticket } = p.persistence {
+                out.push(format!("save of {} (ticket {ticket})", p.id));
+            }
+        }
+        out
+    }
+
     /// Whether any save load is in flight (progress, for the settle-hold).
     pub(crate) fn is_save_load_in_flight(&self) -> bool {
         !self.persistence_settled()
@@ -232,9 +248,14 @@ impl Game {
     }
 
     /// Saves a player at `node`, if its save loaded (a failed load is never saved over).
+    ///
+    /// Every save of a session carries the version its load found: the store worker, which
+    /// applies one player's saves in order, bases each on the newest version it wrote itself,
+    /// so a save it gave up on never makes the next one conflict, while a version another
+    /// process wrote still does.
     pub(crate) fn save_player(&mut self, id: &PlayerId, node: Option<NodeId>) {
-        let Some(player) = self.players.get_mut(id) else { return };
-        let Persistence::Loaded { version } = &mut player.persistence else { return };
+        let Some(player) = self.players.get(id) else { return };
+        let Persistence::Loaded { version } = &player.persistence else { return };
         let Some(preset) = &player.preset else { return };
         let save = PlayerSave {
             player: id.clone(),
@@ -244,7 +265,6 @@ impl Game {
             equipment: player.equipment.clone(),
             version: *version,
         };
-        *version += 1;
         self.counters.saves_requested += 1;
         self.outputs.push_back(Output::SavePlayer(save));
     }
@@ -255,9 +275,8 @@ impl Game {
         for id in ids {
             self.save_player(&id, Some(node.clone()));
         }
-        if let SessionState::Known { version: Some(version) } = &mut self.session {
-            self.outputs.push_back(Output::SaveSession { node, version: *version });
-            *version += 1;
+        if let SessionState::Known { version: Some(version) } = self.session {
+            self.outputs.push_back(Output::SaveSession { node, version });
         }
     }
 

@@ -26,7 +26,7 @@ pub(crate) enum Persistence {
     },
     /// Loaded (or new): saves carry this version.
     Loaded {
-        /// The version the next save must carry.
+        /// The version the load found (0: new); every save of the session is based on it.
         version: u64,
     },
     /// The load failed or timed out: the player plays the default preset and is never saved,

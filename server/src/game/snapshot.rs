@@ -20,6 +20,9 @@ pub struct GameSnapshot {
     pub streamed_node: Option<NodeId>,
     /// Whether world-map streaming or dungeon rooms are loading.
     pub load_in_flight: bool,
+    /// What is loading: streaming requests (`load#N: node forest`, dungeon rooms), the session
+    /// save and player saves being loaded.
+    pub loads_in_flight: Vec<String>,
     /// Pending spawn requests, oldest first.
     pub pending_spawns: Vec<PendingSpawn>,
     /// Every logged-in player.
@@ -85,6 +88,7 @@ impl Game {
             transition_target: self.transition.as_ref().map(|t| t.target.clone()),
             streamed_node: self.streaming.streamed_node().cloned(),
             load_in_flight: self.streaming.is_load_in_flight() || self.is_save_load_in_flight(),
+            loads_in_flight: self.loads_in_flight(),
             pending_spawns: self
                 .spawns
                 .requests()

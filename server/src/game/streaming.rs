@@ -162,6 +162,19 @@ impl WorldStreaming {
     pub(crate) fn is_load_in_flight(&self) -> bool {
         self.node_load.is_some() || matches!(self.rooms, Rooms::Streaming(_))
     }
+
+    /// The streaming loads in flight, described for operators.
+    pub(crate) fn loads_in_flight(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some((load, node)) = &self.node_load {
+            out.push(format!("{load:?}: node {node}"));
+        }
+        if let Rooms::Streaming(load) = self.rooms {
+            let node = self.streamed_node().map_or_else(String::new, |n| n.to_string());
+            out.push(format!("{load:?}: dungeon rooms of {node}"));
+        }
+        out
+    }
 }
 
 #[cfg(test)]

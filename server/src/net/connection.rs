@@ -46,6 +46,8 @@ pub(crate) struct ConnectionContext {
     pub(crate) hello_timeout: Duration,
     pub(crate) send_queue_frames: usize,
     pub(crate) events: mpsc::Sender<ShellEvent>,
+    /// Cancelled when the server starts draining: a `Hello` after that is refused.
+    pub(crate) draining: tokio_util::sync::CancellationToken,
 }
 
 /// Why a `Hello` was refused.
@@ -86,7 +88,17 @@ pub(crate) async fn serve_connection(
             return;
         }
         Ok(Err(ReadError::Closed)) => return,
-        Ok(Ok(message)) => match check_hello(&ctx.token_key, message) {
+        Ok(Ok(message)) => match check_hello(&ctx.token_key, message).and_then(|player| {
+            if ctx.draining.is_cancelled() {
+                Err(Refusal {
+                    reason: RejectReason::ShuttingDown,
+                    code: CloseCode::ShuttingDown,
+                    detail: "the server is shutting down".into(),
+                })
+            } else {
+                Ok(player)
+            }
+        }) {
             Ok(player) => player,
             Err(refusal) => {
                 tracing::info!(reason = ?refusal.reason, detail = %refusal.detail, "hello refused");
@@ -172,7 +184,11 @@ async fn read_message(
         }
         match recv.read_chunk(READ_CHUNK, true).await {
             Ok(Some(chunk)) => decoder.extend(&chunk.bytes),
-            Ok(None) | Err(_) => return Err(ReadError::Closed),
+            // A stream that ends inside a frame is a protocol violation, not a clean leave.
+            Ok(None) => {
+                return Err(decoder.finish().map_or_else(ReadError::Frame, |()| ReadError::Closed));
+            }
+            Err(_) => return Err(ReadError::Closed),
         }
     }
 }

@@ -13,7 +13,9 @@ use serde::{Deserialize, Serialize};
 pub struct PlayerSave {
     /// Whose save.
     pub player: PlayerId,
-    /// The world-map node the player was last placed on.
+    /// The world-map node the player was last placed on. A server runs one world whose node is
+    /// the session's, so this records where the player stood (for operators, and for another
+    /// process sharing the store); it does not steer travel.
     pub node: Option<NodeId>,
     /// The character the player plays.
     pub preset: Preset,

@@ -41,20 +41,17 @@ kits = []
 [[node]]
 id = "harbor"
 levels = [{ name = "harbor_docks", stream_ms = 300 }, { name = "harbor_town", stream_ms = 400 }]
-spawn_points = 4
 spawn_points_register_ms = 50
 
 [[node]]
 id = "forest"
 levels = [{ name = "forest_edge", stream_ms = 200 }]
-spawn_points = 4
 spawn_points_register_ms = 50
 
 [[node]]
 id = "crypt"
 levels = [{ name = "crypt_gate", stream_ms = 200 }]
 rooms = [{ name = "crypt_hall", stream_ms = 2000 }]
-spawn_points = 2
 spawn_points_register_ms = 50
 "#;
 
@@ -292,14 +289,16 @@ impl Harness {
         self.game.players.get(&pid(name)).expect("a logged-in player")
     }
 
-    /// Kills `name` through the real effect path: a lethal damage-over-time effect, then time.
+    /// Kills `name` through the real effect path: a damage-over-time effect that kills at its
+    /// first tick (10 ms) and is still active afterwards (it lasts 10 s), as the DoT that killed
+    /// a player is when the restart comes.
     pub(super) fn kill(&mut self, name: &str) {
         let now = self.now;
         let player = self.game.players.get_mut(&pid(name)).expect("a logged-in player");
         player.abilities.apply(super::abilities::ActiveEffect {
             tag: gatehouse_tags::catalog::EFFECT_DAMAGE_OVER_TIME_BURN,
             duration: super::abilities::EffectDuration::Finite {
-                expires: now + Duration::from_millis(10),
+                expires: now + Duration::from_secs(10),
                 next_tick: now + Duration::from_millis(10),
                 tick: Duration::from_millis(10),
                 damage: 1000,

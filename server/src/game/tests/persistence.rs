@@ -140,7 +140,7 @@ fn players_are_saved_when_a_transition_completes_and_when_they_leave() {
         })
         .collect();
     assert_eq!(saved_nodes, vec![Some(node("forest"))]);
-    assert!(h.log.contains(&Output::SaveSession { node: node("forest"), version: 1 }));
+    assert!(h.log.contains(&Output::SaveSession { node: node("forest"), version: 0 }));
     h.disconnect(a);
     let last = h
         .log
@@ -151,7 +151,11 @@ fn players_are_saved_when_a_transition_completes_and_when_they_leave() {
             _ => None,
         })
         .unwrap();
-    assert_eq!((last.node, last.version), (Some(node("forest")), 1), "versions follow each other");
+    assert_eq!(
+        (last.node, last.version),
+        (Some(node("forest")), 0),
+        "every save carries the loaded version"
+    );
 }
 
 /// The shutdown drain saves every player and the session.
@@ -171,7 +175,7 @@ fn the_shutdown_drain_saves_every_player_and_the_session() {
         })
         .collect();
     assert_eq!(saved, vec![pid("a"), pid("b")]);
-    assert!(h.log.contains(&Output::SaveSession { node: node("harbor"), version: 1 }));
+    assert!(h.log.contains(&Output::SaveSession { node: node("harbor"), version: 0 }));
 }
 
 /// A read-only preset resolves from the catalog and is saved as a reference only.

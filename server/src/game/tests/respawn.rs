@@ -39,6 +39,21 @@ fn a_respawn_clears_state_dead() {
     restart(&mut h, a);
     assert!(!h.player("a").is_dead());
     assert!(!h.player("a").abilities.tags().contains(&STATE_DEAD));
+    // And the respawned player takes damage again (a dead one is immune).
+    let now = h.now;
+    let player = h.game.players.get_mut(&pid("a")).unwrap();
+    player.abilities.apply(crate::game::abilities::ActiveEffect {
+        tag: gatehouse_tags::catalog::EFFECT_DAMAGE_OVER_TIME_POISON,
+        duration: crate::game::abilities::EffectDuration::Finite {
+            expires: now + Duration::from_millis(100),
+            next_tick: now + Duration::from_millis(50),
+            tick: Duration::from_millis(50),
+            damage: 30,
+        },
+    });
+    h.game.rearm_effects_timer();
+    h.advance(Duration::from_millis(100));
+    assert_eq!(h.player("a").abilities.health(), 40, "two ticks of 30 landed");
 }
 
 /// Symptom "A DoT keeps ticking after respawn": finite effects are stripped; infinite ones
@@ -63,15 +78,18 @@ fn a_respawn_strips_finite_effects_and_keeps_infinite_ones() {
     h.ack(a);
     h.kill("a");
     assert!(
-        h.player("a").abilities.has_effect(EFFECT_DAMAGE_OVER_TIME_BURN) || h.player("a").is_dead()
+        h.player("a").abilities.has_effect(EFFECT_DAMAGE_OVER_TIME_BURN),
+        "the DoT outlives the death"
     );
     restart(&mut h, a);
+    h.ack(a);
     let abilities = &h.player("a").abilities;
-    assert!(abilities.has_effect(EFFECT_EQUIPMENT_ARMOR));
-    assert!(!abilities.has_effect(EFFECT_DAMAGE_OVER_TIME_BURN));
-    let health = abilities.health();
-    h.advance(Duration::from_secs(5));
-    assert_eq!(h.player("a").abilities.health(), health, "nothing ticks on the fresh pawn");
+    assert!(abilities.has_effect(EFFECT_EQUIPMENT_ARMOR), "equipment survives by design");
+    assert!(!abilities.has_effect(EFFECT_DAMAGE_OVER_TIME_BURN), "the DoT is stripped");
+    assert_eq!(abilities.health(), 100);
+    h.advance(Duration::from_secs(1));
+    assert_eq!(h.player("a").abilities.health(), 100, "nothing ticks on the fresh pawn");
+    assert!(!h.player("a").is_dead(), "the respawned player is not killed again by the old DoT");
 }
 
 /// Ordering note: "ResetForRespawn() runs before UnPossess, so the respawned pawn is possessed

@@ -86,16 +86,22 @@ fn dungeon_rooms_that_stream_after_readiness_spawn_directly_in_completing() {
 #[test]
 fn a_refused_spawn_is_kept_queued_and_never_counted_as_done() {
     let mut h = Harness::booted();
-    h.placed("a");
     h.input(Input::Travel { node: node("crypt") });
+    let t = h.transition();
+    let a = h.login("a");
     h.stream_node("crypt");
-    let a = h.received(ConnectionId(1));
-    assert!(!a.is_empty());
-    h.ready(ConnectionId(1));
+    h.ready(a);
+    // Completing: the spawn point is there, but the gate refuses while the rooms stream.
+    assert_eq!(h.game.snapshot().phase, "Completing");
     let pending = h.game.snapshot().pending_spawns;
-    assert_eq!(pending.len(), 1);
-    assert_eq!(pending[0].kind, SpawnKind::LevelTransition);
-    assert!(!h.game.are_players_placed());
+    assert_eq!(pending.len(), 1, "the refused request is kept");
+    assert_eq!(pending[0].kind, SpawnKind::Initial);
+    assert_eq!(h.game.counters().spawn_refusals, 1);
+    assert_eq!(h.pawns_of("a"), 0);
+    assert!(!h.game.are_players_placed(), "a refused spawn never counts as placed");
+    assert!(!h.ended(t));
+    h.finish_stream("dungeon rooms");
+    assert_eq!(h.pawns_of("a"), 1, "the kept request spawned once the gate opened");
 }
 
 /// Honest Spawn Refusal: "ProcessPendingSpawns similarly re-queues when no spawn point is

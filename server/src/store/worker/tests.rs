@@ -318,6 +318,23 @@ async fn a_load_sees_the_saves_submitted_before_it() {
     }
 }
 
+/// A save given up after every attempt leaves the stored version as it was: the next save of
+/// that player, based on the same loaded version, lands instead of conflicting.
+#[tokio::test(start_paused = true)]
+async fn a_save_given_up_does_not_make_the_next_one_conflict() {
+    let fake = Fake::with(|s| s.save_faults.extend([Fault::Fail; 5]));
+    let (handle, _join, mut rx) = start(&fake);
+    handle.submit(StoreRequest::LoadPlayer { player: id("p1"), ticket: 1 }).unwrap();
+    let _ = next(&mut rx).await;
+    handle.submit(StoreRequest::SavePlayer(save("p1", 0, 1))).unwrap();
+    assert!(matches!(next_saved(&mut rx).await, SaveOutcome::Failed { attempts: 5, .. }));
+    handle.submit(StoreRequest::SavePlayer(save("p1", 0, 2))).unwrap();
+    assert_eq!(next_saved(&mut rx).await, SaveOutcome::Saved { version: 1, attempts: 1 });
+    handle.submit(StoreRequest::SavePlayer(save("p1", 0, 3))).unwrap();
+    assert_eq!(next_saved(&mut rx).await, SaveOutcome::Saved { version: 2, attempts: 1 });
+    assert_eq!(fake.state().players[&id("p1")].inventory[0].count, 3);
+}
+
 /// Rebasing covers only this worker's own writes: a version another process wrote still
 /// conflicts.
 #[tokio::test(start_paused = true)]
