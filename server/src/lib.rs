@@ -28,19 +28,15 @@ use std::time::Duration;
 
 use gatehouse_protocol::token::TokenKey;
 use gatehouse_protocol::{CloseCode, NodeId};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use config::{ServerConfig, WorldMap};
 use game::{ConnectionId, Game, GameRules};
-use net::{ConnectionContext, NetError};
+use net::{Admission, ConnectionContext, NetError};
 pub use shell::GameHandle;
 use store::{Store, StoreError, StoreHandle, StoreSettings, StoreWorker};
-
-/// Connections allowed to be handshaking beyond the player cap before new ones are refused at
-/// the QUIC level.
-const HANDSHAKE_SLACK: usize = 64;
 
 /// How long shutdown waits for connections to deliver their close, then for the endpoint.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
@@ -85,7 +81,7 @@ pub struct Server {
     session: String,
     admin: Option<tokio::net::TcpListener>,
     nodes: BTreeSet<NodeId>,
-    max_players: usize,
+    admission: Admission,
     max_frame_len: usize,
 }
 
@@ -103,10 +99,12 @@ impl Server {
             );
         }
         let network = &config.network;
+        let identity = net::tls::load_identity(&config.tls, &config.data_dir)?;
+        let (origin, fingerprint) = (identity.origin.clone(), identity.fingerprint());
+        let server_config = net::server_config(identity, network)?;
+        tracing::info!(certificate = %origin.display(), %fingerprint, "certificate accepted");
         let store = Store::open(&config.store.url, &config.data_dir).await?;
         tracing::info!(store = %store.location(), "player store open");
-        let identity = net::tls::load_identity(&config.tls, &config.data_dir)?;
-        let server_config = net::server_config(identity, network)?;
         let endpoint = net::server_endpoint(network.bind, network.udp_buffer_bytes, server_config)?;
         let admin = match config.admin.enabled {
             true => Some(
@@ -146,7 +144,7 @@ impl Server {
             session: config.store.session.clone(),
             admin,
             nodes,
-            max_players: network.max_players,
+            admission: Admission::new(network.max_pending_connections, network.max_pending_per_ip),
             max_frame_len: network.max_frame_len,
         })
     }
@@ -188,7 +186,7 @@ impl Server {
             session,
             admin,
             nodes,
-            max_players,
+            admission,
             max_frame_len,
         } = self;
         match endpoint.local_addr() {
@@ -207,7 +205,6 @@ impl Server {
         };
         let game_task = tokio::spawn(shell::run_game(game, events, effects, shutdown.clone()));
         let connections = TaskTracker::new();
-        let slots = Arc::new(Semaphore::new(max_players + HANDSHAKE_SLACK));
         let next_id = AtomicU64::new(1);
         loop {
             let incoming = tokio::select! {
@@ -215,8 +212,7 @@ impl Server {
                 incoming = endpoint.accept() => incoming,
             };
             let Some(incoming) = incoming else { break };
-            let Ok(slot) = slots.clone().try_acquire_owned() else {
-                tracing::warn!(remote = %incoming.remote_address(), "refusing a connection: too many at once");
+            let Some(slot) = admission.admit(incoming.remote_address().ip()) else {
                 incoming.refuse();
                 continue;
             };
@@ -226,9 +222,10 @@ impl Server {
                 tracing::info_span!("connection", id = id.0, remote = %incoming.remote_address());
             connections.spawn(tracing::Instrument::instrument(
                 async move {
-                    let _slot = slot;
                     match incoming.await {
-                        Ok(connection) => net::serve_connection(connection, id, context).await,
+                        Ok(connection) => {
+                            net::serve_connection(connection, id, context, slot).await
+                        }
                         Err(e) => tracing::debug!(error = %e, "handshake failed"),
                     }
                 },
@@ -247,8 +244,12 @@ impl Server {
         drop(store_handle);
         let _ = tokio::time::timeout(DRAIN_TIMEOUT, store_task).await;
         store.close().await;
-        if let Some(task) = admin_task {
-            let _ = task.await;
+        if let Some(mut task) = admin_task {
+            // An admin client that never finishes its request must not hold the process.
+            if tokio::time::timeout(DRAIN_TIMEOUT, &mut task).await.is_err() {
+                tracing::warn!("admin endpoint still busy after the drain timeout; stopping it");
+                task.abort();
+            }
         }
         endpoint.close(
             quinn::VarInt::from_u32(CloseCode::ShuttingDown.code()),

@@ -5,7 +5,7 @@ use std::time::Duration;
 use gatehouse_client_sim::swarm::{mint_token, player_id, run_swarm_outcomes};
 use gatehouse_protocol::token::TokenKey;
 use gatehouse_protocol::{ClientMessage, CloseCode, PROTOCOL_VERSION, RejectReason, ServerMessage};
-use gatehouse_tests::{TEST_WORLD, TestServer, frames, raw_exchange, within};
+use gatehouse_tests::{TEST_WORLD, TestServer, frames, raw_exchange, raw_silent, within};
 
 const LIMIT: Duration = Duration::from_secs(10);
 
@@ -84,5 +84,63 @@ async fn a_stream_that_ends_inside_a_frame_is_a_protocol_violation() {
     let outcome = raw_exchange(&server, bytes, LIMIT).await;
     assert_eq!(outcome.close, Some(CloseCode::ProtocolViolation));
     assert!(outcome.reason.contains("ended inside a frame"), "{}", outcome.reason);
+    server.stop().await;
+}
+
+/// Connections that never log in hold a pending slot only until the hello timeout: beyond the
+/// pending caps new connections are refused at the QUIC level, and once the idle ones are
+/// closed (code 8) a player logs in normally.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_cannot_lock_players_out() {
+    let config =
+        "[network]\nhello_timeout_ms = 1000\nmax_pending_connections = 2\nmax_pending_per_ip = 2\n";
+    let server = TestServer::start_with(config, TEST_WORLD).await;
+    let (endpoint, client) =
+        gatehouse_client_sim::swarm::client_endpoint(server.addr, &server.cert).unwrap();
+    let mut idle = Vec::new();
+    for _ in 0..2 {
+        let connecting = endpoint.connect_with(client.clone(), server.addr, "localhost").unwrap();
+        idle.push(within(LIMIT, "an idle connection", connecting).await.unwrap());
+    }
+    let refused = endpoint.connect_with(client.clone(), server.addr, "localhost").unwrap();
+    let refused = within(LIMIT, "the refusal", refused).await;
+    assert!(refused.is_err(), "beyond the pending caps a connection is refused");
+    for connection in &idle {
+        within(LIMIT, "the hello timeout", connection.closed()).await;
+        assert!(matches!(
+            connection.close_reason(),
+            Some(quinn::ConnectionError::ApplicationClosed(c)) if c.error_code.into_inner() == u64::from(CloseCode::HelloTimeout.code())
+        ));
+    }
+    let outcomes = within(
+        Duration::from_secs(20),
+        "a player",
+        run_swarm_outcomes(server.swarm(1, 0, Duration::from_secs(3))),
+    )
+    .await
+    .unwrap();
+    assert!(outcomes[0].placed && outcomes[0].errors.is_empty(), "{outcomes:?}");
+    server.stop().await;
+}
+
+/// A client that logs in and then never reports ready is kicked at the client-ready timeout
+/// even though the route travels more often than that; the others' loading screens come down.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_client_cannot_hold_everyone_under_the_loading_screen() {
+    let config = "[game]\nclient_ready_timeout_ms = 3000\n";
+    let world =
+        format!("{TEST_WORLD}\n[travel]\nroute = [\"forest\", \"harbor\"]\ninterval_ms = 2000\n");
+    let server = TestServer::start_with(config, &world).await;
+    let swarm = tokio::spawn(run_swarm_outcomes(server.swarm(3, 0, Duration::from_secs(12))));
+    let token = mint_token(&TokenKey::new(gatehouse_protocol::token::DEV_TOKEN_KEY), player_id(9));
+    let hello = ClientMessage::Hello { protocol_version: PROTOCOL_VERSION, token };
+    let silent = raw_silent(&server, frames(&[hello]), Duration::from_secs(20)).await;
+    assert_eq!(silent.close, Some(CloseCode::ReadyTimeout), "{}", silent.reason);
+    let outcomes = within(Duration::from_secs(40), "the swarm", swarm).await.unwrap().unwrap();
+    let report = gatehouse_client_sim::report::SwarmReport::from_outcomes(&outcomes);
+    assert_eq!(report.clients_placed, 3, "{report}");
+    assert!(report.transitions_completed >= 3, "{report}");
+    let counters = server.handle.snapshot().await.unwrap().counters;
+    assert_eq!(counters.ready_timeouts, 1, "{counters:?}");
     server.stop().await;
 }

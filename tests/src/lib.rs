@@ -150,9 +150,23 @@ pub struct RawOutcome {
     pub reason: String,
 }
 
-/// Connects without the simulator, writes `bytes` on the control stream, and reads until the
-/// server closes the connection (bounded by `limit`).
+/// Connects without the simulator, writes `bytes` on the control stream and ends it, then reads
+/// until the server closes the connection (bounded by `limit`).
 pub async fn raw_exchange(server: &TestServer, bytes: Vec<u8>, limit: Duration) -> RawOutcome {
+    raw_connection(server, bytes, true, limit).await
+}
+
+/// As [`raw_exchange`], but keeps the stream open after the bytes: a client that went silent.
+pub async fn raw_silent(server: &TestServer, bytes: Vec<u8>, limit: Duration) -> RawOutcome {
+    raw_connection(server, bytes, false, limit).await
+}
+
+async fn raw_connection(
+    server: &TestServer,
+    bytes: Vec<u8>,
+    finish: bool,
+    limit: Duration,
+) -> RawOutcome {
     let (endpoint, config) =
         gatehouse_client_sim::swarm::client_endpoint(server.addr, &server.cert)
             .expect("a client endpoint");
@@ -166,8 +180,10 @@ pub async fn raw_exchange(server: &TestServer, bytes: Vec<u8>, limit: Duration) 
     .await;
     let (mut send, mut recv) = connection.open_bi().await.expect("a stream");
     send.write_all(&bytes).await.expect("write");
-    // End the stream after the bytes, as a client that sent them and stopped would.
-    let _ = send.finish();
+    if finish {
+        // End the stream after the bytes, as a client that sent them and stopped would.
+        let _ = send.finish();
+    }
     let mut decoder = FrameDecoder::new(gatehouse_protocol::codec::DEFAULT_MAX_FRAME_LEN);
     let mut messages = Vec::new();
     within(limit, "the server to close the connection", async {

@@ -25,8 +25,8 @@ struct Cli {
     #[arg(long, default_value = "127.0.0.1:7777", value_name = "HOST:PORT")]
     server: String,
     /// Number of simulated clients.
-    #[arg(long, default_value_t = 8, value_name = "N")]
-    clients: usize,
+    #[arg(long, default_value_t = 8, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    clients: u32,
     /// How long each client stays connected, e.g. 30s or 2m.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, value_name = "D")]
     duration: Duration,
@@ -111,7 +111,17 @@ struct AuthSection {
     token_key: Option<String>,
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
     tracing_subscriber::fmt()
         .with_env_filter(
@@ -119,6 +129,7 @@ fn main() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let server_file = read_server_file(&cli.config)?;
     let token_key = std::env::var("GATEHOUSE_TOKEN_KEY")
@@ -133,7 +144,7 @@ fn main() -> anyhow::Result<()> {
         server,
         server_name: cli.server_name.clone(),
         server_cert,
-        clients: cli.clients,
+        clients: cli.clients as usize,
         first_index: cli.first_index,
         duration: cli.duration,
         token_key,

@@ -14,13 +14,23 @@ use gatehouse_server::config::{LogFormat, ServerConfig, WorldMap};
 use gatehouse_server::store::{PlayerSave, Preset, SessionSave, Store, StoreUrl};
 use tokio_util::sync::CancellationToken;
 
-/// The gatehouse authoritative dedicated game server.
+/// The environment variables, listed under `--help`.
+const ENVIRONMENT: &str = "\
+Environment:
+  GATEHOUSE_TOKEN_KEY   session-token (HS256) key; overrides auth.token_key
+  GATEHOUSE_STORE_URL   player store, sqlite:PATH or postgres://...; overrides [store] url
+  GATEHOUSE_CONFIG, GATEHOUSE_BIND, GATEHOUSE_DATA_DIR, GATEHOUSE_LOG_FORMAT, GATEHOUSE_WORLD,
+  GATEHOUSE_ADMIN_BIND  the flags above
+  RUST_LOG              log filter, e.g. info or gatehouse_server=debug (default info)
+Keep keys and passwords out of the command line, where other users can read them.
+SIGTERM or Ctrl-C drains (saves, closes connections) and exits 0; a second one exits at once.";
+
+/// The gatehouse authoritative dedicated game server: players connect over QUIC, travel between
+/// world-map nodes through loading transitions, and are spawned only where levels have streamed.
 ///
-/// Flags and GATEHOUSE_* environment variables override the config file. The session-token
-/// key can be set with GATEHOUSE_TOKEN_KEY and the player-store URL with GATEHOUSE_STORE_URL
-/// (never on the command line, where other users can read them).
+/// Flags and GATEHOUSE_* environment variables override the config file.
 #[derive(Debug, Parser)]
-#[command(version, about, long_about = None)]
+#[command(version, about, long_about = None, after_help = ENVIRONMENT)]
 struct Cli {
     /// Server config file (TOML). Paths inside it are relative to its directory.
     #[arg(
@@ -76,7 +86,31 @@ enum SavesCommand {
     },
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() -> std::process::ExitCode {
+    match run() {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {}", describe(&e));
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// An error and its causes on one line, each cause once (our errors already quote their
+/// source), and no backtrace: operators read these.
+fn describe(e: &anyhow::Error) -> String {
+    let mut out = e.to_string();
+    for cause in e.chain().skip(1) {
+        let cause = cause.to_string();
+        if !out.contains(&cause) {
+            out.push_str(": ");
+            out.push_str(&cause);
+        }
+    }
+    out
+}
+
+fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let config = load_config(&cli)?;
     if let Some(Command::Saves { action }) = &cli.command {
@@ -135,6 +169,15 @@ fn load_config(cli: &Cli) -> anyhow::Result<ServerConfig> {
 /// `saves list` / `saves show PLAYER`: opens the store (running its migrations, as the server
 /// would) and prints what it holds.
 fn saves(config: &ServerConfig, action: &SavesCommand) -> anyhow::Result<()> {
+    // Reading must not create: a mistyped data dir would otherwise show an empty new store.
+    if let Some(path) = config.store.url.embedded_path(&config.data_dir) {
+        if !path.exists() {
+            anyhow::bail!(
+                "no store at {} (check --data-dir, or `data_dir` and `[store] url` in the config)",
+                path.display()
+            );
+        }
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -255,15 +298,30 @@ fn tags_text(tags: &[gatehouse_tags::GameplayTag]) -> String {
 fn install_tracing(format: LogFormat, default_level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    use std::io::IsTerminal as _;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal());
     match format {
         LogFormat::Human => builder.init(),
         LogFormat::Json => builder.json().with_current_span(true).init(),
     }
 }
 
-/// Cancels `shutdown` on SIGTERM or Ctrl-C.
+/// Cancels `shutdown` on the first SIGTERM or Ctrl-C (the drain); a second one exits at once,
+/// with code 1, for an operator who will not wait.
 async fn stop_on_signal(shutdown: CancellationToken) {
+    next_signal().await;
+    tracing::info!("shutdown requested; a second signal stops at once");
+    shutdown.cancel();
+    next_signal().await;
+    tracing::warn!("second signal: exiting without finishing the drain");
+    std::process::exit(1);
+}
+
+/// Waits for the next SIGTERM or Ctrl-C.
+async fn next_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     {
@@ -283,8 +341,6 @@ async fn stop_on_signal(shutdown: CancellationToken) {
     }
     #[cfg(not(unix))]
     let _ = ctrl_c.await;
-    tracing::info!("shutdown requested");
-    shutdown.cancel();
 }
 
 #[cfg(test)]

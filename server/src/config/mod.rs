@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 pub use server::{
     AdminConfig, AuthConfig, ClientReadyPolicy, DEV_TOKEN_KEY, GameConfig, LogFormat,
-    NetworkConfig, ServerConfig, StoreConfig, TlsConfig,
+    MIN_FRAME_LEN, NetworkConfig, ServerConfig, StoreConfig, TlsConfig,
 };
 pub use world::{Hazard, LevelSpec, NodeSpec, PresetSpec, TravelRoute, WorldMap};
 

@@ -11,6 +11,11 @@ use crate::store::StoreUrl;
 
 pub use gatehouse_protocol::token::DEV_TOKEN_KEY;
 
+/// The smallest `network.max_frame_len`: a `Hello` carrying the longest token accepted
+/// ([`gatehouse_protocol::token::MAX_TOKEN_LEN`], 4 KiB) must fit, and so must the server's own
+/// messages, since the limit applies both ways.
+pub const MIN_FRAME_LEN: usize = 8 * 1024;
+
 /// The whole server configuration (`config/server.toml`), checked.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -84,12 +89,17 @@ pub struct NetworkConfig {
     pub connection_receive_window: u32,
     /// `send_queue_frames`: frames queued for one client before it is closed as a slow consumer.
     pub send_queue_frames: usize,
+    /// `max_pending_connections`: connections that have not logged in yet, at once; beyond it
+    /// new ones are refused at the QUIC level.
+    pub max_pending_connections: usize,
+    /// `max_pending_per_ip`: of those, from one IP address.
+    pub max_pending_per_ip: usize,
 }
 
 impl Default for NetworkConfig {
     fn default() -> Self {
         Self {
-            bind: SocketAddr::from(([0, 0, 0, 0], 7777)),
+            bind: SocketAddr::from(([127, 0, 0, 1], 7777)),
             idle_timeout: Duration::from_secs(10),
             keep_alive: Duration::from_secs(3),
             hello_timeout: Duration::from_secs(5),
@@ -99,6 +109,8 @@ impl Default for NetworkConfig {
             stream_receive_window: 256 * 1024,
             connection_receive_window: 512 * 1024,
             send_queue_frames: 4096,
+            max_pending_connections: 256,
+            max_pending_per_ip: 64,
         }
     }
 }
@@ -307,10 +319,19 @@ impl ServerConfig {
             return Err(invalid("network.max_players", "must be at least 1".into()));
         }
         let hard = gatehouse_protocol::codec::HARD_MAX_FRAME_LEN;
-        if n.max_frame_len < 256 || n.max_frame_len > hard {
+        if n.max_frame_len < MIN_FRAME_LEN || n.max_frame_len > hard {
             return Err(invalid(
                 "network.max_frame_len",
-                format!("must be between 256 and {hard} bytes, found {}", n.max_frame_len),
+                format!(
+                    "must be between {MIN_FRAME_LEN} and {hard} bytes, found {}",
+                    n.max_frame_len
+                ),
+            ));
+        }
+        if n.max_pending_connections == 0 || n.max_pending_per_ip == 0 {
+            return Err(invalid(
+                "network.max_pending_per_ip",
+                "max_pending_connections and max_pending_per_ip must be at least 1".into(),
             ));
         }
         if n.send_queue_frames == 0 {

@@ -272,6 +272,8 @@ pub struct Game {
     session_node: NodeId,
     /// Index into the travel route of the next route travel.
     route_next: usize,
+    /// A route travel came due during a transition; it starts when that transition ends.
+    route_due: bool,
     next_pawn: u64,
     next_transition: u64,
     next_ticket: u64,
@@ -307,6 +309,7 @@ impl Game {
             timers: TimerTable::default(),
             session_node: session_node.clone(),
             route_next: 0,
+            route_due: false,
             next_pawn: 1,
             next_transition: 1,
             next_ticket: 1,
@@ -600,10 +603,19 @@ impl Game {
         gatehouse_protocol::TeamId(if on(1) <= on(2) { 1 } else { 2 })
     }
 
+    /// The route's next travel. A route travel due while a transition is in flight waits for
+    /// it to end: a scheduled travel never supersedes (an operator's does), so a client that
+    /// never reports ready or never acknowledges is bounded by the client-ready and settle
+    /// timeouts instead of having its clock reset by every route travel.
     fn travel_route(&mut self, now: Instant) {
         let Some(route) = self.world.travel.clone() else {
             return;
         };
+        if self.transition.is_some() {
+            self.route_due = true;
+            return;
+        }
+        self.route_due = false;
         let node = route.route[self.route_next % route.route.len()].clone();
         self.route_next = (self.route_next + 1) % route.route.len();
         self.timers.set(Timer::RouteTravel, now + route.interval);

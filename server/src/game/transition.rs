@@ -97,7 +97,8 @@ impl Game {
         }
         self.timers.stop(Timer::SpawnSettle);
         self.timers.stop(Timer::ClientReady);
-        let span = tracing::info_span!("transition", id = id.0, node = %target);
+        // A root span: a transition that supersedes another is its sibling, not its child.
+        let span = tracing::info_span!(parent: None, "transition", id = id.0, node = tracing::field::Empty);
         let _entered = span.enter();
         tracing::info!("transition started");
         self.transition = Some(Transition {
@@ -400,7 +401,7 @@ impl Game {
             return;
         };
         if self.are_players_placed() {
-            self.finish_transition(false);
+            self.finish_transition(now, false);
             return;
         }
         if now < settle_deadline {
@@ -418,7 +419,7 @@ impl Game {
             self.timers.set(Timer::SpawnSettle, pushed);
             return;
         }
-        self.finish_transition(true);
+        self.finish_transition(now, true);
     }
 
     /// `ArePlayersPlaced`: no pending spawn request and every player placed.
@@ -426,7 +427,7 @@ impl Game {
         self.spawns.is_empty() && self.players.values().all(|p| p.is_placed())
     }
 
-    fn finish_transition(&mut self, timed_out: bool) {
+    fn finish_transition(&mut self, now: Instant, timed_out: bool) {
         let Some(t) = self.transition.take() else {
             return;
         };
@@ -446,6 +447,10 @@ impl Game {
         }
         self.broadcast(ServerMessage::EndTransition { transition_id: t.id });
         self.save_all(t.target.clone());
+        drop(_entered);
+        if self.route_due {
+            self.travel_route(now);
+        }
     }
 
     /// A player joined: shown the transition in flight, or spawned at once (late join).

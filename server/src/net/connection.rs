@@ -1,7 +1,8 @@
 //! One task per connection: authenticate, then read frames for the game and write frames from
 //! it.
 //!
-//! 1. Wait (bounded by the hello timeout) for the client's bidirectional stream and `Hello`.
+//! 1. Wait for the client's bidirectional stream and `Hello`, both within one hello timeout
+//!    (and no longer than the server keeps running).
 //! 2. Check the protocol version and the session token; refuse with `Rejected` and a close code.
 //! 3. Hand the game task a queue for this connection's outbound frames, then forward every
 //!    decoded message until the stream or connection ends, and report the disconnect.
@@ -20,6 +21,7 @@ use gatehouse_protocol::{
 };
 use tokio::sync::mpsc;
 
+use super::PendingSlot;
 use crate::game::ConnectionId;
 use crate::shell::ShellEvent;
 
@@ -62,23 +64,23 @@ pub(crate) async fn serve_connection(
     connection: quinn::Connection,
     id: ConnectionId,
     ctx: Arc<ConnectionContext>,
+    slot: PendingSlot,
 ) {
-    let (mut send, mut recv) =
-        match tokio::time::timeout(ctx.hello_timeout, connection.accept_bi()).await {
-            Ok(Ok(streams)) => streams,
-            Ok(Err(e)) => {
-                tracing::debug!(error = %e, "connection closed before opening its stream");
-                return;
-            }
-            Err(_) => {
-                close(&connection, CloseCode::HelloTimeout, "no stream within the hello timeout");
-                return;
-            }
-        };
-    let mut decoder = FrameDecoder::new(ctx.max_frame_len);
-    let hello =
-        tokio::time::timeout(ctx.hello_timeout, read_message(&mut recv, &mut decoder)).await;
-    let player = match hello {
+    // One deadline for the stream and the whole `Hello`, counted from here.
+    let handshake = async {
+        let (send, mut recv) = connection.accept_bi().await.map_err(|_| ReadError::Closed)?;
+        let mut decoder = FrameDecoder::new(ctx.max_frame_len);
+        let hello = read_message(&mut recv, &mut decoder).await?;
+        Ok::<_, ReadError>((send, recv, decoder, hello))
+    };
+    let handshake = tokio::select! {
+        done = tokio::time::timeout(ctx.hello_timeout, handshake) => done,
+        _ = ctx.draining.cancelled() => {
+            close(&connection, CloseCode::ShuttingDown, CloseCode::ShuttingDown.reason());
+            return;
+        }
+    };
+    let (mut send, mut recv, mut decoder, hello) = match handshake {
         Err(_) => {
             close(&connection, CloseCode::HelloTimeout, "no Hello within the hello timeout");
             return;
@@ -88,30 +90,34 @@ pub(crate) async fn serve_connection(
             return;
         }
         Ok(Err(ReadError::Closed)) => return,
-        Ok(Ok(message)) => match check_hello(&ctx.token_key, message).and_then(|player| {
-            if ctx.draining.is_cancelled() {
-                Err(Refusal {
-                    reason: RejectReason::ShuttingDown,
-                    code: CloseCode::ShuttingDown,
-                    detail: "the server is shutting down".into(),
-                })
-            } else {
-                Ok(player)
-            }
-        }) {
-            Ok(player) => player,
-            Err(refusal) => {
-                tracing::info!(reason = ?refusal.reason, detail = %refusal.detail, "hello refused");
-                let rejected =
-                    ServerMessage::Rejected { reason: refusal.reason, detail: refusal.detail };
-                if let Ok(frame) = gatehouse_protocol::encode_frame(&rejected, ctx.max_frame_len) {
-                    let _ = send.write_all(&frame).await;
-                }
-                finish_and_close(&connection, &mut send, refusal.code).await;
-                return;
-            }
-        },
+        Ok(Ok(parts)) => parts,
     };
+    let checked = check_hello(&ctx.token_key, hello).and_then(|player| {
+        if ctx.draining.is_cancelled() {
+            Err(Refusal {
+                reason: RejectReason::ShuttingDown,
+                code: CloseCode::ShuttingDown,
+                detail: "the server is shutting down".into(),
+            })
+        } else {
+            Ok(player)
+        }
+    });
+    let player = match checked {
+        Ok(player) => player,
+        Err(refusal) => {
+            tracing::info!(reason = ?refusal.reason, detail = %refusal.detail, "hello refused");
+            let rejected =
+                ServerMessage::Rejected { reason: refusal.reason, detail: refusal.detail };
+            if let Ok(frame) = gatehouse_protocol::encode_frame(&rejected, ctx.max_frame_len) {
+                let _ = send.write_all(&frame).await;
+            }
+            finish_and_close(&connection, &mut send, refusal.code).await;
+            return;
+        }
+    };
+    // Logged in: the player cap bounds it from here, not the pending slots.
+    drop(slot);
     tracing::debug!(%player, "hello accepted");
 
     let (outbound, queue) = mpsc::channel(ctx.send_queue_frames);

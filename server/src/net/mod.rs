@@ -5,6 +5,7 @@
 //! for it. Bad bytes from a peer close only that peer's connection, with a reason naming the
 //! error. Connection tasks own only their streams and buffers, never game state.
 
+mod admission;
 pub(crate) mod connection;
 pub mod tls;
 
@@ -16,6 +17,7 @@ use quinn::crypto::rustls::QuicServerConfig;
 
 use crate::config::NetworkConfig;
 
+pub(crate) use admission::{Admission, PendingSlot};
 pub(crate) use connection::{ConnectionContext, Outbound, serve_connection};
 
 /// Why the network shell could not start.
@@ -68,12 +70,16 @@ pub fn server_config(
     network: &NetworkConfig,
 ) -> Result<quinn::ServerConfig, NetError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let origin = identity.origin;
     let mut crypto = rustls::ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(|e| NetError::Tls(e.to_string()))?
         .with_no_client_auth()
         .with_single_cert(identity.chain, identity.key)
-        .map_err(|e| NetError::Tls(e.to_string()))?;
+        .map_err(|e| NetError::Certificate {
+            path: origin,
+            why: format!("refused with its key: {e}"),
+        })?;
     crypto.alpn_protocols = vec![gatehouse_protocol::ALPN.to_vec()];
     let crypto = QuicServerConfig::try_from(crypto).map_err(|e| NetError::Tls(e.to_string()))?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
@@ -131,4 +137,22 @@ pub fn server_endpoint(
         Arc::new(quinn::TokioRuntime),
     )
     .map_err(|source| NetError::Bind { addr, source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::TlsConfig;
+
+    #[test]
+    fn a_certificate_rustls_refuses_is_named_in_the_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = (dir.path().join("cert.der"), dir.path().join("key.der"));
+        std::fs::write(&cert, b"not a certificate").unwrap();
+        std::fs::write(&key, b"not a key").unwrap();
+        let tls = TlsConfig { certificate: Some(cert.clone()), private_key: Some(key) };
+        let identity = tls::load_identity(&tls, dir.path()).unwrap();
+        let err = server_config(identity, &NetworkConfig::default()).unwrap_err().to_string();
+        assert!(err.contains(&cert.display().to_string()), "{err}");
+    }
 }

@@ -22,6 +22,8 @@ pub struct ServerIdentity {
     pub chain: Vec<CertificateDer<'static>>,
     /// The leaf's private key.
     pub key: PrivateKeyDer<'static>,
+    /// The certificate file it came from, for errors.
+    pub origin: PathBuf,
 }
 
 impl ServerIdentity {
@@ -40,9 +42,12 @@ impl ServerIdentity {
 pub fn load_identity(tls: &TlsConfig, data_dir: &Path) -> Result<ServerIdentity, NetError> {
     match (&tls.certificate, &tls.private_key) {
         (Some(cert), Some(key)) => {
-            let identity = ServerIdentity { chain: read_chain(cert)?, key: read_key(key)? };
-            tracing::info!(certificate = %cert.display(), fingerprint = %identity.fingerprint(),
-                "using the configured certificate");
+            let identity = ServerIdentity {
+                chain: read_chain(cert)?,
+                key: read_key(key)?,
+                origin: cert.clone(),
+            };
+            tracing::debug!(certificate = %cert.display(), "read the configured certificate");
             Ok(identity)
         }
         _ => development_identity(data_dir),
@@ -53,7 +58,11 @@ fn development_identity(data_dir: &Path) -> Result<ServerIdentity, NetError> {
     let cert_path = data_dir.join(DEV_CERT_FILE);
     let key_path = data_dir.join(DEV_KEY_FILE);
     let identity = if cert_path.exists() && key_path.exists() {
-        ServerIdentity { chain: read_chain(&cert_path)?, key: read_key(&key_path)? }
+        ServerIdentity {
+            chain: read_chain(&cert_path)?,
+            key: read_key(&key_path)?,
+            origin: cert_path.clone(),
+        }
     } else {
         let generated = rcgen::generate_simple_self_signed(vec![
             "localhost".into(),
@@ -70,6 +79,7 @@ fn development_identity(data_dir: &Path) -> Result<ServerIdentity, NetError> {
         ServerIdentity {
             chain: vec![CertificateDer::from(cert)],
             key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key)),
+            origin: cert_path.clone(),
         }
     };
     tracing::info!(certificate = %cert_path.display(), fingerprint = %identity.fingerprint(),

@@ -134,3 +134,23 @@ fn a_bad_gatehouse_store_url_is_named() {
     );
     assert!(!stderr.contains("hunter2"), "{stderr}");
 }
+
+/// Reading never creates: `saves list` on a data dir with no store says so and exits 1,
+/// instead of creating an empty store there and listing nothing.
+#[test]
+fn saves_list_on_a_data_dir_without_a_store_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let typo = dir.path().join("dta");
+    let output = Command::new(SERVER)
+        .args(["saves", "list", "--config"])
+        .arg(shipped_config())
+        .arg("--data-dir")
+        .arg(&typo)
+        .env_remove("GATEHOUSE_STORE_URL")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("no store at"), "{stderr}");
+    assert!(!typo.exists(), "nothing was created");
+}

@@ -332,3 +332,32 @@ fn hazards_rest_while_characters_are_frozen() {
     let hurt = ["a", "b"].iter().filter(|p| h.player(p).abilities.health() < 100).count();
     assert!(hurt > 0, "exposure resumes after the transition");
 }
+
+/// A route travel never supersedes: one that comes due during a transition waits for it to
+/// end. Otherwise a route shorter than the client-ready timeout would reset a silent client's
+/// clock forever and hold everyone's loading screen up.
+#[test]
+fn a_silent_client_is_kicked_even_when_the_route_is_shorter_than_the_ready_timeout() {
+    let world =
+        format!("{WORLD}\n[travel]\nroute = [\"forest\", \"harbor\"]\ninterval_ms = 2000\n");
+    let mut r = rules();
+    r.client_ready_timeout = Duration::from_secs(5);
+    let mut h = Harness::with(&world, r);
+    h.stream_node("harbor");
+    let (a, b) = (h.placed("a"), h.placed("b"));
+    h.advance(Duration::from_secs(2));
+    let t = h.transition();
+    h.stream_node("forest");
+    h.ready(a);
+    // b never reports ready; route travels come due every 2 s meanwhile.
+    h.advance(Duration::from_secs(4));
+    assert_eq!(h.transition(), t, "the route travel waited; nothing superseded");
+    h.advance(Duration::from_secs(1));
+    assert_eq!(h.closed(b), Some(CloseCode::ReadyTimeout));
+    assert!(h.ended(t));
+    assert_eq!(h.game.counters().transitions_superseded, 0);
+    assert!(
+        h.game.transition_id().is_some_and(|next| next > t),
+        "the due route travel started once it ended"
+    );
+}

@@ -1,0 +1,101 @@
+//! Admission of connections that have not logged in yet.
+//!
+//! A connection holds a pending slot from accept until its `Hello` is accepted (or it closes):
+//! at most `max_pending` such connections at once, and at most `max_per_ip` from one address,
+//! so clients that connect and never log in cannot lock players out. Logged-in players hold no
+//! slot; the player cap bounds them.
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Refusals are logged at most this often, with how many there were.
+const WARN_EVERY: Duration = Duration::from_secs(10);
+
+#[derive(Debug, Default)]
+struct Pending {
+    total: usize,
+    per_ip: HashMap<IpAddr, usize>,
+    refused: u64,
+    last_warn: Option<Instant>,
+}
+
+/// Counts pending connections; shared by the accept loop and the connection tasks.
+#[derive(Debug, Clone)]
+pub(crate) struct Admission {
+    pending: Arc<Mutex<Pending>>,
+    max_pending: usize,
+    max_per_ip: usize,
+}
+
+/// A pending slot, released when dropped.
+#[derive(Debug)]
+pub(crate) struct PendingSlot {
+    pending: Arc<Mutex<Pending>>,
+    ip: IpAddr,
+}
+
+impl Admission {
+    pub(crate) fn new(max_pending: usize, max_per_ip: usize) -> Self {
+        Admission { pending: Arc::default(), max_pending, max_per_ip }
+    }
+
+    fn lock(pending: &Mutex<Pending>) -> MutexGuard<'_, Pending> {
+        // The counters stay consistent even if a holder panicked: recover the guard.
+        pending.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// A slot for a new connection from `ip`, or `None` (refuse it) when the server or that
+    /// address has too many connections that have not logged in.
+    pub(crate) fn admit(&self, ip: IpAddr) -> Option<PendingSlot> {
+        let mut p = Self::lock(&self.pending);
+        let from_ip = p.per_ip.get(&ip).copied().unwrap_or(0);
+        if p.total >= self.max_pending || from_ip >= self.max_per_ip {
+            p.refused += 1;
+            let now = Instant::now();
+            if p.last_warn.is_none_or(|at| now.duration_since(at) >= WARN_EVERY) {
+                tracing::warn!(refused = p.refused, %ip, pending = p.total, from_ip,
+                    "refusing connections that have not logged in: too many pending");
+                p.refused = 0;
+                p.last_warn = Some(now);
+            }
+            return None;
+        }
+        p.total += 1;
+        *p.per_ip.entry(ip).or_default() += 1;
+        Some(PendingSlot { pending: self.pending.clone(), ip })
+    }
+}
+
+impl Drop for PendingSlot {
+    fn drop(&mut self) {
+        let mut p = Admission::lock(&self.pending);
+        p.total = p.total.saturating_sub(1);
+        if let Some(n) = p.per_ip.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                p.per_ip.remove(&self.ip);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_address_cannot_take_every_pending_slot() {
+        let admission = Admission::new(4, 2);
+        let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
+        let first = admission.admit(a).unwrap();
+        let _second = admission.admit(a).unwrap();
+        assert!(admission.admit(a).is_none(), "per-address cap");
+        let _c = admission.admit(b).unwrap();
+        let _d = admission.admit(b).unwrap();
+        assert!(admission.admit("10.0.0.3".parse().unwrap()).is_none(), "total cap");
+        drop(first);
+        assert!(admission.admit(a).is_some(), "a released slot is free again");
+    }
+}
