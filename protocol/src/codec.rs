@@ -216,32 +216,38 @@ mod tests {
         }
     }
 
+    /// Every variant has a sample, and a sample's variant index is its index on the wire.
+    fn check_variants<M: Serialize + std::fmt::Debug>(
+        samples: Vec<M>,
+        variant: fn(&M) -> usize,
+        count: usize,
+    ) {
+        let mut seen = vec![false; count];
+        for m in samples {
+            let index = variant(&m);
+            seen[index] = true;
+            let frame = encode_frame(&m, DEFAULT_MAX_FRAME_LEN).unwrap();
+            assert_eq!(
+                u32::from_le_bytes(frame[4..8].try_into().unwrap()) as usize,
+                index,
+                "{m:?}"
+            );
+        }
+        assert!(seen.iter().all(|s| *s), "a variant has no sample: {seen:?}");
+    }
+
     #[test]
     fn the_samples_cover_every_variant_and_the_index_is_the_wire_index() {
-        let mut seen = [false; samples::SERVER_VARIANTS];
-        for m in samples::server_messages() {
-            let index = samples::server_variant(&m);
-            seen[index] = true;
-            let frame = encode_frame(&m, DEFAULT_MAX_FRAME_LEN).unwrap();
-            assert_eq!(
-                u32::from_le_bytes(frame[4..8].try_into().unwrap()) as usize,
-                index,
-                "{m:?}"
-            );
-        }
-        assert!(seen.iter().all(|s| *s), "a server message variant has no sample");
-        let mut seen = [false; samples::CLIENT_VARIANTS];
-        for m in samples::client_messages() {
-            let index = samples::client_variant(&m);
-            seen[index] = true;
-            let frame = encode_frame(&m, DEFAULT_MAX_FRAME_LEN).unwrap();
-            assert_eq!(
-                u32::from_le_bytes(frame[4..8].try_into().unwrap()) as usize,
-                index,
-                "{m:?}"
-            );
-        }
-        assert!(seen.iter().all(|s| *s), "a client message variant has no sample");
+        check_variants(
+            samples::server_messages(),
+            samples::server_variant,
+            samples::SERVER_VARIANTS,
+        );
+        check_variants(
+            samples::client_messages(),
+            samples::client_variant,
+            samples::CLIENT_VARIANTS,
+        );
     }
 
     #[test]

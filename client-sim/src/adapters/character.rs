@@ -139,14 +139,7 @@ pub(super) fn detach(core: &mut ClientCore) {
 }
 
 fn owned_by(core: &mut ClientCore, player: &PlayerId) {
-    let pawns: Vec<PawnId> = core
-        .state
-        .domain
-        .characters()
-        .iter()
-        .filter(|c| c.owner() == player)
-        .map(Character::pawn)
-        .collect();
+    let pawns = core.state.domain.characters().owned_by(player);
     for pawn in pawns {
         observe(core, pawn);
     }

@@ -139,14 +139,7 @@ fn player(core: &mut ClientCore, player: &PlayerId, cause: Cause) {
     if core.state.domain.local_player() == Some(player) {
         return every(core, cause);
     }
-    let pawns: Vec<PawnId> = core
-        .state
-        .domain
-        .characters()
-        .iter()
-        .filter(|c| c.owner() == player)
-        .map(Character::pawn)
-        .collect();
+    let pawns = core.state.domain.characters().owned_by(player);
     for pawn in pawns {
         evaluate(core, pawn, cause);
     }

@@ -29,7 +29,6 @@ use gatehouse_protocol::{PawnId, PlayerId};
 
 use crate::core::ClientCore;
 use crate::dispatch::Dispatch;
-use crate::domain::Character;
 use crate::notifications::{
     ABILITY_TAGS_CHANGED, HEALTH_CHANGED, PAWN_DIED, PAWN_TELEPORTED, PLAYER_STATE_CHANGED,
     RemoteRepNotify,
@@ -108,14 +107,7 @@ pub(super) fn listen(router: &Router<ClientCore>, core: &mut ClientCore, lifetim
 }
 
 fn owned_by(core: &mut ClientCore, player: &PlayerId, kind: RepNotifyKind) {
-    let pawns: Vec<PawnId> = core
-        .state
-        .domain
-        .characters()
-        .iter()
-        .filter(|c| c.owner() == player)
-        .map(Character::pawn)
-        .collect();
+    let pawns = core.state.domain.characters().owned_by(player);
     for pawn in pawns {
         arrived(core, pawn, kind);
     }

@@ -142,6 +142,11 @@ impl Characters {
         self.by_pawn.values()
     }
 
+    /// The pawns `player` owns, in pawn order.
+    pub fn owned_by(&self, player: &PlayerId) -> Vec<PawnId> {
+        self.by_pawn.values().filter(|c| c.owner() == player).map(Character::pawn).collect()
+    }
+
     /// How many characters.
     pub fn len(&self) -> usize {
         self.by_pawn.len()
