@@ -46,7 +46,8 @@ pub enum CloseCode {
     ServerFull = 4,
     /// The same player logged in on another connection, which replaces this one.
     Replaced = 5,
-    /// The client never reported ready within the client-ready timeout (kick policy).
+    /// The client never reported ready within the client-ready timeout, or never acknowledged
+    /// its pawn within a settle timeout (kick policy).
     ReadyTimeout = 6,
     /// The client did not read its messages fast enough; its send queue overflowed.
     SlowConsumer = 7,

@@ -99,13 +99,8 @@ impl Server {
             );
         }
         let network = &config.network;
-        let identity = net::tls::load_identity(&config.tls, &config.data_dir)?;
-        let (origin, fingerprint) = (identity.origin.clone(), identity.fingerprint());
-        let server_config = net::server_config(identity, network)?;
-        tracing::info!(certificate = %origin.display(), %fingerprint, "certificate accepted");
-        let store = Store::open(&config.store.url, &config.data_dir).await?;
-        tracing::info!(store = %store.location(), "player store open");
-        let endpoint = net::server_endpoint(network.bind, network.udp_buffer_bytes, server_config)?;
+        // Ports first: a port in use fails the start before anything is written to disk.
+        let socket = net::bind_socket(network.bind, network.udp_buffer_bytes)?;
         let admin = match config.admin.enabled {
             true => Some(
                 admin::bind(config.admin.bind)
@@ -114,6 +109,13 @@ impl Server {
             ),
             false => None,
         };
+        let identity = net::tls::load_identity(&config.tls, &config.data_dir)?;
+        let (origin, fingerprint) = (identity.origin.clone(), identity.fingerprint());
+        let server_config = net::server_config(identity, network)?;
+        tracing::info!(certificate = %origin.display(), %fingerprint, "certificate accepted");
+        let endpoint = net::server_endpoint(socket, network.bind, server_config)?;
+        let store = Store::open(&config.store.url, &config.data_dir).await?;
+        tracing::info!(store = %store.location(), "player store open");
         let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
         let (store_handle, store_task) = StoreWorker::spawn(
             store.clone(),
@@ -212,6 +214,11 @@ impl Server {
                 incoming = endpoint.accept() => incoming,
             };
             let Some(incoming) = incoming else { break };
+            // Prove the address first (a stateless retry) so spoofed packets cannot take slots.
+            if !incoming.remote_address_validated() {
+                let _ = incoming.retry();
+                continue;
+            }
             let Some(slot) = admission.admit(incoming.remote_address().ip()) else {
                 incoming.refuse();
                 continue;
@@ -222,11 +229,17 @@ impl Server {
                 tracing::info_span!("connection", id = id.0, remote = %incoming.remote_address());
             connections.spawn(tracing::Instrument::instrument(
                 async move {
-                    match incoming.await {
-                        Ok(connection) => {
-                            net::serve_connection(connection, id, context, slot).await
+                    // One deadline, from accept, for the handshake, the stream and the Hello: a
+                    // pending slot is held at most one hello timeout.
+                    let deadline = tokio::time::Instant::now() + context.hello_timeout;
+                    match tokio::time::timeout_at(deadline, incoming).await {
+                        Ok(Ok(connection)) => {
+                            net::serve_connection(connection, id, context, slot, deadline).await
                         }
-                        Err(e) => tracing::debug!(error = %e, "handshake failed"),
+                        Ok(Err(e)) => tracing::debug!(error = %e, "handshake failed"),
+                        Err(_) => {
+                            tracing::debug!("handshake not finished within the hello timeout")
+                        }
                     }
                 },
                 span,

@@ -22,6 +22,9 @@ use crate::game::{ConnectionId, Game, GameSnapshot, Input, Output, StreamRequest
 use crate::net::{Outbound, connection};
 use crate::store::{LoadOutcome, SessionSave, StoreHandle, StoreReply, StoreRequest};
 
+/// How long a close waits for the frames queued before it, before it is forced.
+const FORCED_CLOSE_AFTER: Duration = Duration::from_secs(2);
+
 /// What reaches the game task.
 #[derive(Debug)]
 pub(crate) enum ShellEvent {
@@ -211,6 +214,14 @@ fn carry_once(
                 if let Some(peer) = peers.remove(&connection) {
                     if peer.outbound.try_send(Outbound::Close(code)).is_err() {
                         connection::close(&peer.quic, code, code.reason());
+                    } else {
+                        // The writer flushes what came before the close, unless the peer stopped
+                        // reading (it grants no flow-control credit): then the close is forced.
+                        let quic = peer.quic.clone();
+                        tokio::spawn(async move {
+                            tokio::time::sleep(FORCED_CLOSE_AFTER).await;
+                            connection::close(&quic, code, code.reason());
+                        });
                     }
                 }
             }

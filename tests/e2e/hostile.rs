@@ -5,7 +5,9 @@ use std::time::Duration;
 use gatehouse_client_sim::swarm::{mint_token, player_id, run_swarm_outcomes};
 use gatehouse_protocol::token::TokenKey;
 use gatehouse_protocol::{ClientMessage, CloseCode, PROTOCOL_VERSION, RejectReason, ServerMessage};
-use gatehouse_tests::{TEST_WORLD, TestServer, frames, raw_exchange, raw_silent, within};
+use gatehouse_tests::{
+    TEST_WORLD, TestServer, frames, raw_exchange, raw_silent, wait_for_snapshot, within,
+};
 
 const LIMIT: Duration = Duration::from_secs(10);
 
@@ -142,5 +144,44 @@ async fn a_silent_client_cannot_hold_everyone_under_the_loading_screen() {
     assert!(report.transitions_completed >= 3, "{report}");
     let counters = server.handle.snapshot().await.unwrap().counters;
     assert_eq!(counters.ready_timeouts, 1, "{counters:?}");
+    server.stop().await;
+}
+
+/// A client that stops reading (grants no flow-control credit) cannot keep a closed
+/// connection alive: when its player logs in again elsewhere, the old connection is closed
+/// (code 5) within a bounded time even though the frames queued before the close never drain.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_connection_that_stops_reading_is_still_closed_when_replaced() {
+    let server = TestServer::start(TEST_WORLD).await;
+    let (endpoint, mut config) =
+        gatehouse_client_sim::swarm::client_endpoint(server.addr, &server.cert).unwrap();
+    let mut transport = quinn::TransportConfig::default();
+    transport.stream_receive_window(quinn::VarInt::from_u32(64));
+    transport.receive_window(quinn::VarInt::from_u32(64));
+    config.transport_config(std::sync::Arc::new(transport));
+    let stuck =
+        within(LIMIT, "connect", endpoint.connect_with(config, server.addr, "localhost").unwrap())
+            .await
+            .unwrap();
+    let (mut send, _recv_never_read) = stuck.open_bi().await.unwrap();
+    let token = mint_token(&TokenKey::new(gatehouse_protocol::token::DEV_TOKEN_KEY), player_id(5));
+    send.write_all(&frames(&[ClientMessage::Hello { protocol_version: PROTOCOL_VERSION, token }]))
+        .await
+        .unwrap();
+    wait_for_snapshot(&server.handle, LIMIT, "the stuck client's login", |s| s.players.len() == 1)
+        .await;
+    // The same player logs in normally: the stuck connection is replaced.
+    let swarm = tokio::spawn(run_swarm_outcomes(server.swarm(1, 5, Duration::from_secs(3))));
+    within(Duration::from_secs(8), "the stuck connection to be closed", stuck.closed()).await;
+    assert!(
+        matches!(
+            stuck.close_reason(),
+            Some(quinn::ConnectionError::ApplicationClosed(c)) if c.error_code.into_inner() == u64::from(CloseCode::Replaced.code())
+        ),
+        "{:?}",
+        stuck.close_reason()
+    );
+    let outcomes = within(Duration::from_secs(20), "the new login", swarm).await.unwrap().unwrap();
+    assert!(outcomes[0].placed, "{outcomes:?}");
     server.stop().await;
 }

@@ -328,6 +328,12 @@ impl ServerConfig {
                 ),
             ));
         }
+        if n.udp_buffer_bytes < 64 * 1024 {
+            return Err(invalid(
+                "network.udp_buffer_bytes",
+                format!("must be at least 65536 bytes, found {}", n.udp_buffer_bytes),
+            ));
+        }
         if n.max_pending_connections == 0 || n.max_pending_per_ip == 0 {
             return Err(invalid(
                 "network.max_pending_per_ip",

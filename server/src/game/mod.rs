@@ -582,6 +582,7 @@ impl Game {
         };
         if player.pawn == Some(pawn_id) {
             player.acknowledged = Some(pawn_id);
+            player.placement_excused = false;
             tracing::debug!(player = %id, pawn = %pawn_id, "possession acknowledged");
             self.try_finish_transition(now);
         } else if pawn_id.0 < self.next_pawn {

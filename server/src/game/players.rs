@@ -71,6 +71,9 @@ pub(crate) struct Player {
     pub(crate) shown: Option<(TransitionId, Instant)>,
     /// Refused requests in the current rate-limit window.
     pub(crate) refusals: RefusalWindow,
+    /// The client left a possession unacknowledged for a whole settle timeout under the
+    /// `proceed` policy: settle-holds do not wait for it until it acknowledges a pawn.
+    pub(crate) placement_excused: bool,
 }
 
 /// Counts refused requests per window: past a limit further refusals are dropped with one
@@ -144,6 +147,7 @@ impl Player {
             acknowledged: None,
             shown: None,
             refusals: RefusalWindow::new(now),
+            placement_excused: false,
         }
     }
 

@@ -424,7 +424,8 @@ impl Game {
 
     /// `ArePlayersPlaced`: no pending spawn request and every player placed.
     pub(crate) fn are_players_placed(&self) -> bool {
-        self.spawns.is_empty() && self.players.values().all(|p| p.is_placed())
+        self.spawns.is_empty()
+            && self.players.values().all(|p| p.is_placed() || p.placement_excused)
     }
 
     fn finish_transition(&mut self, now: Instant, timed_out: bool) {
@@ -447,9 +448,45 @@ impl Game {
         }
         self.broadcast(ServerMessage::EndTransition { transition_id: t.id });
         self.save_all(t.target.clone());
+        if timed_out {
+            self.handle_unacknowledged_possessions(now);
+        }
         drop(_entered);
         if self.route_due {
             self.travel_route(now);
+        }
+    }
+
+    /// After a settle timeout: a client that was possessed a pawn and never acknowledged it for
+    /// the whole timeout is handled by the client-ready policy, so it cannot hold every later
+    /// transition for a settle timeout each: kicked, or excused from placement until it
+    /// acknowledges a pawn. Players the server could not give a pawn are not at fault.
+    fn handle_unacknowledged_possessions(&mut self, now: Instant) {
+        let silent: Vec<(PlayerId, ConnectionId)> = self
+            .players
+            .values()
+            .filter(|p| p.pawn.is_some() && !p.is_placed())
+            .map(|p| (p.id.clone(), p.connection))
+            .collect();
+        for (player, connection) in silent {
+            self.counters.ready_timeouts += 1;
+            match self.rules.client_ready_policy {
+                ClientReadyPolicy::Kick => {
+                    tracing::warn!(%player, "client never acknowledged its pawn; kicked");
+                    self.outputs.push_back(Output::Close {
+                        connection,
+                        code: gatehouse_protocol::CloseCode::ReadyTimeout,
+                    });
+                    self.remove_player(now, connection);
+                }
+                ClientReadyPolicy::Proceed => {
+                    tracing::warn!(%player,
+                        "client never acknowledged its pawn; transitions no longer wait for it");
+                    if let Some(p) = self.players.get_mut(&player) {
+                        p.placement_excused = true;
+                    }
+                }
+            }
         }
     }
 

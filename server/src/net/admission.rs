@@ -55,8 +55,8 @@ impl Admission {
             p.refused += 1;
             let now = Instant::now();
             if p.last_warn.is_none_or(|at| now.duration_since(at) >= WARN_EVERY) {
-                tracing::warn!(refused = p.refused, %ip, pending = p.total, from_ip,
-                    "refusing connections that have not logged in: too many pending");
+                tracing::warn!(refused = p.refused, latest_ip = %ip, pending = p.total,
+                    "refused connections since the last warning: too many have not logged in");
                 p.refused = 0;
                 p.last_warn = Some(now);
             }

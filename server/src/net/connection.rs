@@ -65,8 +65,9 @@ pub(crate) async fn serve_connection(
     id: ConnectionId,
     ctx: Arc<ConnectionContext>,
     slot: PendingSlot,
+    hello_deadline: tokio::time::Instant,
 ) {
-    // One deadline for the stream and the whole `Hello`, counted from here.
+    // The stream and the whole `Hello` by the deadline counted from accept.
     let handshake = async {
         let (send, mut recv) = connection.accept_bi().await.map_err(|_| ReadError::Closed)?;
         let mut decoder = FrameDecoder::new(ctx.max_frame_len);
@@ -74,7 +75,7 @@ pub(crate) async fn serve_connection(
         Ok::<_, ReadError>((send, recv, decoder, hello))
     };
     let handshake = tokio::select! {
-        done = tokio::time::timeout(ctx.hello_timeout, handshake) => done,
+        done = tokio::time::timeout_at(hello_deadline, handshake) => done,
         _ = ctx.draining.cancelled() => {
             close(&connection, CloseCode::ShuttingDown, CloseCode::ShuttingDown.reason());
             return;

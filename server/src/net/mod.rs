@@ -24,8 +24,9 @@ pub(crate) use connection::{ConnectionContext, Outbound, serve_connection};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum NetError {
-    /// The certificate or key file could not be read, parsed, generated or written.
-    #[error("certificate {path}: {why}")]
+    /// A certificate or key file (or the data dir holding the development ones) could not be
+    /// read, parsed, generated or written.
+    #[error("TLS file {path}: {why}")]
     Certificate {
         /// The file.
         path: PathBuf,
@@ -120,16 +121,15 @@ pub fn bind_socket(addr: SocketAddr, buffer_bytes: usize) -> Result<std::net::Ud
     Ok(socket.into())
 }
 
-/// Creates the server endpoint on `addr`.
+/// Creates the server endpoint on a socket bound with [`bind_socket`] to `addr`.
 ///
 /// # Errors
 /// [`NetError::Bind`].
 pub fn server_endpoint(
+    socket: std::net::UdpSocket,
     addr: SocketAddr,
-    buffer_bytes: usize,
     config: quinn::ServerConfig,
 ) -> Result<quinn::Endpoint, NetError> {
-    let socket = bind_socket(addr, buffer_bytes)?;
     quinn::Endpoint::new(
         quinn::EndpointConfig::default(),
         Some(config),

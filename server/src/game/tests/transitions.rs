@@ -361,3 +361,50 @@ fn a_silent_client_is_kicked_even_when_the_route_is_shorter_than_the_ready_timeo
         "the due route travel started once it ended"
     );
 }
+
+/// A client that never acknowledges its pawn is bounded once, not at every travel: under the
+/// kick policy it is closed at the settle timeout, and the next transition ends at once.
+#[test]
+fn a_client_that_never_acknowledges_is_kicked_at_the_settle_timeout() {
+    let mut h = Harness::new();
+    let t = h.transition();
+    let (a, b) = (h.login("a"), h.login("b"));
+    h.stream_node("harbor");
+    h.ready(a);
+    h.ready(b);
+    h.ack(a);
+    h.advance(Duration::from_secs(15));
+    assert!(h.ended(t));
+    assert_eq!(h.closed(b), Some(CloseCode::ReadyTimeout));
+    let next = travel(&mut h, "forest");
+    h.stream_node("forest");
+    h.ready(a);
+    assert!(h.ended(next), "nobody left to wait for");
+}
+
+/// Under the proceed policy the silent client stays, but later settle-holds do not wait for
+/// it, until it acknowledges a pawn again.
+#[test]
+fn under_the_proceed_policy_later_transitions_do_not_wait_for_a_client_that_never_acknowledges() {
+    let mut r = rules();
+    r.client_ready_policy = ClientReadyPolicy::Proceed;
+    let mut h = Harness::with(WORLD, r);
+    let t = h.transition();
+    let (a, b) = (h.login("a"), h.login("b"));
+    h.stream_node("harbor");
+    h.ready(a);
+    h.ready(b);
+    h.ack(a);
+    h.advance(Duration::from_secs(15));
+    assert!(h.ended(t));
+    assert_eq!(h.closed(b), None);
+    let next = travel(&mut h, "forest");
+    h.stream_node("forest");
+    h.ready(a);
+    h.ready(b);
+    h.advance(Duration::from_millis(100));
+    assert!(h.ended(next), "b is excused: no second settle timeout");
+    assert_eq!(h.game.counters().settle_timeouts, 1);
+    h.ack(b);
+    assert!(!h.player("b").placement_excused, "an acknowledgement ends the excuse");
+}
