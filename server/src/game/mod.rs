@@ -388,11 +388,6 @@ impl Game {
         self.players.len()
     }
 
-    /// Live pawns (including dead pawns awaiting their replacement).
-    pub fn pawn_count(&self) -> usize {
-        self.pawns.len()
-    }
-
     /// The id of the transition in flight, if any.
     pub fn transition_id(&self) -> Option<TransitionId> {
         self.transition.as_ref().map(|t| t.id)

@@ -18,6 +18,21 @@ fn shown(h: &Harness, c: ConnectionId, id: TransitionId) -> bool {
     h.received(c).iter().any(|m| matches!(m, ServerMessage::ShowTransition { transition_id, .. } if *transition_id == id))
 }
 
+/// The boot transition in Completing with two players: `a` placed, `b` possessed a pawn it
+/// never acknowledges.
+fn boot_with_b_unacknowledged(
+    rules: GameRules,
+) -> (Harness, TransitionId, ConnectionId, ConnectionId) {
+    let mut h = Harness::with(WORLD, rules);
+    let t = h.transition();
+    let (a, b) = (h.login("a"), h.login("b"));
+    h.stream_node("harbor");
+    h.ready(a);
+    h.ready(b);
+    h.ack(a);
+    (h, t, a, b)
+}
+
 /// Seed 001: "A new travel arriving mid-transition supersedes the in-flight one — client
 /// tracking resets but the screen stays up". Phase: Freezing (the boot travel waits for the
 /// session save).
@@ -134,13 +149,7 @@ fn a_disconnect_in_loading_does_not_wedge_the_transition() {
 /// Disconnect in Completing: an unplaced player leaving lets the transition end at once.
 #[test]
 fn a_disconnect_in_completing_does_not_wedge_the_transition() {
-    let mut h = Harness::new();
-    let t = h.transition();
-    let (a, b) = (h.login("a"), h.login("b"));
-    h.stream_node("harbor");
-    h.ready(a);
-    h.ready(b);
-    h.ack(a);
+    let (mut h, t, _, b) = boot_with_b_unacknowledged(rules());
     assert!(!h.ended(t), "b has not acknowledged");
     h.disconnect(b);
     assert!(h.ended(t));
@@ -209,13 +218,7 @@ fn under_the_proceed_policy_a_silent_client_stays_and_the_transition_goes_on() {
 /// when nothing is loading; the warning names the unplaced players.
 #[test]
 fn the_settle_timeout_ends_a_wedged_transition_and_names_the_unplaced_players() {
-    let mut h = Harness::new();
-    let t = h.transition();
-    let (a, b) = (h.login("a"), h.login("b"));
-    h.stream_node("harbor");
-    h.ready(a);
-    h.ready(b);
-    h.ack(a);
+    let (mut h, t, _, _) = boot_with_b_unacknowledged(rules());
     h.advance(Duration::from_millis(14_999));
     assert!(!h.ended(t));
     h.advance(Duration::from_millis(1));
@@ -366,13 +369,7 @@ fn a_silent_client_is_kicked_even_when_the_route_is_shorter_than_the_ready_timeo
 /// kick policy it is closed at the settle timeout, and the next transition ends at once.
 #[test]
 fn a_client_that_never_acknowledges_is_kicked_at_the_settle_timeout() {
-    let mut h = Harness::new();
-    let t = h.transition();
-    let (a, b) = (h.login("a"), h.login("b"));
-    h.stream_node("harbor");
-    h.ready(a);
-    h.ready(b);
-    h.ack(a);
+    let (mut h, t, a, b) = boot_with_b_unacknowledged(rules());
     h.advance(Duration::from_secs(15));
     assert!(h.ended(t));
     assert_eq!(h.closed(b), Some(CloseCode::ReadyTimeout));
@@ -388,13 +385,7 @@ fn a_client_that_never_acknowledges_is_kicked_at_the_settle_timeout() {
 fn under_the_proceed_policy_later_transitions_do_not_wait_for_a_client_that_never_acknowledges() {
     let mut r = rules();
     r.client_ready_policy = ClientReadyPolicy::Proceed;
-    let mut h = Harness::with(WORLD, r);
-    let t = h.transition();
-    let (a, b) = (h.login("a"), h.login("b"));
-    h.stream_node("harbor");
-    h.ready(a);
-    h.ready(b);
-    h.ack(a);
+    let (mut h, t, a, b) = boot_with_b_unacknowledged(r);
     h.advance(Duration::from_secs(15));
     assert!(h.ended(t));
     assert_eq!(h.closed(b), None);
