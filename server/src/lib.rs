@@ -2,10 +2,13 @@
 //!
 //! - [`config`]: `server.toml` and `world.toml`, parsed once into checked types.
 //! - [`game`]: the sans-IO authoritative core (`handle` / `poll_output` / `poll_timeout`).
-//! - [`net`]: the QUIC endpoint, one task per connection, authentication.
+//! - [`net`]: the QUIC endpoint, the accept loop, one task per connection, authentication;
+//!   it reports connection events to the game task and imports nothing from it.
 //! - [`store`]: player and session saves, and the worker that runs them off the game task.
 //! - [`admin`]: the operator HTTP endpoint (health, state, metrics, travel).
-//! - `shell`: the one task that owns the [`game::Game`] and carries its outputs out.
+//! - `shell`: the game task, the one task that owns the [`game::Game`]: it feeds it
+//!   connection events and its own events (streaming, store replies, operator requests) and
+//!   carries its outputs out.
 //!
 //! Data flows one way: net → game → outputs. [`Server`] is the whole server; the binary only
 //! parses the CLI, loads config, installs tracing and calls [`Server::bind`] then
@@ -23,25 +26,25 @@ pub mod store;
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use gatehouse_protocol::token::TokenKey;
 use gatehouse_protocol::{CloseCode, NodeId};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
-use tokio_util::task::TaskTracker;
 
 use config::{ServerConfig, WorldMap};
-use game::{ConnectionId, Game, GameRules};
-use net::{Admission, ConnectionContext, NetError};
+use game::{Game, GameRules};
+use net::{ConnectionEvent, Listener, NetError};
 pub use shell::GameHandle;
+use shell::{Effects, ShellEvent};
 use store::{Store, StoreError, StoreHandle, StoreSettings, StoreWorker};
 
 /// How long shutdown waits for connections to deliver their close, then for the endpoint.
 const DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
 
-/// Events queued for the game task before connection readers wait (backpressure).
+/// Events queued for the game task, per queue, before their senders wait (backpressure on the
+/// connection readers).
 const EVENT_QUEUE: usize = 8192;
 
 /// Why the server could not start.
@@ -51,7 +54,7 @@ pub enum ServerError {
     /// A configuration file was refused.
     #[error(transparent)]
     Config(#[from] config::ConfigError),
-    /// The network shell could not start.
+    /// The network side could not start.
     #[error(transparent)]
     Net(#[from] NetError),
     /// The player store could not be opened (the message names its URL, password redacted).
@@ -71,18 +74,19 @@ pub enum ServerError {
 #[derive(Debug)]
 pub struct Server {
     endpoint: quinn::Endpoint,
+    listener: Listener,
     game: Game,
-    context: Arc<ConnectionContext>,
-    events: mpsc::Receiver<shell::ShellEvent>,
+    /// Connection events, from the connection tasks.
+    from_net: mpsc::Receiver<ConnectionEvent>,
+    /// The game task's own events; their sender is in `effects`.
+    events: mpsc::Receiver<ShellEvent>,
+    effects: Effects,
     store: Store,
     store_handle: StoreHandle,
     store_task: tokio::task::JoinHandle<()>,
     store_drain: Duration,
-    session: String,
     admin: Option<tokio::net::TcpListener>,
     nodes: BTreeSet<NodeId>,
-    admission: Admission,
-    max_frame_len: usize,
 }
 
 impl Server {
@@ -121,33 +125,33 @@ impl Server {
             store.clone(),
             StoreSettings::from(&config.store),
             events_tx.clone(),
-            shell::ShellEvent::Store,
+            ShellEvent::Store,
         );
-        let context = Arc::new(ConnectionContext {
-            token_key: TokenKey::new(config.auth.token_key.as_bytes()),
-            max_frame_len: network.max_frame_len,
-            hello_timeout: network.hello_timeout,
-            send_queue_frames: network.send_queue_frames,
+        let (net_tx, from_net) = mpsc::channel(EVENT_QUEUE);
+        let token_key = TokenKey::new(config.auth.token_key.as_bytes());
+        let listener = Listener::new(network, token_key, net_tx);
+        let effects = Effects {
             events: events_tx,
-            draining: CancellationToken::new(),
-        });
+            store: store_handle.clone(),
+            session: config.store.session.clone(),
+            max_frame_len: network.max_frame_len,
+        };
         let nodes = world.nodes.iter().map(|n| n.id.clone()).collect();
         let rules = GameRules::from_config(&config.game, network.max_players);
         let game = Game::new(rules, Arc::new(world), tokio::time::Instant::now().into_std());
         Ok(Server {
             endpoint,
+            listener,
             game,
-            context,
+            from_net,
             events,
+            effects,
             store,
             store_handle,
             store_task,
             store_drain: config.store.drain_timeout,
-            session: config.store.session.clone(),
             admin,
             nodes,
-            admission: Admission::new(network.max_pending_connections, network.max_pending_per_ip),
-            max_frame_len: network.max_frame_len,
         })
     }
 
@@ -166,97 +170,60 @@ impl Server {
 
     /// A handle to ask the running game for a snapshot or a travel.
     pub fn handle(&self) -> GameHandle {
-        GameHandle { events: self.context.events.clone() }
+        GameHandle { events: self.effects.events.clone() }
     }
 
-    /// Serves until `shutdown` is cancelled, then drains:
-    /// 1. the game saves every player and the session, and closes every connection with
-    ///    `ShuttingDown` through its writer;
-    /// 2. connections get a bounded time to deliver their close;
-    /// 3. the store gets a bounded time to finish pending saves, then closes;
-    /// 4. the endpoint closes and waits (bounded) until the peers know.
+    /// Serves until `shutdown` is cancelled, then drains, every step bounded:
+    /// 1. stop accepting; connections that have not logged in close with `ShuttingDown` and a
+    ///    `Hello` still to come is refused;
+    /// 2. the game task (which sees `shutdown` too, so 1 and 2 start together) saves every
+    ///    player and the session, closes every connection with `ShuttingDown` through its
+    ///    writer, and ends;
+    /// 3. connections get 3 s to deliver their close;
+    /// 4. the store gets `store.drain_timeout` to finish pending saves, its worker 3 s to stop,
+    ///    then it closes;
+    /// 5. the admin endpoint gets 3 s to finish its requests, then is stopped;
+    /// 6. the endpoint closes with `ShuttingDown` and waits (3 s) until the peers know.
     pub async fn run(self, shutdown: CancellationToken) {
         let Server {
             endpoint,
+            listener,
             game,
-            context,
+            from_net,
             events,
+            effects,
             store,
             store_handle,
             store_task,
             store_drain,
-            session,
             admin,
             nodes,
-            admission,
-            max_frame_len,
         } = self;
         match endpoint.local_addr() {
             Ok(addr) => tracing::info!(%addr, "listening"),
             Err(e) => tracing::warn!(error = %e, "listening on an address the OS will not name"),
         }
         let admin_task = admin.map(|listener| {
-            let game = GameHandle { events: context.events.clone() };
+            let game = GameHandle { events: effects.events.clone() };
             tokio::spawn(admin::serve(listener, game, nodes, shutdown.clone()))
         });
-        let effects = shell::Effects {
-            events: context.events.clone(),
-            store: store_handle.clone(),
-            session,
-            max_frame_len,
-        };
-        let game_task = tokio::spawn(shell::run_game(game, events, effects, shutdown.clone()));
-        let connections = TaskTracker::new();
-        let next_id = AtomicU64::new(1);
-        loop {
-            let incoming = tokio::select! {
-                _ = shutdown.cancelled() => break,
-                incoming = endpoint.accept() => incoming,
-            };
-            let Some(incoming) = incoming else { break };
-            // Prove the address first (a stateless retry) so spoofed packets cannot take slots.
-            if !incoming.remote_address_validated() {
-                let _ = incoming.retry();
-                continue;
-            }
-            let Some(slot) = admission.admit(incoming.remote_address().ip()) else {
-                incoming.refuse();
-                continue;
-            };
-            let id = ConnectionId(next_id.fetch_add(1, Ordering::Relaxed));
-            let context = context.clone();
-            let span =
-                tracing::info_span!("connection", id = id.0, remote = %incoming.remote_address());
-            connections.spawn(tracing::Instrument::instrument(
-                async move {
-                    // One deadline, from accept, for the handshake, the stream and the Hello: a
-                    // pending slot is held at most one hello timeout.
-                    let deadline = tokio::time::Instant::now() + context.hello_timeout;
-                    match tokio::time::timeout_at(deadline, incoming).await {
-                        Ok(Ok(connection)) => {
-                            net::serve_connection(connection, id, context, slot, deadline).await
-                        }
-                        Ok(Err(e)) => tracing::debug!(error = %e, "handshake failed"),
-                        Err(_) => {
-                            tracing::debug!("handshake not finished within the hello timeout")
-                        }
-                    }
-                },
-                span,
-            ));
-        }
-        context.draining.cancel();
+        let game_task =
+            tokio::spawn(shell::run_game(game, from_net, events, effects, shutdown.clone()));
+        // 1.
+        let connections = listener.accept_until(&endpoint, &shutdown).await;
+        // 2.
         let _ = game_task.await;
-        connections.close();
-        drop(context);
-        if tokio::time::timeout(DRAIN_TIMEOUT, connections.wait()).await.is_err() {
+        // 3.
+        if !connections.wait(DRAIN_TIMEOUT).await {
             tracing::warn!("connections still open after the drain timeout; closing the endpoint");
         }
+        // 4.
         let left = store_handle.drain(store_drain).await;
         tracing::info!(left, "store drained");
         drop(store_handle);
         let _ = tokio::time::timeout(DRAIN_TIMEOUT, store_task).await;
         store.close().await;
+        // 5.
         if let Some(mut task) = admin_task {
             // An admin client that never finishes its request must not hold the process.
             if tokio::time::timeout(DRAIN_TIMEOUT, &mut task).await.is_err() {
@@ -264,6 +231,7 @@ impl Server {
                 task.abort();
             }
         }
+        // 6.
         endpoint.close(
             quinn::VarInt::from_u32(CloseCode::ShuttingDown.code()),
             CloseCode::ShuttingDown.reason().as_bytes(),

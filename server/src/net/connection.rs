@@ -1,11 +1,12 @@
 //! One task per connection: authenticate, then read frames for the game and write frames from
 //! it.
 //!
-//! 1. Wait for the client's bidirectional stream and `Hello`, both within one hello timeout
-//!    (and no longer than the server keeps running).
+//! 1. Wait for the client's bidirectional stream and `Hello` by the hello deadline the accept
+//!    loop set at accept (and no longer than the server keeps running).
 //! 2. Check the protocol version and the session token; refuse with `Rejected` and a close code.
-//! 3. Hand the game task a queue for this connection's outbound frames, then forward every
-//!    decoded message until the stream or connection ends, and report the disconnect.
+//! 3. Report the login to the game task with a queue for this connection's outbound frames,
+//!    then forward every decoded message until the stream or connection ends, and report the
+//!    disconnect ([`ConnectionEvent`]s, in that order).
 //!
 //! A frame that does not decode closes this connection only, with `ProtocolViolation` and the
 //! decoder's message as the close reason.
@@ -13,17 +14,18 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
 use gatehouse_protocol::token::{self, TokenKey};
 use gatehouse_protocol::{
     ClientMessage, CloseCode, FrameDecoder, FrameError, PROTOCOL_VERSION, RejectReason,
     ServerMessage,
 };
 use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
 
-use super::PendingSlot;
+use super::admission::PendingSlot;
+use super::event::{ConnectionEvent, Outbound};
+use crate::config::NetworkConfig;
 use crate::game::ConnectionId;
-use crate::shell::ShellEvent;
 
 /// Largest chunk read from the stream at once, bytes.
 const READ_CHUNK: usize = 16 * 1024;
@@ -31,25 +33,38 @@ const READ_CHUNK: usize = 16 * 1024;
 /// How long a closing writer waits for the peer to acknowledge the last frames.
 const CLOSE_FLUSH: Duration = Duration::from_secs(1);
 
-/// What the game task asks a connection's writer to do, in order.
-#[derive(Debug)]
-pub(crate) enum Outbound {
-    /// Write one encoded frame.
-    Frame(Bytes),
-    /// Finish the stream, wait for the frames before to be acknowledged, close the connection.
-    Close(CloseCode),
-}
-
 /// What every connection task needs; shared.
 #[derive(Debug)]
-pub(crate) struct ConnectionContext {
-    pub(crate) token_key: TokenKey,
-    pub(crate) max_frame_len: usize,
-    pub(crate) hello_timeout: Duration,
-    pub(crate) send_queue_frames: usize,
-    pub(crate) events: mpsc::Sender<ShellEvent>,
-    /// Cancelled when the server starts draining: a `Hello` after that is refused.
-    pub(crate) draining: tokio_util::sync::CancellationToken,
+pub(super) struct ConnectionContext {
+    token_key: TokenKey,
+    max_frame_len: usize,
+    /// One bound, from accept, on the handshake, the stream and the `Hello`.
+    pub(super) hello_timeout: Duration,
+    send_queue_frames: usize,
+    /// Where connection events go: the game task.
+    events: mpsc::Sender<ConnectionEvent>,
+    /// Cancelled when the server starts draining: a connection that has not logged in closes,
+    /// a `Hello` after that is refused.
+    pub(super) draining: CancellationToken,
+}
+
+impl ConnectionContext {
+    /// The context for connections under `network`, authenticated with `token_key`, reporting
+    /// to `events`.
+    pub(super) fn new(
+        token_key: TokenKey,
+        network: &NetworkConfig,
+        events: mpsc::Sender<ConnectionEvent>,
+    ) -> Self {
+        ConnectionContext {
+            token_key,
+            max_frame_len: network.max_frame_len,
+            hello_timeout: network.hello_timeout,
+            send_queue_frames: network.send_queue_frames,
+            events,
+            draining: CancellationToken::new(),
+        }
+    }
 }
 
 /// Why a `Hello` was refused.
@@ -60,7 +75,7 @@ struct Refusal {
 }
 
 /// Serves one accepted connection until it closes.
-pub(crate) async fn serve_connection(
+pub(super) async fn serve_connection(
     connection: quinn::Connection,
     id: ConnectionId,
     ctx: Arc<ConnectionContext>,
@@ -123,14 +138,16 @@ pub(crate) async fn serve_connection(
 
     let (outbound, queue) = mpsc::channel(ctx.send_queue_frames);
     let writer = tokio::spawn(write_frames(connection.clone(), send, queue));
-    let login = ShellEvent::Login { connection: id, player, outbound, quic: connection.clone() };
+    let login =
+        ConnectionEvent::Login { connection: id, player, outbound, quic: connection.clone() };
     if ctx.events.send(login).await.is_err() {
         return; // The game task is gone: the server is stopping.
     }
     loop {
         match read_message(&mut recv, &mut decoder).await {
             Ok(message) => {
-                if ctx.events.send(ShellEvent::Message { connection: id, message }).await.is_err() {
+                let event = ConnectionEvent::Message { connection: id, message };
+                if ctx.events.send(event).await.is_err() {
                     break;
                 }
             }
@@ -142,7 +159,7 @@ pub(crate) async fn serve_connection(
             Err(ReadError::Closed) => break,
         }
     }
-    let _ = ctx.events.send(ShellEvent::Disconnected { connection: id }).await;
+    let _ = ctx.events.send(ConnectionEvent::Disconnected { connection: id }).await;
     // The writer ends when the game task drops the queue or the connection closes.
     let _ = writer.await;
 }

@@ -1,0 +1,120 @@
+//! The QUIC endpoint: its transport parameters, TLS configuration and UDP socket.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use quinn::crypto::rustls::QuicServerConfig;
+
+use super::{NetError, tls};
+use crate::config::NetworkConfig;
+
+/// The transport parameters of a game server: short idle timeout with keep-alive, one
+/// bidirectional stream, no unidirectional streams, bounded windows.
+pub fn transport_config(network: &NetworkConfig) -> quinn::TransportConfig {
+    let mut transport = quinn::TransportConfig::default();
+    // The idle timeout is checked at config load to be in range; fall back to none on overflow.
+    transport.max_idle_timeout(quinn::IdleTimeout::try_from(network.idle_timeout).ok());
+    transport.keep_alive_interval(Some(network.keep_alive));
+    transport.max_concurrent_bidi_streams(1u32.into());
+    transport.max_concurrent_uni_streams(0u32.into());
+    transport.stream_receive_window(network.stream_receive_window.into());
+    transport.receive_window(network.connection_receive_window.into());
+    transport.send_window(u64::from(network.connection_receive_window) * 2);
+    transport.datagram_receive_buffer_size(None);
+    transport
+}
+
+/// Builds the QUIC server configuration: TLS 1.3 only, ALPN `gatehouse/1`.
+///
+/// # Errors
+/// [`NetError::Tls`] when rustls refuses the certificate or key.
+pub fn server_config(
+    identity: tls::ServerIdentity,
+    network: &NetworkConfig,
+) -> Result<quinn::ServerConfig, NetError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let origin = identity.origin;
+    let mut crypto = rustls::ServerConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| NetError::Tls(e.to_string()))?
+        .with_no_client_auth()
+        .with_single_cert(identity.chain, identity.key)
+        .map_err(|e| NetError::Certificate {
+            path: origin,
+            why: format!("refused with its key: {e}"),
+        })?;
+    crypto.alpn_protocols = vec![gatehouse_protocol::ALPN.to_vec()];
+    let crypto = QuicServerConfig::try_from(crypto).map_err(|e| NetError::Tls(e.to_string()))?;
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    config.transport_config(Arc::new(transport_config(network)));
+    Ok(config)
+}
+
+/// Binds a UDP socket with explicit send and receive buffers: with the kernel default, a burst
+/// of a few hundred client replies overflows the socket and stalls every client for a
+/// retransmission timeout.
+///
+/// # Errors
+/// [`NetError::Bind`].
+pub fn bind_socket(addr: SocketAddr, buffer_bytes: usize) -> Result<std::net::UdpSocket, NetError> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let err = |source| NetError::Bind { addr, source };
+    let socket =
+        Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP)).map_err(err)?;
+    if addr.is_ipv6() {
+        // Accept IPv4-mapped traffic on an unspecified IPv6 bind too; ignore where unsupported.
+        let _ = socket.set_only_v6(false);
+    }
+    socket.set_send_buffer_size(buffer_bytes).map_err(err)?;
+    socket.set_recv_buffer_size(buffer_bytes).map_err(err)?;
+    let (send, recv) =
+        (socket.send_buffer_size().unwrap_or(0), socket.recv_buffer_size().unwrap_or(0));
+    if send < buffer_bytes || recv < buffer_bytes {
+        tracing::warn!(
+            requested = buffer_bytes,
+            send,
+            recv,
+            "the kernel capped the UDP socket buffers; raise net.core.rmem_max and net.core.wmem_max"
+        );
+    } else {
+        tracing::debug!(send, recv, "UDP socket buffers set");
+    }
+    socket.bind(&addr.into()).map_err(err)?;
+    Ok(socket.into())
+}
+
+/// Creates the server endpoint on a socket bound with [`bind_socket`] to `addr`.
+///
+/// # Errors
+/// [`NetError::Bind`].
+pub fn server_endpoint(
+    socket: std::net::UdpSocket,
+    addr: SocketAddr,
+    config: quinn::ServerConfig,
+) -> Result<quinn::Endpoint, NetError> {
+    quinn::Endpoint::new(
+        quinn::EndpointConfig::default(),
+        Some(config),
+        socket,
+        Arc::new(quinn::TokioRuntime),
+    )
+    .map_err(|source| NetError::Bind { addr, source })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::TlsConfig;
+
+    #[test]
+    fn a_certificate_rustls_refuses_is_named_in_the_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let (cert, key) = (dir.path().join("cert.der"), dir.path().join("key.der"));
+        std::fs::write(&cert, b"not a certificate").unwrap();
+        std::fs::write(&key, b"not a key").unwrap();
+        let tls = TlsConfig { certificate: Some(cert.clone()), private_key: Some(key) };
+        let identity = tls::load_identity(&tls, dir.path()).unwrap();
+        let err = server_config(identity, &NetworkConfig::default()).unwrap_err().to_string();
+        assert!(err.contains(&cert.display().to_string()), "{err}");
+    }
+}

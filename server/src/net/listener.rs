@@ -1,0 +1,116 @@
+//! The accept loop: which incoming connections get a task, and how long they may take to log in.
+//!
+//! For each incoming connection, in order:
+//! 1. an address not yet proven gets a stateless retry (no state kept), so spoofed packets
+//!    cannot take pending slots;
+//! 2. it needs a pending slot ([`Admission`]: per server and per address), or it is refused;
+//! 3. it gets a [`ConnectionId`], never reused within the process, and its own task;
+//! 4. one hello deadline, counted from accept, bounds its handshake, its stream and its `Hello`.
+//!
+//! When accepting stops, every connection that has not logged in is closed with
+//! `ShuttingDown` and a `Hello` still to come is refused; logged-in connections are closed by
+//! the game task.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use gatehouse_protocol::token::TokenKey;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use super::admission::Admission;
+use super::connection::{ConnectionContext, serve_connection};
+use super::event::ConnectionEvent;
+use crate::config::NetworkConfig;
+use crate::game::ConnectionId;
+
+/// Accepts connections and starts their tasks; see the module doc.
+#[derive(Debug)]
+pub(crate) struct Listener {
+    context: Arc<ConnectionContext>,
+    admission: Admission,
+}
+
+/// The tasks of the connections a [`Listener`] accepted.
+#[derive(Debug)]
+pub(crate) struct Connections {
+    tasks: TaskTracker,
+}
+
+impl Listener {
+    /// A listener for connections under `network` (its pending caps, hello timeout, frame
+    /// limit and send queue), authenticated with `token_key`, whose tasks report to `events`.
+    pub(crate) fn new(
+        network: &NetworkConfig,
+        token_key: TokenKey,
+        events: mpsc::Sender<ConnectionEvent>,
+    ) -> Self {
+        Listener {
+            context: Arc::new(ConnectionContext::new(token_key, network, events)),
+            admission: Admission::new(network.max_pending_connections, network.max_pending_per_ip),
+        }
+    }
+
+    /// Accepts connections on `endpoint` until `shutdown` is cancelled or the endpoint closes;
+    /// then closes every connection that has not logged in and refuses later `Hello`s. Returns
+    /// the connection tasks, still running.
+    pub(crate) async fn accept_until(
+        self,
+        endpoint: &quinn::Endpoint,
+        shutdown: &CancellationToken,
+    ) -> Connections {
+        let Listener { context, admission } = self;
+        let tasks = TaskTracker::new();
+        let mut next_id = 1;
+        loop {
+            let incoming = tokio::select! {
+                _ = shutdown.cancelled() => break,
+                incoming = endpoint.accept() => incoming,
+            };
+            let Some(incoming) = incoming else { break };
+            // Prove the address first (a stateless retry) so spoofed packets cannot take slots.
+            if !incoming.remote_address_validated() {
+                let _ = incoming.retry();
+                continue;
+            }
+            let Some(slot) = admission.admit(incoming.remote_address().ip()) else {
+                incoming.refuse();
+                continue;
+            };
+            let id = ConnectionId(next_id);
+            next_id += 1;
+            let context = context.clone();
+            let span =
+                tracing::info_span!("connection", id = id.0, remote = %incoming.remote_address());
+            tasks.spawn(tracing::Instrument::instrument(
+                async move {
+                    // One deadline, from accept, for the handshake, the stream and the Hello: a
+                    // pending slot is held at most one hello timeout.
+                    let deadline = tokio::time::Instant::now() + context.hello_timeout;
+                    match tokio::time::timeout_at(deadline, incoming).await {
+                        Ok(Ok(connection)) => {
+                            serve_connection(connection, id, context, slot, deadline).await
+                        }
+                        Ok(Err(e)) => tracing::debug!(error = %e, "handshake failed"),
+                        Err(_) => {
+                            tracing::debug!("handshake not finished within the hello timeout")
+                        }
+                    }
+                },
+                span,
+            ));
+        }
+        context.draining.cancel();
+        tasks.close();
+        Connections { tasks }
+    }
+}
+
+impl Connections {
+    /// Waits up to `timeout` for every connection task to end (each has delivered its close or
+    /// given up); false if some are still running.
+    pub(crate) async fn wait(self, timeout: Duration) -> bool {
+        tokio::time::timeout(timeout, self.tasks.wait()).await.is_ok()
+    }
+}

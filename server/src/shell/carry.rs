@@ -1,0 +1,199 @@
+//! Carrying the core's outputs out: frames to the connection writers, streaming to the
+//! simulated streamer, loads and saves to the store worker.
+//!
+//! The [`Carrier`] holds the logged-in connections and never the core, so it cannot feed the
+//! core while the core is being drained: an input it has to make up (a load that could not be
+//! submitted, a slow consumer's disconnect) goes into the caller's queue, fed after the drain.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use gatehouse_protocol::{CloseCode, ServerMessage};
+use tokio::sync::mpsc;
+
+use super::ShellEvent;
+use super::streaming::simulate_streaming;
+use crate::game::{ConnectionId, Input, Output};
+use crate::net::{self, Outbound};
+use crate::store::{LoadOutcome, SessionSave, StoreHandle, StoreRequest};
+
+/// How long a close waits for the frames queued before it, before it is forced.
+const FORCED_CLOSE_AFTER: Duration = Duration::from_secs(2);
+
+/// Where the game task sends what it cannot do itself.
+#[derive(Debug)]
+pub(crate) struct Effects {
+    /// Its own event queue, for simulated streaming completions.
+    pub(crate) events: mpsc::Sender<ShellEvent>,
+    /// The store worker.
+    pub(crate) store: StoreHandle,
+    /// This world's session save name.
+    pub(crate) session: String,
+    /// Largest frame body, bytes.
+    pub(crate) max_frame_len: usize,
+}
+
+/// A logged-in connection as the game task sees it.
+struct Peer {
+    outbound: mpsc::Sender<Outbound>,
+    quic: quinn::Connection,
+}
+
+/// Carries outputs out; owns the logged-in connections' queues.
+pub(super) struct Carrier {
+    peers: HashMap<ConnectionId, Peer>,
+    effects: Effects,
+    /// Connections whose send queue overflowed since the last [`Carrier::close_slow_consumers`].
+    slow: Vec<ConnectionId>,
+}
+
+impl Carrier {
+    /// A carrier with no connections.
+    pub(super) fn new(effects: Effects) -> Self {
+        Carrier { peers: HashMap::new(), effects, slow: Vec::new() }
+    }
+
+    /// Logged-in connections.
+    pub(super) fn peer_count(&self) -> usize {
+        self.peers.len()
+    }
+
+    /// A connection logged in: its messages go to `outbound` from now on.
+    pub(super) fn add_peer(
+        &mut self,
+        connection: ConnectionId,
+        outbound: mpsc::Sender<Outbound>,
+        quic: quinn::Connection,
+    ) {
+        self.peers.insert(connection, Peer { outbound, quic });
+    }
+
+    /// A connection ended: nothing more goes to it.
+    pub(super) fn remove_peer(&mut self, connection: ConnectionId) {
+        self.peers.remove(&connection);
+    }
+
+    /// Carries one output. An input the core must hear because of it goes to `made_up`: a
+    /// load the store worker could not take is answered `Failed` (never leave the core waiting).
+    pub(super) fn carry(&mut self, output: Output, made_up: &mut Vec<Input>) {
+        let max_frame_len = self.effects.max_frame_len;
+        match output {
+            Output::Send { connection, message } => {
+                if let (Some(peer), Some(frame)) =
+                    (self.peers.get(&connection), encode(&message, max_frame_len))
+                {
+                    if !enqueue(peer, frame) {
+                        self.slow.push(connection);
+                    }
+                }
+            }
+            Output::Broadcast { message } => {
+                // Encoded once, shared by every writer.
+                if let Some(frame) = encode(&message, max_frame_len) {
+                    for (connection, peer) in &self.peers {
+                        if !enqueue(peer, frame.clone()) {
+                            self.slow.push(*connection);
+                        }
+                    }
+                }
+            }
+            Output::Close { connection, code } => {
+                if let Some(peer) = self.peers.remove(&connection) {
+                    close_after_queued(&peer, code);
+                }
+            }
+            Output::Stream(request) => simulate_streaming(request, self.effects.events.clone()),
+            Output::LoadPlayer { player, ticket } => {
+                let request = StoreRequest::LoadPlayer { player: player.clone(), ticket };
+                if let Err(e) = self.effects.store.submit(request) {
+                    let outcome = LoadOutcome::Failed(e.to_string());
+                    made_up.push(Input::PlayerLoaded { player, ticket, outcome });
+                }
+            }
+            Output::LoadSession => {
+                let request = StoreRequest::LoadSession(self.effects.session.clone());
+                if let Err(e) = self.effects.store.submit(request) {
+                    let outcome = LoadOutcome::Failed(e.to_string());
+                    made_up.push(Input::SessionLoaded { outcome });
+                }
+            }
+            Output::SavePlayer(save) => {
+                let player = save.player.clone();
+                if let Err(e) = self.effects.store.submit(StoreRequest::SavePlayer(save)) {
+                    tracing::error!(%player, error = %e, "save not submitted: the store worker is gone");
+                }
+            }
+            Output::SaveSession { node, version } => {
+                let save = SessionSave { session: self.effects.session.clone(), node, version };
+                if let Err(e) = self.effects.store.submit(StoreRequest::SaveSession(save)) {
+                    tracing::error!(error = %e, "session save not submitted: the store worker is gone");
+                }
+            }
+        }
+    }
+
+    /// Closes every connection whose send queue overflowed since the last call, and makes up
+    /// its `Disconnected` for the core: a client that cannot keep up loses its connection, not
+    /// everyone's throughput. A connection the core closed meanwhile is already gone.
+    pub(super) fn close_slow_consumers(&mut self, made_up: &mut Vec<Input>) {
+        self.slow.sort_unstable();
+        self.slow.dedup();
+        for connection in self.slow.drain(..) {
+            if let Some(peer) = self.peers.remove(&connection) {
+                tracing::warn!(
+                    connection = connection.0,
+                    "send queue full; closing a slow consumer"
+                );
+                net::close(&peer.quic, CloseCode::SlowConsumer, CloseCode::SlowConsumer.reason());
+                made_up.push(Input::Disconnected { connection });
+            }
+        }
+    }
+
+    /// Closes every connection with `ShuttingDown`, after what is queued for it.
+    pub(super) fn close_all(&mut self) {
+        for (_, peer) in self.peers.drain() {
+            let code = CloseCode::ShuttingDown;
+            if peer.outbound.try_send(Outbound::Close(code)).is_err() {
+                net::close(&peer.quic, code, code.reason());
+            }
+        }
+    }
+}
+
+/// Asks the writer to close after the frames queued before; closes at once if it cannot take
+/// the request, and forces the close after [`FORCED_CLOSE_AFTER`] in any case.
+fn close_after_queued(peer: &Peer, code: CloseCode) {
+    if peer.outbound.try_send(Outbound::Close(code)).is_err() {
+        net::close(&peer.quic, code, code.reason());
+    } else {
+        // The writer flushes what came before the close, unless the peer stopped reading (it
+        // grants no flow-control credit): then the close is forced.
+        let quic = peer.quic.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(FORCED_CLOSE_AFTER).await;
+            net::close(&quic, code, code.reason());
+        });
+    }
+}
+
+/// Queues a frame; false when the queue is full (a slow consumer). A closed queue means the
+/// connection is already going away; its disconnect event is on its way.
+fn enqueue(peer: &Peer, frame: Bytes) -> bool {
+    !matches!(
+        peer.outbound.try_send(Outbound::Frame(frame)),
+        Err(mpsc::error::TrySendError::Full(_))
+    )
+}
+
+fn encode(message: &ServerMessage, max_frame_len: usize) -> Option<Bytes> {
+    match gatehouse_protocol::encode_frame(message, max_frame_len) {
+        Ok(frame) => Some(Bytes::from(frame)),
+        Err(e) => {
+            // Our own message did not fit a frame: a bug, reported loudly, never a crash.
+            tracing::error!(error = %e, ?message, "server message does not encode");
+            None
+        }
+    }
+}

@@ -1,0 +1,231 @@
+//! The game task: the one task that owns the [`Game`] (DESIGN §2, one writer).
+//!
+//! | file | owns |
+//! |---|---|
+//! | `mod` | the wake loop, the drain, the game task's own events, [`GameHandle`] |
+//! | `carry` | carrying outputs out: frames to the connection writers (a broadcast encoded once), closes (forced after 2 s), loads and saves to the store worker |
+//! | `streaming` | the simulated level streamer |
+//!
+//! Data flows one way, net → game → outputs. In: the connection events of `net` on one
+//! queue, and on the game task's own queue ([`ShellEvent`]) streaming completions, store
+//! replies, operator travels and snapshot requests. Out: frames down each logged-in
+//! connection's queue, streaming tasks, store requests. It never touches a socket itself
+//! except to close a connection at once.
+//!
+//! Per wake (quinn's `ConnectionDriver` habit):
+//! 1. feed the inputs that arrived: connection events, then the game task's own;
+//! 2. wake the core with `handle_timeout` if its one timer is due (also when inputs keep
+//!    arriving: a busy queue never starves the timer);
+//! 3. drain: carry every output out; inputs made up while carrying (a load the store worker
+//!    could not take, a slow consumer's disconnect) are queued, fed after the drain and drained
+//!    in turn until neither is left, so the core is never fed mid-drain;
+//! 4. re-arm the one timer from `poll_timeout` and wait.
+
+mod carry;
+mod streaming;
+
+#[cfg(test)]
+mod tests;
+
+use gatehouse_protocol::NodeId;
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::game::{Game, GameSnapshot, Input, Output};
+use crate::net::ConnectionEvent;
+use crate::store::StoreReply;
+
+use carry::Carrier;
+pub(crate) use carry::Effects;
+
+/// Events taken from each queue per wake, at most.
+const BATCH: usize = 256;
+
+/// What reaches the game task on its own queue (connection events have theirs).
+#[derive(Debug)]
+pub(crate) enum ShellEvent {
+    /// Simulated streaming finished, or spawn points registered.
+    Core(Input),
+    /// An operator asked for a travel.
+    Travel {
+        /// The destination.
+        node: NodeId,
+    },
+    /// Someone wants a snapshot of the game.
+    Snapshot(oneshot::Sender<GameSnapshot>),
+    /// The store worker answered.
+    Store(StoreReply),
+}
+
+/// Runs the game until `shutdown`; then the game drains (saves every player and the session),
+/// its outputs are carried, and every connection is closed with `ShuttingDown`. The caller
+/// waits for the store.
+pub(crate) async fn run_game(
+    mut game: Game,
+    mut net: mpsc::Receiver<ConnectionEvent>,
+    mut events: mpsc::Receiver<ShellEvent>,
+    effects: Effects,
+    shutdown: CancellationToken,
+) {
+    let mut carrier = Carrier::new(effects);
+    let (mut from_net, mut from_own) = (Vec::with_capacity(BATCH), Vec::with_capacity(BATCH));
+    let mut net_open = true;
+    // The core may have work queued from its construction (the session load, the boot travel).
+    carry_outputs(&mut game, &mut carrier);
+    loop {
+        let deadline = game.poll_timeout().map(Instant::from_std);
+        let mut timer_fired = false;
+        tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => break,
+            received = net.recv_many(&mut from_net, BATCH), if net_open => {
+                // Every connection task and the listener are gone: only the own queue is left.
+                net_open = received > 0;
+            }
+            received = events.recv_many(&mut from_own, BATCH) => {
+                // Never while the carrier holds its sender (for streaming); kept for safety.
+                if received == 0 {
+                    break;
+                }
+            }
+            _ = sleep_until(deadline) => timer_fired = true,
+        }
+        // Whatever else has arrived: neither queue waits behind the other.
+        take_ready(&mut net, &mut from_net);
+        take_ready(&mut events, &mut from_own);
+        let now = Instant::now().into_std();
+        for event in from_net.drain(..) {
+            feed_connection(&mut game, &mut carrier, now, event);
+        }
+        for event in from_own.drain(..) {
+            feed(&mut game, now, event);
+        }
+        if timer_fired || game.poll_timeout().is_some_and(|at| at <= now) {
+            game.handle_timeout(now);
+        }
+        carry_outputs(&mut game, &mut carrier);
+    }
+    game.drain();
+    carry_outputs(&mut game, &mut carrier);
+    tracing::info!(players = carrier.peer_count(), "shutting down: closing every connection");
+    carrier.close_all();
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Moves what is queued now into `into`, up to [`BATCH`] in all.
+fn take_ready<T>(queue: &mut mpsc::Receiver<T>, into: &mut Vec<T>) {
+    while into.len() < BATCH {
+        match queue.try_recv() {
+            Ok(event) => into.push(event),
+            Err(_) => return,
+        }
+    }
+}
+
+fn feed_connection(
+    game: &mut Game,
+    carrier: &mut Carrier,
+    now: std::time::Instant,
+    event: ConnectionEvent,
+) {
+    match event {
+        ConnectionEvent::Login { connection, player, outbound, quic } => {
+            carrier.add_peer(connection, outbound, quic);
+            game.handle(now, Input::Login { connection, player });
+        }
+        ConnectionEvent::Message { connection, message } => {
+            game.handle(now, Input::Message { connection, message });
+        }
+        ConnectionEvent::Disconnected { connection } => {
+            carrier.remove_peer(connection);
+            game.handle(now, Input::Disconnected { connection });
+        }
+    }
+}
+
+fn feed(game: &mut Game, now: std::time::Instant, event: ShellEvent) {
+    match event {
+        ShellEvent::Core(input) => game.handle(now, input),
+        ShellEvent::Travel { node } => game.handle(now, Input::Travel { node }),
+        ShellEvent::Snapshot(reply) => {
+            let _ = reply.send(game.snapshot());
+        }
+        ShellEvent::Store(reply) => match reply {
+            StoreReply::PlayerLoaded { player, ticket, outcome } => {
+                game.handle(now, Input::PlayerLoaded { player, ticket, outcome });
+            }
+            StoreReply::SessionLoaded { outcome, .. } => {
+                game.handle(now, Input::SessionLoaded { outcome });
+            }
+            // The worker logs saves and their failures; the core does not wait for them.
+            StoreReply::PlayerSaved { .. } | StoreReply::SessionSaved { .. } => {}
+        },
+    }
+}
+
+/// The two halves of the core that a drain touches: [`Game`] in the server, a recording fake
+/// in the tests.
+trait Core {
+    /// As [`Game::handle`].
+    fn handle(&mut self, now: std::time::Instant, input: Input);
+    /// As [`Game::poll_output`].
+    fn poll_output(&mut self) -> Option<Output>;
+}
+
+impl Core for Game {
+    fn handle(&mut self, now: std::time::Instant, input: Input) {
+        Game::handle(self, now, input);
+    }
+    fn poll_output(&mut self) -> Option<Output> {
+        Game::poll_output(self)
+    }
+}
+
+/// Carries every output out, until the core has none left and nothing was made up:
+/// 1. carry each output until `poll_output` is empty, queueing the inputs made up on the way;
+/// 2. close the slow consumers found, queueing their `Disconnected`;
+/// 3. stop if the queue is empty; else feed it to the core (now between drains) and go to 1,
+///    since those inputs make more outputs (a pawn destroyed, a transition ended).
+fn carry_outputs(core: &mut impl Core, carrier: &mut Carrier) {
+    let mut made_up = Vec::new();
+    loop {
+        while let Some(output) = core.poll_output() {
+            carrier.carry(output, &mut made_up);
+        }
+        carrier.close_slow_consumers(&mut made_up);
+        if made_up.is_empty() {
+            return;
+        }
+        let now = Instant::now().into_std();
+        for input in made_up.drain(..) {
+            core.handle(now, input);
+        }
+    }
+}
+
+/// A handle for asking the game task things from outside (admin endpoint, tests).
+#[derive(Debug, Clone)]
+pub struct GameHandle {
+    pub(crate) events: mpsc::Sender<ShellEvent>,
+}
+
+impl GameHandle {
+    /// A snapshot of the game, or `None` if the game task has stopped.
+    pub async fn snapshot(&self) -> Option<GameSnapshot> {
+        let (tx, rx) = oneshot::channel();
+        self.events.send(ShellEvent::Snapshot(tx)).await.ok()?;
+        rx.await.ok()
+    }
+
+    /// Asks for a travel to `node`. Returns false if the game task has stopped.
+    pub async fn travel(&self, node: NodeId) -> bool {
+        self.events.send(ShellEvent::Travel { node }).await.is_ok()
+    }
+}

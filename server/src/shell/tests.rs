@@ -1,0 +1,338 @@
+//! Game-task tests over in-memory channels: a recording fake core or the real [`Game`], an
+//! in-memory save backend, paused time where no socket is involved. The one test that needs a
+//! `quinn::Connection` runs real QUIC on loopback, on real time, and never sleeps.
+
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use gatehouse_protocol::{CloseCode, NodeId, PlayerId, RejectReason, ServerMessage};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::carry::{Carrier, Effects};
+use super::{Core, GameHandle, ShellEvent, carry_outputs, run_game};
+use crate::config::{GameConfig, NetworkConfig, TlsConfig, WorldMap};
+use crate::game::{ConnectionId, Game, GameRules, GameSnapshot, Input, Output};
+use crate::net::{self, ConnectionEvent};
+use crate::store::{
+    LoadOutcome, PlayerSave, SaveBackend, SessionSave, StoreError, StoreHandle, StoreSettings,
+    StoreWorker,
+};
+
+/// Two plain nodes; no jitter, so a run on paused time is the same every time.
+const WORLD: &str = r#"
+start_node = "harbor"
+default_preset = "Vanguard"
+
+[[preset]]
+name = "Vanguard"
+character_def = "Vanguard"
+kits = []
+
+[[node]]
+id = "harbor"
+levels = [{ name = "harbor_docks", stream_ms = 300 }]
+spawn_points_register_ms = 50
+
+[[node]]
+id = "forest"
+levels = [{ name = "forest_edge", stream_ms = 200 }]
+spawn_points_register_ms = 50
+"#;
+
+const SETTINGS: StoreSettings = StoreSettings {
+    load_timeout: Duration::from_secs(5),
+    save_retry: Duration::from_millis(100),
+    save_attempts: 3,
+};
+
+fn node(s: &str) -> NodeId {
+    NodeId::new(s).unwrap()
+}
+
+/// Saves kept in memory: every player is new, sessions are kept.
+#[derive(Default)]
+struct Memory {
+    sessions: Mutex<HashMap<String, SessionSave>>,
+}
+
+impl SaveBackend for Arc<Memory> {
+    async fn load_player(&self, _player: &PlayerId) -> Result<Option<PlayerSave>, StoreError> {
+        Ok(None)
+    }
+    async fn save_player(&self, save: &PlayerSave) -> Result<u64, StoreError> {
+        Ok(save.version + 1)
+    }
+    async fn load_session(&self, session: &str) -> Result<Option<SessionSave>, StoreError> {
+        Ok(self.sessions.lock().unwrap().get(session).cloned())
+    }
+    async fn save_session(&self, save: &SessionSave) -> Result<u64, StoreError> {
+        let version = save.version + 1;
+        let stored = SessionSave { version, ..save.clone() };
+        self.sessions.lock().unwrap().insert(save.session.clone(), stored);
+        Ok(version)
+    }
+}
+
+/// A store handle whose worker has stopped: every submit fails.
+async fn stopped_store(events: mpsc::Sender<ShellEvent>) -> StoreHandle {
+    let memory = Arc::new(Memory::default());
+    let (handle, task) = StoreWorker::spawn(memory, SETTINGS, events, ShellEvent::Store);
+    task.abort();
+    let _ = task.await;
+    handle
+}
+
+fn effects(events: mpsc::Sender<ShellEvent>, store: StoreHandle) -> Effects {
+    Effects {
+        events,
+        store,
+        session: "test-world".into(),
+        max_frame_len: gatehouse_protocol::codec::DEFAULT_MAX_FRAME_LEN,
+    }
+}
+
+/// A core that plays back queued outputs, reacts to inputs from a script, and fails the test
+/// if it is fed mid-drain: after `poll_output` gave an output and before it gave `None`.
+struct FakeCore {
+    queued: VecDeque<Output>,
+    react: fn(&Input) -> Vec<Output>,
+    draining: bool,
+    polled: Vec<Output>,
+    fed: Vec<Input>,
+}
+
+impl FakeCore {
+    fn new(queued: Vec<Output>, react: fn(&Input) -> Vec<Output>) -> Self {
+        FakeCore {
+            queued: queued.into(),
+            react,
+            draining: false,
+            polled: Vec::new(),
+            fed: Vec::new(),
+        }
+    }
+}
+
+impl Core for FakeCore {
+    fn handle(&mut self, _now: std::time::Instant, input: Input) {
+        assert!(
+            !self.draining,
+            "fed {input:?} mid-drain, {} outputs still queued",
+            self.queued.len()
+        );
+        self.queued.extend((self.react)(&input));
+        self.fed.push(input);
+    }
+    fn poll_output(&mut self) -> Option<Output> {
+        let output = self.queued.pop_front();
+        self.draining = output.is_some();
+        self.polled.extend(output.clone());
+        output
+    }
+}
+
+fn a_message() -> ServerMessage {
+    ServerMessage::Rejected { reason: RejectReason::ServerFull, detail: "filler".into() }
+}
+
+/// Issue 9 item 2: inputs the game task makes up while carrying outputs are fed after the
+/// drain, never into it; what they produce is carried in the same wake.
+#[tokio::test]
+async fn loads_the_store_cannot_take_are_answered_failed_after_the_drain() {
+    let (events, _own) = mpsc::channel(8);
+    let store = stopped_store(events.clone()).await;
+    let mut carrier = Carrier::new(effects(events, store));
+    let player = PlayerId::new("p1").unwrap();
+    let session_save = Output::SaveSession { node: node("harbor"), version: 0 };
+    let mut core = FakeCore::new(
+        vec![
+            Output::LoadSession,
+            Output::LoadPlayer { player: player.clone(), ticket: 7 },
+            session_save.clone(),
+        ],
+        |input| match input {
+            Input::SessionLoaded { .. } => vec![Output::Broadcast { message: a_message() }],
+            _ => Vec::new(),
+        },
+    );
+
+    carry_outputs(&mut core, &mut carrier);
+
+    assert!(
+        matches!(
+            core.fed.as_slice(),
+            [
+                Input::SessionLoaded { outcome: LoadOutcome::Failed(_) },
+                Input::PlayerLoaded { ticket: 7, outcome: LoadOutcome::Failed(_), .. },
+            ]
+        ),
+        "both loads answered Failed, in output order: {:?}",
+        core.fed
+    );
+    assert_eq!(
+        core.polled,
+        vec![
+            Output::LoadSession,
+            Output::LoadPlayer { player, ticket: 7 },
+            session_save,
+            Output::Broadcast { message: a_message() },
+        ],
+        "the reaction to the made-up input is carried after the first drain"
+    );
+    assert!(core.queued.is_empty(), "nothing is left queued in the core");
+}
+
+/// A QUIC connection on loopback: the server's end, the client's end, and both endpoints
+/// (kept alive for as long as the connection is used).
+async fn loopback(
+    dir: &std::path::Path,
+) -> (quinn::Connection, quinn::Connection, [quinn::Endpoint; 2]) {
+    let identity = net::tls::load_identity(&TlsConfig::default(), dir).unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(identity.chain[0].clone()).unwrap();
+    let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let socket = net::bind_socket(addr, 256 * 1024).unwrap();
+    let config = net::server_config(identity, &NetworkConfig::default()).unwrap();
+    let server = net::server_endpoint(socket, addr, config).unwrap();
+
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut crypto = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    crypto.alpn_protocols = vec![gatehouse_protocol::ALPN.to_vec()];
+    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(crypto).unwrap();
+    let client = quinn::Endpoint::client(addr).unwrap();
+    let connecting = client
+        .connect_with(
+            quinn::ClientConfig::new(Arc::new(crypto)),
+            server.local_addr().unwrap(),
+            "localhost",
+        )
+        .unwrap();
+    let accepted = async { server.accept().await.unwrap().await.unwrap() };
+    let (client_end, server_end) = tokio::time::timeout(Duration::from_secs(10), async {
+        tokio::join!(async { connecting.await.unwrap() }, accepted)
+    })
+    .await
+    .expect("a loopback handshake within 10 s");
+    (server_end, client_end, [server, client])
+}
+
+/// A client whose send queue overflows loses its connection (`SlowConsumer`), and the core
+/// hears it disconnected after the drain, so it never waits for that client.
+#[tokio::test]
+async fn a_slow_consumer_is_closed_and_reported_disconnected_after_the_drain() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server_end, client_end, _endpoints) = loopback(dir.path()).await;
+    let (events, _own) = mpsc::channel(8);
+    let memory = Arc::new(Memory::default());
+    let (store, _worker) = StoreWorker::spawn(memory, SETTINGS, events.clone(), ShellEvent::Store);
+    let mut carrier = Carrier::new(effects(events, store));
+    let connection = ConnectionId(1);
+    // Room for one frame, and nobody reading it.
+    let (outbound, _writer) = mpsc::channel(1);
+    carrier.add_peer(connection, outbound, server_end.clone());
+    let send = Output::Send { connection, message: a_message() };
+    let mut core = FakeCore::new(vec![send.clone(), send.clone(), send], |_| Vec::new());
+
+    carry_outputs(&mut core, &mut carrier);
+
+    assert!(
+        matches!(core.fed.as_slice(), [Input::Disconnected { connection: c }] if *c == connection),
+        "the core hears the slow consumer disconnected once: {:?}",
+        core.fed
+    );
+    assert_eq!(carrier.peer_count(), 0, "nothing more goes to the slow consumer");
+    let closed = tokio::time::timeout(Duration::from_secs(10), client_end.closed())
+        .await
+        .expect("the client sees the close within 10 s");
+    match closed {
+        quinn::ConnectionError::ApplicationClosed(close) => {
+            assert_eq!(close.error_code, quinn::VarInt::from_u32(CloseCode::SlowConsumer.code()));
+        }
+        other => panic!("closed with {other:?}, not SlowConsumer"),
+    }
+}
+
+/// The real game task, on paused time, fed over its own queue only.
+struct Running {
+    handle: GameHandle,
+    store: StoreHandle,
+    memory: Arc<Memory>,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+    /// Holds the connection-event queue open, as the listener does.
+    _net: mpsc::Sender<ConnectionEvent>,
+}
+
+fn start_game_task() -> Running {
+    let world = WorldMap::parse(std::path::Path::new("shell-test-world.toml"), WORLD).unwrap();
+    let rules = GameRules::from_config(&GameConfig::default(), 8);
+    let game = Game::new(rules, Arc::new(world), Instant::now().into_std());
+    let (events_tx, events) = mpsc::channel(64);
+    let memory = Arc::new(Memory::default());
+    let (store, _worker) =
+        StoreWorker::spawn(memory.clone(), SETTINGS, events_tx.clone(), ShellEvent::Store);
+    let (net_tx, from_net) = mpsc::channel(64);
+    let shutdown = CancellationToken::new();
+    let effects = effects(events_tx.clone(), store.clone());
+    let task = tokio::spawn(run_game(game, from_net, events, effects, shutdown.clone()));
+    Running {
+        handle: GameHandle { events: events_tx },
+        store,
+        memory,
+        shutdown,
+        task,
+        _net: net_tx,
+    }
+}
+
+/// Snapshots until `done` holds, letting simulated time run between them (at most 10 s).
+async fn until(
+    handle: &GameHandle,
+    what: &str,
+    done: impl Fn(&GameSnapshot) -> bool,
+) -> GameSnapshot {
+    for _ in 0..1000 {
+        let snapshot = handle.snapshot().await.expect("the game task runs");
+        if done(&snapshot) {
+            return snapshot;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    panic!("{what} did not happen within 10 s of simulated time");
+}
+
+/// An operator travel reaches the core through the handle, the simulated streamer reports
+/// back on the game task's own queue, and the drain at shutdown saves the session where the
+/// world stands.
+#[tokio::test(start_paused = true)]
+async fn a_travel_through_the_handle_streams_and_the_drain_saves_the_session() {
+    let running = start_game_task();
+    let handle = running.handle.clone();
+    until(&handle, "the boot travel", |s| {
+        s.phase == "None" && s.streamed_node == Some(node("harbor"))
+    })
+    .await;
+
+    assert!(handle.travel(node("forest")).await, "the game task takes the travel");
+    let snapshot = handle.snapshot().await.unwrap();
+    assert_eq!(snapshot.transition_target, Some(node("forest")), "the travel started at once");
+    until(&handle, "the travel to forest", |s| {
+        s.phase == "None" && s.streamed_node == Some(node("forest"))
+    })
+    .await;
+
+    running.shutdown.cancel();
+    running.task.await.unwrap();
+    assert!(handle.snapshot().await.is_none(), "the game task has stopped");
+    assert_eq!(running.store.drain(Duration::from_secs(5)).await, 0, "every save written");
+    let saved = running.memory.sessions.lock().unwrap().get("test-world").cloned();
+    assert_eq!(saved.map(|s| s.node), Some(node("forest")));
+}
