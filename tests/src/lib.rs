@@ -2,10 +2,15 @@
 //! in this process, with its own data dir, and helpers to point simulated or raw clients at it.
 //!
 //! Every wait in a test goes through [`within`], so a bug fails the test instead of hanging CI.
+//!
+//! [`sim`] is the other harness: the real game core and real simulated clients in memory, on
+//! simulated time, for deterministic cross-side tests.
 
 #![forbid(unsafe_code)]
 // A test harness: a failed expectation here is a failed test, which is what it should be.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
+
+pub mod sim;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

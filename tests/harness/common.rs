@@ -1,0 +1,130 @@
+//! What the contract tests share: their worlds, and readable predicates over messages and
+//! sessions.
+
+use std::time::Duration;
+
+use gatehouse_protocol::{ClientMessage, PlayerId, ServerMessage, TransitionId};
+use gatehouse_server::game::Output;
+use gatehouse_tests::sim::{ClientId, Sim};
+
+/// Two plain nodes. The start node streams in 400 ms, so clients connected at the start log in
+/// during the boot transition; spawn points register 50 ms after a node streams.
+pub(crate) const PLAIN: &str = r#"
+start_node = "harbor"
+default_preset = "Vanguard"
+startup_kits = ["Kit.Startup.Movement"]
+
+[[preset]]
+name = "Vanguard"
+character_def = "Vanguard"
+kits = ["Kit.Composed.Vanguard"]
+
+[[node]]
+id = "harbor"
+levels = [{ name = "harbor_docks", stream_ms = 400 }]
+spawn_points_register_ms = 50
+
+[[node]]
+id = "forest"
+levels = [{ name = "forest_edge", stream_ms = 300 }]
+jitter_ms = 50
+spawn_points_register_ms = 50
+"#;
+
+/// [`PLAIN`] with a burn on the start node: every 600 ms it afflicts a living pawn there, and
+/// two ticks 100 ms apart kill (60 damage each, 100 health).
+pub(crate) const HAZARDOUS: &str = r#"
+start_node = "harbor"
+default_preset = "Vanguard"
+startup_kits = ["Kit.Startup.Movement"]
+
+[[preset]]
+name = "Vanguard"
+character_def = "Vanguard"
+kits = ["Kit.Composed.Vanguard"]
+
+[[node]]
+id = "harbor"
+levels = [{ name = "harbor_docks", stream_ms = 400 }]
+spawn_points_register_ms = 50
+
+[[node]]
+id = "forest"
+levels = [{ name = "forest_edge", stream_ms = 300 }]
+spawn_points_register_ms = 50
+
+[[hazard]]
+node = "harbor"
+effect = "Effect.DamageOverTime.Burn"
+damage_per_tick = 60
+tick_ms = 100
+duration_ms = 1000
+exposure_ms = 600
+"#;
+
+pub(crate) fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+pub(crate) fn secs(n: u64) -> Duration {
+    Duration::from_secs(n)
+}
+
+pub(crate) fn is_ack(m: &ClientMessage) -> bool {
+    matches!(m, ClientMessage::PossessionAcknowledged { .. })
+}
+
+pub(crate) fn is_ready_for(id: TransitionId) -> impl Fn(&ClientMessage) -> bool {
+    move |m| matches!(m, ClientMessage::TransitionReady { transition_id } if *transition_id == id)
+}
+
+pub(crate) fn is_end_of(id: TransitionId) -> impl Fn(&ServerMessage) -> bool {
+    move |m| matches!(m, ServerMessage::EndTransition { transition_id } if *transition_id == id)
+}
+
+pub(crate) fn is_show_of(id: TransitionId) -> impl Fn(&ServerMessage) -> bool {
+    move |m| matches!(m, ServerMessage::ShowTransition { transition_id, .. } if *transition_id == id)
+}
+
+pub(crate) fn is_end_output(id: TransitionId) -> impl Fn(&Output) -> bool {
+    move |o| matches!(o, Output::Broadcast { message } if is_end_of(id)(message))
+}
+
+pub(crate) fn is_possessed(m: &ServerMessage) -> bool {
+    matches!(m, ServerMessage::Possessed { .. })
+}
+
+/// A player-state update of `player` that carries its CharacterDef.
+pub(crate) fn is_character_def_of(player: PlayerId) -> impl Fn(&ServerMessage) -> bool {
+    move |m| {
+        matches!(m, ServerMessage::PlayerStateUpdated(view)
+            if view.player_id == player && view.character_def.is_some())
+    }
+}
+
+/// The id of the transition in flight on the server.
+pub(crate) fn current_transition(sim: &Sim) -> TransitionId {
+    sim.game().transition_id().expect("a transition in flight")
+}
+
+/// Every client placed: a pawn acknowledged and no loading screen, on the client; placed on
+/// the server; no transition in flight.
+pub(crate) fn all_placed(sim: &Sim) -> bool {
+    sim.game().transition_id().is_none()
+        && sim.game().snapshot().unplaced_players.is_empty()
+        && sim.clients().filter(|&c| sim.is_open(c)).all(|c| sim.session(c).is_placed())
+}
+
+/// The invariants every client must end a clean run with: no error, no transition ended before
+/// its pawn was acknowledged, no double pawn or grant, no stale-node spawn, no gate violation.
+pub(crate) fn assert_clean(sim: &Sim, client: ClientId) {
+    let stats = sim.session(client).stats();
+    let who = sim.player(client);
+    assert!(stats.errors.is_empty(), "{who} saw errors: {:?}", stats.errors);
+    assert_eq!(stats.ended_before_placed, 0, "{who}: a transition ended before it was placed");
+    assert_eq!(stats.double_pawns, 0, "{who} owned two live pawns");
+    assert_eq!(stats.double_grants, 0, "{who} was granted a kit twice");
+    assert_eq!(stats.spawns_at_stale_node, 0, "{who} was placed on a stale node");
+    let gates = sim.session(client).client().gate_stats();
+    assert_eq!(gates.gate_violations, 0, "{who}: {:?}", gates.violation_samples);
+}
