@@ -46,6 +46,12 @@ pub struct WorldMap {
     /// `max_health`: a player's health after login and after each respawn.
     #[serde(default = "hundred")]
     pub max_health: u32,
+    /// `rebalance_teams`: whether every travel evens out teams 1 and 2 and then swaps one pair
+    /// of players, so clients keep exercising the presentation-only team change (seed 000).
+    /// Default false: teams change only at login, which joins the smaller team. The soak world
+    /// turns it on.
+    #[serde(default)]
+    pub rebalance_teams: bool,
 }
 
 /// `[[preset]]`: a read-only character preset.
@@ -290,6 +296,7 @@ levels = [{ name = "a_main", stream_ms = 10 }]
         let w = WorldMap::parse(Path::new("w.toml"), MINIMAL).unwrap();
         assert!(w.governs_session);
         assert!(w.travel.is_none());
+        assert!(!w.rebalance_teams, "teams are rebalanced only when a world asks for it");
     }
 
     #[test]
@@ -346,5 +353,14 @@ levels = [{ name = "a_main", stream_ms = 10 }]
             let path = root.join(file);
             WorldMap::load(&path).unwrap();
         }
+    }
+
+    /// The soak world rebalances teams at every travel (to exercise clients); the default world
+    /// does not.
+    #[test]
+    fn only_the_soak_world_rebalances_teams() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config");
+        assert!(!WorldMap::load(&root.join("world.toml")).unwrap().rebalance_teams);
+        assert!(WorldMap::load(&root.join("soak-world.toml")).unwrap().rebalance_teams);
     }
 }

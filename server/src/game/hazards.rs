@@ -4,6 +4,10 @@
 //! Every hazard periodically afflicts the next living pawn on its node that it is not already
 //! afflicting (round robin, so runs are reproducible). Hazards rest while a transition is in
 //! flight: characters are frozen.
+//!
+//! [`Hazards`] owns each hazard's schedule; the effects themselves live on the player states
+//! (`abilities.rs`). A death changes nothing a transition or the spawn queue waits for: the
+//! advance pass after an effects step finds nothing new to do.
 
 use std::time::Instant;
 
@@ -12,26 +16,71 @@ use gatehouse_protocol::{PlayerId, ServerMessage};
 use super::Game;
 use super::abilities::{ActiveEffect, EffectDuration};
 use super::timers::Timer;
+use crate::config::WorldMap;
 
 /// The schedule of one hazard from the world file.
 #[derive(Debug, Clone)]
-pub(crate) struct HazardState {
-    pub(crate) next_exposure: Instant,
+struct HazardState {
+    next_exposure: Instant,
     /// Round-robin position among the candidates.
-    pub(crate) cursor: usize,
+    cursor: usize,
+}
+
+/// The schedules of the world's hazards, in the world file's order.
+#[derive(Debug)]
+pub(crate) struct Hazards {
+    schedules: Vec<HazardState>,
+}
+
+impl Hazards {
+    /// Every hazard of `world`, first exposing one exposure period after `now`.
+    pub(crate) fn new(world: &WorldMap, now: Instant) -> Self {
+        let schedules = world
+            .hazards
+            .iter()
+            .map(|h| HazardState { next_exposure: now + h.exposure, cursor: 0 })
+            .collect();
+        Hazards { schedules }
+    }
+
+    /// The hazards whose exposure is due at `now`, by index.
+    fn due(&self, now: Instant) -> Vec<usize> {
+        (0..self.schedules.len()).filter(|&i| self.schedules[i].next_exposure <= now).collect()
+    }
+
+    /// The earliest exposure of any hazard.
+    fn next_exposure(&self) -> Option<Instant> {
+        self.schedules.iter().map(|h| h.next_exposure).min()
+    }
+
+    /// Hazard `index` next exposes at `at`.
+    fn reschedule(&mut self, index: usize, at: Instant) {
+        if let Some(h) = self.schedules.get_mut(index) {
+            h.next_exposure = at;
+        }
+    }
+
+    /// The next of `candidates` hazard `index` afflicts, round robin.
+    fn pick(&mut self, index: usize, candidates: &[PlayerId]) -> Option<PlayerId> {
+        let state = self.schedules.get_mut(index)?;
+        if candidates.is_empty() {
+            return None;
+        }
+        let target = candidates[state.cursor % candidates.len()].clone();
+        state.cursor = state.cursor.wrapping_add(1);
+        Some(target)
+    }
 }
 
 impl Game {
     /// Handles hazard exposures and effect ticks due at `now`, then re-arms the effects timer.
     pub(crate) fn handle_effects(&mut self, now: Instant) {
-        for index in 0..self.hazards.len() {
-            if self.hazards[index].next_exposure <= now {
-                self.expose(now, index);
-            }
+        for index in self.hazards.due(now) {
+            self.expose(now, index);
         }
         let due: Vec<PlayerId> = self
-            .players
-            .values()
+            .roster
+            .players()
             .filter(|p| p.abilities.next_event().is_some_and(|at| at <= now))
             .map(|p| p.id.clone())
             .collect();
@@ -43,38 +92,34 @@ impl Game {
 
     /// Arms the effects timer at the earliest hazard exposure or effect event.
     pub(crate) fn rearm_effects_timer(&mut self) {
-        let hazards = self.hazards.iter().map(|h| h.next_exposure);
-        let effects = self.players.values().filter_map(|p| p.abilities.next_event());
-        match hazards.chain(effects).min() {
+        let hazards = self.hazards.next_exposure();
+        let effects = self.roster.players().filter_map(|p| p.abilities.next_event());
+        match hazards.into_iter().chain(effects).min() {
             Some(at) => self.timers.set(Timer::Effects, at),
             None => self.timers.stop(Timer::Effects),
         }
     }
 
     fn expose(&mut self, now: Instant, index: usize) {
-        let spec = self.world.hazards[index].clone();
-        self.hazards[index].next_exposure = now + spec.exposure;
-        if self.transition.is_some() || self.streaming.streamed_node() != Some(&spec.node) {
+        let Some(spec) = self.world.hazards.get(index).cloned() else { return };
+        self.hazards.reschedule(index, now + spec.exposure);
+        if self.transition.current().is_some() || self.streaming.streamed_node() != Some(&spec.node)
+        {
             return;
         }
         let candidates: Vec<PlayerId> = self
-            .pawns
-            .values()
+            .roster
+            .pawns()
             .filter(|pawn| pawn.alive && pawn.node == spec.node)
             .filter(|pawn| {
-                self.players.get(&pawn.owner).is_some_and(|p| {
+                self.roster.player(&pawn.owner).is_some_and(|p| {
                     p.pawn == Some(pawn.id) && !p.is_dead() && !p.abilities.has_effect(spec.effect)
                 })
             })
             .map(|pawn| pawn.owner.clone())
             .collect();
-        if candidates.is_empty() {
-            return;
-        }
-        let state = &mut self.hazards[index];
-        let target = candidates[state.cursor % candidates.len()].clone();
-        state.cursor = state.cursor.wrapping_add(1);
-        let Some(player) = self.players.get_mut(&target) else { return };
+        let Some(target) = self.hazards.pick(index, &candidates) else { return };
+        let Some(player) = self.roster.player_mut(&target) else { return };
         player.abilities.apply(ActiveEffect {
             tag: spec.effect,
             duration: EffectDuration::Finite {
@@ -90,7 +135,7 @@ impl Game {
     }
 
     fn advance_effects(&mut self, now: Instant, id: &PlayerId) {
-        let Some(player) = self.players.get_mut(id) else { return };
+        let Some(player) = self.roster.player_mut(id) else { return };
         let before = player.abilities.tags();
         let outcome = player.abilities.advance(now);
         let (tags, health, pawn) =
@@ -102,7 +147,7 @@ impl Game {
             self.counters.deaths += 1;
             tracing::info!(player = %id, pawn = ?pawn, "player died");
             if let Some(pawn_id) = pawn {
-                if let Some(p) = self.pawns.get_mut(&pawn_id) {
+                if let Some(p) = self.roster.pawn_mut(pawn_id) {
                     p.alive = false;
                 }
                 self.broadcast(ServerMessage::PawnDied { pawn_id });

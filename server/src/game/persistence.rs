@@ -5,9 +5,13 @@
 //! The core never touches the store: it asks for loads and saves with outputs and hears back
 //! with inputs. A load that fails leaves the player playing the default preset, unsaved
 //! (so the stored save is never overwritten with defaults), and never stuck.
+//!
+//! [`Session`] owns the session's node, where its save stands, and the classes of players who
+//! left recently; a player's own save state is on its `Player` (`players.rs`). A settled load
+//! only records its result and wakes the spawn queue: the advance pass retries what waited on
+//! persistence (the travel's destination, spawns, the settle-hold).
 
 use std::collections::VecDeque;
-use std::time::Instant;
 
 use gatehouse_protocol::{CharacterDef, NodeId, PlayerId, ServerMessage};
 
@@ -16,9 +20,64 @@ use super::players::{Persistence, ResolvedPreset};
 use super::{Game, Output};
 use crate::store::{LoadOutcome, PlayerSave, Preset, SessionSave};
 
+/// The session: the world's node and its save.
+#[derive(Debug)]
+pub(crate) struct Session {
+    /// The session's current node: where the world is, or was told to be. Captured by spawn
+    /// requests made before a travel resolves its destination (seed 001, Stale-Node Discard).
+    node: NodeId,
+    save: SessionState,
+    recent: RecentPlayers,
+}
+
+impl Session {
+    /// A session on `start_node` whose save is loading.
+    pub(crate) fn new(start_node: NodeId) -> Self {
+        Session { node: start_node, save: SessionState::Loading, recent: RecentPlayers::default() }
+    }
+
+    /// The session's current node.
+    pub(crate) fn node(&self) -> &NodeId {
+        &self.node
+    }
+
+    /// The world moves to (or is restored to) `node`.
+    pub(crate) fn set_node(&mut self, node: NodeId) {
+        self.node = node;
+    }
+
+    /// Whether the session save is still loading.
+    pub(crate) fn is_loading(&self) -> bool {
+        self.save == SessionState::Loading
+    }
+
+    /// The session load settled: session saves carry `version`, or none are made (`None`).
+    fn settle(&mut self, version: Option<u64>) {
+        self.save = SessionState::Known { version };
+    }
+
+    /// The version session saves carry, if the session is saved at all.
+    fn save_version(&self) -> Option<u64> {
+        match self.save {
+            SessionState::Known { version } => version,
+            SessionState::Loading => None,
+        }
+    }
+
+    /// Remembers the class of a player who left, for a relaunch.
+    pub(crate) fn remember(&mut self, player: PlayerId, def: CharacterDef) {
+        self.recent.remember(player, def);
+    }
+
+    /// The class a relaunching player had.
+    pub(crate) fn recall(&self, player: &PlayerId) -> Option<CharacterDef> {
+        self.recent.recall(player)
+    }
+}
+
 /// Where the session save stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum SessionState {
+enum SessionState {
     /// The load is in flight: the world's node is the start node, possibly stale.
     Loading,
     /// Resolved. `version` is what the load found, and what every session save carries; `None`
@@ -33,7 +92,7 @@ pub(crate) enum SessionState {
 /// Character defs of players who left recently, so a relaunch can spawn before its save
 /// reloads (the seed's PlayPreset relaunch: possession before the preset provider resolves).
 #[derive(Debug, Default)]
-pub(crate) struct RecentPlayers {
+struct RecentPlayers {
     order: VecDeque<PlayerId>,
     defs: std::collections::HashMap<PlayerId, CharacterDef>,
 }
@@ -41,7 +100,7 @@ pub(crate) struct RecentPlayers {
 impl RecentPlayers {
     const CAPACITY: usize = 4096;
 
-    pub(crate) fn remember(&mut self, player: PlayerId, def: CharacterDef) {
+    fn remember(&mut self, player: PlayerId, def: CharacterDef) {
         if self.defs.insert(player.clone(), def).is_none() {
             self.order.push_back(player);
         }
@@ -52,7 +111,7 @@ impl RecentPlayers {
         }
     }
 
-    pub(crate) fn recall(&self, player: &PlayerId) -> Option<CharacterDef> {
+    fn recall(&self, player: &PlayerId) -> Option<CharacterDef> {
         self.defs.get(player).cloned()
     }
 }
@@ -60,21 +119,20 @@ impl RecentPlayers {
 impl Game {
     /// `WillAutoLoad`: asks for the player's save; returns the load's ticket.
     pub(crate) fn begin_player_load(&mut self, player: &PlayerId) -> u64 {
-        let ticket = self.next_ticket;
-        self.next_ticket += 1;
+        let ticket = self.roster.allocate_ticket();
         self.outputs.push_back(Output::LoadPlayer { player: player.clone(), ticket });
         ticket
     }
 
-    /// `OnLoadCompleted` for a player: resolve the preset, then everything that waited on it.
+    /// `OnLoadCompleted` for a player: resolve the preset; the advance pass then retries
+    /// everything that waited on it.
     pub(crate) fn handle_player_loaded(
         &mut self,
-        now: Instant,
         id: &PlayerId,
         ticket: u64,
         outcome: LoadOutcome<PlayerSave>,
     ) {
-        let Some(player) = self.players.get(id) else { return };
+        let Some(player) = self.roster.player(id) else { return };
         if player.persistence != (Persistence::Loading { ticket }) {
             self.counters.stale_ignored += 1;
             return;
@@ -99,7 +157,7 @@ impl Game {
             }
         };
         let (def, kits) = self.resolve_preset(id, &preset);
-        let Some(player) = self.players.get_mut(id) else { return };
+        let Some(player) = self.roster.player_mut(id) else { return };
         player.persistence = persistence;
         player.inventory = inventory;
         for tag in &equipment {
@@ -131,23 +189,20 @@ impl Game {
             self.counters.kit_grants += 1;
             self.send(connection, ServerMessage::KitsGranted { kits: granted });
         }
-        self.on_persistence_progress(now);
+        // The class is known now: a spawn that waited for it can go.
+        self.spawns.wake();
     }
 
     /// `OnLoadCompleted` for the session: the world's node is known now.
-    pub(crate) fn handle_session_loaded(
-        &mut self,
-        now: Instant,
-        outcome: LoadOutcome<SessionSave>,
-    ) {
-        if self.session != SessionState::Loading {
+    pub(crate) fn handle_session_loaded(&mut self, outcome: LoadOutcome<SessionSave>) {
+        if !self.session.is_loading() {
             return;
         }
         let version = match outcome {
             LoadOutcome::Found(save) => {
                 if self.world.node(&save.node).is_some() {
                     tracing::info!(node = %save.node, "session save restores the world's node");
-                    self.session_node = save.node;
+                    self.session.set_node(save.node);
                 } else {
                     tracing::warn!(node = %save.node, "session save names a node this world lacks; starting at the start node");
                 }
@@ -163,32 +218,25 @@ impl Game {
                 None
             }
         };
-        self.session = SessionState::Known { version };
-        self.on_persistence_progress(now);
-    }
-
-    /// A load settled: retry what waits on persistence.
-    fn on_persistence_progress(&mut self, now: Instant) {
-        self.try_resolve_destination();
-        self.process_pending_spawns(now);
-        self.try_finish_transition(now);
+        self.session.settle(version);
+        self.spawns.wake();
     }
 
     /// Whether the session save and every player's save have settled (seed 001: the server
     /// travels only after persistence settles).
     pub(crate) fn persistence_settled(&self) -> bool {
-        matches!(self.session, SessionState::Known { .. })
-            && self.players.values().all(|p| !matches!(p.persistence, Persistence::Loading { .. }))
+        !self.session.is_loading()
+            && self.roster.players().all(|p| !matches!(p.persistence, Persistence::Loading { .. }))
     }
 
     /// Every load in flight, described for operators: streaming, the session save, player
     /// saves.
     pub(crate) fn loads_in_flight(&self) -> Vec<String> {
         let mut out = self.streaming.loads_in_flight();
-        if self.session == SessionState::Loading {
+        if self.session.is_loading() {
             out.push("session save".into());
         }
-        for p in self.players.values() {
+        for p in self.roster.players() {
             if let Persistence::Loading { ticket } = p.persistence {
                 out.push(format!("save of {} (ticket {ticket})", p.id));
             }
@@ -254,7 +302,7 @@ impl Game {
     /// so a save it gave up on never makes the next one conflict, while a version another
     /// process wrote still does.
     pub(crate) fn save_player(&mut self, id: &PlayerId, node: Option<NodeId>) {
-        let Some(player) = self.players.get(id) else { return };
+        let Some(player) = self.roster.player(id) else { return };
         let Persistence::Loaded { version } = &player.persistence else { return };
         let Some(preset) = &player.preset else { return };
         let save = PlayerSave {
@@ -271,24 +319,12 @@ impl Game {
 
     /// Saves every player and the session at the node the world stands on.
     pub(crate) fn save_all(&mut self, node: NodeId) {
-        let ids: Vec<PlayerId> = self.players.keys().cloned().collect();
+        let ids: Vec<PlayerId> = self.roster.ids().cloned().collect();
         for id in ids {
             self.save_player(&id, Some(node.clone()));
         }
-        if let SessionState::Known { version: Some(version) } = self.session {
+        if let Some(version) = self.session.save_version() {
             self.outputs.push_back(Output::SaveSession { node, version });
         }
-    }
-
-    /// The shutdown drain: save every player and the session. The shell then waits a bounded
-    /// time for the store.
-    pub fn drain(&mut self) {
-        let node =
-            self.streaming.streamed_node().cloned().unwrap_or_else(|| self.session_node.clone());
-        tracing::info!(
-            players = self.players.len(),
-            "draining: saving every player and the session"
-        );
-        self.save_all(node);
     }
 }

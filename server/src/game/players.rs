@@ -1,14 +1,16 @@
-//! Players, their player states and their pawns.
+//! One player and one pawn: the records the roster (`roster.rs`) keeps.
 //!
 //! A [`Player`] is one logged-in connection (the seed's PlayerController) together with its
 //! player state: team, CharacterDef, preset, ability system, inventory, and where its save
 //! stands. A [`Pawn`] is owned by a player and stands on a node; the player possesses at most
 //! one pawn at a time, and a dead pawn lingers (unpossessed) until its replacement exists.
+//! Transition bookkeeping (who reported ready, when a player was shown a transition) is not
+//! here: the transition owns it (`transition.rs`).
 
 use std::time::Instant;
 
 use gatehouse_protocol::{
-    CharacterDef, NodeId, PawnId, PawnView, PlayerId, PlayerStateView, TeamId, TransitionId,
+    CharacterDef, NodeId, PawnId, PawnView, PlayerId, PlayerStateView, TeamId,
 };
 use gatehouse_tags::GameplayTag;
 
@@ -67,8 +69,6 @@ pub(crate) struct Player {
     /// The pawn the owning client acknowledged possession of. The player is placed only when
     /// this equals `pawn` (DESIGN §4: placed means acknowledged).
     pub(crate) acknowledged: Option<PawnId>,
-    /// The transition this player was last shown, and when.
-    pub(crate) shown: Option<(TransitionId, Instant)>,
     /// Refused requests in the current rate-limit window.
     pub(crate) refusals: RefusalWindow,
     /// The client left a possession unacknowledged for a whole settle timeout under the
@@ -145,7 +145,6 @@ impl Player {
             dead_pawn: None,
             pawn: None,
             acknowledged: None,
-            shown: None,
             refusals: RefusalWindow::new(now),
             placement_excused: false,
         }
@@ -154,6 +153,28 @@ impl Player {
     /// Whether the player has a pawn whose possession its client acknowledged.
     pub(crate) fn is_placed(&self) -> bool {
         self.pawn.is_some() && self.acknowledged == self.pawn
+    }
+
+    /// Whether a settle-hold has nothing to wait for from this player: it is placed, or
+    /// excused from placement.
+    pub(crate) fn is_placed_or_excused(&self) -> bool {
+        self.is_placed() || self.placement_excused
+    }
+
+    /// `PossessedBy` on the player's side: it controls `pawn` now (its client must acknowledge
+    /// it), and the ability system initialises (`InitAbilityActorInfo`: the kit latch's
+    /// possession side). Returns the kits granted now and the dead pawn that waited for this
+    /// replacement, for the caller to destroy.
+    pub(crate) fn possess(
+        &mut self,
+        pawn: PawnId,
+        startup: &[GameplayTag],
+    ) -> (Vec<GameplayTag>, Option<PawnId>) {
+        self.pawn = Some(pawn);
+        self.acknowledged = None;
+        let composed = self.preset.as_ref().map(|preset| preset.kits.clone());
+        let granted = self.abilities.init_ability_actor_info(startup, composed.as_deref());
+        (granted, self.dead_pawn.take())
     }
 
     /// Whether the player's ability state holds `State.Dead`.

@@ -25,7 +25,7 @@ impl Game {
         connection: ConnectionId,
         id: &PlayerId,
     ) {
-        let Some(player) = self.players.get_mut(id) else { return };
+        let Some(player) = self.roster.player_mut(id) else { return };
         if !player.is_dead() {
             self.refuse(
                 now,
@@ -60,13 +60,13 @@ impl Game {
             // RestartPlayer has no retry of its own: hand the request to the one component
             // that does.
             tracing::info!(player = %id, %node, "respawn refused for now; queued through the spawn manager");
-            self.queue_spawn_request(now, id.clone(), SpawnKind::LateJoin, node);
+            self.queue_spawn_request(id.clone(), SpawnKind::LateJoin, node);
         }
         self.rearm_effects_timer();
     }
 
     /// The node a spawn outside a transition goes to (`GetCurrentSpawnNodeID`).
     pub(crate) fn current_spawn_node(&self) -> gatehouse_protocol::NodeId {
-        self.streaming.streamed_node().cloned().unwrap_or_else(|| self.session_node.clone())
+        self.streaming.streamed_node().cloned().unwrap_or_else(|| self.session.node().clone())
     }
 }

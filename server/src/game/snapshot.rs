@@ -4,7 +4,6 @@ use gatehouse_protocol::{NodeId, PawnId, PlayerId, TransitionId};
 use serde::Serialize;
 
 use super::spawn::SpawnKind;
-use super::transition::Phase;
 use super::{Counters, Game};
 
 /// The state of the game at one instant.
@@ -61,51 +60,35 @@ pub struct PlayerSnapshot {
     pub dead: bool,
 }
 
-impl Game {
-    /// A snapshot of the current state.
-    pub fn snapshot(&self) -> GameSnapshot {
-        let phase = match self.transition.as_ref().map(|t| &t.phase) {
-            None => "None",
-            Some(Phase::Freezing { .. }) => "Freezing",
-            Some(Phase::Loading) => "Loading",
-            Some(Phase::WaitingForClients { .. }) => "WaitingForClients",
-            Some(Phase::Completing { .. }) => "Completing",
-        };
-        let players: Vec<PlayerSnapshot> = self
-            .players
-            .values()
-            .map(|p| PlayerSnapshot {
-                player: p.id.clone(),
-                pawn: p.pawn,
-                owned_pawns: self.pawns.values().filter(|pawn| pawn.owner == p.id).count(),
-                placed: p.is_placed(),
-                dead: p.is_dead(),
-            })
-            .collect();
-        GameSnapshot {
-            phase,
-            transition_id: self.transition.as_ref().map(|t| t.id),
-            transition_target: self.transition.as_ref().map(|t| t.target.clone()),
-            streamed_node: self.streaming.streamed_node().cloned(),
-            load_in_flight: self.streaming.is_load_in_flight() || self.is_save_load_in_flight(),
-            loads_in_flight: self.loads_in_flight(),
-            pending_spawns: self
-                .spawns
-                .requests()
-                .map(|r| PendingSpawn {
-                    player: r.player.clone(),
-                    kind: r.kind,
-                    node: r.node.clone(),
-                })
-                .collect(),
-            unplaced_players: players
-                .iter()
-                .filter(|p| !p.placed)
-                .map(|p| p.player.clone())
-                .collect(),
-            players,
-            last_settle_timeout_unplaced: self.last_unplaced.clone(),
-            counters: self.counters.clone(),
-        }
+/// The snapshot behind [`Game::snapshot`].
+pub(super) fn take(game: &Game) -> GameSnapshot {
+    let current = game.transition.current();
+    let players: Vec<PlayerSnapshot> = game
+        .roster
+        .players()
+        .map(|p| PlayerSnapshot {
+            player: p.id.clone(),
+            pawn: p.pawn,
+            owned_pawns: game.roster.owned_pawn_count(&p.id),
+            placed: p.is_placed(),
+            dead: p.is_dead(),
+        })
+        .collect();
+    GameSnapshot {
+        phase: current.map_or("None", |t| t.phase.name()),
+        transition_id: current.map(|t| t.id),
+        transition_target: current.map(|t| t.target.clone()),
+        streamed_node: game.streaming.streamed_node().cloned(),
+        load_in_flight: game.streaming.is_load_in_flight() || game.is_save_load_in_flight(),
+        loads_in_flight: game.loads_in_flight(),
+        pending_spawns: game
+            .spawns
+            .requests()
+            .map(|r| PendingSpawn { player: r.player.clone(), kind: r.kind, node: r.node.clone() })
+            .collect(),
+        unplaced_players: players.iter().filter(|p| !p.placed).map(|p| p.player.clone()).collect(),
+        players,
+        last_settle_timeout_unplaced: game.transition.last_unplaced().to_vec(),
+        counters: game.counters.clone(),
     }
 }

@@ -47,6 +47,11 @@ impl TimerTable {
         }
     }
 
+    /// Arms `timer` at `at`, or disarms it when `at` is `None`.
+    pub(crate) fn arm(&mut self, timer: Timer, at: Option<Instant>) {
+        self.deadlines[timer as usize] = at;
+    }
+
     /// Disarms `timer`.
     pub(crate) fn stop(&mut self, timer: Timer) {
         self.deadlines[timer as usize] = None;

@@ -11,32 +11,22 @@
 //! (unfreeze, hide). A travel arriving in any phase supersedes the transition in flight: a new
 //! id, ready tracking restarted, the loading screen kept up, and nothing that names the old id
 //! or its loads applied to the new one.
+//!
+//! [`Transitions`] owns the transition in flight, the ids it hands out, the route schedule
+//! (a route travel that comes due while a transition is in flight waits for its end) and the
+//! players the last settle timeout ended a transition without. A [`Transition`] owns its
+//! ready and excused sets, when each player was shown it, and its deadlines: the client-ready
+//! deadlines are derived from the show times, the settle deadline is the Completing phase's
+//! data. Phases are types (STYLE 4): each [`Phase`] variant holds only its own data, and a
+//! phase step consumes the old phase and returns the next. Nothing here sees the roster or
+//! emits outputs; the game passes in who is present and acts on what these methods return.
 
-use std::collections::BTreeSet;
-use std::time::Instant;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
 
-use gatehouse_protocol::{ErrorCode, NodeId, PlayerId, ServerMessage, TransitionId};
+use gatehouse_protocol::{NodeId, PlayerId, TransitionId};
 
-use super::spawn::SpawnKind;
-use super::streaming::Streamed;
-use super::timers::Timer;
-use super::{ConnectionId, Game, Output, StreamRequest};
-use crate::config::ClientReadyPolicy;
-
-/// The transition in flight.
-#[derive(Debug)]
-pub(crate) struct Transition {
-    pub(crate) id: TransitionId,
-    pub(crate) target: NodeId,
-    pub(crate) phase: Phase,
-    /// Players that reported ready for this id, kept from the moment the report arrives even
-    /// if the server has not reached WaitingForClients yet.
-    pub(crate) ready: BTreeSet<PlayerId>,
-    /// Players the transition proceeds without (they missed the client-ready timeout under the
-    /// `proceed` policy).
-    pub(crate) excused: BTreeSet<PlayerId>,
-    pub(crate) span: tracing::Span,
-}
+use crate::config::TravelRoute;
 
 /// Where a travel goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,487 +39,447 @@ pub(crate) enum Destination {
 }
 
 /// Server-side transition phases; each holds only its own data.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub(crate) enum Phase {
-    /// Characters frozen, loading screen up; the destination is being resolved: the travel
-    /// waits until the session save and every player's save settled.
-    Freezing {
-        /// What to resolve.
-        destination: Destination,
-    },
+    /// Characters frozen, loading screen up; the destination is being resolved.
+    Freezing(Freezing),
     /// The destination's levels stream.
-    Loading,
+    Loading(Loading),
     /// Waiting for every client to report ready.
-    WaitingForClients {
-        /// When the phase began: client-ready deadlines count from here (or from the player's
-        /// own show time if later).
-        since: Instant,
-    },
+    WaitingForClients(WaitingForClients),
     /// The spawn window: spawns run directly; the screen holds until everyone is placed.
-    Completing {
-        /// When the settle-hold gives up if nothing is loading.
-        settle_deadline: Instant,
-    },
+    Completing(Completing),
+}
+
+/// Freezing: the travel waits until the session save and every player's save settled.
+#[derive(Debug)]
+pub(crate) struct Freezing {
+    /// What to resolve.
+    destination: Destination,
+}
+
+/// Loading: the destination (the transition's target) streams.
+#[derive(Debug)]
+pub(crate) struct Loading;
+
+/// WaitingForClients.
+#[derive(Debug)]
+pub(crate) struct WaitingForClients {
+    /// When the phase began: client-ready deadlines count from here (or from the player's own
+    /// show time if later).
+    since: Instant,
+}
+
+/// Completing: the settle-hold.
+#[derive(Debug)]
+pub(crate) struct Completing {
+    /// When the settle-hold gives up if nothing is loading.
+    settle_deadline: Instant,
+}
+
+impl Freezing {
+    /// The destination is resolved: its levels stream next.
+    fn resolved(self) -> Loading {
+        Loading
+    }
+}
+
+impl Loading {
+    /// The target node streamed at `now`: clients get until their deadline to report ready.
+    fn streamed(self, now: Instant) -> WaitingForClients {
+        WaitingForClients { since: now }
+    }
+}
+
+impl WaitingForClients {
+    /// Every client is ready: the spawn window opens, held at most until `settle_deadline`.
+    fn all_ready(self, settle_deadline: Instant) -> Completing {
+        Completing { settle_deadline }
+    }
+}
+
+impl Phase {
+    /// The phase's name, for operators.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Phase::Freezing(_) => "Freezing",
+            Phase::Loading(_) => "Loading",
+            Phase::WaitingForClients(_) => "WaitingForClients",
+            Phase::Completing(_) => "Completing",
+        }
+    }
+}
+
+/// The transition in flight.
+#[derive(Debug)]
+pub(crate) struct Transition {
+    pub(crate) id: TransitionId,
+    /// Where it goes: the resolved destination once past Freezing.
+    pub(crate) target: NodeId,
+    pub(crate) phase: Phase,
+    /// Players that reported ready for this id, kept from the moment the report arrives even
+    /// if the server has not reached WaitingForClients yet.
+    ready: BTreeSet<PlayerId>,
+    /// Players the transition proceeds without (they missed the client-ready timeout under the
+    /// `proceed` policy).
+    excused: BTreeSet<PlayerId>,
+    /// When each player was shown this transition (at its start, or at login during it).
+    shown: BTreeMap<PlayerId, Instant>,
+    /// A root span: every decision about this transition logs inside it.
+    pub(crate) span: tracing::Span,
 }
 
 impl Transition {
     /// Whether spawning must wait for `OnReadyToSpawn` (seed 001 `IsTransitionInProgress`:
     /// Completing deliberately counts as spawnable).
-    pub(crate) fn blocks_spawns(&self) -> bool {
-        !matches!(self.phase, Phase::Completing { .. })
+    fn blocks_spawns(&self) -> bool {
+        !matches!(self.phase, Phase::Completing(_))
+    }
+
+    /// Whether `player` still owes a ready report.
+    fn awaits(&self, player: &PlayerId) -> bool {
+        !self.ready.contains(player) && !self.excused.contains(player)
+    }
+
+    /// The client-ready deadline of `player`, in WaitingForClients.
+    fn ready_deadline(&self, player: &PlayerId, timeout: Duration) -> Option<Instant> {
+        let Phase::WaitingForClients(WaitingForClients { since }) = self.phase else {
+            return None;
+        };
+        Some(self.shown.get(player).map_or(since, |&at| at.max(since)) + timeout)
     }
 }
 
-impl Game {
-    /// `StartTransition`: freeze, raise the loading screen, resolve the destination.
-    pub(crate) fn start_transition(&mut self, now: Instant, destination: Destination) {
-        let target = match &destination {
-            Destination::Node(node) => node.clone(),
-            Destination::SessionNode => self.session_node.clone(),
-        };
-        let id = TransitionId(self.next_transition);
-        self.next_transition += 1;
-        self.counters.transitions_started += 1;
-        if let Some(old) = self.transition.take() {
-            self.counters.transitions_superseded += 1;
-            tracing::info!(old = %old.id, new = %id, node = %target, phase = ?old.phase,
-                "travel supersedes the transition in flight; the loading screen stays up");
-        }
-        self.timers.stop(Timer::SpawnSettle);
-        self.timers.stop(Timer::ClientReady);
-        // A root span: a transition that supersedes another is its sibling, not its child.
-        let span = tracing::info_span!(parent: None, "transition", id = id.0, node = tracing::field::Empty);
-        let _entered = span.enter();
-        tracing::info!("transition started");
-        self.transition = Some(Transition {
-            id,
-            target: target.clone(),
-            phase: Phase::Freezing { destination },
-            ready: BTreeSet::new(),
-            excused: BTreeSet::new(),
-            span: span.clone(),
-        });
-        for player in self.players.values_mut() {
-            player.shown = Some((id, now));
-        }
-        self.broadcast(ServerMessage::FreezeCharacters { transition_id: id });
-        self.rebalance_teams(id);
-        self.try_resolve_destination();
-    }
+/// What a ready report came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ReadyReport {
+    /// Kept for the transition in flight.
+    Kept,
+    /// No transition is in flight: stale.
+    NoTransition,
+    /// It names a superseded transition: stale.
+    Superseded,
+    /// It names a transition never started: refused.
+    NeverIssued,
+}
 
-    /// A team change at every travel, so the presentation path of clients is exercised: teams
-    /// are evened out, then one pair swaps sides.
-    fn rebalance_teams(&mut self, id: TransitionId) {
-        use gatehouse_protocol::TeamId;
-        let on = |game: &Game, t: u8| -> Vec<PlayerId> {
-            game.players.values().filter(|p| p.team == TeamId(t)).map(|p| p.id.clone()).collect()
-        };
-        let mut changed = Vec::new();
-        loop {
-            let (one, two) = (on(self, 1), on(self, 2));
-            let (from, to) = if one.len() > two.len() + 1 {
-                (one, 2)
-            } else if two.len() > one.len() + 1 {
-                (two, 1)
-            } else {
-                break;
-            };
-            if let Some(p) = from.last().and_then(|p| self.players.get_mut(p)) {
-                p.team = TeamId(to);
-                changed.push(p.id.clone());
-            }
-        }
-        let (one, two) = (on(self, 1), on(self, 2));
-        if !one.is_empty() && !two.is_empty() {
-            let pick = |v: &Vec<PlayerId>| v[id.0 as usize % v.len()].clone();
-            let (a, b) = (pick(&one), pick(&two));
-            if let Some(p) = self.players.get_mut(&a) {
-                p.team = TeamId(2);
-            }
-            if let Some(p) = self.players.get_mut(&b) {
-                p.team = TeamId(1);
-            }
-            changed.extend([a, b]);
-        }
-        for id in changed {
-            if let Some(view) = self.players.get(&id).map(|p| p.view()) {
-                self.broadcast(ServerMessage::PlayerStateUpdated(view));
-            }
+/// Where the route stands.
+#[derive(Debug, Default)]
+struct RouteSchedule {
+    /// Index into the travel route of the next route travel.
+    next: usize,
+    /// A route travel came due; it starts once no transition is in flight.
+    due: bool,
+}
+
+/// The transition sub-state of the game.
+#[derive(Debug)]
+pub(crate) struct Transitions {
+    current: Option<Transition>,
+    /// The id of the next transition.
+    next_id: u64,
+    route: RouteSchedule,
+    /// The players a settle timeout last ended a transition without (for operators).
+    last_unplaced: Vec<PlayerId>,
+}
+
+impl Default for Transitions {
+    fn default() -> Self {
+        Transitions {
+            current: None,
+            next_id: 1,
+            route: RouteSchedule::default(),
+            last_unplaced: Vec::new(),
         }
     }
+}
 
-    /// Freezing → Loading once the destination is known. Right before travelling, pending
-    /// initial spawns are discarded: they captured a node that may be stale, and OnReadyToSpawn
-    /// re-queues every pawnless player against the resolved node (seed 001, Stale-Node Discard).
-    pub(crate) fn try_resolve_destination(&mut self) {
-        let Some(t) = &self.transition else { return };
-        let Phase::Freezing { destination } = &t.phase else { return };
-        if !self.persistence_settled() {
-            return;
-        }
-        let target = match destination {
-            Destination::Node(node) => node.clone(),
-            Destination::SessionNode => self.session_node.clone(),
-        };
-        let id = t.id;
-        if let Some(t) = &mut self.transition {
-            t.target = target.clone();
-            t.span.record("node", tracing::field::display(&target));
-        }
-        let discarded = self.spawns.discard_pending(SpawnKind::Initial);
-        if discarded > 0 {
-            self.counters.initial_spawns_discarded += discarded as u64;
-            tracing::info!(discarded, "discarded stale initial spawn requests before travel");
-        }
-        // Requests a superseded transition (or the world before this travel) left for another
-        // node would never be placed: drop them too; OnReadyToSpawn re-queues their players.
-        let superseded = self.spawns.discard_not_for(&target);
-        if superseded > 0 {
-            self.counters.stale_ignored += superseded as u64;
-            tracing::info!(superseded, "dropped spawn requests for another node before travel");
-        }
-        self.session_node = target.clone();
-        let Some(spec) = self.world.node(&target).cloned() else {
-            // Travel targets are checked against the world before a transition starts.
-            tracing::error!(node = %target, "transition target is not a world node");
-            return;
-        };
-        let load = self.streaming.begin_node(target.clone());
-        self.outputs.push_back(Output::Stream(StreamRequest {
-            load,
-            what: format!("node {target}"),
-            duration: spec.levels.iter().map(|l| l.stream).max().unwrap_or_default(),
-            jitter: spec.jitter,
-            spawn_points_after: Some(spec.spawn_points_register),
-        }));
-        if let Some(t) = &mut self.transition {
-            t.phase = Phase::Loading;
-        }
-        self.broadcast(ServerMessage::ShowTransition {
-            transition_id: id,
-            target_node: target,
-            levels: spec.levels.iter().map(|l| l.name.clone()).collect(),
-        });
+impl Transitions {
+    /// The transition in flight.
+    pub(crate) fn current(&self) -> Option<&Transition> {
+        self.current.as_ref()
     }
 
-    /// A streaming request finished.
-    pub(crate) fn handle_streamed(&mut self, now: Instant, load: super::LoadId) {
-        match self.streaming.complete(load) {
-            Streamed::Stale => {
-                self.counters.stale_ignored += 1;
-                tracing::debug!(?load, "stale streaming completion ignored");
-            }
-            Streamed::Node(node) => {
-                tracing::info!(%node, "node streamed");
-                if let Some(spec) = self.world.node(&node).filter(|n| n.is_dungeon()).cloned() {
-                    let rooms = self.streaming.begin_rooms();
-                    self.outputs.push_back(Output::Stream(StreamRequest {
-                        load: rooms,
-                        what: format!("dungeon rooms of {node}"),
-                        duration: spec.rooms.iter().map(|r| r.stream).max().unwrap_or_default(),
-                        jitter: spec.jitter,
-                        spawn_points_after: None,
-                    }));
-                }
-                let loading = self
-                    .transition
-                    .as_ref()
-                    .is_some_and(|t| t.phase == Phase::Loading && t.target == node);
-                if loading {
-                    self.enter_waiting_for_clients(now);
-                } else {
-                    // A fixed level finishing outside a transition is a ready callback too.
-                    self.on_level_ready(now);
-                }
-            }
-            Streamed::Rooms => {
-                tracing::info!("dungeon rooms streamed");
-                self.on_level_ready(now);
-            }
-        }
+    /// The span of the transition in flight (a disabled span when there is none).
+    pub(crate) fn span(&self) -> tracing::Span {
+        self.current.as_ref().map_or_else(tracing::Span::none, |t| t.span.clone())
     }
 
-    /// A ready callback (dungeon rooms ready, a fixed level streamed). In Completing it spawns
-    /// directly rather than deferring to an OnReadyToSpawn that already happened (seed 001, The
-    /// Spawn Window); a finished load also pushes the settle deadline forward.
-    fn on_level_ready(&mut self, now: Instant) {
-        self.ensure_spawns_queued_for_all_players();
-        self.process_pending_spawns(now);
-        let settle = self.rules.spawn_settle_timeout;
-        if let Some(Transition { phase: Phase::Completing { settle_deadline }, .. }) =
-            &mut self.transition
-        {
-            *settle_deadline = (*settle_deadline).max(now + settle);
-            self.timers.set(Timer::SpawnSettle, *settle_deadline);
-        }
-        self.try_finish_transition(now);
+    /// Whether a transition in flight owns spawning (any phase but Completing).
+    pub(crate) fn blocks_spawns(&self) -> bool {
+        self.current.as_ref().is_some_and(Transition::blocks_spawns)
     }
 
-    fn enter_waiting_for_clients(&mut self, now: Instant) {
-        let Some(t) = &mut self.transition else {
-            return;
-        };
-        t.phase = Phase::WaitingForClients { since: now };
-        tracing::info!(early_ready = t.ready.len(), "waiting for clients");
-        self.rearm_client_ready_timer();
-        self.check_all_clients_ready(now);
-    }
-
-    /// `Server_ReportTransitionReady`: keeps reports for the current id whatever the phase,
-    /// ignores superseded ids, refuses ids never issued.
-    pub(crate) fn handle_transition_ready(
+    /// `StartTransition`'s bookkeeping: a new transition in Freezing towards `destination`
+    /// (provisionally `target`), shown to `players` at `now`. Returns its id and the
+    /// transition it supersedes, if any.
+    pub(crate) fn start<'a>(
         &mut self,
         now: Instant,
-        connection: ConnectionId,
-        player: &PlayerId,
-        id: gatehouse_protocol::TransitionId,
-    ) {
-        if id.0 >= self.next_transition {
-            self.refuse(
-                now,
-                connection,
-                ErrorCode::UnknownTransition,
-                format!("transition {id} was never started"),
-            );
-            return;
-        }
-        let Some(t) = &mut self.transition else {
-            self.counters.stale_ignored += 1;
-            return;
-        };
-        if id != t.id {
-            self.counters.stale_ignored += 1;
-            tracing::debug!(player = %player, stale = %id, "ready report for a superseded transition ignored");
-            return;
-        }
-        t.ready.insert(player.clone());
-        if matches!(t.phase, Phase::WaitingForClients { .. }) {
-            self.rearm_client_ready_timer();
-            self.check_all_clients_ready(now);
+        destination: Destination,
+        target: NodeId,
+        players: impl Iterator<Item = &'a PlayerId>,
+    ) -> (TransitionId, Option<Transition>) {
+        let id = TransitionId(self.next_id);
+        self.next_id += 1;
+        let superseded = self.current.take();
+        // A root span: a transition that supersedes another is its sibling, not its child.
+        let span = tracing::info_span!(parent: None, "transition", id = id.0, node = tracing::field::Empty);
+        self.current = Some(Transition {
+            id,
+            target,
+            phase: Phase::Freezing(Freezing { destination }),
+            ready: BTreeSet::new(),
+            excused: BTreeSet::new(),
+            shown: players.map(|p| (p.clone(), now)).collect(),
+            span,
+        });
+        (id, superseded)
+    }
+
+    /// Records that `player` was shown the transition in flight at `now` (a login during it).
+    pub(crate) fn show(&mut self, player: &PlayerId, now: Instant) {
+        if let Some(t) = &mut self.current {
+            t.shown.insert(player.clone(), now);
         }
     }
 
-    /// WaitingForClients → Completing when every present player reported ready or is excused.
-    fn check_all_clients_ready(&mut self, now: Instant) {
-        let Some(t) = &self.transition else { return };
-        if !matches!(t.phase, Phase::WaitingForClients { .. }) {
-            return;
+    /// `Server_ReportTransitionReady`: keeps a report for the current id whatever the phase.
+    pub(crate) fn record_ready(&mut self, player: &PlayerId, id: TransitionId) -> ReadyReport {
+        if id.0 >= self.next_id {
+            return ReadyReport::NeverIssued;
         }
-        let all_ready = self.players.keys().all(|p| t.ready.contains(p) || t.excused.contains(p));
-        if all_ready {
-            self.complete_transition(now);
-        }
-    }
-
-    /// Arms the client-ready timer at the earliest deadline of a player still not ready.
-    fn rearm_client_ready_timer(&mut self) {
-        self.timers.stop(Timer::ClientReady);
-        let Some(t) = &self.transition else { return };
-        let Phase::WaitingForClients { since } = t.phase else {
-            return;
-        };
-        let timeout = self.rules.client_ready_timeout;
-        let earliest = self
-            .players
-            .values()
-            .filter(|p| !t.ready.contains(&p.id) && !t.excused.contains(&p.id))
-            .map(|p| p.shown.map_or(since, |(_, at)| at.max(since)) + timeout)
-            .min();
-        if let Some(at) = earliest {
-            self.timers.set(Timer::ClientReady, at);
-        }
-    }
-
-    /// Applies the client-ready policy to every player whose deadline passed.
-    pub(crate) fn handle_client_ready_timeouts(&mut self, now: Instant) {
-        let Some(t) = &self.transition else { return };
-        let Phase::WaitingForClients { since } = t.phase else {
-            return;
-        };
-        let timeout = self.rules.client_ready_timeout;
-        let late: Vec<(PlayerId, ConnectionId)> = self
-            .players
-            .values()
-            .filter(|p| !t.ready.contains(&p.id) && !t.excused.contains(&p.id))
-            .filter(|p| p.shown.map_or(since, |(_, at)| at.max(since)) + timeout <= now)
-            .map(|p| (p.id.clone(), p.connection))
-            .collect();
-        for (player, connection) in late {
-            self.counters.ready_timeouts += 1;
-            match self.rules.client_ready_policy {
-                ClientReadyPolicy::Kick => {
-                    tracing::warn!(%player, "client never reported ready; kicked");
-                    self.outputs.push_back(Output::Close {
-                        connection,
-                        code: gatehouse_protocol::CloseCode::ReadyTimeout,
-                    });
-                    self.remove_player(now, connection);
-                }
-                ClientReadyPolicy::Proceed => {
-                    tracing::warn!(%player, "client never reported ready; proceeding without it");
-                    if let Some(t) = &mut self.transition {
-                        t.excused.insert(player);
-                    }
-                }
-            }
-        }
-        self.rearm_client_ready_timer();
-        self.check_all_clients_ready(now);
-    }
-
-    /// `CompleteTransition`: enter the spawn window, broadcast OnReadyToSpawn (spawn while
-    /// characters are still frozen), start the settle-hold.
-    fn complete_transition(&mut self, now: Instant) {
-        let settle_deadline = now + self.rules.spawn_settle_timeout;
-        let Some(t) = &mut self.transition else {
-            return;
-        };
-        t.phase = Phase::Completing { settle_deadline };
-        tracing::info!("every client ready; completing");
-        self.timers.stop(Timer::ClientReady);
-        self.timers.set(Timer::SpawnSettle, settle_deadline);
-        self.on_ready_to_spawn(now);
-        self.try_finish_transition(now);
-    }
-
-    /// `TryFinishTransition`: end when placed; otherwise hold, extending while a load is in
-    /// flight; at the deadline with nothing loading, end anyway and name the unplaced players.
-    /// Called on every event that can change the answer, and at the settle deadline.
-    pub(crate) fn try_finish_transition(&mut self, now: Instant) {
-        let Some(t) = &self.transition else { return };
-        let Phase::Completing { settle_deadline } = t.phase else {
-            return;
-        };
-        if self.are_players_placed() {
-            self.finish_transition(now, false);
-            return;
-        }
-        if now < settle_deadline {
-            return;
-        }
-        if self.streaming.is_load_in_flight() || self.is_save_load_in_flight() {
-            // A slow load is progress, not a wedge.
-            let pushed = now + self.rules.spawn_settle_timeout;
-            self.counters.settle_extensions += 1;
-            if let Some(Transition { phase: Phase::Completing { settle_deadline }, .. }) =
-                &mut self.transition
-            {
-                *settle_deadline = pushed;
-            }
-            self.timers.set(Timer::SpawnSettle, pushed);
-            return;
-        }
-        self.finish_transition(now, true);
-    }
-
-    /// `ArePlayersPlaced`: no pending spawn request and every player placed.
-    pub(crate) fn are_players_placed(&self) -> bool {
-        self.spawns.is_empty()
-            && self.players.values().all(|p| p.is_placed() || p.placement_excused)
-    }
-
-    fn finish_transition(&mut self, now: Instant, timed_out: bool) {
-        let Some(t) = self.transition.take() else {
-            return;
-        };
-        let _entered = t.span.enter();
-        self.timers.stop(Timer::SpawnSettle);
-        if timed_out {
-            self.counters.settle_timeouts += 1;
-            let unplaced: Vec<PlayerId> =
-                self.players.values().filter(|p| !p.is_placed()).map(|p| p.id.clone()).collect();
-            let names: Vec<&str> = unplaced.iter().map(PlayerId::as_str).collect();
-            tracing::warn!(unplaced = ?names, pending_spawns = self.spawns.len(),
-                "settle timeout with nothing loading: ending the transition with players unplaced");
-            self.last_unplaced = unplaced;
-        } else {
-            self.counters.transitions_completed += 1;
-            tracing::info!("every player placed; transition ended");
-        }
-        self.broadcast(ServerMessage::EndTransition { transition_id: t.id });
-        self.save_all(t.target.clone());
-        if timed_out {
-            self.handle_unacknowledged_possessions(now);
-        }
-        drop(_entered);
-        if self.route_due {
-            self.travel_route(now);
-        }
-    }
-
-    /// After a settle timeout: a client that was possessed a pawn and never acknowledged it for
-    /// the whole timeout is handled by the client-ready policy, so it cannot hold every later
-    /// transition for a settle timeout each: kicked, or excused from placement until it
-    /// acknowledges a pawn. Players the server could not give a pawn are not at fault.
-    fn handle_unacknowledged_possessions(&mut self, now: Instant) {
-        let silent: Vec<(PlayerId, ConnectionId)> = self
-            .players
-            .values()
-            .filter(|p| p.pawn.is_some() && !p.is_placed())
-            .map(|p| (p.id.clone(), p.connection))
-            .collect();
-        for (player, connection) in silent {
-            self.counters.ready_timeouts += 1;
-            match self.rules.client_ready_policy {
-                ClientReadyPolicy::Kick => {
-                    tracing::warn!(%player, "client never acknowledged its pawn; kicked");
-                    self.outputs.push_back(Output::Close {
-                        connection,
-                        code: gatehouse_protocol::CloseCode::ReadyTimeout,
-                    });
-                    self.remove_player(now, connection);
-                }
-                ClientReadyPolicy::Proceed => {
-                    tracing::warn!(%player,
-                        "client never acknowledged its pawn; transitions no longer wait for it");
-                    if let Some(p) = self.players.get_mut(&player) {
-                        p.placement_excused = true;
-                    }
-                }
+        match &mut self.current {
+            None => ReadyReport::NoTransition,
+            Some(t) if t.id != id => ReadyReport::Superseded,
+            Some(t) => {
+                t.ready.insert(player.clone());
+                ReadyReport::Kept
             }
         }
     }
 
-    /// A player joined: shown the transition in flight, or spawned at once (late join).
-    pub(crate) fn admit_player(&mut self, now: Instant, id: &PlayerId) {
-        let node = self.session_node.clone();
-        if let Some(t) = &self.transition {
-            let (tid, target, phase) = (t.id, t.target.clone(), t.phase.clone());
-            let Some(player) = self.players.get_mut(id) else {
-                return;
-            };
-            player.shown = Some((tid, now));
-            let connection = player.connection;
-            self.send(connection, ServerMessage::FreezeCharacters { transition_id: tid });
-            if !matches!(phase, Phase::Freezing { .. }) {
-                let levels = self
-                    .world
-                    .node(&target)
-                    .map(|n| n.levels.iter().map(|l| l.name.clone()).collect())
-                    .unwrap_or_default();
-                self.send(
-                    connection,
-                    ServerMessage::ShowTransition {
-                        transition_id: tid,
-                        target_node: target,
-                        levels,
-                    },
-                );
-            }
-            // The possession-time initial spawn captures the node known now.
-            self.queue_spawn_request(now, id.clone(), SpawnKind::Initial, node);
-            self.rearm_client_ready_timer();
-        } else {
-            self.queue_spawn_request(now, id.clone(), SpawnKind::LateJoin, node);
+    /// The transition proceeds without `player` (the `proceed` policy).
+    pub(crate) fn excuse(&mut self, player: PlayerId) {
+        if let Some(t) = &mut self.current {
+            t.excused.insert(player);
         }
     }
 
-    /// After a player left: nothing may wait for it any more (its save load, its ready report,
-    /// its placement).
-    pub(crate) fn on_player_removed(&mut self, now: Instant) {
-        self.try_resolve_destination();
-        self.rearm_client_ready_timer();
-        self.check_all_clients_ready(now);
-        self.try_finish_transition(now);
+    /// What the transition in flight resolves, while it is in Freezing.
+    pub(crate) fn destination(&self) -> Option<&Destination> {
+        match &self.current.as_ref()?.phase {
+            Phase::Freezing(freezing) => Some(&freezing.destination),
+            _ => None,
+        }
+    }
+
+    /// Freezing → Loading: the destination resolved to `target`.
+    pub(crate) fn resolve(&mut self, target: NodeId) -> bool {
+        let Some(t) = self.current.as_mut().filter(|t| matches!(t.phase, Phase::Freezing(_)))
+        else {
+            return false;
+        };
+        t.span.record("node", tracing::field::display(&target));
+        t.target = target;
+        self.step(|phase| match phase {
+            Phase::Freezing(freezing) => Ok(Phase::Loading(freezing.resolved())),
+            other => Err(other),
+        })
+    }
+
+    /// Loading → WaitingForClients at `now`, if `node` is what the transition in flight loads.
+    pub(crate) fn node_streamed(&mut self, node: &NodeId, now: Instant) -> bool {
+        if self.current.as_ref().is_none_or(|t| t.target != *node) {
+            return false;
+        }
+        self.step(|phase| match phase {
+            Phase::Loading(loading) => Ok(Phase::WaitingForClients(loading.streamed(now))),
+            other => Err(other),
+        })
+    }
+
+    /// Whether the transition in flight is in WaitingForClients and every one of `players`
+    /// reported ready or is excused.
+    pub(crate) fn all_ready<'a>(&self, mut players: impl Iterator<Item = &'a PlayerId>) -> bool {
+        self.current.as_ref().is_some_and(|t| {
+            matches!(t.phase, Phase::WaitingForClients(_)) && players.all(|p| !t.awaits(p))
+        })
+    }
+
+    /// WaitingForClients → Completing, held at most until `settle_deadline`.
+    pub(crate) fn complete(&mut self, settle_deadline: Instant) -> bool {
+        self.step(|phase| match phase {
+            Phase::WaitingForClients(waiting) => {
+                Ok(Phase::Completing(waiting.all_ready(settle_deadline)))
+            }
+            other => Err(other),
+        })
+    }
+
+    /// How many players reported ready so far.
+    pub(crate) fn ready_count(&self) -> usize {
+        self.current.as_ref().map_or(0, |t| t.ready.len())
+    }
+
+    /// The earliest client-ready deadline among `players` who still owe a report, in
+    /// WaitingForClients.
+    pub(crate) fn client_ready_deadline<'a>(
+        &self,
+        players: impl Iterator<Item = &'a PlayerId>,
+        timeout: Duration,
+    ) -> Option<Instant> {
+        let t = self.current.as_ref()?;
+        players.filter(|p| t.awaits(p)).filter_map(|p| t.ready_deadline(p, timeout)).min()
+    }
+
+    /// The `players` whose client-ready deadline passed at `now` without a report.
+    pub(crate) fn late_players<'a>(
+        &self,
+        players: impl Iterator<Item = &'a PlayerId>,
+        now: Instant,
+        timeout: Duration,
+    ) -> Vec<PlayerId> {
+        let Some(t) = &self.current else { return Vec::new() };
+        players
+            .filter(|p| t.awaits(p))
+            .filter(|p| t.ready_deadline(p, timeout).is_some_and(|at| at <= now))
+            .cloned()
+            .collect()
+    }
+
+    /// The settle deadline, in Completing.
+    pub(crate) fn settle_deadline(&self) -> Option<Instant> {
+        match self.current.as_ref()?.phase {
+            Phase::Completing(Completing { settle_deadline }) => Some(settle_deadline),
+            _ => None,
+        }
+    }
+
+    /// Holds the settle-hold at least until `at`, in Completing.
+    pub(crate) fn hold_until(&mut self, at: Instant) {
+        if let Some(Transition { phase: Phase::Completing(completing), .. }) = &mut self.current {
+            completing.settle_deadline = completing.settle_deadline.max(at);
+        }
+    }
+
+    /// Ends the transition in flight (Completing → none); returns it.
+    pub(crate) fn finish(&mut self) -> Option<Transition> {
+        self.current.take()
+    }
+
+    /// Records the players a settle timeout ended a transition without.
+    pub(crate) fn record_unplaced(&mut self, unplaced: Vec<PlayerId>) {
+        self.last_unplaced = unplaced;
+    }
+
+    /// The players the last settle timeout ended a transition without.
+    pub(crate) fn last_unplaced(&self) -> &[PlayerId] {
+        &self.last_unplaced
+    }
+
+    /// A route travel came due.
+    pub(crate) fn route_came_due(&mut self) {
+        self.route.due = true;
+    }
+
+    /// The node of a due route travel, once no transition is in flight: a scheduled travel
+    /// never supersedes (an operator's does), so a client that never reports ready or never
+    /// acknowledges is bounded by the client-ready and settle timeouts instead of having its
+    /// clock reset by every route travel.
+    pub(crate) fn take_due_route_travel(&mut self, route: &TravelRoute) -> Option<NodeId> {
+        if !self.route.due || self.current.is_some() {
+            return None;
+        }
+        self.route.due = false;
+        let node = route.route.get(self.route.next % route.route.len().max(1))?.clone();
+        self.route.next = (self.route.next + 1) % route.route.len().max(1);
+        Some(node)
+    }
+
+    /// A phase step: hands the phase of the transition in flight, by value, to `step`, which
+    /// consumes it and returns the next phase (`Ok`), or gives it back (`Err`: no step).
+    /// Returns whether the phase changed.
+    fn step(&mut self, step: impl FnOnce(Phase) -> Result<Phase, Phase>) -> bool {
+        let Some(mut t) = self.current.take() else { return false };
+        let (phase, stepped) = match step(t.phase) {
+            Ok(next) => (next, true),
+            Err(old) => (old, false),
+        };
+        t.phase = phase;
+        self.current = Some(t);
+        stepped
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(s: &str) -> NodeId {
+        NodeId::new(s).unwrap()
+    }
+
+    fn pid(s: &str) -> PlayerId {
+        PlayerId::new(s).unwrap()
+    }
+
+    /// The phase machine steps only from the phase each step names.
+    #[test]
+    fn each_phase_step_applies_only_to_its_own_phase() {
+        let t0 = Instant::now();
+        let mut ts = Transitions::default();
+        let players = [pid("a")];
+        ts.start(t0, Destination::SessionNode, node("a"), players.iter());
+        assert!(!ts.node_streamed(&node("a"), t0), "not loading yet");
+        assert!(!ts.complete(t0), "not waiting yet");
+        assert!(ts.resolve(node("b")));
+        assert!(!ts.resolve(node("c")), "resolved once");
+        assert!(!ts.node_streamed(&node("a"), t0), "another node's load");
+        assert!(ts.node_streamed(&node("b"), t0));
+        assert!(!ts.all_ready(players.iter()));
+        assert_eq!(ts.record_ready(&pid("a"), TransitionId(1)), ReadyReport::Kept);
+        assert!(ts.all_ready(players.iter()));
+        assert!(ts.complete(t0 + Duration::from_secs(15)));
+        assert_eq!(ts.settle_deadline(), Some(t0 + Duration::from_secs(15)));
+        assert!(ts.finish().is_some());
+        assert!(ts.current().is_none());
+    }
+
+    /// A client-ready deadline counts from WaitingForClients, or from a later show time.
+    #[test]
+    fn client_ready_deadlines_count_from_the_later_of_waiting_and_shown() {
+        let t0 = Instant::now();
+        let timeout = Duration::from_secs(30);
+        let mut ts = Transitions::default();
+        let (a, b) = (pid("a"), pid("b"));
+        ts.start(t0, Destination::Node(node("a")), node("a"), [a.clone()].iter());
+        ts.resolve(node("a"));
+        let streamed = t0 + Duration::from_secs(1);
+        ts.node_streamed(&node("a"), streamed);
+        ts.show(&b, t0 + Duration::from_secs(5));
+        let both = [a.clone(), b.clone()];
+        assert_eq!(ts.client_ready_deadline(both.iter(), timeout), Some(streamed + timeout));
+        assert_eq!(ts.late_players(both.iter(), streamed + timeout, timeout), vec![a.clone()]);
+        ts.excuse(a);
+        let at = t0 + Duration::from_secs(5) + timeout;
+        assert_eq!(ts.client_ready_deadline(both.iter(), timeout), Some(at));
+        assert_eq!(ts.late_players(both.iter(), at, timeout), vec![b]);
+    }
+
+    /// A ready report names the transition it is for.
+    #[test]
+    fn ready_reports_are_kept_stale_or_refused_by_id() {
+        let t0 = Instant::now();
+        let mut ts = Transitions::default();
+        let a = pid("a");
+        assert_eq!(ts.record_ready(&a, TransitionId(1)), ReadyReport::NeverIssued);
+        ts.start(t0, Destination::SessionNode, node("a"), std::iter::empty());
+        ts.start(t0, Destination::SessionNode, node("a"), std::iter::empty());
+        assert_eq!(ts.record_ready(&a, TransitionId(1)), ReadyReport::Superseded);
+        assert_eq!(ts.record_ready(&a, TransitionId(2)), ReadyReport::Kept);
+        assert_eq!(ts.record_ready(&a, TransitionId(3)), ReadyReport::NeverIssued);
+        ts.finish();
+        assert_eq!(ts.record_ready(&a, TransitionId(2)), ReadyReport::NoTransition);
     }
 }

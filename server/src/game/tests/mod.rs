@@ -281,12 +281,12 @@ impl Harness {
     }
 
     pub(super) fn pawns_of(&self, player: &str) -> usize {
-        self.game.pawns.values().filter(|p| p.owner.as_str() == player).count()
+        self.game.roster.pawns().filter(|p| p.owner.as_str() == player).count()
     }
 
     /// The player named `name`.
     pub(super) fn player(&self, name: &str) -> &super::players::Player {
-        self.game.players.get(&pid(name)).expect("a logged-in player")
+        self.game.roster.player(&pid(name)).expect("a logged-in player")
     }
 
     /// Kills `name` through the real effect path: a damage-over-time effect that kills at its
@@ -294,7 +294,7 @@ impl Harness {
     /// a player is when the restart comes.
     pub(super) fn kill(&mut self, name: &str) {
         let now = self.now;
-        let player = self.game.players.get_mut(&pid(name)).expect("a logged-in player");
+        let player = self.game.roster.player_mut(&pid(name)).expect("a logged-in player");
         player.abilities.apply(super::abilities::ActiveEffect {
             tag: gatehouse_tags::catalog::EFFECT_DAMAGE_OVER_TIME_BURN,
             duration: super::abilities::EffectDuration::Finite {

@@ -74,7 +74,7 @@ impl Model {
             m.h.answer_load(name, LoadOutcome::NotFound);
             m.apply(&Op::Ack(i));
         }
-        assert!(m.h.game.players.values().all(|p| p.is_placed()));
+        assert!(m.h.game.roster.players().all(|p| p.is_placed()));
         m.checked = m.h.log.len();
         m
     }
@@ -136,8 +136,8 @@ impl Model {
             Op::Kill(i) => {
                 let alive = h
                     .game
-                    .players
-                    .get(&pid(PLAYERS[i]))
+                    .roster
+                    .player(&pid(PLAYERS[i]))
                     .is_some_and(|p| p.pawn.is_some() && !p.is_dead());
                 if alive {
                     h.kill(PLAYERS[i]);
@@ -189,8 +189,8 @@ impl Model {
             }
         }
         self.checked = h.log.len();
-        for player in h.game.players.values() {
-            let live = h.game.pawns.values().filter(|p| p.owner == player.id && p.alive).count();
+        for player in h.game.roster.players() {
+            let live = h.game.roster.pawns().filter(|p| p.owner == player.id && p.alive).count();
             prop_assert!(live <= 1, "{} owns {} live pawns", player.id, live);
         }
         Ok(())

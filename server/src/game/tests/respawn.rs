@@ -41,7 +41,7 @@ fn a_respawn_clears_state_dead() {
     assert!(!h.player("a").abilities.tags().contains(&STATE_DEAD));
     // And the respawned player takes damage again (a dead one is immune).
     let now = h.now;
-    let player = h.game.players.get_mut(&pid("a")).unwrap();
+    let player = h.game.roster.player_mut(&pid("a")).unwrap();
     player.abilities.apply(crate::game::abilities::ActiveEffect {
         tag: gatehouse_tags::catalog::EFFECT_DAMAGE_OVER_TIME_POISON,
         duration: crate::game::abilities::EffectDuration::Finite {
@@ -159,13 +159,13 @@ fn a_refused_respawn_is_queued_through_the_spawn_manager_and_retried() {
         (pending[0].kind, pending[0].node.clone()),
         (crate::game::SpawnKind::LateJoin, node("harbor"))
     );
-    assert!(h.game.pawns.contains_key(&dead), "the dead pawn stays until its replacement exists");
+    assert!(h.game.roster.pawn(dead).is_some(), "the dead pawn stays until its replacement exists");
     let load = h.game.streaming.streamed_load().unwrap();
     h.input(Input::SpawnPointsRegistered { load });
     h.advance(Duration::from_millis(100));
     let fresh = h.possessed(a).unwrap();
     assert_ne!(fresh, dead);
-    assert!(!h.game.pawns.contains_key(&dead));
+    assert!(h.game.roster.pawn(dead).is_none());
 }
 
 /// Symptom "Double ability grants ... or a respawn re-granting": the latches live on the

@@ -116,7 +116,7 @@ fn a_travel_supersedes_a_transition_in_completing() {
     assert!(h.ended(second) && !h.ended(first));
     assert_eq!(h.pawns_of("a"), 1);
     let pawn = h.possessed(a).unwrap();
-    assert_eq!(h.game.pawns[&pawn].node, node("harbor"));
+    assert_eq!(h.game.roster.pawn(pawn).unwrap().node, node("harbor"));
 }
 
 /// Disconnect in Freezing: a player whose save is still loading leaves; the travel resolves.
@@ -286,13 +286,16 @@ fn clients_see_one_end_for_the_newest_transition_after_a_supersede() {
     assert!(!ends.contains(&first));
 }
 
-/// Teams are rebalanced at every travel (so clients exercise the presentation-only team
-/// change): teams stay even, some players change sides, and the change is replicated.
+/// In a world that asks for it (`rebalance_teams`, as the soak world does), teams are
+/// rebalanced at every travel, so clients exercise the presentation-only team change: teams
+/// stay even, some players change sides, and the change is replicated.
 #[test]
 fn teams_are_rebalanced_at_every_travel() {
-    let mut h = Harness::booted();
+    let world = format!("rebalance_teams = true\n{WORLD}");
+    let mut h = Harness::with(&world, rules());
+    h.stream_node("harbor");
     let clients: Vec<_> = ["a", "b", "c", "d"].iter().map(|n| h.placed(n)).collect();
-    let teams = |h: &Harness| -> Vec<u8> { h.game.players.values().map(|p| p.team.0).collect() };
+    let teams = |h: &Harness| -> Vec<u8> { h.game.roster.players().map(|p| p.team.0).collect() };
     let before = teams(&h);
     let from = h.log.len();
     travel(&mut h, "forest");
@@ -307,6 +310,86 @@ fn teams_are_rebalanced_at_every_travel() {
         .count();
     assert!(updates >= 2, "the changes are replicated to every client");
     assert_eq!(clients.len(), 4);
+}
+
+/// Team rebalancing is a world setting, off by default: without it a travel changes nobody's
+/// team (a team is chosen once, at login) and replicates no player state.
+#[test]
+fn teams_are_not_rebalanced_when_the_world_does_not_ask_for_it() {
+    let mut h = Harness::booted();
+    for name in ["a", "b", "c", "d"] {
+        h.placed(name);
+    }
+    let teams = |h: &Harness| -> Vec<u8> { h.game.roster.players().map(|p| p.team.0).collect() };
+    let before = teams(&h);
+    assert_eq!(before, vec![1, 2, 1, 2], "logins join the smaller team");
+    let from = h.log.len();
+    travel(&mut h, "forest");
+    h.stream_node("forest");
+    assert_eq!(teams(&h), before, "nobody changed sides");
+    let updates = h.log[from..]
+        .iter()
+        .filter(|o| {
+            matches!(o, Output::Broadcast { message: ServerMessage::PlayerStateUpdated(_) })
+        })
+        .count();
+    assert_eq!(updates, 0, "no team change to replicate");
+}
+
+/// A relaunch is two steps: the older connection's departure, then the login. A transition
+/// that waited only for the older connection moves on (here: to its end) before the new one
+/// joins, so the new connection is a late join, not one more client to wait for.
+#[test]
+fn a_relaunch_moves_on_a_transition_that_waited_only_for_the_older_connection() {
+    let mut h = Harness::booted();
+    let (a, b) = (h.placed("a"), h.placed("b"));
+    let t = travel(&mut h, "forest");
+    h.stream_node("forest");
+    h.ready(b);
+    assert_eq!(h.game.snapshot().phase, "WaitingForClients", "a has not reported ready");
+    let relaunched = h.login("a");
+    assert_eq!(h.closed(a), Some(CloseCode::Replaced));
+    assert!(h.ended(t), "nobody left to wait for: b was placed in the spawn window");
+    let frozen =
+        h.received(relaunched).iter().any(|m| matches!(m, ServerMessage::FreezeCharacters { .. }));
+    assert!(!frozen, "the new connection joined after the transition ended");
+    assert!(h.possessed(relaunched).is_some(), "a late join, spawned at once");
+}
+
+/// The advance pass runs a second round when its last step starts a route travel: a travel
+/// that came due during a transition starts, and resolves its destination, in the step that
+/// ends that transition.
+#[test]
+fn a_due_route_travel_starts_and_resolves_in_the_step_that_ends_the_transition() {
+    let world =
+        format!("{WORLD}\n[travel]\nroute = [\"forest\", \"harbor\"]\ninterval_ms = 2000\n");
+    let mut h = Harness::with(&world, rules());
+    h.stream_node("harbor");
+    let a = h.placed("a");
+    h.advance(Duration::from_secs(2));
+    let first = h.transition();
+    h.stream_node("forest");
+    h.advance(Duration::from_secs(2));
+    assert_eq!(h.transition(), first, "the route travel that came due waits");
+    let from = h.log.len();
+    h.ready(a);
+    let second = h.transition();
+    assert!(second > first, "the due route travel started in the same step");
+    let step = &h.log[from..];
+    let at = |f: &dyn Fn(&ServerMessage) -> bool| {
+        step.iter().position(|o| matches!(o, Output::Broadcast { message } if f(message)))
+    };
+    let ended = at(
+        &|m| matches!(m, ServerMessage::EndTransition { transition_id } if *transition_id == first),
+    );
+    let frozen = at(
+        &|m| matches!(m, ServerMessage::FreezeCharacters { transition_id } if *transition_id == second),
+    );
+    let shown = at(
+        &|m| matches!(m, ServerMessage::ShowTransition { transition_id, .. } if *transition_id == second),
+    );
+    assert!(ended.is_some() && ended < frozen && frozen < shown, "{step:?}");
+    assert_eq!(h.game.snapshot().phase, "Loading");
 }
 
 /// Hazards rest while a transition is in flight: characters are frozen.

@@ -1,0 +1,325 @@
+//! The handlers of inputs and client messages: login, departure, ready reports, possession
+//! acknowledgements, travels and streaming completions.
+//!
+//! A handler records what happened (state changes in the sub-states, outputs) and returns; it
+//! never runs a re-check. `Game::handle` runs the advance pass after it, which moves the
+//! transition and the spawn queue on (the `game` module documentation, "One step").
+
+use std::time::Instant;
+
+use gatehouse_protocol::{
+    ClientMessage, CloseCode, ErrorCode, NodeId, PawnId, PlayerId, RejectReason, ServerMessage,
+};
+
+use super::players::{Player, RefusalVerdict, RefusalWindow};
+use super::spawn::SpawnKind;
+use super::streaming::Streamed;
+use super::transition::{Destination, Phase, ReadyReport};
+use super::{ConnectionId, Game, LoadId, Output, StreamRequest};
+
+impl Game {
+    /// A login of a player still connected on `old`: that connection is closed and its player
+    /// removed (a relaunch replaces the old connection entirely).
+    pub(crate) fn replace_connection(&mut self, old: ConnectionId) {
+        self.counters.logins_replaced += 1;
+        if let Some(player) = self.roster.player_on(old) {
+            tracing::info!(%player, "login replaces an older connection of the same player");
+        }
+        self.outputs.push_back(Output::Close { connection: old, code: CloseCode::Replaced });
+        self.remove_player(old);
+    }
+
+    /// A connection authenticated as `id`: refused when the server is full; otherwise the
+    /// player joins, hears of everything already replicated, and is admitted.
+    pub(crate) fn handle_login(&mut self, now: Instant, connection: ConnectionId, id: PlayerId) {
+        if self.roster.len() >= self.rules.max_players {
+            self.counters.logins_refused_full += 1;
+            self.send(
+                connection,
+                ServerMessage::Rejected {
+                    reason: RejectReason::ServerFull,
+                    detail: format!(
+                        "the server holds its cap of {} players",
+                        self.rules.max_players
+                    ),
+                },
+            );
+            self.outputs.push_back(Output::Close { connection, code: CloseCode::ServerFull });
+            return;
+        }
+        self.counters.logins += 1;
+        let ticket = self.begin_player_load(&id);
+        let mut player = Player::new(
+            id.clone(),
+            connection,
+            self.roster.smaller_team(),
+            ticket,
+            self.world.max_health,
+            now,
+        );
+        // A relaunch remembers its class, so it can spawn before its save reloads.
+        player.character_def = self.session.recall(&id);
+        tracing::info!(player = %id, connection = connection.0, "player logged in");
+        self.send(
+            connection,
+            ServerMessage::Welcome {
+                player_id: id.clone(),
+                current_node: self.streaming.streamed_node().cloned(),
+            },
+        );
+        self.replicate_world_to(connection);
+        let view = player.view();
+        self.roster.join(player);
+        self.broadcast(ServerMessage::PlayerStateUpdated(view));
+        self.admit_player(now, &id);
+    }
+
+    /// Sends a newly connected client everything already replicated: player states and pawns.
+    fn replicate_world_to(&mut self, connection: ConnectionId) {
+        let states: Vec<_> = self.roster.players().map(Player::view).collect();
+        for view in states {
+            self.send(connection, ServerMessage::PlayerStateUpdated(view));
+        }
+        let pawns: Vec<_> = self.roster.pawns().map(|p| p.view()).collect();
+        for view in pawns {
+            let dead = !view.alive;
+            let pawn_id = view.pawn_id;
+            self.send(connection, ServerMessage::PawnSpawned(view));
+            if dead {
+                self.send(connection, ServerMessage::PawnDied { pawn_id });
+            }
+        }
+    }
+
+    /// A player joined: shown the transition in flight and queued for its spawn window, or
+    /// queued for a spawn at once (late join).
+    fn admit_player(&mut self, now: Instant, id: &PlayerId) {
+        let node = self.session.node().clone();
+        let Some(connection) = self.roster.connection_of(id) else { return };
+        let Some(t) = self.transition.current() else {
+            self.queue_spawn_request(id.clone(), SpawnKind::LateJoin, node);
+            return;
+        };
+        let (transition_id, target) = (t.id, t.target.clone());
+        let freezing = matches!(t.phase, Phase::Freezing(_));
+        self.transition.show(id, now);
+        self.send(connection, ServerMessage::FreezeCharacters { transition_id });
+        if !freezing {
+            let levels = self
+                .world
+                .node(&target)
+                .map(|n| n.levels.iter().map(|l| l.name.clone()).collect())
+                .unwrap_or_default();
+            self.send(
+                connection,
+                ServerMessage::ShowTransition { transition_id, target_node: target, levels },
+            );
+        }
+        // The possession-time initial spawn captures the node known now.
+        self.queue_spawn_request(id.clone(), SpawnKind::Initial, node);
+    }
+
+    pub(crate) fn handle_disconnect(&mut self, connection: ConnectionId) {
+        if self.roster.player_on(connection).is_some() {
+            self.remove_player(connection);
+        }
+    }
+
+    /// Removes the player on `connection` (saved first) and its pawns. The advance pass then
+    /// re-evaluates everything that waited for it (its save load, its ready report, its
+    /// placement), so no departed client can wedge a transition (DESIGN §4).
+    pub(crate) fn remove_player(&mut self, connection: ConnectionId) {
+        let Some(id) = self.roster.player_on(connection).cloned() else { return };
+        let node = self.roster.possessed_pawn(&id).map(|pawn| pawn.node.clone());
+        self.save_player(&id, node);
+        let Some((player, pawns)) = self.roster.leave(connection) else { return };
+        tracing::info!(player = %id, "player left");
+        if let Some(def) = &player.character_def {
+            self.session.remember(id.clone(), def.clone());
+        }
+        self.spawns.remove_player(&id);
+        for pawn_id in pawns {
+            self.broadcast(ServerMessage::PawnDestroyed { pawn_id });
+        }
+        self.broadcast(ServerMessage::PlayerLeft { player_id: id });
+    }
+
+    pub(crate) fn handle_message(
+        &mut self,
+        now: Instant,
+        connection: ConnectionId,
+        message: ClientMessage,
+    ) {
+        let Some(id) = self.roster.player_on(connection).cloned() else {
+            // Not logged in (or already removed): the shell only forwards logged-in traffic,
+            // so this is a late message from a closing connection.
+            return;
+        };
+        match message {
+            ClientMessage::Hello { .. } => self.refuse(
+                now,
+                connection,
+                ErrorCode::UnexpectedMessage,
+                "Hello is only valid as the first message".into(),
+            ),
+            ClientMessage::TransitionReady { transition_id } => {
+                self.handle_transition_ready(now, connection, &id, transition_id)
+            }
+            ClientMessage::PossessionAcknowledged { pawn_id } => {
+                self.handle_possession_acknowledged(now, connection, &id, pawn_id)
+            }
+            ClientMessage::RestartRequest => self.handle_restart_request(now, connection, &id),
+            ClientMessage::Leave => {
+                self.outputs.push_back(Output::Close { connection, code: CloseCode::Leave });
+                self.remove_player(connection);
+            }
+        }
+    }
+
+    /// Refuses a client message: an `Error` to the sender only, rate-limited per player.
+    pub(crate) fn refuse(
+        &mut self,
+        now: Instant,
+        connection: ConnectionId,
+        code: ErrorCode,
+        detail: String,
+    ) {
+        self.counters.client_errors += 1;
+        tracing::debug!(connection = connection.0, ?code, %detail, "client message refused");
+        let verdict = self
+            .roster
+            .player_on_mut(connection)
+            .map_or(RefusalVerdict::Answer, |p| p.refusals.record(now));
+        match verdict {
+            RefusalVerdict::Answer => self.send(connection, ServerMessage::Error { code, detail }),
+            RefusalVerdict::Limit => self.send(
+                connection,
+                ServerMessage::Error {
+                    code: ErrorCode::RateLimited,
+                    detail: format!(
+                        "more than {} refused requests in {} s; further ones are dropped",
+                        RefusalWindow::ANSWERED,
+                        RefusalWindow::WINDOW.as_secs()
+                    ),
+                },
+            ),
+            RefusalVerdict::Drop => {}
+            RefusalVerdict::Close => {
+                tracing::warn!(connection = connection.0, "too many refused requests; closing");
+                self.outputs.push_back(Output::Close { connection, code: CloseCode::Abuse });
+                self.remove_player(connection);
+            }
+        }
+    }
+
+    /// `Server_ReportTransitionReady`: keeps reports for the current id whatever the phase,
+    /// ignores superseded ids, refuses ids never issued.
+    fn handle_transition_ready(
+        &mut self,
+        now: Instant,
+        connection: ConnectionId,
+        player: &PlayerId,
+        id: gatehouse_protocol::TransitionId,
+    ) {
+        match self.transition.record_ready(player, id) {
+            ReadyReport::Kept => {}
+            ReadyReport::NoTransition => self.counters.stale_ignored += 1,
+            ReadyReport::Superseded => {
+                self.counters.stale_ignored += 1;
+                tracing::debug!(player = %player, stale = %id, "ready report for a superseded transition ignored");
+            }
+            ReadyReport::NeverIssued => self.refuse(
+                now,
+                connection,
+                ErrorCode::UnknownTransition,
+                format!("transition {id} was never started"),
+            ),
+        }
+    }
+
+    /// `AcknowledgePossession`: the player is placed once its client acknowledged the pawn it
+    /// possesses (DESIGN §4: placed means acknowledged).
+    fn handle_possession_acknowledged(
+        &mut self,
+        now: Instant,
+        connection: ConnectionId,
+        id: &PlayerId,
+        pawn_id: PawnId,
+    ) {
+        let issued = self.roster.was_issued(pawn_id);
+        let Some(player) = self.roster.player_mut(id) else {
+            return;
+        };
+        if player.pawn == Some(pawn_id) {
+            player.acknowledged = Some(pawn_id);
+            player.placement_excused = false;
+            tracing::debug!(player = %id, pawn = %pawn_id, "possession acknowledged");
+        } else if issued {
+            // An acknowledgement for a pawn this player no longer possesses: stale, ignore.
+            self.counters.stale_ignored += 1;
+        } else {
+            self.refuse(
+                now,
+                connection,
+                ErrorCode::UnknownPawn,
+                format!("pawn {pawn_id} was never possessed for this player"),
+            );
+        }
+    }
+
+    /// An operator's travel: it supersedes any transition in flight.
+    pub(crate) fn handle_travel(&mut self, now: Instant, node: NodeId) {
+        if self.world.node(&node).is_some() {
+            self.start_transition(now, Destination::Node(node));
+        } else {
+            tracing::warn!(%node, "travel refused: no such node");
+        }
+    }
+
+    /// A streaming request finished. The transition's node moves it to WaitingForClients; any
+    /// other finished load is a ready callback.
+    pub(crate) fn handle_streamed(&mut self, now: Instant, load: LoadId) {
+        match self.streaming.complete(load) {
+            Streamed::Stale => {
+                self.counters.stale_ignored += 1;
+                tracing::debug!(?load, "stale streaming completion ignored");
+            }
+            Streamed::Node(node) => {
+                tracing::info!(%node, "node streamed");
+                if let Some(spec) = self.world.node(&node).filter(|n| n.is_dungeon()).cloned() {
+                    let rooms = self.streaming.begin_rooms();
+                    self.outputs.push_back(Output::Stream(StreamRequest {
+                        load: rooms,
+                        what: format!("dungeon rooms of {node}"),
+                        duration: spec.rooms.iter().map(|r| r.stream).max().unwrap_or_default(),
+                        jitter: spec.jitter,
+                        spawn_points_after: None,
+                    }));
+                }
+                if self.transition.node_streamed(&node, now) {
+                    tracing::info!(
+                        early_ready = self.transition.ready_count(),
+                        "waiting for clients"
+                    );
+                } else {
+                    // A fixed level finishing outside a transition is a ready callback too.
+                    self.on_level_ready(now);
+                }
+            }
+            Streamed::Rooms => {
+                tracing::info!("dungeon rooms streamed");
+                self.on_level_ready(now);
+            }
+        }
+    }
+
+    /// A ready callback (dungeon rooms ready, a fixed level streamed): every player gets a
+    /// request, and the queue is woken. In Completing that spawns directly rather than
+    /// deferring to an OnReadyToSpawn that already happened (seed 001, The Spawn Window); a
+    /// finished load also pushes the settle deadline forward.
+    fn on_level_ready(&mut self, now: Instant) {
+        self.ensure_spawns_queued_for_all_players();
+        self.spawns.wake();
+        self.transition.hold_until(now + self.rules.spawn_settle_timeout);
+    }
+}

@@ -1,0 +1,207 @@
+//! What crosses the core's boundary: the inputs it handles, the outputs it asks for, the rules
+//! it is configured with and the counters it reports. Nothing here holds state of the game.
+
+use std::time::Duration;
+
+use gatehouse_protocol::{ClientMessage, CloseCode, NodeId, PlayerId, ServerMessage};
+
+use super::LoadId;
+use crate::config::{ClientReadyPolicy, GameConfig};
+use crate::store::{LoadOutcome, PlayerSave, SessionSave};
+
+/// Identifies one network connection; assigned by the shell, never reused within a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ConnectionId(pub u64);
+
+/// The rules the core needs from configuration: limits and the timeouts of the contracts.
+#[derive(Debug, Clone)]
+pub struct GameRules {
+    /// The settle-hold bound once nothing is loading (seed 001 `SpawnSettleTimeout`, 15 s).
+    pub spawn_settle_timeout: Duration,
+    /// Retry delay when spawn points have not registered (seed 001, 100 ms).
+    pub spawn_retry: Duration,
+    /// How long a client may take to report ready for a transition waiting for clients.
+    pub client_ready_timeout: Duration,
+    /// What happens to a client that misses the client-ready timeout.
+    pub client_ready_policy: ClientReadyPolicy,
+    /// Players logged in at once; a login beyond it is refused with `ServerFull`.
+    pub max_players: usize,
+}
+
+impl GameRules {
+    /// The rules from the `[game]` section plus the player cap.
+    pub fn from_config(game: &GameConfig, max_players: usize) -> Self {
+        Self {
+            spawn_settle_timeout: game.spawn_settle_timeout,
+            spawn_retry: game.spawn_retry,
+            client_ready_timeout: game.client_ready_timeout,
+            client_ready_policy: game.client_ready_policy,
+            max_players,
+        }
+    }
+}
+
+/// Something that happened outside the core.
+#[derive(Debug, Clone)]
+pub enum Input {
+    /// A connection authenticated as `player` (its token verified, its protocol version right).
+    Login {
+        /// The connection.
+        connection: ConnectionId,
+        /// The player id from the token.
+        player: PlayerId,
+    },
+    /// A connection closed, for whatever reason.
+    Disconnected {
+        /// The connection.
+        connection: ConnectionId,
+    },
+    /// A logged-in connection sent a message.
+    Message {
+        /// The connection.
+        connection: ConnectionId,
+        /// The decoded message.
+        message: ClientMessage,
+    },
+    /// A streaming request finished (its levels are in).
+    Streamed {
+        /// The request, as named in [`StreamRequest::load`].
+        load: LoadId,
+    },
+    /// The spawn points of a streamed node registered.
+    SpawnPointsRegistered {
+        /// The request that streamed the node.
+        load: LoadId,
+    },
+    /// An operator asked for a travel to `node` (admin endpoint).
+    Travel {
+        /// The destination.
+        node: NodeId,
+    },
+    /// A player's save load finished (seed `OnLoadCompleted`).
+    PlayerLoaded {
+        /// Whose.
+        player: PlayerId,
+        /// The ticket of [`Output::LoadPlayer`].
+        ticket: u64,
+        /// What the store found.
+        outcome: LoadOutcome<PlayerSave>,
+    },
+    /// The session save load finished.
+    SessionLoaded {
+        /// What the store found.
+        outcome: LoadOutcome<SessionSave>,
+    },
+}
+
+/// Something the core wants the shell to do.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Output {
+    /// Send one message to one connection.
+    Send {
+        /// The connection.
+        connection: ConnectionId,
+        /// The message.
+        message: ServerMessage,
+    },
+    /// Send one message to every logged-in connection.
+    Broadcast {
+        /// The message.
+        message: ServerMessage,
+    },
+    /// Close a connection after the messages queued for it before this output are delivered.
+    Close {
+        /// The connection.
+        connection: ConnectionId,
+        /// Why.
+        code: CloseCode,
+    },
+    /// Simulate streaming: report [`Input::Streamed`] for `load` after `duration` plus up to
+    /// `jitter` (uniformly at random), then, if `spawn_points_after` is set, report
+    /// [`Input::SpawnPointsRegistered`] that much later.
+    Stream(StreamRequest),
+    /// Load a player's save and answer with [`Input::PlayerLoaded`] carrying `ticket`, always:
+    /// a failure or timeout is [`LoadOutcome::Failed`].
+    LoadPlayer {
+        /// Whose.
+        player: PlayerId,
+        /// Echo it in the answer.
+        ticket: u64,
+    },
+    /// Write a player's save (retrying on failure); saves of one player apply in order, and a
+    /// later load of that player sees them.
+    SavePlayer(PlayerSave),
+    /// Load the session save and answer with [`Input::SessionLoaded`].
+    LoadSession,
+    /// Write the session save: the world stands on `node`.
+    SaveSession {
+        /// The world's node.
+        node: NodeId,
+        /// The version the session load found (0: none); the store worker rebases it.
+        version: u64,
+    },
+}
+
+/// A simulated streaming request (DESIGN §1: level streaming on the server is simulated).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamRequest {
+    /// Names the request in the completion input.
+    pub load: LoadId,
+    /// What streams, for logs.
+    pub what: String,
+    /// Stream time: the slowest of the levels streaming together.
+    pub duration: Duration,
+    /// Extra random delay, at most this much.
+    pub jitter: Duration,
+    /// Spawn points register this long after the levels stream; `None` for dungeon rooms.
+    pub spawn_points_after: Option<Duration>,
+}
+
+/// Counters of decisions, for metrics and the admin endpoint (DESIGN §4: every decision is
+/// observable).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Counters {
+    /// Players that logged in.
+    pub logins: u64,
+    /// Logins refused because the server was full.
+    pub logins_refused_full: u64,
+    /// Logins that replaced an older connection of the same player.
+    pub logins_replaced: u64,
+    /// Transitions started.
+    pub transitions_started: u64,
+    /// Transitions superseded by a newer travel before they ended.
+    pub transitions_superseded: u64,
+    /// Transitions that ended with every player placed.
+    pub transitions_completed: u64,
+    /// Transitions that ended at the settle timeout with players unplaced.
+    pub settle_timeouts: u64,
+    /// Settle deadlines pushed forward because a load was in flight.
+    pub settle_extensions: u64,
+    /// Clients that missed the client-ready timeout.
+    pub ready_timeouts: u64,
+    /// Pawns spawned.
+    pub pawns_spawned: u64,
+    /// Pawns teleported by a level-transition request.
+    pub pawns_teleported: u64,
+    /// Spawns refused by the level-ready gate and kept queued (honest refusal).
+    pub spawn_refusals: u64,
+    /// Spawn attempts that found no registered spawn point and scheduled a retry.
+    pub spawn_point_retries: u64,
+    /// Initial-spawn requests discarded before a travel (stale node).
+    pub initial_spawns_discarded: u64,
+    /// Messages or completions ignored because they named a superseded transition or an old
+    /// pawn or load.
+    pub stale_ignored: u64,
+    /// Client messages refused with an `Error`.
+    pub client_errors: u64,
+    /// Players that died.
+    pub deaths: u64,
+    /// Respawns accepted.
+    pub respawns: u64,
+    /// Kit grants sent (each a distinct set of kits, at most once per kit per session).
+    pub kit_grants: u64,
+    /// Save loads that failed or timed out.
+    pub load_failures: u64,
+    /// Saves requested from the store.
+    pub saves_requested: u64,
+}

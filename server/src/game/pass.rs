@@ -1,0 +1,277 @@
+//! The steps of the advance pass, in the order `Game::advance` runs them (the `game` module
+//! documentation says why that order), the start of a transition, and the client-ready policy.
+//!
+//! Only `Game::advance` calls the steps. Each one reads the sub-states, acts if its condition
+//! holds, and records what it did; none calls another.
+
+use std::time::Instant;
+
+use gatehouse_protocol::{CloseCode, NodeId, PlayerId, ServerMessage, TransitionId};
+
+use super::placement::Attempt;
+use super::spawn::SpawnKind;
+use super::timers::Timer;
+use super::transition::Destination;
+use super::{Game, Output, StreamRequest};
+use crate::config::ClientReadyPolicy;
+
+/// Why a client falls under the client-ready policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Lapse {
+    /// It never reported ready for the transition within the client-ready timeout.
+    NeverReady,
+    /// It left the pawn it was possessed unacknowledged for a whole settle timeout.
+    NeverAcknowledged,
+}
+
+impl Game {
+    /// `StartTransition`: freeze, raise the loading screen (and, in a world that asks for it,
+    /// rebalance the teams). The advance pass resolves the destination.
+    pub(crate) fn start_transition(&mut self, now: Instant, destination: Destination) {
+        let target = match &destination {
+            Destination::Node(node) => node.clone(),
+            Destination::SessionNode => self.session.node().clone(),
+        };
+        let (id, superseded) =
+            self.transition.start(now, destination, target.clone(), self.roster.ids());
+        self.counters.transitions_started += 1;
+        if let Some(old) = superseded {
+            self.counters.transitions_superseded += 1;
+            tracing::info!(old = %old.id, new = %id, node = %target, phase = old.phase.name(),
+                "travel supersedes the transition in flight; the loading screen stays up");
+        }
+        let span = self.transition.span();
+        let _entered = span.enter();
+        tracing::info!("transition started");
+        self.broadcast(ServerMessage::FreezeCharacters { transition_id: id });
+        if self.world.rebalance_teams {
+            self.rebalance_teams(id);
+        }
+    }
+
+    /// The world's `rebalance_teams` setting: a team change at every travel, so the
+    /// presentation path of clients is exercised; every change is replicated.
+    fn rebalance_teams(&mut self, id: TransitionId) {
+        for player in self.roster.rebalance_teams(id) {
+            if let Some(view) = self.roster.player(&player).map(|p| p.view()) {
+                self.broadcast(ServerMessage::PlayerStateUpdated(view));
+            }
+        }
+    }
+
+    /// Step 1, Freezing → Loading once the session save and every player's save settled (seed
+    /// 001: the server travels only after persistence settles). Right before travelling,
+    /// pending initial spawns are discarded: they captured a node that may be stale, and
+    /// OnReadyToSpawn re-queues every pawnless player against the resolved node (seed 001,
+    /// Stale-Node Discard).
+    pub(super) fn resolve_destination(&mut self) {
+        let Some(transition_id) = self.transition_id() else { return };
+        let Some(destination) = self.transition.destination() else { return };
+        if !self.persistence_settled() {
+            return;
+        }
+        let target = match destination {
+            Destination::Node(node) => node.clone(),
+            Destination::SessionNode => self.session.node().clone(),
+        };
+        let Some(spec) = self.world.node(&target).cloned() else {
+            // Travel targets and saved nodes are checked against the world before they are used.
+            tracing::error!(node = %target, "transition target is not a world node");
+            return;
+        };
+        self.transition.resolve(target.clone());
+        let discarded = self.spawns.discard_pending(SpawnKind::Initial);
+        if discarded > 0 {
+            self.counters.initial_spawns_discarded += discarded as u64;
+            tracing::info!(discarded, "discarded stale initial spawn requests before travel");
+        }
+        // Requests a superseded transition (or the world before this travel) left for another
+        // node would never be placed: drop them too; OnReadyToSpawn re-queues their players.
+        let superseded = self.spawns.discard_not_for(&target);
+        if superseded > 0 {
+            self.counters.stale_ignored += superseded as u64;
+            tracing::info!(superseded, "dropped spawn requests for another node before travel");
+        }
+        self.session.set_node(target.clone());
+        let load = self.streaming.begin_node(target.clone());
+        self.outputs.push_back(Output::Stream(StreamRequest {
+            load,
+            what: format!("node {target}"),
+            duration: spec.levels.iter().map(|l| l.stream).max().unwrap_or_default(),
+            jitter: spec.jitter,
+            spawn_points_after: Some(spec.spawn_points_register),
+        }));
+        self.broadcast(ServerMessage::ShowTransition {
+            transition_id,
+            target_node: target,
+            levels: spec.levels.iter().map(|l| l.name.clone()).collect(),
+        });
+    }
+
+    /// Step 2, `CompleteTransition`: WaitingForClients → Completing once every present player
+    /// reported ready or is excused. The spawn window opens while characters are still frozen,
+    /// with OnReadyToSpawn (a request for every player, spawned by step 3), and the settle-hold
+    /// starts.
+    pub(super) fn check_clients_ready(&mut self, now: Instant) {
+        if !self.transition.all_ready(self.roster.ids()) {
+            return;
+        }
+        self.transition.complete(now + self.rules.spawn_settle_timeout);
+        tracing::info!("every client ready; completing");
+        self.ensure_spawns_queued_for_all_players();
+        self.spawns.wake();
+    }
+
+    /// Step 3, `ProcessPendingSpawns`, when something woke the queue: attempts every request in
+    /// order, keeping those that cannot be placed yet. Does nothing while a transition outside
+    /// Completing owns spawning (its OnReadyToSpawn wakes the queue again).
+    pub(super) fn process_pending_spawns(&mut self, now: Instant) {
+        if !self.spawns.take_wake() || self.transition.blocks_spawns() {
+            return;
+        }
+        let mut retry = false;
+        for request in self.spawns.take_all() {
+            let span = request.span().clone();
+            match span.in_scope(|| self.attempt_spawn(&request)) {
+                Attempt::Done => {}
+                Attempt::Wait => self.spawns.keep(request),
+                Attempt::Retry => {
+                    retry = true;
+                    self.spawns.keep(request);
+                }
+            }
+        }
+        if retry {
+            self.counters.spawn_point_retries += 1;
+            self.timers.set_earliest(Timer::SpawnRetry, now + self.rules.spawn_retry);
+        }
+    }
+
+    /// Step 4, `TryFinishTransition`: in Completing, end when every player is placed;
+    /// otherwise hold, pushing the deadline while a load is in flight; at the deadline with
+    /// nothing loading, end anyway and name the unplaced players.
+    pub(super) fn try_finish_transition(&mut self, now: Instant) {
+        let Some(settle_deadline) = self.transition.settle_deadline() else { return };
+        if self.are_players_placed() {
+            self.finish_transition(false);
+            return;
+        }
+        if now < settle_deadline {
+            return;
+        }
+        if self.streaming.is_load_in_flight() || self.is_save_load_in_flight() {
+            // A slow load is progress, not a wedge.
+            self.counters.settle_extensions += 1;
+            self.transition.hold_until(now + self.rules.spawn_settle_timeout);
+            return;
+        }
+        self.finish_transition(true);
+    }
+
+    /// `ArePlayersPlaced`: no pending spawn request and every player placed (or excused).
+    pub(crate) fn are_players_placed(&self) -> bool {
+        self.spawns.is_empty() && self.roster.all_placed_or_excused()
+    }
+
+    /// Completing → none: unfreeze, drop the loading screen, save everyone at the new node.
+    /// After a settle timeout, a client that was possessed a pawn and never acknowledged it
+    /// for the whole timeout falls under the client-ready policy, so it cannot hold every later
+    /// transition for a settle timeout each. Players the server could not give a pawn are not
+    /// at fault.
+    fn finish_transition(&mut self, timed_out: bool) {
+        let Some(t) = self.transition.finish() else { return };
+        let _entered = t.span.enter();
+        if timed_out {
+            self.counters.settle_timeouts += 1;
+            let unplaced: Vec<PlayerId> =
+                self.roster.players().filter(|p| !p.is_placed()).map(|p| p.id.clone()).collect();
+            let names: Vec<&str> = unplaced.iter().map(PlayerId::as_str).collect();
+            tracing::warn!(unplaced = ?names, pending_spawns = self.spawns.len(),
+                "settle timeout with nothing loading: ending the transition with players unplaced");
+            self.transition.record_unplaced(unplaced);
+        } else {
+            self.counters.transitions_completed += 1;
+            tracing::info!("every player placed; transition ended");
+        }
+        self.broadcast(ServerMessage::EndTransition { transition_id: t.id });
+        self.save_all(t.target.clone());
+        if timed_out {
+            let silent: Vec<PlayerId> = self
+                .roster
+                .players()
+                .filter(|p| p.pawn.is_some() && !p.is_placed())
+                .map(|p| p.id.clone())
+                .collect();
+            self.apply_client_ready_policy(silent, Lapse::NeverAcknowledged);
+        }
+    }
+
+    /// Step 5: the route's next travel, once it is due and no transition is in flight.
+    /// Returns whether a travel started.
+    pub(super) fn start_due_route_travel(&mut self, now: Instant) -> bool {
+        let Some(route) = &self.world.travel else { return false };
+        let interval = route.interval;
+        let Some(node): Option<NodeId> = self.transition.take_due_route_travel(route) else {
+            return false;
+        };
+        self.timers.set(Timer::RouteTravel, now + interval);
+        tracing::info!(%node, "route travel");
+        self.start_transition(now, Destination::Node(node));
+        true
+    }
+
+    /// After the steps: the transition's deadlines (the earliest client-ready deadline, the
+    /// settle deadline) into the timer table.
+    pub(super) fn arm_transition_timers(&mut self) {
+        let ready = self
+            .transition
+            .client_ready_deadline(self.roster.ids(), self.rules.client_ready_timeout);
+        self.timers.arm(Timer::ClientReady, ready);
+        self.timers.arm(Timer::SpawnSettle, self.transition.settle_deadline());
+    }
+
+    /// The client-ready timer: the policy for every player whose deadline passed.
+    pub(crate) fn handle_client_ready_timeouts(&mut self, now: Instant) {
+        let late =
+            self.transition.late_players(self.roster.ids(), now, self.rules.client_ready_timeout);
+        self.apply_client_ready_policy(late, Lapse::NeverReady);
+    }
+
+    /// The client-ready policy (`[game] client_ready_policy`), the one place it is applied,
+    /// for the client-ready timeout and the settle timeout alike: each of `players` is kicked
+    /// (closed with `ReadyTimeout`), or the game proceeds without it: the transition no longer
+    /// waits for its ready report ([`Lapse::NeverReady`]), or settle-holds no longer wait for
+    /// its placement until it acknowledges a pawn ([`Lapse::NeverAcknowledged`]).
+    fn apply_client_ready_policy(&mut self, players: Vec<PlayerId>, lapse: Lapse) {
+        for player in players {
+            let Some(connection) = self.roster.connection_of(&player) else { continue };
+            self.counters.ready_timeouts += 1;
+            match (self.rules.client_ready_policy, lapse) {
+                (ClientReadyPolicy::Kick, _) => {
+                    match lapse {
+                        Lapse::NeverReady => {
+                            tracing::warn!(%player, "client never reported ready; kicked")
+                        }
+                        Lapse::NeverAcknowledged => {
+                            tracing::warn!(%player, "client never acknowledged its pawn; kicked")
+                        }
+                    }
+                    self.outputs
+                        .push_back(Output::Close { connection, code: CloseCode::ReadyTimeout });
+                    self.remove_player(connection);
+                }
+                (ClientReadyPolicy::Proceed, Lapse::NeverReady) => {
+                    tracing::warn!(%player, "client never reported ready; proceeding without it");
+                    self.transition.excuse(player);
+                }
+                (ClientReadyPolicy::Proceed, Lapse::NeverAcknowledged) => {
+                    tracing::warn!(%player,
+                        "client never acknowledged its pawn; transitions no longer wait for it");
+                    if let Some(p) = self.roster.player_mut(&player) {
+                        p.placement_excused = true;
+                    }
+                }
+            }
+        }
+    }
+}

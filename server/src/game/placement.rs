@@ -1,0 +1,166 @@
+//! Spawn attempts: the spawn manager's work over the roster, the spawn queue and the world-map
+//! gate (seed 001, `UPlayerSpawnManager`, "The World-Map Gate", "Honest Spawn Refusal").
+//!
+//! A spawn goes through the default-pawn gate and may silently produce nothing; the attempt
+//! checks that a pawn actually resulted instead of assuming it. A request for a player who
+//! already has a pawn is a teleport, never a second pawn. Possession initialises the ability
+//! system (the kit latch's possession side) and destroys, last, a dead pawn that waited for
+//! its replacement.
+
+use gatehouse_protocol::{NodeId, PawnId, PlayerId, ServerMessage};
+
+use super::Game;
+use super::spawn::{SpawnKind, SpawnRequest};
+
+/// The outcome of one attempt at a request.
+pub(crate) enum Attempt {
+    /// Placed (or nothing left to do).
+    Done,
+    /// Keep it; the node is not streamed or the gate refused: a ready callback retries.
+    Wait,
+    /// Keep it; spawn points are not registered yet: retry after `spawn_retry`.
+    Retry,
+}
+
+impl Game {
+    /// `QueueSpawnRequest`: queue, and wake the queue, which the advance pass processes unless a
+    /// transition owns spawning.
+    pub(crate) fn queue_spawn_request(&mut self, player: PlayerId, kind: SpawnKind, node: NodeId) {
+        if self.spawns.has_request_for(&player) {
+            tracing::debug!(%player, ?kind, "spawn request not queued: one is already pending");
+        } else {
+            tracing::debug!(%player, ?kind, %node, "spawn request queued");
+            self.spawns.queue(SpawnRequest::new(player, kind, node));
+        }
+        self.spawns.wake();
+    }
+
+    /// `EnsureSpawnsQueuedForAllPlayers`: a request for every player without one that is
+    /// pawnless (initial spawn) or whose pawn stands on another node than the transition's (or
+    /// the session's) node (level transition).
+    pub(crate) fn ensure_spawns_queued_for_all_players(&mut self) {
+        let node =
+            self.transition.current().map_or_else(|| self.session.node(), |t| &t.target).clone();
+        let mut new = Vec::new();
+        for player in self.roster.players() {
+            if self.spawns.has_request_for(&player.id) {
+                continue;
+            }
+            match self.roster.possessed_pawn(&player.id) {
+                None => {
+                    new.push(SpawnRequest::new(player.id.clone(), SpawnKind::Initial, node.clone()))
+                }
+                Some(pawn) if pawn.node != node => new.push(SpawnRequest::new(
+                    player.id.clone(),
+                    SpawnKind::LevelTransition,
+                    node.clone(),
+                )),
+                Some(_) => {}
+            }
+        }
+        self.spawns.extend(new);
+    }
+
+    /// One attempt at `request`.
+    pub(crate) fn attempt_spawn(&mut self, request: &SpawnRequest) -> Attempt {
+        let Some(player) = self.roster.player(&request.player) else {
+            return Attempt::Done;
+        };
+        if player.character_def.is_none() {
+            // The pawn class is unknown until the save loads; the load's completion retries.
+            return Attempt::Wait;
+        }
+        let current = self.roster.possessed_pawn(&request.player);
+        // A request for a player who has a pawn is a teleport, whatever it was queued as.
+        if let Some(pawn) = current {
+            if pawn.node == request.node {
+                return Attempt::Done;
+            }
+        }
+        match self.streaming.spawn_points_on(&request.node) {
+            None => return Attempt::Wait,
+            Some(false) => return Attempt::Retry,
+            Some(true) => {}
+        }
+        if let Some(pawn_id) = current.map(|p| p.id) {
+            return if self.teleport_pawn(pawn_id, &request.node) {
+                Attempt::Done
+            } else {
+                Attempt::Wait
+            };
+        }
+        // Honest refusal: check that a pawn actually resulted instead of assuming it.
+        match self.restart_player_at_player_start(&request.player, &request.node) {
+            Some(_) => Attempt::Done,
+            None => {
+                self.counters.spawn_refusals += 1;
+                tracing::info!(player = %request.player, node = %request.node,
+                    "spawn refused by the level-ready gate; kept queued");
+                Attempt::Wait
+            }
+        }
+    }
+
+    /// `RestartPlayerAtPlayerStart`: the engine's restart, which goes through the default-pawn
+    /// gate and may silently produce nothing.
+    pub(crate) fn restart_player_at_player_start(
+        &mut self,
+        player: &PlayerId,
+        node: &NodeId,
+    ) -> Option<PawnId> {
+        let pawn = self.spawn_default_pawn_for(player, node)?;
+        self.possess(player, pawn);
+        Some(pawn)
+    }
+
+    /// `SpawnDefaultPawnFor`: creates a pawn, or returns `None` while the level-ready gate says
+    /// no (seed 001, The World-Map Gate: the first line of defence).
+    fn spawn_default_pawn_for(&mut self, player: &PlayerId, node: &NodeId) -> Option<PawnId> {
+        if !self.streaming.is_level_ready_for_spawn(node) {
+            return None;
+        }
+        let character_def = self.roster.player(player)?.character_def.clone()?;
+        let view = self.roster.create_pawn(player, character_def, node).view();
+        tracing::info!(%player, pawn = %view.pawn_id, %node, "pawn spawned");
+        self.counters.pawns_spawned += 1;
+        let id = view.pawn_id;
+        self.broadcast(ServerMessage::PawnSpawned(view));
+        Some(id)
+    }
+
+    /// `PossessedBy`: the player now controls `pawn` (its client must acknowledge), the
+    /// ability system initialises (`InitAbilityActorInfo`: the kit latch's possession side), and
+    /// a dead pawn waiting for this replacement is destroyed, last.
+    fn possess(&mut self, player: &PlayerId, pawn: PawnId) {
+        let Some(p) = self.roster.player_mut(player) else { return };
+        let (granted, dead) = p.possess(pawn, &self.world.startup_kits);
+        let connection = p.connection;
+        self.send(connection, ServerMessage::Possessed { pawn_id: pawn });
+        if !granted.is_empty() {
+            self.counters.kit_grants += 1;
+            self.send(connection, ServerMessage::KitsGranted { kits: granted });
+        }
+        if let Some(dead) = dead {
+            if self.roster.destroy_pawn(dead) {
+                tracing::info!(%player, pawn = %dead, "dead pawn destroyed after its replacement exists");
+                self.broadcast(ServerMessage::PawnDestroyed { pawn_id: dead });
+            }
+        }
+    }
+
+    /// A level-transition request: move the existing pawn; never a second pawn.
+    fn teleport_pawn(&mut self, pawn_id: PawnId, node: &NodeId) -> bool {
+        if !self.streaming.is_level_ready_for_spawn(node) {
+            self.counters.spawn_refusals += 1;
+            return false;
+        }
+        let Some(pawn) = self.roster.pawn_mut(pawn_id) else {
+            return false;
+        };
+        pawn.node = node.clone();
+        self.counters.pawns_teleported += 1;
+        tracing::info!(pawn = %pawn_id, %node, "pawn teleported");
+        self.broadcast(ServerMessage::PawnTeleported { pawn_id, node: node.clone() });
+        true
+    }
+}

@@ -1,0 +1,205 @@
+//! The roster: who is logged in, on which connection, and the pawns they own.
+//!
+//! [`Roster`] owns every [`Player`] (with its player state), the index from connections to
+//! players, every [`Pawn`], and the ids it hands out: pawn ids (never reused within a process)
+//! and the tickets of save loads. It keeps the books and nothing more: it knows no spawning
+//! rule, no transition and no output; the game decides, then records the result here.
+//! Iteration is in id order, so every decision made over the roster is deterministic.
+
+use std::collections::{BTreeMap, HashMap};
+
+use gatehouse_protocol::{CharacterDef, NodeId, PawnId, PlayerId, TeamId, TransitionId};
+
+use super::ConnectionId;
+use super::players::{Pawn, Player};
+
+/// Logged-in players, their connections and their pawns.
+#[derive(Debug)]
+pub(crate) struct Roster {
+    /// Logged-in players, in id order.
+    players: BTreeMap<PlayerId, Player>,
+    /// Which player each logged-in connection is.
+    connections: HashMap<ConnectionId, PlayerId>,
+    /// Every pawn, possessed or lingering dead.
+    pawns: BTreeMap<PawnId, Pawn>,
+    /// The id of the next pawn.
+    next_pawn: u64,
+    /// The ticket of the next save load.
+    next_ticket: u64,
+}
+
+impl Default for Roster {
+    fn default() -> Self {
+        Roster {
+            players: BTreeMap::new(),
+            connections: HashMap::new(),
+            pawns: BTreeMap::new(),
+            next_pawn: 1,
+            next_ticket: 1,
+        }
+    }
+}
+
+impl Roster {
+    /// Logged-in players.
+    pub(crate) fn len(&self) -> usize {
+        self.players.len()
+    }
+
+    pub(crate) fn player(&self, id: &PlayerId) -> Option<&Player> {
+        self.players.get(id)
+    }
+
+    pub(crate) fn player_mut(&mut self, id: &PlayerId) -> Option<&mut Player> {
+        self.players.get_mut(id)
+    }
+
+    /// Every logged-in player, in id order.
+    pub(crate) fn players(&self) -> impl Iterator<Item = &Player> {
+        self.players.values()
+    }
+
+    /// Every logged-in player's id, in order.
+    pub(crate) fn ids(&self) -> impl Iterator<Item = &PlayerId> {
+        self.players.keys()
+    }
+
+    /// The player logged in on `connection`.
+    pub(crate) fn player_on(&self, connection: ConnectionId) -> Option<&PlayerId> {
+        self.connections.get(&connection)
+    }
+
+    /// The player logged in on `connection`, to change.
+    pub(crate) fn player_on_mut(&mut self, connection: ConnectionId) -> Option<&mut Player> {
+        let id = self.connections.get(&connection)?;
+        self.players.get_mut(id)
+    }
+
+    /// The connection `player` is logged in on.
+    pub(crate) fn connection_of(&self, player: &PlayerId) -> Option<ConnectionId> {
+        self.players.get(player).map(|p| p.connection)
+    }
+
+    /// A ticket for a new save load, never reused.
+    pub(crate) fn allocate_ticket(&mut self) -> u64 {
+        let ticket = self.next_ticket;
+        self.next_ticket += 1;
+        ticket
+    }
+
+    /// Adds a player who just logged in.
+    pub(crate) fn join(&mut self, player: Player) {
+        self.connections.insert(player.connection, player.id.clone());
+        self.players.insert(player.id.clone(), player);
+    }
+
+    /// Removes the player on `connection` and every pawn it owns; returns the player and the
+    /// removed pawns, in id order.
+    pub(crate) fn leave(&mut self, connection: ConnectionId) -> Option<(Player, Vec<PawnId>)> {
+        let id = self.connections.remove(&connection)?;
+        let player = self.players.remove(&id)?;
+        let owned: Vec<PawnId> =
+            self.pawns.values().filter(|p| p.owner == id).map(|p| p.id).collect();
+        for pawn in &owned {
+            self.pawns.remove(pawn);
+        }
+        Some((player, owned))
+    }
+
+    /// The pawn `id`, if it exists (tests look pawns up by id).
+    #[cfg(test)]
+    pub(crate) fn pawn(&self, id: PawnId) -> Option<&Pawn> {
+        self.pawns.get(&id)
+    }
+
+    pub(crate) fn pawn_mut(&mut self, id: PawnId) -> Option<&mut Pawn> {
+        self.pawns.get_mut(&id)
+    }
+
+    /// Every pawn, in id order.
+    pub(crate) fn pawns(&self) -> impl Iterator<Item = &Pawn> {
+        self.pawns.values()
+    }
+
+    /// The pawn `player` possesses.
+    pub(crate) fn possessed_pawn(&self, player: &PlayerId) -> Option<&Pawn> {
+        self.players.get(player).and_then(|p| p.pawn).and_then(|pawn| self.pawns.get(&pawn))
+    }
+
+    /// How many pawns `player` owns (a dead pawn lingers until its replacement exists).
+    pub(crate) fn owned_pawn_count(&self, player: &PlayerId) -> usize {
+        self.pawns.values().filter(|pawn| &pawn.owner == player).count()
+    }
+
+    /// Whether `pawn` was ever created (it may be gone since).
+    pub(crate) fn was_issued(&self, pawn: PawnId) -> bool {
+        pawn.0 < self.next_pawn
+    }
+
+    /// Creates a pawn for `owner` on `node`, with a fresh id.
+    pub(crate) fn create_pawn(
+        &mut self,
+        owner: &PlayerId,
+        character_def: CharacterDef,
+        node: &NodeId,
+    ) -> &Pawn {
+        let id = PawnId(self.next_pawn);
+        self.next_pawn += 1;
+        let pawn =
+            Pawn { id, owner: owner.clone(), character_def, node: node.clone(), alive: true };
+        self.pawns.entry(id).or_insert(pawn)
+    }
+
+    /// Destroys a pawn; returns whether it existed.
+    pub(crate) fn destroy_pawn(&mut self, id: PawnId) -> bool {
+        self.pawns.remove(&id).is_some()
+    }
+
+    /// `ArePlayersPlaced`, the roster's half: every player placed or excused from placement.
+    pub(crate) fn all_placed_or_excused(&self) -> bool {
+        self.players.values().all(Player::is_placed_or_excused)
+    }
+
+    /// The team a new player joins: the smaller of team 1 and team 2 (team 1 on a tie).
+    pub(crate) fn smaller_team(&self) -> TeamId {
+        let on = |t: u8| self.players.values().filter(|p| p.team.0 == t).count();
+        TeamId(if on(1) <= on(2) { 1 } else { 2 })
+    }
+
+    /// The team rebalance of a travel (only for worlds that ask for it): teams are evened
+    /// out, then one pair, chosen by the transition id, swaps sides. Returns the players whose
+    /// team changed, in the order they changed (a player may appear twice).
+    pub(crate) fn rebalance_teams(&mut self, id: TransitionId) -> Vec<PlayerId> {
+        let on = |roster: &Roster, t: u8| -> Vec<PlayerId> {
+            roster.players.values().filter(|p| p.team == TeamId(t)).map(|p| p.id.clone()).collect()
+        };
+        let mut changed = Vec::new();
+        loop {
+            let (one, two) = (on(self, 1), on(self, 2));
+            let (from, to) = if one.len() > two.len() + 1 {
+                (one, 2)
+            } else if two.len() > one.len() + 1 {
+                (two, 1)
+            } else {
+                break;
+            };
+            if let Some(p) = from.last().and_then(|p| self.players.get_mut(p)) {
+                p.team = TeamId(to);
+                changed.push(p.id.clone());
+            }
+        }
+        let (one, two) = (on(self, 1), on(self, 2));
+        if !one.is_empty() && !two.is_empty() {
+            let pick = |v: &Vec<PlayerId>| v[id.0 as usize % v.len()].clone();
+            let (a, b) = (pick(&one), pick(&two));
+            if let Some(p) = self.players.get_mut(&a) {
+                p.team = TeamId(2);
+            }
+            if let Some(p) = self.players.get_mut(&b) {
+                p.team = TeamId(1);
+            }
+            changed.extend([a, b]);
+        }
+        changed
+    }
+}
