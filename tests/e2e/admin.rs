@@ -3,14 +3,15 @@
 use std::time::Duration;
 
 use gatehouse_client_sim::swarm::run_swarm_outcomes;
-use gatehouse_tests::{TEST_WORLD, TestServer, http, wait_for_snapshot, within};
+use gatehouse_tests::worlds::SLOW_BOOT;
+use gatehouse_tests::{TestServer, http, wait_for_snapshot, within};
 
 /// Health answers, the state names the phase, players and pending spawns, metrics are in the
 /// Prometheus format, and a travel request starts a transition (an unknown node is a 404 that
 /// names it).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_admin_endpoint_reports_state_and_starts_travels() {
-    let server = TestServer::start(TEST_WORLD).await;
+    let server = TestServer::start(SLOW_BOOT).await;
     let swarm = tokio::spawn(run_swarm_outcomes(server.swarm(2, 0, Duration::from_secs(8))));
     wait_for_snapshot(&server.handle, Duration::from_secs(10), "both clients placed", |s| {
         s.phase == "None" && s.players.len() == 2 && s.players.iter().all(|p| p.placed)

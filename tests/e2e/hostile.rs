@@ -5,9 +5,8 @@ use std::time::Duration;
 use gatehouse_client_sim::swarm::{mint_token, player_id, run_swarm_outcomes};
 use gatehouse_protocol::token::TokenKey;
 use gatehouse_protocol::{ClientMessage, CloseCode, PROTOCOL_VERSION, RejectReason, ServerMessage};
-use gatehouse_tests::{
-    TEST_WORLD, TestServer, frames, raw_exchange, raw_silent, wait_for_snapshot, within,
-};
+use gatehouse_tests::worlds::{self, SLOW_BOOT};
+use gatehouse_tests::{TestServer, frames, raw_exchange, raw_silent, wait_for_snapshot, within};
 
 const LIMIT: Duration = Duration::from_secs(10);
 
@@ -21,7 +20,7 @@ fn rejected(messages: &[ServerMessage]) -> Option<RejectReason> {
 /// A client whose token is signed with another key is rejected and closed; the others play on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_with_a_forged_token_is_rejected_and_the_others_are_unaffected() {
-    let server = TestServer::start(TEST_WORLD).await;
+    let server = TestServer::start(SLOW_BOOT).await;
     let swarm = tokio::spawn(run_swarm_outcomes(server.swarm(4, 0, Duration::from_secs(3))));
     tokio::time::sleep(Duration::from_millis(300)).await;
     let forged = mint_token(&TokenKey::new("not-the-server-key-at-all"), player_id(0));
@@ -39,7 +38,7 @@ async fn a_client_with_a_forged_token_is_rejected_and_the_others_are_unaffected(
 /// A wrong protocol version is rejected with UnsupportedVersion.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_protocol_version_is_rejected() {
-    let server = TestServer::start(TEST_WORLD).await;
+    let server = TestServer::start(SLOW_BOOT).await;
     let token = mint_token(&TokenKey::new(gatehouse_protocol::token::DEV_TOKEN_KEY), player_id(1));
     let hello = ClientMessage::Hello { protocol_version: PROTOCOL_VERSION + 1, token };
     let outcome = raw_exchange(&server, frames(&[hello]), LIMIT).await;
@@ -51,7 +50,7 @@ async fn a_wrong_protocol_version_is_rejected() {
 /// A first message other than Hello is refused with HelloExpected.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_first_message_other_than_hello_is_refused() {
-    let server = TestServer::start(TEST_WORLD).await;
+    let server = TestServer::start(SLOW_BOOT).await;
     let outcome = raw_exchange(&server, frames(&[ClientMessage::RestartRequest]), LIMIT).await;
     assert_eq!(rejected(&outcome.messages), Some(RejectReason::HelloExpected));
     assert_eq!(outcome.close, Some(CloseCode::ProtocolViolation));
@@ -61,7 +60,7 @@ async fn a_first_message_other_than_hello_is_refused() {
 /// Garbage and oversized frames close only that connection, with the decoder's reason.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_and_oversized_frames_close_only_their_connection() {
-    let server = TestServer::start(TEST_WORLD).await;
+    let server = TestServer::start(SLOW_BOOT).await;
     let swarm = tokio::spawn(run_swarm_outcomes(server.swarm(2, 0, Duration::from_secs(3))));
     let garbage = raw_exchange(&server, vec![4, 0, 0, 0, 0xff, 0xff, 0xff, 0xff], LIMIT).await;
     assert_eq!(garbage.close, Some(CloseCode::ProtocolViolation));
@@ -78,7 +77,7 @@ async fn garbage_and_oversized_frames_close_only_their_connection() {
 /// clean leave.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_that_ends_inside_a_frame_is_a_protocol_violation() {
-    let server = TestServer::start(TEST_WORLD).await;
+    let server = TestServer::start(SLOW_BOOT).await;
     let token = mint_token(&TokenKey::new(gatehouse_protocol::token::DEV_TOKEN_KEY), player_id(2));
     let mut bytes = frames(&[ClientMessage::Hello { protocol_version: PROTOCOL_VERSION, token }]);
     let ready = frames(&[ClientMessage::Leave]);
@@ -96,7 +95,7 @@ async fn a_stream_that_ends_inside_a_frame_is_a_protocol_violation() {
 async fn idle_connections_cannot_lock_players_out() {
     let config =
         "[network]\nhello_timeout_ms = 1000\nmax_pending_connections = 2\nmax_pending_per_ip = 2\n";
-    let server = TestServer::start_with(config, TEST_WORLD).await;
+    let server = TestServer::start_with(config, SLOW_BOOT).await;
     let (endpoint, client) =
         gatehouse_client_sim::swarm::client_endpoint(server.addr, &server.cert).unwrap();
     let mut idle = Vec::new();
@@ -130,8 +129,7 @@ async fn idle_connections_cannot_lock_players_out() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_silent_client_cannot_hold_everyone_under_the_loading_screen() {
     let config = "[game]\nclient_ready_timeout_ms = 3000\n";
-    let world =
-        format!("{TEST_WORLD}\n[travel]\nroute = [\"forest\", \"harbor\"]\ninterval_ms = 2000\n");
+    let world = worlds::with_route(SLOW_BOOT, &["forest", "harbor"], 2000);
     let server = TestServer::start_with(config, &world).await;
     let swarm = tokio::spawn(run_swarm_outcomes(server.swarm(3, 0, Duration::from_secs(12))));
     let token = mint_token(&TokenKey::new(gatehouse_protocol::token::DEV_TOKEN_KEY), player_id(9));
@@ -152,7 +150,7 @@ async fn a_silent_client_cannot_hold_everyone_under_the_loading_screen() {
 /// (code 5) within a bounded time even though the frames queued before the close never drain.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_connection_that_stops_reading_is_still_closed_when_replaced() {
-    let server = TestServer::start(TEST_WORLD).await;
+    let server = TestServer::start(SLOW_BOOT).await;
     let (endpoint, mut config) =
         gatehouse_client_sim::swarm::client_endpoint(server.addr, &server.cert).unwrap();
     let mut transport = quinn::TransportConfig::default();

@@ -4,14 +4,15 @@ use std::time::Duration;
 
 use gatehouse_client_sim::report::SwarmReport;
 use gatehouse_client_sim::swarm::run_swarm_outcomes;
-use gatehouse_tests::{TEST_WORLD, TestServer, wait_for_snapshot, within};
+use gatehouse_tests::worlds::{self, SLOW_BOOT};
+use gatehouse_tests::{TestServer, wait_for_snapshot, within};
 
 /// 8 clients pass through the boot transition; a ninth joins late and is spawned at once;
 /// every client ends with exactly one pawn, every transition ended, and no client saw a
 /// transition end before it had acknowledged its pawn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn eight_clients_pass_the_boot_transition_and_a_late_joiner_is_spawned_at_once() {
-    let server = TestServer::start(TEST_WORLD).await;
+    let server = TestServer::start(SLOW_BOOT).await;
     let first = tokio::spawn(run_swarm_outcomes(server.swarm(8, 0, Duration::from_secs(10))));
     // The boot transition ends once all 8 are placed; only then does the ninth join.
     wait_for_snapshot(&server.handle, Duration::from_secs(15), "the boot transition to end", |s| {
@@ -56,7 +57,7 @@ async fn eight_clients_pass_the_boot_transition_and_a_late_joiner_is_spawned_at_
 /// revisits the fast node, so the run ends in a quiet moment after the travel at 4 s.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn route_transitions_complete_with_every_client_placed() {
-    let world = format!("{TEST_WORLD}\n[travel]\nroute = [\"forest\"]\ninterval_ms = 2000\n");
+    let world = worlds::with_route(SLOW_BOOT, &["forest"], 2000);
     let server = TestServer::start(&world).await;
     let outcomes = within(
         Duration::from_secs(30),

@@ -16,10 +16,7 @@ use gatehouse_tests::{TestServer, within};
 /// violation.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixteen_clients_soak_for_forty_seconds_keeping_every_invariant() {
-    let world =
-        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../config/soak-world.toml"))
-            .expect("the soak world");
-    let server = TestServer::start(&world).await;
+    let server = TestServer::start(gatehouse_tests::worlds::SOAK).await;
     let mut swarm = server.swarm(16, 0, Duration::from_secs(40));
     swarm.session.restart_after_death = Some(Duration::from_millis(500));
     swarm.relaunch_every = Some(Duration::from_secs(12));

@@ -1,66 +1,12 @@
-//! What the contract tests share: their worlds, and readable predicates over messages and
-//! sessions.
+//! What the contract tests share: their worlds (from `gatehouse_tests::worlds`), and readable
+//! predicates over messages and sessions.
 
 use std::time::Duration;
 
 use gatehouse_protocol::{ClientMessage, PlayerId, ServerMessage, TransitionId};
 use gatehouse_server::game::Output;
 use gatehouse_tests::sim::{ClientId, Sim};
-
-/// Two plain nodes. The start node streams in 400 ms, so clients connected at the start log in
-/// during the boot transition; spawn points register 50 ms after a node streams.
-pub(crate) const PLAIN: &str = r#"
-start_node = "harbor"
-default_preset = "Vanguard"
-startup_kits = ["Kit.Startup.Movement"]
-
-[[preset]]
-name = "Vanguard"
-character_def = "Vanguard"
-kits = ["Kit.Composed.Vanguard"]
-
-[[node]]
-id = "harbor"
-levels = [{ name = "harbor_docks", stream_ms = 400 }]
-spawn_points_register_ms = 50
-
-[[node]]
-id = "forest"
-levels = [{ name = "forest_edge", stream_ms = 300 }]
-jitter_ms = 50
-spawn_points_register_ms = 50
-"#;
-
-/// [`PLAIN`] with a burn on the start node: every 600 ms it afflicts a living pawn there, and
-/// two ticks 100 ms apart kill (60 damage each, 100 health).
-pub(crate) const HAZARDOUS: &str = r#"
-start_node = "harbor"
-default_preset = "Vanguard"
-startup_kits = ["Kit.Startup.Movement"]
-
-[[preset]]
-name = "Vanguard"
-character_def = "Vanguard"
-kits = ["Kit.Composed.Vanguard"]
-
-[[node]]
-id = "harbor"
-levels = [{ name = "harbor_docks", stream_ms = 400 }]
-spawn_points_register_ms = 50
-
-[[node]]
-id = "forest"
-levels = [{ name = "forest_edge", stream_ms = 300 }]
-spawn_points_register_ms = 50
-
-[[hazard]]
-node = "harbor"
-effect = "Effect.DamageOverTime.Burn"
-damage_per_tick = 60
-tick_ms = 100
-duration_ms = 1000
-exposure_ms = 600
-"#;
+pub(crate) use gatehouse_tests::worlds::{HAZARDOUS, PLAIN};
 
 pub(crate) fn ms(n: u64) -> Duration {
     Duration::from_millis(n)

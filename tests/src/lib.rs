@@ -4,13 +4,16 @@
 //! Every wait in a test goes through [`within`], so a bug fails the test instead of hanging CI.
 //!
 //! [`sim`] is the other harness: the real game core and real simulated clients in memory, on
-//! simulated time, for deterministic cross-side tests.
+//! simulated time, for deterministic cross-side tests. [`worlds`] holds every test world;
+//! [`process`] starts the server binary as an operator would.
 
 #![forbid(unsafe_code)]
 // A test harness: a failed expectation here is a failed test, which is what it should be.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+pub mod process;
 pub mod sim;
+pub mod worlds;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -23,35 +26,6 @@ use gatehouse_protocol::{ClientMessage, CloseCode, FrameDecoder, ServerMessage};
 use gatehouse_server::config::{ServerConfig, WorldMap};
 use gatehouse_server::{GameHandle, Server};
 use tokio_util::sync::CancellationToken;
-
-/// A plain world: two nodes; the start node streams slowly enough (1.5 s) that clients started
-/// with the server log in during the boot transition.
-pub const TEST_WORLD: &str = r#"
-start_node = "harbor"
-default_preset = "Vanguard"
-startup_kits = ["Kit.Startup.Movement"]
-
-[[preset]]
-name = "Vanguard"
-character_def = "Vanguard"
-kits = ["Kit.Composed.Vanguard"]
-
-[[preset]]
-name = "Scout"
-character_def = "Scout"
-kits = []
-
-[[node]]
-id = "harbor"
-levels = [{ name = "harbor_docks", stream_ms = 1500 }]
-spawn_points_register_ms = 50
-
-[[node]]
-id = "forest"
-levels = [{ name = "forest_edge", stream_ms = 200 }]
-jitter_ms = 50
-spawn_points_register_ms = 50
-"#;
 
 /// A running server.
 pub struct TestServer {
@@ -113,25 +87,17 @@ impl TestServer {
         Self::start_with("", world).await
     }
 
-    /// A swarm of `clients` starting at `first_index`, staying `duration`.
+    /// A swarm of `clients` starting at `first_index`, staying `duration`, streaming each level
+    /// in 20–120 ms.
     pub fn swarm(&self, clients: usize, first_index: usize, duration: Duration) -> SwarmConfig {
         SwarmConfig {
-            server: self.addr,
-            server_name: "localhost".into(),
-            server_cert: self.cert.clone(),
-            clients,
             first_index,
-            duration,
-            token_key: TokenKey::new(DEV_TOKEN_KEY),
             session: SessionConfig {
                 stream_time: (Duration::from_millis(20), Duration::from_millis(120)),
                 seed: 7,
                 restart_after_death: None,
             },
-            max_frame_len: gatehouse_protocol::codec::DEFAULT_MAX_FRAME_LEN,
-            connect_timeout: Duration::from_secs(10),
-            relaunch_every: None,
-            settle_grace: Duration::from_secs(5),
+            ..swarm_config(self.addr, self.cert.clone(), clients, duration)
         }
     }
 
@@ -141,6 +107,31 @@ impl TestServer {
         within(Duration::from_secs(10), "the server to stop", self.task)
             .await
             .expect("the server task");
+    }
+}
+
+/// A swarm of `clients` (first index 0) against the server at `server`, trusting the
+/// certificate file `cert`, staying `duration`, with the default client session and the shipped
+/// development token key.
+pub fn swarm_config(
+    server: SocketAddr,
+    cert: PathBuf,
+    clients: usize,
+    duration: Duration,
+) -> SwarmConfig {
+    SwarmConfig {
+        server,
+        server_name: "localhost".into(),
+        server_cert: cert,
+        clients,
+        first_index: 0,
+        duration,
+        token_key: TokenKey::new(DEV_TOKEN_KEY),
+        session: SessionConfig::default(),
+        max_frame_len: gatehouse_protocol::codec::DEFAULT_MAX_FRAME_LEN,
+        connect_timeout: Duration::from_secs(10),
+        relaunch_every: None,
+        settle_grace: Duration::from_secs(5),
     }
 }
 

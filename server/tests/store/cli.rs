@@ -1,19 +1,15 @@
 //! `gatehouse-server saves list` and `saves show PLAYER` as an operator runs them (issue 3:
 //! "Operator commands").
 
-use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 use gatehouse_protocol::NodeId;
+use gatehouse_tests::process::shipped_config;
 
 use crate::backends::Backend;
 use crate::suite::{character, read_only};
 
 const SERVER: &str = env!("CARGO_BIN_EXE_gatehouse-server");
-
-fn shipped_config() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/server.toml")
-}
 
 /// Runs `gatehouse-server saves ARGS` against `b`'s store: the embedded one through
 /// `--data-dir`, PostgreSQL through `GATEHOUSE_STORE_URL`.

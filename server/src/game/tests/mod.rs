@@ -22,38 +22,9 @@ use super::{ConnectionId, Game, GameRules, Input, LoadId, Output, StreamRequest}
 use crate::config::{ClientReadyPolicy, WorldMap};
 use crate::store::LoadOutcome;
 
-/// Two plain nodes and a dungeon; spawn points register 50 ms after a node streams.
-pub(super) const WORLD: &str = r#"
-start_node = "harbor"
-default_preset = "Vanguard"
-startup_kits = ["Kit.Startup.Movement"]
-
-[[preset]]
-name = "Vanguard"
-character_def = "Vanguard"
-kits = ["Kit.Composed.Vanguard"]
-
-[[preset]]
-name = "Scout"
-character_def = "Scout"
-kits = []
-
-[[node]]
-id = "harbor"
-levels = [{ name = "harbor_docks", stream_ms = 300 }, { name = "harbor_town", stream_ms = 400 }]
-spawn_points_register_ms = 50
-
-[[node]]
-id = "forest"
-levels = [{ name = "forest_edge", stream_ms = 200 }]
-spawn_points_register_ms = 50
-
-[[node]]
-id = "crypt"
-levels = [{ name = "crypt_gate", stream_ms = 200 }]
-rooms = [{ name = "crypt_hall", stream_ms = 2000 }]
-spawn_points_register_ms = 50
-"#;
+/// Two plain nodes and a dungeon; spawn points register 50 ms after a node streams. The file is
+/// the test worlds' one home (`tests/worlds/`), shared with every other test crate.
+pub(super) const WORLD: &str = include_str!("../../../../tests/worlds/core.toml");
 
 pub(super) fn node(s: &str) -> NodeId {
     NodeId::new(s).unwrap()
