@@ -5,8 +5,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::checks::{EndedBeforeGate, GateStats, RouteCounts, RouterFigures};
-use crate::session::SessionStats;
+use crate::figures::{EndedBeforeGate, GateStats, RouteCounts, RouterFigures, SessionStats};
 
 /// What one client ended with.
 #[derive(Debug, Clone)]

@@ -23,8 +23,9 @@ use quinn::crypto::rustls::QuicClientConfig;
 use tokio::time::Instant;
 
 use crate::SimError;
+use crate::figures::SessionStats;
 use crate::report::{ClientOutcome, SwarmReport};
-use crate::session::{ClientSession, SessionConfig, SessionStats};
+use crate::session::{ClientSession, SessionConfig};
 use rand::rngs::SmallRng;
 use rand::{RngExt as _, SeedableRng as _};
 

@@ -1,9 +1,12 @@
-//! What the live gate checks counted in one client session, for the report: plain figures,
-//! summed across relaunches. Nothing here observes or decides anything.
+//! What a simulated client counts, for the report: plain figures, summed across relaunches and
+//! then across clients. Every layer of the client records here (the adapters their deferrals and
+//! refusals, the gates and the live checks what they saw and every violation, the session its
+//! transport), so this module imports nothing from the crate; it observes and decides nothing.
 
+use std::collections::BTreeSet;
+
+use gatehouse_protocol::TransitionId;
 use serde::Serialize;
-
-use crate::adapters::{RetireReason, Route};
 
 /// A count per route.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -15,21 +18,6 @@ pub struct RouteCounts {
 }
 
 impl RouteCounts {
-    /// The count for `route`.
-    pub fn get(&self, route: Route) -> u64 {
-        match route {
-            Route::Local => self.local,
-            Route::Remote => self.remote,
-        }
-    }
-
-    pub(crate) fn bump(&mut self, route: Route) {
-        match route {
-            Route::Local => self.local += 1,
-            Route::Remote => self.remote += 1,
-        }
-    }
-
     fn absorb(&mut self, other: RouteCounts) {
         self.local += other.local;
         self.remote += other.remote;
@@ -60,16 +48,6 @@ impl EndedBeforeGate {
             + self.rerouted
             + self.world_torn_down
             + self.session_ended
-    }
-
-    pub(crate) fn bump(&mut self, reason: RetireReason) {
-        match reason {
-            RetireReason::Unpossessed => self.unpossessed += 1,
-            RetireReason::Destroyed => self.destroyed += 1,
-            RetireReason::Rerouted => self.rerouted += 1,
-            RetireReason::WorldTornDown => self.world_torn_down += 1,
-            RetireReason::SessionEnded => self.session_ended += 1,
-        }
     }
 
     fn absorb(&mut self, other: EndedBeforeGate) {
@@ -183,9 +161,19 @@ pub struct GateStats {
 }
 
 /// Violations kept verbatim per session.
-pub(crate) const VIOLATION_SAMPLES: usize = 20;
+const VIOLATION_SAMPLES: usize = 20;
 
 impl GateStats {
+    /// Records a violation of a runtime expectation: counted, logged, and kept verbatim while
+    /// there is room.
+    pub(crate) fn violation(&mut self, what: String) {
+        tracing::warn!(violation = %what, "lifecycle gate violation");
+        self.gate_violations += 1;
+        if self.violation_samples.len() < VIOLATION_SAMPLES {
+            self.violation_samples.push(what);
+        }
+    }
+
     /// Adds another session's figures (a relaunch of the same client).
     pub fn absorb(&mut self, other: GateStats) {
         self.local_ready_opened += other.local_ready_opened;
@@ -232,5 +220,54 @@ impl GateStats {
             local: self.local_ready_opened + self.local_ended_before_gate.total(),
             remote: self.remote_ready_opened + self.remote_ended_before_gate.total(),
         }
+    }
+}
+
+/// What one client saw, for the report.
+#[derive(Debug, Clone, Default)]
+pub struct SessionStats {
+    /// Transitions this client saw end.
+    pub transitions_ended: BTreeSet<TransitionId>,
+    /// Per ended transition: from first seeing it to its end, ms.
+    pub transition_ms: Vec<u64>,
+    /// Longest time the loading screen stayed up, ms.
+    pub longest_screen_ms: u64,
+    /// Transitions this client saw superseded while its screen was up.
+    pub transitions_superseded: u64,
+    /// Times a transition ended while this client had not acknowledged a pawn.
+    pub ended_before_placed: u64,
+    /// Server-reported errors and client-detected protocol violations.
+    pub errors: Vec<String>,
+    /// Times this client's player died (gained `State.Dead`).
+    pub deaths: u64,
+    /// Respawns: a new pawn possessed after a restart request.
+    pub respawns: u64,
+    /// Times this client owned two live pawns at once (must be 0).
+    pub double_pawns: u64,
+    /// Kit grants naming a kit already granted this session (must be 0).
+    pub double_grants: u64,
+    /// Own pawns spawned or teleported onto a node other than the one the client expected:
+    /// the destination of the transition on screen, or the world's current node (must be 0).
+    pub spawns_at_stale_node: u64,
+    /// The lifecycle gates: what opened, for which pawn generations, and every violation of the
+    /// seed's runtime expectations.
+    pub gates: GateStats,
+}
+
+impl SessionStats {
+    /// Adds another session's stats (a relaunch of the same client).
+    pub fn absorb(&mut self, other: SessionStats) {
+        self.transitions_ended.extend(other.transitions_ended);
+        self.transition_ms.extend(other.transition_ms);
+        self.longest_screen_ms = self.longest_screen_ms.max(other.longest_screen_ms);
+        self.transitions_superseded += other.transitions_superseded;
+        self.ended_before_placed += other.ended_before_placed;
+        self.errors.extend(other.errors);
+        self.deaths += other.deaths;
+        self.respawns += other.respawns;
+        self.double_pawns += other.double_pawns;
+        self.double_grants += other.double_grants;
+        self.spawns_at_stale_node += other.spawns_at_stale_node;
+        self.gates.absorb(other.gates);
     }
 }
