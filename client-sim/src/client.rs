@@ -87,7 +87,7 @@ impl Client {
         if config.nameplates {
             checks::nameplates::listen(&router, &mut core, &mut game_instance, &checks);
         }
-        let baseline = router.listener_count();
+        let baseline = router.listener_count() as u64;
         let figures = &mut core.state.stats.router;
         figures.listeners_baseline = baseline;
         figures.listeners_max = baseline;
@@ -158,7 +158,7 @@ impl Client {
         figures.deliveries = router.deliveries;
         figures.mismatches = router.mismatches;
         figures.refused = router.refused_broadcasts + router.refused_registrations;
-        figures.listeners_at_end = self.router.listener_count();
+        figures.listeners_at_end = self.router.listener_count() as u64;
         stats
     }
 
@@ -318,7 +318,7 @@ impl Client {
     /// After every entry point: drain what is left, and note the listener high-water mark.
     fn leave(&mut self) {
         pump(&self.router, &mut self.core);
-        let listeners = self.router.listener_count();
+        let listeners = self.router.listener_count() as u64;
         let figures = &mut self.core.state.stats.router;
         figures.listeners_max = figures.listeners_max.max(listeners);
     }

@@ -295,7 +295,7 @@ impl ClientSession {
     pub fn finish(&mut self, now: Instant) -> SessionStats {
         if let Some(screen) = &self.screen {
             let up = ms(now - screen.raised_at);
-            self.stats.longest_screen_ms = self.stats.longest_screen_ms.max(up);
+            self.stats.longest_loading_screen_ms = self.stats.longest_loading_screen_ms.max(up);
         }
         self.stats.gates = self.client.finish(now);
         self.stats.clone()
@@ -346,7 +346,8 @@ impl ClientSession {
         }
         self.stats.transitions_ended.insert(id);
         self.stats.transition_ms.push(ms(now - screen.shown_at));
-        self.stats.longest_screen_ms = self.stats.longest_screen_ms.max(ms(now - screen.raised_at));
+        self.stats.longest_loading_screen_ms =
+            self.stats.longest_loading_screen_ms.max(ms(now - screen.raised_at));
         self.current_node = screen.target.clone().or(self.current_node.take());
         self.screen = None;
         self.frozen = false;

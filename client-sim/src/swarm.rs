@@ -216,7 +216,6 @@ pub async fn run_client(
         connected: false,
         placed: false,
         own_pawns: 0,
-        relaunches: 0,
         stats: Default::default(),
         errors: Vec::new(),
     };
@@ -251,7 +250,7 @@ pub async fn run_client(
             outcome.own_pawns = life_outcome.own_pawns;
             break;
         }
-        outcome.relaunches += 1;
+        outcome.stats.relaunches += 1;
         tokio::time::sleep(RELAUNCH_PAUSE).await;
     }
     outcome
