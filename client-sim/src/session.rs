@@ -462,4 +462,51 @@ mod tests {
         assert_eq!(s.stats().transition_ms, vec![300]);
         assert_eq!(s.pawns_owned_by(&me), 1);
     }
+
+    fn own_pawn(pawn: u64, owner: &PlayerId, node: &str) -> ServerMessage {
+        ServerMessage::PawnSpawned(PawnView {
+            pawn_id: PawnId(pawn),
+            owner: owner.clone(),
+            character_def: CharacterDef::new("Vanguard").unwrap(),
+            node: NodeId::new(node).unwrap(),
+            alive: true,
+        })
+    }
+
+    /// The session checks see every message: an own pawn off the destination on screen, a second
+    /// live pawn and a kit granted twice are counted, each with an error.
+    #[test]
+    fn broken_server_promises_are_counted_by_the_session_checks() {
+        let t0 = Instant::now();
+        let mut s = ClientSession::new(SessionConfig::default());
+        let me = PlayerId::new("me").unwrap();
+        let harbor = Some(NodeId::new("harbor").unwrap());
+        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: harbor });
+        s.handle(t0, own_pawn(1, &me, "harbor"));
+        assert_eq!((s.stats().spawns_at_stale_node, s.stats().double_pawns), (0, 0));
+        s.handle(t0, show(1));
+        s.handle(t0, own_pawn(2, &me, "crypt"));
+        assert_eq!(s.stats().spawns_at_stale_node, 1, "the destination on screen is harbor");
+        assert_eq!(s.stats().double_pawns, 1, "pawns 1 and 2 both live");
+        let kit = gatehouse_tags::catalog::STATE_DEAD;
+        s.handle(t0, ServerMessage::KitsGranted { kits: vec![kit] });
+        s.handle(t0, ServerMessage::KitsGranted { kits: vec![kit] });
+        assert_eq!(s.stats().double_grants, 1);
+        assert_eq!(s.stats().errors.len(), 3, "{:?}", s.stats().errors);
+    }
+
+    /// A stale end is ignored silently; an end for a transition never shown is an error and
+    /// leaves the screen up.
+    #[test]
+    fn only_an_end_for_a_transition_never_shown_is_an_error() {
+        let t0 = Instant::now();
+        let mut s = ClientSession::new(SessionConfig::default());
+        s.handle(t0, show(2));
+        s.handle(t0, ServerMessage::EndTransition { transition_id: TransitionId(1) });
+        assert!(s.stats().errors.is_empty());
+        s.handle(t0, ServerMessage::EndTransition { transition_id: TransitionId(3) });
+        assert!(s.is_loading());
+        assert_eq!(s.stats().errors.len(), 1, "{:?}", s.stats().errors);
+        assert!(s.stats().errors[0].contains("never shown"));
+    }
 }
