@@ -1,11 +1,13 @@
 //! One simulated game client below its transport: replication in, domain objects, feature
 //! adapters, lifecycle gates, live checks; sans-IO, with time passed in.
 //!
-//! [`Client`] owns the router and the [`ClientCore`] it carries. Its methods are the only entry
-//! points: each sets the time, changes the domain through `replication` (which announces
-//! on the router), and returns once every notification and gate dispatch it caused has been
-//! delivered. The transport session ([`crate::session::ClientSession`]) decides when to travel and
-//! when a world begins play; this type decides nothing about the network.
+//! [`Client`] owns the router, the [`ClientCore`] it carries and the live checks' account. It is
+//! where the layers are put together: it declares every layer's channels, attaches the adapters
+//! and the checks, and its methods are the only entry points: each sets the time, changes the
+//! domain through `replication` (which announces on the router), and returns once every
+//! notification and gate dispatch it caused has been delivered. The transport session
+//! ([`crate::session::ClientSession`]) decides when to travel and when a world begins play; this
+//! type decides nothing about the network.
 //!
 //! Data flow: server message → domain objects → router notification → adapters → registry facts
 //! → gate callbacks → outbox → dispatch (delegate broadcast, gate tag, subscriptions) → live
@@ -14,7 +16,7 @@
 use std::time::Instant;
 
 use gatehouse_lifecycle::{ObjectId, Registry, ScopeToken};
-use gatehouse_messaging::{Lifetime, Router, RouterConfig};
+use gatehouse_messaging::{Channels, Lifetime, Router, RouterConfig};
 use gatehouse_protocol::{NodeId, PawnId, ServerMessage, TransitionId};
 use gatehouse_tags::GameplayTag;
 use gatehouse_tags::catalog::{
@@ -22,13 +24,13 @@ use gatehouse_tags::catalog::{
     LIFECYCLE_GATE_LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY,
 };
 
-use crate::checks::{self, GateStats};
-use crate::core::{ClientCore, ClientState};
-use crate::dispatch::pump;
+use crate::adapters::{self, ClientCore, ClientState};
+use crate::checks::{self, GateChecks};
 use crate::domain::{Domain, UiConfig};
-use crate::gates::{self, GateError, GateFired, GateSubscription};
+use crate::figures::GateStats;
+use crate::gates::{self, GateError, GateFired, GateSubscription, pump};
 use crate::ids::{self, pawn_object, world_object};
-use crate::{adapters, notifications, replication};
+use crate::{notifications, replication};
 
 /// How a simulated client's domain behaves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +53,8 @@ impl Default for ClientConfig {
 pub struct Client {
     router: Router<ClientCore>,
     core: ClientCore,
+    /// The live checks' account (their listeners hold it too).
+    checks: GateChecks,
     /// The game instance's listeners (world and login adapters, checks, nameplates).
     _game_instance: Lifetime,
 }
@@ -68,9 +72,9 @@ impl Client {
     /// A client before login: the game-instance adapters and checks listen, nothing is scoped.
     pub fn new(config: ClientConfig) -> Client {
         // The channel table is a fixed list of constants over catalog tags, each declared once;
-        // `notifications::tests` proves it declares. It cannot fail at run time.
+        // `tests` below proves it declares. It cannot fail at run time.
         #[allow(clippy::expect_used)]
-        let channels = notifications::channels().expect("the client's channels declare");
+        let channels = channels().expect("the client's channels declare");
         let router = Router::new(RouterConfig::default(), channels);
         let domain = Domain::new(config.ui, config.seed);
         // A placeholder only: every entry point sets the time before anything reads it, and
@@ -78,15 +82,16 @@ impl Client {
         let mut core = ClientCore::new(domain, Instant::now());
         let mut game_instance = Lifetime::new("game instance");
         adapters::attach_game_instance(&router, &mut core, &mut game_instance);
-        checks::listen(&router, &mut core, &mut game_instance);
+        let checks = GateChecks::default();
+        checks::listen(&router, &mut core, &mut game_instance, &checks);
         if config.nameplates {
-            checks::nameplates::listen(&router, &mut core, &mut game_instance);
+            checks::nameplates::listen(&router, &mut core, &mut game_instance, &checks);
         }
-        let baseline = router.listener_count();
-        let figures = core.state.checks.router_figures();
+        let baseline = router.listener_count() as u64;
+        let figures = &mut core.state.stats.router;
         figures.listeners_baseline = baseline;
         figures.listeners_max = baseline;
-        Client { router, core, _game_instance: game_instance }
+        Client { router, core, checks, _game_instance: game_instance }
     }
 
     /// Applies a server message, then announces it.
@@ -144,7 +149,7 @@ impl Client {
     /// RepNotifies still deferred counted. Changes nothing: generations still open count as ended
     /// by the session in the figures only.
     pub fn finish(&self, now: Instant) -> GateStats {
-        let mut stats = self.core.state.checks.finish(now);
+        let mut stats = self.checks.finish(now, &self.core.state.stats);
         stats.pending_waits = self.pending_waits();
         stats.rep_notifies_deferred_at_end = self.core.state.rep_notifies.deferred_count() as u64;
         let router = self.router.stats();
@@ -153,7 +158,7 @@ impl Client {
         figures.deliveries = router.deliveries;
         figures.mismatches = router.mismatches;
         figures.refused = router.refused_broadcasts + router.refused_registrations;
-        figures.listeners_at_end = self.router.listener_count();
+        figures.listeners_at_end = self.router.listener_count() as u64;
         stats
     }
 
@@ -283,7 +288,7 @@ impl Client {
 
     /// The live checks' figures so far.
     pub fn gate_stats(&self) -> &GateStats {
-        self.core.state.checks.stats()
+        &self.core.state.stats
     }
 
     /// The object of the current world, if any.
@@ -313,8 +318,115 @@ impl Client {
     /// After every entry point: drain what is left, and note the listener high-water mark.
     fn leave(&mut self) {
         pump(&self.router, &mut self.core);
-        let listeners = self.router.listener_count();
-        let figures = self.core.state.checks.router_figures();
+        let listeners = self.router.listener_count() as u64;
+        let figures = &mut self.core.state.stats.router;
         figures.listeners_max = figures.listeners_max.max(listeners);
+    }
+}
+
+/// Every channel of the client, each layer declaring its own: the domain's notifications, the
+/// adapters' announcements, the gates' delegates.
+fn channels() -> Result<Channels, gatehouse_messaging::Error> {
+    let mut channels = Channels::new();
+    notifications::declare_channels(&mut channels)?;
+    adapters::declare_channels(&mut channels)?;
+    gates::declare_channels(&mut channels)?;
+    Ok(channels)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    use std::time::{Duration, Instant};
+
+    use gatehouse_messaging::{Listen, Match};
+    use gatehouse_protocol::{CharacterDef, NodeId, PawnView, PlayerStateView, ServerMessage};
+
+    use gatehouse_protocol::{PlayerId, TeamId};
+
+    use super::*;
+    use crate::adapters::PAWN_TEAM_PRESENTATION;
+    use crate::gates::announce;
+    use crate::ids::pawn_of;
+    use crate::notifications::{PawnNotice, UNPOSSESSED};
+
+    #[test]
+    fn every_channel_is_declared_once_in_the_catalog() {
+        channels().unwrap();
+    }
+
+    fn player(name: &str) -> PlayerId {
+        PlayerId::new(name).unwrap()
+    }
+
+    fn player_state(who: &str, team: u8) -> ServerMessage {
+        ServerMessage::PlayerStateUpdated(PlayerStateView {
+            player_id: player(who),
+            team: Some(TeamId(team)),
+            character_def: Some(CharacterDef::new("Vanguard").unwrap()),
+        })
+    }
+
+    fn spawn(pawn: u64, owner: &str) -> ServerMessage {
+        ServerMessage::PawnSpawned(PawnView {
+            pawn_id: PawnId(pawn),
+            owner: player(owner),
+            character_def: CharacterDef::new("Vanguard").unwrap(),
+            node: NodeId::new("harbor").unwrap(),
+            alive: true,
+        })
+    }
+
+    /// Seed 000, "Pawn team presentation": live local control is the final authority.
+    /// Replication has unpossessed the viewer's pawn, and before that notification reaches the
+    /// adapters (the same step) a cached fact wakes a request: it is refused, nothing is presented
+    /// to the viewer that lost control, and the replacement pawn presents again.
+    #[test]
+    fn a_presentation_woken_after_the_viewer_lost_control_in_the_same_step_is_refused() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let delay = Duration::from_millis(100);
+        let ui = UiConfig { controller_delay: (delay, delay), reset_every: None };
+        let mut client = Client::new(ClientConfig { ui, seed: 1, nameplates: false });
+        let log: Rc<RefCell<Vec<(u64, u64)>>> = Rc::default();
+        let l = log.clone();
+        let (router, core) = client.router_and_core();
+        let on = Listen::channel(PAWN_TEAM_PRESENTATION, Match::Exact);
+        let _listener = router
+            .listen(core, on, move |_, n| {
+                let viewer = pawn_of(n.viewer.object()).unwrap();
+                l.borrow_mut().push((n.pawn.0, viewer.0));
+            })
+            .unwrap();
+        let harbor = Some(NodeId::new("harbor").unwrap());
+        client.replicate(
+            t0,
+            &ServerMessage::Welcome { player_id: player("me"), current_node: harbor },
+        );
+        client.replicate(t0, &player_state("me", 1));
+        client.replicate(at(50), &player_state("carol", 2));
+        client.handle_timeout(at(100));
+        client.replicate(at(100), &spawn(1, "me"));
+        client.replicate(at(100), &ServerMessage::Possessed { pawn_id: PawnId(1) });
+        client.replicate(at(100), &spawn(3, "carol"));
+        assert_eq!(*log.borrow(), [(1, 1)], "carol's widget controller is still building");
+
+        // Replication applied the unpossession; its notification has not reached the adapters
+        // when carol's widget controller completes and the cached facts wake pawn 3's request.
+        let (_, core) = client.router_and_core();
+        assert!(core.state.domain.characters.unpossess(PawnId(1)));
+        client.handle_timeout(at(150));
+        assert!(client.is_character_init_gate_open(PawnId(3)), "carol's gate did open");
+        assert_eq!(*log.borrow(), [(1, 1)], "nothing presented to a viewer that lost control");
+        assert_eq!(client.gate_stats().pawn_team_presentations_refused, 1);
+        let (router, core) = client.router_and_core();
+        announce(router, core, UNPOSSESSED, &PawnNotice { pawn: PawnId(1) });
+
+        client.replicate(at(200), &spawn(4, "me"));
+        client.replicate(at(200), &ServerMessage::Possessed { pawn_id: PawnId(4) });
+        assert_eq!(*log.borrow(), [(1, 1), (3, 4), (4, 4)]);
+        let stats = client.gate_stats();
+        assert_eq!(stats.gate_violations, 0, "{:?}", stats.violation_samples);
     }
 }

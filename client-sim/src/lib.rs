@@ -1,28 +1,42 @@
 //! gatehouse-client-sim: simulated game clients.
 //!
 //! - [`session`]: one client's transport duties as a sans-IO state machine following the
-//!   server's transitions; it drives a [`client::Client`].
-//! - [`client`]: the client's game side, sans-IO: the replication of server messages into
-//!   the [`domain`] objects, each change announced on a `gatehouse_messaging` router
-//!   ([`notifications`]); the feature [`adapters`] that listen there and publish facts into a
-//!   `gatehouse_lifecycle` registry; the public [`gates`]; and the live [`checks`] of seed 000's
-//!   runtime expectations.
+//!   server's transitions; it drives a [`client::Client`] and feeds the session checks.
+//! - [`client`]: the client's game side, sans-IO, where its layers are put together: the
+//!   replication of server messages into the [`domain`] objects, each change announced on a
+//!   `gatehouse_messaging` router ([`notifications`]); the feature [`adapters`] that listen there
+//!   and publish facts into a `gatehouse_lifecycle` registry; the public [`gates`] and their
+//!   dispatch; and the live [`checks`] of seed 000's runtime expectations and of the session
+//!   contract.
 //! - [`swarm`]: the async shell running many sessions over real QUIC.
-//! - [`report`]: what they saw, as text and JSON.
+//! - [`report`]: what they saw, as text and JSON, from the [`figures`] every layer counts.
 //!
-//! The dependency direction is one way (seed 000, "System boundary"): the domain knows neither
-//! the registry nor the router; replication writes the domain and announces; adapters read the
-//! domain and write the registry; gates and checks read the registry and the router. Nothing in
-//! the game side uses tokio or reads a clock: time is passed in.
+//! The layers, bottom to top; each module imports only from the lines above it (seed 000,
+//! "System boundary": the domain knows neither the registry nor the router):
+//!
+//! | layer | modules | imports |
+//! |---|---|---|
+//! | foundation | [`ids`], [`figures`] | nothing of the crate |
+//! | domain | [`domain`], [`notifications`] | `ids` |
+//! | adapters | [`adapters`] (with the shared [`adapters::ClientState`] and the outbox) | domain, notifications, ids, figures |
+//! | gates | [`gates`] (with the outbox pump) | adapters, domain, ids |
+//! | checks | [`checks`] | gates, adapters, domain, notifications, ids, figures |
+//! | game side | `replication`, [`client`] | all of the above |
+//! | transport | [`session`] | client, checks, figures |
+//! | shell | [`swarm`], [`report`], the `gatehouse-sim` binary | session, figures |
+//!
+//! Replication writes the domain and announces; adapters read the domain and write the
+//! registry; gates perform what the adapters' gate callbacks left in the outbox; checks read the
+//! registry and the router and keep their own account. Nothing in the game side uses tokio or
+//! reads a clock: time is passed in.
 
 #![forbid(unsafe_code)]
 
 pub mod adapters;
 pub mod checks;
 pub mod client;
-pub mod core;
-mod dispatch;
 pub mod domain;
+pub mod figures;
 pub mod gates;
 pub mod ids;
 pub mod notifications;

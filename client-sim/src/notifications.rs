@@ -1,22 +1,19 @@
-//! The client's router vocabulary: every channel it broadcasts on, bound once to its payload
-//! type, and the payload types themselves.
+//! The domain's notifications: every channel replication announces on, bound once to its
+//! payload type, and the payload types themselves.
 //!
-//! Three families travel here (seed 002, section 7, third pattern): replication notifications
+//! Two families travel here (seed 002, section 7, third pattern): replication notifications
 //! (`Message.Replication.*`, `Message.Transition.*`), announced after the replicated state was
-//! applied; domain notifications (`Message.Login.*`, `Message.World.*`, `Message.UI.*`,
-//! `Message.Team.*`), announced after a domain object changed; and lifecycle dispatch
-//! (`Message.Lifecycle.*`, `Message.Team.PawnPresentation`): the seed's non-replaying multicast
-//! delegates, the character adapter's generation announcements and deferred Blueprint
-//! RepNotifies, and the pawn team presentation. A payload names what changed by id and carries
-//! none of the state: a listener reads the state from the domain object, so a late listener is as
-//! correct as an early one. This module declares; it never broadcasts.
+//! applied; and domain notifications (`Message.Login.*`, `Message.World.*`, `Message.UI.*`,
+//! `Message.Team.Changed`), announced after a domain object changed. A payload names what changed
+//! by id and carries none of the state: a listener reads the state from the domain object, so a
+//! late listener is as correct as an early one. The layers above announce on channels of their
+//! own (the adapters' generations, RepNotifies and presentations; the gates' delegates), declared
+//! where they are owned. This module declares; it never broadcasts, and it imports only the ids.
 
-use gatehouse_lifecycle::ScopeToken;
 use gatehouse_messaging::{Channel, Channels, Payload};
 use gatehouse_protocol::{PawnId, PlayerId, TeamId, TransitionId};
 use gatehouse_tags::catalog::*;
 
-use crate::adapters::{RepNotifyKind, RetireReason, Route};
 use crate::ids::WorldId;
 
 /// Something happened to a pawn.
@@ -80,110 +77,6 @@ impl Payload for TransitionNotice {
     const NAME: &'static str = "TransitionNotice";
 }
 
-/// The character adapter scoped a pawn generation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GenerationScoped {
-    /// The pawn.
-    pub pawn: PawnId,
-    /// Its scope: the pawn and the generation.
-    pub token: ScopeToken,
-    /// Which character gate it routes to.
-    pub route: Route,
-    /// The world it lives in.
-    pub world: WorldId,
-}
-impl Payload for GenerationScoped {
-    const NAME: &'static str = "GenerationScoped";
-}
-
-/// The character adapter retired a pawn generation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct GenerationRetired {
-    /// The pawn.
-    pub pawn: PawnId,
-    /// The retired scope.
-    pub token: ScopeToken,
-    /// Its route.
-    pub route: Route,
-    /// Why it retired.
-    pub reason: RetireReason,
-    /// Whether its character gate had opened.
-    pub gate_opened: bool,
-}
-impl Payload for GenerationRetired {
-    const NAME: &'static str = "GenerationRetired";
-}
-
-/// A character gate dispatched (`OnLocalCharacterInitGateOpened`,
-/// `OnRemoteCharacterInitGateOpened`).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CharacterGateOpened {
-    /// The pawn.
-    pub pawn: PawnId,
-    /// The generation whose gate opened.
-    pub token: ScopeToken,
-    /// The world it opened in.
-    pub world: WorldId,
-}
-impl Payload for CharacterGateOpened {
-    const NAME: &'static str = "CharacterGateOpened";
-}
-
-/// `OnLocalPlayerWidgetControllerAndTeamReady(LocalPlayerState)`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LocalPlayerReady {
-    /// The local player.
-    pub player: PlayerId,
-    /// The local player state's generation.
-    pub token: ScopeToken,
-    /// The world it opened in.
-    pub world: WorldId,
-}
-impl Payload for LocalPlayerReady {
-    const NAME: &'static str = "LocalPlayerReady";
-}
-
-/// A Blueprint RepNotify of a remote pawn generation: replicated state about the pawn, or about
-/// its owner's player state, changed. The state itself is already in the domain; this is the
-/// presentation-side notice, held back until the generation's remote gate released.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RemoteRepNotify {
-    /// The remote pawn.
-    pub pawn: PawnId,
-    /// Its generation.
-    pub token: ScopeToken,
-    /// What changed.
-    pub kind: RepNotifyKind,
-    /// Deferred before the remote gate released and replayed at its release (`false`: sent as
-    /// it arrived, the gate being open already).
-    pub replayed: bool,
-}
-impl Payload for RemoteRepNotify {
-    const NAME: &'static str = "RemoteRepNotify";
-}
-
-/// `DispatchTeamPresentation`: a pawn's team is presented to the local viewer.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PawnTeamPresented {
-    /// The target pawn.
-    pub pawn: PawnId,
-    /// The target pawn's generation.
-    pub token: ScopeToken,
-    /// The target pawn's owner.
-    pub player: PlayerId,
-    /// The owner's cached team, presented.
-    pub team: TeamId,
-    /// The local viewer's current pawn generation.
-    pub viewer: ScopeToken,
-    /// The local viewer's cached team.
-    pub viewer_team: TeamId,
-    /// The world it was presented in.
-    pub world: WorldId,
-}
-impl Payload for PawnTeamPresented {
-    const NAME: &'static str = "PawnTeamPresented";
-}
-
 /// A pawn was spawned and applied locally.
 pub const PAWN_SPAWNED: Channel<PawnNotice> = Channel::new(MESSAGE_REPLICATION_PAWN_SPAWNED);
 /// A pawn was destroyed and removed locally.
@@ -234,38 +127,15 @@ pub const WIDGET_CONTROLLER_READY: Channel<PlayerNotice> =
 pub const UI_RESET: Channel<UiResetNotice> = Channel::new(MESSAGE_UI_RESET);
 /// The raw team change, sent the moment the team cache changes.
 pub const TEAM_CHANGED: Channel<TeamNotice> = Channel::new(MESSAGE_TEAM_CHANGED);
-/// The presentation-only team change, sent once the widget controller is ready.
-pub const TEAM_PRESENTATION_CHANGED: Channel<TeamNotice> =
-    Channel::new(MESSAGE_TEAM_PRESENTATION_CHANGED);
-/// `DispatchTeamPresentation`: a pawn's team presented to the local viewer.
-pub const PAWN_TEAM_PRESENTATION: Channel<PawnTeamPresented> =
-    Channel::new(MESSAGE_TEAM_PAWN_PRESENTATION);
-/// A pawn generation was scoped.
-pub const CHARACTER_SCOPED: Channel<GenerationScoped> =
-    Channel::new(MESSAGE_LIFECYCLE_CHARACTER_SCOPED);
-/// A pawn generation was retired.
-pub const CHARACTER_RETIRED: Channel<GenerationRetired> =
-    Channel::new(MESSAGE_LIFECYCLE_CHARACTER_RETIRED);
-/// `OnLocalCharacterInitGateOpened`.
-pub const LOCAL_CHARACTER_INIT_GATE_OPENED: Channel<CharacterGateOpened> =
-    Channel::new(MESSAGE_LIFECYCLE_LOCAL_CHARACTER_INIT_GATE_OPENED);
-/// `OnRemoteCharacterInitGateOpened`.
-pub const REMOTE_CHARACTER_INIT_GATE_OPENED: Channel<CharacterGateOpened> =
-    Channel::new(MESSAGE_LIFECYCLE_REMOTE_CHARACTER_INIT_GATE_OPENED);
-/// A Blueprint RepNotify of a remote pawn generation, live or replayed at its gate's release.
-pub const REMOTE_CHARACTER_REP_NOTIFY: Channel<RemoteRepNotify> =
-    Channel::new(MESSAGE_LIFECYCLE_REMOTE_CHARACTER_REP_NOTIFY);
-/// `OnLocalPlayerWidgetControllerAndTeamReady`.
-pub const LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY: Channel<LocalPlayerReady> =
-    Channel::new(MESSAGE_LIFECYCLE_LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY);
 
 /// Declares every channel above, once each.
 ///
 /// # Errors
 /// A [`gatehouse_messaging::Error`] if a channel were declared twice or its tag were missing from
-/// the catalog; the unit test below proves neither happens.
-pub fn channels() -> Result<Channels, gatehouse_messaging::Error> {
-    let mut channels = Channels::new();
+/// the catalog.
+pub fn declare_channels(
+    channels: &mut Channels,
+) -> Result<&mut Channels, gatehouse_messaging::Error> {
     channels
         .declare(PAWN_SPAWNED)?
         .declare(PAWN_DESTROYED)?
@@ -288,24 +158,5 @@ pub fn channels() -> Result<Channels, gatehouse_messaging::Error> {
         .declare(WORLD_TORN_DOWN)?
         .declare(WIDGET_CONTROLLER_READY)?
         .declare(UI_RESET)?
-        .declare(TEAM_CHANGED)?
-        .declare(TEAM_PRESENTATION_CHANGED)?
-        .declare(PAWN_TEAM_PRESENTATION)?
-        .declare(CHARACTER_SCOPED)?
-        .declare(CHARACTER_RETIRED)?
-        .declare(LOCAL_CHARACTER_INIT_GATE_OPENED)?
-        .declare(REMOTE_CHARACTER_INIT_GATE_OPENED)?
-        .declare(REMOTE_CHARACTER_REP_NOTIFY)?
-        .declare(LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY)?;
-    Ok(channels)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn every_channel_is_declared_once_in_the_catalog() {
-        channels().unwrap();
-    }
+        .declare(TEAM_CHANGED)
 }

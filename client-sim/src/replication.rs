@@ -10,9 +10,9 @@
 use gatehouse_messaging::Router;
 use gatehouse_protocol::{NodeId, PlayerId, ServerMessage, TransitionId};
 
-use crate::core::ClientCore;
-use crate::dispatch::announce;
+use crate::adapters::ClientCore;
 use crate::domain::Spawned;
+use crate::gates::announce;
 use crate::notifications::*;
 
 /// Applies `message` to the domain and announces what changed.

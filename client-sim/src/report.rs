@@ -1,12 +1,21 @@
-//! The swarm report: what every simulated client saw, summed, as readable text and JSON.
+//! The swarm report: what every simulated client saw, summed, as readable text, as JSON, and as
+//! the `--check` verdict.
+//!
+//! The counts come from the figure lists of [`crate::figures`]: the report's top level and its
+//! `gates` section are declared from the same lists as the live stats, so each figure is a field
+//! and a JSON key here without being written out again, and the printed lines and the `--check`
+//! conditions walk the lists' [`Figure`] tables. What is declared here is only what is not a
+//! count of one client: the clients connected and placed, the transitions completed, the errors
+//! and samples, the percentiles, and whether every generation is accounted for.
 
-use std::collections::BTreeSet;
 use std::fmt;
 
 use serde::Serialize;
 
-use crate::checks::{EndedBeforeGate, GateStats, RouteCounts, RouterFigures};
-use crate::session::SessionStats;
+use crate::figures::{
+    Check, EndedBeforeGate, Figure, GateStats, RouteCounts, RouterFigures, SessionStats,
+    gate_figures, session_figures,
+};
 
 /// What one client ended with.
 #[derive(Debug, Clone)]
@@ -19,9 +28,7 @@ pub struct ClientOutcome {
     pub placed: bool,
     /// Pawns it saw owned by itself at the end (1 when all is well).
     pub own_pawns: usize,
-    /// Times it disconnected and relaunched.
-    pub relaunches: u64,
-    /// What its session saw.
+    /// What its sessions saw, summed over its relaunches (`stats.relaunches` counts them).
     pub stats: SessionStats,
     /// Connection-level errors (refused, closed by the server, unreachable).
     pub errors: Vec<String>,
@@ -63,185 +70,78 @@ impl Percentiles {
     }
 }
 
-/// The whole run's report.
-#[derive(Debug, Clone, Serialize)]
-pub struct SwarmReport {
-    /// Clients started.
-    pub clients: usize,
-    /// Clients the server welcomed.
-    pub clients_connected: usize,
-    /// Clients placed at the end.
-    pub clients_placed: usize,
-    /// Distinct transitions that clients saw end.
-    pub transitions_completed: usize,
-    /// Transitions superseded while a client's screen was up (summed over clients).
-    pub transitions_superseded: u64,
-    /// Times a transition ended before a client had acknowledged its pawn (must be 0).
-    pub ended_before_placed: u64,
-    /// Deaths (summed over clients).
-    pub deaths: u64,
-    /// Respawns (summed over clients).
-    pub respawns: u64,
-    /// Relaunches (summed over clients).
-    pub relaunches: u64,
-    /// Times a client owned two live pawns at once (must be 0).
-    pub double_pawns: u64,
-    /// Kit grants naming a kit already granted (must be 0).
-    pub double_grants: u64,
-    /// Own pawns placed on a node other than the expected one (must be 0).
-    pub spawns_at_stale_node: u64,
-    /// Errors over all clients.
-    pub errors: usize,
-    /// The first few errors, for reading.
-    pub error_samples: Vec<String>,
-    /// From a client first seeing a transition to its end, over all clients, ms.
-    pub transition_ms: Percentiles,
-    /// Longest time any client spent under the loading screen, ms.
-    pub longest_loading_screen_ms: u64,
-    /// The lifecycle gates over all clients (seed 000's runtime expectations).
-    pub gates: GatesSection,
-    /// What the clients' routers carried (seed 002: every notification went through them).
-    pub router: RouterSection,
-    /// Every gate wait still pending when a session ended, with what blocks it.
-    pub pending_waits: Vec<String>,
+impl fmt::Display for Percentiles {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let Percentiles { count, min, median, p99, max } = self;
+        write!(f, "min {min} / median {median} / p99 {p99} / max {max} over {count}")
+    }
 }
 
-/// The lifecycle gates, summed over clients.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct GatesSection {
-    /// `Lifecycle.Gate.Character.LocalReady` opened.
-    pub local_ready_opened: u64,
-    /// `Lifecycle.Gate.Character.RemoteReady` opened.
-    pub remote_ready_opened: u64,
-    /// `Lifecycle.Gate.LocalPlayer.WidgetControllerAndTeamReady` opened (one per readiness
-    /// period).
-    pub widget_controller_and_team_ready_opened: u64,
-    /// Pawn generations scoped: local (own pawns) and remote (others', per viewer).
-    pub pawn_generations: RouteCounts,
-    /// Generations that ended before their gate could open (not violations), local.
-    pub local_ended_before_gate_opened: EndedBeforeGate,
-    /// Generations that ended before their gate could open (not violations), remote.
-    pub remote_ended_before_gate_opened: EndedBeforeGate,
-    /// Whether, for each route, gates opened plus generations ended before opening equals the
-    /// generations seen: a gate opened for every pawn generation that lived long enough.
-    pub every_generation_accounted: bool,
-    /// Generations still waiting at the end after waiting over 5 s in a playing world.
-    pub stuck_at_end: u64,
-    /// Public gate subscriptions registered (nameplates, one per generation).
-    pub subscriptions_registered: u64,
-    /// Public gate subscriptions delivered.
-    pub subscriptions_fired: u64,
-    /// Raw team changes seen by clients.
-    pub team_changes: u64,
-    /// Presentation-only team changes sent.
-    pub team_presentations: u64,
-    /// Pawn team presentations dispatched (`DispatchTeamPresentation`).
-    pub pawn_team_presentations: u64,
-    /// Woken pawn team presentations refused by live state (not dispatched, registered again).
-    pub pawn_team_presentations_refused: u64,
-    /// Blueprint RepNotifies of remote pawns sent as they arrived, their gate open.
-    pub rep_notifies_delivered: u64,
-    /// Blueprint RepNotifies deferred while their remote gate had not released.
-    pub rep_notifies_deferred: u64,
-    /// Deferred RepNotifies that replaced an earlier one of the same kind (the bound).
-    pub rep_notifies_coalesced: u64,
-    /// Deferred RepNotifies replayed at their gate's release, before RemoteReady.
-    pub rep_notifies_replayed: u64,
-    /// Deferred RepNotifies discarded with a generation retired before its release.
-    pub rep_notifies_discarded: u64,
-    /// Deferred RepNotifies still waiting when their sessions ended.
-    pub rep_notifies_deferred_at_end: u64,
-    /// UI tracking resets.
-    pub ui_resets: u64,
-    /// Worlds created (one per client login and travel).
-    pub worlds_created: u64,
-    /// From a generation's scope to its gate, ms.
-    pub gate_wait_ms: Percentiles,
-    /// Waits still pending when the final sessions ended (each listed in `pending_waits`).
-    pub pending_waits_at_end: usize,
-    /// Waits still pending when relaunches ended earlier sessions (counted only).
-    pub pending_waits_at_relaunch: u64,
-    /// Violations of the runtime expectations (must be 0).
-    pub gate_violations: u64,
-    /// The first violations, described.
-    pub violation_samples: Vec<String>,
+session_figures! {
+    /// The whole run's report: the session figures summed over every client, and the run's own.
+    #[derive(Debug, Clone, Default, Serialize)]
+    pub struct SwarmReport {
+        /// Clients started.
+        pub clients: usize,
+        /// Clients the server welcomed.
+        pub clients_connected: usize,
+        /// Clients placed at the end.
+        pub clients_placed: usize,
+        /// Distinct transitions that clients saw end.
+        pub transitions_completed: usize,
+        [figures]
+        /// Errors over all clients.
+        pub errors: usize,
+        /// The first few errors, for reading.
+        pub error_samples: Vec<String>,
+        /// From a client first seeing a transition to its end, over all clients, ms.
+        pub transition_ms: Percentiles,
+        /// The lifecycle gates over all clients (seed 000's runtime expectations).
+        pub gates: GatesSection,
+        /// What the clients' routers carried (seed 002: every notification went through them).
+        pub router: RouterFigures,
+        /// Every gate wait still pending when a session ended, with what blocks it.
+        pub pending_waits: Vec<String>,
+    }
 }
 
-/// The routers' figures, summed over sessions (listener counts: the largest of any session).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct RouterSection {
-    /// Notifications and delegates broadcast.
-    pub broadcasts: u64,
-    /// Listener callbacks run.
-    pub deliveries: u64,
-    /// Payload type mismatches (must be 0).
-    pub mismatches: u64,
-    /// Refused broadcasts and registrations (must be 0).
-    pub refused: u64,
-    /// Game-instance listeners of one client (the floor under every world).
-    pub listeners_baseline: usize,
-    /// Most listeners any client held at once: the baseline plus one world's, however many
-    /// travels.
-    pub listeners_max: usize,
-    /// Most listeners any client held at its end.
-    pub listeners_at_end: usize,
-    /// World lifetimes retired at travel.
-    pub world_lifetimes_retired: u64,
-    /// Listeners removed with them.
-    pub world_listeners_retired: u64,
-    /// Lifecycle scopes retired with their worlds.
-    pub world_scopes_retired: u64,
+gate_figures! {
+    /// The lifecycle gates, summed over clients.
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+    pub struct GatesSection {
+        [figures]
+        /// Pawn generations scoped: local (own pawns) and remote (others', per viewer).
+        pub pawn_generations: RouteCounts,
+        /// Generations that ended before their gate could open (not violations), local.
+        pub local_ended_before_gate_opened: EndedBeforeGate,
+        /// Generations that ended before their gate could open (not violations), remote.
+        pub remote_ended_before_gate_opened: EndedBeforeGate,
+        /// Whether, for each route, gates opened plus generations ended before opening equals the
+        /// generations seen: a gate opened for every pawn generation that lived long enough.
+        pub every_generation_accounted: bool,
+        /// From a generation's scope to its gate, ms.
+        pub gate_wait_ms: Percentiles,
+        /// Waits still pending when the final sessions ended (each listed in `pending_waits`).
+        pub pending_waits_at_end: usize,
+        /// The first violations, described.
+        pub violation_samples: Vec<String>,
+    }
 }
 
 impl GatesSection {
     fn of(gates: &GateStats) -> GatesSection {
-        let accounted = gates.accounted();
-        GatesSection {
-            local_ready_opened: gates.local_ready_opened,
-            remote_ready_opened: gates.remote_ready_opened,
-            widget_controller_and_team_ready_opened: gates.widget_controller_and_team_ready_opened,
+        let mut section = GatesSection {
             pawn_generations: gates.pawn_generations,
             local_ended_before_gate_opened: gates.local_ended_before_gate,
             remote_ended_before_gate_opened: gates.remote_ended_before_gate,
-            every_generation_accounted: accounted == gates.pawn_generations,
-            stuck_at_end: gates.stuck_at_end,
-            subscriptions_registered: gates.subscriptions_registered,
-            subscriptions_fired: gates.subscriptions_fired,
-            team_changes: gates.team_changes,
-            team_presentations: gates.team_presentations,
-            pawn_team_presentations: gates.pawn_team_presentations,
-            pawn_team_presentations_refused: gates.pawn_team_presentations_refused,
-            rep_notifies_delivered: gates.rep_notifies_delivered,
-            rep_notifies_deferred: gates.rep_notifies_deferred,
-            rep_notifies_coalesced: gates.rep_notifies_coalesced,
-            rep_notifies_replayed: gates.rep_notifies_replayed,
-            rep_notifies_discarded: gates.rep_notifies_discarded,
-            rep_notifies_deferred_at_end: gates.rep_notifies_deferred_at_end,
-            ui_resets: gates.ui_resets,
-            worlds_created: gates.worlds_created,
+            every_generation_accounted: gates.accounted() == gates.pawn_generations,
             gate_wait_ms: Percentiles::of(gates.gate_wait_ms.clone()),
             pending_waits_at_end: gates.pending_waits.len(),
-            pending_waits_at_relaunch: gates.pending_waits_at_relaunch,
-            gate_violations: gates.gate_violations,
             violation_samples: gates.violation_samples.clone(),
-        }
-    }
-}
-
-impl RouterSection {
-    fn of(router: &RouterFigures) -> RouterSection {
-        RouterSection {
-            broadcasts: router.broadcasts,
-            deliveries: router.deliveries,
-            mismatches: router.mismatches,
-            refused: router.refused,
-            listeners_baseline: router.listeners_baseline,
-            listeners_max: router.listeners_max,
-            listeners_at_end: router.listeners_at_end,
-            world_lifetimes_retired: router.world_lifetimes_retired,
-            world_listeners_retired: router.world_listeners_retired,
-            world_scopes_retired: router.world_scopes_retired,
-        }
+            ..GatesSection::default()
+        };
+        section.set_figure_values(gates.figure_values());
+        section
     }
 }
 
@@ -249,165 +149,138 @@ impl RouterSection {
 const ERROR_SAMPLES: usize = 20;
 
 impl SwarmReport {
-    /// Sums client outcomes.
+    /// Sums client outcomes: every client's stats combined figure by figure, its errors,
+    /// violations and pending waits labelled with its index.
     pub fn from_outcomes(outcomes: &[ClientOutcome]) -> Self {
-        let mut ended = BTreeSet::new();
-        let mut samples = Vec::new();
-        let mut errors = Vec::new();
-        let mut gates = GateStats::default();
-        let mut pending_waits = Vec::new();
+        let mut totals = SessionStats::default();
         for o in outcomes {
-            ended.extend(o.stats.transitions_ended.iter().copied());
-            samples.extend(o.stats.transition_ms.iter().copied());
-            for e in o.errors.iter().chain(&o.stats.errors) {
-                errors.push(format!("client {}: {e}", o.index));
-            }
-            for wait in &o.stats.gates.pending_waits {
-                pending_waits.push(format!("client {}: {wait}", o.index));
-            }
-            let mut client_gates = o.stats.gates.clone();
-            for violation in &mut client_gates.violation_samples {
-                *violation = format!("client {}: {violation}", o.index);
-            }
-            gates.absorb(client_gates);
+            let label = |what: &String| format!("client {}: {what}", o.index);
+            let mut stats = o.stats.clone();
+            stats.errors = o.errors.iter().chain(&o.stats.errors).map(label).collect();
+            let gates = &mut stats.gates;
+            gates.violation_samples = gates.violation_samples.iter().map(label).collect();
+            gates.pending_waits = gates.pending_waits.iter().map(label).collect();
+            totals.absorb(stats);
         }
-        SwarmReport {
+        let mut report = SwarmReport {
             clients: outcomes.len(),
             clients_connected: outcomes.iter().filter(|o| o.connected).count(),
             clients_placed: outcomes.iter().filter(|o| o.placed).count(),
-            transitions_completed: ended.len(),
-            transitions_superseded: outcomes.iter().map(|o| o.stats.transitions_superseded).sum(),
-            ended_before_placed: outcomes.iter().map(|o| o.stats.ended_before_placed).sum(),
-            deaths: outcomes.iter().map(|o| o.stats.deaths).sum(),
-            respawns: outcomes.iter().map(|o| o.stats.respawns).sum(),
-            relaunches: outcomes.iter().map(|o| o.relaunches).sum(),
-            double_pawns: outcomes.iter().map(|o| o.stats.double_pawns).sum(),
-            double_grants: outcomes.iter().map(|o| o.stats.double_grants).sum(),
-            spawns_at_stale_node: outcomes.iter().map(|o| o.stats.spawns_at_stale_node).sum(),
-            errors: errors.len(),
-            error_samples: errors.into_iter().take(ERROR_SAMPLES).collect(),
-            transition_ms: Percentiles::of(samples),
-            longest_loading_screen_ms: outcomes
-                .iter()
-                .map(|o| o.stats.longest_screen_ms)
-                .max()
-                .unwrap_or(0),
-            gates: GatesSection::of(&gates),
-            router: RouterSection::of(&gates.router),
-            pending_waits,
-        }
+            transitions_completed: totals.transitions_ended.len(),
+            errors: totals.errors.len(),
+            error_samples: totals.errors.iter().take(ERROR_SAMPLES).cloned().collect(),
+            transition_ms: Percentiles::of(totals.transition_ms.clone()),
+            gates: GatesSection::of(&totals.gates),
+            router: totals.gates.router,
+            pending_waits: totals.gates.pending_waits.clone(),
+            ..SwarmReport::default()
+        };
+        report.set_figure_values(totals.figure_values());
+        report
     }
+
+    /// What `gatehouse-sim --check` refuses, described (empty: the report is clean): a client
+    /// not connected or not placed at the end, any error, a death without its respawn, a figure
+    /// declared [`Check::Zero`] above 0, a pawn generation not accounted for.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut expect = |ok: bool, what: String| {
+            if !ok {
+                out.push(what);
+            }
+        };
+        let (clients, connected, placed) =
+            (self.clients, self.clients_connected, self.clients_placed);
+        expect(connected == clients, format!("{connected}/{clients} clients connected"));
+        expect(placed == clients, format!("{placed}/{clients} clients placed at the end"));
+        expect(self.errors == 0, format!("{} errors", self.errors));
+        expect(
+            self.deaths == self.respawns,
+            format!("{} deaths but {} respawns", self.deaths, self.respawns),
+        );
+        let figures = self.figures().chain(self.gates.figures()).chain(self.router.figures());
+        for (figure, value) in figures {
+            if figure.check == Check::Zero {
+                expect(value == 0, format!("{} = {value}", figure.name));
+            }
+        }
+        expect(
+            self.gates.every_generation_accounted,
+            "not every pawn generation is accounted for".into(),
+        );
+        out
+    }
+}
+
+/// Writes one line per figure: its label padded to `width`, then its value.
+fn figure_lines<'a>(
+    f: &mut fmt::Formatter<'_>,
+    indent: &str,
+    width: usize,
+    figures: impl Iterator<Item = (&'a Figure, u64)>,
+) -> fmt::Result {
+    for (figure, value) in figures {
+        writeln!(f, "{indent}{:<width$} {value}", figure.label)?;
+    }
+    Ok(())
+}
+
+/// A group of figures on one line: `local 3 / remote 5`.
+fn inline<'a>(figures: impl Iterator<Item = (&'a Figure, u64)>) -> String {
+    let parts: Vec<String> = figures.map(|(f, v)| format!("{} {v}", f.label)).collect();
+    parts.join(" / ")
+}
+
+/// The longest of `labels`.
+fn width<'a>(labels: impl IntoIterator<Item = &'a str>) -> usize {
+    labels.into_iter().map(str::len).max().unwrap_or(0)
 }
 
 impl fmt::Display for SwarmReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let t = &self.transition_ms;
         writeln!(f, "gatehouse-sim report")?;
-        writeln!(f, "  clients connected     {}/{}", self.clients_connected, self.clients)?;
-        writeln!(f, "  clients placed        {}/{}", self.clients_placed, self.clients)?;
-        writeln!(f, "  transitions completed {}", self.transitions_completed)?;
-        writeln!(f, "  transitions superseded {}", self.transitions_superseded)?;
-        writeln!(
-            f,
-            "  shown -> ended (ms)   min {} / median {} / p99 {} / max {} over {}",
-            t.min, t.median, t.p99, t.max, t.count
-        )?;
-        writeln!(f, "  longest loading screen {} ms", self.longest_loading_screen_ms)?;
-        writeln!(f, "  ended before placed   {}", self.ended_before_placed)?;
-        writeln!(f, "  deaths / respawns     {} / {}", self.deaths, self.respawns)?;
-        writeln!(f, "  relaunches            {}", self.relaunches)?;
-        writeln!(f, "  double pawns          {}", self.double_pawns)?;
-        writeln!(f, "  double grants         {}", self.double_grants)?;
-        writeln!(f, "  spawns at stale node  {}", self.spawns_at_stale_node)?;
-        writeln!(f, "  errors                {}", self.errors)?;
+        let top = ["clients connected", "clients placed", "transitions completed"];
+        let top = top.into_iter().chain(["shown -> ended (ms)", "errors"]);
+        let w = width(top.chain(SwarmReport::FIGURES.iter().map(|f| f.label)));
+        let clients = self.clients;
+        writeln!(f, "  {:<w$} {}/{clients}", "clients connected", self.clients_connected)?;
+        writeln!(f, "  {:<w$} {}/{clients}", "clients placed", self.clients_placed)?;
+        writeln!(f, "  {:<w$} {}", "transitions completed", self.transitions_completed)?;
+        figure_lines(f, "  ", w, self.figures())?;
+        writeln!(f, "  {:<w$} {}", "shown -> ended (ms)", self.transition_ms)?;
+        writeln!(f, "  {:<w$} {}", "errors", self.errors)?;
         for e in &self.error_samples {
             writeln!(f, "    {e}")?;
         }
+
         let g = &self.gates;
-        let (generations, local_ended, remote_ended) = (
-            g.pawn_generations,
-            g.local_ended_before_gate_opened,
-            g.remote_ended_before_gate_opened,
-        );
         writeln!(f, "  lifecycle gates")?;
-        writeln!(
-            f,
-            "    local ready         {} opened / {} local pawn generations ({} ended before opening)",
-            g.local_ready_opened,
-            generations.local,
-            local_ended.total()
-        )?;
-        writeln!(
-            f,
-            "    remote ready        {} opened / {} remote pawn generations ({} ended before opening)",
-            g.remote_ready_opened,
-            generations.remote,
-            remote_ended.total()
-        )?;
-        writeln!(f, "    every generation accounted {}", g.every_generation_accounted)?;
-        writeln!(
-            f,
-            "    widget+team ready   {} readiness periods ({} UI resets, {} worlds)",
-            g.widget_controller_and_team_ready_opened, g.ui_resets, g.worlds_created
-        )?;
-        writeln!(
-            f,
-            "    subscriptions       {} fired / {} registered",
-            g.subscriptions_fired, g.subscriptions_registered
-        )?;
-        writeln!(
-            f,
-            "    team changes        {} raw / {} presented",
-            g.team_changes, g.team_presentations
-        )?;
-        writeln!(
-            f,
-            "    pawn team           {} presented ({} refused by live state)",
-            g.pawn_team_presentations, g.pawn_team_presentations_refused
-        )?;
-        writeln!(
-            f,
-            "    rep notifies        {} live / {} replayed at release ({} deferred: {} coalesced, {} discarded, {} waiting at end)",
-            g.rep_notifies_delivered,
-            g.rep_notifies_replayed,
-            g.rep_notifies_deferred,
-            g.rep_notifies_coalesced,
-            g.rep_notifies_discarded,
-            g.rep_notifies_deferred_at_end
-        )?;
-        let w = &g.gate_wait_ms;
-        writeln!(
-            f,
-            "    scope -> gate (ms)  min {} / median {} / p99 {} / max {} over {}",
-            w.min, w.median, w.p99, w.max, w.count
-        )?;
-        writeln!(f, "    stuck at end        {}", g.stuck_at_end)?;
-        writeln!(f, "    gate violations     {}", g.gate_violations)?;
+        let breakdown = [
+            "pawn generations",
+            "local ended before opening",
+            "remote ended before opening",
+            "every generation accounted",
+            "scope -> gate (ms)",
+        ];
+        let w = width(breakdown.into_iter().chain(GatesSection::FIGURES.iter().map(|f| f.label)));
+        let [generations, local_ended, remote_ended, accounted, wait] = breakdown;
+        writeln!(f, "    {generations:<w$} {}", inline(g.pawn_generations.figures()))?;
+        let ended = &g.local_ended_before_gate_opened;
+        writeln!(f, "    {local_ended:<w$} {} ({})", ended.total(), inline(ended.figures()))?;
+        let ended = &g.remote_ended_before_gate_opened;
+        writeln!(f, "    {remote_ended:<w$} {} ({})", ended.total(), inline(ended.figures()))?;
+        writeln!(f, "    {accounted:<w$} {}", g.every_generation_accounted)?;
+        writeln!(f, "    {wait:<w$} {}", g.gate_wait_ms)?;
+        figure_lines(f, "    ", w, g.figures())?;
         for v in &g.violation_samples {
             writeln!(f, "      {v}")?;
         }
-        let r = &self.router;
+
         writeln!(f, "  router")?;
-        writeln!(
-            f,
-            "    broadcasts / deliveries {} / {} (mismatches {}, refused {})",
-            r.broadcasts, r.deliveries, r.mismatches, r.refused
-        )?;
-        writeln!(
-            f,
-            "    listeners           baseline {} / max {} / at end {}; {} world lifetimes retired {} listeners",
-            r.listeners_baseline,
-            r.listeners_max,
-            r.listeners_at_end,
-            r.world_lifetimes_retired,
-            r.world_listeners_retired
-        )?;
-        writeln!(
-            f,
-            "  pending gate waits at end {} (and {} left by relaunches)",
-            self.pending_waits.len(),
-            g.pending_waits_at_relaunch
-        )?;
+        let w = width(RouterFigures::FIGURES.iter().map(|f| f.label));
+        figure_lines(f, "    ", w, self.router.figures())?;
+
+        writeln!(f, "  pending gate waits at end {}", self.pending_waits.len())?;
         for wait in &self.pending_waits {
             writeln!(f, "    {wait}")?;
         }
@@ -425,5 +298,173 @@ mod tests {
         assert_eq!((p.min, p.median, p.p99, p.max, p.count), (1, 50, 99, 100, 100));
         assert_eq!(Percentiles::of(vec![]), Percentiles::default());
         assert_eq!(Percentiles::of(vec![7]).p99, 7);
+    }
+
+    /// Every key of the JSON report, with the kind of its value, as `deploy/soak.sh`, the e2e
+    /// tests and any reader of `--report-json` know them.
+    const JSON_KEYS: &str = "\
+clients number
+clients_connected number
+clients_placed number
+deaths number
+double_grants number
+double_pawns number
+ended_before_placed number
+error_samples array
+errors number
+gates.every_generation_accounted bool
+gates.gate_violations number
+gates.gate_wait_ms.count number
+gates.gate_wait_ms.max number
+gates.gate_wait_ms.median number
+gates.gate_wait_ms.min number
+gates.gate_wait_ms.p99 number
+gates.local_ended_before_gate_opened.destroyed number
+gates.local_ended_before_gate_opened.rerouted number
+gates.local_ended_before_gate_opened.session_ended number
+gates.local_ended_before_gate_opened.unpossessed number
+gates.local_ended_before_gate_opened.world_torn_down number
+gates.local_ready_opened number
+gates.pawn_generations.local number
+gates.pawn_generations.remote number
+gates.pawn_team_presentations number
+gates.pawn_team_presentations_refused number
+gates.pending_waits_at_end number
+gates.pending_waits_at_relaunch number
+gates.remote_ended_before_gate_opened.destroyed number
+gates.remote_ended_before_gate_opened.rerouted number
+gates.remote_ended_before_gate_opened.session_ended number
+gates.remote_ended_before_gate_opened.unpossessed number
+gates.remote_ended_before_gate_opened.world_torn_down number
+gates.remote_ready_opened number
+gates.rep_notifies_coalesced number
+gates.rep_notifies_deferred number
+gates.rep_notifies_deferred_at_end number
+gates.rep_notifies_delivered number
+gates.rep_notifies_discarded number
+gates.rep_notifies_replayed number
+gates.stuck_at_end number
+gates.subscriptions_fired number
+gates.subscriptions_registered number
+gates.team_changes number
+gates.team_presentations number
+gates.ui_resets number
+gates.violation_samples array
+gates.widget_controller_and_team_ready_opened number
+gates.worlds_created number
+longest_loading_screen_ms number
+pending_waits array
+relaunches number
+respawns number
+router.broadcasts number
+router.deliveries number
+router.listeners_at_end number
+router.listeners_baseline number
+router.listeners_max number
+router.mismatches number
+router.refused number
+router.world_lifetimes_retired number
+router.world_listeners_retired number
+router.world_scopes_retired number
+spawns_at_stale_node number
+transition_ms.count number
+transition_ms.max number
+transition_ms.median number
+transition_ms.min number
+transition_ms.p99 number
+transitions_completed number
+transitions_superseded number
+";
+
+    fn outcome(index: usize) -> ClientOutcome {
+        let mut stats = SessionStats { transition_ms: vec![5, 7], ..SessionStats::default() };
+        stats.errors.push("e".into());
+        stats.gates.gate_wait_ms.push(3);
+        stats.gates.pending_waits.push("w".into());
+        stats.gates.violation_samples.push("v".into());
+        ClientOutcome { index, connected: true, placed: true, own_pawns: 1, stats, errors: vec![] }
+    }
+
+    fn keys(value: &serde_json::Value, path: &str, out: &mut Vec<String>) {
+        match value {
+            serde_json::Value::Object(map) => {
+                for (key, value) in map {
+                    let path = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+                    keys(value, &path, out);
+                }
+            }
+            serde_json::Value::Bool(_) => out.push(format!("{path} bool")),
+            serde_json::Value::Number(_) => out.push(format!("{path} number")),
+            serde_json::Value::String(_) => out.push(format!("{path} string")),
+            serde_json::Value::Array(_) => out.push(format!("{path} array")),
+            serde_json::Value::Null => out.push(format!("{path} null")),
+        }
+    }
+
+    /// The report keeps every key it had, with its kind; a key it did not have is a figure
+    /// declared since (a number at the top level, in `gates` or in `router`).
+    #[test]
+    fn the_json_report_keeps_every_key_and_its_shape() {
+        let report = SwarmReport::from_outcomes(&[outcome(0)]);
+        let mut found = Vec::new();
+        keys(&serde_json::to_value(&report).unwrap(), "", &mut found);
+        let expected: Vec<&str> = JSON_KEYS.lines().collect();
+        assert_eq!(expected.len(), 71);
+        for key in &expected {
+            assert!(found.iter().any(|f| f == key), "{key} missing from {found:#?}");
+        }
+        let declared: Vec<String> =
+            (SwarmReport::FIGURES.iter().map(|f| format!("{} number", f.name)))
+                .chain(GatesSection::FIGURES.iter().map(|f| format!("gates.{} number", f.name)))
+                .chain(RouterFigures::FIGURES.iter().map(|f| format!("router.{} number", f.name)))
+                .collect();
+        for key in &found {
+            assert!(expected.contains(&key.as_str()) || declared.contains(key), "{key} unexpected");
+        }
+    }
+
+    #[test]
+    fn figures_are_summed_over_clients_and_labelled_by_client() {
+        let mut a = outcome(0);
+        a.stats.deaths = 2;
+        a.stats.gates.rep_notifies_coalesced = 1;
+        a.stats.gates.router.listeners_max = 9;
+        let mut b = outcome(1);
+        b.stats.deaths = 1;
+        b.stats.gates.rep_notifies_coalesced = 4;
+        b.stats.gates.router.listeners_max = 4;
+        b.stats.longest_loading_screen_ms = 300;
+        let report = SwarmReport::from_outcomes(&[a, b]);
+        assert_eq!(report.deaths, 3);
+        assert_eq!(report.longest_loading_screen_ms, 300);
+        assert_eq!(report.gates.rep_notifies_coalesced, 5);
+        assert_eq!(report.router.listeners_max, 9);
+        assert_eq!(report.errors, 2);
+        assert_eq!(report.error_samples, ["client 0: e", "client 1: e"]);
+        assert_eq!(report.pending_waits, ["client 0: w", "client 1: w"]);
+        assert_eq!(report.gates.pending_waits_at_end, 2);
+        assert_eq!(report.transition_ms.count, 4);
+    }
+
+    /// `--check` refuses every figure declared `Check::Zero` above 0, by its JSON name, and
+    /// prints every figure by its label.
+    #[test]
+    fn check_and_print_follow_the_declarations() {
+        let mut clean = outcome(0);
+        clean.stats.errors.clear();
+        clean.stats.gates.violation_samples.clear();
+        let report = SwarmReport::from_outcomes(&[clean.clone()]);
+        assert_eq!(report.problems(), Vec::<String>::new());
+
+        let mut broken = clean;
+        broken.stats.spawns_at_stale_node = 2;
+        broken.stats.gates.gate_violations = 1;
+        let report = SwarmReport::from_outcomes(&[broken]);
+        assert_eq!(report.problems(), ["spawns_at_stale_node = 2", "gate_violations = 1"]);
+        let text = report.to_string();
+        let all = SwarmReport::FIGURES.iter().chain(GatesSection::FIGURES);
+        for figure in all.chain(RouterFigures::FIGURES) {
+            assert!(text.contains(figure.label), "{} missing from:\n{text}", figure.label);
+        }
     }
 }

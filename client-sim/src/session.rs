@@ -3,9 +3,10 @@
 //! [`ClientSession`] follows the server's control messages the way a game client does: it
 //! raises the loading screen when characters freeze, streams the named levels for a simulated
 //! time and reports ready with the transition id, acknowledges every possession, drops the
-//! screen at the end of the transition. It keeps the replicated world (player states, pawns)
-//! and checks, live, what the contracts promise a client: the transition never ends before the
-//! client acknowledged its pawn, and a stale message never applies to a newer transition.
+//! screen at the end of the transition. A stale message never applies to a newer transition.
+//! What the contracts promise a client (the transition never ends before the client acknowledged
+//! its pawn, an own pawn lands where it is expected, …) is checked live by the session checks,
+//! which it feeds every message with what it expected.
 //!
 //! Below the transport, each session runs a [`Client`]: every server message is replicated into
 //! its domain objects and announced on its router, where the lifecycle adapters listen. The
@@ -15,15 +16,16 @@
 //! Driven like the server core: [`ClientSession::handle`] with `now`, drain
 //! [`ClientSession::poll_output`], wake at [`ClientSession::poll_timeout`].
 
-use std::collections::{BTreeSet, VecDeque};
+use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
 use gatehouse_protocol::{ClientMessage, NodeId, PawnId, PlayerId, ServerMessage, TransitionId};
 use rand::rngs::SmallRng;
 use rand::{RngExt as _, SeedableRng as _};
 
-use crate::checks::GateStats;
+use crate::checks::session::{Expected, SessionChecks};
 use crate::client::{Client, ClientConfig};
+use crate::figures::SessionStats;
 
 /// How a simulated client behaves.
 #[derive(Debug, Clone)]
@@ -63,55 +65,6 @@ struct LoadingScreen {
     reported: bool,
 }
 
-/// What one client saw, for the report.
-#[derive(Debug, Clone, Default)]
-pub struct SessionStats {
-    /// Transitions this client saw end.
-    pub transitions_ended: BTreeSet<TransitionId>,
-    /// Per ended transition: from first seeing it to its end, ms.
-    pub transition_ms: Vec<u64>,
-    /// Longest time the loading screen stayed up, ms.
-    pub longest_screen_ms: u64,
-    /// Transitions this client saw superseded while its screen was up.
-    pub transitions_superseded: u64,
-    /// Times a transition ended while this client had not acknowledged a pawn.
-    pub ended_before_placed: u64,
-    /// Server-reported errors and client-detected protocol violations.
-    pub errors: Vec<String>,
-    /// Times this client's player died (gained `State.Dead`).
-    pub deaths: u64,
-    /// Respawns: a new pawn possessed after a restart request.
-    pub respawns: u64,
-    /// Times this client owned two live pawns at once (must be 0).
-    pub double_pawns: u64,
-    /// Kit grants naming a kit already granted this session (must be 0).
-    pub double_grants: u64,
-    /// Own pawns spawned or teleported onto a node other than the one the client expected:
-    /// the destination of the transition on screen, or the world's current node (must be 0).
-    pub spawns_at_stale_node: u64,
-    /// The lifecycle gates: what opened, for which pawn generations, and every violation of the
-    /// seed's runtime expectations.
-    pub gates: GateStats,
-}
-
-impl SessionStats {
-    /// Adds another session's stats (a relaunch of the same client).
-    pub fn absorb(&mut self, other: SessionStats) {
-        self.transitions_ended.extend(other.transitions_ended);
-        self.transition_ms.extend(other.transition_ms);
-        self.longest_screen_ms = self.longest_screen_ms.max(other.longest_screen_ms);
-        self.transitions_superseded += other.transitions_superseded;
-        self.ended_before_placed += other.ended_before_placed;
-        self.errors.extend(other.errors);
-        self.deaths += other.deaths;
-        self.respawns += other.respawns;
-        self.double_pawns += other.double_pawns;
-        self.double_grants += other.double_grants;
-        self.spawns_at_stale_node += other.spawns_at_stale_node;
-        self.gates.absorb(other.gates);
-    }
-}
-
 /// A simulated client session.
 #[derive(Debug)]
 pub struct ClientSession {
@@ -133,8 +86,8 @@ pub struct ClientSession {
     restart_at: Option<Instant>,
     /// A restart was requested and its new pawn has not arrived yet.
     respawning: bool,
-    /// Kits granted this session.
-    kits: BTreeSet<gatehouse_tags::GameplayTag>,
+    /// The live checks of what the server promises this session.
+    checks: SessionChecks,
     outputs: VecDeque<ClientMessage>,
     stats: SessionStats,
 }
@@ -164,23 +117,30 @@ impl ClientSession {
             dead: false,
             restart_at: None,
             respawning: false,
-            kits: BTreeSet::new(),
+            checks: SessionChecks::default(),
             outputs: VecDeque::new(),
             stats: SessionStats::default(),
         }
     }
 
-    /// Feeds one server message: the game side applies and announces it first, then the
-    /// transport duties and checks run.
+    /// Feeds one server message:
+    /// 1. the game side applies and announces it;
+    /// 2. the session checks compare it with what the client expected before this message;
+    /// 3. the transport duties run (loading screen, streaming, acknowledgements, restarts).
     pub fn handle(&mut self, now: Instant, message: ServerMessage) {
         self.client.replicate(now, &message);
+        let expected = Expected {
+            player: self.player.as_ref(),
+            node: expected_node(self.screen.as_ref(), self.current_node.as_ref()),
+            on_screen: self.screen.as_ref().map(|s| s.transition),
+            placed_pawn: self.own_pawn.is_some() && self.acknowledged == self.own_pawn,
+            domain: self.client.domain(),
+        };
+        self.checks.observe(&message, expected, &mut self.stats);
         match message {
             ServerMessage::Welcome { player_id, current_node } => {
                 self.player = Some(player_id);
                 self.current_node = current_node;
-            }
-            ServerMessage::Rejected { reason, detail } => {
-                self.stats.errors.push(format!("rejected ({reason:?}): {detail}"));
             }
             ServerMessage::FreezeCharacters { transition_id } => {
                 self.frozen = true;
@@ -204,26 +164,17 @@ impl ClientSession {
             ServerMessage::EndTransition { transition_id } => {
                 self.end_transition(now, transition_id)
             }
-            // Player states live in the client's domain, applied above.
-            ServerMessage::PlayerStateUpdated(_) | ServerMessage::PlayerLeft { .. } => {}
-            ServerMessage::PawnSpawned(view) => {
-                if Some(&view.owner) == self.player.as_ref() {
-                    self.check_own_pawn_placement(view.pawn_id, &view.node);
-                    self.check_live_pawns();
-                }
-            }
-            ServerMessage::PawnTeleported { pawn_id, node } => {
-                let mine = self
-                    .client
-                    .domain()
-                    .characters()
-                    .get(pawn_id)
-                    .is_some_and(|c| Some(c.owner()) == self.player.as_ref());
-                if mine {
-                    self.check_own_pawn_placement(pawn_id, &node);
-                }
-            }
-            ServerMessage::PawnDied { .. } => {}
+            // The replicated world lives in the client's domain, applied above; errors, kits
+            // and placements are the checks'.
+            ServerMessage::Rejected { .. }
+            | ServerMessage::PlayerStateUpdated(_)
+            | ServerMessage::PlayerLeft { .. }
+            | ServerMessage::PawnSpawned(_)
+            | ServerMessage::PawnTeleported { .. }
+            | ServerMessage::PawnDied { .. }
+            | ServerMessage::HealthChanged { .. }
+            | ServerMessage::KitsGranted { .. }
+            | ServerMessage::Error { .. } => {}
             ServerMessage::PawnDestroyed { pawn_id } => {
                 if self.own_pawn == Some(pawn_id) {
                     self.own_pawn = None;
@@ -255,18 +206,6 @@ impl ClientSession {
                     }
                     self.dead = dead;
                 }
-            }
-            ServerMessage::HealthChanged { .. } => {}
-            ServerMessage::KitsGranted { kits } => {
-                for kit in kits {
-                    if !self.kits.insert(kit) {
-                        self.stats.double_grants += 1;
-                        self.stats.errors.push(format!("kit {kit} granted twice"));
-                    }
-                }
-            }
-            ServerMessage::Error { code, detail } => {
-                self.stats.errors.push(format!("server error ({code:?}): {detail}"));
             }
         }
     }
@@ -356,40 +295,10 @@ impl ClientSession {
     pub fn finish(&mut self, now: Instant) -> SessionStats {
         if let Some(screen) = &self.screen {
             let up = ms(now - screen.raised_at);
-            self.stats.longest_screen_ms = self.stats.longest_screen_ms.max(up);
+            self.stats.longest_loading_screen_ms = self.stats.longest_loading_screen_ms.max(up);
         }
         self.stats.gates = self.client.finish(now);
         self.stats.clone()
-    }
-
-    /// The node an own pawn should land on now: the destination of the transition on screen,
-    /// or the world's current node.
-    fn expected_node(&self) -> Option<&NodeId> {
-        match &self.screen {
-            Some(screen) => screen.target.as_ref(),
-            None => self.current_node.as_ref(),
-        }
-    }
-
-    fn check_own_pawn_placement(&mut self, pawn: PawnId, node: &NodeId) {
-        if let Some(expected) = self.expected_node().cloned() {
-            if &expected != node {
-                self.stats.spawns_at_stale_node += 1;
-                self.stats
-                    .errors
-                    .push(format!("own pawn {pawn} placed on {node}, expected {expected}"));
-            }
-        }
-    }
-
-    fn check_live_pawns(&mut self) {
-        let Some(me) = &self.player else { return };
-        let characters = self.client.domain().characters();
-        let live = characters.iter().filter(|c| c.owner() == me && c.is_alive()).count();
-        if live > 1 {
-            self.stats.double_pawns += 1;
-            self.stats.errors.push(format!("{live} live pawns owned at once"));
-        }
     }
 
     fn draw_stream_time(&mut self) -> Duration {
@@ -430,23 +339,15 @@ impl ClientSession {
     }
 
     fn end_transition(&mut self, now: Instant, id: TransitionId) {
-        let Some(screen) = &self.screen else {
-            self.stats.errors.push(format!("EndTransition {id} with no loading screen up"));
-            return;
-        };
+        let Some(screen) = &self.screen else { return };
         if id != screen.transition {
             // An end for a superseded transition must never drop the newer one's screen.
-            if id > screen.transition {
-                self.stats.errors.push(format!("EndTransition {id} for a transition never shown"));
-            }
             return;
-        }
-        if !(self.own_pawn.is_some() && self.acknowledged == self.own_pawn) {
-            self.stats.ended_before_placed += 1;
         }
         self.stats.transitions_ended.insert(id);
         self.stats.transition_ms.push(ms(now - screen.shown_at));
-        self.stats.longest_screen_ms = self.stats.longest_screen_ms.max(ms(now - screen.raised_at));
+        self.stats.longest_loading_screen_ms =
+            self.stats.longest_loading_screen_ms.max(ms(now - screen.raised_at));
         self.current_node = screen.target.clone().or(self.current_node.take());
         self.screen = None;
         self.frozen = false;
@@ -454,6 +355,18 @@ impl ClientSession {
         // spawn window: the client is in its destination world now, streamed or not, so that
         // world begins play (a no-op once streaming already began it).
         self.client.begin_play(now);
+    }
+}
+
+/// The node an own pawn should land on now: the destination of the transition on screen, or the
+/// world's current node.
+fn expected_node<'a>(
+    screen: Option<&'a LoadingScreen>,
+    current_node: Option<&'a NodeId>,
+) -> Option<&'a NodeId> {
+    match screen {
+        Some(screen) => screen.target.as_ref(),
+        None => current_node,
     }
 }
 
@@ -548,5 +461,52 @@ mod tests {
         assert_eq!(s.stats().ended_before_placed, 0);
         assert_eq!(s.stats().transition_ms, vec![300]);
         assert_eq!(s.pawns_owned_by(&me), 1);
+    }
+
+    fn own_pawn(pawn: u64, owner: &PlayerId, node: &str) -> ServerMessage {
+        ServerMessage::PawnSpawned(PawnView {
+            pawn_id: PawnId(pawn),
+            owner: owner.clone(),
+            character_def: CharacterDef::new("Vanguard").unwrap(),
+            node: NodeId::new(node).unwrap(),
+            alive: true,
+        })
+    }
+
+    /// The session checks see every message: an own pawn off the destination on screen, a second
+    /// live pawn and a kit granted twice are counted, each with an error.
+    #[test]
+    fn broken_server_promises_are_counted_by_the_session_checks() {
+        let t0 = Instant::now();
+        let mut s = ClientSession::new(SessionConfig::default());
+        let me = PlayerId::new("me").unwrap();
+        let harbor = Some(NodeId::new("harbor").unwrap());
+        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: harbor });
+        s.handle(t0, own_pawn(1, &me, "harbor"));
+        assert_eq!((s.stats().spawns_at_stale_node, s.stats().double_pawns), (0, 0));
+        s.handle(t0, show(1));
+        s.handle(t0, own_pawn(2, &me, "crypt"));
+        assert_eq!(s.stats().spawns_at_stale_node, 1, "the destination on screen is harbor");
+        assert_eq!(s.stats().double_pawns, 1, "pawns 1 and 2 both live");
+        let kit = gatehouse_tags::catalog::STATE_DEAD;
+        s.handle(t0, ServerMessage::KitsGranted { kits: vec![kit] });
+        s.handle(t0, ServerMessage::KitsGranted { kits: vec![kit] });
+        assert_eq!(s.stats().double_grants, 1);
+        assert_eq!(s.stats().errors.len(), 3, "{:?}", s.stats().errors);
+    }
+
+    /// A stale end is ignored silently; an end for a transition never shown is an error and
+    /// leaves the screen up.
+    #[test]
+    fn only_an_end_for_a_transition_never_shown_is_an_error() {
+        let t0 = Instant::now();
+        let mut s = ClientSession::new(SessionConfig::default());
+        s.handle(t0, show(2));
+        s.handle(t0, ServerMessage::EndTransition { transition_id: TransitionId(1) });
+        assert!(s.stats().errors.is_empty());
+        s.handle(t0, ServerMessage::EndTransition { transition_id: TransitionId(3) });
+        assert!(s.is_loading());
+        assert_eq!(s.stats().errors.len(), 1, "{:?}", s.stats().errors);
+        assert!(s.stats().errors[0].contains("never shown"));
     }
 }

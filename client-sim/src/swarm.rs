@@ -23,8 +23,9 @@ use quinn::crypto::rustls::QuicClientConfig;
 use tokio::time::Instant;
 
 use crate::SimError;
+use crate::figures::SessionStats;
 use crate::report::{ClientOutcome, SwarmReport};
-use crate::session::{ClientSession, SessionConfig, SessionStats};
+use crate::session::{ClientSession, SessionConfig};
 use rand::rngs::SmallRng;
 use rand::{RngExt as _, SeedableRng as _};
 
@@ -215,7 +216,6 @@ pub async fn run_client(
         connected: false,
         placed: false,
         own_pawns: 0,
-        relaunches: 0,
         stats: Default::default(),
         errors: Vec::new(),
     };
@@ -250,7 +250,7 @@ pub async fn run_client(
             outcome.own_pawns = life_outcome.own_pawns;
             break;
         }
-        outcome.relaunches += 1;
+        outcome.stats.relaunches += 1;
         tokio::time::sleep(RELAUNCH_PAUSE).await;
     }
     outcome

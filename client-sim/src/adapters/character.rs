@@ -7,26 +7,26 @@
 //! - Relationship reset: unpossession or removal resets the pawn scope (its facts, its waits,
 //!   every subscription on it) and revokes the local viewer's dispatch-returned fact; a
 //!   replacement relationship must satisfy a new generation.
-//! - The gate callback only latches and queues the dispatch; [`crate::gates::character`] performs
-//!   it with the router at hand.
+//! - The gate callback only latches and queues the dispatch; the gates layer performs it with the
+//!   router at hand.
+//! - Every generation scoped and retired is announced on the router ([`CHARACTER_SCOPED`],
+//!   [`CHARACTER_RETIRED`]), so consumers and the live checks keep their own account.
 
 use std::collections::BTreeMap;
 
 use gatehouse_lifecycle::{Requirement, ScopeToken};
-use gatehouse_messaging::{Lifetime, Router};
+use gatehouse_messaging::{Channel, Lifetime, Payload, Router};
 use gatehouse_protocol::{PawnId, PlayerId};
 use gatehouse_tags::catalog::*;
 
-use crate::core::ClientCore;
-use crate::dispatch::Dispatch;
 use crate::domain::{Character, NetRole};
-use crate::ids::{pawn_object, world_object};
+use crate::ids::{WorldId, pawn_object, world_object};
 use crate::notifications::{
-    GenerationRetired, GenerationScoped, PAWN_DESTROYED, PAWN_SPAWNED, PLAYER_STATE_CHANGED,
-    POSSESSED, UI_RESET, UNPOSSESSED, WIDGET_CONTROLLER_READY, WORLD_BEGIN_PLAY,
+    PAWN_DESTROYED, PAWN_SPAWNED, PLAYER_STATE_CHANGED, POSSESSED, UI_RESET, UNPOSSESSED,
+    WIDGET_CONTROLLER_READY, WORLD_BEGIN_PLAY,
 };
 
-use super::{hold, player_state_token, publish};
+use super::{ClientCore, Dispatch, hold, player_state_token, publish};
 
 /// The request name of the local character gate, owned by the pawn scope.
 pub const LOCAL_GATE: &str = "Character.LocalGate";
@@ -70,6 +70,47 @@ pub enum RetireReason {
     /// The session ended with the generation still live.
     SessionEnded,
 }
+
+/// The character adapter scoped a pawn generation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GenerationScoped {
+    /// The pawn.
+    pub pawn: PawnId,
+    /// Its scope: the pawn and the generation.
+    pub token: ScopeToken,
+    /// Which character gate it routes to.
+    pub route: Route,
+    /// The world it lives in.
+    pub world: WorldId,
+}
+impl Payload for GenerationScoped {
+    const NAME: &'static str = "GenerationScoped";
+}
+
+/// The character adapter retired a pawn generation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GenerationRetired {
+    /// The pawn.
+    pub pawn: PawnId,
+    /// The retired scope.
+    pub token: ScopeToken,
+    /// Its route.
+    pub route: Route,
+    /// Why it retired.
+    pub reason: RetireReason,
+    /// Whether its character gate had opened.
+    pub gate_opened: bool,
+}
+impl Payload for GenerationRetired {
+    const NAME: &'static str = "GenerationRetired";
+}
+
+/// A pawn generation was scoped.
+pub const CHARACTER_SCOPED: Channel<GenerationScoped> =
+    Channel::new(MESSAGE_LIFECYCLE_CHARACTER_SCOPED);
+/// A pawn generation was retired.
+pub const CHARACTER_RETIRED: Channel<GenerationRetired> =
+    Channel::new(MESSAGE_LIFECYCLE_CHARACTER_RETIRED);
 
 /// The adapter's record of one scoped pawn generation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -270,7 +311,7 @@ fn arm(core: &mut ClientCore, pawn: PawnId) {
                         Some(viewer) => {
                             state.outbox.push_back(Dispatch::LocalCharacter { pawn, token, viewer })
                         }
-                        None => state.checks.violation(format!(
+                        None => state.stats.violation(format!(
                             "local gate of pawn {pawn} opened with no local viewer to return to"
                         )),
                     }

@@ -6,11 +6,10 @@
 use gatehouse_messaging::{Lifetime, Router};
 use gatehouse_tags::catalog::LIFECYCLE_FACT_NAKAMA_LOGIN_SUCCEEDED;
 
-use crate::core::ClientCore;
 use crate::ids::{GAME_INSTANCE, LOGIN};
 use crate::notifications::{LOGIN_ENDED, LOGIN_SUCCEEDED};
 
-use super::{hold, publish};
+use super::{ClientCore, hold, publish};
 
 /// Game-instance listeners: login succeeded, login ended.
 pub(super) fn listen(router: &Router<ClientCore>, core: &mut ClientCore, lifetime: &mut Lifetime) {

@@ -12,27 +12,54 @@
 //! team presentation, which need the generations and facts of all of them. Adapters define the
 //! requirements of their gates; the registry knows none of them. They never change a domain
 //! object.
+//!
+//! This is the lowest layer that listens, so it also owns what the layers above share: the
+//! client's state ([`ClientCore`], [`ClientState`]), the outbox of work left for the router, the
+//! listening and publishing helpers, and its own announcements on the router (pawn generations
+//! scoped and retired, deferred RepNotifies, team presentations). It imports the domain, the
+//! domain's notifications, the ids and the figures, and nothing of the gates or the checks.
 
 mod character;
+mod local_player;
 mod login;
+mod outbox;
 pub(crate) mod pawn_team;
 mod player_state;
 pub(crate) mod rep_notify;
+mod state;
 pub(crate) mod team;
 mod ui;
-pub(crate) mod world;
+mod world;
 
-use gatehouse_messaging::{Channel, Delivery, Lifetime, Listen, Match, Payload, Router};
+use gatehouse_messaging::{Channel, Channels, Delivery, Lifetime, Listen, Match, Payload, Router};
 
-pub(crate) use character::CharacterRecords;
-pub use character::{LOCAL_GATE, REMOTE_GATE, RetireReason, Route, route};
-pub use pawn_team::PAWN_PRESENTATION;
-pub(crate) use pawn_team::PawnTeamRequests;
-pub(crate) use rep_notify::RepNotifies;
-pub use rep_notify::RepNotifyKind;
-pub use team::PRESENTATION;
+pub use character::{
+    CHARACTER_RETIRED, CHARACTER_SCOPED, GenerationRetired, GenerationScoped, LOCAL_GATE,
+    REMOTE_GATE, RetireReason, Route, route,
+};
+pub use local_player::LOCAL_PLAYER_GATE;
+pub(crate) use outbox::{Dispatch, broadcast};
+pub use pawn_team::{PAWN_PRESENTATION, PAWN_TEAM_PRESENTATION, PawnTeamPresented};
+pub use rep_notify::{REMOTE_CHARACTER_REP_NOTIFY, RemoteRepNotify, RepNotifyKind};
+pub(crate) use state::WorldScopes;
+pub use state::{ClientCore, ClientState};
+pub use team::{PRESENTATION, TEAM_PRESENTATION_CHANGED};
 
-use crate::core::ClientCore;
+/// Declares the adapters' own channels, once each.
+///
+/// # Errors
+/// A [`gatehouse_messaging::Error`] if a channel were declared twice or its tag were missing from
+/// the catalog.
+pub fn declare_channels(
+    channels: &mut Channels,
+) -> Result<&mut Channels, gatehouse_messaging::Error> {
+    channels
+        .declare(TEAM_PRESENTATION_CHANGED)?
+        .declare(PAWN_TEAM_PRESENTATION)?
+        .declare(CHARACTER_SCOPED)?
+        .declare(CHARACTER_RETIRED)?
+        .declare(REMOTE_CHARACTER_REP_NOTIFY)
+}
 
 /// Registers `callback` on `channel` (exact match) and gives the listener to `lifetime`. A refused
 /// registration is counted by the live checks and logged by the router.
@@ -47,8 +74,8 @@ pub(crate) fn hold<T: Payload>(
         Ok(listener) => lifetime.hold(listener),
         Err(error) => core
             .state
-            .checks
-            .router_error(format!("listener on {} refused: {error}", channel.tag())),
+            .stats
+            .violation(format!("router: listener on {} refused: {error}", channel.tag())),
     }
 }
 
@@ -72,7 +99,7 @@ pub(crate) fn attach_world(router: &Router<ClientCore>, core: &mut ClientCore) -
     ui::listen(router, core, &mut lifetime);
     team::listen(router, core, &mut lifetime);
     character::listen(router, core, &mut lifetime);
-    crate::gates::local_player::listen(router, core, &mut lifetime);
+    local_player::listen(router, core, &mut lifetime);
     rep_notify::listen(router, core, &mut lifetime);
     pawn_team::listen(router, core, &mut lifetime);
 
@@ -81,7 +108,7 @@ pub(crate) fn attach_world(router: &Router<ClientCore>, core: &mut ClientCore) -
     ui::sample(core);
     team::sample(core);
     character::sample(core);
-    crate::gates::local_player::evaluate(core);
+    local_player::evaluate(core);
     pawn_team::sample(core);
     lifetime
 }

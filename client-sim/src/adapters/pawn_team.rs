@@ -23,24 +23,47 @@
 use std::collections::BTreeMap;
 
 use gatehouse_lifecycle::{Requirement, ScopeToken};
-use gatehouse_messaging::{Lifetime, Router};
+use gatehouse_messaging::{Channel, Lifetime, Payload, Router};
 use gatehouse_protocol::{PawnId, PlayerId, TeamId};
 use gatehouse_tags::catalog::{
     LIFECYCLE_FACT_CHARACTER_INIT_GATE_OPENED, LIFECYCLE_FACT_TEAM_ASSIGNMENT_READY,
-    LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY,
+    LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY, MESSAGE_TEAM_PAWN_PRESENTATION,
 };
 
-use crate::core::ClientCore;
-use crate::dispatch::{Dispatch, broadcast};
 use crate::domain::{Character, NetRole};
-use crate::ids::{pawn_object, pawn_of};
+use crate::ids::{WorldId, pawn_object, pawn_of};
 use crate::notifications::{
-    PAWN_DESTROYED, PAWN_SPAWNED, PAWN_TEAM_PRESENTATION, PLAYER_STATE_CHANGED,
-    PLAYER_STATE_REMOVED, POSSESSED, PawnTeamPresented, TEAM_CHANGED, UI_RESET, UNPOSSESSED,
-    WORLD_BEGIN_PLAY,
+    PAWN_DESTROYED, PAWN_SPAWNED, PLAYER_STATE_CHANGED, PLAYER_STATE_REMOVED, POSSESSED,
+    TEAM_CHANGED, UI_RESET, UNPOSSESSED, WORLD_BEGIN_PLAY,
 };
 
-use super::{Route, hold, player_state_token, route};
+use super::{ClientCore, Dispatch, Route, broadcast, hold, player_state_token, route};
+
+/// `DispatchTeamPresentation`: a pawn's team is presented to the local viewer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PawnTeamPresented {
+    /// The target pawn.
+    pub pawn: PawnId,
+    /// The target pawn's generation.
+    pub token: ScopeToken,
+    /// The target pawn's owner.
+    pub player: PlayerId,
+    /// The owner's cached team, presented.
+    pub team: TeamId,
+    /// The local viewer's current pawn generation.
+    pub viewer: ScopeToken,
+    /// The local viewer's cached team.
+    pub viewer_team: TeamId,
+    /// The world it was presented in.
+    pub world: WorldId,
+}
+impl Payload for PawnTeamPresented {
+    const NAME: &'static str = "PawnTeamPresented";
+}
+
+/// `DispatchTeamPresentation`: a pawn's team presented to the local viewer.
+pub const PAWN_TEAM_PRESENTATION: Channel<PawnTeamPresented> =
+    Channel::new(MESSAGE_TEAM_PAWN_PRESENTATION);
 
 /// The request name of a pawn's team presentation, owned by the target pawn's scope.
 pub const PAWN_PRESENTATION: &str = "Team.PawnPresentation";
@@ -276,7 +299,7 @@ pub(crate) fn present(
         Verdict::Retired => evaluate(core, pawn, Cause::Refused),
         Verdict::Disagrees(why) => {
             tracing::debug!(%pawn, why, "pawn team presentation refused by live state");
-            core.state.checks.pawn_team_presentation_refused();
+            core.state.stats.pawn_team_presentations_refused += 1;
             if let Some(target) = core.state.pawn_team.by_pawn.get_mut(&pawn) {
                 target.refused = Some(presentation);
             }
@@ -362,94 +385,4 @@ fn live_notice(
         viewer_team: p.viewer_team,
         world: world.id,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use std::cell::RefCell;
-    use std::rc::Rc;
-    use std::time::{Duration, Instant};
-
-    use gatehouse_messaging::{Listen, Match};
-    use gatehouse_protocol::{CharacterDef, NodeId, PawnView, PlayerStateView, ServerMessage};
-
-    use super::*;
-    use crate::client::{Client, ClientConfig};
-    use crate::dispatch::announce;
-    use crate::domain::UiConfig;
-    use crate::notifications::PawnNotice;
-
-    fn player(name: &str) -> PlayerId {
-        PlayerId::new(name).unwrap()
-    }
-
-    fn player_state(who: &str, team: u8) -> ServerMessage {
-        ServerMessage::PlayerStateUpdated(PlayerStateView {
-            player_id: player(who),
-            team: Some(TeamId(team)),
-            character_def: Some(CharacterDef::new("Vanguard").unwrap()),
-        })
-    }
-
-    fn spawn(pawn: u64, owner: &str) -> ServerMessage {
-        ServerMessage::PawnSpawned(PawnView {
-            pawn_id: PawnId(pawn),
-            owner: player(owner),
-            character_def: CharacterDef::new("Vanguard").unwrap(),
-            node: NodeId::new("harbor").unwrap(),
-            alive: true,
-        })
-    }
-
-    /// Seed 000, "Pawn team presentation": live local control is the final authority.
-    /// Replication has unpossessed the viewer's pawn, and before that notification reaches the
-    /// adapters (the same step) a cached fact wakes a request: it is refused, nothing is presented
-    /// to the viewer that lost control, and the replacement pawn presents again.
-    #[test]
-    fn a_presentation_woken_after_the_viewer_lost_control_in_the_same_step_is_refused() {
-        let t0 = Instant::now();
-        let at = |ms: u64| t0 + Duration::from_millis(ms);
-        let delay = Duration::from_millis(100);
-        let ui = UiConfig { controller_delay: (delay, delay), reset_every: None };
-        let mut client = Client::new(ClientConfig { ui, seed: 1, nameplates: false });
-        let log: Rc<RefCell<Vec<(u64, u64)>>> = Rc::default();
-        let l = log.clone();
-        let (router, core) = client.router_and_core();
-        let on = Listen::channel(PAWN_TEAM_PRESENTATION, Match::Exact);
-        let _listener = router
-            .listen(core, on, move |_, n| {
-                let viewer = pawn_of(n.viewer.object()).unwrap();
-                l.borrow_mut().push((n.pawn.0, viewer.0));
-            })
-            .unwrap();
-        let harbor = Some(NodeId::new("harbor").unwrap());
-        client.replicate(
-            t0,
-            &ServerMessage::Welcome { player_id: player("me"), current_node: harbor },
-        );
-        client.replicate(t0, &player_state("me", 1));
-        client.replicate(at(50), &player_state("carol", 2));
-        client.handle_timeout(at(100));
-        client.replicate(at(100), &spawn(1, "me"));
-        client.replicate(at(100), &ServerMessage::Possessed { pawn_id: PawnId(1) });
-        client.replicate(at(100), &spawn(3, "carol"));
-        assert_eq!(*log.borrow(), [(1, 1)], "carol's widget controller is still building");
-
-        // Replication applied the unpossession; its notification has not reached the adapters
-        // when carol's widget controller completes and the cached facts wake pawn 3's request.
-        let (_, core) = client.router_and_core();
-        assert!(core.state.domain.characters.unpossess(PawnId(1)));
-        client.handle_timeout(at(150));
-        assert!(client.is_character_init_gate_open(PawnId(3)), "carol's gate did open");
-        assert_eq!(*log.borrow(), [(1, 1)], "nothing presented to a viewer that lost control");
-        assert_eq!(client.gate_stats().pawn_team_presentations_refused, 1);
-        let (router, core) = client.router_and_core();
-        announce(router, core, UNPOSSESSED, &PawnNotice { pawn: PawnId(1) });
-
-        client.replicate(at(200), &spawn(4, "me"));
-        client.replicate(at(200), &ServerMessage::Possessed { pawn_id: PawnId(4) });
-        assert_eq!(*log.borrow(), [(1, 1), (3, 4), (4, 4)]);
-        let stats = client.gate_stats();
-        assert_eq!(stats.gate_violations, 0, "{:?}", stats.violation_samples);
-    }
 }

@@ -10,11 +10,10 @@ use gatehouse_tags::catalog::{
     LIFECYCLE_FACT_PLAYER_STATE_CHARACTER_DEF_READY, LIFECYCLE_FACT_PLAYER_STATE_TEAM_READY,
 };
 
-use crate::core::ClientCore;
 use crate::ids::world_object;
 use crate::notifications::{PLAYER_STATE_CHANGED, PLAYER_STATE_REMOVED};
 
-use super::{hold, publish};
+use super::{ClientCore, hold, publish};
 
 /// World listeners: player state changed, player state removed.
 pub(super) fn listen(router: &Router<ClientCore>, core: &mut ClientCore, lifetime: &mut Lifetime) {

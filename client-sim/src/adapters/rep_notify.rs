@@ -4,9 +4,8 @@
 //!
 //! A Blueprint RepNotify is the presentation-side notice that replicated state about a remote pawn
 //! (its node, its death) or about its owner's player state (team and CharacterDef, ability tags,
-//! health) changed: a [`RemoteRepNotify`] on
-//! [`REMOTE_CHARACTER_REP_NOTIFY`](crate::notifications::REMOTE_CHARACTER_REP_NOTIFY). Replication
-//! has already applied the state to the domain; only the notice is held back.
+//! health) changed: a [`RemoteRepNotify`] on [`REMOTE_CHARACTER_REP_NOTIFY`]. Replication has
+//! already applied the state to the domain; only the notice is held back.
 //!
 //! - Until the remote gate of the pawn's generation released, its notices are deferred on that
 //!   generation, never dropped and never sent. They are coalesced per [`RepNotifyKind`]: a kind
@@ -24,17 +23,38 @@
 use std::collections::{BTreeMap, VecDeque};
 
 use gatehouse_lifecycle::ScopeToken;
-use gatehouse_messaging::{Lifetime, Router};
+use gatehouse_messaging::{Channel, Lifetime, Payload, Router};
 use gatehouse_protocol::{PawnId, PlayerId};
+use gatehouse_tags::catalog::MESSAGE_LIFECYCLE_REMOTE_CHARACTER_REP_NOTIFY;
 
-use crate::core::ClientCore;
-use crate::dispatch::Dispatch;
 use crate::notifications::{
     ABILITY_TAGS_CHANGED, HEALTH_CHANGED, PAWN_DIED, PAWN_TELEPORTED, PLAYER_STATE_CHANGED,
-    RemoteRepNotify,
 };
 
-use super::{Route, hold};
+use super::{ClientCore, Dispatch, Route, hold};
+
+/// A Blueprint RepNotify of a remote pawn generation: replicated state about the pawn, or about
+/// its owner's player state, changed. The state itself is already in the domain; this is the
+/// presentation-side notice, held back until the generation's remote gate released.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RemoteRepNotify {
+    /// The remote pawn.
+    pub pawn: PawnId,
+    /// Its generation.
+    pub token: ScopeToken,
+    /// What changed.
+    pub kind: RepNotifyKind,
+    /// Deferred before the remote gate released and replayed at its release (`false`: sent as
+    /// it arrived, the gate being open already).
+    pub replayed: bool,
+}
+impl Payload for RemoteRepNotify {
+    const NAME: &'static str = "RemoteRepNotify";
+}
+
+/// A Blueprint RepNotify of a remote pawn generation, live or replayed at its gate's release.
+pub const REMOTE_CHARACTER_REP_NOTIFY: Channel<RemoteRepNotify> =
+    Channel::new(MESSAGE_LIFECYCLE_REMOTE_CHARACTER_REP_NOTIFY);
 
 /// What a Blueprint RepNotify of a remote pawn is about. Notices of one kind coalesce.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
@@ -134,7 +154,11 @@ fn arrived(core: &mut ClientCore, pawn: PawnId, kind: RepNotifyKind) {
         }
         Phase::Deferring(queue) => {
             let coalesced = defer(queue, kind);
-            core.state.checks.rep_notify_deferred(coalesced);
+            let stats = &mut core.state.stats;
+            stats.rep_notifies_deferred += 1;
+            if coalesced {
+                stats.rep_notifies_coalesced += 1;
+            }
         }
     }
 }
@@ -151,15 +175,15 @@ pub(crate) fn release(core: &mut ClientCore, token: ScopeToken) -> Vec<RepNotify
 /// Generation `token` was retired: its deferred notices are discarded, never replayed.
 pub(crate) fn discard(core: &mut ClientCore, token: ScopeToken) {
     if let Some(phase) = core.state.rep_notifies.by_generation.remove(&token) {
-        core.state.checks.rep_notifies_discarded(deferred_count(&phase));
+        core.state.stats.rep_notifies_discarded += deferred_count(&phase) as u64;
     }
 }
 
 /// Every generation of the world being torn down was retired: every deferred notice goes.
 pub(crate) fn discard_all(core: &mut ClientCore) {
     let all = std::mem::take(&mut core.state.rep_notifies.by_generation);
-    let count = all.values().map(deferred_count).sum();
-    core.state.checks.rep_notifies_discarded(count);
+    let count: usize = all.values().map(deferred_count).sum();
+    core.state.stats.rep_notifies_discarded += count as u64;
 }
 
 /// Defers `kind` at the back of `queue`, removing an earlier notice of the same kind. Returns

@@ -8,21 +8,23 @@
 //! never a stale id. The wait is scoped to the player state alone: no pawn is required.
 
 use gatehouse_lifecycle::{Requirement, ScopeToken};
-use gatehouse_messaging::{Lifetime, Router};
+use gatehouse_messaging::{Channel, Lifetime, Router};
 use gatehouse_protocol::PlayerId;
 use gatehouse_tags::catalog::{
     LIFECYCLE_FACT_LOCAL_PLAYER_TEAM_READY, LIFECYCLE_FACT_TEAM_ASSIGNMENT_READY,
-    LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY,
+    LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY, MESSAGE_TEAM_PRESENTATION_CHANGED,
 };
 
-use crate::core::ClientCore;
-use crate::dispatch::{Dispatch, broadcast};
-use crate::notifications::{TEAM_CHANGED, TEAM_PRESENTATION_CHANGED, TeamNotice};
+use crate::notifications::{TEAM_CHANGED, TeamNotice};
 
-use super::{hold, player_state_token, publish};
+use super::{ClientCore, Dispatch, broadcast, hold, player_state_token, publish};
 
 /// The request name of the pending presentation on a player state.
 pub const PRESENTATION: &str = "Team.Presentation";
+
+/// The presentation-only team change, sent once the widget controller is ready.
+pub const TEAM_PRESENTATION_CHANGED: Channel<TeamNotice> =
+    Channel::new(MESSAGE_TEAM_PRESENTATION_CHANGED);
 
 /// World listener: the raw team change.
 pub(super) fn listen(router: &Router<ClientCore>, core: &mut ClientCore, lifetime: &mut Lifetime) {

@@ -8,10 +8,9 @@ use gatehouse_messaging::{Lifetime, Router};
 use gatehouse_protocol::PlayerId;
 use gatehouse_tags::catalog::LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY;
 
-use crate::core::ClientCore;
 use crate::notifications::{PLAYER_STATE_CHANGED, UI_RESET, WIDGET_CONTROLLER_READY};
 
-use super::{hold, player_state_token, publish};
+use super::{ClientCore, hold, player_state_token, publish};
 
 /// World listeners: player state changed, widget controller ready, UI reset.
 pub(super) fn listen(router: &Router<ClientCore>, core: &mut ClientCore, lifetime: &mut Lifetime) {

@@ -9,11 +9,10 @@
 use gatehouse_messaging::{Lifetime, Router};
 use gatehouse_tags::catalog::LIFECYCLE_FACT_WORLD_BEGIN_PLAY;
 
-use crate::core::{ClientCore, WorldScopes};
 use crate::ids::{LOCAL_PLAYER, WorldId, world_object};
 use crate::notifications::{WORLD_BEGIN_PLAY, WORLD_CREATED, WORLD_TORN_DOWN};
 
-use super::{attach_world, detach_world, hold, publish};
+use super::{ClientCore, WorldScopes, attach_world, detach_world, hold, publish};
 
 /// Game-instance listeners: world created, world torn down.
 pub(super) fn listen(router: &Router<ClientCore>, core: &mut ClientCore, lifetime: &mut Lifetime) {
@@ -75,5 +74,8 @@ fn torn_down(core: &mut ClientCore, world: WorldId) {
     let listeners = core.state.world_listeners.take();
     let held = listeners.as_ref().map_or(0, Lifetime::held_count);
     drop(listeners);
-    core.state.checks.world_retired(retired, held);
+    let router = &mut core.state.stats.router;
+    router.world_lifetimes_retired += 1;
+    router.world_listeners_retired += held as u64;
+    router.world_scopes_retired += retired as u64;
 }

@@ -13,25 +13,41 @@
 //! wrong adapter shows up as a violation here. A generation that ends before its gate could open
 //! (destroyed, unpossessed, its world or the session gone) is counted apart, never as a
 //! violation. `nameplates` is a consumer of the public subscription API, checked the same way.
+//! `session` checks what the server promises one session (placement, one pawn, one grant per
+//! kit, no end before the acknowledgement), fed by the session with each message.
+//!
+//! This is the top layer of the game side: it imports the gates, the adapters and the domain,
+//! and nothing below imports it. What it counts goes into the client state's figures; its own
+//! account of generations and periods is its own (`GateChecks`).
 
 pub(crate) mod nameplates;
-mod stats;
+pub(crate) mod session;
 
+use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use gatehouse_lifecycle::ScopeToken;
-use gatehouse_messaging::{Lifetime, Router};
+use gatehouse_messaging::{Channel, Lifetime, Payload, Router};
 use gatehouse_protocol::{PawnId, TeamId};
 
-pub use stats::{EndedBeforeGate, GateStats, RouteCounts, RouterFigures};
-
-use crate::adapters::{self, RetireReason, Route, hold};
-use crate::core::ClientCore;
+use crate::adapters::{
+    self, CHARACTER_RETIRED, CHARACTER_SCOPED, ClientCore, ClientState, GenerationRetired,
+    GenerationScoped, PAWN_TEAM_PRESENTATION, PawnTeamPresented, REMOTE_CHARACTER_REP_NOTIFY,
+    RemoteRepNotify, RetireReason, Route, TEAM_PRESENTATION_CHANGED, hold,
+};
 use crate::domain::Domain;
-use crate::gates::GateFired;
+use crate::figures::{EndedBeforeGate, GateStats, RouteCounts};
+use crate::gates::{
+    CharacterGateOpened, GateFired, LOCAL_CHARACTER_INIT_GATE_OPENED,
+    LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY, LocalPlayerReady,
+    REMOTE_CHARACTER_INIT_GATE_OPENED,
+};
 use crate::ids::WorldId;
-use crate::notifications::*;
+use crate::notifications::{
+    PLAYER_STATE_REMOVED, TEAM_CHANGED, UI_RESET, WORLD_CREATED, WORLD_TORN_DOWN,
+};
 
 /// A generation pending this long, in a world that existed this long, at the session's end is
 /// reported stuck (whether or not the world began play: a world that never does is stuck too).
@@ -55,9 +71,61 @@ struct Seen {
     presented: Option<(ScopeToken, TeamId, TeamId)>,
 }
 
-/// The live checks' account.
-#[derive(Debug, Default)]
-pub struct GateChecks {
+/// The live checks of one client: their own account of every generation and readiness period,
+/// shared by their listeners and subscription callbacks. The router and the registry hand those
+/// the client's state, which belongs to the layers below and holds no type of this one, so the
+/// account lives here, behind a shared cell; the figures it produces go to the client state's
+/// [`GateStats`] like everyone else's.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct GateChecks {
+    account: Rc<RefCell<Account>>,
+}
+
+impl GateChecks {
+    /// Runs `check` on the account with the client state. The checks never reach the router or
+    /// the registry while they hold the account, so it is never busy; if it were, the observation
+    /// is lost and counted as a violation rather than a panic.
+    fn run(&self, state: &mut ClientState, check: impl FnOnce(&mut Account, &mut ClientState)) {
+        match self.account.try_borrow_mut() {
+            Ok(mut account) => check(&mut account, state),
+            Err(_) => {
+                state.stats.violation("live checks re-entered: an observation was lost".into())
+            }
+        }
+    }
+
+    /// Registers a listener on `channel` (for `lifetime`) that runs `check` on the account for
+    /// each notice.
+    fn hold<T: Payload>(
+        &self,
+        router: &Router<ClientCore>,
+        core: &mut ClientCore,
+        lifetime: &mut Lifetime,
+        channel: Channel<T>,
+        check: impl Fn(&mut Account, &mut ClientState, &T) + 'static,
+    ) {
+        let checks = self.clone();
+        hold(router, core, lifetime, channel, move |d, notice| {
+            checks.run(&mut d.state().state, |account, state| check(account, state, notice));
+        });
+    }
+
+    /// The figures at the end of the session, from `stats` (the client's figures so far): every
+    /// generation still live and unopened is counted as ended by the session (and as stuck if it
+    /// waited long in a playing world). Changes nothing.
+    pub(crate) fn finish(&self, now: Instant, stats: &GateStats) -> GateStats {
+        let mut stats = stats.clone();
+        match self.account.try_borrow() {
+            Ok(account) => account.finish(now, &mut stats),
+            Err(_) => stats.violation("live checks busy at the end of the session".into()),
+        }
+        stats
+    }
+}
+
+/// What the live checks saw.
+#[derive(Debug, Clone, Default)]
+struct Account {
     /// The current world and when it was created.
     world: Option<(WorldId, Instant)>,
     /// Every live generation.
@@ -66,46 +134,14 @@ pub struct GateChecks {
     local_dispatched: Option<ScopeToken>,
     /// The widget/team readiness period is open.
     period_open: bool,
-    stats: GateStats,
 }
 
-impl GateChecks {
-    /// The figures so far.
-    pub fn stats(&self) -> &GateStats {
-        &self.stats
-    }
-
-    /// Records a violation of a runtime expectation.
-    pub(crate) fn violation(&mut self, what: String) {
-        tracing::warn!(violation = %what, "lifecycle gate violation");
-        self.stats.gate_violations += 1;
-        if self.stats.violation_samples.len() < stats::VIOLATION_SAMPLES {
-            self.stats.violation_samples.push(what);
-        }
-    }
-
-    /// A router refusal in the client: the gate machinery lost a listener or a notification.
-    pub(crate) fn router_error(&mut self, what: String) {
-        self.violation(format!("router: {what}"));
-    }
-
-    /// A world lifetime was retired with `listeners` listeners and `scopes` scopes.
-    pub(crate) fn world_retired(&mut self, scopes: usize, listeners: usize) {
-        let router = &mut self.stats.router;
-        router.world_lifetimes_retired += 1;
-        router.world_listeners_retired += listeners as u64;
-        router.world_scopes_retired += scopes as u64;
-    }
-
-    pub(crate) fn router_figures(&mut self) -> &mut RouterFigures {
-        &mut self.stats.router
-    }
-
-    fn world_created(&mut self, world: WorldId, now: Instant) {
+impl Account {
+    fn world_created(&mut self, world: WorldId, now: Instant, stats: &mut GateStats) {
         self.world = Some((world, now));
         self.local_dispatched = None;
         self.period_open = false;
-        self.stats.worlds_created += 1;
+        stats.worlds_created += 1;
     }
 
     fn world_torn_down(&mut self) {
@@ -117,7 +153,7 @@ impl GateChecks {
         self.world.map(|(world, _)| world)
     }
 
-    fn scoped(&mut self, notice: &GenerationScoped, now: Instant) {
+    fn scoped(&mut self, notice: &GenerationScoped, now: Instant, stats: &mut GateStats) {
         let seen = Seen {
             pawn: notice.pawn,
             route: notice.route,
@@ -131,39 +167,45 @@ impl GateChecks {
             presented: None,
         };
         if self.generations.insert(notice.token, seen).is_some() {
-            self.violation(format!(
+            stats.violation(format!(
                 "pawn {} generation {} scoped twice",
                 notice.pawn, notice.token
             ));
         }
         if Some(notice.world) != self.current_world() {
-            self.violation(format!(
+            stats.violation(format!(
                 "pawn {} scoped in {} while the current world is another",
                 notice.pawn, notice.world
             ));
         }
-        self.stats.pawn_generations.bump(notice.route);
+        bump_route(&mut stats.pawn_generations, notice.route);
     }
 
-    fn retired(&mut self, notice: &GenerationRetired) {
+    fn retired(&mut self, notice: &GenerationRetired, stats: &mut GateStats) {
         let Some(seen) = self.generations.remove(&notice.token) else {
-            self.violation(format!("pawn {} retired a generation never scoped", notice.pawn));
+            stats.violation(format!("pawn {} retired a generation never scoped", notice.pawn));
             return;
         };
-        self.close_generation(notice.token, seen, notice.reason);
+        self.close_generation(notice.token, seen, notice.reason, stats);
     }
 
-    fn close_generation(&mut self, token: ScopeToken, seen: Seen, reason: RetireReason) {
+    fn close_generation(
+        &mut self,
+        token: ScopeToken,
+        seen: Seen,
+        reason: RetireReason,
+        stats: &mut GateStats,
+    ) {
         if self.local_dispatched == Some(token) {
             self.local_dispatched = None;
         }
         if !seen.opened {
             match seen.route {
-                Route::Local => self.stats.local_ended_before_gate.bump(reason),
-                Route::Remote => self.stats.remote_ended_before_gate.bump(reason),
+                Route::Local => bump_reason(&mut stats.local_ended_before_gate, reason),
+                Route::Remote => bump_reason(&mut stats.remote_ended_before_gate, reason),
             }
         } else if seen.subscribed && seen.subscriptions_fired == 0 {
-            self.violation(format!(
+            stats.violation(format!(
                 "pawn {} generation {token}: its gate opened but its public subscription never fired",
                 seen.pawn
             ));
@@ -178,6 +220,7 @@ impl GateChecks {
         route: Route,
         domain: &Domain,
         now: Instant,
+        stats: &mut GateStats,
     ) {
         let what = match route {
             Route::Local => "local",
@@ -185,7 +228,7 @@ impl GateChecks {
         };
         let current = self.current_world();
         let Some(seen) = self.generations.get_mut(&opened.token) else {
-            self.violation(format!(
+            stats.violation(format!(
                 "{what} gate of pawn {} for an unknown or retired generation",
                 opened.pawn
             ));
@@ -208,14 +251,14 @@ impl GateChecks {
         }
         seen.opened = true;
         let waited = now.saturating_duration_since(seen.scoped_at);
-        self.stats.gate_wait_ms.push(u64::try_from(waited.as_millis()).unwrap_or(u64::MAX));
+        stats.gate_wait_ms.push(u64::try_from(waited.as_millis()).unwrap_or(u64::MAX));
         match route {
             Route::Local => {
-                self.stats.local_ready_opened += 1;
+                stats.local_ready_opened += 1;
                 self.local_dispatched = Some(opened.token);
             }
             Route::Remote => {
-                self.stats.remote_ready_opened += 1;
+                stats.remote_ready_opened += 1;
                 let local_first = self
                     .local_dispatched
                     .and_then(|local| self.generations.get(&local))
@@ -226,14 +269,19 @@ impl GateChecks {
             }
         }
         for problem in problems {
-            self.violation(format!(
+            stats.violation(format!(
                 "{what} gate of pawn {} ({}): {problem}",
                 opened.pawn, opened.token
             ));
         }
     }
 
-    fn local_player_ready(&mut self, notice: &LocalPlayerReady, domain: &Domain) {
+    fn local_player_ready(
+        &mut self,
+        notice: &LocalPlayerReady,
+        domain: &Domain,
+        stats: &mut GateStats,
+    ) {
         let mut problems = Vec::new();
         if self.period_open {
             problems.push("opened twice in one readiness period");
@@ -250,9 +298,9 @@ impl GateChecks {
             problems.push("widget controller or team not ready");
         }
         self.period_open = true;
-        self.stats.widget_controller_and_team_ready_opened += 1;
+        stats.widget_controller_and_team_ready_opened += 1;
         for problem in problems {
-            self.violation(format!("widget/team gate of {}: {problem}", notice.player));
+            stats.violation(format!("widget/team gate of {}: {problem}", notice.player));
         }
     }
 
@@ -271,11 +319,11 @@ impl GateChecks {
     /// A Blueprint RepNotify of a remote generation was sent: checks it is for a live remote
     /// generation whose gate dispatched, and that a replayed one comes before every live one and
     /// before the RemoteReady subscribers, once per kind.
-    fn rep_notify(&mut self, notice: &RemoteRepNotify) {
+    fn rep_notify(&mut self, notice: &RemoteRepNotify, stats: &mut GateStats) {
         if notice.replayed {
-            self.stats.rep_notifies_replayed += 1;
+            stats.rep_notifies_replayed += 1;
         } else {
-            self.stats.rep_notifies_delivered += 1;
+            stats.rep_notifies_delivered += 1;
         }
         let problem = match self.generations.get_mut(&notice.token) {
             None => Some("for an unknown or retired generation"),
@@ -301,36 +349,23 @@ impl GateChecks {
             }
         };
         if let Some(problem) = problem {
-            self.violation(format!(
+            stats.violation(format!(
                 "RepNotify {:?} of pawn {} ({}) {problem}",
                 notice.kind, notice.pawn, notice.token
             ));
         }
     }
 
-    /// The character adapter deferred a RepNotify (`coalesced`: replacing one of its kind).
-    pub(crate) fn rep_notify_deferred(&mut self, coalesced: bool) {
-        self.stats.rep_notifies_deferred += 1;
-        if coalesced {
-            self.stats.rep_notifies_coalesced += 1;
-        }
-    }
-
-    /// The character adapter discarded `count` deferred RepNotifies with a retired generation.
-    pub(crate) fn rep_notifies_discarded(&mut self, count: usize) {
-        self.stats.rep_notifies_discarded += count as u64;
-    }
-
-    /// The pawn team presentation refused a woken request that live state contradicted.
-    pub(crate) fn pawn_team_presentation_refused(&mut self) {
-        self.stats.pawn_team_presentations_refused += 1;
-    }
-
     /// `DispatchTeamPresentation`: checks the target and the viewer are live generations whose
     /// gates dispatched in the current world, the viewer being the local pawn, that both teams
     /// are the ones cached now, and that the relationship was not presented already.
-    fn pawn_team_presented(&mut self, notice: &PawnTeamPresented, domain: &Domain) {
-        self.stats.pawn_team_presentations += 1;
+    fn pawn_team_presented(
+        &mut self,
+        notice: &PawnTeamPresented,
+        domain: &Domain,
+        stats: &mut GateStats,
+    ) {
+        stats.pawn_team_presentations += 1;
         let mut problems: Vec<String> = Vec::new();
         if Some(notice.world) != self.current_world() {
             problems.push(format!("presented from {} after travelling away", notice.world));
@@ -368,7 +403,7 @@ impl GateChecks {
             }
         }
         for problem in problems {
-            self.violation(format!(
+            stats.violation(format!(
                 "pawn team presentation of pawn {} ({}): {problem}",
                 notice.pawn, notice.token
             ));
@@ -376,16 +411,16 @@ impl GateChecks {
     }
 
     /// The nameplate consumer subscribed for this generation.
-    pub(crate) fn subscribed(&mut self, token: ScopeToken) {
-        self.stats.subscriptions_registered += 1;
+    fn subscribed(&mut self, token: ScopeToken, stats: &mut GateStats) {
+        stats.subscriptions_registered += 1;
         if let Some(seen) = self.generations.get_mut(&token) {
             seen.subscribed = true;
         }
     }
 
     /// A public subscription fired.
-    pub(crate) fn subscription_fired(&mut self, fired: GateFired) {
-        self.stats.subscriptions_fired += 1;
+    fn subscription_fired(&mut self, fired: GateFired, stats: &mut GateStats) {
+        stats.subscriptions_fired += 1;
         let problem = match self.generations.get_mut(&fired.subject) {
             None => Some("for a retired generation"),
             Some(seen) => {
@@ -400,81 +435,97 @@ impl GateChecks {
             }
         };
         if let Some(problem) = problem {
-            self.violation(format!(
+            stats.violation(format!(
                 "subscription to {} on {} fired {problem}",
                 fired.gate, fired.subject
             ));
         }
     }
 
-    /// The figures at the end of the session: every generation still live and unopened is
-    /// counted as ended by the session (and as stuck if it waited long in a playing world).
-    pub(crate) fn finish(&self, now: Instant) -> GateStats {
-        let mut copy = GateChecks {
-            world: self.world,
-            generations: self.generations.clone(),
-            local_dispatched: self.local_dispatched,
-            period_open: self.period_open,
-            stats: self.stats.clone(),
-        };
+    /// Closes every generation still live into `stats` as ended by the session, and counts as
+    /// stuck those that waited long in a world that existed long.
+    fn finish(&self, now: Instant, stats: &mut GateStats) {
+        let mut copy = self.clone();
         let created = self.world.map(|(_, created)| created);
         for (token, seen) in std::mem::take(&mut copy.generations) {
             let long = |since: Instant| now.saturating_duration_since(since) >= STUCK_AFTER;
             if !seen.opened && long(seen.scoped_at) && created.is_some_and(long) {
-                copy.stats.stuck_at_end += 1;
+                stats.stuck_at_end += 1;
             }
-            copy.close_generation(token, seen, RetireReason::SessionEnded);
+            copy.close_generation(token, seen, RetireReason::SessionEnded, stats);
         }
-        copy.stats
+    }
+}
+
+/// Counts a generation of `route`.
+fn bump_route(counts: &mut RouteCounts, route: Route) {
+    match route {
+        Route::Local => counts.local += 1,
+        Route::Remote => counts.remote += 1,
+    }
+}
+
+/// Counts a generation that ended before its gate opened, for `reason`.
+fn bump_reason(ended: &mut EndedBeforeGate, reason: RetireReason) {
+    match reason {
+        RetireReason::Unpossessed => ended.unpossessed += 1,
+        RetireReason::Destroyed => ended.destroyed += 1,
+        RetireReason::Rerouted => ended.rerouted += 1,
+        RetireReason::WorldTornDown => ended.world_torn_down += 1,
+        RetireReason::SessionEnded => ended.session_ended += 1,
     }
 }
 
 /// Registers the checks' listeners for the game instance's lifetime.
-pub(crate) fn listen(router: &Router<ClientCore>, core: &mut ClientCore, lifetime: &mut Lifetime) {
-    hold(router, core, lifetime, WORLD_CREATED, |d, n| {
-        let state = &mut d.state().state;
-        state.checks.world_created(n.world, state.now);
+pub(crate) fn listen(
+    router: &Router<ClientCore>,
+    core: &mut ClientCore,
+    lifetime: &mut Lifetime,
+    checks: &GateChecks,
+) {
+    checks.hold(router, core, lifetime, WORLD_CREATED, |account, state, n| {
+        account.world_created(n.world, state.now, &mut state.stats);
     });
-    hold(router, core, lifetime, WORLD_TORN_DOWN, |d, _| d.state().state.checks.world_torn_down());
-    hold(router, core, lifetime, CHARACTER_SCOPED, |d, n| {
-        let state = &mut d.state().state;
-        state.checks.scoped(n, state.now);
+    checks.hold(router, core, lifetime, WORLD_TORN_DOWN, |account, _, _| {
+        account.world_torn_down();
     });
-    hold(router, core, lifetime, CHARACTER_RETIRED, |d, n| d.state().state.checks.retired(n));
-    hold(router, core, lifetime, LOCAL_CHARACTER_INIT_GATE_OPENED, |d, n| {
-        let state = &mut d.state().state;
-        state.checks.character_gate(n, Route::Local, &state.domain, state.now);
+    checks.hold(router, core, lifetime, CHARACTER_SCOPED, |account, state, n| {
+        account.scoped(n, state.now, &mut state.stats);
     });
-    hold(router, core, lifetime, REMOTE_CHARACTER_INIT_GATE_OPENED, |d, n| {
-        let state = &mut d.state().state;
-        state.checks.character_gate(n, Route::Remote, &state.domain, state.now);
+    checks.hold(router, core, lifetime, CHARACTER_RETIRED, |account, state, n| {
+        account.retired(n, &mut state.stats);
     });
-    hold(router, core, lifetime, LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY, |d, n| {
-        let state = &mut d.state().state;
-        state.checks.local_player_ready(n, &state.domain);
+    checks.hold(router, core, lifetime, LOCAL_CHARACTER_INIT_GATE_OPENED, |account, state, n| {
+        account.character_gate(n, Route::Local, &state.domain, state.now, &mut state.stats);
     });
-    hold(router, core, lifetime, UI_RESET, |d, _| {
-        let state = &mut d.state().state;
-        state.checks.stats.ui_resets += 1;
-        state.checks.period_maybe_closed(&state.domain);
+    checks.hold(router, core, lifetime, REMOTE_CHARACTER_INIT_GATE_OPENED, |account, state, n| {
+        account.character_gate(n, Route::Remote, &state.domain, state.now, &mut state.stats);
     });
-    hold(router, core, lifetime, TEAM_CHANGED, |d, _| {
-        let state = &mut d.state().state;
-        state.checks.stats.team_changes += 1;
-        state.checks.period_maybe_closed(&state.domain);
+    checks.hold(
+        router,
+        core,
+        lifetime,
+        LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY,
+        |account, state, n| account.local_player_ready(n, &state.domain, &mut state.stats),
+    );
+    checks.hold(router, core, lifetime, UI_RESET, |account, state, _| {
+        state.stats.ui_resets += 1;
+        account.period_maybe_closed(&state.domain);
     });
-    hold(router, core, lifetime, PLAYER_STATE_REMOVED, |d, _| {
-        let state = &mut d.state().state;
-        state.checks.period_maybe_closed(&state.domain);
+    checks.hold(router, core, lifetime, TEAM_CHANGED, |account, state, _| {
+        state.stats.team_changes += 1;
+        account.period_maybe_closed(&state.domain);
     });
-    hold(router, core, lifetime, TEAM_PRESENTATION_CHANGED, |d, _| {
-        d.state().state.checks.stats.team_presentations += 1;
+    checks.hold(router, core, lifetime, PLAYER_STATE_REMOVED, |account, state, _| {
+        account.period_maybe_closed(&state.domain);
     });
-    hold(router, core, lifetime, REMOTE_CHARACTER_REP_NOTIFY, |d, n| {
-        d.state().state.checks.rep_notify(n);
+    checks.hold(router, core, lifetime, TEAM_PRESENTATION_CHANGED, |_, state, _| {
+        state.stats.team_presentations += 1;
     });
-    hold(router, core, lifetime, PAWN_TEAM_PRESENTATION, |d, n| {
-        let state = &mut d.state().state;
-        state.checks.pawn_team_presented(n, &state.domain);
+    checks.hold(router, core, lifetime, REMOTE_CHARACTER_REP_NOTIFY, |account, state, n| {
+        account.rep_notify(n, &mut state.stats);
+    });
+    checks.hold(router, core, lifetime, PAWN_TEAM_PRESENTATION, |account, state, n| {
+        account.pawn_team_presented(n, &state.domain, &mut state.stats);
     });
 }

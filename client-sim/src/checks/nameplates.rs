@@ -9,15 +9,21 @@ use gatehouse_tags::catalog::{
     LIFECYCLE_GATE_CHARACTER_LOCAL_READY, LIFECYCLE_GATE_CHARACTER_REMOTE_READY,
 };
 
-use crate::adapters::{Route, hold};
-use crate::core::ClientCore;
+use crate::adapters::{CHARACTER_SCOPED, ClientCore, Route, hold};
 use crate::gates;
 use crate::ids::pawn_object;
-use crate::notifications::CHARACTER_SCOPED;
 
-/// Registers the nameplate consumer for the game instance's lifetime.
-pub(crate) fn listen(router: &Router<ClientCore>, core: &mut ClientCore, lifetime: &mut Lifetime) {
-    hold(router, core, lifetime, CHARACTER_SCOPED, |d, notice| {
+use super::GateChecks;
+
+/// Registers the nameplate consumer for the game instance's lifetime; what it sees feeds `checks`.
+pub(crate) fn listen(
+    router: &Router<ClientCore>,
+    core: &mut ClientCore,
+    lifetime: &mut Lifetime,
+    checks: &GateChecks,
+) {
+    let checks = checks.clone();
+    hold(router, core, lifetime, CHARACTER_SCOPED, move |d, notice| {
         let core = d.state();
         let gate = match notice.route {
             Route::Local => LIFECYCLE_GATE_CHARACTER_LOCAL_READY,
@@ -28,11 +34,17 @@ pub(crate) fn listen(router: &Router<ClientCore>, core: &mut ClientCore, lifetim
             // Retired again before its announcement arrived: nothing to subscribe to.
             return;
         }
-        match gates::register_public(core, pawn, pawn, gate, |state, fired| {
-            state.checks.subscription_fired(fired);
-        }) {
-            Ok(_) => core.state.checks.subscribed(notice.token),
-            Err(error) => core.state.checks.violation(format!(
+        let fired = checks.clone();
+        let callback = move |state: &mut _, fired_gate| {
+            fired.run(state, |account, state| {
+                account.subscription_fired(fired_gate, &mut state.stats)
+            });
+        };
+        match gates::register_public(core, pawn, pawn, gate, callback) {
+            Ok(_) => checks.run(&mut core.state, |account, state| {
+                account.subscribed(notice.token, &mut state.stats);
+            }),
+            Err(error) => core.state.stats.violation(format!(
                 "nameplate of pawn {} could not subscribe: {error}",
                 notice.pawn
             )),

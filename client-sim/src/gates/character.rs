@@ -15,22 +15,42 @@
 //! the character adapter's; this module never registers a wait.
 
 use gatehouse_lifecycle::ScopeToken;
-use gatehouse_messaging::Router;
+use gatehouse_messaging::{Channel, Payload, Router};
 use gatehouse_protocol::PawnId;
 use gatehouse_tags::catalog::{
     LIFECYCLE_FACT_CHARACTER_INIT_GATE_OPENED, LIFECYCLE_FACT_CHARACTER_LOCAL_DISPATCH_RETURNED,
     LIFECYCLE_GATE_CHARACTER_LOCAL_READY, LIFECYCLE_GATE_CHARACTER_REMOTE_READY,
+    MESSAGE_LIFECYCLE_LOCAL_CHARACTER_INIT_GATE_OPENED,
+    MESSAGE_LIFECYCLE_REMOTE_CHARACTER_INIT_GATE_OPENED,
 };
 
-use crate::adapters::{Route, publish, rep_notify};
-use crate::core::ClientCore;
-use crate::dispatch::broadcast;
+use crate::adapters::{
+    ClientCore, REMOTE_CHARACTER_REP_NOTIFY, RemoteRepNotify, Route, broadcast, publish, rep_notify,
+};
 use crate::domain::NetRole;
 use crate::ids::WorldId;
-use crate::notifications::{
-    CharacterGateOpened, LOCAL_CHARACTER_INIT_GATE_OPENED, REMOTE_CHARACTER_INIT_GATE_OPENED,
-    REMOTE_CHARACTER_REP_NOTIFY, RemoteRepNotify,
-};
+
+/// A character gate dispatched (`OnLocalCharacterInitGateOpened`,
+/// `OnRemoteCharacterInitGateOpened`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CharacterGateOpened {
+    /// The pawn.
+    pub pawn: PawnId,
+    /// The generation whose gate opened.
+    pub token: ScopeToken,
+    /// The world it opened in.
+    pub world: WorldId,
+}
+impl Payload for CharacterGateOpened {
+    const NAME: &'static str = "CharacterGateOpened";
+}
+
+/// `OnLocalCharacterInitGateOpened`.
+pub const LOCAL_CHARACTER_INIT_GATE_OPENED: Channel<CharacterGateOpened> =
+    Channel::new(MESSAGE_LIFECYCLE_LOCAL_CHARACTER_INIT_GATE_OPENED);
+/// `OnRemoteCharacterInitGateOpened`.
+pub const REMOTE_CHARACTER_INIT_GATE_OPENED: Channel<CharacterGateOpened> =
+    Channel::new(MESSAGE_LIFECYCLE_REMOTE_CHARACTER_INIT_GATE_OPENED);
 
 /// Dispatches the local character gate of `pawn`'s generation `token`.
 pub(crate) fn dispatch_local(
@@ -74,7 +94,7 @@ fn live(core: &mut ClientCore, pawn: PawnId, token: ScopeToken, route: Route) ->
     }
     let problem = disagreement(core, pawn, token, route);
     if let Some(problem) = problem {
-        core.state.checks.violation(format!(
+        core.state.stats.violation(format!(
             "{route:?} gate of pawn {pawn} woke while live state disagrees: {problem}"
         ));
         return None;

@@ -1,101 +1,39 @@
-//! `Lifecycle.Gate.LocalPlayer.WidgetControllerAndTeamReady` (seed 000): the world-scoped
-//! `Lifecycle.Fact.LocalPlayer.TeamReady` and the local player state's
-//! `Lifecycle.Fact.UI.WidgetControllerReady`, for the same local controlled player state. No pawn,
-//! possession, CharacterDef or character gate; a remote player state cannot satisfy it.
-//!
-//! It opens once per continuous readiness period: the wait is one-shot, and it is registered
-//! again only after the period closes, which happens on UI loss, loss of a valid team, or
-//! replacement of the local player state (its scope is reset, or the world goes). A valid-to-valid
-//! team change republishes a ready fact, which changes nothing: no new period. When open, the gate
-//! is cached on both the world and the local player state.
+//! The dispatch of `Lifecycle.Gate.LocalPlayer.WidgetControllerAndTeamReady` (seed 000): once the
+//! local player adapter latched a readiness period, `OnLocalPlayerWidgetControllerAndTeamReady` is
+//! broadcast, then the gate is cached on the world and the local player state (public
+//! subscriptions run). Cached facts woke it; live state decides: a period that is no longer the
+//! current one is dropped, and one whose live state disagrees is a violation. The requirements and
+//! the period are the adapter's; this module never registers a wait.
 
-use gatehouse_lifecycle::{Requirement, ScopeToken};
-use gatehouse_messaging::{Lifetime, Router};
+use gatehouse_lifecycle::ScopeToken;
+use gatehouse_messaging::{Channel, Payload, Router};
 use gatehouse_protocol::PlayerId;
 use gatehouse_tags::catalog::{
-    LIFECYCLE_FACT_LOCAL_PLAYER_TEAM_READY, LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY,
     LIFECYCLE_GATE_LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY as GATE,
+    MESSAGE_LIFECYCLE_LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY,
 };
 
-use crate::adapters::{hold, player_state_token, publish};
-use crate::core::ClientCore;
-use crate::dispatch::{Dispatch, broadcast};
+use crate::adapters::{ClientCore, broadcast, publish};
 use crate::domain::is_valid_team;
-use crate::notifications::{
-    LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY, LocalPlayerReady, PLAYER_STATE_CHANGED,
-    PLAYER_STATE_REMOVED, TEAM_CHANGED, UI_RESET,
-};
+use crate::ids::WorldId;
 
-/// The request name of the gate's wait, owned by the local player state.
-pub const LOCAL_PLAYER_GATE: &str = "Gate.LocalPlayer.WidgetControllerAndTeamReady";
-
-/// The gate's readiness period in the current world.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct LocalPlayerGate {
-    /// The period is open, for this player state generation (latched in the gate callback).
-    open: Option<ScopeToken>,
+/// `OnLocalPlayerWidgetControllerAndTeamReady(LocalPlayerState)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalPlayerReady {
+    /// The local player.
+    pub player: PlayerId,
+    /// The local player state's generation.
+    pub token: ScopeToken,
+    /// The world it opened in.
+    pub world: WorldId,
+}
+impl Payload for LocalPlayerReady {
+    const NAME: &'static str = "LocalPlayerReady";
 }
 
-/// World listeners: anything that can open or close a period re-evaluates it. They run after
-/// the UI and team adapters, so the facts they read are current.
-pub(crate) fn listen(router: &Router<ClientCore>, core: &mut ClientCore, lifetime: &mut Lifetime) {
-    hold(router, core, lifetime, PLAYER_STATE_CHANGED, |d, _| evaluate(d.state()));
-    hold(router, core, lifetime, PLAYER_STATE_REMOVED, |d, _| evaluate(d.state()));
-    hold(router, core, lifetime, UI_RESET, |d, _| evaluate(d.state()));
-    hold(router, core, lifetime, TEAM_CHANGED, |d, _| evaluate(d.state()));
-}
-
-/// Closes an open period whose requirements stopped holding, then arms the wait for the next.
-pub(crate) fn evaluate(core: &mut ClientCore) {
-    let Some(world) = core.state.world else { return };
-    let player_state = local_player_state(core);
-    if let Some(open) = core.state.local_player_gate.open {
-        let holds = player_state == Some(open)
-            && core
-                .registry
-                .is_ready(Requirement::new(open, LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY))
-            && core
-                .registry
-                .is_ready(Requirement::new(world.world, LIFECYCLE_FACT_LOCAL_PLAYER_TEAM_READY));
-        if holds {
-            return;
-        }
-        core.state.local_player_gate.open = None;
-        publish(core, world.world, GATE, false);
-        if core.registry.is_current(open) {
-            publish(core, open, GATE, false);
-        }
-    }
-    let Some(player_state) = player_state else { return };
-    if core.registry.is_pending(player_state.object(), LOCAL_PLAYER_GATE) {
-        return;
-    }
-    let requirements = [
-        Requirement::new(world.world, LIFECYCLE_FACT_LOCAL_PLAYER_TEAM_READY),
-        Requirement::new(player_state, LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY),
-    ];
-    let Some(player) = core.state.domain.local_player().cloned() else { return };
-    let world_token = world.world;
-    let result = core.registry.wait_for_all(
-        player_state,
-        LOCAL_PLAYER_GATE,
-        &requirements,
-        &mut core.state,
-        move |_, state| {
-            if state.local_player_gate.open.is_none() {
-                state.local_player_gate.open = Some(player_state);
-                state.outbox.push_back(Dispatch::LocalPlayerReady {
-                    player,
-                    player_state,
-                    world: world_token,
-                });
-            }
-        },
-    );
-    if let Err(error) = result {
-        tracing::debug!(%error, "local player gate refused");
-    }
-}
+/// `OnLocalPlayerWidgetControllerAndTeamReady`.
+pub const LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY: Channel<LocalPlayerReady> =
+    Channel::new(MESSAGE_LIFECYCLE_LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY);
 
 /// Opens the period, if it is still this one and live state agrees: broadcasts
 /// `OnLocalPlayerWidgetControllerAndTeamReady`, then caches the gate on the world and the local
@@ -109,7 +47,7 @@ pub(crate) fn dispatch(
 ) {
     let current = core.registry.is_current(player_state)
         && core.registry.is_current(world)
-        && core.state.local_player_gate.open == Some(player_state);
+        && core.state.local_player_gate.is_open_for(player_state);
     if !current {
         return;
     }
@@ -118,7 +56,7 @@ pub(crate) fn dispatch(
         domain.ui().is_ready(&player) && domain.teams().team_of(&player).is_some_and(is_valid_team);
     if !live {
         core.state
-            .checks
+            .stats
             .violation(format!("widget/team gate of {player} woke while live state is not ready"));
         return;
     }
@@ -127,9 +65,4 @@ pub(crate) fn dispatch(
     broadcast(router, core, LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY, &notice);
     publish(core, world, GATE, true);
     publish(core, player_state, GATE, true);
-}
-
-fn local_player_state(core: &ClientCore) -> Option<ScopeToken> {
-    let player = core.state.domain.local_player()?;
-    player_state_token(core, player)
 }

@@ -1,16 +1,37 @@
 //! The public gates of seed 000 and their dispatch: the character gates, the local player's
-//! widget/team gate, and subscriptions to them.
+//! widget/team gate, subscriptions to them, and the pump that performs what the adapters left in
+//! the outbox.
 //!
-//! This module owns what consumers see: the gate tags as cached facts on their subjects, the
-//! subscriptions ([`GateSubscription`]), and the order in which a gate's dispatch reaches them.
-//! The requirements of the character gates are the character adapter's; the widget/team gate's
-//! are in `local_player`.
+//! This module owns what consumers see: the gate delegates on the router, the gate tags as cached
+//! facts on their subjects, the subscriptions ([`GateSubscription`]), and the order in which a
+//! gate's dispatch reaches them. The requirements of every gate are the adapters'; this layer
+//! imports the adapters, the domain and the ids, and nothing of the live checks.
 
 pub(crate) mod character;
 pub(crate) mod local_player;
+mod pump;
 mod subscription;
 
-pub use local_player::LOCAL_PLAYER_GATE;
-pub(crate) use local_player::LocalPlayerGate;
+use gatehouse_messaging::Channels;
+
+pub use character::{
+    CharacterGateOpened, LOCAL_CHARACTER_INIT_GATE_OPENED, REMOTE_CHARACTER_INIT_GATE_OPENED,
+};
+pub use local_player::{LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY, LocalPlayerReady};
+pub(crate) use pump::{announce, pump};
 pub use subscription::{GateError, GateFired, GateSubscription, PUBLIC_GATES};
-pub(crate) use subscription::{Subscriptions, cancel, register, register_public};
+pub(crate) use subscription::{cancel, register, register_public};
+
+/// Declares the gate delegates' channels, once each.
+///
+/// # Errors
+/// A [`gatehouse_messaging::Error`] if a channel were declared twice or its tag were missing from
+/// the catalog.
+pub fn declare_channels(
+    channels: &mut Channels,
+) -> Result<&mut Channels, gatehouse_messaging::Error> {
+    channels
+        .declare(LOCAL_CHARACTER_INIT_GATE_OPENED)?
+        .declare(REMOTE_CHARACTER_INIT_GATE_OPENED)?
+        .declare(LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY)
+}

@@ -20,7 +20,7 @@ use gatehouse_tags::catalog::{
     LIFECYCLE_GATE_LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY,
 };
 
-use crate::core::{ClientCore, ClientState};
+use crate::adapters::{ClientCore, ClientState};
 
 /// The documented public gates. Matching is exact: a parent tag is no gate.
 pub const PUBLIC_GATES: [GameplayTag; 3] = [
@@ -86,12 +86,6 @@ impl GateSubscription {
     }
 }
 
-/// Numbering of subscription request names.
-#[derive(Debug, Default)]
-pub(crate) struct Subscriptions {
-    next: u64,
-}
-
 /// Registers a one-shot `callback` for `fact` on `subject`'s current generation, guarded by
 /// `listener`. Public callers go through [`register_public`]; `fact` is not checked here.
 pub(crate) fn register(
@@ -103,8 +97,8 @@ pub(crate) fn register(
 ) -> Result<GateSubscription, GateError> {
     let guard = core.registry.token(listener).ok_or(GateError::ListenerGone(listener))?;
     let token = core.registry.token(subject).ok_or(GateError::SubjectGone(subject))?;
-    core.state.subscriptions.next += 1;
-    let request = RequestName::from(format!("Gate.Subscription.{}", core.state.subscriptions.next));
+    core.state.subscriptions += 1;
+    let request = RequestName::from(format!("Gate.Subscription.{}", core.state.subscriptions));
     let status = core.registry.wait_for_all_guarded(
         token,
         request.clone(),

@@ -7,13 +7,18 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use gatehouse_client_sim::adapters::RepNotifyKind;
+use gatehouse_client_sim::adapters::{
+    ClientState, PAWN_TEAM_PRESENTATION, PawnTeamPresented, REMOTE_CHARACTER_REP_NOTIFY,
+    RepNotifyKind, TEAM_PRESENTATION_CHANGED,
+};
 use gatehouse_client_sim::client::{Client, ClientConfig};
-use gatehouse_client_sim::core::ClientState;
 use gatehouse_client_sim::domain::UiConfig;
-use gatehouse_client_sim::gates::GateFired;
+use gatehouse_client_sim::gates::{
+    GateFired, LOCAL_CHARACTER_INIT_GATE_OPENED, LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY,
+    REMOTE_CHARACTER_INIT_GATE_OPENED,
+};
 use gatehouse_client_sim::ids::pawn_object;
-use gatehouse_client_sim::notifications::*;
+use gatehouse_client_sim::notifications::TEAM_CHANGED;
 use gatehouse_client_sim::session::{ClientSession, SessionConfig};
 use gatehouse_lifecycle::{ObjectId, ScopeToken};
 use gatehouse_messaging::{Lifetime, Listen, Match};

@@ -6,8 +6,15 @@
 
 use std::time::Duration;
 
+use gatehouse_client_sim::adapters::{
+    PAWN_TEAM_PRESENTATION, PawnTeamPresented, REMOTE_CHARACTER_REP_NOTIFY, RemoteRepNotify,
+};
+use gatehouse_client_sim::gates::{
+    CharacterGateOpened, LOCAL_CHARACTER_INIT_GATE_OPENED,
+    LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY, LocalPlayerReady,
+    REMOTE_CHARACTER_INIT_GATE_OPENED,
+};
 use gatehouse_client_sim::ids::WorldId;
-use gatehouse_client_sim::notifications::*;
 use gatehouse_protocol::PawnId;
 
 use crate::common::*;

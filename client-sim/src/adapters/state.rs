@@ -1,11 +1,14 @@
-//! The client core: the state every router listener and every registry callback works on.
+//! The client's shared state: what every router listener and every registry callback works on.
 //!
 //! [`ClientCore`] is the router's state (`Router<ClientCore>`): it holds the lifecycle registry
 //! next to [`ClientState`], which is the registry's caller state (`Registry<ClientState>`). A
 //! router listener therefore reaches the domain, the registry and the adapters' bookkeeping; a
 //! registry callback reaches the domain and the bookkeeping, and leaves what needs the router in
-//! the outbox for the dispatch pump. This module owns the layout of that state and the
-//! naming of objects for logs; the behaviour lives in the adapters, gates and checks.
+//! the outbox for the gates' pump. It lives with the adapters, the lowest layer that listens:
+//! it holds the domain, the adapters' bookkeeping, the outbox and the figures every layer counts
+//! into, and nothing of a layer above (the live checks keep their own account). This module
+//! owns the layout of that state and the naming of objects for logs; the behaviour lives in the
+//! adapters.
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -14,12 +17,15 @@ use gatehouse_lifecycle::{ObjectId, Registry, ScopeToken};
 use gatehouse_messaging::Lifetime;
 use gatehouse_protocol::PlayerId;
 
-use crate::adapters::{CharacterRecords, PawnTeamRequests, RepNotifies};
-use crate::checks::GateChecks;
-use crate::dispatch::Dispatch;
 use crate::domain::Domain;
-use crate::gates::{LocalPlayerGate, Subscriptions};
+use crate::figures::GateStats;
 use crate::ids::{self, ObjectKind, PlayerStateIds, WorldId};
+
+use super::character::CharacterRecords;
+use super::local_player::LocalPlayerGate;
+use super::outbox::Dispatch;
+use super::pawn_team::PawnTeamRequests;
+use super::rep_notify::RepNotifies;
 
 /// The router's state: the lifecycle registry and everything its callbacks touch.
 #[derive(Debug)]
@@ -40,7 +46,7 @@ pub(crate) struct WorldScopes {
 }
 
 /// The registry's caller state: the domain objects, the adapters' bookkeeping, the outbox of
-/// dispatches waiting for the router, and the live checks.
+/// dispatches waiting for the router, and the figures.
 #[derive(Debug)]
 pub struct ClientState {
     /// The time of the call being handled.
@@ -55,13 +61,16 @@ pub struct ClientState {
     pub(crate) rep_notifies: RepNotifies,
     /// The pawn team presentation's requests.
     pub(crate) pawn_team: PawnTeamRequests,
+    /// The widget/team gate's readiness period.
     pub(crate) local_player_gate: LocalPlayerGate,
-    pub(crate) subscriptions: Subscriptions,
+    /// Public gate subscriptions made so far: the gates number their request names with it.
+    pub(crate) subscriptions: u64,
     /// Work that needs the router, in the order it arose.
     pub(crate) outbox: VecDeque<Dispatch>,
     /// The outbox is being pumped: a nested pump returns at once.
     pub(crate) pumping: bool,
-    pub(crate) checks: GateChecks,
+    /// What every layer counted so far, and every violation recorded.
+    pub(crate) stats: GateStats,
     /// The listeners the adapters hold for the current world; retired at its teardown.
     pub(crate) world_listeners: Option<Lifetime>,
 }
@@ -79,10 +88,10 @@ impl ClientCore {
                 rep_notifies: RepNotifies::default(),
                 pawn_team: PawnTeamRequests::default(),
                 local_player_gate: LocalPlayerGate::default(),
-                subscriptions: Subscriptions::default(),
+                subscriptions: 0,
                 outbox: VecDeque::new(),
                 pumping: false,
-                checks: GateChecks::default(),
+                stats: GateStats::default(),
                 world_listeners: None,
             },
         }
@@ -131,8 +140,8 @@ impl ClientState {
         }
     }
 
-    /// Gate events seen so far by the live checks.
-    pub fn checks(&self) -> &GateChecks {
-        &self.checks
+    /// What the client counted so far: gate events, deferrals, violations.
+    pub fn stats(&self) -> &GateStats {
+        &self.stats
     }
 }

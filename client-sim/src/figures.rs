@@ -1,0 +1,434 @@
+//! Every figure a simulated client counts, each declared once.
+//!
+//! A figure is a count kept while a client runs, combined across its relaunches and then across
+//! clients into the swarm's report. Each is one row of a figure list below: its name (the field
+//! in the live stats and in the report, and the report's JSON key), how two sessions' values
+//! combine, its printed label, and what `gatehouse-sim --check` requires of it. Everything else
+//! derives from that row: the live field the layers count into, the report's field and JSON key
+//! (the report is declared from the same list), the printed line and the `--check` condition
+//! (both walk [`Figure`] tables). Adding a figure is its row here and the line that counts it.
+//!
+//! The lists: `session_figures!` (the session's own figures, in [`SessionStats`] and the
+//! report's top level), `gate_figures!` (the game side's, in [`GateStats`] and the report's
+//! `gates`), and the plain groups [`RouterFigures`], [`RouteCounts`] and [`EndedBeforeGate`].
+//! What is not a count (samples behind percentiles, verbatim errors and violations, the pending
+//! waits, the transitions seen) is an ordinary field next to the figures.
+//!
+//! Every layer of the client records here (the adapters their deferrals and refusals, the gates
+//! and the live checks what they saw and every violation, the session its transport), so this
+//! module imports nothing from the crate; it observes and decides nothing.
+
+use std::collections::BTreeSet;
+
+use gatehouse_protocol::TransitionId;
+use serde::Serialize;
+
+/// How two sessions' values of a figure combine: a relaunch's into its client's, then every
+/// client's into the report.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Combine {
+    /// Added up.
+    Sum,
+    /// The larger is kept.
+    Max,
+}
+
+impl Combine {
+    /// `a` and `b` combined.
+    pub fn apply(self, a: u64, b: u64) -> u64 {
+        match self {
+            Combine::Sum => a.saturating_add(b),
+            Combine::Max => a.max(b),
+        }
+    }
+}
+
+/// What `gatehouse-sim --check` requires of a figure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Check {
+    /// Nothing: the figure is reported only.
+    Any,
+    /// It must be 0 over the whole run: it counts a broken contract.
+    Zero,
+}
+
+/// One figure's declaration, as its row gave it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Figure {
+    /// The field name, which is also the JSON key.
+    pub name: &'static str,
+    /// The label of its printed line.
+    pub label: &'static str,
+    /// How two sessions' values combine.
+    pub combine: Combine,
+    /// What `--check` requires of it.
+    pub check: Check,
+}
+
+/// Declares a struct from a figure list: the fields written before `[figures]`, one `pub u64`
+/// per row, then the fields written after it; and, on the struct, the rows' [`Figure`] table
+/// (`FIGURES`), their values in row order, and their combination with another value of the
+/// struct. Two structs declared from the same list (the live stats and the report) carry the
+/// same figures, in the same order.
+macro_rules! declare_figures {
+    (
+        rows {
+            $( $(#[$doc:meta])* $figure:ident: $combine:ident, $label:literal, $check:ident; )*
+        }
+        $(#[$meta:meta])*
+        pub struct $name:ident {
+            $( $(#[$before_meta:meta])* pub $before:ident: $before_ty:ty, )*
+            [figures]
+            $( $(#[$after_meta:meta])* pub $after:ident: $after_ty:ty, )*
+        }
+    ) => {
+        $(#[$meta])*
+        pub struct $name {
+            $( $(#[$before_meta])* pub $before: $before_ty, )*
+            $( $(#[$doc])* pub $figure: u64, )*
+            $( $(#[$after_meta])* pub $after: $after_ty, )*
+        }
+
+        impl $name {
+            /// The declaration of each figure, in row order.
+            pub const FIGURES: &'static [$crate::figures::Figure] = &[$(
+                $crate::figures::Figure {
+                    name: stringify!($figure),
+                    label: $label,
+                    combine: $crate::figures::Combine::$combine,
+                    check: $crate::figures::Check::$check,
+                },
+            )*];
+
+            /// Each figure's value, in row order.
+            pub fn figure_values(&self) -> [u64; [$(stringify!($figure)),*].len()] {
+                [$(self.$figure),*]
+            }
+
+            /// Each figure's declaration with its value, in row order.
+            pub fn figures(&self) -> impl Iterator<Item = (&'static $crate::figures::Figure, u64)> {
+                Self::FIGURES.iter().zip(self.figure_values())
+            }
+
+            /// Sets every figure from `values`, in row order: the values of another struct
+            /// declared from the same list.
+            #[allow(dead_code)] // Only the report's structs are filled from another.
+            pub(crate) fn set_figure_values(
+                &mut self,
+                values: [u64; [$(stringify!($figure)),*].len()],
+            ) {
+                let [$($figure),*] = values;
+                $( self.$figure = $figure; )*
+            }
+
+            /// Combines `other`'s figures into these, each by its rule.
+            #[allow(dead_code)] // The report's structs are filled, never combined.
+            pub(crate) fn absorb_figures(&mut self, other: &Self) {
+                $(
+                    self.$figure =
+                        $crate::figures::Combine::$combine.apply(self.$figure, other.$figure);
+                )*
+            }
+        }
+    };
+}
+
+/// Declares a struct carrying the session's figures: what the transport saw and what the
+/// session checks found (one client, summed over its relaunches; over the run in the report).
+macro_rules! session_figures {
+    ($($definition:tt)*) => {
+        $crate::figures::declare_figures! {
+            rows {
+                /// Transitions this client saw superseded while its loading screen was up.
+                transitions_superseded: Sum, "transitions superseded", Any;
+                /// Times a transition ended while this client had not acknowledged its pawn.
+                ended_before_placed: Sum, "ended before placed", Zero;
+                /// Times this client's player died (gained `State.Dead`).
+                deaths: Sum, "deaths", Any;
+                /// Respawns: a new pawn possessed after a restart request.
+                respawns: Sum, "respawns", Any;
+                /// Times this client disconnected abruptly and relaunched (counted by the swarm).
+                relaunches: Sum, "relaunches", Any;
+                /// Times this client owned two live pawns at once.
+                double_pawns: Sum, "double pawns", Zero;
+                /// Kit grants naming a kit already granted in the same session.
+                double_grants: Sum, "double grants", Zero;
+                /// Own pawns spawned or teleported onto a node other than the one the client
+                /// expected: the destination of the transition on screen, or the world's current
+                /// node.
+                spawns_at_stale_node: Sum, "spawns at stale node", Zero;
+                /// Longest time the loading screen stayed up, ms.
+                longest_loading_screen_ms: Max, "longest loading screen (ms)", Any;
+            }
+            $($definition)*
+        }
+    };
+}
+
+/// Declares a struct carrying the game side's figures: the lifecycle gates, the adapters'
+/// deferrals and presentations, and every violation of seed 000's runtime expectations.
+macro_rules! gate_figures {
+    ($($definition:tt)*) => {
+        $crate::figures::declare_figures! {
+            rows {
+                /// `Lifecycle.Gate.Character.LocalReady` dispatches.
+                local_ready_opened: Sum, "local ready opened", Any;
+                /// `Lifecycle.Gate.Character.RemoteReady` dispatches.
+                remote_ready_opened: Sum, "remote ready opened", Any;
+                /// `Lifecycle.Gate.LocalPlayer.WidgetControllerAndTeamReady` opened (one per
+                /// readiness period).
+                widget_controller_and_team_ready_opened: Sum, "widget+team ready opened", Any;
+                /// Generations still waiting when the session ended, after waiting longer than
+                /// the stuck threshold in a world that existed that long (worth reading the
+                /// pending waits for).
+                stuck_at_end: Sum, "stuck at end", Any;
+                /// Public subscriptions registered by the nameplate consumer (one per
+                /// generation).
+                subscriptions_registered: Sum, "subscriptions registered", Any;
+                /// Public subscriptions delivered.
+                subscriptions_fired: Sum, "subscriptions fired", Any;
+                /// Raw team changes.
+                team_changes: Sum, "team changes", Any;
+                /// Presentation-only team changes sent.
+                team_presentations: Sum, "team presentations", Any;
+                /// Pawn team presentations dispatched (`DispatchTeamPresentation`).
+                pawn_team_presentations: Sum, "pawn team presented", Any;
+                /// Woken pawn team presentations that live state refused: not dispatched,
+                /// registered again.
+                pawn_team_presentations_refused: Sum, "pawn team refused", Any;
+                /// Blueprint RepNotifies of remote generations sent as they arrived (their gate
+                /// open).
+                rep_notifies_delivered: Sum, "rep notifies live", Any;
+                /// Blueprint RepNotifies deferred because their generation's remote gate had not
+                /// released.
+                rep_notifies_deferred: Sum, "rep notifies deferred", Any;
+                /// Of those, notices that replaced an earlier deferred one of the same kind.
+                rep_notifies_coalesced: Sum, "rep notifies coalesced", Any;
+                /// Deferred RepNotifies replayed at their gate's release, before RemoteReady.
+                rep_notifies_replayed: Sum, "rep notifies replayed", Any;
+                /// Deferred RepNotifies discarded with a generation retired before its release.
+                rep_notifies_discarded: Sum, "rep notifies discarded", Any;
+                /// Deferred RepNotifies still waiting for their gate when the session ended:
+                /// with the coalesced, replayed and discarded ones, every deferred notice is
+                /// accounted for.
+                rep_notifies_deferred_at_end: Sum, "rep notifies waiting at end", Any;
+                /// UI tracking resets.
+                ui_resets: Sum, "UI resets", Any;
+                /// Worlds created (one per login and per travel).
+                worlds_created: Sum, "worlds created", Any;
+                /// Waits still pending when a session was ended by a relaunch (counted, not
+                /// listed).
+                pending_waits_at_relaunch: Sum, "waits left by relaunches", Any;
+                /// Violations of the seed's runtime expectations.
+                gate_violations: Sum, "gate violations", Zero;
+            }
+            $($definition)*
+        }
+    };
+}
+
+pub(crate) use {declare_figures, gate_figures, session_figures};
+
+declare_figures! {
+    rows {
+        /// Local (own pawn) generations.
+        local: Sum, "local", Any;
+        /// Remote (other players' pawns) generations.
+        remote: Sum, "remote", Any;
+    }
+    /// A count per route.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+    pub struct RouteCounts {
+        [figures]
+    }
+}
+
+declare_figures! {
+    rows {
+        /// Unpossessed (a respawn) before its gate opened.
+        unpossessed: Sum, "unpossessed", Any;
+        /// Destroyed before its gate opened.
+        destroyed: Sum, "destroyed", Any;
+        /// Its role changed before its gate opened.
+        rerouted: Sum, "rerouted", Any;
+        /// Its world was torn down (travel) before its gate opened.
+        world_torn_down: Sum, "world torn down", Any;
+        /// The session ended (leave, relaunch, end of run) before its gate opened.
+        session_ended: Sum, "session ended", Any;
+    }
+    /// Generations that ended before their gate opened, by why they ended. None of these is a
+    /// violation: the pawn was gone, or its world, or the session, before its facts all arrived.
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+    pub struct EndedBeforeGate {
+        [figures]
+    }
+}
+
+impl EndedBeforeGate {
+    /// All of them.
+    pub fn total(&self) -> u64 {
+        self.figure_values().iter().sum()
+    }
+}
+
+declare_figures! {
+    rows {
+        /// Broadcasts accepted.
+        broadcasts: Sum, "broadcasts", Any;
+        /// Listener callbacks run.
+        deliveries: Sum, "deliveries", Any;
+        /// Listeners skipped for a payload type mismatch (must be 0).
+        mismatches: Sum, "mismatches", Any;
+        /// Broadcasts and registrations refused (must be 0; each is also a gate violation).
+        refused: Sum, "refused", Any;
+        /// Listeners registered for the game instance (the floor under every world).
+        listeners_baseline: Max, "listeners baseline", Any;
+        /// Most listeners registered at once: the baseline plus one world's, however many
+        /// travels.
+        listeners_max: Max, "listeners max", Any;
+        /// Listeners registered at the end.
+        listeners_at_end: Max, "listeners at end", Any;
+        /// World lifetimes retired at travel.
+        world_lifetimes_retired: Sum, "world lifetimes retired", Any;
+        /// Listeners those lifetimes removed.
+        world_listeners_retired: Sum, "world listeners retired", Any;
+        /// Scopes retired with their worlds.
+        world_scopes_retired: Sum, "world scopes retired", Any;
+    }
+    /// What the router carried (listener counts: the largest of any session).
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+    pub struct RouterFigures {
+        [figures]
+    }
+}
+
+gate_figures! {
+    /// The game side's figures of one session (or, absorbed, of every session of a client).
+    #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+    pub struct GateStats {
+        [figures]
+        /// Pawn generations scoped, per route.
+        pub pawn_generations: RouteCounts,
+        /// Local generations that ended before their gate opened.
+        pub local_ended_before_gate: EndedBeforeGate,
+        /// Remote generations that ended before their gate opened.
+        pub remote_ended_before_gate: EndedBeforeGate,
+        /// From a generation's scope to its gate, ms.
+        pub gate_wait_ms: Vec<u64>,
+        /// The first violations, described.
+        pub violation_samples: Vec<String>,
+        /// Waits still pending when the session ended, with what blocks them.
+        pub pending_waits: Vec<String>,
+        /// The router's figures.
+        pub router: RouterFigures,
+    }
+}
+
+/// Violations kept verbatim per session.
+const VIOLATION_SAMPLES: usize = 20;
+
+impl GateStats {
+    /// Records a violation of a runtime expectation: counted, logged, and kept verbatim while
+    /// there is room.
+    pub(crate) fn violation(&mut self, what: String) {
+        tracing::warn!(violation = %what, "lifecycle gate violation");
+        self.gate_violations += 1;
+        if self.violation_samples.len() < VIOLATION_SAMPLES {
+            self.violation_samples.push(what);
+        }
+    }
+
+    /// Adds another session's figures (a relaunch of the same client).
+    pub fn absorb(&mut self, other: GateStats) {
+        self.absorb_figures(&other);
+        self.pawn_generations.absorb_figures(&other.pawn_generations);
+        self.local_ended_before_gate.absorb_figures(&other.local_ended_before_gate);
+        self.remote_ended_before_gate.absorb_figures(&other.remote_ended_before_gate);
+        self.gate_wait_ms.extend(other.gate_wait_ms);
+        let room = VIOLATION_SAMPLES.saturating_sub(self.violation_samples.len());
+        self.violation_samples.extend(other.violation_samples.into_iter().take(room));
+        self.pending_waits.extend(other.pending_waits);
+        self.router.absorb_figures(&other.router);
+    }
+
+    /// Moves the listed pending waits into the relaunch count (a session ended by a relaunch).
+    pub fn set_aside_pending_waits(&mut self) {
+        self.pending_waits_at_relaunch += self.pending_waits.len() as u64;
+        self.pending_waits.clear();
+    }
+
+    /// Opened plus ended-before-open, per route: equal to the generations when every generation
+    /// is accounted for.
+    pub fn accounted(&self) -> RouteCounts {
+        RouteCounts {
+            local: self.local_ready_opened + self.local_ended_before_gate.total(),
+            remote: self.remote_ready_opened + self.remote_ended_before_gate.total(),
+        }
+    }
+}
+
+session_figures! {
+    /// What one client saw, for the report.
+    #[derive(Debug, Clone, Default)]
+    pub struct SessionStats {
+        /// Transitions this client saw end.
+        pub transitions_ended: BTreeSet<TransitionId>,
+        /// Per ended transition: from first seeing it to its end, ms.
+        pub transition_ms: Vec<u64>,
+        /// Server-reported errors and client-detected protocol violations.
+        pub errors: Vec<String>,
+        [figures]
+        /// The lifecycle gates: what opened, for which pawn generations, and every violation of
+        /// the seed's runtime expectations.
+        pub gates: GateStats,
+    }
+}
+
+impl SessionStats {
+    /// Adds another session's stats (a relaunch of the same client).
+    pub fn absorb(&mut self, other: SessionStats) {
+        self.absorb_figures(&other);
+        self.transitions_ended.extend(other.transitions_ended);
+        self.transition_ms.extend(other.transition_ms);
+        self.errors.extend(other.errors);
+        self.gates.absorb(other.gates);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every figure's row gives its field its JSON key, once per list.
+    #[test]
+    fn each_figure_is_declared_once_with_its_field_name() {
+        let lists = [
+            SessionStats::FIGURES,
+            GateStats::FIGURES,
+            RouterFigures::FIGURES,
+            RouteCounts::FIGURES,
+            EndedBeforeGate::FIGURES,
+        ];
+        for list in lists {
+            let mut names: Vec<_> = list.iter().map(|f| f.name).collect();
+            names.sort_unstable();
+            names.dedup();
+            assert_eq!(names.len(), list.len(), "{list:?}");
+        }
+        let stats = GateStats { rep_notifies_coalesced: 3, ..GateStats::default() };
+        let found = stats.figures().find(|(f, _)| f.name == "rep_notifies_coalesced");
+        assert_eq!(found.map(|(_, v)| v), Some(3));
+    }
+
+    #[test]
+    fn figures_combine_by_their_rule() {
+        let mut a =
+            SessionStats { deaths: 2, longest_loading_screen_ms: 900, ..Default::default() };
+        let b = SessionStats { deaths: 3, longest_loading_screen_ms: 400, ..Default::default() };
+        a.absorb(b);
+        assert_eq!((a.deaths, a.longest_loading_screen_ms), (5, 900));
+        let mut r = RouterFigures { broadcasts: 1, listeners_max: 7, ..Default::default() };
+        r.absorb_figures(&RouterFigures { broadcasts: 2, listeners_max: 5, ..Default::default() });
+        assert_eq!((r.broadcasts, r.listeners_max), (3, 7));
+    }
+}
