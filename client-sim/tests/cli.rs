@@ -3,32 +3,10 @@
 #![allow(clippy::unwrap_used)] // tests unwrap freely (STYLE 7)
 
 use std::process::Command;
-use std::time::Duration;
 
-use gatehouse_server::Server;
-use gatehouse_server::config::{ServerConfig, WorldMap};
-use tokio_util::sync::CancellationToken;
+use gatehouse_tests::{TestServer, worlds};
 
 const SIM: &str = env!("CARGO_BIN_EXE_gatehouse-sim");
-
-const WORLD: &str = r#"
-start_node = "harbor"
-default_preset = "Vanguard"
-[[preset]]
-name = "Vanguard"
-character_def = "Vanguard"
-[travel]
-route = ["forest"]
-interval_ms = 3000
-[[node]]
-id = "harbor"
-levels = [{ name = "harbor_docks", stream_ms = 1000 }]
-spawn_points_register_ms = 20
-[[node]]
-id = "forest"
-levels = [{ name = "forest_edge", stream_ms = 100 }]
-spawn_points_register_ms = 20
-"#;
 
 /// A short version of the issue's acceptance run: 8 clients for 4 s report every client
 /// placed, at least one transition completed and no error, in text and in JSON.
@@ -36,19 +14,9 @@ spawn_points_register_ms = 20
 fn the_sim_binary_reports_every_client_placed() {
     let dir = tempfile::tempdir().unwrap();
     let runtime = tokio::runtime::Runtime::new().unwrap();
-    let config_path = dir.path().join("server.toml");
-    let mut config = ServerConfig::parse(&config_path, "").unwrap();
-    config.network.bind = "127.0.0.1:0".parse().unwrap();
-    config.data_dir = dir.path().to_owned();
-    config.admin.bind = "127.0.0.1:0".parse().unwrap();
-    let world = WorldMap::parse(&dir.path().join("world.toml"), WORLD).unwrap();
-    let shutdown = CancellationToken::new();
-    let addr = runtime.block_on(async {
-        let server = Server::bind(&config, world).await.unwrap();
-        let addr = server.local_addr().unwrap();
-        tokio::spawn(server.run(shutdown.clone()));
-        addr
-    });
+    let world = worlds::with_route(worlds::QUICK, &["forest"], 3000);
+    let server = runtime.block_on(TestServer::start(&world));
+    let addr = server.addr;
     let report_path = dir.path().join("report.json");
     let out = Command::new(SIM)
         .args([
@@ -60,7 +28,7 @@ fn the_sim_binary_reports_every_client_placed() {
             "4s",
             "--server-cert",
         ])
-        .arg(dir.path().join("dev-cert.der"))
+        .arg(&server.cert)
         .arg("--report-json")
         .arg(&report_path)
         .args(["--config", "/nonexistent/server.toml", "--check"])
@@ -92,8 +60,7 @@ fn the_sim_binary_reports_every_client_placed() {
     assert!(report["router"]["broadcasts"].as_u64().unwrap() > 0, "{report}");
     assert_eq!(report["router"]["mismatches"], 0, "{report}");
     assert_eq!(printed(&text, "gate violations"), Some("0"), "{text}");
-    shutdown.cancel();
-    runtime.shutdown_timeout(Duration::from_secs(5));
+    runtime.block_on(server.stop());
 }
 
 /// A server that is not there fails the clients with a clear error, bounded in time.
