@@ -22,26 +22,9 @@ use crate::store::{
     StoreWorker,
 };
 
-/// Two plain nodes; no jitter, so a run on paused time is the same every time.
-const WORLD: &str = r#"
-start_node = "harbor"
-default_preset = "Vanguard"
-
-[[preset]]
-name = "Vanguard"
-character_def = "Vanguard"
-kits = []
-
-[[node]]
-id = "harbor"
-levels = [{ name = "harbor_docks", stream_ms = 300 }]
-spawn_points_register_ms = 50
-
-[[node]]
-id = "forest"
-levels = [{ name = "forest_edge", stream_ms = 200 }]
-spawn_points_register_ms = 50
-"#;
+/// Two plain nodes with no jitter, so a run on paused time is the same every time (the test
+/// worlds' one home is `tests/worlds/`).
+const WORLD: &str = include_str!("../../../tests/worlds/quick.toml");
 
 const SETTINGS: StoreSettings = StoreSettings {
     load_timeout: Duration::from_secs(5),
