@@ -4,6 +4,10 @@
 //! raises the loading screen when characters freeze, streams the named levels for a simulated
 //! time and reports ready with the transition id, acknowledges every possession, drops the
 //! screen at the end of the transition. A stale message never applies to a newer transition.
+//! Logged in while no transition runs, it is taken through a join of its own: its screen goes
+//! up at `ShowJoin`, it streams the levels and rooms named, reports `JoinReady`, and drops the
+//! screen at `EndJoin`, after its pawn came; a transition starting meanwhile supersedes the join.
+//! It remembers the node it streamed, so the checks can tell a pawn placed before its level.
 //! What the contracts promise a client (the transition never ends before the client acknowledged
 //! its pawn, an own pawn lands where it is expected, …) is checked live by the session checks,
 //! which it feeds every message with what it expected.
@@ -19,7 +23,9 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use gatehouse_protocol::{ClientMessage, NodeId, PawnId, PlayerId, ServerMessage, TransitionId};
+use gatehouse_protocol::{
+    ClientMessage, JoinId, NodeId, PawnId, PlayerId, ServerMessage, TransitionId,
+};
 use rand::rngs::SmallRng;
 use rand::{RngExt as _, SeedableRng as _};
 
@@ -65,6 +71,21 @@ struct LoadingScreen {
     reported: bool,
 }
 
+/// The loading screen of a join, while it is up.
+#[derive(Debug, Clone)]
+struct JoinScreen {
+    /// The join.
+    id: JoinId,
+    /// The node it streams.
+    node: NodeId,
+    /// When the screen went up.
+    raised_at: Instant,
+    /// When streaming finishes.
+    ready_at: Instant,
+    /// Whether `JoinReady` was sent.
+    reported: bool,
+}
+
 /// A simulated client session.
 #[derive(Debug)]
 pub struct ClientSession {
@@ -73,6 +94,11 @@ pub struct ClientSession {
     player: Option<PlayerId>,
     current_node: Option<NodeId>,
     screen: Option<LoadingScreen>,
+    /// The join on screen (no transition is then).
+    join: Option<JoinScreen>,
+    /// The node this client streamed (its join's, or the transition's it reported ready for);
+    /// forgotten when a newer transition shows.
+    streamed: Option<NodeId>,
     frozen: bool,
     /// The pawn possessed for this client.
     own_pawn: Option<PawnId>,
@@ -110,6 +136,8 @@ impl ClientSession {
             player: None,
             current_node: None,
             screen: None,
+            join: None,
+            streamed: None,
             frozen: false,
             own_pawn: None,
             acknowledged: None,
@@ -131,8 +159,13 @@ impl ClientSession {
         self.client.replicate(now, &message);
         let expected = Expected {
             player: self.player.as_ref(),
-            node: expected_node(self.screen.as_ref(), self.current_node.as_ref()),
+            node: match &self.join {
+                Some(join) => Some(&join.node),
+                None => expected_node(self.screen.as_ref(), self.current_node.as_ref()),
+            },
             on_screen: self.screen.as_ref().map(|s| s.transition),
+            on_join: self.join.as_ref().map(|j| j.id),
+            streamed: self.streamed.as_ref(),
             placed_pawn: self.own_pawn.is_some() && self.acknowledged == self.own_pawn,
             domain: self.client.domain(),
         };
@@ -163,6 +196,43 @@ impl ClientSession {
             }
             ServerMessage::EndTransition { transition_id } => {
                 self.end_transition(now, transition_id)
+            }
+            ServerMessage::ShowJoin { join_id, node, levels, rooms } => {
+                if self.screen.is_none() {
+                    // Levels first, then the rooms they hold.
+                    let mut streaming = (0..levels.len().max(1))
+                        .map(|_| self.draw_stream_time())
+                        .max()
+                        .unwrap_or_default();
+                    if !rooms.is_empty() {
+                        streaming += (0..rooms.len())
+                            .map(|_| self.draw_stream_time())
+                            .max()
+                            .unwrap_or_default();
+                    }
+                    self.stats.joins += 1;
+                    self.streamed = None;
+                    let raised_at = self.join.as_ref().map_or(now, |j| j.raised_at);
+                    self.join = Some(JoinScreen {
+                        id: join_id,
+                        node,
+                        raised_at,
+                        ready_at: now + streaming,
+                        reported: false,
+                    });
+                }
+            }
+            ServerMessage::EndJoin { join_id } => self.end_join(now, join_id),
+            ServerMessage::TransitionFailed { transition_id, .. } => {
+                self.stats.transitions_failed += 1;
+                if let Some(screen) = &mut self.screen {
+                    if screen.transition == transition_id {
+                        // Its levels will never be used: drop the streaming, keep the screen up
+                        // for the recovery travel that follows.
+                        screen.ready_at = None;
+                        screen.target = None;
+                    }
+                }
             }
             // The replicated world lives in the client's domain, applied above; errors, kits
             // and placements are the checks'.
@@ -226,9 +296,17 @@ impl ClientSession {
             if !screen.reported && screen.ready_at.is_some_and(|at| at <= now) {
                 screen.reported = true;
                 let transition_id = screen.transition;
+                self.streamed = screen.target.clone();
                 self.outputs.push_back(ClientMessage::TransitionReady { transition_id });
                 // The destination's levels are streamed: its world begins play.
                 self.client.begin_play(now);
+            }
+        }
+        if let Some(join) = &mut self.join {
+            if !join.reported && join.ready_at <= now {
+                join.reported = true;
+                self.streamed = Some(join.node.clone());
+                self.outputs.push_back(ClientMessage::JoinReady { join_id: join.id });
             }
         }
     }
@@ -241,7 +319,8 @@ impl ClientSession {
     /// When [`ClientSession::handle_timeout`] is next needed.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let streaming = self.screen.as_ref().filter(|s| !s.reported).and_then(|s| s.ready_at);
-        [streaming, self.restart_at, self.client.poll_timeout()].into_iter().flatten().min()
+        let join = self.join.as_ref().filter(|j| !j.reported).map(|j| j.ready_at);
+        [streaming, join, self.restart_at, self.client.poll_timeout()].into_iter().flatten().min()
     }
 
     /// The player id the server welcomed this client as.
@@ -251,7 +330,17 @@ impl ClientSession {
 
     /// Placed: has a pawn whose possession it acknowledged, and no loading screen up.
     pub fn is_placed(&self) -> bool {
-        self.own_pawn.is_some() && self.acknowledged == self.own_pawn && self.screen.is_none()
+        self.own_pawn.is_some() && self.acknowledged == self.own_pawn && !self.is_loading()
+    }
+
+    /// The node this client streamed (its join's, or the transition's it reported ready for).
+    pub fn streamed_node(&self) -> Option<&NodeId> {
+        self.streamed.as_ref()
+    }
+
+    /// Whether the loading screen is up for a join of its own.
+    pub fn is_joining(&self) -> bool {
+        self.join.is_some()
     }
 
     /// Whether the player is dead or waiting for its respawn.
@@ -279,9 +368,9 @@ impl ClientSession {
         &mut self.client
     }
 
-    /// Whether the loading screen is up.
+    /// Whether the loading screen is up (for a transition or a join).
     pub fn is_loading(&self) -> bool {
-        self.screen.is_some()
+        self.screen.is_some() || self.join.is_some()
     }
 
     /// What this client saw so far.
@@ -293,8 +382,9 @@ impl ClientSession {
     /// the game side reports its gates (generations still waiting count as ended by the session,
     /// and every pending wait is listed with its blocking facts).
     pub fn finish(&mut self, now: Instant) -> SessionStats {
-        if let Some(screen) = &self.screen {
-            let up = ms(now - screen.raised_at);
+        let raised = self.screen.as_ref().map(|s| s.raised_at);
+        if let Some(raised_at) = raised.or(self.join.as_ref().map(|j| j.raised_at)) {
+            let up = ms(now - raised_at);
             self.stats.longest_loading_screen_ms = self.stats.longest_loading_screen_ms.max(up);
         }
         self.stats.gates = self.client.finish(now);
@@ -308,11 +398,18 @@ impl ClientSession {
     }
 
     /// Records a transition id seen in Freeze or Show; false if it is older than the screen's.
+    /// A newer transition supersedes a join on screen, and the client streams its destination
+    /// anew.
     fn see_transition(&mut self, now: Instant, id: TransitionId) -> bool {
+        let newer = self.screen.as_ref().is_none_or(|s| id > s.transition);
+        if newer {
+            self.streamed = None;
+        }
         match &mut self.screen {
             None => {
+                let raised_at = self.join.take().map_or(now, |j| j.raised_at);
                 self.screen = Some(LoadingScreen {
-                    raised_at: now,
+                    raised_at,
                     transition: id,
                     shown_at: now,
                     target: None,
@@ -336,6 +433,17 @@ impl ClientSession {
             }
             Some(screen) => id == screen.transition,
         }
+    }
+
+    fn end_join(&mut self, now: Instant, id: JoinId) {
+        let Some(join) = &self.join else { return };
+        if join.id != id {
+            return;
+        }
+        self.stats.longest_loading_screen_ms =
+            self.stats.longest_loading_screen_ms.max(ms(now - join.raised_at));
+        self.current_node = Some(join.node.clone());
+        self.join = None;
     }
 
     fn end_transition(&mut self, now: Instant, id: TransitionId) {
