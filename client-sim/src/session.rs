@@ -269,6 +269,10 @@ impl ClientSession {
                     let dead = tags.contains(&gatehouse_tags::catalog::STATE_DEAD);
                     if dead && !self.dead {
                         self.stats.deaths += 1;
+                    }
+                    // A relaunch may start dead (the server kept its player state): it restarts
+                    // as well, once.
+                    if dead && self.restart_at.is_none() && !self.respawning {
                         self.restart_at = self.config.restart_after_death.map(|d| now + d);
                     }
                     if !dead {
@@ -278,6 +282,12 @@ impl ClientSession {
                 }
             }
         }
+    }
+
+    /// A relaunch of a client whose previous session ended dead (or waiting for its respawn):
+    /// the server kept that death, already counted, and this session restarts from it.
+    pub fn continue_dead(&mut self, dead: bool) {
+        self.dead = dead;
     }
 
     /// Handles the streaming, restart and game-side deadlines that passed.
@@ -590,17 +600,68 @@ mod tests {
         let me = PlayerId::new("me").unwrap();
         let harbor = Some(NodeId::new("harbor").unwrap());
         s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: harbor });
+        s.handle(t0, join(1, "harbor", 0));
+        s.handle_timeout(t0 + Duration::from_secs(1));
         s.handle(t0, own_pawn(1, &me, "harbor"));
         assert_eq!((s.stats().spawns_at_stale_node, s.stats().double_pawns), (0, 0));
+        assert_eq!(s.stats().pawns_on_unloaded_node, 0, "harbor was streamed in the join");
         s.handle(t0, show(1));
         s.handle(t0, own_pawn(2, &me, "crypt"));
         assert_eq!(s.stats().spawns_at_stale_node, 1, "the destination on screen is harbor");
+        assert_eq!(s.stats().pawns_on_unloaded_node, 1, "and nothing is streamed for it yet");
         assert_eq!(s.stats().double_pawns, 1, "pawns 1 and 2 both live");
         let kit = gatehouse_tags::catalog::STATE_DEAD;
         s.handle(t0, ServerMessage::KitsGranted { kits: vec![kit] });
         s.handle(t0, ServerMessage::KitsGranted { kits: vec![kit] });
         assert_eq!(s.stats().double_grants, 1);
-        assert_eq!(s.stats().errors.len(), 3, "{:?}", s.stats().errors);
+        assert_eq!(s.stats().errors.len(), 4, "{:?}", s.stats().errors);
+    }
+
+    fn join(id: u64, node: &str, rooms: usize) -> ServerMessage {
+        ServerMessage::ShowJoin {
+            join_id: JoinId(id),
+            node: NodeId::new(node).unwrap(),
+            levels: vec![LevelName::new("harbor_docks").unwrap()],
+            rooms: (0..rooms).map(|i| LevelName::new(format!("room_{i}")).unwrap()).collect(),
+        }
+    }
+
+    /// Issue 10, item 1: a join raises the screen, streams its levels then its rooms, reports
+    /// `JoinReady`, and drops the screen at its end, once the pawn is acknowledged; the pawn is
+    /// on the node it streamed.
+    #[test]
+    fn a_join_streams_then_reports_and_its_end_drops_the_screen() {
+        let t0 = Instant::now();
+        let mut s = ClientSession::new(SessionConfig::default());
+        let me = PlayerId::new("me").unwrap();
+        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: None });
+        s.handle(t0, join(4, "harbor", 1));
+        assert!(s.is_loading() && s.is_joining());
+        let at = s.poll_timeout().unwrap();
+        assert!(at >= t0 + Duration::from_millis(100), "levels, then rooms");
+        s.handle_timeout(at);
+        assert_eq!(s.poll_output(), Some(ClientMessage::JoinReady { join_id: JoinId(4) }));
+        assert_eq!(s.streamed_node(), Some(&NodeId::new("harbor").unwrap()));
+        s.handle(at, own_pawn(7, &me, "harbor"));
+        s.handle(at, ServerMessage::Possessed { pawn_id: PawnId(7) });
+        s.handle(at, ServerMessage::EndJoin { join_id: JoinId(4) });
+        assert!(s.is_placed());
+        assert_eq!(s.stats().pawns_on_unloaded_node, 0);
+        assert_eq!(s.stats().ended_before_placed, 0);
+        assert!(s.stats().errors.is_empty(), "{:?}", s.stats().errors);
+    }
+
+    /// A pawn possessed before the client streamed its node is counted: a pawn before its level.
+    #[test]
+    fn a_pawn_before_its_level_is_counted() {
+        let t0 = Instant::now();
+        let mut s = ClientSession::new(SessionConfig::default());
+        let me = PlayerId::new("me").unwrap();
+        let harbor = Some(NodeId::new("harbor").unwrap());
+        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: harbor });
+        s.handle(t0, join(1, "harbor", 0));
+        s.handle(t0, own_pawn(1, &me, "harbor"));
+        assert_eq!(s.stats().pawns_on_unloaded_node, 1);
     }
 
     /// A stale end is ignored silently; an end for a transition never shown is an error and
