@@ -157,6 +157,13 @@ macro_rules! session_figures {
                 /// expected: the destination of the transition on screen, or the world's current
                 /// node.
                 spawns_at_stale_node: Sum, "spawns at stale node", Zero;
+                /// Own pawns spawned or teleported onto a node this client had not streamed (its
+                /// join's, or the transition's it reported ready for): a pawn before its level.
+                pawns_on_unloaded_node: Sum, "own pawns on unstreamed node", Zero;
+                /// Joins this client streamed for (it logged in while no transition ran).
+                joins: Sum, "joins", Any;
+                /// Transitions the server reported failed (`TransitionFailed`).
+                transitions_failed: Sum, "transitions failed", Any;
                 /// Longest time the loading screen stayed up, ms.
                 longest_loading_screen_ms: Max, "longest loading screen (ms)", Any;
             }

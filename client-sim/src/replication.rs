@@ -123,7 +123,13 @@ pub(crate) fn apply(router: &Router<ClientCore>, core: &mut ClientCore, message:
                 announce(router, core, HEALTH_CHANGED, &PlayerNotice { player: player_id.clone() });
             }
         }
-        ServerMessage::KitsGranted { .. } | ServerMessage::Error { .. } => {}
+        // A join's screen and a failed transition are the session's transport duties; the
+        // recovery travel arrives as a transition of its own.
+        ServerMessage::KitsGranted { .. }
+        | ServerMessage::Error { .. }
+        | ServerMessage::ShowJoin { .. }
+        | ServerMessage::EndJoin { .. }
+        | ServerMessage::TransitionFailed { .. } => {}
     }
 }
 

@@ -4,6 +4,10 @@
 //! raises the loading screen when characters freeze, streams the named levels for a simulated
 //! time and reports ready with the transition id, acknowledges every possession, drops the
 //! screen at the end of the transition. A stale message never applies to a newer transition.
+//! Logged in while no transition runs, it is taken through a join of its own: its screen goes
+//! up at `ShowJoin`, it streams the levels and rooms named, reports `JoinReady`, and drops the
+//! screen at `EndJoin`, after its pawn came; a transition starting meanwhile supersedes the join.
+//! It remembers the node it streamed, so the checks can tell a pawn placed before its level.
 //! What the contracts promise a client (the transition never ends before the client acknowledged
 //! its pawn, an own pawn lands where it is expected, …) is checked live by the session checks,
 //! which it feeds every message with what it expected.
@@ -19,7 +23,9 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use gatehouse_protocol::{ClientMessage, NodeId, PawnId, PlayerId, ServerMessage, TransitionId};
+use gatehouse_protocol::{
+    ClientMessage, JoinId, NodeId, PawnId, PlayerId, ServerMessage, TransitionId,
+};
 use rand::rngs::SmallRng;
 use rand::{RngExt as _, SeedableRng as _};
 
@@ -65,6 +71,21 @@ struct LoadingScreen {
     reported: bool,
 }
 
+/// The loading screen of a join, while it is up.
+#[derive(Debug, Clone)]
+struct JoinScreen {
+    /// The join.
+    id: JoinId,
+    /// The node it streams.
+    node: NodeId,
+    /// When the screen went up.
+    raised_at: Instant,
+    /// When streaming finishes.
+    ready_at: Instant,
+    /// Whether `JoinReady` was sent.
+    reported: bool,
+}
+
 /// A simulated client session.
 #[derive(Debug)]
 pub struct ClientSession {
@@ -73,6 +94,11 @@ pub struct ClientSession {
     player: Option<PlayerId>,
     current_node: Option<NodeId>,
     screen: Option<LoadingScreen>,
+    /// The join on screen (no transition is then).
+    join: Option<JoinScreen>,
+    /// The node this client streamed (its join's, or the transition's it reported ready for);
+    /// forgotten when a newer transition shows.
+    streamed: Option<NodeId>,
     frozen: bool,
     /// The pawn possessed for this client.
     own_pawn: Option<PawnId>,
@@ -110,6 +136,8 @@ impl ClientSession {
             player: None,
             current_node: None,
             screen: None,
+            join: None,
+            streamed: None,
             frozen: false,
             own_pawn: None,
             acknowledged: None,
@@ -131,8 +159,13 @@ impl ClientSession {
         self.client.replicate(now, &message);
         let expected = Expected {
             player: self.player.as_ref(),
-            node: expected_node(self.screen.as_ref(), self.current_node.as_ref()),
+            node: match &self.join {
+                Some(join) => Some(&join.node),
+                None => expected_node(self.screen.as_ref(), self.current_node.as_ref()),
+            },
             on_screen: self.screen.as_ref().map(|s| s.transition),
+            on_join: self.join.as_ref().map(|j| j.id),
+            streamed: self.streamed.as_ref(),
             placed_pawn: self.own_pawn.is_some() && self.acknowledged == self.own_pawn,
             domain: self.client.domain(),
         };
@@ -163,6 +196,43 @@ impl ClientSession {
             }
             ServerMessage::EndTransition { transition_id } => {
                 self.end_transition(now, transition_id)
+            }
+            ServerMessage::ShowJoin { join_id, node, levels, rooms } => {
+                if self.screen.is_none() {
+                    // Levels first, then the rooms they hold.
+                    let mut streaming = (0..levels.len().max(1))
+                        .map(|_| self.draw_stream_time())
+                        .max()
+                        .unwrap_or_default();
+                    if !rooms.is_empty() {
+                        streaming += (0..rooms.len())
+                            .map(|_| self.draw_stream_time())
+                            .max()
+                            .unwrap_or_default();
+                    }
+                    self.stats.joins += 1;
+                    self.streamed = None;
+                    let raised_at = self.join.as_ref().map_or(now, |j| j.raised_at);
+                    self.join = Some(JoinScreen {
+                        id: join_id,
+                        node,
+                        raised_at,
+                        ready_at: now + streaming,
+                        reported: false,
+                    });
+                }
+            }
+            ServerMessage::EndJoin { join_id } => self.end_join(now, join_id),
+            ServerMessage::TransitionFailed { transition_id, .. } => {
+                self.stats.transitions_failed += 1;
+                if let Some(screen) = &mut self.screen {
+                    if screen.transition == transition_id {
+                        // Its levels will never be used: drop the streaming, keep the screen up
+                        // for the recovery travel that follows.
+                        screen.ready_at = None;
+                        screen.target = None;
+                    }
+                }
             }
             // The replicated world lives in the client's domain, applied above; errors, kits
             // and placements are the checks'.
@@ -199,6 +269,10 @@ impl ClientSession {
                     let dead = tags.contains(&gatehouse_tags::catalog::STATE_DEAD);
                     if dead && !self.dead {
                         self.stats.deaths += 1;
+                    }
+                    // A relaunch may start dead (the server kept its player state): it restarts
+                    // as well, once.
+                    if dead && self.restart_at.is_none() && !self.respawning {
                         self.restart_at = self.config.restart_after_death.map(|d| now + d);
                     }
                     if !dead {
@@ -208,6 +282,12 @@ impl ClientSession {
                 }
             }
         }
+    }
+
+    /// A relaunch of a client whose previous session ended dead (or waiting for its respawn):
+    /// the server kept that death, already counted, and this session restarts from it.
+    pub fn continue_dead(&mut self, dead: bool) {
+        self.dead = dead;
     }
 
     /// Handles the streaming, restart and game-side deadlines that passed.
@@ -226,9 +306,17 @@ impl ClientSession {
             if !screen.reported && screen.ready_at.is_some_and(|at| at <= now) {
                 screen.reported = true;
                 let transition_id = screen.transition;
+                self.streamed = screen.target.clone();
                 self.outputs.push_back(ClientMessage::TransitionReady { transition_id });
                 // The destination's levels are streamed: its world begins play.
                 self.client.begin_play(now);
+            }
+        }
+        if let Some(join) = &mut self.join {
+            if !join.reported && join.ready_at <= now {
+                join.reported = true;
+                self.streamed = Some(join.node.clone());
+                self.outputs.push_back(ClientMessage::JoinReady { join_id: join.id });
             }
         }
     }
@@ -241,7 +329,8 @@ impl ClientSession {
     /// When [`ClientSession::handle_timeout`] is next needed.
     pub fn poll_timeout(&self) -> Option<Instant> {
         let streaming = self.screen.as_ref().filter(|s| !s.reported).and_then(|s| s.ready_at);
-        [streaming, self.restart_at, self.client.poll_timeout()].into_iter().flatten().min()
+        let join = self.join.as_ref().filter(|j| !j.reported).map(|j| j.ready_at);
+        [streaming, join, self.restart_at, self.client.poll_timeout()].into_iter().flatten().min()
     }
 
     /// The player id the server welcomed this client as.
@@ -251,7 +340,17 @@ impl ClientSession {
 
     /// Placed: has a pawn whose possession it acknowledged, and no loading screen up.
     pub fn is_placed(&self) -> bool {
-        self.own_pawn.is_some() && self.acknowledged == self.own_pawn && self.screen.is_none()
+        self.own_pawn.is_some() && self.acknowledged == self.own_pawn && !self.is_loading()
+    }
+
+    /// The node this client streamed (its join's, or the transition's it reported ready for).
+    pub fn streamed_node(&self) -> Option<&NodeId> {
+        self.streamed.as_ref()
+    }
+
+    /// Whether the loading screen is up for a join of its own.
+    pub fn is_joining(&self) -> bool {
+        self.join.is_some()
     }
 
     /// Whether the player is dead or waiting for its respawn.
@@ -279,9 +378,9 @@ impl ClientSession {
         &mut self.client
     }
 
-    /// Whether the loading screen is up.
+    /// Whether the loading screen is up (for a transition or a join).
     pub fn is_loading(&self) -> bool {
-        self.screen.is_some()
+        self.screen.is_some() || self.join.is_some()
     }
 
     /// What this client saw so far.
@@ -293,8 +392,9 @@ impl ClientSession {
     /// the game side reports its gates (generations still waiting count as ended by the session,
     /// and every pending wait is listed with its blocking facts).
     pub fn finish(&mut self, now: Instant) -> SessionStats {
-        if let Some(screen) = &self.screen {
-            let up = ms(now - screen.raised_at);
+        let raised = self.screen.as_ref().map(|s| s.raised_at);
+        if let Some(raised_at) = raised.or(self.join.as_ref().map(|j| j.raised_at)) {
+            let up = ms(now - raised_at);
             self.stats.longest_loading_screen_ms = self.stats.longest_loading_screen_ms.max(up);
         }
         self.stats.gates = self.client.finish(now);
@@ -308,11 +408,18 @@ impl ClientSession {
     }
 
     /// Records a transition id seen in Freeze or Show; false if it is older than the screen's.
+    /// A newer transition supersedes a join on screen, and the client streams its destination
+    /// anew.
     fn see_transition(&mut self, now: Instant, id: TransitionId) -> bool {
+        let newer = self.screen.as_ref().is_none_or(|s| id > s.transition);
+        if newer {
+            self.streamed = None;
+        }
         match &mut self.screen {
             None => {
+                let raised_at = self.join.take().map_or(now, |j| j.raised_at);
                 self.screen = Some(LoadingScreen {
-                    raised_at: now,
+                    raised_at,
                     transition: id,
                     shown_at: now,
                     target: None,
@@ -336,6 +443,17 @@ impl ClientSession {
             }
             Some(screen) => id == screen.transition,
         }
+    }
+
+    fn end_join(&mut self, now: Instant, id: JoinId) {
+        let Some(join) = &self.join else { return };
+        if join.id != id {
+            return;
+        }
+        self.stats.longest_loading_screen_ms =
+            self.stats.longest_loading_screen_ms.max(ms(now - join.raised_at));
+        self.current_node = Some(join.node.clone());
+        self.join = None;
     }
 
     fn end_transition(&mut self, now: Instant, id: TransitionId) {
@@ -482,17 +600,68 @@ mod tests {
         let me = PlayerId::new("me").unwrap();
         let harbor = Some(NodeId::new("harbor").unwrap());
         s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: harbor });
+        s.handle(t0, join(1, "harbor", 0));
+        s.handle_timeout(t0 + Duration::from_secs(1));
         s.handle(t0, own_pawn(1, &me, "harbor"));
         assert_eq!((s.stats().spawns_at_stale_node, s.stats().double_pawns), (0, 0));
+        assert_eq!(s.stats().pawns_on_unloaded_node, 0, "harbor was streamed in the join");
         s.handle(t0, show(1));
         s.handle(t0, own_pawn(2, &me, "crypt"));
         assert_eq!(s.stats().spawns_at_stale_node, 1, "the destination on screen is harbor");
+        assert_eq!(s.stats().pawns_on_unloaded_node, 1, "and nothing is streamed for it yet");
         assert_eq!(s.stats().double_pawns, 1, "pawns 1 and 2 both live");
         let kit = gatehouse_tags::catalog::STATE_DEAD;
         s.handle(t0, ServerMessage::KitsGranted { kits: vec![kit] });
         s.handle(t0, ServerMessage::KitsGranted { kits: vec![kit] });
         assert_eq!(s.stats().double_grants, 1);
-        assert_eq!(s.stats().errors.len(), 3, "{:?}", s.stats().errors);
+        assert_eq!(s.stats().errors.len(), 4, "{:?}", s.stats().errors);
+    }
+
+    fn join(id: u64, node: &str, rooms: usize) -> ServerMessage {
+        ServerMessage::ShowJoin {
+            join_id: JoinId(id),
+            node: NodeId::new(node).unwrap(),
+            levels: vec![LevelName::new("harbor_docks").unwrap()],
+            rooms: (0..rooms).map(|i| LevelName::new(format!("room_{i}")).unwrap()).collect(),
+        }
+    }
+
+    /// Issue 10, item 1: a join raises the screen, streams its levels then its rooms, reports
+    /// `JoinReady`, and drops the screen at its end, once the pawn is acknowledged; the pawn is
+    /// on the node it streamed.
+    #[test]
+    fn a_join_streams_then_reports_and_its_end_drops_the_screen() {
+        let t0 = Instant::now();
+        let mut s = ClientSession::new(SessionConfig::default());
+        let me = PlayerId::new("me").unwrap();
+        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: None });
+        s.handle(t0, join(4, "harbor", 1));
+        assert!(s.is_loading() && s.is_joining());
+        let at = s.poll_timeout().unwrap();
+        assert!(at >= t0 + Duration::from_millis(100), "levels, then rooms");
+        s.handle_timeout(at);
+        assert_eq!(s.poll_output(), Some(ClientMessage::JoinReady { join_id: JoinId(4) }));
+        assert_eq!(s.streamed_node(), Some(&NodeId::new("harbor").unwrap()));
+        s.handle(at, own_pawn(7, &me, "harbor"));
+        s.handle(at, ServerMessage::Possessed { pawn_id: PawnId(7) });
+        s.handle(at, ServerMessage::EndJoin { join_id: JoinId(4) });
+        assert!(s.is_placed());
+        assert_eq!(s.stats().pawns_on_unloaded_node, 0);
+        assert_eq!(s.stats().ended_before_placed, 0);
+        assert!(s.stats().errors.is_empty(), "{:?}", s.stats().errors);
+    }
+
+    /// A pawn possessed before the client streamed its node is counted: a pawn before its level.
+    #[test]
+    fn a_pawn_before_its_level_is_counted() {
+        let t0 = Instant::now();
+        let mut s = ClientSession::new(SessionConfig::default());
+        let me = PlayerId::new("me").unwrap();
+        let harbor = Some(NodeId::new("harbor").unwrap());
+        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: harbor });
+        s.handle(t0, join(1, "harbor", 0));
+        s.handle(t0, own_pawn(1, &me, "harbor"));
+        assert_eq!(s.stats().pawns_on_unloaded_node, 1);
     }
 
     /// A stale end is ignored silently; an end for a transition never shown is an error and

@@ -223,6 +223,9 @@ pub async fn run_client(
     let mut rng = SmallRng::seed_from_u64(seed);
     // No relaunch in the last stretch of the run, so every client can settle before leaving.
     let relaunch_cutoff = until.checked_sub(RELAUNCH_QUIET).unwrap_or(until);
+    // Whether the previous life ended dead: the server keeps the player state, so the next one
+    // starts dead too, and that death was already counted.
+    let mut dead = false;
     for life in 0u64.. {
         let relaunch_at = config.relaunch_every.and_then(|every| {
             let ms = u64::try_from(every.as_millis()).unwrap_or(u64::MAX).max(2);
@@ -236,7 +239,9 @@ pub async fn run_client(
             None => LifeEnd::Leave(until),
         };
         let mut life_outcome =
-            run_life(endpoint, client_config.clone(), config, index, session_config, end).await;
+            run_life(endpoint, client_config.clone(), config, index, session_config, end, dead)
+                .await;
+        dead = life_outcome.ended_dead;
         if !life_outcome.failed && matches!(end, LifeEnd::Relaunch(_)) {
             // A relaunch ends the session at an arbitrary moment, mid-travel as often as not:
             // its pending waits are counted, and only the final session's are listed.
@@ -271,6 +276,8 @@ struct Life {
     placed: bool,
     own_pawns: usize,
     failed: bool,
+    /// The session ended dead or waiting for its respawn.
+    ended_dead: bool,
     stats: SessionStats,
     errors: Vec<String>,
 }
@@ -282,16 +289,19 @@ async fn run_life(
     index: usize,
     session_config: SessionConfig,
     end: LifeEnd,
+    dead: bool,
 ) -> Life {
     let mut life = Life {
         connected: false,
         placed: false,
         own_pawns: 0,
         failed: true,
+        ended_dead: dead,
         stats: SessionStats::default(),
         errors: Vec::new(),
     };
     let mut session = ClientSession::new(session_config);
+    session.continue_dead(dead);
     let connected = tokio::time::timeout(config.connect_timeout, async {
         let connection = endpoint
             .connect_with(client_config, config.server, &config.server_name)
@@ -389,6 +399,7 @@ async fn run_life(
         connection.close(quinn::VarInt::from_u32(CloseCode::Leave.code()), b"relaunch");
         life.failed = false;
     }
+    life.ended_dead = session.is_dead_or_respawning();
     life.stats = session.finish(Instant::now().into_std());
     life
 }

@@ -397,11 +397,18 @@ mod wire_examples {
     #[test]
     fn hello_encodes_as_documented() {
         let frame =
-            encode_frame(&ClientMessage::Hello { protocol_version: 1, token: "a.b.c".into() }, 64)
+            encode_frame(&ClientMessage::Hello { protocol_version: 2, token: "a.b.c".into() }, 64)
                 .unwrap();
-        let mut expected = vec![21, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0];
+        let mut expected = vec![21, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0];
         expected.extend_from_slice(b"a.b.c");
         assert_eq!(frame, expected);
+    }
+
+    #[test]
+    fn join_ready_encodes_as_documented() {
+        let frame =
+            encode_frame(&ClientMessage::JoinReady { join_id: crate::ids::JoinId(3) }, 64).unwrap();
+        assert_eq!(frame, [12, 0, 0, 0, 5, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0]);
     }
 
     #[test]

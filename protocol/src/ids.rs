@@ -1,6 +1,6 @@
 //! Identifiers that cross the wire.
 //!
-//! Numeric ids (`PawnId`, `TransitionId`) are allocated by the server and never reused within a
+//! Numeric ids (`PawnId`, `TransitionId`, `JoinId`) are allocated by the server and never reused within a
 //! server process, so a late or stale message is recognised by its id and ignored. Named ids
 //! (`PlayerId`, `NodeId`, `LevelName`, `CharacterDef`) are validated strings: decoding refuses
 //! an empty, overlong or oddly charactered name with an error naming it.
@@ -144,6 +144,11 @@ pub struct PawnId(pub u64);
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct TransitionId(pub u64);
 
+/// A join: one player's own streaming before its first pawn (a player who logs in while no
+/// transition runs), unique within a server process and increasing.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct JoinId(pub u64);
+
 /// A team number assigned by the server. Team 0 is never assigned (it means "no team").
 #[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct TeamId(pub u8);
@@ -164,6 +169,16 @@ impl fmt::Debug for TransitionId {
     }
 }
 impl fmt::Display for TransitionId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+impl fmt::Debug for JoinId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "join#{}", self.0)
+    }
+}
+impl fmt::Display for JoinId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.0)
     }

@@ -18,13 +18,21 @@ pub mod samples;
 pub mod token;
 
 pub use codec::{FrameDecoder, FrameError, decode_body, encode_frame, encode_frame_into};
-pub use ids::{CharacterDef, LevelName, NameError, NodeId, PawnId, PlayerId, TeamId, TransitionId};
+pub use ids::{
+    CharacterDef, JoinId, LevelName, NameError, NodeId, PawnId, PlayerId, TeamId, TransitionId,
+};
 pub use messages::{
     ClientMessage, ErrorCode, PawnView, PlayerStateView, RejectReason, ServerMessage,
+    TransitionFailure,
 };
 
 /// The protocol version a client announces in `Hello`. The server refuses any other.
-pub const PROTOCOL_VERSION: u32 = 1;
+///
+/// Version 2 (incompatible with 1): a player who logs in while no transition runs streams
+/// before it gets a pawn (`ShowJoin`, `JoinReady`, `EndJoin`: a version-1 client would never
+/// answer and never get a pawn), a transition can fail (`TransitionFailed`), and `ErrorCode`
+/// gained `UnknownJoin`.
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// The TLS ALPN protocol id of the control connection.
 pub const ALPN: &[u8] = b"gatehouse/1";

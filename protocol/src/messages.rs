@@ -10,7 +10,7 @@
 use gatehouse_tags::GameplayTag;
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{CharacterDef, LevelName, NodeId, PawnId, PlayerId, TeamId, TransitionId};
+use crate::ids::{CharacterDef, JoinId, LevelName, NodeId, PawnId, PlayerId, TeamId, TransitionId};
 
 /// A message from a client to the server.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -41,6 +41,13 @@ pub enum ClientMessage {
     /// The client is leaving; the server removes the player and closes with
     /// [`crate::CloseCode::Leave`].
     Leave,
+    /// The client finished streaming the levels (and rooms) of its join
+    /// ([`ServerMessage::ShowJoin`]); only then does the server spawn its pawn. A report for a
+    /// join the server no longer runs is ignored.
+    JoinReady {
+        /// The join the client streamed for.
+        join_id: JoinId,
+    },
 }
 
 /// A message from the server to one client.
@@ -151,6 +158,47 @@ pub enum ServerMessage {
         /// A human-readable explanation naming what was wrong.
         detail: String,
     },
+    /// Sent to a joiner only (a player who logged in while no transition runs): raise the
+    /// loading screen and stream the levels, then the rooms, of the world's current node, then
+    /// answer `JoinReady`. The pawn comes after; `EndJoin` drops the screen. Players already in
+    /// the world are not frozen. A transition starting meanwhile supersedes the join: follow
+    /// the transition instead.
+    ShowJoin {
+        /// The join to report ready for.
+        join_id: JoinId,
+        /// The node the world stands on.
+        node: NodeId,
+        /// Its levels.
+        levels: Vec<LevelName>,
+        /// Its dungeon rooms (empty for a node that is not a dungeon).
+        rooms: Vec<LevelName>,
+    },
+    /// Sent to a joiner only: its join is over (it acknowledged its pawn): drop the loading
+    /// screen and enable input. Ignore it if the id is not the join on screen.
+    EndJoin {
+        /// The join that ended.
+        join_id: JoinId,
+    },
+    /// The transition hit the server's hard maximum and failed: nobody is spawned into its
+    /// levels. Drop its streaming and keep the loading screen up: the server starts its
+    /// recovery travel (back to the last node a transition reached) at once, with a new
+    /// `FreezeCharacters` and `ShowTransition`.
+    TransitionFailed {
+        /// The transition that failed.
+        transition_id: TransitionId,
+        /// Why.
+        reason: TransitionFailure,
+        /// A human-readable explanation (the phase it was stuck in, what was loading).
+        detail: String,
+    },
+}
+
+/// Why a transition failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TransitionFailure {
+    /// It ran for the server's maximum transition time (`game.transition_max_ms`), extensions
+    /// included, without ending.
+    TimedOut,
 }
 
 /// The replicated part of a player state.
@@ -207,10 +255,13 @@ pub enum ErrorCode {
     UnexpectedMessage,
     /// The transition id is newer than any the server started.
     UnknownTransition,
-    /// The pawn id does not name the pawn the server possessed for this player.
+    /// The pawn id names no pawn the server ever possessed for this player (another player's
+    /// pawn, or one never issued).
     UnknownPawn,
     /// `RestartRequest` without `State.Dead`.
     RestartRejected,
     /// Too many refused requests; further ones are dropped for a while.
     RateLimited,
+    /// The join id is newer than any the server started.
+    UnknownJoin,
 }

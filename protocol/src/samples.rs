@@ -2,9 +2,10 @@
 
 use gatehouse_tags::catalog;
 
-use crate::ids::{CharacterDef, LevelName, NodeId, PawnId, PlayerId, TeamId, TransitionId};
+use crate::ids::{CharacterDef, JoinId, LevelName, NodeId, PawnId, PlayerId, TeamId, TransitionId};
 use crate::messages::{
     ClientMessage, ErrorCode, PawnView, PlayerStateView, RejectReason, ServerMessage,
+    TransitionFailure,
 };
 
 fn name<T: TryFrom<String>>(s: &str) -> T
@@ -24,6 +25,7 @@ pub fn client_messages() -> Vec<ClientMessage> {
         ClientMessage::PossessionAcknowledged { pawn_id: PawnId(42) },
         ClientMessage::RestartRequest,
         ClientMessage::Leave,
+        ClientMessage::JoinReady { join_id: JoinId(4) },
     ]
 }
 
@@ -67,6 +69,18 @@ pub fn server_messages() -> Vec<ServerMessage> {
         ServerMessage::KitsGranted {
             kits: vec![catalog::KIT_STARTUP_MOVEMENT, catalog::KIT_COMPOSED_VANGUARD],
         },
+        ServerMessage::ShowJoin {
+            join_id: JoinId(4),
+            node: name("crypt"),
+            levels: vec![name::<LevelName>("crypt_gate")],
+            rooms: vec![name::<LevelName>("crypt_hall")],
+        },
+        ServerMessage::EndJoin { join_id: JoinId(4) },
+        ServerMessage::TransitionFailed {
+            transition_id: TransitionId(3),
+            reason: TransitionFailure::TimedOut,
+            detail: "stuck in Completing".into(),
+        },
     ];
     for reason in [
         RejectReason::UnsupportedVersion,
@@ -86,6 +100,7 @@ pub fn server_messages() -> Vec<ServerMessage> {
         ErrorCode::UnknownPawn,
         ErrorCode::RestartRejected,
         ErrorCode::RateLimited,
+        ErrorCode::UnknownJoin,
     ] {
         out.push(ServerMessage::Error { code, detail: format!("{code:?}") });
     }
@@ -101,11 +116,12 @@ pub fn client_variant(message: &ClientMessage) -> usize {
         ClientMessage::PossessionAcknowledged { .. } => 2,
         ClientMessage::RestartRequest => 3,
         ClientMessage::Leave => 4,
+        ClientMessage::JoinReady { .. } => 5,
     }
 }
 
 /// Number of [`ClientMessage`] variants.
-pub const CLIENT_VARIANTS: usize = 5;
+pub const CLIENT_VARIANTS: usize = 6;
 
 /// The wire index of a server message, matching every variant (see [`client_variant`]).
 pub fn server_variant(message: &ServerMessage) -> usize {
@@ -127,8 +143,11 @@ pub fn server_variant(message: &ServerMessage) -> usize {
         ServerMessage::HealthChanged { .. } => 14,
         ServerMessage::KitsGranted { .. } => 15,
         ServerMessage::Error { .. } => 16,
+        ServerMessage::ShowJoin { .. } => 17,
+        ServerMessage::EndJoin { .. } => 18,
+        ServerMessage::TransitionFailed { .. } => 19,
     }
 }
 
 /// Number of [`ServerMessage`] variants.
-pub const SERVER_VARIANTS: usize = 17;
+pub const SERVER_VARIANTS: usize = 20;

@@ -7,11 +7,11 @@ use gatehouse_client_sim::swarm::run_swarm_outcomes;
 use gatehouse_tests::worlds::{self, SLOW_BOOT};
 use gatehouse_tests::{TestServer, wait_for_snapshot, within};
 
-/// 8 clients pass through the boot transition; a ninth joins late and is spawned at once;
-/// every client ends with exactly one pawn, every transition ended, and no client saw a
-/// transition end before it had acknowledged its pawn.
+/// 8 clients pass through the boot transition; a ninth joins late and streams before it is
+/// spawned (a join of its own); every client ends with exactly one pawn, every transition
+/// ended, and no client saw a transition end before it had acknowledged its pawn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn eight_clients_pass_the_boot_transition_and_a_late_joiner_is_spawned_at_once() {
+async fn eight_clients_pass_the_boot_transition_and_a_late_joiner_streams_before_its_pawn() {
     let server = TestServer::start(SLOW_BOOT).await;
     let first = tokio::spawn(run_swarm_outcomes(server.swarm(8, 0, Duration::from_secs(10))));
     // The boot transition ends once all 8 are placed; only then does the ninth join.
@@ -48,6 +48,8 @@ async fn eight_clients_pass_the_boot_transition_and_a_late_joiner_is_spawned_at_
         );
     }
     assert!(late[0].stats.transitions_ended.is_empty(), "the late joiner saw no transition");
+    assert_eq!(late[0].stats.joins, 1, "the late joiner streamed in a join of its own");
+    assert_eq!(late[0].stats.pawns_on_unloaded_node, 0, "no pawn before its level");
     let report = SwarmReport::from_outcomes(&first);
     assert_eq!((report.clients_placed, report.errors, report.transitions_completed), (8, 0, 1));
     server.stop().await;
@@ -78,5 +80,94 @@ async fn route_transitions_complete_with_every_client_placed() {
         "existing pawns are teleported, not respawned: {counters:?}"
     );
     assert_eq!(counters.pawns_spawned, 6, "one pawn per player over the whole run: {counters:?}");
+    server.stop().await;
+}
+
+/// Reads server messages into `seen` until one matches `stop`; returns it.
+async fn read_until(
+    recv: &mut quinn::RecvStream,
+    decoder: &mut gatehouse_protocol::FrameDecoder,
+    seen: &mut Vec<gatehouse_protocol::ServerMessage>,
+    stop: impl Fn(&gatehouse_protocol::ServerMessage) -> bool,
+) -> gatehouse_protocol::ServerMessage {
+    within(Duration::from_secs(10), "a server message", async {
+        loop {
+            while let Ok(Some(m)) = decoder.next_message::<gatehouse_protocol::ServerMessage>() {
+                seen.push(m.clone());
+                if stop(&m) {
+                    return m;
+                }
+            }
+            let Ok(Some(chunk)) = recv.read_chunk(4096, true).await else {
+                panic!("the stream ended before the message; saw {seen:?}");
+            };
+            decoder.extend(&chunk.bytes);
+        }
+    })
+    .await
+}
+
+/// Issue 10, item 1, end to end over real QUIC: a player who logs in after the boot transition
+/// is told the current node's levels (`ShowJoin`), has no pawn while it has not reported them
+/// streamed, and gets its pawn, on that node, only after `JoinReady`; its join ends once it
+/// acknowledged the pawn.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_joiner_streams_before_its_pawn_exists() {
+    use gatehouse_client_sim::swarm::{client_endpoint, mint_token, player_id};
+    use gatehouse_protocol::token::{DEV_TOKEN_KEY, TokenKey};
+    use gatehouse_protocol::{ClientMessage, PROTOCOL_VERSION, ServerMessage};
+
+    let server = TestServer::start(SLOW_BOOT).await;
+    wait_for_snapshot(&server.handle, Duration::from_secs(15), "the boot transition to end", |s| {
+        s.phase == "None" && s.streamed_node.is_some()
+    })
+    .await;
+    let (endpoint, config) = client_endpoint(server.addr, &server.cert).unwrap();
+    let connecting = endpoint.connect_with(config, server.addr, "localhost").unwrap();
+    let connection = within(Duration::from_secs(10), "connect", connecting).await.unwrap();
+    let (mut send, mut recv) = connection.open_bi().await.unwrap();
+    let token = mint_token(&TokenKey::new(DEV_TOKEN_KEY), player_id(0));
+    let hello = ClientMessage::Hello { protocol_version: PROTOCOL_VERSION, token };
+    send.write_all(&gatehouse_tests::frames(&[hello])).await.unwrap();
+    let mut decoder =
+        gatehouse_protocol::FrameDecoder::new(gatehouse_protocol::codec::DEFAULT_MAX_FRAME_LEN);
+    let mut seen = Vec::new();
+
+    let join = read_until(&mut recv, &mut decoder, &mut seen, |m| {
+        matches!(m, ServerMessage::ShowJoin { .. })
+    })
+    .await;
+    let ServerMessage::ShowJoin { join_id, node, levels, .. } = join else { unreachable!() };
+    assert!(matches!(seen[0], ServerMessage::Welcome { .. }), "Welcome first: {seen:?}");
+    assert!(!levels.is_empty());
+    let snapshot = server.handle.snapshot().await.unwrap();
+    let me = &snapshot.players[0];
+    assert!(me.joining && me.pawn.is_none(), "streaming, no pawn yet: {snapshot:?}");
+    assert!(!seen.iter().any(|m| matches!(m, ServerMessage::Possessed { .. })));
+
+    send.write_all(&gatehouse_tests::frames(&[ClientMessage::JoinReady { join_id }]))
+        .await
+        .unwrap();
+    let possessed = read_until(&mut recv, &mut decoder, &mut seen, |m| {
+        matches!(m, ServerMessage::Possessed { .. })
+    })
+    .await;
+    let ServerMessage::Possessed { pawn_id } = possessed else { unreachable!() };
+    let spawned_on = seen.iter().find_map(|m| match m {
+        ServerMessage::PawnSpawned(v) if v.pawn_id == pawn_id => Some(v.node.clone()),
+        _ => None,
+    });
+    assert_eq!(spawned_on, Some(node), "its pawn stands on the node it streamed");
+    send.write_all(&gatehouse_tests::frames(&[ClientMessage::PossessionAcknowledged { pawn_id }]))
+        .await
+        .unwrap();
+    let end = read_until(&mut recv, &mut decoder, &mut seen, |m| {
+        matches!(m, ServerMessage::EndJoin { .. })
+    })
+    .await;
+    assert_eq!(end, ServerMessage::EndJoin { join_id });
+    let snapshot = server.handle.snapshot().await.unwrap();
+    assert!(snapshot.players[0].placed && !snapshot.players[0].joining, "{snapshot:?}");
+    assert_eq!(snapshot.counters.joins_completed, 1);
     server.stop().await;
 }

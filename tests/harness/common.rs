@@ -71,6 +71,7 @@ pub(crate) fn assert_clean(sim: &Sim, client: ClientId) {
     assert_eq!(stats.double_pawns, 0, "{who} owned two live pawns");
     assert_eq!(stats.double_grants, 0, "{who} was granted a kit twice");
     assert_eq!(stats.spawns_at_stale_node, 0, "{who} was placed on a stale node");
+    assert_eq!(stats.pawns_on_unloaded_node, 0, "{who} got a pawn before it streamed its node");
     let gates = sim.session(client).client().gate_stats();
     assert_eq!(gates.gate_violations, 0, "{who}: {:?}", gates.violation_samples);
 }

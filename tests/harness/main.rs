@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+mod edges;
 mod network;
 mod orders;
 mod placement;

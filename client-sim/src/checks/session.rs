@@ -1,11 +1,13 @@
 //! Live checks of what the server promises one client session (seed 001 as a client sees it):
 //! - an own pawn lands on the node the client expects: the destination of the transition on
-//!   screen, or the world's current node;
+//!   screen (or of its join), or the world's current node;
+//! - an own pawn lands only on a node the client streamed (its join's, or the transition's it
+//!   reported ready for): never a pawn before its level;
 //! - the client never owns two live pawns at once;
 //! - a kit is granted once per session, never again (not on respawn, not on travel);
-//! - a transition ends only after the client acknowledged the pawn it possesses, and an end names
-//!   the transition on screen (an end for an older one is stale and ignored, one for a transition
-//!   never shown is an error);
+//! - a transition (or a join) ends only after the client acknowledged the pawn it possesses, and
+//!   an end names the transition on screen (an end for an older one is stale and ignored, one for
+//!   a transition never shown is an error);
 //! - every rejection and server-reported error is recorded.
 //!
 //! The session feeds each server message here with what it knew when the message arrived
@@ -14,7 +16,7 @@
 
 use std::collections::BTreeSet;
 
-use gatehouse_protocol::{NodeId, PawnId, PlayerId, ServerMessage, TransitionId};
+use gatehouse_protocol::{JoinId, NodeId, PawnId, PlayerId, ServerMessage, TransitionId};
 use gatehouse_tags::GameplayTag;
 
 use crate::domain::Domain;
@@ -27,8 +29,12 @@ pub(crate) struct Expected<'a> {
     pub(crate) player: Option<&'a PlayerId>,
     /// The node an own pawn should land on now, if the client knows one.
     pub(crate) node: Option<&'a NodeId>,
-    /// The transition on screen, while the loading screen is up.
+    /// The transition on screen, while the loading screen is up for one.
     pub(crate) on_screen: Option<TransitionId>,
+    /// The join on screen, while the loading screen is up for one.
+    pub(crate) on_join: Option<JoinId>,
+    /// The node this client streamed: its join's, or the transition's it reported ready for.
+    pub(crate) streamed: Option<&'a NodeId>,
     /// The client possesses a pawn and acknowledged that possession.
     pub(crate) placed_pawn: bool,
     /// The client's domain objects, with `message` applied.
@@ -79,13 +85,22 @@ impl SessionChecks {
             ServerMessage::EndTransition { transition_id } => {
                 transition_end(*transition_id, expected, stats);
             }
+            ServerMessage::EndJoin { join_id } => join_end(*join_id, expected, stats),
             _ => {}
         }
     }
 }
 
-/// An own pawn placed on `node`: it must be the expected node, when the client knows one.
+/// An own pawn placed on `node`: it must be the expected node, when the client knows one, and a
+/// node the client streamed.
 fn placement(pawn: PawnId, node: &NodeId, expected: Expected<'_>, stats: &mut SessionStats) {
+    if expected.streamed != Some(node) {
+        stats.pawns_on_unloaded_node += 1;
+        stats.errors.push(format!(
+            "own pawn {pawn} placed on {node}, which this client has not streamed ({:?})",
+            expected.streamed
+        ));
+    }
     if let Some(want) = expected.node {
         if want != node {
             stats.spawns_at_stale_node += 1;
@@ -115,5 +130,20 @@ fn transition_end(id: TransitionId, expected: Expected<'_>, stats: &mut SessionS
         stats.errors.push(format!("EndTransition {id} for a transition never shown"));
     } else if id == on_screen && !expected.placed_pawn {
         stats.ended_before_placed += 1;
+    }
+}
+
+/// A join's end names the join on screen, and comes only once the client is placed.
+fn join_end(id: JoinId, expected: Expected<'_>, stats: &mut SessionStats) {
+    match expected.on_join {
+        Some(on_join) if on_join == id => {
+            if !expected.placed_pawn {
+                stats.ended_before_placed += 1;
+            }
+        }
+        // A join superseded by a transition: its end is stale.
+        Some(_) => {}
+        None if expected.on_screen.is_some() => {}
+        None => stats.errors.push(format!("EndJoin {id} with no join on screen")),
     }
 }

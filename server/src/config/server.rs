@@ -182,6 +182,17 @@ pub struct GameConfig {
     pub client_ready_timeout: Duration,
     /// `client_ready_policy`: `kick` or `proceed`.
     pub client_ready_policy: ClientReadyPolicy,
+    /// `transition_max_ms`: the hard bound on one transition, from its start, whatever its
+    /// phase and however often its settle-hold was extended; a transition that reaches it fails
+    /// (`TransitionFailed`) and the server travels back to the last node a transition reached
+    /// (default 120 s; above `spawn_settle_timeout_ms`).
+    #[serde(rename = "transition_max_ms", deserialize_with = "millis")]
+    pub transition_max: Duration,
+    /// `player_state_retention_ms`: how long a leaving player's player state (team, ability
+    /// tags and effects, health, kit latches, class) is kept for a relaunch, as engines keep
+    /// inactive player states (default 300 s; 0 keeps nothing).
+    #[serde(rename = "player_state_retention_ms", deserialize_with = "millis")]
+    pub player_state_retention: Duration,
 }
 
 impl Default for GameConfig {
@@ -192,6 +203,8 @@ impl Default for GameConfig {
             spawn_retry: Duration::from_millis(100),
             client_ready_timeout: Duration::from_secs(30),
             client_ready_policy: ClientReadyPolicy::Kick,
+            transition_max: Duration::from_secs(120),
+            player_state_retention: Duration::from_secs(300),
         }
     }
 }
@@ -367,6 +380,16 @@ impl ServerConfig {
         }
         if g.client_ready_timeout.is_zero() {
             return Err(invalid("game.client_ready_timeout_ms", "must be above 0".into()));
+        }
+        if g.transition_max <= g.spawn_settle_timeout {
+            return Err(invalid(
+                "game.transition_max_ms",
+                format!(
+                    "must be above game.spawn_settle_timeout_ms ({} ms), or every settle timeout \
+                     would fail its transition",
+                    g.spawn_settle_timeout.as_millis()
+                ),
+            ));
         }
         self.check_store().map_err(|(key, why)| invalid(key, why))
     }

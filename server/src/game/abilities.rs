@@ -52,6 +52,8 @@ pub(crate) struct AbilityState {
     composed_kits_granted: bool,
     /// Every kit granted this session.
     granted: BTreeSet<GameplayTag>,
+    /// Since when finite effects are paused (characters frozen, or the player away).
+    paused_since: Option<Instant>,
 }
 
 impl AbilityState {
@@ -64,7 +66,32 @@ impl AbilityState {
             startup_kits_granted: false,
             composed_kits_granted: false,
             granted: BTreeSet::new(),
+            paused_since: None,
         }
+    }
+
+    /// Pauses every finite effect at `now` (a no-op while paused): no tick and no expiry until
+    /// [`AbilityState::resume`].
+    pub(crate) fn pause(&mut self, now: Instant) {
+        self.paused_since.get_or_insert(now);
+    }
+
+    /// Resumes finite effects at `now` (a no-op unless paused): each tick and expiry moves on
+    /// by the time paused, so an effect keeps exactly the time it had left.
+    pub(crate) fn resume(&mut self, now: Instant) {
+        let Some(since) = self.paused_since.take() else { return };
+        let paused = now.saturating_duration_since(since);
+        for effect in &mut self.effects {
+            if let EffectDuration::Finite { expires, next_tick, .. } = &mut effect.duration {
+                *expires += paused;
+                *next_tick += paused;
+            }
+        }
+    }
+
+    /// Whether finite effects are paused.
+    pub(crate) fn is_paused(&self) -> bool {
+        self.paused_since.is_some()
     }
 
     pub(crate) fn is_dead(&self) -> bool {
@@ -93,6 +120,9 @@ impl AbilityState {
 
     /// The next instant at which [`AbilityState::advance`] has work: a tick or an expiry.
     pub(crate) fn next_event(&self) -> Option<Instant> {
+        if self.is_paused() {
+            return None;
+        }
         self.effects
             .iter()
             .filter_map(|e| match e.duration {
@@ -106,6 +136,9 @@ impl AbilityState {
     /// zero adds `State.Dead` (once).
     pub(crate) fn advance(&mut self, now: Instant) -> TickOutcome {
         let mut outcome = TickOutcome::default();
+        if self.is_paused() {
+            return outcome;
+        }
         let dead = self.is_dead();
         for effect in &mut self.effects {
             if let EffectDuration::Finite { expires, next_tick, tick, damage } =
@@ -236,6 +269,24 @@ mod tests {
                 damage: 30,
             },
         }
+    }
+
+    /// Issue 10, item 5: a finite effect rests while paused and keeps the time it had left.
+    #[test]
+    fn a_paused_effect_neither_ticks_nor_expires_and_resumes_with_its_time_left() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let mut a = AbilityState::new(100);
+        a.apply(dot(t0));
+        a.pause(t0 + ms(100));
+        assert_eq!(a.next_event(), None);
+        assert_eq!(a.advance(t0 + ms(10_000)), TickOutcome::default());
+        assert_eq!(a.health(), 100);
+        a.resume(t0 + ms(10_100));
+        assert_eq!(a.next_event(), Some(t0 + ms(10_250)), "the first tick, 150 ms after resuming");
+        a.advance(t0 + ms(10_900));
+        assert_eq!(a.health(), 10, "three ticks (10 250, 10 500, 10 750)");
+        assert!(a.has_effect(EFFECT_DAMAGE_OVER_TIME_POISON), "expiry moved to 12 000");
     }
 
     #[test]

@@ -3,7 +3,9 @@
 //!
 //! Every hazard periodically afflicts the next living pawn on its node that it is not already
 //! afflicting (round robin, so runs are reproducible). Hazards rest while a transition is in
-//! flight: characters are frozen.
+//! flight: characters are frozen. Effects already applied rest too: a player's finite effects
+//! pause while its character is frozen (a transition in flight, or its own join) and resume on
+//! release, so nobody dies behind a loading screen.
 //!
 //! [`Hazards`] owns each hazard's schedule; the effects themselves live on the player states
 //! (`abilities.rs`). A death changes nothing a transition or the spawn queue waits for: the
@@ -88,6 +90,28 @@ impl Game {
             self.advance_effects(now, &id);
         }
         self.rearm_effects_timer();
+    }
+
+    /// After every step: each player's finite effects are paused while its character is frozen
+    /// (a transition in flight, or its own join) and resumed otherwise; the effects timer is
+    /// re-armed when that changed anything.
+    pub(crate) fn sync_effect_pauses(&mut self, now: Instant) {
+        let in_transition = self.transition.current().is_some();
+        let mut changed = false;
+        for player in self.roster.players_mut() {
+            let frozen = in_transition || self.joins.contains(&player.id);
+            if frozen != player.abilities.is_paused() {
+                changed = true;
+                if frozen {
+                    player.abilities.pause(now);
+                } else {
+                    player.abilities.resume(now);
+                }
+            }
+        }
+        if changed {
+            self.rearm_effects_timer();
+        }
     }
 
     /// Arms the effects timer at the earliest hazard exposure or effect event.

@@ -1,5 +1,6 @@
-//! The handlers of inputs and client messages: login, departure, ready reports, possession
-//! acknowledgements, travels and streaming completions.
+//! The handlers of inputs and client messages: login (a join of its own, or the transition in
+//! flight), departure, ready reports, join reports, possession acknowledgements, travels and
+//! streaming completions.
 //!
 //! A handler records what happened (state changes in the sub-states, outputs) and returns; it
 //! never runs a re-check. `Game::handle` runs the advance pass after it, which moves the
@@ -8,9 +9,11 @@
 use std::time::Instant;
 
 use gatehouse_protocol::{
-    ClientMessage, CloseCode, ErrorCode, NodeId, PawnId, PlayerId, RejectReason, ServerMessage,
+    ClientMessage, CloseCode, ErrorCode, JoinId, NodeId, PawnId, PlayerId, RejectReason,
+    ServerMessage,
 };
 
+use super::joins::JoinReport;
 use super::players::{Player, RefusalVerdict, RefusalWindow};
 use super::spawn::SpawnKind;
 use super::streaming::Streamed;
@@ -20,17 +23,18 @@ use super::{ConnectionId, Game, LoadId, Output, StreamRequest};
 impl Game {
     /// A login of a player still connected on `old`: that connection is closed and its player
     /// removed (a relaunch replaces the old connection entirely).
-    pub(crate) fn replace_connection(&mut self, old: ConnectionId) {
+    pub(crate) fn replace_connection(&mut self, now: Instant, old: ConnectionId) {
         self.counters.logins_replaced += 1;
         if let Some(player) = self.roster.player_on(old) {
             tracing::info!(%player, "login replaces an older connection of the same player");
         }
         self.outputs.push_back(Output::Close { connection: old, code: CloseCode::Replaced });
-        self.remove_player(old);
+        self.remove_player(now, old);
     }
 
     /// A connection authenticated as `id`: refused when the server is full; otherwise the
-    /// player joins, hears of everything already replicated, and is admitted.
+    /// player joins (with the player state it left, if it relaunches within the retention),
+    /// hears of everything already replicated, and is admitted.
     pub(crate) fn handle_login(&mut self, now: Instant, connection: ConnectionId, id: PlayerId) {
         if self.roster.len() >= self.rules.max_players {
             self.counters.logins_refused_full += 1;
@@ -55,10 +59,17 @@ impl Game {
             self.roster.smaller_team(),
             ticket,
             self.world.max_health,
-            now,
         );
-        // A relaunch remembers its class, so it can spawn before its save reloads.
-        player.character_def = self.session.recall(&id);
+        // A relaunch gets back the player state it left: death, effects, latches, team, and its
+        // class, so it can spawn before its save reloads. Only RestartRequest clears death.
+        let kept = self.session.take_kept(&id, now, self.rules.player_state_retention);
+        let restored = kept.is_some();
+        if let Some(kept) = kept {
+            self.counters.player_states_restored += 1;
+            tracing::info!(player = %id, dead = kept.abilities.is_dead(),
+                "relaunch: the kept player state is restored");
+            player.restore(kept);
+        }
         tracing::info!(player = %id, connection = connection.0, "player logged in");
         self.send(
             connection,
@@ -69,16 +80,35 @@ impl Game {
         );
         self.replicate_world_to(connection);
         let view = player.view();
+        let (tags, health) = (player.abilities.tags(), player.abilities.health());
         self.roster.join(player);
         self.broadcast(ServerMessage::PlayerStateUpdated(view));
+        if restored {
+            self.broadcast(ServerMessage::AbilityTagsChanged { player_id: id.clone(), tags });
+            self.broadcast(ServerMessage::HealthChanged { player_id: id.clone(), health });
+        }
         self.admit_player(now, &id);
     }
 
-    /// Sends a newly connected client everything already replicated: player states and pawns.
+    /// Sends a newly connected client everything already replicated: player states (with
+    /// their ability tags and health where they are not the defaults) and pawns.
     fn replicate_world_to(&mut self, connection: ConnectionId) {
-        let states: Vec<_> = self.roster.players().map(Player::view).collect();
-        for view in states {
+        let max_health = self.world.max_health;
+        let states: Vec<_> = self
+            .roster
+            .players()
+            .map(|p| (p.view(), p.abilities.tags(), p.abilities.health()))
+            .collect();
+        for (view, tags, health) in states {
+            let player_id = view.player_id.clone();
             self.send(connection, ServerMessage::PlayerStateUpdated(view));
+            if !tags.is_empty() {
+                let player_id = player_id.clone();
+                self.send(connection, ServerMessage::AbilityTagsChanged { player_id, tags });
+            }
+            if health != max_health {
+                self.send(connection, ServerMessage::HealthChanged { player_id, health });
+            }
         }
         let pawns: Vec<_> = self.roster.pawns().map(|p| p.view()).collect();
         for view in pawns {
@@ -92,12 +122,12 @@ impl Game {
     }
 
     /// A player joined: shown the transition in flight and queued for its spawn window, or
-    /// queued for a spawn at once (late join).
+    /// taken through a join of its own (late join: it streams before it gets a pawn).
     fn admit_player(&mut self, now: Instant, id: &PlayerId) {
         let node = self.session.node().clone();
         let Some(connection) = self.roster.connection_of(id) else { return };
         let Some(t) = self.transition.current() else {
-            self.queue_spawn_request(id.clone(), SpawnKind::LateJoin, node);
+            self.start_join(now, id.clone());
             return;
         };
         let (transition_id, target) = (t.id, t.target.clone());
@@ -119,24 +149,47 @@ impl Game {
         self.queue_spawn_request(id.clone(), SpawnKind::Initial, node);
     }
 
-    pub(crate) fn handle_disconnect(&mut self, connection: ConnectionId) {
+    /// The join of a player who logged in while no transition runs: its loading screen goes
+    /// up and it streams the world's current node (levels, then rooms for a dungeon); its pawn
+    /// comes once it reports them streamed. Nobody else is frozen for it.
+    pub(crate) fn start_join(&mut self, now: Instant, id: PlayerId) {
+        let Some(connection) = self.roster.connection_of(&id) else { return };
+        let node = self.current_spawn_node();
+        let (levels, rooms) = self
+            .world
+            .node(&node)
+            .map(|n| {
+                let names =
+                    |l: &[crate::config::LevelSpec]| l.iter().map(|l| l.name.clone()).collect();
+                (names(&n.levels), names(&n.rooms))
+            })
+            .unwrap_or_default();
+        let join_id = self.joins.start(id.clone(), node.clone(), now);
+        self.counters.joins_started += 1;
+        tracing::info!(player = %id, join = %join_id, %node, "join: streaming before its pawn");
+        self.send(connection, ServerMessage::ShowJoin { join_id, node, levels, rooms });
+    }
+
+    pub(crate) fn handle_disconnect(&mut self, now: Instant, connection: ConnectionId) {
         if self.roster.player_on(connection).is_some() {
-            self.remove_player(connection);
+            self.remove_player(now, connection);
         }
     }
 
-    /// Removes the player on `connection` (saved first) and its pawns. The advance pass then
-    /// re-evaluates everything that waited for it (its save load, its ready report, its
-    /// placement), so no departed client can wedge a transition (DESIGN §4).
-    pub(crate) fn remove_player(&mut self, connection: ConnectionId) {
+    /// Removes the player on `connection` (saved first) and its pawns; its player state is
+    /// kept for a relaunch. The advance pass then re-evaluates everything that waited for it
+    /// (its save load, its ready report, its placement), so no departed client can wedge a
+    /// transition (DESIGN §4).
+    pub(crate) fn remove_player(&mut self, now: Instant, connection: ConnectionId) {
         let Some(id) = self.roster.player_on(connection).cloned() else { return };
         let node = self.roster.possessed_pawn(&id).map(|pawn| pawn.node.clone());
         self.save_player(&id, node);
-        let Some((player, pawns)) = self.roster.leave(connection) else { return };
+        let Some((player, pawns)) = self.roster.leave(connection, now) else { return };
         tracing::info!(player = %id, "player left");
-        if let Some(def) = &player.character_def {
-            self.session.remember(id.clone(), def.clone());
-        }
+        // Its ready report belonged to the connection that left.
+        self.transition.forget(&id);
+        self.joins.remove(&id);
+        self.session.keep(id.clone(), player.keep(now), self.rules.player_state_retention);
         self.spawns.remove_player(&id);
         for pawn_id in pawns {
             self.broadcast(ServerMessage::PawnDestroyed { pawn_id });
@@ -171,7 +224,10 @@ impl Game {
             ClientMessage::RestartRequest => self.handle_restart_request(now, connection, &id),
             ClientMessage::Leave => {
                 self.outputs.push_back(Output::Close { connection, code: CloseCode::Leave });
-                self.remove_player(connection);
+                self.remove_player(now, connection);
+            }
+            ClientMessage::JoinReady { join_id } => {
+                self.handle_join_ready(now, connection, &id, join_id)
             }
         }
     }
@@ -186,10 +242,11 @@ impl Game {
     ) {
         self.counters.client_errors += 1;
         tracing::debug!(connection = connection.0, ?code, %detail, "client message refused");
-        let verdict = self
-            .roster
-            .player_on_mut(connection)
-            .map_or(RefusalVerdict::Answer, |p| p.refusals.record(now));
+        // Per player, not per connection: a reconnect does not reset the window.
+        let verdict = match self.roster.player_on(connection).cloned() {
+            Some(player) => self.roster.record_refusal(&player, now),
+            None => RefusalVerdict::Answer,
+        };
         match verdict {
             RefusalVerdict::Answer => self.send(connection, ServerMessage::Error { code, detail }),
             RefusalVerdict::Limit => self.send(
@@ -207,7 +264,7 @@ impl Game {
             RefusalVerdict::Close => {
                 tracing::warn!(connection = connection.0, "too many refused requests; closing");
                 self.outputs.push_back(Output::Close { connection, code: CloseCode::Abuse });
-                self.remove_player(connection);
+                self.remove_player(now, connection);
             }
         }
     }
@@ -222,7 +279,15 @@ impl Game {
         id: gatehouse_protocol::TransitionId,
     ) {
         match self.transition.record_ready(player, id) {
-            ReadyReport::Kept => {}
+            ReadyReport::Kept => {
+                // Its client streamed the destination: a pawn may be placed for it there (a
+                // spawn that waited for this report, in Completing, goes now).
+                let target = self.transition.resolved_target().cloned();
+                if let (Some(target), Some(p)) = (target, self.roster.player_mut(player)) {
+                    p.loaded = Some(target);
+                    self.spawns.wake();
+                }
+            }
             ReadyReport::NoTransition => self.counters.stale_ignored += 1,
             ReadyReport::Superseded => {
                 self.counters.stale_ignored += 1;
@@ -246,7 +311,6 @@ impl Game {
         id: &PlayerId,
         pawn_id: PawnId,
     ) {
-        let issued = self.roster.was_issued(pawn_id);
         let Some(player) = self.roster.player_mut(id) else {
             return;
         };
@@ -254,16 +318,48 @@ impl Game {
             player.acknowledged = Some(pawn_id);
             player.placement_excused = false;
             tracing::debug!(player = %id, pawn = %pawn_id, "possession acknowledged");
-        } else if issued {
+        } else if player.possessed.contains(&pawn_id) {
             // An acknowledgement for a pawn this player no longer possesses: stale, ignore.
             self.counters.stale_ignored += 1;
         } else {
+            // Another player's pawn, or one never issued.
             self.refuse(
                 now,
                 connection,
                 ErrorCode::UnknownPawn,
                 format!("pawn {pawn_id} was never possessed for this player"),
             );
+        }
+    }
+
+    /// `JoinReady`: the joiner streamed its node; its spawn request is queued now (and placed
+    /// only there). A report for a join no longer in flight is ignored, an id never issued
+    /// refused.
+    fn handle_join_ready(
+        &mut self,
+        now: Instant,
+        connection: ConnectionId,
+        player: &PlayerId,
+        join_id: JoinId,
+    ) {
+        match self.joins.report(player, join_id) {
+            JoinReport::Loaded(node) => {
+                tracing::debug!(%player, join = %join_id, "joiner streamed its node");
+                if let Some(p) = self.roster.player_mut(player) {
+                    p.loaded = Some(node.clone());
+                }
+                self.queue_spawn_request(player.clone(), SpawnKind::LateJoin, node);
+            }
+            JoinReport::Stale => {
+                self.counters.stale_ignored += 1;
+                tracing::debug!(%player, stale = %join_id, "report for a join no longer in flight ignored");
+            }
+            JoinReport::NeverIssued => self.refuse(
+                now,
+                connection,
+                ErrorCode::UnknownJoin,
+                format!("join {join_id} was never started"),
+            ),
         }
     }
 

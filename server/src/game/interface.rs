@@ -26,6 +26,12 @@ pub struct GameRules {
     pub client_ready_policy: ClientReadyPolicy,
     /// Players logged in at once; a login beyond it is refused with `ServerFull`.
     pub max_players: usize,
+    /// The hard bound on one transition, extensions included; reaching it fails the
+    /// transition (`[game] transition_max_ms`).
+    pub transition_max: Duration,
+    /// How long a leaving player's player state is kept for a relaunch
+    /// (`[game] player_state_retention_ms`).
+    pub player_state_retention: Duration,
 }
 
 impl GameRules {
@@ -37,6 +43,8 @@ impl GameRules {
             client_ready_timeout: game.client_ready_timeout,
             client_ready_policy: game.client_ready_policy,
             max_players,
+            transition_max: game.transition_max,
+            player_state_retention: game.player_state_retention,
         }
     }
 }
@@ -175,6 +183,15 @@ pub struct Counters {
     pub transitions_completed: u64,
     /// Transitions that ended at the settle timeout with players unplaced.
     pub settle_timeouts: u64,
+    /// Transitions that reached the hard maximum and failed (`TransitionFailed`).
+    pub transitions_failed: u64,
+    /// Joins started: players who logged in while no transition ran, streaming before their
+    /// pawn.
+    pub joins_started: u64,
+    /// Joins that ended with the joiner placed.
+    pub joins_completed: u64,
+    /// Relaunches whose kept player state was restored.
+    pub player_states_restored: u64,
     /// Settle deadlines pushed forward because a load was in flight.
     pub settle_extensions: u64,
     /// Clients that missed the client-ready timeout.

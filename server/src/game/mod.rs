@@ -20,10 +20,12 @@
 //! - `SpawnQueue` (`spawn.rs`): pending spawn requests, and whether something woke the queue;
 //! - `Transitions` (`transition.rs`): the transition in flight (its phase, its ready and
 //!   excused sets, when each player was shown it, its deadlines), transition ids, the route
-//!   schedule;
+//!   schedule, the last node a transition reached;
+//! - `Joins` (`joins.rs`): the joins in flight (a player who logs in while no transition runs
+//!   streams its node before it gets a pawn) and the join ids;
 //! - `WorldStreaming` (`streaming.rs`): what is streamed and streaming; the world-map gate;
-//! - `Session` (`persistence.rs`): the session's node and save; recently departed players'
-//!   classes;
+//! - `Session` (`persistence.rs`): the session's node and save; the kept player states of
+//!   recently departed players;
 //! - `Hazards` (`hazards.rs`): when each hazard next afflicts someone;
 //! - `AbilityState` (`abilities.rs`, one per player state): tags, effects, health, kit latches;
 //! - `TimerTable` (`timers.rs`): the named deadlines behind [`Game::poll_timeout`].
@@ -47,20 +49,24 @@
 //! 2. **the all-ready check**: WaitingForClients → Completing once every present player
 //!    reported ready or is excused; OnReadyToSpawn queues a request for every player;
 //! 3. **process pending spawns**, if a step woke the queue (a queued request, a ready callback,
-//!    a settled load, OnReadyToSpawn, the retry timer) and no transition outside Completing owns
-//!    spawning;
-//! 4. **try to finish the transition**: Completing ends once every player is placed, or at the
+//!    a settled load, a client's ready report, OnReadyToSpawn, the retry timer) and no
+//!    transition outside Completing owns spawning; a pawn is placed for a player only on the
+//!    node its client reported streamed;
+//! 4. **release placed joiners**: a join ends (`EndJoin`) once its joiner is placed;
+//! 5. **try to finish the transition**: Completing ends once every player is placed, or at the
 //!    settle deadline with nothing loading (the client-ready policy then handles the clients
 //!    that never acknowledged their pawn); a load in flight pushes the deadline instead;
-//! 5. **start a due route travel** once no transition is in flight.
+//! 6. **start a due route travel** once no transition is in flight.
 //!
 //! Each step can enable the next: a completion (2) queues the spawns (3) attempts, a spawn may
-//! place the last player (4) waits for, an end frees a due route travel (5). Only step 5 can
+//! place the last player (5) waits for, an end frees a due route travel (6). Only step 6 can
 //! enable an earlier one: the transition it starts resolves its destination (1) at once. The
-//! pass then runs a second round, and no third: the new transition stays in flight, so step 5
+//! pass then runs a second round, and no third: the new transition stays in flight, so step 6
 //! cannot act again, and it cannot reach WaitingForClients before its node streams, which is
-//! an input. Last, the transition's deadlines (client-ready, settle) go into the timer table.
-//! Steps 1, 2 and 4 are checks that do nothing unless their condition holds, so running them
+//! an input. Last, finite effects pause or resume (they rest while a player's character is
+//! frozen: a transition in flight, or its own join), and the deadlines (client-ready, settle,
+//! the transition's hard maximum, effects) go into the timer table.
+//! Steps 1, 2, 4 and 5 are checks that do nothing unless their condition holds, so running them
 //! after every step changes nothing else; step 3 runs only when woken, so a spawn that waits
 //! for a retry waits for its timer.
 //!
@@ -74,6 +80,7 @@ mod abilities;
 mod hazards;
 mod inputs;
 mod interface;
+mod joins;
 mod pass;
 mod persistence;
 mod placement;
@@ -103,6 +110,7 @@ pub use spawn::SpawnKind;
 pub use streaming::LoadId;
 
 use hazards::Hazards;
+use joins::Joins;
 use persistence::Session;
 use roster::Roster;
 use spawn::SpawnQueue;
@@ -121,6 +129,8 @@ pub struct Game {
     spawns: SpawnQueue,
     /// The transition in flight and the route schedule.
     transition: Transitions,
+    /// The joins in flight.
+    joins: Joins,
     /// Level streaming and the world-map gate.
     streaming: WorldStreaming,
     /// The session's node and save.
@@ -146,6 +156,7 @@ impl Game {
             roster: Roster::default(),
             spawns: SpawnQueue::default(),
             transition: Transitions::default(),
+            joins: Joins::default(),
             timers: TimerTable::default(),
             outputs: VecDeque::new(),
             counters: Counters::default(),
@@ -169,13 +180,13 @@ impl Game {
             if let Some(old) = self.roster.connection_of(player) {
                 // The older connection's departure is a step of its own, so whatever waited
                 // for it moves on before the new login joins, as if it had disconnected first.
-                self.replace_connection(old);
+                self.replace_connection(now, old);
                 self.advance(now);
             }
         }
         match input {
             Input::Login { connection, player } => self.handle_login(now, connection, player),
-            Input::Disconnected { connection } => self.handle_disconnect(connection),
+            Input::Disconnected { connection } => self.handle_disconnect(now, connection),
             Input::Message { connection, message } => self.handle_message(now, connection, message),
             Input::Streamed { load } => self.handle_streamed(now, load),
             Input::SpawnPointsRegistered { load } => self.streaming.spawn_points_registered(load),
@@ -201,6 +212,7 @@ impl Game {
                 Timer::ClientReady => self.handle_client_ready_timeouts(now),
                 Timer::RouteTravel => self.transition.route_came_due(),
                 Timer::Effects => self.handle_effects(now),
+                Timer::TransitionLimit => self.handle_transition_limit(now),
             }
             self.advance(now);
         }
@@ -252,10 +264,11 @@ impl Game {
     /// 1. resolve the destination (Freezing → Loading);
     /// 2. the all-ready check (WaitingForClients → Completing);
     /// 3. process pending spawns, if woken;
-    /// 4. try to finish the transition (Completing → none);
-    /// 5. start a due route travel; if one started, once more from 1 (at most two rounds);
+    /// 4. release placed joiners;
+    /// 5. try to finish the transition (Completing → none);
+    /// 6. start a due route travel; if one started, once more from 1 (at most two rounds);
     ///
-    /// then write the transition's deadlines into the timer table.
+    /// then pause or resume finite effects, and write the deadlines into the timer table.
     fn advance(&mut self, now: Instant) {
         for _round in 0..2 {
             let span = self.transition.span();
@@ -263,11 +276,13 @@ impl Game {
             self.resolve_destination();
             self.check_clients_ready(now);
             self.process_pending_spawns(now);
+            self.release_placed_joiners();
             self.try_finish_transition(now);
             if !self.start_due_route_travel(now) {
                 break;
             }
         }
+        self.sync_effect_pauses(now);
         self.arm_transition_timers();
     }
 

@@ -1,14 +1,18 @@
 //! The steps of the advance pass, in the order `Game::advance` runs them (the `game` module
-//! documentation says why that order), the start of a transition, and the client-ready policy.
+//! documentation says why that order), the start of a transition, its failure at the hard
+//! maximum, and the client-ready policy.
 //!
 //! Only `Game::advance` calls the steps. Each one reads the sub-states, acts if its condition
 //! holds, and records what it did; none calls another.
 
 use std::time::Instant;
 
-use gatehouse_protocol::{CloseCode, NodeId, PlayerId, ServerMessage, TransitionId};
+use gatehouse_protocol::{
+    CloseCode, JoinId, NodeId, PlayerId, ServerMessage, TransitionFailure, TransitionId,
+};
 
 use super::placement::Attempt;
+use super::players::Player;
 use super::spawn::SpawnKind;
 use super::timers::Timer;
 use super::transition::Destination;
@@ -26,7 +30,9 @@ pub(crate) enum Lapse {
 
 impl Game {
     /// `StartTransition`: freeze, raise the loading screen (and, in a world that asks for it,
-    /// rebalance the teams). The advance pass resolves the destination.
+    /// rebalance the teams). Every join in flight is superseded (its joiner follows this
+    /// transition), and every client's streamed node is forgotten: each streams the
+    /// destination and reports it. The advance pass resolves the destination.
     pub(crate) fn start_transition(&mut self, now: Instant, destination: Destination) {
         let target = match &destination {
             Destination::Node(node) => node.clone(),
@@ -43,6 +49,11 @@ impl Game {
         let span = self.transition.span();
         let _entered = span.enter();
         tracing::info!("transition started");
+        let joins = self.joins.supersede_all();
+        if joins > 0 {
+            tracing::info!(joins, "the transition supersedes the joins in flight");
+        }
+        self.roster.forget_loaded_levels();
         self.broadcast(ServerMessage::FreezeCharacters { transition_id: id });
         if self.world.rebalance_teams {
             self.rebalance_teams(id);
@@ -147,13 +158,32 @@ impl Game {
         }
     }
 
-    /// Step 4, `TryFinishTransition`: in Completing, end when every player is placed;
+    /// Step 4: a join ends once its joiner is placed (it acknowledged its pawn): `EndJoin`
+    /// drops its loading screen.
+    pub(super) fn release_placed_joiners(&mut self) {
+        let placed: Vec<(PlayerId, JoinId)> = self
+            .joins
+            .loaded()
+            .filter(|(p, _)| self.roster.player(p).is_some_and(Player::is_placed))
+            .map(|(p, id)| (p.clone(), id))
+            .collect();
+        for (player, join_id) in placed {
+            self.joins.remove(&player);
+            self.counters.joins_completed += 1;
+            tracing::info!(%player, join = %join_id, "joiner placed; join ended");
+            if let Some(connection) = self.roster.connection_of(&player) {
+                self.send(connection, ServerMessage::EndJoin { join_id });
+            }
+        }
+    }
+
+    /// Step 5, `TryFinishTransition`: in Completing, end when every player is placed;
     /// otherwise hold, pushing the deadline while a load is in flight; at the deadline with
     /// nothing loading, end anyway and name the unplaced players.
     pub(super) fn try_finish_transition(&mut self, now: Instant) {
         let Some(settle_deadline) = self.transition.settle_deadline() else { return };
         if self.are_players_placed() {
-            self.finish_transition(false);
+            self.finish_transition(now, false);
             return;
         }
         if now < settle_deadline {
@@ -165,7 +195,7 @@ impl Game {
             self.transition.hold_until(now + self.rules.spawn_settle_timeout);
             return;
         }
-        self.finish_transition(true);
+        self.finish_transition(now, true);
     }
 
     /// `ArePlayersPlaced`: no pending spawn request and every player placed (or excused).
@@ -178,7 +208,7 @@ impl Game {
     /// for the whole timeout falls under the client-ready policy, so it cannot hold every later
     /// transition for a settle timeout each. Players the server could not give a pawn are not
     /// at fault.
-    fn finish_transition(&mut self, timed_out: bool) {
+    fn finish_transition(&mut self, now: Instant, timed_out: bool) {
         let Some(t) = self.transition.finish() else { return };
         let _entered = t.span.enter();
         if timed_out {
@@ -196,17 +226,28 @@ impl Game {
         self.broadcast(ServerMessage::EndTransition { transition_id: t.id });
         self.save_all(t.target.clone());
         if timed_out {
+            // A client that joined in the spawn window and never streamed the destination was
+            // not given a pawn: it gets a join of its own now.
+            let unstreamed: Vec<PlayerId> = self
+                .roster
+                .players()
+                .filter(|p| p.pawn.is_none() && p.loaded.as_ref() != Some(&t.target))
+                .map(|p| p.id.clone())
+                .collect();
+            for player in unstreamed {
+                self.start_join(now, player);
+            }
             let silent: Vec<PlayerId> = self
                 .roster
                 .players()
                 .filter(|p| p.pawn.is_some() && !p.is_placed())
                 .map(|p| p.id.clone())
                 .collect();
-            self.apply_client_ready_policy(silent, Lapse::NeverAcknowledged);
+            self.apply_client_ready_policy(now, silent, Lapse::NeverAcknowledged);
         }
     }
 
-    /// Step 5: the route's next travel, once it is due and no transition is in flight.
+    /// Step 6: the route's next travel, once it is due and no transition is in flight.
     /// Returns whether a travel started.
     pub(super) fn start_due_route_travel(&mut self, now: Instant) -> bool {
         let Some(route) = &self.world.travel else { return false };
@@ -220,21 +261,59 @@ impl Game {
         true
     }
 
-    /// After the steps: the transition's deadlines (the earliest client-ready deadline, the
-    /// settle deadline) into the timer table.
+    /// After the steps: the deadlines of the transition and the joins (the earliest
+    /// client-ready deadline, the settle deadline, the hard maximum) into the timer table.
     pub(super) fn arm_transition_timers(&mut self) {
-        let ready = self
-            .transition
-            .client_ready_deadline(self.roster.ids(), self.rules.client_ready_timeout);
-        self.timers.arm(Timer::ClientReady, ready);
+        let timeout = self.rules.client_ready_timeout;
+        let ready = self.transition.client_ready_deadline(self.roster.ids(), timeout);
+        let joins = self.joins.ready_deadline(timeout);
+        self.timers.arm(Timer::ClientReady, ready.into_iter().chain(joins).min());
         self.timers.arm(Timer::SpawnSettle, self.transition.settle_deadline());
+        let limit = self.transition.limit_deadline(self.rules.transition_max);
+        self.timers.arm(Timer::TransitionLimit, limit);
     }
 
-    /// The client-ready timer: the policy for every player whose deadline passed.
+    /// The client-ready timer: the policy for every player (in the transition or in a join)
+    /// whose deadline passed.
     pub(crate) fn handle_client_ready_timeouts(&mut self, now: Instant) {
-        let late =
-            self.transition.late_players(self.roster.ids(), now, self.rules.client_ready_timeout);
-        self.apply_client_ready_policy(late, Lapse::NeverReady);
+        let timeout = self.rules.client_ready_timeout;
+        let mut late = self.transition.late_players(self.roster.ids(), now, timeout);
+        late.extend(self.joins.late(now, timeout));
+        self.apply_client_ready_policy(now, late, Lapse::NeverReady);
+    }
+
+    /// The transition in flight reached the hard maximum (`[game] transition_max_ms`),
+    /// whatever its phase and however often its settle-hold was extended: it fails.
+    ///
+    /// 1. it ends without `EndTransition`: every client is told `TransitionFailed` with its id
+    ///    and the reason, and nobody is spawned into its levels;
+    /// 2. counted (`transitions_failed`) and logged, with its phase and what was loading;
+    /// 3. the stated recovery: a travel back to the last node a transition reached (the start
+    ///    node if none has), which keeps the loading screen up and re-places everyone.
+    pub(crate) fn handle_transition_limit(&mut self, now: Instant) {
+        let loads = self.loads_in_flight();
+        let Some(t) = self.transition.fail() else { return };
+        let entered = t.span.enter();
+        self.counters.transitions_failed += 1;
+        let detail = format!(
+            "transition {} to {} did not end within {} ms (phase {}; loading: {})",
+            t.id,
+            t.target,
+            self.rules.transition_max.as_millis(),
+            t.phase.name(),
+            if loads.is_empty() { "nothing".to_owned() } else { loads.join(", ") },
+        );
+        let recovery =
+            self.transition.last_good().cloned().unwrap_or_else(|| self.world.start_node.clone());
+        tracing::warn!(%detail, recovery = %recovery,
+            "transition failed at its hard maximum; travelling back to the last good node");
+        self.broadcast(ServerMessage::TransitionFailed {
+            transition_id: t.id,
+            reason: TransitionFailure::TimedOut,
+            detail,
+        });
+        drop(entered);
+        self.start_transition(now, Destination::Node(recovery));
     }
 
     /// The client-ready policy (`[game] client_ready_policy`), the one place it is applied,
@@ -242,7 +321,7 @@ impl Game {
     /// (closed with `ReadyTimeout`), or the game proceeds without it: the transition no longer
     /// waits for its ready report ([`Lapse::NeverReady`]), or settle-holds no longer wait for
     /// its placement until it acknowledges a pawn ([`Lapse::NeverAcknowledged`]).
-    fn apply_client_ready_policy(&mut self, players: Vec<PlayerId>, lapse: Lapse) {
+    fn apply_client_ready_policy(&mut self, now: Instant, players: Vec<PlayerId>, lapse: Lapse) {
         for player in players {
             let Some(connection) = self.roster.connection_of(&player) else { continue };
             self.counters.ready_timeouts += 1;
@@ -258,10 +337,20 @@ impl Game {
                     }
                     self.outputs
                         .push_back(Output::Close { connection, code: CloseCode::ReadyTimeout });
-                    self.remove_player(connection);
+                    self.remove_player(now, connection);
+                }
+                (ClientReadyPolicy::Proceed, Lapse::NeverReady) if self.joins.contains(&player) => {
+                    // Nothing waits for a joiner: it keeps its own loading screen, no pawn.
+                    tracing::warn!(%player, "joiner never reported its node streamed; left waiting");
+                    self.joins.lapse(&player);
                 }
                 (ClientReadyPolicy::Proceed, Lapse::NeverReady) => {
                     tracing::warn!(%player, "client never reported ready; proceeding without it");
+                    // Proceeding includes its spawn, as if it had streamed the destination.
+                    let target = self.transition.resolved_target().cloned();
+                    if let Some(p) = self.roster.player_mut(&player) {
+                        p.loaded = target;
+                    }
                     self.transition.excuse(player);
                 }
                 (ClientReadyPolicy::Proceed, Lapse::NeverAcknowledged) => {

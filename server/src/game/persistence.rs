@@ -6,17 +6,18 @@
 //! with inputs. A load that fails leaves the player playing the default preset, unsaved
 //! (so the stored save is never overwritten with defaults), and never stuck.
 //!
-//! [`Session`] owns the session's node, where its save stands, and the classes of players who
-//! left recently; a player's own save state is on its `Player` (`players.rs`). A settled load
+//! [`Session`] owns the session's node, where its save stands, and the player states of players
+//! who left recently; a player's own save state is on its `Player` (`players.rs`). A settled load
 //! only records its result and wakes the spawn queue: the advance pass retries what waited on
 //! persistence (the travel's destination, spawns, the settle-hold).
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::time::{Duration, Instant};
 
 use gatehouse_protocol::{CharacterDef, NodeId, PlayerId, ServerMessage};
 
 use super::abilities::{ActiveEffect, EffectDuration};
-use super::players::{Persistence, ResolvedPreset};
+use super::players::{KeptState, Persistence, ResolvedPreset};
 use super::{Game, Output};
 use crate::store::{LoadOutcome, PlayerSave, Preset, SessionSave};
 
@@ -27,13 +28,13 @@ pub(crate) struct Session {
     /// requests made before a travel resolves its destination (seed 001, Stale-Node Discard).
     node: NodeId,
     save: SessionState,
-    recent: RecentPlayers,
+    kept: KeptStates,
 }
 
 impl Session {
     /// A session on `start_node` whose save is loading.
     pub(crate) fn new(start_node: NodeId) -> Self {
-        Session { node: start_node, save: SessionState::Loading, recent: RecentPlayers::default() }
+        Session { node: start_node, save: SessionState::Loading, kept: KeptStates::default() }
     }
 
     /// The session's current node.
@@ -64,14 +65,21 @@ impl Session {
         }
     }
 
-    /// Remembers the class of a player who left, for a relaunch.
-    pub(crate) fn remember(&mut self, player: PlayerId, def: CharacterDef) {
-        self.recent.remember(player, def);
+    /// Keeps the player state of a player who left, for a relaunch within `retention`.
+    pub(crate) fn keep(&mut self, player: PlayerId, state: KeptState, retention: Duration) {
+        if !retention.is_zero() {
+            self.kept.keep(player, state, retention);
+        }
     }
 
-    /// The class a relaunching player had.
-    pub(crate) fn recall(&self, player: &PlayerId) -> Option<CharacterDef> {
-        self.recent.recall(player)
+    /// The player state a relaunching player left at most `retention` before `now`.
+    pub(crate) fn take_kept(
+        &mut self,
+        player: &PlayerId,
+        now: Instant,
+        retention: Duration,
+    ) -> Option<KeptState> {
+        self.kept.take(player, now, retention)
     }
 }
 
@@ -89,30 +97,47 @@ enum SessionState {
     },
 }
 
-/// Character defs of players who left recently, so a relaunch can spawn before its save
-/// reloads (the seed's PlayPreset relaunch: possession before the preset provider resolves).
+/// The player states of players who left recently, kept for a relaunch for the configured
+/// retention (as engines keep inactive player states): death, effects, latches and team come
+/// back with the player, and its class lets it spawn before its save reloads (the seed's
+/// PlayPreset relaunch: possession before the preset provider resolves).
 #[derive(Debug, Default)]
-struct RecentPlayers {
+struct KeptStates {
+    /// Who left, oldest first (a player appears once: a second departure moves it last).
     order: VecDeque<PlayerId>,
-    defs: std::collections::HashMap<PlayerId, CharacterDef>,
+    states: HashMap<PlayerId, KeptState>,
 }
 
-impl RecentPlayers {
+impl KeptStates {
+    /// Kept states beyond this are dropped, oldest first, whatever the retention.
     const CAPACITY: usize = 4096;
 
-    fn remember(&mut self, player: PlayerId, def: CharacterDef) {
-        if self.defs.insert(player.clone(), def).is_none() {
-            self.order.push_back(player);
+    /// Keeps `state`, and drops the states kept longer than `retention` before its departure.
+    fn keep(&mut self, player: PlayerId, state: KeptState, retention: Duration) {
+        let now = state.left_at;
+        if self.states.insert(player.clone(), state).is_some() {
+            self.order.retain(|p| p != &player);
         }
-        while self.order.len() > Self::CAPACITY {
+        self.order.push_back(player);
+        while let Some(oldest) = self.order.front() {
+            let expired = self
+                .states
+                .get(oldest)
+                .is_none_or(|s| now.saturating_duration_since(s.left_at) >= retention);
+            if !expired && self.order.len() <= Self::CAPACITY {
+                break;
+            }
             if let Some(old) = self.order.pop_front() {
-                self.defs.remove(&old);
+                self.states.remove(&old);
             }
         }
     }
 
-    fn recall(&self, player: &PlayerId) -> Option<CharacterDef> {
-        self.defs.get(player).cloned()
+    /// Takes the state `player` left at most `retention` before `now`.
+    fn take(&mut self, player: &PlayerId, now: Instant, retention: Duration) -> Option<KeptState> {
+        let state = self.states.remove(player)?;
+        self.order.retain(|p| p != player);
+        (now.saturating_duration_since(state.left_at) < retention).then_some(state)
     }
 }
 

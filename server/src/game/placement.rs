@@ -6,6 +6,10 @@
 //! already has a pawn is a teleport, never a second pawn. Possession initialises the ability
 //! system (the kit latch's possession side) and destroys, last, a dead pawn that waited for
 //! its replacement.
+//!
+//! A pawn is placed for a player only on the node its client reported streamed (its join, or
+//! the transition in flight): never a pawn before its level, on any machine (seed 001, "Why
+//! This Architecture"). The report wakes the queue.
 
 use gatehouse_protocol::{NodeId, PawnId, PlayerId, ServerMessage};
 
@@ -77,6 +81,10 @@ impl Game {
                 return Attempt::Done;
             }
         }
+        if !self.client_streamed(&request.player, &request.node) {
+            // Its client has not streamed the node yet: its report wakes the queue.
+            return Attempt::Wait;
+        }
         match self.streaming.spawn_points_on(&request.node) {
             None => return Attempt::Wait,
             Some(false) => return Attempt::Retry,
@@ -113,18 +121,29 @@ impl Game {
         Some(pawn)
     }
 
+    /// Whether `player`'s client reported `node` streamed.
+    fn client_streamed(&self, player: &PlayerId, node: &NodeId) -> bool {
+        self.roster.player(player).is_some_and(|p| p.loaded.as_ref() == Some(node))
+    }
+
     /// `SpawnDefaultPawnFor`: creates a pawn, or returns `None` while the level-ready gate says
-    /// no (seed 001, The World-Map Gate: the first line of defence).
+    /// no (seed 001, The World-Map Gate: the first line of defence) or the player's client has
+    /// not streamed the node. A player whose restored player state holds `State.Dead` gets a
+    /// dead pawn: only `RestartRequest` clears death.
     fn spawn_default_pawn_for(&mut self, player: &PlayerId, node: &NodeId) -> Option<PawnId> {
-        if !self.streaming.is_level_ready_for_spawn(node) {
+        if !self.streaming.is_level_ready_for_spawn(node) || !self.client_streamed(player, node) {
             return None;
         }
-        let character_def = self.roster.player(player)?.character_def.clone()?;
-        let view = self.roster.create_pawn(player, character_def, node).view();
-        tracing::info!(%player, pawn = %view.pawn_id, %node, "pawn spawned");
+        let p = self.roster.player(player)?;
+        let (character_def, alive) = (p.character_def.clone()?, !p.is_dead());
+        let view = self.roster.create_pawn(player, character_def, node, alive).view();
+        tracing::info!(%player, pawn = %view.pawn_id, %node, alive, "pawn spawned");
         self.counters.pawns_spawned += 1;
         let id = view.pawn_id;
         self.broadcast(ServerMessage::PawnSpawned(view));
+        if !alive {
+            self.broadcast(ServerMessage::PawnDied { pawn_id: id });
+        }
         Some(id)
     }
 

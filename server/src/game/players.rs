@@ -6,7 +6,11 @@
 //! one pawn at a time, and a dead pawn lingers (unpossessed) until its replacement exists.
 //! Transition bookkeeping (who reported ready, when a player was shown a transition) is not
 //! here: the transition owns it (`transition.rs`).
+//!
+//! A leaving player's player state becomes a [`KeptState`] (the session keeps it for
+//! `[game] player_state_retention_ms`) and is restored into the player of a relaunch.
 
+use std::collections::BTreeSet;
 use std::time::Instant;
 
 use gatehouse_protocol::{
@@ -69,8 +73,13 @@ pub(crate) struct Player {
     /// The pawn the owning client acknowledged possession of. The player is placed only when
     /// this equals `pawn` (DESIGN §4: placed means acknowledged).
     pub(crate) acknowledged: Option<PawnId>,
-    /// Refused requests in the current rate-limit window.
-    pub(crate) refusals: RefusalWindow,
+    /// Every pawn ever possessed for this player (kept across a relaunch): an acknowledgement
+    /// of one of them that is not `pawn` is stale; of any other pawn, refused.
+    pub(crate) possessed: BTreeSet<PawnId>,
+    /// The node whose levels this player's client reported streamed (its join, or the
+    /// transition in flight), forgotten when a transition starts: a pawn is placed for it only
+    /// there (seed 001: never a pawn before its level, on any machine).
+    pub(crate) loaded: Option<NodeId>,
     /// The client left a possession unacknowledged for a whole settle timeout under the
     /// `proceed` policy: settle-holds do not wait for it until it acknowledges a pawn.
     pub(crate) placement_excused: bool,
@@ -105,12 +114,17 @@ impl RefusalWindow {
     /// Refusals per window that close the connection.
     pub(crate) const CLOSE_AT: u32 = 50;
 
-    fn new(now: Instant) -> Self {
+    pub(crate) fn new(now: Instant) -> Self {
         RefusalWindow { started: now, count: 0 }
     }
 
+    /// Whether the window started `WINDOW` or more before `now`: it counts nothing any more.
+    pub(crate) fn is_over(&self, now: Instant) -> bool {
+        now.duration_since(self.started) >= Self::WINDOW
+    }
+
     pub(crate) fn record(&mut self, now: Instant) -> RefusalVerdict {
-        if now.duration_since(self.started) >= Self::WINDOW {
+        if self.is_over(now) {
             *self = RefusalWindow::new(now);
         }
         self.count += 1;
@@ -130,7 +144,6 @@ impl Player {
         team: TeamId,
         ticket: u64,
         max_health: u32,
-        now: Instant,
     ) -> Self {
         Player {
             id,
@@ -145,9 +158,32 @@ impl Player {
             dead_pawn: None,
             pawn: None,
             acknowledged: None,
-            refusals: RefusalWindow::new(now),
+            possessed: BTreeSet::new(),
+            loaded: None,
             placement_excused: false,
         }
+    }
+
+    /// The player state to keep when this player leaves at `now`: its finite effects pause
+    /// while it is away.
+    pub(crate) fn keep(mut self, now: Instant) -> KeptState {
+        self.abilities.pause(now);
+        KeptState {
+            left_at: now,
+            team: self.team,
+            character_def: self.character_def,
+            abilities: self.abilities,
+            possessed: self.possessed,
+        }
+    }
+
+    /// A relaunch: the player state kept when this player left comes back whole (team, tags,
+    /// effects, health, kit latches, class). Its effects stay paused until the join ends.
+    pub(crate) fn restore(&mut self, kept: KeptState) {
+        self.team = kept.team;
+        self.character_def = kept.character_def;
+        self.abilities = kept.abilities;
+        self.possessed = kept.possessed;
     }
 
     /// Whether the player has a pawn whose possession its client acknowledged.
@@ -171,6 +207,7 @@ impl Player {
         startup: &[GameplayTag],
     ) -> (Vec<GameplayTag>, Option<PawnId>) {
         self.pawn = Some(pawn);
+        self.possessed.insert(pawn);
         self.acknowledged = None;
         let composed = self.preset.as_ref().map(|preset| preset.kits.clone());
         let granted = self.abilities.init_ability_actor_info(startup, composed.as_deref());
@@ -189,6 +226,18 @@ impl Player {
             character_def: self.character_def.clone(),
         }
     }
+}
+
+/// A leaving player's player state, kept for a relaunch (`[game] player_state_retention_ms`).
+#[derive(Debug)]
+pub(crate) struct KeptState {
+    /// When the player left.
+    pub(crate) left_at: Instant,
+    pub(crate) team: TeamId,
+    pub(crate) character_def: Option<CharacterDef>,
+    /// Tags, effects (paused), health and kit latches.
+    pub(crate) abilities: AbilityState,
+    pub(crate) possessed: BTreeSet<PawnId>,
 }
 
 /// A pawn in the world.

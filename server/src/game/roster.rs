@@ -5,13 +5,17 @@
 //! and the tickets of save loads. It keeps the books and nothing more: it knows no spawning
 //! rule, no transition and no output; the game decides, then records the result here.
 //! Iteration is in id order, so every decision made over the roster is deterministic.
+//!
+//! It also keeps each player's refusal rate-limit window, by player rather than by connection,
+//! so a reconnect does not reset it (until the window is over).
 
 use std::collections::{BTreeMap, HashMap};
+use std::time::Instant;
 
 use gatehouse_protocol::{CharacterDef, NodeId, PawnId, PlayerId, TeamId, TransitionId};
 
 use super::ConnectionId;
-use super::players::{Pawn, Player};
+use super::players::{Pawn, Player, RefusalVerdict, RefusalWindow};
 
 /// Logged-in players, their connections and their pawns.
 #[derive(Debug)]
@@ -26,6 +30,9 @@ pub(crate) struct Roster {
     next_pawn: u64,
     /// The ticket of the next save load.
     next_ticket: u64,
+    /// Refused requests per player in its current window, kept while the player is away
+    /// until the window is over.
+    refusals: HashMap<PlayerId, RefusalWindow>,
 }
 
 impl Default for Roster {
@@ -36,6 +43,7 @@ impl Default for Roster {
             pawns: BTreeMap::new(),
             next_pawn: 1,
             next_ticket: 1,
+            refusals: HashMap::new(),
         }
     }
 }
@@ -59,6 +67,18 @@ impl Roster {
         self.players.values()
     }
 
+    /// Every logged-in player, to change, in id order.
+    pub(crate) fn players_mut(&mut self) -> impl Iterator<Item = &mut Player> {
+        self.players.values_mut()
+    }
+
+    /// A transition started: every client streams its destination anew.
+    pub(crate) fn forget_loaded_levels(&mut self) {
+        for player in self.players.values_mut() {
+            player.loaded = None;
+        }
+    }
+
     /// Every logged-in player's id, in order.
     pub(crate) fn ids(&self) -> impl Iterator<Item = &PlayerId> {
         self.players.keys()
@@ -67,12 +87,6 @@ impl Roster {
     /// The player logged in on `connection`.
     pub(crate) fn player_on(&self, connection: ConnectionId) -> Option<&PlayerId> {
         self.connections.get(&connection)
-    }
-
-    /// The player logged in on `connection`, to change.
-    pub(crate) fn player_on_mut(&mut self, connection: ConnectionId) -> Option<&mut Player> {
-        let id = self.connections.get(&connection)?;
-        self.players.get_mut(id)
     }
 
     /// The connection `player` is logged in on.
@@ -93,9 +107,20 @@ impl Roster {
         self.players.insert(player.id.clone(), player);
     }
 
+    /// One more refused request of `player` at `now`, in its rate-limit window.
+    pub(crate) fn record_refusal(&mut self, player: &PlayerId, now: Instant) -> RefusalVerdict {
+        self.refusals.entry(player.clone()).or_insert_with(|| RefusalWindow::new(now)).record(now)
+    }
+
     /// Removes the player on `connection` and every pawn it owns; returns the player and the
-    /// removed pawns, in id order.
-    pub(crate) fn leave(&mut self, connection: ConnectionId) -> Option<(Player, Vec<PawnId>)> {
+    /// removed pawns, in id order. Windows of refusals that are over are forgotten now, the
+    /// leaving player's is kept while it lasts.
+    pub(crate) fn leave(
+        &mut self,
+        connection: ConnectionId,
+        now: Instant,
+    ) -> Option<(Player, Vec<PawnId>)> {
+        self.refusals.retain(|_, window| !window.is_over(now));
         let id = self.connections.remove(&connection)?;
         let player = self.players.remove(&id)?;
         let owned: Vec<PawnId> =
@@ -131,22 +156,18 @@ impl Roster {
         self.pawns.values().filter(|pawn| &pawn.owner == player).count()
     }
 
-    /// Whether `pawn` was ever created (it may be gone since).
-    pub(crate) fn was_issued(&self, pawn: PawnId) -> bool {
-        pawn.0 < self.next_pawn
-    }
-
-    /// Creates a pawn for `owner` on `node`, with a fresh id.
+    /// Creates a pawn for `owner` on `node`, with a fresh id (dead for an owner whose kept
+    /// player state holds `State.Dead`).
     pub(crate) fn create_pawn(
         &mut self,
         owner: &PlayerId,
         character_def: CharacterDef,
         node: &NodeId,
+        alive: bool,
     ) -> &Pawn {
         let id = PawnId(self.next_pawn);
         self.next_pawn += 1;
-        let pawn =
-            Pawn { id, owner: owner.clone(), character_def, node: node.clone(), alive: true };
+        let pawn = Pawn { id, owner: owner.clone(), character_def, node: node.clone(), alive };
         self.pawns.entry(id).or_insert(pawn)
     }
 

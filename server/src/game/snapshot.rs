@@ -58,6 +58,8 @@ pub struct PlayerSnapshot {
     pub placed: bool,
     /// Whether it holds `State.Dead`.
     pub dead: bool,
+    /// Whether it is in a join of its own (streaming before its first pawn).
+    pub joining: bool,
 }
 
 /// The snapshot behind [`Game::snapshot`].
@@ -72,6 +74,7 @@ pub(super) fn take(game: &Game) -> GameSnapshot {
             owned_pawns: game.roster.owned_pawn_count(&p.id),
             placed: p.is_placed(),
             dead: p.is_dead(),
+            joining: game.joins.contains(&p.id),
         })
         .collect();
     GameSnapshot {

@@ -20,12 +20,20 @@ pub(crate) enum Timer {
     RouteTravel = 3,
     /// The earliest pending game-effect event (hazard exposure, damage tick, effect expiry).
     Effects = 4,
+    /// The hard maximum of the transition in flight (`[game] transition_max_ms`).
+    TransitionLimit = 5,
 }
 
-const TIMER_COUNT: usize = 5;
+const TIMER_COUNT: usize = 6;
 
-const ALL: [Timer; TIMER_COUNT] =
-    [Timer::SpawnRetry, Timer::SpawnSettle, Timer::ClientReady, Timer::RouteTravel, Timer::Effects];
+const ALL: [Timer; TIMER_COUNT] = [
+    Timer::SpawnRetry,
+    Timer::SpawnSettle,
+    Timer::ClientReady,
+    Timer::RouteTravel,
+    Timer::Effects,
+    Timer::TransitionLimit,
+];
 
 /// A deadline per [`Timer`].
 #[derive(Debug, Default, Clone)]

@@ -125,6 +125,8 @@ pub(crate) struct Transition {
     excused: BTreeSet<PlayerId>,
     /// When each player was shown this transition (at its start, or at login during it).
     shown: BTreeMap<PlayerId, Instant>,
+    /// When it started: the hard maximum (`[game] transition_max_ms`) counts from here.
+    pub(crate) started: Instant,
     /// A root span: every decision about this transition logs inside it.
     pub(crate) span: tracing::Span,
 }
@@ -181,6 +183,9 @@ pub(crate) struct Transitions {
     route: RouteSchedule,
     /// The players a settle timeout last ended a transition without (for operators).
     last_unplaced: Vec<PlayerId>,
+    /// The target of the last transition that ended (not failed): where a failed transition's
+    /// recovery travels.
+    last_good: Option<NodeId>,
 }
 
 impl Default for Transitions {
@@ -190,6 +195,7 @@ impl Default for Transitions {
             next_id: 1,
             route: RouteSchedule::default(),
             last_unplaced: Vec::new(),
+            last_good: None,
         }
     }
 }
@@ -232,6 +238,7 @@ impl Transitions {
             ready: BTreeSet::new(),
             excused: BTreeSet::new(),
             shown: players.map(|p| (p.clone(), now)).collect(),
+            started: now,
             span,
         });
         (id, superseded)
@@ -257,6 +264,31 @@ impl Transitions {
                 ReadyReport::Kept
             }
         }
+    }
+
+    /// `player` left: its ready report (or excuse) belonged to the connection that left, so a
+    /// relaunch reports for itself (issue 10: readiness belongs to the connection).
+    pub(crate) fn forget(&mut self, player: &PlayerId) {
+        if let Some(t) = &mut self.current {
+            t.ready.remove(player);
+            t.excused.remove(player);
+        }
+    }
+
+    /// The target of the transition in flight once resolved (past Freezing): what a ready
+    /// report says the client streamed.
+    pub(crate) fn resolved_target(&self) -> Option<&NodeId> {
+        self.current.as_ref().filter(|t| !matches!(t.phase, Phase::Freezing(_))).map(|t| &t.target)
+    }
+
+    /// When the transition in flight reaches the hard maximum `max`.
+    pub(crate) fn limit_deadline(&self, max: Duration) -> Option<Instant> {
+        self.current.as_ref().map(|t| t.started + max)
+    }
+
+    /// The target of the last transition that ended (not failed).
+    pub(crate) fn last_good(&self) -> Option<&NodeId> {
+        self.last_good.as_ref()
     }
 
     /// The transition proceeds without `player` (the `proceed` policy).
@@ -363,8 +395,16 @@ impl Transitions {
         }
     }
 
-    /// Ends the transition in flight (Completing → none); returns it.
+    /// Ends the transition in flight (Completing → none); returns it. Its target is the last
+    /// good node from now on.
     pub(crate) fn finish(&mut self) -> Option<Transition> {
+        let t = self.current.take()?;
+        self.last_good = Some(t.target.clone());
+        Some(t)
+    }
+
+    /// Fails the transition in flight (it reached the hard maximum); returns it.
+    pub(crate) fn fail(&mut self) -> Option<Transition> {
         self.current.take()
     }
 

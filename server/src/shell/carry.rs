@@ -4,6 +4,13 @@
 //! The [`Carrier`] holds the logged-in connections and never the core, so it cannot feed the
 //! core while the core is being drained: an input it has to make up (a load that could not be
 //! submitted, a slow consumer's disconnect) goes into the caller's queue, fed after the drain.
+//!
+//! Nothing before `Welcome`: a connection is registered when its login reaches the game task,
+//! before the core handled it, and outputs are carried only after a whole batch of inputs, so a
+//! broadcast the core made earlier (in the batch, or for the departure of the older connection
+//! a relaunch replaces) is still queued when the new connection appears. A broadcast therefore
+//! goes only to the connections whose `Welcome` was carried before it, in output order: exactly
+//! the connections the core had logged in when it broadcast.
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -38,6 +45,8 @@ pub(crate) struct Effects {
 struct Peer {
     outbound: mpsc::Sender<Outbound>,
     quic: quinn::Connection,
+    /// Its `Welcome` was carried: broadcasts reach it from then on.
+    welcomed: bool,
 }
 
 /// Carries outputs out; owns the logged-in connections' queues.
@@ -66,7 +75,7 @@ impl Carrier {
         outbound: mpsc::Sender<Outbound>,
         quic: quinn::Connection,
     ) {
-        self.peers.insert(connection, Peer { outbound, quic });
+        self.peers.insert(connection, Peer { outbound, quic, welcomed: false });
     }
 
     /// A connection ended: nothing more goes to it.
@@ -80,18 +89,20 @@ impl Carrier {
         let max_frame_len = self.effects.max_frame_len;
         match output {
             Output::Send { connection, message } => {
+                let welcome = matches!(message, ServerMessage::Welcome { .. });
                 if let (Some(peer), Some(frame)) =
-                    (self.peers.get(&connection), encode(&message, max_frame_len))
+                    (self.peers.get_mut(&connection), encode(&message, max_frame_len))
                 {
+                    peer.welcomed |= welcome;
                     if !enqueue(peer, frame) {
                         self.slow.push(connection);
                     }
                 }
             }
             Output::Broadcast { message } => {
-                // Encoded once, shared by every writer.
+                // Encoded once, shared by every writer; only to welcomed connections.
                 if let Some(frame) = encode(&message, max_frame_len) {
-                    for (connection, peer) in &self.peers {
+                    for (connection, peer) in self.peers.iter().filter(|(_, p)| p.welcomed) {
                         if !enqueue(peer, frame.clone()) {
                             self.slow.push(*connection);
                         }

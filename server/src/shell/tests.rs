@@ -319,3 +319,55 @@ async fn a_travel_through_the_handle_streams_and_the_drain_saves_the_session() {
     let saved = running.memory.sessions.lock().unwrap().get("test-world").cloned();
     assert_eq!(saved.map(|s| s.node), Some(node("forest")));
 }
+
+/// Issue 10, item 6: nothing before `Welcome`. A connection registered (its login arrived)
+/// while a broadcast of an earlier input is still queued, as in one batch of inputs or a
+/// relaunch's replacement, gets `Welcome` first, then only what was broadcast after it.
+#[tokio::test]
+async fn a_new_connection_gets_welcome_before_any_broadcast() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server_end, _client_end, _endpoints) = loopback(dir.path()).await;
+    let (events, _own) = mpsc::channel(8);
+    let memory = Arc::new(Memory::default());
+    let (store, _worker) = StoreWorker::spawn(memory, SETTINGS, events.clone(), ShellEvent::Store);
+    let mut carrier = Carrier::new(effects(events, store));
+    let (old, new) = (ConnectionId(1), ConnectionId(2));
+    let player = PlayerId::new("p1").unwrap();
+    let welcome = ServerMessage::Welcome { player_id: player.clone(), current_node: None };
+    let (old_tx, mut old_rx) = mpsc::channel(16);
+    carrier.add_peer(old, old_tx, server_end.clone());
+    let mut before =
+        FakeCore::new(vec![Output::Send { connection: old, message: welcome.clone() }], |_| {
+            Vec::new()
+        });
+    carry_outputs(&mut before, &mut carrier);
+    // The batch: an earlier input's broadcast is queued, then the new connection registers.
+    let (new_tx, mut new_rx) = mpsc::channel(16);
+    carrier.add_peer(new, new_tx, server_end.clone());
+    let earlier = ServerMessage::PlayerLeft { player_id: player.clone() };
+    let later = ServerMessage::PlayerStateUpdated(gatehouse_protocol::PlayerStateView {
+        player_id: player,
+        team: None,
+        character_def: None,
+    });
+    let mut core = FakeCore::new(
+        vec![
+            Output::Broadcast { message: earlier.clone() },
+            Output::Send { connection: new, message: welcome.clone() },
+            Output::Broadcast { message: later.clone() },
+        ],
+        |_| Vec::new(),
+    );
+
+    carry_outputs(&mut core, &mut carrier);
+
+    let frames = |rx: &mut mpsc::Receiver<net::Outbound>| {
+        let mut out = Vec::new();
+        while let Ok(net::Outbound::Frame(frame)) = rx.try_recv() {
+            out.push(gatehouse_protocol::decode_body::<ServerMessage>(&frame[4..]).unwrap());
+        }
+        out
+    };
+    assert_eq!(frames(&mut new_rx), vec![welcome.clone(), later.clone()], "Welcome first");
+    assert_eq!(frames(&mut old_rx), vec![welcome, earlier, later], "the older one gets both");
+}

@@ -3,8 +3,9 @@
 //! seed (quinn-proto's test `Pair` is the model; STYLE 10).
 //!
 //! [`Sim`] plays both shells. The server's: it logs a connection in when its `Hello` arrives,
-//! carries the core's outputs to the clients' links (a broadcast to every logged-in connection,
-//! a close after what was queued before it), simulates streaming and answers the store. The
+//! carries the core's outputs to the clients' links (a broadcast to every connection whose
+//! `Welcome` was carried before it, as the server's carrier does: nothing before `Welcome`; a
+//! close after what was queued before it), simulates streaming and answers the store. The
 //! swarm's: it feeds each client what arrives on its link and sends what the client says. There
 //! are no sockets, no tasks and no sleeps; the real clock is read once, for the base instant.
 //!
@@ -180,7 +181,9 @@ pub struct Sim {
     now: Instant,
     game: Game,
     clients: Vec<SimClient>,
-    /// Connections the server logged in and has not closed (broadcast targets), in id order.
+    /// Connections whose `Hello` arrived and that the server has not closed, in id order.
+    accepted: BTreeMap<ConnectionId, ClientId>,
+    /// Of those, the ones whose `Welcome` was carried (broadcast targets), in id order.
     logged_in: BTreeMap<ConnectionId, ClientId>,
     /// Server inputs by when they are due, then by the order they were scheduled in.
     scheduled: BTreeMap<(Instant, u64), Scheduled>,
@@ -210,6 +213,7 @@ impl Sim {
             now: base,
             game,
             clients: Vec::new(),
+            accepted: BTreeMap::new(),
             logged_in: BTreeMap::new(),
             scheduled: BTreeMap::new(),
             scheduled_count: 0,
@@ -679,7 +683,10 @@ impl Sim {
             self.record(Event::Output(output.clone()));
             match output {
                 Output::Send { connection, message } => {
-                    if let Some(&client) = self.logged_in.get(&connection) {
+                    if let Some(&client) = self.accepted.get(&connection) {
+                        if matches!(message, ServerMessage::Welcome { .. }) {
+                            self.logged_in.insert(connection, client);
+                        }
                         self.server_sends(client, message);
                     }
                 }
@@ -691,7 +698,8 @@ impl Sim {
                 }
                 Output::Close { connection, code } => {
                     // No broadcast reaches a closed connection, even before its close arrives.
-                    if let Some(client) = self.logged_in.remove(&connection) {
+                    self.logged_in.remove(&connection);
+                    if let Some(client) = self.accepted.remove(&connection) {
                         self.send_down(client, Down::Close(code));
                     }
                 }
@@ -744,6 +752,7 @@ impl Sim {
                 self.feed(Input::SessionLoaded { outcome });
             }
             Scheduled::Disconnected(connection) => {
+                self.accepted.remove(&connection);
                 self.logged_in.remove(&connection);
                 self.record(Event::Disconnected { connection });
                 self.feed(Input::Disconnected { connection });
@@ -809,7 +818,7 @@ impl Sim {
         let (connection, player) = (c.connection, c.player.clone());
         match up {
             Up::Hello => {
-                self.logged_in.insert(connection, client);
+                self.accepted.insert(connection, client);
                 self.record(Event::Login { connection });
                 self.feed(Input::Login { connection, player });
             }
@@ -818,6 +827,7 @@ impl Sim {
                 self.feed(Input::Message { connection, message });
             }
             Up::Dropped => {
+                self.accepted.remove(&connection);
                 self.logged_in.remove(&connection);
                 self.record(Event::Disconnected { connection });
                 self.feed(Input::Disconnected { connection });

@@ -46,19 +46,76 @@ fn the_boot_transition_ends_only_once_every_player_acknowledged_its_pawn() {
     assert_eq!(h.pawns_of("b"), 1);
 }
 
-/// A player who logs in while no transition runs and the level is ready is spawned at once.
+/// Issue 10, item 1 (seed 001, "Why This Architecture": never a pawn before its level, on any
+/// machine): a player who logs in while no transition runs is told the current node's levels
+/// in a join of its own, gets its pawn only once it reported them streamed, and its join ends
+/// once it acknowledged the pawn. Nobody else is frozen for it.
 #[test]
-fn a_late_join_is_spawned_at_once() {
+fn a_joiner_streams_the_current_node_before_it_gets_a_pawn() {
     let mut h = Harness::booted();
+    let a = h.placed("a");
     let c = h.login("late");
     let got = h.received(c);
-    assert!(!got.iter().any(|m| matches!(m, ServerMessage::FreezeCharacters { .. })));
-    assert!(h.possessed(c).is_some());
-    let spawned = got.iter().find_map(|m| match m {
-        ServerMessage::PawnSpawned(v) => Some(v.node.clone()),
+    let join = got.iter().find_map(|m| match m {
+        ServerMessage::ShowJoin { join_id, node, levels, rooms } => {
+            Some((*join_id, node.clone(), levels.len(), rooms.len()))
+        }
+        _ => None,
+    });
+    let (join_id, shown, levels, rooms) = join.expect("a join shown to the joiner");
+    assert_eq!((shown, levels, rooms), (node("harbor"), 2, 0));
+    assert!(h.possessed(c).is_none(), "no pawn before the joiner streamed");
+    assert!(!h.received(a).iter().any(|m| matches!(m, ServerMessage::FreezeCharacters { .. })));
+    assert_eq!(h.game.transition_id(), None, "nobody else is frozen for a join");
+    h.advance(Duration::from_secs(5));
+    assert!(h.possessed(c).is_none(), "still no pawn while it streams");
+    h.join_ready(c);
+    assert!(h.possessed(c).is_some(), "its pawn once it streamed");
+    let spawned = h.received(c).iter().find_map(|m| match m {
+        ServerMessage::PawnSpawned(v) if v.owner.as_str() == "late" => Some(v.node.clone()),
         _ => None,
     });
     assert_eq!(spawned, Some(node("harbor")));
+    assert!(!h.received(c).contains(&ServerMessage::EndJoin { join_id }), "not before the ack");
+    h.ack(c);
+    assert_eq!(h.received(c).last(), Some(&ServerMessage::EndJoin { join_id }));
+    assert!(!h.received(a).contains(&ServerMessage::EndJoin { join_id }), "the joiner's alone");
+}
+
+/// Issue 10, item 1: the rooms of a dungeon are named in the join too.
+#[test]
+fn a_joiner_on_a_dungeon_is_told_its_rooms() {
+    let mut h = Harness::booted();
+    h.input(Input::Travel { node: node("crypt") });
+    let t = h.transition();
+    h.stream_node("crypt");
+    h.finish_stream("dungeon rooms");
+    assert!(h.ended(t), "nobody to wait for");
+    let c = h.login("late");
+    let rooms = h.received(c).iter().find_map(|m| match m {
+        ServerMessage::ShowJoin { rooms, .. } => Some(rooms.clone()),
+        _ => None,
+    });
+    assert_eq!(rooms.map(|r| r.len()), Some(1));
+}
+
+/// Issue 10, item 1: a transition starting during a join supersedes it: the joiner follows the
+/// transition, and a report for the old join is stale.
+#[test]
+fn a_transition_supersedes_a_join_and_the_joiner_follows_it() {
+    let mut h = Harness::booted();
+    let c = h.login("late");
+    let join_id = h.shown_join(c).unwrap();
+    h.input(Input::Travel { node: node("forest") });
+    let t = h.transition();
+    assert!(h.received(c).contains(&ServerMessage::FreezeCharacters { transition_id: t }));
+    h.send(c, ClientMessage::JoinReady { join_id });
+    assert!(h.possessed(c).is_none(), "the old join's report places nothing");
+    h.stream_node("forest");
+    h.ready(c);
+    h.ack(c);
+    assert!(h.ended(t));
+    assert!(!h.received(c).contains(&ServerMessage::EndJoin { join_id }));
 }
 
 /// Disconnect while WaitingForClients removes the player from the ready set at once.
@@ -80,7 +137,7 @@ fn a_disconnect_while_waiting_for_clients_does_not_wedge_the_transition() {
 #[test]
 fn a_disconnect_removes_the_player_and_its_pawn() {
     let mut h = Harness::booted();
-    let (a, b) = (h.login("a"), h.login("b"));
+    let (a, b) = (h.joined("a"), h.joined("b"));
     let pawn = h.possessed(b).unwrap();
     h.disconnect(b);
     assert_eq!(h.pawns_of("b"), 0);
@@ -96,8 +153,7 @@ fn the_route_travels_at_its_interval() {
     let world = format!("{WORLD}\n[travel]\nroute = [\"forest\"]\ninterval_ms = 15000\n");
     let mut h = Harness::with(&world, rules());
     h.stream_node("harbor");
-    let a = h.login("a");
-    h.ack(a);
+    let a = h.placed("a");
     h.advance(Duration::from_millis(14_999));
     assert!(h.game.transition_id().is_none());
     h.advance(Duration::from_millis(1));
@@ -109,8 +165,8 @@ fn the_route_travels_at_its_interval() {
 #[test]
 fn a_relaunch_replaces_the_older_connection() {
     let mut h = Harness::booted();
-    let old = h.login("a");
-    let new = h.login("a");
+    let old = h.joined("a");
+    let new = h.joined("a");
     assert_eq!(h.closed(old), Some(CloseCode::Replaced));
     assert_eq!(h.game.player_count(), 1);
     assert_eq!(h.pawns_of("a"), 1);

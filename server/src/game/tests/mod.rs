@@ -4,6 +4,7 @@
 //! straight to the next deadline, and with every streaming completion delivered by hand so each
 //! test chooses the arrival order.
 
+mod edges;
 mod flow;
 mod persistence;
 mod properties;
@@ -41,6 +42,8 @@ pub(super) fn rules() -> GameRules {
         client_ready_timeout: Duration::from_secs(30),
         client_ready_policy: ClientReadyPolicy::Kick,
         max_players: 64,
+        transition_max: Duration::from_secs(120),
+        player_state_retention: Duration::from_secs(300),
     }
 }
 
@@ -296,9 +299,43 @@ impl Harness {
         self.log.iter().position(f)
     }
 
-    /// Logs in `name`, and places it (a late join after boot).
+    /// Records that `name`'s client streamed `node` (for tests of the server's own gate).
+    pub(super) fn client_streamed(&mut self, name: &str, node_name: &str) {
+        self.game.roster.player_mut(&pid(name)).expect("a logged-in player").loaded =
+            Some(node(node_name));
+    }
+
+    /// The join most recently shown to `connection`.
+    pub(super) fn shown_join(
+        &self,
+        connection: ConnectionId,
+    ) -> Option<gatehouse_protocol::JoinId> {
+        self.received(connection).iter().rev().find_map(|m| match m {
+            ServerMessage::ShowJoin { join_id, .. } => Some(*join_id),
+            _ => None,
+        })
+    }
+
+    /// Reports the join most recently shown to `connection` streamed.
+    pub(super) fn join_ready(&mut self, connection: ConnectionId) {
+        let join_id = self.shown_join(connection).expect("a join to report ready for");
+        self.send(connection, ClientMessage::JoinReady { join_id });
+    }
+
+    /// Logs in `name` and, if it was shown a join (no transition ran), reports the join
+    /// streamed: its pawn follows once the node is ready.
+    pub(super) fn joined(&mut self, name: &str) -> ConnectionId {
+        let c = self.login(name);
+        if self.shown_join(c).is_some() {
+            self.join_ready(c);
+        }
+        c
+    }
+
+    /// Logs in `name`, and places it (a late join after boot: it streams, then gets its pawn).
     pub(super) fn placed(&mut self, name: &str) -> ConnectionId {
         let c = self.login(name);
+        self.join_ready(c);
         self.ack(c);
         assert!(self.player(name).is_placed());
         c

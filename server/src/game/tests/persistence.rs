@@ -45,7 +45,7 @@ fn booted_holding() -> Harness {
 #[test]
 fn a_player_is_not_spawned_before_its_character_def_is_known() {
     let mut h = booted_holding();
-    let a = h.login("a");
+    let a = h.joined("a");
     assert!(h.possessed(a).is_none());
     h.answer_load("a", LoadOutcome::Found(save("a", vanguard())));
     assert!(h.possessed(a).is_some(), "the load completion retried the spawn");
@@ -56,7 +56,7 @@ fn a_player_is_not_spawned_before_its_character_def_is_known() {
 #[test]
 fn kits_are_granted_once_at_possession_when_the_preset_resolved_first() {
     let mut h = booted_holding();
-    let a = h.login("a");
+    let a = h.joined("a");
     h.answer_load("a", LoadOutcome::Found(save("a", vanguard())));
     assert_eq!(kits(&h, a), vec![vec![KIT_STARTUP_MOVEMENT, KIT_COMPOSED_VANGUARD]]);
 }
@@ -66,10 +66,11 @@ fn kits_are_granted_once_at_possession_when_the_preset_resolved_first() {
 #[test]
 fn kits_are_granted_once_at_preset_resolution_when_possession_came_first() {
     let mut h = booted_holding();
+    // The first session resolves the class but never possesses (it leaves during its join).
     let first = h.login("a");
     h.answer_load("a", LoadOutcome::Found(save("a", vanguard())));
     h.disconnect(first);
-    let a = h.login("a");
+    let a = h.joined("a");
     assert!(h.possessed(a).is_some(), "the relaunch spawned before its save reloaded");
     assert_eq!(kits(&h, a), vec![vec![KIT_STARTUP_MOVEMENT]], "no preset yet: startup kits only");
     h.answer_load("a", LoadOutcome::Found(save("a", vanguard())));
@@ -84,7 +85,7 @@ fn kits_are_granted_once_at_preset_resolution_when_possession_came_first() {
 #[test]
 fn a_preset_with_zero_kits_still_latches() {
     let mut h = booted_holding();
-    let a = h.login("a");
+    let a = h.joined("a");
     h.answer_load("a", LoadOutcome::Found(save("a", Preset::ReadOnly { name: "Scout".into() })));
     assert_eq!(kits(&h, a), vec![vec![KIT_STARTUP_MOVEMENT]]);
     let abilities = &mut h.game.roster.player_mut(&pid("a")).unwrap().abilities;
@@ -96,7 +97,7 @@ fn a_preset_with_zero_kits_still_latches() {
 #[test]
 fn a_failed_load_plays_the_default_preset_and_is_never_saved() {
     let mut h = booted_holding();
-    let a = h.login("a");
+    let a = h.joined("a");
     h.answer_load("a", LoadOutcome::Failed("timed out after 5 s".into()));
     assert!(h.possessed(a).is_some());
     assert_eq!(h.player("a").character_def.as_ref().map(|d| d.as_str()), Some("Vanguard"));
@@ -109,11 +110,11 @@ fn a_failed_load_plays_the_default_preset_and_is_never_saved() {
 #[test]
 fn a_stale_load_answer_is_ignored() {
     let mut h = booted_holding();
-    let first = h.login("a");
+    let first = h.joined("a");
     let (_, old_ticket) = h.loads[0].clone();
     h.disconnect(first);
     h.loads.clear();
-    h.login("a");
+    h.joined("a");
     h.input(Input::PlayerLoaded {
         player: pid("a"),
         ticket: old_ticket,
@@ -182,7 +183,7 @@ fn the_shutdown_drain_saves_every_player_and_the_session() {
 #[test]
 fn a_read_only_preset_is_saved_as_a_reference() {
     let mut h = booted_holding();
-    let a = h.login("a");
+    let a = h.joined("a");
     h.answer_load("a", LoadOutcome::Found(save("a", Preset::ReadOnly { name: "Scout".into() })));
     assert_eq!(h.player("a").character_def.as_ref().map(|d| d.as_str()), Some("Scout"));
     h.disconnect(a);

@@ -71,6 +71,7 @@ impl Model {
         m.h.stream_node("harbor");
         for (i, name) in PLAYERS.iter().enumerate().take(2) {
             m.apply(&Op::Login(i));
+            m.apply(&Op::Ready(i));
             m.h.answer_load(name, LoadOutcome::NotFound);
             m.apply(&Op::Ack(i));
         }
@@ -94,11 +95,18 @@ impl Model {
                     h.disconnect(c);
                 }
             }
-            Op::Ready(i) => {
-                if let (Some(c), Some(t)) = (self.connections.get(&i), h.game.transition_id()) {
-                    h.send(*c, ClientMessage::TransitionReady { transition_id: t });
+            Op::Ready(i) => match (self.connections.get(&i).copied(), h.game.transition_id()) {
+                (Some(c), Some(t)) => {
+                    h.send(c, ClientMessage::TransitionReady { transition_id: t })
                 }
-            }
+                // No transition: the player's join, if it is in one.
+                (Some(c), None) => {
+                    if let Some(join_id) = h.shown_join(c) {
+                        h.send(c, ClientMessage::JoinReady { join_id });
+                    }
+                }
+                (None, _) => {}
+            },
             Op::Ack(i) => {
                 if let Some(&c) = self.connections.get(&i) {
                     if let Some(pawn_id) = h.possessed(c) {
@@ -134,11 +142,11 @@ impl Model {
             }
             Op::Travel(n) => h.input(Input::Travel { node: node(NODES[n]) }),
             Op::Kill(i) => {
-                let alive = h
-                    .game
-                    .roster
-                    .player(&pid(PLAYERS[i]))
-                    .is_some_and(|p| p.pawn.is_some() && !p.is_dead());
+                let alive =
+                    h.game.roster.player(&pid(PLAYERS[i])).is_some_and(|p| {
+                        p.pawn.is_some() && !p.is_dead() && !p.abilities.is_paused()
+                    });
+                // Effects rest while characters are frozen: nobody dies behind a loading screen.
                 if alive {
                     h.kill(PLAYERS[i]);
                 }

@@ -63,7 +63,7 @@ fn a_respawn_strips_finite_effects_and_keeps_infinite_ones() {
     let mut h = Harness::holding_loads(WORLD);
     h.answer_session(LoadOutcome::NotFound);
     h.stream_node("harbor");
-    let a = h.login("a");
+    let a = h.joined("a");
     h.answer_load(
         "a",
         LoadOutcome::Found(PlayerSave {

@@ -353,7 +353,7 @@ fn a_relaunch_moves_on_a_transition_that_waited_only_for_the_older_connection() 
     let frozen =
         h.received(relaunched).iter().any(|m| matches!(m, ServerMessage::FreezeCharacters { .. }));
     assert!(!frozen, "the new connection joined after the transition ended");
-    assert!(h.possessed(relaunched).is_some(), "a late join, spawned at once");
+    assert!(h.shown_join(relaunched).is_some(), "a late join, with a join of its own");
 }
 
 /// The advance pass runs a second round when its last step starts a route travel: a travel

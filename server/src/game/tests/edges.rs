@@ -1,0 +1,355 @@
+//! The edges of the contract (issue 10): reconnects, a hard bound on every transition,
+//! effects under the loading screen, refusals as documented; and the tests that pin the core's
+//! guards (issue 10, item 8), each named after what its guard keeps true.
+
+use std::time::Duration;
+
+use gatehouse_protocol::{
+    ClientMessage, ErrorCode, PawnId, ServerMessage, TeamId, TransitionFailure, TransitionId,
+};
+use gatehouse_tags::catalog::{
+    EFFECT_DAMAGE_OVER_TIME_BURN, EFFECT_DAMAGE_OVER_TIME_POISON, STATE_DEAD,
+};
+
+use super::super::abilities::{ActiveEffect, EffectDuration};
+use super::super::spawn::SpawnKind;
+use super::*;
+use crate::store::LoadOutcome;
+
+fn travel(h: &mut Harness, to: &str) -> TransitionId {
+    h.input(Input::Travel { node: node(to) });
+    h.transition()
+}
+
+fn phase(h: &Harness) -> &'static str {
+    h.game.snapshot().phase
+}
+
+fn errors(h: &Harness, c: ConnectionId, code: ErrorCode) -> usize {
+    h.received(c)
+        .iter()
+        .filter(|m| matches!(m, ServerMessage::Error { code: x, .. } if *x == code))
+        .count()
+}
+
+// --- Item 2: readiness belongs to the connection --------------------------------------------
+
+/// Issue 10, item 2: a player who relaunches during WaitingForClients does not inherit its old
+/// connection's ready report; the transition waits for the new connection's own.
+#[test]
+fn a_relaunch_during_waiting_for_clients_reports_ready_for_itself() {
+    let mut h = Harness::booted();
+    let (a, b) = (h.placed("a"), h.placed("b"));
+    travel(&mut h, "forest");
+    h.stream_node("forest");
+    h.ready(a);
+    let relaunched = h.login("a");
+    h.ready(b);
+    assert_eq!(phase(&h), "WaitingForClients", "the new connection has streamed nothing yet");
+    assert!(h.possessed(relaunched).is_none());
+    h.ready(relaunched);
+    assert_eq!(phase(&h), "Completing");
+}
+
+// --- Item 3: the player state outlives the connection ----------------------------------------
+
+/// Issue 10, item 3: death does not launder away through a reconnect: `State.Dead` and the
+/// effect that killed the player come back with it, its pawn is a dead one, and only
+/// `RestartRequest` clears death.
+#[test]
+fn a_relaunch_keeps_death_and_the_effect_that_killed_it() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    h.kill("a");
+    h.disconnect(a);
+    let relaunched = h.joined("a");
+    assert!(h.player("a").is_dead(), "State.Dead survives the relaunch");
+    assert!(h.player("a").abilities.has_effect(EFFECT_DAMAGE_OVER_TIME_BURN));
+    assert_eq!(h.player("a").abilities.health(), 0);
+    let pawn = h.possessed(relaunched).expect("a pawn once it streamed");
+    assert!(!h.game.roster.pawn(pawn).unwrap().alive, "the relaunched player's pawn is dead");
+    let tags = h.received(relaunched).iter().any(|m| {
+        matches!(m, ServerMessage::AbilityTagsChanged { player_id, tags }
+            if player_id.as_str() == "a" && tags.contains(&STATE_DEAD))
+    });
+    assert!(tags, "the relaunched client hears it is dead");
+    h.ack(relaunched);
+    h.send(relaunched, ClientMessage::RestartRequest);
+    assert!(!h.player("a").is_dead(), "RestartRequest clears death");
+    assert_eq!(h.game.counters().player_states_restored, 1);
+}
+
+/// Issue 10, item 3: team and kit latches are restored too: the relaunch is not granted its
+/// kits again, and keeps the team it had rather than the smaller one.
+#[test]
+fn a_relaunch_keeps_its_team_and_kit_latches() {
+    let mut h = Harness::booted();
+    let (a, _b, _c) = (h.placed("a"), h.placed("b"), h.placed("c"));
+    h.game.roster.player_mut(&pid("a")).unwrap().team = TeamId(2);
+    h.disconnect(a);
+    let relaunched = h.placed("a");
+    assert_eq!(h.player("a").team, TeamId(2), "not the smaller team 1");
+    let granted =
+        h.received(relaunched).iter().any(|m| matches!(m, ServerMessage::KitsGranted { .. }));
+    assert!(!granted, "the latches came back: nothing is granted twice");
+}
+
+/// Issue 10, item 3: past the retention the player state is gone: a fresh one.
+#[test]
+fn a_player_state_is_kept_only_for_the_retention() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    h.kill("a");
+    h.disconnect(a);
+    h.advance(rules().player_state_retention);
+    h.joined("a");
+    assert!(!h.player("a").is_dead());
+    assert_eq!(h.game.counters().player_states_restored, 0);
+}
+
+// --- Item 4: a hard upper bound on every transition ------------------------------------------
+
+/// Issue 10, item 4: rooms that never finish streaming hold Completing until the hard maximum;
+/// then the transition fails explicitly (`TransitionFailed`, id and reason), nobody is
+/// spawned into the unloaded level, it is counted, and the server travels back to the last
+/// good node, where everyone is placed again.
+#[test]
+fn a_transition_that_never_ends_fails_at_its_maximum_and_travels_back() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    let t = travel(&mut h, "crypt");
+    h.stream_node("crypt");
+    h.ready(a);
+    assert_eq!(phase(&h), "Completing");
+    h.advance(rules().transition_max - Duration::from_millis(1));
+    assert_eq!(h.game.transition_id(), Some(t), "held, extension after extension");
+    assert!(h.game.counters().settle_extensions > 0);
+    h.advance(Duration::from_millis(1));
+    let failed = h.broadcasts().into_iter().find_map(|m| match m {
+        ServerMessage::TransitionFailed { transition_id, reason, .. } => {
+            Some((transition_id, reason))
+        }
+        _ => None,
+    });
+    assert_eq!(failed, Some((t, TransitionFailure::TimedOut)));
+    assert!(!h.ended(t), "a failed transition does not end as if it had succeeded");
+    assert_eq!(h.game.counters().transitions_failed, 1);
+    let crypt = h.game.roster.pawns().any(|p| p.node == node("crypt"));
+    assert!(!crypt, "nobody was placed in the unloaded level");
+    let recovery = h.transition();
+    assert_eq!(h.game.snapshot().transition_target, Some(node("harbor")), "the last good node");
+    h.stream_node("harbor");
+    h.ready(a);
+    assert!(h.ended(recovery), "a's pawn is teleported back: placed, ended");
+}
+
+/// Issue 10, item 4: Loading is bounded too: a node that never streams fails its transition.
+#[test]
+fn a_node_that_never_streams_fails_its_transition_at_the_maximum() {
+    let mut h = Harness::booted();
+    h.placed("a");
+    let t = travel(&mut h, "forest");
+    assert_eq!(phase(&h), "Loading");
+    h.advance(rules().transition_max);
+    assert_eq!(h.game.counters().transitions_failed, 1);
+    assert_ne!(h.game.transition_id(), Some(t));
+}
+
+// --- Item 5: effects rest under the loading screen --------------------------------------------
+
+/// Issue 10, item 5: a finite effect already applied does not tick while characters are frozen
+/// (nobody dies behind the loading screen), and resumes with its time left on release.
+#[test]
+fn finite_effects_pause_while_frozen_and_resume_on_release() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    let now = h.now;
+    let player = h.game.roster.player_mut(&pid("a")).unwrap();
+    player.abilities.apply(ActiveEffect {
+        tag: EFFECT_DAMAGE_OVER_TIME_POISON,
+        duration: EffectDuration::Finite {
+            expires: now + Duration::from_millis(1000),
+            next_tick: now + Duration::from_millis(100),
+            tick: Duration::from_millis(100),
+            damage: 5,
+        },
+    });
+    h.game.rearm_effects_timer();
+    h.advance(Duration::from_millis(250));
+    assert_eq!(h.player("a").abilities.health(), 90);
+    let t = travel(&mut h, "forest");
+    h.advance(Duration::from_secs(10));
+    assert_eq!(h.player("a").abilities.health(), 90, "no tick behind the loading screen");
+    assert!(h.player("a").abilities.has_effect(EFFECT_DAMAGE_OVER_TIME_POISON), "nor expiry");
+    h.stream_node("forest");
+    h.ready(a);
+    assert!(h.ended(t));
+    h.advance(Duration::from_millis(50));
+    assert_eq!(h.player("a").abilities.health(), 85, "the next tick, 50 ms after release");
+    h.advance(Duration::from_secs(2));
+    assert_eq!(h.player("a").abilities.health(), 50, "the 7 ticks it had left, and no more");
+}
+
+// --- Item 7: refusals as documented ------------------------------------------------------------
+
+/// Issue 10, item 7: `PossessionAcknowledged` for another player's pawn is answered
+/// `Error { UnknownPawn }` (docs/protocol.md); for its own old pawn it is ignored.
+#[test]
+fn an_acknowledgement_of_another_players_pawn_is_refused_unknown_pawn() {
+    let mut h = Harness::booted();
+    let (a, b) = (h.placed("a"), h.placed("b"));
+    let bs = h.possessed(b).unwrap();
+    h.send(a, ClientMessage::PossessionAcknowledged { pawn_id: bs });
+    assert_eq!(errors(&h, a, ErrorCode::UnknownPawn), 1);
+    h.send(a, ClientMessage::PossessionAcknowledged { pawn_id: PawnId(999) });
+    assert_eq!(errors(&h, a, ErrorCode::UnknownPawn), 2);
+}
+
+/// Issue 10, item 7: the refusal rate limit is per player: a reconnect does not reset it.
+#[test]
+fn the_refusal_rate_limit_survives_a_reconnect() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    for _ in 0..5 {
+        h.send(a, ClientMessage::RestartRequest);
+    }
+    assert_eq!(errors(&h, a, ErrorCode::RestartRejected), 5);
+    h.disconnect(a);
+    let again = h.placed("a");
+    h.send(again, ClientMessage::RestartRequest);
+    assert_eq!(errors(&h, again, ErrorCode::RestartRejected), 0, "the 6th refusal in the window");
+    assert_eq!(errors(&h, again, ErrorCode::RateLimited), 1);
+}
+
+// --- Item 8: the guards, each pinned ---------------------------------------------------------
+
+/// Guard: spawns are not allowed in WaitingForClients (seed 001, The Spawn Window: only
+/// Completing is spawnable). A player who joins while the server waits for clients is spawned
+/// only in Completing, even once it reported ready itself.
+#[test]
+fn no_spawn_happens_in_waiting_for_clients() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    travel(&mut h, "forest");
+    h.stream_node("forest");
+    let late = h.login("late");
+    h.ready(late);
+    assert_eq!(phase(&h), "WaitingForClients");
+    assert!(h.possessed(late).is_none(), "no spawn while waiting for clients");
+    assert_eq!(h.game.counters().pawns_teleported, 0);
+    h.ready(a);
+    assert!(h.possessed(late).is_some(), "spawned once Completing began");
+}
+
+/// Guard: a load finishing in Completing pushes the settle deadline to a full timeout after it
+/// (seed 001: the settle timeout counts from the end of the last load). A joiner in the spawn
+/// window that never streams stays unplaced with nothing loading once the rooms are in.
+#[test]
+fn a_load_finishing_pushes_the_settle_deadline() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    let t = travel(&mut h, "crypt");
+    h.stream_node("crypt");
+    h.ready(a);
+    h.login("late");
+    let settle = rules().spawn_settle_timeout;
+    h.advance(settle - Duration::from_secs(1));
+    h.finish_stream("dungeon rooms");
+    h.advance(Duration::from_secs(2));
+    assert_eq!(h.game.transition_id(), Some(t), "the deadline moved to a timeout after the rooms");
+    assert_eq!(h.game.counters().settle_timeouts, 0);
+    h.advance(settle);
+    assert!(h.ended(t));
+    assert_eq!(h.game.counters().settle_timeouts, 1, "late never streamed");
+}
+
+/// Guard: a player's save load in flight extends the settle-hold like a streaming load does.
+#[test]
+fn a_save_load_in_flight_extends_the_settle_hold() {
+    let mut h = Harness::holding_loads(WORLD);
+    h.answer_session(LoadOutcome::NotFound);
+    h.stream_node("harbor");
+    let a = h.login("a");
+    h.answer_load("a", LoadOutcome::NotFound);
+    h.join_ready(a);
+    h.ack(a);
+    let t = travel(&mut h, "forest");
+    h.stream_node("forest");
+    // A player whose save is still loading when the spawn window opens: unplaced.
+    let late = h.login("late");
+    h.ready(late);
+    h.ready(a);
+    assert_eq!(phase(&h), "Completing");
+    h.advance(rules().spawn_settle_timeout);
+    assert_eq!(h.game.transition_id(), Some(t), "extended: a save is still loading");
+    assert_eq!(h.game.counters().settle_extensions, 1);
+    assert_eq!(h.game.counters().settle_timeouts, 0);
+}
+
+/// Guard: the request that moves a player who already has a pawn to the transition's node is a
+/// teleport (level transition), not an initial spawn.
+#[test]
+fn the_request_that_moves_an_existing_pawn_is_a_teleport() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    travel(&mut h, "forest");
+    let load = h.finish_stream("node forest");
+    h.ready(a);
+    let pending = h.game.snapshot().pending_spawns;
+    assert_eq!(pending.len(), 1, "waiting for the spawn points");
+    assert_eq!(pending[0].kind, SpawnKind::LevelTransition);
+    h.input(Input::SpawnPointsRegistered { load });
+    h.advance(rules().spawn_retry);
+    assert_eq!(h.game.counters().pawns_teleported, 1);
+}
+
+/// Guard: the discard before travel drops only initial spawns (seed 001, Stale-Node Discard);
+/// a respawn queued for the destination survives it.
+#[test]
+fn the_discard_before_travel_drops_only_initial_spawns() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    h.kill("a");
+    h.game.streaming.forget_spawn_points();
+    h.send(a, ClientMessage::RestartRequest);
+    let pending = h.game.snapshot().pending_spawns;
+    assert_eq!(pending.iter().map(|p| p.kind).collect::<Vec<_>>(), vec![SpawnKind::LateJoin]);
+    travel(&mut h, "harbor");
+    assert_eq!(h.game.counters().initial_spawns_discarded, 0);
+    assert_eq!(h.game.snapshot().pending_spawns.len(), 1, "the respawn request is kept");
+}
+
+/// Guard: an acknowledgement of a pawn the player no longer possesses does not count as its
+/// placement: the transition waits for the acknowledgement of the new pawn.
+#[test]
+fn an_acknowledgement_of_an_old_pawn_does_not_place_the_player() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    let old = h.possessed(a).unwrap();
+    h.kill("a");
+    h.send(a, ClientMessage::RestartRequest);
+    let new = h.possessed(a).unwrap();
+    assert_ne!(old, new);
+    h.send(a, ClientMessage::PossessionAcknowledged { pawn_id: old });
+    assert!(!h.player("a").is_placed(), "the old pawn's acknowledgement places nothing");
+    assert_eq!(errors(&h, a, ErrorCode::UnknownPawn), 0, "stale, not refused");
+    h.ack(a);
+    assert!(h.player("a").is_placed());
+}
+
+/// Guard: a ready report naming a superseded transition is stale: it neither counts for the
+/// transition in flight nor is refused.
+#[test]
+fn a_ready_report_for_a_superseded_transition_counts_for_nothing() {
+    let mut h = Harness::booted();
+    let (a, b) = (h.placed("a"), h.placed("b"));
+    let old = travel(&mut h, "forest");
+    travel(&mut h, "harbor");
+    h.stream_node("harbor");
+    h.send(a, ClientMessage::TransitionReady { transition_id: old });
+    h.ready(b);
+    assert_eq!(phase(&h), "WaitingForClients", "a's report named the superseded transition");
+    assert_eq!(errors(&h, a, ErrorCode::UnknownTransition), 0);
+    h.ready(a);
+    assert!(h.game.transition_id().is_none(), "both reported: it completes and ends");
+}
