@@ -5,6 +5,12 @@
 //! feed every decoded server message to the session, write what it wants sent, wake it at its
 //! deadline, until the run's duration is over; then `Leave`.
 //!
+//! A client that was welcomed once and then loses its connection as a real game client would
+//! survive it (the connection timed out or was reset because the network went away, or the
+//! server closed it with `ShuttingDown` for a restart) reconnects with the same player id,
+//! retrying while the server is unreachable, until the run ends; only a loss it never recovers
+//! from is an error.
+//!
 //! A session's game side (router, registry) is single-threaded by design, like a game thread,
 //! so sessions are not `Send`. The clients therefore run as local tasks on one dedicated thread
 //! with its own current-thread runtime; [`run_swarm_outcomes`] stays an ordinary `Send` future
@@ -36,6 +42,9 @@ const RELAUNCH_PAUSE: Duration = Duration::from_millis(200);
 
 /// No relaunch starts this close to the end of the run.
 const RELAUNCH_QUIET: Duration = Duration::from_secs(4);
+
+/// Pause between attempts to reach the server again after a lost connection.
+const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
 
 /// How a swarm runs.
 #[derive(Debug, Clone)]
@@ -223,6 +232,8 @@ pub async fn run_client(
     let mut rng = SmallRng::seed_from_u64(seed);
     // No relaunch in the last stretch of the run, so every client can settle before leaving.
     let relaunch_cutoff = until.checked_sub(RELAUNCH_QUIET).unwrap_or(until);
+    // The loss this client is reconnecting after, if any.
+    let mut lost: Option<String> = None;
     for life in 0u64.. {
         let relaunch_at = config.relaunch_every.and_then(|every| {
             let ms = u64::try_from(every.as_millis()).unwrap_or(u64::MAX).max(2);
@@ -237,6 +248,38 @@ pub async fn run_client(
         };
         let mut life_outcome =
             run_life(endpoint, client_config.clone(), config, index, session_config, end).await;
+        // Once welcomed, a client keeps trying while the server is unreachable (restarting, or
+        // the network cut) until the run ends.
+        if life_outcome.unreachable && outcome.connected {
+            if Instant::now() + RECONNECT_PAUSE < until {
+                tokio::time::sleep(RECONNECT_PAUSE).await;
+                continue;
+            }
+            if let Some(why) = lost.take() {
+                life_outcome.errors.push(format!("{why}; no reconnect before the end of the run"));
+            }
+        }
+        if let Some(why) = life_outcome.lost.take() {
+            if Instant::now() < until {
+                tracing::warn!(player = %player_id(index), reason = %why, "connection lost; reconnecting");
+                // As at a relaunch, the session ended at an arbitrary moment: its pending waits are
+                // counted only, and a death it was respawning from went with the connection.
+                life_outcome.stats.gates.set_aside_pending_waits();
+                if life_outcome.dead_at_end {
+                    life_outcome.stats.deaths = life_outcome.stats.deaths.saturating_sub(1);
+                }
+                outcome.connected |= life_outcome.connected;
+                outcome.stats.absorb(life_outcome.stats);
+                outcome.errors.extend(life_outcome.errors);
+                lost = Some(why);
+                tokio::time::sleep(RELAUNCH_PAUSE).await;
+                continue;
+            }
+            life_outcome.errors.push(why);
+        }
+        if life_outcome.connected {
+            lost = None;
+        }
         if !life_outcome.failed && matches!(end, LifeEnd::Relaunch(_)) {
             // A relaunch ends the session at an arbitrary moment, mid-travel as often as not:
             // its pending waits are counted, and only the final session's are listed.
@@ -273,6 +316,12 @@ struct Life {
     failed: bool,
     stats: SessionStats,
     errors: Vec<String>,
+    /// No connection could be made: connecting failed or timed out.
+    unreachable: bool,
+    /// The connection was lost in a way a game client recovers from (see [`is_recoverable`]).
+    lost: Option<String>,
+    /// Whether the player was dead or respawning when the connection ended.
+    dead_at_end: bool,
 }
 
 async fn run_life(
@@ -290,6 +339,9 @@ async fn run_life(
         failed: true,
         stats: SessionStats::default(),
         errors: Vec::new(),
+        unreachable: false,
+        lost: None,
+        dead_at_end: false,
     };
     let mut session = ClientSession::new(session_config);
     let connected = tokio::time::timeout(config.connect_timeout, async {
@@ -306,10 +358,12 @@ async fn run_life(
         Ok(Ok(parts)) => parts,
         Ok(Err(e)) => {
             life.errors.push(format!("connect failed: {e}"));
+            life.unreachable = true;
             return life;
         }
         Err(_) => {
             life.errors.push("connect timed out".into());
+            life.unreachable = true;
             return life;
         }
     };
@@ -374,10 +428,15 @@ async fn run_life(
     life.connected = session.player().is_some();
     life.placed = session.is_placed();
     life.own_pawns = session.player().map_or(0, |me| session.pawns_owned_by(me));
+    life.dead_at_end = session.is_dead_or_respawning();
     if closed_by_server {
         // Let the close frame arrive before reading why.
         let _ = tokio::time::timeout(LEAVE_TIMEOUT, connection.closed()).await;
-        life.errors.push(describe_close(&connection));
+        let why = describe_close(&connection);
+        match is_recoverable(&connection) {
+            true => life.lost = Some(why),
+            false => life.errors.push(why),
+        }
     } else if settle {
         let _ = write(&mut send, &ClientMessage::Leave, config.max_frame_len).await;
         let _ = send.finish();
@@ -407,6 +466,18 @@ async fn write(
 ) -> Result<(), ()> {
     let frame = gatehouse_protocol::encode_frame(message, max).map_err(|_| ())?;
     send.write_all(&frame).await.map_err(|_| ())
+}
+
+/// Whether a closed connection is one a game client reconnects after: it timed out or was reset
+/// (the network went away, the server was killed) or the server is shutting down (a restart).
+fn is_recoverable(connection: &quinn::Connection) -> bool {
+    match connection.close_reason() {
+        Some(quinn::ConnectionError::TimedOut | quinn::ConnectionError::Reset) => true,
+        Some(quinn::ConnectionError::ApplicationClosed(close)) => {
+            CloseCode::from_code(close.error_code.into_inner()) == Some(CloseCode::ShuttingDown)
+        }
+        _ => false,
+    }
 }
 
 fn describe_close(connection: &quinn::Connection) -> String {
