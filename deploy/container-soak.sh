@@ -130,15 +130,17 @@ q() { state | jq -r "$1" 2>/dev/null || true; }
 # Players of the swarm whose first index is $lo: sim-0000.. for a, sim-0100.. for b, and so on.
 swarm_jq='def swarm($lo): [.players[] | select((.player | ltrimstr("sim-") | tonumber) as $i
     | $i >= $lo and $i < $lo + 100)];'
-placed() { q "$swarm_jq [swarm($1)[] | select(.placed)] | length"; }
 present() { q "$swarm_jq swarm($1) | length"; }
-# all_placed LO...: every client of each of these swarms is logged in and placed.
+# all_placed LO...: every client of each of these swarms is logged in and placed (one state).
 all_placed() {
-    local lo
-    for lo in "$@"; do [ "$(placed "$lo")" = "$clients" ] || return 1; done
+    local s lo
+    s=$(state) || return 1
+    for lo in "$@"; do
+        [ "$(jq -r "$swarm_jq [swarm($lo)[] | select(.placed)] | length" <<<"$s" 2>/dev/null)" = "$clients" ] ||
+            return 1
+    done
 }
 gone() { [ "$(present "$1")" = 0 ]; }
-phase_is() { [ "$(q .phase)" = "$1" ]; }
 in_transition() {
     local p
     p=$(q .phase)
