@@ -5,6 +5,12 @@
 //! feed every decoded server message to the session, write what it wants sent, wake it at its
 //! deadline, until the run's duration is over; then `Leave`.
 //!
+//! A client that was welcomed once and then loses its connection as a real game client would
+//! survive it (the connection timed out or was reset because the network went away, or the
+//! server closed it with `ShuttingDown` for a restart) reconnects with the same player id,
+//! retrying while the server is unreachable, until the run ends; only a loss it never recovers
+//! from is an error.
+//!
 //! A session's game side (router, registry) is single-threaded by design, like a game thread,
 //! so sessions are not `Send`. The clients therefore run as local tasks on one dedicated thread
 //! with its own current-thread runtime; [`run_swarm_outcomes`] stays an ordinary `Send` future
@@ -37,6 +43,9 @@ const RELAUNCH_PAUSE: Duration = Duration::from_millis(200);
 
 /// No relaunch starts this close to the end of the run.
 const RELAUNCH_QUIET: Duration = Duration::from_secs(4);
+
+/// Pause between attempts to reach the server again after a lost connection.
+const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
 
 /// How a swarm runs.
 #[derive(Debug, Clone)]
@@ -226,6 +235,8 @@ pub async fn run_client(
     // Whether the previous life ended dead: the server keeps the player state, so the next one
     // starts dead too, and that death was already counted.
     let mut dead = false;
+    // The loss this client is reconnecting after, if any.
+    let mut lost: Option<String> = None;
     for life in 0u64.. {
         let relaunch_at = config.relaunch_every.and_then(|every| {
             let ms = u64::try_from(every.as_millis()).unwrap_or(u64::MAX).max(2);
@@ -242,6 +253,36 @@ pub async fn run_client(
             run_life(endpoint, client_config.clone(), config, index, session_config, end, dead)
                 .await;
         dead = life_outcome.ended_dead;
+        // Once welcomed, a client keeps trying while the server is unreachable (restarting, or
+        // the network cut) until the run ends.
+        if life_outcome.unreachable && outcome.connected {
+            if Instant::now() + RECONNECT_PAUSE < until {
+                tokio::time::sleep(RECONNECT_PAUSE).await;
+                continue;
+            }
+            if let Some(why) = lost.take() {
+                life_outcome.errors.push(format!("{why}; no reconnect before the end of the run"));
+            }
+        }
+        if let Some(why) = life_outcome.lost.take() {
+            if Instant::now() < until {
+                tracing::warn!(player = %player_id(index), reason = %why, "connection lost; reconnecting");
+                // As at a relaunch, the session ended at an arbitrary moment: its pending waits are
+                // counted only. A death it was respawning from stays with the player state the
+                // server keeps, so the next life continues it (`dead`).
+                life_outcome.stats.gates.set_aside_pending_waits();
+                outcome.connected |= life_outcome.connected;
+                outcome.stats.absorb(life_outcome.stats);
+                outcome.errors.extend(life_outcome.errors);
+                lost = Some(why);
+                tokio::time::sleep(RELAUNCH_PAUSE).await;
+                continue;
+            }
+            life_outcome.errors.push(why);
+        }
+        if life_outcome.connected {
+            lost = None;
+        }
         if !life_outcome.failed && matches!(end, LifeEnd::Relaunch(_)) {
             // A relaunch ends the session at an arbitrary moment, mid-travel as often as not:
             // its pending waits are counted, and only the final session's are listed.
@@ -280,6 +321,10 @@ struct Life {
     ended_dead: bool,
     stats: SessionStats,
     errors: Vec<String>,
+    /// No connection could be made: connecting failed or timed out.
+    unreachable: bool,
+    /// The connection was lost in a way a game client recovers from (see [`is_recoverable`]).
+    lost: Option<String>,
 }
 
 async fn run_life(
@@ -299,6 +344,8 @@ async fn run_life(
         ended_dead: dead,
         stats: SessionStats::default(),
         errors: Vec::new(),
+        unreachable: false,
+        lost: None,
     };
     let mut session = ClientSession::new(session_config);
     session.continue_dead(dead);
@@ -316,10 +363,12 @@ async fn run_life(
         Ok(Ok(parts)) => parts,
         Ok(Err(e)) => {
             life.errors.push(format!("connect failed: {e}"));
+            life.unreachable = true;
             return life;
         }
         Err(_) => {
             life.errors.push("connect timed out".into());
+            life.unreachable = true;
             return life;
         }
     };
@@ -387,7 +436,11 @@ async fn run_life(
     if closed_by_server {
         // Let the close frame arrive before reading why.
         let _ = tokio::time::timeout(LEAVE_TIMEOUT, connection.closed()).await;
-        life.errors.push(describe_close(&connection));
+        let why = describe_close(&connection);
+        match is_recoverable(&connection) {
+            true => life.lost = Some(why),
+            false => life.errors.push(why),
+        }
     } else if settle {
         let _ = write(&mut send, &ClientMessage::Leave, config.max_frame_len).await;
         let _ = send.finish();
@@ -418,6 +471,18 @@ async fn write(
 ) -> Result<(), ()> {
     let frame = gatehouse_protocol::encode_frame(message, max).map_err(|_| ())?;
     send.write_all(&frame).await.map_err(|_| ())
+}
+
+/// Whether a closed connection is one a game client reconnects after: it timed out or was reset
+/// (the network went away, the server was killed) or the server is shutting down (a restart).
+fn is_recoverable(connection: &quinn::Connection) -> bool {
+    match connection.close_reason() {
+        Some(quinn::ConnectionError::TimedOut | quinn::ConnectionError::Reset) => true,
+        Some(quinn::ConnectionError::ApplicationClosed(close)) => {
+            CloseCode::from_code(close.error_code.into_inner()) == Some(CloseCode::ShuttingDown)
+        }
+        _ => false,
+    }
 }
 
 fn describe_close(connection: &quinn::Connection) -> String {

@@ -85,7 +85,7 @@ pub struct Server {
     store_handle: StoreHandle,
     store_task: tokio::task::JoinHandle<()>,
     store_drain: Duration,
-    admin: Option<tokio::net::TcpListener>,
+    admin: Option<admin::AdminListener>,
     nodes: BTreeSet<NodeId>,
 }
 
@@ -107,7 +107,7 @@ impl Server {
         let socket = net::bind_socket(network.bind, network.udp_buffer_bytes)?;
         let admin = match config.admin.enabled {
             true => Some(
-                admin::bind(config.admin.bind)
+                admin::bind(&config.admin)
                     .await
                     .map_err(|source| ServerError::Admin { addr: config.admin.bind, source })?,
             ),

@@ -1,15 +1,19 @@
 //! `gatehouse-server`: parse the CLI, load the config, install tracing, run the server until
 //! SIGTERM or Ctrl-C, exit 0. `gatehouse-server saves list|show PLAYER` prints what the player
-//! store holds instead.
+//! store holds instead; `gatehouse-server probe [PATH]` asks the admin endpoint of a running
+//! server and exits 0 or 1 (a container health check that needs no shell or curl).
 
 #![forbid(unsafe_code)]
 
-use std::net::SocketAddr;
+use std::io::{Read as _, Write as _};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use clap::{Parser, Subcommand};
 use gatehouse_server::Server;
+use gatehouse_server::admin::AdminToken;
 use gatehouse_server::config::{LogFormat, ServerConfig, WorldMap};
 use gatehouse_server::store::{PlayerSave, Preset, SessionSave, Store, StoreUrl};
 use tokio_util::sync::CancellationToken;
@@ -19,6 +23,8 @@ const ENVIRONMENT: &str = "\
 Environment:
   GATEHOUSE_TOKEN_KEY   session-token (HS256) key; overrides auth.token_key
   GATEHOUSE_STORE_URL   player store, sqlite:PATH or postgres://...; overrides [store] url
+  GATEHOUSE_ADMIN_TOKEN bearer token POST /travel requires; overrides admin.token (required
+                        when the admin endpoint binds beyond loopback)
   GATEHOUSE_CONFIG, GATEHOUSE_BIND, GATEHOUSE_DATA_DIR, GATEHOUSE_LOG_FORMAT, GATEHOUSE_WORLD,
   GATEHOUSE_ADMIN_BIND  the flags above
   RUST_LOG              log filter, e.g. info or gatehouse_server=debug (default info)
@@ -55,8 +61,9 @@ struct Cli {
     #[arg(long, env = "GATEHOUSE_WORLD", value_name = "FILE")]
     world: Option<PathBuf>,
     /// TCP address of the admin HTTP endpoint (health, state, metrics, travel), e.g.
-    /// 127.0.0.1:7778; `off` disables it. Overrides `admin.bind` / `admin.enabled`.
-    #[arg(long, env = "GATEHOUSE_ADMIN_BIND", value_name = "ADDR|off")]
+    /// 127.0.0.1:7778; `off` disables it. Overrides `admin.bind` / `admin.enabled`. Beyond
+    /// loopback it needs an admin token (GATEHOUSE_ADMIN_TOKEN or `admin.token`).
+    #[arg(long, env = "GATEHOUSE_ADMIN_BIND", value_name = "ADDR|off", global = true)]
     admin_bind: Option<String>,
     /// Without a command: run the server.
     #[command(subcommand)]
@@ -71,6 +78,18 @@ enum Command {
         /// What to print.
         #[command(subcommand)]
         action: SavesCommand,
+    },
+    /// Ask the admin endpoint of a running server (at `admin.bind`, or `--admin-bind`; a
+    /// wildcard address is asked on loopback) for PATH and print the answer's body. Exits 0 on
+    /// `200`, 1 otherwise: a Docker HEALTHCHECK that needs no shell.
+    Probe {
+        /// The read-only route to ask: /health, /state (JSON) or /metrics.
+        #[arg(default_value = "/health", value_name = "PATH")]
+        path: String,
+        /// Give up after this many milliseconds (connecting and reading together), 1 to 600000.
+        #[arg(long, default_value_t = 2000, value_name = "MS",
+              value_parser = clap::value_parser!(u64).range(1..=600_000))]
+        timeout_ms: u64,
     },
 }
 
@@ -113,10 +132,21 @@ fn describe(e: &anyhow::Error) -> String {
 fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
     let config = load_config(&cli)?;
-    if let Some(Command::Saves { action }) = &cli.command {
-        install_tracing(config.log_format, "warn");
-        return saves(&config, action);
+    match &cli.command {
+        Some(Command::Saves { action }) => {
+            install_tracing(config.log_format, "warn");
+            return saves(&config, action);
+        }
+        Some(Command::Probe { path, timeout_ms }) => {
+            return probe(&config, path, Duration::from_millis(*timeout_ms));
+        }
+        None => {}
     }
+    // Before anything binds: an endpoint other hosts can reach must not move players for
+    // whoever asks.
+    config.admin.check_exposure().map_err(|why| {
+        anyhow::anyhow!("invalid {}: key `admin.token`: {why}", cli.config.display())
+    })?;
     install_tracing(config.log_format, "info");
     let world = WorldMap::load(&config.game.world)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -158,6 +188,12 @@ fn load_config(cli: &Cli) -> anyhow::Result<ServerConfig> {
     }
     if let Ok(key) = std::env::var("GATEHOUSE_TOKEN_KEY") {
         config.auth.token_key = key;
+    }
+    if let Ok(token) = std::env::var("GATEHOUSE_ADMIN_TOKEN") {
+        config.admin.token = Some(
+            AdminToken::parse(&token)
+                .map_err(|why| anyhow::anyhow!("GATEHOUSE_ADMIN_TOKEN: the admin token {why}"))?,
+        );
     }
     if let Ok(url) = std::env::var("GATEHOUSE_STORE_URL") {
         config.store.url = StoreUrl::parse(&url).context("GATEHOUSE_STORE_URL")?;
@@ -205,9 +241,101 @@ fn saves(config: &ServerConfig, action: &SavesCommand) -> anyhow::Result<()> {
     print_stdout(&text)
 }
 
+/// `probe [PATH]`: one HTTP/1.1 GET to the admin endpoint; prints the body, fails unless `200`.
+fn probe(config: &ServerConfig, path: &str, timeout: Duration) -> anyhow::Result<()> {
+    if !config.admin.enabled {
+        anyhow::bail!(
+            "probe: the admin endpoint is off (admin.enabled = false or --admin-bind off)"
+        );
+    }
+    // The request line is ours to write: a path must not smuggle in another header.
+    if !path.starts_with('/') || !path.bytes().all(|b| b.is_ascii_graphic()) {
+        anyhow::bail!("probe: expected a path such as /health or /state, found {path:?}");
+    }
+    let addr = probe_addr(config.admin.bind);
+    let (status, body) = http_get(addr, path, timeout)
+        .with_context(|| format!("probe: no answer from the admin endpoint at {addr}"))?;
+    print_stdout(&body)?;
+    if status != 200 {
+        anyhow::bail!("probe: {addr}{path} answered {status}");
+    }
+    Ok(())
+}
+
+/// Where to reach an endpoint bound at `bind`: a wildcard address is reached on loopback.
+fn probe_addr(bind: SocketAddr) -> SocketAddr {
+    let ip = match bind.ip() {
+        IpAddr::V4(ip) if ip.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+        IpAddr::V6(ip) if ip.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+        ip => ip,
+    };
+    SocketAddr::new(ip, bind.port())
+}
+
+/// The largest answer `probe` reads, bytes: far above any `/state`, and a bound on a peer that
+/// never stops talking.
+const PROBE_MAX_BYTES: u64 = 16 << 20;
+
+/// `GET path` over a plain TCP connection, all within `timeout`: the status code and the body.
+fn http_get(addr: SocketAddr, path: &str, timeout: Duration) -> anyhow::Result<(u16, String)> {
+    let deadline = Instant::now() + timeout;
+    let left = || deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, timeout)?;
+    stream.set_write_timeout(Some(left()))?;
+    write!(stream, "GET {path} HTTP/1.1\r\nHost: gatehouse\r\nConnection: close\r\n\r\n")?;
+    let mut raw = Vec::new();
+    let mut chunk = [0u8; 16 * 1024];
+    let mut limited = stream.take(PROBE_MAX_BYTES);
+    loop {
+        if Instant::now() >= deadline {
+            anyhow::bail!("timed out after {timeout:?}");
+        }
+        limited.get_ref().set_read_timeout(Some(left()))?;
+        match limited.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => raw.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    parse_response(&raw)
+}
+
+/// Splits an HTTP/1.1 response into its status code and body (de-chunked if need be).
+fn parse_response(raw: &[u8]) -> anyhow::Result<(u16, String)> {
+    let text = String::from_utf8_lossy(raw);
+    let (head, body) = text.split_once("\r\n\r\n").context("an incomplete HTTP response")?;
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .context("an HTTP response without a status code")?;
+    let chunked = head.lines().any(|line| {
+        let line = line.to_ascii_lowercase();
+        line.starts_with("transfer-encoding:") && line.contains("chunked")
+    });
+    let body = if chunked { dechunk(body)? } else { body.to_owned() };
+    Ok((status, body))
+}
+
+/// The body of a `Transfer-Encoding: chunked` response.
+fn dechunk(mut rest: &str) -> anyhow::Result<String> {
+    let mut body = String::new();
+    loop {
+        let (size, after) = rest.split_once("\r\n").context("a truncated chunked body")?;
+        let size = usize::from_str_radix(size.split(';').next().unwrap_or("").trim(), 16)
+            .context("a bad chunk size")?;
+        if size == 0 {
+            return Ok(body);
+        }
+        let chunk = after.get(..size).context("a truncated chunk")?;
+        body.push_str(chunk);
+        rest = after.get(size..).unwrap_or("").trim_start_matches("\r\n");
+    }
+}
+
 /// Writes to stdout; a closed pipe (`saves list | head`) is not an error.
 fn print_stdout(text: &str) -> anyhow::Result<()> {
-    use std::io::Write as _;
     match std::io::stdout().lock().write_all(text.as_bytes()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
             Err(e).context("cannot write to stdout")
@@ -401,6 +529,38 @@ mod tests {
         assert!(lines[3].starts_with("p2        (none)  read-only preset Scout"), "{text}");
         assert_eq!(lines[4], "2 players");
         assert_eq!(lines[5], "session main: node harbor, version 4");
+    }
+
+    #[test]
+    fn a_probe_of_a_wildcard_bind_asks_loopback() {
+        let probe = |s: &str| probe_addr(s.parse().unwrap()).to_string();
+        assert_eq!(probe("0.0.0.0:7778"), "127.0.0.1:7778");
+        assert_eq!(probe("[::]:7778"), "[::1]:7778");
+        assert_eq!(probe("10.1.2.3:7778"), "10.1.2.3:7778");
+    }
+
+    #[test]
+    fn a_probe_reads_plain_and_chunked_answers() {
+        let plain = b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\n\r\nok\n";
+        assert_eq!(parse_response(plain).unwrap(), (200, "ok\n".to_owned()));
+        let chunked =
+            b"HTTP/1.1 503 Service Unavailable\r\nTransfer-Encoding: chunked\r\n\r\n4\r\ngame\r\n9\r\n stopped\n\r\n0\r\n\r\n";
+        assert_eq!(parse_response(chunked).unwrap(), (503, "game stopped\n".to_owned()));
+        assert!(parse_response(b"HTTP/1.1 200 OK\r\n").is_err(), "an incomplete head");
+    }
+
+    #[test]
+    fn probe_takes_the_admin_address_after_it() {
+        let cli = Cli::try_parse_from([
+            "gatehouse-server",
+            "probe",
+            "/state",
+            "--admin-bind",
+            "127.0.0.1:9",
+        ])
+        .unwrap();
+        assert_eq!(cli.admin_bind.as_deref(), Some("127.0.0.1:9"));
+        assert!(matches!(cli.command, Some(Command::Probe { ref path, .. }) if path == "/state"));
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{ConfigError, beside, millis, parse_toml};
+use crate::admin::AdminToken;
 use crate::store::StoreUrl;
 
 pub use gatehouse_protocol::token::DEV_TOKEN_KEY;
@@ -54,11 +55,41 @@ pub struct AdminConfig {
     pub enabled: bool,
     /// `bind`: TCP address; loopback by default, since it can start travels.
     pub bind: SocketAddr,
+    /// `token`: the bearer token `POST /travel` requires (overridden by
+    /// `GATEHOUSE_ADMIN_TOKEN`). Required whenever `bind` is beyond loopback; optional on
+    /// loopback, where it is enforced once set. The read-only routes never need it.
+    pub token: Option<AdminToken>,
 }
 
 impl Default for AdminConfig {
     fn default() -> Self {
-        Self { enabled: true, bind: SocketAddr::from(([127, 0, 0, 1], 7778)) }
+        Self { enabled: true, bind: SocketAddr::from(([127, 0, 0, 1], 7778)), token: None }
+    }
+}
+
+impl AdminConfig {
+    /// Whether the endpoint is served on an address other hosts or containers can reach
+    /// (anything but a loopback address, `0.0.0.0` and `::` included).
+    pub fn is_exposed(&self) -> bool {
+        self.enabled && !self.bind.ip().is_loopback()
+    }
+
+    /// Checks that an exposed endpoint has a token: the server refuses to start otherwise.
+    /// Run once every override is applied, since the token usually comes from the environment.
+    ///
+    /// # Errors
+    /// What is missing, naming `admin.token` and `GATEHOUSE_ADMIN_TOKEN`.
+    pub fn check_exposure(&self) -> Result<(), String> {
+        if self.is_exposed() && self.token.is_none() {
+            return Err(format!(
+                "the admin endpoint binds beyond loopback ({}), so POST /travel needs a bearer \
+                 token: set admin.token in the config file or GATEHOUSE_ADMIN_TOKEN in the \
+                 environment (at least {} characters), or bind admin.bind to 127.0.0.1",
+                self.bind,
+                AdminToken::MIN_LEN
+            ));
+        }
+        Ok(())
     }
 }
 
@@ -368,6 +399,9 @@ impl ServerConfig {
                 "tls.certificate and tls.private_key go together: give both or neither".into(),
             ));
         }
+        if let Some(token) = &self.admin.token {
+            token.check().map_err(|why| invalid("admin.token", why))?;
+        }
         if self.auth.token_key.len() < 16 {
             return Err(invalid("auth.token_key", "must be at least 16 bytes long".into()));
         }
@@ -532,6 +566,34 @@ mod tests {
                 "{text}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn an_admin_endpoint_beyond_loopback_needs_a_token() {
+        let exposed = parse("[admin]\nbind = \"0.0.0.0:7778\"\n").unwrap().admin;
+        assert!(exposed.is_exposed());
+        let why = exposed.check_exposure().unwrap_err();
+        assert!(why.contains("admin.token") && why.contains("GATEHOUSE_ADMIN_TOKEN"), "{why}");
+        let with_token =
+            parse("[admin]\nbind = \"0.0.0.0:7778\"\ntoken = \"0123456789abcdef-soak\"\n").unwrap();
+        assert_eq!(with_token.admin.check_exposure(), Ok(()));
+        let loopback = parse("").unwrap().admin;
+        assert!(!loopback.is_exposed() && loopback.check_exposure().is_ok());
+        let off = parse("[admin]\nenabled = false\nbind = \"0.0.0.0:7778\"\n").unwrap().admin;
+        assert!(off.check_exposure().is_ok(), "a disabled endpoint exposes nothing");
+    }
+
+    #[test]
+    fn a_short_admin_token_is_refused_naming_its_key_without_quoting_it() {
+        let err = parse("[admin]\ntoken = \"hunter2\"\n").unwrap_err().to_string();
+        assert!(err.contains("admin.token") && err.contains("at least 16"), "{err}");
+        assert!(!err.contains("hunter2"), "{err}");
+    }
+
+    #[test]
+    fn the_debug_output_never_shows_the_admin_token() {
+        let c = parse("[admin]\ntoken = \"admin-secret-token-1234\"\n").unwrap();
+        assert!(!format!("{c:?}").contains("admin-secret"));
     }
 
     #[test]

@@ -1,0 +1,369 @@
+#!/usr/bin/env bash
+# The soak in real containers: the server and three swarms of simulated clients (a, b, c) on a
+# private Docker network (deploy/compose.yaml), with kills, cut-offs and restarts. Fails unless
+# all of this holds:
+#   kill     `docker kill` of swarm a while the server waits for clients: the transition is
+#            released within the idle timeout (4 s, deploy/container.toml; 2 s of margin) and
+#            the other swarms are placed; a's players are dropped; a, started again, is placed;
+#   cut      `docker network disconnect` of swarm b mid-transition, connected again 5 s later:
+#            every one of b's players logs in again (a reconnect) and is placed;
+#   restart  `docker restart` of the server: the old process drained (no save left) and exited
+#            0, the session save restores the world's node, every player logs in again (the
+#            swarms reconnect) and is placed, no save or load fails;
+#   reports  every swarm's report is clean (gatehouse-sim --check);
+#   drain    `docker stop` of the server with a fresh swarm's players connected: it saves every
+#            one of them and exits 0, and the saves are there afterwards (`saves list` in a
+#            container on the same volume), every earlier player's save newer than before the
+#            restart.
+# It prints each step's timing and the server's memory at the start and the end (docker stats).
+# Everything it creates (containers, network, volume) is removed at the end, pass or fail.
+#
+#   deploy/container-soak.sh                    # builds the images; 3 swarms x 12 clients, 100 s
+#   CLIENTS=6 DURATION=70s deploy/container-soak.sh
+#   SKIP_BUILD=1 deploy/container-soak.sh       # the images exist already (deploy/images.sh)
+#   SOAK_LOGS=DIR deploy/container-soak.sh      # keep every container's log in DIR
+#
+# Needs Docker and Compose (`docker compose`, else `docker-compose`), jq, and no registry.
+# Nothing is published on the host: the server is observed through its admin endpoint
+# (`docker exec SERVER gatehouse-server probe /state`) and its JSON log (`docker logs`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+clients=${CLIENTS:-12}
+duration=${DURATION:-100s}
+tag=${TAG:-dev}
+cut_s=5
+idle_s=4 # network.idle_timeout_ms in deploy/container.toml
+margin_s=2
+
+dur_s=${duration%s}
+if ! [[ $dur_s =~ ^[0-9]+$ ]] || ((dur_s < 60)); then
+    echo "error: DURATION: expected whole seconds, at least 60s (the churn takes about 45 s), found $duration" >&2
+    exit 2
+fi
+if ! [[ $clients =~ ^[0-9]+$ ]] || ((clients < 1 || clients > 99)); then
+    echo "error: CLIENTS: expected 1 to 99 clients per swarm, found $clients" >&2
+    exit 2
+fi
+if docker compose version >/dev/null 2>&1; then
+    compose=(docker compose)
+elif command -v docker-compose >/dev/null 2>&1; then
+    compose=(docker-compose)
+else
+    echo "error: neither \`docker compose\` nor \`docker-compose\` is installed" >&2
+    exit 2
+fi
+command -v jq >/dev/null || { echo "error: jq is needed to read the server's state" >&2; exit 2; }
+
+project=gatehouse-soak-$$
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/gatehouse-container-soak.XXXXXX")
+# Fresh secrets per run, through the environment only (printable, no spaces).
+GATEHOUSE_ADMIN_TOKEN=$(head -c 24 /dev/urandom | base64 | tr -d '/+=')
+GATEHOUSE_TOKEN_KEY=$(head -c 32 /dev/urandom | base64 | tr -d '/+=')
+export GATEHOUSE_ADMIN_TOKEN GATEHOUSE_TOKEN_KEY
+export IMAGE_TAG=$tag SIM_CLIENTS=$clients SIM_DURATION=${dur_s}s
+
+dc() { "${compose[@]}" -p "$project" -f deploy/compose.yaml --profile drain "$@"; }
+
+summary=()
+server=
+
+cleanup() {
+    local rc=$?
+    set +e
+    if ((rc != 0)); then
+        echo
+        echo "== the last log lines of each container"
+        for c in $(dc ps -q 2>/dev/null); do
+            echo "-- $(docker inspect -f '{{.Name}}' "$c" 2>/dev/null)"
+            docker logs --tail 12 "$c" 2>&1 | cut -c1-400
+        done
+    fi
+    if [ -n "${SOAK_LOGS:-}" ]; then
+        mkdir -p "$SOAK_LOGS"
+        for c in $(dc ps -q 2>/dev/null); do
+            docker logs "$c" >"$SOAK_LOGS/$(docker inspect -f '{{.Name}}' "$c" | tr -d /).log" 2>&1
+        done
+        echo "container logs kept in $SOAK_LOGS"
+    fi
+    docker rm -f "$project-saves" >/dev/null 2>&1
+    dc down -v --remove-orphans -t 5 >"$tmp/down.log" 2>&1 || cat "$tmp/down.log"
+    rm -rf "$tmp"
+    if ((rc == 0)); then echo "container soak: passed"; else echo "container soak: FAILED"; fi
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+now_ms() { date +%s%3N; }
+stamp() { date -u +%Y-%m-%dT%H:%M:%S.%NZ; }
+# since T: seconds (one decimal) from now_ms T to now
+since() { awk -v ms=$(($(now_ms) - $1)) 'BEGIN { printf "%.1f", ms / 1000 }'; }
+fail() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+step() {
+    echo
+    echo "== $*"
+}
+# note WHAT VALUE: one result line, also kept for the summary
+note() {
+    printf '   %-52s %s\n' "$1" "$2"
+    summary+=("$(printf '%-60s %s' "$1" "$2")")
+}
+
+# wait_until SECONDS WHAT COMMAND...: polls COMMAND until it succeeds; fails after SECONDS.
+wait_until() {
+    local limit=$1 what=$2
+    shift 2
+    local end=$(($(now_ms) + limit * 1000))
+    until "$@"; do
+        (($(now_ms) < end)) || fail "$what: not within $limit s"
+        sleep 0.2
+    done
+}
+
+# The server's state (GET /state on its admin endpoint), or nothing if it does not answer.
+state() { docker exec "$server" /usr/local/bin/gatehouse-server probe /state 2>/dev/null; }
+# q EXPR: jq EXPR over the state; empty if the server does not answer.
+q() { state | jq -r "$1" 2>/dev/null || true; }
+# Players of the swarm whose first index is $lo: sim-0000.. for a, sim-0100.. for b, and so on.
+swarm_jq='def swarm($lo): [.players[] | select((.player | ltrimstr("sim-") | tonumber) as $i
+    | $i >= $lo and $i < $lo + 100)];'
+present() { q "$swarm_jq swarm($1) | length"; }
+# all_placed LO...: every client of each of these swarms is logged in and placed (one state).
+all_placed() {
+    local s lo
+    s=$(state) || return 1
+    for lo in "$@"; do
+        [ "$(jq -r "$swarm_jq [swarm($lo)[] | select(.placed)] | length" <<<"$s" 2>/dev/null)" = "$clients" ] ||
+            return 1
+    done
+}
+gone() { [ "$(present "$1")" = 0 ]; }
+in_transition() {
+    local p
+    p=$(q .phase)
+    [ -n "$p" ] && [ "$p" != None ]
+}
+healthy() { docker exec "$server" /usr/local/bin/gatehouse-server probe >/dev/null 2>&1; }
+health_status() { [ "$(docker inspect -f '{{.State.Health.Status}}' "$server")" = healthy ]; }
+mem() { docker stats --no-stream --format '{{.MemUsage}}' "$server" | cut -d/ -f1 | tr -d ' '; }
+
+# server_log SINCE JQ: jq JQ over each of the server's JSON log lines since SINCE.
+server_log() { docker logs --since "$1" "$server" 2>&1 | jq -R -r "fromjson? | $2"; }
+# log_after SINCE JQ: seconds from SINCE to the first server log line since SINCE that JQ
+# selects (by the line's own timestamp), or "none".
+log_after() {
+    local at
+    at=$(server_log "$1" "select($2) | .timestamp" | sed -n 1p)
+    [ -n "$at" ] || { echo none; return; }
+    awk -v ms=$(($(date -d "$at" +%s%3N) - $(date -d "$1" +%s%3N))) 'BEGIN { printf "%.1f", ms / 1000 }'
+}
+# dropped_after SINCE LO: seconds from SINCE until the server had dropped every player of swarm
+# LO (the latest of each player's first "player left" since SINCE), or "none".
+dropped_after() {
+    local at
+    at=$(server_log "$1" "select(.fields.message == \"player left\" and ($(in_swarm_jq "$2"))) | \"\(.fields.player) \(.timestamp)\"" |
+        awk '!seen[$1]++ { print $2 }' | sort | sed -n '$p')
+    [ -n "$at" ] || { echo none; return; }
+    awk -v ms=$(($(date -d "$at" +%s%3N) - $(date -d "$1" +%s%3N))) 'BEGIN { printf "%.1f", ms / 1000 }'
+}
+in_swarm_jq() { echo "(.fields.player // \"\" | ltrimstr(\"sim-\") | tonumber? // -1) as \$i | \$i >= $1 and \$i < $1 + 100"; }
+# logins_since SINCE LO: distinct players of swarm LO that logged in since SINCE.
+logins_since() {
+    server_log "$1" "select(.fields.message == \"player logged in\") | .fields.player" |
+        awk -v lo="$2" '{ i = substr($0, 5) + 0 } i >= lo && i < lo + 100' | sort -u | wc -l
+}
+# swarm_back SINCE LO...: every client of each swarm logged in again since SINCE, and is placed.
+swarm_back() {
+    local at=$1 lo
+    shift
+    for lo in "$@"; do [ "$(logins_since "$at" "$lo")" = "$clients" ] || return 1; done
+    all_placed "$@"
+}
+# lost_since CONTAINER SINCE: distinct clients of a swarm that reported a lost connection.
+lost_since() {
+    docker logs --since "$2" "$1" 2>&1 | grep 'connection lost; reconnecting' |
+        grep -o 'player=sim-[0-9]*' | sort -u | wc -l
+}
+saves_list() {
+    docker run --rm --name "$project-saves" --network none -v "$volume:/var/lib/gatehouse" \
+        "gatehouse-server:$tag" saves list
+}
+# versions: "PLAYER VERSION" for every player row of `saves list` on stdin.
+versions() { awk '/^sim-/ { print $1, $NF }' | sort; }
+# The route of config/soak-world.toml: where a travel from node $1 goes.
+next_node() {
+    case $1 in marsh) echo crypt ;; crypt) echo harbor ;; *) echo marsh ;; esac
+}
+
+soak_started=$(now_ms)
+
+step "images"
+if [ -z "${SKIP_BUILD:-}" ]; then
+    t=$(now_ms)
+    TAG=$tag deploy/images.sh
+    note "images built (static binaries and FROM scratch)" "$(since "$t") s"
+else
+    echo "   SKIP_BUILD: using the images built before"
+fi
+for image in "gatehouse-server:$tag" "gatehouse-sim:$tag"; do
+    size=$(docker image inspect -f '{{.Size}}' "$image" 2>/dev/null) ||
+        fail "no image $image: run deploy/images.sh"
+    note "image $image" "$(awk -v s="$size" 'BEGIN { printf "%.1f MB", s / 1e6 }')"
+done
+
+step "start: the server, then swarms a, b, c ($clients clients each, ${dur_s} s each)"
+t=$(now_ms)
+dc up -d server >"$tmp/up.log" 2>&1 || { cat "$tmp/up.log"; fail "compose up of the server"; }
+server=$(dc ps -q server)
+wait_until 60 "the server's health check" health_status
+note "server healthy (HEALTHCHECK: gatehouse-server probe)" "$(since "$t") s"
+network=$(docker inspect -f '{{range $name, $_ := .NetworkSettings.Networks}}{{$name}}{{end}}' "$server")
+volume=$(docker inspect -f '{{range .Mounts}}{{if eq .Destination "/var/lib/gatehouse"}}{{.Name}}{{end}}{{end}}' "$server")
+[ "$(docker network inspect -f '{{.Internal}}' "$network")" = true ] ||
+    fail "network $network is not internal"
+t=$(now_ms)
+dc up -d sim-a sim-b sim-c >"$tmp/up.log" 2>&1 || { cat "$tmp/up.log"; fail "compose up of the swarms"; }
+sim_a=$(dc ps -q sim-a)
+sim_b=$(dc ps -q sim-b)
+sim_c=$(dc ps -q sim-c)
+swarms_started=$(now_ms)
+wait_until 60 "every player placed" all_placed 0 100 200
+note "all $((3 * clients)) players placed" "$(since "$t") s"
+mem_start=$(mem)
+note "server memory at the start (docker stats)" "$mem_start"
+
+step "kill: docker kill of swarm a while the server waits for clients"
+waiting_id=
+waiting_for_clients() {
+    local s
+    s=$(state) || return 1
+    [ "$(jq -r .phase <<<"$s")" = WaitingForClients ] || return 1
+    waiting_id=$(jq -r .transition_id <<<"$s")
+}
+released() {
+    local id
+    id=$(q .transition_id)
+    [ -n "$id" ] && [ "$id" != "$waiting_id" ]
+}
+wait_until 30 "a transition waiting for clients" waiting_for_clients
+kill_at=$(stamp)
+docker kill "$sim_a" >/dev/null
+t=$(now_ms)
+wait_until $((idle_s + margin_s)) "transition $waiting_id released after the kill" released
+note "transition $waiting_id released after the kill (polled)" "$(since "$t") s (bound: idle timeout $idle_s s + $margin_s s)"
+wait_until 20 "swarms b and c placed after the release" all_placed 100 200
+wait_until $((idle_s + margin_s)) "swarm a's players dropped" gone 0
+note "  swarm a's players dropped (server log)" "$(dropped_after "$kill_at" 0) s after the kill"
+note "  the transition ended (server log)" "$(log_after "$kill_at" '.fields.message == "every player placed; transition ended"') s after the kill"
+t=$(now_ms)
+docker start "$sim_a" >/dev/null
+wait_until 30 "swarm a placed again" all_placed 0
+note "swarm a started again and placed" "$(since "$t") s"
+
+step "cut: docker network disconnect of swarm b mid-transition, connected again $cut_s s later"
+wait_until 30 "a transition in flight" in_transition
+phase=$(q .phase)
+cut_at=$(stamp)
+t=$(now_ms)
+docker network disconnect "$network" "$sim_b"
+sleep "$cut_s"
+docker network connect "$network" "$sim_b"
+back=$(now_ms)
+note "swarm b cut off during $phase" "for $(since "$t") s"
+note "  swarm b's players dropped (server log)" "$(dropped_after "$cut_at" 100) s after the cut"
+wait_until 40 "every client of swarm b logged in again and placed" swarm_back "$cut_at" 100
+note "swarm b's $clients clients logged in again and placed" "$(since "$back") s after the reconnect"
+note "  of which reported the lost connection" "$(lost_since "$sim_b" "$cut_at")/$clients (the others were relaunching: soak churn)"
+
+step "restart: docker restart of the server"
+saves_list >"$tmp/saves-before" || fail "saves list before the restart"
+s0=$(q '.streamed_node // "none"')
+t0=$(q '.transition_target // empty')
+address() { docker inspect -f "{{(index .NetworkSettings.Networks \"$network\").IPAddress}}" "$server"; }
+address_before=$(address)
+restart_at=$(stamp)
+t=$(now_ms)
+docker restart -t 30 "$server" >/dev/null
+note "docker restart returned" "$(since "$t") s"
+wait_until 30 "the server answering again" healthy
+note "server answering again" "$(since "$t") s after the restart"
+wait_until 60 "every player logged in again and placed" swarm_back "$restart_at" 0 100 200
+note "all $((3 * clients)) players logged in again and placed" "$(since "$t") s after the restart"
+# The swarms resolved `server` once, at their start.
+[ "$(address)" = "$address_before" ] || fail "the server's address changed at the restart"
+left_s=$((dur_s - ($(now_ms) - swarms_started) / 1000))
+((left_s >= 10)) || fail "the churn ended $left_s s before the swarms' end: raise DURATION"
+note "churn over; the swarms run on for" "$left_s s"
+exit_code=$(docker events --since "$restart_at" --until "$(stamp)" --filter "container=$server" \
+    --filter event=die --format '{{index .Actor.Attributes "exitCode"}}' | sed -n 1p)
+[ "$exit_code" = 0 ] || fail "the restarted server's old process exited with '${exit_code}', not 0"
+left=$(server_log "$restart_at" 'select(.fields.message == "store drained") | .fields.left' | sed -n 1p)
+[ "$left" = 0 ] || fail "the restart's drain left '${left}' saves, not 0"
+restored=$(server_log "$restart_at" \
+    'select(.fields.message == "session save restores the world'"'"'s node") | .fields.node' | sed -n 1p)
+[ -n "$restored" ] || fail "no session save restored after the restart"
+# The drain saves the node the world stands on, or the one it was told to go to: a travel may
+# have started between the state read above and the signal.
+case " $s0 $t0 $(next_node "${t0:-$s0}") " in
+*" $restored "*) ;;
+*) fail "the session restored node $restored; before the restart the world had streamed $s0${t0:+ and was travelling to $t0}" ;;
+esac
+note "old process exit code / saves left at its drain" "$exit_code / $left"
+note "session node restored" "$restored (before: streamed $s0${t0:+, travelling to $t0})"
+for s in a b c; do
+    c=sim_$s
+    note "  swarm $s clients that reported the lost connection" "$(lost_since "${!c}" "$restart_at")/$clients"
+done
+failures=$(server_log "$restart_at" \
+    'select(.level == "WARN" and (.fields.message // "" | test("save|load"))) | .fields.message' | sort | uniq -c)
+[ -z "$failures" ] || fail "save or load failures after the restart: $failures"
+
+step "reports: each swarm's run ends, its report clean (--check)"
+for s in a b c; do
+    c=sim_$s
+    code=$(timeout $((dur_s + 90)) docker wait "${!c}") || fail "swarm $s still running"
+    docker cp "${!c}:/tmp/report.json" "$tmp/report-$s.json" 2>/dev/null || true
+    line=$(jq -r '"placed \(.clients_placed)/\(.clients), errors \(.errors), transitions \(.transitions_completed), relaunches \(.relaunches), deaths/respawns \(.deaths)/\(.respawns), transition p99 \(.transition_ms.p99) ms, gate violations \(.gates.gate_violations)"' \
+        "$tmp/report-$s.json" 2>/dev/null || echo "no report")
+    note "swarm $s: exit $code" "$line"
+    if [ "$code" != 0 ]; then
+        docker logs --tail 25 "${!c}" 2>&1
+        fail "swarm $s's report is not clean (exit code $code)"
+    fi
+done
+mem_end=$(mem)
+note "server memory at the end (docker stats)" "$mem_end (at the start: $mem_start)"
+
+step "drain: docker stop of the server with swarm drain's $clients players connected"
+dc up -d sim-drain >"$tmp/up.log" 2>&1 || { cat "$tmp/up.log"; fail "compose up of swarm drain"; }
+sim_d=$(dc ps -q sim-drain)
+wait_until 40 "swarm drain placed" all_placed 300
+stop_at=$(stamp)
+t=$(now_ms)
+docker stop -t 30 "$server" >/dev/null
+note "docker stop returned" "$(since "$t") s"
+docker rm -f "$sim_d" >/dev/null # its clients would keep trying to reconnect
+exit_code=$(docker inspect -f '{{.State.ExitCode}}' "$server")
+[ "$exit_code" = 0 ] || fail "the server exited with $exit_code, not 0"
+drained=$(server_log "$stop_at" \
+    'select(.fields.message == "draining: saving every player and the session") | .fields.players' | sed -n 1p)
+left=$(server_log "$stop_at" 'select(.fields.message == "store drained") | .fields.left' | sed -n 1p)
+[ "$drained" = "$clients" ] || fail "the drain saved '${drained}' players, not the $clients connected"
+[ "$left" = 0 ] || fail "the drain left '${left}' saves, not 0"
+note "exit code / players saved at the drain / saves left" "$exit_code / $drained / $left"
+saves_list >"$tmp/saves-after" || fail "saves list after the stop"
+listed=$(awk '/^sim-03/' "$tmp/saves-after" | wc -l)
+[ "$listed" = "$clients" ] || fail "saves list shows $listed of swarm drain's $clients players"
+grep -q '^session ' "$tmp/saves-after" || fail "saves list shows no session save"
+note "saves list on the volume: swarm drain's players" "$listed/$clients; $(grep '^session ' "$tmp/saves-after")"
+stale=$(join <(versions <"$tmp/saves-before") <(versions <"$tmp/saves-after") |
+    awk '$3 <= $2 { print $1 " " $2 "->" $3 }')
+[ -z "$stale" ] || fail "saves not newer than before the restart: $stale"
+note "players saved before the restart, newer at the end" "$(versions <"$tmp/saves-before" | wc -l)"
+
+echo
+echo "== summary (${compose[*]}, $(docker version -f '{{.Server.Version}}' 2>/dev/null), $(since "$soak_started") s in all)"
+printf '   %s\n' "${summary[@]}"

@@ -1,0 +1,219 @@
+//! The admin endpoint on a shared network, through the `gatehouse-server` binary: an endpoint
+//! bound beyond loopback refuses to start without a bearer token, `POST /travel` needs that
+//! token while the read-only routes stay open, and `gatehouse-server probe` answers 0 or 1 as a
+//! container health check.
+
+// Test helpers: a failed expectation is a failed test.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+const SERVER: &str = env!("CARGO_BIN_EXE_gatehouse-server");
+
+/// A token long enough to be accepted.
+const TOKEN: &str = "container-soak-admin-token-0001";
+
+const WORLD: &str = r#"
+start_node = "harbor"
+default_preset = "Vanguard"
+[[preset]]
+name = "Vanguard"
+character_def = "Vanguard"
+[[node]]
+id = "harbor"
+levels = [{ name = "harbor_docks", stream_ms = 100 }]
+spawn_points_register_ms = 20
+[[node]]
+id = "forest"
+levels = [{ name = "forest_edge", stream_ms = 100 }]
+spawn_points_register_ms = 20
+"#;
+
+fn shipped_config() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/server.toml")
+}
+
+/// The binary with the shipped config, `dir` as its data dir and a small world, a clean
+/// environment plus `envs`, and `args` after the common flags.
+fn command(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> Command {
+    let world = dir.join("world.toml");
+    std::fs::write(&world, WORLD).unwrap();
+    let mut command = Command::new(SERVER);
+    command
+        .env_clear()
+        .envs(envs.iter().copied())
+        .arg("--config")
+        .arg(shipped_config())
+        .arg("--data-dir")
+        .arg(dir.join("data"))
+        .arg("--world")
+        .arg(&world)
+        .args(args);
+    command
+}
+
+/// A running server: its admin address (on loopback) and the process, killed on drop.
+struct Running {
+    child: Child,
+    admin: SocketAddr,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the server with its admin endpoint at `admin_bind` and waits until it logs where the
+/// endpoint listens (a wildcard address is then reached on loopback).
+fn start(dir: &Path, admin_bind: &str, envs: &[(&str, &str)]) -> Running {
+    let args = ["--bind", "127.0.0.1:0", "--admin-bind", admin_bind, "--log-format", "json"];
+    let mut child = command(dir, &args, envs)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the server starts");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let admin = loop {
+        let line = lines.next().expect("the server logged its admin address").unwrap();
+        let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
+        if v["fields"]["message"] == "admin endpoint listening" {
+            let addr: SocketAddr = v["fields"]["addr"].as_str().unwrap().parse().unwrap();
+            break SocketAddr::from(([127, 0, 0, 1], addr.port()));
+        }
+    };
+    // Keep reading, so the server never blocks on a full pipe.
+    std::thread::spawn(move || lines.for_each(drop));
+    Running { child, admin }
+}
+
+/// Runs the binary to completion, failing the test if it takes over 20 s.
+fn run_to_end(mut command: Command) -> Output {
+    let mut child = command.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let end = Instant::now() + Duration::from_secs(20);
+    while child.try_wait().unwrap().is_none() {
+        if Instant::now() > end {
+            let _ = child.kill();
+            panic!("the command did not finish within 20 s");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+/// One HTTP/1.1 request with optional extra header lines: the status code and the body.
+fn http(addr: SocketAddr, method: &str, path: &str, headers: &str) -> (u16, String) {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(5)).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: gatehouse\r\n{headers}Content-Length: 0\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).unwrap();
+    let status = raw.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0);
+    let body = raw.split_once("\r\n\r\n").map(|(_, b)| b.to_owned()).unwrap_or_default();
+    (status, body)
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// An admin endpoint bound beyond loopback with no token configured stops the server at start,
+/// naming both places a token can come from, before it writes anything.
+#[test]
+fn an_admin_endpoint_beyond_loopback_without_a_token_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--bind", "127.0.0.1:0", "--admin-bind", "0.0.0.0:0"];
+    let output = run_to_end(command(dir.path(), &args, &[]));
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(err.contains("admin.token") && err.contains("GATEHOUSE_ADMIN_TOKEN"), "{err}");
+    assert!(!dir.path().join("data").exists(), "nothing is written before the refusal");
+}
+
+/// A token given in the environment that is too short is refused by name, never quoted.
+#[test]
+fn a_short_admin_token_in_the_environment_is_refused_without_quoting_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--bind", "127.0.0.1:0", "--admin-bind", "0.0.0.0:0"];
+    let output =
+        run_to_end(command(dir.path(), &args, &[("GATEHOUSE_ADMIN_TOKEN", "hunter2-short")]));
+    assert_eq!(output.status.code(), Some(1));
+    let err = stderr(&output);
+    assert!(err.contains("GATEHOUSE_ADMIN_TOKEN") && err.contains("at least 16"), "{err}");
+    assert!(!err.contains("hunter2"), "{err}");
+}
+
+/// With a token, an endpoint on every interface starts; `POST /travel` without the token or
+/// with a wrong one is `401` (even for an unknown node: nothing about the world leaks), with the
+/// right one it starts the travel; the read-only routes need no token.
+#[test]
+fn with_a_token_travel_needs_it_and_the_read_only_routes_stay_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = start(dir.path(), "0.0.0.0:0", &[("GATEHOUSE_ADMIN_TOKEN", TOKEN)]);
+    let admin = server.admin;
+
+    assert_eq!(http(admin, "GET", "/health", ""), (200, "ok\n".to_owned()));
+    let (status, body) = http(admin, "GET", "/state", "");
+    assert_eq!(status, 200);
+    assert!(serde_json::from_str::<serde_json::Value>(&body).unwrap()["phase"].is_string());
+    assert_eq!(http(admin, "GET", "/metrics", "").0, 200);
+
+    let (status, body) = http(admin, "POST", "/travel/forest", "");
+    assert_eq!(status, 401, "{body}");
+    assert!(body.contains("Authorization: Bearer"), "{body}");
+    let wrong = "Authorization: Bearer container-soak-admin-token-0002\r\n";
+    assert_eq!(http(admin, "POST", "/travel/forest", wrong).0, 401);
+    let (status, body) = http(admin, "POST", "/travel/atlantis", "");
+    assert_eq!(status, 401, "an unknown node is not named without the token: {body}");
+
+    let right = format!("Authorization: Bearer {TOKEN}\r\n");
+    assert_eq!(http(admin, "POST", "/travel/atlantis", &right).0, 404);
+    let (status, body) = http(admin, "POST", "/travel/forest", &right);
+    assert_eq!(status, 202, "{body}");
+    let (_, state) = http(admin, "GET", "/state", "");
+    let state: serde_json::Value = serde_json::from_str(&state).unwrap();
+    assert_eq!(state["transition_target"], "forest", "{state}");
+}
+
+/// `probe` exits 0 and prints the answer while the server runs (`/health` by default, any
+/// read-only route on request), and exits 1 once the server is gone or the endpoint is off.
+#[test]
+fn probe_exits_0_while_the_server_answers_and_1_otherwise() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = start(dir.path(), "127.0.0.1:0", &[]);
+    let at = server.admin.to_string();
+    let probe = |extra: &[&str]| {
+        let mut args = vec!["probe"];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--admin-bind", &at]);
+        run_to_end(command(dir.path(), &args, &[]))
+    };
+
+    let health = probe(&[]);
+    assert_eq!(health.status.code(), Some(0), "{}", stderr(&health));
+    assert_eq!(String::from_utf8_lossy(&health.stdout), "ok\n");
+    let state = probe(&["/state"]);
+    assert_eq!(state.status.code(), Some(0), "{}", stderr(&state));
+    let state: serde_json::Value = serde_json::from_slice(&state.stdout).unwrap();
+    assert!(state["players"].is_array(), "{state}");
+    let missing = probe(&["/nowhere"]);
+    assert_eq!(missing.status.code(), Some(1), "a 404 is a failed probe");
+
+    server.child.kill().unwrap();
+    server.child.wait().unwrap();
+    let gone = probe(&[]);
+    assert_eq!(gone.status.code(), Some(1));
+    assert!(stderr(&gone).contains("no answer from the admin endpoint"), "{}", stderr(&gone));
+    let off = run_to_end(command(dir.path(), &["probe", "--admin-bind", "off"], &[]));
+    assert_eq!(off.status.code(), Some(1));
+    assert!(stderr(&off).contains("off"), "{}", stderr(&off));
+}
