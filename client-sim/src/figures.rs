@@ -464,10 +464,7 @@ mod tests {
         };
         stats.gates.gate_violations = 2;
         stats.gates.team_changes = 9;
-        assert_eq!(
-            stats.problems(),
-            ["error: refused", "double_pawns = 1", "gate_violations = 2"]
-        );
+        assert_eq!(stats.problems(), ["error: refused", "double_pawns = 1", "gate_violations = 2"]);
         assert_eq!(stats.gates.problems(), ["gate_violations = 2"]);
     }
 

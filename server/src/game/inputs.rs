@@ -170,6 +170,8 @@ impl Game {
         self.send(connection, ServerMessage::ShowJoin { join_id, node, levels, rooms });
     }
 
+    /// `Input::Disconnected`: a logged-in player on `connection` leaves (see `remove_player`);
+    /// a connection that never logged in leaves nothing behind.
     pub(crate) fn handle_disconnect(&mut self, now: Instant, connection: ConnectionId) {
         if self.roster.player_on(connection).is_some() {
             self.remove_player(now, connection);
@@ -197,6 +199,8 @@ impl Game {
         self.broadcast(ServerMessage::PlayerLeft { player_id: id });
     }
 
+    /// `Input::Message`: one client message from `connection`, dispatched to its handler
+    /// (refused if the connection's state does not allow it).
     pub(crate) fn handle_message(
         &mut self,
         now: Instant,
@@ -315,8 +319,7 @@ impl Game {
             return;
         };
         if player.pawn == Some(pawn_id) {
-            player.acknowledged = Some(pawn_id);
-            player.placement_excused = false;
+            player.acknowledge(pawn_id);
             tracing::debug!(player = %id, pawn = %pawn_id, "possession acknowledged");
         } else if player.possessed.contains(&pawn_id) {
             // An acknowledgement for a pawn this player no longer possesses: stale, ignore.
