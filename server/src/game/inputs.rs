@@ -14,11 +14,12 @@ use gatehouse_protocol::{
 };
 
 use super::joins::JoinReport;
+use super::pass::level_names;
 use super::players::{Player, RefusalVerdict, RefusalWindow};
 use super::spawn::SpawnKind;
 use super::streaming::Streamed;
 use super::transition::{Destination, Phase, ReadyReport};
-use super::{ConnectionId, Game, LoadId, Output, StreamRequest};
+use super::{ConnectionId, Game, LoadId, Output};
 
 impl Game {
     /// A login of a player still connected on `old`: that connection is closed and its player
@@ -135,11 +136,8 @@ impl Game {
         self.transition.show(id, now);
         self.send(connection, ServerMessage::FreezeCharacters { transition_id });
         if !freezing {
-            let levels = self
-                .world
-                .node(&target)
-                .map(|n| n.levels.iter().map(|l| l.name.clone()).collect())
-                .unwrap_or_default();
+            let levels =
+                self.world.node(&target).map(|n| level_names(&n.levels)).unwrap_or_default();
             self.send(
                 connection,
                 ServerMessage::ShowTransition { transition_id, target_node: target, levels },
@@ -158,11 +156,7 @@ impl Game {
         let (levels, rooms) = self
             .world
             .node(&node)
-            .map(|n| {
-                let names =
-                    |l: &[crate::config::LevelSpec]| l.iter().map(|l| l.name.clone()).collect();
-                (names(&n.levels), names(&n.rooms))
-            })
+            .map(|n| (level_names(&n.levels), level_names(&n.rooms)))
             .unwrap_or_default();
         let join_id = self.joins.start(id.clone(), node.clone(), now);
         self.counters.joins_started += 1;
@@ -387,13 +381,8 @@ impl Game {
                 tracing::info!(%node, "node streamed");
                 if let Some(spec) = self.world.node(&node).filter(|n| n.is_dungeon()).cloned() {
                     let rooms = self.streaming.begin_rooms();
-                    self.outputs.push_back(Output::Stream(StreamRequest {
-                        load: rooms,
-                        what: format!("dungeon rooms of {node}"),
-                        duration: spec.rooms.iter().map(|r| r.stream).max().unwrap_or_default(),
-                        jitter: spec.jitter,
-                        spawn_points_after: None,
-                    }));
+                    let what = format!("dungeon rooms of {node}");
+                    self.stream(rooms, what, &spec.rooms, spec.jitter, None);
                 }
                 if self.transition.node_streamed(&node, now) {
                     tracing::info!(
