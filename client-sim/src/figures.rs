@@ -364,6 +364,13 @@ impl GateStats {
         self.pending_waits.clear();
     }
 
+    /// The figures declared [`Check::Zero`] above 0, described (`gate_violations = 2`): empty
+    /// when the game side kept every contract. The single-session half of what
+    /// `gatehouse-sim --check` refuses.
+    pub fn problems(&self) -> Vec<String> {
+        nonzero(self.figures().chain(self.router.figures()))
+    }
+
     /// Opened plus ended-before-open, per route: equal to the generations when every generation
     /// is accounted for.
     pub fn accounted(&self) -> RouteCounts {
@@ -400,6 +407,25 @@ impl SessionStats {
         self.errors.extend(other.errors);
         self.gates.absorb(other.gates);
     }
+
+    /// What one session's stats break, described (empty: clean): any error, then every figure
+    /// declared [`Check::Zero`] above 0 (`double_pawns = 1`), its own and its gates'
+    /// ([`GateStats::problems`]). The single-session counterpart of the swarm report's
+    /// `problems`; the gates of a live session are its client's until the session finishes.
+    pub fn problems(&self) -> Vec<String> {
+        let mut out: Vec<String> = self.errors.iter().map(|e| format!("error: {e}")).collect();
+        out.extend(nonzero(self.figures()));
+        out.extend(self.gates.problems());
+        out
+    }
+}
+
+/// Each figure of `figures` declared [`Check::Zero`] whose value is above 0, as `name = value`.
+fn nonzero<'a>(figures: impl Iterator<Item = (&'a Figure, u64)>) -> Vec<String> {
+    figures
+        .filter(|(figure, value)| figure.check == Check::Zero && *value > 0)
+        .map(|(figure, value)| format!("{} = {value}", figure.name))
+        .collect()
 }
 
 #[cfg(test)]
@@ -425,6 +451,21 @@ mod tests {
         let stats = GateStats { rep_notifies_coalesced: 3, ..GateStats::default() };
         let found = stats.figures().find(|(f, _)| f.name == "rep_notifies_coalesced");
         assert_eq!(found.map(|(_, v)| v), Some(3));
+    }
+
+    #[test]
+    fn session_problems_name_each_nonzero_must_be_zero_figure_and_each_error() {
+        assert!(SessionStats::default().problems().is_empty());
+        let mut stats = SessionStats {
+            double_pawns: 1,
+            deaths: 4,
+            errors: vec!["refused".into()],
+            ..SessionStats::default()
+        };
+        stats.gates.gate_violations = 2;
+        stats.gates.team_changes = 9;
+        assert_eq!(stats.problems(), ["error: refused", "double_pawns = 1", "gate_violations = 2"]);
+        assert_eq!(stats.gates.problems(), ["gate_violations = 2"]);
     }
 
     #[test]

@@ -47,7 +47,7 @@ const DRAIN_TIMEOUT: Duration = Duration::from_secs(3);
 /// connection readers).
 const EVENT_QUEUE: usize = 8192;
 
-/// Why the server could not start.
+/// Why the server could not start, or why it stopped badly.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ServerError {
@@ -68,6 +68,10 @@ pub enum ServerError {
         /// The OS error.
         source: std::io::Error,
     },
+    /// The game task ended without being asked to (it panicked): the server stopped accepting,
+    /// drained what it could and stopped, but the players' last state may not be saved.
+    #[error("the game task failed: {0}")]
+    GameTask(String),
 }
 
 /// A bound server, ready to run.
@@ -184,7 +188,13 @@ impl Server {
     ///    then it closes;
     /// 5. the admin endpoint gets 3 s to finish its requests, then is stopped;
     /// 6. the endpoint closes with `ShuttingDown` and waits (3 s) until the peers know.
-    pub async fn run(self, shutdown: CancellationToken) {
+    ///
+    /// If the game task ends first (it panicked), `shutdown` is cancelled so the same drain
+    /// runs at once.
+    ///
+    /// # Errors
+    /// [`ServerError::GameTask`] if the game task panicked or was cancelled, after the drain.
+    pub async fn run(self, shutdown: CancellationToken) -> Result<(), ServerError> {
         let Server {
             endpoint,
             listener,
@@ -209,10 +219,18 @@ impl Server {
         });
         let game_task =
             tokio::spawn(shell::run_game(game, from_net, events, effects, shutdown.clone()));
-        // 1.
-        let connections = listener.accept_until(&endpoint, &shutdown).await;
-        // 2.
-        let _ = game_task.await;
+        // A game task that ends on its own (a panic) leaves nothing to serve: stop as if asked.
+        let game_ended = async {
+            let ended = game_task.await;
+            shutdown.cancel();
+            ended
+        };
+        // 1. and 2.
+        let (connections, game_ended) =
+            tokio::join!(listener.accept_until(&endpoint, &shutdown), game_ended);
+        if let Err(e) = &game_ended {
+            tracing::error!(error = %e, "the game task failed; stopping");
+        }
         // 3.
         if !connections.wait(DRAIN_TIMEOUT).await {
             tracing::warn!("connections still open after the drain timeout; closing the endpoint");
@@ -238,5 +256,6 @@ impl Server {
         );
         let _ = tokio::time::timeout(DRAIN_TIMEOUT, endpoint.wait_idle()).await;
         tracing::info!("stopped");
+        game_ended.map_err(|e| ServerError::GameTask(e.to_string()))
     }
 }

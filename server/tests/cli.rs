@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use gatehouse_client_sim::report::ClientOutcome;
 use gatehouse_client_sim::swarm::run_swarm_outcomes;
-use gatehouse_tests::process::{ServerProcess, shipped_config};
+use gatehouse_tests::process::{self, ServerProcess, shipped_config, success_stdout};
 use gatehouse_tests::swarm_config;
 use gatehouse_tests::worlds::QUICK;
 
@@ -39,20 +39,9 @@ fn run_clients(
         .expect("the swarm runs")
 }
 
-/// `gatehouse-server saves ...` against `dir`.
+/// `gatehouse-server saves ...` against `dir`: what it printed, once it succeeded.
 fn saves(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new(SERVER)
-        .arg("--config")
-        .arg(shipped_config())
-        .arg("--data-dir")
-        .arg(dir)
-        .arg("saves")
-        .args(args)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
-    text
+    success_stdout(&process::saves(SERVER.as_ref(), dir, None, args))
 }
 
 /// The binary serves 32 simulated clients through the boot transition; SIGTERM drains (the

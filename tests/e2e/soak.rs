@@ -34,20 +34,16 @@ async fn sixteen_clients_soak_for_forty_seconds_keeping_every_invariant() {
     }
     let outcomes = within(Duration::from_secs(90), "the soak swarm", swarm).await.unwrap().unwrap();
     let report = SwarmReport::from_outcomes(&outcomes);
-    assert_eq!(report.errors, 0, "{report}");
-    assert_eq!(report.clients_placed, 16, "{report}");
+    // Everything `gatehouse-sim --check` refuses: every client connected and placed, no error,
+    // a respawn per death, every must-be-0 figure 0, every pawn generation accounted for.
+    let problems = report.problems();
+    assert!(problems.is_empty(), "{problems:?}\n{report}");
+    assert_eq!(report.clients, 16, "{report}");
     assert!(report.transitions_completed >= 5, "{report}");
     assert!(report.deaths > 0, "the hazards kill: {report}");
-    assert_eq!(report.deaths, report.respawns, "{report}");
     assert!(report.relaunches > 0, "{report}");
     assert!(report.transitions_superseded > 0, "clients saw supersedes: {report}");
-    assert_eq!(report.double_pawns, 0, "{report}");
-    assert_eq!(report.double_grants, 0, "{report}");
-    assert_eq!(report.spawns_at_stale_node, 0, "{report}");
-    assert_eq!(report.ended_before_placed, 0, "{report}");
     let gates = &report.gates;
-    assert_eq!(gates.gate_violations, 0, "{report}");
-    assert!(gates.every_generation_accounted, "a gate opened for every pawn generation: {report}");
     assert!(gates.local_ready_opened > 0 && gates.remote_ready_opened > 0, "{report}");
     assert_eq!(gates.stuck_at_end, 0, "{report}");
     assert_eq!(report.router.mismatches, 0, "{report}");

@@ -38,7 +38,7 @@ pub struct TestServer {
     /// The admin endpoint.
     pub admin: SocketAddr,
     shutdown: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
+    task: tokio::task::JoinHandle<Result<(), gatehouse_server::ServerError>>,
     _data_dir: tempfile::TempDir,
 }
 
@@ -106,7 +106,8 @@ impl TestServer {
         self.shutdown.cancel();
         within(Duration::from_secs(10), "the server to stop", self.task)
             .await
-            .expect("the server task");
+            .expect("the server task")
+            .expect("the server stops cleanly");
     }
 }
 

@@ -5,7 +5,7 @@
 use std::io::{BufRead as _, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::{Duration, Instant};
 
 /// How long [`ServerProcess::wait_for`] waits for a log line.
@@ -14,6 +14,44 @@ const LOG_WAIT: Duration = Duration::from_secs(20);
 /// The repository's shipped `config/server.toml`.
 pub fn shipped_config() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/server.toml")
+}
+
+/// Runs `BINARY saves ARGS` (the operator's `gatehouse-server saves …`, `binary` being the
+/// test's `env!("CARGO_BIN_EXE_gatehouse-server")`) with the shipped config against the store of
+/// `data_dir`, or of the PostgreSQL URL `store_url` if given (`GATEHOUSE_STORE_URL`; otherwise
+/// the variable is cleared, as is `RUST_LOG`), and returns what it printed and its status.
+///
+/// # Panics
+/// If the binary cannot be started.
+pub fn saves(binary: &Path, data_dir: &Path, store_url: Option<&str>, args: &[&str]) -> Output {
+    let mut command = Command::new(binary);
+    command
+        .arg("saves")
+        .args(args)
+        .arg("--config")
+        .arg(shipped_config())
+        .arg("--data-dir")
+        .arg(data_dir)
+        .env_remove("GATEHOUSE_STORE_URL")
+        .env_remove("RUST_LOG");
+    if let Some(url) = store_url {
+        command.env("GATEHOUSE_STORE_URL", url);
+    }
+    command.output().expect("the server binary starts")
+}
+
+/// The standard output of a command that must have succeeded.
+///
+/// # Panics
+/// If it exited non-zero (its status and standard error are shown) or printed non-UTF-8.
+pub fn success_stdout(output: &Output) -> String {
+    assert!(
+        output.status.success(),
+        "exit {:?}; stderr:\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout.clone()).expect("UTF-8 output")
 }
 
 /// A running `gatehouse-server` process.

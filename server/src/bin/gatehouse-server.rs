@@ -157,7 +157,7 @@ fn run() -> anyhow::Result<()> {
         let server = Server::bind(&config, world).await?;
         let shutdown = CancellationToken::new();
         tokio::spawn(stop_on_signal(shutdown.clone()));
-        server.run(shutdown).await;
+        server.run(shutdown).await?;
         anyhow::Ok(())
     })
 }

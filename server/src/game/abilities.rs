@@ -57,6 +57,7 @@ pub(crate) struct AbilityState {
 }
 
 impl AbilityState {
+    /// A fresh ability state at full health (`max_health`), no tags, effects or kits.
     pub(crate) fn new(max_health: u32) -> Self {
         AbilityState {
             tags: BTreeSet::new(),
@@ -94,10 +95,12 @@ impl AbilityState {
         self.paused_since.is_some()
     }
 
+    /// Whether `State.Dead` is held.
     pub(crate) fn is_dead(&self) -> bool {
         self.tags.contains(&STATE_DEAD)
     }
 
+    /// Current health points.
     pub(crate) fn health(&self) -> u32 {
         self.health
     }
@@ -109,6 +112,7 @@ impl AbilityState {
         all.into_iter().collect()
     }
 
+    /// Whether an active effect carries `tag`.
     pub(crate) fn has_effect(&self, tag: GameplayTag) -> bool {
         self.effects.iter().any(|e| e.tag == tag)
     }
@@ -210,6 +214,7 @@ impl AbilityState {
         self.grant(kits)
     }
 
+    /// Grants each of `kits` not granted yet; returns those granted now.
     fn grant(&mut self, kits: &[GameplayTag]) -> Vec<GameplayTag> {
         kits.iter().copied().filter(|k| self.granted.insert(*k)).collect()
     }

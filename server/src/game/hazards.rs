@@ -124,6 +124,8 @@ impl Game {
         }
     }
 
+    /// Hazard `index` is due: it is rescheduled, and afflicts one player on its node with its
+    /// effect if that node is streamed and no transition runs.
     fn expose(&mut self, now: Instant, index: usize) {
         let Some(spec) = self.world.hazards.get(index).cloned() else { return };
         self.hazards.reschedule(index, now + spec.exposure);
@@ -158,6 +160,7 @@ impl Game {
         self.broadcast(ServerMessage::AbilityTagsChanged { player_id: target, tags });
     }
 
+    /// Runs `id`'s effects up to `now`: tag changes are broadcast, and a death kills its pawn.
     fn advance_effects(&mut self, now: Instant, id: &PlayerId) {
         let Some(player) = self.roster.player_mut(id) else { return };
         let before = player.abilities.tags();
@@ -172,7 +175,7 @@ impl Game {
             tracing::info!(player = %id, pawn = ?pawn, "player died");
             if let Some(pawn_id) = pawn {
                 if let Some(p) = self.roster.pawn_mut(pawn_id) {
-                    p.alive = false;
+                    p.die();
                 }
                 self.broadcast(ServerMessage::PawnDied { pawn_id });
             }

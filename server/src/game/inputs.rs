@@ -14,11 +14,12 @@ use gatehouse_protocol::{
 };
 
 use super::joins::JoinReport;
+use super::pass::level_names;
 use super::players::{Player, RefusalVerdict, RefusalWindow};
 use super::spawn::SpawnKind;
 use super::streaming::Streamed;
 use super::transition::{Destination, Phase, ReadyReport};
-use super::{ConnectionId, Game, LoadId, Output, StreamRequest};
+use super::{ConnectionId, Game, LoadId, Output};
 
 impl Game {
     /// A login of a player still connected on `old`: that connection is closed and its player
@@ -135,11 +136,8 @@ impl Game {
         self.transition.show(id, now);
         self.send(connection, ServerMessage::FreezeCharacters { transition_id });
         if !freezing {
-            let levels = self
-                .world
-                .node(&target)
-                .map(|n| n.levels.iter().map(|l| l.name.clone()).collect())
-                .unwrap_or_default();
+            let levels =
+                self.world.node(&target).map(|n| level_names(&n.levels)).unwrap_or_default();
             self.send(
                 connection,
                 ServerMessage::ShowTransition { transition_id, target_node: target, levels },
@@ -158,11 +156,7 @@ impl Game {
         let (levels, rooms) = self
             .world
             .node(&node)
-            .map(|n| {
-                let names =
-                    |l: &[crate::config::LevelSpec]| l.iter().map(|l| l.name.clone()).collect();
-                (names(&n.levels), names(&n.rooms))
-            })
+            .map(|n| (level_names(&n.levels), level_names(&n.rooms)))
             .unwrap_or_default();
         let join_id = self.joins.start(id.clone(), node.clone(), now);
         self.counters.joins_started += 1;
@@ -170,6 +164,8 @@ impl Game {
         self.send(connection, ServerMessage::ShowJoin { join_id, node, levels, rooms });
     }
 
+    /// `Input::Disconnected`: a logged-in player on `connection` leaves (see `remove_player`);
+    /// a connection that never logged in leaves nothing behind.
     pub(crate) fn handle_disconnect(&mut self, now: Instant, connection: ConnectionId) {
         if self.roster.player_on(connection).is_some() {
             self.remove_player(now, connection);
@@ -197,6 +193,8 @@ impl Game {
         self.broadcast(ServerMessage::PlayerLeft { player_id: id });
     }
 
+    /// `Input::Message`: one client message from `connection`, dispatched to its handler
+    /// (refused if the connection's state does not allow it).
     pub(crate) fn handle_message(
         &mut self,
         now: Instant,
@@ -315,8 +313,7 @@ impl Game {
             return;
         };
         if player.pawn == Some(pawn_id) {
-            player.acknowledged = Some(pawn_id);
-            player.placement_excused = false;
+            player.acknowledge(pawn_id);
             tracing::debug!(player = %id, pawn = %pawn_id, "possession acknowledged");
         } else if player.possessed.contains(&pawn_id) {
             // An acknowledgement for a pawn this player no longer possesses: stale, ignore.
@@ -384,13 +381,8 @@ impl Game {
                 tracing::info!(%node, "node streamed");
                 if let Some(spec) = self.world.node(&node).filter(|n| n.is_dungeon()).cloned() {
                     let rooms = self.streaming.begin_rooms();
-                    self.outputs.push_back(Output::Stream(StreamRequest {
-                        load: rooms,
-                        what: format!("dungeon rooms of {node}"),
-                        duration: spec.rooms.iter().map(|r| r.stream).max().unwrap_or_default(),
-                        jitter: spec.jitter,
-                        spawn_points_after: None,
-                    }));
+                    let what = format!("dungeon rooms of {node}");
+                    self.stream(rooms, what, &spec.rooms, spec.jitter, None);
                 }
                 if self.transition.node_streamed(&node, now) {
                     tracing::info!(

@@ -122,6 +122,7 @@ impl Joins {
         }
     }
 
+    /// The joins still streaming: neither loaded nor lapsed.
     fn awaiting(&self) -> impl Iterator<Item = &Join> {
         self.joins.values().filter(|j| !j.loaded && !j.lapsed)
     }

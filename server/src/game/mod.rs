@@ -12,8 +12,11 @@
 //! # Layout: a coordinator over owned sub-states
 //!
 //! `Game` holds the configuration, one field per sub-state, the timer table, the output queue
-//! and the counters. Each sub-state owns its data and changes only through its own methods; it
-//! sees no other sub-state and emits no output:
+//! and the counters. Each sub-state owns its collections and their indexes, which change only
+//! through its own methods; it sees no other sub-state and emits no output. The records a
+//! collection holds (a `Player`, a `Pawn`) are plain data: the coordinator reads and edits their
+//! fields through the roster's `player_mut`/`pawn_mut`, and names the repeated edits as methods
+//! on the record:
 //!
 //! - `Roster` (`roster.rs`): logged-in players and their player states (`players.rs`), the
 //!   connection index, the pawns, pawn ids and save-load tickets;
@@ -286,10 +289,12 @@ impl Game {
         self.arm_transition_timers();
     }
 
+    /// Queues `message` for `connection`.
     fn send(&mut self, connection: ConnectionId, message: ServerMessage) {
         self.outputs.push_back(Output::Send { connection, message });
     }
 
+    /// Queues `message` for every logged-in player.
     fn broadcast(&mut self, message: ServerMessage) {
         self.outputs.push_back(Output::Broadcast { message });
     }

@@ -5,7 +5,7 @@
 //! Only `Game::advance` calls the steps. Each one reads the sub-states, acts if its condition
 //! holds, and records what it did; none calls another.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use gatehouse_protocol::{
     CloseCode, JoinId, NodeId, PlayerId, ServerMessage, TransitionFailure, TransitionId,
@@ -16,7 +16,14 @@ use super::players::Player;
 use super::spawn::SpawnKind;
 use super::timers::Timer;
 use super::transition::Destination;
-use super::{Game, Output, StreamRequest};
+use super::{Game, LoadId, Output, StreamRequest};
+use crate::config::LevelSpec;
+use gatehouse_protocol::LevelName;
+
+/// The names of `levels`, in order, as `ShowTransition` and `ShowJoin` carry them.
+pub(super) fn level_names(levels: &[LevelSpec]) -> Vec<LevelName> {
+    levels.iter().map(|l| l.name.clone()).collect()
+}
 use crate::config::ClientReadyPolicy;
 
 /// Why a client falls under the client-ready policy.
@@ -34,10 +41,7 @@ impl Game {
     /// transition), and every client's streamed node is forgotten: each streams the
     /// destination and reports it. The advance pass resolves the destination.
     pub(crate) fn start_transition(&mut self, now: Instant, destination: Destination) {
-        let target = match &destination {
-            Destination::Node(node) => node.clone(),
-            Destination::SessionNode => self.session.node().clone(),
-        };
+        let target = self.target_of(&destination);
         let (id, superseded) =
             self.transition.start(now, destination, target.clone(), self.roster.ids());
         self.counters.transitions_started += 1;
@@ -58,6 +62,34 @@ impl Game {
         if self.world.rebalance_teams {
             self.rebalance_teams(id);
         }
+    }
+
+    /// The node `destination` names now (the session's node for `SessionNode`).
+    fn target_of(&self, destination: &Destination) -> NodeId {
+        match destination {
+            Destination::Node(node) => node.clone(),
+            Destination::SessionNode => self.session.node().clone(),
+        }
+    }
+
+    /// Asks the shell to stream `levels` as load `load` (described `what`): they stream
+    /// together, so it takes the slowest one's time, plus up to `jitter`.
+    pub(super) fn stream(
+        &mut self,
+        load: LoadId,
+        what: String,
+        levels: &[LevelSpec],
+        jitter: Duration,
+        spawn_points_after: Option<Duration>,
+    ) {
+        let duration = levels.iter().map(|l| l.stream).max().unwrap_or_default();
+        self.outputs.push_back(Output::Stream(StreamRequest {
+            load,
+            what,
+            duration,
+            jitter,
+            spawn_points_after,
+        }));
     }
 
     /// The world's `rebalance_teams` setting: a team change at every travel, so the
@@ -81,10 +113,7 @@ impl Game {
         if !self.persistence_settled() {
             return;
         }
-        let target = match destination {
-            Destination::Node(node) => node.clone(),
-            Destination::SessionNode => self.session.node().clone(),
-        };
+        let target = self.target_of(destination);
         let Some(spec) = self.world.node(&target).cloned() else {
             // Travel targets and saved nodes are checked against the world before they are used.
             tracing::error!(node = %target, "transition target is not a world node");
@@ -105,17 +134,12 @@ impl Game {
         }
         self.session.set_node(target.clone());
         let load = self.streaming.begin_node(target.clone());
-        self.outputs.push_back(Output::Stream(StreamRequest {
-            load,
-            what: format!("node {target}"),
-            duration: spec.levels.iter().map(|l| l.stream).max().unwrap_or_default(),
-            jitter: spec.jitter,
-            spawn_points_after: Some(spec.spawn_points_register),
-        }));
+        let what = format!("node {target}");
+        self.stream(load, what, &spec.levels, spec.jitter, Some(spec.spawn_points_register));
         self.broadcast(ServerMessage::ShowTransition {
             transition_id,
             target_node: target,
-            levels: spec.levels.iter().map(|l| l.name.clone()).collect(),
+            levels: level_names(&spec.levels),
         });
     }
 

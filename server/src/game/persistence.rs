@@ -312,6 +312,7 @@ impl Game {
         }
     }
 
+    /// The CharacterDef of the world's default preset, for a player with none of its own.
     fn fallback_character_def(&self) -> CharacterDef {
         // The world's default preset is checked to exist when the world loads.
         self.world

@@ -114,6 +114,7 @@ impl RefusalWindow {
     /// Refusals per window that close the connection.
     pub(crate) const CLOSE_AT: u32 = 50;
 
+    /// A window starting at `now`, with nothing counted yet.
     pub(crate) fn new(now: Instant) -> Self {
         RefusalWindow { started: now, count: 0 }
     }
@@ -123,6 +124,8 @@ impl RefusalWindow {
         now.duration_since(self.started) >= Self::WINDOW
     }
 
+    /// Counts one refusal at `now` (starting a new window if this one is over) and says what to
+    /// do with it: answer it, answer once that the limit is reached, drop it, or close.
     pub(crate) fn record(&mut self, now: Instant) -> RefusalVerdict {
         if self.is_over(now) {
             *self = RefusalWindow::new(now);
@@ -138,6 +141,7 @@ impl RefusalWindow {
 }
 
 impl Player {
+    /// A player who just logged in on `connection`, not yet placed.
     pub(crate) fn new(
         id: PlayerId,
         connection: ConnectionId,
@@ -214,11 +218,19 @@ impl Player {
         (granted, self.dead_pawn.take())
     }
 
+    /// Its client acknowledged `pawn`, the pawn it possesses: the player is placed, and no
+    /// longer excused from placement.
+    pub(crate) fn acknowledge(&mut self, pawn: PawnId) {
+        self.acknowledged = Some(pawn);
+        self.placement_excused = false;
+    }
+
     /// Whether the player's ability state holds `State.Dead`.
     pub(crate) fn is_dead(&self) -> bool {
         self.abilities.is_dead()
     }
 
+    /// The player state as clients see it (`PlayerState` messages and snapshots).
     pub(crate) fn view(&self) -> PlayerStateView {
         PlayerStateView {
             player_id: self.id.clone(),
@@ -251,6 +263,12 @@ pub(crate) struct Pawn {
 }
 
 impl Pawn {
+    /// The pawn died (`PawnDied`): it stays in the world, dead, until its replacement.
+    pub(crate) fn die(&mut self) {
+        self.alive = false;
+    }
+
+    /// The pawn as clients see it (`PawnSpawned` messages and snapshots).
     pub(crate) fn view(&self) -> PawnView {
         PawnView {
             pawn_id: self.id,

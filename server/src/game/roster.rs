@@ -54,10 +54,13 @@ impl Roster {
         self.players.len()
     }
 
+    /// The logged-in player `id`, if any.
     pub(crate) fn player(&self, id: &PlayerId) -> Option<&Player> {
         self.players.get(id)
     }
 
+    /// The logged-in player `id`, if any, for the coordinator to edit its record (not the
+    /// roster's indexes: its id and connection stay as `join` set them).
     pub(crate) fn player_mut(&mut self, id: &PlayerId) -> Option<&mut Player> {
         self.players.get_mut(id)
     }
@@ -137,6 +140,7 @@ impl Roster {
         self.pawns.get(&id)
     }
 
+    /// The pawn `id`, if it exists, for the coordinator to edit (its id and owner stay).
     pub(crate) fn pawn_mut(&mut self, id: PawnId) -> Option<&mut Pawn> {
         self.pawns.get_mut(&id)
     }

@@ -38,6 +38,7 @@ pub(crate) struct SpawnRequest {
 }
 
 impl SpawnRequest {
+    /// A request to spawn `player`'s pawn on `node`, for `kind`'s reason.
     pub(crate) fn new(player: PlayerId, kind: SpawnKind, node: NodeId) -> Self {
         let span =
             tracing::info_span!("spawn_request", player = %player, kind = ?kind, node = %node);
@@ -92,14 +93,17 @@ impl SpawnQueue {
         std::mem::take(&mut self.woken)
     }
 
+    /// Whether no spawn request is pending.
     pub(crate) fn is_empty(&self) -> bool {
         self.pending.is_empty()
     }
 
+    /// Pending spawn requests.
     pub(crate) fn len(&self) -> usize {
         self.pending.len()
     }
 
+    /// Whether a spawn request for `player` is pending (of any kind).
     pub(crate) fn has_request_for(&self, player: &PlayerId) -> bool {
         self.pending.iter().any(|r| &r.player == player)
     }
@@ -118,10 +122,12 @@ impl SpawnQueue {
         before - self.pending.len()
     }
 
+    /// The pending spawn requests, oldest first.
     pub(crate) fn requests(&self) -> impl Iterator<Item = &SpawnRequest> {
         self.pending.iter()
     }
 
+    /// Drops every request for `player` (it left).
     pub(crate) fn remove_player(&mut self, player: &PlayerId) {
         self.pending.retain(|r| &r.player != player);
     }

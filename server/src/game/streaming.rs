@@ -55,6 +55,7 @@ pub(crate) enum Streamed {
 }
 
 impl WorldStreaming {
+    /// Nothing streamed yet; `governs_session` says whether the world-map gate applies.
     pub(crate) fn new(governs_session: bool) -> Self {
         WorldStreaming {
             governs_session,
@@ -66,6 +67,7 @@ impl WorldStreaming {
         }
     }
 
+    /// A fresh load id.
     fn allocate(&mut self) -> LoadId {
         let id = LoadId(self.next_load);
         self.next_load += 1;

@@ -24,8 +24,10 @@ pub(crate) enum Timer {
     TransitionLimit = 5,
 }
 
+/// How many timers there are.
 const TIMER_COUNT: usize = 6;
 
+/// Every timer, in table order.
 const ALL: [Timer; TIMER_COUNT] = [
     Timer::SpawnRetry,
     Timer::SpawnSettle,

@@ -4,7 +4,7 @@
 use std::process::{Command, Output};
 
 use gatehouse_protocol::NodeId;
-use gatehouse_tests::process::shipped_config;
+use gatehouse_tests::process::{self, shipped_config, success_stdout as stdout};
 
 use crate::backends::Backend;
 use crate::suite::{character, read_only};
@@ -14,30 +14,11 @@ const SERVER: &str = env!("CARGO_BIN_EXE_gatehouse-server");
 /// Runs `gatehouse-server saves ARGS` against `b`'s store: the embedded one through
 /// `--data-dir`, PostgreSQL through `GATEHOUSE_STORE_URL`.
 fn saves(b: &Backend, args: &[&str]) -> Output {
-    let mut command = Command::new(SERVER);
-    command
-        .arg("saves")
-        .args(args)
-        .arg("--config")
-        .arg(shipped_config())
-        .arg("--data-dir")
-        .arg(b.data_dir())
-        .env_remove("GATEHOUSE_STORE_URL")
-        .env_remove("RUST_LOG");
-    if let Backend::Postgres { .. } = b {
-        command.env("GATEHOUSE_STORE_URL", b.url_text());
-    }
-    command.output().unwrap()
-}
-
-fn stdout(output: &Output) -> String {
-    assert!(
-        output.status.success(),
-        "exit {:?}; stderr:\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    String::from_utf8(output.stdout.clone()).unwrap()
+    let url = match b {
+        Backend::Postgres { .. } => Some(b.url_text()),
+        _ => None,
+    };
+    process::saves(SERVER.as_ref(), &b.data_dir(), url.as_deref(), args)
 }
 
 /// `saves show` prints a player's node, preset, inventory, equipment and version.

@@ -150,7 +150,7 @@ fn a_disconnect_removes_the_player_and_its_pawn() {
 /// The world's route travels at its interval with everyone connected.
 #[test]
 fn the_route_travels_at_its_interval() {
-    let world = format!("{WORLD}\n[travel]\nroute = [\"forest\"]\ninterval_ms = 15000\n");
+    let world = with_route(WORLD, &["forest"], 15000);
     let mut h = Harness::with(&world, rules());
     h.stream_node("harbor");
     let a = h.placed("a");

@@ -27,6 +27,21 @@ use crate::store::LoadOutcome;
 /// the test worlds' one home (`tests/worlds/`), shared with every other test crate.
 pub(super) const WORLD: &str = include_str!("../../../../tests/worlds/core.toml");
 
+/// A poison hazard on `harbor` that kills a 100-health player: 50 damage every 100 ms for
+/// 300 ms, exposing someone every 500 ms.
+pub(super) const HARBOR_POISON: &str = "[[hazard]]\nnode = \"harbor\"\neffect = \"Effect.DamageOverTime.Poison\"\ndamage_per_tick = 50\ntick_ms = 100\nduration_ms = 300\nexposure_ms = 500\n";
+
+/// `world` with a travel route: `route`'s nodes in turn, one every `interval_ms`.
+pub(super) fn with_route(world: &str, route: &[&str], interval_ms: u64) -> String {
+    let route: Vec<String> = route.iter().map(|n| format!("{n:?}")).collect();
+    format!("{world}\n[travel]\nroute = [{}]\ninterval_ms = {interval_ms}\n", route.join(", "))
+}
+
+/// `world` with the hazard `hazard` (a `[[hazard]]` table).
+pub(super) fn with_hazard(world: &str, hazard: &str) -> String {
+    format!("{world}\n{hazard}")
+}
+
 pub(super) fn node(s: &str) -> NodeId {
     NodeId::new(s).unwrap()
 }

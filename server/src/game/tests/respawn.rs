@@ -201,9 +201,7 @@ fn after_a_respawn_the_player_is_placed_only_once_the_new_pawn_is_acknowledged()
 /// health: `State.Dead` is replicated and the pawn marked dead.
 #[test]
 fn a_hazard_kills_players_on_its_node() {
-    let world = format!(
-        "{WORLD}\n[[hazard]]\nnode = \"harbor\"\neffect = \"Effect.DamageOverTime.Poison\"\ndamage_per_tick = 50\ntick_ms = 100\nduration_ms = 300\nexposure_ms = 500\n"
-    );
+    let world = with_hazard(WORLD, HARBOR_POISON);
     let mut h = Harness::with(&world, rules());
     h.stream_node("harbor");
     let a = h.placed("a");

@@ -361,8 +361,7 @@ fn a_relaunch_moves_on_a_transition_that_waited_only_for_the_older_connection() 
 /// ends that transition.
 #[test]
 fn a_due_route_travel_starts_and_resolves_in_the_step_that_ends_the_transition() {
-    let world =
-        format!("{WORLD}\n[travel]\nroute = [\"forest\", \"harbor\"]\ninterval_ms = 2000\n");
+    let world = with_route(WORLD, &["forest", "harbor"], 2000);
     let mut h = Harness::with(&world, rules());
     h.stream_node("harbor");
     let a = h.placed("a");
@@ -395,9 +394,7 @@ fn a_due_route_travel_starts_and_resolves_in_the_step_that_ends_the_transition()
 /// Hazards rest while a transition is in flight: characters are frozen.
 #[test]
 fn hazards_rest_while_characters_are_frozen() {
-    let world = format!(
-        "{WORLD}\n[[hazard]]\nnode = \"harbor\"\neffect = \"Effect.DamageOverTime.Poison\"\ndamage_per_tick = 50\ntick_ms = 100\nduration_ms = 300\nexposure_ms = 500\n"
-    );
+    let world = with_hazard(WORLD, HARBOR_POISON);
     let mut h = Harness::with(&world, rules());
     h.stream_node("harbor");
     let a = h.placed("a");
@@ -424,8 +421,7 @@ fn hazards_rest_while_characters_are_frozen() {
 /// clock forever and hold everyone's loading screen up.
 #[test]
 fn a_silent_client_is_kicked_even_when_the_route_is_shorter_than_the_ready_timeout() {
-    let world =
-        format!("{WORLD}\n[travel]\nroute = [\"forest\", \"harbor\"]\ninterval_ms = 2000\n");
+    let world = with_route(WORLD, &["forest", "harbor"], 2000);
     let mut r = rules();
     r.client_ready_timeout = Duration::from_secs(5);
     let mut h = Harness::with(&world, r);
