@@ -147,6 +147,11 @@ macro_rules! session_figures {
                 deaths: Sum, "deaths", Any;
                 /// Respawns: a new pawn possessed after a restart request.
                 respawns: Sum, "respawns", Any;
+                /// Deaths the server ended without a respawn: it no longer had the player state
+                /// that held them (a server restart; a kept player state outliving its
+                /// retention), so the player came back alive. Every death is a respawn or one of
+                /// these.
+                deaths_forgotten_by_server: Sum, "deaths forgotten by the server", Any;
                 /// Times this client disconnected abruptly and relaunched (counted by the swarm).
                 relaunches: Sum, "relaunches", Any;
                 /// Times this client owned two live pawns at once.

@@ -195,8 +195,11 @@ impl SwarmReport {
         expect(placed == clients, format!("{placed}/{clients} clients placed at the end"));
         expect(self.errors == 0, format!("{} errors", self.errors));
         expect(
-            self.deaths == self.respawns,
-            format!("{} deaths but {} respawns", self.deaths, self.respawns),
+            self.deaths == self.respawns + self.deaths_forgotten_by_server,
+            format!(
+                "{} deaths but {} respawns and {} forgotten by the server",
+                self.deaths, self.respawns, self.deaths_forgotten_by_server
+            ),
         );
         let figures = self.figures().chain(self.gates.figures()).chain(self.router.figures());
         for (figure, value) in figures {

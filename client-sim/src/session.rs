@@ -277,6 +277,11 @@ impl ClientSession {
                     }
                     if !dead {
                         self.restart_at = None;
+                        // Alive again with no restart of ours: the server lost the player state
+                        // that held the death (it restarted), so no respawn will come for it.
+                        if self.dead && !self.respawning {
+                            self.stats.deaths_forgotten_by_server += 1;
+                        }
                     }
                     self.dead = dead;
                 }
@@ -503,6 +508,40 @@ mod tests {
             target_node: NodeId::new("harbor").unwrap(),
             levels: vec![LevelName::new("harbor_docks").unwrap()],
         }
+    }
+
+    /// A session that continues a death (a relaunch) but is told it is alive, with no restart
+    /// of its own, counts the death as forgotten by the server; after its own restart it does
+    /// not. Both keep the report's death balance.
+    #[test]
+    fn a_death_the_server_forgets_is_counted_apart_from_respawns() {
+        let t0 = Instant::now();
+        let me = PlayerId::new("sim-0000").unwrap();
+        let tags = |dead: bool| ServerMessage::AbilityTagsChanged {
+            player_id: me.clone(),
+            tags: if dead { vec![gatehouse_tags::catalog::STATE_DEAD] } else { vec![] },
+        };
+        let config = SessionConfig {
+            restart_after_death: Some(Duration::from_millis(500)),
+            ..SessionConfig::default()
+        };
+
+        let mut forgotten = ClientSession::new(config.clone());
+        forgotten.continue_dead(true);
+        forgotten.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: None });
+        forgotten.handle(t0, tags(false));
+        assert_eq!(forgotten.stats().deaths_forgotten_by_server, 1);
+        assert!(!forgotten.is_dead_or_respawning());
+
+        let mut restarted = ClientSession::new(config);
+        restarted.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: None });
+        restarted.handle(t0, tags(true));
+        let restart = restarted.poll_timeout().unwrap();
+        restarted.handle_timeout(restart);
+        assert_eq!(restarted.poll_output(), Some(ClientMessage::RestartRequest));
+        restarted.handle(restart, tags(false));
+        assert_eq!(restarted.stats().deaths, 1);
+        assert_eq!(restarted.stats().deaths_forgotten_by_server, 0);
     }
 
     #[test]
