@@ -31,6 +31,7 @@ pub(crate) struct Mismatch {
 }
 
 /// The rule: `sent` fits `expected` when it is `expected` or declares it as an ancestor.
+#[inline]
 pub(crate) fn check(expected: &PayloadType, sent: &PayloadType) -> Result<Fits, Mismatch> {
     let mut current = *sent;
     for steps in 0..=MAX_DERIVATION {
@@ -54,6 +55,7 @@ pub(crate) fn related(expected: &PayloadType, carried: &PayloadType) -> bool {
 impl Fits {
     /// `value`, a payload of type `sent`, seen as the expected type. `None` only if `value` is
     /// not actually of type `sent` (the callers check that before asking).
+    #[inline]
     pub(crate) fn view<'v>(self, sent: &PayloadType, value: &'v dyn Any) -> Option<&'v dyn Any> {
         let mut current = *sent;
         let mut view = value;

@@ -1,0 +1,329 @@
+//! Every guard of the router pinned by a behaviour (issue 16): each test here fails if the guard
+//! it names were removed or inverted (`cargo mutants` finds no surviving change to it), and the
+//! latent gaps the issue found are closed: a sticky message has a lifetime and can be cleared,
+//! and a payload-type mismatch is logged as an error.
+//!
+//! Log levels are observed with `common::capture_logs`: a `tracing` subscriber of the test's own,
+//! installed on the test's thread for one call, that records the level and the text of every
+//! event.
+
+#![allow(clippy::unwrap_used)] // tests unwrap freely (STYLE 7)
+
+mod common;
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+
+use common::*;
+use gatehouse_messaging::{Lifetime, Listen, ListenDyn, Listener, Match, Router};
+use gatehouse_tags::catalog::*;
+use tracing::Level;
+
+type Log = Vec<String>;
+
+/// A typed listener on `PING` (exact) that logs `name`.
+fn on_ping(router: &Router<Log>, log: &mut Log, name: &'static str) -> Listener {
+    router
+        .listen(log, Listen::channel(PING, Match::Exact), move |d, _| d.state().push(name.into()))
+        .unwrap()
+}
+
+/// MB-08: retiring a lifetime removes its listeners itself, at once, and says so in the log
+/// (how many it removed), rather than leaving the handles to be dropped with its fields.
+#[test]
+fn retiring_a_lifetime_removes_its_listeners_and_logs_how_many() {
+    let router: Router<Log> = router(false);
+    let mut log = Log::new();
+    let mut world = Lifetime::new("world 3");
+    world.hold(on_ping(&router, &mut log, "a"));
+    world.hold(on_ping(&router, &mut log, "b"));
+    let gone = on_ping(&router, &mut log, "c");
+    world.hold(gone);
+    // One of the three is removed in another way first: it is not counted as removed again.
+    let first = router.listen(&mut log, Listen::channel(PING, Match::Exact), |_, _| {}).unwrap();
+    let first_id = first.id();
+    world.hold(first);
+    assert!(router.unlisten(first_id));
+    assert_eq!(router.listener_count(), 3);
+
+    let ((), logged) = capture_logs(|| world.retire());
+    assert_eq!(router.listener_count(), 0);
+    let retired: Vec<&Logged> =
+        logged.iter().filter(|l| l.text.contains("lifetime retired")).collect();
+    assert_eq!(retired.len(), 1, "{logged:?}");
+    assert_eq!(retired[0].level, Level::DEBUG);
+    assert!(retired[0].text.contains("world 3"), "{}", retired[0].text);
+    assert!(retired[0].text.contains("listeners=3"), "{}", retired[0].text);
+}
+
+/// MB-08: a lifetime that holds many listeners keeps every live one registered while it grows.
+#[test]
+fn a_lifetime_holding_many_listeners_keeps_every_live_one() {
+    let router: Router<Log> = router(false);
+    let mut log = Log::new();
+    let mut world = Lifetime::new("world");
+    for _ in 0..20 {
+        world.hold(on_ping(&router, &mut log, "w"));
+    }
+    assert_eq!((world.held_count(), router.listener_count()), (20, 20));
+    let report = router.broadcast(&mut log, PING, &spawned(1)).unwrap();
+    assert_eq!(report.delivered, 20);
+}
+
+/// A long lifetime whose listeners are removed one by one elsewhere does not accumulate their
+/// dead handles: it forgets them when it would grow, and keeps the live ones.
+#[test]
+fn a_long_lifetime_forgets_handles_removed_elsewhere() {
+    let router: Router<Log> = router(false);
+    let mut log = Log::new();
+    let mut session = Lifetime::new("session");
+    session.hold(on_ping(&router, &mut log, "kept"));
+    for _ in 0..100 {
+        let listener = on_ping(&router, &mut log, "short");
+        let id = listener.id();
+        session.hold(listener);
+        assert!(router.unlisten(id));
+    }
+    assert!(session.held_count() < 10, "dead handles piled up: {}", session.held_count());
+    router.broadcast(&mut log, PING, &spawned(1)).unwrap();
+    assert_eq!(log, ["kept"]);
+}
+
+/// `is_listening` follows the record: true while it is registered, false once removed in any
+/// way, and false for a record of another router.
+#[test]
+fn is_listening_is_false_once_a_record_is_removed() {
+    let other: Router<Log> = router(false);
+    let router: Router<Log> = common::router(false);
+    let mut log = Log::new();
+    let handle = on_ping(&router, &mut log, "a");
+    let id = handle.id();
+    let foreign = on_ping(&other, &mut log, "b");
+    assert!(router.is_listening(id));
+    assert!(!router.is_listening(foreign.id()));
+    assert!(handle.remove());
+    assert!(!router.is_listening(id));
+    let dropped = on_ping(&router, &mut log, "c");
+    let dropped_id = dropped.id();
+    drop(dropped);
+    assert!(!router.is_listening(dropped_id));
+}
+
+/// A derived payload sent with `broadcast_derived` reaches the listeners of the channel's type
+/// and of its own, and the report says so; one that does not derive is refused.
+#[test]
+fn broadcast_derived_reports_what_it_delivered() {
+    let router: Router<Log> = router(false);
+    let mut log = Log::new();
+    let _base = on_ping(&router, &mut log, "spawned");
+    let _narrow = router
+        .listen(&mut log, Listen::<SpawnedLocal>::tag(MESSAGE_TEST_PING, Match::Exact), |d, p| {
+            d.state().push(format!("local {}", p.spawned.notice.n))
+        })
+        .unwrap();
+    let local = SpawnedLocal { spawned: spawned(4) };
+    let report = router.broadcast_derived(&mut log, PING, &local).unwrap();
+    assert_eq!((report.delivered, report.mismatched), (2, 0));
+    assert_eq!(log, ["spawned", "local 4"]);
+    // A plain `Spawned` on the same channel: the narrower listener is skipped, and counted.
+    log.clear();
+    let report = router.broadcast_derived(&mut log, PING, &spawned(5)).unwrap();
+    assert_eq!((report.delivered, report.mismatched), (1, 1));
+    assert_eq!(log, ["spawned"]);
+}
+
+/// The recipients are fixed when a broadcast starts: a listener registered by a callback during
+/// the broadcast (the very next registration) does not receive that message, only later ones.
+#[test]
+fn a_listener_registered_during_a_broadcast_does_not_receive_it() {
+    let router: Router<Log> = router(false);
+    let mut log = Log::new();
+    let late: Rc<RefCell<Option<Listener>>> = Rc::default();
+    let slot = Rc::clone(&late);
+    let _registrar = router
+        .listen(&mut log, Listen::channel(PING, Match::Exact), move |d, p| {
+            d.state().push(format!("registrar {}", p.notice.n));
+            if slot.borrow().is_none() {
+                let router = d.router();
+                let made = router
+                    .listen(d.state(), Listen::channel(PING, Match::Exact), |d, p| {
+                        d.state().push(format!("late {}", p.notice.n))
+                    })
+                    .unwrap();
+                *slot.borrow_mut() = Some(made);
+            }
+        })
+        .unwrap();
+    let report = router.broadcast(&mut log, PING, &spawned(1)).unwrap();
+    assert_eq!(report.delivered, 1);
+    assert_eq!(log, ["registrar 1"]);
+    router.broadcast(&mut log, PING, &spawned(2)).unwrap();
+    assert_eq!(log, ["registrar 1", "registrar 2", "late 2"]);
+}
+
+/// A listener removed during a broadcast by an earlier listener of another list is not called,
+/// and the removal is immediate for the counts too.
+#[test]
+fn a_listener_removed_during_a_broadcast_by_another_list_is_not_called() {
+    let router: Router<Log> = router(false);
+    let mut log = Log::new();
+    let victim: Rc<Cell<Option<gatehouse_messaging::ListenerId>>> = Rc::default();
+    let target = Rc::clone(&victim);
+    let _remover = router
+        .listen(
+            &mut log,
+            Listen::<Notice>::tag(tag("Message.Test"), Match::Hierarchical),
+            move |d, _| {
+                d.state().push("remover".into());
+                if let Some(id) = target.take() {
+                    d.router().unlisten(id);
+                }
+            },
+        )
+        .unwrap();
+    let exact = on_ping(&router, &mut log, "exact");
+    victim.set(Some(exact.id()));
+    let report = router.broadcast(&mut log, PING, &spawned(1)).unwrap();
+    assert_eq!(log, ["remover"]);
+    assert_eq!((report.delivered, router.listener_count()), (1, 1));
+}
+
+/// The statistics count exactly what happened: broadcasts accepted, callbacks run (replays
+/// included), replays, mismatches, refused broadcasts and registrations, depth refusals.
+#[test]
+fn the_statistics_count_every_delivery_replay_mismatch_and_refusal() {
+    let router: Router<Log> = router(true);
+    let mut log = Log::new();
+    let start = router.stats();
+    assert_eq!((start.broadcasts, start.deliveries, start.replays, start.mismatches), (0, 0, 0, 0));
+    let _a = on_ping(&router, &mut log, "a");
+    let _b = on_ping(&router, &mut log, "b");
+    let _narrow = router
+        .listen(&mut log, Listen::<SpawnedLocal>::tag(MESSAGE_TEST_PING, Match::Exact), |_, _| {})
+        .unwrap();
+    router.broadcast(&mut log, PING, &spawned(1)).unwrap(); // 2 delivered, 1 mismatched
+    router.broadcast(&mut log, PING, &spawned(2)).unwrap(); // again
+    let _late = on_ping(&router, &mut log, "late"); // 1 replay
+    router.broadcast(&mut log, DEPTH2, &Notice { n: 3 }).unwrap(); // nobody listens
+    // Refused: an undeclared dynamic channel, and a registration that could never deliver.
+    assert!(router.broadcast_dyn(&mut log, "Message.Test", "Notice", &Notice { n: 4 }).is_err());
+    assert!(
+        router
+            .listen(&mut log, Listen::<Unrelated>::tag(MESSAGE_TEST_PING, Match::Exact), |_, _| {})
+            .is_err()
+    );
+    let stats = router.stats();
+    assert_eq!(stats.broadcasts, 3);
+    assert_eq!(stats.deliveries, 5);
+    assert_eq!(stats.replays, 1);
+    assert_eq!(stats.mismatches, 2);
+    assert_eq!(stats.refused_broadcasts, 1);
+    assert_eq!(stats.refused_registrations, 1);
+    assert_eq!(stats.depth_exceeded, 0);
+    assert!(format!("{router:?}").contains("listeners: 4"), "{router:?}");
+}
+
+/// Seed 002 section 2: "types unrelated: logged as an error, listener skipped, broadcast
+/// continues", in both APIs (one rule, one report). The level is read from a capturing
+/// subscriber: every mismatch event is at ERROR, none at WARN.
+#[test]
+fn a_payload_type_mismatch_is_logged_as_an_error_in_both_apis() {
+    let router: Router<Log> = router(false);
+    let mut log = Log::new();
+    let _typed = router
+        .listen(&mut log, Listen::<SpawnedLocal>::tag(MESSAGE_TEST_PING, Match::Exact), |_, _| {})
+        .unwrap();
+    let _dynamic = router
+        .listen_dyn(
+            &mut log,
+            ListenDyn::new("Message.Test.Ping", Match::Exact, "SpawnedLocal"),
+            |_, _| {},
+        )
+        .unwrap();
+    for dynamic_broadcast in [false, true] {
+        let (report, logged) = capture_logs(|| {
+            if dynamic_broadcast {
+                router.broadcast_dyn(&mut log, "Message.Test.Ping", "Spawned", &spawned(1)).unwrap()
+            } else {
+                router.broadcast(&mut log, PING, &spawned(1)).unwrap()
+            }
+        });
+        assert_eq!(report.mismatched, 2);
+        let mismatches: Vec<&Logged> =
+            logged.iter().filter(|l| l.text.contains("payload type mismatch")).collect();
+        assert_eq!(mismatches.len(), 2, "{logged:?}");
+        assert!(mismatches.iter().all(|l| l.level == Level::ERROR), "{mismatches:?}");
+        assert!(mismatches.iter().any(|l| l.text.contains("api=\"typed\"")), "{mismatches:?}");
+        assert!(mismatches.iter().any(|l| l.text.contains("api=\"dynamic\"")), "{mismatches:?}");
+    }
+    // A broadcast refused because its payload does not fit the channel is an error too.
+    let (refused, logged) = capture_logs(|| {
+        router.broadcast_dyn(&mut log, "Message.Test.Ping", "Notice", &Notice { n: 2 })
+    });
+    assert!(refused.is_err());
+    assert!(logged.iter().any(|l| l.level == Level::ERROR && l.text.contains("broadcast refused")));
+}
+
+/// Seed 000 (no source-world callback after travel) over seed 002's MB-13: a sticky message
+/// broadcast in a world belongs to that world. Once the world retires, a listener registering in
+/// the next world is not handed it.
+#[test]
+fn a_sticky_message_broadcast_in_a_world_is_not_replayed_after_the_world_retires() {
+    let router: Router<Log> = router(true);
+    let mut log = Log::new();
+    let mut world = Lifetime::new("world 1");
+    router.broadcast_in(&mut log, &mut world, PING, &spawned(1)).unwrap();
+    // While the world lives, late listeners get the replay.
+    let during = on_ping(&router, &mut log, "during");
+    assert_eq!(log, ["during"]);
+    drop(during);
+    world.retire();
+    log.clear();
+    let _next_world = on_ping(&router, &mut log, "next world");
+    assert!(log.is_empty(), "a torn-down world's message was replayed: {log:?}");
+    assert_eq!(router.stats().replays, 1);
+}
+
+/// Retiring a world clears only its own sticky message: one broadcast since (by the next world,
+/// or with no lifetime) replaced it and stays.
+#[test]
+fn a_newer_sticky_message_survives_the_retirement_of_an_older_world() {
+    let router: Router<Log> = router(true);
+    let mut log = Log::new();
+    let mut old = Lifetime::new("old world");
+    let mut new = Lifetime::new("new world");
+    router.broadcast_in(&mut log, &mut old, PING, &spawned(1)).unwrap();
+    router.broadcast_in(&mut log, &mut new, PING, &spawned(2)).unwrap();
+    old.retire();
+    let seen: Rc<Cell<u32>> = Rc::default();
+    let got = Rc::clone(&seen);
+    let _late = router
+        .listen(&mut log, Listen::channel(PING, Match::Exact), move |_, p| got.set(p.notice.n))
+        .unwrap();
+    assert_eq!(seen.get(), 2, "the new world's message stays");
+    // A lifetime that broadcast twice holds only its latest message.
+    router.broadcast_in(&mut log, &mut new, PING, &spawned(3)).unwrap();
+    new.retire();
+    let _after = router
+        .listen(&mut log, Listen::channel(PING, Match::Exact), |d, _| d.state().push("x".into()))
+        .unwrap();
+    assert!(log.is_empty());
+}
+
+/// A sticky channel's retained message can be cleared: later listeners get no replay until the
+/// next broadcast. Clearing a plain channel, or twice, clears nothing.
+#[test]
+fn clearing_a_sticky_channel_stops_its_replay() {
+    let router: Router<Log> = router(true);
+    let mut log = Log::new();
+    assert!(!router.clear_retained(PING).unwrap(), "nothing retained yet");
+    router.broadcast(&mut log, PING, &spawned(1)).unwrap();
+    assert!(router.clear_retained(PING).unwrap());
+    assert!(!router.clear_retained(PING).unwrap());
+    let _late = on_ping(&router, &mut log, "late");
+    assert!(log.is_empty());
+    assert!(!router.clear_retained(DEPTH2).unwrap(), "a plain channel retains nothing");
+    router.broadcast(&mut log, PING, &spawned(2)).unwrap();
+    let _later = on_ping(&router, &mut log, "later");
+    assert_eq!(log, ["late", "later"]);
+}
