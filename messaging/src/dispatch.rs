@@ -44,13 +44,6 @@ impl Drop for Level<'_> {
     }
 }
 
-/// Who a broadcast reaches: the snapshots of the non-empty lists of its walk (usually one).
-enum Recipients<C> {
-    Nobody,
-    One(Snapshot<C>),
-    Many(Vec<Snapshot<C>>),
-}
-
 /// One message on its way: what was sent, and its view as the last expected type asked for.
 struct Message<'p> {
     sent: &'p PayloadType,
@@ -88,6 +81,7 @@ impl<C: 'static> Router<C> {
     ///    one is given.
     /// 4. Fix the recipients: a snapshot of each non-empty list of the channel's walk.
     /// 5. Call the live ones in registration order across the snapshots (MB-11).
+    #[inline]
     pub(crate) fn dispatch(
         &self,
         state: &mut C,
@@ -114,46 +108,70 @@ impl<C: 'static> Router<C> {
         }
         bump(&self.shared.stats.broadcasts);
 
-        let recipients = {
-            let table = self.shared.table.borrow();
-            match table.occupied(index) {
-                [] => Recipients::Nobody,
-                [only] => table.snapshot_at(*only).map_or(Recipients::Nobody, Recipients::One),
-                lists => {
-                    Recipients::Many(lists.iter().filter_map(|&l| table.snapshot_at(l)).collect())
-                }
-            }
-        };
         let header = Header { channel, sent_type: sent.name, replay: false };
         let view = fits.view(sent, payload);
         let mut message = self.message(sent, payload, plan.ty, view);
         let mut report = Report::default();
-        match &recipients {
-            Recipients::Nobody => {}
-            Recipients::One(only) => {
-                self.deliver_list(state, only.records(), &header, &mut message, &mut report);
+        let table = self.shared.table.borrow();
+        match *table.occupied(index) {
+            [] => drop(table),
+            [only] => {
+                // The usual case: every recipient in one list.
+                let snapshot = table.snapshot_at(only);
+                drop(table);
+                if let Some(only) = snapshot {
+                    let (records, uniform) = (only.records(), only.uniform());
+                    self.deliver_list(state, records, uniform, &header, &mut message, &mut report);
+                }
             }
-            Recipients::Many(lists) => {
-                self.deliver_merged(state, lists, &header, &mut message, &mut report);
+            ref lists => {
+                let snapshots: Vec<Snapshot<C>> =
+                    lists.iter().filter_map(|&l| table.snapshot_at(l)).collect();
+                drop(table);
+                self.deliver_merged(state, &snapshots, &header, &mut message, &mut report);
             }
         }
+        self.count_deliveries(&report);
         Ok(report)
     }
 
-    /// Delivers to the records of one list, in order.
+    /// Adds what one broadcast or replay delivered to the router's totals, once it is done.
+    fn count_deliveries(&self, report: &Report) {
+        let deliveries = &self.shared.stats.deliveries;
+        deliveries.set(deliveries.get() + report.delivered as u64);
+    }
+
+    /// Delivers to the records of one list, in order. When they all expect one type
+    /// (`uniform`) that the message fits, the rule is asked once for all of them.
     #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
     fn deliver_list(
         &self,
         state: &mut C,
         records: &[Record<C>],
+        uniform: Option<u32>,
         header: &Header,
         message: &mut Message<'_>,
         report: &mut Report,
     ) {
         let Some(first) = records.first() else { return };
         let mut delivery = Delivery::new(self, state, header, &first.id);
-        for record in records {
-            self.deliver(&mut delivery, record, message, report);
+        let types = &self.shared.layout.types;
+        match uniform.and_then(|ty| message.view(types, ty)) {
+            Some(view) => {
+                for record in records {
+                    if self.is_live(record, message) {
+                        report.delivered += 1;
+                        delivery.set_listener(&record.id);
+                        record.call(&mut delivery, view);
+                    }
+                }
+            }
+            None => {
+                for record in records {
+                    self.deliver(&mut delivery, record, message, report);
+                }
+            }
         }
     }
 
@@ -223,8 +241,9 @@ impl<C: 'static> Router<C> {
                 Header { channel: plan.decl.tag, sent_type: plan.decl.ty.name, replay: true };
             let mut message = self.message(&plan.decl.ty, &*value, plan.ty, Some(&*value));
             let records = std::slice::from_ref(&record);
-            self.deliver_list(state, records, &header, &mut message, &mut report);
+            self.deliver_list(state, records, None, &header, &mut message, &mut report);
         }
+        self.count_deliveries(&report);
         Ok(())
     }
 
@@ -314,7 +333,6 @@ impl<C: 'static> Router<C> {
         match message.view(&self.shared.layout.types, record.expected) {
             Some(view) => {
                 report.delivered += 1;
-                bump(&self.shared.stats.deliveries);
                 delivery.set_listener(&record.id);
                 record.call(delivery, view);
             }

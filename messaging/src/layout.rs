@@ -84,6 +84,7 @@ impl Layout {
     }
 
     /// The index of the channel declared at `tag`.
+    #[inline]
     pub(crate) fn channel_index(&self, tag: GameplayTag) -> Option<usize> {
         self.channels.binary_search_by_key(&tag, |c| c.decl.tag).ok()
     }

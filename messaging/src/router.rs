@@ -359,7 +359,7 @@ impl<C: 'static> Router<C> {
     fn channel_of<T: Payload>(&self, tag: GameplayTag) -> Result<usize, Error> {
         let layout = &self.shared.layout;
         let index = layout.channel_index(tag).ok_or(Error::UndeclaredChannel { channel: tag })?;
-        let declared = layout.channels[index].decl.ty;
+        let declared = &layout.channels[index].decl.ty;
         if declared.id != TypeId::of::<T>() {
             return Err(Error::ChannelTypeConflict {
                 channel: tag,

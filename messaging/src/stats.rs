@@ -8,7 +8,7 @@ use std::cell::Cell;
 pub struct Stats {
     /// Broadcasts accepted (delivered to however many listeners, possibly none).
     pub broadcasts: u64,
-    /// Callbacks run, replays included.
+    /// Callbacks run, replays included (a broadcast's are added when it returns).
     pub deliveries: u64,
     /// Sticky messages replayed to late listeners.
     pub replays: u64,

@@ -57,7 +57,9 @@ pub(crate) struct Record<C> {
     /// The expected payload type, as its index in the router's type table.
     pub(crate) expected: u32,
     pub(crate) api: Api,
-    callback: Rc<dyn ErasedFn<C>>,
+    /// Boxed inside the shared pointer: the record stays small (a thin pointer), and a call is
+    /// two loads away.
+    callback: Rc<Box<dyn ErasedFn<C>>>,
 }
 
 impl<C> Clone for Record<C> {
@@ -76,7 +78,7 @@ impl<C> Record<C> {
     where
         F: Fn(&mut Delivery<'_, C>, &dyn Any) + 'static,
     {
-        Record { id, expected, api, callback: Rc::new(callback) }
+        Record { id, expected, api, callback: Rc::new(Box::new(callback)) }
     }
 
     pub(crate) fn serial(&self) -> u64 {
@@ -89,19 +91,39 @@ impl<C> Record<C> {
     }
 }
 
+/// One list: its records, and the expected type they all share, if they do.
+pub(crate) struct List<C> {
+    records: Vec<Record<C>>,
+    /// `Some(type)` while every record ever pushed since the list was last empty expects that
+    /// type, so a delivery asks the rule once for the whole list. Kept conservative: removing
+    /// the odd record out does not bring it back.
+    uniform: Option<u32>,
+}
+
+impl<C> Clone for List<C> {
+    fn clone(&self) -> Self {
+        List { records: self.records.clone(), uniform: self.uniform }
+    }
+}
+
 /// One list's records as they were when it was taken; see the module documentation.
-pub(crate) struct Snapshot<C>(Rc<Vec<Record<C>>>);
+pub(crate) struct Snapshot<C>(Rc<List<C>>);
 
 impl<C> Snapshot<C> {
     pub(crate) fn records(&self) -> &[Record<C>] {
-        &self.0
+        &self.0.records
+    }
+
+    /// The expected type every record of the snapshot shares, if they do.
+    pub(crate) fn uniform(&self) -> Option<u32> {
+        self.0.uniform
     }
 }
 
 /// Every listener record of one router.
 pub(crate) struct Table<C> {
     /// `None` for an empty list.
-    lists: Vec<Option<Rc<Vec<Record<C>>>>>,
+    lists: Vec<Option<Rc<List<C>>>>,
     /// For each channel, the lists its broadcasts walk (as indices into `lists`).
     walks: Vec<Box<[usize]>>,
     /// For each channel, the lists of its walk that are not empty: what a broadcast visits.
@@ -166,7 +188,7 @@ impl<C> Table<C> {
 
     /// The records of `list`, in registration order (empty for a list this router lacks).
     pub(crate) fn list(&self, list: ListRef) -> &[Record<C>] {
-        self.lists.get(Self::index(list)).and_then(Option::as_ref).map_or(&[], |l| l.as_slice())
+        self.lists.get(Self::index(list)).and_then(Option::as_ref).map_or(&[], |l| &l.records)
     }
 
     /// Appends a record; its serial is newer than every serial already stored.
@@ -174,9 +196,15 @@ impl<C> Table<C> {
         let index = Self::index(record.id.list);
         let Some(slot) = self.lists.get_mut(index) else { return };
         let was_empty = slot.is_none();
-        let l = slot.get_or_insert_with(Rc::default);
-        debug_assert!(l.last().is_none_or(|last| last.serial() < record.serial()));
-        Rc::make_mut(l).push(record);
+        let uniform = Some(record.expected);
+        let l = Rc::make_mut(
+            slot.get_or_insert_with(|| Rc::new(List { records: Vec::new(), uniform })),
+        );
+        debug_assert!(l.records.last().is_none_or(|last| last.serial() < record.serial()));
+        if l.uniform != uniform {
+            l.uniform = None;
+        }
+        l.records.push(record);
         self.live += 1;
         if was_empty {
             self.occupancy_changed(index);
@@ -195,10 +223,10 @@ impl<C> Table<C> {
         let index = Self::index(list);
         let slot = self.lists.get_mut(index)?;
         let l = slot.as_mut()?;
-        let at = l.binary_search_by_key(&serial, Record::serial).ok()?;
-        let record = Rc::make_mut(l).remove(at);
+        let at = l.records.binary_search_by_key(&serial, Record::serial).ok()?;
+        let record = Rc::make_mut(l).records.remove(at);
         self.live -= 1;
-        if l.is_empty() {
+        if l.records.is_empty() {
             *slot = None;
             self.occupancy_changed(index);
         }
