@@ -327,3 +327,75 @@ fn clearing_a_sticky_channel_stops_its_replay() {
     let _later = on_ping(&router, &mut log, "later");
     assert_eq!(log, ["late", "later"]);
 }
+
+/// One list whose listeners expect different types (the channel's, its base, a narrower one)
+/// is checked listener by listener: each gets the message as its own type or is skipped.
+#[test]
+fn one_list_of_listeners_expecting_different_types_is_checked_one_by_one() {
+    let router: Router<Log> = router(false);
+    let mut log = Log::new();
+    let _spawned = on_ping(&router, &mut log, "spawned");
+    let _base = router
+        .listen(&mut log, Listen::<Notice>::tag(MESSAGE_TEST_PING, Match::Exact), |d, n| {
+            d.state().push(format!("base {}", n.n))
+        })
+        .unwrap();
+    let _narrow = router
+        .listen(&mut log, Listen::<SpawnedLocal>::tag(MESSAGE_TEST_PING, Match::Exact), |d, _| {
+            d.state().push("narrow".into())
+        })
+        .unwrap();
+    let _again = on_ping(&router, &mut log, "spawned again");
+    let report = router.broadcast(&mut log, PING, &spawned(7)).unwrap();
+    assert_eq!(log, ["spawned", "base 7", "spawned again"]);
+    assert_eq!((report.delivered, report.mismatched), (3, 1));
+    // A list whose odd listener left still checks each one.
+    drop(_narrow);
+    log.clear();
+    let report = router.broadcast_derived(&mut log, PING, &SpawnedLocal { spawned: spawned(8) });
+    assert_eq!(report.unwrap().delivered, 3);
+    assert_eq!(log, ["spawned", "base 8", "spawned again"]);
+}
+
+/// A world that broadcast on several sticky channels, of several routers, clears each of its
+/// messages when it retires, and its log says how many.
+#[test]
+fn retiring_a_world_clears_every_sticky_message_it_broadcast() {
+    let mut channels = gatehouse_messaging::Channels::new();
+    channels.declare_sticky(PING).unwrap().declare_sticky(DEPTH4).unwrap();
+    let router: Router<Log> = Router::new(gatehouse_messaging::RouterConfig::default(), channels);
+    let other: Router<Log> = common::router(true);
+    let mut log = Log::new();
+    let mut world = Lifetime::new("world 9");
+    router.broadcast_in(&mut log, &mut world, PING, &spawned(1)).unwrap();
+    router.broadcast_in(&mut log, &mut world, DEPTH4, &spawned(2)).unwrap();
+    other.broadcast_in(&mut log, &mut world, PING, &spawned(3)).unwrap();
+    assert_eq!(world.name(), "world 9");
+    assert!(format!("{world:?}").contains("retained: 3"), "{world:?}");
+    let ((), logged) = capture_logs(|| world.retire());
+    assert!(logged.iter().any(|l| l.text.contains("retained=3")), "{logged:?}");
+    let family = Listen::<Notice>::tag(tag("Message.Test"), Match::Hierarchical);
+    let _late = router.listen(&mut log, family, |d, _| d.state().push("late".into())).unwrap();
+    let _late_other = on_ping(&other, &mut log, "late other");
+    assert!(log.is_empty(), "replayed after retirement: {log:?}");
+}
+
+/// Listener identities read as what they are: serials in registration order, shown as such in
+/// logs and debug output.
+#[test]
+fn listener_identities_are_serials_in_registration_order() {
+    let router: Router<Log> = router(false);
+    let mut log = Log::new();
+    let first = on_ping(&router, &mut log, "a");
+    let second = on_ping(&router, &mut log, "b");
+    assert!(first.id().serial() < second.id().serial());
+    assert_eq!(format!("{}", first.id()), format!("listener #{}", first.id().serial()));
+    assert_eq!(format!("{:?}", first.id()), format!("ListenerId({})", first.id().serial()));
+    assert!(format!("{first:?}").contains("live: true"), "{first:?}");
+    let id = first.id();
+    drop(first);
+    assert!(!router.unlisten(id));
+    let mut world = Lifetime::new("w");
+    world.hold(second);
+    assert!(format!("{world:?}").contains("held: 1"), "{world:?}");
+}
