@@ -147,14 +147,11 @@ impl CharacterRecords {
         self.get(pawn).is_some_and(|record| record.opened)
     }
 
-    /// Marks the dispatch of `pawn`'s generation `token` as begun; false if it is not current.
-    pub(crate) fn open(&mut self, pawn: PawnId, token: ScopeToken) -> bool {
-        match self.by_pawn.get_mut(&pawn) {
-            Some(record) if record.token == token => {
-                record.opened = true;
-                true
-            }
-            _ => false,
+    /// Marks the dispatch of `pawn`'s current generation as begun. The gates call it only after
+    /// revalidating that the current record is the generation being dispatched.
+    pub(crate) fn open(&mut self, pawn: PawnId) {
+        if let Some(record) = self.by_pawn.get_mut(&pawn) {
+            record.opened = true;
         }
     }
 

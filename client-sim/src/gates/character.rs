@@ -105,7 +105,8 @@ fn live(core: &mut ClientCore, pawn: PawnId, token: ScopeToken, route: Route) ->
         return None;
     }
     let world = core.state.world.map(|w| w.id)?;
-    core.state.characters.open(pawn, token);
+    // `disagreement` checked that the current record is generation `token`.
+    core.state.characters.open(pawn);
     Some(world)
 }
 
