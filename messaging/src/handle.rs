@@ -122,13 +122,23 @@ struct RetainedHold {
 pub struct Lifetime {
     name: String,
     held: Vec<Listener>,
+    /// When `held` reaches this many handles, the dead ones are forgotten first.
+    compact_at: usize,
     retained: Vec<RetainedHold>,
 }
+
+/// The smallest number of handles at which a lifetime forgets its dead ones.
+const COMPACT_AT_LEAST: usize = 4;
 
 impl Lifetime {
     /// A lifetime named `name` (for logs), holding nothing yet.
     pub fn new(name: impl Into<String>) -> Lifetime {
-        Lifetime { name: name.into(), held: Vec::new(), retained: Vec::new() }
+        Lifetime {
+            name: name.into(),
+            held: Vec::new(),
+            compact_at: COMPACT_AT_LEAST,
+            retained: Vec::new(),
+        }
     }
 
     /// The lifetime's name.
@@ -138,16 +148,21 @@ impl Lifetime {
 
     /// Takes ownership of `listener`: its record now lives until this lifetime is retired (or
     /// until it is removed in another way).
+    ///
+    /// Handles whose records were removed in another way are forgotten each time the number
+    /// held reaches twice what was live at the previous such point (at least 4), so a long
+    /// lifetime whose listeners are removed one by one keeps no pile of dead handles, and holding
+    /// stays amortised constant time.
     pub fn hold(&mut self, listener: Listener) {
-        if self.held.len() == self.held.capacity() {
-            // Forget handles whose records are already gone before growing, so a long lifetime
-            // whose listeners are removed one by one does not accumulate dead handles.
+        if self.held.len() >= self.compact_at {
             self.held.retain(Listener::is_live);
+            self.compact_at = (self.held.len() * 2).max(COMPACT_AT_LEAST);
         }
         self.held.push(listener);
     }
 
-    /// Number of handles held (records removed in another way count until the next `hold`).
+    /// Number of handles held, including those whose records were removed in another way since
+    /// the lifetime last forgot its dead handles (see [`Lifetime::hold`]).
     pub fn held_count(&self) -> usize {
         self.held.len()
     }

@@ -399,3 +399,38 @@ fn listener_identities_are_serials_in_registration_order() {
     world.hold(second);
     assert!(format!("{world:?}").contains("held: 1"), "{world:?}");
 }
+
+/// A lifetime forgets the handles of records removed elsewhere at fixed points (4 held, then
+/// twice the live count), not on every hold, and never a live one.
+#[test]
+fn a_lifetime_forgets_dead_handles_when_it_doubles() {
+    let router: Router<Log> = router(false);
+    let mut log = Log::new();
+    let mut world = Lifetime::new("world");
+    let a = on_ping(&router, &mut log, "a");
+    let a_id = a.id();
+    world.hold(a);
+    world.hold(on_ping(&router, &mut log, "b"));
+    assert!(router.unlisten(a_id));
+    world.hold(on_ping(&router, &mut log, "c"));
+    assert_eq!(world.held_count(), 3, "below 4 held, the dead handle is still counted");
+    world.hold(on_ping(&router, &mut log, "d"));
+    assert_eq!(world.held_count(), 4);
+    world.hold(on_ping(&router, &mut log, "e"));
+    assert_eq!(world.held_count(), 4, "at 4 held the dead one went: b, c, d, e");
+    // The next point is twice the live count then (3 live: 6).
+    world.hold(on_ping(&router, &mut log, "f"));
+    assert_eq!(world.held_count(), 5);
+    router.broadcast(&mut log, PING, &spawned(1)).unwrap();
+    assert_eq!(log, ["b", "c", "d", "e", "f"]);
+}
+
+/// The router keeps the settings it was built with.
+#[test]
+fn a_router_reports_its_settings() {
+    let config = gatehouse_messaging::RouterConfig::new(std::num::NonZeroUsize::new(3).unwrap());
+    let router: Router<Log> = Router::new(config, channels(false));
+    assert_eq!(router.config(), config);
+    assert_eq!(router.config().max_depth(), 3);
+    assert_eq!(gatehouse_messaging::RouterConfig::default().max_depth(), 8);
+}
