@@ -355,6 +355,20 @@ fn one_list_of_listeners_expecting_different_types_is_checked_one_by_one() {
     let report = router.broadcast_derived(&mut log, PING, &SpawnedLocal { spawned: spawned(8) });
     assert_eq!(report.unwrap().delivered, 3);
     assert_eq!(log, ["spawned", "base 8", "spawned again"]);
+
+    // A list whose second listener is the first to expect another type.
+    let router: Router<Log> = common::router(false);
+    let mut log = Log::new();
+    let _spawned = on_ping(&router, &mut log, "spawned");
+    let _base = router
+        .listen(&mut log, Listen::<Notice>::tag(MESSAGE_TEST_PING, Match::Exact), |d, n| {
+            d.state().push(format!("base {}", n.n))
+        })
+        .unwrap();
+    let (report, logged) = capture_logs(|| router.broadcast(&mut log, PING, &spawned(9)).unwrap());
+    assert_eq!(log, ["spawned", "base 9"]);
+    assert_eq!(report.delivered, 2);
+    assert!(logged.iter().all(|l| l.level > Level::WARN), "{logged:?}");
 }
 
 /// A world that broadcast on several sticky channels, of several routers, clears each of its
