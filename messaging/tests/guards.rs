@@ -421,22 +421,30 @@ fn a_lifetime_forgets_dead_handles_when_it_doubles() {
     let router: Router<Log> = router(false);
     let mut log = Log::new();
     let mut world = Lifetime::new("world");
-    let a = on_ping(&router, &mut log, "a");
-    let a_id = a.id();
-    world.hold(a);
-    world.hold(on_ping(&router, &mut log, "b"));
-    assert!(router.unlisten(a_id));
-    world.hold(on_ping(&router, &mut log, "c"));
+    let mut hold = |world: &mut Lifetime, name: &'static str| {
+        let listener = on_ping(&router, &mut log, name);
+        let id = listener.id();
+        world.hold(listener);
+        id
+    };
+    let a = hold(&mut world, "a");
+    let b = hold(&mut world, "b");
+    assert!(router.unlisten(a));
+    hold(&mut world, "c");
     assert_eq!(world.held_count(), 3, "below 4 held, the dead handle is still counted");
-    world.hold(on_ping(&router, &mut log, "d"));
+    hold(&mut world, "d");
     assert_eq!(world.held_count(), 4);
-    world.hold(on_ping(&router, &mut log, "e"));
+    hold(&mut world, "e");
     assert_eq!(world.held_count(), 4, "at 4 held the dead one went: b, c, d, e");
     // The next point is twice the live count then (3 live: 6).
-    world.hold(on_ping(&router, &mut log, "f"));
-    assert_eq!(world.held_count(), 5);
+    hold(&mut world, "f");
+    assert!(router.unlisten(b));
+    hold(&mut world, "g");
+    assert_eq!(world.held_count(), 6, "below 6 held, dead b is still counted");
+    hold(&mut world, "h");
+    assert_eq!(world.held_count(), 6, "at 6 held, b went: c, d, e, f, g, h");
     router.broadcast(&mut log, PING, &spawned(1)).unwrap();
-    assert_eq!(log, ["b", "c", "d", "e", "f"]);
+    assert_eq!(log, ["c", "d", "e", "f", "g", "h"]);
 }
 
 /// The router keeps the settings it was built with.
