@@ -43,11 +43,13 @@ pub(crate) struct ChannelDecl {
     pub(crate) sticky: Option<Keep>,
 }
 
-/// The payload types a router knows, by name and by Rust type.
+/// The payload types a router knows, by name and by Rust type, each with a small index that
+/// listener records carry instead of the whole description.
 #[derive(Default)]
 pub(crate) struct TypeTable {
-    by_name: HashMap<&'static str, PayloadType>,
-    by_id: HashMap<TypeId, PayloadType>,
+    all: Vec<PayloadType>,
+    by_name: HashMap<&'static str, u32>,
+    by_id: HashMap<TypeId, u32>,
 }
 
 impl TypeTable {
@@ -67,7 +69,7 @@ impl TypeTable {
                     });
                 }
             }
-            let known = self.by_name.get(current.name).map(|k| k.id);
+            let known = self.by_name(current.name).map(|k| k.id);
             let in_chain = chain.iter().find(|c| c.name == current.name).map(|c| c.id);
             if known.or(in_chain).is_some_and(|id| id != current.id) {
                 return Err(Error::PayloadNameTaken { name: current.name });
@@ -76,20 +78,36 @@ impl TypeTable {
             next = current.parent.map(|p| p.ty());
         }
         for t in chain {
-            self.by_name.insert(t.name, t);
-            self.by_id.insert(t.id, t);
+            if self.by_id.contains_key(&t.id) {
+                continue;
+            }
+            // Fewer than 2^32 types: each one is a Rust type named in code.
+            let index = self.all.len() as u32;
+            self.all.push(t);
+            self.by_name.insert(t.name, index);
+            self.by_id.insert(t.id, index);
         }
         Ok(())
     }
 
     /// The declared type named `name`.
     pub(crate) fn by_name(&self, name: &str) -> Option<PayloadType> {
-        self.by_name.get(name).copied()
+        self.by_name.get(name).map(|&i| self.get(i))
     }
 
     /// The declared type `T`, if declared.
     pub(crate) fn by_id(&self, id: TypeId) -> Option<PayloadType> {
+        self.by_id.get(&id).map(|&i| self.get(i))
+    }
+
+    /// The index of the declared type `id`.
+    pub(crate) fn index_of(&self, id: TypeId) -> Option<u32> {
         self.by_id.get(&id).copied()
+    }
+
+    /// The declared type at `index` (an index this table handed out).
+    pub(crate) fn get(&self, index: u32) -> PayloadType {
+        self.all[index as usize]
     }
 }
 

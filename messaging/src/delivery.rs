@@ -39,26 +39,36 @@ use gatehouse_tags::GameplayTag;
 use crate::handle::ListenerId;
 use crate::router::Router;
 
+/// What every delivery of one message shares: made once per broadcast or replay.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Header {
+    pub(crate) channel: GameplayTag,
+    pub(crate) sent_type: &'static str,
+    pub(crate) replay: bool,
+}
+
 /// One delivery to one listener.
 pub struct Delivery<'a, C> {
     router: &'a Router<C>,
     state: &'a mut C,
-    channel: GameplayTag,
-    sent_type: &'static str,
-    listener: ListenerId,
-    replay: bool,
+    header: &'a Header,
+    listener: &'a ListenerId,
 }
 
 impl<'a, C: 'static> Delivery<'a, C> {
     pub(crate) fn new(
         router: &'a Router<C>,
         state: &'a mut C,
-        channel: GameplayTag,
-        sent_type: &'static str,
-        listener: ListenerId,
-        replay: bool,
+        header: &'a Header,
+        listener: &'a ListenerId,
     ) -> Delivery<'a, C> {
-        Delivery { router, state, channel, sent_type, listener, replay }
+        Delivery { router, state, header, listener }
+    }
+
+    /// The next listener of the same message: a broadcast reuses one delivery for all of them.
+    #[inline(always)]
+    pub(crate) fn set_listener(&mut self, listener: &'a ListenerId) {
+        self.listener = listener;
     }
 
     /// The caller's state, as lent to the broadcast.
@@ -74,38 +84,38 @@ impl<'a, C: 'static> Delivery<'a, C> {
     /// The channel the message was broadcast on (for a hierarchical listener, the descendant
     /// channel, not the tag it listens at).
     pub fn channel(&self) -> GameplayTag {
-        self.channel
+        self.header.channel
     }
 
     /// The payload type the message was sent as (the listener reads it as its expected type,
     /// which is this type or one of its declared ancestors).
     pub fn sent_type(&self) -> &'static str {
-        self.sent_type
+        self.header.sent_type
     }
 
     /// The listener being called.
     pub fn listener(&self) -> ListenerId {
-        self.listener
+        *self.listener
     }
 
     /// Whether this is a sticky channel's retained message, replayed at registration.
     pub fn is_replay(&self) -> bool {
-        self.replay
+        self.header.replay
     }
 
     /// Removes the listener being called, at once (its handle, wherever held, becomes inert).
     pub fn unlisten_self(&self) -> bool {
-        self.router.unlisten(self.listener)
+        self.router.unlisten(*self.listener)
     }
 }
 
 impl<C> std::fmt::Debug for Delivery<'_, C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Delivery")
-            .field("channel", &self.channel)
-            .field("sent_type", &self.sent_type)
+            .field("channel", &self.header.channel)
+            .field("sent_type", &self.header.sent_type)
             .field("listener", &self.listener)
-            .field("replay", &self.replay)
+            .field("replay", &self.header.replay)
             .finish_non_exhaustive()
     }
 }

@@ -4,15 +4,20 @@
 //! - delivery is synchronous and follows global registration order across every list the
 //!   channel's walk visits (its exact and hierarchical lists, then each ancestor's hierarchical
 //!   list);
-//! - the recipients are fixed when the broadcast starts: a listener registered during the
-//!   delivery does not receive this message (a sticky channel's registration replay gives it
-//!   the message instead, exactly once); a listener removed before its turn is not called;
+//! - the recipients are fixed when the broadcast starts (a snapshot of each list): a listener
+//!   registered during the delivery does not receive this message (a sticky channel's
+//!   registration replay gives it the message instead, exactly once); a listener removed before
+//!   its turn is not called;
 //! - each listener's expected type is checked by the one rule; a mismatch skips that listener
-//!   loudly (warn + counter) and the broadcast goes on;
+//!   loudly (an error in the log, and a counter) and the broadcast goes on;
 //! - nesting (a callback broadcasting, or registering on a sticky channel) is bounded by the
 //!   configured depth, and a refused level is an error, never a silent drop;
 //! - no borrow of the router's state is held while a callback runs, so callbacks may do
 //!   anything the router offers.
+//!
+//! Cost: per broadcast, one type check against the channel and one snapshot per non-empty list;
+//! per delivery, a liveness flag, a type identity compared with the previous listener's (the
+//! rule runs again only when the expected type changes), two counters and the call.
 
 use std::any::Any;
 use std::cell::Cell;
@@ -20,30 +25,15 @@ use std::rc::Rc;
 
 use gatehouse_tags::GameplayTag;
 
-use crate::declare::Keep;
-use crate::delivery::Delivery;
+use crate::declare::{Keep, TypeTable};
+use crate::delivery::{Delivery, Header};
 use crate::error::Error;
-use crate::handle::{ListenerId, serial_watermark};
+use crate::handle::{Lifetime, ListenerId};
 use crate::payload::PayloadType;
 use crate::router::{Retained, Router};
 use crate::rule::{self, Fits};
-use crate::stats::Report;
-use crate::table::{Api, Callback, Entry, ListRef};
-
-/// A position in one list of a broadcast's walk.
-#[derive(Clone, Copy)]
-struct Cursor {
-    list: ListRef,
-    pos: usize,
-}
-
-/// The next listener to call, copied out of the table so no borrow outlives the lookup.
-struct Recipient<C> {
-    id: ListenerId,
-    expected: PayloadType,
-    api: Api,
-    callback: Callback<C>,
-}
+use crate::stats::{Report, bump};
+use crate::table::{Record, Snapshot};
 
 /// One level of nesting, released when dropped (also on unwind).
 struct Level<'a>(&'a Cell<usize>);
@@ -54,24 +44,55 @@ impl Drop for Level<'_> {
     }
 }
 
+/// One message on its way: what was sent, and its view as the last expected type asked for.
+struct Message<'p> {
+    sent: &'p PayloadType,
+    payload: &'p dyn Any,
+    /// The router's removal count when the recipients were fixed.
+    removals: u64,
+    /// The expected type (by index) that `view` answers for: the rule's answer is reused while
+    /// listeners expect the same type.
+    last_type: u32,
+    /// The payload seen as `last_type`; `None` if it does not fit.
+    view: Option<&'p dyn Any>,
+}
+
+impl<'p> Message<'p> {
+    /// The payload seen as the type at `expected` in `types`, by the one rule; `None` if it
+    /// does not fit.
+    #[inline(always)]
+    fn view(&mut self, types: &TypeTable, expected: u32) -> Option<&'p dyn Any> {
+        if expected != self.last_type {
+            self.last_type = expected;
+            self.view = rule::check(&types.get(expected), self.sent)
+                .ok()
+                .and_then(|fits| fits.view(self.sent, self.payload));
+        }
+        self.view
+    }
+}
+
 impl<C: 'static> Router<C> {
     /// Delivers one message on the channel at `index`.
     ///
     /// 1. Check the payload against the channel's declared type (the one rule).
     /// 2. Enter one nesting level, or refuse past the configured depth (MB-12).
-    /// 3. On a sticky channel, retain a copy as the declared type (MB-13).
-    /// 4. Fix the recipients: records registered before this point (serial watermark).
-    /// 5. Call them in registration order, looking each one up afresh (MB-11).
+    /// 3. On a sticky channel, retain a copy as the declared type (MB-13), held by `owner` if
+    ///    one is given.
+    /// 4. Fix the recipients: a snapshot of each non-empty list of the channel's walk.
+    /// 5. Call the live ones in registration order across the snapshots (MB-11).
+    #[inline]
     pub(crate) fn dispatch(
         &self,
         state: &mut C,
         index: usize,
-        sent: PayloadType,
+        sent: &PayloadType,
         payload: &dyn Any,
+        owner: Option<&mut Lifetime>,
     ) -> Result<Report, Error> {
         let plan = &self.shared.layout.channels[index];
         let channel = plan.decl.tag;
-        let fits = rule::check(&plan.decl.ty, &sent).map_err(|m| {
+        let fits = rule::check(&plan.decl.ty, sent).map_err(|m| {
             self.refuse_broadcast(Error::PayloadMismatch {
                 channel,
                 expected: m.expected,
@@ -80,27 +101,107 @@ impl<C: 'static> Router<C> {
         })?;
         let _level = self.enter(channel).map_err(|e| self.refuse_broadcast(e))?;
         if let Some(keep) = plan.decl.sticky {
-            self.retain(index, keep, fits, &sent, payload);
+            let seq = self.retain(index, keep, fits, sent, payload);
+            if let (Some(seq), Some(owner)) = (seq, owner) {
+                owner.hold_retained(self.registry(), index, seq);
+            }
         }
-        self.shared.bump(|s| s.broadcasts += 1);
+        bump(&self.shared.stats.broadcasts);
 
-        let watermark = serial_watermark();
-        let mut cursors: Vec<Cursor> = Vec::new();
-        {
-            let table = self.shared.table.borrow();
-            for &list in plan.walk.iter() {
-                if table.list(list).first().is_some_and(|e| e.serial < watermark) {
-                    cursors.push(Cursor { list, pos: 0 });
+        let header = Header { channel, sent_type: sent.name, replay: false };
+        let view = fits.view(sent, payload);
+        let mut message = self.message(sent, payload, plan.ty, view);
+        let mut report = Report::default();
+        let table = self.shared.table.borrow();
+        match *table.occupied(index) {
+            [] => drop(table),
+            [only] => {
+                // The usual case: every recipient in one list.
+                let snapshot = table.snapshot_at(only);
+                drop(table);
+                if let Some(only) = snapshot {
+                    let (records, uniform) = (only.records(), only.uniform());
+                    self.deliver_list(state, records, uniform, &header, &mut message, &mut report);
+                }
+            }
+            ref lists => {
+                let snapshots: Vec<Snapshot<C>> =
+                    lists.iter().filter_map(|&l| table.snapshot_at(l)).collect();
+                drop(table);
+                self.deliver_merged(state, &snapshots, &header, &mut message, &mut report);
+            }
+        }
+        self.count_deliveries(&report);
+        Ok(report)
+    }
+
+    /// Adds what one broadcast or replay delivered to the router's totals, once it is done.
+    fn count_deliveries(&self, report: &Report) {
+        let deliveries = &self.shared.stats.deliveries;
+        deliveries.set(deliveries.get() + report.delivered as u64);
+    }
+
+    /// Delivers to the records of one list, in order. When they all expect one type
+    /// (`uniform`) that the message fits, the rule is asked once for all of them.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    fn deliver_list(
+        &self,
+        state: &mut C,
+        records: &[Record<C>],
+        uniform: Option<u32>,
+        header: &Header,
+        message: &mut Message<'_>,
+        report: &mut Report,
+    ) {
+        let Some(first) = records.first() else { return };
+        let mut delivery = Delivery::new(self, state, header, &first.id);
+        let types = &self.shared.layout.types;
+        match uniform.and_then(|ty| message.view(types, ty)) {
+            Some(view) => {
+                for record in records {
+                    if self.is_live(record, message) {
+                        report.delivered += 1;
+                        delivery.set_listener(&record.id);
+                        record.call(&mut delivery, view);
+                    }
+                }
+            }
+            None => {
+                for record in records {
+                    self.deliver(&mut delivery, record, message, report);
                 }
             }
         }
-        let mut report = Report::default();
-        let mut last = 0;
-        while let Some(recipient) = self.next_recipient(&mut cursors, last, watermark) {
-            last = recipient.id.serial;
-            self.deliver(state, recipient, channel, &sent, payload, false, &mut report);
+    }
+
+    /// Delivers from several snapshots, always taking the smallest serial next: registration
+    /// order across lists.
+    fn deliver_merged(
+        &self,
+        state: &mut C,
+        snapshots: &[Snapshot<C>],
+        header: &Header,
+        message: &mut Message<'_>,
+        report: &mut Report,
+    ) {
+        let Some(first) = snapshots.iter().find_map(|s| s.records().first()) else { return };
+        let mut delivery = Delivery::new(self, state, header, &first.id);
+        let mut next = vec![0usize; snapshots.len()];
+        loop {
+            let mut best: Option<(u64, usize)> = None;
+            for (at, snapshot) in snapshots.iter().enumerate() {
+                if let Some(record) = snapshot.records().get(next[at]) {
+                    if best.is_none_or(|(serial, _)| record.serial() < serial) {
+                        best = Some((record.serial(), at));
+                    }
+                }
+            }
+            let Some((_, at)) = best else { return };
+            let record = &snapshots[at].records()[next[at]];
+            next[at] += 1;
+            self.deliver(&mut delivery, record, message, report);
         }
-        Ok(report)
     }
 
     /// Replays to the new listener `id` alone the retained message of each sticky channel in
@@ -130,14 +231,19 @@ impl<C: 'static> Router<C> {
         pending.sort_by_key(|p| p.0);
         let mut report = Report::default();
         for (_, index, value) in pending {
-            let decl = self.shared.layout.channels[index].decl;
+            let plan = &self.shared.layout.channels[index];
             // The listener may have removed itself during an earlier replay.
-            let Some(recipient) = self.recipient(id) else {
+            let Some(record) = self.record(id) else {
                 break;
             };
-            self.shared.bump(|s| s.replays += 1);
-            self.deliver(state, recipient, decl.tag, &decl.ty, &*value, true, &mut report);
+            bump(&self.shared.stats.replays);
+            let header =
+                Header { channel: plan.decl.tag, sent_type: plan.decl.ty.name, replay: true };
+            let mut message = self.message(&plan.decl.ty, &*value, plan.ty, Some(&*value));
+            let records = std::slice::from_ref(&record);
+            self.deliver_list(state, records, None, &header, &mut message, &mut report);
         }
+        self.count_deliveries(&report);
         Ok(())
     }
 
@@ -146,22 +252,30 @@ impl<C: 'static> Router<C> {
         let depth = self.shared.depth.get();
         let limit = self.shared.config.max_depth();
         if depth >= limit {
-            self.shared.bump(|s| s.depth_exceeded += 1);
+            bump(&self.shared.stats.depth_exceeded);
             return Err(Error::DepthExceeded { channel, limit, arrived: depth + 1 });
         }
         self.shared.depth.set(depth + 1);
         Ok(Level(&self.shared.depth))
     }
 
-    /// Keeps a copy of a sticky channel's message, as the channel's declared type.
-    fn retain(&self, index: usize, keep: Keep, fits: Fits, sent: &PayloadType, payload: &dyn Any) {
+    /// Keeps a copy of a sticky channel's message, as the channel's declared type, and returns
+    /// its sequence number.
+    fn retain(
+        &self,
+        index: usize,
+        keep: Keep,
+        fits: Fits,
+        sent: &PayloadType,
+        payload: &dyn Any,
+    ) -> Option<u64> {
         let Some(copy) = fits.view(sent, payload).and_then(|view| keep.copy(view)) else {
             // `fits` was checked against the channel's type, and `payload` is of type `sent`.
             tracing::error!(
                 sent = sent.name,
                 "router invariant broken: a checked sticky payload could not be retained"
             );
-            return;
+            return None;
         };
         let seq = self.shared.retained_seq.get() + 1;
         self.shared.retained_seq.set(seq);
@@ -173,153 +287,91 @@ impl<C: 'static> Router<C> {
             .and_then(|slot| slot.replace(Retained { seq, value: copy }));
         // Dropped after the borrow: a payload is user data.
         drop(previous);
+        Some(seq)
     }
 
-    /// The record `id`, copied out, if it is still registered.
-    fn recipient(&self, id: ListenerId) -> Option<Recipient<C>> {
-        let table = self.shared.table.borrow();
-        table.find(id.list, id.serial).map(|e| Recipient::of(id.list, e))
-    }
-
-    /// The registered record with the smallest serial above `last` and below `watermark`
-    /// across the cursors' lists, re-finding each cursor's position if its list changed.
-    fn next_recipient(
+    /// A message to deliver from now on, whose view as the type `ty` (an index) is `view`.
+    fn message<'p>(
         &self,
-        cursors: &mut [Cursor],
-        last: u64,
-        watermark: u64,
-    ) -> Option<Recipient<C>> {
-        let table = self.shared.table.borrow();
-        let mut best: Option<(u64, usize)> = None;
-        for (at, cursor) in cursors.iter_mut().enumerate() {
-            let list = table.list(cursor.list);
-            cursor.pos = resync(list, cursor.pos, last);
-            if let Some(entry) = list.get(cursor.pos) {
-                if entry.serial < watermark && best.is_none_or(|(serial, _)| entry.serial < serial)
-                {
-                    best = Some((entry.serial, at));
-                }
-            }
+        sent: &'p PayloadType,
+        payload: &'p dyn Any,
+        ty: u32,
+        view: Option<&'p dyn Any>,
+    ) -> Message<'p> {
+        let removals = self.shared.removals.get();
+        Message { sent, payload, removals, last_type: ty, view }
+    }
+
+    /// The record `id`, if it is still registered.
+    fn record(&self, id: ListenerId) -> Option<Record<C>> {
+        self.shared.table.borrow().find(id.list, id.serial).cloned()
+    }
+
+    /// Whether `record`, taken from a snapshot of `message`'s recipients, is still registered.
+    #[inline]
+    fn is_live(&self, record: &Record<C>, message: &Message<'_>) -> bool {
+        // Nothing was removed since the snapshot: every record in it is live.
+        self.shared.removals.get() == message.removals || {
+            let id = record.id;
+            self.shared.table.borrow().find(id.list, id.serial).is_some()
         }
-        let (_, at) = best?;
-        let cursor = &mut cursors[at];
-        let entry = &table.list(cursor.list)[cursor.pos];
-        cursor.pos += 1;
-        Some(Recipient::of(cursor.list, entry))
     }
 
-    /// Calls one listener, or reports why not.
-    #[allow(clippy::too_many_arguments)]
-    fn deliver(
+    /// Calls one listener, or reports why not: it was removed since the snapshot (skipped
+    /// quietly), or the message does not fit its expected type (skipped loudly).
+    #[inline(always)]
+    fn deliver<'r>(
         &self,
-        state: &mut C,
-        recipient: Recipient<C>,
-        channel: GameplayTag,
-        sent: &PayloadType,
-        payload: &dyn Any,
-        replay: bool,
+        delivery: &mut Delivery<'r, C>,
+        record: &'r Record<C>,
+        message: &mut Message<'_>,
         report: &mut Report,
     ) {
-        let id = recipient.id;
-        let view = match rule::check(&recipient.expected, sent) {
-            Ok(fits) => fits.view(sent, payload),
-            Err(mismatch) => {
-                report.mismatched += 1;
-                self.shared.bump(|s| s.mismatches += 1);
-                tracing::warn!(
-                    channel = %channel,
-                    listener = %id,
-                    api = recipient.api.as_str(),
-                    expected = mismatch.expected,
-                    arrived = mismatch.arrived,
-                    replay,
-                    "payload type mismatch: expected {}, arrived {}; listener skipped",
-                    mismatch.expected,
-                    mismatch.arrived,
-                );
-                return;
+        if !self.is_live(record, message) {
+            return;
+        }
+        match message.view(&self.shared.layout.types, record.expected) {
+            Some(view) => {
+                report.delivered += 1;
+                delivery.set_listener(&record.id);
+                record.call(delivery, view);
             }
-        };
-        let Some(view) = view else {
+            None => self.skip(record, delivery.channel(), delivery.is_replay(), message, report),
+        }
+    }
+
+    /// Skips a listener the message does not fit: counted and logged as an error, as the seed's
+    /// typed path logs it (seed 002 section 2), in both APIs.
+    #[cold]
+    #[inline(never)]
+    fn skip(
+        &self,
+        record: &Record<C>,
+        channel: GameplayTag,
+        replay: bool,
+        message: &Message<'_>,
+        report: &mut Report,
+    ) {
+        report.mismatched += 1;
+        bump(&self.shared.stats.mismatches);
+        let id = record.id;
+        match rule::check(&self.shared.layout.types.get(record.expected), message.sent) {
+            Err(mismatch) => tracing::error!(
+                channel = %channel,
+                listener = %id,
+                api = record.api.as_str(),
+                expected = mismatch.expected,
+                arrived = mismatch.arrived,
+                replay,
+                "payload type mismatch: expected {}, arrived {}; listener skipped",
+                mismatch.expected,
+                mismatch.arrived,
+            ),
             // `payload` is of type `sent` (checked where it entered) and `sent` fits.
-            report.mismatched += 1;
-            self.shared.bump(|s| s.mismatches += 1);
-            tracing::error!(
+            Ok(_) => tracing::error!(
                 listener = %id,
                 "router invariant broken: a fitting payload could not be viewed as the expected type"
-            );
-            return;
-        };
-        report.delivered += 1;
-        self.shared.bump(|s| s.deliveries += 1);
-        let mut delivery = Delivery::new(self, state, channel, sent.name, id, replay);
-        recipient.callback.call(&mut delivery, view);
-    }
-}
-
-impl<C> Recipient<C> {
-    fn of(list: ListRef, entry: &Entry<C>) -> Recipient<C> {
-        Recipient {
-            id: ListenerId { serial: entry.serial, list },
-            expected: entry.expected,
-            api: entry.api,
-            callback: entry.callback.clone(),
+            ),
         }
-    }
-}
-
-/// The first position in `list` whose serial is above `last`: `pos` itself when the list has
-/// not changed around it, otherwise found again by binary search.
-fn resync<C>(list: &[Entry<C>], pos: usize, last: u64) -> usize {
-    let settled = pos <= list.len()
-        && (pos == 0 || list[pos - 1].serial <= last)
-        && list.get(pos).is_none_or(|e| e.serial > last);
-    if settled { pos } else { list.partition_point(|e| e.serial <= last) }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::channel::Match;
-    use crate::payload::Payload;
-    use crate::table::Table;
-
-    struct P;
-    impl Payload for P {
-        const NAME: &'static str = "P";
-    }
-
-    fn list_of(serials: &[u64]) -> Table<()> {
-        let mut table = Table::new(1);
-        for &serial in serials {
-            table.push(
-                LIST,
-                Entry {
-                    serial,
-                    expected: PayloadType::of::<P>(),
-                    api: Api::Typed,
-                    callback: Callback::new(|_, _| {}),
-                },
-            );
-        }
-        table
-    }
-
-    const LIST: ListRef = ListRef { slot: 0, matching: Match::Exact };
-
-    #[test]
-    fn a_cursor_keeps_its_place_or_finds_it_again() {
-        let mut table = list_of(&[2, 4, 6, 8]);
-        // Unchanged list: the position after the last delivered serial stands.
-        assert_eq!(resync(table.list(LIST), 2, 4), 2);
-        // The delivered record (4) removed itself: the next one (6) is now at index 1.
-        table.remove(LIST, 4);
-        assert_eq!(resync(table.list(LIST), 2, 4), 1);
-        // An earlier record (2) was removed: everything shifted left by one.
-        table.remove(LIST, 2);
-        assert_eq!(resync(table.list(LIST), 1, 4), 0);
-        // Past the end.
-        assert_eq!(resync(table.list(LIST), 2, 8), 2);
-        assert_eq!(resync(table.list(LIST), 9, 8), 2);
     }
 }

@@ -22,11 +22,6 @@ pub(crate) fn next_serial() -> u64 {
     NEXT_SERIAL.fetch_add(1, Ordering::Relaxed)
 }
 
-/// Every serial handed out after this call is at least the returned value.
-pub(crate) fn serial_watermark() -> u64 {
-    NEXT_SERIAL.load(Ordering::Relaxed)
-}
-
 /// The identity of one listener record: unique in the process, never reused.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct ListenerId {
@@ -59,6 +54,9 @@ pub(crate) trait Registry {
     fn unlisten(&self, id: ListenerId) -> bool;
     /// Whether the record is still registered.
     fn contains(&self, id: ListenerId) -> bool;
+    /// Clears the retained message of the channel at `channel` if it is still the one numbered
+    /// `seq`; `false` if a later message replaced it or it was cleared.
+    fn release_retained(&self, channel: usize, seq: u64) -> bool;
 }
 
 /// The owning handle of one listener record. Dropping it removes the record at once.
@@ -109,18 +107,38 @@ impl fmt::Debug for Listener {
     }
 }
 
+/// A sticky channel's retained message that a lifetime owns.
+struct RetainedHold {
+    registry: Weak<dyn Registry>,
+    channel: usize,
+    seq: u64,
+}
+
 /// A lifetime (a world, a session, a feature) that owns listener records: retiring it, or
-/// dropping it, removes every record it holds at once (MB-08).
+/// dropping it, removes every record it holds at once (MB-08). It also owns the sticky messages
+/// broadcast in it ([`Router::broadcast_in`](crate::Router::broadcast_in)): retiring it clears
+/// each one that no later message has replaced.
 #[must_use = "dropping a Lifetime retires it and removes its listeners at once"]
 pub struct Lifetime {
     name: String,
     held: Vec<Listener>,
+    /// When `held` reaches this many handles, the dead ones are forgotten first.
+    compact_at: usize,
+    retained: Vec<RetainedHold>,
 }
+
+/// The smallest number of handles at which a lifetime forgets its dead ones.
+const COMPACT_AT_LEAST: usize = 4;
 
 impl Lifetime {
     /// A lifetime named `name` (for logs), holding nothing yet.
     pub fn new(name: impl Into<String>) -> Lifetime {
-        Lifetime { name: name.into(), held: Vec::new() }
+        Lifetime {
+            name: name.into(),
+            held: Vec::new(),
+            compact_at: COMPACT_AT_LEAST,
+            retained: Vec::new(),
+        }
     }
 
     /// The lifetime's name.
@@ -130,35 +148,54 @@ impl Lifetime {
 
     /// Takes ownership of `listener`: its record now lives until this lifetime is retired (or
     /// until it is removed in another way).
+    ///
+    /// Handles whose records were removed in another way are forgotten each time the number
+    /// held reaches twice what was live at the previous such point (at least 4), so a long
+    /// lifetime whose listeners are removed one by one keeps no pile of dead handles, and holding
+    /// stays amortised constant time.
     pub fn hold(&mut self, listener: Listener) {
-        if self.held.len() == self.held.capacity() {
-            // Forget handles whose records are already gone before growing, so a long lifetime
-            // whose listeners are removed one by one does not accumulate dead handles.
+        if self.held.len() >= self.compact_at {
             self.held.retain(Listener::is_live);
+            self.compact_at = (self.held.len() * 2).max(COMPACT_AT_LEAST);
         }
         self.held.push(listener);
     }
 
-    /// Number of handles held (records removed in another way count until the next `hold`).
+    /// Number of handles held, including those whose records were removed in another way since
+    /// the lifetime last forgot its dead handles (see [`Lifetime::hold`]).
     pub fn held_count(&self) -> usize {
         self.held.len()
     }
 
-    /// Retires the lifetime: every record it holds is removed now.
+    /// Takes ownership of the retained message `seq` of the sticky channel at `channel`. A hold
+    /// on the same channel of the same router is superseded by it (that message was replaced).
+    pub(crate) fn hold_retained(&mut self, registry: Weak<dyn Registry>, channel: usize, seq: u64) {
+        self.retained.retain(|h| !(h.channel == channel && Weak::ptr_eq(&h.registry, &registry)));
+        self.retained.push(RetainedHold { registry, channel, seq });
+    }
+
+    /// Retires the lifetime: every record it holds is removed now, and every retained message
+    /// it owns is cleared.
     pub fn retire(self) {}
 }
 
 impl Drop for Lifetime {
     fn drop(&mut self) {
+        // Removed in registration order; each removal is immediate.
+        let removed =
+            self.held.drain(..).filter_map(|mut listener| listener.release().then_some(())).count();
+        let mut cleared = 0;
+        for hold in self.retained.drain(..) {
+            if hold.registry.upgrade().is_some_and(|r| r.release_retained(hold.channel, hold.seq)) {
+                cleared += 1;
+            }
+        }
         tracing::debug!(
             lifetime = %self.name,
-            listeners = self.held.len(),
-            "lifetime retired: removing its listeners"
+            listeners = removed,
+            retained = cleared,
+            "lifetime retired: its listeners removed, its retained messages cleared"
         );
-        // Removed in registration order; each removal is immediate.
-        for listener in self.held.drain(..) {
-            drop(listener);
-        }
     }
 }
 
@@ -167,6 +204,7 @@ impl fmt::Debug for Lifetime {
         f.debug_struct("Lifetime")
             .field("name", &self.name)
             .field("held", &self.held.len())
+            .field("retained", &self.retained.len())
             .finish()
     }
 }

@@ -14,6 +14,8 @@ use crate::table::ListRef;
 /// then the hierarchical list of each ancestor.
 pub(crate) struct ChannelPlan {
     pub(crate) decl: ChannelDecl,
+    /// The declared payload type's index in [`Layout::types`].
+    pub(crate) ty: u32,
     pub(crate) walk: Box<[ListRef]>,
 }
 
@@ -68,7 +70,9 @@ impl Layout {
                     }
                     walk.push(ListRef { slot, matching: Match::Hierarchical });
                 }
-                ChannelPlan { decl, walk: walk.into_boxed_slice() }
+                // A channel's type is declared with it.
+                let ty = types.index_of(decl.ty.id).unwrap_or_default();
+                ChannelPlan { decl, ty, walk: walk.into_boxed_slice() }
             })
             .collect();
         Layout { channels, point_tags, points, types }
@@ -80,6 +84,7 @@ impl Layout {
     }
 
     /// The index of the channel declared at `tag`.
+    #[inline]
     pub(crate) fn channel_index(&self, tag: GameplayTag) -> Option<usize> {
         self.channels.binary_search_by_key(&tag, |c| c.decl.tag).ok()
     }

@@ -18,12 +18,12 @@ use crate::channel::{Channel, Listen, ListenDyn, Match};
 use crate::declare::Channels;
 use crate::delivery::Delivery;
 use crate::error::Error;
-use crate::handle::{Listener, ListenerId, Registry, next_serial};
+use crate::handle::{Lifetime, Listener, ListenerId, Registry, next_serial};
 use crate::layout::Layout;
 use crate::payload::{DynPayload, Payload, PayloadType};
 use crate::rule;
-use crate::stats::{Report, Stats};
-use crate::table::{Api, Callback, Entry, ListRef, Table};
+use crate::stats::{Counters, Report, Stats, bump};
+use crate::table::{Api, ListRef, Record, Table};
 
 /// Router settings.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -71,15 +71,9 @@ pub(crate) struct Shared<C> {
     pub(crate) retained: RefCell<Vec<Option<Retained>>>,
     pub(crate) retained_seq: Cell<u64>,
     pub(crate) depth: Cell<usize>,
-    pub(crate) stats: Cell<Stats>,
-}
-
-impl<C> Shared<C> {
-    pub(crate) fn bump(&self, count: impl FnOnce(&mut Stats)) {
-        let mut stats = self.stats.get();
-        count(&mut stats);
-        self.stats.set(stats);
-    }
+    pub(crate) stats: Counters,
+    /// Records removed so far: while unchanged, every record of a delivery's snapshot is live.
+    pub(crate) removals: Cell<u64>,
 }
 
 impl<C> Registry for Shared<C> {
@@ -87,6 +81,7 @@ impl<C> Registry for Shared<C> {
         let removed = self.table.borrow_mut().remove(id.list, id.serial);
         let found = removed.is_some();
         if found {
+            bump(&self.removals);
             tracing::trace!(listener = %id, "listener removed");
         }
         // Dropped here, after the borrow has ended: the callback's captures are user data and
@@ -97,6 +92,21 @@ impl<C> Registry for Shared<C> {
 
     fn contains(&self, id: ListenerId) -> bool {
         self.table.borrow().find(id.list, id.serial).is_some()
+    }
+
+    fn release_retained(&self, channel: usize, seq: u64) -> bool {
+        let released = self
+            .retained
+            .borrow_mut()
+            .get_mut(channel)
+            .and_then(|slot| slot.take_if(|kept| kept.seq == seq));
+        let found = released.is_some();
+        if found {
+            tracing::trace!(channel = %self.layout.channels[channel].decl.tag, "retained message released");
+        }
+        // Dropped after the borrow: a payload is user data.
+        drop(released);
+        found
     }
 }
 
@@ -115,15 +125,18 @@ impl<C: 'static> Router<C> {
         let layout = Layout::new(channels);
         let slots = layout.slot_count();
         let channel_count = layout.channels.len();
+        let walks: Vec<&[ListRef]> = layout.channels.iter().map(|c| &*c.walk).collect();
+        let table = RefCell::new(Table::new(slots, &walks));
         Router {
             shared: Rc::new(Shared {
                 layout,
                 config,
-                table: RefCell::new(Table::new(slots)),
+                table,
                 retained: RefCell::new((0..channel_count).map(|_| None).collect()),
                 retained_seq: Cell::new(0),
                 depth: Cell::new(0),
-                stats: Cell::new(Stats::default()),
+                stats: Counters::default(),
+                removals: Cell::new(0),
             }),
         }
     }
@@ -170,15 +183,13 @@ impl<C: 'static> Router<C> {
         if on.from_channel {
             self.channel_of::<T>(on.tag).map_err(|e| self.refuse_registration(e))?;
         }
-        let callback = Callback::new(move |delivery, value| match value.downcast_ref::<T>() {
+        let callback = move |delivery: &mut Delivery<'_, C>, value: &dyn Any| match value
+            .downcast_ref::<T>()
+        {
             Some(payload) => callback(delivery, payload),
             // The rule produced a view of the expected type; this arm cannot be reached.
-            None => tracing::error!(
-                listener = %delivery.listener(),
-                expected = T::NAME,
-                "router invariant broken: a checked payload is not of the expected type"
-            ),
-        });
+            None => not_of_expected_type(delivery.listener(), T::NAME),
+        };
         self.register(state, on.tag, on.matching, expected, Api::Typed, callback)
     }
 
@@ -206,8 +217,9 @@ impl<C: 'static> Router<C> {
             }));
         };
         let name = expected.name;
-        let callback =
-            Callback::new(move |delivery, value| callback(delivery, DynPayload::new(name, value)));
+        let callback = move |delivery: &mut Delivery<'_, C>, value: &dyn Any| {
+            callback(delivery, DynPayload::new(name, value))
+        };
         self.register(state, tag, on.matching, expected, Api::Dynamic, callback)
     }
 
@@ -224,7 +236,44 @@ impl<C: 'static> Router<C> {
         payload: &T,
     ) -> Result<Report, Error> {
         let index = self.channel_of::<T>(channel.tag()).map_err(|e| self.refuse_broadcast(e))?;
-        self.dispatch(state, index, PayloadType::of::<T>(), payload)
+        let sent = &self.shared.layout.channels[index].decl.ty;
+        self.dispatch(state, index, sent, payload, None)
+    }
+
+    /// Broadcasts as [`Router::broadcast`], in `lifetime` (a world, a session): on a sticky
+    /// channel the retained copy of this message belongs to `lifetime`, and retiring it clears
+    /// the copy unless a later message has replaced it. So a listener that registers in the next
+    /// world is never handed a message of a world already torn down. On a plain channel this is
+    /// [`Router::broadcast`].
+    ///
+    /// # Errors
+    /// As [`Router::broadcast`].
+    pub fn broadcast_in<T: Payload>(
+        &self,
+        state: &mut C,
+        lifetime: &mut Lifetime,
+        channel: Channel<T>,
+        payload: &T,
+    ) -> Result<Report, Error> {
+        let index = self.channel_of::<T>(channel.tag()).map_err(|e| self.refuse_broadcast(e))?;
+        let sent = &self.shared.layout.channels[index].decl.ty;
+        self.dispatch(state, index, sent, payload, Some(lifetime))
+    }
+
+    /// Forgets the retained message of the sticky `channel`, so later listeners get no replay
+    /// until the next broadcast. Returns whether there was one (always `false` on a plain
+    /// channel).
+    ///
+    /// # Errors
+    /// [`Error::UndeclaredChannel`]; [`Error::ChannelTypeConflict`] if `channel` is not the
+    /// declared `Channel<T>`.
+    pub fn clear_retained<T: Payload>(&self, channel: Channel<T>) -> Result<bool, Error> {
+        let index = self.channel_of::<T>(channel.tag())?;
+        let cleared = self.shared.retained.borrow_mut().get_mut(index).and_then(Option::take);
+        let found = cleared.is_some();
+        // Dropped after the borrow: a payload is user data.
+        drop(cleared);
+        Ok(found)
     }
 
     /// Broadcasts a payload of a type `S` derived from the channel's type `T` (declared on this
@@ -245,7 +294,7 @@ impl<C: 'static> Router<C> {
                 self.refuse_broadcast(Error::UnknownPayloadType { name: S::NAME.to_owned() })
             );
         };
-        self.dispatch(state, index, sent, payload)
+        self.dispatch(state, index, &sent, payload, None)
     }
 
     /// Broadcasts a payload whose channel and type are named at run time (a scripting layer, a
@@ -276,7 +325,7 @@ impl<C: 'static> Router<C> {
             return Err(self
                 .refuse_broadcast(Error::ValueNotOfNamedType { named: payload_type.to_owned() }));
         }
-        self.dispatch(state, index, sent, payload)
+        self.dispatch(state, index, &sent, payload, None)
     }
 
     /// Removes the record `id` at once; `false` if it is already gone or not this router's.
@@ -297,14 +346,20 @@ impl<C: 'static> Router<C> {
 
     /// Counters since the router was built.
     pub fn stats(&self) -> Stats {
-        self.shared.stats.get()
+        self.shared.stats.snapshot()
+    }
+
+    /// The weak reference a handle or a lifetime keeps to this router.
+    pub(crate) fn registry(&self) -> Weak<dyn Registry> {
+        let weak: Weak<Shared<C>> = Rc::downgrade(&self.shared);
+        weak
     }
 
     /// The index of the channel at `tag`, which must be declared with payload `T`.
     fn channel_of<T: Payload>(&self, tag: GameplayTag) -> Result<usize, Error> {
         let layout = &self.shared.layout;
         let index = layout.channel_index(tag).ok_or(Error::UndeclaredChannel { channel: tag })?;
-        let declared = layout.channels[index].decl.ty;
+        let declared = &layout.channels[index].decl.ty;
         if declared.id != TypeId::of::<T>() {
             return Err(Error::ChannelTypeConflict {
                 channel: tag,
@@ -329,7 +384,7 @@ impl<C: 'static> Router<C> {
         matching: Match,
         expected: PayloadType,
         api: Api,
-        callback: Callback<C>,
+        callback: impl Fn(&mut Delivery<'_, C>, &dyn Any) + 'static,
     ) -> Result<Listener, Error> {
         let layout = &self.shared.layout;
         let point = layout
@@ -351,12 +406,15 @@ impl<C: 'static> Router<C> {
                 carried: carried.join(", "),
             }));
         }
-        let serial = next_serial();
-        let list = ListRef { slot: point.slot, matching };
-        self.shared.table.borrow_mut().push(list, Entry { serial, expected, api, callback });
-        let id = ListenerId { serial, list };
-        let registry: Weak<Shared<C>> = Rc::downgrade(&self.shared);
-        let listener = Listener::new(registry, id);
+        // Every type a listener can name was declared (checked by the callers).
+        let Some(type_index) = layout.types.index_of(expected.id) else {
+            return Err(self.refuse_registration(Error::UnknownPayloadType {
+                name: expected.name.to_owned(),
+            }));
+        };
+        let id = ListenerId { serial: next_serial(), list: ListRef { slot: point.slot, matching } };
+        self.shared.table.borrow_mut().push(Record::new(id, type_index, api, callback));
+        let listener = Listener::new(self.registry(), id);
         tracing::trace!(
             listener = %id,
             channel = %tag,
@@ -371,17 +429,33 @@ impl<C: 'static> Router<C> {
 
     /// Counts and logs a refused registration, and hands the error back.
     pub(crate) fn refuse_registration(&self, error: Error) -> Error {
-        self.shared.bump(|s| s.refused_registrations += 1);
+        bump(&self.shared.stats.refused_registrations);
         tracing::warn!(%error, "listener registration refused");
         error
     }
 
     /// Counts and logs a refused broadcast, and hands the error back.
     pub(crate) fn refuse_broadcast(&self, error: Error) -> Error {
-        self.shared.bump(|s| s.refused_broadcasts += 1);
-        tracing::warn!(%error, "broadcast refused");
+        bump(&self.shared.stats.refused_broadcasts);
+        if matches!(error, Error::PayloadMismatch { .. }) {
+            // A payload-type mismatch is an error, as the seed's typed path logs it.
+            tracing::error!(%error, "broadcast refused");
+        } else {
+            tracing::warn!(%error, "broadcast refused");
+        }
         error
     }
+}
+
+/// Logs a payload that reached a typed listener as another type than the rule promised.
+#[cold]
+#[inline(never)]
+fn not_of_expected_type(listener: ListenerId, expected: &'static str) {
+    tracing::error!(
+        listener = %listener,
+        expected,
+        "router invariant broken: a checked payload is not of the expected type"
+    );
 }
 
 impl<C> fmt::Debug for Router<C> {
@@ -390,7 +464,7 @@ impl<C> fmt::Debug for Router<C> {
             .field("config", &self.shared.config)
             .field("channels", &self.shared.layout.channels.len())
             .field("listeners", &self.shared.table.borrow().live())
-            .field("stats", &self.shared.stats.get())
+            .field("stats", &self.shared.stats.snapshot())
             .finish()
     }
 }

@@ -31,14 +31,19 @@ pub(crate) struct Mismatch {
 }
 
 /// The rule: `sent` fits `expected` when it is `expected` or declares it as an ancestor.
+#[inline]
 pub(crate) fn check(expected: &PayloadType, sent: &PayloadType) -> Result<Fits, Mismatch> {
-    let mut current = *sent;
+    // Walks identities and parent links only: no whole type description is copied.
+    let (mut id, mut parent) = (sent.id, sent.parent);
     for steps in 0..=MAX_DERIVATION {
-        if current.id == expected.id {
+        if id == expected.id {
             return Ok(Fits { steps });
         }
-        match current.parent {
-            Some(parent) => current = parent.ty(),
+        match parent {
+            Some(next) => {
+                let ty = next.ty();
+                (id, parent) = (ty.id, ty.parent);
+            }
             None => break,
         }
     }
@@ -54,6 +59,7 @@ pub(crate) fn related(expected: &PayloadType, carried: &PayloadType) -> bool {
 impl Fits {
     /// `value`, a payload of type `sent`, seen as the expected type. `None` only if `value` is
     /// not actually of type `sent` (the callers check that before asking).
+    #[inline]
     pub(crate) fn view<'v>(self, sent: &PayloadType, value: &'v dyn Any) -> Option<&'v dyn Any> {
         let mut current = *sent;
         let mut view = value;

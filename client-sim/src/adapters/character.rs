@@ -5,8 +5,10 @@
 //! - Routing is exclusive: a generation is routed once, and a pawn whose role changes is retired
 //!   and scoped again (a new generation), so one generation never opens both gates.
 //! - Relationship reset: unpossession or removal resets the pawn scope (its facts, its waits,
-//!   every subscription on it) and revokes the local viewer's dispatch-returned fact; a
-//!   replacement relationship must satisfy a new generation.
+//!   every subscription on it) and, when it was the last local generation whose dispatch
+//!   returned, revokes the local viewer's dispatch-returned fact (a newer local pawn that already
+//!   returned its dispatch keeps it: the new possession may arrive before the old pawn's
+//!   unpossession); a replacement relationship must satisfy a new generation.
 //! - The gate callback only latches and queues the dispatch; the gates layer performs it with the
 //!   router at hand.
 //! - Every generation scoped and retired is announced on the router ([`CHARACTER_SCOPED`],
@@ -121,17 +123,43 @@ pub(crate) struct CharacterRecord {
     /// The gate callback ran for this generation (the seed's `bClientInitGateOpened`), set before
     /// any external callback.
     pub(crate) latched: bool,
+    /// Its dispatch passed revalidation and began: from here on, before the delegate runs,
+    /// `IsCharacterInitGateOpen` reads true for this generation.
+    pub(crate) opened: bool,
 }
 
 /// Every pawn generation scoped in the current world.
 #[derive(Debug, Default)]
 pub(crate) struct CharacterRecords {
     by_pawn: BTreeMap<PawnId, CharacterRecord>,
+    /// The local generations whose dispatch published the local viewer's dispatch-returned fact
+    /// and that have not retired: the fact is revoked when the last of them retires.
+    returned: Vec<ScopeToken>,
 }
 
 impl CharacterRecords {
     pub(crate) fn get(&self, pawn: PawnId) -> Option<&CharacterRecord> {
         self.by_pawn.get(&pawn)
+    }
+
+    /// Whether `pawn`'s current generation has opened its gate (the dispatch began).
+    pub(crate) fn is_open(&self, pawn: PawnId) -> bool {
+        self.get(pawn).is_some_and(|record| record.opened)
+    }
+
+    /// Marks the dispatch of `pawn`'s current generation as begun. The gates call it only after
+    /// revalidating that the current record is the generation being dispatched.
+    pub(crate) fn open(&mut self, pawn: PawnId) {
+        if let Some(record) = self.by_pawn.get_mut(&pawn) {
+            record.opened = true;
+        }
+    }
+
+    /// The local generation `token` returned its dispatch to the local viewer.
+    pub(crate) fn dispatch_returned(&mut self, token: ScopeToken) {
+        if !self.returned.contains(&token) {
+            self.returned.push(token);
+        }
     }
 
     /// Latches the record of `pawn` if it is still generation `token`; false otherwise.
@@ -173,8 +201,8 @@ pub(super) fn sample(core: &mut ClientCore) {
 /// Announces every generation of the world being torn down as retired; the world adapter then
 /// resets their scopes with the world's lifetime.
 pub(super) fn detach(core: &mut ClientCore) {
-    let records = std::mem::take(&mut core.state.characters.by_pawn);
-    for (pawn, record) in records {
+    let records = std::mem::take(&mut core.state.characters);
+    for (pawn, record) in records.by_pawn {
         announce_retired(core, pawn, record, RetireReason::WorldTornDown);
     }
 }
@@ -208,7 +236,7 @@ fn observe(core: &mut ClientCore, pawn: PawnId) {
         core.state
             .characters
             .by_pawn
-            .insert(pawn, CharacterRecord { token, route, latched: false });
+            .insert(pawn, CharacterRecord { token, route, latched: false, opened: false });
         core.state.outbox.push_back(Dispatch::Scoped(GenerationScoped {
             pawn,
             token,
@@ -337,13 +365,16 @@ fn arm(core: &mut ClientCore, pawn: PawnId) {
 }
 
 /// Ends `pawn`'s current generation: resets its scope (facts, waits, subscriptions), discards its
-/// deferred RepNotifies, revokes the local viewer's dispatch-returned fact if this was the local
-/// pawn that returned it, and announces the retirement.
+/// deferred RepNotifies, revokes the local viewer's dispatch-returned fact if this was the last
+/// live local generation that returned it, and announces the retirement.
 pub(crate) fn retire(core: &mut ClientCore, pawn: PawnId, reason: RetireReason) {
     let Some(record) = core.state.characters.by_pawn.remove(&pawn) else { return };
     core.registry.reset_scope(pawn_object(pawn));
     super::rep_notify::discard(core, record.token);
-    if record.route == Route::Local && record.latched {
+    let returned = &mut core.state.characters.returned;
+    let had_returned = returned.contains(&record.token);
+    returned.retain(|token| *token != record.token);
+    if had_returned && returned.is_empty() {
         if let Some(viewer) = core.state.world.and_then(|w| w.local_player) {
             publish(core, viewer, LIFECYCLE_FACT_CHARACTER_LOCAL_DISPATCH_RETURNED, false);
         }

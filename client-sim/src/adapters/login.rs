@@ -1,7 +1,9 @@
 //! The login adapter: mirrors the validated login state onto `Lifecycle.Fact.Nakama.LoginSucceeded`
 //! on the login object, scoped under the game instance, so travel never clears it; the end of
-//! the login retires the scope (seed 000, login fact). It never touches world scopes, and no world
-//! teardown touches it.
+//! the login retires the scope, and so does its replacement by another session (seed 000, login
+//! fact: "authentication loss, session replacement, shutdown ... closes or retires it"), so the
+//! new session's fact lives in a new generation and no wait on the old one survives. It never
+//! touches world scopes, and no world teardown touches it.
 
 use gatehouse_messaging::{Lifetime, Router};
 use gatehouse_tags::catalog::LIFECYCLE_FACT_NAKAMA_LOGIN_SUCCEEDED;
@@ -17,12 +19,17 @@ pub(super) fn listen(router: &Router<ClientCore>, core: &mut ClientCore, lifetim
     hold(router, core, lifetime, LOGIN_ENDED, |d, _| sample(d.state()));
 }
 
-/// Publishes the fact while the login is active; retires the login scope once it is not.
+/// Publishes the fact while the login is active, in a new generation for each validated session;
+/// retires the login scope once it is not active.
 pub(super) fn sample(core: &mut ClientCore) {
-    if core.state.domain.login().is_active() {
+    let session = core.state.domain.login().player().cloned();
+    if session != core.state.login_session {
+        // Ended, or replaced by another session: the old generation and its waits go.
+        core.registry.reset_scope(LOGIN);
+    }
+    core.state.login_session = session;
+    if core.state.login_session.is_some() {
         let token = core.registry.scope(LOGIN, GAME_INSTANCE);
         publish(core, token, LIFECYCLE_FACT_NAKAMA_LOGIN_SUCCEEDED, true);
-    } else {
-        core.registry.reset_scope(LOGIN);
     }
 }

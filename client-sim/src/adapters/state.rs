@@ -73,6 +73,8 @@ pub struct ClientState {
     pub(crate) stats: GateStats,
     /// The listeners the adapters hold for the current world; retired at its teardown.
     pub(crate) world_listeners: Option<Lifetime>,
+    /// The validated player whose login the login scope's current generation stands for.
+    pub(crate) login_session: Option<PlayerId>,
 }
 
 impl ClientCore {
@@ -93,6 +95,7 @@ impl ClientCore {
                 pumping: false,
                 stats: GateStats::default(),
                 world_listeners: None,
+                login_session: None,
             },
         }
     }
@@ -105,6 +108,15 @@ impl ClientCore {
     /// The registry's caller state.
     pub fn state(&self) -> &ClientState {
         &self.state
+    }
+
+    /// `IsCharacterInitGateOpen`: whether `pawn`'s current generation has opened its character
+    /// gate. It reads true from the moment the gate is latched and revalidated, before any
+    /// external callback runs (seed 000: the adapter latches before it broadcasts
+    /// `OnLocalCharacterInitGateOpened`), so a delegate listener already sees it open; the
+    /// `InitGateOpened` fact follows once the dispatch path completes.
+    pub fn is_character_init_gate_open(&self, pawn: gatehouse_protocol::PawnId) -> bool {
+        self.state.characters.is_open(pawn)
     }
 }
 

@@ -3,7 +3,8 @@
 //!
 //! Local: the adapter latched the generation in the gate callback (the seed's
 //! `bClientInitGateOpened`, set before any external callback); here, after revalidating live
-//! state, `OnLocalCharacterInitGateOpened` is broadcast, then the dispatch path is complete: the
+//! state, the generation is marked open (so `IsCharacterInitGateOpen` reads true inside the
+//! delegate), `OnLocalCharacterInitGateOpened` is broadcast, then the dispatch path is complete: the
 //! character's `InitGateOpened` fact and `Lifecycle.Gate.Character.LocalReady` are published
 //! (public subscriptions run), and only then `LocalDispatchReturned` on the local viewer, which
 //! may release remote gates. Remote: the same without the viewer fact, with
@@ -65,6 +66,9 @@ pub(crate) fn dispatch_local(
     broadcast(router, core, LOCAL_CHARACTER_INIT_GATE_OPENED, &opened);
     publish(core, token, LIFECYCLE_FACT_CHARACTER_INIT_GATE_OPENED, true);
     publish(core, token, LIFECYCLE_GATE_CHARACTER_LOCAL_READY, true);
+    // Recorded before publishing: the publish may release remote gates, and the fact is revoked
+    // only when the last local generation that returned it retires.
+    core.state.characters.dispatch_returned(token);
     publish(core, viewer, LIFECYCLE_FACT_CHARACTER_LOCAL_DISPATCH_RETURNED, true);
 }
 
@@ -87,7 +91,8 @@ pub(crate) fn dispatch_remote(
 }
 
 /// The world of a generation whose gate may be dispatched now, after revalidating it against the
-/// registry, the adapter's record and the live domain objects.
+/// registry, the adapter's record and the live domain objects. A generation that passes is open
+/// from here on (`IsCharacterInitGateOpen`), before any consumer hears of it.
 fn live(core: &mut ClientCore, pawn: PawnId, token: ScopeToken, route: Route) -> Option<WorldId> {
     if !core.registry.is_current(token) {
         return None;
@@ -99,7 +104,10 @@ fn live(core: &mut ClientCore, pawn: PawnId, token: ScopeToken, route: Route) ->
         ));
         return None;
     }
-    core.state.world.map(|w| w.id)
+    let world = core.state.world.map(|w| w.id)?;
+    // `disagreement` checked that the current record is generation `token`.
+    core.state.characters.open(pawn);
+    Some(world)
 }
 
 /// What live state says against opening the gate, if anything.

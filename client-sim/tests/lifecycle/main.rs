@@ -7,6 +7,7 @@
 //! - `live_checks`: the runtime expectations every simulated client checks, and a scripted run.
 //! - `rep_notifies`: remote Blueprint RepNotifies deferred until the remote gate releases.
 //! - `pawn_team`: the pawn team presentation.
+//! - `latent_gaps`: the contract gaps of issue 16, each in the arrival order that reaches it.
 //!
 //! [`ClientSession`]: gatehouse_client_sim::session::ClientSession
 
@@ -16,6 +17,7 @@ mod checklist;
 mod common;
 mod coverage;
 mod failure_modes;
+mod latent_gaps;
 mod live_checks;
 mod pawn_team;
 mod rep_notifies;

@@ -1,10 +1,10 @@
 //! Shared fixtures for the router's tests: payload types with a declared derivation chain,
-//! channels over the catalog's `Message.Test` tags, and a tracing subscriber that counts warnings.
+//! channels over the catalog's `Message.Test` tags, and a tracing subscriber that
+//! captures what is logged, with its level.
 
 #![allow(dead_code, unreachable_pub, missing_docs, clippy::unwrap_used)]
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use gatehouse_messaging::{Channel, Channels, Derives, Parent, Payload, Router, RouterConfig};
 use gatehouse_tags::GameplayTag;
@@ -99,17 +99,45 @@ pub fn router<C: 'static>(sticky_ping: bool) -> Router<C> {
     Router::new(RouterConfig::default(), channels(sticky_ping))
 }
 
-/// Counts WARN events on the current thread while `f` runs.
-pub fn count_warnings<R>(f: impl FnOnce() -> R) -> (R, usize) {
-    let warnings = Arc::new(AtomicUsize::new(0));
-    let subscriber = WarnCounter(Arc::clone(&warnings));
-    let result = tracing::subscriber::with_default(subscriber, f);
-    (result, warnings.load(Ordering::SeqCst))
+/// One event logged on the current thread: its level, and its message and fields as text
+/// (`message field=value ...`).
+#[derive(Clone, Debug)]
+pub struct Logged {
+    pub level: tracing::Level,
+    pub text: String,
 }
 
-struct WarnCounter(Arc<AtomicUsize>);
+/// Every event logged on the current thread while `f` runs, at every level. This is how the
+/// tests observe log levels: a subscriber of their own, installed for the call only.
+pub fn capture_logs<R>(f: impl FnOnce() -> R) -> (R, Vec<Logged>) {
+    let logged = Arc::new(Mutex::new(Vec::new()));
+    let subscriber = Capture(Arc::clone(&logged));
+    let result = tracing::subscriber::with_default(subscriber, f);
+    let logged = logged.lock().unwrap().clone();
+    (result, logged)
+}
 
-impl tracing::Subscriber for WarnCounter {
+/// Counts WARN and ERROR events (the loud ones) on the current thread while `f` runs.
+pub fn count_warnings<R>(f: impl FnOnce() -> R) -> (R, usize) {
+    let (result, logged) = capture_logs(f);
+    (result, logged.iter().filter(|l| l.level <= tracing::Level::WARN).count())
+}
+
+struct Capture(Arc<Mutex<Vec<Logged>>>);
+
+struct Text(String);
+
+impl tracing::field::Visit for Text {
+    fn record_debug(&mut self, field: &tracing::field::Field, value: &dyn std::fmt::Debug) {
+        if field.name() == "message" {
+            self.0.insert_str(0, &format!("{value:?}"));
+        } else {
+            self.0.push_str(&format!(" {}={value:?}", field.name()));
+        }
+    }
+}
+
+impl tracing::Subscriber for Capture {
     fn enabled(&self, _: &tracing::Metadata<'_>) -> bool {
         true
     }
@@ -119,9 +147,10 @@ impl tracing::Subscriber for WarnCounter {
     fn record(&self, _: &tracing::span::Id, _: &tracing::span::Record<'_>) {}
     fn record_follows_from(&self, _: &tracing::span::Id, _: &tracing::span::Id) {}
     fn event(&self, event: &tracing::Event<'_>) {
-        if *event.metadata().level() == tracing::Level::WARN {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
+        let mut text = Text(String::new());
+        event.record(&mut text);
+        let level = *event.metadata().level();
+        self.0.lock().unwrap().push(Logged { level, text: text.0 });
     }
     fn enter(&self, _: &tracing::span::Id) {}
     fn exit(&self, _: &tracing::span::Id) {}
