@@ -242,9 +242,10 @@ impl Client {
         self.core.registry.reset_scope(listener)
     }
 
-    /// `IsCharacterInitGateOpen`: whether `pawn`'s current generation dispatched its gate.
+    /// `IsCharacterInitGateOpen`: whether `pawn`'s current generation dispatched its gate,
+    /// latched before any delegate runs (see [`ClientCore::is_character_init_gate_open`]).
     pub fn is_character_init_gate_open(&self, pawn: PawnId) -> bool {
-        self.core.registry.is_ready_on(pawn_object(pawn), LIFECYCLE_FACT_CHARACTER_INIT_GATE_OPENED)
+        self.core.is_character_init_gate_open(pawn)
     }
 
     /// `IsLocalPlayerWidgetControllerAndTeamReady`: the gate is cached on the current world.
