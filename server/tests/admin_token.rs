@@ -8,40 +8,23 @@
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
+
+use gatehouse_tests::process::shipped_config;
+use gatehouse_tests::worlds::QUICK;
 
 const SERVER: &str = env!("CARGO_BIN_EXE_gatehouse-server");
 
 /// A token long enough to be accepted.
 const TOKEN: &str = "container-soak-admin-token-0001";
 
-const WORLD: &str = r#"
-start_node = "harbor"
-default_preset = "Vanguard"
-[[preset]]
-name = "Vanguard"
-character_def = "Vanguard"
-[[node]]
-id = "harbor"
-levels = [{ name = "harbor_docks", stream_ms = 100 }]
-spawn_points_register_ms = 20
-[[node]]
-id = "forest"
-levels = [{ name = "forest_edge", stream_ms = 100 }]
-spawn_points_register_ms = 20
-"#;
-
-fn shipped_config() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/server.toml")
-}
-
-/// The binary with the shipped config, `dir` as its data dir and a small world, a clean
+/// The binary with the shipped config, `dir` as its data dir and the quick test world, a clean
 /// environment plus `envs`, and `args` after the common flags.
 fn command(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> Command {
     let world = dir.join("world.toml");
-    std::fs::write(&world, WORLD).unwrap();
+    std::fs::write(&world, QUICK).unwrap();
     let mut command = Command::new(SERVER);
     command
         .env_clear()
