@@ -44,6 +44,7 @@ mod replication;
 pub mod report;
 pub mod session;
 pub mod swarm;
+pub mod timeline;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

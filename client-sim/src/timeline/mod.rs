@@ -1,0 +1,85 @@
+//! A picture of a run: what each client's loading screens, deaths, respawns, relaunches and
+//! errors looked like over time (issue 11, "A picture of the run").
+//!
+//! The session records its screens and marks as they happen ([`ClientTimeline`], times in µs
+//! from the swarm's start); the swarm collects them; [`svg::render`] draws one row per client
+//! (a sample plus the slowest for large runs), each loading screen a bar coloured by phase, and
+//! below it the histogram of shown → ended.
+
+pub mod svg;
+
+use serde::Serialize;
+
+/// Which kind of loading screen a bar is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ScreenKind {
+    /// A transition's screen (seed 001, "Phased Level Transitions").
+    Transition,
+    /// A join's screen: a player who logged in while no transition ran (issue 10, item 1).
+    Join,
+}
+
+/// One loading screen as the client saw it, each instant in µs from the run's start. A phase
+/// that never happened (the client left first, or it was superseded) is `None`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ScreenBar {
+    /// Transition or join.
+    pub kind: ScreenKind,
+    /// The screen went up (`FreezeCharacters`, `ShowTransition` or `ShowJoin`), µs.
+    pub shown_us: u64,
+    /// The client reported its levels streamed (`TransitionReady` or `JoinReady`), µs.
+    pub ready_sent_us: Option<u64>,
+    /// Its pawn was possessed, µs.
+    pub possessed_us: Option<u64>,
+    /// The screen came down (`EndTransition` or `EndJoin`), µs; `None`: still up at the end.
+    pub ended_us: Option<u64>,
+}
+
+/// Something that happened to a client at one instant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum MarkKind {
+    /// Its player gained `State.Dead`.
+    Death,
+    /// A new pawn possessed after its restart request.
+    Respawn,
+    /// It vanished and relaunched with the same player id.
+    Relaunch,
+    /// It lost its connection and reconnected.
+    Reconnect,
+    /// An error was recorded (a broken contract, a rejection, a lost connection).
+    Error,
+}
+
+/// A mark on a client's row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Mark {
+    /// When, µs from the run's start.
+    pub at_us: u64,
+    /// What.
+    pub kind: MarkKind,
+}
+
+/// One client's row: every screen and mark over all its relaunches, in time order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ClientTimeline {
+    /// The client's index in the swarm (player `sim-{index:04}`).
+    pub index: usize,
+    /// Whether it ran the full client lifecycle (gates, router, checks) or was thin.
+    pub full: bool,
+    /// Its loading screens.
+    pub screens: Vec<ScreenBar>,
+    /// Its deaths, respawns, relaunches, reconnects and errors.
+    pub marks: Vec<Mark>,
+}
+
+impl ClientTimeline {
+    /// The longest shown → ended of its screens that ended, µs (0 if none ended): what "the
+    /// slowest clients" are ranked by.
+    pub fn slowest_screen_us(&self) -> u64 {
+        self.screens
+            .iter()
+            .filter_map(|s| s.ended_us.map(|end| end.saturating_sub(s.shown_us)))
+            .max()
+            .unwrap_or(0)
+    }
+}

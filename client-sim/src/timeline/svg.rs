@@ -1,0 +1,1 @@
+//! Draws a run's [`ClientTimeline`](super::ClientTimeline) rows as an SVG picture (being written).
