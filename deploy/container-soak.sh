@@ -326,7 +326,7 @@ for s in a b c; do
     c=sim_$s
     code=$(timeout $((dur_s + 90)) docker wait "${!c}") || fail "swarm $s still running"
     docker cp "${!c}:/tmp/report.json" "$tmp/report-$s.json" 2>/dev/null || true
-    line=$(jq -r '"placed \(.clients_placed)/\(.clients), errors \(.errors), transitions \(.transitions_completed), relaunches \(.relaunches), deaths/respawns \(.deaths)/\(.respawns), transition p99 \(.transition_ms.p99) ms, gate violations \(.gates.gate_violations)"' \
+    line=$(jq -r '"placed \(.clients_placed)/\(.clients), errors \(.errors), transitions \(.transitions_completed), relaunches \(.relaunches), deaths/respawns \(.deaths)/\(.respawns), transition p99 \(.timings.shown_to_ended.p99_us / 1000 | floor) ms, gate violations \(.gates.gate_violations)"' \
         "$tmp/report-$s.json" 2>/dev/null || echo "no report")
     note "swarm $s: exit $code" "$line"
     if [ "$code" != 0 ]; then

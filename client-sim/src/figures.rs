@@ -19,8 +19,10 @@
 //! module imports nothing from the crate; it observes and decides nothing.
 
 use std::collections::BTreeSet;
+use std::time::{Duration, Instant};
 
 use gatehouse_protocol::TransitionId;
+use hdrhistogram::Histogram;
 use serde::Serialize;
 
 /// How two sessions' values of a figure combine: a relaunch's into its client's, then every
@@ -169,6 +171,10 @@ macro_rules! session_figures {
                 joins: Sum, "joins", Any;
                 /// Transitions the server reported failed (`TransitionFailed`).
                 transitions_failed: Sum, "transitions failed", Any;
+                /// Ids the server sent going backwards within a session: a transition or join id
+                /// below one already shown, or a new own pawn whose id is not above every own
+                /// pawn before it.
+                ids_backwards: Sum, "ids going backwards", Zero;
                 /// Longest time the loading screen stayed up, ms.
                 longest_loading_screen_ms: Max, "longest loading screen (ms)", Any;
             }
@@ -386,16 +392,194 @@ impl GateStats {
     }
 }
 
+declare_figures! {
+    rows {
+        /// UDP payload bytes the client's connections sent (quinn's connection stats).
+        bytes_sent: Sum, "bytes sent", Any;
+        /// UDP payload bytes they received.
+        bytes_received: Sum, "bytes received", Any;
+        /// UDP datagrams they sent.
+        datagrams_sent: Sum, "datagrams sent", Any;
+        /// UDP datagrams they received.
+        datagrams_received: Sum, "datagrams received", Any;
+        /// Packets quinn declared lost.
+        lost_packets: Sum, "packets lost", Any;
+    }
+    /// What the client's QUIC connections carried, from quinn's own connection statistics (issue
+    /// 11, "The load benchmark": bytes on the wire per client per transition).
+    #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+    pub struct WireFigures {
+        [figures]
+    }
+}
+
+/// A latency distribution in µs at microsecond resolution: an HDR histogram (3 significant
+/// figures, 1 µs to an hour), so a thousand clients' samples are counted, not stored and sorted
+/// (issue 11, "Timings worth reading").
+#[derive(Debug, Clone)]
+pub struct Micros(Histogram<u64>);
+
+/// The largest duration a [`Micros`] tells apart, µs (an hour); longer ones count as it.
+const MICROS_HIGH: u64 = 3_600_000_000;
+
+impl Default for Micros {
+    fn default() -> Self {
+        // Constant bounds that hdrhistogram accepts (low ≥ 1, high ≥ 2 × low, 3 figures).
+        #[allow(clippy::expect_used)]
+        let histogram =
+            Histogram::new_with_bounds(1, MICROS_HIGH, 3).expect("valid histogram bounds");
+        Micros(histogram)
+    }
+}
+
+impl Micros {
+    /// Counts one sample.
+    pub fn record(&mut self, sample: Duration) {
+        let us = u64::try_from(sample.as_micros()).unwrap_or(u64::MAX);
+        self.0.saturating_record(us.min(MICROS_HIGH));
+    }
+
+    /// Counts one sample from `from` to `to` (0 if `to` is earlier).
+    pub fn record_between(&mut self, from: Instant, to: Instant) {
+        self.record(to.saturating_duration_since(from));
+    }
+
+    /// Adds another distribution's samples.
+    pub fn absorb(&mut self, other: &Micros) {
+        // Both have the same bounds, so every value fits: addition cannot fail.
+        let _ = self.0.add(&other.0);
+    }
+
+    /// How many samples.
+    pub fn count(&self) -> u64 {
+        self.0.len()
+    }
+
+    /// The histogram itself, e.g. to draw it.
+    pub fn histogram(&self) -> &Histogram<u64> {
+        &self.0
+    }
+
+    /// Count, min, p50, p90, p99 and max, µs (all 0 when empty).
+    pub fn summary(&self) -> TimingSummary {
+        let h = &self.0;
+        if h.is_empty() {
+            return TimingSummary::default();
+        }
+        TimingSummary {
+            count: h.len(),
+            min_us: h.min(),
+            p50_us: h.value_at_quantile(0.5),
+            p90_us: h.value_at_quantile(0.9),
+            p99_us: h.value_at_quantile(0.99),
+            max_us: h.max(),
+        }
+    }
+}
+
+/// A [`Micros`] summed up for the report: each value in µs, to the histogram's 3 significant
+/// figures.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct TimingSummary {
+    /// How many samples.
+    pub count: u64,
+    /// Smallest, µs.
+    pub min_us: u64,
+    /// Median, µs.
+    pub p50_us: u64,
+    /// 90th percentile, µs.
+    pub p90_us: u64,
+    /// 99th percentile, µs.
+    pub p99_us: u64,
+    /// Largest, µs.
+    pub max_us: u64,
+}
+
+/// The client-side phases of a loading screen and of a login, as a client sees them (issue 11,
+/// "Timings worth reading"). A transition counts into each phase it went through: one superseded
+/// or still up at the end counts only its completed phases; a kept pawn's teleport stands in for
+/// its possession.
+#[derive(Debug, Clone, Default)]
+pub struct Timings {
+    /// From dialling the server to its `Welcome`.
+    pub connect_to_welcome: Micros,
+    /// From first seeing a transition (`FreezeCharacters` or `ShowTransition`) to sending its
+    /// `TransitionReady`: the streaming.
+    pub shown_to_ready_sent: Micros,
+    /// From `TransitionReady` to the own pawn possessed (or teleported) in the destination.
+    pub ready_to_possessed: Micros,
+    /// From the own pawn possessed to `EndTransition`.
+    pub possessed_to_ended: Micros,
+    /// From first seeing a transition to its `EndTransition`.
+    pub shown_to_ended: Micros,
+}
+
+impl Timings {
+    /// Adds another session's samples.
+    pub fn absorb(&mut self, other: &Timings) {
+        self.connect_to_welcome.absorb(&other.connect_to_welcome);
+        self.shown_to_ready_sent.absorb(&other.shown_to_ready_sent);
+        self.ready_to_possessed.absorb(&other.ready_to_possessed);
+        self.possessed_to_ended.absorb(&other.possessed_to_ended);
+        self.shown_to_ended.absorb(&other.shown_to_ended);
+    }
+}
+
+/// Which kind of loading screen (issue 11, "A picture of the run").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ScreenKind {
+    /// A transition's screen (seed 001, "Phased Level Transitions").
+    Transition,
+    /// A join's screen: a player who logged in while no transition ran (issue 10, item 1).
+    Join,
+}
+
+/// Something that happened to a client at one instant (issue 11, "A picture of the run").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum MarkKind {
+    /// Its player gained `State.Dead`.
+    Death,
+    /// A new pawn possessed after its restart request.
+    Respawn,
+    /// It vanished and relaunched with the same player id.
+    Relaunch,
+    /// It lost its connection and reconnected.
+    Reconnect,
+    /// An error was recorded (a broken contract, a rejection, a lost connection).
+    Error,
+}
+
+/// One loading screen's instants as the session saw them, for the run's picture.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ScreenTimes {
+    /// Transition or join.
+    pub kind: ScreenKind,
+    /// The screen went up.
+    pub shown: Instant,
+    /// Ready reported (`TransitionReady` or `JoinReady`).
+    pub ready_sent: Option<Instant>,
+    /// The own pawn possessed (or teleported, for a kept pawn).
+    pub possessed: Option<Instant>,
+    /// The screen came down; `None`: still up when the session ended.
+    pub ended: Option<Instant>,
+}
+
 session_figures! {
     /// What one client saw, for the report.
     #[derive(Debug, Clone, Default)]
     pub struct SessionStats {
         /// Transitions this client saw end.
         pub transitions_ended: BTreeSet<TransitionId>,
-        /// Per ended transition: from first seeing it to its end, ms.
-        pub transition_ms: Vec<u64>,
+        /// The client-side phase timings.
+        pub timings: Timings,
+        /// Every loading screen, in order, for the run's picture.
+        pub screens: Vec<ScreenTimes>,
+        /// Deaths, respawns, relaunches, reconnects and errors, with when, for the run's picture.
+        pub marks: Vec<(Instant, MarkKind)>,
         /// Server-reported errors and client-detected protocol violations.
         pub errors: Vec<String>,
+        /// What its connections carried.
+        pub wire: WireFigures,
         [figures]
         /// The lifecycle gates: what opened, for which pawn generations, and every violation of
         /// the seed's runtime expectations.
@@ -408,7 +592,10 @@ impl SessionStats {
     pub fn absorb(&mut self, other: SessionStats) {
         self.absorb_figures(&other);
         self.transitions_ended.extend(other.transitions_ended);
-        self.transition_ms.extend(other.transition_ms);
+        self.timings.absorb(&other.timings);
+        self.wire.absorb_figures(&other.wire);
+        self.screens.extend(other.screens);
+        self.marks.extend(other.marks);
         self.errors.extend(other.errors);
         self.gates.absorb(other.gates);
     }

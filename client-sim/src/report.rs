@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::figures::{
     Check, EndedBeforeGate, Figure, GateStats, RouteCounts, RouterFigures, SessionStats,
-    gate_figures, session_figures,
+    TimingSummary, Timings, WireFigures, gate_figures, session_figures,
 };
 
 /// What one client ended with.
@@ -22,6 +22,9 @@ use crate::figures::{
 pub struct ClientOutcome {
     /// The client's index in the swarm.
     pub index: usize,
+    /// Whether it ran the whole client lifecycle (a full client) or only its protocol duties (a
+    /// thin one).
+    pub full: bool,
     /// Whether it was welcomed.
     pub connected: bool,
     /// Whether at the end it had a pawn whose possession it acknowledged and no loading screen.
@@ -83,6 +86,11 @@ session_figures! {
     pub struct SwarmReport {
         /// Clients started.
         pub clients: usize,
+        /// Of them, thin clients: protocol duties and the session checks only.
+        pub thin_clients: usize,
+        /// Of them, full clients: the whole client lifecycle; the `gates` and `router` sections
+        /// are theirs alone.
+        pub full_clients: usize,
         /// Clients the server welcomed.
         pub clients_connected: usize,
         /// Clients placed at the end.
@@ -94,11 +102,14 @@ session_figures! {
         pub errors: usize,
         /// The first few errors, for reading.
         pub error_samples: Vec<String>,
-        /// From a client first seeing a transition to its end, over all clients, ms.
-        pub transition_ms: Percentiles,
-        /// The lifecycle gates over all clients (seed 000's runtime expectations).
+        /// The client-side phase timings over all clients, thin and full, µs.
+        pub timings: TimingsSection,
+        /// What all clients' connections carried.
+        pub wire: WireFigures,
+        /// The lifecycle gates over the full clients (seed 000's runtime expectations).
         pub gates: GatesSection,
-        /// What the clients' routers carried (seed 002: every notification went through them).
+        /// What the full clients' routers carried (seed 002: every notification went through
+        /// them).
         pub router: RouterFigures,
         /// Every gate wait still pending when a session ended, with what blocks it.
         pub pending_waits: Vec<String>,
@@ -125,6 +136,59 @@ gate_figures! {
         pub pending_waits_at_end: usize,
         /// The first violations, described.
         pub violation_samples: Vec<String>,
+    }
+}
+
+/// The client-side phase timings summed up (see [`Timings`]), µs.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct TimingsSection {
+    /// From dialling the server to its `Welcome`.
+    pub connect_to_welcome: TimingSummary,
+    /// From first seeing a transition to sending its `TransitionReady`.
+    pub shown_to_ready_sent: TimingSummary,
+    /// From `TransitionReady` to the own pawn possessed (or teleported).
+    pub ready_to_possessed: TimingSummary,
+    /// From the own pawn possessed to `EndTransition`.
+    pub possessed_to_ended: TimingSummary,
+    /// From first seeing a transition to its `EndTransition`.
+    pub shown_to_ended: TimingSummary,
+}
+
+impl TimingsSection {
+    fn of(timings: &Timings) -> TimingsSection {
+        TimingsSection {
+            connect_to_welcome: timings.connect_to_welcome.summary(),
+            shown_to_ready_sent: timings.shown_to_ready_sent.summary(),
+            ready_to_possessed: timings.ready_to_possessed.summary(),
+            possessed_to_ended: timings.possessed_to_ended.summary(),
+            shown_to_ended: timings.shown_to_ended.summary(),
+        }
+    }
+
+    /// Each phase with its printed label.
+    fn phases(&self) -> [(&'static str, &TimingSummary); 5] {
+        [
+            ("connect -> Welcome", &self.connect_to_welcome),
+            ("shown -> ready sent", &self.shown_to_ready_sent),
+            ("ready -> possessed", &self.ready_to_possessed),
+            ("possessed -> ended", &self.possessed_to_ended),
+            ("shown -> ended", &self.shown_to_ended),
+        ]
+    }
+}
+
+impl fmt::Display for TimingSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = |us: u64| us as f64 / 1000.0;
+        write!(
+            f,
+            "p50 {:.3} / p90 {:.3} / p99 {:.3} / max {:.3} ms over {}",
+            ms(self.p50_us),
+            ms(self.p90_us),
+            ms(self.p99_us),
+            ms(self.max_us),
+            self.count
+        )
     }
 }
 
@@ -164,12 +228,15 @@ impl SwarmReport {
         }
         let mut report = SwarmReport {
             clients: outcomes.len(),
+            thin_clients: outcomes.iter().filter(|o| !o.full).count(),
+            full_clients: outcomes.iter().filter(|o| o.full).count(),
             clients_connected: outcomes.iter().filter(|o| o.connected).count(),
             clients_placed: outcomes.iter().filter(|o| o.placed).count(),
             transitions_completed: totals.transitions_ended.len(),
             errors: totals.errors.len(),
             error_samples: totals.errors.iter().take(ERROR_SAMPLES).cloned().collect(),
-            transition_ms: Percentiles::of(totals.transition_ms.clone()),
+            timings: TimingsSection::of(&totals.timings),
+            wire: totals.wire,
             gates: GatesSection::of(&totals.gates),
             router: totals.gates.router,
             pending_waits: totals.gates.pending_waits.clone(),
@@ -242,22 +309,29 @@ fn width<'a>(labels: impl IntoIterator<Item = &'a str>) -> usize {
 impl fmt::Display for SwarmReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "gatehouse-sim report")?;
-        let top = ["clients connected", "clients placed", "transitions completed"];
-        let top = top.into_iter().chain(["shown -> ended (ms)", "errors"]);
+        let (thin, full) = (self.thin_clients, self.full_clients);
+        writeln!(f, "  {} clients: {thin} thin, {full} full", self.clients)?;
+        writeln!(f, "  session figures and timings: every client, thin and full")?;
+        let top = ["clients connected", "clients placed", "transitions completed", "errors"];
+        let phases = self.timings.phases();
+        let top = top.into_iter().chain(phases.iter().map(|(label, _)| *label));
         let w = width(top.chain(SwarmReport::FIGURES.iter().map(|f| f.label)));
         let clients = self.clients;
         writeln!(f, "  {:<w$} {}/{clients}", "clients connected", self.clients_connected)?;
         writeln!(f, "  {:<w$} {}/{clients}", "clients placed", self.clients_placed)?;
         writeln!(f, "  {:<w$} {}", "transitions completed", self.transitions_completed)?;
         figure_lines(f, "  ", w, self.figures())?;
-        writeln!(f, "  {:<w$} {}", "shown -> ended (ms)", self.transition_ms)?;
+        for (label, timing) in phases {
+            writeln!(f, "  {label:<w$} {timing}")?;
+        }
+        writeln!(f, "  wire: {}", inline(self.wire.figures()))?;
         writeln!(f, "  {:<w$} {}", "errors", self.errors)?;
         for e in &self.error_samples {
             writeln!(f, "    {e}")?;
         }
 
         let g = &self.gates;
-        writeln!(f, "  lifecycle gates")?;
+        writeln!(f, "  lifecycle gates ({full} full clients)")?;
         let breakdown = [
             "pawn generations",
             "local ended before opening",
@@ -279,7 +353,7 @@ impl fmt::Display for SwarmReport {
             writeln!(f, "      {v}")?;
         }
 
-        writeln!(f, "  router")?;
+        writeln!(f, "  router ({full} full clients)")?;
         let w = width(RouterFigures::FIGURES.iter().map(|f| f.label));
         figure_lines(f, "    ", w, self.router.figures())?;
 
@@ -315,6 +389,7 @@ double_pawns number
 ended_before_placed number
 error_samples array
 errors number
+full_clients number
 gates.every_generation_accounted bool
 gates.gate_violations number
 gates.gate_wait_ms.count number
@@ -370,22 +445,63 @@ router.world_lifetimes_retired number
 router.world_listeners_retired number
 router.world_scopes_retired number
 spawns_at_stale_node number
-transition_ms.count number
-transition_ms.max number
-transition_ms.median number
-transition_ms.min number
-transition_ms.p99 number
+thin_clients number
+timings.connect_to_welcome.count number
+timings.connect_to_welcome.max_us number
+timings.connect_to_welcome.min_us number
+timings.connect_to_welcome.p50_us number
+timings.connect_to_welcome.p90_us number
+timings.connect_to_welcome.p99_us number
+timings.possessed_to_ended.count number
+timings.possessed_to_ended.max_us number
+timings.possessed_to_ended.min_us number
+timings.possessed_to_ended.p50_us number
+timings.possessed_to_ended.p90_us number
+timings.possessed_to_ended.p99_us number
+timings.ready_to_possessed.count number
+timings.ready_to_possessed.max_us number
+timings.ready_to_possessed.min_us number
+timings.ready_to_possessed.p50_us number
+timings.ready_to_possessed.p90_us number
+timings.ready_to_possessed.p99_us number
+timings.shown_to_ended.count number
+timings.shown_to_ended.max_us number
+timings.shown_to_ended.min_us number
+timings.shown_to_ended.p50_us number
+timings.shown_to_ended.p90_us number
+timings.shown_to_ended.p99_us number
+timings.shown_to_ready_sent.count number
+timings.shown_to_ready_sent.max_us number
+timings.shown_to_ready_sent.min_us number
+timings.shown_to_ready_sent.p50_us number
+timings.shown_to_ready_sent.p90_us number
+timings.shown_to_ready_sent.p99_us number
 transitions_completed number
 transitions_superseded number
+wire.bytes_received number
+wire.bytes_sent number
+wire.datagrams_received number
+wire.datagrams_sent number
+wire.lost_packets number
 ";
 
     fn outcome(index: usize) -> ClientOutcome {
-        let mut stats = SessionStats { transition_ms: vec![5, 7], ..SessionStats::default() };
+        let mut stats = SessionStats::default();
+        stats.timings.shown_to_ended.record(std::time::Duration::from_millis(5));
+        stats.timings.shown_to_ended.record(std::time::Duration::from_millis(7));
         stats.errors.push("e".into());
         stats.gates.gate_wait_ms.push(3);
         stats.gates.pending_waits.push("w".into());
         stats.gates.violation_samples.push("v".into());
-        ClientOutcome { index, connected: true, placed: true, own_pawns: 1, stats, errors: vec![] }
+        ClientOutcome {
+            index,
+            full: true,
+            connected: true,
+            placed: true,
+            own_pawns: 1,
+            stats,
+            errors: vec![],
+        }
     }
 
     fn keys(value: &serde_json::Value, path: &str, out: &mut Vec<String>) {
@@ -412,7 +528,7 @@ transitions_superseded number
         let mut found = Vec::new();
         keys(&serde_json::to_value(&report).unwrap(), "", &mut found);
         let expected: Vec<&str> = JSON_KEYS.lines().collect();
-        assert_eq!(expected.len(), 71);
+        assert_eq!(expected.len(), 103);
         for key in &expected {
             assert!(found.iter().any(|f| f == key), "{key} missing from {found:#?}");
         }
@@ -420,6 +536,7 @@ transitions_superseded number
             (SwarmReport::FIGURES.iter().map(|f| format!("{} number", f.name)))
                 .chain(GatesSection::FIGURES.iter().map(|f| format!("gates.{} number", f.name)))
                 .chain(RouterFigures::FIGURES.iter().map(|f| format!("router.{} number", f.name)))
+                .chain(WireFigures::FIGURES.iter().map(|f| format!("wire.{} number", f.name)))
                 .collect();
         for key in &found {
             assert!(expected.contains(&key.as_str()) || declared.contains(key), "{key} unexpected");
@@ -446,7 +563,8 @@ transitions_superseded number
         assert_eq!(report.error_samples, ["client 0: e", "client 1: e"]);
         assert_eq!(report.pending_waits, ["client 0: w", "client 1: w"]);
         assert_eq!(report.gates.pending_waits_at_end, 2);
-        assert_eq!(report.transition_ms.count, 4);
+        assert_eq!(report.timings.shown_to_ended.count, 4);
+        assert_eq!((report.full_clients, report.thin_clients), (2, 0));
     }
 
     /// `--check` refuses every figure declared `Check::Zero` above 0, by its JSON name, and

@@ -31,7 +31,7 @@ use rand::{RngExt as _, SeedableRng as _};
 
 use crate::checks::session::{Expected, SessionChecks};
 use crate::client::{Client, ClientConfig};
-use crate::figures::SessionStats;
+use crate::figures::{MarkKind, ScreenKind, ScreenTimes, SessionStats};
 
 /// How a simulated client behaves.
 #[derive(Debug, Clone)]
@@ -42,6 +42,10 @@ pub struct SessionConfig {
     pub seed: u64,
     /// After dying, request a restart this long later; `None`: stay dead.
     pub restart_after_death: Option<Duration>,
+    /// A full client runs the whole client lifecycle (domain, router, adapters, gates, checks);
+    /// a thin one only its protocol duties and the session checks, which need no lifecycle
+    /// (issue 11, "Thin and full clients").
+    pub full: bool,
 }
 
 impl Default for SessionConfig {
@@ -50,6 +54,7 @@ impl Default for SessionConfig {
             stream_time: (Duration::from_millis(50), Duration::from_millis(250)),
             seed: 0,
             restart_after_death: None,
+            full: true,
         }
     }
 }
@@ -69,6 +74,10 @@ struct LoadingScreen {
     ready_at: Option<Instant>,
     /// Whether ready was reported for `transition`.
     reported: bool,
+    /// When ready was reported for `transition`.
+    ready_sent_at: Option<Instant>,
+    /// When the own pawn was possessed (or teleported) for `transition`.
+    possessed_at: Option<Instant>,
 }
 
 /// The loading screen of a join, while it is up.
@@ -84,6 +93,10 @@ struct JoinScreen {
     ready_at: Instant,
     /// Whether `JoinReady` was sent.
     reported: bool,
+    /// When `JoinReady` was sent.
+    ready_sent_at: Option<Instant>,
+    /// When the own pawn was possessed.
+    possessed_at: Option<Instant>,
 }
 
 /// A simulated client session.
@@ -104,8 +117,8 @@ pub struct ClientSession {
     own_pawn: Option<PawnId>,
     /// The pawn this client acknowledged.
     acknowledged: Option<PawnId>,
-    /// The game side: domain objects, router, adapters, gates, checks.
-    client: Client,
+    /// The game side: domain objects, router, adapters, gates, checks; `None` for a thin client.
+    client: Option<Client>,
     /// Whether this client's player holds `State.Dead`.
     dead: bool,
     /// When to request a restart, while dead.
@@ -120,16 +133,18 @@ pub struct ClientSession {
 
 impl ClientSession {
     /// A session that has not been welcomed yet, with the default game side (seeded from
-    /// `config.seed`).
+    /// `config.seed`) if `config.full`, else thin.
     pub fn new(config: SessionConfig) -> Self {
         let client =
             ClientConfig { seed: config.seed ^ 0x5EED_0F0E_11A1_C0DE, ..ClientConfig::default() };
         Self::with_client(config, client)
     }
 
-    /// A session that has not been welcomed yet, with the game side configured by `client`.
+    /// A session that has not been welcomed yet, with the game side configured by `client` if
+    /// `config.full`, else thin (no game side).
     pub fn with_client(config: SessionConfig, client: ClientConfig) -> Self {
         let rng = SmallRng::seed_from_u64(config.seed);
+        let client = config.full.then(|| Client::new(client));
         ClientSession {
             config,
             rng,
@@ -141,7 +156,7 @@ impl ClientSession {
             frozen: false,
             own_pawn: None,
             acknowledged: None,
-            client: Client::new(client),
+            client,
             dead: false,
             restart_at: None,
             respawning: false,
@@ -156,7 +171,10 @@ impl ClientSession {
     /// 2. the session checks compare it with what the client expected before this message;
     /// 3. the transport duties run (loading screen, streaming, acknowledgements, restarts).
     pub fn handle(&mut self, now: Instant, message: ServerMessage) {
-        self.client.replicate(now, &message);
+        if let Some(client) = &mut self.client {
+            client.replicate(now, &message);
+        }
+        let errors_before = self.stats.errors.len();
         let expected = Expected {
             player: self.player.as_ref(),
             node: match &self.join {
@@ -167,9 +185,11 @@ impl ClientSession {
             on_join: self.join.as_ref().map(|j| j.id),
             streamed: self.streamed.as_ref(),
             placed_pawn: self.own_pawn.is_some() && self.acknowledged == self.own_pawn,
-            domain: self.client.domain(),
         };
         self.checks.observe(&message, expected, &mut self.stats);
+        if self.stats.errors.len() > errors_before {
+            self.stats.marks.push((now, MarkKind::Error));
+        }
         match message {
             ServerMessage::Welcome { player_id, current_node } => {
                 self.player = Some(player_id);
@@ -182,7 +202,9 @@ impl ClientSession {
             ServerMessage::ShowTransition { transition_id, target_node, levels } => {
                 if self.see_transition(now, transition_id) {
                     // A newer destination: the client travels (the world for it loads now).
-                    self.client.travel(now, transition_id, target_node.clone());
+                    if let Some(client) = &mut self.client {
+                        client.travel(now, transition_id, target_node.clone());
+                    }
                     let streaming = (0..levels.len().max(1))
                         .map(|_| self.draw_stream_time())
                         .max()
@@ -219,6 +241,8 @@ impl ClientSession {
                         raised_at,
                         ready_at: now + streaming,
                         reported: false,
+                        ready_sent_at: None,
+                        possessed_at: None,
                     });
                 }
             }
@@ -240,11 +264,16 @@ impl ClientSession {
             | ServerMessage::PlayerStateUpdated(_)
             | ServerMessage::PlayerLeft { .. }
             | ServerMessage::PawnSpawned(_)
-            | ServerMessage::PawnTeleported { .. }
             | ServerMessage::PawnDied { .. }
             | ServerMessage::HealthChanged { .. }
             | ServerMessage::KitsGranted { .. }
             | ServerMessage::Error { .. } => {}
+            ServerMessage::PawnTeleported { pawn_id, .. } => {
+                // A kept pawn moved into the destination: it stands in for a possession.
+                if self.own_pawn == Some(pawn_id) {
+                    self.note_possessed(now);
+                }
+            }
             ServerMessage::PawnDestroyed { pawn_id } => {
                 if self.own_pawn == Some(pawn_id) {
                     self.own_pawn = None;
@@ -253,7 +282,9 @@ impl ClientSession {
             ServerMessage::Possessed { pawn_id } => {
                 if std::mem::take(&mut self.respawning) {
                     self.stats.respawns += 1;
+                    self.stats.marks.push((now, MarkKind::Respawn));
                 }
+                self.note_possessed(now);
                 self.own_pawn = Some(pawn_id);
                 // AcknowledgePossession: the camera and input are bound to this pawn now.
                 self.acknowledged = Some(pawn_id);
@@ -269,6 +300,7 @@ impl ClientSession {
                     let dead = tags.contains(&gatehouse_tags::catalog::STATE_DEAD);
                     if dead && !self.dead {
                         self.stats.deaths += 1;
+                        self.stats.marks.push((now, MarkKind::Death));
                     }
                     // A relaunch may start dead (the server kept its player state): it restarts
                     // as well, once.
@@ -297,8 +329,10 @@ impl ClientSession {
 
     /// Handles the streaming, restart and game-side deadlines that passed.
     pub fn handle_timeout(&mut self, now: Instant) {
-        if self.client.poll_timeout().is_some_and(|at| at <= now) {
-            self.client.handle_timeout(now);
+        if let Some(client) = &mut self.client {
+            if client.poll_timeout().is_some_and(|at| at <= now) {
+                client.handle_timeout(now);
+            }
         }
         if self.restart_at.is_some_and(|at| at <= now) {
             self.restart_at = None;
@@ -310,20 +344,30 @@ impl ClientSession {
         if let Some(screen) = &mut self.screen {
             if !screen.reported && screen.ready_at.is_some_and(|at| at <= now) {
                 screen.reported = true;
+                screen.ready_sent_at = Some(now);
                 let transition_id = screen.transition;
                 self.streamed = screen.target.clone();
                 self.outputs.push_back(ClientMessage::TransitionReady { transition_id });
                 // The destination's levels are streamed: its world begins play.
-                self.client.begin_play(now);
+                if let Some(client) = &mut self.client {
+                    client.begin_play(now);
+                }
             }
         }
         if let Some(join) = &mut self.join {
             if !join.reported && join.ready_at <= now {
                 join.reported = true;
+                join.ready_sent_at = Some(now);
                 self.streamed = Some(join.node.clone());
                 self.outputs.push_back(ClientMessage::JoinReady { join_id: join.id });
             }
         }
+    }
+
+    /// Counts how long this session's connection took from dialling to `Welcome` (the shell
+    /// measures it: the session never sees the dialling).
+    pub fn record_connect_to_welcome(&mut self, took: Duration) {
+        self.stats.timings.connect_to_welcome.record(took);
     }
 
     /// The next message to send, if any.
@@ -335,7 +379,8 @@ impl ClientSession {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let streaming = self.screen.as_ref().filter(|s| !s.reported).and_then(|s| s.ready_at);
         let join = self.join.as_ref().filter(|j| !j.reported).map(|j| j.ready_at);
-        [streaming, join, self.restart_at, self.client.poll_timeout()].into_iter().flatten().min()
+        let client = self.client.as_ref().and_then(Client::poll_timeout);
+        [streaming, join, self.restart_at, client].into_iter().flatten().min()
     }
 
     /// The player id the server welcomed this client as.
@@ -368,19 +413,49 @@ impl ClientSession {
         self.own_pawn
     }
 
-    /// Pawns this client knows of, owned by `player`.
+    /// Pawns this client knows of, owned by `player`: from its domain for a full client; a thin
+    /// one knows only its own (spawned and not destroyed).
     pub fn pawns_owned_by(&self, player: &PlayerId) -> usize {
-        self.client.domain().characters().iter().filter(|c| c.owner() == player).count()
+        match &self.client {
+            Some(client) => {
+                client.domain().characters().iter().filter(|c| c.owner() == player).count()
+            }
+            None if self.player.as_ref() == Some(player) => self.checks.own_pawns(),
+            None => 0,
+        }
     }
 
-    /// The game side: domain objects, router, registry, gates.
+    /// The game side (domain objects, router, registry, gates); `None` for a thin client.
+    pub fn game_side(&self) -> Option<&Client> {
+        self.client.as_ref()
+    }
+
+    /// The game side of a full session (domain objects, router, registry, gates).
+    ///
+    /// # Panics
+    /// If the session is thin ([`SessionConfig::full`] false): asking a thin client for its
+    /// lifecycle is a bug in the caller. [`ClientSession::game_side`] does not panic.
     pub fn client(&self) -> &Client {
-        &self.client
+        match &self.client {
+            Some(client) => client,
+            None => panic!("a thin client session has no game side"),
+        }
     }
 
-    /// The game side, mutably (to subscribe to gates, reset the UI).
+    /// The game side of a full session, mutably (to subscribe to gates, reset the UI).
+    ///
+    /// # Panics
+    /// If the session is thin, as [`ClientSession::client`].
     pub fn client_mut(&mut self) -> &mut Client {
-        &mut self.client
+        match &mut self.client {
+            Some(client) => client,
+            None => panic!("a thin client session has no game side"),
+        }
+    }
+
+    /// Whether this session runs the whole client lifecycle (see [`SessionConfig::full`]).
+    pub fn is_full(&self) -> bool {
+        self.client.is_some()
     }
 
     /// Whether the loading screen is up (for a transition or a join).
@@ -402,8 +477,38 @@ impl ClientSession {
             let up = ms(now - raised_at);
             self.stats.longest_loading_screen_ms = self.stats.longest_loading_screen_ms.max(up);
         }
-        self.stats.gates = self.client.finish(now);
+        if let Some(screen) = self.screen.take() {
+            self.stats.screens.push(ScreenTimes {
+                kind: ScreenKind::Transition,
+                shown: screen.raised_at,
+                ready_sent: screen.ready_sent_at,
+                possessed: screen.possessed_at,
+                ended: None,
+            });
+        }
+        if let Some(join) = self.join.take() {
+            self.stats.screens.push(ScreenTimes {
+                kind: ScreenKind::Join,
+                shown: join.raised_at,
+                ready_sent: join.ready_sent_at,
+                possessed: join.possessed_at,
+                ended: None,
+            });
+        }
+        if let Some(client) = &self.client {
+            self.stats.gates = client.finish(now);
+        }
         self.stats.clone()
+    }
+
+    /// The own pawn was possessed (or, kept, teleported) now: the screen on which it happened
+    /// notes the first such instant.
+    fn note_possessed(&mut self, now: Instant) {
+        if let Some(screen) = &mut self.screen {
+            screen.possessed_at.get_or_insert(now);
+        } else if let Some(join) = &mut self.join {
+            join.possessed_at.get_or_insert(now);
+        }
     }
 
     fn draw_stream_time(&mut self) -> Duration {
@@ -430,6 +535,8 @@ impl ClientSession {
                     target: None,
                     ready_at: None,
                     reported: false,
+                    ready_sent_at: None,
+                    possessed_at: None,
                 });
                 true
             }
@@ -443,6 +550,8 @@ impl ClientSession {
                     target: None,
                     ready_at: None,
                     reported: false,
+                    ready_sent_at: None,
+                    possessed_at: None,
                 };
                 true
             }
@@ -457,6 +566,13 @@ impl ClientSession {
         }
         self.stats.longest_loading_screen_ms =
             self.stats.longest_loading_screen_ms.max(ms(now - join.raised_at));
+        self.stats.screens.push(ScreenTimes {
+            kind: ScreenKind::Join,
+            shown: join.raised_at,
+            ready_sent: join.ready_sent_at,
+            possessed: join.possessed_at,
+            ended: Some(now),
+        });
         self.current_node = Some(join.node.clone());
         self.join = None;
     }
@@ -468,7 +584,24 @@ impl ClientSession {
             return;
         }
         self.stats.transitions_ended.insert(id);
-        self.stats.transition_ms.push(ms(now - screen.shown_at));
+        let timings = &mut self.stats.timings;
+        timings.shown_to_ended.record_between(screen.shown_at, now);
+        if let Some(ready) = screen.ready_sent_at {
+            timings.shown_to_ready_sent.record_between(screen.shown_at, ready);
+            if let Some(possessed) = screen.possessed_at {
+                timings.ready_to_possessed.record_between(ready, possessed);
+            }
+        }
+        if let Some(possessed) = screen.possessed_at {
+            timings.possessed_to_ended.record_between(possessed, now);
+        }
+        self.stats.screens.push(ScreenTimes {
+            kind: ScreenKind::Transition,
+            shown: screen.raised_at,
+            ready_sent: screen.ready_sent_at,
+            possessed: screen.possessed_at,
+            ended: Some(now),
+        });
         self.stats.longest_loading_screen_ms =
             self.stats.longest_loading_screen_ms.max(ms(now - screen.raised_at));
         self.current_node = screen.target.clone().or(self.current_node.take());
@@ -477,7 +610,9 @@ impl ClientSession {
         // The server ends a transition without waiting for a client that joined during its
         // spawn window: the client is in its destination world now, streamed or not, so that
         // world begins play (a no-op once streaming already began it).
-        self.client.begin_play(now);
+        if let Some(client) = &mut self.client {
+            client.begin_play(now);
+        }
     }
 }
 
@@ -616,7 +751,7 @@ mod tests {
         );
         assert!(s.is_placed());
         assert_eq!(s.stats().ended_before_placed, 0);
-        assert_eq!(s.stats().transition_ms, vec![300]);
+        assert_eq!(s.stats().timings.shown_to_ended.summary().max_us / 1000, 300);
         assert_eq!(s.pawns_owned_by(&me), 1);
     }
 
@@ -716,5 +851,143 @@ mod tests {
         assert!(s.is_loading());
         assert_eq!(s.stats().errors.len(), 1, "{:?}", s.stats().errors);
         assert!(s.stats().errors[0].contains("never shown"));
+    }
+
+    fn thin() -> ClientSession {
+        ClientSession::new(SessionConfig { full: false, ..SessionConfig::default() })
+    }
+
+    /// Issue 11, item 1: a thin session has no game side and still does every protocol duty:
+    /// it streams, reports ready, acknowledges its pawn and is placed at the end.
+    #[test]
+    fn a_thin_session_follows_a_transition_without_a_game_side() {
+        let t0 = Instant::now();
+        let mut s = thin();
+        assert!(!s.is_full() && s.game_side().is_none());
+        let me = PlayerId::new("me").unwrap();
+        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: None });
+        s.handle(t0, ServerMessage::FreezeCharacters { transition_id: TransitionId(1) });
+        s.handle(t0, show(1));
+        let at = s.poll_timeout().unwrap();
+        s.handle_timeout(at);
+        assert_eq!(
+            s.poll_output(),
+            Some(ClientMessage::TransitionReady { transition_id: TransitionId(1) })
+        );
+        s.handle(at, own_pawn(3, &me, "harbor"));
+        s.handle(at, ServerMessage::Possessed { pawn_id: PawnId(3) });
+        assert_eq!(
+            s.poll_output(),
+            Some(ClientMessage::PossessionAcknowledged { pawn_id: PawnId(3) })
+        );
+        s.handle(at, ServerMessage::EndTransition { transition_id: TransitionId(1) });
+        assert!(s.is_placed());
+        assert_eq!(s.pawns_owned_by(&me), 1);
+        assert!(s.stats().problems().is_empty(), "{:?}", s.stats().problems());
+    }
+
+    /// The session checks keep their own account of the own pawns, so a thin client counts a
+    /// second live pawn (and a dead one does not count as live).
+    #[test]
+    fn a_thin_session_counts_two_live_own_pawns() {
+        let t0 = Instant::now();
+        let mut s = thin();
+        let me = PlayerId::new("me").unwrap();
+        let harbor = Some(NodeId::new("harbor").unwrap());
+        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: harbor });
+        s.handle(t0, join(1, "harbor", 0));
+        s.handle_timeout(t0 + Duration::from_secs(1));
+        s.handle(t0, own_pawn(1, &me, "harbor"));
+        s.handle(t0, ServerMessage::PawnDied { pawn_id: PawnId(1) });
+        s.handle(t0, own_pawn(2, &me, "harbor"));
+        assert_eq!(s.stats().double_pawns, 0, "pawn 1 is dead");
+        s.handle(t0, own_pawn(3, &me, "harbor"));
+        assert_eq!(s.stats().double_pawns, 1, "pawns 2 and 3 both live");
+        s.handle(t0, ServerMessage::PawnDestroyed { pawn_id: PawnId(1) });
+        assert_eq!(s.pawns_owned_by(&me), 2);
+    }
+
+    /// Issue 11, item 1: ids never go backwards. A transition id below one shown, a join id below
+    /// one shown, and a new own pawn whose id is not above the last are each counted with an
+    /// error; the same id again (`FreezeCharacters` then `ShowTransition`) is not.
+    #[test]
+    fn ids_going_backwards_are_counted() {
+        let t0 = Instant::now();
+        let mut s = thin();
+        let me = PlayerId::new("me").unwrap();
+        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: None });
+        s.handle(t0, join(5, "harbor", 0));
+        s.handle(t0, join(4, "harbor", 0));
+        assert_eq!(s.stats().ids_backwards, 1, "join 4 after join 5");
+        s.handle(t0, ServerMessage::FreezeCharacters { transition_id: TransitionId(3) });
+        s.handle(t0, show(3));
+        assert_eq!(s.stats().ids_backwards, 1, "the same transition twice is not backwards");
+        s.handle(t0, show(2));
+        assert_eq!(s.stats().ids_backwards, 2, "transition 2 after 3");
+        s.handle(t0, own_pawn(9, &me, "harbor"));
+        s.handle(t0, ServerMessage::PawnDestroyed { pawn_id: PawnId(9) });
+        s.handle(t0, own_pawn(8, &me, "harbor"));
+        assert_eq!(s.stats().ids_backwards, 3, "own pawn 8 after own pawn 9");
+        assert!(s.stats().errors.iter().filter(|e| e.contains("backwards")).count() == 3);
+    }
+
+    /// Issue 11, item 3: each phase of a transition is timed as the client sees it, in µs:
+    /// shown -> ready sent, ready -> possessed, possessed -> ended and shown -> ended; the screen
+    /// is kept for the run's picture with the same instants.
+    #[test]
+    fn the_phases_of_a_transition_are_timed_as_the_client_sees_them() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let config = SessionConfig { stream_time: (ms(100), ms(100)), ..SessionConfig::default() };
+        let mut s = ClientSession::new(SessionConfig { full: false, ..config });
+        let me = PlayerId::new("me").unwrap();
+        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: None });
+        s.handle(t0, ServerMessage::FreezeCharacters { transition_id: TransitionId(1) });
+        s.handle(t0, show(1));
+        s.handle_timeout(t0 + ms(100));
+        s.handle(t0 + ms(150), own_pawn(3, &me, "harbor"));
+        s.handle(t0 + ms(150), ServerMessage::Possessed { pawn_id: PawnId(3) });
+        s.handle(t0 + ms(300), ServerMessage::EndTransition { transition_id: TransitionId(1) });
+        let timings = &s.stats().timings;
+        let millis = |m: &crate::figures::Micros| m.summary().p50_us / 1000;
+        assert_eq!(millis(&timings.shown_to_ready_sent), 100);
+        assert_eq!(millis(&timings.ready_to_possessed), 50);
+        assert_eq!(millis(&timings.possessed_to_ended), 150);
+        assert_eq!(millis(&timings.shown_to_ended), 300);
+        let screens = &s.stats().screens;
+        assert_eq!(screens.len(), 1);
+        assert_eq!(screens[0].ready_sent, Some(t0 + ms(100)));
+        assert_eq!(screens[0].possessed, Some(t0 + ms(150)));
+        assert_eq!(screens[0].ended, Some(t0 + ms(300)));
+    }
+
+    /// A kept pawn teleported into the destination stands in for its possession in the timings.
+    #[test]
+    fn a_kept_pawns_teleport_times_its_placement() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let config = SessionConfig { stream_time: (ms(10), ms(10)), ..SessionConfig::default() };
+        let mut s = ClientSession::new(SessionConfig { full: false, ..config });
+        let me = PlayerId::new("me").unwrap();
+        let harbor = Some(NodeId::new("harbor").unwrap());
+        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: harbor });
+        s.handle(t0, join(1, "harbor", 0));
+        s.handle_timeout(t0 + ms(10));
+        s.handle(t0 + ms(10), own_pawn(3, &me, "harbor"));
+        s.handle(t0 + ms(10), ServerMessage::Possessed { pawn_id: PawnId(3) });
+        s.handle(t0 + ms(10), ServerMessage::EndJoin { join_id: JoinId(1) });
+        s.handle(t0 + ms(20), show(2));
+        s.handle_timeout(t0 + ms(30));
+        let teleport = ServerMessage::PawnTeleported {
+            pawn_id: PawnId(3),
+            node: NodeId::new("harbor").unwrap(),
+        };
+        s.handle(t0 + ms(50), teleport);
+        s.handle(t0 + ms(60), ServerMessage::EndTransition { transition_id: TransitionId(2) });
+        let timings = &s.stats().timings;
+        assert_eq!(timings.ready_to_possessed.summary().p50_us / 1000, 20);
+        assert_eq!(timings.possessed_to_ended.summary().p50_us / 1000, 10);
+        assert_eq!(s.stats().screens.len(), 2, "the join's screen and the transition's");
+        assert!(s.stats().problems().is_empty(), "{:?}", s.stats().problems());
     }
 }

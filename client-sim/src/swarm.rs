@@ -15,10 +15,23 @@
 //! so sessions are not `Send`. The clients therefore run as local tasks on one dedicated thread
 //! with its own current-thread runtime; [`run_swarm_outcomes`] stays an ordinary `Send` future
 //! that waits for that thread's result, so callers can spawn it anywhere.
+//!
+//! The QUIC side never waits for the sessions (issue 11, "The connections are always driven"):
+//! the client endpoints and every connection's driver (keep-alives, acknowledgements, loss
+//! recovery) run on a runtime of their own ([`DriverRuntime`]), so however long the sessions'
+//! thread is busy, no connection idles out. Clients share an endpoint per
+//! [`CLIENTS_PER_ENDPOINT`], each socket with explicit buffers, and dial at
+//! [`SwarmConfig::connect_rate`] per second.
+//!
+//! Of the clients, [`SwarmConfig::full_clients`] run the whole client lifecycle; the rest are
+//! thin (protocol duties and the session checks only), so a thousand of them stay cheap.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use gatehouse_protocol::token::{self, SessionClaims, TokenKey};
@@ -29,7 +42,7 @@ use quinn::crypto::rustls::QuicClientConfig;
 use tokio::time::Instant;
 
 use crate::SimError;
-use crate::figures::SessionStats;
+use crate::figures::{MarkKind, SessionStats, WireFigures};
 use crate::report::{ClientOutcome, SwarmReport};
 use crate::session::{ClientSession, SessionConfig};
 use rand::rngs::SmallRng;
@@ -47,6 +60,11 @@ const RELAUNCH_QUIET: Duration = Duration::from_secs(4);
 /// Pause between attempts to reach the server again after a lost connection.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
 
+/// Clients per client endpoint (one UDP socket each): a thousand clients use four sockets.
+pub const CLIENTS_PER_ENDPOINT: usize = 250;
+
+/// Receive and send buffer asked of each client socket, bytes (the server asks the same).
+const SOCKET_BUFFER: usize = 8 << 20;
 /// How a swarm runs.
 #[derive(Debug, Clone)]
 pub struct SwarmConfig {
@@ -77,6 +95,136 @@ pub struct SwarmConfig {
     /// At the end of the run, how long a client may wait to be placed (no loading screen, an
     /// acknowledged pawn) before it leaves anyway.
     pub settle_grace: Duration,
+    /// How many of the clients run the whole client lifecycle (spread evenly over the indices);
+    /// the rest are thin. `session.full` is ignored: this decides.
+    pub full_clients: usize,
+    /// Clients dialling per second at the start (client `i` dials `i / rate` seconds in);
+    /// `None`: all at once.
+    pub connect_rate: Option<f64>,
+    /// Live counts for a progress display, updated as the run goes; `None`: not kept.
+    pub progress: Option<Arc<Progress>>,
+}
+
+/// Live counts of a running swarm, for a progress line (issue 11, "Progress"): updated by the
+/// clients as they go, read by whoever displays them.
+#[derive(Debug, Default)]
+pub struct Progress {
+    connected: AtomicU64,
+    placed: AtomicU64,
+    transitions: AtomicU64,
+    errors: AtomicU64,
+}
+
+/// A moment of a [`Progress`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProgressSnapshot {
+    /// Clients connected and welcomed now.
+    pub connected: u64,
+    /// Clients placed now (a possessed, acknowledged pawn; no loading screen).
+    pub placed: u64,
+    /// Transitions ended so far, as the client that saw the most counts them.
+    pub transitions: u64,
+    /// Errors recorded so far, over all clients.
+    pub errors: u64,
+}
+
+impl Progress {
+    /// The counts now.
+    pub fn snapshot(&self) -> ProgressSnapshot {
+        ProgressSnapshot {
+            connected: self.connected.load(Ordering::Relaxed),
+            placed: self.placed.load(Ordering::Relaxed),
+            transitions: self.transitions.load(Ordering::Relaxed),
+            errors: self.errors.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// What one connection last told its [`Progress`], so each change is counted once and a
+/// connection's end takes back what it added.
+#[derive(Debug, Default)]
+struct Reported {
+    connected: bool,
+    placed: bool,
+    errors: usize,
+}
+
+impl Reported {
+    fn update(&mut self, progress: Option<&Progress>, session: &ClientSession) {
+        let Some(progress) = progress else { return };
+        let flip = |counter: &AtomicU64, was: &mut bool, now: bool| {
+            if *was != now {
+                match now {
+                    true => counter.fetch_add(1, Ordering::Relaxed),
+                    false => counter.fetch_sub(1, Ordering::Relaxed),
+                };
+                *was = now;
+            }
+        };
+        flip(&progress.connected, &mut self.connected, session.player().is_some());
+        flip(&progress.placed, &mut self.placed, session.is_placed());
+        let stats = session.stats();
+        let errors = stats.errors.len();
+        if errors > self.errors {
+            progress.errors.fetch_add((errors - self.errors) as u64, Ordering::Relaxed);
+            self.errors = errors;
+        }
+        progress.transitions.fetch_max(stats.transitions_ended.len() as u64, Ordering::Relaxed);
+    }
+
+    /// The connection is gone: it is neither connected nor placed any more.
+    fn end(&mut self, progress: Option<&Progress>) {
+        let Some(progress) = progress else { return };
+        if std::mem::take(&mut self.connected) {
+            progress.connected.fetch_sub(1, Ordering::Relaxed);
+        }
+        if std::mem::take(&mut self.placed) {
+            progress.placed.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Whether client `offset` (0-based within the swarm) of `clients` is one of the `full` full
+/// clients: `full` of them, spread evenly over the indices, the first among them.
+pub fn is_full_client(offset: usize, clients: usize, full: usize) -> bool {
+    let full = full.min(clients);
+    clients > 0 && (offset * full) % clients < full
+}
+
+/// A quinn runtime that runs every endpoint and connection driver, timer and socket on a tokio
+/// runtime of its own, whatever runtime the caller is on, so the QUIC side keeps being driven
+/// while the sessions' thread is busy (issue 11, "The connections are always driven").
+#[derive(Debug, Clone)]
+pub struct DriverRuntime {
+    handle: tokio::runtime::Handle,
+}
+
+impl DriverRuntime {
+    /// Drives QUIC on the runtime of `handle`.
+    pub fn new(handle: tokio::runtime::Handle) -> Self {
+        DriverRuntime { handle }
+    }
+}
+
+impl quinn::Runtime for DriverRuntime {
+    fn new_timer(&self, at: std::time::Instant) -> Pin<Box<dyn quinn::AsyncTimer>> {
+        // A tokio timer belongs to the runtime it is made in.
+        let _inside = self.handle.enter();
+        quinn::TokioRuntime.new_timer(at)
+    }
+
+    fn spawn(&self, future: Pin<Box<dyn Future<Output = ()> + Send>>) {
+        self.handle.spawn(future);
+    }
+
+    fn wrap_udp_socket(
+        &self,
+        socket: std::net::UdpSocket,
+    ) -> std::io::Result<Arc<dyn quinn::AsyncUdpSocket>> {
+        // The socket registers with the I/O driver of the runtime it is wrapped in.
+        let _inside = self.handle.enter();
+        quinn::TokioRuntime.wrap_udp_socket(socket)
+    }
 }
 
 /// The player id of client `index`.
@@ -92,7 +240,7 @@ pub fn mint_token(key: &TokenKey, player: PlayerId) -> String {
     token::mint(key, &SessionClaims { uid: player, exp: now + 86_400, iat: Some(now), usn: None })
 }
 
-/// Builds a client endpoint that trusts `server_cert`.
+/// Builds a client endpoint that trusts `server_cert`, driven on the caller's tokio runtime.
 ///
 /// # Errors
 /// [`SimError`] if the certificate cannot be read or the socket cannot be bound.
@@ -100,6 +248,17 @@ pub fn client_endpoint(
     server: SocketAddr,
     server_cert: &std::path::Path,
 ) -> Result<(quinn::Endpoint, quinn::ClientConfig), SimError> {
+    let config = client_config(server_cert)?;
+    Ok((bind_client_endpoint(server, Arc::new(quinn::TokioRuntime))?, config))
+}
+
+/// The client configuration: TLS 1.3 trusting `server_cert` (DER or PEM), the gatehouse ALPN,
+/// keep-alives every 3 s and a 10 s idle timeout.
+///
+/// # Errors
+/// [`SimError::Certificate`] if the certificate cannot be read or trusted, [`SimError::Tls`] if
+/// TLS cannot be set up.
+pub fn client_config(server_cert: &std::path::Path) -> Result<quinn::ClientConfig, SimError> {
     let cert_bytes = std::fs::read(server_cert)
         .map_err(|e| SimError::Certificate { path: server_cert.to_owned(), why: e.to_string() })?;
     let mut roots = rustls::RootCertStore::empty();
@@ -134,24 +293,36 @@ pub fn client_endpoint(
     transport.keep_alive_interval(Some(Duration::from_secs(3)));
     transport.max_idle_timeout(quinn::IdleTimeout::try_from(Duration::from_secs(10)).ok());
     config.transport_config(Arc::new(transport));
+    Ok(config)
+}
 
+/// Binds a client endpoint on the wildcard address of `server`'s family, its socket given
+/// explicit 8 MiB buffers (the kernel may cap them at `net.core.rmem_max`/`wmem_max`), driven by
+/// `runtime`.
+///
+/// # Errors
+/// [`SimError::Bind`] if the socket cannot be bound.
+pub fn bind_client_endpoint(
+    server: SocketAddr,
+    runtime: Arc<dyn quinn::Runtime>,
+) -> Result<quinn::Endpoint, SimError> {
     let bind: SocketAddr = if server.is_ipv6() { "[::]:0" } else { "0.0.0.0:0" }
         .parse()
         .map_err(|_| SimError::Tls("bad wildcard address".into()))?;
     let socket =
         std::net::UdpSocket::bind(bind).map_err(|source| SimError::Bind { addr: bind, source })?;
     let socket = socket2::Socket::from(socket);
-    // Many clients share this socket: give it room for their bursts.
-    let _ = socket.set_recv_buffer_size(4 << 20);
-    let _ = socket.set_send_buffer_size(4 << 20);
-    let endpoint = quinn::Endpoint::new(
-        quinn::EndpointConfig::default(),
-        None,
-        socket.into(),
-        Arc::new(quinn::TokioRuntime),
-    )
-    .map_err(|source| SimError::Bind { addr: bind, source })?;
-    Ok((endpoint, config))
+    // Many clients share this socket: give it room for their bursts. A refusal leaves the
+    // system default, which the log shows.
+    let _ = socket.set_recv_buffer_size(SOCKET_BUFFER);
+    let _ = socket.set_send_buffer_size(SOCKET_BUFFER);
+    tracing::debug!(
+        recv_buffer = socket.recv_buffer_size().unwrap_or(0),
+        send_buffer = socket.send_buffer_size().unwrap_or(0),
+        "client socket bound"
+    );
+    quinn::Endpoint::new(quinn::EndpointConfig::default(), None, socket.into(), runtime)
+        .map_err(|source| SimError::Bind { addr: bind, source })
 }
 
 /// Runs the swarm for its duration and reports.
@@ -168,13 +339,26 @@ pub async fn run_swarm(config: SwarmConfig) -> Result<SwarmReport, SimError> {
 /// [`SimError`] if the endpoint cannot be built; per-client failures are in the outcomes.
 pub async fn run_swarm_outcomes(config: SwarmConfig) -> Result<Vec<ClientOutcome>, SimError> {
     let (done, result) = tokio::sync::oneshot::channel();
+    // The QUIC side: one worker of its own, apart from the sessions' thread.
+    let driver = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("gatehouse-sim-quic")
+        .enable_all()
+        .build()
+        .map_err(|e| SimError::Runtime(e.to_string()))?;
     std::thread::Builder::new()
         .name("gatehouse-sim-clients".into())
         .spawn(move || {
+            let quic = Arc::new(DriverRuntime::new(driver.handle().clone()));
             let outcome = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-                Ok(runtime) => tokio::task::LocalSet::new().block_on(&runtime, run_clients(config)),
+                Ok(runtime) => {
+                    tokio::task::LocalSet::new().block_on(&runtime, run_clients(config, quic))
+                }
                 Err(e) => Err(SimError::Runtime(e.to_string())),
             };
+            // Every endpoint is idle by now; whatever is left (a closed connection's last
+            // driver) is not waited for.
+            driver.shutdown_background();
             // The receiver is gone only if the caller stopped waiting; nothing to tell then.
             let _ = done.send(outcome);
         })
@@ -184,17 +368,30 @@ pub async fn run_swarm_outcomes(config: SwarmConfig) -> Result<Vec<ClientOutcome
         .map_err(|_| SimError::Runtime("the client thread ended without a result".into()))?
 }
 
-/// Runs every client as a local task on the current thread (inside a `LocalSet`).
-async fn run_clients(config: SwarmConfig) -> Result<Vec<ClientOutcome>, SimError> {
-    let (endpoint, client_config) = client_endpoint(config.server, &config.server_cert)?;
-    let until = Instant::now() + config.duration;
+/// Runs every client as a local task on the current thread (inside a `LocalSet`), their QUIC
+/// endpoints driven by `quic`.
+async fn run_clients(
+    config: SwarmConfig,
+    quic: Arc<DriverRuntime>,
+) -> Result<Vec<ClientOutcome>, SimError> {
+    let client_config = client_config(&config.server_cert)?;
+    let endpoints = (0..config.clients.div_ceil(CLIENTS_PER_ENDPOINT).max(1))
+        .map(|_| bind_client_endpoint(config.server, quic.clone()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let start = Instant::now();
+    let until = start + config.duration;
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..config.clients {
         let index = config.first_index + i;
-        let endpoint = endpoint.clone();
+        let endpoint = endpoints[i / CLIENTS_PER_ENDPOINT].clone();
         let client_config = client_config.clone();
-        let config = config.clone();
+        let mut config = config.clone();
+        config.session.full = is_full_client(i, config.clients, config.full_clients);
+        let dial_at = config.connect_rate.filter(|rate| *rate > 0.0).map_or(start, |rate| {
+            start + Duration::from_secs_f64(i as f64 / rate).min(config.duration)
+        });
         tasks.spawn_local(async move {
+            tokio::time::sleep_until(dial_at).await;
             run_client(&endpoint, client_config, &config, index, until).await
         });
     }
@@ -206,7 +403,9 @@ async fn run_clients(config: SwarmConfig) -> Result<Vec<ClientOutcome>, SimError
         }
     }
     outcomes.sort_by_key(|o| o.index);
-    endpoint.wait_idle().await;
+    for endpoint in endpoints {
+        endpoint.wait_idle().await;
+    }
     Ok(outcomes)
 }
 
@@ -222,6 +421,7 @@ pub async fn run_client(
 ) -> ClientOutcome {
     let mut outcome = ClientOutcome {
         index,
+        full: config.session.full,
         connected: false,
         placed: false,
         own_pawns: 0,
@@ -262,6 +462,7 @@ pub async fn run_client(
             }
             if let Some(why) = lost.take() {
                 life_outcome.errors.push(format!("{why}; no reconnect before the end of the run"));
+                life_outcome.stats.marks.push((Instant::now().into_std(), MarkKind::Error));
             }
         }
         if let Some(why) = life_outcome.lost.take() {
@@ -271,6 +472,7 @@ pub async fn run_client(
                 // counted only. A death it was respawning from stays with the player state the
                 // server keeps, so the next life continues it (`dead`).
                 life_outcome.stats.gates.set_aside_pending_waits();
+                life_outcome.stats.marks.push((Instant::now().into_std(), MarkKind::Reconnect));
                 outcome.connected |= life_outcome.connected;
                 outcome.stats.absorb(life_outcome.stats);
                 outcome.errors.extend(life_outcome.errors);
@@ -288,6 +490,9 @@ pub async fn run_client(
             // its pending waits are counted, and only the final session's are listed.
             life_outcome.stats.gates.set_aside_pending_waits();
         }
+        if !life_outcome.errors.is_empty() {
+            life_outcome.stats.marks.push((Instant::now().into_std(), MarkKind::Error));
+        }
         outcome.connected |= life_outcome.connected;
         outcome.stats.absorb(life_outcome.stats);
         outcome.errors.extend(life_outcome.errors);
@@ -297,6 +502,7 @@ pub async fn run_client(
             break;
         }
         outcome.stats.relaunches += 1;
+        outcome.stats.marks.push((Instant::now().into_std(), MarkKind::Relaunch));
         tokio::time::sleep(RELAUNCH_PAUSE).await;
     }
     outcome
@@ -349,6 +555,10 @@ async fn run_life(
     };
     let mut session = ClientSession::new(session_config);
     session.continue_dead(dead);
+    let dialled = Instant::now();
+    let mut welcomed = false;
+    let mut reported = Reported::default();
+    let progress = config.progress.as_deref();
     let connected = tokio::time::timeout(config.connect_timeout, async {
         let connection = endpoint
             .connect_with(client_config, config.server, &config.server_name)
@@ -405,7 +615,14 @@ async fn run_life(
                     decoder.extend(&chunk.bytes);
                     loop {
                         match decoder.next_message::<ServerMessage>() {
-                            Ok(Some(message)) => session.handle(Instant::now().into_std(), message),
+                            Ok(Some(message)) => {
+                                let now = Instant::now();
+                                session.handle(now.into_std(), message);
+                                if !welcomed && session.player().is_some() {
+                                    welcomed = true;
+                                    session.record_connect_to_welcome(now - dialled);
+                                }
+                            }
                             Ok(None) => break,
                             Err(e) => {
                                 life.errors.push(format!("bad frame from the server: {e}"));
@@ -429,7 +646,9 @@ async fn run_life(
                 break;
             }
         }
+        reported.update(progress, &session);
     }
+    reported.end(progress);
     life.connected = session.player().is_some();
     life.placed = session.is_placed();
     life.own_pawns = session.player().map_or(0, |me| session.pawns_owned_by(me));
@@ -454,7 +673,19 @@ async fn run_life(
     }
     life.ended_dead = session.is_dead_or_respawning();
     life.stats = session.finish(Instant::now().into_std());
+    life.stats.wire = wire_figures(&connection.stats());
     life
+}
+
+/// What a connection carried, from quinn's own statistics.
+fn wire_figures(stats: &quinn::ConnectionStats) -> WireFigures {
+    WireFigures {
+        bytes_sent: stats.udp_tx.bytes,
+        bytes_received: stats.udp_rx.bytes,
+        datagrams_sent: stats.udp_tx.datagrams,
+        datagrams_received: stats.udp_rx.datagrams,
+        lost_packets: stats.path.lost_packets,
+    }
 }
 
 async fn sleep_until(deadline: Option<Instant>) {
@@ -497,5 +728,46 @@ fn describe_close(connection: &quinn::Connection) -> String {
         }
         Some(other) => format!("connection lost: {other}"),
         None => "stream ended while the connection stayed open".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 11, item 1: `--full-clients K` makes exactly K of N clients full, spread over the
+    /// indices, the first among them; K above N makes them all full, 0 none.
+    #[test]
+    fn k_full_clients_are_spread_over_the_swarm() {
+        let full: Vec<usize> = (0..1000).filter(|&i| is_full_client(i, 1000, 16)).collect();
+        assert_eq!(full.len(), 16);
+        assert_eq!(full[0], 0);
+        assert!(full.windows(2).all(|w| w[1] - w[0] >= 50), "spread: {full:?}");
+        assert_eq!((0..8).filter(|&i| is_full_client(i, 8, 16)).count(), 8);
+        assert_eq!((0..8).filter(|&i| is_full_client(i, 8, 0)).count(), 0);
+        assert_eq!((0..7).filter(|&i| is_full_client(i, 7, 3)).count(), 3);
+    }
+
+    /// Issue 11, item 4: the progress counts follow each connection, and a connection's end
+    /// takes back what it added.
+    #[test]
+    fn progress_counts_connections_and_takes_them_back_at_the_end() {
+        let progress = Progress::default();
+        let mut session = ClientSession::new(SessionConfig { full: false, ..Default::default() });
+        let mut reported = Reported::default();
+        let me = PlayerId::new("sim-0000").unwrap();
+        let now = std::time::Instant::now();
+        session.handle(now, ServerMessage::Welcome { player_id: me, current_node: None });
+        session.handle(
+            now,
+            ServerMessage::EndTransition { transition_id: gatehouse_protocol::TransitionId(9) },
+        );
+        reported.update(Some(&progress), &session);
+        reported.update(Some(&progress), &session);
+        let seen = progress.snapshot();
+        assert_eq!((seen.connected, seen.placed, seen.errors), (1, 0, 1), "{seen:?}");
+        reported.end(Some(&progress));
+        assert_eq!(progress.snapshot().connected, 0);
+        assert_eq!(progress.snapshot().errors, 1, "errors stay counted");
     }
 }

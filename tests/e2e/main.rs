@@ -3,5 +3,6 @@
 
 mod admin;
 mod hostile;
+mod scale;
 mod session;
 mod soak;

@@ -96,6 +96,7 @@ impl TestServer {
                 stream_time: (Duration::from_millis(20), Duration::from_millis(120)),
                 seed: 7,
                 restart_after_death: None,
+                full: true,
             },
             ..swarm_config(self.addr, self.cert.clone(), clients, duration)
         }
@@ -133,6 +134,10 @@ pub fn swarm_config(
         connect_timeout: Duration::from_secs(10),
         relaunch_every: None,
         settle_grace: Duration::from_secs(5),
+        // Every test client runs the whole lifecycle: the e2e tests check its gates.
+        full_clients: clients,
+        connect_rate: None,
+        progress: None,
     }
 }
 

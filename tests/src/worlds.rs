@@ -20,6 +20,10 @@ pub const SLOW_BOOT: &str = include_str!("../worlds/slow-boot.toml");
 /// (`tests/worlds/quick.toml`).
 pub const QUICK: &str = include_str!("../worlds/quick.toml");
 
+/// Two plain nodes with zero stream and spawn-point times, for scale runs
+/// (`tests/worlds/zero-stream.toml`).
+pub const ZERO_STREAM: &str = include_str!("../worlds/zero-stream.toml");
+
 /// The shipped soak world (`config/soak-world.toml`): every part of the spawn contract in
 /// seconds.
 pub const SOAK: &str = include_str!("../../config/soak-world.toml");
@@ -49,6 +53,7 @@ mod tests {
             ("hazardous.toml", HAZARDOUS),
             ("slow-boot.toml", SLOW_BOOT),
             ("quick.toml", QUICK),
+            ("zero-stream.toml", ZERO_STREAM),
             ("soak-world.toml", SOAK),
         ] {
             parses(name, text);

@@ -108,6 +108,9 @@ struct Target {
 #[derive(Debug, Default)]
 pub(crate) struct PawnTeamRequests {
     by_pawn: BTreeMap<PawnId, Target>,
+    /// The local viewer's pawn generation when every target was last evaluated: a pawn notice
+    /// that leaves it unchanged concerns only its own pawn.
+    viewer: Option<ScopeToken>,
 }
 
 /// Why a target is evaluated: which differences call for a new registration.
@@ -136,10 +139,10 @@ enum Verdict {
 /// current: relationship changes re-evaluate, team changes re-evaluate teams. A widget controller
 /// becoming ready is no relationship change: it is a fact the pending request waits for.
 pub(super) fn listen(router: &Router<ClientCore>, core: &mut ClientCore, lifetime: &mut Lifetime) {
-    hold(router, core, lifetime, PAWN_SPAWNED, |d, _| every(d.state(), Cause::Relationship));
-    hold(router, core, lifetime, POSSESSED, |d, _| every(d.state(), Cause::Relationship));
-    hold(router, core, lifetime, UNPOSSESSED, |d, _| every(d.state(), Cause::Relationship));
-    hold(router, core, lifetime, PAWN_DESTROYED, |d, _| every(d.state(), Cause::Relationship));
+    hold(router, core, lifetime, PAWN_SPAWNED, |d, n| pawn(d.state(), n.pawn));
+    hold(router, core, lifetime, POSSESSED, |d, n| pawn(d.state(), n.pawn));
+    hold(router, core, lifetime, UNPOSSESSED, |d, n| pawn(d.state(), n.pawn));
+    hold(router, core, lifetime, PAWN_DESTROYED, |d, n| pawn(d.state(), n.pawn));
     hold(router, core, lifetime, WORLD_BEGIN_PLAY, |d, _| every(d.state(), Cause::Relationship));
     hold(router, core, lifetime, UI_RESET, |d, _| every(d.state(), Cause::Relationship));
     hold(router, core, lifetime, PLAYER_STATE_CHANGED, |d, n| {
@@ -168,8 +171,20 @@ fn player(core: &mut ClientCore, player: &PlayerId, cause: Cause) {
     }
 }
 
+/// Something happened to `pawn` (spawned, possessed, unpossessed, destroyed): a relationship
+/// change for that pawn's target only, unless the local viewer's pawn changed with it, which
+/// every target presents against. (Re-evaluating every target on every pawn notice made a
+/// client's work grow with the square of the players.)
+fn pawn(core: &mut ClientCore, pawn: PawnId) {
+    if viewer_generation(core) != core.state.pawn_team.viewer {
+        return every(core, Cause::Relationship);
+    }
+    evaluate(core, pawn, Cause::Relationship);
+}
+
 /// Evaluates every pawn with a generation, and every target left from one.
 fn every(core: &mut ClientCore, cause: Cause) {
+    core.state.pawn_team.viewer = viewer_generation(core);
     let mut pawns: Vec<PawnId> = core.state.pawn_team.by_pawn.keys().copied().collect();
     pawns.extend(core.state.domain.characters().iter().map(Character::pawn));
     pawns.sort_unstable();
@@ -235,7 +250,7 @@ fn wanted(core: &ClientCore, pawn: PawnId) -> Option<Presentation> {
 fn viewer_generation(core: &ClientCore) -> Option<ScopeToken> {
     let domain = &core.state.domain;
     let me = domain.local_player()?;
-    domain.characters().iter().find_map(|character| {
+    domain.characters().autonomous().find_map(|character| {
         let record = core.state.characters.get(character.pawn())?;
         let controlled = character.owner() == me
             && character.role() == NetRole::AutonomousProxy

@@ -4,12 +4,16 @@
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
+use gatehouse_client_sim::figures::Micros;
+use gatehouse_client_sim::report::{ClientOutcome, SwarmReport};
 use gatehouse_client_sim::session::SessionConfig;
-use gatehouse_client_sim::swarm::{SwarmConfig, run_swarm};
+use gatehouse_client_sim::swarm::{Progress, SwarmConfig, run_swarm_outcomes};
+use gatehouse_client_sim::timeline::{self, ClientTimeline};
 use gatehouse_protocol::token::{DEV_TOKEN_KEY, TokenKey};
 
 /// Simulated gatehouse game clients.
@@ -76,6 +80,40 @@ struct Cli {
     /// Seed of the clients' random choices.
     #[arg(long, default_value_t = 1, value_name = "SEED")]
     seed: u64,
+    /// How many clients run the whole client lifecycle (gates, router, lifecycle checks),
+    /// spread evenly over the indices; the others are thin: protocol duties and the session
+    /// checks only. The report's `gates` and `router` sections count the full ones.
+    #[arg(long, default_value_t = 16, value_name = "K")]
+    full_clients: usize,
+    /// Clients dialling per second at the start (e.g. 50); default: all at once.
+    #[arg(long, value_name = "PER_SECOND", value_parser = parse_rate)]
+    connect_rate: Option<f64>,
+    /// Draw the run as an SVG picture here: one row per client (a sample plus the slowest for
+    /// large runs), each loading screen a bar coloured by phase, and the histogram of
+    /// shown -> ended.
+    #[arg(long, value_name = "FILE.svg")]
+    timeline: Option<PathBuf>,
+    /// Progress on stderr while the run goes: a status line on a terminal, a line every 10 s
+    /// otherwise (`auto`), or none.
+    #[arg(long, value_enum, default_value = "auto", value_name = "WHEN")]
+    progress: ProgressMode,
+}
+
+/// When to show progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum ProgressMode {
+    /// A live status line on a terminal, a plain line every 10 s otherwise.
+    Auto,
+    /// No progress output.
+    Never,
+}
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    let rate: f64 = s.trim().parse().map_err(|e| format!("{s:?}: {e}"))?;
+    if !(rate.is_finite() && rate > 0.0) {
+        return Err(format!("{s:?}: expected a positive number of clients per second"));
+    }
+    Ok(rate)
 }
 
 /// Preset client behaviours.
@@ -155,6 +193,7 @@ fn run() -> anyhow::Result<()> {
                 Scenario::Soak => Some(Duration::from_millis(500)),
                 Scenario::Basic => None,
             }),
+            full: true,
         },
         relaunch_every: cli.relaunch_every.or(match cli.scenario {
             Scenario::Soak => Some(Duration::from_secs(12)),
@@ -163,13 +202,31 @@ fn run() -> anyhow::Result<()> {
         settle_grace: cli.settle_grace,
         max_frame_len: gatehouse_protocol::codec::DEFAULT_MAX_FRAME_LEN,
         connect_timeout: cli.connect_timeout,
+        full_clients: cli.full_clients,
+        connect_rate: cli.connect_rate,
+        progress: (cli.progress == ProgressMode::Auto).then(|| Arc::new(Progress::default())),
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let report = runtime.block_on(run_swarm(config))?;
+    let started = std::time::Instant::now();
+    let clients = config.clients as u64;
+    let progress = config.progress.clone();
+    let outcomes = runtime.block_on(async move {
+        let display = progress.map(|p| tokio::spawn(show_progress(p, clients)));
+        let outcomes = run_swarm_outcomes(config).await;
+        if let Some(display) = display {
+            display.abort();
+        }
+        outcomes
+    })?;
+    let run_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
+    let report = SwarmReport::from_outcomes(&outcomes);
     print!("{report}");
+    if let Some(path) = &cli.timeline {
+        draw_timeline(path, &outcomes, started, run_us)?;
+    }
     if let Some(path) = &cli.report_json {
         let json = serde_json::to_string_pretty(&report)?;
         std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?;
@@ -180,6 +237,58 @@ fn run() -> anyhow::Result<()> {
             anyhow::bail!("the report is not clean:\n  {}", problems.join("\n  "));
         }
     }
+    Ok(())
+}
+
+/// Shows the swarm's progress until aborted: a status line on a terminal (indicatif), else a
+/// plain line on stderr every 10 s.
+async fn show_progress(progress: Arc<Progress>, clients: u64) {
+    let line = |p: gatehouse_client_sim::swarm::ProgressSnapshot| {
+        format!(
+            "connected {}/{clients}, placed {}, transitions {}, errors {}",
+            p.connected, p.placed, p.transitions, p.errors
+        )
+    };
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        let bar = indicatif::ProgressBar::new(clients);
+        let style = indicatif::ProgressStyle::with_template("{elapsed_precise} {bar:30} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar());
+        bar.set_style(style);
+        let mut tick = tokio::time::interval(Duration::from_millis(250));
+        loop {
+            tick.tick().await;
+            let now = progress.snapshot();
+            bar.set_position(now.connected);
+            bar.set_message(line(now));
+        }
+    } else {
+        let started = std::time::Instant::now();
+        let mut tick = tokio::time::interval(Duration::from_secs(10));
+        tick.tick().await;
+        loop {
+            tick.tick().await;
+            eprintln!("[{:>4} s] {}", started.elapsed().as_secs(), line(progress.snapshot()));
+        }
+    }
+}
+
+/// Draws the run's picture to `path`: the picked clients' rows and the histogram of
+/// shown -> ended over every client.
+fn draw_timeline(
+    path: &Path,
+    outcomes: &[ClientOutcome],
+    started: std::time::Instant,
+    run_us: u64,
+) -> anyhow::Result<()> {
+    let rows: Vec<ClientTimeline> =
+        outcomes.iter().map(|o| ClientTimeline::of(o.index, o.full, &o.stats, started)).collect();
+    let mut shown_to_ended = Micros::default();
+    for o in outcomes {
+        shown_to_ended.absorb(&o.stats.timings.shown_to_ended);
+    }
+    let picked = timeline::svg::pick_rows(&rows, timeline::svg::MAX_ROWS);
+    timeline::svg::render(path, &picked, run_us, shown_to_ended.histogram())
+        .with_context(|| format!("--timeline {}", path.display()))?;
     Ok(())
 }
 

@@ -8,18 +8,21 @@
 //! - a transition (or a join) ends only after the client acknowledged the pawn it possesses, and
 //!   an end names the transition on screen (an end for an older one is stale and ignored, one for
 //!   a transition never shown is an error);
+//! - ids never go backwards: no transition or join id below one already shown, and every new
+//!   own pawn's id above the own pawns' before it;
 //! - every rejection and server-reported error is recorded.
 //!
 //! The session feeds each server message here with what it knew when the message arrived
 //! ([`Expected`]); the checks count into [`SessionStats`] and change nothing else, so the session
-//! keeps only its transport duties.
+//! keeps only its transport duties. None of them needs the client lifecycle: the checks keep
+//! their own account of the client's own pawns, so a thin client (one with no game side) runs
+//! them too (issue 11, "Thin and full clients").
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use gatehouse_protocol::{JoinId, NodeId, PawnId, PlayerId, ServerMessage, TransitionId};
 use gatehouse_tags::GameplayTag;
 
-use crate::domain::Domain;
 use crate::figures::SessionStats;
 
 /// What the session knew when a message arrived, before its transport duties ran.
@@ -37,17 +40,26 @@ pub(crate) struct Expected<'a> {
     pub(crate) streamed: Option<&'a NodeId>,
     /// The client possesses a pawn and acknowledged that possession.
     pub(crate) placed_pawn: bool,
-    /// The client's domain objects, with `message` applied.
-    pub(crate) domain: &'a Domain,
 }
 
-/// The session checks' account: the kits granted so far.
+/// The session checks' account: the kits granted so far, the own pawns and whether each is
+/// alive, and the newest ids seen.
 #[derive(Debug, Default)]
 pub(crate) struct SessionChecks {
     kits: BTreeSet<GameplayTag>,
+    /// Own pawns spawned and not destroyed: alive or not.
+    own: BTreeMap<PawnId, bool>,
+    newest_transition: Option<TransitionId>,
+    newest_join: Option<JoinId>,
+    newest_own_pawn: Option<PawnId>,
 }
 
 impl SessionChecks {
+    /// Own pawns spawned and not destroyed, alive or not.
+    pub(crate) fn own_pawns(&self) -> usize {
+        self.own.len()
+    }
+
     /// Checks `message` against what the client expected, counting into `stats`.
     pub(crate) fn observe(
         &mut self,
@@ -63,16 +75,49 @@ impl SessionChecks {
                 stats.errors.push(format!("server error ({code:?}): {detail}"));
             }
             ServerMessage::PawnSpawned(view) if Some(&view.owner) == expected.player => {
-                placement(view.pawn_id, &view.node, expected, stats);
-                live_pawns(expected, stats);
-            }
-            ServerMessage::PawnTeleported { pawn_id, node } => {
-                let characters = expected.domain.characters();
-                let mine =
-                    characters.get(*pawn_id).is_some_and(|c| Some(c.owner()) == expected.player);
-                if mine {
-                    placement(*pawn_id, node, expected, stats);
+                if self.own.insert(view.pawn_id, view.alive).is_none() {
+                    // A new own pawn: its id comes after every own pawn before it.
+                    if self.newest_own_pawn.is_some_and(|newest| view.pawn_id <= newest) {
+                        backwards(
+                            stats,
+                            format!("own pawn {} after {:?}", view.pawn_id, self.newest_own_pawn),
+                        );
+                    }
+                    self.newest_own_pawn = self.newest_own_pawn.max(Some(view.pawn_id));
                 }
+                placement(view.pawn_id, &view.node, expected, stats);
+                let live = self.own.values().filter(|alive| **alive).count();
+                if live > 1 {
+                    stats.double_pawns += 1;
+                    stats.errors.push(format!("{live} live pawns owned at once"));
+                }
+            }
+            ServerMessage::PawnTeleported { pawn_id, node } if self.own.contains_key(pawn_id) => {
+                placement(*pawn_id, node, expected, stats);
+            }
+            ServerMessage::PawnDied { pawn_id } => {
+                if let Some(alive) = self.own.get_mut(pawn_id) {
+                    *alive = false;
+                }
+            }
+            ServerMessage::PawnDestroyed { pawn_id } => {
+                self.own.remove(pawn_id);
+            }
+            ServerMessage::FreezeCharacters { transition_id }
+            | ServerMessage::ShowTransition { transition_id, .. } => {
+                if self.newest_transition.is_some_and(|newest| *transition_id < newest) {
+                    backwards(
+                        stats,
+                        format!("transition {transition_id} after {:?}", self.newest_transition),
+                    );
+                }
+                self.newest_transition = self.newest_transition.max(Some(*transition_id));
+            }
+            ServerMessage::ShowJoin { join_id, .. } => {
+                if self.newest_join.is_some_and(|newest| *join_id < newest) {
+                    backwards(stats, format!("join {join_id} after {:?}", self.newest_join));
+                }
+                self.newest_join = self.newest_join.max(Some(*join_id));
             }
             ServerMessage::KitsGranted { kits } => {
                 for kit in kits {
@@ -109,15 +154,10 @@ fn placement(pawn: PawnId, node: &NodeId, expected: Expected<'_>, stats: &mut Se
     }
 }
 
-/// At most one live pawn owned by this client.
-fn live_pawns(expected: Expected<'_>, stats: &mut SessionStats) {
-    let Some(me) = expected.player else { return };
-    let characters = expected.domain.characters();
-    let live = characters.iter().filter(|c| c.owner() == me && c.is_alive()).count();
-    if live > 1 {
-        stats.double_pawns += 1;
-        stats.errors.push(format!("{live} live pawns owned at once"));
-    }
+/// An id that went backwards, counted with its error.
+fn backwards(stats: &mut SessionStats, what: String) {
+    stats.ids_backwards += 1;
+    stats.errors.push(format!("id went backwards: {what}"));
 }
 
 /// An end names the transition on screen, and comes only once the client is placed.

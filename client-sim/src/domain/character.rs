@@ -7,7 +7,7 @@
 //! knows nothing of readiness facts, gates, the registry or the router: the character adapter
 //! observes it.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use gatehouse_protocol::{CharacterDef, NodeId, PawnId, PawnView, PlayerId};
 
@@ -127,6 +127,12 @@ pub enum Spawned {
 #[derive(Debug, Default)]
 pub struct Characters {
     by_pawn: BTreeMap<PawnId, Character>,
+    /// The pawns whose role is autonomous proxy (this client's own), so finding the local
+    /// viewer's pawn does not walk every character (issue 11: a full client among a thousand).
+    autonomous: BTreeSet<PawnId>,
+    /// The pawns of each owner, so a player's notice finds its pawns without walking every
+    /// character.
+    by_owner: BTreeMap<PlayerId, BTreeSet<PawnId>>,
     /// Whether a transition froze characters (until it ends).
     frozen: bool,
 }
@@ -142,9 +148,15 @@ impl Characters {
         self.by_pawn.values()
     }
 
+    /// The characters this client controls or owns as an autonomous proxy, by pawn id: its own
+    /// pawns, possessed or spawned for it.
+    pub fn autonomous(&self) -> impl Iterator<Item = &Character> + '_ {
+        self.autonomous.iter().filter_map(|pawn| self.by_pawn.get(pawn))
+    }
+
     /// The pawns `player` owns, in pawn order.
     pub fn owned_by(&self, player: &PlayerId) -> Vec<PawnId> {
-        self.by_pawn.values().filter(|c| c.owner() == player).map(Character::pawn).collect()
+        self.by_owner.get(player).map(|pawns| pawns.iter().copied().collect()).unwrap_or_default()
     }
 
     /// How many characters.
@@ -166,7 +178,12 @@ impl Characters {
         world_playing: bool,
     ) -> Spawned {
         if let Some(known) = self.by_pawn.get_mut(&view.pawn_id) {
-            known.view = view;
+            let previous = std::mem::replace(&mut known.view, view);
+            if previous.owner != known.view.owner {
+                let (pawn, owner) = (known.view.pawn_id, known.view.owner.clone());
+                self.forget_owner(&previous.owner, pawn);
+                self.by_owner.entry(owner).or_default().insert(pawn);
+            }
             return Spawned::Known;
         }
         let role = if Some(&view.owner) == local_player {
@@ -184,6 +201,9 @@ impl Characters {
         };
         // A pawn replicated while characters are frozen is frozen too, or it would fall.
         character.apply_freeze(self.frozen);
+        self.note_role(character.view.pawn_id, role);
+        let owned = self.by_owner.entry(character.view.owner.clone()).or_default();
+        owned.insert(character.view.pawn_id);
         self.by_pawn.insert(character.view.pawn_id, character);
         Spawned::New
     }
@@ -210,6 +230,7 @@ impl Characters {
         character.role = NetRole::AutonomousProxy;
         character.possession_acknowledged = true;
         character.apply_freeze(self.frozen);
+        self.note_role(pawn, NetRole::AutonomousProxy);
         changed
     }
 
@@ -221,6 +242,7 @@ impl Characters {
         character.role = NetRole::None;
         character.possession_acknowledged = false;
         character.apply_freeze(self.frozen);
+        self.note_role(pawn, NetRole::None);
         was
     }
 
@@ -240,7 +262,28 @@ impl Characters {
 
     /// The pawn was destroyed.
     pub(crate) fn destroy(&mut self, pawn: PawnId) -> Option<Character> {
-        self.by_pawn.remove(&pawn)
+        self.autonomous.remove(&pawn);
+        let character = self.by_pawn.remove(&pawn)?;
+        self.forget_owner(character.owner(), pawn);
+        Some(character)
+    }
+
+    /// Drops `pawn` from `owner`'s pawns (and the owner once it has none).
+    fn forget_owner(&mut self, owner: &PlayerId, pawn: PawnId) {
+        if let Some(owned) = self.by_owner.get_mut(owner) {
+            owned.remove(&pawn);
+            if owned.is_empty() {
+                self.by_owner.remove(owner);
+            }
+        }
+    }
+
+    /// Keeps the autonomous index in step with `pawn`'s role.
+    fn note_role(&mut self, pawn: PawnId, role: NetRole) {
+        match role {
+            NetRole::AutonomousProxy => self.autonomous.insert(pawn),
+            _ => self.autonomous.remove(&pawn),
+        };
     }
 
     /// Every character begins play (its world began play), or stops (its world was torn down).
@@ -275,6 +318,33 @@ mod tests {
         assert!(!characters.get(PawnId(1)).unwrap().has_begun_play());
         assert_eq!(characters.get(PawnId(2)).unwrap().role(), NetRole::SimulatedProxy);
         assert!(characters.get(PawnId(2)).unwrap().has_begun_play());
+    }
+
+    /// The owner and autonomous indexes follow spawns, a refreshed view naming another owner,
+    /// possession and destruction: they always answer as a walk over every character would.
+    #[test]
+    fn the_owner_and_autonomous_indexes_follow_every_change() {
+        let me = PlayerId::new("me").unwrap();
+        let you = PlayerId::new("you").unwrap();
+        let mut characters = Characters::default();
+        characters.spawn(view(1, "me"), Some(&me), true);
+        characters.spawn(view(2, "you"), Some(&me), true);
+        characters.spawn(view(3, "you"), Some(&me), true);
+        assert_eq!(characters.owned_by(&you), [PawnId(2), PawnId(3)]);
+        let autonomous = |c: &Characters| c.autonomous().map(Character::pawn).collect::<Vec<_>>();
+        assert_eq!(autonomous(&characters), [PawnId(1)]);
+        characters.spawn(view(3, "me"), Some(&me), true);
+        assert_eq!(characters.owned_by(&you), [PawnId(2)]);
+        assert_eq!(characters.owned_by(&me), [PawnId(1), PawnId(3)]);
+        assert!(characters.possess(PawnId(3)));
+        assert_eq!(autonomous(&characters), [PawnId(1), PawnId(3)]);
+        assert!(characters.unpossess(PawnId(1)));
+        assert_eq!(autonomous(&characters), [PawnId(3)]);
+        characters.destroy(PawnId(3));
+        characters.destroy(PawnId(2));
+        assert_eq!(characters.owned_by(&me), [PawnId(1)]);
+        assert!(characters.owned_by(&you).is_empty());
+        assert!(autonomous(&characters).is_empty());
     }
 
     #[test]

@@ -8,16 +8,13 @@
 
 pub mod svg;
 
+use std::time::Instant;
+
 use serde::Serialize;
 
-/// Which kind of loading screen a bar is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum ScreenKind {
-    /// A transition's screen (seed 001, "Phased Level Transitions").
-    Transition,
-    /// A join's screen: a player who logged in while no transition ran (issue 10, item 1).
-    Join,
-}
+use crate::figures::SessionStats;
+
+pub use crate::figures::{MarkKind, ScreenKind};
 
 /// One loading screen as the client saw it, each instant in µs from the run's start. A phase
 /// that never happened (the client left first, or it was superseded) is `None`.
@@ -33,21 +30,6 @@ pub struct ScreenBar {
     pub possessed_us: Option<u64>,
     /// The screen came down (`EndTransition` or `EndJoin`), µs; `None`: still up at the end.
     pub ended_us: Option<u64>,
-}
-
-/// Something that happened to a client at one instant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum MarkKind {
-    /// Its player gained `State.Dead`.
-    Death,
-    /// A new pawn possessed after its restart request.
-    Respawn,
-    /// It vanished and relaunched with the same player id.
-    Relaunch,
-    /// It lost its connection and reconnected.
-    Reconnect,
-    /// An error was recorded (a broken contract, a rejection, a lost connection).
-    Error,
 }
 
 /// A mark on a client's row.
@@ -81,5 +63,30 @@ impl ClientTimeline {
             .filter_map(|s| s.ended_us.map(|end| end.saturating_sub(s.shown_us)))
             .max()
             .unwrap_or(0)
+    }
+}
+
+impl ClientTimeline {
+    /// Client `index`'s row from what its sessions recorded, each instant as µs from `origin`
+    /// (the swarm's start; an instant before it counts as 0).
+    pub fn of(index: usize, full: bool, stats: &SessionStats, origin: Instant) -> ClientTimeline {
+        let us = |at: Instant| {
+            u64::try_from(at.saturating_duration_since(origin).as_micros()).unwrap_or(u64::MAX)
+        };
+        let screens = stats
+            .screens
+            .iter()
+            .map(|s| ScreenBar {
+                kind: s.kind,
+                shown_us: us(s.shown),
+                ready_sent_us: s.ready_sent.map(us),
+                possessed_us: s.possessed.map(us),
+                ended_us: s.ended.map(us),
+            })
+            .collect();
+        let mut marks: Vec<Mark> =
+            stats.marks.iter().map(|&(at, kind)| Mark { at_us: us(at), kind }).collect();
+        marks.sort_by_key(|m| m.at_us);
+        ClientTimeline { index, full, screens, marks }
     }
 }

@@ -93,6 +93,7 @@ impl Sim {
             stream_time: (Duration::from_millis(STREAM_MS), Duration::from_millis(STREAM_MS)),
             seed: 1,
             restart_after_death: None,
+            full: true,
         };
         let ui = UiConfig {
             controller_delay: (Duration::from_millis(UI_MS), Duration::from_millis(UI_MS)),
