@@ -14,6 +14,7 @@
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use bytes::{Bytes, BytesMut};
 use gatehouse_protocol::token::{self, TokenKey};
 use gatehouse_protocol::{
     ClientMessage, CloseCode, FrameDecoder, FrameError, PROTOCOL_VERSION, RejectReason,
@@ -217,25 +218,60 @@ async fn read_message(
     }
 }
 
-/// Writes queued frames in order until told to close or the queue is dropped.
+/// Writes queued frames in order until told to close or the queue is dropped. Frames already
+/// queued behind the first go out as one chunk (up to [`BATCH_BYTES`]): a transition queues
+/// a frame per player for every client, and quinn's send buffer costs per chunk, not per byte.
 async fn write_frames(
     connection: quinn::Connection,
     mut send: quinn::SendStream,
     mut queue: mpsc::Receiver<Outbound>,
 ) {
     while let Some(item) = queue.recv().await {
-        match item {
-            Outbound::Frame(frame) => {
-                if send.write_chunk(frame).await.is_err() {
-                    return;
-                }
-            }
+        let first = match item {
+            Outbound::Frame(frame) => frame,
             Outbound::Close(code) => {
                 finish_and_close(&connection, &mut send, code).await;
                 return;
             }
+        };
+        let (chunk, close_with) = batch(first, &mut queue);
+        if send.write_chunk(chunk).await.is_err() {
+            return;
+        }
+        if let Some(code) = close_with {
+            finish_and_close(&connection, &mut send, code).await;
+            return;
         }
     }
+}
+
+/// Most bytes joined into one chunk by [`batch`].
+const BATCH_BYTES: usize = 64 * 1024;
+
+/// `first` followed by the frames already waiting in `queue`, in order, joined into one chunk of
+/// at most about [`BATCH_BYTES`] (a lone frame is passed on without a copy); and the close that
+/// ended the batch, if one did.
+fn batch(first: Bytes, queue: &mut mpsc::Receiver<Outbound>) -> (Bytes, Option<CloseCode>) {
+    let mut joined: Option<BytesMut> = None;
+    let mut close_with = None;
+    while joined.as_ref().map_or(first.len(), BytesMut::len) < BATCH_BYTES {
+        match queue.try_recv() {
+            Ok(Outbound::Frame(frame)) => {
+                let joined = joined.get_or_insert_with(|| {
+                    let mut buffer = BytesMut::with_capacity(BATCH_BYTES.max(first.len()));
+                    buffer.extend_from_slice(&first);
+                    buffer
+                });
+                joined.extend_from_slice(&frame);
+            }
+            Ok(Outbound::Close(code)) => {
+                close_with = Some(code);
+                break;
+            }
+            Err(_) => break,
+        }
+    }
+    (joined.map_or(first, BytesMut::freeze), close_with)
 }
 
 /// Finishes the stream, waits (bounded) until the peer has the data, then closes.
@@ -254,4 +290,56 @@ async fn finish_and_close(
 pub(crate) fn close(connection: &quinn::Connection, code: CloseCode, reason: &str) {
     let reason = &reason.as_bytes()[..reason.len().min(200)];
     connection.close(quinn::VarInt::from_u32(code.code()), reason);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn frame(byte: u8, len: usize) -> Outbound {
+        Outbound::Frame(Bytes::from(vec![byte; len]))
+    }
+
+    /// Frames waiting behind the first are joined into one chunk, in order; a lone frame goes
+    /// out as it is.
+    #[test]
+    fn waiting_frames_are_joined_into_one_chunk_in_order() {
+        let (tx, mut rx) = mpsc::channel(16);
+        let (chunk, close) = batch(Bytes::from_static(b"a"), &mut rx);
+        assert_eq!((&chunk[..], close), (&b"a"[..], None));
+        for (byte, len) in [(b'b', 2), (b'c', 3)] {
+            tx.try_send(frame(byte, len)).unwrap();
+        }
+        let (chunk, close) = batch(Bytes::from_static(b"a"), &mut rx);
+        assert_eq!((&chunk[..], close), (&b"abbccc"[..], None));
+    }
+
+    /// A close ends the batch: the frames before it are written, then the close is carried out;
+    /// nothing queued after it is taken.
+    #[test]
+    fn a_close_ends_the_batch_after_the_frames_before_it() {
+        let (tx, mut rx) = mpsc::channel(16);
+        tx.try_send(frame(b'b', 1)).unwrap();
+        tx.try_send(Outbound::Close(CloseCode::ReadyTimeout)).unwrap();
+        tx.try_send(frame(b'z', 1)).unwrap();
+        let (chunk, close) = batch(Bytes::from_static(b"a"), &mut rx);
+        assert_eq!((&chunk[..], close), (&b"ab"[..], Some(CloseCode::ReadyTimeout)));
+        assert!(matches!(rx.try_recv(), Ok(Outbound::Frame(_))), "the frame after the close stays");
+    }
+
+    /// A batch stops growing at about `BATCH_BYTES`: the rest waits for the next chunk.
+    #[test]
+    fn a_batch_stops_at_its_byte_budget() {
+        let (tx, mut rx) = mpsc::channel(64);
+        for _ in 0..40 {
+            tx.try_send(frame(b'x', 4096)).unwrap();
+        }
+        let (chunk, _) = batch(Bytes::from(vec![b'x'; 4096]), &mut rx);
+        assert!(chunk.len() >= BATCH_BYTES && chunk.len() < BATCH_BYTES + 4096, "{}", chunk.len());
+        let mut left = 0;
+        while rx.try_recv().is_ok() {
+            left += 1;
+        }
+        assert_eq!(left, 40 - (chunk.len() / 4096 - 1));
+    }
 }
