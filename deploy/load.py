@@ -379,6 +379,7 @@ def cmd_table():
             "rss_kib_per_idle_client": rss_per,
             "wire_bytes_per_client_per_transition": wire,
             "udp_rcvbuf_errors": {"before": e0, "after": e1},
+            "floor_udp_rcvbuf_errors": misc.get("floor_rcvbuf"),
             "loadavg": misc.get("loadavg"),
         }
         s = summary[n]
@@ -392,7 +393,8 @@ def cmd_table():
             f"{ratio(w50, f50)} / {ratio(w99, f99)}",
             f"{ms(h50)} / {ms(h99)}",
             "n/a" if c50 is None else f"{ms(c50)} / {ms(c99)}",
-            f"{s['clients_connected']} / {s['clients_placed']} / {s['errors']}",
+            " / ".join("n/a" if s[k] is None else str(s[k])
+                       for k in ("clients_connected", "clients_placed", "errors")),
             f"n/a ({s['idle_seconds']} s idle)" if idle_per_client is None
             else f"{idle_per_client:.1f} (over {s['idle_seconds']} s)",
             "n/a" if per_transition is None
@@ -401,6 +403,7 @@ def cmd_table():
             "n/a" if rss_per is None else f"{rss0} → {rss1} KiB: {rss_per:.1f} KiB",
             "n/a" if wire is None else f"{wire[0]:.0f} received / {wire[1]:.0f} sent",
             f"{e0} → {e1}",
+            " → ".join(str(x) for x in misc.get("floor_rcvbuf") or ["n/a"]),
             misc.get("loadavg", "n/a"),
         ])
     labels = [
@@ -418,7 +421,8 @@ def cmd_table():
         "server CPU per transition (above idle)",
         "server RSS before clients → with clients: per idle client",
         "bytes on the wire per client per transition",
-        "UDP RcvbufErrors before → after (whole machine)",
+        "UDP RcvbufErrors before → after the product (whole machine)",
+        "UDP RcvbufErrors before → after the floor (whole machine)",
         "load average (1 / 5 / 15 min) at the end",
     ]
     head = "| figure | " + " | ".join(f"N = {n}" for n in ns) + " |"

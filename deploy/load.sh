@@ -92,6 +92,7 @@ for n in $clients_list; do
     echo "== N = $n: floor" >&2
     # The floor: every client connects within N / rate s plus its timeout, each round within 10 s.
     # Seconds the swarm takes to open every connection at the connect rate, rounded up.
+    floor_rcvbuf_before=$($py snmp)
     connecting=$(awk -v n="$n" -v r="$rate" 'BEGIN { s = n / r; print (s == int(s)) ? s : int(s) + 1 }')
     if ! timeout $((connecting + 120)) "$bin/gatehouse-floor" --clients "$n" \
         --rounds "$floor_rounds" --connect-rate "$rate" --json >"$dir/floor-$n.json" \
@@ -99,6 +100,7 @@ for n in $clients_list; do
         echo "load.sh: the floor failed for N = $n (see $dir/floor-$n.log)" >&2
         status=1
     fi
+    floor_rcvbuf_after=$($py snmp)
 
     echo "== N = $n: server and swarm" >&2
     data="$dir/data-$n"
@@ -142,8 +144,9 @@ for n in $clients_list; do
         status=1
     fi
     rcvbuf_after=$($py snmp)
-    printf '{"rcvbuf_before": %s, "rcvbuf_after": %s, "loadavg": "%s"}\n' "$rcvbuf_before" \
-        "$rcvbuf_after" "$(cut -d' ' -f1-3 /proc/loadavg)" >"$dir/misc-$n.json"
+    printf '{"rcvbuf_before": %s, "rcvbuf_after": %s, "floor_rcvbuf": [%s, %s], "loadavg": "%s"}\n' \
+        "$rcvbuf_before" "$rcvbuf_after" "$floor_rcvbuf_before" "$floor_rcvbuf_after" \
+        "$(cut -d' ' -f1-3 /proc/loadavg)" >"$dir/misc-$n.json"
     stop
 done
 
