@@ -10,6 +10,8 @@
 //!   contract.
 //! - [`swarm`]: the async shell running many sessions over real QUIC.
 //! - [`report`]: what they saw, as text and JSON, from the [`figures`] every layer counts.
+//! - [`floor`]: the bare QUIC floor F(N) the load benchmark measures the product against (the
+//!   `gatehouse-floor` binary); it uses nothing else of the crate.
 //!
 //! The layers, bottom to top; each module imports only from the lines above it (seed 000,
 //! "System boundary": the domain knows neither the registry nor the router):
@@ -37,6 +39,7 @@ pub mod checks;
 pub mod client;
 pub mod domain;
 pub mod figures;
+pub mod floor;
 pub mod gates;
 pub mod ids;
 pub mod notifications;

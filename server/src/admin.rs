@@ -3,7 +3,7 @@
 //! | route | answer |
 //! |---|---|
 //! | `GET /health` | `200 ok` while the game task runs, `503` once it stopped |
-//! | `GET /state` | the game snapshot as JSON: phase, transition, pending spawns with kind and node, players with pawn / placed / dead, unplaced players, in-flight loads, counters |
+//! | `GET /state` | the game snapshot as JSON: phase, transition, pending spawns with kind and node, players with pawn / placed / dead, unplaced players, in-flight loads, counters, and `recent_transition_timings`: the last 256 transitions that ended, each with `transition_id`, `players`, `started_to_all_ready_us`, `all_ready_to_ended_us`, `whole_us`, `settle_timed_out` |
 //! | `GET /metrics` | the decision counters in the Prometheus text format |
 //! | `POST /travel/{node}` | starts a travel to `node`: `202`, or `404` naming an unknown node; `401` without the admin token when one is configured |
 //!

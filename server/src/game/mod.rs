@@ -111,6 +111,7 @@ pub use interface::{ConnectionId, Counters, GameRules, Input, Output, StreamRequ
 pub use snapshot::{GameSnapshot, PendingSpawn, PlayerSnapshot};
 pub use spawn::SpawnKind;
 pub use streaming::LoadId;
+pub use transition::TransitionTiming;
 
 use hazards::Hazards;
 use joins::Joins;

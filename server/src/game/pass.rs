@@ -151,7 +151,7 @@ impl Game {
         if !self.transition.all_ready(self.roster.ids()) {
             return;
         }
-        self.transition.complete(now + self.rules.spawn_settle_timeout);
+        self.transition.complete(now, now + self.rules.spawn_settle_timeout);
         tracing::info!("every client ready; completing");
         self.ensure_spawns_queued_for_all_players();
         self.spawns.wake();
@@ -233,7 +233,8 @@ impl Game {
     /// transition for a settle timeout each. Players the server could not give a pawn are not
     /// at fault.
     fn finish_transition(&mut self, now: Instant, timed_out: bool) {
-        let Some(t) = self.transition.finish() else { return };
+        let players = self.roster.len();
+        let Some(t) = self.transition.finish(now, players, timed_out) else { return };
         let _entered = t.span.enter();
         if timed_out {
             self.counters.settle_timeouts += 1;

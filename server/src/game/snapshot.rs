@@ -4,7 +4,7 @@ use gatehouse_protocol::{NodeId, PawnId, PlayerId, TransitionId};
 use serde::Serialize;
 
 use super::spawn::SpawnKind;
-use super::{Counters, Game};
+use super::{Counters, Game, TransitionTiming};
 
 /// The state of the game at one instant.
 #[derive(Debug, Clone, Serialize)]
@@ -30,6 +30,13 @@ pub struct GameSnapshot {
     pub unplaced_players: Vec<PlayerId>,
     /// The players the last settle timeout ended a transition without.
     pub last_settle_timeout_unplaced: Vec<PlayerId>,
+    /// How long each of the last 256 transitions that ended took on the server, oldest first:
+    /// start → every client ready → ended, µs, from the core's own `now` (issue 11, the load
+    /// benchmark's "server: last ready → ended"). A failed or superseded transition is not in
+    /// it. Core time only: a transition that ends in the step of the last ready report (every
+    /// player kept its pawn and was teleported) counts 0 from all ready to ended, whatever that
+    /// step cost, and the shell gives one `now` to a whole batch of inputs.
+    pub recent_transition_timings: Vec<TransitionTiming>,
     /// Decision counters.
     pub counters: Counters,
 }
@@ -92,6 +99,7 @@ pub(super) fn take(game: &Game) -> GameSnapshot {
         unplaced_players: players.iter().filter(|p| !p.placed).map(|p| p.player.clone()).collect(),
         players,
         last_settle_timeout_unplaced: game.transition.last_unplaced().to_vec(),
+        recent_transition_timings: game.transition.timings().cloned().collect(),
         counters: game.counters.clone(),
     }
 }

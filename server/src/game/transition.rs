@@ -14,17 +14,19 @@
 //!
 //! [`Transitions`] owns the transition in flight, the ids it hands out, the route schedule
 //! (a route travel that comes due while a transition is in flight waits for its end) and the
-//! players the last settle timeout ended a transition without. A [`Transition`] owns its
+//! players the last settle timeout ended a transition without, and the timings of the last
+//! [`TIMINGS_KEPT`] transitions that ended ([`TransitionTiming`]). A [`Transition`] owns its
 //! ready and excused sets, when each player was shown it, and its deadlines: the client-ready
 //! deadlines are derived from the show times, the settle deadline is the Completing phase's
 //! data. Phases are types (STYLE 4): each [`Phase`] variant holds only its own data, and a
 //! phase step consumes the old phase and returns the next. Nothing here sees the roster or
 //! emits outputs; the game passes in who is present and acts on what these methods return.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use gatehouse_protocol::{NodeId, PlayerId, TransitionId};
+use serde::Serialize;
 
 use crate::config::TravelRoute;
 
@@ -75,6 +77,8 @@ pub(crate) struct WaitingForClients {
 pub(crate) struct Completing {
     /// When the settle-hold gives up if nothing is loading.
     settle_deadline: Instant,
+    /// When every client was ready (or excused): the phase began.
+    since: Instant,
 }
 
 impl Freezing {
@@ -92,9 +96,10 @@ impl Loading {
 }
 
 impl WaitingForClients {
-    /// Every client is ready: the spawn window opens, held at most until `settle_deadline`.
-    fn all_ready(self, settle_deadline: Instant) -> Completing {
-        Completing { settle_deadline }
+    /// Every client is ready at `now`: the spawn window opens, held at most until
+    /// `settle_deadline`.
+    fn all_ready(self, now: Instant, settle_deadline: Instant) -> Completing {
+        Completing { settle_deadline, since: now }
     }
 }
 
@@ -152,6 +157,37 @@ impl Transition {
     }
 }
 
+/// How many [`TransitionTiming`]s the game keeps: the most recent ones.
+pub(crate) const TIMINGS_KEPT: usize = 256;
+
+/// How long one transition that ended took, as the server's core saw it, from the `now` it was
+/// given (the core never reads a clock). In the admin endpoint's `GET /state` under
+/// `recent_transition_timings`, oldest first; the load benchmark (`deploy/load.sh`) reads the
+/// last-ready → ended figure from it (issue 11, "The load benchmark").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct TransitionTiming {
+    /// The transition.
+    pub transition_id: TransitionId,
+    /// Players logged in when it ended.
+    pub players: usize,
+    /// From its start to every client ready: when the all-ready check passed (the last ready
+    /// report or excuse, a departure, or the node streamed if every report came earlier), µs.
+    pub started_to_all_ready_us: u64,
+    /// From every client ready to its end (`EndTransition` sent), µs: spawns, possession and
+    /// the players' acknowledgements, the settle-hold's share.
+    pub all_ready_to_ended_us: u64,
+    /// From its start to its end, µs.
+    pub whole_us: u64,
+    /// Whether it ended at the settle timeout with players unplaced rather than with every
+    /// player placed.
+    pub settle_timed_out: bool,
+}
+
+/// `to - from` in whole µs, 0 if `to` is earlier, saturating at `u64::MAX`.
+fn micros(from: Instant, to: Instant) -> u64 {
+    u64::try_from(to.saturating_duration_since(from).as_micros()).unwrap_or(u64::MAX)
+}
+
 /// What a ready report came to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum ReadyReport {
@@ -186,6 +222,8 @@ pub(crate) struct Transitions {
     /// The target of the last transition that ended (not failed): where a failed transition's
     /// recovery travels.
     last_good: Option<NodeId>,
+    /// The timings of the last [`TIMINGS_KEPT`] transitions that ended, oldest first.
+    timings: VecDeque<TransitionTiming>,
 }
 
 impl Default for Transitions {
@@ -196,6 +234,7 @@ impl Default for Transitions {
             route: RouteSchedule::default(),
             last_unplaced: Vec::new(),
             last_good: None,
+            timings: VecDeque::new(),
         }
     }
 }
@@ -339,11 +378,12 @@ impl Transitions {
         })
     }
 
-    /// WaitingForClients → Completing, held at most until `settle_deadline`.
-    pub(crate) fn complete(&mut self, settle_deadline: Instant) -> bool {
+    /// WaitingForClients → Completing at `now` (every client ready), held at most until
+    /// `settle_deadline`.
+    pub(crate) fn complete(&mut self, now: Instant, settle_deadline: Instant) -> bool {
         self.step(|phase| match phase {
             Phase::WaitingForClients(waiting) => {
-                Ok(Phase::Completing(waiting.all_ready(settle_deadline)))
+                Ok(Phase::Completing(waiting.all_ready(now, settle_deadline)))
             }
             other => Err(other),
         })
@@ -383,7 +423,7 @@ impl Transitions {
     /// The settle deadline, in Completing.
     pub(crate) fn settle_deadline(&self) -> Option<Instant> {
         match self.current.as_ref()?.phase {
-            Phase::Completing(Completing { settle_deadline }) => Some(settle_deadline),
+            Phase::Completing(Completing { settle_deadline, .. }) => Some(settle_deadline),
             _ => None,
         }
     }
@@ -395,12 +435,38 @@ impl Transitions {
         }
     }
 
-    /// Ends the transition in flight (Completing → none); returns it. Its target is the last
-    /// good node from now on.
-    pub(crate) fn finish(&mut self) -> Option<Transition> {
+    /// Ends the transition in flight (Completing → none) at `now`, with `players` logged in;
+    /// returns it. Its target is the last good node from now on, and its timing is kept.
+    pub(crate) fn finish(
+        &mut self,
+        now: Instant,
+        players: usize,
+        settle_timed_out: bool,
+    ) -> Option<Transition> {
         let t = self.current.take()?;
         self.last_good = Some(t.target.clone());
+        // Only Completing ends; were it anything else, every client counts as ready at the end.
+        let all_ready = match t.phase {
+            Phase::Completing(Completing { since, .. }) => since,
+            _ => now,
+        };
+        if self.timings.len() == TIMINGS_KEPT {
+            self.timings.pop_front();
+        }
+        self.timings.push_back(TransitionTiming {
+            transition_id: t.id,
+            players,
+            started_to_all_ready_us: micros(t.started, all_ready),
+            all_ready_to_ended_us: micros(all_ready, now),
+            whole_us: micros(t.started, now),
+            settle_timed_out,
+        });
         Some(t)
+    }
+
+    /// The timings of the last [`TIMINGS_KEPT`] transitions that ended, oldest first.
+    pub(crate) fn timings(&self) -> impl Iterator<Item = &TransitionTiming> {
+        self.timings.iter()
     }
 
     /// Fails the transition in flight (it reached the hard maximum); returns it.
@@ -472,7 +538,7 @@ mod tests {
         let players = [pid("a")];
         ts.start(t0, Destination::SessionNode, node("a"), players.iter());
         assert!(!ts.node_streamed(&node("a"), t0), "not loading yet");
-        assert!(!ts.complete(t0), "not waiting yet");
+        assert!(!ts.complete(t0, t0), "not waiting yet");
         assert!(ts.resolve(node("b")));
         assert!(!ts.resolve(node("c")), "resolved once");
         assert!(!ts.node_streamed(&node("a"), t0), "another node's load");
@@ -480,9 +546,9 @@ mod tests {
         assert!(!ts.all_ready(players.iter()));
         assert_eq!(ts.record_ready(&pid("a"), TransitionId(1)), ReadyReport::Kept);
         assert!(ts.all_ready(players.iter()));
-        assert!(ts.complete(t0 + Duration::from_secs(15)));
+        assert!(ts.complete(t0, t0 + Duration::from_secs(15)));
         assert_eq!(ts.settle_deadline(), Some(t0 + Duration::from_secs(15)));
-        assert!(ts.finish().is_some());
+        assert!(ts.finish(t0, 1, false).is_some());
         assert!(ts.current().is_none());
     }
 
@@ -519,7 +585,23 @@ mod tests {
         assert_eq!(ts.record_ready(&a, TransitionId(1)), ReadyReport::Superseded);
         assert_eq!(ts.record_ready(&a, TransitionId(2)), ReadyReport::Kept);
         assert_eq!(ts.record_ready(&a, TransitionId(3)), ReadyReport::NeverIssued);
-        ts.finish();
+        ts.finish(t0, 0, false);
         assert_eq!(ts.record_ready(&a, TransitionId(2)), ReadyReport::NoTransition);
+    }
+
+    /// Only the last [`TIMINGS_KEPT`] timings are kept, oldest first.
+    #[test]
+    fn transition_timings_keep_only_the_most_recent() {
+        let t0 = Instant::now();
+        let mut ts = Transitions::default();
+        let total = TIMINGS_KEPT as u64 + 10;
+        for _ in 0..total {
+            ts.start(t0, Destination::SessionNode, node("a"), std::iter::empty());
+            ts.finish(t0, 0, false);
+        }
+        let ids: Vec<u64> = ts.timings().map(|t| t.transition_id.0).collect();
+        assert_eq!(ids.len(), TIMINGS_KEPT);
+        assert_eq!(ids.first(), Some(&11));
+        assert_eq!(ids.last(), Some(&total));
     }
 }

@@ -478,3 +478,48 @@ fn under_the_proceed_policy_later_transitions_do_not_wait_for_a_client_that_neve
     h.ack(b);
     assert!(!h.player("b").placement_excused, "an acknowledgement ends the excuse");
 }
+
+/// Issue 11, the load benchmark: each transition that ends is timed from the core's own `now`:
+/// start → every client ready (the last ready report) → ended (the last acknowledgement). A
+/// travel whose players all keep their pawns (teleported) ends in the step of the last report.
+#[test]
+fn an_ended_transition_is_timed_from_start_to_last_ready_to_end() {
+    let mut h = Harness::new();
+    let boot = h.transition();
+    let (a, b) = (h.login("a"), h.login("b"));
+    h.advance(Duration::from_millis(100));
+    h.stream_node("harbor");
+    h.advance(Duration::from_millis(30));
+    h.ready(a);
+    h.advance(Duration::from_millis(20));
+    h.ready(b);
+    h.advance(Duration::from_millis(7));
+    h.ack(a);
+    h.advance(Duration::from_millis(5));
+    assert!(!h.ended(boot), "b has not acknowledged its pawn yet");
+    h.ack(b);
+    assert!(h.ended(boot));
+    let timings = h.game.snapshot().recent_transition_timings;
+    let timing = timings.last().expect("the boot transition's timing");
+    assert_eq!(timing.transition_id, boot);
+    assert_eq!(timing.players, 2);
+    assert_eq!(timing.started_to_all_ready_us, 150_000, "start → b's ready report");
+    assert_eq!(timing.all_ready_to_ended_us, 12_000, "b's ready report → b's acknowledgement");
+    assert_eq!(timing.whole_us, 162_000);
+    assert!(!timing.settle_timed_out);
+
+    let next = travel(&mut h, "forest");
+    h.advance(Duration::from_millis(40));
+    h.stream_node("forest");
+    h.ready(a);
+    h.advance(Duration::from_millis(10));
+    h.ready(b);
+    assert!(h.ended(next), "both kept their pawns: teleported at once");
+    let timings = h.game.snapshot().recent_transition_timings;
+    assert_eq!(timings.len(), 2, "the boot transition and the travel");
+    let timing = timings.last().expect("the travel's timing");
+    assert_eq!(timing.transition_id, next);
+    assert_eq!(timing.started_to_all_ready_us, 50_000);
+    assert_eq!(timing.all_ready_to_ended_us, 0, "ended in the step of the last ready report");
+    assert_eq!(timing.whole_us, 50_000);
+}

@@ -1,0 +1,916 @@
+//! The bare QUIC floor F(N) (issue 11, "The load benchmark"): what this machine's loopback,
+//! quinn and tokio cost for one server round trip to N clients, with nothing of the game in
+//! between. The load benchmark (`deploy/load.sh`) prints the product's transition times as
+//! ratios to it.
+//!
+//! In one process:
+//!
+//! - a QUIC server on a tokio multi-thread runtime, as `gatehouse-server` runs (one task per
+//!   connection; an orchestrating task in the place of the game task), on a UDP socket bound to
+//!   `127.0.0.1:0` with explicit send and receive buffers, as the server's endpoint binds them;
+//! - N clients: their QUIC endpoints (one or several sockets) driven on a dedicated thread's
+//!   current-thread runtime, their per-connection tasks on a second thread's current-thread
+//!   runtime, so however busy the clients are, QUIC keeps being driven (the swarm's shape).
+//!
+//! Each client connects (at `connect_rate` per second, or all at once), opens the one
+//! bidirectional stream and sends a 1-byte hello; the server answers a 1-byte welcome: connect
+//! time is from the client's connect call to the welcome. Then, per round, the server writes
+//! `message_bytes` on every client's stream (the round number in the first 8 bytes), every
+//! client echoes them, and the round time runs from the orchestrator starting the round to the
+//! last reply reaching it. Rounds are separated by `pause`.
+//!
+//! Everything is bounded: a client that does not get its welcome within `connect_timeout`, all
+//! clients not connected within the connect budget, a round not answered within
+//! `round_timeout`: each is a [`FloorError`] that says how far it got.
+
+use std::future::Future;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
+use serde::Serialize;
+use tokio::sync::{mpsc, watch};
+
+/// ALPN of the floor's connections: nothing here speaks the game protocol.
+const ALPN: &[u8] = b"gatehouse-floor/1";
+/// The client's first byte on its stream.
+const HELLO: u8 = b'H';
+/// The server's answer to it: the client is connected.
+const WELCOME: u8 = b'W';
+/// The round number that tells the server's connection tasks to stop.
+const STOP: u64 = u64::MAX;
+/// How long the end of a run (stats, closes, idle endpoints) may take.
+const WIND_DOWN: Duration = Duration::from_secs(5);
+
+/// What a floor run does (issue 11, "The load benchmark").
+#[derive(Debug, Clone)]
+pub struct FloorConfig {
+    /// Clients, N (at least 1).
+    pub clients: usize,
+    /// Measured rounds (at least 1).
+    pub rounds: usize,
+    /// Bytes the server writes to each client per round, and each client echoes (8 ..= 65536).
+    pub message_bytes: usize,
+    /// Pause before each round.
+    pub pause: Duration,
+    /// Connections opened per second; `None`: all at once.
+    pub connect_rate: Option<f64>,
+    /// Client QUIC endpoints (UDP sockets) the clients are spread over, round robin (at least 1).
+    pub client_endpoints: usize,
+    /// Send and receive buffer asked for every UDP socket, bytes (the kernel caps it at
+    /// `net.core.rmem_max` / `wmem_max` and reports double what it grants).
+    pub udp_buffer_bytes: usize,
+    /// Worker threads of the server's runtime; `None`: tokio's default (one per core).
+    pub server_threads: Option<usize>,
+    /// How long one client may take from its connect call to the server's welcome.
+    pub connect_timeout: Duration,
+    /// How long one round may take.
+    pub round_timeout: Duration,
+}
+
+impl FloorConfig {
+    /// The defaults for `clients` clients: 50 rounds of 64 bytes 50 ms apart, all connecting
+    /// at once on one client endpoint, 4 MiB socket buffers (the server's default
+    /// `network.udp_buffer_bytes`), 10 s to connect, 10 s per round.
+    pub fn new(clients: usize) -> Self {
+        FloorConfig {
+            clients,
+            rounds: 50,
+            message_bytes: 64,
+            pause: Duration::from_millis(50),
+            connect_rate: None,
+            client_endpoints: 1,
+            udp_buffer_bytes: 4 << 20,
+            server_threads: None,
+            connect_timeout: Duration::from_secs(10),
+            round_timeout: Duration::from_secs(10),
+        }
+    }
+
+    /// How long every client together may take to connect: the last one starts after
+    /// `(clients - 1) / connect_rate`, then has its `connect_timeout`, plus a margin.
+    pub fn connect_budget(&self) -> Duration {
+        let spread =
+            self.connect_rate.map_or(0.0, |rate| self.clients.saturating_sub(1) as f64 / rate);
+        Duration::from_secs_f64(spread) + self.connect_timeout + Duration::from_secs(2)
+    }
+
+    fn check(&self) -> Result<(), FloorError> {
+        let bad = |what: String| Err(FloorError::Config(what));
+        if self.clients == 0 || self.rounds == 0 || self.client_endpoints == 0 {
+            return bad("clients, rounds and client endpoints must be at least 1".into());
+        }
+        if !(8..=65536).contains(&self.message_bytes) {
+            return bad(format!("message bytes must be 8 ..= 65536, found {}", self.message_bytes));
+        }
+        if self.connect_rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+            return bad("the connect rate must be a positive number per second".into());
+        }
+        if self.server_threads == Some(0) {
+            return bad("server threads must be at least 1".into());
+        }
+        Ok(())
+    }
+}
+
+/// Percentiles of a set of durations, µs (from an HDR histogram, 3 significant digits).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LatencySummary {
+    /// Samples.
+    pub count: u64,
+    /// Median, µs.
+    pub p50_us: u64,
+    /// 99th percentile, µs.
+    pub p99_us: u64,
+    /// Largest, µs.
+    pub max_us: u64,
+    /// Mean, µs.
+    pub mean_us: u64,
+}
+
+impl LatencySummary {
+    fn of(histogram: &Histogram<u64>) -> Self {
+        LatencySummary {
+            count: histogram.len(),
+            p50_us: histogram.value_at_quantile(0.5),
+            p99_us: histogram.value_at_quantile(0.99),
+            max_us: histogram.max(),
+            mean_us: histogram.mean().round() as u64,
+        }
+    }
+}
+
+impl std::fmt::Display for LatencySummary {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let LatencySummary { count, p50_us, p99_us, max_us, mean_us } = self;
+        write!(
+            f,
+            "p50 {p50_us} / p99 {p99_us} / max {max_us} µs (mean {mean_us} µs, {count} samples)"
+        )
+    }
+}
+
+/// Bytes on the wire during the rounds, from the server's quinn connection stats (UDP
+/// payloads, so QUIC headers, acknowledgements and keep-alives included).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FloorWire {
+    /// Sent by the server, per client per round.
+    pub server_sent_bytes_per_client_per_round: f64,
+    /// Received by the server, per client per round.
+    pub server_received_bytes_per_client_per_round: f64,
+}
+
+/// The UDP socket buffers asked for and granted (as the kernel reports them: double what it
+/// grants, capped at `net.core.rmem_max` / `wmem_max`), bytes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct UdpBuffers {
+    /// Asked for, send and receive alike.
+    pub requested: usize,
+    /// The server socket's send buffer.
+    pub server_send: usize,
+    /// The server socket's receive buffer.
+    pub server_recv: usize,
+    /// The (first) client socket's send buffer.
+    pub client_send: usize,
+    /// The (first) client socket's receive buffer.
+    pub client_recv: usize,
+}
+
+/// What a floor run measured (issue 11, "The load benchmark"). Serialised as the JSON of
+/// `gatehouse-floor --json`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct FloorReport {
+    /// Clients, N.
+    pub clients: usize,
+    /// Measured rounds.
+    pub rounds: usize,
+    /// Bytes per message, each way.
+    pub message_bytes: usize,
+    /// Client QUIC endpoints.
+    pub client_endpoints: usize,
+    /// Connections opened per second (`null`: all at once).
+    pub connect_rate: Option<f64>,
+    /// Worker threads of the server's runtime.
+    pub server_threads: usize,
+    /// From the first client's connect call to the last client's welcome, µs.
+    pub connect_all_us: u64,
+    /// Per client, its connect call to its welcome, µs.
+    pub connect: LatencySummary,
+    /// Per round, the server's start of the round to the last reply, µs: F(N).
+    pub round: LatencySummary,
+    /// Bytes on the wire during the rounds.
+    pub wire: FloorWire,
+    /// The UDP socket buffers.
+    pub udp_buffers: UdpBuffers,
+}
+
+impl std::fmt::Display for FloorReport {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let rate = self.connect_rate.map_or_else(|| "all at once".to_owned(), |r| format!("{r}/s"));
+        writeln!(
+            f,
+            "floor F({}): {} clients on {} client endpoint(s), {} rounds of {} bytes, server on {} threads",
+            self.clients,
+            self.clients,
+            self.client_endpoints,
+            self.rounds,
+            self.message_bytes,
+            self.server_threads
+        )?;
+        writeln!(
+            f,
+            "  connect ({rate}): all in {:.1} ms; per client {}",
+            self.connect_all_us as f64 / 1000.0,
+            self.connect
+        )?;
+        writeln!(f, "  round: {}", self.round)?;
+        writeln!(
+            f,
+            "  wire: server sent {:.1} / received {:.1} bytes per client per round",
+            self.wire.server_sent_bytes_per_client_per_round,
+            self.wire.server_received_bytes_per_client_per_round
+        )?;
+        let b = &self.udp_buffers;
+        writeln!(
+            f,
+            "  UDP buffers: asked {}; server send {} / recv {}; client send {} / recv {}",
+            b.requested, b.server_send, b.server_recv, b.client_send, b.client_recv
+        )
+    }
+}
+
+/// Why a floor run could not finish.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum FloorError {
+    /// The configuration is out of range.
+    #[error("invalid floor configuration: {0}")]
+    Config(String),
+    /// The self-signed certificate or the TLS configuration could not be made.
+    #[error("TLS setup failed: {0}")]
+    Tls(String),
+    /// A UDP socket could not be set up.
+    #[error("cannot bind UDP {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// The OS error.
+        source: std::io::Error,
+    },
+    /// A runtime or thread could not be started, or a thread ended without a result.
+    #[error("runtime: {0}")]
+    Runtime(String),
+    /// Not every client connected within the connect budget, or one failed to.
+    #[error(
+        "{connected} of {clients} clients connected within {within:?}; client errors: {errors}"
+    )]
+    Connect {
+        /// Clients the server welcomed.
+        connected: usize,
+        /// Clients, N.
+        clients: usize,
+        /// The connect budget.
+        within: Duration,
+        /// The first client and server errors, `;`-separated (`none` if none).
+        errors: String,
+    },
+    /// A round was not answered by every client in time.
+    #[error("round {round}: {replies} of {clients} replies within {within:?}")]
+    Round {
+        /// The round, from 1.
+        round: usize,
+        /// Replies received.
+        replies: usize,
+        /// Clients, N.
+        clients: usize,
+        /// The round timeout.
+        within: Duration,
+    },
+    /// A connection failed during the rounds.
+    #[error("a connection failed during the rounds: {0}")]
+    Connection(String),
+}
+
+/// A quinn runtime that runs everything quinn spawns (endpoint and connection drivers) and
+/// every timer and socket it makes on one tokio runtime, whichever runtime calls into quinn:
+/// a client's `connect` from the sessions' runtime still has its connection driven on the
+/// endpoint's runtime (with `quinn::TokioRuntime`, the driver would run where `connect` was
+/// called).
+#[derive(Debug)]
+pub struct DedicatedRuntime {
+    handle: tokio::runtime::Handle,
+}
+
+impl DedicatedRuntime {
+    /// A quinn runtime on the tokio runtime behind `handle`.
+    pub fn new(handle: tokio::runtime::Handle) -> Self {
+        DedicatedRuntime { handle }
+    }
+}
+
+impl quinn::Runtime for DedicatedRuntime {
+    fn new_timer(&self, at: Instant) -> Pin<Box<dyn quinn::AsyncTimer>> {
+        let _entered = self.handle.enter();
+        quinn::TokioRuntime.new_timer(at)
+    }
+
+    fn spawn(&self, future: Pin<Box<dyn Future<Output = ()> + Send>>) {
+        self.handle.spawn(future);
+    }
+
+    fn wrap_udp_socket(
+        &self,
+        socket: std::net::UdpSocket,
+    ) -> std::io::Result<Arc<dyn quinn::AsyncUdpSocket>> {
+        let _entered = self.handle.enter();
+        quinn::TokioRuntime.wrap_udp_socket(socket)
+    }
+
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+}
+
+/// Runs the floor: builds its runtimes and threads, connects the clients, runs the rounds,
+/// winds down (bounded) and reports.
+///
+/// # Errors
+/// [`FloorError`]: a bad configuration, TLS or socket setup, a runtime that cannot start, or
+/// a connect, round or connection failure, each naming how far it got.
+pub fn run_floor(config: &FloorConfig) -> Result<FloorReport, FloorError> {
+    config.check()?;
+    let (server_config, client_config) = tls_configs()?;
+    let mut server_rt = tokio::runtime::Builder::new_multi_thread();
+    server_rt.enable_all().thread_name("floor-server");
+    if let Some(threads) = config.server_threads {
+        server_rt.worker_threads(threads);
+    }
+    let server_rt = server_rt.build().map_err(|e| FloorError::Runtime(e.to_string()))?;
+    let server_threads = server_rt.metrics().num_workers();
+    let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+    let server_socket = bind_socket(loopback, config.udp_buffer_bytes)?;
+    let (server_send, server_recv) = buffer_sizes(&server_socket);
+    let server_endpoint = {
+        let _entered = server_rt.enter();
+        quinn::Endpoint::new(
+            quinn::EndpointConfig::default(),
+            Some(server_config),
+            server_socket,
+            Arc::new(quinn::TokioRuntime),
+        )
+        .map_err(|source| FloorError::Bind { addr: loopback, source })?
+    };
+    let server_addr = server_endpoint
+        .local_addr()
+        .map_err(|source| FloorError::Bind { addr: loopback, source })?;
+
+    let quic = QuicThread::start(config.client_endpoints, config.udp_buffer_bytes)?;
+    let (client_send, client_recv) = quic.buffers;
+    let clients =
+        ClientsThread::start(config.clone(), quic.endpoints.clone(), client_config, server_addr)?;
+
+    let served = server_rt.block_on(async {
+        let task = tokio::spawn(serve(server_endpoint.clone(), config.clone()));
+        let served = task.await.map_err(|e| FloorError::Runtime(format!("server task: {e}")));
+        // Whatever happened, the clients get a close rather than an idle timeout.
+        server_endpoint.close(0u32.into(), b"done");
+        let _ = tokio::time::timeout(WIND_DOWN, server_endpoint.wait_idle()).await;
+        served
+    });
+    let clients = clients.join();
+    quic.stop();
+    drop(server_rt);
+
+    let served = match served.and_then(|s| s) {
+        Ok(served) => served,
+        Err(FloorError::Connect { connected, clients: n, within, errors }) => {
+            let client_errors = clients.as_ref().map(|c| c.errors.join("; ")).unwrap_or_default();
+            let errors = [errors, client_errors]
+                .into_iter()
+                .filter(|e| !e.is_empty() && e != "none")
+                .collect::<Vec<_>>()
+                .join("; ");
+            let errors = if errors.is_empty() { "none".to_owned() } else { errors };
+            return Err(FloorError::Connect { connected, clients: n, within, errors });
+        }
+        Err(e) => return Err(e),
+    };
+    let clients = clients?;
+    let mut connect = histogram()?;
+    for &us in &clients.connect_us {
+        connect.saturating_record(us.max(1));
+    }
+    let per = (config.clients * config.rounds) as f64;
+    Ok(FloorReport {
+        clients: config.clients,
+        rounds: config.rounds,
+        message_bytes: config.message_bytes,
+        client_endpoints: config.client_endpoints,
+        connect_rate: config.connect_rate,
+        server_threads,
+        connect_all_us: clients.connect_all_us,
+        connect: LatencySummary::of(&connect),
+        round: LatencySummary::of(&served.rounds),
+        wire: FloorWire {
+            server_sent_bytes_per_client_per_round: served.sent_bytes as f64 / per,
+            server_received_bytes_per_client_per_round: served.received_bytes as f64 / per,
+        },
+        udp_buffers: UdpBuffers {
+            requested: config.udp_buffer_bytes,
+            server_send,
+            server_recv,
+            client_send,
+            client_recv,
+        },
+    })
+}
+
+/// A histogram of µs from 1 µs to an hour, 3 significant digits.
+fn histogram() -> Result<Histogram<u64>, FloorError> {
+    Histogram::new_with_bounds(1, 3_600_000_000, 3)
+        .map_err(|e| FloorError::Runtime(format!("histogram: {e}")))
+}
+
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+/// A self-signed certificate for `localhost`, the server configuration that presents it and
+/// the client configuration that trusts it; TLS 1.3 only, the transport parameters of the game
+/// server and the swarm.
+fn tls_configs() -> Result<(quinn::ServerConfig, quinn::ClientConfig), FloorError> {
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+    let tls = |e: &dyn std::fmt::Display| FloorError::Tls(e.to_string());
+    let generated =
+        rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).map_err(|e| tls(&e))?;
+    let cert = CertificateDer::from(generated.cert.der().to_vec());
+    let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(generated.signing_key.serialize_der()));
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+
+    let mut server = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| tls(&e))?
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.clone()], key)
+        .map_err(|e| tls(&e))?;
+    server.alpn_protocols = vec![ALPN.to_vec()];
+    let server = QuicServerConfig::try_from(server).map_err(|e| tls(&e))?;
+    let mut server = quinn::ServerConfig::with_crypto(Arc::new(server));
+    // As gatehouse-server's defaults (server/src/net/endpoint.rs, `transport_config`).
+    let mut transport = quinn::TransportConfig::default();
+    transport.max_idle_timeout(quinn::IdleTimeout::try_from(Duration::from_secs(10)).ok());
+    transport.keep_alive_interval(Some(Duration::from_secs(3)));
+    transport.max_concurrent_bidi_streams(1u32.into());
+    transport.max_concurrent_uni_streams(0u32.into());
+    transport.stream_receive_window(262_144u32.into());
+    transport.receive_window(524_288u32.into());
+    transport.send_window(1_048_576);
+    transport.datagram_receive_buffer_size(None);
+    server.transport_config(Arc::new(transport));
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert).map_err(|e| tls(&e))?;
+    let mut client = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| tls(&e))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    client.alpn_protocols = vec![ALPN.to_vec()];
+    let client = QuicClientConfig::try_from(client).map_err(|e| tls(&e))?;
+    let mut client = quinn::ClientConfig::new(Arc::new(client));
+    // As the swarm's clients (swarm.rs, `client_endpoint`).
+    let mut transport = quinn::TransportConfig::default();
+    transport.keep_alive_interval(Some(Duration::from_secs(3)));
+    transport.max_idle_timeout(quinn::IdleTimeout::try_from(Duration::from_secs(10)).ok());
+    client.transport_config(Arc::new(transport));
+    Ok((server, client))
+}
+
+/// A UDP socket bound to `addr` with `buffer_bytes` asked for both buffers, as the server's
+/// endpoint binds its own (server/src/net/endpoint.rs, `bind_socket`).
+fn bind_socket(addr: SocketAddr, buffer_bytes: usize) -> Result<std::net::UdpSocket, FloorError> {
+    use socket2::{Domain, Protocol, Socket, Type};
+    let err = |source| FloorError::Bind { addr, source };
+    let socket =
+        Socket::new(Domain::for_address(addr), Type::DGRAM, Some(Protocol::UDP)).map_err(err)?;
+    socket.set_send_buffer_size(buffer_bytes).map_err(err)?;
+    socket.set_recv_buffer_size(buffer_bytes).map_err(err)?;
+    socket.bind(&addr.into()).map_err(err)?;
+    Ok(socket.into())
+}
+
+/// The send and receive buffer sizes the kernel reports for `socket` (0 if it does not say).
+fn buffer_sizes(socket: &std::net::UdpSocket) -> (usize, usize) {
+    let socket = socket2::SockRef::from(socket);
+    (socket.send_buffer_size().unwrap_or(0), socket.recv_buffer_size().unwrap_or(0))
+}
+
+/// What the server's tasks tell the orchestrator.
+#[derive(Debug)]
+enum Event {
+    /// A client was welcomed.
+    Joined,
+    /// A client answered round `n`.
+    Reply(u64),
+    /// A connection ended with an error.
+    Failed(String),
+    /// A connection's UDP bytes sent and received from the first round to the stop.
+    Wire { sent: u64, received: u64 },
+}
+
+/// What the server measured.
+#[derive(Debug)]
+struct Served {
+    rounds: Histogram<u64>,
+    sent_bytes: u64,
+    received_bytes: u64,
+}
+
+/// The server: accepts the N clients (one task each), then runs the rounds as the orchestrator.
+async fn serve(endpoint: quinn::Endpoint, config: FloorConfig) -> Result<Served, FloorError> {
+    let n = config.clients;
+    let (events_tx, mut events) = mpsc::unbounded_channel();
+    let (round_tx, round_rx) = watch::channel(0u64);
+    let accept = {
+        let endpoint = endpoint.clone();
+        let message_bytes = config.message_bytes;
+        tokio::spawn(async move {
+            for _ in 0..n {
+                let Some(incoming) = endpoint.accept().await else { return };
+                let events = events_tx.clone();
+                let rounds = round_rx.clone();
+                tokio::spawn(async move {
+                    let failed = events.clone();
+                    if let Err(e) = serve_connection(incoming, message_bytes, rounds, events).await
+                    {
+                        let _ = failed.send(Event::Failed(e));
+                    }
+                });
+            }
+        })
+    };
+    let served = orchestrate(&config, &mut events, &round_tx).await;
+    accept.abort();
+    // Every connection task stops at STOP (or has failed).
+    let _ = round_tx.send(STOP);
+    served
+}
+
+async fn orchestrate(
+    config: &FloorConfig,
+    events: &mut mpsc::UnboundedReceiver<Event>,
+    round_tx: &watch::Sender<u64>,
+) -> Result<Served, FloorError> {
+    let n = config.clients;
+    let budget = config.connect_budget();
+    let deadline = tokio::time::Instant::now() + budget;
+    let mut joined = 0;
+    let mut failures = Vec::new();
+    while joined < n {
+        match tokio::time::timeout_at(deadline, events.recv()).await {
+            Ok(Some(Event::Joined)) => joined += 1,
+            Ok(Some(Event::Failed(e))) => failures.push(e),
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => {
+                failures.truncate(5);
+                let errors = if failures.is_empty() { "none".into() } else { failures.join("; ") };
+                return Err(FloorError::Connect {
+                    connected: joined,
+                    clients: n,
+                    within: budget,
+                    errors,
+                });
+            }
+        }
+    }
+    let mut rounds = histogram()?;
+    for round in 1..=config.rounds {
+        tokio::time::sleep(config.pause).await;
+        let start = tokio::time::Instant::now();
+        let deadline = start + config.round_timeout;
+        let _ = round_tx.send(round as u64);
+        let mut replies = 0;
+        while replies < n {
+            match tokio::time::timeout_at(deadline, events.recv()).await {
+                Ok(Some(Event::Reply(r))) if r == round as u64 => replies += 1,
+                Ok(Some(Event::Failed(e))) => return Err(FloorError::Connection(e)),
+                Ok(Some(_)) => {}
+                Ok(None) | Err(_) => {
+                    return Err(FloorError::Round {
+                        round,
+                        replies,
+                        clients: n,
+                        within: config.round_timeout,
+                    });
+                }
+            }
+        }
+        rounds.saturating_record(micros(start.elapsed()).max(1));
+    }
+    let _ = round_tx.send(STOP);
+    let (mut sent_bytes, mut received_bytes, mut reported) = (0, 0, 0);
+    let deadline = tokio::time::Instant::now() + WIND_DOWN;
+    while reported < n {
+        match tokio::time::timeout_at(deadline, events.recv()).await {
+            Ok(Some(Event::Wire { sent, received })) => {
+                sent_bytes += sent;
+                received_bytes += received;
+                reported += 1;
+            }
+            Ok(Some(Event::Failed(e))) => return Err(FloorError::Connection(e)),
+            Ok(Some(_)) => {}
+            Ok(None) | Err(_) => {
+                return Err(FloorError::Connection(format!(
+                    "{reported} of {n} connections reported their stats within {WIND_DOWN:?}"
+                )));
+            }
+        }
+    }
+    Ok(Served { rounds, sent_bytes, received_bytes })
+}
+
+/// One server connection: the handshake, the hello and welcome, then one message written and
+/// one reply read per round, until the orchestrator says stop.
+async fn serve_connection(
+    incoming: quinn::Incoming,
+    message_bytes: usize,
+    mut rounds: watch::Receiver<u64>,
+    events: mpsc::UnboundedSender<Event>,
+) -> Result<(), String> {
+    let connection = incoming.await.map_err(|e| format!("server handshake: {e}"))?;
+    let (mut send, mut recv) =
+        connection.accept_bi().await.map_err(|e| format!("server accept_bi: {e}"))?;
+    let mut hello = [0u8; 1];
+    recv.read_exact(&mut hello).await.map_err(|e| format!("server hello: {e}"))?;
+    if hello[0] != HELLO {
+        return Err(format!("server: a client sent {:#04x} instead of its hello", hello[0]));
+    }
+    send.write_all(&[WELCOME]).await.map_err(|e| format!("server welcome: {e}"))?;
+    let _ = events.send(Event::Joined);
+    let before = connection.stats();
+    let mut message = vec![0u8; message_bytes];
+    let mut reply = vec![0u8; message_bytes];
+    loop {
+        if rounds.changed().await.is_err() {
+            break;
+        }
+        let round = *rounds.borrow_and_update();
+        if round == STOP {
+            break;
+        }
+        message[..8].copy_from_slice(&round.to_le_bytes());
+        send.write_all(&message).await.map_err(|e| format!("server write: {e}"))?;
+        recv.read_exact(&mut reply).await.map_err(|e| format!("server read: {e}"))?;
+        if reply[..8] != message[..8] {
+            return Err(format!("server: a reply to round {round} echoed another round"));
+        }
+        let _ = events.send(Event::Reply(round));
+    }
+    let after = connection.stats();
+    let _ = events.send(Event::Wire {
+        sent: after.udp_tx.bytes.saturating_sub(before.udp_tx.bytes),
+        received: after.udp_rx.bytes.saturating_sub(before.udp_rx.bytes),
+    });
+    // The client closes once the stream finishes; the endpoint's close bounds the wait.
+    let _ = send.finish();
+    let _ = tokio::time::timeout(WIND_DOWN, connection.closed()).await;
+    Ok(())
+}
+
+/// The thread that drives the client endpoints: a current-thread runtime that does nothing
+/// else.
+struct QuicThread {
+    endpoints: Vec<quinn::Endpoint>,
+    /// The first client socket's send and receive buffers.
+    buffers: (usize, usize),
+    stop: tokio::sync::oneshot::Sender<()>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl QuicThread {
+    fn start(count: usize, buffer_bytes: usize) -> Result<Self, FloorError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| FloorError::Runtime(e.to_string()))?;
+        let quinn_runtime = Arc::new(DedicatedRuntime::new(runtime.handle().clone()));
+        let wildcard = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        let mut endpoints = Vec::with_capacity(count);
+        let mut buffers = (0, 0);
+        for i in 0..count {
+            let socket = bind_socket(wildcard, buffer_bytes)?;
+            if i == 0 {
+                buffers = buffer_sizes(&socket);
+            }
+            let endpoint = quinn::Endpoint::new(
+                quinn::EndpointConfig::default(),
+                None,
+                socket,
+                quinn_runtime.clone(),
+            )
+            .map_err(|source| FloorError::Bind { addr: wildcard, source })?;
+            endpoints.push(endpoint);
+        }
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let driven = endpoints.clone();
+        let thread = std::thread::Builder::new()
+            .name("floor-quic".into())
+            .spawn(move || {
+                runtime.block_on(async move {
+                    let _ = stopped.await;
+                    for endpoint in &driven {
+                        endpoint.close(0u32.into(), b"done");
+                    }
+                    let idle = async {
+                        for endpoint in &driven {
+                            endpoint.wait_idle().await;
+                        }
+                    };
+                    let _ = tokio::time::timeout(WIND_DOWN, idle).await;
+                });
+            })
+            .map_err(|e| FloorError::Runtime(format!("cannot start the QUIC thread: {e}")))?;
+        Ok(QuicThread { endpoints, buffers, stop, thread })
+    }
+
+    /// Closes the endpoints and waits (bounded) for them to go idle.
+    fn stop(self) {
+        drop(self.endpoints);
+        let _ = self.stop.send(());
+        let _ = self.thread.join();
+    }
+}
+
+/// What the clients measured.
+#[derive(Debug)]
+struct ClientsOutcome {
+    /// Per welcomed client, its connect call to its welcome, µs.
+    connect_us: Vec<u64>,
+    /// The first connect call to the last welcome, µs.
+    connect_all_us: u64,
+    /// The first few client errors.
+    errors: Vec<String>,
+}
+
+/// The thread that runs the clients' per-connection tasks on a current-thread runtime.
+struct ClientsThread {
+    thread: std::thread::JoinHandle<Result<ClientsOutcome, FloorError>>,
+}
+
+impl ClientsThread {
+    fn start(
+        config: FloorConfig,
+        endpoints: Vec<quinn::Endpoint>,
+        client_config: quinn::ClientConfig,
+        server: SocketAddr,
+    ) -> Result<Self, FloorError> {
+        let thread = std::thread::Builder::new()
+            .name("floor-clients".into())
+            .spawn(move || {
+                let runtime = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| FloorError::Runtime(e.to_string()))?;
+                Ok(runtime.block_on(run_clients(config, endpoints, client_config, server)))
+            })
+            .map_err(|e| FloorError::Runtime(format!("cannot start the clients' thread: {e}")))?;
+        Ok(ClientsThread { thread })
+    }
+
+    fn join(self) -> Result<ClientsOutcome, FloorError> {
+        self.thread
+            .join()
+            .map_err(|_| FloorError::Runtime("the clients' thread panicked".into()))?
+    }
+}
+
+/// Starts every client at the connect rate and waits for all of them to end.
+async fn run_clients(
+    config: FloorConfig,
+    endpoints: Vec<quinn::Endpoint>,
+    client_config: quinn::ClientConfig,
+    server: SocketAddr,
+) -> ClientsOutcome {
+    let start = tokio::time::Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for i in 0..config.clients {
+        if let Some(rate) = config.connect_rate {
+            tokio::time::sleep_until(start + Duration::from_secs_f64(i as f64 / rate)).await;
+        }
+        let Some(endpoint) = endpoints.get(i % endpoints.len()).cloned() else { break };
+        tasks.spawn(run_client(
+            endpoint,
+            client_config.clone(),
+            server,
+            config.message_bytes,
+            config.connect_timeout,
+        ));
+    }
+    let mut outcome =
+        ClientsOutcome { connect_us: Vec::new(), connect_all_us: 0, errors: Vec::new() };
+    let mut last_welcome = None;
+    while let Some(joined) = tasks.join_next().await {
+        let (welcomed, error) = match joined {
+            Ok(result) => result,
+            Err(e) => (None, Some(format!("client task: {e}"))),
+        };
+        if let Some((took, at)) = welcomed {
+            outcome.connect_us.push(micros(took));
+            last_welcome = last_welcome.max(Some(at));
+        }
+        if let Some(e) = error.filter(|_| outcome.errors.len() < 5) {
+            outcome.errors.push(e);
+        }
+    }
+    outcome.connect_all_us = last_welcome.map_or(0, |at| micros(at.duration_since(start)));
+    outcome
+}
+
+/// One client: connect, hello, welcome (bounded by `connect_timeout`), then echo every message
+/// until the server finishes the stream. Returns how long it took to be welcomed and when, and
+/// the error that ended it, if any.
+async fn run_client(
+    endpoint: quinn::Endpoint,
+    client_config: quinn::ClientConfig,
+    server: SocketAddr,
+    message_bytes: usize,
+    connect_timeout: Duration,
+) -> (Option<(Duration, tokio::time::Instant)>, Option<String>) {
+    let start = tokio::time::Instant::now();
+    let connected = tokio::time::timeout(connect_timeout, async {
+        let connection = endpoint
+            .connect_with(client_config, server, "localhost")
+            .map_err(|e| format!("client connect: {e}"))?
+            .await
+            .map_err(|e| format!("client handshake: {e}"))?;
+        let (mut send, mut recv) =
+            connection.open_bi().await.map_err(|e| format!("client open_bi: {e}"))?;
+        send.write_all(&[HELLO]).await.map_err(|e| format!("client hello: {e}"))?;
+        let mut welcome = [0u8; 1];
+        recv.read_exact(&mut welcome).await.map_err(|e| format!("client welcome: {e}"))?;
+        if welcome[0] != WELCOME {
+            return Err(format!("client: the server sent {:#04x} instead of welcome", welcome[0]));
+        }
+        Ok::<_, String>((connection, send, recv))
+    })
+    .await;
+    let (connection, mut send, mut recv) = match connected {
+        Ok(Ok(connected)) => connected,
+        Ok(Err(e)) => return (None, Some(e)),
+        Err(_) => return (None, Some(format!("client: not welcomed within {connect_timeout:?}"))),
+    };
+    let welcomed = Some((start.elapsed(), tokio::time::Instant::now()));
+    let mut message = vec![0u8; message_bytes];
+    let error = loop {
+        match recv.read_exact(&mut message).await {
+            Ok(()) => {
+                if let Err(e) = send.write_all(&message).await {
+                    break Some(format!("client write: {e}"));
+                }
+            }
+            // The server finished the stream: the run is over.
+            Err(quinn::ReadExactError::FinishedEarly(0)) => break None,
+            // The server closed the endpoint after the run (or after a failure it reports).
+            Err(quinn::ReadExactError::ReadError(quinn::ReadError::ConnectionLost(
+                quinn::ConnectionError::ApplicationClosed(_),
+            ))) => break None,
+            Err(e) => break Some(format!("client read: {e}")),
+        }
+    };
+    connection.close(0u32.into(), b"done");
+    (welcomed, error)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small floor run completes every round and accounts for every client.
+    #[test]
+    fn a_floor_run_measures_every_round_for_every_client() {
+        let mut config = FloorConfig::new(4);
+        config.rounds = 3;
+        config.pause = Duration::from_millis(1);
+        config.client_endpoints = 2;
+        config.server_threads = Some(1);
+        let report = run_floor(&config).unwrap();
+        assert_eq!(report.round.count, 3);
+        assert_eq!(report.connect.count, 4);
+        assert!(report.wire.server_sent_bytes_per_client_per_round >= 64.0, "{report:?}");
+        // The whole connect phase spans every client's own (the histogram rounds to 0.1 %).
+        assert!(report.connect_all_us as f64 >= report.connect.max_us as f64 * 0.99, "{report:?}");
+    }
+
+    /// A configuration out of range is refused before anything starts.
+    #[test]
+    fn a_floor_without_clients_or_with_tiny_messages_is_refused() {
+        let mut config = FloorConfig::new(0);
+        assert!(matches!(run_floor(&config), Err(FloorError::Config(_))));
+        config.clients = 1;
+        config.message_bytes = 4;
+        assert!(matches!(run_floor(&config), Err(FloorError::Config(_))));
+    }
+}

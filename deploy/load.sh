@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# The load benchmark (issue 11, "The load benchmark"). For each N (64, 256 and 1000 by default):
+#
+# 1. the bare QUIC floor F(N): gatehouse-floor, N clients, one 64-byte message written to every
+#    client's stream per round and every reply awaited, same runtime flavour as the server;
+# 2. the product: a release gatehouse-server on config/load-server.toml (the zero-stream world
+#    config/load-world.toml, a travel every 3 s, ephemeral ports) and `gatehouse-sim --clients N
+#    --stream-ms 0..0`, connecting at LOAD_CONNECT_RATE per second (with the swarm's
+#    --connect-rate and --full-clients when this gatehouse-sim has them);
+#
+# then prints, side by side per N: shown → ended at the clients and the server's own last ready →
+# ended (from GET /state, `recent_transition_timings`), each as a ratio to F(N); connect →
+# Welcome; server CPU per client per second idle and per transition; server RSS per idle client;
+# bytes on the wire per client per transition; the UDP RcvbufErrors before and after; the load
+# average. The figures are a benchmark, never an assertion: the run fails only if a tool fails.
+#
+#   deploy/load.sh                       # N = 64, 256, 1000; 45 s of steady travels each
+#   deploy/load.sh --short               # CI: N = 64, 15 s (or LOAD_SHORT=1)
+#   LOAD_CLIENTS="64 256" deploy/load.sh
+#   BIN_DIR=target/release deploy/load.sh   # binaries built already
+#
+# Environment: LOAD_CLIENTS (the Ns), LOAD_STEADY (seconds of travels with every client
+# connected, default 45, short 15), LOAD_CONNECT_RATE (connections per second, default 50, for
+# the floor and the swarm alike), LOAD_FULL_CLIENTS (default 16), LOAD_FLOOR_ROUNDS (default 50,
+# short 20), LOAD_IDLE (seconds of idle server with no client, default 5, short 3), LOAD_DIR
+# (where the files go; default a new directory under TMPDIR, kept).
+#
+# How the CPU figures are taken (deploy/load.py): server CPU is the sum over its threads of
+# /proc/PID/task/*/schedstat (ns). Idle is sampled between transitions once every client is
+# connected (the route travels every 3 s from boot and connecting N clients takes N / rate
+# seconds, so there is no "before the first travel" with everyone in): each stretch with no
+# transition in flight and none started, found by polling /metrics every 200 ms, minus the
+# same measurement with no client (so the poll's own cost and the server's fixed cost are not
+# charged to clients), ÷ N. Per transition: the CPU over the whole steady stretch less idle at
+# that rate, ÷ the transitions that ended in it. RSS per idle client: VmRSS during the idle
+# stretches less VmRSS before any client, ÷ N. Loopback only.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+short=${LOAD_SHORT:-0}
+[ "${1:-}" = "--short" ] && short=1
+if [ "$short" = 1 ]; then
+    clients_list=${LOAD_CLIENTS:-64}
+    steady=${LOAD_STEADY:-15}
+    floor_rounds=${LOAD_FLOOR_ROUNDS:-20}
+    idle_s=${LOAD_IDLE:-3}
+else
+    clients_list=${LOAD_CLIENTS:-64 256 1000}
+    steady=${LOAD_STEADY:-45}
+    floor_rounds=${LOAD_FLOOR_ROUNDS:-50}
+    idle_s=${LOAD_IDLE:-5}
+fi
+rate=${LOAD_CONNECT_RATE:-50}
+full_clients=${LOAD_FULL_CLIENTS:-16}
+
+if [ -z "${BIN_DIR:-}" ]; then
+    cargo build --release -q -p gatehouse-server -p gatehouse-client-sim
+fi
+bin=${BIN_DIR:-target/release}
+for b in gatehouse-server gatehouse-sim gatehouse-floor; do
+    [ -x "$bin/$b" ] || { echo "load.sh: $bin/$b is missing" >&2; exit 1; }
+done
+dir=${LOAD_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/gatehouse-load.XXXXXX")}
+mkdir -p "$dir"
+py="python3 deploy/load.py"
+
+server_pid=
+sim_pid=
+stop() {
+    for pid in "$sim_pid" "$server_pid"; do
+        if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+            kill -TERM "$pid" 2>/dev/null || true
+            for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+            kill -KILL "$pid" 2>/dev/null || true
+            wait "$pid" 2>/dev/null || true
+        fi
+    done
+    sim_pid=
+    server_pid=
+}
+trap stop EXIT
+
+# The swarm's flags that exist in this build (the swarm rewrite adds --connect-rate and
+# --full-clients; before it, clients connect all at once and all are full).
+sim_help=$("$bin/gatehouse-sim" --help)
+sim_extra=()
+if grep -q -- '--connect-rate' <<<"$sim_help"; then sim_extra+=(--connect-rate "$rate"); fi
+if grep -q -- '--full-clients' <<<"$sim_help"; then sim_extra+=(--full-clients "$full_clients"); fi
+
+status=0
+for n in $clients_list; do
+    echo "== N = $n: floor" >&2
+    # The floor: every client connects within N / rate s plus its timeout, each round within 10 s.
+    # Seconds the swarm takes to open every connection at the connect rate, rounded up.
+    floor_rcvbuf_before=$($py snmp)
+    connecting=$(awk -v n="$n" -v r="$rate" 'BEGIN { s = n / r; print (s == int(s)) ? s : int(s) + 1 }')
+    if ! timeout $((connecting + 120)) "$bin/gatehouse-floor" --clients "$n" \
+        --rounds "$floor_rounds" --connect-rate "$rate" --json >"$dir/floor-$n.json" \
+        2>"$dir/floor-$n.log"; then
+        echo "load.sh: the floor failed for N = $n (see $dir/floor-$n.log)" >&2
+        status=1
+    fi
+    floor_rcvbuf_after=$($py snmp)
+
+    echo "== N = $n: server and swarm" >&2
+    data="$dir/data-$n"
+    mkdir -p "$data"
+    "$bin/gatehouse-server" --config config/load-server.toml --data-dir "$data" \
+        --bind 127.0.0.1:0 --admin-bind 127.0.0.1:0 2>"$dir/server-$n.log" &
+    server_pid=$!
+    quic= admin=
+    for _ in $(seq 100); do
+        quic=$($py addr "$dir/server-$n.log" listening 2>/dev/null || true)
+        admin=$($py addr "$dir/server-$n.log" "admin endpoint listening" 2>/dev/null || true)
+        [ -n "$quic" ] && [ -n "$admin" ] && [ -f "$data/dev-cert.der" ] && break
+        sleep 0.1
+    done
+    if [ -z "$quic" ] || [ -z "$admin" ]; then
+        echo "load.sh: the server did not start (see $dir/server-$n.log)" >&2
+        stop
+        status=1
+        continue
+    fi
+    # The server with no client: idle CPU and RSS.
+    $py idle --pid "$server_pid" --admin "$admin" --seconds "$idle_s" --out "$dir/idle-$n.json"
+    rcvbuf_before=$($py snmp)
+    duration=$((connecting + steady + 5))
+    timeout $((duration + 120)) "$bin/gatehouse-sim" --server "$quic" \
+        --config config/load-server.toml --server-cert "$data/dev-cert.der" \
+        --clients "$n" --stream-ms 0..0 --duration "${duration}s" "${sim_extra[@]}" \
+        --report-json "$dir/report-$n.json" >"$dir/sim-$n.log" 2>&1 &
+    sim_pid=$!
+    now=$(date +%s)
+    # Clients leave `duration` after they connect: the steady stretch ends 2 s before the first
+    # one does.
+    $py monitor --pid "$server_pid" --admin "$admin" --log "$dir/server-$n.log" --clients "$n" \
+        --connect-deadline $((now + connecting + 30)) --until $((now + duration - 2)) \
+        --out "$dir/monitor-$n.json"
+    code=0
+    wait "$sim_pid" || code=$?
+    sim_pid=
+    if [ "$code" != 0 ]; then
+        echo "load.sh: gatehouse-sim exited with $code for N = $n (see $dir/sim-$n.log)" >&2
+        status=1
+    fi
+    rcvbuf_after=$($py snmp)
+    printf '{"rcvbuf_before": %s, "rcvbuf_after": %s, "floor_rcvbuf": [%s, %s], "loadavg": "%s"}\n' \
+        "$rcvbuf_before" "$rcvbuf_after" "$floor_rcvbuf_before" "$floor_rcvbuf_after" \
+        "$(cut -d' ' -f1-3 /proc/loadavg)" >"$dir/misc-$n.json"
+    stop
+done
+
+echo
+echo "load benchmark, $(nproc) cores, connect rate $rate/s, steady ${steady}s per N," \
+    "swarm flags: ${sim_extra[*]:-none}"
+# shellcheck disable=SC2086
+$py table "$dir" $clients_list
+echo "files: $dir (summary: $dir/load.json)"
+exit "$status"
