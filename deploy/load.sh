@@ -18,12 +18,15 @@
 #   deploy/load.sh --short               # CI: N = 64, 15 s (or LOAD_SHORT=1)
 #   LOAD_CLIENTS="64 256" deploy/load.sh
 #   BIN_DIR=target/release deploy/load.sh   # binaries built already
+#   LOAD_CLIENTS=200 LOAD_CONNECT_RATE=100 LOAD_CHECK=1 deploy/load.sh --short   # CI (.ci/scale)
 #
 # Environment: LOAD_CLIENTS (the Ns), LOAD_STEADY (seconds of travels with every client
 # connected, default 45, short 15), LOAD_CONNECT_RATE (connections per second, default 50, for
 # the floor and the swarm alike), LOAD_FULL_CLIENTS (default 16), LOAD_FLOOR_ROUNDS (default 50,
 # short 20), LOAD_IDLE (seconds of idle server with no client, default 5, short 3), LOAD_DIR
-# (where the files go; default a new directory under TMPDIR, kept).
+# (where the files go; default a new directory under TMPDIR, kept), LOAD_CHECK=1 (the swarm runs
+# with --check: the run fails unless every client is connected and placed with no error and
+# every invariant counter 0). Each N's swarm also draws its timeline, timeline-N.svg.
 #
 # How the CPU figures are taken (deploy/load.py): server CPU is the sum over its threads of
 # /proc/PID/task/*/schedstat (ns). Idle is sampled between transitions once every client is
@@ -86,6 +89,7 @@ sim_help=$("$bin/gatehouse-sim" --help)
 sim_extra=()
 if grep -q -- '--connect-rate' <<<"$sim_help"; then sim_extra+=(--connect-rate "$rate"); fi
 if grep -q -- '--full-clients' <<<"$sim_help"; then sim_extra+=(--full-clients "$full_clients"); fi
+if [ "${LOAD_CHECK:-0}" = 1 ]; then sim_extra+=(--check); fi
 
 status=0
 for n in $clients_list; do
@@ -125,10 +129,12 @@ for n in $clients_list; do
     $py idle --pid "$server_pid" --admin "$admin" --seconds "$idle_s" --out "$dir/idle-$n.json"
     rcvbuf_before=$($py snmp)
     duration=$((connecting + steady + 5))
+    timeline=()
+    if grep -q -- '--timeline' <<<"$sim_help"; then timeline=(--timeline "$dir/timeline-$n.svg"); fi
     timeout $((duration + 120)) "$bin/gatehouse-sim" --server "$quic" \
         --config config/load-server.toml --server-cert "$data/dev-cert.der" \
         --clients "$n" --stream-ms 0..0 --duration "${duration}s" "${sim_extra[@]}" \
-        --report-json "$dir/report-$n.json" >"$dir/sim-$n.log" 2>&1 &
+        --report-json "$dir/report-$n.json" "${timeline[@]}" >"$dir/sim-$n.log" 2>&1 &
     sim_pid=$!
     now=$(date +%s)
     # Clients leave `duration` after they connect: the steady stretch ends 2 s before the first
@@ -141,6 +147,7 @@ for n in $clients_list; do
     sim_pid=
     if [ "$code" != 0 ]; then
         echo "load.sh: gatehouse-sim exited with $code for N = $n (see $dir/sim-$n.log)" >&2
+        tail -n 30 "$dir/sim-$n.log" >&2
         status=1
     fi
     rcvbuf_after=$($py snmp)

@@ -23,16 +23,16 @@
 //! clients not connected within the connect budget, a round not answered within
 //! `round_timeout`: each is a [`FloorError`] that says how far it got.
 
-use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::pin::Pin;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
+
+use crate::swarm::DriverRuntime;
 
 /// ALPN of the floor's connections: nothing here speaks the game protocol.
 const ALPN: &[u8] = b"gatehouse-floor/1";
@@ -292,46 +292,6 @@ pub enum FloorError {
     /// A connection failed during the rounds.
     #[error("a connection failed during the rounds: {0}")]
     Connection(String),
-}
-
-/// A quinn runtime that runs everything quinn spawns (endpoint and connection drivers) and
-/// every timer and socket it makes on one tokio runtime, whichever runtime calls into quinn:
-/// a client's `connect` from the sessions' runtime still has its connection driven on the
-/// endpoint's runtime (with `quinn::TokioRuntime`, the driver would run where `connect` was
-/// called).
-#[derive(Debug)]
-pub struct DedicatedRuntime {
-    handle: tokio::runtime::Handle,
-}
-
-impl DedicatedRuntime {
-    /// A quinn runtime on the tokio runtime behind `handle`.
-    pub fn new(handle: tokio::runtime::Handle) -> Self {
-        DedicatedRuntime { handle }
-    }
-}
-
-impl quinn::Runtime for DedicatedRuntime {
-    fn new_timer(&self, at: Instant) -> Pin<Box<dyn quinn::AsyncTimer>> {
-        let _entered = self.handle.enter();
-        quinn::TokioRuntime.new_timer(at)
-    }
-
-    fn spawn(&self, future: Pin<Box<dyn Future<Output = ()> + Send>>) {
-        self.handle.spawn(future);
-    }
-
-    fn wrap_udp_socket(
-        &self,
-        socket: std::net::UdpSocket,
-    ) -> std::io::Result<Arc<dyn quinn::AsyncUdpSocket>> {
-        let _entered = self.handle.enter();
-        quinn::TokioRuntime.wrap_udp_socket(socket)
-    }
-
-    fn now(&self) -> Instant {
-        Instant::now()
-    }
 }
 
 /// Runs the floor: builds its runtimes and threads, connects the clients, runs the rounds,
@@ -696,7 +656,7 @@ impl QuicThread {
             .enable_all()
             .build()
             .map_err(|e| FloorError::Runtime(e.to_string()))?;
-        let quinn_runtime = Arc::new(DedicatedRuntime::new(runtime.handle().clone()));
+        let quinn_runtime = Arc::new(DriverRuntime::new(runtime.handle().clone()));
         let wildcard = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
         let mut endpoints = Vec::with_capacity(count);
         let mut buffers = (0, 0);

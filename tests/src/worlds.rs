@@ -20,9 +20,9 @@ pub const SLOW_BOOT: &str = include_str!("../worlds/slow-boot.toml");
 /// (`tests/worlds/quick.toml`).
 pub const QUICK: &str = include_str!("../worlds/quick.toml");
 
-/// Two plain nodes with zero stream and spawn-point times, for scale runs
-/// (`tests/worlds/zero-stream.toml`).
-pub const ZERO_STREAM: &str = include_str!("../worlds/zero-stream.toml");
+/// The shipped load world (`config/load-world.toml`): two plain nodes with zero stream and
+/// spawn-point times and a travel every 3 s, for scale runs.
+pub const LOAD: &str = include_str!("../../config/load-world.toml");
 
 /// The shipped soak world (`config/soak-world.toml`): every part of the spawn contract in
 /// seconds.
@@ -53,7 +53,7 @@ mod tests {
             ("hazardous.toml", HAZARDOUS),
             ("slow-boot.toml", SLOW_BOOT),
             ("quick.toml", QUICK),
-            ("zero-stream.toml", ZERO_STREAM),
+            ("load-world.toml", LOAD),
             ("soak-world.toml", SOAK),
         ] {
             parses(name, text);
