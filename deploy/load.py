@@ -410,7 +410,7 @@ def cmd_table():
         "floor F(N): round p50 / p99 (µs)",
         "shown → ended at the clients, p50 / p99 (ms)",
         "  ÷ F(N) p50 / p99",
-        "server: last ready → ended, core `now`, p50 / p99 (ms)",
+        "server: last ready → ended, core `now` (0 when one step ends it), p50 / p99 (ms)",
         "  ÷ F(N) p50 / p99",
         "server: last ready → ended, wall clock (log), p50 / p99 (ms)",
         "  ÷ F(N) p50 / p99",

@@ -560,7 +560,8 @@ pub struct ScreenTimes {
     pub ready_sent: Option<Instant>,
     /// The own pawn possessed (or teleported, for a kept pawn).
     pub possessed: Option<Instant>,
-    /// The screen came down; `None`: still up when the session ended.
+    /// The screen came down, or the session ended with it up (a relaunch, a lost connection,
+    /// the run's end); `None` only while the session runs.
     pub ended: Option<Instant>,
 }
 
@@ -670,5 +671,25 @@ mod tests {
         let mut r = RouterFigures { broadcasts: 1, listeners_max: 7, ..Default::default() };
         r.absorb_figures(&RouterFigures { broadcasts: 2, listeners_max: 5, ..Default::default() });
         assert_eq!((r.broadcasts, r.listeners_max), (3, 7));
+    }
+
+    /// Issue 11, item 3: a latency histogram counts each sample at microsecond resolution,
+    /// summarises it in µs, combines with another, and sums up to all zeros when empty.
+    #[test]
+    fn micros_count_and_summarise_samples_in_microseconds() {
+        let mut a = Micros::default();
+        assert_eq!((a.count(), a.summary()), (0, TimingSummary::default()));
+        a.record(Duration::from_micros(250));
+        a.record(Duration::from_micros(1_000));
+        let mut b = Micros::default();
+        b.record(Duration::from_micros(40));
+        a.absorb(&b);
+        let summary = a.summary();
+        assert_eq!((a.count(), summary.count), (3, 3));
+        assert_eq!((summary.min_us, summary.p50_us), (40, 250));
+        assert!((1_000..=1_001).contains(&summary.max_us), "{summary:?}");
+        let start = Instant::now();
+        a.record_between(start + Duration::from_millis(5), start);
+        assert_eq!((a.count(), a.summary().min_us), (4, 0), "a negative span counts as 0");
     }
 }

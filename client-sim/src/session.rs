@@ -477,13 +477,15 @@ impl ClientSession {
             let up = ms(now - raised_at);
             self.stats.longest_loading_screen_ms = self.stats.longest_loading_screen_ms.max(up);
         }
+        // A screen still up ends with the session (a relaunch, a lost connection, the run's end):
+        // its bar stops here, and it counts in no timing.
         if let Some(screen) = self.screen.take() {
             self.stats.screens.push(ScreenTimes {
                 kind: ScreenKind::Transition,
                 shown: screen.raised_at,
                 ready_sent: screen.ready_sent_at,
                 possessed: screen.possessed_at,
-                ended: None,
+                ended: Some(now),
             });
         }
         if let Some(join) = self.join.take() {
@@ -492,7 +494,7 @@ impl ClientSession {
                 shown: join.raised_at,
                 ready_sent: join.ready_sent_at,
                 possessed: join.possessed_at,
-                ended: None,
+                ended: Some(now),
             });
         }
         if let Some(client) = &self.client {
@@ -989,5 +991,19 @@ mod tests {
         assert_eq!(timings.possessed_to_ended.summary().p50_us / 1000, 10);
         assert_eq!(s.stats().screens.len(), 2, "the join's screen and the transition's");
         assert!(s.stats().problems().is_empty(), "{:?}", s.stats().problems());
+    }
+
+    /// A screen still up when the session ends (a relaunch, a lost connection, the run's end)
+    /// stops there in the run's picture, and counts in no timing.
+    #[test]
+    fn a_screen_cut_by_the_sessions_end_stops_there() {
+        let t0 = Instant::now();
+        let mut s = thin();
+        s.handle(t0, show(1));
+        let end = t0 + Duration::from_secs(2);
+        let stats = s.finish(end);
+        assert_eq!(stats.screens.len(), 1);
+        assert_eq!(stats.screens[0].ended, Some(end));
+        assert_eq!(stats.timings.shown_to_ended.count(), 0);
     }
 }

@@ -191,6 +191,14 @@ impl Reported {
     }
 }
 
+/// Counts `errors` connection-level errors (refused, lost, unreachable) into `progress`, beside
+/// the sessions' own that [`Reported`] counts.
+fn count_errors(progress: Option<&Progress>, errors: usize) {
+    if let Some(progress) = progress {
+        progress.errors.fetch_add(errors as u64, Ordering::Relaxed);
+    }
+}
+
 /// Whether client `offset` (0-based within the swarm) of `clients` is one of the `full` full
 /// clients: `full` of them, spread evenly over the indices, the first among them.
 pub fn is_full_client(offset: usize, clients: usize, full: usize) -> bool {
@@ -482,6 +490,7 @@ pub async fn run_client(
                 life_outcome.stats.marks.push((Instant::now().into_std(), MarkKind::Reconnect));
                 outcome.connected |= life_outcome.connected;
                 outcome.stats.absorb(life_outcome.stats);
+                count_errors(config.progress.as_deref(), life_outcome.errors.len());
                 outcome.errors.extend(life_outcome.errors);
                 lost = Some(why);
                 tokio::time::sleep(RELAUNCH_PAUSE).await;
@@ -502,6 +511,7 @@ pub async fn run_client(
         }
         outcome.connected |= life_outcome.connected;
         outcome.stats.absorb(life_outcome.stats);
+        count_errors(config.progress.as_deref(), life_outcome.errors.len());
         outcome.errors.extend(life_outcome.errors);
         if life_outcome.failed || !matches!(end, LifeEnd::Relaunch(_)) {
             outcome.placed = life_outcome.placed;

@@ -121,3 +121,18 @@ fn rcgen_free_cert() -> Vec<u8> {
         gatehouse_server::net::tls::load_identity(&Default::default(), dir.path()).unwrap();
     identity.chain[0].to_vec()
 }
+
+/// Flags that would make the run mean something else are refused before it starts: a connect
+/// rate too slow to dial every client within the run, an output file in a missing directory.
+#[test]
+fn flags_that_cannot_hold_are_refused_before_the_run() {
+    let run = |args: &[&str]| Command::new(SIM).args(args).output().unwrap();
+    let out = run(&["--clients", "8", "--connect-rate", "2", "--duration", "2s"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("--connect-rate 2") && stderr.contains("3.5 s"), "{stderr}");
+    let out = run(&["--clients", "1", "--timeline", "/nonexistent/dir/run.svg"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("--timeline") && stderr.contains("/nonexistent/dir"), "{stderr}");
+}

@@ -2,6 +2,7 @@
 
 #![forbid(unsafe_code)]
 
+use std::io::Write as _;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -30,7 +31,8 @@ struct Cli {
     /// Number of simulated clients.
     #[arg(long, default_value_t = 8, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     clients: u32,
-    /// How long each client stays connected, e.g. 30s or 2m.
+    /// How long the run lasts from its start, e.g. 30s or 2m: every client leaves then (a client
+    /// dialling late, with --connect-rate, stays for less).
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, value_name = "D")]
     duration: Duration,
     /// The server's config file: tokens are minted with its `auth.token_key` (or
@@ -85,7 +87,8 @@ struct Cli {
     /// checks only. The report's `gates` and `router` sections count the full ones.
     #[arg(long, default_value_t = 16, value_name = "K")]
     full_clients: usize,
-    /// Clients dialling per second at the start (e.g. 50); default: all at once.
+    /// Clients dialling per second at the start (e.g. 50); default: all at once. Every client
+    /// must dial within --duration.
     #[arg(long, value_name = "PER_SECOND", value_parser = parse_rate)]
     connect_rate: Option<f64>,
     /// Draw the run as an SVG picture here: one row per client (a sample plus the slowest for
@@ -169,6 +172,7 @@ fn run() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    check_flags(&cli)?;
     let server_file = read_server_file(&cli.config)?;
     let token_key = std::env::var("GATEHOUSE_TOKEN_KEY")
         .ok()
@@ -223,7 +227,13 @@ fn run() -> anyhow::Result<()> {
     })?;
     let run_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
     let report = SwarmReport::from_outcomes(&outcomes);
-    print!("{report}");
+    // A reader that stopped reading (`| head`) is not an error.
+    match write!(std::io::stdout(), "{report}") {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            return Err(e).context("cannot print the report");
+        }
+        _ => {}
+    }
     if let Some(path) = &cli.timeline {
         draw_timeline(path, &outcomes, started, run_us)?;
     }
@@ -235,6 +245,32 @@ fn run() -> anyhow::Result<()> {
         let problems = report.problems();
         if !problems.is_empty() {
             anyhow::bail!("the report is not clean:\n  {}", problems.join("\n  "));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses, before anything runs, flags that would make the run mean something else than asked:
+/// a connect rate too slow to dial every client within the run, and an output file in a
+/// directory that does not exist (found only after the whole run otherwise).
+fn check_flags(cli: &Cli) -> anyhow::Result<()> {
+    if let Some(rate) = cli.connect_rate {
+        let dialling = Duration::from_secs_f64(f64::from(cli.clients.saturating_sub(1)) / rate);
+        if dialling >= cli.duration {
+            anyhow::bail!(
+                "--connect-rate {rate}: dialling {} clients takes {:.1} s, not within --duration {}",
+                cli.clients,
+                dialling.as_secs_f64(),
+                humantime::format_duration(cli.duration)
+            );
+        }
+    }
+    let outputs = [("--timeline", &cli.timeline), ("--report-json", &cli.report_json)];
+    for (flag, path) in outputs {
+        let Some(path) = path else { continue };
+        let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if !dir.is_dir() {
+            anyhow::bail!("{flag} {}: no directory {}", path.display(), dir.display());
         }
     }
     Ok(())
@@ -287,8 +323,9 @@ fn draw_timeline(
         shown_to_ended.absorb(&o.stats.timings.shown_to_ended);
     }
     let picked = timeline::svg::pick_rows(&rows, timeline::svg::MAX_ROWS);
+    // The error names its path and cause once: no second copy of the cause from its chain.
     timeline::svg::render(path, &picked, run_us, shown_to_ended.histogram())
-        .with_context(|| format!("--timeline {}", path.display()))?;
+        .map_err(|e| anyhow::anyhow!("--timeline: {e}"))?;
     Ok(())
 }
 
