@@ -1006,4 +1006,55 @@ mod tests {
         assert_eq!(stats.screens[0].ended, Some(end));
         assert_eq!(stats.timings.shown_to_ended.count(), 0);
     }
+
+    /// A message that records an error puts an error mark on the run's picture; one that
+    /// records none does not. The dial-to-`Welcome` time the shell measures is counted.
+    #[test]
+    fn an_error_is_marked_for_the_picture_and_a_clean_message_is_not() {
+        let t0 = Instant::now();
+        let mut s = thin();
+        let me = PlayerId::new("me").unwrap();
+        s.handle(t0, ServerMessage::Welcome { player_id: me, current_node: None });
+        s.record_connect_to_welcome(Duration::from_millis(12));
+        assert!(s.stats().marks.is_empty());
+        assert_eq!(s.stats().timings.connect_to_welcome.summary().p50_us / 1000, 12);
+        let later = t0 + Duration::from_millis(5);
+        s.handle(later, ServerMessage::EndTransition { transition_id: TransitionId(3) });
+        assert_eq!(s.stats().marks, [(later, MarkKind::Error)]);
+    }
+
+    /// A full session has a game side and says so; a thin one knows only its own pawns, so it
+    /// counts none for another player.
+    #[test]
+    fn only_a_full_session_has_a_game_side() {
+        let full = ClientSession::new(SessionConfig::default());
+        assert!(full.is_full() && full.game_side().is_some());
+        let t0 = Instant::now();
+        let mut s = thin();
+        let (me, you) = (PlayerId::new("me").unwrap(), PlayerId::new("you").unwrap());
+        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: None });
+        s.handle(t0, own_pawn(1, &me, "harbor"));
+        assert_eq!((s.pawns_owned_by(&me), s.pawns_owned_by(&you)), (1, 0));
+    }
+
+    /// An own pawn teleported onto a node other than the destination on screen is counted; a
+    /// teleport of another player's pawn is none of this client's checks.
+    #[test]
+    fn only_an_own_pawns_teleport_is_checked() {
+        let t0 = Instant::now();
+        let mut s = thin();
+        let (me, you) = (PlayerId::new("me").unwrap(), PlayerId::new("you").unwrap());
+        let harbor = Some(NodeId::new("harbor").unwrap());
+        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: harbor });
+        s.handle(t0, join(1, "harbor", 0));
+        s.handle_timeout(t0 + Duration::from_secs(1));
+        s.handle(t0, own_pawn(1, &me, "harbor"));
+        s.handle(t0, own_pawn(2, &you, "harbor"));
+        s.handle(t0, show(2));
+        let crypt = NodeId::new("crypt").unwrap();
+        s.handle(t0, ServerMessage::PawnTeleported { pawn_id: PawnId(2), node: crypt.clone() });
+        assert_eq!(s.stats().spawns_at_stale_node, 0, "another player's pawn");
+        s.handle(t0, ServerMessage::PawnTeleported { pawn_id: PawnId(1), node: crypt });
+        assert_eq!(s.stats().spawns_at_stale_node, 1, "the own pawn, off the destination");
+    }
 }
