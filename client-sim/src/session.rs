@@ -417,9 +417,7 @@ impl ClientSession {
     /// one knows only its own (spawned and not destroyed).
     pub fn pawns_owned_by(&self, player: &PlayerId) -> usize {
         match &self.client {
-            Some(client) => {
-                client.domain().characters().iter().filter(|c| c.owner() == player).count()
-            }
+            Some(client) => client.domain().characters().owned_by(player).len(),
             None if self.player.as_ref() == Some(player) => self.checks.own_pawns(),
             None => 0,
         }

@@ -199,6 +199,19 @@ fn count_errors(progress: Option<&Progress>, errors: usize) {
     }
 }
 
+/// Parses a connect rate for a command line: a positive, finite number of clients per second
+/// (issue 11, "The connections are always driven": `--connect-rate`).
+///
+/// # Errors
+/// A message naming the value when it is not a number, or not positive and finite.
+pub fn parse_connect_rate(s: &str) -> Result<f64, String> {
+    let rate: f64 = s.trim().parse().map_err(|e| format!("{s:?}: {e}"))?;
+    if !(rate.is_finite() && rate > 0.0) {
+        return Err(format!("{s:?}: expected a positive number of clients per second"));
+    }
+    Ok(rate)
+}
+
 /// Whether client `offset` (0-based within the swarm) of `clients` is one of the `full` full
 /// clients: `full` of them, spread evenly over the indices, the first among them.
 pub fn is_full_client(offset: usize, clients: usize, full: usize) -> bool {
@@ -763,6 +776,17 @@ mod tests {
         assert_eq!((0..8).filter(|&i| is_full_client(i, 8, 16)).count(), 8);
         assert_eq!((0..8).filter(|&i| is_full_client(i, 8, 0)).count(), 0);
         assert_eq!((0..7).filter(|&i| is_full_client(i, 7, 3)).count(), 3);
+    }
+
+    /// `--connect-rate` takes a positive, finite number per second and names any other value.
+    #[test]
+    fn a_connect_rate_is_a_positive_finite_number() {
+        assert_eq!(parse_connect_rate(" 50 "), Ok(50.0));
+        assert_eq!(parse_connect_rate("0.5"), Ok(0.5));
+        for bad in ["0", "-5", "inf", "NaN", "abc"] {
+            let error = parse_connect_rate(bad).unwrap_err();
+            assert!(error.contains(bad), "{bad}: {error}");
+        }
     }
 
     /// Issue 11, item 4: the progress counts follow each connection, and a connection's end

@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use clap::Parser;
 use gatehouse_client_sim::floor::{FloorConfig, run_floor};
+use gatehouse_client_sim::swarm::parse_connect_rate;
 
 /// The bare QUIC floor F(N): one process, a QUIC server and N clients over loopback. Per
 /// round the server writes a message on every client's stream and waits for every client's
@@ -32,7 +33,7 @@ struct Cli {
     #[arg(long, default_value = "50ms", value_parser = humantime::parse_duration, value_name = "D")]
     pause: Duration,
     /// Connections opened per second (default: all at once).
-    #[arg(long, value_name = "R", value_parser = parse_rate)]
+    #[arg(long, value_name = "R", value_parser = parse_connect_rate)]
     connect_rate: Option<f64>,
     /// Client QUIC endpoints (UDP sockets) the clients are spread over.
     #[arg(long, default_value_t = 1, value_name = "E",
@@ -54,15 +55,6 @@ struct Cli {
     /// Print the report as JSON instead of text.
     #[arg(long)]
     json: bool,
-}
-
-fn parse_rate(s: &str) -> Result<f64, String> {
-    let rate: f64 = s.parse().map_err(|e| format!("{s:?}: {e}"))?;
-    if rate.is_finite() && rate > 0.0 {
-        Ok(rate)
-    } else {
-        Err(format!("must be a positive number per second, found {s}"))
-    }
 }
 
 fn main() -> std::process::ExitCode {

@@ -13,7 +13,7 @@ use clap::Parser;
 use gatehouse_client_sim::figures::Micros;
 use gatehouse_client_sim::report::{ClientOutcome, SwarmReport};
 use gatehouse_client_sim::session::SessionConfig;
-use gatehouse_client_sim::swarm::{Progress, SwarmConfig, run_swarm_outcomes};
+use gatehouse_client_sim::swarm::{Progress, SwarmConfig, parse_connect_rate, run_swarm_outcomes};
 use gatehouse_client_sim::timeline::{self, ClientTimeline};
 use gatehouse_protocol::token::{DEV_TOKEN_KEY, TokenKey};
 
@@ -89,7 +89,7 @@ struct Cli {
     full_clients: usize,
     /// Clients dialling per second at the start (e.g. 50); default: all at once. Every client
     /// must dial within --duration.
-    #[arg(long, value_name = "PER_SECOND", value_parser = parse_rate)]
+    #[arg(long, value_name = "PER_SECOND", value_parser = parse_connect_rate)]
     connect_rate: Option<f64>,
     /// Draw the run as an SVG picture here: one row per client (a sample plus the slowest for
     /// large runs), each loading screen a bar coloured by phase, and the histogram of
@@ -109,14 +109,6 @@ enum ProgressMode {
     Auto,
     /// No progress output.
     Never,
-}
-
-fn parse_rate(s: &str) -> Result<f64, String> {
-    let rate: f64 = s.trim().parse().map_err(|e| format!("{s:?}: {e}"))?;
-    if !(rate.is_finite() && rate > 0.0) {
-        return Err(format!("{s:?}: expected a positive number of clients per second"));
-    }
-    Ok(rate)
 }
 
 /// Preset client behaviours.
