@@ -167,7 +167,7 @@ fn time(iterations: u64, f: &mut dyn FnMut()) -> f64 {
 /// each shape's cost per delivery and the loop's, each the fastest of its rounds (on a shared,
 /// noisy machine the fastest round is the one least disturbed), and their ratio.
 fn ratio_to_plain_loop(_: &mut Criterion) {
-    const ROUNDS: usize = 15;
+    const ROUNDS: usize = 150;
     let payload = Spawned { notice: Notice { n: 1 } };
     println!(
         "\nrouter delivery against a plain Vec<Box<dyn Fn>> call loop (fastest of {ROUNDS} interleaved rounds)"

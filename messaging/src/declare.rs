@@ -15,7 +15,7 @@ use gatehouse_tags::GameplayTag;
 use crate::channel::Channel;
 use crate::error::Error;
 use crate::payload::{Payload, PayloadType};
-use crate::rule::MAX_DERIVATION;
+use crate::rule::{self, Fits, MAX_DERIVATION};
 
 /// The name of the root every channel tag lives under.
 pub(crate) const CHANNEL_ROOT: &str = "Message";
@@ -50,6 +50,10 @@ pub(crate) struct TypeTable {
     all: Vec<PayloadType>,
     by_name: HashMap<&'static str, u32>,
     by_id: HashMap<TypeId, u32>,
+    /// The rule's answer for every (sent, expected) pair of declared types, row-major by sent
+    /// type; filled by [`TypeTable::close`] once the set is closed, so a delivery looks the
+    /// answer up instead of walking parent chains.
+    fits: Vec<Option<Fits>>,
 }
 
 impl TypeTable {
@@ -92,12 +96,17 @@ impl TypeTable {
 
     /// The declared type named `name`.
     pub(crate) fn by_name(&self, name: &str) -> Option<PayloadType> {
-        self.by_name.get(name).map(|&i| self.get(i))
+        self.by_name.get(name).map(|&i| *self.get(i))
+    }
+
+    /// The index of the declared type named `name`.
+    pub(crate) fn index_named(&self, name: &str) -> Option<u32> {
+        self.by_name.get(name).copied()
     }
 
     /// The declared type `T`, if declared.
     pub(crate) fn by_id(&self, id: TypeId) -> Option<PayloadType> {
-        self.by_id.get(&id).map(|&i| self.get(i))
+        self.by_id.get(&id).map(|&i| *self.get(i))
     }
 
     /// The index of the declared type `id`.
@@ -106,8 +115,26 @@ impl TypeTable {
     }
 
     /// The declared type at `index` (an index this table handed out).
-    pub(crate) fn get(&self, index: u32) -> PayloadType {
-        self.all[index as usize]
+    pub(crate) fn get(&self, index: u32) -> &PayloadType {
+        &self.all[index as usize]
+    }
+
+    /// Closes the set: asks the rule once about every pair of declared types and keeps the
+    /// answers for [`TypeTable::fits`]. Called when the router is built.
+    pub(crate) fn close(&mut self) {
+        let all = &self.all;
+        self.fits = all
+            .iter()
+            .flat_map(|sent| all.iter().map(move |expected| rule::check(expected, sent).ok()))
+            .collect();
+    }
+
+    /// The rule's answer for a payload sent as the type at `sent` and read as the type at
+    /// `expected` (indices this table handed out): how far up its chain `sent` fits, or `None`.
+    #[inline]
+    pub(crate) fn fits(&self, sent: u32, expected: u32) -> Option<Fits> {
+        let at = sent as usize * self.all.len() + expected as usize;
+        self.fits.get(at).copied().flatten()
     }
 }
 

@@ -47,6 +47,8 @@ impl Drop for Level<'_> {
 /// One message on its way: what was sent, and its view as the last expected type asked for.
 struct Message<'p> {
     sent: &'p PayloadType,
+    /// `sent`'s index in the router's type table.
+    sent_index: u32,
     payload: &'p dyn Any,
     /// The router's removal count when the recipients were fixed.
     removals: u64,
@@ -58,14 +60,14 @@ struct Message<'p> {
 }
 
 impl<'p> Message<'p> {
-    /// The payload seen as the type at `expected` in `types`, by the one rule; `None` if it
-    /// does not fit.
+    /// The payload seen as the type at `expected` in `types`, by the one rule (as `types`
+    /// remembers its answers); `None` if it does not fit.
     #[inline(always)]
     fn view(&mut self, types: &TypeTable, expected: u32) -> Option<&'p dyn Any> {
         if expected != self.last_type {
             self.last_type = expected;
-            self.view = rule::check(&types.get(expected), self.sent)
-                .ok()
+            self.view = types
+                .fits(self.sent_index, expected)
                 .and_then(|fits| fits.view(self.sent, self.payload));
         }
         self.view
@@ -73,7 +75,8 @@ impl<'p> Message<'p> {
 }
 
 impl<C: 'static> Router<C> {
-    /// Delivers one message on the channel at `index`.
+    /// Delivers one message on the channel at `index`; `sent` is the payload's declared type
+    /// (an index in the type table).
     ///
     /// 1. Check the payload against the channel's declared type (the one rule).
     /// 2. Enter one nesting level, or refuse past the configured depth (MB-12).
@@ -86,19 +89,21 @@ impl<C: 'static> Router<C> {
         &self,
         state: &mut C,
         index: usize,
-        sent: &PayloadType,
+        sent: u32,
         payload: &dyn Any,
         owner: Option<&mut Lifetime>,
     ) -> Result<Report, Error> {
         let plan = &self.shared.layout.channels[index];
         let channel = plan.decl.tag;
-        let fits = rule::check(&plan.decl.ty, sent).map_err(|m| {
-            self.refuse_broadcast(Error::PayloadMismatch {
+        let types = &self.shared.layout.types;
+        let (sent_index, sent) = (sent, types.get(sent));
+        let Some(fits) = types.fits(sent_index, plan.ty) else {
+            return Err(self.refuse_broadcast(Error::PayloadMismatch {
                 channel,
-                expected: m.expected,
-                arrived: m.arrived,
-            })
-        })?;
+                expected: plan.decl.ty.name,
+                arrived: sent.name,
+            }));
+        };
         let _level = self.enter(channel).map_err(|e| self.refuse_broadcast(e))?;
         if let Some(keep) = plan.decl.sticky {
             let seq = self.retain(index, keep, fits, sent, payload);
@@ -110,7 +115,7 @@ impl<C: 'static> Router<C> {
 
         let header = Header { channel, sent_type: sent.name, replay: false };
         let view = fits.view(sent, payload);
-        let mut message = self.message(sent, payload, plan.ty, view);
+        let mut message = self.message(sent_index, payload, plan.ty, view);
         let mut report = Report::default();
         let table = self.shared.table.borrow();
         match *table.occupied(index) {
@@ -239,7 +244,7 @@ impl<C: 'static> Router<C> {
             bump(&self.shared.stats.replays);
             let header =
                 Header { channel: plan.decl.tag, sent_type: plan.decl.ty.name, replay: true };
-            let mut message = self.message(&plan.decl.ty, &*value, plan.ty, Some(&*value));
+            let mut message = self.message(plan.ty, &*value, plan.ty, Some(&*value));
             let records = std::slice::from_ref(&record);
             self.deliver_list(state, records, None, &header, &mut message, &mut report);
         }
@@ -290,16 +295,18 @@ impl<C: 'static> Router<C> {
         Some(seq)
     }
 
-    /// A message to deliver from now on, whose view as the type `ty` (an index) is `view`.
+    /// A message sent as the type at `sent_index`, to deliver from now on, whose view as the
+    /// type `ty` (both indices in the type table) is `view`.
     fn message<'p>(
-        &self,
-        sent: &'p PayloadType,
+        &'p self,
+        sent_index: u32,
         payload: &'p dyn Any,
         ty: u32,
         view: Option<&'p dyn Any>,
     ) -> Message<'p> {
+        let sent = self.shared.layout.types.get(sent_index);
         let removals = self.shared.removals.get();
-        Message { sent, payload, removals, last_type: ty, view }
+        Message { sent, sent_index, payload, removals, last_type: ty, view }
     }
 
     /// The record `id`, if it is still registered.
@@ -355,7 +362,7 @@ impl<C: 'static> Router<C> {
         report.mismatched += 1;
         bump(&self.shared.stats.mismatches);
         let id = record.id;
-        match rule::check(&self.shared.layout.types.get(record.expected), message.sent) {
+        match rule::check(self.shared.layout.types.get(record.expected), message.sent) {
             Err(mismatch) => tracing::error!(
                 channel = %channel,
                 listener = %id,

@@ -39,7 +39,8 @@ pub(crate) struct Layout {
 impl Layout {
     /// Plans the declared channels.
     pub(crate) fn new(declared: Channels) -> Layout {
-        let Channels { mut channels, types } = declared;
+        let Channels { mut channels, mut types } = declared;
+        types.close();
         channels.sort_by_key(|c| c.tag);
         let point_tags: Vec<GameplayTag> = channels
             .iter()

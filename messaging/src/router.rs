@@ -236,7 +236,7 @@ impl<C: 'static> Router<C> {
         payload: &T,
     ) -> Result<Report, Error> {
         let index = self.channel_of::<T>(channel.tag()).map_err(|e| self.refuse_broadcast(e))?;
-        let sent = &self.shared.layout.channels[index].decl.ty;
+        let sent = self.shared.layout.channels[index].ty;
         self.dispatch(state, index, sent, payload, None)
     }
 
@@ -256,7 +256,7 @@ impl<C: 'static> Router<C> {
         payload: &T,
     ) -> Result<Report, Error> {
         let index = self.channel_of::<T>(channel.tag()).map_err(|e| self.refuse_broadcast(e))?;
-        let sent = &self.shared.layout.channels[index].decl.ty;
+        let sent = self.shared.layout.channels[index].ty;
         self.dispatch(state, index, sent, payload, Some(lifetime))
     }
 
@@ -289,12 +289,12 @@ impl<C: 'static> Router<C> {
         payload: &S,
     ) -> Result<Report, Error> {
         let index = self.channel_of::<T>(channel.tag()).map_err(|e| self.refuse_broadcast(e))?;
-        let Some(sent) = self.shared.layout.types.by_id(TypeId::of::<S>()) else {
+        let Some(sent) = self.shared.layout.types.index_of(TypeId::of::<S>()) else {
             return Err(
                 self.refuse_broadcast(Error::UnknownPayloadType { name: S::NAME.to_owned() })
             );
         };
-        self.dispatch(state, index, &sent, payload, None)
+        self.dispatch(state, index, sent, payload, None)
     }
 
     /// Broadcasts a payload whose channel and type are named at run time (a scripting layer, a
@@ -316,16 +316,17 @@ impl<C: 'static> Router<C> {
         let Some(index) = self.shared.layout.channel_index(tag) else {
             return Err(self.refuse_broadcast(Error::UndeclaredChannel { channel: tag }));
         };
-        let Some(sent) = self.shared.layout.types.by_name(payload_type) else {
+        let types = &self.shared.layout.types;
+        let Some(sent) = types.index_named(payload_type) else {
             return Err(
                 self.refuse_broadcast(Error::UnknownPayloadType { name: payload_type.to_owned() })
             );
         };
-        if payload.type_id() != sent.id {
+        if payload.type_id() != types.get(sent).id {
             return Err(self
                 .refuse_broadcast(Error::ValueNotOfNamedType { named: payload_type.to_owned() }));
         }
-        self.dispatch(state, index, &sent, payload, None)
+        self.dispatch(state, index, sent, payload, None)
     }
 
     /// Removes the record `id` at once; `false` if it is already gone or not this router's.

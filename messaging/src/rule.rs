@@ -6,6 +6,8 @@
 //! looser variant for one of the APIs (MB-02). Every place that decides whether a payload fits a
 //! type calls [`check`]: a broadcast against its channel's declared type, a delivery against the
 //! listener's expected type, a sticky replay, and a registration's "could this ever deliver?".
+//! The hot paths (broadcast and delivery) read its answers from the router's type table, which
+//! asked it once about every pair of declared types when the router was built.
 //!
 //! This module decides and converts; reporting a mismatch is the caller's job.
 
@@ -61,12 +63,11 @@ impl Fits {
     /// not actually of type `sent` (the callers check that before asking).
     #[inline]
     pub(crate) fn view<'v>(self, sent: &PayloadType, value: &'v dyn Any) -> Option<&'v dyn Any> {
-        let mut current = *sent;
-        let mut view = value;
+        let (mut link, mut view) = (sent.parent, value);
         for _ in 0..self.steps {
-            let parent = current.parent?;
+            let parent = link?;
             view = parent.project(view)?;
-            current = parent.ty();
+            link = parent.ty().parent;
         }
         Some(view)
     }
