@@ -97,9 +97,13 @@ impl Game {
     /// re-armed when that changed anything.
     pub(crate) fn sync_effect_pauses(&mut self, now: Instant) {
         let in_transition = self.transition.current().is_some();
+        if self.effect_pauses_in_sync(in_transition) {
+            return;
+        }
         let mut changed = false;
-        for player in self.roster.players_mut() {
-            let frozen = in_transition || self.joins.contains(&player.id);
+        let joins = &self.joins;
+        self.roster.change_each(|player| {
+            let frozen = in_transition || joins.contains(&player.id);
             if frozen != player.abilities.is_paused() {
                 changed = true;
                 if frozen {
@@ -108,13 +112,29 @@ impl Game {
                     player.abilities.resume(now);
                 }
             }
-        }
+        });
         if changed {
             self.rearm_effects_timer();
         }
     }
 
     /// Arms the effects timer at the earliest hazard exposure or effect event.
+    /// Whether every player's effects are already paused exactly when its character is
+    /// frozen, read from the roster's counts and the joins in flight (not a scan of every
+    /// player after every input: issue 12).
+    fn effect_pauses_in_sync(&self, in_transition: bool) -> bool {
+        let paused = self.roster.paused_count();
+        if in_transition {
+            return paused == self.roster.len();
+        }
+        let joiners_paused = self
+            .joins
+            .players()
+            .filter(|id| self.roster.player(id).is_some_and(|p| p.abilities.is_paused()))
+            .count();
+        joiners_paused == self.joins.len() && paused == joiners_paused
+    }
+
     pub(crate) fn rearm_effects_timer(&mut self) {
         let hazards = self.hazards.next_exposure();
         let effects = self.roster.players().filter_map(|p| p.abilities.next_event());
@@ -145,7 +165,7 @@ impl Game {
             .map(|pawn| pawn.owner.clone())
             .collect();
         let Some(target) = self.hazards.pick(index, &candidates) else { return };
-        let Some(player) = self.roster.player_mut(&target) else { return };
+        let Some(mut player) = self.roster.player_mut(&target) else { return };
         player.abilities.apply(ActiveEffect {
             tag: spec.effect,
             duration: EffectDuration::Finite {
@@ -156,17 +176,19 @@ impl Game {
             },
         });
         let tags = player.abilities.tags();
+        drop(player);
         tracing::debug!(player = %target, effect = %spec.effect, "hazard afflicts");
         self.broadcast(ServerMessage::AbilityTagsChanged { player_id: target, tags });
     }
 
     /// Runs `id`'s effects up to `now`: tag changes are broadcast, and a death kills its pawn.
     fn advance_effects(&mut self, now: Instant, id: &PlayerId) {
-        let Some(player) = self.roster.player_mut(id) else { return };
+        let Some(mut player) = self.roster.player_mut(id) else { return };
         let before = player.abilities.tags();
         let outcome = player.abilities.advance(now);
         let (tags, health, pawn) =
             (player.abilities.tags(), player.abilities.health(), player.pawn);
+        drop(player);
         if outcome.health_changed {
             self.broadcast(ServerMessage::HealthChanged { player_id: id.clone(), health });
         }

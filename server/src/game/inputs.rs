@@ -281,8 +281,9 @@ impl Game {
                 // Its client streamed the destination: a pawn may be placed for it there (a
                 // spawn that waited for this report, in Completing, goes now).
                 let target = self.transition.resolved_target().cloned();
-                if let (Some(target), Some(p)) = (target, self.roster.player_mut(player)) {
+                if let (Some(target), Some(mut p)) = (target, self.roster.player_mut(player)) {
                     p.loaded = Some(target);
+                    drop(p);
                     self.spawns.wake();
                 }
             }
@@ -309,13 +310,17 @@ impl Game {
         id: &PlayerId,
         pawn_id: PawnId,
     ) {
-        let Some(player) = self.roster.player_mut(id) else {
+        let Some(mut player) = self.roster.player_mut(id) else {
             return;
         };
         if player.pawn == Some(pawn_id) {
             player.acknowledge(pawn_id);
             tracing::debug!(player = %id, pawn = %pawn_id, "possession acknowledged");
-        } else if player.possessed.contains(&pawn_id) {
+            return;
+        }
+        let stale = player.possessed.contains(&pawn_id);
+        drop(player);
+        if stale {
             // An acknowledgement for a pawn this player no longer possesses: stale, ignore.
             self.counters.stale_ignored += 1;
         } else {
@@ -342,7 +347,7 @@ impl Game {
         match self.joins.report(player, join_id) {
             JoinReport::Loaded(node) => {
                 tracing::debug!(%player, join = %join_id, "joiner streamed its node");
-                if let Some(p) = self.roster.player_mut(player) {
+                if let Some(mut p) = self.roster.player_mut(player) {
                     p.loaded = Some(node.clone());
                 }
                 self.queue_spawn_request(player.clone(), SpawnKind::LateJoin, node);

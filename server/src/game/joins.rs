@@ -86,6 +86,16 @@ impl Joins {
         self.joins.contains_key(player)
     }
 
+    /// The players in a join.
+    pub(crate) fn players(&self) -> impl Iterator<Item = &PlayerId> {
+        self.joins.keys()
+    }
+
+    /// How many joins are in flight.
+    pub(crate) fn len(&self) -> usize {
+        self.joins.len()
+    }
+
     /// The joins whose client streamed its node, for the release check.
     pub(crate) fn loaded(&self) -> impl Iterator<Item = (&PlayerId, JoinId)> {
         self.joins.iter().filter(|(_, j)| j.loaded).map(|(p, j)| (p, j.id))

@@ -148,7 +148,7 @@ impl Game {
     /// with OnReadyToSpawn (a request for every player, spawned by step 3), and the settle-hold
     /// starts.
     pub(super) fn check_clients_ready(&mut self, now: Instant) {
-        if !self.transition.all_ready(self.roster.ids()) {
+        if !self.transition.all_ready() {
             return;
         }
         self.transition.complete(now, now + self.rules.spawn_settle_timeout);
@@ -290,7 +290,7 @@ impl Game {
     /// client-ready deadline, the settle deadline, the hard maximum) into the timer table.
     pub(super) fn arm_transition_timers(&mut self) {
         let timeout = self.rules.client_ready_timeout;
-        let ready = self.transition.client_ready_deadline(self.roster.ids(), timeout);
+        let ready = self.transition.client_ready_deadline(timeout);
         let joins = self.joins.ready_deadline(timeout);
         self.timers.arm(Timer::ClientReady, ready.into_iter().chain(joins).min());
         self.timers.arm(Timer::SpawnSettle, self.transition.settle_deadline());
@@ -302,7 +302,7 @@ impl Game {
     /// whose deadline passed.
     pub(crate) fn handle_client_ready_timeouts(&mut self, now: Instant) {
         let timeout = self.rules.client_ready_timeout;
-        let mut late = self.transition.late_players(self.roster.ids(), now, timeout);
+        let mut late = self.transition.late_players(now, timeout);
         late.extend(self.joins.late(now, timeout));
         self.apply_client_ready_policy(now, late, Lapse::NeverReady);
     }
@@ -373,7 +373,7 @@ impl Game {
                     tracing::warn!(%player, "client never reported ready; proceeding without it");
                     // Proceeding includes its spawn, as if it had streamed the destination.
                     let target = self.transition.resolved_target().cloned();
-                    if let Some(p) = self.roster.player_mut(&player) {
+                    if let Some(mut p) = self.roster.player_mut(&player) {
                         p.loaded = target;
                     }
                     self.transition.excuse(player);
@@ -381,7 +381,7 @@ impl Game {
                 (ClientReadyPolicy::Proceed, Lapse::NeverAcknowledged) => {
                     tracing::warn!(%player,
                         "client never acknowledged its pawn; transitions no longer wait for it");
-                    if let Some(p) = self.roster.player_mut(&player) {
+                    if let Some(mut p) = self.roster.player_mut(&player) {
                         p.placement_excused = true;
                     }
                 }

@@ -182,7 +182,7 @@ impl Game {
             }
         };
         let (def, kits) = self.resolve_preset(id, &preset);
-        let Some(player) = self.roster.player_mut(id) else { return };
+        let Some(mut player) = self.roster.player_mut(id) else { return };
         player.persistence = persistence;
         player.inventory = inventory;
         for tag in &equipment {
@@ -207,6 +207,7 @@ impl Game {
         // InitializeProvider: grants the composed kits if possession already happened.
         let granted = player.abilities.initialize_provider(&kits);
         let (connection, view, tags) = (player.connection, player.view(), player.abilities.tags());
+        drop(player);
         tracing::info!(player = %id, kits = ?kits, "preset resolved");
         self.broadcast(ServerMessage::PlayerStateUpdated(view));
         self.broadcast(ServerMessage::AbilityTagsChanged { player_id: id.clone(), tags });

@@ -151,9 +151,10 @@ impl Game {
     /// ability system initialises (`InitAbilityActorInfo`: the kit latch's possession side), and
     /// a dead pawn waiting for this replacement is destroyed, last.
     fn possess(&mut self, player: &PlayerId, pawn: PawnId) {
-        let Some(p) = self.roster.player_mut(player) else { return };
+        let Some(mut p) = self.roster.player_mut(player) else { return };
         let (granted, dead) = p.possess(pawn, &self.world.startup_kits);
         let connection = p.connection;
+        drop(p);
         self.send(connection, ServerMessage::Possessed { pawn_id: pawn });
         if !granted.is_empty() {
             self.counters.kit_grants += 1;

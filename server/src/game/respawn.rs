@@ -25,8 +25,9 @@ impl Game {
         connection: ConnectionId,
         id: &PlayerId,
     ) {
-        let Some(player) = self.roster.player_mut(id) else { return };
+        let Some(mut player) = self.roster.player_mut(id) else { return };
         if !player.is_dead() {
+            drop(player);
             self.refuse(
                 now,
                 connection,
@@ -44,6 +45,7 @@ impl Game {
         if dead.is_some() {
             player.dead_pawn = dead;
         }
+        drop(player);
         self.counters.respawns += 1;
         tracing::info!(player = %id, dead_pawn = ?dead, "respawn requested");
         self.broadcast(ServerMessage::AbilityTagsChanged { player_id: id.clone(), tags });

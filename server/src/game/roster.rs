@@ -8,8 +8,14 @@
 //!
 //! It also keeps each player's refusal rate-limit window, by player rather than by connection,
 //! so a reconnect does not reset it (until the window is over).
+//!
+//! Cost: the checks the game makes after every input (everyone placed? everyone's effects
+//! paused? which team is smaller?) read [`Books`] the roster keeps up to date as players join,
+//! leave and change, never a scan of every player (issue 12). Every change to a player goes
+//! through [`PlayerMut`], which updates the books when it is dropped.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::ops::{Deref, DerefMut};
 use std::time::Instant;
 
 use gatehouse_protocol::{CharacterDef, NodeId, PawnId, PlayerId, TeamId, TransitionId};
@@ -33,6 +39,95 @@ pub(crate) struct Roster {
     /// Refused requests per player in its current window, kept while the player is away
     /// until the window is over.
     refusals: HashMap<PlayerId, RefusalWindow>,
+    /// What the per-input checks read.
+    books: Books,
+}
+
+/// What the roster counts over its players, kept up to date by every change.
+#[derive(Debug, Default)]
+struct Books {
+    /// Players neither placed nor excused from placement.
+    unplaced: BTreeSet<PlayerId>,
+    /// Players whose finite effects are paused.
+    paused: usize,
+    /// Players on team 1 and on team 2.
+    teams: [usize; 2],
+}
+
+/// What the books count of one player.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Counted {
+    placed_or_excused: bool,
+    paused: bool,
+    team: TeamId,
+}
+
+impl Counted {
+    fn of(player: &Player) -> Counted {
+        Counted {
+            placed_or_excused: player.is_placed_or_excused(),
+            paused: player.abilities.is_paused(),
+            team: player.team,
+        }
+    }
+}
+
+impl Books {
+    /// Counts `player` as `counted` in (`add`) or out.
+    fn count(&mut self, player: &PlayerId, counted: Counted, add: bool) {
+        if !counted.placed_or_excused {
+            if add {
+                self.unplaced.insert(player.clone());
+            } else {
+                self.unplaced.remove(player);
+            }
+        }
+        let step = |n: &mut usize| *n = if add { *n + 1 } else { n.saturating_sub(1) };
+        if counted.paused {
+            step(&mut self.paused);
+        }
+        if let Some(team) = self.teams.get_mut(usize::from(counted.team.0).wrapping_sub(1)) {
+            step(team);
+        }
+    }
+}
+
+/// A logged-in player lent out for a change: dropping it brings the roster's books up to date
+/// with whatever changed.
+pub(crate) struct PlayerMut<'a> {
+    player: &'a mut Player,
+    books: &'a mut Books,
+    before: Counted,
+}
+
+impl<'a> PlayerMut<'a> {
+    fn new(player: &'a mut Player, books: &'a mut Books) -> PlayerMut<'a> {
+        let before = Counted::of(player);
+        PlayerMut { player, books, before }
+    }
+}
+
+impl Deref for PlayerMut<'_> {
+    type Target = Player;
+    fn deref(&self) -> &Player {
+        self.player
+    }
+}
+
+impl DerefMut for PlayerMut<'_> {
+    fn deref_mut(&mut self) -> &mut Player {
+        self.player
+    }
+}
+
+impl Drop for PlayerMut<'_> {
+    fn drop(&mut self) {
+        let after = Counted::of(self.player);
+        if after != self.before {
+            self.books.count(&self.player.id, self.before, false);
+            self.books.count(&self.player.id, after, true);
+        }
+    }
 }
 
 impl Default for Roster {
@@ -44,6 +139,7 @@ impl Default for Roster {
             next_pawn: 1,
             next_ticket: 1,
             refusals: HashMap::new(),
+            books: Books::default(),
         }
     }
 }
@@ -61,8 +157,9 @@ impl Roster {
 
     /// The logged-in player `id`, if any, for the coordinator to edit its record (not the
     /// roster's indexes: its id and connection stay as `join` set them).
-    pub(crate) fn player_mut(&mut self, id: &PlayerId) -> Option<&mut Player> {
-        self.players.get_mut(id)
+    pub(crate) fn player_mut(&mut self, id: &PlayerId) -> Option<PlayerMut<'_>> {
+        let books = &mut self.books;
+        self.players.get_mut(id).map(|player| PlayerMut::new(player, books))
     }
 
     /// Every logged-in player, in id order.
@@ -70,9 +167,11 @@ impl Roster {
         self.players.values()
     }
 
-    /// Every logged-in player, to change, in id order.
-    pub(crate) fn players_mut(&mut self) -> impl Iterator<Item = &mut Player> {
-        self.players.values_mut()
+    /// Calls `change` on every logged-in player, in id order.
+    pub(crate) fn change_each(&mut self, mut change: impl FnMut(&mut Player)) {
+        for player in self.players.values_mut() {
+            change(&mut PlayerMut::new(player, &mut self.books));
+        }
     }
 
     /// A transition started: every client streams its destination anew.
@@ -107,7 +206,11 @@ impl Roster {
     /// Adds a player who just logged in.
     pub(crate) fn join(&mut self, player: Player) {
         self.connections.insert(player.connection, player.id.clone());
-        self.players.insert(player.id.clone(), player);
+        self.books.count(&player.id, Counted::of(&player), true);
+        if let Some(before) = self.players.insert(player.id.clone(), player) {
+            // The connection index keeps one entry per player: a second join replaces the first.
+            self.books.count(&before.id, Counted::of(&before), false);
+        }
     }
 
     /// One more refused request of `player` at `now`, in its rate-limit window.
@@ -126,6 +229,7 @@ impl Roster {
         self.refusals.retain(|_, window| !window.is_over(now));
         let id = self.connections.remove(&connection)?;
         let player = self.players.remove(&id)?;
+        self.books.count(&id, Counted::of(&player), false);
         let owned: Vec<PawnId> =
             self.pawns.values().filter(|p| p.owner == id).map(|p| p.id).collect();
         for pawn in &owned {
@@ -182,13 +286,18 @@ impl Roster {
 
     /// `ArePlayersPlaced`, the roster's half: every player placed or excused from placement.
     pub(crate) fn all_placed_or_excused(&self) -> bool {
-        self.players.values().all(Player::is_placed_or_excused)
+        self.books.unplaced.is_empty()
+    }
+
+    /// How many logged-in players have their finite effects paused.
+    pub(crate) fn paused_count(&self) -> usize {
+        self.books.paused
     }
 
     /// The team a new player joins: the smaller of team 1 and team 2 (team 1 on a tie).
     pub(crate) fn smaller_team(&self) -> TeamId {
-        let on = |t: u8| self.players.values().filter(|p| p.team.0 == t).count();
-        TeamId(if on(1) <= on(2) { 1 } else { 2 })
+        let [one, two] = self.books.teams;
+        TeamId(if one <= two { 1 } else { 2 })
     }
 
     /// The team rebalance of a travel (only for worlds that ask for it): teams are evened
@@ -208,7 +317,7 @@ impl Roster {
             } else {
                 break;
             };
-            if let Some(p) = from.last().and_then(|p| self.players.get_mut(p)) {
+            if let Some(mut p) = from.last().and_then(|p| self.player_mut(p)) {
                 p.team = TeamId(to);
                 changed.push(p.id.clone());
             }
@@ -217,14 +326,90 @@ impl Roster {
         if !one.is_empty() && !two.is_empty() {
             let pick = |v: &Vec<PlayerId>| v[id.0 as usize % v.len()].clone();
             let (a, b) = (pick(&one), pick(&two));
-            if let Some(p) = self.players.get_mut(&a) {
+            if let Some(mut p) = self.player_mut(&a) {
                 p.team = TeamId(2);
             }
-            if let Some(p) = self.players.get_mut(&b) {
+            if let Some(mut p) = self.player_mut(&b) {
                 p.team = TeamId(1);
             }
             changed.extend([a, b]);
         }
         changed
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pid(s: &str) -> PlayerId {
+        PlayerId::new(s).unwrap()
+    }
+
+    fn player(name: &str, connection: u64, team: u8) -> Player {
+        Player::new(pid(name), ConnectionId(connection), TeamId(team), 1, 100)
+    }
+
+    /// The books as a scan of every player would count them.
+    fn recount(roster: &Roster) -> (Vec<PlayerId>, usize, [usize; 2]) {
+        let players = || roster.players.values();
+        let unplaced = players().filter(|p| !p.is_placed_or_excused()).map(|p| p.id.clone());
+        let paused = players().filter(|p| p.abilities.is_paused()).count();
+        let on = |t: u8| players().filter(|p| p.team == TeamId(t)).count();
+        (unplaced.collect(), paused, [on(1), on(2)])
+    }
+
+    fn books(roster: &Roster) -> (Vec<PlayerId>, usize, [usize; 2]) {
+        let b = &roster.books;
+        (b.unplaced.iter().cloned().collect(), b.paused, b.teams)
+    }
+
+    /// Issue 12: the counts the per-input checks read (unplaced players, paused effects, team
+    /// sizes) agree with a scan of every player after joins, every kind of change, a
+    /// rebalance and departures.
+    #[test]
+    fn the_books_agree_with_a_scan_after_every_change() {
+        let t0 = Instant::now();
+        let mut roster = Roster::default();
+        let check =
+            |roster: &Roster, step: &str| assert_eq!(books(roster), recount(roster), "{step}");
+        for (i, name) in ["a", "b", "c", "d"].into_iter().enumerate() {
+            roster.join(player(name, i as u64, 1));
+            check(&roster, name);
+        }
+        assert!(!roster.all_placed_or_excused());
+        assert_eq!(roster.smaller_team(), TeamId(2));
+        for name in ["a", "b", "c"] {
+            if let Some(mut p) = roster.player_mut(&pid(name)) {
+                p.possess(PawnId(1), &[]);
+                p.acknowledge(PawnId(1));
+            }
+            check(&roster, name);
+        }
+        if let Some(mut p) = roster.player_mut(&pid("d")) {
+            p.placement_excused = true;
+        }
+        check(&roster, "d excused");
+        assert!(roster.all_placed_or_excused());
+        roster.change_each(|p| p.abilities.pause(t0));
+        check(&roster, "paused");
+        assert_eq!(roster.paused_count(), 4);
+        if let Some(mut p) = roster.player_mut(&pid("b")) {
+            p.abilities.resume(t0);
+            p.possess(PawnId(2), &[]);
+        }
+        check(&roster, "b resumed and unplaced");
+        assert!(!roster.all_placed_or_excused());
+        roster.rebalance_teams(TransitionId(3));
+        check(&roster, "rebalanced");
+        assert_eq!(roster.smaller_team(), TeamId(1), "an even split picks team 1");
+        roster.leave(ConnectionId(1), t0);
+        check(&roster, "b left");
+        assert!(roster.all_placed_or_excused());
+        assert_eq!(roster.paused_count(), 3);
+        for connection in [0, 2, 3] {
+            roster.leave(ConnectionId(connection), t0);
+        }
+        assert_eq!(books(&roster), (Vec::new(), 0, [0, 0]));
     }
 }

@@ -20,7 +20,13 @@
 //! deadlines are derived from the show times, the settle deadline is the Completing phase's
 //! data. Phases are types (STYLE 4): each [`Phase`] variant holds only its own data, and a
 //! phase step consumes the old phase and returns the next. Nothing here sees the roster or
-//! emits outputs; the game passes in who is present and acts on what these methods return.
+//! emits outputs; the game tells it who is present (the players at the start, then each login
+//! and each departure) and acts on what these methods return.
+//!
+//! Cost: the present players that still owe a ready report are kept ordered by the time they
+//! were shown the transition, so a ready report, the earliest client-ready deadline and the
+//! all-ready check are O(log N) in the number of players, never a scan of all of them (issue
+//! 12: a scan per report made each transition O(N²) on the game task).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
@@ -128,8 +134,15 @@ pub(crate) struct Transition {
     /// Players the transition proceeds without (they missed the client-ready timeout under the
     /// `proceed` policy).
     excused: BTreeSet<PlayerId>,
-    /// When each player was shown this transition (at its start, or at login during it).
+    /// When each present player was shown this transition (at its start, or at login during
+    /// it); a departure removes its entry.
     shown: BTreeMap<PlayerId, Instant>,
+    /// The present players that owe a ready report (neither ready nor excused), by the time
+    /// each was shown: the first has the earliest client-ready deadline.
+    owing: BTreeSet<(Instant, PlayerId)>,
+    /// Entries of `owing` the queries examined (tests pin that it stays flat as players grow).
+    #[cfg(test)]
+    visits: std::cell::Cell<usize>,
     /// When it started: the hard maximum (`[game] transition_max_ms`) counts from here.
     pub(crate) started: Instant,
     /// A root span: every decision about this transition logs inside it.
@@ -148,12 +161,34 @@ impl Transition {
         !self.ready.contains(player) && !self.excused.contains(player)
     }
 
-    /// The client-ready deadline of `player`, in WaitingForClients.
-    fn ready_deadline(&self, player: &PlayerId, timeout: Duration) -> Option<Instant> {
+    /// Counts `n` entries of [`Transition::owing`] examined by a query (in tests only).
+    #[inline]
+    fn visited(&self, n: usize) {
+        #[cfg(test)]
+        self.visits.set(self.visits.get() + n);
+        #[cfg(not(test))]
+        let _ = n;
+    }
+
+    /// Puts a present `player` in [`Transition::owing`] or takes it out, as it owes a report or
+    /// not.
+    fn update_owing(&mut self, player: &PlayerId) {
+        let Some(&shown) = self.shown.get(player) else { return };
+        let entry = (shown, player.clone());
+        if self.awaits(player) {
+            self.owing.insert(entry);
+        } else {
+            self.owing.remove(&entry);
+        }
+    }
+
+    /// The client-ready deadline of a player shown the transition at `shown`, in
+    /// WaitingForClients: the timeout counts from the later of the phase's start and `shown`.
+    fn ready_deadline(&self, shown: Instant, timeout: Duration) -> Option<Instant> {
         let Phase::WaitingForClients(WaitingForClients { since }) = self.phase else {
             return None;
         };
-        Some(self.shown.get(player).map_or(since, |&at| at.max(since)) + timeout)
+        Some(shown.max(since) + timeout)
     }
 }
 
@@ -256,8 +291,8 @@ impl Transitions {
     }
 
     /// `StartTransition`'s bookkeeping: a new transition in Freezing towards `destination`
-    /// (provisionally `target`), shown to `players` at `now`. Returns its id and the
-    /// transition it supersedes, if any.
+    /// (provisionally `target`), shown to `players` (everyone present) at `now`. Returns its id
+    /// and the transition it supersedes, if any.
     pub(crate) fn start<'a>(
         &mut self,
         now: Instant,
@@ -270,23 +305,32 @@ impl Transitions {
         let superseded = self.current.take();
         // A root span: a transition that supersedes another is its sibling, not its child.
         let span = tracing::info_span!(parent: None, "transition", id = id.0, node = tracing::field::Empty);
+        let shown: BTreeMap<PlayerId, Instant> = players.map(|p| (p.clone(), now)).collect();
+        let owing = shown.keys().map(|p| (now, p.clone())).collect();
         self.current = Some(Transition {
             id,
             target,
             phase: Phase::Freezing(Freezing { destination }),
             ready: BTreeSet::new(),
             excused: BTreeSet::new(),
-            shown: players.map(|p| (p.clone(), now)).collect(),
+            shown,
+            owing,
+            #[cfg(test)]
+            visits: std::cell::Cell::new(0),
             started: now,
             span,
         });
         (id, superseded)
     }
 
-    /// Records that `player` was shown the transition in flight at `now` (a login during it).
+    /// Records that `player` was shown the transition in flight at `now` (a login during it):
+    /// it is present from now on.
     pub(crate) fn show(&mut self, player: &PlayerId, now: Instant) {
         if let Some(t) = &mut self.current {
-            t.shown.insert(player.clone(), now);
+            if let Some(before) = t.shown.insert(player.clone(), now) {
+                t.owing.remove(&(before, player.clone()));
+            }
+            t.update_owing(player);
         }
     }
 
@@ -300,17 +344,22 @@ impl Transitions {
             Some(t) if t.id != id => ReadyReport::Superseded,
             Some(t) => {
                 t.ready.insert(player.clone());
+                t.update_owing(player);
                 ReadyReport::Kept
             }
         }
     }
 
-    /// `player` left: its ready report (or excuse) belonged to the connection that left, so a
-    /// relaunch reports for itself (issue 10: readiness belongs to the connection).
+    /// `player` left: it is no longer waited for, and its ready report (or excuse) belonged to
+    /// the connection that left, so a relaunch reports for itself (issue 10: readiness belongs
+    /// to the connection).
     pub(crate) fn forget(&mut self, player: &PlayerId) {
         if let Some(t) = &mut self.current {
             t.ready.remove(player);
             t.excused.remove(player);
+            if let Some(shown) = t.shown.remove(player) {
+                t.owing.remove(&(shown, player.clone()));
+            }
         }
     }
 
@@ -333,7 +382,8 @@ impl Transitions {
     /// The transition proceeds without `player` (the `proceed` policy).
     pub(crate) fn excuse(&mut self, player: PlayerId) {
         if let Some(t) = &mut self.current {
-            t.excused.insert(player);
+            t.excused.insert(player.clone());
+            t.update_owing(&player);
         }
     }
 
@@ -370,12 +420,12 @@ impl Transitions {
         })
     }
 
-    /// Whether the transition in flight is in WaitingForClients and every one of `players`
+    /// Whether the transition in flight is in WaitingForClients and every present player
     /// reported ready or is excused.
-    pub(crate) fn all_ready<'a>(&self, mut players: impl Iterator<Item = &'a PlayerId>) -> bool {
-        self.current.as_ref().is_some_and(|t| {
-            matches!(t.phase, Phase::WaitingForClients(_)) && players.all(|p| !t.awaits(p))
-        })
+    pub(crate) fn all_ready(&self) -> bool {
+        self.current
+            .as_ref()
+            .is_some_and(|t| matches!(t.phase, Phase::WaitingForClients(_)) && t.owing.is_empty())
     }
 
     /// WaitingForClients → Completing at `now` (every client ready), held at most until
@@ -394,30 +444,30 @@ impl Transitions {
         self.current.as_ref().map_or(0, |t| t.ready.len())
     }
 
-    /// The earliest client-ready deadline among `players` who still owe a report, in
-    /// WaitingForClients.
-    pub(crate) fn client_ready_deadline<'a>(
-        &self,
-        players: impl Iterator<Item = &'a PlayerId>,
-        timeout: Duration,
-    ) -> Option<Instant> {
+    /// The earliest client-ready deadline among the present players who still owe a report,
+    /// in WaitingForClients: the one shown first.
+    pub(crate) fn client_ready_deadline(&self, timeout: Duration) -> Option<Instant> {
         let t = self.current.as_ref()?;
-        players.filter(|p| t.awaits(p)).filter_map(|p| t.ready_deadline(p, timeout)).min()
+        let (shown, _) = t.owing.first()?;
+        t.visited(1);
+        t.ready_deadline(*shown, timeout)
     }
 
-    /// The `players` whose client-ready deadline passed at `now` without a report.
-    pub(crate) fn late_players<'a>(
-        &self,
-        players: impl Iterator<Item = &'a PlayerId>,
-        now: Instant,
-        timeout: Duration,
-    ) -> Vec<PlayerId> {
+    /// The present players whose client-ready deadline passed at `now` without a report, in
+    /// id order. Visits only those (and the first one still in time).
+    pub(crate) fn late_players(&self, now: Instant, timeout: Duration) -> Vec<PlayerId> {
         let Some(t) = &self.current else { return Vec::new() };
-        players
-            .filter(|p| t.awaits(p))
-            .filter(|p| t.ready_deadline(p, timeout).is_some_and(|at| at <= now))
-            .cloned()
-            .collect()
+        let mut late: Vec<PlayerId> = t
+            .owing
+            .iter()
+            .take_while(|(shown, _)| {
+                t.visited(1);
+                t.ready_deadline(*shown, timeout).is_some_and(|at| at <= now)
+            })
+            .map(|(_, player)| player.clone())
+            .collect();
+        late.sort();
+        late
     }
 
     /// The settle deadline, in Completing.
@@ -543,9 +593,9 @@ mod tests {
         assert!(!ts.resolve(node("c")), "resolved once");
         assert!(!ts.node_streamed(&node("a"), t0), "another node's load");
         assert!(ts.node_streamed(&node("b"), t0));
-        assert!(!ts.all_ready(players.iter()));
+        assert!(!ts.all_ready());
         assert_eq!(ts.record_ready(&pid("a"), TransitionId(1)), ReadyReport::Kept);
-        assert!(ts.all_ready(players.iter()));
+        assert!(ts.all_ready());
         assert!(ts.complete(t0, t0 + Duration::from_secs(15)));
         assert_eq!(ts.settle_deadline(), Some(t0 + Duration::from_secs(15)));
         assert!(ts.finish(t0, 1, false).is_some());
@@ -564,13 +614,76 @@ mod tests {
         let streamed = t0 + Duration::from_secs(1);
         ts.node_streamed(&node("a"), streamed);
         ts.show(&b, t0 + Duration::from_secs(5));
-        let both = [a.clone(), b.clone()];
-        assert_eq!(ts.client_ready_deadline(both.iter(), timeout), Some(streamed + timeout));
-        assert_eq!(ts.late_players(both.iter(), streamed + timeout, timeout), vec![a.clone()]);
+        assert_eq!(ts.client_ready_deadline(timeout), Some(streamed + timeout));
+        assert_eq!(ts.late_players(streamed + timeout, timeout), vec![a.clone()]);
         ts.excuse(a);
         let at = t0 + Duration::from_secs(5) + timeout;
-        assert_eq!(ts.client_ready_deadline(both.iter(), timeout), Some(at));
-        assert_eq!(ts.late_players(both.iter(), at, timeout), vec![b]);
+        assert_eq!(ts.client_ready_deadline(timeout), Some(at));
+        assert_eq!(ts.late_players(at, timeout), vec![b]);
+    }
+
+    /// Issue 12: a ready report, the earliest client-ready deadline, the late players and the
+    /// all-ready check examine the same few entries at 10 players as at 2,000 (a scan of every
+    /// player per report made each transition O(N²) on the game task).
+    #[test]
+    fn ready_tracking_examines_a_flat_number_of_players_per_report() {
+        let timeout = Duration::from_secs(30);
+        let per_report = |players: usize| {
+            let t0 = Instant::now();
+            let mut ts = Transitions::default();
+            let ids: Vec<PlayerId> = (0..players).map(|i| pid(&format!("p{i:05}"))).collect();
+            ts.start(t0, Destination::Node(node("a")), node("a"), ids.iter());
+            ts.resolve(node("a"));
+            ts.node_streamed(&node("a"), t0);
+            let (id, mut visits) = (ts.current().map(|t| t.id).unwrap(), Vec::new());
+            for (n, player) in ids.iter().enumerate() {
+                let before = ts.current().unwrap().visits.get();
+                assert!(!ts.all_ready(), "{n} of {players} reported");
+                assert_eq!(ts.record_ready(player, id), ReadyReport::Kept);
+                let deadline = ts.client_ready_deadline(timeout);
+                assert_eq!(deadline, (n + 1 < players).then_some(t0 + timeout));
+                assert!(
+                    ts.late_players(t0 + timeout - Duration::from_millis(1), timeout).is_empty()
+                );
+                visits.push(ts.current().unwrap().visits.get() - before);
+            }
+            assert!(ts.all_ready());
+            visits.into_iter().max().unwrap_or_default()
+        };
+        assert!(per_report(10) <= 2, "{}", per_report(10));
+        assert_eq!(per_report(2_000), per_report(10));
+    }
+
+    /// The late players are the present ones that still owe a report, in id order, however
+    /// they were shown; a departed player is not waited for, and a relaunch owes its own report.
+    #[test]
+    fn late_players_are_the_present_ones_still_owing_a_report() {
+        let t0 = Instant::now();
+        let timeout = Duration::from_secs(30);
+        let mut ts = Transitions::default();
+        let (a, b, c, d) = (pid("a"), pid("b"), pid("c"), pid("d"));
+        ts.start(t0, Destination::Node(node("a")), node("a"), [d.clone(), b.clone()].iter());
+        let id = ts.current().map(|t| t.id).unwrap();
+        ts.show(&c, t0 + Duration::from_secs(2));
+        ts.show(&a, t0 + Duration::from_secs(1));
+        ts.resolve(node("a"));
+        ts.node_streamed(&node("a"), t0);
+        let end = t0 + Duration::from_secs(3) + timeout;
+        assert_eq!(ts.late_players(end, timeout), vec![a.clone(), b.clone(), c.clone(), d.clone()]);
+        assert_eq!(ts.late_players(t0 + timeout, timeout), vec![b.clone(), d.clone()]);
+        ts.record_ready(&b, id);
+        ts.forget(&d);
+        assert_eq!(ts.late_players(end, timeout), vec![a.clone(), c.clone()]);
+        assert_eq!(ts.client_ready_deadline(timeout), Some(t0 + Duration::from_secs(1) + timeout));
+        // b relaunches: its report belonged to the connection that left.
+        ts.forget(&b);
+        ts.show(&b, t0 + Duration::from_secs(3));
+        assert_eq!(ts.late_players(end, timeout), vec![a.clone(), b.clone(), c.clone()]);
+        ts.excuse(a.clone());
+        ts.record_ready(&b, id);
+        ts.record_ready(&c, id);
+        assert!(ts.all_ready());
+        assert_eq!(ts.client_ready_deadline(timeout), None);
     }
 
     /// A ready report names the transition it is for.

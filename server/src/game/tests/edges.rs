@@ -164,7 +164,7 @@ fn finite_effects_pause_while_frozen_and_resume_on_release() {
     let mut h = Harness::booted();
     let a = h.placed("a");
     let now = h.now;
-    let player = h.game.roster.player_mut(&pid("a")).unwrap();
+    let mut player = h.game.roster.player_mut(&pid("a")).unwrap();
     player.abilities.apply(ActiveEffect {
         tag: EFFECT_DAMAGE_OVER_TIME_POISON,
         duration: EffectDuration::Finite {
@@ -174,6 +174,7 @@ fn finite_effects_pause_while_frozen_and_resume_on_release() {
             damage: 5,
         },
     });
+    drop(player);
     h.game.rearm_effects_timer();
     h.advance(Duration::from_millis(250));
     assert_eq!(h.player("a").abilities.health(), 90);

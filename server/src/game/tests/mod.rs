@@ -283,7 +283,7 @@ impl Harness {
     /// a player is when the restart comes.
     pub(super) fn kill(&mut self, name: &str) {
         let now = self.now;
-        let player = self.game.roster.player_mut(&pid(name)).expect("a logged-in player");
+        let mut player = self.game.roster.player_mut(&pid(name)).expect("a logged-in player");
         player.abilities.apply(super::abilities::ActiveEffect {
             tag: gatehouse_tags::catalog::EFFECT_DAMAGE_OVER_TIME_BURN,
             duration: super::abilities::EffectDuration::Finite {
@@ -293,6 +293,7 @@ impl Harness {
                 damage: 1000,
             },
         });
+        drop(player);
         self.game.rearm_effects_timer();
         self.advance(Duration::from_millis(10));
         assert!(self.player(name).is_dead(), "{name} died");

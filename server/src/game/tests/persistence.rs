@@ -88,8 +88,8 @@ fn a_preset_with_zero_kits_still_latches() {
     let a = h.joined("a");
     h.answer_load("a", LoadOutcome::Found(save("a", Preset::ReadOnly { name: "Scout".into() })));
     assert_eq!(kits(&h, a), vec![vec![KIT_STARTUP_MOVEMENT]]);
-    let abilities = &mut h.game.roster.player_mut(&pid("a")).unwrap().abilities;
-    assert!(abilities.initialize_provider(&[KIT_COMPOSED_VANGUARD]).is_empty(), "latched");
+    let mut player = h.game.roster.player_mut(&pid("a")).unwrap();
+    assert!(player.abilities.initialize_provider(&[KIT_COMPOSED_VANGUARD]).is_empty(), "latched");
 }
 
 /// A load that fails leaves the player in a stated state: the default preset, playing, never

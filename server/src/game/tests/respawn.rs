@@ -41,7 +41,7 @@ fn a_respawn_clears_state_dead() {
     assert!(!h.player("a").abilities.tags().contains(&STATE_DEAD));
     // And the respawned player takes damage again (a dead one is immune).
     let now = h.now;
-    let player = h.game.roster.player_mut(&pid("a")).unwrap();
+    let mut player = h.game.roster.player_mut(&pid("a")).unwrap();
     player.abilities.apply(crate::game::abilities::ActiveEffect {
         tag: gatehouse_tags::catalog::EFFECT_DAMAGE_OVER_TIME_POISON,
         duration: crate::game::abilities::EffectDuration::Finite {
@@ -51,6 +51,7 @@ fn a_respawn_clears_state_dead() {
             damage: 30,
         },
     });
+    drop(player);
     h.game.rearm_effects_timer();
     h.advance(Duration::from_millis(100));
     assert_eq!(h.player("a").abilities.health(), 40, "two ticks of 30 landed");
