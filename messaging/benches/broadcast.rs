@@ -9,7 +9,8 @@
 //! machine load) and prints the ratio of the fastest rounds per listener count; the target is at most 3 x at 10
 //! and 1,000 listeners, exact and hierarchical.
 //!
-//! Bounded run: `cargo bench -p gatehouse-messaging -- --warm-up-time 1 --measurement-time 2`.
+//! Bounded run: `cargo bench -p gatehouse-messaging --bench broadcast -- --warm-up-time 1
+//! --measurement-time 2`.
 
 #![allow(clippy::unwrap_used)] // benchmark set-up unwraps freely, as tests do
 

@@ -339,3 +339,26 @@ fn a_guarded_wait_whose_listener_is_already_gone_is_refused() {
     );
     assert_eq!(gates.pending_wait_count(), 0);
 }
+
+/// A registry's debug output says what an operator looks for first: how many scopes and
+/// pending waits it holds, whether it is draining, and its counters.
+#[test]
+fn debug_output_names_scopes_pending_waits_and_counters() {
+    let (mut gates, mut log) = registry();
+    let pawn = gates.scope(PAWN, WORLD);
+    gates
+        .wait_for_all(
+            pawn,
+            "Character.Local",
+            &[req(pawn, LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY)],
+            &mut log,
+            note("open"),
+        )
+        .unwrap();
+    let debug = format!("{gates:?}");
+    for part in
+        ["Registry", "scope_count: 1", "pending_wait_count: 1", "draining: false", "counters"]
+    {
+        assert!(debug.contains(part), "{part:?} missing from {debug}");
+    }
+}

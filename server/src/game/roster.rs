@@ -206,11 +206,14 @@ impl Roster {
     /// Adds a player who just logged in.
     pub(crate) fn join(&mut self, player: Player) {
         self.connections.insert(player.connection, player.id.clone());
-        self.books.count(&player.id, Counted::of(&player), true);
-        if let Some(before) = self.players.insert(player.id.clone(), player) {
-            // The connection index keeps one entry per player: a second join replaces the first.
-            self.books.count(&before.id, Counted::of(&before), false);
+        if let Some(before) = self.players.get(&player.id) {
+            // The game removes a player before it logs in again; should a second record of
+            // the same id arrive anyway, it replaces the first in the books too (counted out
+            // before the new one is counted in: both may be unplaced).
+            self.books.count(&before.id, Counted::of(before), false);
         }
+        self.books.count(&player.id, Counted::of(&player), true);
+        self.players.insert(player.id.clone(), player);
     }
 
     /// One more refused request of `player` at `now`, in its rate-limit window.
@@ -411,5 +414,15 @@ mod tests {
             roster.leave(ConnectionId(connection), t0);
         }
         assert_eq!(books(&roster), (Vec::new(), 0, [0, 0]));
+    }
+    /// A second record of the same player id replaces the first in the books as well: the
+    /// player stays unplaced (both records are).
+    #[test]
+    fn a_second_join_of_the_same_id_keeps_the_books_in_agreement_with_a_scan() {
+        let mut roster = Roster::default();
+        roster.join(player("a", 0, 1));
+        roster.join(player("a", 1, 1));
+        assert_eq!(books(&roster), recount(&roster));
+        assert!(!roster.all_placed_or_excused(), "a is not placed");
     }
 }
