@@ -64,10 +64,12 @@ impl Fits {
     #[inline]
     pub(crate) fn view<'v>(self, sent: &PayloadType, value: &'v dyn Any) -> Option<&'v dyn Any> {
         let (mut link, mut view) = (sent.parent, value);
-        for _ in 0..self.steps {
-            let parent = link?;
-            view = parent.project(view)?;
-            link = parent.ty().parent;
+        for step in 0..self.steps {
+            if step > 0 {
+                // The next link up, looked up only when there is a step to take from it.
+                link = link?.ty().parent;
+            }
+            view = link?.project(view)?;
         }
         Some(view)
     }
