@@ -456,3 +456,65 @@ fn a_router_reports_its_settings() {
     assert_eq!(router.config().max_depth(), 3);
     assert_eq!(gatehouse_messaging::RouterConfig::default().max_depth(), 8);
 }
+
+/// A listener learns the type a message was sent as, which may be a type derived from the one
+/// it reads: the channel's own type on a plain broadcast, the derived type on
+/// `broadcast_derived`.
+#[test]
+fn a_listener_is_told_the_type_the_message_was_sent_as() {
+    let router: Router<Log> = router(false);
+    let mut log = Log::new();
+    let _notice = router
+        .listen(&mut log, Listen::channel(DEPTH2, Match::Exact), |d, _| {
+            let sent = d.sent_type().to_owned();
+            d.state().push(sent);
+        })
+        .unwrap();
+    router.broadcast(&mut log, DEPTH2, &Notice { n: 1 }).unwrap();
+    router.broadcast_derived(&mut log, DEPTH2, &spawned(2)).unwrap();
+    assert_eq!(log, ["Notice", "Spawned"]);
+}
+
+/// What the router's public types print for a developer: each names what it describes (the
+/// listen point, the declared channels and their types, a delivery's facts, a parent, a dynamic
+/// payload's type), not an empty or placeholder text.
+#[test]
+fn debug_output_names_what_each_value_describes() {
+    let listen = format!("{:?}", Listen::channel(DEPTH2, Match::Hierarchical));
+    for part in ["Listen", "Message.Test.Depth1.Depth2", "Hierarchical", "Notice"] {
+        assert!(listen.contains(part), "{part:?} missing from {listen}");
+    }
+    let channels = format!("{:?}", channels(false));
+    for part in ["Message.Test.Ping", "Spawned", "Message.Test.Depth1.Depth2", "Notice"] {
+        assert!(channels.contains(part), "{part:?} missing from {channels}");
+    }
+    let parent = format!("{:?}", <Spawned as gatehouse_messaging::Payload>::PARENT.unwrap());
+    assert_eq!(parent, "Parent(\"Notice\")");
+
+    let router: Router<Log> = router(false);
+    let mut log = Log::new();
+    let _typed = router
+        .listen(&mut log, Listen::channel(PING, Match::Exact), |d, _| {
+            let delivery = format!("{d:?}");
+            d.state().push(delivery);
+        })
+        .unwrap();
+    let _dynamic = router
+        .listen_dyn(
+            &mut log,
+            ListenDyn::new("Message.Test.Ping", Match::Exact, "Spawned"),
+            |d, p| {
+                let payload = format!("{p:?}");
+                d.state().push(payload);
+            },
+        )
+        .unwrap();
+    router.broadcast(&mut log, PING, &spawned(1)).unwrap();
+    let [delivery, payload] = &log[..] else { panic!("two deliveries: {log:?}") };
+    for part in ["Delivery", "Message.Test.Ping", "Spawned", "replay: false"] {
+        assert!(delivery.contains(part), "{part:?} missing from {delivery}");
+    }
+    for part in ["DynPayload", "Spawned"] {
+        assert!(payload.contains(part), "{part:?} missing from {payload}");
+    }
+}

@@ -362,3 +362,19 @@ fn debug_output_names_scopes_pending_waits_and_counters() {
         assert!(debug.contains(part), "{part:?} missing from {debug}");
     }
 }
+
+/// The registry counts every callback it delivers, whether a wait opens at registration (its
+/// facts already published) or later, when its last fact arrives.
+#[test]
+fn every_delivered_callback_is_counted() {
+    let (mut gates, mut log) = registry();
+    let pawn = gates.scope(PAWN, WORLD);
+    let begin_play = [req(pawn, LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY)];
+    gates.wait_for_all(pawn, "Character.First", &begin_play, &mut log, note("first")).unwrap();
+    gates.wait_for_all(pawn, "Character.Second", &begin_play, &mut log, note("second")).unwrap();
+    assert_eq!(gates.counters().delivered, 0);
+    gates.set_ready(pawn, LIFECYCLE_FACT_CHARACTER_BEGIN_PLAY_READY, true, &mut log).unwrap();
+    assert_eq!((gates.counters().delivered, log.len()), (2, 2));
+    gates.wait_for_all(pawn, "Character.Third", &begin_play, &mut log, note("third")).unwrap();
+    assert_eq!((gates.counters().delivered, log.len()), (3, 3));
+}
