@@ -488,6 +488,7 @@ fn debug_output_names_what_each_value_describes() {
     for part in ["Message.Test.Ping", "Spawned", "Message.Test.Depth1.Depth2", "Notice"] {
         assert!(channels.contains(part), "{part:?} missing from {channels}");
     }
+    assert_eq!(format!("{PING:?}"), "Channel(Message.Test.Ping carries Spawned)");
     let parent = format!("{:?}", <Spawned as gatehouse_messaging::Payload>::PARENT.unwrap());
     assert_eq!(parent, "Parent(\"Notice\")");
 

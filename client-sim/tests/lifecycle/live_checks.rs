@@ -7,7 +7,8 @@
 use std::time::Duration;
 
 use gatehouse_client_sim::adapters::{
-    PAWN_TEAM_PRESENTATION, PawnTeamPresented, REMOTE_CHARACTER_REP_NOTIFY, RemoteRepNotify,
+    CHARACTER_SCOPED, GenerationScoped, PAWN_TEAM_PRESENTATION, PawnTeamPresented,
+    REMOTE_CHARACTER_REP_NOTIFY, RemoteRepNotify, Route,
 };
 use gatehouse_client_sim::gates::{
     CharacterGateOpened, LOCAL_CHARACTER_INIT_GATE_OPENED,
@@ -265,4 +266,89 @@ fn a_generation_waiting_for_seconds_is_reported_stuck_at_the_end() {
     assert_eq!(stats.remote_ended_before_gate.session_ended, 1);
     assert_eq!(stats.gate_violations, 0);
     assert!(stats.pending_waits.iter().any(|w| w.contains("'Character.RemoteGate' of pawn 3")));
+}
+
+/// The live checks count every world the client creates: the first one, and one per travel.
+#[test]
+fn every_world_created_is_counted() {
+    let mut sim = Sim::new();
+    sim.ready_pair();
+    assert_eq!(sim.client().gate_stats().worlds_created, 1);
+    sim.travel(1);
+    sim.after(STREAM_MS.max(UI_MS));
+    assert_eq!(sim.client().gate_stats().worlds_created, 2);
+}
+
+/// Seed 000, "Local player widget controller and team" (runtime): the gate event needs both
+/// facts live; a widget controller without a valid team is a violation.
+#[test]
+fn a_widget_team_event_without_a_team_is_a_violation() {
+    let mut sim = Sim::new();
+    sim.welcome();
+    sim.player_state(ME, None, Some("Vanguard"));
+    sim.after(UI_MS);
+    assert_eq!(violations(&sim), 0);
+    let me = sim.client().player_state_object(&player(ME)).unwrap();
+    let token = sim.client().registry().token(me).unwrap();
+    let notice = LocalPlayerReady { player: player(ME), token, world: world(&sim) };
+    let (router, core) = sim.client_mut().router_and_core();
+    router.broadcast(core, LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY, &notice).unwrap();
+    let stats = sim.client().gate_stats();
+    assert_eq!(stats.gate_violations, 1, "{:?}", stats.violation_samples);
+    assert!(stats.violation_samples[0].contains("team not ready"), "{stats:?}");
+}
+
+/// Seed 000, runtime expectation: no callback from a world after travelling away, also when the
+/// gate event names the current world but its generation lives in a world travelled away from.
+#[test]
+fn a_gate_event_for_a_generation_of_an_old_world_is_a_violation_whatever_world_it_names() {
+    let mut sim = Sim::new();
+    sim.ready_pair();
+    let old_world = world(&sim);
+    sim.travel(1);
+    sim.after(STREAM_MS.max(UI_MS));
+    let current = world(&sim);
+    assert_ne!(current, old_world);
+    // A generation scoped in the old world (forged: the adapters never do that).
+    let me = sim.client().player_state_object(&player(ME)).unwrap();
+    let token = sim.client().registry().token(me).unwrap();
+    let scoped =
+        GenerationScoped { pawn: PawnId(9), token, route: Route::Remote, world: old_world };
+    let (router, core) = sim.client_mut().router_and_core();
+    router.broadcast(core, CHARACTER_SCOPED, &scoped).unwrap();
+    forge_character(&mut sim, false, 9, current, token);
+    let stats = sim.client().gate_stats();
+    let travelled = stats.violation_samples.iter().any(|v| v.contains("after travelling away"));
+    assert!(travelled, "{:?}", stats.violation_samples);
+}
+
+/// Seed 000, runtime expectation: local before remote, where the local dispatch counts only if
+/// it returned in the current world: a local gate that opened for a generation of an old world
+/// does not let a remote gate open.
+#[test]
+fn a_local_dispatch_from_an_old_world_does_not_count_before_a_remote_gate() {
+    let mut sim = Sim::new();
+    sim.ready_pair();
+    let old_world = world(&sim);
+    sim.travel(1);
+    sim.after(STREAM_MS.max(UI_MS));
+    let current = world(&sim);
+    let token_of = |sim: &Sim, who: &str| {
+        let object = sim.client().player_state_object(&player(who)).unwrap();
+        sim.client().registry().token(object).unwrap()
+    };
+    let (local, remote) = (token_of(&sim, ME), token_of(&sim, BOB));
+    // Forged: a local generation of the old world whose gate opens, and a remote one here.
+    let scope = |sim: &mut Sim, pawn: u64, token, route, world| {
+        let scoped = GenerationScoped { pawn: PawnId(pawn), token, route, world };
+        let (router, core) = sim.client_mut().router_and_core();
+        router.broadcast(core, CHARACTER_SCOPED, &scoped).unwrap();
+    };
+    scope(&mut sim, 8, local, Route::Local, old_world);
+    forge_character(&mut sim, true, 8, old_world, local);
+    scope(&mut sim, 9, remote, Route::Remote, current);
+    forge_character(&mut sim, false, 9, current, remote);
+    let stats = sim.client().gate_stats();
+    let early = stats.violation_samples.iter().any(|v| v.contains("before the local viewer"));
+    assert!(early, "{:?}", stats.violation_samples);
 }
