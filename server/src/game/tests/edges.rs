@@ -191,6 +191,23 @@ fn finite_effects_pause_while_frozen_and_resume_on_release() {
     assert_eq!(h.player("a").abilities.health(), 50, "the 7 ticks it had left, and no more");
 }
 
+/// Issue 10, item 5, for a join: a joiner's effects rest for the length of its own join (its
+/// loading screen), while players already in the world keep theirs running; its join's end
+/// resumes them.
+#[test]
+fn a_joiners_effects_rest_for_the_length_of_its_join_only() {
+    let mut h = Harness::booted();
+    h.placed("a");
+    let b = h.login("b");
+    assert!(h.shown_join(b).is_some(), "no transition runs: b gets a join of its own");
+    assert!(h.player("b").abilities.is_paused(), "frozen by its join");
+    assert!(!h.player("a").abilities.is_paused(), "a plays on");
+    h.join_ready(b);
+    h.ack(b);
+    assert!(h.player("b").is_placed());
+    assert!(!h.player("b").abilities.is_paused(), "released with its join");
+}
+
 // --- Item 7: refusals as documented ------------------------------------------------------------
 
 /// Issue 10, item 7: `PossessionAcknowledged` for another player's pawn is answered
