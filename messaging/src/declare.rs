@@ -96,7 +96,7 @@ impl TypeTable {
 
     /// The declared type named `name`.
     pub(crate) fn by_name(&self, name: &str) -> Option<PayloadType> {
-        self.by_name.get(name).map(|&i| *self.get(i))
+        self.index_named(name).map(|i| *self.get(i))
     }
 
     /// The index of the declared type named `name`.
@@ -106,7 +106,7 @@ impl TypeTable {
 
     /// The declared type `T`, if declared.
     pub(crate) fn by_id(&self, id: TypeId) -> Option<PayloadType> {
-        self.by_id.get(&id).map(|&i| *self.get(i))
+        self.index_of(id).map(|i| *self.get(i))
     }
 
     /// The index of the declared type `id`.

@@ -75,8 +75,8 @@ impl<'p> Message<'p> {
 }
 
 impl<C: 'static> Router<C> {
-    /// Delivers one message on the channel at `index`; `sent` is the payload's declared type
-    /// (an index in the type table).
+    /// Delivers one message on the channel at `index`; `sent_index` is the payload's declared
+    /// type (an index in the type table).
     ///
     /// 1. Check the payload against the channel's declared type (the one rule).
     /// 2. Enter one nesting level, or refuse past the configured depth (MB-12).
@@ -89,14 +89,14 @@ impl<C: 'static> Router<C> {
         &self,
         state: &mut C,
         index: usize,
-        sent: u32,
+        sent_index: u32,
         payload: &dyn Any,
         owner: Option<&mut Lifetime>,
     ) -> Result<Report, Error> {
         let plan = &self.shared.layout.channels[index];
         let channel = plan.decl.tag;
         let types = &self.shared.layout.types;
-        let (sent_index, sent) = (sent, types.get(sent));
+        let sent = types.get(sent_index);
         let Some(fits) = types.fits(sent_index, plan.ty) else {
             return Err(self.refuse_broadcast(Error::PayloadMismatch {
                 channel,

@@ -43,6 +43,45 @@ fn violations(sim: &Sim) -> u64 {
     sim.client().gate_stats().gate_violations
 }
 
+/// The scope token of `who`'s player state: a live scope to forge notices about.
+fn token_of(sim: &Sim, who: &str) -> gatehouse_lifecycle::ScopeToken {
+    let object = sim.client().player_state_object(&player(who)).unwrap();
+    sim.client().registry().token(object).unwrap()
+}
+
+/// Forges the widget/team gate event of the local player, in the current world.
+fn forge_local_player_ready(sim: &mut Sim) {
+    let notice =
+        LocalPlayerReady { player: player(ME), token: token_of(sim, ME), world: world(sim) };
+    let (router, core) = sim.client_mut().router_and_core();
+    router.broadcast(core, LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY, &notice).unwrap();
+}
+
+/// Forges a pawn generation scoped as `token` in `world` (the adapters only ever scope one in
+/// the current world).
+fn forge_scoped(
+    sim: &mut Sim,
+    pawn: u64,
+    token: gatehouse_lifecycle::ScopeToken,
+    route: Route,
+    world: WorldId,
+) {
+    let scoped = GenerationScoped { pawn: PawnId(pawn), token, route, world };
+    let (router, core) = sim.client_mut().router_and_core();
+    router.broadcast(core, CHARACTER_SCOPED, &scoped).unwrap();
+}
+
+/// The usual pair, then a travel streamed to its end: the world left and the world entered.
+fn travelled_pair(sim: &mut Sim) -> (WorldId, WorldId) {
+    sim.ready_pair();
+    let old = world(sim);
+    sim.travel(1);
+    sim.after(STREAM_MS.max(UI_MS));
+    let current = world(sim);
+    assert_ne!(current, old);
+    (old, current)
+}
+
 /// Seed 000, runtime expectation: one local gate event per local pawn generation.
 #[test]
 fn a_second_local_event_for_one_generation_is_a_violation() {
@@ -89,11 +128,7 @@ fn an_event_from_a_world_travelled_away_from_is_a_violation() {
 fn a_second_widget_team_event_in_one_period_is_a_violation() {
     let mut sim = Sim::new();
     sim.ready_pair();
-    let me = sim.client().player_state_object(&player(ME)).unwrap();
-    let token = sim.client().registry().token(me).unwrap();
-    let notice = LocalPlayerReady { player: player(ME), token, world: world(&sim) };
-    let (router, core) = sim.client_mut().router_and_core();
-    router.broadcast(core, LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY, &notice).unwrap();
+    forge_local_player_ready(&mut sim);
     assert_eq!(violations(&sim), 1);
 }
 
@@ -288,11 +323,7 @@ fn a_widget_team_event_without_a_team_is_a_violation() {
     sim.player_state(ME, None, Some("Vanguard"));
     sim.after(UI_MS);
     assert_eq!(violations(&sim), 0);
-    let me = sim.client().player_state_object(&player(ME)).unwrap();
-    let token = sim.client().registry().token(me).unwrap();
-    let notice = LocalPlayerReady { player: player(ME), token, world: world(&sim) };
-    let (router, core) = sim.client_mut().router_and_core();
-    router.broadcast(core, LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY, &notice).unwrap();
+    forge_local_player_ready(&mut sim);
     let stats = sim.client().gate_stats();
     assert_eq!(stats.gate_violations, 1, "{:?}", stats.violation_samples);
     assert!(stats.violation_samples[0].contains("team not ready"), "{stats:?}");
@@ -303,19 +334,9 @@ fn a_widget_team_event_without_a_team_is_a_violation() {
 #[test]
 fn a_gate_event_for_a_generation_of_an_old_world_is_a_violation_whatever_world_it_names() {
     let mut sim = Sim::new();
-    sim.ready_pair();
-    let old_world = world(&sim);
-    sim.travel(1);
-    sim.after(STREAM_MS.max(UI_MS));
-    let current = world(&sim);
-    assert_ne!(current, old_world);
-    // A generation scoped in the old world (forged: the adapters never do that).
-    let me = sim.client().player_state_object(&player(ME)).unwrap();
-    let token = sim.client().registry().token(me).unwrap();
-    let scoped =
-        GenerationScoped { pawn: PawnId(9), token, route: Route::Remote, world: old_world };
-    let (router, core) = sim.client_mut().router_and_core();
-    router.broadcast(core, CHARACTER_SCOPED, &scoped).unwrap();
+    let (old_world, current) = travelled_pair(&mut sim);
+    let token = token_of(&sim, ME);
+    forge_scoped(&mut sim, 9, token, Route::Remote, old_world);
     forge_character(&mut sim, false, 9, current, token);
     let stats = sim.client().gate_stats();
     let travelled = stats.violation_samples.iter().any(|v| v.contains("after travelling away"));
@@ -328,25 +349,12 @@ fn a_gate_event_for_a_generation_of_an_old_world_is_a_violation_whatever_world_i
 #[test]
 fn a_local_dispatch_from_an_old_world_does_not_count_before_a_remote_gate() {
     let mut sim = Sim::new();
-    sim.ready_pair();
-    let old_world = world(&sim);
-    sim.travel(1);
-    sim.after(STREAM_MS.max(UI_MS));
-    let current = world(&sim);
-    let token_of = |sim: &Sim, who: &str| {
-        let object = sim.client().player_state_object(&player(who)).unwrap();
-        sim.client().registry().token(object).unwrap()
-    };
+    let (old_world, current) = travelled_pair(&mut sim);
     let (local, remote) = (token_of(&sim, ME), token_of(&sim, BOB));
-    // Forged: a local generation of the old world whose gate opens, and a remote one here.
-    let scope = |sim: &mut Sim, pawn: u64, token, route, world| {
-        let scoped = GenerationScoped { pawn: PawnId(pawn), token, route, world };
-        let (router, core) = sim.client_mut().router_and_core();
-        router.broadcast(core, CHARACTER_SCOPED, &scoped).unwrap();
-    };
-    scope(&mut sim, 8, local, Route::Local, old_world);
+    // A local generation of the old world whose gate opens, and a remote one here.
+    forge_scoped(&mut sim, 8, local, Route::Local, old_world);
     forge_character(&mut sim, true, 8, old_world, local);
-    scope(&mut sim, 9, remote, Route::Remote, current);
+    forge_scoped(&mut sim, 9, remote, Route::Remote, current);
     forge_character(&mut sim, false, 9, current, remote);
     let stats = sim.client().gate_stats();
     let early = stats.violation_samples.iter().any(|v| v.contains("before the local viewer"));

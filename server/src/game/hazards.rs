@@ -118,7 +118,6 @@ impl Game {
         }
     }
 
-    /// Arms the effects timer at the earliest hazard exposure or effect event.
     /// Whether every player's effects are already paused exactly when its character is
     /// frozen, read from the roster's counts and the joins in flight (not a scan of every
     /// player after every input: issue 12).
@@ -135,6 +134,7 @@ impl Game {
         joiners_paused == self.joins.len() && paused == joiners_paused
     }
 
+    /// Arms the effects timer at the earliest hazard exposure or effect event.
     pub(crate) fn rearm_effects_timer(&mut self) {
         let hazards = self.hazards.next_exposure();
         let effects = self.roster.players().filter_map(|p| p.abilities.next_event());

@@ -14,7 +14,7 @@
 //! leave and change, never a scan of every player (issue 12). Every change to a player goes
 //! through [`PlayerMut`], which updates the books when it is dropped.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::ops::{Deref, DerefMut};
 use std::time::Instant;
 
@@ -47,7 +47,7 @@ pub(crate) struct Roster {
 #[derive(Debug, Default)]
 struct Books {
     /// Players neither placed nor excused from placement.
-    unplaced: BTreeSet<PlayerId>,
+    unplaced: usize,
     /// Players whose finite effects are paused.
     paused: usize,
     /// Players on team 1 and on team 2.
@@ -73,16 +73,12 @@ impl Counted {
 }
 
 impl Books {
-    /// Counts `player` as `counted` in (`add`) or out.
-    fn count(&mut self, player: &PlayerId, counted: Counted, add: bool) {
-        if !counted.placed_or_excused {
-            if add {
-                self.unplaced.insert(player.clone());
-            } else {
-                self.unplaced.remove(player);
-            }
-        }
+    /// Counts a player as `counted` in (`add`) or out.
+    fn count(&mut self, counted: Counted, add: bool) {
         let step = |n: &mut usize| *n = if add { *n + 1 } else { n.saturating_sub(1) };
+        if !counted.placed_or_excused {
+            step(&mut self.unplaced);
+        }
         if counted.paused {
             step(&mut self.paused);
         }
@@ -124,8 +120,8 @@ impl Drop for PlayerMut<'_> {
     fn drop(&mut self) {
         let after = Counted::of(self.player);
         if after != self.before {
-            self.books.count(&self.player.id, self.before, false);
-            self.books.count(&self.player.id, after, true);
+            self.books.count(self.before, false);
+            self.books.count(after, true);
         }
     }
 }
@@ -210,9 +206,9 @@ impl Roster {
             // The game removes a player before it logs in again; should a second record of
             // the same id arrive anyway, it replaces the first in the books too (counted out
             // before the new one is counted in: both may be unplaced).
-            self.books.count(&before.id, Counted::of(before), false);
+            self.books.count(Counted::of(before), false);
         }
-        self.books.count(&player.id, Counted::of(&player), true);
+        self.books.count(Counted::of(&player), true);
         self.players.insert(player.id.clone(), player);
     }
 
@@ -232,7 +228,7 @@ impl Roster {
         self.refusals.retain(|_, window| !window.is_over(now));
         let id = self.connections.remove(&connection)?;
         let player = self.players.remove(&id)?;
-        self.books.count(&id, Counted::of(&player), false);
+        self.books.count(Counted::of(&player), false);
         let owned: Vec<PawnId> =
             self.pawns.values().filter(|p| p.owner == id).map(|p| p.id).collect();
         for pawn in &owned {
@@ -289,7 +285,7 @@ impl Roster {
 
     /// `ArePlayersPlaced`, the roster's half: every player placed or excused from placement.
     pub(crate) fn all_placed_or_excused(&self) -> bool {
-        self.books.unplaced.is_empty()
+        self.books.unplaced == 0
     }
 
     /// How many logged-in players have their finite effects paused.
@@ -354,17 +350,17 @@ mod tests {
     }
 
     /// The books as a scan of every player would count them.
-    fn recount(roster: &Roster) -> (Vec<PlayerId>, usize, [usize; 2]) {
+    fn recount(roster: &Roster) -> (usize, usize, [usize; 2]) {
         let players = || roster.players.values();
-        let unplaced = players().filter(|p| !p.is_placed_or_excused()).map(|p| p.id.clone());
+        let unplaced = players().filter(|p| !p.is_placed_or_excused()).count();
         let paused = players().filter(|p| p.abilities.is_paused()).count();
         let on = |t: u8| players().filter(|p| p.team == TeamId(t)).count();
-        (unplaced.collect(), paused, [on(1), on(2)])
+        (unplaced, paused, [on(1), on(2)])
     }
 
-    fn books(roster: &Roster) -> (Vec<PlayerId>, usize, [usize; 2]) {
+    fn books(roster: &Roster) -> (usize, usize, [usize; 2]) {
         let b = &roster.books;
-        (b.unplaced.iter().cloned().collect(), b.paused, b.teams)
+        (b.unplaced, b.paused, b.teams)
     }
 
     /// Issue 12: the counts the per-input checks read (unplaced players, paused effects, team
@@ -413,8 +409,9 @@ mod tests {
         for connection in [0, 2, 3] {
             roster.leave(ConnectionId(connection), t0);
         }
-        assert_eq!(books(&roster), (Vec::new(), 0, [0, 0]));
+        assert_eq!(books(&roster), (0, 0, [0, 0]));
     }
+
     /// A second record of the same player id replaces the first in the books as well: the
     /// player stays unplaced (both records are).
     #[test]
