@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use gatehouse_client_sim::adapters::{
     CHARACTER_SCOPED, GenerationScoped, PAWN_TEAM_PRESENTATION, PawnTeamPresented,
-    REMOTE_CHARACTER_REP_NOTIFY, RemoteRepNotify, Route,
+    REMOTE_CHARACTER_REP_NOTIFY, RemoteRepNotify, RepNotifyKind, Route,
 };
 use gatehouse_client_sim::gates::{
     CharacterGateOpened, LOCAL_CHARACTER_INIT_GATE_OPENED,
@@ -173,7 +173,7 @@ fn a_rep_notify_before_its_gate_or_replayed_after_a_live_one_is_a_violation() {
     sim.spawn(2, BOB);
     let token = sim.generation(2).unwrap();
     let forge = |sim: &mut Sim, replayed: bool| {
-        let kind = gatehouse_client_sim::adapters::RepNotifyKind::Health;
+        let kind = RepNotifyKind::Health;
         let notice = RemoteRepNotify { pawn: PawnId(2), token, kind, replayed };
         let (router, core) = sim.client_mut().router_and_core();
         router.broadcast(core, REMOTE_CHARACTER_REP_NOTIFY, &notice).unwrap();
@@ -359,4 +359,153 @@ fn a_local_dispatch_from_an_old_world_does_not_count_before_a_remote_gate() {
     let stats = sim.client().gate_stats();
     let early = stats.violation_samples.iter().any(|v| v.contains("before the local viewer"));
     assert!(early, "{:?}", stats.violation_samples);
+}
+
+/// The pawn team presentation of the first remote pawn after `ready_pair`, as a template to
+/// forge from, with the forging helper.
+fn presented_template(sim: &mut Sim) -> PawnTeamPresented {
+    sim.log_pawn_team();
+    sim.ready_pair();
+    assert_eq!(violations(sim), 0);
+    let presented = sim.presented.borrow()[1].clone();
+    assert_eq!(presented.pawn, PawnId(2));
+    presented
+}
+
+fn forge_presented(sim: &mut Sim, notice: &PawnTeamPresented) {
+    let (router, core) = sim.client_mut().router_and_core();
+    router.broadcast(core, PAWN_TEAM_PRESENTATION, notice).unwrap();
+}
+
+fn forge_rep_notify(sim: &mut Sim, pawn: u64, kind: RepNotifyKind, replayed: bool) {
+    let token = sim.generation(pawn).unwrap();
+    let notice = RemoteRepNotify { pawn: PawnId(pawn), token, kind, replayed };
+    let (router, core) = sim.client_mut().router_and_core();
+    router.broadcast(core, REMOTE_CHARACTER_REP_NOTIFY, &notice).unwrap();
+}
+
+fn samples_contain(sim: &Sim, text: &str) -> bool {
+    sim.client().gate_stats().violation_samples.iter().any(|v| v.contains(text))
+}
+
+/// Seed 000, runtime expectations: a generation that ends before its gate is counted under the
+/// reason it ended: a local generation unpossessed while it waits for its widget controller, and
+/// another player's pawn whose remote generation is rerouted when this client possesses it.
+#[test]
+fn a_generation_ended_before_its_gate_is_counted_under_its_reason() {
+    let mut sim = Sim::new();
+    sim.welcome();
+    sim.ready_player_state(ME, 1);
+    sim.spawn(1, ME);
+    sim.possess(1);
+    sim.unpossess(1);
+    let stats = sim.client().gate_stats();
+    assert_eq!(stats.local_ended_before_gate.unpossessed, 1, "{stats:?}");
+    assert_eq!(stats.local_ended_before_gate.rerouted, 0, "{stats:?}");
+    sim.spawn(3, BOB);
+    sim.possess(3);
+    let stats = sim.client().gate_stats();
+    assert_eq!(stats.remote_ended_before_gate.rerouted, 1, "{stats:?}");
+    assert_eq!(stats.remote_ended_before_gate.unpossessed, 0, "{stats:?}");
+    assert_eq!(stats.gate_violations, 0, "{:?}", stats.violation_samples);
+}
+
+/// The live checks count what the nameplate consumer subscribed (one per pawn generation it
+/// saw) and every presentation-only team change the team adapter sent.
+#[test]
+fn subscriptions_and_team_presentations_are_counted() {
+    let mut sim = Sim::with_nameplates();
+    sim.ready_pair();
+    let stats = sim.client().gate_stats();
+    assert_eq!(stats.subscriptions_registered, 2, "one per pawn generation: {stats:?}");
+    let presented =
+        sim.events().into_iter().filter(|e| matches!(e, Event::Presented(..))).count() as u64;
+    assert!(presented >= 2, "{:?}", sim.events());
+    assert_eq!(stats.team_presentations, presented);
+}
+
+/// Seed 000, "Remote character requirements" (runtime): Blueprint RepNotifies are for remote
+/// generations only; one for a local generation is a violation.
+#[test]
+fn a_rep_notify_for_a_local_generation_is_a_violation() {
+    let mut sim = Sim::new();
+    sim.ready_pair();
+    forge_rep_notify(&mut sim, 1, RepNotifyKind::Health, false);
+    assert_eq!(violations(&sim), 1);
+    assert!(samples_contain(&sim, "for a local generation"));
+}
+
+/// Seed 000, "Remote character requirements" (runtime): a deferred RepNotify is replayed at most
+/// once per kind (coalesced); a second replay of one kind is a violation, while a replay of
+/// another kind is not.
+#[test]
+fn a_second_replay_of_one_rep_notify_kind_is_a_violation() {
+    let mut sim = Sim::new();
+    sim.ready_pair();
+    forge_rep_notify(&mut sim, 2, RepNotifyKind::Movement, true);
+    forge_rep_notify(&mut sim, 2, RepNotifyKind::Health, true);
+    assert_eq!(violations(&sim), 0, "{:?}", sim.client().gate_stats().violation_samples);
+    forge_rep_notify(&mut sim, 2, RepNotifyKind::Movement, true);
+    assert_eq!(violations(&sim), 1);
+    assert!(samples_contain(&sim, "replayed twice for one kind"));
+}
+
+/// Seed 000, "Remote character requirements" (runtime): replayed RepNotifies come before the
+/// RemoteReady subscribers; one replayed after they ran is a violation.
+#[test]
+fn a_replay_after_the_remote_ready_subscribers_ran_is_a_violation() {
+    let mut sim = Sim::with_nameplates();
+    sim.ready_pair();
+    assert_eq!(violations(&sim), 0);
+    forge_rep_notify(&mut sim, 2, RepNotifyKind::Health, true);
+    assert_eq!(violations(&sim), 1);
+    assert!(samples_contain(&sim, "replayed after its RemoteReady subscribers ran"));
+}
+
+/// Seed 000, "Pawn team presentation" (runtime): the viewer is the local pawn's generation; a
+/// presentation whose viewer is a remote generation, even one whose gate opened, is a violation.
+#[test]
+fn a_pawn_team_presentation_with_a_remote_viewer_is_a_violation() {
+    let mut sim = Sim::new();
+    let presented = presented_template(&mut sim);
+    let remote_viewer = PawnTeamPresented { viewer: sim.generation(2).unwrap(), ..presented };
+    forge_presented(&mut sim, &remote_viewer);
+    assert!(samples_contain(&sim, "for a stale viewer generation"));
+}
+
+/// Seed 000, "Pawn team presentation" (runtime): a target's team is presented only once its
+/// gate opened; a presentation for a generation still waiting is a violation.
+#[test]
+fn a_pawn_team_presentation_before_the_targets_gate_opened_is_a_violation() {
+    let mut sim = Sim::new();
+    let presented = presented_template(&mut sim);
+    let waiting = token_of(&sim, BOB);
+    let here = world(&sim);
+    forge_scoped(&mut sim, 9, waiting, Route::Remote, here);
+    forge_presented(&mut sim, &PawnTeamPresented { token: waiting, ..presented });
+    assert!(samples_contain(&sim, "before the target's gate opened"));
+}
+
+/// Seed 000, runtime expectation: one remote event per remote pawn generation, seen by its
+/// public subscribers too: a subscription that fires twice for one generation is a violation
+/// (here the nameplate subscribed twice, after a forged second announcement).
+#[test]
+fn a_public_subscription_firing_twice_for_one_generation_is_a_violation() {
+    let mut sim = Sim::with_nameplates();
+    sim.welcome();
+    sim.ready_player_state(ME, 1);
+    sim.ready_player_state(BOB, 2);
+    sim.after(UI_MS);
+    sim.spawn(2, BOB);
+    let token = sim.generation(2).unwrap();
+    let here = world(&sim);
+    forge_scoped(&mut sim, 2, token, Route::Remote, here);
+    assert!(samples_contain(&sim, "scoped twice"));
+    sim.spawn(1, ME);
+    sim.possess(1);
+    assert!(
+        samples_contain(&sim, "twice for one generation"),
+        "{:?}",
+        sim.client().gate_stats().violation_samples
+    );
 }
