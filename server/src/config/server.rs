@@ -203,8 +203,9 @@ pub struct GameConfig {
     /// default 15 s).
     #[serde(rename = "spawn_settle_timeout_ms", deserialize_with = "millis")]
     pub spawn_settle_timeout: Duration,
-    /// `spawn_retry_ms`: retry delay when a node's spawn points have not registered (seed 001,
-    /// default 100 ms).
+    /// `spawn_retry_ms`: retry delay when a node's spawn points are not registered and no event
+    /// will announce them (seed 001, default 100 ms); an announced registration runs waiting
+    /// spawns at once (issue 12 item 4).
     #[serde(rename = "spawn_retry_ms", deserialize_with = "millis")]
     pub spawn_retry: Duration,
     /// `client_ready_timeout_ms`: how long a client may take to report ready once it was shown a

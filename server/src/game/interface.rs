@@ -77,7 +77,8 @@ pub enum Input {
         /// The request, as named in [`StreamRequest::load`].
         load: LoadId,
     },
-    /// The spawn points of a streamed node registered.
+    /// The spawn points of a streamed node registered: spawns waiting for them run now (issue
+    /// 12 item 4). A report for another load than the streamed node's is ignored.
     SpawnPointsRegistered {
         /// The request that streamed the node.
         load: LoadId,

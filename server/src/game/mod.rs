@@ -193,7 +193,12 @@ impl Game {
             Input::Disconnected { connection } => self.handle_disconnect(now, connection),
             Input::Message { connection, message } => self.handle_message(now, connection, message),
             Input::Streamed { load } => self.handle_streamed(now, load),
-            Input::SpawnPointsRegistered { load } => self.streaming.spawn_points_registered(load),
+            Input::SpawnPointsRegistered { load } => {
+                if self.streaming.spawn_points_registered(load) {
+                    // The event a waiting spawn needs: no retry poll (issue 12 item 4).
+                    self.spawns.wake();
+                }
+            }
             Input::Travel { node } => self.handle_travel(now, node),
             Input::PlayerLoaded { player, ticket, outcome } => {
                 self.handle_player_loaded(&player, ticket, outcome)

@@ -15,6 +15,7 @@ use gatehouse_protocol::{NodeId, PawnId, PlayerId, ServerMessage};
 
 use super::Game;
 use super::spawn::{SpawnKind, SpawnRequest};
+use super::streaming::{SpawnPoints, SpawnPointsOn};
 
 /// The outcome of one attempt at a request.
 pub(crate) enum Attempt {
@@ -22,7 +23,8 @@ pub(crate) enum Attempt {
     Done,
     /// Keep it; the node is not streamed or the gate refused: a ready callback retries.
     Wait,
-    /// Keep it; spawn points are not registered yet: retry after `spawn_retry`.
+    /// Keep it; spawn points are not registered and nothing will announce them: retry after
+    /// `spawn_retry`.
     Retry,
 }
 
@@ -86,9 +88,12 @@ impl Game {
             return Attempt::Wait;
         }
         match self.streaming.spawn_points_on(&request.node) {
-            None => return Attempt::Wait,
-            Some(false) => return Attempt::Retry,
-            Some(true) => {}
+            // Their registration (or the node's streaming) is an event that wakes the queue.
+            SpawnPointsOn::NotStreamed | SpawnPointsOn::Streamed(SpawnPoints::Announced) => {
+                return Attempt::Wait;
+            }
+            SpawnPointsOn::Streamed(SpawnPoints::Unannounced) => return Attempt::Retry,
+            SpawnPointsOn::Streamed(SpawnPoints::Registered) => {}
         }
         if let Some(pawn_id) = current.map(|p| p.id) {
             return if self.teleport_pawn(pawn_id, &request.node) {

@@ -15,6 +15,7 @@ use std::time::Instant;
 use gatehouse_protocol::{ErrorCode, PlayerId, ServerMessage};
 
 use super::spawn::SpawnKind;
+use super::streaming::{SpawnPoints, SpawnPointsOn};
 use super::{ConnectionId, Game};
 
 impl Game {
@@ -54,9 +55,11 @@ impl Game {
             self.send(connection, ServerMessage::Unpossessed { pawn_id });
         }
         let node = self.current_spawn_node();
-        let restarted = match self.streaming.spawn_points_on(&node) {
-            Some(true) => self.restart_player_at_player_start(id, &node),
-            _ => None,
+        let registered = SpawnPointsOn::Streamed(SpawnPoints::Registered);
+        let restarted = if self.streaming.spawn_points_on(&node) == registered {
+            self.restart_player_at_player_start(id, &node)
+        } else {
+            None
         };
         if restarted.is_none() {
             // RestartPlayer has no retry of its own: hand the request to the one component

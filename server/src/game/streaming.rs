@@ -29,14 +29,39 @@ pub(crate) enum Rooms {
     Ready,
 }
 
+/// The spawn points of the streamed node (seed 001, "Honest Spawn Refusal"; issue 12 item 4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SpawnPoints {
+    /// Not registered yet; their registration will be reported
+    /// ([`super::Input::SpawnPointsRegistered`]), and that event wakes the spawn queue.
+    Announced,
+    /// Registered: spawns can find them.
+    Registered,
+    /// Not registered, and no event will say when: a spawn that needs them retries on the
+    /// `spawn_retry` timer, the poll kept for what nothing announces. The simulated streamer
+    /// announces every registration, so only the tests' hook makes spawn points unannounced; a
+    /// level streamer that registers spawn points silently would too.
+    #[cfg_attr(not(test), expect(dead_code, reason = "the simulated streamer announces all"))]
+    Unannounced,
+}
+
+/// What a spawn attempt finds on a node (see [`WorldStreaming::spawn_points_on`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SpawnPointsOn {
+    /// The node is not streamed: a later ready callback processes the spawn.
+    NotStreamed,
+    /// Streamed, its spawn points in the given state.
+    Streamed(SpawnPoints),
+}
+
 /// What is streamed and what is streaming.
 #[derive(Debug)]
 pub(crate) struct WorldStreaming {
     governs_session: bool,
     /// The node whose levels are in, and the load that streamed it.
     streamed: Option<(NodeId, LoadId)>,
-    /// Whether the streamed node's spawn points registered.
-    spawn_points_registered: bool,
+    /// The streamed node's spawn points.
+    spawn_points: SpawnPoints,
     pub(crate) rooms: Rooms,
     /// World-map streaming in flight: the load and its node.
     node_load: Option<(LoadId, NodeId)>,
@@ -60,7 +85,7 @@ impl WorldStreaming {
         WorldStreaming {
             governs_session,
             streamed: None,
-            spawn_points_registered: false,
+            spawn_points: SpawnPoints::Announced,
             rooms: Rooms::NoDungeon,
             node_load: None,
             next_load: 1,
@@ -79,7 +104,8 @@ impl WorldStreaming {
     pub(crate) fn begin_node(&mut self, node: NodeId) -> LoadId {
         let load = self.allocate();
         self.streamed = None;
-        self.spawn_points_registered = false;
+        // Every node load asks the streamer to report its spawn points' registration.
+        self.spawn_points = SpawnPoints::Announced;
         self.rooms = Rooms::NoDungeon;
         self.node_load = Some((load, node));
         load
@@ -109,18 +135,23 @@ impl WorldStreaming {
         Streamed::Stale
     }
 
-    /// Records that the spawn points of the node streamed by `load` registered.
-    pub(crate) fn spawn_points_registered(&mut self, load: LoadId) {
-        if self.streamed.as_ref().is_some_and(|(_, l)| *l == load) {
-            self.spawn_points_registered = true;
+    /// Records that the spawn points of the node streamed by `load` registered. Returns whether
+    /// that changed anything (false for a stale load or a repeated report): a change is what
+    /// wakes the spawn queue.
+    pub(crate) fn spawn_points_registered(&mut self, load: LoadId) -> bool {
+        let current = self.streamed.as_ref().is_some_and(|(_, l)| *l == load);
+        let changed = current && self.spawn_points != SpawnPoints::Registered;
+        if changed {
+            self.spawn_points = SpawnPoints::Registered;
         }
+        changed
     }
 
     /// Test hook: the streamed node's spawn points unregister (as if its spawn-point actors
     /// were not registered yet), without any event.
     #[cfg(test)]
     pub(crate) fn forget_spawn_points(&mut self) {
-        self.spawn_points_registered = false;
+        self.spawn_points = SpawnPoints::Unannounced;
     }
 
     /// The load that streamed the current node.
@@ -134,11 +165,14 @@ impl WorldStreaming {
         self.streamed.as_ref().map(|(n, _)| n)
     }
 
-    /// Whether spawn points can be found on `node`: `None` when the node is not streamed at all
-    /// (a later ready callback will process the spawn), `Some(false)` when it is streamed but
-    /// its spawn points have not registered yet (retry), `Some(true)` when they have.
-    pub(crate) fn spawn_points_on(&self, node: &NodeId) -> Option<bool> {
-        (self.streamed_node() == Some(node)).then_some(self.spawn_points_registered)
+    /// Whether spawn points can be found on `node`: not when the node is not streamed at all,
+    /// else in the state its spawn points are in.
+    pub(crate) fn spawn_points_on(&self, node: &NodeId) -> SpawnPointsOn {
+        if self.streamed_node() == Some(node) {
+            SpawnPointsOn::Streamed(self.spawn_points)
+        } else {
+            SpawnPointsOn::NotStreamed
+        }
     }
 
     /// `IsLevelReadyForSpawn` (seed 001, The World-Map Gate): may a pawn be placed on `node`?
@@ -244,10 +278,12 @@ mod tests {
         s.complete(a);
         let b = s.begin_node(node("b"));
         s.complete(b);
-        s.spawn_points_registered(a);
-        assert_eq!(s.spawn_points_on(&node("b")), Some(false));
-        s.spawn_points_registered(b);
-        assert_eq!(s.spawn_points_on(&node("b")), Some(true));
-        assert_eq!(s.spawn_points_on(&node("a")), None);
+        assert!(!s.spawn_points_registered(a), "a stale report changes nothing");
+        let streamed = |p| SpawnPointsOn::Streamed(p);
+        assert_eq!(s.spawn_points_on(&node("b")), streamed(SpawnPoints::Announced));
+        assert!(s.spawn_points_registered(b));
+        assert!(!s.spawn_points_registered(b), "a repeated report changes nothing");
+        assert_eq!(s.spawn_points_on(&node("b")), streamed(SpawnPoints::Registered));
+        assert_eq!(s.spawn_points_on(&node("a")), SpawnPointsOn::NotStreamed);
     }
 }

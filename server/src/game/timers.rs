@@ -8,8 +8,9 @@ use std::time::Instant;
 /// Every timer the game core arms.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Timer {
-    /// Re-run spawn processing: a node's spawn points had not registered yet (seed 001,
-    /// "ProcessPendingSpawns ... schedules a 0.1s retry").
+    /// Re-run spawn processing: a node's spawn points are not registered and no event will
+    /// announce them (seed 001, "ProcessPendingSpawns ... schedules a 0.1s retry"; a
+    /// registration that is announced wakes the queue itself, issue 12 item 4).
     SpawnRetry = 0,
     /// The settle-hold deadline of a transition in Completing (seed 001, Loading-Screen
     /// Settle-Hold).
@@ -65,6 +66,12 @@ impl TimerTable {
     /// Disarms `timer`.
     pub(crate) fn stop(&mut self, timer: Timer) {
         self.deadlines[timer as usize] = None;
+    }
+
+    /// When `timer` is armed for, if it is.
+    #[cfg(test)]
+    pub(crate) fn deadline(&self, timer: Timer) -> Option<Instant> {
+        self.deadlines[timer as usize]
     }
 
     /// The earliest armed deadline.

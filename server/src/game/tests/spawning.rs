@@ -7,6 +7,8 @@ use gatehouse_protocol::ServerMessage;
 
 use super::*;
 use crate::game::SpawnKind;
+use crate::game::streaming::LoadId;
+use crate::game::timers::Timer;
 use crate::store::SessionSave;
 
 /// Symptom "Black void on boot": `SpawnDefaultPawnFor` returns nothing while a world map
@@ -111,20 +113,73 @@ fn a_refused_spawn_is_kept_queued_and_never_counted_as_done() {
 }
 
 /// Honest Spawn Refusal: "ProcessPendingSpawns similarly re-queues when no spawn point is
-/// found yet ... and schedules a 0.1s retry".
+/// found yet"; issue 12 item 4: the registration is the event that runs it, no retry poll.
+/// Order: every client ready, then the spawn points register.
 #[test]
-fn a_missing_spawn_point_requeues_with_a_retry() {
+fn a_spawn_waiting_for_spawn_points_runs_when_they_register() {
     let mut h = Harness::new();
     let t = h.transition();
     let a = h.login("a");
     let load = h.finish_stream("node harbor");
     h.ready(a);
     assert!(h.possessed(a).is_none(), "no spawn point registered yet");
-    assert_eq!(h.game.counters().spawn_point_retries, 1);
+    assert_eq!(h.game.snapshot().pending_spawns.len(), 1, "kept until they register");
+    assert!(h.game.timers.deadline(Timer::SpawnRetry).is_none(), "no retry poll armed");
     h.input(Input::SpawnPointsRegistered { load });
-    assert!(h.possessed(a).is_none(), "registration is silent: the retry finds it");
+    assert!(h.possessed(a).is_some(), "spawned at the registration, at the same instant");
+    assert_eq!(h.game.counters().spawn_point_retries, 0);
+    h.ack(a);
+    assert!(h.ended(t));
+}
+
+/// The other order: the spawn points register before every client is ready; the ready report
+/// spawns at once.
+#[test]
+fn a_spawn_after_its_spawn_points_registered_runs_at_once() {
+    let mut h = Harness::new();
+    let t = h.transition();
+    let a = h.login("a");
+    let load = h.finish_stream("node harbor");
+    h.input(Input::SpawnPointsRegistered { load });
+    h.ready(a);
+    assert!(h.possessed(a).is_some());
+    assert_eq!(h.game.counters().spawn_point_retries, 0);
+    h.ack(a);
+    assert!(h.ended(t));
+}
+
+/// A registration reported for a load that is not the streamed node's (a superseded travel) is
+/// ignored: it neither registers nor wakes anything.
+#[test]
+fn a_stale_spawn_point_registration_is_ignored() {
+    let mut h = Harness::new();
+    let a = h.login("a");
+    let load = h.finish_stream("node harbor");
+    h.ready(a);
+    h.input(Input::SpawnPointsRegistered { load: LoadId(load.0 + 100) });
+    assert!(h.possessed(a).is_none(), "another load's spawn points are not these");
+    h.input(Input::SpawnPointsRegistered { load });
+    assert!(h.possessed(a).is_some());
+}
+
+/// Issue 12 item 4: the retry timer only for what no event announces. Spawn points that are
+/// gone without an event (the test hook) requeue the spawn with the 100 ms retry.
+#[test]
+fn spawn_points_gone_without_an_event_are_retried_on_the_timer() {
+    let mut h = Harness::new();
+    let t = h.transition();
+    let a = h.login("a");
+    h.stream_node("harbor");
+    h.game.streaming.forget_spawn_points();
+    h.ready(a);
+    assert!(h.possessed(a).is_none(), "no spawn point");
+    assert_eq!(h.game.counters().spawn_point_retries, 1);
     h.advance(Duration::from_millis(99));
-    assert!(h.possessed(a).is_none());
+    assert_eq!(h.game.snapshot().pending_spawns.len(), 1);
+    // Registered again, silently; the retry finds them.
+    let load = h.game.streaming.streamed_load().unwrap();
+    assert!(h.game.streaming.spawn_points_registered(load));
+    assert!(h.possessed(a).is_none(), "the hook is silent: only the timer wakes the queue");
     h.advance(Duration::from_millis(1));
     assert!(h.possessed(a).is_some(), "the 100 ms retry spawned it");
     h.ack(a);
