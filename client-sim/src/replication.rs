@@ -85,9 +85,12 @@ pub(crate) fn apply(router: &Router<ClientCore>, core: &mut ClientCore, message:
                 announce(router, core, PAWN_SPAWNED, &PawnNotice { pawn });
             }
         }
-        ServerMessage::PawnTeleported { pawn_id, node } => {
-            if domain.characters.teleport(*pawn_id, node.clone()) {
-                announce(router, core, PAWN_TELEPORTED, &PawnNotice { pawn: *pawn_id });
+        ServerMessage::PawnsTeleported { node, pawn_ids } => {
+            // One replicated move per pawn, as if each had come alone.
+            for pawn_id in pawn_ids {
+                if core.state.domain.characters.teleport(*pawn_id, node.clone()) {
+                    announce(router, core, PAWN_TELEPORTED, &PawnNotice { pawn: *pawn_id });
+                }
             }
         }
         ServerMessage::PawnDied { pawn_id } => {

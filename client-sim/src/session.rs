@@ -268,9 +268,9 @@ impl ClientSession {
             | ServerMessage::HealthChanged { .. }
             | ServerMessage::KitsGranted { .. }
             | ServerMessage::Error { .. } => {}
-            ServerMessage::PawnTeleported { pawn_id, .. } => {
+            ServerMessage::PawnsTeleported { pawn_ids, .. } => {
                 // A kept pawn moved into the destination: it stands in for a possession.
-                if self.own_pawn == Some(pawn_id) {
+                if self.own_pawn.is_some_and(|own| pawn_ids.contains(&own)) {
                     self.note_possessed(now);
                 }
             }
@@ -978,9 +978,9 @@ mod tests {
         s.handle(t0 + ms(10), ServerMessage::EndJoin { join_id: JoinId(1) });
         s.handle(t0 + ms(20), show(2));
         s.handle_timeout(t0 + ms(30));
-        let teleport = ServerMessage::PawnTeleported {
-            pawn_id: PawnId(3),
+        let teleport = ServerMessage::PawnsTeleported {
             node: NodeId::new("harbor").unwrap(),
+            pawn_ids: vec![PawnId(3)],
         };
         s.handle(t0 + ms(50), teleport);
         s.handle(t0 + ms(60), ServerMessage::EndTransition { transition_id: TransitionId(2) });
@@ -1050,9 +1050,17 @@ mod tests {
         s.handle(t0, own_pawn(2, &you, "harbor"));
         s.handle(t0, show(2));
         let crypt = NodeId::new("crypt").unwrap();
-        s.handle(t0, ServerMessage::PawnTeleported { pawn_id: PawnId(2), node: crypt.clone() });
+        let teleported = |pawn| ServerMessage::PawnsTeleported {
+            node: crypt.clone(),
+            pawn_ids: vec![PawnId(pawn)],
+        };
+        s.handle(t0, teleported(2));
         assert_eq!(s.stats().spawns_at_stale_node, 0, "another player's pawn");
-        s.handle(t0, ServerMessage::PawnTeleported { pawn_id: PawnId(1), node: crypt });
+        s.handle(t0, teleported(1));
         assert_eq!(s.stats().spawns_at_stale_node, 1, "the own pawn, off the destination");
+        let both =
+            ServerMessage::PawnsTeleported { node: crypt, pawn_ids: vec![PawnId(2), PawnId(1)] };
+        s.handle(t0, both);
+        assert_eq!(s.stats().spawns_at_stale_node, 2, "the own pawn found inside a batch");
     }
 }

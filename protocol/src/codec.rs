@@ -397,10 +397,24 @@ mod wire_examples {
     #[test]
     fn hello_encodes_as_documented() {
         let frame =
-            encode_frame(&ClientMessage::Hello { protocol_version: 2, token: "a.b.c".into() }, 64)
+            encode_frame(&ClientMessage::Hello { protocol_version: 3, token: "a.b.c".into() }, 64)
                 .unwrap();
-        let mut expected = vec![21, 0, 0, 0, 0, 0, 0, 0, 2, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0];
+        let mut expected = vec![21, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0];
         expected.extend_from_slice(b"a.b.c");
+        assert_eq!(frame, expected);
+    }
+
+    #[test]
+    fn pawns_teleported_encodes_as_documented() {
+        let message = crate::ServerMessage::PawnsTeleported {
+            node: crate::NodeId::new("forest").unwrap(),
+            pawn_ids: vec![PawnId(12), PawnId(13)],
+        };
+        let frame = encode_frame(&message, 64).unwrap();
+        let mut expected = vec![42, 0, 0, 0, 8, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0];
+        expected.extend_from_slice(b"forest");
+        expected.extend_from_slice(&[2, 0, 0, 0, 0, 0, 0, 0]);
+        expected.extend_from_slice(&[12, 0, 0, 0, 0, 0, 0, 0, 13, 0, 0, 0, 0, 0, 0, 0]);
         assert_eq!(frame, expected);
     }
 

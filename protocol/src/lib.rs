@@ -32,7 +32,14 @@ pub use messages::{
 /// before it gets a pawn (`ShowJoin`, `JoinReady`, `EndJoin`: a version-1 client would never
 /// answer and never get a pawn), a transition can fail (`TransitionFailed`), and `ErrorCode`
 /// gained `UnknownJoin`.
-pub const PROTOCOL_VERSION: u32 = 2;
+///
+/// Version 3 (incompatible with 2): `PawnTeleported` (index 8) became `PawnsTeleported`, every
+/// pawn one spawn pass moves to a node in one message (issue 12 item 2).
+pub const PROTOCOL_VERSION: u32 = 3;
+
+/// Most pawns in one `PawnsTeleported`: 512 ids (4 KiB) fit the smallest frame limit a server
+/// accepts (8 KiB); more moved at once come in several messages.
+pub const MAX_TELEPORTS_PER_MESSAGE: usize = 512;
 
 /// The TLS ALPN protocol id of the control connection.
 pub const ALPN: &[u8] = b"gatehouse/1";

@@ -100,13 +100,14 @@ pub enum ServerMessage {
     /// A pawn exists (replicated to every client; the owner's is an autonomous proxy, the others
     /// simulated proxies).
     PawnSpawned(PawnView),
-    /// A pawn moved to another node (a level-transition spawn request; seed 001 Stale-Node
-    /// Discard: a player who already has a pawn is teleported, not spawned twice).
-    PawnTeleported {
-        /// The pawn.
-        pawn_id: PawnId,
-        /// Where it stands now.
+    /// Pawns moved to another node (level-transition spawn requests; seed 001 Stale-Node
+    /// Discard: a player who already has a pawn is teleported, not spawned twice). Every pawn
+    /// one spawn pass moves to a node comes in one message (protocol 3; issue 12 item 2).
+    PawnsTeleported {
+        /// Where they stand now.
         node: NodeId,
+        /// The pawns, in the order they moved.
+        pawn_ids: Vec<PawnId>,
     },
     /// A pawn's owner died; the pawn stays until its respawn replaces it.
     PawnDied {

@@ -92,8 +92,10 @@ impl SessionChecks {
                     stats.errors.push(format!("{live} live pawns owned at once"));
                 }
             }
-            ServerMessage::PawnTeleported { pawn_id, node } if self.own.contains_key(pawn_id) => {
-                placement(*pawn_id, node, expected, stats);
+            ServerMessage::PawnsTeleported { node, pawn_ids } => {
+                for pawn_id in pawn_ids.iter().filter(|p| self.own.contains_key(p)) {
+                    placement(*pawn_id, node, expected, stats);
+                }
             }
             ServerMessage::PawnDied { pawn_id } => {
                 if let Some(alive) = self.own.get_mut(pawn_id) {

@@ -262,7 +262,7 @@ impl Sim {
 
     pub(crate) fn teleport(&mut self, pawn: u64, node: &str) {
         let node = NodeId::new(node).unwrap();
-        self.send(ServerMessage::PawnTeleported { pawn_id: PawnId(pawn), node });
+        self.send(ServerMessage::PawnsTeleported { node, pawn_ids: vec![PawnId(pawn)] });
     }
 
     pub(crate) fn ability_tags(&mut self, who: &str) {

@@ -152,3 +152,24 @@ fn a_flood_of_rep_notifies_before_the_gate_stays_one_per_kind() {
     sim.possess(1);
     assert_eq!(sim.rep_events(), [rep(2, AbilityTags, true), rep(2, Health, true)]);
 }
+
+/// Protocol 3, `PawnsTeleported`: one message moving several pawns is applied and announced per
+/// pawn, in order, as if each had come alone: each remote pawn gets its Movement RepNotify.
+#[test]
+fn a_batched_teleport_moves_and_announces_every_pawn_in_order() {
+    let mut sim = Sim::new();
+    sim.log_rep_notifies();
+    sim.ready_pair();
+    sim.ready_player_state(CAROL, 1);
+    sim.after(UI_MS);
+    sim.spawn(3, CAROL);
+    sim.clear_events();
+    let marsh = gatehouse_protocol::NodeId::new("marsh").unwrap();
+    let pawn_ids = vec![PawnId(3), PawnId(1), PawnId(2)];
+    sim.send(gatehouse_protocol::ServerMessage::PawnsTeleported { node: marsh, pawn_ids });
+    let domain = sim.client().domain();
+    for pawn in [1, 2, 3] {
+        assert_eq!(domain.characters().get(PawnId(pawn)).unwrap().node().as_str(), "marsh");
+    }
+    assert_eq!(sim.rep_events(), [rep(3, Movement, false), rep(2, Movement, false)]);
+}

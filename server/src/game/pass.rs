@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use gatehouse_protocol::{
-    CloseCode, JoinId, NodeId, PlayerId, ServerMessage, TransitionFailure, TransitionId,
+    CloseCode, JoinId, NodeId, PawnId, PlayerId, ServerMessage, TransitionFailure, TransitionId,
 };
 
 use super::placement::Attempt;
@@ -165,15 +165,30 @@ impl Game {
             return;
         }
         let mut retry = false;
+        // Pawns moved by this pass, per destination in the order first reached.
+        let mut teleported: Vec<(NodeId, Vec<PawnId>)> = Vec::new();
         for request in self.spawns.take_all() {
             let span = request.span().clone();
             match span.in_scope(|| self.attempt_spawn(&request)) {
                 Attempt::Done => {}
+                Attempt::Teleported(pawn) => {
+                    match teleported.iter_mut().find(|(n, _)| *n == request.node) {
+                        Some((_, pawns)) => pawns.push(pawn),
+                        None => teleported.push((request.node.clone(), vec![pawn])),
+                    }
+                }
                 Attempt::Wait => self.spawns.keep(request),
                 Attempt::Retry => {
                     retry = true;
                     self.spawns.keep(request);
                 }
+            }
+        }
+        for (node, pawn_ids) in teleported {
+            tracing::info!(%node, pawns = pawn_ids.len(), "pawns teleported");
+            for chunk in pawn_ids.chunks(gatehouse_protocol::MAX_TELEPORTS_PER_MESSAGE) {
+                let pawn_ids = chunk.to_vec();
+                self.broadcast(ServerMessage::PawnsTeleported { node: node.clone(), pawn_ids });
             }
         }
         if retry {

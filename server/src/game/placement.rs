@@ -21,6 +21,9 @@ use super::streaming::{SpawnPoints, SpawnPointsOn};
 pub(crate) enum Attempt {
     /// Placed (or nothing left to do).
     Done,
+    /// The player's pawn moved to the request's node; the caller replicates every pawn moved
+    /// by one pass in one `PawnsTeleported` (issue 12 item 2).
+    Teleported(PawnId),
     /// Keep it; the node is not streamed or the gate refused: a ready callback retries.
     Wait,
     /// Keep it; spawn points are not registered and nothing will announce them: retry after
@@ -97,7 +100,7 @@ impl Game {
         }
         if let Some(pawn_id) = current.map(|p| p.id) {
             return if self.teleport_pawn(pawn_id, &request.node) {
-                Attempt::Done
+                Attempt::Teleported(pawn_id)
             } else {
                 Attempt::Wait
             };
@@ -173,7 +176,8 @@ impl Game {
         }
     }
 
-    /// A level-transition request: move the existing pawn; never a second pawn.
+    /// A level-transition request: move the existing pawn; never a second pawn. Replicating
+    /// the move is the caller's (it batches them).
     fn teleport_pawn(&mut self, pawn_id: PawnId, node: &NodeId) -> bool {
         if !self.streaming.is_level_ready_for_spawn(node) {
             self.counters.spawn_refusals += 1;
@@ -184,8 +188,7 @@ impl Game {
         };
         pawn.node = node.clone();
         self.counters.pawns_teleported += 1;
-        tracing::info!(pawn = %pawn_id, %node, "pawn teleported");
-        self.broadcast(ServerMessage::PawnTeleported { pawn_id, node: node.clone() });
+        tracing::debug!(pawn = %pawn_id, %node, "pawn teleported");
         true
     }
 }

@@ -174,12 +174,14 @@ impl Model {
                         v.pawn_id
                     );
                 }
-                Output::Broadcast { message: ServerMessage::PawnTeleported { pawn_id, node } } => {
+                Output::Broadcast {
+                    message: ServerMessage::PawnsTeleported { node, pawn_ids },
+                } => {
                     prop_assert_eq!(
                         Some(node),
                         streamed.as_ref(),
-                        "pawn {:?} teleported off the streamed node",
-                        pawn_id
+                        "pawns {:?} teleported off the streamed node",
+                        pawn_ids
                     );
                 }
                 Output::Send { connection, message: ServerMessage::KitsGranted { kits } } => {

@@ -234,10 +234,57 @@ fn a_player_who_already_has_a_pawn_is_teleported_not_spawned_twice() {
     h.ready(a);
     assert_eq!(h.pawns_of("a"), 1);
     assert_eq!(h.game.counters().pawns_spawned, 1);
-    assert!(
-        h.broadcasts()
-            .contains(&ServerMessage::PawnTeleported { pawn_id: pawn, node: node("forest") })
+    let teleported = ServerMessage::PawnsTeleported { node: node("forest"), pawn_ids: vec![pawn] };
+    assert!(h.broadcasts().contains(&teleported));
+}
+
+/// Issue 12 item 2: every pawn a spawn pass moves to a node is replicated in one
+/// `PawnsTeleported`, in the order they moved, not one message per player.
+#[test]
+fn a_transitions_teleports_go_out_in_one_message() {
+    let mut h = Harness::booted();
+    let players: Vec<_> = ["a", "b", "c"].iter().map(|p| h.placed(p)).collect();
+    let pawns: Vec<_> = players.iter().map(|c| h.possessed(*c).unwrap()).collect();
+    h.input(Input::Travel { node: node("forest") });
+    h.stream_node("forest");
+    for c in &players {
+        h.ready(*c);
+    }
+    let teleports: Vec<_> = h
+        .broadcasts()
+        .into_iter()
+        .filter(|m| matches!(m, ServerMessage::PawnsTeleported { .. }))
+        .collect();
+    assert_eq!(
+        teleports,
+        vec![ServerMessage::PawnsTeleported { node: node("forest"), pawn_ids: pawns }]
     );
+}
+
+/// More pawns than one message carries come in several, each within the limit, none lost.
+#[test]
+fn teleports_beyond_one_messages_limit_come_in_several() {
+    let per_message = gatehouse_protocol::MAX_TELEPORTS_PER_MESSAGE;
+    let mut h = Harness::with(WORLD, GameRules { max_players: per_message + 1, ..rules() });
+    let boot = h.transition();
+    h.stream_node("harbor");
+    assert!(h.ended(boot));
+    let players: Vec<_> = (0..=per_message).map(|i| h.placed(&format!("p{i}"))).collect();
+    h.input(Input::Travel { node: node("forest") });
+    h.stream_node("forest");
+    for c in &players {
+        h.ready(*c);
+    }
+    let sizes: Vec<usize> = h
+        .broadcasts()
+        .into_iter()
+        .filter_map(|m| match m {
+            ServerMessage::PawnsTeleported { pawn_ids, .. } => Some(pawn_ids.len()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(sizes, vec![per_message, 1]);
+    assert_eq!(h.game.counters().pawns_teleported, per_message as u64 + 1);
 }
 
 /// A late join while the level is ready spawns at once; while the world is travelling it
