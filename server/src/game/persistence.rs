@@ -183,6 +183,9 @@ impl Game {
         };
         let (def, kits) = self.resolve_preset(id, &preset);
         let Some(mut player) = self.roster.player_mut(id) else { return };
+        // What clients were told already: only a change is replicated (issue 12: admitting N
+        // players must not cost more frames than the facts that changed).
+        let (view_before, tags_before) = (player.view(), player.abilities.tags());
         player.persistence = persistence;
         player.inventory = inventory;
         for tag in &equipment {
@@ -209,8 +212,12 @@ impl Game {
         let (connection, view, tags) = (player.connection, player.view(), player.abilities.tags());
         drop(player);
         tracing::info!(player = %id, kits = ?kits, "preset resolved");
-        self.broadcast(ServerMessage::PlayerStateUpdated(view));
-        self.broadcast(ServerMessage::AbilityTagsChanged { player_id: id.clone(), tags });
+        if view != view_before {
+            self.broadcast(ServerMessage::PlayerStateUpdated(view));
+        }
+        if tags != tags_before {
+            self.broadcast(ServerMessage::AbilityTagsChanged { player_id: id.clone(), tags });
+        }
         if !granted.is_empty() {
             self.counters.kit_grants += 1;
             self.send(connection, ServerMessage::KitsGranted { kits: granted });

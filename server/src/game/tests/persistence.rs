@@ -212,3 +212,40 @@ fn the_session_save_restores_the_worlds_node_before_the_boot_travel() {
     assert_eq!(h.game.snapshot().transition_target, Some(node("forest")));
     assert!(h.streams.iter().any(|s| s.what == "node forest"));
 }
+
+/// Issue 12 (admission sends about 3N² frames): a resolved load replicates only what changed.
+/// A save without equipment leaves the ability tags as clients know them: no
+/// `AbilityTagsChanged`; the class it resolves is a player-state change: one
+/// `PlayerStateUpdated`. A save with equipment changes the tags: they are replicated.
+#[test]
+fn a_resolved_load_replicates_only_what_changed() {
+    let count =
+        |h: &Harness, f: fn(&ServerMessage) -> bool| h.broadcasts().iter().filter(|m| f(m)).count();
+    let tags = |m: &ServerMessage| matches!(m, ServerMessage::AbilityTagsChanged { .. });
+    let state = |m: &ServerMessage| matches!(m, ServerMessage::PlayerStateUpdated(_));
+    let mut h = booted_holding();
+    h.joined("a");
+    let (tags_before, states_before) = (count(&h, tags), count(&h, state));
+    h.answer_load("a", LoadOutcome::Found(save("a", vanguard())));
+    assert_eq!(count(&h, tags), tags_before, "no equipment: the tags did not change");
+    assert_eq!(count(&h, state), states_before + 1, "the class resolved");
+
+    h.joined("b");
+    let (tags_before, states_before) = (count(&h, tags), count(&h, state));
+    let armoured = PlayerSave {
+        equipment: vec![gatehouse_tags::catalog::EFFECT_EQUIPMENT_ARMOR],
+        ..save("b", vanguard())
+    };
+    h.answer_load("b", LoadOutcome::Found(armoured));
+    assert_eq!(count(&h, tags), tags_before + 1, "the armour's effect tag");
+    assert_eq!(count(&h, state), states_before + 1);
+
+    // A relaunch within the retention keeps its class: the reload changes nothing.
+    let c = h.joined("c");
+    h.answer_load("c", LoadOutcome::Found(save("c", vanguard())));
+    h.disconnect(c);
+    h.joined("c");
+    let states_before = count(&h, state);
+    h.answer_load("c", LoadOutcome::Found(save("c", vanguard())));
+    assert_eq!(count(&h, state), states_before, "the kept class is the saved one");
+}
