@@ -78,6 +78,8 @@ pub enum ServerError {
 #[derive(Debug)]
 pub struct Server {
     endpoint: quinn::Endpoint,
+    /// Where the endpoint's drivers run; stopped after the endpoint is idle.
+    drivers: net::DriverThread,
     listener: Listener,
     game: Game,
     /// Connection events, from the connection tasks.
@@ -121,7 +123,9 @@ impl Server {
         let (origin, fingerprint) = (identity.origin.clone(), identity.fingerprint());
         let server_config = net::server_config(identity, network)?;
         tracing::info!(certificate = %origin.display(), %fingerprint, "certificate accepted");
-        let endpoint = net::server_endpoint(socket, network.bind, server_config)?;
+        let drivers = net::DriverThread::start()?;
+        let endpoint =
+            net::server_endpoint(socket, network.bind, server_config, drivers.runtime())?;
         let store = Store::open(&config.store.url, &config.data_dir).await?;
         tracing::info!(store = %store.location(), "player store open");
         let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
@@ -145,6 +149,7 @@ impl Server {
         let game = Game::new(rules, Arc::new(world), tokio::time::Instant::now().into_std());
         Ok(Server {
             endpoint,
+            drivers,
             listener,
             game,
             from_net,
@@ -197,6 +202,7 @@ impl Server {
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), ServerError> {
         let Server {
             endpoint,
+            drivers,
             listener,
             game,
             from_net,
@@ -255,6 +261,8 @@ impl Server {
             CloseCode::ShuttingDown.reason().as_bytes(),
         );
         let _ = tokio::time::timeout(DRAIN_TIMEOUT, endpoint.wait_idle()).await;
+        drop(endpoint);
+        drop(drivers);
         tracing::info!("stopped");
         game_ended.map_err(|e| ServerError::GameTask(e.to_string()))
     }

@@ -3,8 +3,10 @@
 use std::time::Duration;
 
 use gatehouse_client_sim::swarm::{mint_token, player_id, run_swarm_outcomes};
+use gatehouse_protocol::FrameDecoder;
 use gatehouse_protocol::token::TokenKey;
 use gatehouse_protocol::{ClientMessage, CloseCode, PROTOCOL_VERSION, RejectReason, ServerMessage};
+use gatehouse_tests::relay::HandshakeRelay;
 use gatehouse_tests::worlds::{self, SLOW_BOOT};
 use gatehouse_tests::{TestServer, frames, raw_exchange, raw_silent, wait_for_snapshot, within};
 
@@ -121,6 +123,64 @@ async fn idle_connections_cannot_lock_players_out() {
     .await
     .unwrap();
     assert!(outcomes[0].placed && outcomes[0].errors.is_empty(), "{outcomes:?}");
+    server.stop().await;
+}
+
+/// Logs in `index` through `relay`: its handshake is slowed by the relay. Returns the first
+/// server message, or how the connection ended.
+async fn log_in_through(
+    server: &TestServer,
+    relay: &HandshakeRelay,
+    index: usize,
+) -> Result<ServerMessage, String> {
+    let (endpoint, client) =
+        gatehouse_client_sim::swarm::client_endpoint(server.addr, &server.cert).unwrap();
+    let connecting = endpoint.connect_with(client, relay.addr, "localhost").unwrap();
+    let connection = within(LIMIT, "the slowed handshake", connecting).await;
+    let connection = connection.map_err(|e| format!("handshake: {e}"))?;
+    let (mut send, mut recv) = connection.open_bi().await.map_err(|e| format!("stream: {e}"))?;
+    let token =
+        mint_token(&TokenKey::new(gatehouse_protocol::token::DEV_TOKEN_KEY), player_id(index));
+    let hello = ClientMessage::Hello { protocol_version: PROTOCOL_VERSION, token };
+    send.write_all(&frames(&[hello])).await.map_err(|e| format!("write: {e}"))?;
+    let mut decoder = FrameDecoder::new(gatehouse_protocol::codec::DEFAULT_MAX_FRAME_LEN);
+    within(LIMIT, "the answer to Hello", async {
+        loop {
+            if let Ok(Some(message)) = decoder.next_message::<ServerMessage>() {
+                return Ok(message);
+            }
+            match recv.read_chunk(4096, true).await {
+                Ok(Some(chunk)) => decoder.extend(&chunk.bytes),
+                Ok(None) => return Err("stream ended".to_owned()),
+                Err(e) => return Err(format!("read: {e}; {:?}", connection.close_reason())),
+            }
+        }
+    })
+    .await
+}
+
+/// Issue 12 item 6: the handshake has a budget of its own, and the hello timeout counts from its
+/// end. A handshake held up for longer than the hello timeout (but within the handshake
+/// timeout) still logs in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_handshake_does_not_eat_the_hellos_budget() {
+    let config = "[network]\nhandshake_timeout_ms = 10000\nhello_timeout_ms = 1000\n";
+    let server = TestServer::start_with(config, SLOW_BOOT).await;
+    let relay = HandshakeRelay::start(server.addr, 2, Duration::from_millis(1500)).await;
+    let answer = log_in_through(&server, &relay, 3).await;
+    assert!(matches!(answer, Ok(ServerMessage::Welcome { .. })), "{answer:?}");
+    server.stop().await;
+}
+
+/// Issue 12 item 6, the other side: a handshake that does not finish within the handshake
+/// timeout is abandoned; the client never gets in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handshake_beyond_its_budget_is_abandoned() {
+    let config = "[network]\nhandshake_timeout_ms = 500\nhello_timeout_ms = 5000\n";
+    let server = TestServer::start_with(config, SLOW_BOOT).await;
+    let relay = HandshakeRelay::start(server.addr, 2, Duration::from_millis(1500)).await;
+    let answer = log_in_through(&server, &relay, 4).await;
+    assert!(answer.is_err(), "{answer:?}");
     server.stop().await;
 }
 

@@ -5,13 +5,14 @@
 //!
 //! [`sim`] is the other harness: the real game core and real simulated clients in memory, on
 //! simulated time, for deterministic cross-side tests. [`worlds`] holds every test world;
-//! [`process`] starts the server binary as an operator would.
+//! [`process`] starts the server binary as an operator would; [`relay`] slows a handshake down.
 
 #![forbid(unsafe_code)]
 // A test harness: a failed expectation here is a failed test, which is what it should be.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 pub mod process;
+pub mod relay;
 pub mod sim;
 pub mod worlds;
 

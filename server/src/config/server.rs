@@ -105,7 +105,12 @@ pub struct NetworkConfig {
     /// `keep_alive_ms`: ping interval; must be below the idle timeout.
     #[serde(rename = "keep_alive_ms", deserialize_with = "millis")]
     pub keep_alive: Duration,
-    /// `hello_timeout_ms`: a connection that sends no `Hello` this long is closed.
+    /// `handshake_timeout_ms`: a QUIC handshake not finished this long after accept is
+    /// abandoned (issue 12 item 6: its own budget, apart from the `Hello`'s).
+    #[serde(rename = "handshake_timeout_ms", deserialize_with = "millis")]
+    pub handshake_timeout: Duration,
+    /// `hello_timeout_ms`: a connection that has not sent its stream and `Hello` this long after
+    /// its handshake finished is closed (`HelloTimeout`).
     #[serde(rename = "hello_timeout_ms", deserialize_with = "millis")]
     pub hello_timeout: Duration,
     /// `max_players`: logged-in players at once; beyond it `Hello` is refused (server full).
@@ -133,6 +138,7 @@ impl Default for NetworkConfig {
             bind: SocketAddr::from(([127, 0, 0, 1], 7777)),
             idle_timeout: Duration::from_secs(10),
             keep_alive: Duration::from_secs(3),
+            handshake_timeout: Duration::from_secs(10),
             hello_timeout: Duration::from_secs(5),
             max_players: 256,
             max_frame_len: gatehouse_protocol::codec::DEFAULT_MAX_FRAME_LEN,
@@ -359,6 +365,9 @@ impl ServerConfig {
         }
         if n.hello_timeout.is_zero() {
             return Err(invalid("network.hello_timeout_ms", "must be above 0".into()));
+        }
+        if n.handshake_timeout.is_zero() {
+            return Err(invalid("network.handshake_timeout_ms", "must be above 0".into()));
         }
         if n.max_players == 0 {
             return Err(invalid("network.max_players", "must be at least 1".into()));

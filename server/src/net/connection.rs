@@ -2,7 +2,7 @@
 //! it.
 //!
 //! 1. Wait for the client's bidirectional stream and `Hello` by the hello deadline the accept
-//!    loop set at accept (and no longer than the server keeps running).
+//!    loop set when the handshake finished (and no longer than the server keeps running).
 //! 2. Check the protocol version and the session token; refuse with `Rejected` and a close code.
 //! 3. Report the login to the game task with a queue for this connection's outbound frames,
 //!    then forward every decoded message until the stream or connection ends, and report the
@@ -39,7 +39,9 @@ const CLOSE_FLUSH: Duration = Duration::from_secs(1);
 pub(super) struct ConnectionContext {
     token_key: TokenKey,
     max_frame_len: usize,
-    /// One bound, from accept, on the handshake, the stream and the `Hello`.
+    /// The bound, from accept, on the QUIC handshake.
+    pub(super) handshake_timeout: Duration,
+    /// The bound, from the handshake's end, on the stream and the `Hello`.
     pub(super) hello_timeout: Duration,
     send_queue_frames: usize,
     /// Where connection events go: the game task.
@@ -60,6 +62,7 @@ impl ConnectionContext {
         ConnectionContext {
             token_key,
             max_frame_len: network.max_frame_len,
+            handshake_timeout: network.handshake_timeout,
             hello_timeout: network.hello_timeout,
             send_queue_frames: network.send_queue_frames,
             events,
@@ -83,7 +86,7 @@ pub(super) async fn serve_connection(
     slot: PendingSlot,
     hello_deadline: tokio::time::Instant,
 ) {
-    // The stream and the whole `Hello` by the deadline counted from accept.
+    // The stream and the whole `Hello` by the deadline counted from the handshake's end.
     let handshake = async {
         let (send, mut recv) = connection.accept_bi().await.map_err(|_| ReadError::Closed)?;
         let mut decoder = FrameDecoder::new(ctx.max_frame_len);

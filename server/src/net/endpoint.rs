@@ -83,7 +83,8 @@ pub fn bind_socket(addr: SocketAddr, buffer_bytes: usize) -> Result<std::net::Ud
     Ok(socket.into())
 }
 
-/// Creates the server endpoint on a socket bound with [`bind_socket`] to `addr`.
+/// Creates the server endpoint on a socket bound with [`bind_socket`] to `addr`, its drivers on
+/// `runtime` (the server's [`super::DriverThread`], or `quinn::TokioRuntime` for the caller's).
 ///
 /// # Errors
 /// [`NetError::Bind`].
@@ -91,14 +92,10 @@ pub fn server_endpoint(
     socket: std::net::UdpSocket,
     addr: SocketAddr,
     config: quinn::ServerConfig,
+    runtime: Arc<dyn quinn::Runtime>,
 ) -> Result<quinn::Endpoint, NetError> {
-    quinn::Endpoint::new(
-        quinn::EndpointConfig::default(),
-        Some(config),
-        socket,
-        Arc::new(quinn::TokioRuntime),
-    )
-    .map_err(|source| NetError::Bind { addr, source })
+    quinn::Endpoint::new(quinn::EndpointConfig::default(), Some(config), socket, runtime)
+        .map_err(|source| NetError::Bind { addr, source })
 }
 
 #[cfg(test)]

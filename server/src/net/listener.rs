@@ -5,7 +5,9 @@
 //!    cannot take pending slots;
 //! 2. it needs a pending slot ([`Admission`]: per server and per address), or it is refused;
 //! 3. it gets a [`ConnectionId`], never reused within the process, and its own task;
-//! 4. one hello deadline, counted from accept, bounds its handshake, its stream and its `Hello`.
+//! 4. the handshake timeout, counted from accept, bounds its QUIC handshake; then the hello
+//!    timeout, counted from the handshake's end, bounds its stream and its `Hello` (separate
+//!    budgets: a handshake slowed by loss does not eat the `Hello`'s).
 //!
 //! When accepting stops, every connection that has not logged in is closed with
 //! `ShuttingDown` and a `Hello` still to come is refused; logged-in connections are closed by
@@ -85,16 +87,17 @@ impl Listener {
                 tracing::info_span!("connection", id = id.0, remote = %incoming.remote_address());
             tasks.spawn(tracing::Instrument::instrument(
                 async move {
-                    // One deadline, from accept, for the handshake, the stream and the Hello: a
-                    // pending slot is held at most one hello timeout.
-                    let deadline = tokio::time::Instant::now() + context.hello_timeout;
-                    match tokio::time::timeout_at(deadline, incoming).await {
+                    // A pending slot is held at most one handshake timeout plus one hello
+                    // timeout.
+                    match tokio::time::timeout(context.handshake_timeout, incoming).await {
                         Ok(Ok(connection)) => {
-                            serve_connection(connection, id, context, slot, deadline).await
+                            let hello_deadline =
+                                tokio::time::Instant::now() + context.hello_timeout;
+                            serve_connection(connection, id, context, slot, hello_deadline).await
                         }
                         Ok(Err(e)) => tracing::debug!(error = %e, "handshake failed"),
                         Err(_) => {
-                            tracing::debug!("handshake not finished within the hello timeout")
+                            tracing::info!("handshake not finished within the handshake timeout")
                         }
                     }
                 },

@@ -3,8 +3,9 @@
 //! | file | owns |
 //! |---|---|
 //! | `endpoint` | transport parameters, TLS 1.3 configuration, the UDP socket and the endpoint |
+//! | `driver` | the thread quinn's drivers run on, apart from the game and the connection tasks |
 //! | `tls` | the server certificate (configured, or a development one in the data dir) |
-//! | `listener` | the accept loop: stateless retry, pending-connection caps, connection ids, the hello deadline from accept, pre-login connections closed on drain |
+//! | `listener` | the accept loop: stateless retry, pending-connection caps, connection ids, the handshake and hello budgets, pre-login connections closed on drain |
 //! | `admission` | the pending-connection counts behind those caps |
 //! | `connection` | one connection's task: authenticate its `Hello`, read frames up, write frames down |
 //! | `event` | what crosses to the game task (`ConnectionEvent`) and back (`Outbound`) |
@@ -18,6 +19,7 @@
 
 mod admission;
 mod connection;
+mod driver;
 mod endpoint;
 mod event;
 mod listener;
@@ -27,6 +29,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 pub(crate) use connection::close;
+pub use driver::DriverThread;
 pub use endpoint::{bind_socket, server_config, server_endpoint, transport_config};
 pub(crate) use event::{ConnectionEvent, Outbound};
 pub(crate) use listener::Listener;
@@ -47,6 +50,9 @@ pub enum NetError {
     /// TLS configuration was refused (e.g. the key does not match the certificate).
     #[error("TLS configuration refused: {0}")]
     Tls(String),
+    /// The thread for quinn's drivers could not be started.
+    #[error("cannot start the QUIC driver thread: {0}")]
+    DriverThread(std::io::Error),
     /// The UDP socket could not be created or bound.
     #[error("cannot bind UDP {addr}: {source}")]
     Bind {

@@ -180,7 +180,7 @@ async fn loopback(
     let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let socket = net::bind_socket(addr, 256 * 1024).unwrap();
     let config = net::server_config(identity, &NetworkConfig::default()).unwrap();
-    let server = net::server_endpoint(socket, addr, config).unwrap();
+    let server = net::server_endpoint(socket, addr, config, Arc::new(quinn::TokioRuntime)).unwrap();
 
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut crypto = rustls::ClientConfig::builder_with_provider(provider)

@@ -1,0 +1,127 @@
+//! The QUIC drivers' own thread (issue 12 item 6: admission must read the socket as fast as
+//! datagrams come).
+//!
+//! quinn does its socket I/O, packet assembly, acknowledgements and timers in driver tasks (one
+//! for the endpoint, one per connection) on whatever runtime it is given. On the server's main
+//! runtime those drivers queue behind the game task and a thousand connection tasks; while they
+//! wait, the UDP receive queue fills, handshakes and `Hello`s are dropped and retransmitted, and
+//! players miss the hello deadline. Here they get a thread and a runtime of their own, so the
+//! kernel shares the cores between the network and the game. Everything else (the accept loop,
+//! the connection tasks that read and write streams, the game) stays on the main runtime.
+
+use std::fmt;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Instant;
+
+use quinn::{AsyncTimer, AsyncUdpSocket, Runtime, TokioRuntime};
+use tokio::runtime::Handle;
+use tokio::sync::oneshot;
+
+use super::NetError;
+
+/// A thread running a current-thread tokio runtime for quinn's drivers. Dropping it stops the
+/// runtime (its thread ends after the tasks still on it are dropped); drop it after the
+/// endpoint is idle.
+pub struct DriverThread {
+    handle: Handle,
+    /// Dropping (or sending on) it ends the runtime's `block_on`.
+    _stop: oneshot::Sender<()>,
+}
+
+impl fmt::Debug for DriverThread {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("DriverThread").finish_non_exhaustive()
+    }
+}
+
+impl DriverThread {
+    /// Starts the thread (named `quic-driver`).
+    ///
+    /// # Errors
+    /// [`NetError::DriverThread`] when the runtime or the thread cannot be created.
+    pub fn start() -> Result<Self, NetError> {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(NetError::DriverThread)?;
+        let handle = runtime.handle().clone();
+        let (stop, stopped) = oneshot::channel::<()>();
+        std::thread::Builder::new()
+            .name("quic-driver".into())
+            .spawn(move || {
+                // Either a send or the sender's drop ends it.
+                let _ = runtime.block_on(stopped);
+            })
+            .map_err(NetError::DriverThread)?;
+        Ok(DriverThread { handle, _stop: stop })
+    }
+
+    /// A quinn runtime whose drivers, timers and socket live on this thread, whichever runtime
+    /// creates the endpoint or accepts its connections.
+    pub fn runtime(&self) -> Arc<dyn Runtime> {
+        Arc::new(OnDriverThread(self.handle.clone()))
+    }
+}
+
+/// quinn's tokio runtime, pinned to one runtime handle: `TokioRuntime` spawns on (and registers
+/// timers and sockets with) the runtime of the caller, which for a connection accepted by a
+/// connection task would be the main runtime.
+#[derive(Debug)]
+struct OnDriverThread(Handle);
+
+impl Runtime for OnDriverThread {
+    fn new_timer(&self, at: Instant) -> Pin<Box<dyn AsyncTimer>> {
+        let _entered = self.0.enter();
+        TokioRuntime.new_timer(at)
+    }
+
+    fn spawn(&self, future: Pin<Box<dyn Future<Output = ()> + Send>>) {
+        self.0.spawn(future);
+    }
+
+    fn wrap_udp_socket(&self, socket: std::net::UdpSocket) -> io::Result<Arc<dyn AsyncUdpSocket>> {
+        let _entered = self.0.enter();
+        TokioRuntime.wrap_udp_socket(socket)
+    }
+
+    fn now(&self) -> Instant {
+        let _entered = self.0.enter();
+        TokioRuntime.now()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What quinn spawns through the runtime runs on the driver thread, not the caller's.
+    #[tokio::test]
+    async fn spawned_drivers_run_on_the_driver_thread() {
+        let thread = DriverThread::start().unwrap();
+        let (tx, rx) = oneshot::channel();
+        thread.runtime().spawn(Box::pin(async move {
+            let _ = tx.send(std::thread::current().name().map(str::to_owned));
+        }));
+        let name = tokio::time::timeout(std::time::Duration::from_secs(5), rx).await;
+        assert_eq!(name.unwrap().unwrap().as_deref(), Some("quic-driver"));
+    }
+
+    /// A timer made through the runtime fires, though no caller runtime drives it.
+    #[test]
+    fn timers_fire_on_the_driver_thread() {
+        let thread = DriverThread::start().unwrap();
+        let runtime = thread.runtime();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let timer_runtime = runtime.clone();
+        runtime.spawn(Box::pin(async move {
+            let at = Instant::now() + std::time::Duration::from_millis(10);
+            let mut timer = timer_runtime.new_timer(at);
+            std::future::poll_fn(|cx| timer.as_mut().poll(cx)).await;
+            let _ = tx.send(());
+        }));
+        assert!(rx.recv_timeout(std::time::Duration::from_secs(5)).is_ok());
+    }
+}
