@@ -134,8 +134,11 @@ async fn log_in_through(
     index: usize,
 ) -> Result<ServerMessage, String> {
     let (endpoint, client) =
-        gatehouse_client_sim::swarm::client_endpoint(server.addr, &server.cert).unwrap();
-    let connecting = endpoint.connect_with(client, relay.addr, "localhost").unwrap();
+        gatehouse_client_sim::swarm::client_endpoint(server.addr, &server.cert)
+            .map_err(|e| format!("client endpoint: {e}"))?;
+    let connecting = endpoint
+        .connect_with(client, relay.addr, "localhost")
+        .map_err(|e| format!("connect: {e}"))?;
     let connection = within(LIMIT, "the slowed handshake", connecting).await;
     let connection = connection.map_err(|e| format!("handshake: {e}"))?;
     let (mut send, mut recv) = connection.open_bi().await.map_err(|e| format!("stream: {e}"))?;
