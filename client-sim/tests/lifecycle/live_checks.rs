@@ -509,3 +509,25 @@ fn a_public_subscription_firing_twice_for_one_generation_is_a_violation() {
         sim.client().gate_stats().violation_samples
     );
 }
+
+/// Seed 000, "one-shot AND-gates": a generation whose gate latched is never armed again. After a
+/// UI reset drops a fact it required (and the adapter re-samples every character), neither
+/// latched generation has a wait pending again: the gate stays latched, not re-registered.
+#[test]
+fn a_latched_generation_is_not_armed_again_when_a_fact_drops() {
+    use gatehouse_client_sim::adapters::{LOCAL_GATE, REMOTE_GATE};
+    use gatehouse_client_sim::ids::pawn_object;
+    let mut sim = Sim::with(false, Some(Duration::from_millis(700)));
+    sim.ready_pair();
+    assert!(sim.client().is_character_init_gate_open(PawnId(1)));
+    let pending = |sim: &Sim| {
+        let registry = sim.client().registry();
+        registry.is_pending(pawn_object(PawnId(1)), LOCAL_GATE)
+            || registry.is_pending(pawn_object(PawnId(2)), REMOTE_GATE)
+    };
+    for _ in 0..100 {
+        sim.after(10);
+        assert!(!pending(&sim), "a latched gate re-armed at {:?}", sim.client().gate_stats());
+    }
+    assert!(sim.client().gate_stats().ui_resets >= 1, "the UI reset happened");
+}
