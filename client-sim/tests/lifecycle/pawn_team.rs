@@ -213,3 +213,30 @@ fn world_teardown_cancels_a_waiting_pawn_team_presentation() {
     }
     assert_eq!(violations(&sim), Vec::<String>::new());
 }
+
+/// Seed 000, "Pawn team presentation": the viewer is the pawn the local player controls, its
+/// possession acknowledged. The local player's own pawn before its possession, or another
+/// player's pawn this client possesses, is no viewer: no request names it, nothing is presented
+/// against it. Once the own pawn is possessed, it presents.
+#[test]
+fn only_a_possessed_pawn_of_the_local_player_is_the_viewer() {
+    let mut sim = Sim::new();
+    sim.log_pawn_team();
+    sim.welcome();
+    sim.ready_player_state(ME, 1);
+    sim.ready_player_state(BOB, 2);
+    sim.after(UI_MS);
+    sim.spawn(1, ME);
+    sim.spawn(3, BOB);
+    sim.possess(3);
+    sim.after(UI_MS);
+    assert_eq!(sim.pawn_team_events(), [], "no viewer yet");
+    let pending = pending_requests(&sim, 1) + pending_requests(&sim, 3);
+    assert_eq!(pending, 0, "no request names a pawn that is not the viewer");
+    assert_eq!((refused(&sim), violations(&sim)), (0, vec![]));
+    sim.possess(1);
+    let presented = sim.pawn_team_events();
+    assert!(presented.contains(&Event::PawnTeam(1, 1, 1, 1)), "{presented:?}");
+    assert!(presented.iter().all(|e| matches!(e, Event::PawnTeam(_, _, 1, _))), "{presented:?}");
+    assert_eq!(refused(&sim), 0);
+}
