@@ -531,3 +531,15 @@ fn a_latched_generation_is_not_armed_again_when_a_fact_drops() {
     }
     assert!(sim.client().gate_stats().ui_resets >= 1, "the UI reset happened");
 }
+
+/// Seed 000, "Relationship reset": a player state that leaves ends its scope, so nothing waits
+/// on it any more and a new one would be a new generation.
+#[test]
+fn a_player_who_leaves_ends_its_player_state_scope() {
+    let mut sim = Sim::new();
+    sim.ready_pair();
+    let bob = token_of(&sim, BOB);
+    assert!(sim.client().registry().is_current(bob));
+    sim.send(gatehouse_protocol::ServerMessage::PlayerLeft { player_id: player(BOB) });
+    assert!(!sim.client().registry().is_current(bob));
+}

@@ -173,3 +173,16 @@ fn a_batched_teleport_moves_and_announces_every_pawn_in_order() {
     }
     assert_eq!(sim.rep_events(), [rep(3, Movement, false), rep(2, Movement, false)]);
 }
+
+/// Seed 000, "Remote character requirements": RepNotifies still deferred when the session ends
+/// (their remote gate never opened) are counted apart, one per kind coalesced.
+#[test]
+fn rep_notifies_still_deferred_at_the_end_are_counted() {
+    let mut sim = remote_pawn_waiting();
+    sim.health(BOB, 80);
+    sim.teleport(2, "marsh");
+    sim.health(BOB, 70);
+    let stats = sim.client().finish(sim.now);
+    assert_eq!(stats.rep_notifies_deferred, 3);
+    assert_eq!(stats.rep_notifies_deferred_at_end, 2, "health coalesced, movement: {stats:?}");
+}
