@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::admission::PendingSlot;
-use super::event::{ConnectionEvent, Outbound};
+use super::event::{ConnectionEvent, Outbound, SendQueueRx, send_queue};
 use crate::config::NetworkConfig;
 use crate::game::ConnectionId;
 
@@ -140,7 +140,7 @@ pub(super) async fn serve_connection(
     drop(slot);
     tracing::debug!(%player, "hello accepted");
 
-    let (outbound, queue) = mpsc::channel(ctx.send_queue_frames);
+    let (outbound, queue) = send_queue(ctx.send_queue_frames);
     let writer = tokio::spawn(write_frames(connection.clone(), send, queue));
     let login =
         ConnectionEvent::Login { connection: id, player, outbound, quic: connection.clone() };
@@ -221,17 +221,17 @@ async fn read_message(
     }
 }
 
-/// Writes queued frames in order until told to close or the queue is dropped. Frames already
-/// queued behind the first go out as one chunk (up to [`BATCH_BYTES`]): a transition queues
-/// a frame per player for every client, and quinn's send buffer costs per chunk, not per byte.
+/// Writes queued frames in order until told to close or the queue is dropped. Writes already
+/// queued behind the first go out as one chunk (up to [`BATCH_BYTES`]): quinn's send buffer
+/// costs per chunk, not per byte.
 async fn write_frames(
     connection: quinn::Connection,
     mut send: quinn::SendStream,
-    mut queue: mpsc::Receiver<Outbound>,
+    mut queue: SendQueueRx,
 ) {
     while let Some(item) = queue.recv().await {
         let first = match item {
-            Outbound::Frame(frame) => frame,
+            Outbound::Frames { bytes, .. } => bytes,
             Outbound::Close(code) => {
                 finish_and_close(&connection, &mut send, code).await;
                 return;
@@ -256,21 +256,21 @@ const BATCH_BYTES: usize = 64 * 1024;
 /// ended the batch, if one did. The chunk is allocated at its exact size: quinn keeps it until
 /// the peer acknowledges it, and a thousand connections each holding a mostly empty 64 KiB
 /// buffer is memory per idle client (issue 12 item 7).
-fn batch(first: Bytes, queue: &mut mpsc::Receiver<Outbound>) -> (Bytes, Option<CloseCode>) {
+fn batch(first: Bytes, queue: &mut SendQueueRx) -> (Bytes, Option<CloseCode>) {
     let mut frames: Vec<Bytes> = Vec::new();
     let mut len = first.len();
     let mut close_with = None;
     while len < BATCH_BYTES {
         match queue.try_recv() {
-            Ok(Outbound::Frame(frame)) => {
-                len += frame.len();
-                frames.push(frame);
+            Some(Outbound::Frames { bytes, .. }) => {
+                len += bytes.len();
+                frames.push(bytes);
             }
-            Ok(Outbound::Close(code)) => {
+            Some(Outbound::Close(code)) => {
                 close_with = Some(code);
                 break;
             }
-            Err(_) => break,
+            None => break,
         }
     }
     if frames.is_empty() {
@@ -305,20 +305,21 @@ pub(crate) fn close(connection: &quinn::Connection, code: CloseCode, reason: &st
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::net::event::QueueError;
 
-    fn frame(byte: u8, len: usize) -> Outbound {
-        Outbound::Frame(Bytes::from(vec![byte; len]))
+    fn write(tx: &crate::net::event::SendQueue, byte: u8, len: usize) {
+        tx.try_send_frames(Bytes::from(vec![byte; len]), 1).unwrap();
     }
 
-    /// Frames waiting behind the first are joined into one chunk, in order; a lone frame goes
+    /// Writes waiting behind the first are joined into one chunk, in order; a lone write goes
     /// out as it is.
     #[test]
     fn waiting_frames_are_joined_into_one_chunk_in_order() {
-        let (tx, mut rx) = mpsc::channel(16);
+        let (tx, mut rx) = send_queue(16);
         let (chunk, close) = batch(Bytes::from_static(b"a"), &mut rx);
         assert_eq!((&chunk[..], close), (&b"a"[..], None));
         for (byte, len) in [(b'b', 2), (b'c', 3)] {
-            tx.try_send(frame(byte, len)).unwrap();
+            write(&tx, byte, len);
         }
         let (chunk, close) = batch(Bytes::from_static(b"a"), &mut rx);
         assert_eq!((&chunk[..], close), (&b"abbccc"[..], None));
@@ -328,29 +329,47 @@ mod tests {
     /// nothing queued after it is taken.
     #[test]
     fn a_close_ends_the_batch_after_the_frames_before_it() {
-        let (tx, mut rx) = mpsc::channel(16);
-        tx.try_send(frame(b'b', 1)).unwrap();
-        tx.try_send(Outbound::Close(CloseCode::ReadyTimeout)).unwrap();
-        tx.try_send(frame(b'z', 1)).unwrap();
+        let (tx, mut rx) = send_queue(16);
+        write(&tx, b'b', 1);
+        tx.try_close(CloseCode::ReadyTimeout).unwrap();
+        write(&tx, b'z', 1);
         let (chunk, close) = batch(Bytes::from_static(b"a"), &mut rx);
         assert_eq!((&chunk[..], close), (&b"ab"[..], Some(CloseCode::ReadyTimeout)));
-        assert!(matches!(rx.try_recv(), Ok(Outbound::Frame(_))), "the frame after the close stays");
+        assert!(
+            matches!(rx.try_recv(), Some(Outbound::Frames { .. })),
+            "the write after the close stays"
+        );
     }
 
     /// A batch stops growing at about `BATCH_BYTES`: the rest waits for the next chunk.
     #[test]
     fn a_batch_stops_at_its_byte_budget() {
-        let (tx, mut rx) = mpsc::channel(64);
+        let (tx, mut rx) = send_queue(64);
         for _ in 0..40 {
-            tx.try_send(frame(b'x', 4096)).unwrap();
+            write(&tx, b'x', 4096);
         }
         let (chunk, _) = batch(Bytes::from(vec![b'x'; 4096]), &mut rx);
         assert!(chunk.len() >= BATCH_BYTES && chunk.len() < BATCH_BYTES + 4096, "{}", chunk.len());
         assert_eq!(chunk.len() % 4096, 0, "whole frames only");
         let mut left = 0;
-        while rx.try_recv().is_ok() {
+        while rx.try_recv().is_some() {
             left += 1;
         }
         assert_eq!(left, 40 - (chunk.len() / 4096 - 1));
+    }
+
+    /// The queue's cap counts frames, however they are joined into writes: frames the writer
+    /// has not taken yet count against it, frames it took do not.
+    #[test]
+    fn the_send_queue_is_bounded_by_frames_not_writes() {
+        let (tx, mut rx) = send_queue(5);
+        tx.try_send_frames(Bytes::from_static(b"abc"), 3).unwrap();
+        assert_eq!(tx.try_send_frames(Bytes::from_static(b"def"), 3), Err(QueueError::Full));
+        tx.try_send_frames(Bytes::from_static(b"de"), 2).unwrap();
+        assert_eq!(tx.try_send_frames(Bytes::from_static(b"f"), 1), Err(QueueError::Full));
+        assert!(rx.try_recv().is_some(), "the writer takes the first write");
+        tx.try_send_frames(Bytes::from_static(b"fgh"), 3).unwrap();
+        drop(rx);
+        assert_eq!(tx.try_send_frames(Bytes::from_static(b"i"), 0), Err(QueueError::Closed));
     }
 }

@@ -2,7 +2,12 @@
 //!
 //! Up: each connection task reports its [`ConnectionEvent`]s, in the order they happened on
 //! that connection, on the channel whose sender it was given. Down: the game task answers a
-//! logged-in connection through the [`Outbound`] queue that came with its login.
+//! logged-in connection through the [`SendQueue`] that came with its login: one write per game
+//! step at most, holding every frame that step made for the connection (issue 12 item 1), and
+//! bounded by frames, so a client that does not read is found as early as before.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use bytes::Bytes;
 use gatehouse_protocol::{ClientMessage, CloseCode, PlayerId};
@@ -20,8 +25,8 @@ pub(crate) enum ConnectionEvent {
         connection: ConnectionId,
         /// The player id from the session token.
         player: PlayerId,
-        /// The writer's queue of frames, in order.
-        outbound: mpsc::Sender<Outbound>,
+        /// The writer's queue, in order.
+        outbound: SendQueue,
         /// The QUIC connection.
         quic: quinn::Connection,
     },
@@ -43,8 +48,98 @@ pub(crate) enum ConnectionEvent {
 /// What the game task asks a connection's writer to do, in order.
 #[derive(Debug)]
 pub(crate) enum Outbound {
-    /// Write one encoded frame.
-    Frame(Bytes),
+    /// Write `frames` encoded frames, joined in `bytes`.
+    Frames {
+        /// The frames, back to back.
+        bytes: Bytes,
+        /// How many there are.
+        frames: usize,
+    },
     /// Finish the stream, wait for the frames before to be acknowledged, close the connection.
     Close(CloseCode),
+}
+
+/// Why a write was not queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum QueueError {
+    /// The frames queued and not yet taken by the writer would pass the cap: a slow consumer.
+    Full,
+    /// The writer is gone: the connection is closing and its disconnect is on its way.
+    Closed,
+}
+
+/// The game task's end of a connection's writer queue: at most `cap` frames queued and not yet
+/// taken by the writer (`network.send_queue_frames`).
+#[derive(Debug, Clone)]
+pub(crate) struct SendQueue {
+    tx: mpsc::Sender<Outbound>,
+    queued: Arc<AtomicUsize>,
+    cap: usize,
+}
+
+/// The writer's end of a [`SendQueue`].
+#[derive(Debug)]
+pub(crate) struct SendQueueRx {
+    rx: mpsc::Receiver<Outbound>,
+    queued: Arc<AtomicUsize>,
+}
+
+/// A writer queue of at most `cap_frames` frames (at least 1).
+pub(crate) fn send_queue(cap_frames: usize) -> (SendQueue, SendQueueRx) {
+    let cap = cap_frames.max(1);
+    let (tx, rx) = mpsc::channel(cap);
+    let queued = Arc::new(AtomicUsize::new(0));
+    (SendQueue { tx, queued: queued.clone(), cap }, SendQueueRx { rx, queued })
+}
+
+impl SendQueue {
+    /// Queues `frames` frames joined in `bytes`.
+    ///
+    /// # Errors
+    /// [`QueueError::Full`] when they would pass the cap, [`QueueError::Closed`] when the writer
+    /// is gone.
+    pub(crate) fn try_send_frames(&self, bytes: Bytes, frames: usize) -> Result<(), QueueError> {
+        if self.queued.load(Ordering::Acquire) + frames > self.cap {
+            return Err(QueueError::Full);
+        }
+        self.tx.try_send(Outbound::Frames { bytes, frames }).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => QueueError::Full,
+            mpsc::error::TrySendError::Closed(_) => QueueError::Closed,
+        })?;
+        self.queued.fetch_add(frames, Ordering::AcqRel);
+        Ok(())
+    }
+
+    /// Asks the writer to close after what is queued.
+    ///
+    /// # Errors
+    /// As [`SendQueue::try_send_frames`], for the queue's item count.
+    pub(crate) fn try_close(&self, code: CloseCode) -> Result<(), QueueError> {
+        self.tx.try_send(Outbound::Close(code)).map_err(|e| match e {
+            mpsc::error::TrySendError::Full(_) => QueueError::Full,
+            mpsc::error::TrySendError::Closed(_) => QueueError::Closed,
+        })
+    }
+}
+
+impl SendQueueRx {
+    /// The next item, once there is one; `None` when the game task dropped its end.
+    pub(crate) async fn recv(&mut self) -> Option<Outbound> {
+        let item = self.rx.recv().await;
+        self.taken(item.as_ref());
+        item
+    }
+
+    /// The next item if one is queued now.
+    pub(crate) fn try_recv(&mut self) -> Option<Outbound> {
+        let item = self.rx.try_recv().ok();
+        self.taken(item.as_ref());
+        item
+    }
+
+    fn taken(&self, item: Option<&Outbound>) {
+        if let Some(Outbound::Frames { frames, .. }) = item {
+            self.queued.fetch_sub(*frames, Ordering::AcqRel);
+        }
+    }
 }

@@ -31,7 +31,9 @@ use std::path::PathBuf;
 pub(crate) use connection::close;
 pub use driver::DriverThread;
 pub use endpoint::{bind_socket, server_config, server_endpoint, transport_config};
-pub(crate) use event::{ConnectionEvent, Outbound};
+pub(crate) use event::{ConnectionEvent, QueueError, SendQueue};
+#[cfg(test)]
+pub(crate) use event::{Outbound, SendQueueRx, send_queue};
 pub(crate) use listener::Listener;
 
 /// Why the network side could not start.

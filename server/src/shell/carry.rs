@@ -5,6 +5,11 @@
 //! core while the core is being drained: an input it has to make up (a load that could not be
 //! submitted, a slow consumer's disconnect) goes into the caller's queue, fed after the drain.
 //!
+//! Frames are not handed to a writer one by one: each connection's frames of one drain are
+//! appended to its pending write and flushed as one write at the end of the drain
+//! ([`Carrier::flush`], issue 12 item 1); a broadcast is encoded once and appended to every
+//! welcomed connection's.
+//!
 //! Nothing before `Welcome`: a connection is registered when its login reaches the game task,
 //! before the core handled it, and outputs are carried only after a whole batch of inputs, so a
 //! broadcast the core made earlier (in the batch, or for the departure of the older connection
@@ -15,14 +20,14 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use gatehouse_protocol::{CloseCode, ServerMessage};
 use tokio::sync::mpsc;
 
 use super::ShellEvent;
 use super::streaming::simulate_streaming;
 use crate::game::{ConnectionId, Input, Output};
-use crate::net::{self, Outbound};
+use crate::net::{self, QueueError, SendQueue};
 use crate::store::{LoadOutcome, SessionSave, StoreHandle, StoreRequest};
 
 /// How long a close waits for the frames queued before it, before it is forced.
@@ -43,10 +48,33 @@ pub(crate) struct Effects {
 
 /// A logged-in connection as the game task sees it.
 struct Peer {
-    outbound: mpsc::Sender<Outbound>,
+    outbound: SendQueue,
     quic: quinn::Connection,
     /// Its `Welcome` was carried: broadcasts reach it from then on.
     welcomed: bool,
+    /// The frames carried for it since the last flush, back to back.
+    pending: BytesMut,
+    /// How many frames `pending` holds.
+    pending_frames: usize,
+}
+
+impl Peer {
+    fn append(&mut self, frame: &[u8]) {
+        self.pending.extend_from_slice(frame);
+        self.pending_frames += 1;
+    }
+
+    /// Hands the pending frames to the writer as one write; false when its queue is full (a
+    /// slow consumer). A fresh buffer replaces the pending one, so an idle connection holds
+    /// none.
+    fn flush(&mut self) -> bool {
+        if self.pending_frames == 0 {
+            return true;
+        }
+        let bytes = std::mem::take(&mut self.pending).freeze();
+        let frames = std::mem::take(&mut self.pending_frames);
+        !matches!(self.outbound.try_send_frames(bytes, frames), Err(QueueError::Full))
+    }
 }
 
 /// Carries outputs out; owns the logged-in connections' queues.
@@ -72,10 +100,12 @@ impl Carrier {
     pub(super) fn add_peer(
         &mut self,
         connection: ConnectionId,
-        outbound: mpsc::Sender<Outbound>,
+        outbound: SendQueue,
         quic: quinn::Connection,
     ) {
-        self.peers.insert(connection, Peer { outbound, quic, welcomed: false });
+        let peer =
+            Peer { outbound, quic, welcomed: false, pending: BytesMut::new(), pending_frames: 0 };
+        self.peers.insert(connection, peer);
     }
 
     /// A connection ended: nothing more goes to it.
@@ -94,23 +124,21 @@ impl Carrier {
                     (self.peers.get_mut(&connection), encode(&message, max_frame_len))
                 {
                     peer.welcomed |= welcome;
-                    if !enqueue(peer, frame) {
-                        self.slow.push(connection);
-                    }
+                    peer.append(&frame);
                 }
             }
             Output::Broadcast { message } => {
-                // Encoded once, shared by every writer; only to welcomed connections.
+                // Encoded once; only to welcomed connections.
                 if let Some(frame) = encode(&message, max_frame_len) {
-                    for (connection, peer) in self.peers.iter().filter(|(_, p)| p.welcomed) {
-                        if !enqueue(peer, frame.clone()) {
-                            self.slow.push(*connection);
-                        }
+                    for peer in self.peers.values_mut().filter(|p| p.welcomed) {
+                        peer.append(&frame);
                     }
                 }
             }
             Output::Close { connection, code } => {
-                if let Some(peer) = self.peers.remove(&connection) {
+                if let Some(mut peer) = self.peers.remove(&connection) {
+                    // What was carried for it before the close goes first.
+                    let _ = peer.flush();
                     close_after_queued(&peer, code);
                 }
             }
@@ -144,6 +172,16 @@ impl Carrier {
         }
     }
 
+    /// Hands every connection's frames carried since the last flush to its writer, one write
+    /// each; a connection whose queue is full is a slow consumer.
+    pub(super) fn flush(&mut self) {
+        for (connection, peer) in &mut self.peers {
+            if !peer.flush() {
+                self.slow.push(*connection);
+            }
+        }
+    }
+
     /// Closes every connection whose send queue overflowed since the last call, and makes up
     /// its `Disconnected` for the core: a client that cannot keep up loses its connection, not
     /// everyone's throughput. A connection the core closed meanwhile is already gone.
@@ -164,9 +202,9 @@ impl Carrier {
 
     /// Closes every connection with `ShuttingDown`, after what is queued for it.
     pub(super) fn close_all(&mut self) {
-        for (_, peer) in self.peers.drain() {
+        for (_, mut peer) in self.peers.drain() {
             let code = CloseCode::ShuttingDown;
-            if peer.outbound.try_send(Outbound::Close(code)).is_err() {
+            if !peer.flush() || peer.outbound.try_close(code).is_err() {
                 net::close(&peer.quic, code, code.reason());
             }
         }
@@ -176,7 +214,7 @@ impl Carrier {
 /// Asks the writer to close after the frames queued before; closes at once if it cannot take
 /// the request, and forces the close after [`FORCED_CLOSE_AFTER`] in any case.
 fn close_after_queued(peer: &Peer, code: CloseCode) {
-    if peer.outbound.try_send(Outbound::Close(code)).is_err() {
+    if peer.outbound.try_close(code).is_err() {
         net::close(&peer.quic, code, code.reason());
     } else {
         // The writer flushes what came before the close, unless the peer stopped reading (it
@@ -187,15 +225,6 @@ fn close_after_queued(peer: &Peer, code: CloseCode) {
             net::close(&quic, code, code.reason());
         });
     }
-}
-
-/// Queues a frame; false when the queue is full (a slow consumer). A closed queue means the
-/// connection is already going away; its disconnect event is on its way.
-fn enqueue(peer: &Peer, frame: Bytes) -> bool {
-    !matches!(
-        peer.outbound.try_send(Outbound::Frame(frame)),
-        Err(mpsc::error::TrySendError::Full(_))
-    )
 }
 
 fn encode(message: &ServerMessage, max_frame_len: usize) -> Option<Bytes> {

@@ -189,7 +189,8 @@ impl Core for Game {
 }
 
 /// Carries every output out, until the core has none left and nothing was made up:
-/// 1. carry each output until `poll_output` is empty, queueing the inputs made up on the way;
+/// 1. carry each output until `poll_output` is empty, queueing the inputs made up on the way,
+///    then flush each connection's frames as one write;
 /// 2. close the slow consumers found, queueing their `Disconnected`;
 /// 3. stop if the queue is empty; else feed it to the core (now between drains) and go to 1,
 ///    since those inputs make more outputs (a pawn destroyed, a transition ended).
@@ -199,6 +200,7 @@ fn carry_outputs(core: &mut impl Core, carrier: &mut Carrier) {
         while let Some(output) = core.poll_output() {
             carrier.carry(output, &mut made_up);
         }
+        carrier.flush();
         carrier.close_slow_consumers(&mut made_up);
         if made_up.is_empty() {
             return;

@@ -219,7 +219,7 @@ async fn a_slow_consumer_is_closed_and_reported_disconnected_after_the_drain() {
     let mut carrier = Carrier::new(effects(events, store));
     let connection = ConnectionId(1);
     // Room for one frame, and nobody reading it.
-    let (outbound, _writer) = mpsc::channel(1);
+    let (outbound, _writer) = net::send_queue(1);
     carrier.add_peer(connection, outbound, server_end.clone());
     let send = Output::Send { connection, message: a_message() };
     let mut core = FakeCore::new(vec![send.clone(), send.clone(), send], |_| Vec::new());
@@ -334,7 +334,7 @@ async fn a_new_connection_gets_welcome_before_any_broadcast() {
     let (old, new) = (ConnectionId(1), ConnectionId(2));
     let player = PlayerId::new("p1").unwrap();
     let welcome = ServerMessage::Welcome { player_id: player.clone(), current_node: None };
-    let (old_tx, mut old_rx) = mpsc::channel(16);
+    let (old_tx, mut old_rx) = net::send_queue(16);
     carrier.add_peer(old, old_tx, server_end.clone());
     let mut before =
         FakeCore::new(vec![Output::Send { connection: old, message: welcome.clone() }], |_| {
@@ -342,7 +342,7 @@ async fn a_new_connection_gets_welcome_before_any_broadcast() {
         });
     carry_outputs(&mut before, &mut carrier);
     // The batch: an earlier input's broadcast is queued, then the new connection registers.
-    let (new_tx, mut new_rx) = mpsc::channel(16);
+    let (new_tx, mut new_rx) = net::send_queue(16);
     carrier.add_peer(new, new_tx, server_end.clone());
     let earlier = ServerMessage::PlayerLeft { player_id: player.clone() };
     let later = ServerMessage::PlayerStateUpdated(gatehouse_protocol::PlayerStateView {
@@ -361,13 +361,56 @@ async fn a_new_connection_gets_welcome_before_any_broadcast() {
 
     carry_outputs(&mut core, &mut carrier);
 
-    let frames = |rx: &mut mpsc::Receiver<net::Outbound>| {
+    let frames = |rx: &mut net::SendQueueRx| {
+        let mut decoder = gatehouse_protocol::FrameDecoder::new(1 << 16);
+        while let Some(net::Outbound::Frames { bytes, .. }) = rx.try_recv() {
+            decoder.extend(&bytes);
+        }
         let mut out = Vec::new();
-        while let Ok(net::Outbound::Frame(frame)) = rx.try_recv() {
-            out.push(gatehouse_protocol::decode_body::<ServerMessage>(&frame[4..]).unwrap());
+        while let Some(message) = decoder.next_message::<ServerMessage>().unwrap() {
+            out.push(message);
         }
         out
     };
     assert_eq!(frames(&mut new_rx), vec![welcome.clone(), later.clone()], "Welcome first");
     assert_eq!(frames(&mut old_rx), vec![welcome, earlier, later], "the older one gets both");
+}
+
+/// Issue 12 item 1: every frame one drain carries for a connection goes to its writer as one
+/// write, in output order (sends and broadcasts alike), counted as that many frames.
+#[tokio::test]
+async fn a_drains_frames_for_one_connection_are_one_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server_end, _client_end, _endpoints) = loopback(dir.path()).await;
+    let (events, _own) = mpsc::channel(8);
+    let memory = Arc::new(Memory::default());
+    let (store, _worker) = StoreWorker::spawn(memory, SETTINGS, events.clone(), ShellEvent::Store);
+    let mut carrier = Carrier::new(effects(events, store));
+    let connection = ConnectionId(1);
+    let (tx, mut rx) = net::send_queue(16);
+    carrier.add_peer(connection, tx, server_end.clone());
+    let player = PlayerId::new("p1").unwrap();
+    let welcome = ServerMessage::Welcome { player_id: player.clone(), current_node: None };
+    let left = ServerMessage::PlayerLeft { player_id: player };
+    let mut core = FakeCore::new(
+        vec![
+            Output::Send { connection, message: welcome.clone() },
+            Output::Broadcast { message: left.clone() },
+            Output::Send { connection, message: a_message() },
+        ],
+        |_| Vec::new(),
+    );
+    carry_outputs(&mut core, &mut carrier);
+    let Some(net::Outbound::Frames { bytes, frames }) = rx.try_recv() else {
+        panic!("one write expected")
+    };
+    assert_eq!(frames, 3);
+    assert!(rx.try_recv().is_none(), "and only one");
+    let mut decoder = gatehouse_protocol::FrameDecoder::new(1 << 16);
+    decoder.extend(&bytes);
+    let mut messages = Vec::new();
+    while let Some(message) = decoder.next_message::<ServerMessage>().unwrap() {
+        messages.push(message);
+    }
+    assert_eq!(messages, vec![welcome, left, a_message()]);
 }
