@@ -240,3 +240,43 @@ fn only_a_possessed_pawn_of_the_local_player_is_the_viewer() {
     assert!(presented.iter().all(|e| matches!(e, Event::PawnTeam(_, _, 1, _))), "{presented:?}");
     assert_eq!(refused(&sim), 0);
 }
+
+/// Seed 000, "Pawn team presentation": cached facts wake the request, live state decides. A
+/// request woken by facts that live state contradicts (set ahead of the widget controller and
+/// the gate) is refused once, and not registered again for the very same request:
+/// its facts are stale, and registering it again would wake it again at once. The next
+/// relationship notification (here a UI rebuild) registers it again, and it presents.
+#[test]
+fn a_request_refused_on_stale_facts_waits_for_the_next_notification() {
+    let mut sim = Sim::with(false, Some(std::time::Duration::from_millis(400)));
+    sim.log_pawn_team();
+    sim.ready_pair();
+    sim.ready_player_state(CAROL, 1);
+    sim.spawn(3, CAROL);
+    // Carol's widget controller is still building: her request waits for it and for her
+    // pawn's gate. Both facts, ahead of live state.
+    let carol = {
+        let object = sim.client().player_state_object(&player(CAROL)).unwrap();
+        sim.client().registry().token(object).unwrap()
+    };
+    let pawn = sim.generation(3).unwrap();
+    let (registry, state) = sim.client_mut().registry_and_state();
+    registry.set_ready(carol, LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY, true, state).unwrap();
+    registry.set_ready(pawn, LIFECYCLE_FACT_CHARACTER_INIT_GATE_OPENED, true, state).unwrap();
+    // The next announcement pumps the woken request: live state refuses it, once.
+    sim.health(BOB, 90);
+    assert_eq!(refused(&sim), 1);
+    assert_eq!(
+        pending_requests(&sim, 3),
+        0,
+        "the very request just refused is not registered again"
+    );
+    assert!(!sim.pawn_team_events().iter().any(|e| matches!(e, Event::PawnTeam(3, ..))));
+    // Carol's widget controller is ready; the UI rebuild at 400 ms registers the request again.
+    sim.after(600);
+    assert!(sim.client().gate_stats().ui_resets >= 1);
+    let carols =
+        sim.pawn_team_events().into_iter().filter(|e| matches!(e, Event::PawnTeam(3, ..))).count();
+    assert_eq!(carols, 1, "{:?}", sim.pawn_team_events());
+    assert_eq!(refused(&sim), 1);
+}
