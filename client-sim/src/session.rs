@@ -1063,4 +1063,18 @@ mod tests {
         s.handle(t0, both);
         assert_eq!(s.stats().spawns_at_stale_node, 2, "the own pawn found inside a batch");
     }
+
+    /// A `Rejected` from the server is an error of the session, with its reason and detail.
+    #[test]
+    fn a_rejection_is_an_error_of_the_session() {
+        let t0 = Instant::now();
+        let mut s = thin();
+        let reason = gatehouse_protocol::RejectReason::ServerFull;
+        s.handle(t0, ServerMessage::Rejected { reason, detail: "full up".into() });
+        let errors = &s.stats().errors;
+        assert!(
+            errors.iter().any(|e| e.contains("ServerFull") && e.contains("full up")),
+            "{errors:?}"
+        );
+    }
 }

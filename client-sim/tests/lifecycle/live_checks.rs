@@ -543,3 +543,47 @@ fn a_player_who_leaves_ends_its_player_state_scope() {
     sim.send(gatehouse_protocol::ServerMessage::PlayerLeft { player_id: player(BOB) });
     assert!(!sim.client().registry().is_current(bob));
 }
+
+/// The world adapter counts what a travel retired with the world: its lifetime, the listeners
+/// it held and the scopes under it.
+#[test]
+fn a_travel_counts_the_world_listeners_and_scopes_it_retired() {
+    let mut sim = Sim::new();
+    travelled_pair(&mut sim);
+    let router = &sim.client().gate_stats().router;
+    assert_eq!(router.world_lifetimes_retired, 1);
+    assert!(router.world_listeners_retired > 1, "{router:?}");
+    assert!(router.world_scopes_retired > 1, "{router:?}");
+}
+
+/// The core's own accessors read the same registry and figures as the client's.
+#[test]
+fn the_client_core_exposes_its_registry_and_figures() {
+    let mut sim = Sim::new();
+    sim.ready_pair();
+    let me = sim.client().player_state_object(&player(ME)).unwrap();
+    let (token, opened) =
+        (sim.client().registry().token(me), sim.client().gate_stats().local_ready_opened);
+    let (_, core) = sim.client_mut().router_and_core();
+    assert_eq!(core.registry().token(me), token);
+    assert_eq!(core.state().stats().local_ready_opened, opened);
+    assert_eq!(opened, 1);
+}
+
+/// Objects are named readably in pending-wait reports, by kind.
+#[test]
+fn objects_are_described_by_kind() {
+    use gatehouse_client_sim::ids::{
+        GAME_INSTANCE, LOCAL_PLAYER, LOGIN, listener_object, world_object,
+    };
+    let mut sim = Sim::new();
+    sim.ready_pair();
+    let (_, core) = sim.client_mut().router_and_core();
+    let state = core.state();
+    assert_eq!(state.describe(world_object(WorldId(3))), "world#3");
+    assert_eq!(state.describe(LOGIN), "login");
+    assert_eq!(state.describe(GAME_INSTANCE), "game instance");
+    assert_eq!(state.describe(LOCAL_PLAYER), "local player");
+    assert_eq!(state.describe(listener_object(7)), "listener #7");
+    assert_eq!(state.describe(gatehouse_client_sim::ids::pawn_object(PawnId(2))), "pawn 2");
+}
