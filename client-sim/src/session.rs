@@ -1077,4 +1077,57 @@ mod tests {
             "{errors:?}"
         );
     }
+
+    /// Issue 10, item 1, from the client's side: a join's end names the join on screen and comes
+    /// once the client is placed. An end before placement is counted; an end of a join that is no
+    /// longer on screen (superseded) is stale and ignored, as is one while only a transition's
+    /// screen is up; an end with nothing on screen is an error. The same join id shown again is
+    /// not an id going backwards.
+    #[test]
+    fn join_ends_are_checked_against_the_join_on_screen() {
+        let t0 = Instant::now();
+        let mut s = thin();
+        let me = PlayerId::new("me").unwrap();
+        let harbor = Some(NodeId::new("harbor").unwrap());
+        s.handle(t0, ServerMessage::Welcome { player_id: me, current_node: harbor });
+        s.handle(t0, join(1, "harbor", 0));
+        s.handle(t0, join(1, "harbor", 0));
+        assert_eq!(s.stats().ids_backwards, 0, "the same join again is not backwards");
+        s.handle(t0, join(2, "harbor", 0));
+        s.handle(t0, ServerMessage::EndJoin { join_id: JoinId(1) });
+        assert_eq!(s.stats().ended_before_placed, 0, "join 1 is not the one on screen");
+        assert!(s.stats().errors.is_empty(), "{:?}", s.stats().errors);
+        s.handle(t0, ServerMessage::EndJoin { join_id: JoinId(2) });
+        assert_eq!(s.stats().ended_before_placed, 1, "join 2 ended before its pawn was placed");
+        s.handle(t0, ServerMessage::EndJoin { join_id: JoinId(2) });
+        let errors = s.stats().errors.clone();
+        assert!(
+            errors.iter().any(|e| e.contains("EndJoin 2 with no join on screen")),
+            "{errors:?}"
+        );
+        s.handle(t0, show(3));
+        s.handle(t0, ServerMessage::EndJoin { join_id: JoinId(2) });
+        assert_eq!(s.stats().errors.len(), errors.len(), "a stale end under a transition's screen");
+        assert_eq!(s.stats().ended_before_placed, 1);
+    }
+
+    /// A kit granted once is no double grant; a server `Error` is an error of the session.
+    #[test]
+    fn single_grants_pass_and_server_errors_are_counted() {
+        let t0 = Instant::now();
+        let mut s = thin();
+        let me = PlayerId::new("me").unwrap();
+        s.handle(t0, ServerMessage::Welcome { player_id: me, current_node: None });
+        let kit = gatehouse_tags::catalog::STATE_DEAD;
+        s.handle(t0, ServerMessage::KitsGranted { kits: vec![kit] });
+        assert_eq!(s.stats().double_grants, 0);
+        assert!(s.stats().errors.is_empty());
+        let code = gatehouse_protocol::ErrorCode::UnknownPawn;
+        s.handle(t0, ServerMessage::Error { code, detail: "no such pawn".into() });
+        let errors = &s.stats().errors;
+        assert!(
+            errors.iter().any(|e| e.contains("UnknownPawn") && e.contains("no such pawn")),
+            "{errors:?}"
+        );
+    }
 }
