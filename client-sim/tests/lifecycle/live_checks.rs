@@ -587,3 +587,50 @@ fn objects_are_described_by_kind() {
     assert_eq!(state.describe(listener_object(7)), "listener #7");
     assert_eq!(state.describe(gatehouse_client_sim::ids::pawn_object(PawnId(2))), "pawn 2");
 }
+
+/// Sets every fact `pawn`'s pending gate `request` is blocked on, ahead of live state: the
+/// registry wakes the gate, and the adapter's revalidation must catch what live state says.
+fn force_gate(sim: &mut Sim, pawn: u64, request: &str) {
+    let object = gatehouse_client_sim::ids::pawn_object(PawnId(pawn));
+    let blocking = sim.client().registry().blocking_facts(object, request).unwrap();
+    assert!(!blocking.is_empty());
+    let (registry, state) = sim.client_mut().registry_and_state();
+    for requirement in blocking {
+        registry.set_ready(requirement.token, requirement.fact, true, state).unwrap();
+    }
+    // The woken gate's dispatch runs with the next announcement.
+    sim.health(ME, 99);
+}
+
+/// Seed 000, "Remote character requirements": facts wake the gate, live state decides. A remote
+/// gate woken while the pawn's class does not match its owner's CharacterDef does not open and
+/// is reported.
+#[test]
+fn a_remote_gate_woken_against_live_state_does_not_open() {
+    use gatehouse_client_sim::adapters::REMOTE_GATE;
+    let mut sim = Sim::new();
+    sim.welcome();
+    sim.ready_player_state(ME, 1);
+    sim.player_state(BOB, Some(2), Some("Scout"));
+    sim.after(UI_MS);
+    sim.spawn(1, ME);
+    sim.possess(1);
+    sim.spawn(2, BOB);
+    assert!(!sim.client().is_character_init_gate_open(PawnId(2)), "a Scout in a Vanguard");
+    force_gate(&mut sim, 2, REMOTE_GATE);
+    assert!(!sim.client().is_character_init_gate_open(PawnId(2)));
+    assert!(samples_contain(&sim, "class mismatch"), "{:?}", sim.client().gate_stats());
+}
+
+/// Seed 000, "World begin-play": a gate woken while its world is still streaming (not playing)
+/// does not open and is reported as such.
+#[test]
+fn a_gate_woken_before_its_world_plays_does_not_open() {
+    use gatehouse_client_sim::adapters::LOCAL_GATE;
+    let mut sim = Sim::new();
+    sim.ready_pair();
+    sim.travel(1);
+    assert!(!sim.client().domain().world().unwrap().is_playing());
+    force_gate(&mut sim, 1, LOCAL_GATE);
+    assert!(samples_contain(&sim, "is not the playing world"), "{:?}", sim.client().gate_stats());
+}
