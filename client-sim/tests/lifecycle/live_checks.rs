@@ -634,3 +634,69 @@ fn a_gate_woken_before_its_world_plays_does_not_open() {
     force_gate(&mut sim, 1, LOCAL_GATE);
     assert!(samples_contain(&sim, "is not the playing world"), "{:?}", sim.client().gate_stats());
 }
+
+/// The local player's scopes the widget/team gate waits on: its player state and the world.
+fn local_player_gate_scopes(
+    sim: &Sim,
+) -> (gatehouse_lifecycle::ScopeToken, gatehouse_lifecycle::ScopeToken) {
+    let world = sim.client().registry().token(sim.client().world_object().unwrap()).unwrap();
+    (token_of(sim, ME), world)
+}
+
+/// Seed 000, "Local player widget controller and team": facts wake the gate, live state decides.
+/// Woken by a team fact that live state contradicts (no team), it does not dispatch and is
+/// reported.
+#[test]
+fn a_widget_team_gate_woken_against_live_state_is_reported() {
+    use gatehouse_tags::catalog::LIFECYCLE_FACT_LOCAL_PLAYER_TEAM_READY;
+    let mut sim = Sim::new();
+    sim.welcome();
+    sim.player_state(ME, None, Some("Vanguard"));
+    sim.after(UI_MS);
+    let (_, world) = local_player_gate_scopes(&sim);
+    let (registry, state) = sim.client_mut().registry_and_state();
+    registry.set_ready(world, LIFECYCLE_FACT_LOCAL_PLAYER_TEAM_READY, true, state).unwrap();
+    sim.health(ME, 99);
+    assert!(samples_contain(&sim, "woke while live state is not ready"));
+    assert!(!sim.client().is_local_player_widget_controller_and_team_ready());
+}
+
+/// The same gate, woken and then closed again before its dispatch ran (its fact withdrawn and
+/// the period re-evaluated in the same step): the dispatch is stale and does nothing.
+#[test]
+fn a_widget_team_gate_closed_before_its_dispatch_does_nothing() {
+    use gatehouse_tags::catalog::LIFECYCLE_FACT_LOCAL_PLAYER_TEAM_READY;
+    let mut sim = Sim::new();
+    sim.welcome();
+    sim.player_state(ME, None, Some("Vanguard"));
+    sim.after(UI_MS);
+    let (_, world) = local_player_gate_scopes(&sim);
+    let (registry, state) = sim.client_mut().registry_and_state();
+    registry.set_ready(world, LIFECYCLE_FACT_LOCAL_PLAYER_TEAM_READY, true, state).unwrap();
+    registry.clear(world, LIFECYCLE_FACT_LOCAL_PLAYER_TEAM_READY).unwrap();
+    // A player-state change re-evaluates the period (it closes), then the dispatch runs.
+    sim.player_state(ME, None, Some("Scout"));
+    let stats = sim.client().gate_stats();
+    assert_eq!(stats.gate_violations, 0, "{:?}", stats.violation_samples);
+    assert_eq!(stats.widget_controller_and_team_ready_opened, 0);
+}
+
+/// Seed 000, "Team presentation": the presentation-only team change waits for the widget
+/// controller, and live state decides: woken by a widget fact set ahead of the widget controller,
+/// nothing is presented.
+#[test]
+fn a_team_presentation_woken_before_the_widget_controller_presents_nothing() {
+    use gatehouse_tags::catalog::LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY;
+    let mut sim = Sim::new();
+    sim.ready_pair();
+    sim.ready_player_state(CAROL, 1);
+    let presented = sim.client().gate_stats().team_presentations;
+    let carol = token_of(&sim, CAROL);
+    let (registry, state) = sim.client_mut().registry_and_state();
+    registry.set_ready(carol, LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY, true, state).unwrap();
+    sim.health(ME, 99);
+    assert_eq!(sim.client().gate_stats().team_presentations, presented);
+    let carols =
+        sim.events().into_iter().filter(|e| matches!(e, Event::Presented(p, _) if p == CAROL));
+    assert_eq!(carols.count(), 0);
+}

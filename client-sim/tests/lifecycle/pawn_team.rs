@@ -280,3 +280,27 @@ fn a_request_refused_on_stale_facts_waits_for_the_next_notification() {
     assert_eq!(carols, 1, "{:?}", sim.pawn_team_events());
     assert_eq!(refused(&sim), 1);
 }
+
+/// Seed 000, "Pawn team presentation": the target's gate must be open for its live role. A
+/// request woken by a gate fact set ahead of a gate that cannot open (the pawn's class does not
+/// match its owner's CharacterDef) is refused, and nothing is presented.
+#[test]
+fn a_request_woken_for_a_target_whose_gate_is_shut_is_refused() {
+    let mut sim = Sim::new();
+    sim.log_pawn_team();
+    sim.ready_pair();
+    sim.player_state(CAROL, Some(1), Some("Scout"));
+    sim.after(UI_MS);
+    sim.spawn(3, CAROL);
+    assert!(!sim.client().is_character_init_gate_open(PawnId(3)), "a Scout in a Vanguard");
+    assert_eq!(
+        blocking(&sim, 3),
+        [(LIFECYCLE_FACT_CHARACTER_INIT_GATE_OPENED, pawn_object(PawnId(3)))]
+    );
+    let pawn = sim.generation(3).unwrap();
+    let (registry, state) = sim.client_mut().registry_and_state();
+    registry.set_ready(pawn, LIFECYCLE_FACT_CHARACTER_INIT_GATE_OPENED, true, state).unwrap();
+    sim.health(BOB, 90);
+    assert_eq!(refused(&sim), 1);
+    assert!(!sim.pawn_team_events().iter().any(|e| matches!(e, Event::PawnTeam(3, ..))));
+}
