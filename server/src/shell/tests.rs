@@ -122,6 +122,27 @@ fn a_message() -> ServerMessage {
     ServerMessage::Rejected { reason: RejectReason::ServerFull, detail: "filler".into() }
 }
 
+/// A carrier over an in-memory store (its worker runs on the test's runtime).
+fn memory_carrier() -> Carrier {
+    let (events, _own) = mpsc::channel(8);
+    let memory = Arc::new(Memory::default());
+    let (store, _worker) = StoreWorker::spawn(memory, SETTINGS, events.clone(), ShellEvent::Store);
+    Carrier::new(effects(events, store))
+}
+
+/// Every message in the writes queued on `rx`, in order.
+fn written(rx: &mut net::SendQueueRx) -> Vec<ServerMessage> {
+    let mut decoder = gatehouse_protocol::FrameDecoder::new(1 << 16);
+    while let Some(net::Outbound::Frames { bytes, .. }) = rx.try_recv() {
+        decoder.extend(&bytes);
+    }
+    let mut out = Vec::new();
+    while let Some(message) = decoder.next_message::<ServerMessage>().unwrap() {
+        out.push(message);
+    }
+    out
+}
+
 /// Issue 9 item 2: inputs the game task makes up while carrying outputs are fed after the
 /// drain, never into it; what they produce is carried in the same wake.
 #[tokio::test]
@@ -213,10 +234,7 @@ async fn loopback(
 async fn a_slow_consumer_is_closed_and_reported_disconnected_after_the_drain() {
     let dir = tempfile::tempdir().unwrap();
     let (server_end, client_end, _endpoints) = loopback(dir.path()).await;
-    let (events, _own) = mpsc::channel(8);
-    let memory = Arc::new(Memory::default());
-    let (store, _worker) = StoreWorker::spawn(memory, SETTINGS, events.clone(), ShellEvent::Store);
-    let mut carrier = Carrier::new(effects(events, store));
+    let mut carrier = memory_carrier();
     let connection = ConnectionId(1);
     // Room for one frame, and nobody reading it.
     let (outbound, _writer) = net::send_queue(1);
@@ -327,10 +345,7 @@ async fn a_travel_through_the_handle_streams_and_the_drain_saves_the_session() {
 async fn a_new_connection_gets_welcome_before_any_broadcast() {
     let dir = tempfile::tempdir().unwrap();
     let (server_end, _client_end, _endpoints) = loopback(dir.path()).await;
-    let (events, _own) = mpsc::channel(8);
-    let memory = Arc::new(Memory::default());
-    let (store, _worker) = StoreWorker::spawn(memory, SETTINGS, events.clone(), ShellEvent::Store);
-    let mut carrier = Carrier::new(effects(events, store));
+    let mut carrier = memory_carrier();
     let (old, new) = (ConnectionId(1), ConnectionId(2));
     let player = PlayerId::new("p1").unwrap();
     let welcome = ServerMessage::Welcome { player_id: player.clone(), current_node: None };
@@ -361,19 +376,8 @@ async fn a_new_connection_gets_welcome_before_any_broadcast() {
 
     carry_outputs(&mut core, &mut carrier);
 
-    let frames = |rx: &mut net::SendQueueRx| {
-        let mut decoder = gatehouse_protocol::FrameDecoder::new(1 << 16);
-        while let Some(net::Outbound::Frames { bytes, .. }) = rx.try_recv() {
-            decoder.extend(&bytes);
-        }
-        let mut out = Vec::new();
-        while let Some(message) = decoder.next_message::<ServerMessage>().unwrap() {
-            out.push(message);
-        }
-        out
-    };
-    assert_eq!(frames(&mut new_rx), vec![welcome.clone(), later.clone()], "Welcome first");
-    assert_eq!(frames(&mut old_rx), vec![welcome, earlier, later], "the older one gets both");
+    assert_eq!(written(&mut new_rx), vec![welcome.clone(), later.clone()], "Welcome first");
+    assert_eq!(written(&mut old_rx), vec![welcome, earlier, later], "the older one gets both");
 }
 
 /// Issue 12 item 1: every frame one drain carries for a connection goes to its writer as one
@@ -382,10 +386,7 @@ async fn a_new_connection_gets_welcome_before_any_broadcast() {
 async fn a_drains_frames_for_one_connection_are_one_write() {
     let dir = tempfile::tempdir().unwrap();
     let (server_end, _client_end, _endpoints) = loopback(dir.path()).await;
-    let (events, _own) = mpsc::channel(8);
-    let memory = Arc::new(Memory::default());
-    let (store, _worker) = StoreWorker::spawn(memory, SETTINGS, events.clone(), ShellEvent::Store);
-    let mut carrier = Carrier::new(effects(events, store));
+    let mut carrier = memory_carrier();
     let connection = ConnectionId(1);
     let (tx, mut rx) = net::send_queue(16);
     carrier.add_peer(connection, tx, server_end.clone());
@@ -406,11 +407,8 @@ async fn a_drains_frames_for_one_connection_are_one_write() {
     };
     assert_eq!(frames, 3);
     assert!(rx.try_recv().is_none(), "and only one");
-    let mut decoder = gatehouse_protocol::FrameDecoder::new(1 << 16);
-    decoder.extend(&bytes);
-    let mut messages = Vec::new();
-    while let Some(message) = decoder.next_message::<ServerMessage>().unwrap() {
-        messages.push(message);
-    }
+    let (tx, mut again) = net::send_queue(16);
+    tx.try_send_frames(bytes, frames).unwrap();
+    let messages = written(&mut again);
     assert_eq!(messages, vec![welcome, left, a_message()]);
 }
