@@ -109,6 +109,13 @@ mod tests {
         assert_eq!(name.unwrap().unwrap().as_deref(), Some("quic-driver"));
     }
 
+    /// The thread shows up by name in a `Debug` of the server.
+    #[test]
+    fn the_driver_thread_debugs_by_name() {
+        let thread = DriverThread::start().unwrap();
+        assert_eq!(format!("{thread:?}"), "DriverThread { .. }");
+    }
+
     /// A timer made through the runtime fires, though no caller runtime drives it.
     #[test]
     fn timers_fire_on_the_driver_thread() {
