@@ -474,16 +474,24 @@ fn a_pawn_team_presentation_with_a_remote_viewer_is_a_violation() {
 }
 
 /// Seed 000, "Pawn team presentation" (runtime): a target's team is presented only once its
-/// gate opened; a presentation for a generation still waiting is a violation.
+/// gate opened; a presentation for a generation still waiting (carol's pawn, her widget
+/// controller still building) is a violation.
 #[test]
 fn a_pawn_team_presentation_before_the_targets_gate_opened_is_a_violation() {
     let mut sim = Sim::new();
     let presented = presented_template(&mut sim);
-    let waiting = token_of(&sim, BOB);
-    let here = world(&sim);
-    forge_scoped(&mut sim, 9, waiting, Route::Remote, here);
-    forge_presented(&mut sim, &PawnTeamPresented { token: waiting, ..presented });
-    assert!(samples_contain(&sim, "before the target's gate opened"));
+    sim.ready_player_state(CAROL, 2);
+    sim.spawn(3, CAROL);
+    assert!(!sim.client().is_character_init_gate_open(PawnId(3)));
+    let waiting = sim.generation(3).unwrap();
+    let notice =
+        PawnTeamPresented { pawn: PawnId(3), player: player(CAROL), token: waiting, ..presented };
+    forge_presented(&mut sim, &notice);
+    assert!(
+        samples_contain(&sim, "before the target's gate opened"),
+        "{:?}",
+        sim.client().gate_stats()
+    );
 }
 
 /// Seed 000, runtime expectation: one remote event per remote pawn generation, seen by its
@@ -633,6 +641,7 @@ fn a_gate_woken_before_its_world_plays_does_not_open() {
     assert!(!sim.client().domain().world().unwrap().is_playing());
     force_gate(&mut sim, 1, LOCAL_GATE);
     assert!(samples_contain(&sim, "is not the playing world"), "{:?}", sim.client().gate_stats());
+    assert!(!sim.client().is_character_init_gate_open(PawnId(1)), "and it stays shut");
 }
 
 /// The local player's scopes the widget/team gate waits on: its player state and the world.

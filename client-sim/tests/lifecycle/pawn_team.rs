@@ -248,6 +248,18 @@ fn only_a_possessed_pawn_of_the_local_player_is_the_viewer() {
 /// relationship notification (here a UI rebuild) registers it again, and it presents.
 #[test]
 fn a_request_refused_on_stale_facts_waits_for_the_next_notification() {
+    // Registering the refused request again would wake and refuse it forever: bounded, so that
+    // fails the test instead of hanging it.
+    let (done, finished) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        refused_on_stale_facts();
+        let _ = done.send(());
+    });
+    let outcome = finished.recv_timeout(std::time::Duration::from_secs(20));
+    assert!(outcome.is_ok(), "the refusal looped, or an assertion failed: {outcome:?}");
+}
+
+fn refused_on_stale_facts() {
     let mut sim = Sim::with(false, Some(std::time::Duration::from_millis(400)));
     sim.log_pawn_team();
     sim.ready_pair();

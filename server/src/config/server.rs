@@ -123,7 +123,8 @@ pub struct NetworkConfig {
     pub stream_receive_window: u32,
     /// `connection_receive_window`: per-connection flow-control window, bytes.
     pub connection_receive_window: u32,
-    /// `send_queue_frames`: frames queued for one client before it is closed as a slow consumer.
+    /// `send_queue_frames`: frames queued for one client, not yet taken by its writer, before it
+    /// is closed as a slow consumer (one game step's frames always go to an empty queue).
     pub send_queue_frames: usize,
     /// `max_pending_connections`: connections that have not logged in yet, at once; beyond it
     /// new ones are refused at the QUIC level.

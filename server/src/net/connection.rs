@@ -359,7 +359,8 @@ mod tests {
     }
 
     /// The queue's cap counts frames, however they are joined into writes: frames the writer
-    /// has not taken yet count against it, frames it took do not.
+    /// has not taken yet count against it, frames it took do not; a write larger than the cap
+    /// is taken when the writer has taken everything before it.
     #[test]
     fn the_send_queue_is_bounded_by_frames_not_writes() {
         let (tx, mut rx) = send_queue(5);
@@ -369,7 +370,13 @@ mod tests {
         assert_eq!(tx.try_send_frames(Bytes::from_static(b"f"), 1), Err(QueueError::Full));
         assert!(rx.try_recv().is_some(), "the writer takes the first write");
         tx.try_send_frames(Bytes::from_static(b"fgh"), 3).unwrap();
+        assert_eq!(tx.try_send_frames(Bytes::from_static(b"i"), 1), Err(QueueError::Full));
+        while rx.try_recv().is_some() {}
+        tx.try_send_frames(Bytes::from_static(b"jklmnop"), 7).unwrap();
+        assert_eq!(tx.try_send_frames(Bytes::from_static(b"q"), 1), Err(QueueError::Full));
+        let (tx, rx) = send_queue(5);
         drop(rx);
-        assert_eq!(tx.try_send_frames(Bytes::from_static(b"i"), 0), Err(QueueError::Closed));
+        assert_eq!(tx.try_send_frames(Bytes::from_static(b"r"), 1), Err(QueueError::Closed));
+        tx.try_close(CloseCode::ShuttingDown).unwrap_err();
     }
 }

@@ -43,18 +43,29 @@ impl DriverThread {
     /// # Errors
     /// [`NetError::DriverThread`] when the runtime or the thread cannot be created.
     pub fn start() -> Result<Self, NetError> {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(NetError::DriverThread)?;
-        let handle = runtime.handle().clone();
         let (stop, stopped) = oneshot::channel::<()>();
+        let (started, handle) = std::sync::mpsc::sync_channel(1);
+        // The runtime is built and dropped on its own thread: dropping one inside the caller's
+        // async context would panic.
         std::thread::Builder::new()
             .name("quic-driver".into())
             .spawn(move || {
-                // Either a send or the sender's drop ends it.
-                let _ = runtime.block_on(stopped);
+                let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build();
+                match runtime {
+                    Ok(runtime) => {
+                        let _ = started.send(Ok(runtime.handle().clone()));
+                        // Either a send or the sender's drop ends it.
+                        let _ = runtime.block_on(stopped);
+                    }
+                    Err(e) => {
+                        let _ = started.send(Err(e));
+                    }
+                }
             })
+            .map_err(NetError::DriverThread)?;
+        let handle = handle
+            .recv()
+            .map_err(|_| NetError::DriverThread(std::io::Error::other("the thread ended")))?
             .map_err(NetError::DriverThread)?;
         Ok(DriverThread { handle, _stop: stop })
     }

@@ -69,8 +69,10 @@ pub(crate) enum QueueError {
 }
 
 /// The game task's end of a connection's writer queue: at most `cap` frames queued and not yet
-/// taken by the writer (`network.send_queue_frames`).
-#[derive(Debug, Clone)]
+/// taken by the writer (`network.send_queue_frames`), except that a write is always taken when
+/// the writer has taken everything before it (one game step's frames for a client can exceed
+/// the cap, e.g. a joiner's snapshot of a full server, and a client that reads is not slow).
+#[derive(Debug)]
 pub(crate) struct SendQueue {
     tx: mpsc::Sender<Outbound>,
     queued: Arc<AtomicUsize>,
@@ -99,15 +101,19 @@ impl SendQueue {
     /// [`QueueError::Full`] when they would pass the cap, [`QueueError::Closed`] when the writer
     /// is gone.
     pub(crate) fn try_send_frames(&self, bytes: Bytes, frames: usize) -> Result<(), QueueError> {
-        if self.queued.load(Ordering::Acquire) + frames > self.cap {
+        // Counted before it is sent, so the writer never takes more than was counted.
+        let before = self.queued.fetch_add(frames, Ordering::AcqRel);
+        if before > 0 && before + frames > self.cap {
+            self.queued.fetch_sub(frames, Ordering::AcqRel);
             return Err(QueueError::Full);
         }
-        self.tx.try_send(Outbound::Frames { bytes, frames }).map_err(|e| match e {
-            mpsc::error::TrySendError::Full(_) => QueueError::Full,
-            mpsc::error::TrySendError::Closed(_) => QueueError::Closed,
-        })?;
-        self.queued.fetch_add(frames, Ordering::AcqRel);
-        Ok(())
+        self.tx.try_send(Outbound::Frames { bytes, frames }).map_err(|e| {
+            self.queued.fetch_sub(frames, Ordering::AcqRel);
+            match e {
+                mpsc::error::TrySendError::Full(_) => QueueError::Full,
+                mpsc::error::TrySendError::Closed(_) => QueueError::Closed,
+            }
+        })
     }
 
     /// Asks the writer to close after what is queued.

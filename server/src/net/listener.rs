@@ -97,7 +97,7 @@ impl Listener {
                         }
                         Ok(Err(e)) => tracing::debug!(error = %e, "handshake failed"),
                         Err(_) => {
-                            tracing::info!("handshake not finished within the handshake timeout")
+                            tracing::debug!("handshake not finished within the handshake timeout")
                         }
                     }
                 },

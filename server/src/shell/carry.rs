@@ -66,12 +66,18 @@ impl Peer {
 
     /// Hands the pending frames to the writer as one write; false when its queue is full (a
     /// slow consumer). A fresh buffer replaces the pending one, so an idle connection holds
-    /// none.
+    /// none, and a write that grew past its length by more than a quarter is copied to its
+    /// exact size: quinn keeps it until the peer acknowledges it.
     fn flush(&mut self) -> bool {
         if self.pending_frames == 0 {
             return true;
         }
-        let bytes = std::mem::take(&mut self.pending).freeze();
+        let pending = std::mem::take(&mut self.pending);
+        let bytes = if pending.capacity() - pending.len() > pending.len() / 4 {
+            Bytes::copy_from_slice(&pending)
+        } else {
+            pending.freeze()
+        };
         let frames = std::mem::take(&mut self.pending_frames);
         !matches!(self.outbound.try_send_frames(bytes, frames), Err(QueueError::Full))
     }
