@@ -14,7 +14,7 @@
 //! leave and change, never a scan of every player (issue 12). Every change to a player goes
 //! through [`PlayerMut`], which updates the books when it is dropped.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::{Deref, DerefMut};
 use std::time::Instant;
 
@@ -32,6 +32,8 @@ pub(crate) struct Roster {
     connections: HashMap<ConnectionId, PlayerId>,
     /// Every pawn, possessed or lingering dead.
     pawns: BTreeMap<PawnId, Pawn>,
+    /// The pawns of each owner (a departure removes its pawns without a scan of every pawn).
+    owned: HashMap<PlayerId, BTreeSet<PawnId>>,
     /// The id of the next pawn.
     next_pawn: u64,
     /// The ticket of the next save load.
@@ -132,6 +134,7 @@ impl Default for Roster {
             players: BTreeMap::new(),
             connections: HashMap::new(),
             pawns: BTreeMap::new(),
+            owned: HashMap::new(),
             next_pawn: 1,
             next_ticket: 1,
             refusals: HashMap::new(),
@@ -229,8 +232,7 @@ impl Roster {
         let id = self.connections.remove(&connection)?;
         let player = self.players.remove(&id)?;
         self.books.count(Counted::of(&player), false);
-        let owned: Vec<PawnId> =
-            self.pawns.values().filter(|p| p.owner == id).map(|p| p.id).collect();
+        let owned: Vec<PawnId> = self.owned.remove(&id).unwrap_or_default().into_iter().collect();
         for pawn in &owned {
             self.pawns.remove(pawn);
         }
@@ -260,7 +262,7 @@ impl Roster {
 
     /// How many pawns `player` owns (a dead pawn lingers until its replacement exists).
     pub(crate) fn owned_pawn_count(&self, player: &PlayerId) -> usize {
-        self.pawns.values().filter(|pawn| &pawn.owner == player).count()
+        self.owned.get(player).map_or(0, BTreeSet::len)
     }
 
     /// Creates a pawn for `owner` on `node`, with a fresh id (dead for an owner whose kept
@@ -275,12 +277,20 @@ impl Roster {
         let id = PawnId(self.next_pawn);
         self.next_pawn += 1;
         let pawn = Pawn { id, owner: owner.clone(), character_def, node: node.clone(), alive };
+        self.owned.entry(owner.clone()).or_default().insert(id);
         self.pawns.entry(id).or_insert(pawn)
     }
 
     /// Destroys a pawn; returns whether it existed.
     pub(crate) fn destroy_pawn(&mut self, id: PawnId) -> bool {
-        self.pawns.remove(&id).is_some()
+        let Some(pawn) = self.pawns.remove(&id) else { return false };
+        if let Some(owned) = self.owned.get_mut(&pawn.owner) {
+            owned.remove(&id);
+            if owned.is_empty() {
+                self.owned.remove(&pawn.owner);
+            }
+        }
+        true
     }
 
     /// `ArePlayersPlaced`, the roster's half: every player placed or excused from placement.
@@ -421,5 +431,30 @@ mod tests {
         roster.join(player("a", 1, 1));
         assert_eq!(books(&roster), recount(&roster));
         assert!(!roster.all_placed_or_excused(), "a is not placed");
+    }
+
+    /// A departure removes exactly the leaving player's pawns (live and lingering dead), from
+    /// the owner index rather than a scan of every pawn; the others keep theirs.
+    #[test]
+    fn a_departure_removes_exactly_its_own_pawns() {
+        let t0 = Instant::now();
+        let mut roster = Roster::default();
+        roster.join(player("a", 1, 1));
+        roster.join(player("b", 2, 2));
+        let (def, node) = (CharacterDef::new("Vanguard").unwrap(), NodeId::new("harbor").unwrap());
+        let dead = roster.create_pawn(&pid("a"), def.clone(), &node, false).id;
+        let live = roster.create_pawn(&pid("a"), def.clone(), &node, true).id;
+        let other = roster.create_pawn(&pid("b"), def.clone(), &node, true).id;
+        let gone = roster.create_pawn(&pid("a"), def, &node, true).id;
+        assert!(roster.destroy_pawn(gone));
+        assert!(!roster.destroy_pawn(gone), "once");
+        assert_eq!(
+            (roster.owned_pawn_count(&pid("a")), roster.owned_pawn_count(&pid("b"))),
+            (2, 1)
+        );
+        let (_, removed) = roster.leave(ConnectionId(1), t0).unwrap();
+        assert_eq!(removed, vec![dead, live]);
+        assert_eq!(roster.pawns().map(|p| p.id).collect::<Vec<_>>(), vec![other]);
+        assert_eq!(roster.owned_pawn_count(&pid("a")), 0);
     }
 }
