@@ -34,7 +34,7 @@ fn the_sim_binary_reports_every_client_placed() {
         .arg(&server.cert)
         .arg("--report-json")
         .arg(&report_path)
-        .args(["--config", "/nonexistent/server.toml", "--check"])
+        .arg("--check")
         .output()
         .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
@@ -135,4 +135,10 @@ fn flags_that_cannot_hold_are_refused_before_the_run() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(stderr.contains("--timeline") && stderr.contains("/nonexistent/dir"), "{stderr}");
+    // A config file named on the command line must exist: a typo never falls back to the
+    // development key.
+    let out = run(&["--clients", "1", "--config", "/nonexistent/server.toml"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("--config /nonexistent/server.toml"), "{stderr}");
 }

@@ -36,9 +36,11 @@ struct Cli {
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, value_name = "D")]
     duration: Duration,
     /// The server's config file: tokens are minted with its `auth.token_key` (or
-    /// GATEHOUSE_TOKEN_KEY), and its `data_dir` locates the default certificate.
-    #[arg(long, default_value = "config/server.toml", value_name = "FILE")]
-    config: PathBuf,
+    /// GATEHOUSE_TOKEN_KEY), and its `data_dir` locates the default certificate. Default:
+    /// config/server.toml if it exists (else the development defaults); a file named here must
+    /// exist.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// The server certificate to trust (DER or PEM). Default: dev-cert.der in the data dir of
     /// --config.
     #[arg(long, value_name = "PATH")]
@@ -165,7 +167,10 @@ fn run() -> anyhow::Result<()> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     check_flags(&cli)?;
-    let server_file = read_server_file(&cli.config)?;
+    let server_file = match &cli.config {
+        Some(path) => read_server_file(path, true)?,
+        None => read_server_file(Path::new(DEFAULT_CONFIG), false)?,
+    };
     let token_key = std::env::var("GATEHOUSE_TOKEN_KEY")
         .ok()
         .or_else(|| server_file.auth.as_ref().and_then(|a| a.token_key.clone()));
@@ -331,10 +336,15 @@ fn resolve(server: &str) -> anyhow::Result<SocketAddr> {
         .with_context(|| format!("--server {server:?} resolves to no address"))
 }
 
-fn read_server_file(path: &Path) -> anyhow::Result<ServerFile> {
+/// The server config read when `--config` is not given.
+const DEFAULT_CONFIG: &str = "config/server.toml";
+
+/// The server's config file at `path`; a missing file is the development defaults unless it was
+/// `named` on the command line, where a typo must not silently fall back to them.
+fn read_server_file(path: &Path, named: bool) -> anyhow::Result<ServerFile> {
     match std::fs::read_to_string(path) {
         Ok(text) => toml::from_str(&text).with_context(|| format!("invalid {}", path.display())),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(ServerFile::default()),
-        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound && !named => Ok(ServerFile::default()),
+        Err(e) => Err(e).with_context(|| format!("--config {}: cannot read it", path.display())),
     }
 }

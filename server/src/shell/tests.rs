@@ -417,3 +417,21 @@ async fn a_drains_frames_for_one_connection_are_one_write() {
     let messages = written(&mut again);
     assert_eq!(messages, vec![welcome, left, a_message()]);
 }
+
+/// The drain's last step: every connection gets what was carried for it, then the writer's
+/// close with `ShuttingDown` (so its last frames go out before the close).
+#[tokio::test]
+async fn close_all_flushes_each_connection_then_closes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server_end, _client_end, _endpoints) = loopback(dir.path()).await;
+    let mut carrier = memory_carrier();
+    let connection = ConnectionId(1);
+    let (tx, mut rx) = net::send_queue(16);
+    carrier.add_peer(connection, tx, server_end.clone());
+    let mut made_up = Vec::new();
+    carrier.carry(Output::Send { connection, message: a_message() }, &mut made_up);
+    carrier.close_all();
+    assert!(matches!(rx.try_recv(), Some(net::Outbound::Frames { frames: 1, .. })));
+    assert!(matches!(rx.try_recv(), Some(net::Outbound::Close(CloseCode::ShuttingDown))));
+    assert_eq!(carrier.peer_count(), 0);
+}
