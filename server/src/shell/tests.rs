@@ -130,6 +130,19 @@ fn memory_carrier() -> Carrier {
     Carrier::new(effects(events, store))
 }
 
+/// A memory-store carrier with one logged-in connection on loopback, its writer queue, and the
+/// loopback connection and endpoints to keep alive.
+async fn one_peer(
+    dir: &std::path::Path,
+) -> (Carrier, ConnectionId, net::SendQueueRx, (quinn::Connection, [quinn::Endpoint; 2])) {
+    let (server_end, client_end, endpoints) = loopback(dir).await;
+    let mut carrier = memory_carrier();
+    let connection = ConnectionId(1);
+    let (tx, rx) = net::send_queue(16);
+    carrier.add_peer(connection, tx, server_end);
+    (carrier, connection, rx, (client_end, endpoints))
+}
+
 /// Every message in the writes queued on `rx`, in order.
 fn written(rx: &mut net::SendQueueRx) -> Vec<ServerMessage> {
     let mut decoder = gatehouse_protocol::FrameDecoder::new(1 << 16);
@@ -390,11 +403,7 @@ async fn a_new_connection_gets_welcome_before_any_broadcast() {
 #[tokio::test]
 async fn a_drains_frames_for_one_connection_are_one_write() {
     let dir = tempfile::tempdir().unwrap();
-    let (server_end, _client_end, _endpoints) = loopback(dir.path()).await;
-    let mut carrier = memory_carrier();
-    let connection = ConnectionId(1);
-    let (tx, mut rx) = net::send_queue(16);
-    carrier.add_peer(connection, tx, server_end.clone());
+    let (mut carrier, connection, mut rx, _loopback) = one_peer(dir.path()).await;
     let player = PlayerId::new("p1").unwrap();
     let welcome = ServerMessage::Welcome { player_id: player.clone(), current_node: None };
     let left = ServerMessage::PlayerLeft { player_id: player };
@@ -423,11 +432,7 @@ async fn a_drains_frames_for_one_connection_are_one_write() {
 #[tokio::test]
 async fn close_all_flushes_each_connection_then_closes_it() {
     let dir = tempfile::tempdir().unwrap();
-    let (server_end, _client_end, _endpoints) = loopback(dir.path()).await;
-    let mut carrier = memory_carrier();
-    let connection = ConnectionId(1);
-    let (tx, mut rx) = net::send_queue(16);
-    carrier.add_peer(connection, tx, server_end.clone());
+    let (mut carrier, connection, mut rx, _loopback) = one_peer(dir.path()).await;
     let mut made_up = Vec::new();
     carrier.carry(Output::Send { connection, message: a_message() }, &mut made_up);
     carrier.close_all();
