@@ -31,8 +31,6 @@ pub(crate) struct Join {
     pub(crate) node: NodeId,
     /// When it was shown: its client-ready deadline counts from here.
     shown_at: Instant,
-    /// Whether its client reported the node streamed.
-    loaded: bool,
 }
 
 /// What a join report came to.
@@ -73,7 +71,7 @@ impl Joins {
     pub(crate) fn start(&mut self, player: PlayerId, node: NodeId, now: Instant) -> JoinId {
         let id = JoinId(self.next_id);
         self.next_id += 1;
-        let join = Join { id, node, shown_at: now, loaded: false };
+        let join = Join { id, node, shown_at: now };
         if let Some(old) = self.joins.insert(player.clone(), join) {
             self.unindex(&player, &old);
         }
@@ -86,9 +84,8 @@ impl Joins {
         if id.0 >= self.next_id {
             return JoinReport::NeverIssued;
         }
-        match self.joins.get_mut(player) {
-            Some(join) if join.id == id && !join.loaded => {
-                join.loaded = true;
+        match self.joins.get(player) {
+            Some(join) if join.id == id && !self.loaded.contains(player) => {
                 self.awaiting.remove(&(join.shown_at, player.clone()));
                 self.loaded.insert(player.clone());
                 JoinReport::Loaded(join.node.clone())

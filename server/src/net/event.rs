@@ -109,10 +109,7 @@ impl SendQueue {
         }
         self.tx.try_send(Outbound::Frames { bytes, frames }).map_err(|e| {
             self.queued.fetch_sub(frames, Ordering::AcqRel);
-            match e {
-                mpsc::error::TrySendError::Full(_) => QueueError::Full,
-                mpsc::error::TrySendError::Closed(_) => QueueError::Closed,
-            }
+            QueueError::from(e)
         })
     }
 
@@ -121,10 +118,16 @@ impl SendQueue {
     /// # Errors
     /// As [`SendQueue::try_send_frames`], for the queue's item count.
     pub(crate) fn try_close(&self, code: CloseCode) -> Result<(), QueueError> {
-        self.tx.try_send(Outbound::Close(code)).map_err(|e| match e {
+        self.tx.try_send(Outbound::Close(code)).map_err(QueueError::from)
+    }
+}
+
+impl<T> From<mpsc::error::TrySendError<T>> for QueueError {
+    fn from(error: mpsc::error::TrySendError<T>) -> Self {
+        match error {
             mpsc::error::TrySendError::Full(_) => QueueError::Full,
             mpsc::error::TrySendError::Closed(_) => QueueError::Closed,
-        })
+        }
     }
 }
 

@@ -59,9 +59,11 @@ struct Peer {
 }
 
 impl Peer {
-    fn append(&mut self, frame: &[u8]) {
+    /// Appends `frame`; true when it is the first since the last flush.
+    fn append(&mut self, frame: &[u8]) -> bool {
         self.pending.extend_from_slice(frame);
         self.pending_frames += 1;
+        self.pending_frames == 1
     }
 
     /// Hands the pending frames to the writer as one write; false when its queue is full (a
@@ -87,6 +89,9 @@ impl Peer {
 pub(super) struct Carrier {
     peers: HashMap<ConnectionId, Peer>,
     effects: Effects,
+    /// Connections with frames carried since the last [`Carrier::flush`]: the flush visits
+    /// only these, not every connection.
+    pending: Vec<ConnectionId>,
     /// Connections whose send queue overflowed since the last [`Carrier::close_slow_consumers`].
     slow: Vec<ConnectionId>,
 }
@@ -94,7 +99,7 @@ pub(super) struct Carrier {
 impl Carrier {
     /// A carrier with no connections.
     pub(super) fn new(effects: Effects) -> Self {
-        Carrier { peers: HashMap::new(), effects, slow: Vec::new() }
+        Carrier { peers: HashMap::new(), effects, pending: Vec::new(), slow: Vec::new() }
     }
 
     /// Logged-in connections.
@@ -130,14 +135,18 @@ impl Carrier {
                     (self.peers.get_mut(&connection), encode(&message, max_frame_len))
                 {
                     peer.welcomed |= welcome;
-                    peer.append(&frame);
+                    if peer.append(&frame) {
+                        self.pending.push(connection);
+                    }
                 }
             }
             Output::Broadcast { message } => {
                 // Encoded once; only to welcomed connections.
                 if let Some(frame) = encode(&message, max_frame_len) {
-                    for peer in self.peers.values_mut().filter(|p| p.welcomed) {
-                        peer.append(&frame);
+                    for (connection, peer) in self.peers.iter_mut().filter(|(_, p)| p.welcomed) {
+                        if peer.append(&frame) {
+                            self.pending.push(*connection);
+                        }
                     }
                 }
             }
@@ -181,9 +190,11 @@ impl Carrier {
     /// Hands every connection's frames carried since the last flush to its writer, one write
     /// each; a connection whose queue is full is a slow consumer.
     pub(super) fn flush(&mut self) {
-        for (connection, peer) in &mut self.peers {
+        for connection in self.pending.drain(..) {
+            // Gone since (closed or disconnected): nothing to flush.
+            let Some(peer) = self.peers.get_mut(&connection) else { continue };
             if !peer.flush() {
-                self.slow.push(*connection);
+                self.slow.push(connection);
             }
         }
     }
