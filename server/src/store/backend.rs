@@ -85,6 +85,69 @@ macro_rules! on_pool {
     };
 }
 
+/// Binds a [`PlayerWrite`]'s statement: the INSERT for a first save, else the UPDATE that
+/// applies only on the version it was based on.
+macro_rules! bind_player {
+    ($w:expr) => {{
+        let w: &PlayerWrite = $w;
+        let c = &w.columns;
+        let query = sqlx::query(w.sql)
+            .bind(&c.player_id)
+            .bind(c.node.as_deref())
+            .bind(c.preset_kind)
+            .bind(c.preset_name.as_deref())
+            .bind(c.character_def.as_deref())
+            .bind(c.kits.as_deref())
+            .bind(&c.inventory)
+            .bind(&c.equipment)
+            .bind(w.next);
+        match w.base {
+            Some(base) => query.bind(base),
+            None => query,
+        }
+    }};
+}
+
+/// One player save encoded for its conditional write.
+struct PlayerWrite {
+    /// `player NAME`, for errors.
+    key: String,
+    columns: PlayerColumns,
+    /// The INSERT (first save) or the UPDATE.
+    sql: &'static str,
+    /// The version the UPDATE must find; `None` for the INSERT.
+    base: Option<i64>,
+    /// The version written.
+    next: i64,
+    /// `save.version`, for a conflict.
+    expected: u64,
+}
+
+impl PlayerWrite {
+    /// Encodes `save`.
+    ///
+    /// # Errors
+    /// [`StoreError::Unwritable`] for a value the schema cannot hold.
+    fn new(save: &PlayerSave) -> Result<PlayerWrite, StoreError> {
+        let key = player_key(&save.player);
+        let columns = player_columns(save)?;
+        let base = version_column(&key, save.version)?;
+        let next = version_column(&key, save.version.saturating_add(1))?;
+        let (sql, base) =
+            if base == 0 { (INSERT_PLAYER, None) } else { (UPDATE_PLAYER, Some(base)) };
+        Ok(PlayerWrite { key, columns, sql, base, next, expected: save.version })
+    }
+
+    /// The conflict of a write that found `found` stored instead of its base.
+    fn conflict(&self, found: Option<i64>) -> StoreError {
+        StoreError::Conflict {
+            key: self.key.clone(),
+            expected: self.expected,
+            found: found.map(|v| v.max(0).unsigned_abs()),
+        }
+    }
+}
+
 impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store").field("location", &self.location).finish_non_exhaustive()
@@ -142,16 +205,11 @@ impl Store {
     /// [`StoreError::Unwritable`] for a value the schema cannot hold; [`StoreError::Query`]
     /// when the store cannot be written (the save may or may not have applied).
     pub async fn save_player(&self, save: &PlayerSave) -> Result<u64, StoreError> {
-        let key = player_key(&save.player);
-        let columns = player_columns(save)?;
-        let base = version_column(&key, save.version)?;
-        let next = version_column(&key, save.version.saturating_add(1))?;
-        let (sql, expected) =
-            if base == 0 { (INSERT_PLAYER, None) } else { (UPDATE_PLAYER, Some(base)) };
+        let write = PlayerWrite::new(save)?;
         let applied = self
-            .exec_player(sql, &columns, next, expected)
+            .exec_player(&write)
             .await
-            .map_err(|e| self.query_error(format!("save {key}"), e))?;
+            .map_err(|e| self.query_error(format!("save {}", write.key), e))?;
         if applied {
             return Ok(save.version + 1);
         }
@@ -161,12 +219,58 @@ impl Store {
                 .fetch_optional(pool)
                 .await
         })
-        .map_err(|e| self.query_error(format!("read the version of {key}"), e))?;
-        Err(StoreError::Conflict {
-            key,
-            expected: save.version,
-            found: found.map(|v| v.max(0).unsigned_abs()),
-        })
+        .map_err(|e| self.query_error(format!("read the version of {}", write.key), e))?;
+        Err(write.conflict(found))
+    }
+
+    /// Writes many player saves in one transaction (one commit, so one fsync on the embedded
+    /// store), each as [`Store::save_player`] would: each applies only if the stored version is
+    /// its own `version`. The answer holds one result per save, in the order given: the new
+    /// version, or why that save alone was not written. Issue 12 item 5.
+    ///
+    /// A conflict or an unwritable value refuses only its own save; the others still commit.
+    /// The rows are written in player-id order, so two processes saving overlapping players
+    /// lock them in the same order.
+    ///
+    /// # Errors
+    /// The outer error is the transaction's: [`StoreError::Query`] when the store cannot be
+    /// written, and then none of the saves applied, or, when the commit's answer was lost, all
+    /// of them may have. Per save: [`StoreError::Conflict`] (the stored version differs,
+    /// nothing written for it) and [`StoreError::Unwritable`] (a value the schema cannot hold).
+    pub async fn save_players(
+        &self,
+        saves: &[PlayerSave],
+    ) -> Result<Vec<Result<u64, StoreError>>, StoreError> {
+        // 1. Encode every save; one the schema cannot hold is refused alone, up front. The
+        //    others are answered with their new version unless step 2 finds a conflict.
+        let mut results = Vec::with_capacity(saves.len());
+        let mut writes = Vec::with_capacity(saves.len());
+        for (index, save) in saves.iter().enumerate() {
+            match PlayerWrite::new(save) {
+                Ok(write) => {
+                    results.push(Ok(save.version + 1));
+                    writes.push((index, write));
+                }
+                Err(e) => results.push(Err(e)),
+            }
+        }
+        if writes.is_empty() {
+            return Ok(results);
+        }
+        // 2. One transaction: each conditional write, and the stored version where one did
+        //    not apply; any statement's failure rolls the whole batch back.
+        writes.sort_by(|(_, a), (_, b)| a.columns.player_id.cmp(&b.columns.player_id));
+        let missed = self
+            .exec_players(&writes)
+            .await
+            .map_err(|e| self.query_error(format!("save {} players", writes.len()), e))?;
+        // 3. A write that did not apply is that save's conflict.
+        for ((index, write), missed) in writes.iter().zip(missed) {
+            if let (Some(found), Some(result)) = (missed, results.get_mut(*index)) {
+                *result = Err(write.conflict(found));
+            }
+        }
+        Ok(results)
     }
 
     /// The session's save, or `None` if it was never saved.
@@ -251,33 +355,43 @@ impl Store {
         on_pool!(self, pool => pool.close().await);
     }
 
-    /// Runs the player INSERT (no `base`) or UPDATE (`base`: the version it must find);
-    /// whether a row changed.
-    async fn exec_player(
-        &self,
-        sql: &str,
-        c: &PlayerColumns,
-        next: i64,
-        base: Option<i64>,
-    ) -> Result<bool, sqlx::Error> {
+    /// Runs one player write on the pool; whether a row changed.
+    async fn exec_player(&self, w: &PlayerWrite) -> Result<bool, sqlx::Error> {
         let affected = on_pool!(self, pool => {
-            let query = sqlx::query(sql)
-                .bind(&c.player_id)
-                .bind(c.node.as_deref())
-                .bind(c.preset_kind)
-                .bind(c.preset_name.as_deref())
-                .bind(c.character_def.as_deref())
-                .bind(c.kits.as_deref())
-                .bind(&c.inventory)
-                .bind(&c.equipment)
-                .bind(next);
-            let query = match base {
-                Some(base) => query.bind(base),
-                None => query,
-            };
-            query.execute(pool).await.map(|r| r.rows_affected())
+            bind_player!(w).execute(pool).await.map(|r| r.rows_affected())
         })?;
         Ok(affected == 1)
+    }
+
+    /// Runs `writes` in one transaction (`BEGIN IMMEDIATE` on SQLite: the write lock is taken
+    /// up front, waiting out another writer, instead of failing at the first write); for each,
+    /// `None` when it applied, or the stored version it found instead.
+    async fn exec_players(
+        &self,
+        writes: &[(usize, PlayerWrite)],
+    ) -> Result<Vec<Option<Option<i64>>>, sqlx::Error> {
+        let begin = match self.pool {
+            Pool::Sqlite(_) => "BEGIN IMMEDIATE",
+            Pool::Postgres(_) => "BEGIN",
+        };
+        on_pool!(self, pool => {
+            let mut tx = pool.begin_with(begin).await?;
+            let mut missed = Vec::with_capacity(writes.len());
+            for (_, w) in writes {
+                let affected = bind_player!(w).execute(&mut *tx).await?.rows_affected();
+                if affected == 1 {
+                    missed.push(None);
+                } else {
+                    let found: Option<i64> = sqlx::query_scalar(PLAYER_VERSION)
+                        .bind(&w.columns.player_id)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                    missed.push(Some(found));
+                }
+            }
+            tx.commit().await?;
+            Ok(missed)
+        })
     }
 
     fn query_error(&self, operation: String, source: sqlx::Error) -> StoreError {

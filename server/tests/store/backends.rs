@@ -151,6 +151,36 @@ impl Backend {
         }
     }
 
+    /// Makes the store refuse every write of `player`'s row with an error, behind the store's
+    /// back (a trigger), so a transaction that writes it fails as a whole.
+    pub(crate) async fn refuse_writes_of(&self, player: &str) {
+        match self {
+            Backend::Embedded { dir } => {
+                let mut conn = sqlite(dir.path()).await;
+                let sql = format!(
+                    "CREATE TRIGGER refuse_{player} BEFORE INSERT ON players \
+                     WHEN NEW.player_id = '{player}' \
+                     BEGIN SELECT RAISE(ABORT, 'refused by the test'); END"
+                );
+                conn.execute(sql.as_str()).await.unwrap();
+            }
+            Backend::Postgres { .. } => {
+                let mut conn = sqlx::PgConnection::connect(&self.url_text()).await.unwrap();
+                conn.execute(
+                    "CREATE FUNCTION refuse_write() RETURNS trigger LANGUAGE plpgsql AS \
+                     $$ BEGIN RAISE EXCEPTION 'refused by the test'; END $$",
+                )
+                .await
+                .unwrap();
+                let sql = format!(
+                    "CREATE TRIGGER refuse_{player} BEFORE INSERT ON players FOR EACH ROW \
+                     WHEN (NEW.player_id = '{player}') EXECUTE FUNCTION refuse_write()"
+                );
+                conn.execute(sql.as_str()).await.unwrap();
+            }
+        }
+    }
+
     /// Records a migration this build does not know, as a newer server would have.
     pub(crate) async fn record_foreign_migration(&self, version: i64) {
         let sql = "INSERT INTO _sqlx_migrations \

@@ -187,6 +187,68 @@ pub(crate) async fn a_stale_version_is_a_conflict_and_writes_nothing(b: &Backend
     store.close().await;
 }
 
+/// Issue 12 item 5: a batch of saves is written in one call, each save answered in the order
+/// given with its new version, and each chained from its own stored version.
+pub(crate) async fn a_batch_of_saves_lands_with_one_result_each(b: &Backend) {
+    let store = b.open().await;
+    assert_eq!(store.save_players(&[]).await.unwrap().len(), 0, "an empty batch writes nothing");
+    store.save_player(&character("b-2")).await.unwrap();
+    let batch = [character("b-1"), at(read_only("b-2"), 1), read_only("b-3")];
+    let results = store.save_players(&batch).await.unwrap();
+    let versions: Vec<u64> = results.into_iter().map(Result::unwrap).collect();
+    assert_eq!(versions, [1, 2, 1]);
+    assert_eq!(load(&store, "b-1").await, Some(at(character("b-1"), 1)));
+    assert_eq!(load(&store, "b-2").await, Some(at(read_only("b-2"), 2)));
+    assert_eq!(load(&store, "b-3").await, Some(at(read_only("b-3"), 1)));
+    let again = [at(character("b-1"), 1), at(read_only("b-3"), 1)];
+    let versions: Vec<u64> =
+        store.save_players(&again).await.unwrap().into_iter().map(Result::unwrap).collect();
+    assert_eq!(versions, [2, 2]);
+    store.close().await;
+}
+
+/// Issue 12 item 5: a conflict, or a value the schema cannot hold, refuses only its own save
+/// in a batch; the others commit.
+pub(crate) async fn a_conflict_in_a_batch_refuses_only_that_save(b: &Backend) {
+    let store = b.open().await;
+    store.save_player(&character("k-a")).await.unwrap();
+    let mut stale = character("k-a");
+    stale.node = None;
+    let batch = [character("k-b"), stale, at(character("k-big"), u64::MAX), read_only("k-c")];
+    let results = store.save_players(&batch).await.unwrap();
+    assert_eq!(results.len(), 4);
+    assert!(matches!(results[0], Ok(1)), "{:?}", results[0]);
+    assert!(
+        matches!(results[1], Err(StoreError::Conflict { expected: 0, found: Some(1), .. })),
+        "{:?}",
+        results[1]
+    );
+    assert!(matches!(results[2], Err(StoreError::Unwritable { .. })), "{:?}", results[2]);
+    assert!(matches!(results[3], Ok(1)), "{:?}", results[3]);
+    assert_eq!(load(&store, "k-a").await, Some(at(character("k-a"), 1)), "unchanged");
+    assert_eq!(load(&store, "k-b").await, Some(at(character("k-b"), 1)));
+    assert_eq!(load(&store, "k-c").await, Some(at(read_only("k-c"), 1)));
+    assert_eq!(load(&store, "k-big").await, None);
+    store.close().await;
+}
+
+/// Issue 12 item 5: a batch is one transaction: when one of its writes fails, none of the
+/// batch is written, and the failure is the batch's.
+pub(crate) async fn a_batch_that_fails_as_a_whole_writes_nothing(b: &Backend) {
+    let store = b.open().await;
+    b.refuse_writes_of("t_poison").await;
+    let batch = [character("t-1"), read_only("t_poison"), character("t-3")];
+    let err = store.save_players(&batch).await.unwrap_err();
+    assert!(matches!(err, StoreError::Query { .. }), "{err}");
+    assert!(err.to_string().contains("save 3 players"), "{err}");
+    for player in ["t-1", "t_poison", "t-3"] {
+        assert_eq!(load(&store, player).await, None, "{player} was rolled back");
+    }
+    let results = store.save_players(&[character("t-1"), character("t-3")]).await.unwrap();
+    assert!(results.iter().all(|r| matches!(r, Ok(1))), "{results:?}");
+    store.close().await;
+}
+
 /// What was saved is there after the store is closed and opened again (a server restart).
 pub(crate) async fn a_save_is_visible_after_reopening_the_store(b: &Backend) {
     let store = b.open().await;
