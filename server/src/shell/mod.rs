@@ -165,7 +165,9 @@ fn feed(game: &mut Game, now: std::time::Instant, event: ShellEvent) {
                 game.handle(now, Input::SessionLoaded { outcome });
             }
             // The worker logs saves and their failures; the core does not wait for them.
-            StoreReply::PlayerSaved { .. } | StoreReply::SessionSaved { .. } => {}
+            StoreReply::PlayerSaved { .. }
+            | StoreReply::PlayersSaved { .. }
+            | StoreReply::SessionSaved { .. } => {}
         },
     }
 }

@@ -46,8 +46,11 @@ impl SaveBackend for Arc<Memory> {
     async fn load_player(&self, _player: &PlayerId) -> Result<Option<PlayerSave>, StoreError> {
         Ok(None)
     }
-    async fn save_player(&self, save: &PlayerSave) -> Result<u64, StoreError> {
-        Ok(save.version + 1)
+    async fn save_players(
+        &self,
+        saves: &[PlayerSave],
+    ) -> Result<Vec<Result<u64, StoreError>>, StoreError> {
+        Ok(saves.iter().map(|save| Ok(save.version + 1)).collect())
     }
     async fn load_session(&self, session: &str) -> Result<Option<SessionSave>, StoreError> {
         Ok(self.sessions.lock().unwrap().get(session).cloned())

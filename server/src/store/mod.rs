@@ -24,6 +24,6 @@ pub use error::StoreError;
 pub use model::{InventoryItem, PlayerSave, Preset, SessionSave};
 pub use url::{DEFAULT_STORE_URL, StoreUrl, redact};
 pub use worker::{
-    LoadOutcome, SaveBackend, SaveOutcome, StoreHandle, StoreReply, StoreRequest, StoreSettings,
-    StoreWorker,
+    LoadOutcome, SAVE_BATCH_MAX, SaveBackend, SaveOutcome, StoreHandle, StoreReply, StoreRequest,
+    StoreSettings, StoreWorker,
 };

@@ -1,5 +1,6 @@
 //! The worker's one dispatching task: a lane of queued requests per key, started one at a
-//! time; queued loads failed at their deadline; replies passed on in order.
+//! time; player saves ready together started as batches; queued loads failed at their
+//! deadline; replies passed on in order.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap, VecDeque};
@@ -11,47 +12,21 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tracing::Instrument as _;
 
-use super::job::{Ctx, Learned, Lineage, run_job};
-use super::{LoadOutcome, SaveBackend, SaveOutcome, StoreReply, StoreRequest};
+use super::batch::{self, Answer, Attempted, Pending, SAVE_BATCH_MAX};
+use super::job::{Alone, Ctx, Learned, Lineage, rebase, run_job};
+use super::{PlayerSave, SaveBackend, SaveOutcome, StoreReply, StoreRequest};
+
+/// Requests taken from the channel per wake, at most: a burst is taken whole (so its saves
+/// batch), without starving finished jobs.
+const REQUESTS_PER_WAKE: usize = 1024;
 
 impl StoreRequest {
-    fn key(&self) -> Key {
+    /// How many saves the request carries: what [`super::StoreHandle::pending_saves`] counts.
+    pub(super) fn save_count(&self) -> usize {
         match self {
-            StoreRequest::LoadPlayer { player, .. } => Key::Player(player.clone()),
-            StoreRequest::SavePlayer(save) => Key::Player(save.player.clone()),
-            StoreRequest::LoadSession(session) => Key::Session(session.clone()),
-            StoreRequest::SaveSession(save) => Key::Session(save.session.clone()),
-        }
-    }
-
-    pub(super) fn is_save(&self) -> bool {
-        matches!(self, StoreRequest::SavePlayer(_) | StoreRequest::SaveSession(_))
-    }
-
-    pub(super) fn is_load(&self) -> bool {
-        !self.is_save()
-    }
-
-    /// The reply for a request that cannot run: a failed load or save.
-    pub(super) fn failed(&self, reason: String) -> StoreReply {
-        match self {
-            StoreRequest::LoadPlayer { player, ticket } => StoreReply::PlayerLoaded {
-                player: player.clone(),
-                ticket: *ticket,
-                outcome: LoadOutcome::Failed(reason),
-            },
-            StoreRequest::SavePlayer(save) => StoreReply::PlayerSaved {
-                player: save.player.clone(),
-                outcome: SaveOutcome::Failed { attempts: 0, reason },
-            },
-            StoreRequest::LoadSession(session) => StoreReply::SessionLoaded {
-                session: session.clone(),
-                outcome: LoadOutcome::Failed(reason),
-            },
-            StoreRequest::SaveSession(save) => StoreReply::SessionSaved {
-                session: save.session.clone(),
-                outcome: SaveOutcome::Failed { attempts: 0, reason },
-            },
+            StoreRequest::SavePlayer(_) | StoreRequest::SaveSession(_) => 1,
+            StoreRequest::SavePlayers(saves) => saves.len(),
+            StoreRequest::LoadPlayer { .. } | StoreRequest::LoadSession(_) => 0,
         }
     }
 }
@@ -64,6 +39,15 @@ enum Key {
 }
 
 impl Key {
+    fn of(work: &Work) -> Key {
+        match work {
+            Work::Alone(Alone::LoadPlayer { player, .. }) => Key::Player(player.clone()),
+            Work::Alone(Alone::LoadSession(session)) => Key::Session(session.clone()),
+            Work::Alone(Alone::SaveSession(save)) => Key::Session(save.session.clone()),
+            Work::Save { save, .. } => Key::Player(save.player.clone()),
+        }
+    }
+
     fn span(&self) -> tracing::Span {
         match self {
             Key::Player(player) => tracing::info_span!("store", player = %player),
@@ -72,12 +56,21 @@ impl Key {
     }
 }
 
+/// What a queued request does.
+#[derive(Debug)]
+enum Work {
+    /// A load or a session save: one job to its reply.
+    Alone(Alone),
+    /// A player save: started in a batch with other players' saves.
+    Save { save: PlayerSave, answer: Answer },
+}
+
 /// A queued request.
 #[derive(Debug)]
-pub(super) struct Job {
-    pub(super) seq: u64,
-    pub(super) request: StoreRequest,
-    pub(super) submitted: Instant,
+struct Job {
+    seq: u64,
+    work: Work,
+    submitted: Instant,
 }
 
 /// The requests of one key.
@@ -96,19 +89,41 @@ struct Expiry {
     key: Key,
 }
 
-/// A running job, for when it dies without answering.
-struct Running {
-    key: Key,
-    request: StoreRequest,
+/// What a task of the worker returns.
+enum Done {
+    /// A load or session save of `key` answered; what its lane learned.
+    Alone(Key, Learned),
+    /// One attempt of a batch of player saves: each save's verdict.
+    Batch(Vec<Attempted>),
+    /// Player saves whose wait before their next attempt is over.
+    RetryDue(Vec<Pending>),
+}
+
+/// A running task, for when it dies without returning: who is owed a reply.
+enum Running {
+    /// A load or session save.
+    Alone { key: Key, request: Alone },
+    /// Player saves: a batch's attempt, or a wait before the next.
+    Saves(Vec<(PlayerId, Answer)>),
+}
+
+/// The outcomes of one [`StoreRequest::SavePlayers`], gathered for its one reply.
+struct Gather {
+    outcomes: Vec<Option<(PlayerId, SaveOutcome)>>,
+    left: usize,
 }
 
 /// The worker's one task: queues requests per key and starts them.
 pub(super) struct Dispatcher<B> {
     ctx: Arc<Ctx<B>>,
     lanes: HashMap<Key, Lane>,
-    running: JoinSet<Learned>,
+    running: JoinSet<Done>,
     tasks: HashMap<tokio::task::Id, Running>,
     expiries: BinaryHeap<Reverse<Expiry>>,
+    /// Player saves taken from their lanes (which stay busy), to start as batches at the end
+    /// of this wake.
+    ready: Vec<Pending>,
+    gathers: HashMap<u64, Gather>,
     next_seq: u64,
 }
 
@@ -120,30 +135,40 @@ impl<B: SaveBackend> Dispatcher<B> {
             running: JoinSet::new(),
             tasks: HashMap::new(),
             expiries: BinaryHeap::new(),
+            ready: Vec::new(),
+            gathers: HashMap::new(),
             next_seq: 0,
         }
     }
 
     /// Until the handles are gone and every request is answered, each wake:
-    /// 1. takes a new request into its key's lane (starting it if the lane is idle),
-    /// 2. or settles a finished job and starts the next of its lane,
-    /// 3. or fails the queued loads whose deadline passed.
+    /// 1. takes the requests that arrived into their keys' lanes (starting each idle lane),
+    /// 2. or settles every finished task and starts the next of each freed lane,
+    /// 3. or fails the queued loads whose deadline passed;
+    /// 4. then starts the player saves made ready meanwhile, as batches.
     pub(super) async fn run(mut self, mut requests: mpsc::UnboundedReceiver<StoreRequest>) {
         let mut open = true;
+        let mut arrived = Vec::new();
         loop {
             let next_expiry = self.expiries.peek().map(|Reverse(e)| e.deadline);
             tokio::select! {
-                request = requests.recv(), if open => match request {
-                    Some(request) => self.enqueue(request),
-                    None => open = false,
-                },
+                taken = requests.recv_many(&mut arrived, REQUESTS_PER_WAKE), if open => {
+                    open = taken > 0;
+                    for request in arrived.drain(..) {
+                        self.enqueue(request);
+                    }
+                }
                 Some(done) = self.running.join_next_with_id(), if !self.running.is_empty() => {
                     self.finish(done);
+                    while let Some(done) = self.running.try_join_next_with_id() {
+                        self.finish(done);
+                    }
                 }
                 () = sleep_until(next_expiry), if next_expiry.is_some() => {
                     self.expire(Instant::now());
                 }
             }
+            self.start_batches();
             if !open && self.running.is_empty() {
                 break;
             }
@@ -151,22 +176,52 @@ impl<B: SaveBackend> Dispatcher<B> {
     }
 
     fn enqueue(&mut self, request: StoreRequest) {
-        let key = request.key();
+        match request {
+            StoreRequest::LoadPlayer { player, ticket } => {
+                self.queue(Work::Alone(Alone::LoadPlayer { player, ticket }));
+            }
+            StoreRequest::LoadSession(session) => {
+                self.queue(Work::Alone(Alone::LoadSession(session)))
+            }
+            StoreRequest::SaveSession(save) => self.queue(Work::Alone(Alone::SaveSession(save))),
+            StoreRequest::SavePlayer(save) => {
+                self.queue(Work::Save { save, answer: Answer::Alone })
+            }
+            StoreRequest::SavePlayers(saves) => {
+                if saves.is_empty() {
+                    self.ctx.reply(StoreReply::PlayersSaved { outcomes: Vec::new() });
+                    return;
+                }
+                // The sequence number of its first save names the gather: unique and unused.
+                let gather = self.next_seq;
+                let outcomes = (0..saves.len()).map(|_| None).collect();
+                self.gathers.insert(gather, Gather { outcomes, left: saves.len() });
+                for (index, save) in saves.into_iter().enumerate() {
+                    self.queue(Work::Save { save, answer: Answer::Gathered { gather, index } });
+                }
+            }
+        }
+    }
+
+    /// Queues `work` in its key's lane and starts it if the lane is idle.
+    fn queue(&mut self, work: Work) {
+        let key = Key::of(&work);
         let seq = self.next_seq;
         self.next_seq += 1;
         let submitted = Instant::now();
-        if request.is_load() {
+        if matches!(&work, Work::Alone(request) if request.is_load()) {
             self.expiries.push(Reverse(Expiry {
                 deadline: submitted + self.ctx.settings.load_timeout,
                 seq,
                 key: key.clone(),
             }));
         }
-        self.lanes.entry(key.clone()).or_default().queue.push_back(Job { seq, request, submitted });
+        self.lanes.entry(key.clone()).or_default().queue.push_back(Job { seq, work, submitted });
         self.start_next(&key);
     }
 
-    /// Starts the head of `key`'s lane unless the lane is busy.
+    /// Starts the head of `key`'s lane unless the lane is busy: a player save joins the saves
+    /// to batch at the end of this wake; anything else starts alone.
     fn start_next(&mut self, key: &Key) {
         let Some(lane) = self.lanes.get_mut(key) else {
             return;
@@ -178,45 +233,138 @@ impl<B: SaveBackend> Dispatcher<B> {
             return;
         };
         lane.busy = true;
-        let ctx = self.ctx.clone();
-        let lineage = lane.lineage;
-        let request = job.request.clone();
-        let span = key.span();
-        let abort = self.running.spawn(run_job(ctx, job, lineage).instrument(span));
-        self.tasks.insert(abort.id(), Running { key: key.clone(), request });
+        match job.work {
+            Work::Save { save, answer } => {
+                let save = key.span().in_scope(|| rebase(save, lane.lineage));
+                self.ready.push(Pending::new(save, answer));
+            }
+            Work::Alone(request) => {
+                let ctx = self.ctx.clone();
+                let task = run_job(ctx, request.clone(), job.submitted, lane.lineage);
+                let done = key.clone();
+                let task = async move { Done::Alone(done, task.await) };
+                let abort = self.running.spawn(task.instrument(key.span()));
+                self.tasks.insert(abort.id(), Running::Alone { key: key.clone(), request });
+            }
+        }
     }
 
-    fn finish(&mut self, done: Result<(tokio::task::Id, Learned), tokio::task::JoinError>) {
-        let (id, learned) = match done {
-            Ok((id, learned)) => (id, learned),
-            Err(e) => {
-                // A job that panicked (or was cancelled) still owes its reply.
-                if let Some(running) = self.tasks.get(&e.id()) {
-                    tracing::error!(error = %e, "a store job died without answering");
-                    if running.request.is_save() {
-                        self.ctx.save_finished();
-                    }
-                    self.ctx.reply(running.request.failed(format!("the store job died: {e}")));
-                }
-                (e.id(), Learned::Nothing)
-            }
+    /// Starts the ready player saves, [`SAVE_BATCH_MAX`] to a batch.
+    fn start_batches(&mut self) {
+        while !self.ready.is_empty() {
+            let rest = self.ready.split_off(self.ready.len().min(SAVE_BATCH_MAX));
+            let saves = std::mem::replace(&mut self.ready, rest);
+            let owed = saves.iter().map(|p| (p.player().clone(), p.answer)).collect();
+            let span = tracing::info_span!("store_batch", saves = saves.len());
+            let task = batch::attempt(self.ctx.clone(), saves);
+            let task = async move { Done::Batch(task.await) };
+            let abort = self.running.spawn(task.instrument(span));
+            self.tasks.insert(abort.id(), Running::Saves(owed));
+        }
+    }
+
+    fn finish(&mut self, done: Result<(tokio::task::Id, Done), tokio::task::JoinError>) {
+        let (id, done) = match done {
+            Ok(finished) => finished,
+            Err(e) => return self.died(e),
         };
-        let Some(Running { key, .. }) = self.tasks.remove(&id) else {
+        self.tasks.remove(&id);
+        match done {
+            Done::Alone(key, learned) => self.free(&key, learned),
+            Done::Batch(verdicts) => {
+                let mut retry = Vec::new();
+                for verdict in verdicts {
+                    match verdict {
+                        Attempted::Finished { pending, outcome, learned } => {
+                            let player = pending.save.player;
+                            self.answer(player.clone(), pending.answer, outcome);
+                            self.free(&Key::Player(player), learned);
+                        }
+                        Attempted::Retry(pending) => retry.push(pending),
+                    }
+                }
+                if !retry.is_empty() {
+                    self.wait_to_retry(retry);
+                }
+            }
+            Done::RetryDue(saves) => self.ready.extend(saves),
+        }
+    }
+
+    /// A task that panicked (or was cancelled) still owes its replies; its lanes go on.
+    fn died(&mut self, e: tokio::task::JoinError) {
+        let Some(running) = self.tasks.remove(&e.id()) else {
             return;
         };
-        if let Some(lane) = self.lanes.get_mut(&key) {
+        tracing::error!(error = %e, "a store task died without answering");
+        let reason = format!("the store job died: {e}");
+        match running {
+            Running::Alone { key, request } => {
+                if !request.is_load() {
+                    self.ctx.save_finished();
+                }
+                self.ctx.reply(request.failed(reason));
+                self.free(&key, Learned::Nothing);
+            }
+            Running::Saves(owed) => {
+                for (player, answer) in owed {
+                    let outcome = SaveOutcome::Failed { attempts: 0, reason: reason.clone() };
+                    self.answer(player.clone(), answer, outcome);
+                    self.free(&Key::Player(player), Learned::Nothing);
+                }
+            }
+        }
+    }
+
+    /// Saves whose attempt failed wait `save_retry` (their lanes busy), then are ready again.
+    fn wait_to_retry(&mut self, saves: Vec<Pending>) {
+        let owed = saves.iter().map(|p| (p.player().clone(), p.answer)).collect();
+        let delay = self.ctx.settings.save_retry;
+        let abort = self.running.spawn(async move {
+            tokio::time::sleep(delay).await;
+            Done::RetryDue(saves)
+        });
+        self.tasks.insert(abort.id(), Running::Saves(owed));
+    }
+
+    /// `key`'s running request finished, having learned `learned`: its lane starts the next.
+    fn free(&mut self, key: &Key, learned: Learned) {
+        if let Some(lane) = self.lanes.get_mut(key) {
             lane.busy = false;
             lane.lineage = learned.apply(lane.lineage);
             if lane.queue.is_empty() && lane.lineage.is_none() {
-                self.lanes.remove(&key);
+                self.lanes.remove(key);
                 return;
             }
         }
-        self.start_next(&key);
+        self.start_next(key);
     }
 
-    /// Answers the queued loads whose deadline is past with [`LoadOutcome::Failed`]. A load
-    /// that already started enforces its own deadline.
+    /// A player save finished: its reply, or its place in its request's one reply.
+    fn answer(&mut self, player: PlayerId, answer: Answer, outcome: SaveOutcome) {
+        self.ctx.save_finished();
+        let (gather, index) = match answer {
+            Answer::Alone => {
+                self.ctx.reply(StoreReply::PlayerSaved { player, outcome });
+                return;
+            }
+            Answer::Gathered { gather, index } => (gather, index),
+        };
+        let Some(g) = self.gathers.get_mut(&gather) else { return };
+        if let Some(slot @ None) = g.outcomes.get_mut(index) {
+            *slot = Some((player, outcome));
+            g.left -= 1;
+        }
+        if g.left == 0 {
+            if let Some(g) = self.gathers.remove(&gather) {
+                let outcomes = g.outcomes.into_iter().flatten().collect();
+                self.ctx.reply(StoreReply::PlayersSaved { outcomes });
+            }
+        }
+    }
+
+    /// Answers the queued loads whose deadline is past with a failed load. A load that already
+    /// started enforces its own deadline.
     fn expire(&mut self, now: Instant) {
         while let Some(Reverse(expiry)) = self.expiries.peek() {
             if expiry.deadline > now {
@@ -232,14 +380,14 @@ impl<B: SaveBackend> Dispatcher<B> {
             let Some(at) = lane.queue.iter().position(|job| job.seq == expiry.seq) else {
                 continue;
             };
-            if let Some(job) = lane.queue.remove(at) {
-                let waited = now.saturating_duration_since(job.submitted);
+            if let Some(Job { work: Work::Alone(request), submitted, .. }) = lane.queue.remove(at) {
+                let waited = now.saturating_duration_since(submitted);
                 let reason = format!(
                     "timed out after {} ms waiting behind earlier store requests for this key",
                     waited.as_millis()
                 );
                 key.span().in_scope(|| tracing::warn!(%reason, "load failed"));
-                self.ctx.reply(job.request.failed(reason));
+                self.ctx.reply(request.failed(reason));
             }
         }
     }

@@ -1,5 +1,7 @@
-//! One request run to its reply: loads bounded by their deadline, saves retried, rebased onto
-//! this worker's own earlier writes, and recognised when a lost answer had in fact saved.
+//! One request run alone to its reply (a load, or a session save): loads bounded by their
+//! deadline, saves retried, rebased onto this worker's own earlier writes, and recognised when a
+//! lost answer had in fact saved. Player saves run in batches (`batch`), with the same rebasing
+//! and recognition from here.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -7,10 +9,11 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 
-use super::dispatch::Job;
+use gatehouse_protocol::PlayerId;
+
 use super::{
     LoadOutcome, PlayerSave, SaveBackend, SaveOutcome, SessionSave, StoreError, StoreReply,
-    StoreRequest, StoreSettings,
+    StoreSettings,
 };
 
 /// What the jobs share.
@@ -65,34 +68,65 @@ impl Learned {
     }
 }
 
-/// Runs one request to its reply; returns what it learned about the key's version.
+/// A request that runs alone, one job to one reply: every request but a player save.
+#[derive(Debug, Clone)]
+pub(super) enum Alone {
+    /// As [`super::StoreRequest::LoadPlayer`].
+    LoadPlayer { player: PlayerId, ticket: u64 },
+    /// As [`super::StoreRequest::LoadSession`].
+    LoadSession(String),
+    /// As [`super::StoreRequest::SaveSession`].
+    SaveSession(SessionSave),
+}
+
+impl Alone {
+    pub(super) fn is_load(&self) -> bool {
+        !matches!(self, Alone::SaveSession(_))
+    }
+
+    /// The reply for a request that cannot run: a failed load or save.
+    pub(super) fn failed(&self, reason: String) -> StoreReply {
+        match self {
+            Alone::LoadPlayer { player, ticket } => StoreReply::PlayerLoaded {
+                player: player.clone(),
+                ticket: *ticket,
+                outcome: LoadOutcome::Failed(reason),
+            },
+            Alone::LoadSession(session) => StoreReply::SessionLoaded {
+                session: session.clone(),
+                outcome: LoadOutcome::Failed(reason),
+            },
+            Alone::SaveSession(save) => StoreReply::SessionSaved {
+                session: save.session.clone(),
+                outcome: SaveOutcome::Failed { attempts: 0, reason },
+            },
+        }
+    }
+}
+
+/// Runs one request submitted at `submitted` to its reply; returns what it learned about the
+/// key's version.
 pub(super) async fn run_job<B: SaveBackend>(
     ctx: Arc<Ctx<B>>,
-    job: Job,
+    request: Alone,
+    submitted: Instant,
     lineage: Option<Lineage>,
 ) -> Learned {
-    let deadline = job.submitted + ctx.settings.load_timeout;
-    match job.request {
-        StoreRequest::LoadPlayer { player, ticket } => {
+    let deadline = submitted + ctx.settings.load_timeout;
+    match request {
+        Alone::LoadPlayer { player, ticket } => {
             let (outcome, learned) =
                 load(&ctx, deadline, || ctx.backend.load_player(&player), |s| s.version).await;
             ctx.reply(StoreReply::PlayerLoaded { player, ticket, outcome });
             learned
         }
-        StoreRequest::LoadSession(session) => {
+        Alone::LoadSession(session) => {
             let (outcome, learned) =
                 load(&ctx, deadline, || ctx.backend.load_session(&session), |s| s.version).await;
             ctx.reply(StoreReply::SessionLoaded { session, outcome });
             learned
         }
-        StoreRequest::SavePlayer(save) => {
-            let player = save.player.clone();
-            let (outcome, learned) = save_with_retry(&ctx, rebase(save, lineage)).await;
-            ctx.save_finished();
-            ctx.reply(StoreReply::PlayerSaved { player, outcome });
-            learned
-        }
-        StoreRequest::SaveSession(save) => {
+        Alone::SaveSession(save) => {
             let session = save.session.clone();
             let (outcome, learned) = save_with_retry(&ctx, rebase(save, lineage)).await;
             ctx.save_finished();
@@ -141,14 +175,10 @@ where
     }
 }
 
-/// A save record the worker can write and read back: a player's or a session's.
-trait Record: Clone + PartialEq + Send + Sync + 'static {
+/// A save record the worker can rebase and read back: a player's or a session's.
+pub(super) trait Record: Clone + PartialEq + Send + Sync + 'static {
     fn version(&self) -> u64;
     fn set_version(&mut self, version: u64);
-    fn write<B: SaveBackend>(
-        &self,
-        backend: &B,
-    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
     fn read_back<B: SaveBackend>(
         &self,
         backend: &B,
@@ -161,12 +191,6 @@ impl Record for PlayerSave {
     }
     fn set_version(&mut self, version: u64) {
         self.version = version;
-    }
-    fn write<B: SaveBackend>(
-        &self,
-        backend: &B,
-    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
-        backend.save_player(self)
     }
     fn read_back<B: SaveBackend>(
         &self,
@@ -183,12 +207,6 @@ impl Record for SessionSave {
     fn set_version(&mut self, version: u64) {
         self.version = version;
     }
-    fn write<B: SaveBackend>(
-        &self,
-        backend: &B,
-    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
-        backend.save_session(self)
-    }
     fn read_back<B: SaveBackend>(
         &self,
         backend: &B,
@@ -198,7 +216,7 @@ impl Record for SessionSave {
 }
 
 /// A save based on a version this worker already replaced is based on the newest instead.
-fn rebase<T: Record>(mut save: T, lineage: Option<Lineage>) -> T {
+pub(super) fn rebase<T: Record>(mut save: T, lineage: Option<Lineage>) -> T {
     if let Some(l) = lineage {
         let v = save.version();
         if l.low <= v && v < l.latest {
@@ -213,21 +231,22 @@ fn rebase<T: Record>(mut save: T, lineage: Option<Lineage>) -> T {
     save
 }
 
-/// Writes `save`, retrying transient failures; see the module doc.
+/// Writes a session save, retrying transient failures; see the module doc.
 ///
 /// After an attempt whose fate is unknown (an error or timeout after the write may have
 /// committed), a conflict that finds exactly the next version holding exactly this save is
 /// that attempt's success, not a conflict.
-async fn save_with_retry<B: SaveBackend, T: Record>(
+async fn save_with_retry<B: SaveBackend>(
     ctx: &Ctx<B>,
-    save: T,
+    save: SessionSave,
 ) -> (SaveOutcome, Learned) {
     let StoreSettings { load_timeout, save_retry, save_attempts } = ctx.settings;
     let base = save.version();
     let mut uncertain = false;
     let mut last_error = String::new();
     for attempt in 1..=save_attempts {
-        let error = match tokio::time::timeout(load_timeout, save.write(&ctx.backend)).await {
+        let error = match tokio::time::timeout(load_timeout, ctx.backend.save_session(&save)).await
+        {
             Ok(Ok(version)) => {
                 tracing::debug!(version, attempt, "saved");
                 return (
@@ -280,7 +299,11 @@ async fn save_with_retry<B: SaveBackend, T: Record>(
 }
 
 /// Whether the store holds `save` at `version`.
-async fn stored_is<B: SaveBackend, T: Record>(ctx: &Ctx<B>, save: &T, version: u64) -> bool {
+pub(super) async fn stored_is<B: SaveBackend, T: Record>(
+    ctx: &Ctx<B>,
+    save: &T,
+    version: u64,
+) -> bool {
     let mut expected = save.clone();
     expected.set_version(version);
     matches!(

@@ -18,9 +18,17 @@
 //!   per key seen, kept for the worker's life.)
 //! - Sessions chain the same way: send the version from [`StoreReply::SessionLoaded`] (0 when
 //!   nothing was found) in every [`SessionSave`].
+//! - Player saves of different players that are ready to start together (the heads of idle
+//!   lanes, taken in one wake: a [`StoreRequest::SavePlayers`] at a transition's end, or a
+//!   burst of single saves) are written as one batch, up to [`SAVE_BATCH_MAX`] saves in one
+//!   transaction ([`SaveBackend::save_players`]), keeping every rule above per save: its own
+//!   attempts, timeout budget, rebasing, conflict and recognition. A save whose attempt failed
+//!   waits `save_retry` in its lane, then joins whatever batch starts next. Issue 12 item 5.
 //!
-//! `dispatch` owns the lanes and deadlines; `job` runs one request to its reply.
+//! `dispatch` owns the lanes and deadlines; `job` runs a load or a session save to its reply;
+//! `batch` runs one attempt of a batch of player saves.
 
+mod batch;
 mod dispatch;
 mod job;
 #[cfg(test)]
@@ -36,6 +44,7 @@ use tokio::task::JoinHandle;
 
 use super::model::{PlayerSave, SessionSave};
 use super::{Store, StoreError};
+pub use batch::SAVE_BATCH_MAX;
 use dispatch::Dispatcher;
 use job::Ctx;
 
@@ -47,11 +56,12 @@ pub trait SaveBackend: Send + Sync + 'static {
         &self,
         player: &PlayerId,
     ) -> impl Future<Output = Result<Option<PlayerSave>, StoreError>> + Send;
-    /// As [`Store::save_player`].
-    fn save_player(
+    /// As [`Store::save_players`]: every save in one transaction, one result per save in the
+    /// order given; the outer error is the transaction's (issue 12 item 5).
+    fn save_players(
         &self,
-        save: &PlayerSave,
-    ) -> impl Future<Output = Result<u64, StoreError>> + Send;
+        saves: &[PlayerSave],
+    ) -> impl Future<Output = Result<Vec<Result<u64, StoreError>>, StoreError>> + Send;
     /// As [`Store::load_session`].
     fn load_session(
         &self,
@@ -71,11 +81,11 @@ impl SaveBackend for Store {
     ) -> impl Future<Output = Result<Option<PlayerSave>, StoreError>> + Send {
         Store::load_player(self, player)
     }
-    fn save_player(
+    fn save_players(
         &self,
-        save: &PlayerSave,
-    ) -> impl Future<Output = Result<u64, StoreError>> + Send {
-        Store::save_player(self, save)
+        saves: &[PlayerSave],
+    ) -> impl Future<Output = Result<Vec<Result<u64, StoreError>>, StoreError>> + Send {
+        Store::save_players(self, saves)
     }
     fn load_session(
         &self,
@@ -124,13 +134,19 @@ pub enum StoreRequest {
     },
     /// Write a player's save; answered with [`StoreReply::PlayerSaved`].
     SavePlayer(PlayerSave),
+    /// Write many players' saves, each as [`StoreRequest::SavePlayer`] would (in its player's
+    /// lane, in order); answered once, with [`StoreReply::PlayersSaved`], when every one has
+    /// finished. One request for a transition's end, so the game task submits once, not once
+    /// per player (issue 12 item 5).
+    SavePlayers(Vec<PlayerSave>),
     /// Load a session's save (by session name); answered with [`StoreReply::SessionLoaded`].
     LoadSession(String),
     /// Write a session's save; answered with [`StoreReply::SessionSaved`].
     SaveSession(SessionSave),
 }
 
-/// The answer to one [`StoreRequest`]; every request gets exactly one.
+/// The answer to one [`StoreRequest`]; every request gets exactly one (a
+/// [`StoreRequest::SavePlayers`] one for all its saves).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StoreReply {
     /// A player's load finished.
@@ -148,6 +164,11 @@ pub enum StoreReply {
         player: PlayerId,
         /// Whether it was written.
         outcome: SaveOutcome,
+    },
+    /// Every save of a [`StoreRequest::SavePlayers`] finished.
+    PlayersSaved {
+        /// Each save's player and outcome, in the order of the request.
+        outcomes: Vec<(PlayerId, SaveOutcome)>,
     },
     /// A session's load finished.
     SessionLoaded {
@@ -256,19 +277,20 @@ impl StoreHandle {
     /// [`StoreError::WorkerStopped`] if the worker is gone (it panicked or its runtime shut
     /// down); the request is dropped.
     pub fn submit(&self, request: StoreRequest) -> Result<(), StoreError> {
-        let is_save = request.is_save();
-        if is_save {
-            self.pending.send_modify(|n| *n += 1);
+        let saves = request.save_count();
+        if saves > 0 {
+            self.pending.send_modify(|n| *n += saves);
         }
         self.requests.send(request).map_err(|_| {
-            if is_save {
-                self.pending.send_modify(|n| *n = n.saturating_sub(1));
+            if saves > 0 {
+                self.pending.send_modify(|n| *n = n.saturating_sub(saves));
             }
             StoreError::WorkerStopped
         })
     }
 
-    /// Saves submitted and not yet finished (written, refused or given up).
+    /// Saves submitted and not yet finished (written, refused or given up); each save of a
+    /// [`StoreRequest::SavePlayers`] counts.
     pub fn pending_saves(&self) -> usize {
         *self.pending.borrow()
     }

@@ -1,6 +1,6 @@
 //! Worker tests on a fake store with scripted faults, on paused (simulated) time.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 
 use gatehouse_protocol::{CharacterDef, NodeId};
@@ -42,7 +42,12 @@ struct FakeState {
     delay: Duration,
     /// `(player, version written)` per applied save, in order.
     writes: Vec<(String, u64)>,
+    /// Player-save transactions attempted.
     save_calls: usize,
+    /// The players of each player-save transaction attempted, in order.
+    batches: Vec<Vec<String>>,
+    /// Players whose saves fail on their own (a transient error) inside a committed batch.
+    failing: HashSet<String>,
 }
 
 fn transient() -> StoreError {
@@ -73,6 +78,25 @@ impl Fake {
     }
 }
 
+impl FakeState {
+    /// One save with the real store's versioning.
+    fn apply(&mut self, save: &PlayerSave) -> Result<u64, StoreError> {
+        let found = self.players.get(&save.player).map(|p| p.version);
+        if found.unwrap_or(0) != save.version {
+            return Err(StoreError::Conflict {
+                key: format!("player {}", save.player),
+                expected: save.version,
+                found,
+            });
+        }
+        let mut stored = save.clone();
+        stored.version += 1;
+        self.writes.push((save.player.as_str().to_owned(), stored.version));
+        self.players.insert(save.player.clone(), stored);
+        Ok(save.version + 1)
+    }
+}
+
 impl SaveBackend for Arc<Fake> {
     async fn load_player(&self, player: &PlayerId) -> Result<Option<PlayerSave>, StoreError> {
         let fault = self.state().load_faults.pop_front();
@@ -83,10 +107,16 @@ impl SaveBackend for Arc<Fake> {
         Ok(self.state().players.get(player).cloned())
     }
 
-    async fn save_player(&self, save: &PlayerSave) -> Result<u64, StoreError> {
+    /// One transaction: a scripted fault applies to the whole batch; otherwise each save
+    /// applies or conflicts on its own.
+    async fn save_players(
+        &self,
+        saves: &[PlayerSave],
+    ) -> Result<Vec<Result<u64, StoreError>>, StoreError> {
         let fault = {
             let mut s = self.state();
             s.save_calls += 1;
+            s.batches.push(saves.iter().map(|save| save.player.as_str().to_owned()).collect());
             s.save_faults.pop_front()
         };
         self.pause(fault).await;
@@ -94,22 +124,19 @@ impl SaveBackend for Arc<Fake> {
             return Err(transient());
         }
         let mut s = self.state();
-        let found = s.players.get(&save.player).map(|p| p.version);
-        if found.unwrap_or(0) != save.version {
-            return Err(StoreError::Conflict {
-                key: format!("player {}", save.player),
-                expected: save.version,
-                found,
-            });
-        }
-        let mut stored = save.clone();
-        stored.version += 1;
-        s.writes.push((save.player.as_str().to_owned(), stored.version));
-        s.players.insert(save.player.clone(), stored);
+        let results = saves
+            .iter()
+            .map(|save| {
+                if s.failing.contains(save.player.as_str()) {
+                    return Err(transient());
+                }
+                s.apply(save)
+            })
+            .collect();
         if let Some(Fault::CommitThenFail) = fault {
             return Err(transient());
         }
-        Ok(save.version + 1)
+        Ok(results)
     }
 
     async fn load_session(&self, session: &str) -> Result<Option<SessionSave>, StoreError> {
@@ -388,10 +415,12 @@ async fn drain_waits_for_pending_saves_within_its_bound() {
     assert_eq!(handle.drain(Duration::from_secs(10)).await, 0);
     assert_eq!(fake.state().players.len(), 3);
 
-    // p1's first attempt hangs (until load_timeout); p2's save lands at once.
+    // p1's first attempt hangs (until load_timeout); p2's save, submitted once p1's attempt
+    // started (so not in its batch), lands at once.
     let fake = Fake::with(|s| s.save_faults.push_back(Fault::Hang));
     let (handle, _join, _rx) = start(&fake);
     handle.submit(StoreRequest::SavePlayer(save("p1", 0, 1))).unwrap();
+    tokio::time::sleep(Duration::from_millis(1)).await;
     handle.submit(StoreRequest::SavePlayer(save("p2", 0, 1))).unwrap();
     let t0 = Instant::now();
     assert_eq!(handle.drain(Duration::from_secs(2)).await, 1);
@@ -456,4 +485,252 @@ async fn the_worker_finishes_queued_saves_before_it_stops() {
         replies += 1;
     }
     assert_eq!(replies, 3);
+}
+
+// Issue 12 item 5: saves batched, one transaction for many players.
+
+async fn next_batch_saved(rx: &mut mpsc::Receiver<StoreReply>) -> Vec<(String, SaveOutcome)> {
+    match next(rx).await {
+        StoreReply::PlayersSaved { outcomes } => {
+            outcomes.into_iter().map(|(p, o)| (p.as_str().to_owned(), o)).collect()
+        }
+        other => panic!("expected PlayersSaved, found {other:?}"),
+    }
+}
+
+fn saved(version: u64, attempts: u32) -> SaveOutcome {
+    SaveOutcome::Saved { version, attempts }
+}
+
+/// Saves of different players that are ready together (a transition's batch and single saves
+/// submitted in the same burst) are written in one transaction; the batch request gets one
+/// reply, with each save's outcome in its order, and each single save its own.
+#[tokio::test(start_paused = true)]
+async fn saves_ready_together_are_written_in_one_transaction() {
+    let fake = Fake::with(|s| s.delay = Duration::from_millis(10));
+    let (handle, _join, mut rx) = start(&fake);
+    let batch: Vec<PlayerSave> = (0..10).map(|i| save(&format!("b{i}"), 0, i)).collect();
+    handle.submit(StoreRequest::SavePlayers(batch)).unwrap();
+    for i in 0..5 {
+        handle.submit(StoreRequest::SavePlayer(save(&format!("s{i}"), 0, i))).unwrap();
+    }
+    let mut singles = 0;
+    let mut batched = Vec::new();
+    for _ in 0..6 {
+        match next(&mut rx).await {
+            StoreReply::PlayerSaved { outcome, .. } => {
+                assert_eq!(outcome, saved(1, 1));
+                singles += 1;
+            }
+            StoreReply::PlayersSaved { outcomes } => batched.push(outcomes),
+            other => panic!("expected save replies, found {other:?}"),
+        }
+    }
+    assert_eq!(singles, 5);
+    assert_eq!(batched.len(), 1, "one reply for the batch request");
+    let expected: Vec<_> = (0..10).map(|i| (id(&format!("b{i}")), saved(1, 1))).collect();
+    assert_eq!(batched[0], expected, "each save's outcome, in the request's order");
+    let s = fake.state();
+    assert_eq!(s.save_calls, 1, "one transaction for 15 saves: {:?}", s.batches);
+    assert_eq!(s.players.len(), 15);
+}
+
+/// A burst larger than the batch bound is written as several transactions, each at most
+/// SAVE_BATCH_MAX saves.
+#[tokio::test(start_paused = true)]
+async fn a_burst_larger_than_the_batch_bound_is_split() {
+    let fake = Arc::new(Fake::default());
+    let (handle, _join, mut rx) = start(&fake);
+    let n = SAVE_BATCH_MAX + 10;
+    let batch: Vec<PlayerSave> = (0..n).map(|i| save(&format!("p{i:04}"), 0, 1)).collect();
+    handle.submit(StoreRequest::SavePlayers(batch)).unwrap();
+    let outcomes = next_batch_saved(&mut rx).await;
+    assert_eq!(outcomes.len(), n);
+    assert!(outcomes.iter().all(|(_, o)| *o == saved(1, 1)));
+    let sizes: Vec<usize> = fake.state().batches.iter().map(Vec::len).collect();
+    assert_eq!(sizes, vec![SAVE_BATCH_MAX, 10]);
+}
+
+/// A conflict on one save of a batch refuses that save alone: the others are written in the
+/// same transaction, and the conflict is not retried.
+#[tokio::test(start_paused = true)]
+async fn a_conflict_in_a_batch_does_not_abort_the_other_saves() {
+    let fake = Fake::with(|s| {
+        s.players.insert(id("p2"), save("p2", 3, 9));
+    });
+    let (handle, _join, mut rx) = start(&fake);
+    let batch = vec![save("p1", 0, 1), save("p2", 1, 1), save("p3", 0, 1)];
+    handle.submit(StoreRequest::SavePlayers(batch)).unwrap();
+    assert_eq!(
+        next_batch_saved(&mut rx).await,
+        vec![
+            ("p1".to_owned(), saved(1, 1)),
+            ("p2".to_owned(), SaveOutcome::Conflict { expected: 1, found: Some(3) }),
+            ("p3".to_owned(), saved(1, 1)),
+        ]
+    );
+    let s = fake.state();
+    assert_eq!(s.save_calls, 1, "the conflict is not retried");
+    assert_eq!(
+        s.players[&id("p2")].inventory[0].count,
+        9,
+        "p2 is left as the other writer saved it"
+    );
+    assert_eq!(s.writes, vec![("p1".to_owned(), 1), ("p3".to_owned(), 1)]);
+}
+
+/// A failed transaction fails an attempt of each of its saves; each save keeps its own budget
+/// of save_attempts: a save that joined later has used fewer, and a batch that keeps failing
+/// is given up after save_attempts attempts of each save, save_retry apart.
+#[tokio::test(start_paused = true)]
+async fn a_failed_batch_is_retried_with_each_saves_budget() {
+    // p1 and p2 fail at 0, 500 and 1000 ms; p3 (submitted at 100 ms, its own batch) at 100
+    // and 600 ms. p3 lands on its third attempt, at 1100 ms; p1 and p2 on their fourth.
+    let fake = Fake::with(|s| s.save_faults.extend([Fault::Fail; 5]));
+    let (handle, _join, mut rx) = start(&fake);
+    let t0 = Instant::now();
+    handle.submit(StoreRequest::SavePlayers(vec![save("p1", 0, 1), save("p2", 0, 1)])).unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    handle.submit(StoreRequest::SavePlayer(save("p3", 0, 1))).unwrap();
+    assert_eq!(next_saved(&mut rx).await, saved(1, 3));
+    assert_eq!(t0.elapsed(), Duration::from_millis(1100));
+    assert_eq!(
+        next_batch_saved(&mut rx).await,
+        vec![("p1".to_owned(), saved(1, 4)), ("p2".to_owned(), saved(1, 4))]
+    );
+    assert_eq!(t0.elapsed(), Duration::from_millis(1500));
+    assert_eq!(fake.state().save_calls, 7);
+
+    // Every attempt fails: each save of the batch is given up after its 5 attempts.
+    let fake = Fake::with(|s| s.save_faults.extend([Fault::Fail; 6]));
+    let (handle, _join, mut rx) = start(&fake);
+    handle.submit(StoreRequest::SavePlayers(vec![save("p1", 0, 1), save("p2", 0, 1)])).unwrap();
+    let outcomes = next_batch_saved(&mut rx).await;
+    for (player, outcome) in outcomes {
+        assert!(
+            matches!(outcome, SaveOutcome::Failed { attempts: 5, ref reason } if reason.contains("pool timed out")),
+            "{player}: {outcome:?}"
+        );
+    }
+    assert_eq!(fake.state().save_calls, 5);
+    assert!(fake.state().players.is_empty());
+    assert_eq!(handle.pending_saves(), 0);
+}
+
+/// A save that fails on its own inside a committed batch is retried alone; its batch-mates'
+/// lanes are free as soon as their own saves land, so a load of one of them does not wait for
+/// the retries.
+#[tokio::test(start_paused = true)]
+async fn a_saved_player_is_free_while_its_batch_mates_retry() {
+    let fake = Fake::with(|s| {
+        s.failing.insert("p2".to_owned());
+    });
+    let (handle, _join, mut rx) = start(&fake);
+    let t0 = Instant::now();
+    handle.submit(StoreRequest::SavePlayers(vec![save("p1", 0, 4), save("p2", 0, 1)])).unwrap();
+    handle.submit(StoreRequest::LoadPlayer { player: id("p1"), ticket: 1 }).unwrap();
+    match next(&mut rx).await {
+        StoreReply::PlayerLoaded { outcome: LoadOutcome::Found(found), .. } => {
+            assert_eq!(found, save("p1", 1, 4));
+        }
+        other => panic!("expected p1's load first, found {other:?}"),
+    }
+    assert!(t0.elapsed() < SETTINGS.save_retry, "answered after {:?}", t0.elapsed());
+    let outcomes = next_batch_saved(&mut rx).await;
+    assert_eq!(outcomes[0], ("p1".to_owned(), saved(1, 1)));
+    assert!(matches!(outcomes[1], (_, SaveOutcome::Failed { attempts: 5, .. })), "{outcomes:?}");
+    assert_eq!(fake.state().batches[1], vec!["p2".to_owned()], "p2 is retried alone");
+}
+
+/// A batch whose transaction committed but whose answer was lost is recognised on the retry:
+/// each of its saves finds exactly its own write, and is saved, not a conflict with itself.
+#[tokio::test(start_paused = true)]
+async fn a_batched_save_whose_answer_was_lost_is_recognised_on_retry() {
+    let fake = Fake::with(|s| s.save_faults.push_back(Fault::CommitThenFail));
+    let (handle, _join, mut rx) = start(&fake);
+    handle.submit(StoreRequest::SavePlayers(vec![save("p1", 0, 1), save("p2", 0, 2)])).unwrap();
+    assert_eq!(
+        next_batch_saved(&mut rx).await,
+        vec![("p1".to_owned(), saved(1, 2)), ("p2".to_owned(), saved(1, 2))]
+    );
+    let s = fake.state();
+    assert_eq!(s.writes, vec![("p1".to_owned(), 1), ("p2".to_owned(), 1)], "written once each");
+    assert_eq!(s.save_calls, 2);
+}
+
+/// Saves of one player in one burst (in a batch request and beside it) still apply one at a
+/// time in submission order, chained onto each other; two saves of one player never share a
+/// transaction.
+#[tokio::test(start_paused = true)]
+async fn saves_of_one_player_in_one_burst_still_apply_in_order() {
+    let fake = Fake::with(|s| s.delay = Duration::from_millis(10));
+    let (handle, _join, mut rx) = start(&fake);
+    let batch = vec![save("p1", 0, 0), save("p2", 0, 0), save("p1", 0, 1), save("p1", 0, 2)];
+    handle.submit(StoreRequest::SavePlayers(batch)).unwrap();
+    handle.submit(StoreRequest::SavePlayer(save("p1", 0, 3))).unwrap();
+    handle.submit(StoreRequest::SavePlayers(vec![save("p1", 0, 4), save("p2", 0, 1)])).unwrap();
+    let mut replies = Vec::new();
+    for _ in 0..3 {
+        replies.push(next(&mut rx).await);
+    }
+    assert!(replies.contains(&StoreReply::PlayersSaved {
+        outcomes: vec![
+            (id("p1"), saved(1, 1)),
+            (id("p2"), saved(1, 1)),
+            (id("p1"), saved(2, 1)),
+            (id("p1"), saved(3, 1)),
+        ]
+    }));
+    assert!(replies.contains(&StoreReply::PlayerSaved { player: id("p1"), outcome: saved(4, 1) }));
+    assert!(replies.contains(&StoreReply::PlayersSaved {
+        outcomes: vec![(id("p1"), saved(5, 1)), (id("p2"), saved(2, 1))]
+    }));
+    let s = fake.state();
+    let p1: Vec<u64> = s.writes.iter().filter(|(p, _)| p == "p1").map(|(_, v)| *v).collect();
+    assert_eq!(p1, vec![1, 2, 3, 4, 5]);
+    assert_eq!(s.players[&id("p1")].inventory[0].count, 4, "the last save wins");
+    for batch in &s.batches {
+        let distinct: HashSet<&String> = batch.iter().collect();
+        assert_eq!(distinct.len(), batch.len(), "a player twice in one transaction: {batch:?}");
+    }
+}
+
+/// A load submitted after a batch that saves its player waits in the player's lane and sees
+/// that save.
+#[tokio::test(start_paused = true)]
+async fn a_load_queued_behind_a_batched_save_sees_it() {
+    let fake = Fake::with(|s| s.delay = Duration::from_millis(50));
+    let (handle, _join, mut rx) = start(&fake);
+    handle.submit(StoreRequest::SavePlayers(vec![save("p1", 0, 3), save("p2", 0, 1)])).unwrap();
+    handle.submit(StoreRequest::LoadPlayer { player: id("p1"), ticket: 2 }).unwrap();
+    let mut found = None;
+    for _ in 0..2 {
+        match next(&mut rx).await {
+            StoreReply::PlayerLoaded { outcome: LoadOutcome::Found(save), .. } => {
+                found = Some(save);
+            }
+            StoreReply::PlayersSaved { .. } => {}
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(found, Some(save("p1", 1, 3)));
+}
+
+/// Every save of a batch request counts as pending until it finishes, and the drain waits for
+/// them all.
+#[tokio::test(start_paused = true)]
+async fn pending_saves_count_every_save_of_a_batch() {
+    let fake = Fake::with(|s| {
+        s.delay = Duration::from_millis(100);
+        s.save_faults.push_back(Fault::Fail);
+    });
+    let (handle, _join, mut rx) = start(&fake);
+    let batch: Vec<PlayerSave> = (0..3).map(|i| save(&format!("p{i}"), 0, i)).collect();
+    handle.submit(StoreRequest::SavePlayers(batch)).unwrap();
+    handle.submit(StoreRequest::SavePlayers(Vec::new())).unwrap();
+    assert_eq!(handle.pending_saves(), 3);
+    assert_eq!(next_batch_saved(&mut rx).await, vec![], "an empty batch is answered at once");
+    assert_eq!(handle.drain(Duration::from_secs(10)).await, 0);
+    assert_eq!(fake.state().players.len(), 3);
+    assert_eq!(next_batch_saved(&mut rx).await.len(), 3);
 }
