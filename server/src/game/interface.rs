@@ -141,6 +141,10 @@ pub enum Output {
     /// Write a player's save (retrying on failure); saves of one player apply in order, and a
     /// later load of that player sees them.
     SavePlayer(PlayerSave),
+    /// Write many players' saves, each as [`Output::SavePlayer`] would: a transition's end and
+    /// the shutdown drain save every player with one output, carried to the store as one
+    /// request (issue 12 item 5).
+    SavePlayers(Vec<PlayerSave>),
     /// Load the session save and answer with [`Input::SessionLoaded`].
     LoadSession,
     /// Write the session save: the world stands on `node`.
@@ -221,6 +225,6 @@ pub struct Counters {
     pub kit_grants: u64,
     /// Save loads that failed or timed out.
     pub load_failures: u64,
-    /// Saves requested from the store.
+    /// Player saves requested from the store (each save of an [`Output::SavePlayers`] counts).
     pub saves_requested: u64,
 }

@@ -336,29 +336,39 @@ impl Game {
     /// so a save it gave up on never makes the next one conflict, while a version another
     /// process wrote still does.
     pub(crate) fn save_player(&mut self, id: &PlayerId, node: Option<NodeId>) {
-        let Some(player) = self.roster.player(id) else { return };
-        let Persistence::Loaded { version } = &player.persistence else { return };
-        let Some(preset) = &player.preset else { return };
-        let save = PlayerSave {
+        if let Some(save) = self.player_save(id, node) {
+            self.counters.saves_requested += 1;
+            self.outputs.push_back(Output::SavePlayer(save));
+        }
+    }
+
+    /// Saves every player and the session at the node the world stands on: the players' saves
+    /// as one output, so ending a transition costs the game task one store request, not one
+    /// per player (issue 12 item 5). Nothing waits for them.
+    pub(crate) fn save_all(&mut self, node: NodeId) {
+        let saves: Vec<PlayerSave> =
+            self.roster.ids().filter_map(|id| self.player_save(id, Some(node.clone()))).collect();
+        if !saves.is_empty() {
+            self.counters.saves_requested += saves.len() as u64;
+            self.outputs.push_back(Output::SavePlayers(saves));
+        }
+        if let Some(version) = self.session.save_version() {
+            self.outputs.push_back(Output::SaveSession { node, version });
+        }
+    }
+
+    /// A player's save at `node`, if its save loaded (a failed load is never saved over).
+    fn player_save(&self, id: &PlayerId, node: Option<NodeId>) -> Option<PlayerSave> {
+        let player = self.roster.player(id)?;
+        let Persistence::Loaded { version } = &player.persistence else { return None };
+        let preset = player.preset.as_ref()?;
+        Some(PlayerSave {
             player: id.clone(),
             node,
             preset: preset.source.clone(),
             inventory: player.inventory.clone(),
             equipment: player.equipment.clone(),
             version: *version,
-        };
-        self.counters.saves_requested += 1;
-        self.outputs.push_back(Output::SavePlayer(save));
-    }
-
-    /// Saves every player and the session at the node the world stands on.
-    pub(crate) fn save_all(&mut self, node: NodeId) {
-        let ids: Vec<PlayerId> = self.roster.ids().cloned().collect();
-        for id in ids {
-            self.save_player(&id, Some(node.clone()));
-        }
-        if let Some(version) = self.session.save_version() {
-            self.outputs.push_back(Output::SaveSession { node, version });
-        }
+        })
     }
 }

@@ -178,6 +178,12 @@ impl Carrier {
                     tracing::error!(%player, error = %e, "save not submitted: the store worker is gone");
                 }
             }
+            Output::SavePlayers(saves) => {
+                let players = saves.len();
+                if let Err(e) = self.effects.store.submit(StoreRequest::SavePlayers(saves)) {
+                    tracing::error!(players, error = %e, "saves not submitted: the store worker is gone");
+                }
+            }
             Output::SaveSession { node, version } => {
                 let save = SessionSave { session: self.effects.session.clone(), node, version };
                 if let Err(e) = self.effects.store.submit(StoreRequest::SaveSession(save)) {

@@ -718,6 +718,11 @@ impl Sim {
                     self.schedule(at, Scheduled::PlayerLoad { player, ticket });
                 }
                 Output::SavePlayer(save) => self.store.save_player(save),
+                Output::SavePlayers(saves) => {
+                    for save in saves {
+                        self.store.save_player(save);
+                    }
+                }
                 Output::LoadSession => {
                     let (lo, hi) = self.config.store_latency;
                     let at = self.now + self.draw_between(lo, hi);

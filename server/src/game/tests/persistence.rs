@@ -33,6 +33,18 @@ fn kits(h: &Harness, c: ConnectionId) -> Vec<Vec<GameplayTag>> {
         .collect()
 }
 
+/// Every player save in the log, single or batched, in order.
+fn saved(h: &Harness) -> Vec<PlayerSave> {
+    h.log
+        .iter()
+        .flat_map(|o| match o {
+            Output::SavePlayer(s) => vec![s.clone()],
+            Output::SavePlayers(saves) => saves.clone(),
+            _ => Vec::new(),
+        })
+        .collect()
+}
+
 /// A harness booted at harbor with loads held.
 fn booted_holding() -> Harness {
     let mut h = Harness::holding_loads(WORLD);
@@ -102,7 +114,7 @@ fn a_failed_load_plays_the_default_preset_and_is_never_saved() {
     assert!(h.possessed(a).is_some());
     assert_eq!(h.player("a").character_def.as_ref().map(|d| d.as_str()), Some("Vanguard"));
     h.disconnect(a);
-    assert!(!h.log.iter().any(|o| matches!(o, Output::SavePlayer(_))));
+    assert!(saved(&h).is_empty());
     assert_eq!(h.game.counters().load_failures, 1);
 }
 
@@ -132,30 +144,50 @@ fn players_are_saved_when_a_transition_completes_and_when_they_leave() {
     h.input(Input::Travel { node: node("forest") });
     h.stream_node("forest");
     h.ready(a);
-    let saved_nodes: Vec<_> = h
-        .log
-        .iter()
-        .filter_map(|o| match o {
-            Output::SavePlayer(s) => Some(s.node.clone()),
-            _ => None,
-        })
-        .collect();
+    let saved_nodes: Vec<_> = saved(&h).into_iter().map(|s| s.node).collect();
     assert_eq!(saved_nodes, vec![Some(node("forest"))]);
     assert!(h.log.contains(&Output::SaveSession { node: node("forest"), version: 0 }));
     h.disconnect(a);
-    let last = h
-        .log
-        .iter()
-        .rev()
-        .find_map(|o| match o {
-            Output::SavePlayer(s) => Some(s.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let last = saved(&h).pop().unwrap();
     assert_eq!(
         (last.node, last.version),
         (Some(node("forest")), 0),
         "every save carries the loaded version"
+    );
+}
+
+/// Issue 12 item 5: a transition's end saves its N players with one output (one store
+/// request), not N; each player is still saved once, at the new node, and counted.
+#[test]
+fn a_transitions_end_saves_every_player_with_one_output() {
+    const PLAYERS: usize = 12;
+    let mut h = Harness::booted();
+    let names: Vec<String> = (0..PLAYERS).map(|i| format!("p{i:02}")).collect();
+    let connections: Vec<ConnectionId> = names.iter().map(|n| h.placed(n)).collect();
+    let (log_before, requested_before) = (h.log.len(), h.game.counters().saves_requested);
+    h.input(Input::Travel { node: node("forest") });
+    h.stream_node("forest");
+    for c in connections {
+        h.ready(c);
+    }
+    let end = &h.log[log_before..];
+    let batches: Vec<&Vec<PlayerSave>> = end
+        .iter()
+        .filter_map(|o| match o {
+            Output::SavePlayers(saves) => Some(saves),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(batches.len(), 1, "one batch for the transition's end");
+    assert!(!end.iter().any(|o| matches!(o, Output::SavePlayer(_))), "no single saves");
+    let mut players: Vec<String> = batches[0].iter().map(|s| s.player.to_string()).collect();
+    players.sort();
+    assert_eq!(players, names, "every player once");
+    assert!(batches[0].iter().all(|s| s.node == Some(node("forest"))));
+    assert_eq!(
+        h.game.counters().saves_requested - requested_before,
+        PLAYERS as u64,
+        "each save of the batch counts"
     );
 }
 
@@ -167,14 +199,7 @@ fn the_shutdown_drain_saves_every_player_and_the_session() {
     h.placed("b");
     h.game.drain();
     h.drain();
-    let saved: Vec<_> = h
-        .log
-        .iter()
-        .filter_map(|o| match o {
-            Output::SavePlayer(s) => Some(s.player.clone()),
-            _ => None,
-        })
-        .collect();
+    let saved: Vec<_> = saved(&h).into_iter().map(|s| s.player).collect();
     assert_eq!(saved, vec![pid("a"), pid("b")]);
     assert!(h.log.contains(&Output::SaveSession { node: node("harbor"), version: 0 }));
 }
@@ -187,14 +212,7 @@ fn a_read_only_preset_is_saved_as_a_reference() {
     h.answer_load("a", LoadOutcome::Found(save("a", Preset::ReadOnly { name: "Scout".into() })));
     assert_eq!(h.player("a").character_def.as_ref().map(|d| d.as_str()), Some("Scout"));
     h.disconnect(a);
-    let saved = h
-        .log
-        .iter()
-        .find_map(|o| match o {
-            Output::SavePlayer(s) => Some(s.clone()),
-            _ => None,
-        })
-        .unwrap();
+    let saved = saved(&h).into_iter().next().unwrap();
     assert_eq!(saved.preset, Preset::ReadOnly { name: "Scout".into() });
 }
 
