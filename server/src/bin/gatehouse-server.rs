@@ -11,10 +11,12 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
-use clap::{Parser, Subcommand};
+use clap::{
+    ArgMatches, CommandFactory as _, FromArgMatches as _, Parser, Subcommand, ValueEnum as _,
+};
 use gatehouse_server::Server;
 use gatehouse_server::admin::AdminToken;
-use gatehouse_server::config::{LogFormat, ServerConfig, WorldMap};
+use gatehouse_server::config::{ConfigError, LogFormat, ServerConfig, ValueSource, WorldMap};
 use gatehouse_server::store::{PlayerSave, Preset, SessionSave, Store, StoreUrl};
 use tokio_util::sync::CancellationToken;
 
@@ -50,13 +52,13 @@ struct Cli {
     /// UDP address to listen on, e.g. 0.0.0.0:7777 or 127.0.0.1:0 for an ephemeral port.
     /// Overrides `network.bind`.
     #[arg(long, env = "GATEHOUSE_BIND", value_name = "ADDR")]
-    bind: Option<SocketAddr>,
+    bind: Option<String>,
     /// Directory for the development certificate and the embedded store. Overrides `data_dir`.
     #[arg(long, env = "GATEHOUSE_DATA_DIR", value_name = "DIR", global = true)]
     data_dir: Option<PathBuf>,
     /// Log output: human-readable lines or one JSON object per line. Overrides `log_format`.
-    #[arg(long, env = "GATEHOUSE_LOG_FORMAT", value_enum, value_name = "FORMAT")]
-    log_format: Option<LogFormat>,
+    #[arg(long, env = "GATEHOUSE_LOG_FORMAT", value_name = "human|json")]
+    log_format: Option<String>,
     /// World-map file (TOML). Overrides `game.world`.
     #[arg(long, env = "GATEHOUSE_WORLD", value_name = "FILE")]
     world: Option<PathBuf>,
@@ -106,12 +108,46 @@ enum SavesCommand {
 }
 
 fn main() -> std::process::ExitCode {
-    match run() {
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    match run(&cli, &matches) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {}", describe(&e));
+            report(&cli, &e);
             std::process::ExitCode::FAILURE
         }
+    }
+}
+
+/// Prints the error that stopped the start on stderr: one line, or one JSON object when the
+/// logs are JSON (`--log-format json`, or `log_format = "json"` in the config file), so a log
+/// collector reads it like every other line.
+fn report(cli: &Cli, e: &anyhow::Error) {
+    let json = match cli.log_format.as_deref() {
+        Some(format) => format.eq_ignore_ascii_case("json"),
+        None => file_log_format(&cli.config) == Some(LogFormat::Json),
+    };
+    if !json {
+        eprintln!("error: {}", describe(e));
+        return;
+    }
+    let object = match e.downcast_ref::<ConfigError>() {
+        Some(config) => config.to_json(),
+        None => serde_json::json!({ "level": "ERROR", "message": describe(e) }),
+    };
+    eprintln!("{object}");
+}
+
+/// The `log_format` a config file asks for, if it can be read at all.
+fn file_log_format(path: &std::path::Path) -> Option<LogFormat> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let table: toml::Table = text.parse().ok()?;
+    match table.get("log_format")?.as_str()? {
+        "json" => Some(LogFormat::Json),
+        _ => Some(LogFormat::Human),
     }
 }
 
@@ -129,9 +165,8 @@ fn describe(e: &anyhow::Error) -> String {
     out
 }
 
-fn run() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    let config = load_config(&cli)?;
+fn run(cli: &Cli, matches: &ArgMatches) -> anyhow::Result<()> {
+    let config = load_config(cli, matches)?;
     match &cli.command {
         Some(Command::Saves { action }) => {
             install_tracing(config.log_format, "warn");
@@ -144,9 +179,7 @@ fn run() -> anyhow::Result<()> {
     }
     // Before anything binds: an endpoint other hosts can reach must not move players for
     // whoever asks.
-    config.admin.check_exposure().map_err(|why| {
-        anyhow::anyhow!("invalid {}: key `admin.token`: {why}", cli.config.display())
-    })?;
+    config.check_admin_exposure()?;
     install_tracing(config.log_format, "info");
     let world = WorldMap::load(&config.game.world)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -162,57 +195,93 @@ fn run() -> anyhow::Result<()> {
     })
 }
 
-fn load_config(cli: &Cli) -> anyhow::Result<ServerConfig> {
+/// The config file, then the flags and `GATEHOUSE_*` variables over it, each recorded as the
+/// source of the key it sets so that an error blames it (issue 15 item 4); then the checks.
+fn load_config(cli: &Cli, matches: &ArgMatches) -> Result<ServerConfig, ConfigError> {
     let mut config = ServerConfig::load(&cli.config)?;
-    if let Some(bind) = cli.bind {
-        config.network.bind = bind;
+    if let Some(bind) = &cli.bind {
+        let source = cli_source(matches, "bind", "--bind", "GATEHOUSE_BIND");
+        config.set_source("network.bind", source);
+        config.network.bind = bind.parse().map_err(|_| {
+            config.invalid(
+                "network.bind",
+                "an address such as 0.0.0.0:7777 or 127.0.0.1:0",
+                format!("{bind:?}"),
+            )
+        })?;
     }
     if let Some(dir) = &cli.data_dir {
+        let source = cli_source(matches, "data_dir", "--data-dir", "GATEHOUSE_DATA_DIR");
+        config.set_source("data_dir", source);
         config.data_dir = dir.clone();
     }
-    if let Some(format) = cli.log_format {
-        config.log_format = format;
+    if let Some(format) = &cli.log_format {
+        let source = cli_source(matches, "log_format", "--log-format", "GATEHOUSE_LOG_FORMAT");
+        config.set_source("log_format", source);
+        config.log_format = LogFormat::from_str(format, true)
+            .map_err(|_| config.invalid("log_format", "human or json", format!("{format:?}")))?;
     }
     if let Some(world) = &cli.world {
+        let source = cli_source(matches, "world", "--world", "GATEHOUSE_WORLD");
+        config.set_source("game.world", source);
         config.game.world = world.clone();
     }
-    match cli.admin_bind.as_deref() {
-        None => {}
-        Some("off") => config.admin.enabled = false,
-        Some(addr) => {
-            config.admin.bind = addr
-                .parse()
-                .with_context(|| format!("--admin-bind {addr:?}: expected ADDR:PORT or off"))?;
+    if let Some(addr) = cli.admin_bind.as_deref() {
+        let source = cli_source(matches, "admin_bind", "--admin-bind", "GATEHOUSE_ADMIN_BIND");
+        config.set_source("admin.bind", source.clone());
+        config.set_source("admin.enabled", source);
+        if addr == "off" {
+            config.admin.enabled = false;
+        } else {
+            config.admin.bind = addr.parse().map_err(|_| {
+                config.invalid(
+                    "admin.bind",
+                    "ADDR:PORT, e.g. 127.0.0.1:7778, or off",
+                    format!("{addr:?}"),
+                )
+            })?;
             config.admin.enabled = true;
         }
     }
+    let env = |var: &str| ValueSource::Env { var: var.to_owned() };
     if let Ok(key) = std::env::var("GATEHOUSE_TOKEN_KEY") {
+        config.set_source("auth.token_key", env("GATEHOUSE_TOKEN_KEY"));
         config.auth.token_key = key;
     }
     if let Ok(token) = std::env::var("GATEHOUSE_ADMIN_TOKEN") {
-        config.admin.token = Some(
-            AdminToken::parse(&token)
-                .map_err(|why| anyhow::anyhow!("GATEHOUSE_ADMIN_TOKEN: the admin token {why}"))?,
-        );
+        config.set_source("admin.token", env("GATEHOUSE_ADMIN_TOKEN"));
+        // Never quoted back: the error says what is wrong with it, not what it is.
+        config.admin.token =
+            Some(AdminToken::parse(&token).map_err(|why| config.invalid("admin.token", why, ""))?);
     }
     if let Ok(url) = std::env::var("GATEHOUSE_STORE_URL") {
-        config.store.url = StoreUrl::parse(&url).context("GATEHOUSE_STORE_URL")?;
+        config.set_source("store.url", env("GATEHOUSE_STORE_URL"));
+        config.store.url =
+            StoreUrl::parse(&url).map_err(|e| config.invalid("store.url", e.to_string(), ""))?;
     }
-    config.check(&cli.config)?;
+    config.check()?;
     Ok(config)
+}
+
+/// Whether a CLI value came from its flag or from its environment variable.
+fn cli_source(matches: &ArgMatches, id: &str, flag: &str, var: &str) -> ValueSource {
+    match matches.value_source(id) {
+        Some(clap::parser::ValueSource::EnvVariable) => ValueSource::Env { var: var.to_owned() },
+        _ => ValueSource::Flag { flag: flag.to_owned() },
+    }
 }
 
 /// `saves list` / `saves show PLAYER`: opens the store (running its migrations, as the server
 /// would) and prints what it holds.
 fn saves(config: &ServerConfig, action: &SavesCommand) -> anyhow::Result<()> {
     // Reading must not create: a mistyped data dir would otherwise show an empty new store.
-    if let Some(path) = config.store.url.embedded_path(&config.data_dir) {
-        if !path.exists() {
-            anyhow::bail!(
-                "no store at {} (check --data-dir, or `data_dir` and `[store] url` in the config)",
-                path.display()
-            );
-        }
+    if let Some(path) = config.store.url.embedded_path(&config.data_dir)
+        && !path.exists()
+    {
+        anyhow::bail!(
+            "no store at {} (check --data-dir, or `data_dir` and `[store] url` in the config)",
+            path.display()
+        );
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

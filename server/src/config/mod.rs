@@ -1,10 +1,12 @@
 //! Configuration: `config/server.toml` and the world map `config/world.toml`, each parsed once
 //! into checked types.
 //!
-//! Every error names the file and the key that was wrong. Paths inside a config file are
+//! Every error is one line naming the dotted key, where its value came from (file and line,
+//! environment variable, flag) and what was expected and found. Paths inside a config file are
 //! relative to that file's directory. Nothing here touches the network or the game.
 
 mod server;
+mod source;
 mod world;
 
 use std::path::{Path, PathBuf};
@@ -13,9 +15,10 @@ pub use server::{
     AdminConfig, AuthConfig, ClientReadyPolicy, DEV_TOKEN_KEY, GameConfig, LogFormat,
     MIN_FRAME_LEN, NetworkConfig, ServerConfig, StoreConfig, TlsConfig,
 };
+pub use source::{Sources, ValueSource};
 pub use world::{Hazard, LevelSpec, NodeSpec, PresetSpec, TravelRoute, WorldMap};
 
-/// Why a configuration file was refused.
+/// Why a configuration was refused. Every message is one line (issue 15 item 4).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
@@ -27,38 +30,75 @@ pub enum ConfigError {
         /// The I/O error.
         source: std::io::Error,
     },
-    /// The file is not valid TOML for its schema (an unknown key, a wrong type, a missing key);
-    /// the message names the key and its line.
-    #[error("invalid {path}: {message}")]
-    Parse {
+    /// The file is not TOML at all.
+    #[error("invalid {path}:{line}: not TOML: {message}")]
+    Syntax {
         /// The file.
         path: PathBuf,
-        /// The TOML parser's message.
+        /// Where the parser stopped, 1-based.
+        line: usize,
+        /// The parser's message, on one line.
         message: String,
     },
-    /// A key parsed but its value is not acceptable.
-    #[error("invalid {path}: key `{key}`: {why}")]
+    /// A value was refused: the dotted key, where its value came from, what was expected and
+    /// what was found, in plain words.
+    #[error("invalid {key} from {origin}: {}", expected_found(expected, found))]
     Invalid {
-        /// The file.
-        path: PathBuf,
-        /// The dotted key, e.g. `network.keep_alive_ms` or `node[2].levels[0].stream_ms`.
+        /// The dotted key, e.g. `network.max_players` or `node[2].levels[0].stream_ms`.
         key: String,
-        /// What was expected and what was found.
-        why: String,
+        /// Where the value came from: a file line, an environment variable, a flag, the default.
+        origin: ValueSource,
+        /// What was expected (or what is wrong, when nothing in particular was found).
+        expected: String,
+        /// What was found; empty when the value is missing or the message says it all.
+        found: String,
     },
 }
 
-/// Reads and deserialises one TOML file.
-fn read_toml<T: serde::de::DeserializeOwned>(path: &Path) -> Result<T, ConfigError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
-    parse_toml(path, &text)
+impl ConfigError {
+    /// The error as one JSON object, for `--log-format json`: `key`, `origin`, `expected` and
+    /// `found` when a value was refused, and always `message`, the one-line text.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut object = serde_json::json!({ "level": "ERROR", "message": self.to_string() });
+        if let ConfigError::Invalid { key, origin, expected, found } = self {
+            object["key"] = key.as_str().into();
+            object["origin"] = serde_json::to_value(origin).unwrap_or_default();
+            object["origin_text"] = origin.to_string().into();
+            object["expected"] = expected.as_str().into();
+            object["found"] = found.as_str().into();
+        }
+        object
+    }
 }
 
-/// Deserialises TOML text that came from `path` (used for errors only).
+fn expected_found(expected: &str, found: &str) -> String {
+    if found.is_empty() {
+        expected.to_owned()
+    } else {
+        format!("expected {expected}, found {found}")
+    }
+}
+
+/// Deserialises TOML text that came from `path` (used for errors only). A value of the wrong
+/// type names its dotted key and line (`serde_path_to_error` tracks the key).
 fn parse_toml<T: serde::de::DeserializeOwned>(path: &Path, text: &str) -> Result<T, ConfigError> {
-    toml::from_str(text)
-        .map_err(|e| ConfigError::Parse { path: path.to_owned(), message: e.to_string() })
+    let syntax = |e: toml::de::Error| ConfigError::Syntax {
+        path: path.to_owned(),
+        line: e.span().map_or(1, |span| source::line_of(text, span.start)),
+        message: e.message().trim().replace('\n', " "),
+    };
+    let deserializer = toml::de::Deserializer::parse(text).map_err(syntax)?;
+    serde_path_to_error::deserialize(deserializer).map_err(|e| {
+        let key = e.path().to_string();
+        let line = e.inner().span().map(|span| source::line_of(text, span.start));
+        let (expected, found) = source::describe_serde(e.inner().message());
+        let sources = Sources::of_file(path, text);
+        let origin = match line.or_else(|| sources.line(&key)) {
+            Some(line) => ValueSource::File { path: path.to_owned(), line: Some(line) },
+            None => sources.of(&key),
+        };
+        ConfigError::Invalid { key, origin, expected, found }
+    })
 }
 
 /// Resolves `relative` against the directory holding `file`.

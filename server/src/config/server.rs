@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{ConfigError, beside, millis, parse_toml};
+use super::{ConfigError, Sources, ValueSource, beside, millis, parse_toml};
 use crate::admin::AdminToken;
 use crate::store::StoreUrl;
 
@@ -45,6 +45,9 @@ pub struct ServerConfig {
     /// `log_format`: `human` or `json`.
     #[serde(default)]
     pub log_format: LogFormat,
+    /// Where each value came from (the file's lines, then the overrides), for errors.
+    #[serde(skip)]
+    sources: Sources,
 }
 
 /// `[admin]`: the operator HTTP endpoint (health, state, metrics, travel).
@@ -82,10 +85,9 @@ impl AdminConfig {
     pub fn check_exposure(&self) -> Result<(), String> {
         if self.is_exposed() && self.token.is_none() {
             return Err(format!(
-                "the admin endpoint binds beyond loopback ({}), so POST /travel needs a bearer \
-                 token: set admin.token in the config file or GATEHOUSE_ADMIN_TOKEN in the \
-                 environment (at least {} characters), or bind admin.bind to 127.0.0.1",
-                self.bind,
+                "a loopback address, or a bearer token for POST /travel beyond loopback: set \
+                 admin.token in the config file or GATEHOUSE_ADMIN_TOKEN in the environment (at \
+                 least {} characters), or bind admin.bind to 127.0.0.1",
                 AdminToken::MIN_LEN
             ));
         }
@@ -311,6 +313,7 @@ impl Default for ServerConfig {
             admin: AdminConfig::default(),
             data_dir: default_data_dir(),
             log_format: LogFormat::default(),
+            sources: Sources::default(),
         }
     }
 }
@@ -330,142 +333,201 @@ impl ServerConfig {
     /// Parses and checks config text as if read from `path`.
     ///
     /// # Errors
-    /// [`ConfigError`] naming the file and key.
+    /// [`ConfigError`] naming the key, its line in `path`, and what was expected and found.
     pub fn parse(path: &Path, text: &str) -> Result<Self, ConfigError> {
         let mut config: ServerConfig = parse_toml(path, text)?;
+        config.sources = Sources::of_file(path, text);
         config.game.world = beside(path, &config.game.world);
         config.tls.certificate = config.tls.certificate.map(|p| beside(path, &p));
         config.tls.private_key = config.tls.private_key.map(|p| beside(path, &p));
-        config.check(path)?;
+        config.check()?;
         Ok(config)
     }
 
-    /// Cross-key checks; also run after CLI overrides.
+    /// Records that `key` (dotted, e.g. `network.bind`) was overridden by `source` (a flag or an
+    /// environment variable), so an error about it blames that source.
+    pub fn set_source(&mut self, key: &str, source: ValueSource) {
+        self.sources.set(key, source);
+    }
+
+    /// Where `key`'s value came from: the file's line, an override, or the default.
+    pub fn source_of(&self, key: &str) -> ValueSource {
+        self.sources.of(key)
+    }
+
+    /// The admin endpoint's exposure check ([`AdminConfig::check_exposure`]) as a config error
+    /// that blames wherever `admin.bind` came from (a flag, a variable, a file line).
     ///
     /// # Errors
-    /// [`ConfigError::Invalid`] naming the key.
-    pub fn check(&self, path: &Path) -> Result<(), ConfigError> {
-        let invalid = |key: &str, why: String| ConfigError::Invalid {
-            path: path.to_owned(),
+    /// [`ConfigError::Invalid`] for `admin.bind` beyond loopback without a token.
+    pub fn check_admin_exposure(&self) -> Result<(), ConfigError> {
+        self.admin.check_exposure().map_err(|why| {
+            self.invalid(
+                "admin.bind",
+                why,
+                format!("{} without admin.token or GATEHOUSE_ADMIN_TOKEN", self.admin.bind),
+            )
+        })
+    }
+
+    /// A [`ConfigError::Invalid`] for `key`, blaming wherever its value came from.
+    pub fn invalid(
+        &self,
+        key: &str,
+        expected: impl Into<String>,
+        found: impl Into<String>,
+    ) -> ConfigError {
+        ConfigError::Invalid {
             key: key.to_owned(),
-            why,
-        };
+            origin: self.sources.of(key),
+            expected: expected.into(),
+            found: found.into(),
+        }
+    }
+
+    /// Cross-key checks; run again after the overrides (flags, environment) are applied.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the key, where its value came from, what was expected
+    /// and what was found.
+    pub fn check(&self) -> Result<(), ConfigError> {
+        let ms = |d: Duration| format!("{} ms", d.as_millis());
         let n = &self.network;
         if n.idle_timeout.is_zero() {
-            return Err(invalid("network.idle_timeout_ms", "must be above 0".into()));
+            return Err(self.invalid("network.idle_timeout_ms", "more than 0 ms", "0 ms"));
         }
         if n.keep_alive.is_zero() || n.keep_alive >= n.idle_timeout {
-            return Err(invalid(
+            return Err(self.invalid(
                 "network.keep_alive_ms",
                 format!(
-                    "must be above 0 and below network.idle_timeout_ms ({} ms), found {} ms",
-                    n.idle_timeout.as_millis(),
-                    n.keep_alive.as_millis()
+                    "more than 0 ms and less than network.idle_timeout_ms ({})",
+                    ms(n.idle_timeout)
                 ),
+                ms(n.keep_alive),
             ));
         }
         if n.hello_timeout.is_zero() {
-            return Err(invalid("network.hello_timeout_ms", "must be above 0".into()));
+            return Err(self.invalid("network.hello_timeout_ms", "more than 0 ms", "0 ms"));
         }
         if n.handshake_timeout.is_zero() {
-            return Err(invalid("network.handshake_timeout_ms", "must be above 0".into()));
+            return Err(self.invalid("network.handshake_timeout_ms", "more than 0 ms", "0 ms"));
         }
         if n.max_players == 0 {
-            return Err(invalid("network.max_players", "must be at least 1".into()));
+            return Err(self.invalid("network.max_players", "at least 1 player", "0"));
         }
         let hard = gatehouse_protocol::codec::HARD_MAX_FRAME_LEN;
         if n.max_frame_len < MIN_FRAME_LEN || n.max_frame_len > hard {
-            return Err(invalid(
+            return Err(self.invalid(
                 "network.max_frame_len",
-                format!(
-                    "must be between {MIN_FRAME_LEN} and {hard} bytes, found {}",
-                    n.max_frame_len
-                ),
+                format!("between {MIN_FRAME_LEN} and {hard} bytes"),
+                format!("{} bytes", n.max_frame_len),
             ));
         }
         if n.udp_buffer_bytes < 64 * 1024 {
-            return Err(invalid(
+            return Err(self.invalid(
                 "network.udp_buffer_bytes",
-                format!("must be at least 65536 bytes, found {}", n.udp_buffer_bytes),
+                "at least 65536 bytes",
+                format!("{} bytes", n.udp_buffer_bytes),
             ));
         }
-        if n.max_pending_connections == 0 || n.max_pending_per_ip == 0 {
-            return Err(invalid(
-                "network.max_pending_per_ip",
-                "max_pending_connections and max_pending_per_ip must be at least 1".into(),
-            ));
+        if n.max_pending_connections == 0 {
+            return Err(self.invalid("network.max_pending_connections", "at least 1", "0"));
+        }
+        if n.max_pending_per_ip == 0 {
+            return Err(self.invalid("network.max_pending_per_ip", "at least 1", "0"));
         }
         if n.send_queue_frames == 0 {
-            return Err(invalid("network.send_queue_frames", "must be at least 1".into()));
+            return Err(self.invalid("network.send_queue_frames", "at least 1 frame", "0"));
         }
-        if n.stream_receive_window < 4096 || n.connection_receive_window < n.stream_receive_window {
-            return Err(invalid(
+        if n.stream_receive_window < 4096 {
+            return Err(self.invalid(
+                "network.stream_receive_window",
+                "at least 4096 bytes",
+                format!("{} bytes", n.stream_receive_window),
+            ));
+        }
+        if n.connection_receive_window < n.stream_receive_window {
+            return Err(self.invalid(
                 "network.connection_receive_window",
-                "stream_receive_window must be at least 4096 bytes and connection_receive_window at least as large".into(),
+                format!(
+                    "at least network.stream_receive_window ({} bytes)",
+                    n.stream_receive_window
+                ),
+                format!("{} bytes", n.connection_receive_window),
             ));
         }
         if self.tls.certificate.is_some() != self.tls.private_key.is_some() {
-            return Err(invalid(
-                "tls.private_key",
-                "tls.certificate and tls.private_key go together: give both or neither".into(),
+            let (set, unset) = match self.tls.certificate {
+                Some(_) => ("tls.certificate", "tls.private_key"),
+                None => ("tls.private_key", "tls.certificate"),
+            };
+            return Err(self.invalid(
+                unset,
+                format!("a path, since {set} is set (give both or neither)"),
+                "nothing",
             ));
         }
         if let Some(token) = &self.admin.token {
-            token.check().map_err(|why| invalid("admin.token", why))?;
+            // Never quoted: the found part says what is wrong, not what it is.
+            token.check().map_err(|why| self.invalid("admin.token", why, ""))?;
         }
         if self.auth.token_key.len() < 16 {
-            return Err(invalid("auth.token_key", "must be at least 16 bytes long".into()));
+            return Err(self.invalid(
+                "auth.token_key",
+                "a key of at least 16 bytes",
+                format!("{} bytes", self.auth.token_key.len()),
+            ));
         }
         let g = &self.game;
         if g.spawn_retry.is_zero() {
-            return Err(invalid("game.spawn_retry_ms", "must be above 0".into()));
+            return Err(self.invalid("game.spawn_retry_ms", "more than 0 ms", "0 ms"));
         }
         if g.spawn_settle_timeout.is_zero() {
-            return Err(invalid("game.spawn_settle_timeout_ms", "must be above 0".into()));
+            return Err(self.invalid("game.spawn_settle_timeout_ms", "more than 0 ms", "0 ms"));
         }
         if g.client_ready_timeout.is_zero() {
-            return Err(invalid("game.client_ready_timeout_ms", "must be above 0".into()));
+            return Err(self.invalid("game.client_ready_timeout_ms", "more than 0 ms", "0 ms"));
         }
         if g.transition_max <= g.spawn_settle_timeout {
-            return Err(invalid(
+            return Err(self.invalid(
                 "game.transition_max_ms",
                 format!(
-                    "must be above game.spawn_settle_timeout_ms ({} ms), or every settle timeout \
-                     would fail its transition",
-                    g.spawn_settle_timeout.as_millis()
+                    "more than game.spawn_settle_timeout_ms ({}), or every settle timeout would \
+                     fail its transition",
+                    ms(g.spawn_settle_timeout)
                 ),
+                ms(g.transition_max),
             ));
         }
-        self.check_store().map_err(|(key, why)| invalid(key, why))
+        self.check_store()
     }
 
-    /// `[store]` checks: the key and what is wrong with it.
-    fn check_store(&self) -> Result<(), (&'static str, String)> {
+    /// `[store]` checks.
+    fn check_store(&self) -> Result<(), ConfigError> {
         let s = &self.store;
         let name_ok = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | ':' | '-');
         if s.session.is_empty() || s.session.len() > 64 || !s.session.chars().all(name_ok) {
-            return Err((
+            return Err(self.invalid(
                 "store.session",
-                format!(
-                    "expected 1 to 64 ASCII letters, digits or `_ . : -`, found {:?}",
-                    s.session
-                ),
+                "1 to 64 ASCII letters, digits or `_ . : -`",
+                format!("{:?}", s.session),
             ));
         }
         if s.load_timeout.is_zero() {
-            return Err(("store.load_timeout_ms", "must be above 0".into()));
+            return Err(self.invalid("store.load_timeout_ms", "more than 0 ms", "0 ms"));
         }
         if s.save_retry.is_zero() {
-            return Err(("store.save_retry_ms", "must be above 0".into()));
+            return Err(self.invalid("store.save_retry_ms", "more than 0 ms", "0 ms"));
         }
         if s.save_attempts == 0 || s.save_attempts > 100 {
-            return Err((
+            return Err(self.invalid(
                 "store.save_attempts",
-                format!("must be between 1 and 100, found {}", s.save_attempts),
+                "between 1 and 100 attempts",
+                s.save_attempts.to_string(),
             ));
         }
         if s.drain_timeout.is_zero() {
-            return Err(("store.drain_timeout_ms", "must be above 0".into()));
+            return Err(self.invalid("store.drain_timeout_ms", "more than 0 ms", "0 ms"));
         }
         Ok(())
     }
@@ -498,6 +560,69 @@ mod tests {
     fn a_wrong_type_is_named_with_its_key() {
         let err = parse("[network]\nmax_players = \"many\"\n").unwrap_err().to_string();
         assert!(err.contains("max_players"), "{err}");
+    }
+
+    #[test]
+    fn a_wrong_type_names_its_dotted_key_line_and_plain_words_on_one_line() {
+        let err = parse("# gatehouse\n[network]\nmax_players = \"many\"\n").unwrap_err();
+        let text = err.to_string();
+        assert_eq!(
+            text,
+            "invalid network.max_players from conf/server.toml:3: expected a whole number (0 or \
+             more), found the string \"many\""
+        );
+        assert!(!text.contains('\n') && !text.contains("usize"), "{text}");
+    }
+
+    #[test]
+    fn a_value_refused_by_a_check_is_blamed_on_its_line_in_the_file() {
+        let err = parse("[network]\n\nmax_players = 0\n").unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid network.max_players from conf/server.toml:3: expected at least 1 player, found 0"
+        );
+    }
+
+    #[test]
+    fn a_value_set_by_an_override_is_blamed_on_the_override() {
+        let mut c = parse("[network]\nmax_players = 8\n").unwrap();
+        c.network.max_players = 0;
+        c.set_source("network.max_players", ValueSource::Env { var: "GATEHOUSE_X".into() });
+        let err = c.check().unwrap_err().to_string();
+        assert!(err.contains("from environment variable GATEHOUSE_X"), "{err}");
+        c.set_source("network.max_players", ValueSource::Flag { flag: "--x".into() });
+        let err = c.check().unwrap_err().to_string();
+        assert!(err.contains("from flag --x"), "{err}");
+    }
+
+    #[test]
+    fn an_exposed_admin_endpoint_blames_where_its_bind_came_from() {
+        let mut c = parse("").unwrap();
+        c.admin.bind = "0.0.0.0:0".parse().unwrap();
+        c.set_source("admin.bind", ValueSource::Flag { flag: "--admin-bind".into() });
+        let err = c.check_admin_exposure().unwrap_err().to_string();
+        assert!(err.starts_with("invalid admin.bind from flag --admin-bind: expected"), "{err}");
+        assert!(err.contains("found 0.0.0.0:0 without admin.token"), "{err}");
+        assert!(!err.contains("server.toml"), "{err}");
+    }
+
+    #[test]
+    fn a_refused_value_is_one_json_object_with_its_parts() {
+        let err = parse("[store]\nsave_attempts = 0\n").unwrap_err();
+        let json = err.to_json();
+        assert_eq!(json["key"], "store.save_attempts");
+        assert_eq!(json["origin"]["kind"], "file");
+        assert_eq!(json["origin"]["line"], 2);
+        assert_eq!(json["expected"], "between 1 and 100 attempts");
+        assert_eq!(json["found"], "0");
+        assert_eq!(json["message"], err.to_string());
+    }
+
+    #[test]
+    fn a_file_that_is_not_toml_names_its_line() {
+        let err = parse("[network]\nmax_players = = 3\n").unwrap_err().to_string();
+        assert!(err.starts_with("invalid conf/server.toml:2: not TOML"), "{err}");
+        assert!(!err.contains('\n'), "{err}");
     }
 
     #[test]

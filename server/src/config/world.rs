@@ -12,7 +12,7 @@ use gatehouse_protocol::{CharacterDef, LevelName, NodeId};
 use gatehouse_tags::GameplayTag;
 use serde::Deserialize;
 
-use super::{ConfigError, millis, read_toml};
+use super::{ConfigError, Sources, ValueSource, millis};
 
 /// The checked world map.
 #[derive(Debug, Clone, Deserialize)]
@@ -148,9 +148,9 @@ impl WorldMap {
     /// # Errors
     /// [`ConfigError`] naming the file and key.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let world: WorldMap = read_toml(path)?;
-        world.check(path)?;
-        Ok(world)
+        let text = std::fs::read_to_string(path)
+            .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
+        Self::parse(path, &text)
     }
 
     /// Parses and checks world text as if read from `path`.
@@ -159,13 +159,23 @@ impl WorldMap {
     /// [`ConfigError`] naming the file and key.
     pub fn parse(path: &Path, text: &str) -> Result<Self, ConfigError> {
         let world: WorldMap = super::parse_toml(path, text)?;
-        world.check(path)?;
+        world.check(&Sources::of_file(path, text))?;
         Ok(world)
     }
 
-    fn check(&self, path: &Path) -> Result<(), ConfigError> {
-        let invalid =
-            |key: String, why: String| ConfigError::Invalid { path: path.to_owned(), key, why };
+    fn check(&self, sources: &Sources) -> Result<(), ConfigError> {
+        // The world file has no overrides: a refused value is the file's, at its key's line
+        // (or its table's, for a key that is missing).
+        let invalid = |key: String, why: String| {
+            let table = key.rsplit_once('.').map_or("", |(table, _)| table);
+            let line = sources.line(&key).or_else(|| sources.line(table));
+            ConfigError::Invalid {
+                origin: ValueSource::File { path: sources.file().to_owned(), line },
+                key,
+                expected: why,
+                found: String::new(),
+            }
+        };
         if self.nodes.is_empty() {
             return Err(invalid("node".into(), "declare at least one [[node]]".into()));
         }

@@ -1,0 +1,272 @@
+//! Where a configuration value came from, so an error blames the right place (issue 15 item 4):
+//! a line of the config file, an environment variable, a command-line flag, or the default.
+//!
+//! [`Sources`] maps dotted keys (`network.max_players`, `node[2].levels[0].stream_ms`) to their
+//! source: the lines of the file are read once from the parsed document's spans, and each
+//! override records itself on top. [`describe_serde`] turns serde's messages (`invalid type:
+//! string "x", expected usize`) into plain words.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+/// Where one configuration value came from.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ValueSource {
+    /// The config file, at `line` (1-based) when the key is written in it.
+    File {
+        /// The file.
+        path: PathBuf,
+        /// The key's line, 1-based.
+        line: Option<usize>,
+    },
+    /// An environment variable, e.g. `GATEHOUSE_BIND`.
+    Env {
+        /// The variable's name.
+        var: String,
+    },
+    /// A command-line flag, e.g. `--bind`.
+    Flag {
+        /// The flag, with its dashes.
+        flag: String,
+    },
+    /// Nobody set it: the built-in default, since `path` does not name the key.
+    Default {
+        /// The config file that was read.
+        path: PathBuf,
+    },
+}
+
+impl fmt::Display for ValueSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ValueSource::File { path, line: Some(line) } => write!(f, "{}:{line}", path.display()),
+            ValueSource::File { path, line: None } => write!(f, "{}", path.display()),
+            ValueSource::Env { var } => write!(f, "environment variable {var}"),
+            ValueSource::Flag { flag } => write!(f, "flag {flag}"),
+            ValueSource::Default { path } => {
+                write!(f, "the default (not set in {})", path.display())
+            }
+        }
+    }
+}
+
+/// The source of every key of one config file, with the overrides applied after it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Sources {
+    file: PathBuf,
+    /// The line of each key written in the file (tables and array items included).
+    lines: BTreeMap<String, usize>,
+    /// Keys set after the file was read: environment variables and flags.
+    overrides: BTreeMap<String, ValueSource>,
+}
+
+impl Sources {
+    /// The lines of every key in `text`, read from `path`. Text that does not parse gives no
+    /// lines (the parse error reports itself).
+    pub fn of_file(path: &Path, text: &str) -> Sources {
+        let mut lines = BTreeMap::new();
+        if let Ok(document) = toml::de::DeTable::parse(text) {
+            let starts = line_starts(text);
+            collect_lines(document.get_ref(), "", &starts, &mut lines);
+        }
+        Sources { file: path.to_owned(), lines, overrides: BTreeMap::new() }
+    }
+
+    /// The config file these sources are about.
+    pub fn file(&self) -> &Path {
+        &self.file
+    }
+
+    /// Records that `key` was set by `source` after the file was read.
+    pub fn set(&mut self, key: &str, source: ValueSource) {
+        self.overrides.insert(key.to_owned(), source);
+    }
+
+    /// Where `key`'s value came from.
+    pub fn of(&self, key: &str) -> ValueSource {
+        if let Some(source) = self.overrides.get(key) {
+            return source.clone();
+        }
+        match self.lines.get(key) {
+            Some(&line) => ValueSource::File { path: self.file.clone(), line: Some(line) },
+            None => ValueSource::Default { path: self.file.clone() },
+        }
+    }
+
+    /// The line of `key` in the file, if it is written there.
+    pub fn line(&self, key: &str) -> Option<usize> {
+        self.lines.get(key).copied()
+    }
+}
+
+/// Byte offsets at which each line starts.
+fn line_starts(text: &str) -> Vec<usize> {
+    std::iter::once(0).chain(text.match_indices('\n').map(|(i, _)| i + 1)).collect()
+}
+
+/// The 1-based line holding byte `offset`.
+pub(super) fn line_of(text: &str, offset: usize) -> usize {
+    text.get(..offset).map_or(1, |before| before.matches('\n').count() + 1)
+}
+
+fn collect_lines(
+    table: &toml::de::DeTable<'_>,
+    prefix: &str,
+    starts: &[usize],
+    out: &mut BTreeMap<String, usize>,
+) {
+    for (key, value) in table {
+        let name = if prefix.is_empty() {
+            key.get_ref().to_string()
+        } else {
+            format!("{prefix}.{}", key.get_ref())
+        };
+        collect_value(value, name, key.span().start, starts, out);
+    }
+}
+
+fn collect_value(
+    value: &toml::Spanned<toml::de::DeValue<'_>>,
+    name: String,
+    at: usize,
+    starts: &[usize],
+    out: &mut BTreeMap<String, usize>,
+) {
+    let line = starts.partition_point(|&start| start <= at);
+    match value.get_ref() {
+        toml::de::DeValue::Table(table) => collect_lines(table, &name, starts, out),
+        toml::de::DeValue::Array(items) => {
+            for (i, item) in items.iter().enumerate() {
+                collect_value(item, format!("{name}[{i}]"), item.span().start, starts, out);
+            }
+        }
+        _ => {}
+    }
+    out.entry(name).or_insert(line);
+}
+
+/// Splits one of serde's messages into what was expected and what was found, in plain words:
+/// `invalid type: string "x", expected usize` gives `("a whole number", "the string \"x\"")`.
+/// A message of another shape (a custom check's own words) comes back whole as `expected`,
+/// with nothing found.
+pub(super) fn describe_serde(message: &str) -> (String, String) {
+    let message = message.trim();
+    for prefix in ["invalid type: ", "invalid value: ", "invalid length "] {
+        if let Some(rest) = message.strip_prefix(prefix)
+            && let Some((found, expected)) = rest.rsplit_once(", expected ")
+        {
+            return (plain_expected(expected), plain_found(found));
+        }
+    }
+    if let Some(rest) = message.strip_prefix("unknown field ") {
+        let (field, expected) = rest.split_once(", expected ").unwrap_or((rest, ""));
+        let expected = match expected.strip_prefix("one of ") {
+            Some(list) => format!("one of the keys {list}"),
+            None if expected.is_empty() => "no such key".to_owned(),
+            None => format!("the key {expected}"),
+        };
+        return (expected, format!("the unknown key {field}"));
+    }
+    if let Some(rest) = message.strip_prefix("unknown variant ")
+        && let Some((variant, expected)) = rest.split_once(", expected ")
+    {
+        return (plain_expected(expected), variant.to_owned());
+    }
+    if let Some(field) = message.strip_prefix("missing field ") {
+        return (format!("the key {field}"), "nothing".to_owned());
+    }
+    (message.to_owned(), String::new())
+}
+
+/// serde's names for types, as an operator would say them.
+fn plain_expected(expected: &str) -> String {
+    let expected = expected.trim();
+    let word = match expected {
+        "usize" | "u64" | "u32" | "u16" | "u8" => "a whole number (0 or more)",
+        "isize" | "i64" | "i32" | "i16" | "i8" => "a whole number",
+        "f64" | "f32" => "a number",
+        "a boolean" | "bool" => "true or false",
+        "a string" | "string" => "a string",
+        _ if expected.starts_with("struct ") || expected == "a map" => "a table",
+        _ if expected.starts_with("a sequence") => "a list",
+        _ if expected.starts_with("one of ") => return expected.replace('`', "\""),
+        _ => return expected.to_owned(),
+    };
+    word.to_owned()
+}
+
+/// serde's description of what it found, e.g. `string "x"` → `the string "x"`.
+fn plain_found(found: &str) -> String {
+    let found = found.trim();
+    for (kind, plain) in [
+        ("string ", "the string "),
+        ("integer ", "the number "),
+        ("floating point ", "the number "),
+        ("boolean ", ""),
+    ] {
+        if let Some(value) = found.strip_prefix(kind) {
+            let value = value.trim_matches('`');
+            return format!("{plain}{value}");
+        }
+    }
+    match found {
+        "map" => "a table".to_owned(),
+        "sequence" => "a list".to_owned(),
+        other => other.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_of_a_file_knows_its_line() {
+        let text = "log_format = \"json\"\n\n[network]\nmax_players = 8\n\n[[node]]\nid = \"a\"\nlevels = [\n  { name = \"x\", stream_ms = 5 },\n]\n";
+        let sources = Sources::of_file(Path::new("s.toml"), text);
+        assert_eq!(sources.line("log_format"), Some(1));
+        assert_eq!(sources.line("network.max_players"), Some(4));
+        assert_eq!(sources.line("node[0].id"), Some(7));
+        assert_eq!(sources.line("node[0].levels[0].stream_ms"), Some(9));
+        assert_eq!(sources.line("network.idle_timeout_ms"), None);
+    }
+
+    #[test]
+    fn an_override_is_the_source_and_an_unset_key_is_the_default() {
+        let mut sources = Sources::of_file(Path::new("s.toml"), "[network]\nbind = \"x\"\n");
+        assert_eq!(
+            sources.of("network.bind"),
+            ValueSource::File { path: "s.toml".into(), line: Some(2) }
+        );
+        sources.set("network.bind", ValueSource::Env { var: "GATEHOUSE_BIND".into() });
+        assert_eq!(sources.of("network.bind").to_string(), "environment variable GATEHOUSE_BIND");
+        assert_eq!(
+            sources.of("network.max_players").to_string(),
+            "the default (not set in s.toml)"
+        );
+    }
+
+    #[test]
+    fn serde_messages_become_plain_words() {
+        assert_eq!(
+            describe_serde("invalid type: string \"many\", expected usize"),
+            ("a whole number (0 or more)".to_owned(), "the string \"many\"".to_owned())
+        );
+        assert_eq!(
+            describe_serde("invalid type: integer `5`, expected a string"),
+            ("a string".to_owned(), "the number 5".to_owned())
+        );
+        let (expected, found) =
+            describe_serde("unknown field `idle_timeout`, expected one of `bind`, `max_players`");
+        assert!(
+            expected.contains("`bind`") && found.contains("idle_timeout"),
+            "{expected} / {found}"
+        );
+        let (expected, found) =
+            describe_serde("unknown variant `yaml`, expected `human` or `json`");
+        assert!(expected.contains("human") && found.contains("yaml"), "{expected} / {found}");
+        assert_eq!(describe_serde("must be odd"), ("must be odd".to_owned(), String::new()));
+    }
+}

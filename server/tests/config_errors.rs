@@ -1,0 +1,80 @@
+//! Config errors as an operator meets them at start (issue 15 item 4): one line naming the
+//! dotted key, where its value came from (the file and line, an environment variable or a flag),
+//! what was expected and what was found; one JSON object when the logs are JSON.
+
+// Test helpers: a failed expectation is a failed test.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use gatehouse_tests::process::shipped_config;
+
+const SERVER: &str = env!("CARGO_BIN_EXE_gatehouse-server");
+
+/// The binary with `config` as its config file, a clean environment plus `envs`, and `args`;
+/// run to its end (a refused config stops it before it binds anything).
+fn refused(config: &Path, args: &[&str], envs: &[(&str, &str)]) -> String {
+    let out: Output = Command::new(SERVER)
+        .env_clear()
+        .envs(envs.iter().copied())
+        .arg("--config")
+        .arg(config)
+        .args(args)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "refused at start");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+    stderr
+}
+
+#[test]
+fn a_bad_value_in_the_file_is_blamed_on_its_file_and_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("server.toml");
+    std::fs::write(&config, "[network]\nbind = \"127.0.0.1:0\"\nmax_players = -3\n").unwrap();
+    let err = refused(&config, &[], &[]);
+    let at = format!("{}:3", config.display());
+    assert!(err.contains("network.max_players") && err.contains(&at), "{err}");
+    assert!(err.contains("expected a whole number (0 or more), found the number -3"), "{err}");
+}
+
+#[test]
+fn a_bad_value_in_an_environment_variable_is_blamed_on_the_variable() {
+    let err = refused(&shipped_config(), &[], &[("GATEHOUSE_BIND", "xyz")]);
+    assert_eq!(
+        err.trim_end(),
+        "error: invalid network.bind from environment variable GATEHOUSE_BIND: expected an \
+         address such as 0.0.0.0:7777 or 127.0.0.1:0, found \"xyz\""
+    );
+}
+
+#[test]
+fn a_bad_value_in_a_flag_is_blamed_on_the_flag() {
+    let err = refused(&shipped_config(), &["--bind", "xyz"], &[]);
+    assert!(err.contains("invalid network.bind from flag --bind"), "{err}");
+    let err = refused(&shipped_config(), &["--log-format", "yaml"], &[]);
+    assert!(err.contains("invalid log_format from flag --log-format: expected human or json"));
+}
+
+#[test]
+fn an_exposed_admin_bind_from_a_flag_is_blamed_on_the_flag_not_the_file() {
+    let args = ["--bind", "127.0.0.1:0", "--admin-bind", "0.0.0.0:0"];
+    let err = refused(&shipped_config(), &args, &[]);
+    assert!(err.contains("invalid admin.bind from flag --admin-bind"), "{err}");
+    assert!(!err.contains("server.toml"), "{err}");
+}
+
+#[test]
+fn a_config_error_is_one_json_object_when_the_logs_are_json() {
+    let args = ["--log-format", "json"];
+    let err = refused(&shipped_config(), &args, &[("GATEHOUSE_TOKEN_KEY", "short")]);
+    let json: serde_json::Value = serde_json::from_str(err.trim_end()).expect("a JSON line");
+    assert_eq!(json["level"], "ERROR");
+    assert_eq!(json["key"], "auth.token_key");
+    assert_eq!(json["origin"]["kind"], "env");
+    assert_eq!(json["origin"]["var"], "GATEHOUSE_TOKEN_KEY");
+    assert_eq!(json["expected"], "a key of at least 16 bytes");
+    assert_eq!(json["found"], "5 bytes");
+}
