@@ -266,3 +266,44 @@ pub enum ErrorCode {
     /// The join id is newer than any the server started.
     UnknownJoin,
 }
+
+/// Names for logs (issue 15 item 5: no Debug formatting in log fields): the variant's name.
+macro_rules! display_by_name {
+    ($($name:ident),*) => {$(
+        impl std::fmt::Display for $name {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                // A unit variant's Debug is exactly its name.
+                std::fmt::Debug::fmt(self, f)
+            }
+        }
+    )*};
+}
+display_by_name!(RejectReason, ErrorCode);
+
+impl ServerMessage {
+    /// The message's name as `docs/protocol.md` gives it, for logs and metrics.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ServerMessage::Welcome { .. } => "Welcome",
+            ServerMessage::Rejected { .. } => "Rejected",
+            ServerMessage::FreezeCharacters { .. } => "FreezeCharacters",
+            ServerMessage::ShowTransition { .. } => "ShowTransition",
+            ServerMessage::EndTransition { .. } => "EndTransition",
+            ServerMessage::PlayerStateUpdated(_) => "PlayerStateUpdated",
+            ServerMessage::PlayerLeft { .. } => "PlayerLeft",
+            ServerMessage::PawnSpawned(_) => "PawnSpawned",
+            ServerMessage::PawnsTeleported { .. } => "PawnsTeleported",
+            ServerMessage::PawnDied { .. } => "PawnDied",
+            ServerMessage::PawnDestroyed { .. } => "PawnDestroyed",
+            ServerMessage::Possessed { .. } => "Possessed",
+            ServerMessage::Unpossessed { .. } => "Unpossessed",
+            ServerMessage::AbilityTagsChanged { .. } => "AbilityTagsChanged",
+            ServerMessage::HealthChanged { .. } => "HealthChanged",
+            ServerMessage::KitsGranted { .. } => "KitsGranted",
+            ServerMessage::Error { .. } => "Error",
+            ServerMessage::ShowJoin { .. } => "ShowJoin",
+            ServerMessage::EndJoin { .. } => "EndJoin",
+            ServerMessage::TransitionFailed { .. } => "TransitionFailed",
+        }
+    }
+}

@@ -18,6 +18,7 @@
 
 pub mod admin;
 pub mod config;
+mod fields;
 pub mod game;
 pub mod net;
 mod shell;
@@ -122,7 +123,10 @@ impl Server {
         let identity = net::tls::load_identity(&config.tls, &config.data_dir)?;
         let (origin, fingerprint) = (identity.origin.clone(), identity.fingerprint());
         let server_config = net::server_config(identity, network)?;
-        tracing::info!(certificate = %origin.display(), %fingerprint, "certificate accepted");
+        // Logged once, here (issue 15 item 5): a development certificate is trusted by clients
+        // with `--server-cert`, a configured one by its chain.
+        tracing::info!(certificate = %origin.display(), %fingerprint,
+            development = config.tls.certificate.is_none(), "certificate accepted");
         let drivers = net::DriverThread::start()?;
         let endpoint =
             net::server_endpoint(socket, network.bind, server_config, drivers.runtime())?;

@@ -150,3 +150,57 @@ fn help_explains_each_flag() {
         assert!(help.contains(flag), "{flag} missing from:\n{help}");
     }
 }
+
+/// The logs say what an operator filters on (issue 15 item 5): the first line names the version,
+/// config file and world; the certificate is logged once; an operator travel is logged; a
+/// transition's end carries its outcome and duration; `player left` carries the close code and
+/// reason; and no field value is Debug-formatted (`Some(..)`, `None`, `[..]`, quoted strings).
+#[test]
+fn the_logs_say_what_an_operator_filters_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = start(dir.path(), &[]);
+    let outcomes = run_clients(server.addr, dir.path(), 4, Duration::from_secs(2));
+    assert!(outcomes.iter().all(|o| o.placed && o.errors.is_empty()), "{outcomes:?}");
+    assert!(server.admin_request("POST", "/travel/forest").contains("travelling to forest"));
+    let ended = server.wait_for("the travel to end", |v| {
+        v["fields"]["message"] == "every player placed; transition ended"
+            && v["span"]["node"] == "forest"
+    });
+    server.signal("-TERM");
+    assert_eq!(server.wait_exit(Duration::from_secs(10)).code(), Some(0));
+    let lines = server.lines().to_vec();
+
+    let first = &lines[0]["fields"];
+    assert_eq!(first["message"], "gatehouse-server starting", "{first}");
+    assert_eq!(first["version"], env!("CARGO_PKG_VERSION"));
+    assert!(first["config"].as_str().unwrap().ends_with("server.toml"), "{first}");
+    assert!(first["world"].as_str().unwrap().ends_with("world.toml"), "{first}");
+
+    let certificates = lines.iter().filter(|v| v["fields"]["certificate"].is_string()).count();
+    assert_eq!(certificates, 1, "the certificate is logged once");
+
+    assert!(lines.iter().any(|v| v["fields"]["message"] == "operator travel requested"
+        && v["fields"]["node"] == "forest"));
+
+    assert_eq!(ended["fields"]["outcome"], "completed", "{ended}");
+    assert!(ended["fields"]["duration_ms"].is_u64(), "{ended}");
+
+    // The swarm's clients leave with `Leave` at the end of their run: close code 0.
+    let left: Vec<_> = lines.iter().filter(|v| v["fields"]["message"] == "player left").collect();
+    assert_eq!(left.len(), 4, "every client left once");
+    for v in left {
+        assert_eq!(v["fields"]["close_code"], "0", "{v}");
+        assert_eq!(v["fields"]["reason"], "leave", "{v}");
+    }
+
+    for v in &lines {
+        for (name, value) in v["fields"].as_object().unwrap() {
+            let Some(text) = value.as_str() else { continue };
+            let debugged = text.starts_with("Some(")
+                || text == "None"
+                || text.starts_with('[')
+                || (text.starts_with('"') && text.ends_with('"'));
+            assert!(!debugged || name == "message", "{name} = {text} in {v}");
+        }
+    }
+}

@@ -135,6 +135,15 @@ impl ServerProcess {
         }
     }
 
+    /// Every log line read so far, in order, with those logged since the last call taken in
+    /// (without waiting).
+    pub fn lines(&mut self) -> &[serde_json::Value] {
+        while let Ok(v) = self.log.try_recv() {
+            self.seen.push(v);
+        }
+        &self.seen
+    }
+
     /// Sends `signal` (e.g. `-TERM`, `-KILL`) to the process.
     pub fn signal(&self, signal: &str) {
         let status =

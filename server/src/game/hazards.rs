@@ -19,6 +19,7 @@ use super::Game;
 use super::abilities::{ActiveEffect, EffectDuration};
 use super::timers::Timer;
 use crate::config::WorldMap;
+use crate::fields::OrNone;
 
 /// The schedule of one hazard from the world file.
 #[derive(Debug, Clone)]
@@ -194,7 +195,7 @@ impl Game {
         }
         if outcome.died {
             self.counters.deaths += 1;
-            tracing::info!(player = %id, pawn = ?pawn, "player died");
+            tracing::info!(player = %id, pawn = %OrNone(pawn), "player died");
             if let Some(pawn_id) = pawn {
                 if let Some(p) = self.roster.pawn_mut(pawn_id) {
                     p.die();

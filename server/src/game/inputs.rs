@@ -19,7 +19,7 @@ use super::players::{Player, RefusalVerdict, RefusalWindow};
 use super::spawn::SpawnKind;
 use super::streaming::Streamed;
 use super::transition::{Destination, Phase, ReadyReport};
-use super::{ConnectionId, Game, LoadId, Output};
+use super::{ConnectionId, Departure, Game, LoadId, Output};
 
 impl Game {
     /// A login of a player still connected on `old`: that connection is closed and its player
@@ -30,7 +30,7 @@ impl Game {
             tracing::info!(%player, "login replaces an older connection of the same player");
         }
         self.outputs.push_back(Output::Close { connection: old, code: CloseCode::Replaced });
-        self.remove_player(now, old);
+        self.remove_player(now, old, Departure::closed(CloseCode::Replaced));
     }
 
     /// A connection authenticated as `id`: refused when the server is full; otherwise the
@@ -166,9 +166,14 @@ impl Game {
 
     /// `Input::Disconnected`: a logged-in player on `connection` leaves (see `remove_player`);
     /// a connection that never logged in leaves nothing behind.
-    pub(crate) fn handle_disconnect(&mut self, now: Instant, connection: ConnectionId) {
+    pub(crate) fn handle_disconnect(
+        &mut self,
+        now: Instant,
+        connection: ConnectionId,
+        departure: Departure,
+    ) {
         if self.roster.player_on(connection).is_some() {
-            self.remove_player(now, connection);
+            self.remove_player(now, connection, departure);
         }
     }
 
@@ -176,12 +181,18 @@ impl Game {
     /// kept for a relaunch. The advance pass then re-evaluates everything that waited for it
     /// (its save load, its ready report, its placement), so no departed client can wedge a
     /// transition (DESIGN §4).
-    pub(crate) fn remove_player(&mut self, now: Instant, connection: ConnectionId) {
+    pub(crate) fn remove_player(
+        &mut self,
+        now: Instant,
+        connection: ConnectionId,
+        departure: Departure,
+    ) {
         let Some(id) = self.roster.player_on(connection).cloned() else { return };
         let node = self.roster.possessed_pawn(&id).map(|pawn| pawn.node.clone());
         self.save_player(&id, node);
         let Some((player, pawns)) = self.roster.leave(connection, now) else { return };
-        tracing::info!(player = %id, "player left");
+        tracing::info!(player = %id, close_code = %departure.code_field(),
+            reason = %departure.reason, "player left");
         // Its ready report belonged to the connection that left.
         self.transition.forget(&id);
         self.joins.remove(&id);
@@ -222,7 +233,7 @@ impl Game {
             ClientMessage::RestartRequest => self.handle_restart_request(now, connection, &id),
             ClientMessage::Leave => {
                 self.outputs.push_back(Output::Close { connection, code: CloseCode::Leave });
-                self.remove_player(now, connection);
+                self.remove_player(now, connection, Departure::closed(CloseCode::Leave));
             }
             ClientMessage::JoinReady { join_id } => {
                 self.handle_join_ready(now, connection, &id, join_id)
@@ -239,7 +250,7 @@ impl Game {
         detail: String,
     ) {
         self.counters.client_errors += 1;
-        tracing::debug!(connection = connection.0, ?code, %detail, "client message refused");
+        tracing::debug!(connection = connection.0, %code, %detail, "client message refused");
         // Per player, not per connection: a reconnect does not reset the window.
         let verdict = match self.roster.player_on(connection).cloned() {
             Some(player) => self.roster.record_refusal(&player, now),
@@ -262,7 +273,7 @@ impl Game {
             RefusalVerdict::Close => {
                 tracing::warn!(connection = connection.0, "too many refused requests; closing");
                 self.outputs.push_back(Output::Close { connection, code: CloseCode::Abuse });
-                self.remove_player(now, connection);
+                self.remove_player(now, connection, Departure::closed(CloseCode::Abuse));
             }
         }
     }
@@ -380,7 +391,7 @@ impl Game {
         match self.streaming.complete(load) {
             Streamed::Stale => {
                 self.counters.stale_ignored += 1;
-                tracing::debug!(?load, "stale streaming completion ignored");
+                tracing::debug!(%load, "stale streaming completion ignored");
             }
             Streamed::Node(node) => {
                 tracing::info!(%node, "node streamed");

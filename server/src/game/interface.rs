@@ -64,6 +64,8 @@ pub enum Input {
     Disconnected {
         /// The connection.
         connection: ConnectionId,
+        /// Why it ended, for the `player left` log.
+        departure: Departure,
     },
     /// A logged-in connection sent a message.
     Message {
@@ -227,4 +229,37 @@ pub struct Counters {
     pub load_failures: u64,
     /// Player saves requested from the store (each save of an [`Output::SavePlayers`] counts).
     pub saves_requested: u64,
+}
+
+/// Why a player's connection ended, as `player left` logs it (issue 15 item 5): the close code
+/// when the connection was closed with one (by the server or by the client), and what happened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Departure {
+    /// The application close code, if the connection was closed with one.
+    pub code: Option<CloseCode>,
+    /// What happened, in words, e.g. `idle timeout: nothing from the client within
+    /// network.idle_timeout_ms`.
+    pub reason: String,
+}
+
+impl Departure {
+    /// Closed with `code`, for the reason the code stands for.
+    pub fn closed(code: CloseCode) -> Departure {
+        Departure { code: Some(code), reason: code.reason().to_owned() }
+    }
+
+    /// Closed with `code`, for `reason`.
+    pub fn closed_because(code: CloseCode, reason: impl Into<String>) -> Departure {
+        Departure { code: Some(code), reason: reason.into() }
+    }
+
+    /// Ended without a close code (the network, a reset, a stream finished), for `reason`.
+    pub fn lost(reason: impl Into<String>) -> Departure {
+        Departure { code: None, reason: reason.into() }
+    }
+
+    /// The close code for a log field: its number, or `none`.
+    pub(crate) fn code_field(&self) -> crate::fields::OrNone<u32> {
+        crate::fields::OrNone(self.code.map(CloseCode::code))
+    }
 }

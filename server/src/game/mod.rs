@@ -107,7 +107,7 @@ use gatehouse_protocol::{ServerMessage, TransitionId};
 
 use crate::config::WorldMap;
 
-pub use interface::{ConnectionId, Counters, GameRules, Input, Output, StreamRequest};
+pub use interface::{ConnectionId, Counters, Departure, GameRules, Input, Output, StreamRequest};
 pub use snapshot::{GameSnapshot, PendingSpawn, PlayerSnapshot};
 pub use spawn::SpawnKind;
 pub use streaming::LoadId;
@@ -190,7 +190,9 @@ impl Game {
         }
         match input {
             Input::Login { connection, player } => self.handle_login(now, connection, player),
-            Input::Disconnected { connection } => self.handle_disconnect(now, connection),
+            Input::Disconnected { connection, departure } => {
+                self.handle_disconnect(now, connection, departure)
+            }
             Input::Message { connection, message } => self.handle_message(now, connection, message),
             Input::Streamed { load } => self.handle_streamed(now, load),
             Input::SpawnPointsRegistered { load } => {

@@ -16,7 +16,7 @@ use super::players::Player;
 use super::spawn::SpawnKind;
 use super::timers::Timer;
 use super::transition::Destination;
-use super::{Game, LoadId, Output, StreamRequest};
+use super::{Departure, Game, LoadId, Output, StreamRequest};
 use crate::config::LevelSpec;
 use gatehouse_protocol::LevelName;
 
@@ -25,6 +25,7 @@ pub(super) fn level_names(levels: &[LevelSpec]) -> Vec<LevelName> {
     levels.iter().map(|l| l.name.clone()).collect()
 }
 use crate::config::ClientReadyPolicy;
+use crate::fields::Joined;
 
 /// Why a client falls under the client-ready policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,7 +48,9 @@ impl Game {
         self.counters.transitions_started += 1;
         if let Some(old) = superseded {
             self.counters.transitions_superseded += 1;
+            let duration_ms = crate::fields::millis(now.saturating_duration_since(old.started));
             tracing::info!(old = %old.id, new = %id, node = %target, phase = old.phase.name(),
+                outcome = "superseded", duration_ms,
                 "travel supersedes the transition in flight; the loading screen stays up");
         }
         let span = self.transition.span();
@@ -251,17 +254,24 @@ impl Game {
         let players = self.roster.len();
         let Some(t) = self.transition.finish(now, players, timed_out) else { return };
         let _entered = t.span.enter();
+        let duration_ms = crate::fields::millis(now.saturating_duration_since(t.started));
         if timed_out {
             self.counters.settle_timeouts += 1;
             let unplaced: Vec<PlayerId> =
                 self.roster.players().filter(|p| !p.is_placed()).map(|p| p.id.clone()).collect();
             let names: Vec<&str> = unplaced.iter().map(PlayerId::as_str).collect();
-            tracing::warn!(unplaced = ?names, pending_spawns = self.spawns.len(),
+            tracing::warn!(unplaced = %Joined(&names), pending_spawns = self.spawns.len(),
+                outcome = "settle_timeout", duration_ms,
                 "settle timeout with nothing loading: ending the transition with players unplaced");
             self.transition.record_unplaced(unplaced);
         } else {
             self.counters.transitions_completed += 1;
-            tracing::info!("every player placed; transition ended");
+            tracing::info!(
+                outcome = "completed",
+                duration_ms,
+                players,
+                "every player placed; transition ended"
+            );
         }
         self.broadcast(ServerMessage::EndTransition { transition_id: t.id });
         self.save_all(t.target.clone());
@@ -345,7 +355,8 @@ impl Game {
         );
         let recovery =
             self.transition.last_good().cloned().unwrap_or_else(|| self.world.start_node.clone());
-        tracing::warn!(%detail, recovery = %recovery,
+        tracing::warn!(%detail, recovery = %recovery, outcome = "failed",
+            duration_ms = crate::fields::millis(now.saturating_duration_since(t.started)),
             "transition failed at its hard maximum; travelling back to the last good node");
         self.broadcast(ServerMessage::TransitionFailed {
             transition_id: t.id,
@@ -377,7 +388,14 @@ impl Game {
                     }
                     self.outputs
                         .push_back(Output::Close { connection, code: CloseCode::ReadyTimeout });
-                    self.remove_player(now, connection);
+                    let why = match lapse {
+                        Lapse::NeverReady => "client-ready timeout: never reported ready",
+                        Lapse::NeverAcknowledged => {
+                            "client-ready timeout: never acknowledged its pawn"
+                        }
+                    };
+                    let departure = Departure::closed_because(CloseCode::ReadyTimeout, why);
+                    self.remove_player(now, connection, departure);
                 }
                 (ClientReadyPolicy::Proceed, Lapse::NeverReady) if self.joins.contains(&player) => {
                     // Nothing waits for a joiner: it keeps its own loading screen, no pawn.

@@ -19,6 +19,7 @@ use gatehouse_protocol::{CharacterDef, NodeId, PlayerId, ServerMessage};
 use super::abilities::{ActiveEffect, EffectDuration};
 use super::players::{KeptState, Persistence, ResolvedPreset};
 use super::{Game, Output};
+use crate::fields::Joined;
 use crate::store::{LoadOutcome, PlayerSave, Preset, SessionSave};
 
 /// The session: the world's node and its save.
@@ -211,7 +212,7 @@ impl Game {
         let granted = player.abilities.initialize_provider(&kits);
         let (connection, view, tags) = (player.connection, player.view(), player.abilities.tags());
         drop(player);
-        tracing::info!(player = %id, kits = ?kits, "preset resolved");
+        tracing::info!(player = %id, kits = %Joined(&kits), "preset resolved");
         if view != view_before {
             self.broadcast(ServerMessage::PlayerStateUpdated(view));
         }

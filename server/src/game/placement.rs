@@ -36,9 +36,9 @@ impl Game {
     /// transition owns spawning.
     pub(crate) fn queue_spawn_request(&mut self, player: PlayerId, kind: SpawnKind, node: NodeId) {
         if self.spawns.has_request_for(&player) {
-            tracing::debug!(%player, ?kind, "spawn request not queued: one is already pending");
+            tracing::debug!(%player, %kind, "spawn request not queued: one is already pending");
         } else {
-            tracing::debug!(%player, ?kind, %node, "spawn request queued");
+            tracing::debug!(%player, %kind, %node, "spawn request queued");
             self.spawns.queue(SpawnRequest::new(player, kind, node));
         }
         self.spawns.wake();

@@ -17,6 +17,7 @@ use gatehouse_protocol::{ErrorCode, PlayerId, ServerMessage};
 use super::spawn::SpawnKind;
 use super::streaming::{SpawnPoints, SpawnPointsOn};
 use super::{ConnectionId, Game};
+use crate::fields::OrNone;
 
 impl Game {
     /// `Server_RestartLevel`.
@@ -48,7 +49,7 @@ impl Game {
         }
         drop(player);
         self.counters.respawns += 1;
-        tracing::info!(player = %id, dead_pawn = ?dead, "respawn requested");
+        tracing::info!(player = %id, dead_pawn = %OrNone(dead), "respawn requested");
         self.broadcast(ServerMessage::AbilityTagsChanged { player_id: id.clone(), tags });
         self.broadcast(ServerMessage::HealthChanged { player_id: id.clone(), health });
         if let Some(pawn_id) = dead {

@@ -27,6 +27,16 @@ pub enum SpawnKind {
     LevelTransition,
 }
 
+impl std::fmt::Display for SpawnKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            SpawnKind::Initial => "initial",
+            SpawnKind::LateJoin => "late_join",
+            SpawnKind::LevelTransition => "level_transition",
+        })
+    }
+}
+
 /// One queued spawn request.
 #[derive(Debug, Clone)]
 pub(crate) struct SpawnRequest {
@@ -41,7 +51,7 @@ impl SpawnRequest {
     /// A request to spawn `player`'s pawn on `node`, for `kind`'s reason.
     pub(crate) fn new(player: PlayerId, kind: SpawnKind, node: NodeId) -> Self {
         let span =
-            tracing::info_span!("spawn_request", player = %player, kind = ?kind, node = %node);
+            tracing::info_span!("spawn_request", player = %player, kind = %kind, node = %node);
         SpawnRequest { player, kind, node, span }
     }
 

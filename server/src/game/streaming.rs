@@ -18,6 +18,12 @@ impl fmt::Debug for LoadId {
     }
 }
 
+impl fmt::Display for LoadId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
 /// Dungeon rooms of the streamed node.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Rooms {

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use super::admission::PendingSlot;
 use super::event::{ConnectionEvent, Outbound, SendQueueRx, send_queue};
 use crate::config::NetworkConfig;
-use crate::game::ConnectionId;
+use crate::game::{ConnectionId, Departure};
 
 /// Largest chunk read from the stream at once, bytes.
 const READ_CHUNK: usize = 16 * 1024;
@@ -109,7 +109,7 @@ pub(super) async fn serve_connection(
             close(&connection, CloseCode::ProtocolViolation, &e.to_string());
             return;
         }
-        Ok(Err(ReadError::Closed)) => return,
+        Ok(Err(ReadError::Closed | ReadError::Finished)) => return,
         Ok(Ok(parts)) => parts,
     };
     let checked = check_hello(&ctx.token_key, hello).and_then(|player| {
@@ -126,7 +126,7 @@ pub(super) async fn serve_connection(
     let player = match checked {
         Ok(player) => player,
         Err(refusal) => {
-            tracing::info!(reason = ?refusal.reason, detail = %refusal.detail, "hello refused");
+            tracing::info!(reason = %refusal.reason, detail = %refusal.detail, "hello refused");
             let rejected =
                 ServerMessage::Rejected { reason: refusal.reason, detail: refusal.detail };
             if let Ok(frame) = gatehouse_protocol::encode_frame(&rejected, ctx.max_frame_len) {
@@ -147,23 +147,27 @@ pub(super) async fn serve_connection(
     if ctx.events.send(login).await.is_err() {
         return; // The game task is gone: the server is stopping.
     }
-    loop {
+    let departure = loop {
         match read_message(&mut recv, &mut decoder).await {
             Ok(message) => {
                 let event = ConnectionEvent::Message { connection: id, message };
                 if ctx.events.send(event).await.is_err() {
-                    break;
+                    break Departure::closed(CloseCode::ShuttingDown);
                 }
             }
             Err(ReadError::Frame(e)) => {
                 tracing::info!(error = %e, "protocol violation; closing this connection");
                 close(&connection, CloseCode::ProtocolViolation, &e.to_string());
-                break;
+                break Departure::closed_because(CloseCode::ProtocolViolation, e.to_string());
             }
-            Err(ReadError::Closed) => break,
+            Err(ReadError::Finished) => {
+                break Departure::lost("the client finished its stream without Leave");
+            }
+            Err(ReadError::Closed) => break departure_of(&connection),
         }
-    }
-    let _ = ctx.events.send(ConnectionEvent::Disconnected { connection: id }).await;
+    };
+    let event = ConnectionEvent::Disconnected { connection: id, departure };
+    let _ = ctx.events.send(event).await;
     // The writer ends when the game task drops the queue or the connection closes.
     let _ = writer.await;
 }
@@ -198,7 +202,39 @@ fn check_hello(
 
 enum ReadError {
     Frame(FrameError),
+    /// The client finished its stream cleanly, between frames.
+    Finished,
+    /// The stream or the connection failed: `departure_of` says why.
     Closed,
+}
+
+/// Why a connection that failed under a read ended, from quinn's close reason.
+fn departure_of(connection: &quinn::Connection) -> Departure {
+    use quinn::ConnectionError as E;
+    match connection.close_reason() {
+        Some(E::ApplicationClosed(close)) => {
+            let words = String::from_utf8_lossy(&close.reason);
+            match CloseCode::from_code(close.error_code.into_inner()) {
+                Some(code) => {
+                    Departure::closed_because(code, format!("closed by the client: {words}"))
+                }
+                None => Departure::lost(format!(
+                    "closed by the client with unknown code {}: {words}",
+                    close.error_code
+                )),
+            }
+        }
+        Some(E::TimedOut) => {
+            Departure::lost("idle timeout: nothing from the client within network.idle_timeout_ms")
+        }
+        Some(E::LocallyClosed) => Departure::lost("closed by the server"),
+        Some(E::Reset) => Departure::lost("reset by the client"),
+        Some(E::ConnectionClosed(close)) => {
+            Departure::lost(format!("QUIC transport error from the client: {close}"))
+        }
+        Some(other) => Departure::lost(format!("connection failed: {other}")),
+        None => Departure::lost("the client's stream failed"),
+    }
 }
 
 /// Reads until one whole message is decoded.
@@ -214,7 +250,9 @@ async fn read_message(
             Ok(Some(chunk)) => decoder.extend(&chunk.bytes),
             // A stream that ends inside a frame is a protocol violation, not a clean leave.
             Ok(None) => {
-                return Err(decoder.finish().map_or_else(ReadError::Frame, |()| ReadError::Closed));
+                return Err(decoder
+                    .finish()
+                    .map_or_else(ReadError::Frame, |()| ReadError::Finished));
             }
             Err(_) => return Err(ReadError::Closed),
         }

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use gatehouse_protocol::{ClientMessage, CloseCode, PlayerId};
 use tokio::sync::mpsc;
 
-use crate::game::ConnectionId;
+use crate::game::{ConnectionId, Departure};
 
 /// What a connection task reports to the game task.
 #[derive(Debug)]
@@ -42,6 +42,8 @@ pub(crate) enum ConnectionEvent {
     Disconnected {
         /// The connection.
         connection: ConnectionId,
+        /// Why it ended.
+        departure: Departure,
     },
 }
 

@@ -75,15 +75,13 @@ fn development_identity(data_dir: &Path) -> Result<ServerIdentity, NetError> {
         std::fs::create_dir_all(data_dir).map_err(|e| cert_error(data_dir, e.to_string()))?;
         write_private(&key_path, &key)?;
         std::fs::write(&cert_path, &cert).map_err(|e| cert_error(&cert_path, e.to_string()))?;
-        tracing::info!(certificate = %cert_path.display(), "generated a development certificate");
+        tracing::debug!(certificate = %cert_path.display(), "generated a development certificate");
         ServerIdentity {
             chain: vec![CertificateDer::from(cert)],
             key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key)),
             origin: cert_path.clone(),
         }
     };
-    tracing::info!(certificate = %cert_path.display(), fingerprint = %identity.fingerprint(),
-        "using the development certificate; clients trust it with --server-cert");
     Ok(identity)
 }
 

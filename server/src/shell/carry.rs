@@ -26,7 +26,7 @@ use tokio::sync::mpsc;
 
 use super::ShellEvent;
 use super::streaming::simulate_streaming;
-use crate::game::{ConnectionId, Input, Output};
+use crate::game::{ConnectionId, Departure, Input, Output};
 use crate::net::{self, QueueError, SendQueue};
 use crate::store::{LoadOutcome, SessionSave, StoreHandle, StoreRequest};
 
@@ -218,7 +218,10 @@ impl Carrier {
                     "send queue full; closing a slow consumer"
                 );
                 net::close(&peer.quic, CloseCode::SlowConsumer, CloseCode::SlowConsumer.reason());
-                made_up.push(Input::Disconnected { connection });
+                made_up.push(Input::Disconnected {
+                    connection,
+                    departure: Departure::closed(CloseCode::SlowConsumer),
+                });
             }
         }
     }
@@ -255,7 +258,7 @@ fn encode(message: &ServerMessage, max_frame_len: usize) -> Option<Bytes> {
         Ok(frame) => Some(Bytes::from(frame)),
         Err(e) => {
             // Our own message did not fit a frame: a bug, reported loudly, never a crash.
-            tracing::error!(error = %e, ?message, "server message does not encode");
+            tracing::error!(error = %e, message = message.name(), "server message does not encode");
             None
         }
     }

@@ -143,9 +143,9 @@ fn feed_connection(
         ConnectionEvent::Message { connection, message } => {
             game.handle(now, Input::Message { connection, message });
         }
-        ConnectionEvent::Disconnected { connection } => {
+        ConnectionEvent::Disconnected { connection, departure } => {
             carrier.remove_peer(connection);
-            game.handle(now, Input::Disconnected { connection });
+            game.handle(now, Input::Disconnected { connection, departure });
         }
     }
 }
@@ -153,7 +153,11 @@ fn feed_connection(
 fn feed(game: &mut Game, now: std::time::Instant, event: ShellEvent) {
     match event {
         ShellEvent::Core(input) => game.handle(now, input),
-        ShellEvent::Travel { node } => game.handle(now, Input::Travel { node }),
+        ShellEvent::Travel { node } => {
+            // Only an operator asks this way (the admin endpoint); route travels are the core's.
+            tracing::info!(%node, "operator travel requested");
+            game.handle(now, Input::Travel { node });
+        }
         ShellEvent::Snapshot(reply) => {
             let _ = reply.send(game.snapshot());
         }

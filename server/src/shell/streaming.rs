@@ -16,7 +16,7 @@ pub(super) fn simulate_streaming(request: StreamRequest, events: mpsc::Sender<Sh
     let jitter_ms = request.jitter.as_millis() as u64;
     let extra = if jitter_ms > 0 { rand::rng().random_range(0..=jitter_ms) } else { 0 };
     let duration = request.duration + Duration::from_millis(extra);
-    tracing::debug!(load = ?request.load, what = %request.what, ?duration, "streaming");
+    tracing::debug!(load = %request.load, what = %request.what, duration_ms = crate::fields::millis(duration), "streaming");
     tokio::spawn(async move {
         tokio::time::sleep(duration).await;
         if events.send(ShellEvent::Core(Input::Streamed { load: request.load })).await.is_err() {

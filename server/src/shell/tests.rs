@@ -266,7 +266,8 @@ async fn a_slow_consumer_is_closed_and_reported_disconnected_after_the_drain() {
     carry_outputs(&mut core, &mut carrier);
 
     assert!(
-        matches!(core.fed.as_slice(), [Input::Disconnected { connection: c }] if *c == connection),
+        matches!(core.fed.as_slice(), [Input::Disconnected { connection: c, departure }]
+            if *c == connection && departure.code == Some(CloseCode::SlowConsumer)),
         "the core hears the slow consumer disconnected once: {:?}",
         core.fed
     );

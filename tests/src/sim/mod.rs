@@ -41,7 +41,7 @@ use gatehouse_client_sim::client::ClientConfig;
 use gatehouse_client_sim::session::{ClientSession, SessionConfig};
 use gatehouse_protocol::{ClientMessage, CloseCode, NodeId, PlayerId, ServerMessage};
 use gatehouse_server::config::{GameConfig, WorldMap};
-use gatehouse_server::game::{ConnectionId, Game, GameRules, Input, LoadId, Output};
+use gatehouse_server::game::{ConnectionId, Departure, Game, GameRules, Input, LoadId, Output};
 use gatehouse_server::store::{LoadOutcome, PlayerSave, SessionSave};
 use rand::rngs::StdRng;
 use rand::{RngExt as _, SeedableRng as _};
@@ -760,7 +760,10 @@ impl Sim {
                 self.accepted.remove(&connection);
                 self.logged_in.remove(&connection);
                 self.record(Event::Disconnected { connection });
-                self.feed(Input::Disconnected { connection });
+                self.feed(Input::Disconnected {
+                    connection,
+                    departure: Departure::lost("the connection task ended"),
+                });
             }
         }
     }
@@ -835,7 +838,10 @@ impl Sim {
                 self.accepted.remove(&connection);
                 self.logged_in.remove(&connection);
                 self.record(Event::Disconnected { connection });
-                self.feed(Input::Disconnected { connection });
+                self.feed(Input::Disconnected {
+                    connection,
+                    departure: Departure::lost("the connection task ended"),
+                });
             }
         }
     }

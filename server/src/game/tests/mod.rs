@@ -19,7 +19,7 @@ use gatehouse_protocol::{
     ClientMessage, CloseCode, NodeId, PawnId, PlayerId, ServerMessage, TransitionId,
 };
 
-use super::{ConnectionId, Game, GameRules, Input, LoadId, Output, StreamRequest};
+use super::{ConnectionId, Departure, Game, GameRules, Input, LoadId, Output, StreamRequest};
 use crate::config::{ClientReadyPolicy, WorldMap};
 use crate::store::LoadOutcome;
 
@@ -191,7 +191,7 @@ impl Harness {
     }
 
     pub(super) fn disconnect(&mut self, connection: ConnectionId) {
-        self.input(Input::Disconnected { connection });
+        self.input(Input::Disconnected { connection, departure: Departure::lost("test") });
     }
 
     /// Completes the oldest pending streaming request whose description contains `what`.

@@ -271,7 +271,7 @@ async fn save_with_retry<B: SaveBackend>(
                 }
                 tracing::warn!(
                     expected,
-                    found = ?found,
+                    found = %crate::fields::OrNone(found),
                     "save conflict: another writer saved meanwhile; not retried"
                 );
                 return (SaveOutcome::Conflict { expected, found }, Learned::Nothing);
