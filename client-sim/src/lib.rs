@@ -25,7 +25,7 @@
 //! | checks | [`checks`] | gates, adapters, domain, notifications, ids, figures |
 //! | game side | `replication`, [`client`] | all of the above |
 //! | transport | [`session`] | client, checks, figures |
-//! | shell | [`swarm`], [`report`], the `gatehouse-sim` binary | session, figures |
+//! | shell | [`swarm`], [`report`], [`wait`], the `gatehouse-sim` binary | session, figures |
 //!
 //! Replication writes the domain and announces; adapters read the domain and write the
 //! registry; gates perform what the adapters' gate callbacks left in the outbox; checks read the
@@ -48,6 +48,7 @@ pub mod report;
 pub mod session;
 pub mod swarm;
 pub mod timeline;
+pub mod wait;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -70,6 +71,16 @@ pub enum SimError {
     /// The clients' thread or runtime could not be started, or ended without a result.
     #[error("client runtime: {0}")]
     Runtime(String),
+    /// `--wait`: no server answered in time.
+    #[error("no server answered at {server} within {limit:?} ({last})")]
+    NoServer {
+        /// Where it was asked.
+        server: SocketAddr,
+        /// How long it was waited for.
+        limit: std::time::Duration,
+        /// Why the last try failed.
+        last: String,
+    },
     /// The client socket could not be bound.
     #[error("cannot bind UDP {addr}: {source}")]
     Bind {

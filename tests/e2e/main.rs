@@ -6,3 +6,4 @@ mod hostile;
 mod scale;
 mod session;
 mod soak;
+mod wait;

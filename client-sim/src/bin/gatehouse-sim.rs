@@ -15,6 +15,7 @@ use gatehouse_client_sim::report::{ClientOutcome, SwarmReport};
 use gatehouse_client_sim::session::SessionConfig;
 use gatehouse_client_sim::swarm::{Progress, SwarmConfig, parse_connect_rate, run_swarm_outcomes};
 use gatehouse_client_sim::timeline::{self, ClientTimeline};
+use gatehouse_client_sim::wait::wait_for_server;
 use gatehouse_protocol::token::{DEV_TOKEN_KEY, TokenKey};
 
 /// Simulated gatehouse game clients.
@@ -57,6 +58,10 @@ struct Cli {
     /// Index of the first client (player sim-NNNN).
     #[arg(long, default_value_t = 0, value_name = "I")]
     first_index: usize,
+    /// Before the run, wait up to this long (e.g. 30s) for the server: for its certificate file
+    /// and for one QUIC handshake. For a server started in the background just before.
+    #[arg(long, value_parser = humantime::parse_duration, value_name = "D")]
+    wait: Option<Duration>,
     /// Give up on a client that has not connected after this long, e.g. 10s.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, value_name = "D")]
     connect_timeout: Duration,
@@ -214,7 +219,13 @@ fn run() -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let clients = config.clients as u64;
     let progress = config.progress.clone();
+    let wait = cli.wait;
     let outcomes = runtime.block_on(async move {
+        if let Some(limit) = wait {
+            let (server, name) = (config.server, config.server_name.clone());
+            let waited = wait_for_server(server, &name, &config.server_cert, limit).await?;
+            eprintln!("server at {server} answered after {:.1} s", waited.as_secs_f64());
+        }
         let display = progress.map(|p| tokio::spawn(show_progress(p, clients)));
         let outcomes = run_swarm_outcomes(config).await;
         if let Some(display) = display {
