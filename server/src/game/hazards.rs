@@ -81,13 +81,7 @@ impl Game {
         for index in self.hazards.due(now) {
             self.expose(now, index);
         }
-        let due: Vec<PlayerId> = self
-            .roster
-            .players()
-            .filter(|p| p.abilities.next_event().is_some_and(|at| at <= now))
-            .map(|p| p.id.clone())
-            .collect();
-        for id in due {
+        for id in self.roster.effects_due(now) {
             self.advance_effects(now, &id);
         }
         self.rearm_effects_timer();
@@ -102,18 +96,42 @@ impl Game {
             return;
         }
         let mut changed = false;
-        let joins = &self.joins;
-        self.roster.change_each(|player| {
-            let frozen = in_transition || joins.contains(&player.id);
-            if frozen != player.abilities.is_paused() {
-                changed = true;
-                if frozen {
+        if in_transition {
+            // A transition freezes everyone: once per transition, every player.
+            self.roster.change_each(|player| {
+                if !player.abilities.is_paused() {
+                    changed = true;
                     player.abilities.pause(now);
-                } else {
+                }
+            });
+        } else {
+            // Outside a transition only the joiners are frozen: what can be out of step is a
+            // paused player who is no longer joining, or a joiner not yet paused; neither is
+            // found by a walk of every player (issue 12 item 3).
+            let resume: Vec<PlayerId> = self
+                .roster
+                .paused_players()
+                .filter(|id| !self.joins.contains(id))
+                .cloned()
+                .collect();
+            let pause: Vec<PlayerId> = self
+                .joins
+                .players()
+                .filter(|id| self.roster.player(id).is_some_and(|p| !p.abilities.is_paused()))
+                .cloned()
+                .collect();
+            changed = !resume.is_empty() || !pause.is_empty();
+            for id in resume {
+                if let Some(mut player) = self.roster.player_mut(&id) {
                     player.abilities.resume(now);
                 }
             }
-        });
+            for id in pause {
+                if let Some(mut player) = self.roster.player_mut(&id) {
+                    player.abilities.pause(now);
+                }
+            }
+        }
         if changed {
             self.rearm_effects_timer();
         }
@@ -138,7 +156,7 @@ impl Game {
     /// Arms the effects timer at the earliest hazard exposure or effect event.
     pub(crate) fn rearm_effects_timer(&mut self) {
         let hazards = self.hazards.next_exposure();
-        let effects = self.roster.players().filter_map(|p| p.abilities.next_event());
+        let effects = self.roster.next_effect_event();
         match hazards.into_iter().chain(effects).min() {
             Some(at) => self.timers.set(Timer::Effects, at),
             None => self.timers.stop(Timer::Effects),

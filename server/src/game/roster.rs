@@ -43,6 +43,25 @@ pub(crate) struct Roster {
     refusals: HashMap<PlayerId, RefusalWindow>,
     /// What the per-input checks read.
     books: Books,
+    /// Player and pawn records visited by whole-roster walks: the complexity tests read it
+    /// (issue 12 item 3: no input may walk every player).
+    visits: Visits,
+}
+
+/// A count of the records walks visited; one add per record, nothing else.
+#[derive(Debug, Default)]
+struct Visits(std::cell::Cell<u64>);
+
+impl Visits {
+    /// One more record visited.
+    fn one(&self) {
+        self.0.set(self.0.get().wrapping_add(1));
+    }
+
+    /// Records visited so far.
+    fn total(&self) -> u64 {
+        self.0.get()
+    }
 }
 
 /// What the roster counts over its players, kept up to date by every change.
@@ -50,10 +69,14 @@ pub(crate) struct Roster {
 struct Books {
     /// Players neither placed nor excused from placement.
     unplaced: usize,
-    /// Players whose finite effects are paused.
-    paused: usize,
+    /// Players whose finite effects are paused (outside a transition, the joiners: the pause
+    /// sync visits these rather than every player).
+    paused: BTreeSet<PlayerId>,
     /// Players on team 1 and on team 2.
     teams: [usize; 2],
+    /// Each player's next finite-effect event (a tick or an expiry), in time order: the effects
+    /// timer reads the first without a walk of every player (issue 12 item 3).
+    effect_events: BTreeSet<(Instant, PlayerId)>,
 }
 
 /// What the books count of one player.
@@ -62,6 +85,7 @@ struct Counted {
     placed_or_excused: bool,
     paused: bool,
     team: TeamId,
+    next_effect: Option<Instant>,
 }
 
 impl Counted {
@@ -70,19 +94,31 @@ impl Counted {
             placed_or_excused: player.is_placed_or_excused(),
             paused: player.abilities.is_paused(),
             team: player.team,
+            next_effect: player.abilities.next_event(),
         }
     }
 }
 
 impl Books {
-    /// Counts a player as `counted` in (`add`) or out.
-    fn count(&mut self, counted: Counted, add: bool) {
+    /// Counts `player` as `counted` in (`add`) or out.
+    fn count(&mut self, player: &PlayerId, counted: Counted, add: bool) {
+        if let Some(at) = counted.next_effect {
+            if add {
+                self.effect_events.insert((at, player.clone()));
+            } else {
+                self.effect_events.remove(&(at, player.clone()));
+            }
+        }
         let step = |n: &mut usize| *n = if add { *n + 1 } else { n.saturating_sub(1) };
         if !counted.placed_or_excused {
             step(&mut self.unplaced);
         }
         if counted.paused {
-            step(&mut self.paused);
+            if add {
+                self.paused.insert(player.clone());
+            } else {
+                self.paused.remove(player);
+            }
         }
         if let Some(team) = self.teams.get_mut(usize::from(counted.team.0).wrapping_sub(1)) {
             step(team);
@@ -122,8 +158,8 @@ impl Drop for PlayerMut<'_> {
     fn drop(&mut self) {
         let after = Counted::of(self.player);
         if after != self.before {
-            self.books.count(self.before, false);
-            self.books.count(after, true);
+            self.books.count(&self.player.id, self.before, false);
+            self.books.count(&self.player.id, after, true);
         }
     }
 }
@@ -139,6 +175,7 @@ impl Default for Roster {
             next_ticket: 1,
             refusals: HashMap::new(),
             books: Books::default(),
+            visits: Visits::default(),
         }
     }
 }
@@ -163,12 +200,13 @@ impl Roster {
 
     /// Every logged-in player, in id order.
     pub(crate) fn players(&self) -> impl Iterator<Item = &Player> {
-        self.players.values()
+        self.players.values().inspect(|_| self.visits.one())
     }
 
     /// Calls `change` on every logged-in player, in id order.
     pub(crate) fn change_each(&mut self, mut change: impl FnMut(&mut Player)) {
         for player in self.players.values_mut() {
+            self.visits.one();
             change(&mut PlayerMut::new(player, &mut self.books));
         }
     }
@@ -176,13 +214,19 @@ impl Roster {
     /// A transition started: every client streams its destination anew.
     pub(crate) fn forget_loaded_levels(&mut self) {
         for player in self.players.values_mut() {
+            self.visits.one();
             player.loaded = None;
         }
     }
 
     /// Every logged-in player's id, in order.
     pub(crate) fn ids(&self) -> impl Iterator<Item = &PlayerId> {
-        self.players.keys()
+        self.players.keys().inspect(|_| self.visits.one())
+    }
+
+    /// Player and pawn records the whole-roster walks visited so far.
+    pub(crate) fn visits(&self) -> u64 {
+        self.visits.total()
     }
 
     /// The player logged in on `connection`.
@@ -209,9 +253,9 @@ impl Roster {
             // The game removes a player before it logs in again; should a second record of
             // the same id arrive anyway, it replaces the first in the books too (counted out
             // before the new one is counted in: both may be unplaced).
-            self.books.count(Counted::of(before), false);
+            self.books.count(&before.id, Counted::of(before), false);
         }
-        self.books.count(Counted::of(&player), true);
+        self.books.count(&player.id, Counted::of(&player), true);
         self.players.insert(player.id.clone(), player);
     }
 
@@ -231,7 +275,7 @@ impl Roster {
         self.refusals.retain(|_, window| !window.is_over(now));
         let id = self.connections.remove(&connection)?;
         let player = self.players.remove(&id)?;
-        self.books.count(Counted::of(&player), false);
+        self.books.count(&player.id, Counted::of(&player), false);
         let owned: Vec<PawnId> = self.owned.remove(&id).unwrap_or_default().into_iter().collect();
         for pawn in &owned {
             self.pawns.remove(pawn);
@@ -252,7 +296,7 @@ impl Roster {
 
     /// Every pawn, in id order.
     pub(crate) fn pawns(&self) -> impl Iterator<Item = &Pawn> {
-        self.pawns.values()
+        self.pawns.values().inspect(|_| self.visits.one())
     }
 
     /// The pawn `player` possesses.
@@ -300,7 +344,24 @@ impl Roster {
 
     /// How many logged-in players have their finite effects paused.
     pub(crate) fn paused_count(&self) -> usize {
-        self.books.paused
+        self.books.paused.len()
+    }
+
+    /// The players whose finite effects are paused, in id order.
+    pub(crate) fn paused_players(&self) -> impl Iterator<Item = &PlayerId> {
+        self.books.paused.iter()
+    }
+
+    /// The earliest finite-effect event (a tick or an expiry) of any player whose effects run.
+    pub(crate) fn next_effect_event(&self) -> Option<Instant> {
+        self.books.effect_events.first().map(|(at, _)| *at)
+    }
+
+    /// The players with a finite-effect event due at or before `now`, in time order, read from
+    /// the index (not a walk of every player).
+    pub(crate) fn effects_due(&self, now: Instant) -> Vec<PlayerId> {
+        let due = self.books.effect_events.iter().take_while(|(at, _)| *at <= now);
+        due.map(|(_, id)| id.clone()).collect()
     }
 
     /// The team a new player joins: the smaller of team 1 and team 2 (team 1 on a tie).
@@ -359,18 +420,25 @@ mod tests {
         Player::new(pid(name), ConnectionId(connection), TeamId(team), 1, 100)
     }
 
+    type Counts = (usize, Vec<PlayerId>, [usize; 2], Vec<(Instant, PlayerId)>);
+
     /// The books as a scan of every player would count them.
-    fn recount(roster: &Roster) -> (usize, usize, [usize; 2]) {
+    fn recount(roster: &Roster) -> Counts {
         let players = || roster.players.values();
         let unplaced = players().filter(|p| !p.is_placed_or_excused()).count();
-        let paused = players().filter(|p| p.abilities.is_paused()).count();
+        let paused = players().filter(|p| p.abilities.is_paused()).map(|p| p.id.clone()).collect();
         let on = |t: u8| players().filter(|p| p.team == TeamId(t)).count();
-        (unplaced, paused, [on(1), on(2)])
+        let mut events: Vec<_> = players()
+            .filter_map(|p| p.abilities.next_event().map(|at| (at, p.id.clone())))
+            .collect();
+        events.sort();
+        (unplaced, paused, [on(1), on(2)], events)
     }
 
-    fn books(roster: &Roster) -> (usize, usize, [usize; 2]) {
+    fn books(roster: &Roster) -> Counts {
         let b = &roster.books;
-        (b.unplaced, b.paused, b.teams)
+        let events = b.effect_events.iter().cloned().collect();
+        (b.unplaced, b.paused.iter().cloned().collect(), b.teams, events)
     }
 
     /// Issue 12: the counts the per-input checks read (unplaced players, paused effects, team
@@ -419,7 +487,7 @@ mod tests {
         for connection in [0, 2, 3] {
             roster.leave(ConnectionId(connection), t0);
         }
-        assert_eq!(books(&roster), (0, 0, [0, 0]));
+        assert_eq!(books(&roster), (0, Vec::new(), [0, 0], Vec::new()));
     }
 
     /// A second record of the same player id replaces the first in the books as well: the
