@@ -109,6 +109,7 @@ impl Joins {
 
     /// Joins the walks over every join visited so far (issue 12 item 3, for the complexity
     /// tests).
+    #[cfg(test)]
     pub(crate) fn visits(&self) -> u64 {
         self.visits.get()
     }

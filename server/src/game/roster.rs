@@ -59,6 +59,7 @@ impl Visits {
     }
 
     /// Records visited so far.
+    #[cfg(test)]
     fn total(&self) -> u64 {
         self.0.get()
     }
@@ -225,6 +226,7 @@ impl Roster {
     }
 
     /// Player and pawn records the whole-roster walks visited so far.
+    #[cfg(test)]
     pub(crate) fn visits(&self) -> u64 {
         self.visits.total()
     }
