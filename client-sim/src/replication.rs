@@ -182,10 +182,10 @@ pub(crate) fn reset_ui(router: &Router<ClientCore>, core: &mut ClientCore) {
 /// The session ends: the login-success state ends, and the login fact with it.
 pub(crate) fn end_session(router: &Router<ClientCore>, core: &mut ClientCore) {
     let player: Option<PlayerId> = core.state.domain.local_player().cloned();
-    if core.state.domain.log_out() {
-        if let Some(player) = player {
-            announce(router, core, LOGIN_ENDED, &PlayerNotice { player });
-        }
+    if core.state.domain.log_out()
+        && let Some(player) = player
+    {
+        announce(router, core, LOGIN_ENDED, &PlayerNotice { player });
     }
 }
 

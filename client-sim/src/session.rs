@@ -249,13 +249,13 @@ impl ClientSession {
             ServerMessage::EndJoin { join_id } => self.end_join(now, join_id),
             ServerMessage::TransitionFailed { transition_id, .. } => {
                 self.stats.transitions_failed += 1;
-                if let Some(screen) = &mut self.screen {
-                    if screen.transition == transition_id {
-                        // Its levels will never be used: drop the streaming, keep the screen up
-                        // for the recovery travel that follows.
-                        screen.ready_at = None;
-                        screen.target = None;
-                    }
+                if let Some(screen) = &mut self.screen
+                    && screen.transition == transition_id
+                {
+                    // Its levels will never be used: drop the streaming, keep the screen up
+                    // for the recovery travel that follows.
+                    screen.ready_at = None;
+                    screen.target = None;
                 }
             }
             // The replicated world lives in the client's domain, applied above; errors, kits
@@ -329,10 +329,10 @@ impl ClientSession {
 
     /// Handles the streaming, restart and game-side deadlines that passed.
     pub fn handle_timeout(&mut self, now: Instant) {
-        if let Some(client) = &mut self.client {
-            if client.poll_timeout().is_some_and(|at| at <= now) {
-                client.handle_timeout(now);
-            }
+        if let Some(client) = &mut self.client
+            && client.poll_timeout().is_some_and(|at| at <= now)
+        {
+            client.handle_timeout(now);
         }
         if self.restart_at.is_some_and(|at| at <= now) {
             self.restart_at = None;
@@ -341,26 +341,28 @@ impl ClientSession {
                 self.outputs.push_back(ClientMessage::RestartRequest);
             }
         }
-        if let Some(screen) = &mut self.screen {
-            if !screen.reported && screen.ready_at.is_some_and(|at| at <= now) {
-                screen.reported = true;
-                screen.ready_sent_at = Some(now);
-                let transition_id = screen.transition;
-                self.streamed = screen.target.clone();
-                self.outputs.push_back(ClientMessage::TransitionReady { transition_id });
-                // The destination's levels are streamed: its world begins play.
-                if let Some(client) = &mut self.client {
-                    client.begin_play(now);
-                }
+        if let Some(screen) = &mut self.screen
+            && !screen.reported
+            && screen.ready_at.is_some_and(|at| at <= now)
+        {
+            screen.reported = true;
+            screen.ready_sent_at = Some(now);
+            let transition_id = screen.transition;
+            self.streamed = screen.target.clone();
+            self.outputs.push_back(ClientMessage::TransitionReady { transition_id });
+            // The destination's levels are streamed: its world begins play.
+            if let Some(client) = &mut self.client {
+                client.begin_play(now);
             }
         }
-        if let Some(join) = &mut self.join {
-            if !join.reported && join.ready_at <= now {
-                join.reported = true;
-                join.ready_sent_at = Some(now);
-                self.streamed = Some(join.node.clone());
-                self.outputs.push_back(ClientMessage::JoinReady { join_id: join.id });
-            }
+        if let Some(join) = &mut self.join
+            && !join.reported
+            && join.ready_at <= now
+        {
+            join.reported = true;
+            join.ready_sent_at = Some(now);
+            self.streamed = Some(join.node.clone());
+            self.outputs.push_back(ClientMessage::JoinReady { join_id: join.id });
         }
     }
 

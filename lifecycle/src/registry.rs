@@ -462,10 +462,10 @@ impl<C> Registry<C> {
             let Some(waiter) = self.waiters.remove(id) else {
                 continue;
             };
-            if let Some((watched, delivered)) = &mut self.watch {
-                if *watched == id {
-                    *delivered = true;
-                }
+            if let Some((watched, delivered)) = &mut self.watch
+                && *watched == id
+            {
+                *delivered = true;
             }
             self.counters.delivered += 1;
             let outcome = catch_unwind(AssertUnwindSafe(|| waiter.callback.call(self, ctx)));

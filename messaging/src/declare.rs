@@ -65,13 +65,13 @@ impl TypeTable {
             if chain.len() > MAX_DERIVATION || chain.iter().any(|c| c.id == current.id) {
                 return Err(Error::DerivationTooDeep { name: ty.name, limit: MAX_DERIVATION });
             }
-            if let Some(parent) = current.parent {
-                if parent.child() != current.id {
-                    return Err(Error::MisdeclaredParent {
-                        name: current.name,
-                        parent: parent.ty().name,
-                    });
-                }
+            if let Some(parent) = current.parent
+                && parent.child() != current.id
+            {
+                return Err(Error::MisdeclaredParent {
+                    name: current.name,
+                    parent: parent.ty().name,
+                });
             }
             let known = self.by_name(current.name).map(|k| k.id);
             let in_chain = chain.iter().find(|c| c.name == current.name).map(|c| c.id);

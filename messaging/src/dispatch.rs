@@ -196,10 +196,10 @@ impl<C: 'static> Router<C> {
         loop {
             let mut best: Option<(u64, usize)> = None;
             for (at, snapshot) in snapshots.iter().enumerate() {
-                if let Some(record) = snapshot.records().get(next[at]) {
-                    if best.is_none_or(|(serial, _)| record.serial() < serial) {
-                        best = Some((record.serial(), at));
-                    }
+                if let Some(record) = snapshot.records().get(next[at])
+                    && best.is_none_or(|(serial, _)| record.serial() < serial)
+                {
+                    best = Some((record.serial(), at));
                 }
             }
             let Some((_, at)) = best else { return };

@@ -94,10 +94,10 @@ impl Model {
         }
         self.listeners.push(ModelListener { point, hierarchical, live: true, action });
         let me = self.listeners.len() - 1;
-        if let Some(n) = self.retained {
-            if hears(point, hierarchical, STICKY) {
-                self.call(me, n);
-            }
+        if let Some(n) = self.retained
+            && hears(point, hierarchical, STICKY)
+        {
+            self.call(me, n);
         }
         true
     }

@@ -257,10 +257,10 @@ pub async fn wait_for_snapshot(
 ) -> gatehouse_server::game::GameSnapshot {
     within(limit, what, async {
         loop {
-            if let Some(snapshot) = handle.snapshot().await {
-                if holds(&snapshot) {
-                    return snapshot;
-                }
+            if let Some(snapshot) = handle.snapshot().await
+                && holds(&snapshot)
+            {
+                return snapshot;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }

@@ -90,10 +90,10 @@ impl ServerProcess {
         let (tx, log) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) {
-                    if tx.send(v).is_err() {
-                        break;
-                    }
+                if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
+                    && tx.send(v).is_err()
+                {
+                    break;
                 }
             }
         });

@@ -224,10 +224,10 @@ fn observe(core: &mut ClientCore, pawn: PawnId) {
     let Some(world) = core.state.world else { return };
     let Some(character) = core.state.domain.characters().get(pawn) else { return };
     let Some(route) = route(character.role()) else { return };
-    if let Some(record) = core.state.characters.get(pawn).copied() {
-        if record.route != route {
-            retire(core, pawn, RetireReason::Rerouted);
-        }
+    if let Some(record) = core.state.characters.get(pawn).copied()
+        && record.route != route
+    {
+        retire(core, pawn, RetireReason::Rerouted);
     }
     if core.state.characters.get(pawn).is_none() {
         let object = pawn_object(pawn);
@@ -374,10 +374,11 @@ pub(crate) fn retire(core: &mut ClientCore, pawn: PawnId, reason: RetireReason) 
     let returned = &mut core.state.characters.returned;
     let had_returned = returned.contains(&record.token);
     returned.retain(|token| *token != record.token);
-    if had_returned && returned.is_empty() {
-        if let Some(viewer) = core.state.world.and_then(|w| w.local_player) {
-            publish(core, viewer, LIFECYCLE_FACT_CHARACTER_LOCAL_DISPATCH_RETURNED, false);
-        }
+    if had_returned
+        && returned.is_empty()
+        && let Some(viewer) = core.state.world.and_then(|w| w.local_player)
+    {
+        publish(core, viewer, LIFECYCLE_FACT_CHARACTER_LOCAL_DISPATCH_RETURNED, false);
     }
     announce_retired(core, pawn, record, reason);
 }

@@ -53,11 +53,11 @@ fn mirror(core: &mut ClientCore, player: &PlayerId) {
     if let Some(token) = player_state_token(core, player) {
         publish(core, token, LIFECYCLE_FACT_TEAM_ASSIGNMENT_READY, valid);
     }
-    if core.state.domain.local_player() == Some(player) {
-        if let Some(world) = core.state.world {
-            // A valid-to-valid change republishes a ready fact: no change, no new period.
-            publish(core, world.world, LIFECYCLE_FACT_LOCAL_PLAYER_TEAM_READY, valid);
-        }
+    if core.state.domain.local_player() == Some(player)
+        && let Some(world) = core.state.world
+    {
+        // A valid-to-valid change republishes a ready fact: no change, no new period.
+        publish(core, world.world, LIFECYCLE_FACT_LOCAL_PLAYER_TEAM_READY, valid);
     }
 }
 

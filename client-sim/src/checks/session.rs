@@ -148,11 +148,11 @@ fn placement(pawn: PawnId, node: &NodeId, expected: Expected<'_>, stats: &mut Se
             expected.streamed
         ));
     }
-    if let Some(want) = expected.node {
-        if want != node {
-            stats.spawns_at_stale_node += 1;
-            stats.errors.push(format!("own pawn {pawn} placed on {node}, expected {want}"));
-        }
+    if let Some(want) = expected.node
+        && want != node
+    {
+        stats.spawns_at_stale_node += 1;
+        stats.errors.push(format!("own pawn {pawn} placed on {node}, expected {want}"));
     }
 }
 

@@ -206,13 +206,13 @@ fn load_config(cli: &Cli) -> anyhow::Result<ServerConfig> {
 /// would) and prints what it holds.
 fn saves(config: &ServerConfig, action: &SavesCommand) -> anyhow::Result<()> {
     // Reading must not create: a mistyped data dir would otherwise show an empty new store.
-    if let Some(path) = config.store.url.embedded_path(&config.data_dir) {
-        if !path.exists() {
-            anyhow::bail!(
-                "no store at {} (check --data-dir, or `data_dir` and `[store] url` in the config)",
-                path.display()
-            );
-        }
+    if let Some(path) = config.store.url.embedded_path(&config.data_dir)
+        && !path.exists()
+    {
+        anyhow::bail!(
+            "no store at {} (check --data-dir, or `data_dir` and `[store] url` in the config)",
+            path.display()
+        );
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

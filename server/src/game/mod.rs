@@ -180,13 +180,13 @@ impl Game {
     pub fn handle(&mut self, now: Instant, input: Input) {
         let span = self.transition.span();
         let _entered = span.enter();
-        if let Input::Login { player, .. } = &input {
-            if let Some(old) = self.roster.connection_of(player) {
-                // The older connection's departure is a step of its own, so whatever waited
-                // for it moves on before the new login joins, as if it had disconnected first.
-                self.replace_connection(now, old);
-                self.advance(now);
-            }
+        if let Input::Login { player, .. } = &input
+            && let Some(old) = self.roster.connection_of(player)
+        {
+            // The older connection's departure is a step of its own, so whatever waited
+            // for it moves on before the new login joins, as if it had disconnected first.
+            self.replace_connection(now, old);
+            self.advance(now);
         }
         match input {
             Input::Login { connection, player } => self.handle_login(now, connection, player),

@@ -81,10 +81,10 @@ impl Game {
         }
         let current = self.roster.possessed_pawn(&request.player);
         // A request for a player who has a pawn is a teleport, whatever it was queued as.
-        if let Some(pawn) = current {
-            if pawn.node == request.node {
-                return Attempt::Done;
-            }
+        if let Some(pawn) = current
+            && pawn.node == request.node
+        {
+            return Attempt::Done;
         }
         if !self.client_streamed(&request.player, &request.node) {
             // Its client has not streamed the node yet: its report wakes the queue.
@@ -168,11 +168,11 @@ impl Game {
             self.counters.kit_grants += 1;
             self.send(connection, ServerMessage::KitsGranted { kits: granted });
         }
-        if let Some(dead) = dead {
-            if self.roster.destroy_pawn(dead) {
-                tracing::info!(%player, pawn = %dead, "dead pawn destroyed after its replacement exists");
-                self.broadcast(ServerMessage::PawnDestroyed { pawn_id: dead });
-            }
+        if let Some(dead) = dead
+            && self.roster.destroy_pawn(dead)
+        {
+            tracing::info!(%player, pawn = %dead, "dead pawn destroyed after its replacement exists");
+            self.broadcast(ServerMessage::PawnDestroyed { pawn_id: dead });
         }
     }
 

@@ -120,13 +120,13 @@ impl WorldStreaming {
 
     /// Records a finished load.
     pub(crate) fn complete(&mut self, load: LoadId) -> Streamed {
-        if let Some((current, node)) = &self.node_load {
-            if *current == load {
-                let node = node.clone();
-                self.node_load = None;
-                self.streamed = Some((node.clone(), load));
-                return Streamed::Node(node);
-            }
+        if let Some((current, node)) = &self.node_load
+            && *current == load
+        {
+            let node = node.clone();
+            self.node_load = None;
+            self.streamed = Some((node.clone(), load));
+            return Streamed::Node(node);
         }
         if self.rooms == Rooms::Streaming(load) {
             self.rooms = Rooms::Ready;

@@ -75,10 +75,10 @@ pub(crate) async fn a_save_acknowledged_before_sigkill_survives(b: &Backend) {
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(n) = line.strip_prefix("acknowledged ") {
-                if tx.send(n.trim().parse::<u64>().unwrap()).is_err() {
-                    return;
-                }
+            if let Some(n) = line.strip_prefix("acknowledged ")
+                && tx.send(n.trim().parse::<u64>().unwrap()).is_err()
+            {
+                return;
             }
         }
     });

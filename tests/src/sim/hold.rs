@@ -82,11 +82,12 @@ impl Holds {
         message: ServerMessage,
     ) -> Option<ServerMessage> {
         for hold in self.holds.iter_mut().flatten() {
-            if let Hold::ToClient { client, filter, held } = hold {
-                if *client == to && filter(&message) {
-                    held.push(message);
-                    return None;
-                }
+            if let Hold::ToClient { client, filter, held } = hold
+                && *client == to
+                && filter(&message)
+            {
+                held.push(message);
+                return None;
             }
         }
         Some(message)
@@ -99,11 +100,12 @@ impl Holds {
         message: ClientMessage,
     ) -> Option<ClientMessage> {
         for hold in self.holds.iter_mut().flatten() {
-            if let Hold::ToServer { client, filter, held } = hold {
-                if *client == from && filter(&message) {
-                    held.push(message);
-                    return None;
-                }
+            if let Hold::ToServer { client, filter, held } = hold
+                && *client == from
+                && filter(&message)
+            {
+                held.push(message);
+                return None;
             }
         }
         Some(message)

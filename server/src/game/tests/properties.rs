@@ -108,10 +108,10 @@ impl Model {
                 (None, _) => {}
             },
             Op::Ack(i) => {
-                if let Some(&c) = self.connections.get(&i) {
-                    if let Some(pawn_id) = h.possessed(c) {
-                        h.send(c, ClientMessage::PossessionAcknowledged { pawn_id });
-                    }
+                if let Some(&c) = self.connections.get(&i)
+                    && let Some(pawn_id) = h.possessed(c)
+                {
+                    h.send(c, ClientMessage::PossessionAcknowledged { pawn_id });
                 }
             }
             Op::FinishStream(k) => {

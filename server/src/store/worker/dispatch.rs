@@ -355,11 +355,11 @@ impl<B: SaveBackend> Dispatcher<B> {
             *slot = Some((player, outcome));
             g.left -= 1;
         }
-        if g.left == 0 {
-            if let Some(g) = self.gathers.remove(&gather) {
-                let outcomes = g.outcomes.into_iter().flatten().collect();
-                self.ctx.reply(StoreReply::PlayersSaved { outcomes });
-            }
+        if g.left == 0
+            && let Some(g) = self.gathers.remove(&gather)
+        {
+            let outcomes = g.outcomes.into_iter().flatten().collect();
+            self.ctx.reply(StoreReply::PlayersSaved { outcomes });
         }
     }
 
