@@ -1,10 +1,11 @@
-//! The admin HTTP endpoint, bound to loopback by default: health, state, metrics, travel.
+//! The admin HTTP endpoint, bound to loopback by default: probes, state, metrics, travel.
 //!
 //! | route | answer |
 //! |---|---|
-//! | `GET /health` | `200 ok` while the game task runs, `503` once it stopped |
+//! | `GET /health` | liveness (issue 15 item 2): `200 ok` while the game loop answers a ping within [`HEALTH_BOUND`]; `200 draining` once shutdown began (an orderly drain is not a failure); otherwise `503` naming why (`game loop stalled`, `game stopped`) |
+//! | `GET /ready` | readiness (issue 15 item 2): `200 ready` once the endpoint listens, the store is open, the boot transition ended, and shutdown has not begun; otherwise `503` with one line naming what is missing (`not ready: …`), or `draining` from the start of shutdown until the process exits |
 //! | `GET /state` | the game snapshot as JSON: phase, transition, pending spawns with kind and node, players with pawn / placed / dead, unplaced players, in-flight loads, counters, and `recent_transition_timings`: the last 256 transitions that ended, each with `transition_id`, `players`, `started_to_all_ready_us`, `all_ready_to_ended_us`, `whole_us`, `settle_timed_out` |
-//! | `GET /metrics` | the decision counters in the Prometheus text format |
+//! | `GET /metrics` | every metric family of [`crate::metrics`] in the Prometheus text format 0.0.4, each with `HELP` (issue 15 item 1): transition, phase, client-ready, spawn-wait and store histograms; transitions, closes, refused logins, saves and spawn refusals by label; players, placed players, pending connections and spawns, loads in flight; the core's decision counters; build info; process CPU and memory |
 //! | `POST /travel/{node}` | starts a travel to `node`: `202`, or `404` naming an unknown node; `401` without the admin token when one is configured |
 //!
 //! The read-only routes are open. A route that changes the game needs `Authorization: Bearer
@@ -13,10 +14,14 @@
 //! port could otherwise move every player.
 //!
 //! It only reads snapshots and sends travel requests to the game task; it holds no game state.
+//! It keeps answering through the whole shutdown drain and stops last, so an orchestrator sees
+//! `/ready` fail as soon as the drain starts (issue 15 item 2).
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
 use axum::Router;
 use axum::extract::{Path, State};
@@ -28,7 +33,59 @@ use tokio_util::sync::CancellationToken;
 
 use crate::GameHandle;
 use crate::config::AdminConfig;
-use crate::game::Counters;
+use crate::metrics::{self, Metrics};
+
+/// How long `/health` waits for the game loop to answer before calling it stalled.
+pub const HEALTH_BOUND: Duration = Duration::from_secs(2);
+
+/// How long `/metrics` waits for the game loop's sample before serving the last one.
+const SAMPLE_BOUND: Duration = Duration::from_secs(2);
+
+/// What `/ready` reads (issue 15 item 2): set by the server as it starts, and by the game task
+/// when the boot transition ends. Shared; every flag only ever goes one way except the store's.
+#[derive(Debug, Default)]
+pub struct Probes {
+    listening: AtomicBool,
+    store_open: AtomicBool,
+    booted: AtomicBool,
+}
+
+impl Probes {
+    /// The QUIC endpoint accepts connections.
+    pub fn mark_listening(&self) {
+        self.listening.store(true, Ordering::Release);
+    }
+
+    /// The player store is open (`true`) or closed (`false`).
+    pub fn set_store_open(&self, open: bool) {
+        self.store_open.store(open, Ordering::Release);
+    }
+
+    /// The boot transition ended (the core's first transition is no longer in flight).
+    pub fn mark_booted(&self) {
+        self.booted.store(true, Ordering::Release);
+    }
+
+    /// Whether the boot transition ended.
+    pub fn booted(&self) -> bool {
+        self.booted.load(Ordering::Acquire)
+    }
+
+    /// What keeps the server from being ready, in a fixed order; empty when ready.
+    fn missing(&self) -> Vec<&'static str> {
+        let mut missing = Vec::new();
+        if !self.listening.load(Ordering::Acquire) {
+            missing.push("not listening");
+        }
+        if !self.store_open.load(Ordering::Acquire) {
+            missing.push("store not open");
+        }
+        if !self.booted() {
+            missing.push("boot transition not done");
+        }
+        missing
+    }
+}
 
 /// The bearer token that routes changing the game (`POST /travel`) require: `admin.token` in
 /// the config file, or `GATEHOUSE_ADMIN_TOKEN` (never a command-line flag, which other users
@@ -113,6 +170,27 @@ struct AdminState {
     game: GameHandle,
     nodes: Arc<BTreeSet<NodeId>>,
     token: Option<Arc<AdminToken>>,
+    metrics: Metrics,
+    probes: Arc<Probes>,
+    /// Cancelled when shutdown begins: `/ready` fails from then on.
+    draining: CancellationToken,
+    /// One scrape at a time, so a slower scrape never reports an older sample after a newer.
+    scrape: Arc<tokio::sync::Mutex<()>>,
+}
+
+/// What [`serve`] needs besides its listener (issue 15).
+#[derive(Debug, Clone)]
+pub struct AdminContext {
+    /// The game task.
+    pub game: GameHandle,
+    /// The world's nodes, for `POST /travel`.
+    pub nodes: BTreeSet<NodeId>,
+    /// The server's metrics.
+    pub metrics: Metrics,
+    /// What `/ready` reads.
+    pub probes: Arc<Probes>,
+    /// Cancelled when shutdown begins.
+    pub draining: CancellationToken,
 }
 
 /// Binds the admin endpoint at `config.bind`.
@@ -128,35 +206,69 @@ pub async fn bind(config: &AdminConfig) -> std::io::Result<AdminListener> {
     Ok(AdminListener { listener, token: config.token.clone() })
 }
 
-/// Serves the admin endpoint on `listener` until `shutdown`.
-pub async fn serve(
-    listener: AdminListener,
-    game: GameHandle,
-    nodes: BTreeSet<NodeId>,
-    shutdown: CancellationToken,
-) {
+/// Serves the admin endpoint on `listener` until `stop` (which the server cancels last, after
+/// the drain: `context.draining` only turns `/ready` to 503).
+pub async fn serve(listener: AdminListener, context: AdminContext, stop: CancellationToken) {
     let AdminListener { listener, token } = listener;
-    let state = AdminState { game, nodes: Arc::new(nodes), token: token.map(Arc::new) };
-    let app = Router::new()
-        .route("/health", get(health))
-        .route("/state", get(state_json))
-        .route("/metrics", get(metrics))
-        .route("/travel/{node}", post(travel))
-        .with_state(state);
+    let app = router(context, token);
     if let Ok(addr) = listener.local_addr() {
         tracing::info!(%addr, "admin endpoint listening");
     }
-    let served =
-        axum::serve(listener, app).with_graceful_shutdown(shutdown.cancelled_owned()).await;
+    let served = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await;
     if let Err(e) = served {
         tracing::warn!(error = %e, "admin endpoint stopped");
     }
 }
 
+/// The routes of the module documentation.
+fn router(context: AdminContext, token: Option<AdminToken>) -> Router {
+    let AdminContext { game, nodes, metrics, probes, draining } = context;
+    let state = AdminState {
+        game,
+        nodes: Arc::new(nodes),
+        token: token.map(Arc::new),
+        metrics,
+        probes,
+        draining,
+        scrape: Arc::default(),
+    };
+    Router::new()
+        .route("/health", get(health))
+        .route("/ready", get(ready))
+        .route("/state", get(state_json))
+        .route("/metrics", get(metrics_text))
+        .route("/travel/{node}", post(travel))
+        .with_state(state)
+}
+
+/// Liveness: the game loop answers within [`HEALTH_BOUND`] (a stalled loop is not alive); a
+/// draining server is alive.
 async fn health(State(s): State<AdminState>) -> Response {
-    match s.game.snapshot().await {
-        Some(_) => (StatusCode::OK, "ok\n").into_response(),
-        None => (StatusCode::SERVICE_UNAVAILABLE, "game stopped\n").into_response(),
+    if s.draining.is_cancelled() {
+        return (StatusCode::OK, "draining\n").into_response();
+    }
+    match tokio::time::timeout(HEALTH_BOUND, s.game.ping()).await {
+        Ok(true) => (StatusCode::OK, "ok\n").into_response(),
+        Ok(false) => (StatusCode::SERVICE_UNAVAILABLE, "game stopped\n").into_response(),
+        Err(_) => {
+            let body =
+                format!("game loop stalled: no answer within {} ms\n", HEALTH_BOUND.as_millis());
+            (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
+        }
+    }
+}
+
+/// Readiness: listening, store open, boot transition done, not draining.
+async fn ready(State(s): State<AdminState>) -> Response {
+    if s.draining.is_cancelled() {
+        return (StatusCode::SERVICE_UNAVAILABLE, "draining\n").into_response();
+    }
+    let missing = s.probes.missing();
+    if missing.is_empty() {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        let body = format!("not ready: {}\n", missing.join(", "));
+        (StatusCode::SERVICE_UNAVAILABLE, body).into_response()
     }
 }
 
@@ -167,19 +279,19 @@ async fn state_json(State(s): State<AdminState>) -> Response {
     }
 }
 
-async fn metrics(State(s): State<AdminState>) -> Response {
-    match s.game.snapshot().await {
-        Some(snapshot) => {
-            let mut text = prometheus_counters(&snapshot.counters);
-            text.push_str(
-                "# HELP gatehouse_players Logged-in players.\n# TYPE gatehouse_players gauge\n",
-            );
-            text.push_str(&format!("gatehouse_players {}\n", snapshot.players.len()));
-            text.push_str("# HELP gatehouse_pending_spawns Pending spawn requests.\n# TYPE gatehouse_pending_spawns gauge\n");
-            text.push_str(&format!("gatehouse_pending_spawns {}\n", snapshot.pending_spawns.len()));
-            ([("content-type", "text/plain; version=0.0.4")], text).into_response()
+/// Every family, with the core's gauges and counters sampled now (or, if the game loop does
+/// not answer within [`SAMPLE_BOUND`] or has stopped, as last sampled).
+async fn metrics_text(State(s): State<AdminState>) -> Response {
+    let _one_at_a_time = s.scrape.lock().await;
+    if let Ok(Some(sample)) = tokio::time::timeout(SAMPLE_BOUND, s.game.sample()).await {
+        s.metrics.set_core_sample(sample);
+    }
+    match s.metrics.encode() {
+        Ok(text) => ([(header::CONTENT_TYPE, metrics::CONTENT_TYPE)], text).into_response(),
+        Err(e) => {
+            tracing::error!(error = %e, "metrics do not encode");
+            (StatusCode::INTERNAL_SERVER_ERROR, "metrics do not encode\n").into_response()
         }
-        None => (StatusCode::SERVICE_UNAVAILABLE, "game stopped\n").into_response(),
     }
 }
 
@@ -228,22 +340,119 @@ async fn travel(
     }
 }
 
-/// Every counter as a Prometheus counter named `gatehouse_<field>_total`.
-fn prometheus_counters(counters: &Counters) -> String {
-    let mut out = String::new();
-    if let Ok(serde_json::Value::Object(fields)) = serde_json::to_value(counters) {
-        for (name, value) in fields {
-            out.push_str(&format!(
-                "# TYPE gatehouse_{name}_total counter\ngatehouse_{name}_total {value}\n"
-            ));
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shell::ShellEvent;
+    use tokio::sync::mpsc;
+
+    /// Handler state around `game`, with the probes given, draining or not.
+    fn state(game: GameHandle, probes: Probes, draining: bool) -> AdminState {
+        let token = CancellationToken::new();
+        if draining {
+            token.cancel();
+        }
+        AdminState {
+            game,
+            nodes: Arc::default(),
+            token: None,
+            metrics: Metrics::new(),
+            probes: Arc::new(probes),
+            draining: token,
+            scrape: Arc::default(),
+        }
+    }
+
+    /// A game handle whose game task answers pings, and the task.
+    fn answering_game() -> (GameHandle, tokio::task::JoinHandle<()>) {
+        let (events, mut rx) = mpsc::channel(8);
+        let task = tokio::spawn(async move {
+            while let Some(event) = rx.recv().await {
+                if let ShellEvent::Ping(reply) = event {
+                    let _ = reply.send(());
+                }
+            }
+        });
+        (GameHandle { events }, task)
+    }
+
+    fn ready_probes() -> Probes {
+        let probes = Probes::default();
+        probes.mark_listening();
+        probes.set_store_open(true);
+        probes.mark_booted();
+        probes
+    }
+
+    async fn answer(response: Response) -> (StatusCode, String) {
+        let status = response.status();
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.unwrap();
+        (status, String::from_utf8(body.to_vec()).unwrap())
+    }
+
+    /// Issue 15 item 2: not ready names every missing condition, in one line.
+    #[tokio::test]
+    async fn ready_names_what_is_missing_until_listening_store_and_boot() {
+        let (game, _task) = answering_game();
+        let s = state(game.clone(), Probes::default(), false);
+        let (status, body) = answer(ready(State(s)).await).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(body, "not ready: not listening, store not open, boot transition not done\n");
+
+        let probes = ready_probes();
+        probes.set_store_open(false);
+        let (status, body) = answer(ready(State(state(game.clone(), probes, false))).await).await;
+        assert_eq!(
+            (status, body.as_str()),
+            (StatusCode::SERVICE_UNAVAILABLE, "not ready: store not open\n")
+        );
+
+        let (status, body) = answer(ready(State(state(game, ready_probes(), false))).await).await;
+        assert_eq!((status, body.as_str()), (StatusCode::OK, "ready\n"));
+    }
+
+    /// Issue 15 item 2: once shutdown begins, `/ready` is 503 whatever the probes say.
+    #[tokio::test]
+    async fn ready_is_503_once_shutdown_begins() {
+        let (game, _task) = answering_game();
+        let (status, body) = answer(ready(State(state(game, ready_probes(), true))).await).await;
+        assert_eq!((status, body.as_str()), (StatusCode::SERVICE_UNAVAILABLE, "draining\n"));
+    }
+
+    /// Issue 15 item 2: an orderly drain is not a liveness failure, even once the game task
+    /// has ended.
+    #[tokio::test]
+    async fn health_says_draining_rather_than_failing_during_a_drain() {
+        let (events, rx) = mpsc::channel(8);
+        drop(rx);
+        let s = state(GameHandle { events }, ready_probes(), true);
+        let (status, body) = answer(health(State(s)).await).await;
+        assert_eq!((status, body.as_str()), (StatusCode::OK, "draining\n"));
+    }
+
+    /// Issue 15 item 2: live while the game loop answers; 503 once it stopped.
+    #[tokio::test]
+    async fn health_is_ok_while_the_game_loop_answers_and_503_once_it_stopped() {
+        let (game, task) = answering_game();
+        let (status, body) =
+            answer(health(State(state(game.clone(), ready_probes(), false))).await).await;
+        assert_eq!((status, body.as_str()), (StatusCode::OK, "ok\n"));
+        task.abort();
+        let _ = task.await;
+        let (status, body) = answer(health(State(state(game, ready_probes(), false))).await).await;
+        assert_eq!((status, body.as_str()), (StatusCode::SERVICE_UNAVAILABLE, "game stopped\n"));
+    }
+
+    /// Issue 15 item 2: a game loop that takes pings but never answers is stalled: `/health`
+    /// fails after [`HEALTH_BOUND`] instead of hanging.
+    #[tokio::test(start_paused = true)]
+    async fn health_is_503_when_the_game_loop_stalls() {
+        let (events, _held_never_read) = mpsc::channel(8);
+        let s = state(GameHandle { events }, ready_probes(), false);
+        let (status, body) = answer(health(State(s)).await).await;
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(body.starts_with("game loop stalled"), "{body}");
+    }
 
     #[test]
     fn a_token_accepts_only_itself() {

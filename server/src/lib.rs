@@ -5,7 +5,8 @@
 //! - [`net`]: the QUIC endpoint, the accept loop, one task per connection, authentication;
 //!   it reports connection events to the game task and imports nothing from it.
 //! - [`store`]: player and session saves, and the worker that runs them off the game task.
-//! - [`admin`]: the operator HTTP endpoint (health, state, metrics, travel).
+//! - [`admin`]: the operator HTTP endpoint (probes, state, metrics, travel).
+//! - [`metrics`]: the server's metric families, one registry per [`Server`].
 //! - `shell`: the game task, the one task that owns the [`game::Game`]: it feeds it
 //!   connection events and its own events (streaming, store replies, operator requests) and
 //!   carries its outputs out.
@@ -20,6 +21,7 @@ pub mod admin;
 pub mod config;
 mod fields;
 pub mod game;
+pub mod metrics;
 pub mod net;
 mod shell;
 pub mod store;
@@ -34,8 +36,10 @@ use gatehouse_protocol::{CloseCode, NodeId};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use admin::Probes;
 use config::{ServerConfig, WorldMap};
 use game::{Game, GameRules};
+use metrics::Metrics;
 use net::{ConnectionEvent, Listener, NetError};
 pub use shell::GameHandle;
 use shell::{Effects, ShellEvent};
@@ -94,6 +98,8 @@ pub struct Server {
     store_drain: Duration,
     admin: Option<admin::AdminListener>,
     nodes: BTreeSet<NodeId>,
+    metrics: Metrics,
+    probes: Arc<Probes>,
 }
 
 impl Server {
@@ -132,21 +138,26 @@ impl Server {
             net::server_endpoint(socket, network.bind, server_config, drivers.runtime())?;
         let store = Store::open(&config.store.url, &config.data_dir).await?;
         tracing::info!(store = %store.location(), "player store open");
+        let (metrics, probes) = (Metrics::new(), Arc::new(Probes::default()));
+        probes.set_store_open(true);
         let (events_tx, events) = mpsc::channel(EVENT_QUEUE);
-        let (store_handle, store_task) = StoreWorker::spawn(
+        let (store_handle, store_task) = StoreWorker::spawn_measured(
             store.clone(),
             StoreSettings::from(&config.store),
+            metrics.store().clone(),
             events_tx.clone(),
             ShellEvent::Store,
         );
         let (net_tx, from_net) = mpsc::channel(EVENT_QUEUE);
         let token_key = TokenKey::new(config.auth.token_key.as_bytes());
-        let listener = Listener::new(network, token_key, net_tx);
+        let listener = Listener::new(network, token_key, net_tx, metrics.net().clone());
         let effects = Effects {
             events: events_tx,
             store: store_handle.clone(),
             session: config.store.session.clone(),
             max_frame_len: network.max_frame_len,
+            metrics: metrics.clone(),
+            probes: probes.clone(),
         };
         let nodes = world.nodes.iter().map(|n| n.id.clone()).collect();
         let rules = GameRules::from_config(&config.game, network.max_players);
@@ -165,6 +176,8 @@ impl Server {
             store_drain: config.store.drain_timeout,
             admin,
             nodes,
+            metrics,
+            probes,
         })
     }
 
@@ -186,7 +199,13 @@ impl Server {
         GameHandle { events: self.effects.events.clone() }
     }
 
-    /// Serves until `shutdown` is cancelled, then drains, every step bounded:
+    /// The server's metrics (what `GET /metrics` encodes).
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Serves until `shutdown` is cancelled, then drains, every step bounded (the admin
+    /// endpoint answers throughout, `/ready` with 503 from the start of the drain):
     /// 1. stop accepting; connections that have not logged in close with `ShuttingDown` and a
     ///    `Hello` still to come is refused;
     /// 2. the game task (which sees `shutdown` too, so 1 and 2 start together) saves every
@@ -195,8 +214,8 @@ impl Server {
     /// 3. connections get 3 s to deliver their close;
     /// 4. the store gets `store.drain_timeout` to finish pending saves, its worker 3 s to stop,
     ///    then it closes;
-    /// 5. the admin endpoint gets 3 s to finish its requests, then is stopped;
-    /// 6. the endpoint closes with `ShuttingDown` and waits (3 s) until the peers know.
+    /// 5. the endpoint closes with `ShuttingDown` and waits (3 s) until the peers know;
+    /// 6. last, the admin endpoint gets 3 s to finish its requests, then is stopped.
     ///
     /// If the game task ends first (it panicked), `shutdown` is cancelled so the same drain
     /// runs at once.
@@ -218,15 +237,26 @@ impl Server {
             store_drain,
             admin,
             nodes,
+            metrics,
+            probes,
         } = self;
         match endpoint.local_addr() {
             Ok(addr) => tracing::info!(%addr, "listening"),
             Err(e) => tracing::warn!(error = %e, "listening on an address the OS will not name"),
         }
+        // The admin endpoint outlives the drain: it stops last, on its own token.
+        let stop_admin = CancellationToken::new();
         let admin_task = admin.map(|listener| {
-            let game = GameHandle { events: effects.events.clone() };
-            tokio::spawn(admin::serve(listener, game, nodes, shutdown.clone()))
+            let context = admin::AdminContext {
+                game: GameHandle { events: effects.events.clone() },
+                nodes,
+                metrics,
+                probes: probes.clone(),
+                draining: shutdown.clone(),
+            };
+            tokio::spawn(admin::serve(listener, context, stop_admin.clone()))
         });
+        probes.mark_listening();
         let game_task =
             tokio::spawn(shell::run_game(game, from_net, events, effects, shutdown.clone()));
         // A game task that ends on its own (a panic) leaves nothing to serve: stop as if asked.
@@ -251,15 +281,8 @@ impl Server {
         drop(store_handle);
         let _ = tokio::time::timeout(DRAIN_TIMEOUT, store_task).await;
         store.close().await;
+        probes.set_store_open(false);
         // 5.
-        if let Some(mut task) = admin_task {
-            // An admin client that never finishes its request must not hold the process.
-            if tokio::time::timeout(DRAIN_TIMEOUT, &mut task).await.is_err() {
-                tracing::warn!("admin endpoint still busy after the drain timeout; stopping it");
-                task.abort();
-            }
-        }
-        // 6.
         endpoint.close(
             quinn::VarInt::from_u32(CloseCode::ShuttingDown.code()),
             CloseCode::ShuttingDown.reason().as_bytes(),
@@ -267,6 +290,15 @@ impl Server {
         let _ = tokio::time::timeout(DRAIN_TIMEOUT, endpoint.wait_idle()).await;
         drop(endpoint);
         drop(drivers);
+        // 6.
+        stop_admin.cancel();
+        if let Some(mut task) = admin_task {
+            // An admin client that never finishes its request must not hold the process.
+            if tokio::time::timeout(DRAIN_TIMEOUT, &mut task).await.is_err() {
+                tracing::warn!("admin endpoint still busy after the drain timeout; stopping it");
+                task.abort();
+            }
+        }
         tracing::info!("stopped");
         game_ended.map_err(|e| ServerError::GameTask(e.to_string()))
     }

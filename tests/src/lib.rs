@@ -103,7 +103,12 @@ impl TestServer {
         }
     }
 
-    /// Stops the server and waits for its drain.
+    /// Starts the shutdown drain without waiting for it (see [`TestServer::stop`]).
+    pub fn begin_shutdown(&self) {
+        self.shutdown.cancel();
+    }
+
+    /// Stops the server (if [`TestServer::begin_shutdown`] has not) and waits for its drain.
     pub async fn stop(self) {
         self.shutdown.cancel();
         within(Duration::from_secs(10), "the server to stop", self.task)

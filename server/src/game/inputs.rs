@@ -19,7 +19,7 @@ use super::players::{Player, RefusalVerdict, RefusalWindow};
 use super::spawn::SpawnKind;
 use super::streaming::Streamed;
 use super::transition::{Destination, Phase, ReadyReport};
-use super::{ConnectionId, Departure, Game, LoadId, Output};
+use super::{ConnectionId, Departure, Game, LoadId, LoginRefusal, Observation, Output};
 
 impl Game {
     /// A login of a player still connected on `old`: that connection is closed and its player
@@ -39,6 +39,7 @@ impl Game {
     pub(crate) fn handle_login(&mut self, now: Instant, connection: ConnectionId, id: PlayerId) {
         if self.roster.len() >= self.rules.max_players {
             self.counters.logins_refused_full += 1;
+            self.observations.push(Observation::LoginRefused { reason: LoginRefusal::ServerFull });
             self.send(
                 connection,
                 ServerMessage::Rejected {
@@ -144,7 +145,7 @@ impl Game {
             );
         }
         // The possession-time initial spawn captures the node known now.
-        self.queue_spawn_request(id.clone(), SpawnKind::Initial, node);
+        self.queue_spawn_request(now, id.clone(), SpawnKind::Initial, node);
     }
 
     /// The join of a player who logged in while no transition runs: its loading screen goes
@@ -287,7 +288,7 @@ impl Game {
         player: &PlayerId,
         id: gatehouse_protocol::TransitionId,
     ) {
-        match self.transition.record_ready(player, id) {
+        match self.transition.record_ready(player, id, now) {
             ReadyReport::Kept => {
                 // Its client streamed the destination: a pawn may be placed for it there (a
                 // spawn that waited for this report, in Completing, goes now).
@@ -361,7 +362,7 @@ impl Game {
                 if let Some(mut p) = self.roster.player_mut(player) {
                     p.loaded = Some(node.clone());
                 }
-                self.queue_spawn_request(player.clone(), SpawnKind::LateJoin, node);
+                self.queue_spawn_request(now, player.clone(), SpawnKind::LateJoin, node);
             }
             JoinReport::Stale => {
                 self.counters.stale_ignored += 1;
@@ -422,7 +423,7 @@ impl Game {
     /// deferring to an OnReadyToSpawn that already happened (seed 001, The Spawn Window); a
     /// finished load also pushes the settle deadline forward.
     fn on_level_ready(&mut self, now: Instant) {
-        self.ensure_spawns_queued_for_all_players();
+        self.ensure_spawns_queued_for_all_players(now);
         self.spawns.wake();
         self.transition.hold_until(now + self.rules.spawn_settle_timeout);
     }

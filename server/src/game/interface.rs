@@ -263,3 +263,106 @@ impl Departure {
         crate::fields::OrNone(self.code.map(CloseCode::code))
     }
 }
+
+impl Counters {
+    /// Every counter as `(field name, description, value)`, in declaration order: what
+    /// `/metrics` reports as `gatehouse_<field>_total` with the description as its `HELP`
+    /// (issue 15 item 1).
+    pub fn described(&self) -> [(&'static str, &'static str, u64); 25] {
+        [
+            ("logins", "Players that logged in.", self.logins),
+            (
+                "logins_refused_full",
+                "Logins refused because the server was full.",
+                self.logins_refused_full,
+            ),
+            (
+                "logins_replaced",
+                "Logins that replaced an older connection of the same player.",
+                self.logins_replaced,
+            ),
+            ("transitions_started", "Transitions started.", self.transitions_started),
+            (
+                "transitions_superseded",
+                "Transitions superseded by a newer travel before they ended.",
+                self.transitions_superseded,
+            ),
+            (
+                "transitions_completed",
+                "Transitions that ended with every player placed.",
+                self.transitions_completed,
+            ),
+            (
+                "settle_timeouts",
+                "Transitions that ended at the settle timeout with players unplaced.",
+                self.settle_timeouts,
+            ),
+            (
+                "transitions_failed",
+                "Transitions that reached the hard maximum and failed (`TransitionFailed`).",
+                self.transitions_failed,
+            ),
+            (
+                "joins_started",
+                "Joins started: players who logged in while no transition ran, streaming before their pawn.",
+                self.joins_started,
+            ),
+            ("joins_completed", "Joins that ended with the joiner placed.", self.joins_completed),
+            (
+                "player_states_restored",
+                "Relaunches whose kept player state was restored.",
+                self.player_states_restored,
+            ),
+            (
+                "settle_extensions",
+                "Settle deadlines pushed forward because a load was in flight.",
+                self.settle_extensions,
+            ),
+            (
+                "ready_timeouts",
+                "Clients that missed the client-ready timeout.",
+                self.ready_timeouts,
+            ),
+            ("pawns_spawned", "Pawns spawned.", self.pawns_spawned),
+            (
+                "pawns_teleported",
+                "Pawns teleported by a level-transition request.",
+                self.pawns_teleported,
+            ),
+            (
+                "spawn_refusals",
+                "Spawns refused by the level-ready gate and kept queued (honest refusal).",
+                self.spawn_refusals,
+            ),
+            (
+                "spawn_point_retries",
+                "Spawn attempts that found no registered spawn point and scheduled a retry.",
+                self.spawn_point_retries,
+            ),
+            (
+                "initial_spawns_discarded",
+                "Initial-spawn requests discarded before a travel (stale node).",
+                self.initial_spawns_discarded,
+            ),
+            (
+                "stale_ignored",
+                "Messages or completions ignored because they named a superseded transition or an old pawn or load.",
+                self.stale_ignored,
+            ),
+            ("client_errors", "Client messages refused with an `Error`.", self.client_errors),
+            ("deaths", "Players that died.", self.deaths),
+            ("respawns", "Respawns accepted.", self.respawns),
+            (
+                "kit_grants",
+                "Kit grants sent (each a distinct set of kits, at most once per kit per session).",
+                self.kit_grants,
+            ),
+            ("load_failures", "Save loads that failed or timed out.", self.load_failures),
+            (
+                "saves_requested",
+                "Player saves requested from the store (each save of an `SavePlayers` counts).",
+                self.saves_requested,
+            ),
+        ]
+    }
+}

@@ -84,6 +84,7 @@ mod hazards;
 mod inputs;
 mod interface;
 mod joins;
+mod observe;
 mod pass;
 mod persistence;
 mod placement;
@@ -108,6 +109,7 @@ use gatehouse_protocol::{ServerMessage, TransitionId};
 use crate::config::WorldMap;
 
 pub use interface::{ConnectionId, Counters, Departure, GameRules, Input, Output, StreamRequest};
+pub use observe::{LoginRefusal, Observation, SpawnRefusal, TransitionOutcome};
 pub use snapshot::{GameSnapshot, PendingSpawn, PlayerSnapshot};
 pub use spawn::SpawnKind;
 pub use streaming::LoadId;
@@ -115,6 +117,7 @@ pub use transition::TransitionTiming;
 
 use hazards::Hazards;
 use joins::Joins;
+use observe::Observations;
 use persistence::Session;
 use roster::Roster;
 use spawn::SpawnQueue;
@@ -144,6 +147,8 @@ pub struct Game {
     timers: TimerTable,
     outputs: VecDeque<Output>,
     counters: Counters,
+    /// Spawn and login observations (the transition sub-state keeps its own).
+    observations: Observations,
 }
 
 impl Game {
@@ -164,6 +169,7 @@ impl Game {
             timers: TimerTable::default(),
             outputs: VecDeque::new(),
             counters: Counters::default(),
+            observations: Observations::default(),
         };
         if let Some(route) = &game.world.travel {
             game.timers.set(Timer::RouteTravel, now + route.interval);
@@ -234,6 +240,13 @@ impl Game {
         self.outputs.pop_front()
     }
 
+    /// The next observation for metrics, if any (issue 15 item 1): phase and transition
+    /// durations, ready and spawn waits, refusals, each measured from the `now` the core was
+    /// given. Drain it after each step; undrained, only the newest few thousand are kept.
+    pub fn poll_observation(&mut self) -> Option<Observation> {
+        self.transition.poll_observation().or_else(|| self.observations.pop())
+    }
+
     /// When the core next needs [`Game::handle_timeout`], if ever.
     pub fn poll_timeout(&self) -> Option<Instant> {
         self.timers.next()
@@ -265,6 +278,23 @@ impl Game {
         self.roster.len()
     }
 
+    /// Players whose client acknowledged possession of its pawn (a scan of the roster: for
+    /// scrapes, not per step).
+    pub fn placed_player_count(&self) -> usize {
+        self.roster.players().filter(|p| p.is_placed()).count()
+    }
+
+    /// Pending spawn requests.
+    pub fn pending_spawn_count(&self) -> usize {
+        self.spawns.len()
+    }
+
+    /// Streaming requests and save loads in flight (what the snapshot's `loads_in_flight`
+    /// names).
+    pub fn load_count(&self) -> usize {
+        self.loads_in_flight().len()
+    }
+
     /// The id of the transition in flight, if any.
     pub fn transition_id(&self) -> Option<TransitionId> {
         self.transition.current().map(|t| t.id)
@@ -284,7 +314,7 @@ impl Game {
         for _round in 0..2 {
             let span = self.transition.span();
             let _entered = span.enter();
-            self.resolve_destination();
+            self.resolve_destination(now);
             self.check_clients_ready(now);
             self.process_pending_spawns(now);
             self.release_placed_joiners();

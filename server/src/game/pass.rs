@@ -14,9 +14,10 @@ use gatehouse_protocol::{
 use super::placement::Attempt;
 use super::players::Player;
 use super::spawn::SpawnKind;
+use super::spawn::SpawnRequest;
 use super::timers::Timer;
 use super::transition::Destination;
-use super::{Departure, Game, LoadId, Output, StreamRequest};
+use super::{Departure, Game, LoadId, Observation, Output, SpawnRefusal, StreamRequest};
 use crate::config::LevelSpec;
 use gatehouse_protocol::LevelName;
 
@@ -110,7 +111,7 @@ impl Game {
     /// pending initial spawns are discarded: they captured a node that may be stale, and
     /// OnReadyToSpawn re-queues every pawnless player against the resolved node (seed 001,
     /// Stale-Node Discard).
-    pub(super) fn resolve_destination(&mut self) {
+    pub(super) fn resolve_destination(&mut self, now: Instant) {
         let Some(transition_id) = self.transition_id() else { return };
         let Some(destination) = self.transition.destination() else { return };
         if !self.persistence_settled() {
@@ -122,7 +123,7 @@ impl Game {
             tracing::error!(node = %target, "transition target is not a world node");
             return;
         };
-        self.transition.resolve(target.clone());
+        self.transition.resolve(target.clone(), now);
         let discarded = self.spawns.discard_pending(SpawnKind::Initial);
         if discarded > 0 {
             self.counters.initial_spawns_discarded += discarded as u64;
@@ -156,7 +157,7 @@ impl Game {
         }
         self.transition.complete(now, now + self.rules.spawn_settle_timeout);
         tracing::info!("every client ready; completing");
-        self.ensure_spawns_queued_for_all_players();
+        self.ensure_spawns_queued_for_all_players(now);
         self.spawns.wake();
     }
 
@@ -174,7 +175,9 @@ impl Game {
             let span = request.span().clone();
             match span.in_scope(|| self.attempt_spawn(&request)) {
                 Attempt::Done => {}
+                Attempt::Spawned => self.observe_placed(&request, now),
                 Attempt::Teleported(pawn) => {
+                    self.observe_placed(&request, now);
                     match teleported.iter_mut().find(|(n, _)| *n == request.node) {
                         Some((_, pawns)) => pawns.push(pawn),
                         None => teleported.push((request.node.clone(), vec![pawn])),
@@ -196,8 +199,15 @@ impl Game {
         }
         if retry {
             self.counters.spawn_point_retries += 1;
+            self.observations.push(Observation::SpawnRefused { cause: SpawnRefusal::NoSpawnPoint });
             self.timers.set_earliest(Timer::SpawnRetry, now + self.rules.spawn_retry);
         }
+    }
+
+    /// Observes that `request`, queued at its `queued`, was placed at `now`.
+    fn observe_placed(&mut self, request: &SpawnRequest, now: Instant) {
+        let waited = now.saturating_duration_since(request.queued);
+        self.observations.push(Observation::SpawnPlaced { waited });
     }
 
     /// Step 4: a join ends once its joiner is placed (it acknowledged its pawn): `EndJoin`
@@ -342,7 +352,7 @@ impl Game {
     ///    node if none has), which keeps the loading screen up and re-places everyone.
     pub(crate) fn handle_transition_limit(&mut self, now: Instant) {
         let loads = self.loads_in_flight();
-        let Some(t) = self.transition.fail() else { return };
+        let Some(t) = self.transition.fail(now) else { return };
         let entered = t.span.enter();
         self.counters.transitions_failed += 1;
         let detail = format!(

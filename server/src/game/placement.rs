@@ -11,16 +11,20 @@
 //! the transition in flight): never a pawn before its level, on any machine (seed 001, "Why
 //! This Architecture"). The report wakes the queue.
 
+use std::time::Instant;
+
 use gatehouse_protocol::{NodeId, PawnId, PlayerId, ServerMessage};
 
-use super::Game;
 use super::spawn::{SpawnKind, SpawnRequest};
 use super::streaming::{SpawnPoints, SpawnPointsOn};
+use super::{Game, Observation, SpawnRefusal};
 
 /// The outcome of one attempt at a request.
 pub(crate) enum Attempt {
-    /// Placed (or nothing left to do).
+    /// Nothing left to do (the player left, or its pawn already stands there).
     Done,
+    /// A pawn was spawned and possessed.
+    Spawned,
     /// The player's pawn moved to the request's node; the caller replicates every pawn moved
     /// by one pass in one `PawnsTeleported` (issue 12 item 2).
     Teleported(PawnId),
@@ -34,12 +38,18 @@ pub(crate) enum Attempt {
 impl Game {
     /// `QueueSpawnRequest`: queue, and wake the queue, which the advance pass processes unless a
     /// transition owns spawning.
-    pub(crate) fn queue_spawn_request(&mut self, player: PlayerId, kind: SpawnKind, node: NodeId) {
+    pub(crate) fn queue_spawn_request(
+        &mut self,
+        now: Instant,
+        player: PlayerId,
+        kind: SpawnKind,
+        node: NodeId,
+    ) {
         if self.spawns.has_request_for(&player) {
             tracing::debug!(%player, %kind, "spawn request not queued: one is already pending");
         } else {
             tracing::debug!(%player, %kind, %node, "spawn request queued");
-            self.spawns.queue(SpawnRequest::new(player, kind, node));
+            self.spawns.queue(SpawnRequest::new(player, kind, node, now));
         }
         self.spawns.wake();
     }
@@ -47,7 +57,7 @@ impl Game {
     /// `EnsureSpawnsQueuedForAllPlayers`: a request for every player without one that is
     /// pawnless (initial spawn) or whose pawn stands on another node than the transition's (or
     /// the session's) node (level transition).
-    pub(crate) fn ensure_spawns_queued_for_all_players(&mut self) {
+    pub(crate) fn ensure_spawns_queued_for_all_players(&mut self, now: Instant) {
         let node =
             self.transition.current().map_or_else(|| self.session.node(), |t| &t.target).clone();
         let mut new = Vec::new();
@@ -56,13 +66,17 @@ impl Game {
                 continue;
             }
             match self.roster.possessed_pawn(&player.id) {
-                None => {
-                    new.push(SpawnRequest::new(player.id.clone(), SpawnKind::Initial, node.clone()))
-                }
+                None => new.push(SpawnRequest::new(
+                    player.id.clone(),
+                    SpawnKind::Initial,
+                    node.clone(),
+                    now,
+                )),
                 Some(pawn) if pawn.node != node => new.push(SpawnRequest::new(
                     player.id.clone(),
                     SpawnKind::LevelTransition,
                     node.clone(),
+                    now,
                 )),
                 Some(_) => {}
             }
@@ -107,9 +121,13 @@ impl Game {
         }
         // Honest refusal: check that a pawn actually resulted instead of assuming it.
         match self.restart_player_at_player_start(&request.player, &request.node) {
-            Some(_) => Attempt::Done,
+            Some(_) => Attempt::Spawned,
             None => {
                 self.counters.spawn_refusals += 1;
+                self.observations
+                    .push(Observation::SpawnRefused { cause: SpawnRefusal::LevelNotReady });
+                self.observations
+                    .push(Observation::SpawnRefused { cause: SpawnRefusal::LevelNotReady });
                 tracing::info!(player = %request.player, node = %request.node,
                     "spawn refused by the level-ready gate; kept queued");
                 Attempt::Wait
@@ -181,6 +199,8 @@ impl Game {
     fn teleport_pawn(&mut self, pawn_id: PawnId, node: &NodeId) -> bool {
         if !self.streaming.is_level_ready_for_spawn(node) {
             self.counters.spawn_refusals += 1;
+            self.observations
+                .push(Observation::SpawnRefused { cause: SpawnRefusal::LevelNotReady });
             return false;
         }
         let Some(pawn) = self.roster.pawn_mut(pawn_id) else {

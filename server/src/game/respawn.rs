@@ -66,7 +66,7 @@ impl Game {
             // RestartPlayer has no retry of its own: hand the request to the one component
             // that does.
             tracing::info!(player = %id, %node, "respawn refused for now; queued through the spawn manager");
-            self.queue_spawn_request(id.clone(), SpawnKind::LateJoin, node);
+            self.queue_spawn_request(now, id.clone(), SpawnKind::LateJoin, node);
         }
         self.rearm_effects_timer();
     }

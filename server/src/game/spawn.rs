@@ -43,16 +43,23 @@ pub(crate) struct SpawnRequest {
     pub(crate) player: PlayerId,
     pub(crate) kind: SpawnKind,
     pub(crate) node: NodeId,
+    /// When it was queued (for [`Observation::SpawnPlaced`](super::Observation)).
+    pub(crate) queued: std::time::Instant,
     /// The request's span: every attempt at it logs inside it (DESIGN §4).
     span: tracing::Span,
 }
 
 impl SpawnRequest {
-    /// A request to spawn `player`'s pawn on `node`, for `kind`'s reason.
-    pub(crate) fn new(player: PlayerId, kind: SpawnKind, node: NodeId) -> Self {
+    /// A request to spawn `player`'s pawn on `node`, for `kind`'s reason, queued at `queued`.
+    pub(crate) fn new(
+        player: PlayerId,
+        kind: SpawnKind,
+        node: NodeId,
+        queued: std::time::Instant,
+    ) -> Self {
         let span =
             tracing::info_span!("spawn_request", player = %player, kind = %kind, node = %node);
-        SpawnRequest { player, kind, node, span }
+        SpawnRequest { player, kind, node, queued, span }
     }
 
     /// The request's span: every attempt at it logs inside it.

@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 use gatehouse_protocol::{NodeId, PlayerId, TransitionId};
 use serde::Serialize;
 
+use super::observe::{Observation, Observations, TransitionOutcome};
 use crate::config::TravelRoute;
 
 /// Where a travel goes.
@@ -145,6 +146,10 @@ pub(crate) struct Transition {
     visits: std::cell::Cell<usize>,
     /// When it started: the hard maximum (`[game] transition_max_ms`) counts from here.
     pub(crate) started: Instant,
+    /// When its current phase began (for [`Observation::PhaseEnded`]).
+    phase_since: Instant,
+    /// When its destination resolved and `ShowTransition` went out, once it has.
+    resolved_at: Option<Instant>,
     /// A root span: every decision about this transition logs inside it.
     pub(crate) span: tracing::Span,
 }
@@ -259,6 +264,8 @@ pub(crate) struct Transitions {
     last_good: Option<NodeId>,
     /// The timings of the last [`TIMINGS_KEPT`] transitions that ended, oldest first.
     timings: VecDeque<TransitionTiming>,
+    /// Phase and transition durations, ready reports, for the shell's metrics.
+    observations: Observations,
 }
 
 impl Default for Transitions {
@@ -270,6 +277,7 @@ impl Default for Transitions {
             last_unplaced: Vec::new(),
             last_good: None,
             timings: VecDeque::new(),
+            observations: Observations::default(),
         }
     }
 }
@@ -303,6 +311,9 @@ impl Transitions {
         let id = TransitionId(self.next_id);
         self.next_id += 1;
         let superseded = self.current.take();
+        if let Some(old) = &superseded {
+            self.observe_end(old, now, TransitionOutcome::Superseded);
+        }
         // A root span: a transition that supersedes another is its sibling, not its child.
         let span = tracing::info_span!(parent: None, "transition", id = id.0, node = tracing::field::Empty);
         let shown: BTreeMap<PlayerId, Instant> = players.map(|p| (p.clone(), now)).collect();
@@ -318,6 +329,8 @@ impl Transitions {
             #[cfg(test)]
             visits: std::cell::Cell::new(0),
             started: now,
+            phase_since: now,
+            resolved_at: None,
             span,
         });
         (id, superseded)
@@ -334,8 +347,15 @@ impl Transitions {
         }
     }
 
-    /// `Server_ReportTransitionReady`: keeps a report for the current id whatever the phase.
-    pub(crate) fn record_ready(&mut self, player: &PlayerId, id: TransitionId) -> ReadyReport {
+    /// `Server_ReportTransitionReady` at `now`: keeps a report for the current id whatever the
+    /// phase. A player's first report after `ShowTransition` is observed with how long it took
+    /// ([`Observation::ClientReady`]).
+    pub(crate) fn record_ready(
+        &mut self,
+        player: &PlayerId,
+        id: TransitionId,
+        now: Instant,
+    ) -> ReadyReport {
         if id.0 >= self.next_id {
             return ReadyReport::NeverIssued;
         }
@@ -343,8 +363,13 @@ impl Transitions {
             None => ReadyReport::NoTransition,
             Some(t) if t.id != id => ReadyReport::Superseded,
             Some(t) => {
-                t.ready.insert(player.clone());
+                let first = t.ready.insert(player.clone());
                 t.update_owing(player);
+                let shown = t.resolved_at.zip(t.shown.get(player)).map(|(r, s)| r.max(*s));
+                if let Some(shown) = shown.filter(|_| first) {
+                    let waited = now.saturating_duration_since(shown);
+                    self.observations.push(Observation::ClientReady { waited });
+                }
                 ReadyReport::Kept
             }
         }
@@ -395,15 +420,17 @@ impl Transitions {
         }
     }
 
-    /// Freezing → Loading: the destination resolved to `target`.
-    pub(crate) fn resolve(&mut self, target: NodeId) -> bool {
+    /// Freezing → Loading at `now`: the destination resolved to `target` (`ShowTransition`
+    /// goes out now).
+    pub(crate) fn resolve(&mut self, target: NodeId, now: Instant) -> bool {
         let Some(t) = self.current.as_mut().filter(|t| matches!(t.phase, Phase::Freezing(_)))
         else {
             return false;
         };
         t.span.record("node", tracing::field::display(&target));
         t.target = target;
-        self.step(|phase| match phase {
+        t.resolved_at = Some(now);
+        self.step(now, |phase| match phase {
             Phase::Freezing(freezing) => Ok(Phase::Loading(freezing.resolved())),
             other => Err(other),
         })
@@ -414,7 +441,7 @@ impl Transitions {
         if self.current.as_ref().is_none_or(|t| t.target != *node) {
             return false;
         }
-        self.step(|phase| match phase {
+        self.step(now, |phase| match phase {
             Phase::Loading(loading) => Ok(Phase::WaitingForClients(loading.streamed(now))),
             other => Err(other),
         })
@@ -431,7 +458,7 @@ impl Transitions {
     /// WaitingForClients → Completing at `now` (every client ready), held at most until
     /// `settle_deadline`.
     pub(crate) fn complete(&mut self, now: Instant, settle_deadline: Instant) -> bool {
-        self.step(|phase| match phase {
+        self.step(now, |phase| match phase {
             Phase::WaitingForClients(waiting) => {
                 Ok(Phase::Completing(waiting.all_ready(now, settle_deadline)))
             }
@@ -494,6 +521,11 @@ impl Transitions {
         settle_timed_out: bool,
     ) -> Option<Transition> {
         let t = self.current.take()?;
+        let outcome = match settle_timed_out {
+            true => TransitionOutcome::SettleTimeout,
+            false => TransitionOutcome::Completed,
+        };
+        self.observe_end(&t, now, outcome);
         self.last_good = Some(t.target.clone());
         // Only Completing ends; were it anything else, every client counts as ready at the end.
         let all_ready = match t.phase {
@@ -519,9 +551,25 @@ impl Transitions {
         self.timings.iter()
     }
 
-    /// Fails the transition in flight (it reached the hard maximum); returns it.
-    pub(crate) fn fail(&mut self) -> Option<Transition> {
-        self.current.take()
+    /// Fails the transition in flight at `now` (it reached the hard maximum); returns it.
+    pub(crate) fn fail(&mut self, now: Instant) -> Option<Transition> {
+        let t = self.current.take()?;
+        self.observe_end(&t, now, TransitionOutcome::Failed);
+        Some(t)
+    }
+
+    /// Observes the end of `t` at `now`: its last phase's duration, then the whole.
+    fn observe_end(&mut self, t: &Transition, now: Instant, outcome: TransitionOutcome) {
+        let phase = t.phase.name();
+        let duration = now.saturating_duration_since(t.phase_since);
+        self.observations.push(Observation::PhaseEnded { phase, duration });
+        let duration = now.saturating_duration_since(t.started);
+        self.observations.push(Observation::TransitionEnded { outcome, duration });
+    }
+
+    /// The oldest observation not yet taken (phase and transition durations, ready reports).
+    pub(crate) fn poll_observation(&mut self) -> Option<Observation> {
+        self.observations.pop()
     }
 
     /// Records the players a settle timeout ended a transition without.
@@ -555,14 +603,21 @@ impl Transitions {
 
     /// A phase step: hands the phase of the transition in flight, by value, to `step`, which
     /// consumes it and returns the next phase (`Ok`), or gives it back (`Err`: no step).
-    /// Returns whether the phase changed.
-    fn step(&mut self, step: impl FnOnce(Phase) -> Result<Phase, Phase>) -> bool {
+    /// Returns whether the phase changed; a change at `now` is observed with the old phase's
+    /// duration ([`Observation::PhaseEnded`]).
+    fn step(&mut self, now: Instant, step: impl FnOnce(Phase) -> Result<Phase, Phase>) -> bool {
         let Some(mut t) = self.current.take() else { return false };
+        let old = t.phase.name();
         let (phase, stepped) = match step(t.phase) {
             Ok(next) => (next, true),
             Err(old) => (old, false),
         };
         t.phase = phase;
+        if stepped {
+            let duration = now.saturating_duration_since(t.phase_since);
+            self.observations.push(Observation::PhaseEnded { phase: old, duration });
+            t.phase_since = now;
+        }
         self.current = Some(t);
         stepped
     }
@@ -589,12 +644,12 @@ mod tests {
         ts.start(t0, Destination::SessionNode, node("a"), players.iter());
         assert!(!ts.node_streamed(&node("a"), t0), "not loading yet");
         assert!(!ts.complete(t0, t0), "not waiting yet");
-        assert!(ts.resolve(node("b")));
-        assert!(!ts.resolve(node("c")), "resolved once");
+        assert!(ts.resolve(node("b"), t0));
+        assert!(!ts.resolve(node("c"), t0), "resolved once");
         assert!(!ts.node_streamed(&node("a"), t0), "another node's load");
         assert!(ts.node_streamed(&node("b"), t0));
         assert!(!ts.all_ready());
-        assert_eq!(ts.record_ready(&pid("a"), TransitionId(1)), ReadyReport::Kept);
+        assert_eq!(ts.record_ready(&pid("a"), TransitionId(1), t0), ReadyReport::Kept);
         assert!(ts.all_ready());
         assert!(ts.complete(t0, t0 + Duration::from_secs(15)));
         assert_eq!(ts.settle_deadline(), Some(t0 + Duration::from_secs(15)));
@@ -610,7 +665,7 @@ mod tests {
         let mut ts = Transitions::default();
         let (a, b) = (pid("a"), pid("b"));
         ts.start(t0, Destination::Node(node("a")), node("a"), [a.clone()].iter());
-        ts.resolve(node("a"));
+        ts.resolve(node("a"), t0);
         let streamed = t0 + Duration::from_secs(1);
         ts.node_streamed(&node("a"), streamed);
         ts.show(&b, t0 + Duration::from_secs(5));
@@ -633,13 +688,13 @@ mod tests {
             let mut ts = Transitions::default();
             let ids: Vec<PlayerId> = (0..players).map(|i| pid(&format!("p{i:05}"))).collect();
             ts.start(t0, Destination::Node(node("a")), node("a"), ids.iter());
-            ts.resolve(node("a"));
+            ts.resolve(node("a"), t0);
             ts.node_streamed(&node("a"), t0);
             let (id, mut visits) = (ts.current().map(|t| t.id).unwrap(), Vec::new());
             for (n, player) in ids.iter().enumerate() {
                 let before = ts.current().unwrap().visits.get();
                 assert!(!ts.all_ready(), "{n} of {players} reported");
-                assert_eq!(ts.record_ready(player, id), ReadyReport::Kept);
+                assert_eq!(ts.record_ready(player, id, t0), ReadyReport::Kept);
                 let deadline = ts.client_ready_deadline(timeout);
                 assert_eq!(deadline, (n + 1 < players).then_some(t0 + timeout));
                 assert!(
@@ -667,12 +722,12 @@ mod tests {
         let id = ts.current().map(|t| t.id).unwrap();
         ts.show(&c, t0 + Duration::from_secs(2));
         ts.show(&a, t0 + Duration::from_secs(1));
-        ts.resolve(node("a"));
+        ts.resolve(node("a"), t0);
         ts.node_streamed(&node("a"), t0);
         let end = t0 + Duration::from_secs(3) + timeout;
         assert_eq!(ts.late_players(end, timeout), vec![a.clone(), b.clone(), c.clone(), d.clone()]);
         assert_eq!(ts.late_players(t0 + timeout, timeout), vec![b.clone(), d.clone()]);
-        ts.record_ready(&b, id);
+        ts.record_ready(&b, id, t0);
         ts.forget(&d);
         assert_eq!(ts.late_players(end, timeout), vec![a.clone(), c.clone()]);
         assert_eq!(ts.client_ready_deadline(timeout), Some(t0 + Duration::from_secs(1) + timeout));
@@ -681,8 +736,8 @@ mod tests {
         ts.show(&b, t0 + Duration::from_secs(3));
         assert_eq!(ts.late_players(end, timeout), vec![a.clone(), b.clone(), c.clone()]);
         ts.excuse(a.clone());
-        ts.record_ready(&b, id);
-        ts.record_ready(&c, id);
+        ts.record_ready(&b, id, t0);
+        ts.record_ready(&c, id, t0);
         assert!(ts.all_ready());
         assert_eq!(ts.client_ready_deadline(timeout), None);
     }
@@ -693,14 +748,14 @@ mod tests {
         let t0 = Instant::now();
         let mut ts = Transitions::default();
         let a = pid("a");
-        assert_eq!(ts.record_ready(&a, TransitionId(1)), ReadyReport::NeverIssued);
+        assert_eq!(ts.record_ready(&a, TransitionId(1), t0), ReadyReport::NeverIssued);
         ts.start(t0, Destination::SessionNode, node("a"), std::iter::empty());
         ts.start(t0, Destination::SessionNode, node("a"), std::iter::empty());
-        assert_eq!(ts.record_ready(&a, TransitionId(1)), ReadyReport::Superseded);
-        assert_eq!(ts.record_ready(&a, TransitionId(2)), ReadyReport::Kept);
-        assert_eq!(ts.record_ready(&a, TransitionId(3)), ReadyReport::NeverIssued);
+        assert_eq!(ts.record_ready(&a, TransitionId(1), t0), ReadyReport::Superseded);
+        assert_eq!(ts.record_ready(&a, TransitionId(2), t0), ReadyReport::Kept);
+        assert_eq!(ts.record_ready(&a, TransitionId(3), t0), ReadyReport::NeverIssued);
         ts.finish(t0, 0, false);
-        assert_eq!(ts.record_ready(&a, TransitionId(2)), ReadyReport::NoTransition);
+        assert_eq!(ts.record_ready(&a, TransitionId(2), t0), ReadyReport::NoTransition);
     }
 
     /// Only the last [`TIMINGS_KEPT`] timings are kept, oldest first.

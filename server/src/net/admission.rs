@@ -10,11 +10,15 @@ use std::net::IpAddr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
+use crate::metrics::NetMetrics;
+
 /// Refusals are logged at most this often, with how many there were.
 const WARN_EVERY: Duration = Duration::from_secs(10);
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Pending {
+    /// Where the total is reported (`gatehouse_pending_connections`).
+    metrics: NetMetrics,
     total: usize,
     per_ip: HashMap<IpAddr, usize>,
     refused: u64,
@@ -37,8 +41,12 @@ pub(crate) struct PendingSlot {
 }
 
 impl Admission {
-    pub(crate) fn new(max_pending: usize, max_per_ip: usize) -> Self {
-        Admission { pending: Arc::default(), max_pending, max_per_ip }
+    /// Admission of at most `max_pending` connections, `max_per_ip` from one address,
+    /// reporting the pending count to `metrics`.
+    pub(crate) fn new(max_pending: usize, max_per_ip: usize, metrics: NetMetrics) -> Self {
+        let pending =
+            Pending { metrics, total: 0, per_ip: HashMap::new(), refused: 0, last_warn: None };
+        Admission { pending: Arc::new(Mutex::new(pending)), max_pending, max_per_ip }
     }
 
     fn lock(pending: &Mutex<Pending>) -> MutexGuard<'_, Pending> {
@@ -63,6 +71,7 @@ impl Admission {
             return None;
         }
         p.total += 1;
+        p.metrics.set_pending_connections(p.total);
         *p.per_ip.entry(ip).or_default() += 1;
         Some(PendingSlot { pending: self.pending.clone(), ip })
     }
@@ -72,6 +81,7 @@ impl Drop for PendingSlot {
     fn drop(&mut self) {
         let mut p = Admission::lock(&self.pending);
         p.total = p.total.saturating_sub(1);
+        p.metrics.set_pending_connections(p.total);
         if let Some(n) = p.per_ip.get_mut(&self.ip) {
             *n -= 1;
             if *n == 0 {
@@ -87,7 +97,7 @@ mod tests {
 
     #[test]
     fn one_address_cannot_take_every_pending_slot() {
-        let admission = Admission::new(4, 2);
+        let admission = Admission::new(4, 2, crate::metrics::Metrics::new().net().clone());
         let (a, b): (IpAddr, IpAddr) = ("10.0.0.1".parse().unwrap(), "10.0.0.2".parse().unwrap());
         let first = admission.admit(a).unwrap();
         let _second = admission.admit(a).unwrap();

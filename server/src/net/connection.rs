@@ -27,6 +27,7 @@ use super::admission::PendingSlot;
 use super::event::{ConnectionEvent, Outbound, SendQueueRx, send_queue};
 use crate::config::NetworkConfig;
 use crate::game::{ConnectionId, Departure};
+use crate::metrics::{CloseSide, NetMetrics};
 
 /// Largest chunk read from the stream at once, bytes.
 const READ_CHUNK: usize = 16 * 1024;
@@ -49,6 +50,8 @@ pub(super) struct ConnectionContext {
     /// Cancelled when the server starts draining: a connection that has not logged in closes,
     /// a `Hello` after that is refused.
     pub(super) draining: CancellationToken,
+    /// Closes, refused logins (issue 15 item 1).
+    pub(super) metrics: NetMetrics,
 }
 
 impl ConnectionContext {
@@ -58,8 +61,10 @@ impl ConnectionContext {
         token_key: TokenKey,
         network: &NetworkConfig,
         events: mpsc::Sender<ConnectionEvent>,
+        metrics: NetMetrics,
     ) -> Self {
         ConnectionContext {
+            metrics,
             token_key,
             max_frame_len: network.max_frame_len,
             handshake_timeout: network.handshake_timeout,
@@ -96,17 +101,19 @@ pub(super) async fn serve_connection(
     let handshake = tokio::select! {
         done = tokio::time::timeout_at(hello_deadline, handshake) => done,
         _ = ctx.draining.cancelled() => {
-            close(&connection, CloseCode::ShuttingDown, CloseCode::ShuttingDown.reason());
+            let reason = CloseCode::ShuttingDown.reason();
+            close(&ctx.metrics, &connection, CloseCode::ShuttingDown, reason);
             return;
         }
     };
     let (mut send, mut recv, mut decoder, hello) = match handshake {
         Err(_) => {
-            close(&connection, CloseCode::HelloTimeout, "no Hello within the hello timeout");
+            let reason = "no Hello within the hello timeout";
+            close(&ctx.metrics, &connection, CloseCode::HelloTimeout, reason);
             return;
         }
         Ok(Err(ReadError::Frame(e))) => {
-            close(&connection, CloseCode::ProtocolViolation, &e.to_string());
+            close(&ctx.metrics, &connection, CloseCode::ProtocolViolation, &e.to_string());
             return;
         }
         Ok(Err(ReadError::Closed | ReadError::Finished)) => return,
@@ -127,12 +134,13 @@ pub(super) async fn serve_connection(
         Ok(player) => player,
         Err(refusal) => {
             tracing::info!(reason = %refusal.reason, detail = %refusal.detail, "hello refused");
+            ctx.metrics.count_login_refused(reject_reason_name(refusal.reason));
             let rejected =
                 ServerMessage::Rejected { reason: refusal.reason, detail: refusal.detail };
             if let Ok(frame) = gatehouse_protocol::encode_frame(&rejected, ctx.max_frame_len) {
                 let _ = send.write_all(&frame).await;
             }
-            finish_and_close(&connection, &mut send, refusal.code).await;
+            finish_and_close(&ctx.metrics, &connection, &mut send, refusal.code).await;
             return;
         }
     };
@@ -141,7 +149,7 @@ pub(super) async fn serve_connection(
     tracing::debug!(%player, "hello accepted");
 
     let (outbound, queue) = send_queue(ctx.send_queue_frames);
-    let writer = tokio::spawn(write_frames(connection.clone(), send, queue));
+    let writer = tokio::spawn(write_frames(ctx.metrics.clone(), connection.clone(), send, queue));
     let login =
         ConnectionEvent::Login { connection: id, player, outbound, quic: connection.clone() };
     if ctx.events.send(login).await.is_err() {
@@ -157,7 +165,7 @@ pub(super) async fn serve_connection(
             }
             Err(ReadError::Frame(e)) => {
                 tracing::info!(error = %e, "protocol violation; closing this connection");
-                close(&connection, CloseCode::ProtocolViolation, &e.to_string());
+                close(&ctx.metrics, &connection, CloseCode::ProtocolViolation, &e.to_string());
                 break Departure::closed_because(CloseCode::ProtocolViolation, e.to_string());
             }
             Err(ReadError::Finished) => {
@@ -198,6 +206,20 @@ fn check_hello(
         code: CloseCode::Rejected,
         detail: e.to_string(),
     })
+}
+
+/// A refusal's label value in `gatehouse_logins_refused_total`.
+fn reject_reason_name(reason: RejectReason) -> &'static str {
+    match reason {
+        RejectReason::UnsupportedVersion => "unsupported_version",
+        RejectReason::MissingToken => "missing_token",
+        RejectReason::MalformedToken => "malformed_token",
+        RejectReason::BadSignature => "bad_signature",
+        RejectReason::Expired => "expired",
+        RejectReason::ServerFull => "server_full",
+        RejectReason::ShuttingDown => "shutting_down",
+        RejectReason::HelloExpected => "hello_expected",
+    }
 }
 
 enum ReadError {
@@ -263,6 +285,7 @@ async fn read_message(
 /// queued behind the first go out as one chunk (up to [`BATCH_BYTES`]): quinn's send buffer
 /// costs per chunk, not per byte.
 async fn write_frames(
+    metrics: NetMetrics,
     connection: quinn::Connection,
     mut send: quinn::SendStream,
     mut queue: SendQueueRx,
@@ -271,7 +294,7 @@ async fn write_frames(
         let first = match item {
             Outbound::Frames { bytes, .. } => bytes,
             Outbound::Close(code) => {
-                finish_and_close(&connection, &mut send, code).await;
+                finish_and_close(&metrics, &connection, &mut send, code).await;
                 return;
             }
         };
@@ -280,7 +303,7 @@ async fn write_frames(
             return;
         }
         if let Some(code) = close_with {
-            finish_and_close(&connection, &mut send, code).await;
+            finish_and_close(&metrics, &connection, &mut send, code).await;
             return;
         }
     }
@@ -324,6 +347,7 @@ fn batch(first: Bytes, queue: &mut SendQueueRx) -> (Bytes, Option<CloseCode>) {
 
 /// Finishes the stream, waits (bounded) until the peer has the data, then closes.
 async fn finish_and_close(
+    metrics: &NetMetrics,
     connection: &quinn::Connection,
     send: &mut quinn::SendStream,
     code: CloseCode,
@@ -331,11 +355,21 @@ async fn finish_and_close(
     if send.finish().is_ok() {
         let _ = tokio::time::timeout(CLOSE_FLUSH, send.stopped()).await;
     }
-    close(connection, code, code.reason());
+    close(metrics, connection, code, code.reason());
 }
 
-/// Closes a connection with one of our codes and a reason (truncated to fit a packet).
-pub(crate) fn close(connection: &quinn::Connection, code: CloseCode, reason: &str) {
+/// Closes a connection with one of our codes and a reason (truncated to fit a packet), and
+/// counts it in `gatehouse_connection_closes_total` unless it was already closed (by either
+/// side: a forced close after the writer's own, or a client that left first, counts once).
+pub(crate) fn close(
+    metrics: &NetMetrics,
+    connection: &quinn::Connection,
+    code: CloseCode,
+    reason: &str,
+) {
+    if connection.close_reason().is_none() {
+        metrics.count_close(code, CloseSide::Server);
+    }
     let reason = &reason.as_bytes()[..reason.len().min(200)];
     connection.close(quinn::VarInt::from_u32(code.code()), reason);
 }

@@ -26,6 +26,7 @@ use super::connection::{ConnectionContext, serve_connection};
 use super::event::ConnectionEvent;
 use crate::config::NetworkConfig;
 use crate::game::ConnectionId;
+use crate::metrics::{CloseSide, NetMetrics};
 
 /// Accepts connections and starts their tasks; see the module doc.
 #[derive(Debug)]
@@ -42,15 +43,22 @@ pub(crate) struct Connections {
 
 impl Listener {
     /// A listener for connections under `network` (its pending caps, hello timeout, frame
-    /// limit and send queue), authenticated with `token_key`, whose tasks report to `events`.
+    /// limit and send queue), authenticated with `token_key`, whose tasks report to `events`
+    /// and count closes, refusals and pending connections in `metrics`.
     pub(crate) fn new(
         network: &NetworkConfig,
         token_key: TokenKey,
         events: mpsc::Sender<ConnectionEvent>,
+        metrics: NetMetrics,
     ) -> Self {
+        let admission = Admission::new(
+            network.max_pending_connections,
+            network.max_pending_per_ip,
+            metrics.clone(),
+        );
         Listener {
-            context: Arc::new(ConnectionContext::new(token_key, network, events)),
-            admission: Admission::new(network.max_pending_connections, network.max_pending_per_ip),
+            context: Arc::new(ConnectionContext::new(token_key, network, events, metrics)),
+            admission,
         }
     }
 
@@ -93,7 +101,10 @@ impl Listener {
                         Ok(Ok(connection)) => {
                             let hello_deadline =
                                 tokio::time::Instant::now() + context.hello_timeout;
-                            serve_connection(connection, id, context, slot, hello_deadline).await
+                            let watched = connection.clone();
+                            let metrics = context.metrics.clone();
+                            serve_connection(connection, id, context, slot, hello_deadline).await;
+                            count_client_close(&metrics, &watched);
                         }
                         Ok(Err(e)) => tracing::debug!(error = %e, "handshake failed"),
                         Err(_) => {
@@ -107,6 +118,25 @@ impl Listener {
         context.draining.cancel();
         tasks.close();
         Connections { tasks }
+    }
+}
+
+/// Counts a connection the client closed (or that timed out), once its task ended; one the
+/// server closed was counted as it closed it, and one still open is left to whoever closes it.
+fn count_client_close(metrics: &NetMetrics, connection: &quinn::Connection) {
+    use quinn::ConnectionError;
+    match connection.close_reason() {
+        None | Some(ConnectionError::LocallyClosed) => {}
+        Some(ConnectionError::ApplicationClosed(close)) => {
+            match gatehouse_protocol::CloseCode::from_code(close.error_code.into_inner()) {
+                Some(code) => metrics.count_close(code, CloseSide::Client),
+                None => metrics.count_close_named("other", CloseSide::Client),
+            }
+        }
+        Some(ConnectionError::TimedOut) => {
+            metrics.count_close_named("timed_out", CloseSide::Client)
+        }
+        Some(_) => metrics.count_close_named("other", CloseSide::Client),
     }
 }
 

@@ -18,6 +18,7 @@
 //! the connections the core had logged in when it broadcast.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -26,7 +27,9 @@ use tokio::sync::mpsc;
 
 use super::ShellEvent;
 use super::streaming::simulate_streaming;
+use crate::admin::Probes;
 use crate::game::{ConnectionId, Departure, Input, Output};
+use crate::metrics::{Metrics, NetMetrics};
 use crate::net::{self, QueueError, SendQueue};
 use crate::store::{LoadOutcome, SessionSave, StoreHandle, StoreRequest};
 
@@ -44,6 +47,11 @@ pub(crate) struct Effects {
     pub(crate) session: String,
     /// Largest frame body, bytes.
     pub(crate) max_frame_len: usize,
+    /// The server's metrics: the game task records the core's observations, the carrier the
+    /// closes it makes (issue 15 item 1).
+    pub(crate) metrics: Metrics,
+    /// What `/ready` reads: the game task marks the boot transition's end (issue 15 item 2).
+    pub(crate) probes: Arc<Probes>,
 }
 
 /// A logged-in connection as the game task sees it.
@@ -154,7 +162,7 @@ impl Carrier {
                 if let Some(mut peer) = self.peers.remove(&connection) {
                     // What was carried for it before the close goes first.
                     let _ = peer.flush();
-                    close_after_queued(&peer, code);
+                    close_after_queued(self.effects.metrics.net(), &peer, code);
                 }
             }
             Output::Stream(request) => simulate_streaming(request, self.effects.events.clone()),
@@ -217,11 +225,10 @@ impl Carrier {
                     connection = connection.0,
                     "send queue full; closing a slow consumer"
                 );
-                net::close(&peer.quic, CloseCode::SlowConsumer, CloseCode::SlowConsumer.reason());
-                made_up.push(Input::Disconnected {
-                    connection,
-                    departure: Departure::closed(CloseCode::SlowConsumer),
-                });
+                let (code, metrics) = (CloseCode::SlowConsumer, self.effects.metrics.net());
+                net::close(metrics, &peer.quic, code, code.reason());
+                made_up
+                    .push(Input::Disconnected { connection, departure: Departure::closed(code) });
             }
         }
     }
@@ -231,7 +238,7 @@ impl Carrier {
         for (_, mut peer) in self.peers.drain() {
             let code = CloseCode::ShuttingDown;
             if !peer.flush() || peer.outbound.try_close(code).is_err() {
-                net::close(&peer.quic, code, code.reason());
+                net::close(self.effects.metrics.net(), &peer.quic, code, code.reason());
             }
         }
     }
@@ -239,16 +246,16 @@ impl Carrier {
 
 /// Asks the writer to close after the frames queued before; closes at once if it cannot take
 /// the request, and forces the close after [`FORCED_CLOSE_AFTER`] in any case.
-fn close_after_queued(peer: &Peer, code: CloseCode) {
+fn close_after_queued(metrics: &NetMetrics, peer: &Peer, code: CloseCode) {
     if peer.outbound.try_close(code).is_err() {
-        net::close(&peer.quic, code, code.reason());
+        net::close(metrics, &peer.quic, code, code.reason());
     } else {
         // The writer flushes what came before the close, unless the peer stopped reading (it
         // grants no flow-control credit): then the close is forced.
-        let quic = peer.quic.clone();
+        let (quic, metrics) = (peer.quic.clone(), metrics.clone());
         tokio::spawn(async move {
             tokio::time::sleep(FORCED_CLOSE_AFTER).await;
-            net::close(&quic, code, code.reason());
+            net::close(&metrics, &quic, code, code.reason());
         });
     }
 }

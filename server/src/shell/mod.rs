@@ -19,7 +19,9 @@
 //! 3. drain: carry every output out; inputs made up while carrying (a load the store worker
 //!    could not take, a slow consumer's disconnect) are queued, fed after the drain and drained
 //!    in turn until neither is left, so the core is never fed mid-drain;
-//! 4. re-arm the one timer from `poll_timeout` and wait.
+//! 4. record the core's observations in the metrics, and mark the boot transition's end for
+//!    `/ready` (issue 15);
+//! 5. re-arm the one timer from `poll_timeout` and wait.
 
 mod carry;
 mod streaming;
@@ -32,7 +34,9 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::admin::Probes;
 use crate::game::{Game, GameSnapshot, Input, Output};
+use crate::metrics::{CoreSample, Metrics};
 use crate::net::ConnectionEvent;
 use crate::store::StoreReply;
 
@@ -54,6 +58,10 @@ pub(crate) enum ShellEvent {
     },
     /// Someone wants a snapshot of the game.
     Snapshot(oneshot::Sender<GameSnapshot>),
+    /// `/health` asks whether the game loop answers.
+    Ping(oneshot::Sender<()>),
+    /// `/metrics` wants the core's gauges and counters.
+    Sample(oneshot::Sender<CoreSample>),
     /// The store worker answered.
     Store(StoreReply),
 }
@@ -68,11 +76,13 @@ pub(crate) async fn run_game(
     effects: Effects,
     shutdown: CancellationToken,
 ) {
+    let (metrics, probes) = (effects.metrics.clone(), effects.probes.clone());
     let mut carrier = Carrier::new(effects);
     let (mut from_net, mut from_own) = (Vec::with_capacity(BATCH), Vec::with_capacity(BATCH));
     let mut net_open = true;
     // The core may have work queued from its construction (the session load, the boot travel).
     carry_outputs(&mut game, &mut carrier);
+    record(&mut game, &metrics, &probes);
     loop {
         let deadline = game.poll_timeout().map(Instant::from_std);
         let mut timer_fired = false;
@@ -105,11 +115,35 @@ pub(crate) async fn run_game(
             game.handle_timeout(now);
         }
         carry_outputs(&mut game, &mut carrier);
+        record(&mut game, &metrics, &probes);
     }
     game.drain();
     carry_outputs(&mut game, &mut carrier);
+    record(&mut game, &metrics, &probes);
     tracing::info!(players = carrier.peer_count(), "shutting down: closing every connection");
     carrier.close_all();
+}
+
+/// Records what the core observed since the last wake, and marks the boot transition's end the
+/// first time no transition is in flight (issue 15 items 1 and 2).
+fn record(game: &mut Game, metrics: &Metrics, probes: &Probes) {
+    while let Some(observation) = game.poll_observation() {
+        metrics.game().observe(observation);
+    }
+    if !probes.booted() && game.transition_id().is_none() {
+        probes.mark_booted();
+    }
+}
+
+/// The core's gauges and counters, for `/metrics`.
+fn sample(game: &Game) -> CoreSample {
+    CoreSample {
+        players: game.player_count(),
+        placed_players: game.placed_player_count(),
+        pending_spawns: game.pending_spawn_count(),
+        loads_in_flight: game.load_count(),
+        counters: game.counters().clone(),
+    }
 }
 
 async fn sleep_until(deadline: Option<Instant>) {
@@ -160,6 +194,12 @@ fn feed(game: &mut Game, now: std::time::Instant, event: ShellEvent) {
         }
         ShellEvent::Snapshot(reply) => {
             let _ = reply.send(game.snapshot());
+        }
+        ShellEvent::Ping(reply) => {
+            let _ = reply.send(());
+        }
+        ShellEvent::Sample(reply) => {
+            let _ = reply.send(sample(game));
         }
         ShellEvent::Store(reply) => match reply {
             StoreReply::PlayerLoaded { player, ticket, outcome } => {
@@ -229,6 +269,24 @@ impl GameHandle {
     pub async fn snapshot(&self) -> Option<GameSnapshot> {
         let (tx, rx) = oneshot::channel();
         self.events.send(ShellEvent::Snapshot(tx)).await.ok()?;
+        rx.await.ok()
+    }
+
+    /// Whether the game task answers: its loop is running (it may take a while to answer if
+    /// the loop is busy; bound the wait). Issue 15 item 2.
+    pub async fn ping(&self) -> bool {
+        let (tx, rx) = oneshot::channel();
+        if self.events.send(ShellEvent::Ping(tx)).await.is_err() {
+            return false;
+        }
+        rx.await.is_ok()
+    }
+
+    /// The core's gauges and counters for `/metrics`, or `None` if the game task has stopped.
+    /// Issue 15 item 1.
+    pub async fn sample(&self) -> Option<CoreSample> {
+        let (tx, rx) = oneshot::channel();
+        self.events.send(ShellEvent::Sample(tx)).await.ok()?;
         rx.await.ok()
     }
 

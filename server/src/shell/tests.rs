@@ -78,6 +78,8 @@ fn effects(events: mpsc::Sender<ShellEvent>, store: StoreHandle) -> Effects {
         store,
         session: "test-world".into(),
         max_frame_len: gatehouse_protocol::codec::DEFAULT_MAX_FRAME_LEN,
+        metrics: crate::metrics::Metrics::new(),
+        probes: std::sync::Arc::default(),
     }
 }
 

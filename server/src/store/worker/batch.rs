@@ -91,7 +91,9 @@ pub(super) async fn attempt<B: SaveBackend>(
 ) -> Vec<Attempted> {
     let StoreSettings { load_timeout, .. } = ctx.settings;
     let saves: Vec<PlayerSave> = batch.iter().map(|p| p.save.clone()).collect();
+    let began = tokio::time::Instant::now();
     let answered = tokio::time::timeout(load_timeout, ctx.backend.save_players(&saves)).await;
+    ctx.metrics.observe_save(began.elapsed());
     for pending in &mut batch {
         pending.attempts += 1;
     }

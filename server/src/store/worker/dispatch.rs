@@ -302,6 +302,8 @@ impl<B: SaveBackend> Dispatcher<B> {
             Running::Alone { key, request } => {
                 if !request.is_load() {
                     self.ctx.save_finished();
+                    let outcome = SaveOutcome::Failed { attempts: 0, reason: reason.clone() };
+                    self.ctx.metrics.count_save(&outcome);
                 }
                 self.ctx.reply(request.failed(reason));
                 self.free(&key, Learned::Nothing);
@@ -343,6 +345,7 @@ impl<B: SaveBackend> Dispatcher<B> {
     /// A player save finished: its reply, or its place in its request's one reply.
     fn answer(&mut self, player: PlayerId, answer: Answer, outcome: SaveOutcome) {
         self.ctx.save_finished();
+        self.ctx.metrics.count_save(&outcome);
         let (gather, index) = match answer {
             Answer::Alone => {
                 self.ctx.reply(StoreReply::PlayerSaved { player, outcome });

@@ -11,6 +11,8 @@ use tokio::time::Instant;
 
 use gatehouse_protocol::PlayerId;
 
+use crate::metrics::StoreMetrics;
+
 use super::{
     LoadOutcome, PlayerSave, SaveBackend, SaveOutcome, SessionSave, StoreError, StoreReply,
     StoreSettings,
@@ -22,6 +24,8 @@ pub(super) struct Ctx<B> {
     pub(super) settings: StoreSettings,
     pub(super) replies: mpsc::UnboundedSender<StoreReply>,
     pub(super) pending: Arc<watch::Sender<usize>>,
+    /// Store latencies and save outcomes (issue 15 item 1).
+    pub(super) metrics: StoreMetrics,
 }
 
 impl<B> Ctx<B> {
@@ -130,6 +134,7 @@ pub(super) async fn run_job<B: SaveBackend>(
             let session = save.session.clone();
             let (outcome, learned) = save_with_retry(&ctx, rebase(save, lineage)).await;
             ctx.save_finished();
+            ctx.metrics.count_save(&outcome);
             ctx.reply(StoreReply::SessionSaved { session, outcome });
             learned
         }
@@ -150,7 +155,10 @@ where
 {
     let timeout = ctx.settings.load_timeout;
     loop {
-        match tokio::time::timeout_at(deadline, attempt()).await {
+        let began = Instant::now();
+        let answered = tokio::time::timeout_at(deadline, attempt()).await;
+        ctx.metrics.observe_load(began.elapsed());
+        match answered {
             Ok(Ok(Some(found))) => {
                 let v = version(&found);
                 return (LoadOutcome::Found(found), Learned::Observed(v));
@@ -245,8 +253,10 @@ async fn save_with_retry<B: SaveBackend>(
     let mut uncertain = false;
     let mut last_error = String::new();
     for attempt in 1..=save_attempts {
-        let error = match tokio::time::timeout(load_timeout, ctx.backend.save_session(&save)).await
-        {
+        let began = Instant::now();
+        let answered = tokio::time::timeout(load_timeout, ctx.backend.save_session(&save)).await;
+        ctx.metrics.observe_save(began.elapsed());
+        let error = match answered {
             Ok(Ok(version)) => {
                 tracing::debug!(version, attempt, "saved");
                 return (

@@ -44,6 +44,7 @@ use tokio::task::JoinHandle;
 
 use super::model::{PlayerSave, SessionSave};
 use super::{Store, StoreError};
+use crate::metrics::StoreMetrics;
 pub use batch::SAVE_BATCH_MAX;
 use dispatch::Dispatcher;
 use job::Ctx;
@@ -247,12 +248,29 @@ impl StoreWorker {
         E: Send + 'static,
         F: Fn(StoreReply) -> E + Send + 'static,
     {
+        Self::spawn_measured(backend, settings, StoreMetrics::default(), replies, wrap)
+    }
+
+    /// As [`StoreWorker::spawn`], recording store latencies and save outcomes in `metrics`
+    /// (issue 15 item 1).
+    pub fn spawn_measured<B, E, F>(
+        backend: B,
+        settings: StoreSettings,
+        metrics: StoreMetrics,
+        replies: mpsc::Sender<E>,
+        wrap: F,
+    ) -> (StoreHandle, JoinHandle<()>)
+    where
+        B: SaveBackend,
+        E: Send + 'static,
+        F: Fn(StoreReply) -> E + Send + 'static,
+    {
         let settings = StoreSettings { save_attempts: settings.save_attempts.max(1), ..settings };
         let (requests_tx, requests_rx) = mpsc::unbounded_channel();
         let (forward_tx, forward_rx) = mpsc::unbounded_channel();
         let pending = Arc::new(watch::Sender::new(0usize));
         let forwarder = tokio::spawn(dispatch::forward(forward_rx, replies, wrap));
-        let ctx = Ctx { backend, settings, replies: forward_tx, pending: pending.clone() };
+        let ctx = Ctx { backend, settings, replies: forward_tx, pending: pending.clone(), metrics };
         let dispatcher = Dispatcher::new(ctx);
         let join = tokio::spawn(async move {
             dispatcher.run(requests_rx).await;

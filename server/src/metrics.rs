@@ -1,0 +1,619 @@
+//! The server's metrics (issue 15 item 1): one [`Metrics`] registry per [`Server`](crate::Server)
+//! (no global recorder: several servers run in one test process), served by the admin
+//! endpoint's `GET /metrics` in the Prometheus text format (version 0.0.4), every family with
+//! its `HELP`.
+//!
+//! Who records what, so the sans-IO core never touches a metric:
+//!
+//! | recorded by | families |
+//! |---|---|
+//! | the game task, from the core's [`Observation`]s | `gatehouse_transition_phase_duration_seconds{phase}`, `gatehouse_transition_duration_seconds{outcome}`, `gatehouse_client_ready_seconds`, `gatehouse_spawn_queue_wait_seconds`, `gatehouse_transitions_ended_total{outcome}`, `gatehouse_spawn_refusals_total{cause}`, `gatehouse_logins_refused_total{reason="server_full"}` |
+//! | the net side | `gatehouse_connection_closes_total{code,side}`, `gatehouse_logins_refused_total{reason}` (token, version, hello, draining), `gatehouse_pending_connections` |
+//! | the store worker | `gatehouse_store_save_seconds`, `gatehouse_store_load_seconds`, `gatehouse_saves_total{outcome}` |
+//! | a sample of the core taken at scrape time | `gatehouse_players`, `gatehouse_placed_players`, `gatehouse_pending_spawns`, `gatehouse_loads_in_flight`, and the core's other decision counters as `gatehouse_<counter>_total` |
+//! | the process, read from `/proc/self` at scrape time (Linux) | `process_cpu_seconds_total`, `process_resident_memory_bytes`, `process_virtual_memory_bytes`, `process_threads` |
+//! | constant | `gatehouse_build_info{version}` (always 1) |
+//!
+//! Durations are in seconds; every histogram has fixed buckets ([`TRANSITION_BUCKETS`],
+//! [`STORE_BUCKETS`]).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use gatehouse_protocol::CloseCode;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::game::{Counters, Observation, SpawnRefusal, TransitionOutcome};
+use crate::store::SaveOutcome;
+
+/// The `Content-Type` of `GET /metrics`: the Prometheus text format, version 0.0.4.
+pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
+
+/// Bucket bounds of the transition, phase, ready and spawn-wait histograms, seconds: from 5 ms
+/// to 2 min (the settle timeout is 15 s, a transition's hard maximum a minute or two).
+pub const TRANSITION_BUCKETS: [f64; 15] =
+    [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0];
+
+/// Bucket bounds of the store latency histograms, seconds: from 0.5 ms to 10 s.
+pub const STORE_BUCKETS: [f64; 14] =
+    [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+
+fn transition_histogram() -> Histogram {
+    Histogram::new(TRANSITION_BUCKETS)
+}
+
+fn store_histogram() -> Histogram {
+    Histogram::new(STORE_BUCKETS)
+}
+
+/// Every metric of one server, and the registry that encodes them. Cheap to clone: clones
+/// share the metrics. Issue 15 item 1.
+#[derive(Debug, Clone)]
+pub struct Metrics {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    registry: Registry,
+    game: GameMetrics,
+    net: NetMetrics,
+    store: StoreMetrics,
+    sample: Arc<Mutex<CoreSample>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    /// A registry with every family registered, each value at zero (every label value of the
+    /// labelled counters listed from the start, so `rate()` works from the first scrape).
+    pub fn new() -> Self {
+        let mut registry = Registry::default();
+        let logins_refused = Family::<[(&'static str, &'static str); 1], Counter>::default();
+        registry.register(
+            "gatehouse_logins_refused",
+            "Logins refused, by reason: server_full (the player cap), or the Hello refused by the network side (unsupported_version, missing_token, malformed_token, bad_signature, expired, shutting_down, hello_expected).",
+            logins_refused.clone(),
+        );
+        let game = GameMetrics::register(&mut registry, logins_refused.clone());
+        let net = NetMetrics::register(&mut registry, logins_refused);
+        let store = StoreMetrics::register(&mut registry);
+        let build = Family::<[(&'static str, &'static str); 1], Gauge>::default();
+        build.get_or_create(&[("version", env!("CARGO_PKG_VERSION"))]).set(1);
+        registry.register(
+            "gatehouse_build_info",
+            "The running gatehouse-server build: its version as a label, the value always 1.",
+            build,
+        );
+        let sample = Arc::new(Mutex::new(CoreSample::default()));
+        registry.register_collector(Box::new(CoreCollector { sample: sample.clone() }));
+        registry.register_collector(Box::new(ProcessCollector));
+        Metrics { inner: Arc::new(Inner { registry, game, net, store, sample }) }
+    }
+
+    /// What the game task records.
+    pub fn game(&self) -> &GameMetrics {
+        &self.inner.game
+    }
+
+    /// What the net side records.
+    pub fn net(&self) -> &NetMetrics {
+        &self.inner.net
+    }
+
+    /// What the store worker records.
+    pub fn store(&self) -> &StoreMetrics {
+        &self.inner.store
+    }
+
+    /// Keeps `sample` as the core's state to report from now on.
+    pub fn set_core_sample(&self, sample: CoreSample) {
+        // A poisoned lock still holds a whole sample: recover it.
+        *self.inner.sample.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = sample;
+    }
+
+    /// Every family in the Prometheus text format (version 0.0.4).
+    ///
+    /// # Errors
+    /// A formatting error from the encoder (writing to a `String` does not fail otherwise).
+    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        let mut text = String::new();
+        prometheus_client::encoding::prometheus_text::encode(&mut text, &self.inner.registry)?;
+        Ok(text)
+    }
+}
+
+/// What the game task records from the core's [`Observation`]s (issue 15 item 1).
+#[derive(Debug, Clone)]
+// prometheus-client's family types, spelled out: no type aliases (STYLE 8).
+#[allow(clippy::type_complexity)]
+pub struct GameMetrics {
+    phase: Family<[(&'static str, &'static str); 1], Histogram, fn() -> Histogram>,
+    transition: Family<[(&'static str, &'static str); 1], Histogram, fn() -> Histogram>,
+    client_ready: Histogram,
+    spawn_wait: Histogram,
+    transitions_ended: Family<[(&'static str, &'static str); 1], Counter>,
+    spawn_refusals: Family<[(&'static str, &'static str); 1], Counter>,
+    logins_refused: Family<[(&'static str, &'static str); 1], Counter>,
+}
+
+impl GameMetrics {
+    fn register(
+        registry: &mut Registry,
+        logins_refused: Family<[(&'static str, &'static str); 1], Counter>,
+    ) -> Self {
+        let m = GameMetrics {
+            phase: Family::new_with_constructor(transition_histogram as fn() -> Histogram),
+            transition: Family::new_with_constructor(transition_histogram as fn() -> Histogram),
+            client_ready: transition_histogram(),
+            spawn_wait: transition_histogram(),
+            transitions_ended: Family::default(),
+            spawn_refusals: Family::default(),
+            logins_refused,
+        };
+        for phase in ["Freezing", "Loading", "WaitingForClients", "Completing"] {
+            drop(m.phase.get_or_create(&[("phase", phase)]));
+        }
+        for outcome in TransitionOutcome::ALL {
+            drop(m.transition.get_or_create(&[("outcome", outcome.as_str())]));
+            drop(m.transitions_ended.get_or_create(&[("outcome", outcome.as_str())]));
+        }
+        for cause in SpawnRefusal::ALL {
+            drop(m.spawn_refusals.get_or_create(&[("cause", cause.as_str())]));
+        }
+        drop(m.logins_refused.get_or_create(&[("reason", "server_full")]));
+        registry.register(
+            "gatehouse_transition_phase_duration_seconds",
+            "Time a transition spent in each phase (Freezing, Loading, WaitingForClients, Completing), seconds of the core's clock; a phase cut short by a supersede or failure counts up to then.",
+            m.phase.clone(),
+        );
+        registry.register(
+            "gatehouse_transition_duration_seconds",
+            "Whole transitions, start to end, seconds of the core's clock, by outcome (completed, settle_timeout, superseded, failed).",
+            m.transition.clone(),
+        );
+        registry.register(
+            "gatehouse_client_ready_seconds",
+            "From a client's ShowTransition to its ready report, seconds of the core's clock.",
+            m.client_ready.clone(),
+        );
+        registry.register(
+            "gatehouse_spawn_queue_wait_seconds",
+            "From a spawn request's queueing to its pawn spawned or teleported, seconds of the core's clock.",
+            m.spawn_wait.clone(),
+        );
+        registry.register(
+            "gatehouse_transitions_ended",
+            "Transitions ended, by outcome: completed (every player placed), settle_timeout (players left unplaced), superseded (by a newer travel), failed (the hard maximum).",
+            m.transitions_ended.clone(),
+        );
+        registry.register(
+            "gatehouse_spawn_refusals",
+            "Spawn attempts refused and kept queued, by cause: level_not_ready (the level-ready gate), no_spawn_point (no registered spawn point; retried).",
+            m.spawn_refusals.clone(),
+        );
+        m
+    }
+
+    /// Records one observation of the core.
+    pub fn observe(&self, observation: Observation) {
+        match observation {
+            Observation::PhaseEnded { phase, duration } => {
+                self.phase.get_or_create(&[("phase", phase)]).observe(seconds(duration));
+            }
+            Observation::TransitionEnded { outcome, duration } => {
+                let label = [("outcome", outcome.as_str())];
+                self.transition.get_or_create(&label).observe(seconds(duration));
+                self.transitions_ended.get_or_create(&label).inc();
+            }
+            Observation::ClientReady { waited } => self.client_ready.observe(seconds(waited)),
+            Observation::SpawnPlaced { waited } => self.spawn_wait.observe(seconds(waited)),
+            Observation::SpawnRefused { cause } => {
+                self.spawn_refusals.get_or_create(&[("cause", cause.as_str())]).inc();
+            }
+            Observation::LoginRefused { reason } => {
+                self.logins_refused.get_or_create(&[("reason", reason.as_str())]).inc();
+            }
+        }
+    }
+}
+
+/// Which side closed a connection, for `gatehouse_connection_closes_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum CloseSide {
+    /// The server closed it with one of our close codes.
+    Server,
+    /// The client closed it (with a close code of ours, or another) or it timed out.
+    Client,
+}
+
+impl CloseSide {
+    fn as_str(self) -> &'static str {
+        match self {
+            CloseSide::Server => "server",
+            CloseSide::Client => "client",
+        }
+    }
+}
+
+/// What the net side records (issue 15 item 1).
+#[derive(Debug, Clone)]
+pub struct NetMetrics {
+    closes: Family<[(&'static str, &'static str); 2], Counter>,
+    logins_refused: Family<[(&'static str, &'static str); 1], Counter>,
+    pending: Gauge,
+}
+
+impl NetMetrics {
+    fn register(
+        registry: &mut Registry,
+        logins_refused: Family<[(&'static str, &'static str); 1], Counter>,
+    ) -> Self {
+        let m = NetMetrics { closes: Family::default(), logins_refused, pending: Gauge::default() };
+        for code in ALL_CLOSE_CODES {
+            drop(m.closes.get_or_create(&[("code", close_code_name(code)), ("side", "server")]));
+        }
+        registry.register(
+            "gatehouse_connection_closes",
+            "Connections closed, by close code (leave, shutting_down, rejected, protocol_violation, server_full, replaced, ready_timeout, slow_consumer, hello_timeout, abuse; timed_out or other for a client side without one of ours) and by the side that closed (server, client).",
+            m.closes.clone(),
+        );
+        registry.register(
+            "gatehouse_pending_connections",
+            "Connections accepted that have not logged in yet (each holds a pending slot).",
+            m.pending.clone(),
+        );
+        m
+    }
+
+    /// Counts a connection closed by `side` with `code`.
+    pub fn count_close(&self, code: CloseCode, side: CloseSide) {
+        self.count_close_named(close_code_name(code), side);
+    }
+
+    /// Counts a connection closed by `side` for a reason outside [`CloseCode`] (`timed_out`,
+    /// `other`).
+    pub fn count_close_named(&self, code: &'static str, side: CloseSide) {
+        self.closes.get_or_create(&[("code", code), ("side", side.as_str())]).inc();
+    }
+
+    /// Counts a `Hello` refused for `reason` (a label value such as `bad_signature`).
+    pub fn count_login_refused(&self, reason: &'static str) {
+        self.logins_refused.get_or_create(&[("reason", reason)]).inc();
+    }
+
+    /// Sets how many connections hold a pending slot.
+    pub fn set_pending_connections(&self, pending: usize) {
+        self.pending.set(i64::try_from(pending).unwrap_or(i64::MAX));
+    }
+}
+
+/// Every close code, for the families that list each one from the start.
+const ALL_CLOSE_CODES: [CloseCode; 10] = [
+    CloseCode::Leave,
+    CloseCode::ShuttingDown,
+    CloseCode::Rejected,
+    CloseCode::ProtocolViolation,
+    CloseCode::ServerFull,
+    CloseCode::Replaced,
+    CloseCode::ReadyTimeout,
+    CloseCode::SlowConsumer,
+    CloseCode::HelloTimeout,
+    CloseCode::Abuse,
+];
+
+/// A close code's label value: its name in snake case.
+pub fn close_code_name(code: CloseCode) -> &'static str {
+    match code {
+        CloseCode::Leave => "leave",
+        CloseCode::ShuttingDown => "shutting_down",
+        CloseCode::Rejected => "rejected",
+        CloseCode::ProtocolViolation => "protocol_violation",
+        CloseCode::ServerFull => "server_full",
+        CloseCode::Replaced => "replaced",
+        CloseCode::ReadyTimeout => "ready_timeout",
+        CloseCode::SlowConsumer => "slow_consumer",
+        CloseCode::HelloTimeout => "hello_timeout",
+        CloseCode::Abuse => "abuse",
+        // A code added to the protocol later, until it is named here.
+        _ => "other",
+    }
+}
+
+/// What the store worker records (issue 15 item 1). [`StoreMetrics::default`] is detached: it
+/// records into metrics no registry encodes (for workers started without a [`Metrics`]).
+#[derive(Debug, Clone)]
+pub struct StoreMetrics {
+    save: Histogram,
+    load: Histogram,
+    saves: Family<[(&'static str, &'static str); 1], Counter>,
+}
+
+impl Default for StoreMetrics {
+    fn default() -> Self {
+        StoreMetrics { save: store_histogram(), load: store_histogram(), saves: Family::default() }
+    }
+}
+
+impl StoreMetrics {
+    fn register(registry: &mut Registry) -> Self {
+        let m = StoreMetrics::default();
+        for outcome in ["ok", "retried", "given_up", "conflict"] {
+            drop(m.saves.get_or_create(&[("outcome", outcome)]));
+        }
+        registry.register(
+            "gatehouse_store_save_seconds",
+            "Store write latency, seconds: one write transaction (a batch of player saves, or a session save), each attempt.",
+            m.save.clone(),
+        );
+        registry.register(
+            "gatehouse_store_load_seconds",
+            "Store read latency, seconds: one load of a player's or the session's save, each attempt.",
+            m.load.clone(),
+        );
+        registry.register(
+            "gatehouse_saves",
+            "Saves finished (each player save of a batch counts), by outcome: ok (written at the first attempt), retried (written after a failed attempt), given_up (not written after every attempt, or refused), conflict (another writer saved first).",
+            m.saves.clone(),
+        );
+        m
+    }
+
+    /// Records one write transaction's latency.
+    pub fn observe_save(&self, took: Duration) {
+        self.save.observe(seconds(took));
+    }
+
+    /// Records one load attempt's latency.
+    pub fn observe_load(&self, took: Duration) {
+        self.load.observe(seconds(took));
+    }
+
+    /// Counts a finished save by its outcome.
+    pub fn count_save(&self, outcome: &SaveOutcome) {
+        let label = match outcome {
+            SaveOutcome::Saved { attempts, .. } if *attempts <= 1 => "ok",
+            SaveOutcome::Saved { .. } => "retried",
+            SaveOutcome::Conflict { .. } => "conflict",
+            SaveOutcome::Failed { .. } => "given_up",
+        };
+        self.saves.get_or_create(&[("outcome", label)]).inc();
+    }
+}
+
+/// The core's state at one instant, taken by the game task when `/metrics` is scraped.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CoreSample {
+    /// Logged-in players.
+    pub players: usize,
+    /// Players whose client acknowledged its pawn.
+    pub placed_players: usize,
+    /// Pending spawn requests.
+    pub pending_spawns: usize,
+    /// Streaming requests and save loads in flight.
+    pub loads_in_flight: usize,
+    /// The core's decision counters.
+    pub counters: Counters,
+}
+
+/// Encodes the last [`CoreSample`]: its gauges, and the decision counters no labelled family
+/// above covers.
+#[derive(Debug)]
+struct CoreCollector {
+    sample: Arc<Mutex<CoreSample>>,
+}
+
+impl Collector for CoreCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let sample = self.sample.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        let gauges = [
+            ("gatehouse_players", "Logged-in players.", sample.players),
+            (
+                "gatehouse_placed_players",
+                "Players whose client acknowledged possession of its pawn.",
+                sample.placed_players,
+            ),
+            ("gatehouse_pending_spawns", "Pending spawn requests.", sample.pending_spawns),
+            (
+                "gatehouse_loads_in_flight",
+                "Streaming requests and save loads in flight.",
+                sample.loads_in_flight,
+            ),
+        ];
+        for (name, help, value) in gauges {
+            let gauge = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));
+            let metric = encoder.encode_descriptor(name, help, None, gauge.metric_type())?;
+            gauge.encode(metric)?;
+        }
+        for (field, help, value) in sample.counters.described() {
+            if COUNTERS_IN_FAMILIES.contains(&field) {
+                continue;
+            }
+            let name = format!("gatehouse_{field}");
+            let counter = ConstCounter::new(value);
+            let metric = encoder.encode_descriptor(&name, help, None, counter.metric_type())?;
+            counter.encode(metric)?;
+        }
+        Ok(())
+    }
+}
+
+/// Decision counters reported by the labelled families instead (from observations).
+const COUNTERS_IN_FAMILIES: [&str; 7] = [
+    "logins_refused_full",
+    "transitions_superseded",
+    "transitions_completed",
+    "settle_timeouts",
+    "transitions_failed",
+    "spawn_refusals",
+    "spawn_point_retries",
+];
+
+/// Reads the process's CPU time and memory from `/proc/self` at each scrape (Linux; elsewhere,
+/// or if the files cannot be read, these families are left out).
+#[derive(Debug)]
+struct ProcessCollector;
+
+impl Collector for ProcessCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let Some(process) = ProcessStats::read() else { return Ok(()) };
+        let cpu = ConstCounter::new(process.cpu_seconds);
+        let metric = encoder.encode_descriptor(
+            "process_cpu_seconds",
+            "User and system CPU time of the process, seconds.",
+            None,
+            cpu.metric_type(),
+        )?;
+        cpu.encode(metric)?;
+        let gauges = [
+            (
+                "process_resident_memory_bytes",
+                "Resident memory of the process, bytes.",
+                process.resident_bytes,
+            ),
+            (
+                "process_virtual_memory_bytes",
+                "Virtual memory of the process, bytes.",
+                process.virtual_bytes,
+            ),
+            ("process_threads", "Threads of the process.", process.threads),
+        ];
+        for (name, help, value) in gauges {
+            let gauge = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));
+            let metric = encoder.encode_descriptor(name, help, None, gauge.metric_type())?;
+            gauge.encode(metric)?;
+        }
+        Ok(())
+    }
+}
+
+/// The Linux kernel's `USER_HZ`: `/proc` counts CPU time in these ticks per second (100 on
+/// every architecture Linux runs a server on).
+const USER_HZ: f64 = 100.0;
+
+/// What `/proc/self/stat` and `/proc/self/status` say about the process.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct ProcessStats {
+    cpu_seconds: f64,
+    resident_bytes: u64,
+    virtual_bytes: u64,
+    threads: u64,
+}
+
+impl ProcessStats {
+    fn read() -> Option<ProcessStats> {
+        let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+        let status = std::fs::read_to_string("/proc/self/status").ok()?;
+        Self::parse(&stat, &status)
+    }
+
+    /// Parses the two files' text; `None` if a field is missing.
+    fn parse(stat: &str, status: &str) -> Option<ProcessStats> {
+        // The command name (field 2) is in parentheses and may hold spaces: count after it.
+        let (_, after) = stat.rsplit_once(')')?;
+        let fields: Vec<&str> = after.split_whitespace().collect();
+        // Fields 14 and 15 (utime, stime) are the 12th and 13th after the name; field 20
+        // (num_threads) the 18th.
+        let ticks = |i: usize| fields.get(i)?.parse::<u64>().ok();
+        let cpu_seconds = (ticks(11)? + ticks(12)?) as f64 / USER_HZ;
+        let threads = ticks(17)?;
+        let kib = |key: &str| {
+            let line = status.lines().find(|l| l.starts_with(key))?;
+            line[key.len()..].split_whitespace().next()?.parse::<u64>().ok().map(|k| k * 1024)
+        };
+        Some(ProcessStats {
+            cpu_seconds,
+            resident_bytes: kib("VmRSS:")?,
+            virtual_bytes: kib("VmSize:")?,
+            threads,
+        })
+    }
+}
+
+fn seconds(duration: Duration) -> f64 {
+    duration.as_secs_f64()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn process_stats_are_parsed_after_a_command_name_with_spaces() {
+        let stat = "4242 (game (server) 1) S 1 4242 4242 0 -1 4194560 900 0 0 0 250 50 0 0 20 0 7 0 100 2000000 3000 18446744073709551615";
+        let status = "Name:\tgatehouse\nVmSize:\t  204800 kB\nVmRSS:\t   51200 kB\nThreads:\t7\n";
+        let stats = ProcessStats::parse(stat, status).unwrap();
+        assert_eq!(stats.cpu_seconds, 3.0, "250 + 50 ticks at 100 Hz");
+        assert_eq!(stats.threads, 7);
+        assert_eq!(stats.resident_bytes, 51200 * 1024);
+        assert_eq!(stats.virtual_bytes, 204800 * 1024);
+    }
+
+    #[test]
+    fn every_family_has_help_and_the_labelled_ones_start_at_zero() {
+        let text = Metrics::new().encode().unwrap();
+        for line in text.lines().filter(|l| l.starts_with("# TYPE ")) {
+            let name = line.split_whitespace().nth(2).unwrap();
+            assert!(text.contains(&format!("# HELP {name} ")), "{name} has no HELP:\n{text}");
+        }
+        assert!(text.contains("gatehouse_transitions_ended_total{outcome=\"superseded\"} 0"));
+        assert!(text.contains("gatehouse_build_info{version=\""), "{text}");
+    }
+
+    #[test]
+    fn an_observed_transition_is_counted_by_outcome_and_timed() {
+        let metrics = Metrics::new();
+        metrics.game().observe(Observation::TransitionEnded {
+            outcome: TransitionOutcome::Completed,
+            duration: Duration::from_millis(300),
+        });
+        let text = metrics.encode().unwrap();
+        assert!(
+            text.contains("gatehouse_transitions_ended_total{outcome=\"completed\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("gatehouse_transition_duration_seconds_count{outcome=\"completed\"} 1"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn every_decision_counter_is_described() {
+        let serialized = serde_json::to_value(Counters::default()).unwrap();
+        let fields: Vec<&str> =
+            serialized.as_object().unwrap().keys().map(String::as_str).collect();
+        let mut described: Vec<&str> =
+            Counters::default().described().iter().map(|(name, _, _)| *name).collect();
+        described.sort_unstable();
+        let mut fields = fields;
+        fields.sort_unstable();
+        assert_eq!(described, fields);
+    }
+
+    #[test]
+    fn a_save_is_counted_once_by_how_it_ended() {
+        let metrics = Metrics::new();
+        let store = metrics.store();
+        store.count_save(&SaveOutcome::Saved { version: 1, attempts: 1 });
+        store.count_save(&SaveOutcome::Saved { version: 2, attempts: 3 });
+        store.count_save(&SaveOutcome::Conflict { expected: 1, found: Some(3) });
+        store.count_save(&SaveOutcome::Failed { attempts: 3, reason: "down".into() });
+        let text = metrics.encode().unwrap();
+        for outcome in ["ok", "retried", "conflict", "given_up"] {
+            let line = format!("gatehouse_saves_total{{outcome=\"{outcome}\"}} 1");
+            assert!(text.contains(&line), "{line} missing:\n{text}");
+        }
+    }
+}
