@@ -6,6 +6,8 @@
 //!   it reports connection events to the game task and imports nothing from it.
 //! - [`store`]: player and session saves, and the worker that runs them off the game task.
 //! - [`admin`]: the operator HTTP endpoint (health, state, metrics, travel).
+//! - [`fleet`]: the orchestrator that runs the server (Agones, with the `agones` feature), told
+//!   Ready, Health from the game loop, the connected players and Shutdown.
 //! - `shell`: the game task, the one task that owns the [`game::Game`]: it feeds it
 //!   connection events and its own events (streaming, store replies, operator requests) and
 //!   carries its outputs out.
@@ -18,6 +20,7 @@
 
 pub mod admin;
 pub mod config;
+pub mod fleet;
 pub mod game;
 pub mod net;
 mod shell;
@@ -34,6 +37,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use config::{ServerConfig, WorldMap};
+use fleet::{FleetLink, Orchestrator};
 use game::{Game, GameRules};
 use net::{ConnectionEvent, Listener, NetError};
 pub use shell::GameHandle;
@@ -60,6 +64,9 @@ pub enum ServerError {
     /// The player store could not be opened (the message names its URL, password redacted).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The orchestrator `[fleet]` names could not be reached (issue 15 item 3).
+    #[error(transparent)]
+    Fleet(#[from] fleet::FleetError),
     /// The admin endpoint could not bind.
     #[error("cannot bind the admin endpoint on TCP {addr}: {source}")]
     Admin {
@@ -93,12 +100,16 @@ pub struct Server {
     store_drain: Duration,
     admin: Option<admin::AdminListener>,
     nodes: BTreeSet<NodeId>,
+    /// The orchestrator, and how often the game loop pings it (`None`: no orchestrator).
+    orchestrator: Arc<dyn Orchestrator>,
+    health_every: Option<Duration>,
 }
 
 impl Server {
     /// Opens the store (running its migrations), loads the certificate, binds the endpoint
-    /// and the admin endpoint, and builds the game core (which asks for the session save and
-    /// starts its boot travel).
+    /// and the admin endpoint, builds the game core (which asks for the session save and
+    /// starts its boot travel), and last connects to the orchestrator `[fleet]` names (the
+    /// Agones SDK sidecar waits up to 30 s).
     ///
     /// # Errors
     /// [`ServerError`] naming what could not be opened or bound.
@@ -147,6 +158,11 @@ impl Server {
         let nodes = world.nodes.iter().map(|n| n.id.clone()).collect();
         let rules = GameRules::from_config(&config.game, network.max_players);
         let game = Game::new(rules, Arc::new(world), tokio::time::Instant::now().into_std());
+        let orchestrator = fleet::connect(&config.fleet).await?;
+        let health_every = match config.fleet.orchestrator {
+            config::OrchestratorKind::None => None,
+            config::OrchestratorKind::Agones => Some(config.fleet.health_interval),
+        };
         Ok(Server {
             endpoint,
             drivers,
@@ -161,6 +177,8 @@ impl Server {
             store_drain: config.store.drain_timeout,
             admin,
             nodes,
+            orchestrator,
+            health_every,
         })
     }
 
@@ -192,7 +210,13 @@ impl Server {
     /// 4. the store gets `store.drain_timeout` to finish pending saves, its worker 3 s to stop,
     ///    then it closes;
     /// 5. the admin endpoint gets 3 s to finish its requests, then is stopped;
-    /// 6. the endpoint closes with `ShuttingDown` and waits (3 s) until the peers know.
+    /// 6. the endpoint closes with `ShuttingDown` and waits (3 s) until the peers know;
+    /// 7. the orchestrator is told Shutdown (under Agones: the SDK's Shutdown, bounded by three
+    ///    times `fleet.sdk_timeout_ms`), last, since Agones then stops the pod.
+    ///
+    /// The game task tells the orchestrator Ready once the boot transition has ended (the
+    /// endpoint accepts from the start of `run`), pings its Health from the game loop and
+    /// reports players as they log in and leave (see [`fleet`]).
     ///
     /// If the game task ends first (it panicked), `shutdown` is cancelled so the same drain
     /// runs at once.
@@ -214,6 +238,8 @@ impl Server {
             store_drain,
             admin,
             nodes,
+            orchestrator,
+            health_every,
         } = self;
         match endpoint.local_addr() {
             Ok(addr) => tracing::info!(%addr, "listening"),
@@ -223,8 +249,9 @@ impl Server {
             let game = GameHandle { events: effects.events.clone() };
             tokio::spawn(admin::serve(listener, game, nodes, shutdown.clone()))
         });
+        let link = FleetLink::new(orchestrator.clone(), health_every);
         let game_task =
-            tokio::spawn(shell::run_game(game, from_net, events, effects, shutdown.clone()));
+            tokio::spawn(shell::run_game(game, from_net, events, effects, link, shutdown.clone()));
         // A game task that ends on its own (a panic) leaves nothing to serve: stop as if asked.
         let game_ended = async {
             let ended = game_task.await;
@@ -263,6 +290,8 @@ impl Server {
         let _ = tokio::time::timeout(DRAIN_TIMEOUT, endpoint.wait_idle()).await;
         drop(endpoint);
         drop(drivers);
+        // 7.
+        orchestrator.shutdown().await;
         tracing::info!("stopped");
         game_ended.map_err(|e| ServerError::GameTask(e.to_string()))
     }

@@ -20,6 +20,11 @@
 //!    could not take, a slow consumer's disconnect) are queued, fed after the drain and drained
 //!    in turn until neither is left, so the core is never fed mid-drain;
 //! 4. re-arm the one timer from `poll_timeout` and wait.
+//!
+//! Beside the core, the [`FleetLink`] hears of logins and departures, and has a timer of its
+//! own: the orchestrator's Health ping, sent from this loop (so a stalled loop stops the pings)
+//! and due whatever the core is doing, long loads included; after each drain it tells Ready
+//! once the boot transition has ended (issue 15 item 3).
 
 mod carry;
 mod streaming;
@@ -32,6 +37,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::fleet::FleetLink;
 use crate::game::{Game, GameSnapshot, Input, Output};
 use crate::net::ConnectionEvent;
 use crate::store::StoreReply;
@@ -59,13 +65,14 @@ pub(crate) enum ShellEvent {
 }
 
 /// Runs the game until `shutdown`; then the game drains (saves every player and the session),
-/// its outputs are carried, and every connection is closed with `ShuttingDown`. The caller
-/// waits for the store.
+/// its outputs are carried, every connection is closed with `ShuttingDown` and `fleet` hears
+/// that every player left. The caller waits for the store, and tells the orchestrator Shutdown.
 pub(crate) async fn run_game(
     mut game: Game,
     mut net: mpsc::Receiver<ConnectionEvent>,
     mut events: mpsc::Receiver<ShellEvent>,
     effects: Effects,
+    mut fleet: FleetLink,
     shutdown: CancellationToken,
 ) {
     let mut carrier = Carrier::new(effects);
@@ -75,6 +82,7 @@ pub(crate) async fn run_game(
     carry_outputs(&mut game, &mut carrier);
     loop {
         let deadline = game.poll_timeout().map(Instant::from_std);
+        let health_due = fleet.poll_timeout();
         let mut timer_fired = false;
         tokio::select! {
             biased;
@@ -90,13 +98,14 @@ pub(crate) async fn run_game(
                 }
             }
             _ = sleep_until(deadline) => timer_fired = true,
+            _ = sleep_until(health_due) => {}
         }
         // Whatever else has arrived: neither queue waits behind the other.
         take_ready(&mut net, &mut from_net);
         take_ready(&mut events, &mut from_own);
         let now = Instant::now().into_std();
         for event in from_net.drain(..) {
-            feed_connection(&mut game, &mut carrier, now, event);
+            feed_connection(&mut game, &mut carrier, &mut fleet, now, event);
         }
         for event in from_own.drain(..) {
             feed(&mut game, now, event);
@@ -105,11 +114,15 @@ pub(crate) async fn run_game(
             game.handle_timeout(now);
         }
         carry_outputs(&mut game, &mut carrier);
+        // Checked on every wake, like the core's timer: a busy queue never starves the pings.
+        fleet.handle_timeout(Instant::now());
+        fleet.handle_step(game.transition_id().is_some());
     }
     game.drain();
     carry_outputs(&mut game, &mut carrier);
     tracing::info!(players = carrier.peer_count(), "shutting down: closing every connection");
     carrier.close_all();
+    fleet.handle_drain();
 }
 
 async fn sleep_until(deadline: Option<Instant>) {
@@ -132,12 +145,14 @@ fn take_ready<T>(queue: &mut mpsc::Receiver<T>, into: &mut Vec<T>) {
 fn feed_connection(
     game: &mut Game,
     carrier: &mut Carrier,
+    fleet: &mut FleetLink,
     now: std::time::Instant,
     event: ConnectionEvent,
 ) {
     match event {
         ConnectionEvent::Login { connection, player, outbound, quic } => {
             carrier.add_peer(connection, outbound, quic);
+            fleet.handle_login(connection, &player);
             game.handle(now, Input::Login { connection, player });
         }
         ConnectionEvent::Message { connection, message } => {
@@ -145,6 +160,7 @@ fn feed_connection(
         }
         ConnectionEvent::Disconnected { connection } => {
             carrier.remove_peer(connection);
+            fleet.handle_disconnected(connection);
             game.handle(now, Input::Disconnected { connection });
         }
     }
