@@ -74,7 +74,7 @@ impl Agones {
             health,
             wanted,
             shutdown: Mutex::new(Some(shutdown)),
-            // Shutdown, and a removal per player at most: far below the drain's own bounds.
+            // The last list update and Shutdown, each bounded by one call's time.
             shutdown_wait: config.sdk_timeout * 3,
         })
     }
@@ -150,8 +150,12 @@ impl SdkTask {
                     // The orchestrator was dropped without a drain (a failed start): Agones
                     // restarts or replaces the pod; nothing more to say.
                     let Ok(done) = request else { return };
+                    // The leavers of the drain, within one call's time in all, so that
+                    // Shutdown is still sent however slow the sidecar is.
                     let want = wanted.borrow().clone();
-                    self.update(&want).await;
+                    if tokio::time::timeout(self.timeout, self.update(&want)).await.is_err() {
+                        tracing::warn!("Agones: the `players` list not brought up to date before Shutdown");
+                    }
                     // Ends the Health stream: no ping after Shutdown.
                     drop(pings.take());
                     match tokio::time::timeout(self.timeout, self.sdk.shutdown()).await {
