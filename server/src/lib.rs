@@ -7,6 +7,8 @@
 //! - [`store`]: player and session saves, and the worker that runs them off the game task.
 //! - [`admin`]: the operator HTTP endpoint (probes, state, metrics, travel).
 //! - [`metrics`]: the server's metric families, one registry per [`Server`].
+//! - [`fleet`]: the orchestrator that runs the server (Agones, with the `agones` feature), told
+//!   Ready, Health from the game loop, the connected players and Shutdown.
 //! - `shell`: the game task, the one task that owns the [`game::Game`]: it feeds it
 //!   connection events and its own events (streaming, store replies, operator requests) and
 //!   carries its outputs out.
@@ -20,6 +22,7 @@
 pub mod admin;
 pub mod config;
 mod fields;
+pub mod fleet;
 pub mod game;
 pub mod metrics;
 pub mod net;
@@ -38,6 +41,7 @@ use tokio_util::sync::CancellationToken;
 
 use admin::Probes;
 use config::{ServerConfig, WorldMap};
+use fleet::{FleetLink, Orchestrator};
 use game::{Game, GameRules};
 use metrics::Metrics;
 use net::{ConnectionEvent, Listener, NetError};
@@ -65,6 +69,9 @@ pub enum ServerError {
     /// The player store could not be opened (the message names its URL, password redacted).
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The orchestrator `[fleet]` names could not be reached (issue 15 item 3).
+    #[error(transparent)]
+    Fleet(#[from] fleet::FleetError),
     /// The admin endpoint could not bind.
     #[error("cannot bind the admin endpoint on TCP {addr}: {source}")]
     Admin {
@@ -100,12 +107,16 @@ pub struct Server {
     nodes: BTreeSet<NodeId>,
     metrics: Metrics,
     probes: Arc<Probes>,
+    /// The orchestrator, and how often the game loop pings it (`None`: no orchestrator).
+    orchestrator: Arc<dyn Orchestrator>,
+    health_every: Option<Duration>,
 }
 
 impl Server {
     /// Opens the store (running its migrations), loads the certificate, binds the endpoint
-    /// and the admin endpoint, and builds the game core (which asks for the session save and
-    /// starts its boot travel).
+    /// and the admin endpoint, builds the game core (which asks for the session save and
+    /// starts its boot travel), and last connects to the orchestrator `[fleet]` names (the
+    /// Agones SDK sidecar waits up to 30 s).
     ///
     /// # Errors
     /// [`ServerError`] naming what could not be opened or bound.
@@ -162,6 +173,11 @@ impl Server {
         let nodes = world.nodes.iter().map(|n| n.id.clone()).collect();
         let rules = GameRules::from_config(&config.game, network.max_players);
         let game = Game::new(rules, Arc::new(world), tokio::time::Instant::now().into_std());
+        let orchestrator = fleet::connect(&config.fleet).await?;
+        let health_every = match config.fleet.orchestrator {
+            config::OrchestratorKind::None => None,
+            config::OrchestratorKind::Agones => Some(config.fleet.health_interval),
+        };
         Ok(Server {
             endpoint,
             drivers,
@@ -178,6 +194,8 @@ impl Server {
             nodes,
             metrics,
             probes,
+            orchestrator,
+            health_every,
         })
     }
 
@@ -215,7 +233,14 @@ impl Server {
     /// 4. the store gets `store.drain_timeout` to finish pending saves, its worker 3 s to stop,
     ///    then it closes;
     /// 5. the endpoint closes with `ShuttingDown` and waits (3 s) until the peers know;
-    /// 6. last, the admin endpoint gets 3 s to finish its requests, then is stopped.
+    /// 6. the orchestrator is told Shutdown (under Agones: the SDK's Shutdown, bounded by three
+    ///    times `fleet.sdk_timeout_ms`), since Agones then stops the pod;
+    /// 7. last, the admin endpoint gets 3 s to finish its requests, then is stopped: until
+    ///    then `/ready` answers 503 (draining).
+    ///
+    /// The game task tells the orchestrator Ready once the boot transition has ended (the
+    /// endpoint accepts from the start of `run`), pings its Health from the game loop and
+    /// reports players as they log in and leave (see [`fleet`]).
     ///
     /// If the game task ends first (it panicked), `shutdown` is cancelled so the same drain
     /// runs at once.
@@ -239,6 +264,8 @@ impl Server {
             nodes,
             metrics,
             probes,
+            orchestrator,
+            health_every,
         } = self;
         match endpoint.local_addr() {
             Ok(addr) => tracing::info!(%addr, "listening"),
@@ -257,8 +284,9 @@ impl Server {
             tokio::spawn(admin::serve(listener, context, stop_admin.clone()))
         });
         probes.mark_listening();
+        let link = FleetLink::new(orchestrator.clone(), health_every);
         let game_task =
-            tokio::spawn(shell::run_game(game, from_net, events, effects, shutdown.clone()));
+            tokio::spawn(shell::run_game(game, from_net, events, effects, link, shutdown.clone()));
         // A game task that ends on its own (a panic) leaves nothing to serve: stop as if asked.
         let game_ended = async {
             let ended = game_task.await;
@@ -291,6 +319,8 @@ impl Server {
         drop(endpoint);
         drop(drivers);
         // 6.
+        orchestrator.shutdown().await;
+        // 7.
         stop_admin.cancel();
         if let Some(mut task) = admin_task {
             // An admin client that never finishes its request must not hold the process.

@@ -78,3 +78,16 @@ fn a_config_error_is_one_json_object_when_the_logs_are_json() {
     assert_eq!(json["expected"], "a key of at least 16 bytes");
     assert_eq!(json["found"], "5 bytes");
 }
+
+/// issue 15 item 3: an orchestrator this build lacks stops the server at start, naming the key,
+/// the flag that chose it and the feature to build with; an unknown one names the choices.
+#[cfg(not(feature = "agones"))]
+#[test]
+fn agones_chosen_without_the_feature_is_refused_naming_the_flag_and_the_feature() {
+    let err = refused(&shipped_config(), &["--orchestrator", "agones"], &[]);
+    assert!(err.contains("invalid fleet.orchestrator from flag --orchestrator"), "{err}");
+    assert!(err.contains("--features agones"), "{err}");
+    let err = refused(&shipped_config(), &[], &[("GATEHOUSE_ORCHESTRATOR", "kubernetes")]);
+    assert!(err.contains("environment variable GATEHOUSE_ORCHESTRATOR"), "{err}");
+    assert!(err.contains("none or agones") && err.contains("\"kubernetes\""), "{err}");
+}

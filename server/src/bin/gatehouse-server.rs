@@ -16,7 +16,9 @@ use clap::{
 };
 use gatehouse_server::Server;
 use gatehouse_server::admin::AdminToken;
-use gatehouse_server::config::{ConfigError, LogFormat, ServerConfig, ValueSource, WorldMap};
+use gatehouse_server::config::{
+    ConfigError, LogFormat, OrchestratorKind, ServerConfig, ValueSource, WorldMap,
+};
 use gatehouse_server::store::{PlayerSave, Preset, SessionSave, Store, StoreUrl};
 use tokio_util::sync::CancellationToken;
 
@@ -28,10 +30,12 @@ Environment:
   GATEHOUSE_ADMIN_TOKEN bearer token POST /travel requires; overrides admin.token (required
                         when the admin endpoint binds beyond loopback)
   GATEHOUSE_CONFIG, GATEHOUSE_BIND, GATEHOUSE_DATA_DIR, GATEHOUSE_LOG_FORMAT, GATEHOUSE_WORLD,
-  GATEHOUSE_ADMIN_BIND  the flags above
+  GATEHOUSE_ADMIN_BIND, GATEHOUSE_ORCHESTRATOR  the flags above
+  AGONES_SDK_GRPC_PORT  the Agones SDK sidecar's port (set by Agones; fleet.agones_sdk_port wins)
   RUST_LOG              log filter, e.g. info or gatehouse_server=debug (default info)
 Keep keys and passwords out of the command line, where other users can read them.
-SIGTERM or Ctrl-C drains (saves, closes connections) and exits 0; a second one exits at once.";
+SIGTERM or Ctrl-C drains (saves, closes connections; under Agones, then Shutdown) and exits 0;
+a second one exits at once.";
 
 /// The gatehouse authoritative dedicated game server: players connect over QUIC, travel between
 /// world-map nodes through loading transitions, and are spawned only where levels have streamed.
@@ -67,6 +71,11 @@ struct Cli {
     /// loopback it needs an admin token (GATEHOUSE_ADMIN_TOKEN or `admin.token`).
     #[arg(long, env = "GATEHOUSE_ADMIN_BIND", value_name = "ADDR|off", global = true)]
     admin_bind: Option<String>,
+    /// The fleet orchestrator to tell Ready, Health, the players and Shutdown: none, or agones
+    /// (a server built with the `agones` feature, beside the Agones SDK sidecar). Overrides
+    /// `fleet.orchestrator`.
+    #[arg(long, env = "GATEHOUSE_ORCHESTRATOR", value_name = "none|agones")]
+    orchestrator: Option<String>,
     /// Without a command: run the server.
     #[command(subcommand)]
     command: Option<Command>,
@@ -245,6 +254,14 @@ fn load_config(cli: &Cli, matches: &ArgMatches) -> Result<ServerConfig, ConfigEr
             })?;
             config.admin.enabled = true;
         }
+    }
+    if let Some(name) = &cli.orchestrator {
+        let source =
+            cli_source(matches, "orchestrator", "--orchestrator", "GATEHOUSE_ORCHESTRATOR");
+        config.set_source("fleet.orchestrator", source);
+        config.fleet.orchestrator = OrchestratorKind::from_str(name, true).map_err(|_| {
+            config.invalid("fleet.orchestrator", "none or agones", format!("{name:?}"))
+        })?;
     }
     let env = |var: &str| ValueSource::Env { var: var.to_owned() };
     if let Ok(key) = std::env::var("GATEHOUSE_TOKEN_KEY") {

@@ -12,8 +12,8 @@ mod world;
 use std::path::{Path, PathBuf};
 
 pub use server::{
-    AdminConfig, AuthConfig, ClientReadyPolicy, DEV_TOKEN_KEY, GameConfig, LogFormat,
-    MIN_FRAME_LEN, NetworkConfig, ServerConfig, StoreConfig, TlsConfig,
+    AdminConfig, AuthConfig, ClientReadyPolicy, DEV_TOKEN_KEY, FleetConfig, GameConfig, LogFormat,
+    MIN_FRAME_LEN, NetworkConfig, OrchestratorKind, ServerConfig, StoreConfig, TlsConfig,
 };
 pub use source::{Sources, ValueSource};
 pub use world::{Hazard, LevelSpec, NodeSpec, PresetSpec, TravelRoute, WorldMap};

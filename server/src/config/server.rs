@@ -39,6 +39,9 @@ pub struct ServerConfig {
     /// `[admin]`: the operator HTTP endpoint.
     #[serde(default)]
     pub admin: AdminConfig,
+    /// `[fleet]`: the orchestrator told Ready, Health, the players and Shutdown.
+    #[serde(default)]
+    pub fleet: FleetConfig,
     /// `data_dir`: where the development certificate and the embedded store live.
     #[serde(default = "default_data_dir")]
     pub data_dir: PathBuf,
@@ -92,6 +95,60 @@ impl AdminConfig {
             ));
         }
         Ok(())
+    }
+}
+
+/// `[fleet]`: the orchestrator that runs this server, if any (issue 15 item 3).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct FleetConfig {
+    /// `orchestrator`: `none` (default) or `agones` (needs the `agones` cargo feature).
+    /// Overridden by `--orchestrator` / `GATEHOUSE_ORCHESTRATOR`.
+    pub orchestrator: OrchestratorKind,
+    /// `health_interval_ms`: how often the game loop pings the orchestrator's health check
+    /// (default 2000 ms; keep it well below the Fleet's `health.periodSeconds`).
+    #[serde(rename = "health_interval_ms", deserialize_with = "millis")]
+    pub health_interval: Duration,
+    /// `agones_sdk_port`: TCP port of the Agones SDK sidecar on localhost; unset, the SDK
+    /// reads `AGONES_SDK_GRPC_PORT` (which Agones sets in the pod), else 9357.
+    pub agones_sdk_port: Option<u16>,
+    /// `sdk_timeout_ms`: the bound on each call to the orchestrator (default 5000 ms); the
+    /// Shutdown at the end of a drain waits at most three times this.
+    #[serde(rename = "sdk_timeout_ms", deserialize_with = "millis")]
+    pub sdk_timeout: Duration,
+}
+
+impl Default for FleetConfig {
+    fn default() -> Self {
+        Self {
+            orchestrator: OrchestratorKind::None,
+            health_interval: Duration::from_secs(2),
+            agones_sdk_port: None,
+            sdk_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Which orchestrator runs the server (`fleet.orchestrator`, issue 15 item 3).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum OrchestratorKind {
+    /// None: nothing is told (a server run by hand or by a plain container runtime).
+    #[default]
+    None,
+    /// Agones: Ready, Health, the `players` List and Shutdown through the SDK sidecar. Needs a
+    /// server built with the `agones` cargo feature.
+    Agones,
+}
+
+impl OrchestratorKind {
+    /// Whether this build can run under it.
+    pub fn is_built(self) -> bool {
+        match self {
+            OrchestratorKind::None => true,
+            OrchestratorKind::Agones => cfg!(feature = "agones"),
+        }
     }
 }
 
@@ -311,6 +368,7 @@ impl Default for ServerConfig {
             game: GameConfig::default(),
             store: StoreConfig::default(),
             admin: AdminConfig::default(),
+            fleet: FleetConfig::default(),
             data_dir: default_data_dir(),
             log_format: LogFormat::default(),
             sources: Sources::default(),
@@ -499,7 +557,28 @@ impl ServerConfig {
                 ms(g.transition_max),
             ));
         }
+        self.check_fleet()?;
         self.check_store()
+    }
+
+    /// `[fleet]` checks (issue 15 item 3).
+    fn check_fleet(&self) -> Result<(), ConfigError> {
+        let f = &self.fleet;
+        if !f.orchestrator.is_built() {
+            return Err(self.invalid(
+                "fleet.orchestrator",
+                "\"none\", or \"agones\" in a gatehouse-server built with the `agones` cargo \
+                 feature (cargo build -p gatehouse-server --features agones)",
+                "\"agones\" in a build without that feature",
+            ));
+        }
+        if f.health_interval.is_zero() {
+            return Err(self.invalid("fleet.health_interval_ms", "more than 0 ms", "0 ms"));
+        }
+        if f.sdk_timeout.is_zero() {
+            return Err(self.invalid("fleet.sdk_timeout_ms", "more than 0 ms", "0 ms"));
+        }
+        Ok(())
     }
 
     /// `[store]` checks.
@@ -730,6 +809,34 @@ mod tests {
     fn the_debug_output_never_shows_the_admin_token() {
         let c = parse("[admin]\ntoken = \"admin-secret-token-1234\"\n").unwrap();
         assert!(!format!("{c:?}").contains("admin-secret"));
+    }
+
+    /// issue 15 item 3: the orchestrator key, and its refusal in a build without it.
+    #[test]
+    fn the_orchestrator_defaults_to_none_and_agones_needs_its_feature() {
+        let c = parse("").unwrap();
+        assert_eq!(c.fleet.orchestrator, OrchestratorKind::None);
+        assert_eq!(c.fleet.health_interval, Duration::from_secs(2));
+        let agones = parse("[fleet]\norchestrator = \"agones\"\nagones_sdk_port = 9400\n");
+        if cfg!(feature = "agones") {
+            let fleet = agones.unwrap().fleet;
+            assert_eq!(
+                (fleet.orchestrator, fleet.agones_sdk_port),
+                (OrchestratorKind::Agones, Some(9400))
+            );
+        } else {
+            let err = agones.unwrap_err().to_string();
+            assert!(
+                err.contains("fleet.orchestrator") && err.contains("--features agones"),
+                "{err}"
+            );
+        }
+        let err = parse("[fleet]\nhealth_interval_ms = 0\n").unwrap_err();
+        assert!(
+            matches!(err, ConfigError::Invalid { ref key, .. } if key == "fleet.health_interval_ms")
+        );
+        let err = parse("[fleet]\norchestrator = \"kubernetes\"\n").unwrap_err().to_string();
+        assert!(err.contains("orchestrator") && err.contains("agones"), "{err}");
     }
 
     #[test]

@@ -22,6 +22,11 @@
 //! 4. record the core's observations in the metrics, and mark the boot transition's end for
 //!    `/ready` (issue 15);
 //! 5. re-arm the one timer from `poll_timeout` and wait.
+//!
+//! Beside the core, the [`FleetLink`] hears of logins and departures, and has a timer of its
+//! own: the orchestrator's Health ping, sent from this loop (so a stalled loop stops the pings)
+//! and due whatever the core is doing, long loads included; after each drain it tells Ready
+//! once the boot transition has ended (issue 15 item 3).
 
 mod carry;
 mod streaming;
@@ -35,6 +40,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::admin::Probes;
+use crate::fleet::FleetLink;
 use crate::game::{Game, GameSnapshot, Input, Output};
 use crate::metrics::{CoreSample, Metrics};
 use crate::net::ConnectionEvent;
@@ -67,13 +73,14 @@ pub(crate) enum ShellEvent {
 }
 
 /// Runs the game until `shutdown`; then the game drains (saves every player and the session),
-/// its outputs are carried, and every connection is closed with `ShuttingDown`. The caller
-/// waits for the store.
+/// its outputs are carried, every connection is closed with `ShuttingDown` and `fleet` hears
+/// that every player left. The caller waits for the store, and tells the orchestrator Shutdown.
 pub(crate) async fn run_game(
     mut game: Game,
     mut net: mpsc::Receiver<ConnectionEvent>,
     mut events: mpsc::Receiver<ShellEvent>,
     effects: Effects,
+    mut fleet: FleetLink,
     shutdown: CancellationToken,
 ) {
     let (metrics, probes) = (effects.metrics.clone(), effects.probes.clone());
@@ -85,6 +92,7 @@ pub(crate) async fn run_game(
     record(&mut game, &metrics, &probes);
     loop {
         let deadline = game.poll_timeout().map(Instant::from_std);
+        let health_due = fleet.poll_timeout();
         let mut timer_fired = false;
         tokio::select! {
             biased;
@@ -100,13 +108,14 @@ pub(crate) async fn run_game(
                 }
             }
             _ = sleep_until(deadline) => timer_fired = true,
+            _ = sleep_until(health_due) => {}
         }
         // Whatever else has arrived: neither queue waits behind the other.
         take_ready(&mut net, &mut from_net);
         take_ready(&mut events, &mut from_own);
         let now = Instant::now().into_std();
         for event in from_net.drain(..) {
-            feed_connection(&mut game, &mut carrier, now, event);
+            feed_connection(&mut game, &mut carrier, &mut fleet, now, event);
         }
         for event in from_own.drain(..) {
             feed(&mut game, now, event);
@@ -116,12 +125,16 @@ pub(crate) async fn run_game(
         }
         carry_outputs(&mut game, &mut carrier);
         record(&mut game, &metrics, &probes);
+        // Checked on every wake, like the core's timer: a busy queue never starves the pings.
+        fleet.handle_timeout(Instant::now());
+        fleet.handle_step(game.transition_id().is_some());
     }
     game.drain();
     carry_outputs(&mut game, &mut carrier);
     record(&mut game, &metrics, &probes);
     tracing::info!(players = carrier.peer_count(), "shutting down: closing every connection");
     carrier.close_all();
+    fleet.handle_drain();
 }
 
 /// Records what the core observed since the last wake, and marks the boot transition's end the
@@ -166,12 +179,14 @@ fn take_ready<T>(queue: &mut mpsc::Receiver<T>, into: &mut Vec<T>) {
 fn feed_connection(
     game: &mut Game,
     carrier: &mut Carrier,
+    fleet: &mut FleetLink,
     now: std::time::Instant,
     event: ConnectionEvent,
 ) {
     match event {
         ConnectionEvent::Login { connection, player, outbound, quic } => {
             carrier.add_peer(connection, outbound, quic);
+            fleet.handle_login(connection, &player);
             game.handle(now, Input::Login { connection, player });
         }
         ConnectionEvent::Message { connection, message } => {
@@ -179,6 +194,7 @@ fn feed_connection(
         }
         ConnectionEvent::Disconnected { connection, departure } => {
             carrier.remove_peer(connection);
+            fleet.handle_disconnected(connection);
             game.handle(now, Input::Disconnected { connection, departure });
         }
     }

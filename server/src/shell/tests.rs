@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::carry::{Carrier, Effects};
 use super::{Core, GameHandle, ShellEvent, carry_outputs, run_game};
 use crate::config::{GameConfig, NetworkConfig, TlsConfig, WorldMap};
+use crate::fleet::{FleetLink, Standalone};
 use crate::game::{ConnectionId, Game, GameRules, GameSnapshot, Input, Output};
 use crate::net::{self, ConnectionEvent};
 use crate::store::{
@@ -307,7 +308,8 @@ fn start_game_task() -> Running {
     let (net_tx, from_net) = mpsc::channel(64);
     let shutdown = CancellationToken::new();
     let effects = effects(events_tx.clone(), store.clone());
-    let task = tokio::spawn(run_game(game, from_net, events, effects, shutdown.clone()));
+    let fleet = FleetLink::new(Arc::new(Standalone), None);
+    let task = tokio::spawn(run_game(game, from_net, events, effects, fleet, shutdown.clone()));
     Running {
         handle: GameHandle { events: events_tx },
         store,

@@ -1,0 +1,229 @@
+#!/usr/bin/env python3
+"""Validates gatehouse's Agones manifests offline (issue 15 item 3).
+
+Each document of each manifest is checked against the openAPIV3Schema of the Agones CRD of its
+kind (crds.yaml beside this file, extracted unchanged from Agones' install manifest), as
+`kubectl apply --validate=strict` would on a cluster: apiVersion and kind must name a served
+version of a known CRD, and a field the schema does not list is an error (the API server would
+silently drop it). Then what the schemas cannot know: the Fleet's `players` List holds
+network.max_players values, its health period leaves room for missed pings, and the
+FleetAutoscaler scales that Fleet.
+
+    deploy/agones/validate.py                   # fleet.yaml and fleetautoscaler.yaml
+    deploy/agones/validate.py FILE...           # those files
+    deploy/agones/validate.py --self-test       # broken copies of the manifests are refused
+
+Needs PyYAML and jsonschema (.ci/agones-manifests installs them). Exit 0 when valid, 1 if not.
+"""
+
+import copy
+import sys
+import tomllib
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent.parent
+MANIFESTS = [HERE / "fleet.yaml", HERE / "fleetautoscaler.yaml"]
+# The config file the image runs with (deploy/Dockerfile: GATEHOUSE_CONFIG) and its defaults.
+SERVER_CONFIG = REPO / "config" / "server.toml"
+DEFAULT_MAX_PLAYERS = 256
+DEFAULT_HEALTH_INTERVAL_MS = 2000
+
+
+def load_crds(path):
+    """{(apiVersion, kind): openAPIV3Schema} for every served version of every CRD."""
+    schemas = {}
+    with open(path, encoding="utf-8") as f:
+        for doc in yaml.safe_load_all(f):
+            if not doc or doc.get("kind") != "CustomResourceDefinition":
+                continue
+            spec = doc["spec"]
+            for version in spec["versions"]:
+                if version.get("served"):
+                    key = (f"{spec['group']}/{version['name']}", spec["names"]["kind"])
+                    schemas[key] = strict(version["schema"]["openAPIV3Schema"])
+    return schemas
+
+
+def strict(schema):
+    """A copy of `schema` where an object that lists its properties refuses any other, unless
+    Kubernetes keeps unknown fields there (x-kubernetes-preserve-unknown-fields), as strict
+    field validation does. `apiVersion`, `kind` and `metadata` are every object's (the API
+    server checks metadata against ObjectMeta), so they stay open."""
+    schema = copy.deepcopy(schema)
+    top = schema.setdefault("properties", {})
+    top.setdefault("apiVersion", {"type": "string"})
+    top.setdefault("kind", {"type": "string"})
+    top.setdefault("metadata", {"type": "object"})
+
+    def walk(node, path):
+        if isinstance(node, dict):
+            if (
+                "properties" in node
+                and "additionalProperties" not in node
+                and not node.get("x-kubernetes-preserve-unknown-fields")
+                and path[-1:] != ["metadata"]
+            ):
+                node["additionalProperties"] = False
+            for key, value in node.items():
+                walk(value, path + [key])
+        elif isinstance(node, list):
+            for item in node:
+                walk(item, path)
+
+    walk(schema, [])
+    return schema
+
+
+def schema_errors(doc, schemas):
+    """What is wrong with one manifest document, as lines."""
+    key = (doc.get("apiVersion"), doc.get("kind"))
+    if key not in schemas:
+        known = ", ".join(f"{v} {k}" for v, k in sorted(schemas))
+        return [f"apiVersion {key[0]!r} kind {key[1]!r} is no served Agones CRD ({known})"]
+    validator = jsonschema.Draft7Validator(schemas[key])
+    errors = []
+    for error in sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path)):
+        where = ".".join(str(p) for p in error.absolute_path) or "(top)"
+        errors.append(f"{where}: {error.message}")
+    return errors
+
+
+def server_settings():
+    """(max_players, health_interval_ms) of the config the image runs with."""
+    with open(SERVER_CONFIG, "rb") as f:
+        config = tomllib.load(f)
+    max_players = config.get("network", {}).get("max_players", DEFAULT_MAX_PLAYERS)
+    health = config.get("fleet", {}).get("health_interval_ms", DEFAULT_HEALTH_INTERVAL_MS)
+    return max_players, health
+
+
+def gatehouse_errors(docs):
+    """The checks the schemas cannot make, across the manifests' documents."""
+    errors = []
+    max_players, health_ms = server_settings()
+    fleets = {d["metadata"]["name"]: d for d in docs if d.get("kind") == "Fleet"}
+    for name, fleet in fleets.items():
+        spec = fleet["spec"]["template"]["spec"]
+        players = (spec.get("lists") or {}).get("players")
+        if players is None:
+            errors.append(f"Fleet {name}: spec.template.spec.lists has no `players` List")
+        elif players.get("capacity") != max_players:
+            errors.append(
+                f"Fleet {name}: lists.players.capacity is {players.get('capacity')}, expected "
+                f"network.max_players ({max_players}) of {SERVER_CONFIG.relative_to(REPO)}"
+            )
+        health = spec.get("health") or {}
+        if health.get("disabled"):
+            errors.append(f"Fleet {name}: health checking is disabled")
+        period_ms = health.get("periodSeconds", 5) * 1000
+        if period_ms < 2 * health_ms:
+            errors.append(
+                f"Fleet {name}: health.periodSeconds ({period_ms // 1000} s) should be at least "
+                f"twice fleet.health_interval_ms ({health_ms} ms), or one late ping fails a check"
+            )
+        ports = spec.get("ports") or []
+        if not any(p.get("protocol") == "UDP" and p.get("containerPort") == 7777 for p in ports):
+            errors.append(f"Fleet {name}: no UDP port 7777 (the QUIC endpoint)")
+    for doc in docs:
+        if doc.get("kind") == "FleetAutoscaler" and doc["spec"].get("fleetName") not in fleets:
+            errors.append(
+                f"FleetAutoscaler {doc['metadata'].get('name')}: fleetName "
+                f"{doc['spec'].get('fleetName')!r} is not a Fleet of these manifests"
+            )
+    return errors
+
+
+def validate(named_docs, schemas):
+    """Every error of `named_docs` ([(label, document)]), as lines."""
+    errors = []
+    for label, doc in named_docs:
+        errors += [f"{label}: {e}" for e in schema_errors(doc, schemas)]
+    if not errors:
+        errors += gatehouse_errors([doc for _, doc in named_docs])
+    return errors
+
+
+def load_manifests(paths):
+    named = []
+    for path in paths:
+        with open(path, encoding="utf-8") as f:
+            for i, doc in enumerate(d for d in yaml.safe_load_all(f) if d):
+                named.append((f"{Path(path).name}[{i}]", doc))
+    return named
+
+
+def self_test(schemas):
+    """Each broken copy of the shipped manifests must be refused, naming what broke."""
+    good = load_manifests(MANIFESTS)
+
+    def broken(label, change, expect):
+        docs = copy.deepcopy(good)
+        change({d["kind"]: d for _, d in docs})
+        errors = validate(docs, schemas)
+        if not any(expect in e for e in errors):
+            return [f"self-test {label}: expected an error naming {expect!r}, got {errors}"]
+        print(f"refused as it should be: {label}: {next(e for e in errors if expect in e)}")
+        return []
+
+    failures = validate(good, schemas)
+    failures += broken(
+        "a misspelt field",
+        lambda d: d["Fleet"]["spec"]["template"]["spec"].update(helth={"disabled": False}),
+        "helth",
+    )
+    failures += broken(
+        "a list beyond the CRD's capacity limit",
+        lambda d: d["Fleet"]["spec"]["template"]["spec"]["lists"]["players"].update(capacity=5000),
+        "capacity",
+    )
+    failures += broken(
+        "a port protocol Agones does not know",
+        lambda d: d["Fleet"]["spec"]["template"]["spec"]["ports"][0].update(protocol="QUIC"),
+        "protocol",
+    )
+    failures += broken(
+        "an autoscaler without its fleet",
+        lambda d: d["FleetAutoscaler"]["spec"].pop("fleetName"),
+        "fleetName",
+    )
+    failures += broken(
+        "a wrong apiVersion",
+        lambda d: d["FleetAutoscaler"].update(apiVersion="agones.dev/v1"),
+        "no served Agones CRD",
+    )
+    failures += broken(
+        "a players list smaller than max_players",
+        lambda d: d["Fleet"]["spec"]["template"]["spec"]["lists"]["players"].update(capacity=8),
+        "max_players",
+    )
+    failures += broken(
+        "a health period shorter than two pings",
+        lambda d: d["Fleet"]["spec"]["template"]["spec"]["health"].update(periodSeconds=1),
+        "periodSeconds",
+    )
+    return failures
+
+
+def main(argv):
+    schemas = load_crds(HERE / "crds.yaml")
+    if argv[1:] == ["--self-test"]:
+        failures = self_test(schemas)
+        for line in failures:
+            print(line, file=sys.stderr)
+        print(f"agones manifests self-test: {'failed' if failures else 'passed'}")
+        return 1 if failures else 0
+    paths = [Path(p) for p in argv[1:]] or MANIFESTS
+    errors = validate(load_manifests(paths), schemas)
+    for line in errors:
+        print(line, file=sys.stderr)
+    names = ", ".join(p.name for p in paths)
+    print(f"agones manifests: {names}: {'invalid' if errors else 'valid'}")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
