@@ -138,6 +138,7 @@ fn a_disconnect_while_waiting_for_clients_does_not_wedge_the_transition() {
 fn a_disconnect_removes_the_player_and_its_pawn() {
     let mut h = Harness::booted();
     let (a, b) = (h.joined("a"), h.joined("b"));
+    assert_eq!(h.game.player_count(), 2);
     let pawn = h.possessed(b).unwrap();
     h.disconnect(b);
     assert_eq!(h.pawns_of("b"), 0);
