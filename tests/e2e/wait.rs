@@ -13,15 +13,14 @@ use gatehouse_tests::worlds::QUICK;
 use tokio_util::sync::CancellationToken;
 
 /// A free UDP port on loopback (bound, then released for the server to take).
-fn free_udp_addr() -> SocketAddr {
-    let socket = std::net::UdpSocket::bind("127.0.0.1:0").expect("a UDP socket");
-    socket.local_addr().expect("its address")
+fn free_udp_addr() -> std::io::Result<SocketAddr> {
+    std::net::UdpSocket::bind("127.0.0.1:0")?.local_addr()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_swarm_started_before_its_server_waits_for_it() {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let addr = free_udp_addr();
+    let addr = free_udp_addr().expect("a free UDP port");
     let cert = dir.path().join("dev-cert.der");
     // The wait starts first: no certificate, nobody listening.
     let waiting = tokio::spawn({
@@ -56,7 +55,7 @@ async fn a_swarm_started_before_its_server_waits_for_it() {
 #[tokio::test]
 async fn a_wait_for_a_server_that_never_comes_names_the_address() {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let addr = free_udp_addr();
+    let addr = free_udp_addr().expect("a free UDP port");
     let limit = Duration::from_millis(700);
     let err = within(
         Duration::from_secs(10),
