@@ -163,7 +163,27 @@ async fn metrics_parse_with_help_and_type_for_every_family() {
     let build = scrape.samples.iter().find(|s| s.metric == "gatehouse_build_info").unwrap();
     assert_eq!(build.labels.get("version"), Some(env!("CARGO_PKG_VERSION")));
     within(Duration::from_secs(20), "the swarm", swarm).await.unwrap().unwrap();
+    // Both clients left with `Leave`: each connection is counted once, whichever side's close
+    // came first (the count lands when the close does).
+    within(Duration::from_secs(10), "both closes counted", async {
+        loop {
+            let (_, text) = http(server.admin, "GET", "/metrics").await;
+            let closes = closes_total(&parse_metrics(&text).1);
+            assert!(closes <= 2.0, "a connection counted twice: {closes}\n{text}");
+            if closes == 2.0 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
     server.stop().await;
+}
+
+/// Every connection close counted, whatever its code and side.
+fn closes_total(scrape: &Scrape) -> f64 {
+    let closes = scrape.samples.iter().filter(|s| s.metric == "gatehouse_connection_closes_total");
+    closes.map(|s| if let Value::Counter(v) = s.value { v } else { 0.0 }).sum()
 }
 
 /// Issue 15 item 2: `/ready` is 503, naming the boot transition, until the boot transition

@@ -121,22 +121,37 @@ impl Listener {
     }
 }
 
-/// Counts a connection the client closed (or that timed out), once its task ended; one the
-/// server closed was counted as it closed it, and one still open is left to whoever closes it.
+/// Counts a connection the client closed (or that timed out) once its task ended; one the
+/// server closed was counted as it closed it. A connection still open when its task ends (the
+/// task saw the client's `Leave` or its finished stream, and the close is still on its way) is
+/// counted when it closes, by a task that waits for that: every connection is counted once.
 fn count_client_close(metrics: &NetMetrics, connection: &quinn::Connection) {
-    use quinn::ConnectionError;
     match connection.close_reason() {
-        None | Some(ConnectionError::LocallyClosed) => {}
-        Some(ConnectionError::ApplicationClosed(close)) => {
+        Some(reason) => count_reason(metrics, &reason),
+        None => {
+            let (metrics, connection) = (metrics.clone(), connection.clone());
+            tokio::spawn(async move {
+                let reason = connection.closed().await;
+                count_reason(&metrics, &reason);
+            });
+        }
+    }
+}
+
+/// Counts a close the client made, or a timeout; the server's own closes are counted by
+/// `close`.
+fn count_reason(metrics: &NetMetrics, reason: &quinn::ConnectionError) {
+    use quinn::ConnectionError;
+    match reason {
+        ConnectionError::LocallyClosed => {}
+        ConnectionError::ApplicationClosed(close) => {
             match gatehouse_protocol::CloseCode::from_code(close.error_code.into_inner()) {
                 Some(code) => metrics.count_close(code, CloseSide::Client),
                 None => metrics.count_close_named("other", CloseSide::Client),
             }
         }
-        Some(ConnectionError::TimedOut) => {
-            metrics.count_close_named("timed_out", CloseSide::Client)
-        }
-        Some(_) => metrics.count_close_named("other", CloseSide::Client),
+        ConnectionError::TimedOut => metrics.count_close_named("timed_out", CloseSide::Client),
+        _ => metrics.count_close_named("other", CloseSide::Client),
     }
 }
 
