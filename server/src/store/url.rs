@@ -179,7 +179,22 @@ pub fn redact(url: &str) -> String {
             }
             out.push_str(path);
         }
-        None => out.push_str(before_query),
+        // Not a URL we can read (`postgres:/user:pw@host`, `user:pw`): an embedded path is
+        // shown, anything else is masked from its first `:` up to its last `@` (or to the end),
+        // so a mistyped scheme never prints a password.
+        None if before_query.starts_with("sqlite:") => out.push_str(before_query),
+        None => match before_query.split_once(':') {
+            Some((head, rest)) => {
+                out.push_str(head);
+                out.push(':');
+                out.push_str(MASK);
+                if let Some((_, host)) = rest.rsplit_once('@') {
+                    out.push('@');
+                    out.push_str(host);
+                }
+            }
+            None => out.push_str(before_query),
+        },
     }
     if let Some(query) = query {
         out.push('?');
@@ -198,6 +213,24 @@ pub fn redact(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A mistyped scheme is no reason to print the password (review of issue 15 item 4).
+    #[test]
+    fn a_url_that_does_not_parse_never_shows_its_password() {
+        for url in [
+            "postgres:/alice:hunter2pass@localhost/db",
+            "postgres//alice:hunter2pass@localhost/db",
+            "alice:hunter2pass",
+            "postgres:alice:hunter2pass@h/db",
+        ] {
+            let shown = redact(url);
+            assert!(!shown.contains("hunter2pass"), "{url} -> {shown}");
+            let err = StoreUrl::parse(url).unwrap_err().to_string();
+            assert!(!err.contains("hunter2pass"), "{err}");
+        }
+        assert_eq!(redact("sqlite:saves.db"), "sqlite:saves.db");
+        assert_eq!(redact("postgres:/alice:pw@localhost/db"), "postgres:***@localhost/db");
+    }
 
     #[test]
     fn the_default_is_saves_db_in_the_data_dir() {
