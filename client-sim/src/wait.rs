@@ -21,7 +21,9 @@ pub const RETRY: Duration = Duration::from_millis(200);
 ///
 /// # Errors
 /// [`SimError::NoServer`] naming the address, the limit and the last reason, when nothing
-/// answered in time; [`SimError::Bind`] if no client socket can be bound.
+/// answered in time; [`SimError::Certificate`] at once when the server answers with a
+/// certificate `server_cert` does not verify; [`SimError::Bind`] if no client socket can be
+/// bound.
 pub async fn wait_for_server(
     server: SocketAddr,
     server_name: &str,
@@ -74,6 +76,16 @@ async fn try_once(
         Ok(Ok(connection)) => {
             connection.close(0u32.into(), b"waited");
             Ok(())
+        }
+        // The server answered, with a certificate this one does not verify: waiting longer
+        // cannot fix that (a certificate from another data dir, or another server).
+        Ok(Err(e)) if e.to_string().contains("invalid peer certificate") => {
+            Err(TryError::Fatal(SimError::Certificate {
+                path: server_cert.to_owned(),
+                why: format!(
+                    "the server at {server} presents a certificate it does not verify ({e})"
+                ),
+            }))
         }
         Ok(Err(e)) => Err(TryError::NotYet(format!("handshake failed: {e}"))),
         Err(_) => Err(TryError::NotYet("no handshake answer".into())),

@@ -67,3 +67,21 @@ async fn a_wait_for_a_server_that_never_comes_names_the_address() {
     assert!(matches!(err, SimError::NoServer { server, .. } if server == addr), "{err}");
     assert!(err.to_string().contains(&addr.to_string()), "{err}");
 }
+
+/// A server that answers with a certificate the client does not trust is an error at once, not
+/// a wait to the end: waiting cannot fix it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_with_another_certificate_fails_the_wait_at_once() {
+    let server = gatehouse_tests::TestServer::start(QUICK).await;
+    // Another server's development certificate: a certificate from another data dir.
+    let other = gatehouse_tests::TestServer::start(QUICK).await;
+    let cert = other.cert.clone();
+    let started = std::time::Instant::now();
+    let err = wait_for_server(server.addr, "localhost", &cert, Duration::from_secs(20))
+        .await
+        .expect_err("the certificate does not verify");
+    assert!(matches!(err, SimError::Certificate { .. }), "{err}");
+    assert!(started.elapsed() < Duration::from_secs(10), "it did not wait out the limit");
+    server.stop().await;
+    other.stop().await;
+}

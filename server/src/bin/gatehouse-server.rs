@@ -191,7 +191,7 @@ fn run(cli: &Cli, matches: &ArgMatches) -> anyhow::Result<()> {
     config.check_admin_exposure()?;
     install_tracing(config.log_format, "info");
     // The first line: what runs, on which config and world (issue 15 item 5).
-    tracing::info!(version = env!("CARGO_PKG_VERSION"), config = %cli.config.display(),
+    tracing::info!(version = %env!("CARGO_PKG_VERSION"), config = %cli.config.display(),
         world = %config.game.world.display(), "gatehouse-server starting");
     let world = WorldMap::load(&config.game.world)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()

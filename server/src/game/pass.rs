@@ -50,8 +50,8 @@ impl Game {
         if let Some(old) = superseded {
             self.counters.transitions_superseded += 1;
             let duration_ms = crate::fields::millis(now.saturating_duration_since(old.started));
-            tracing::info!(old = %old.id, new = %id, node = %target, phase = old.phase.name(),
-                outcome = "superseded", duration_ms,
+            tracing::info!(old = %old.id, new = %id, node = %target, phase = %old.phase.name(),
+                outcome = %"superseded", duration_ms,
                 "travel supersedes the transition in flight; the loading screen stays up");
         }
         let span = self.transition.span();
@@ -271,13 +271,13 @@ impl Game {
                 self.roster.players().filter(|p| !p.is_placed()).map(|p| p.id.clone()).collect();
             let names: Vec<&str> = unplaced.iter().map(PlayerId::as_str).collect();
             tracing::warn!(unplaced = %Joined(&names), pending_spawns = self.spawns.len(),
-                outcome = "settle_timeout", duration_ms,
+                outcome = %"settle_timeout", duration_ms,
                 "settle timeout with nothing loading: ending the transition with players unplaced");
             self.transition.record_unplaced(unplaced);
         } else {
             self.counters.transitions_completed += 1;
             tracing::info!(
-                outcome = "completed",
+                outcome = %"completed",
                 duration_ms,
                 players,
                 "every player placed; transition ended"
@@ -365,7 +365,7 @@ impl Game {
         );
         let recovery =
             self.transition.last_good().cloned().unwrap_or_else(|| self.world.start_node.clone());
-        tracing::warn!(%detail, recovery = %recovery, outcome = "failed",
+        tracing::warn!(%detail, recovery = %recovery, outcome = %"failed",
             duration_ms = crate::fields::millis(now.saturating_duration_since(t.started)),
             "transition failed at its hard maximum; travelling back to the last good node");
         self.broadcast(ServerMessage::TransitionFailed {

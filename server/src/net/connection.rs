@@ -133,7 +133,8 @@ pub(super) async fn serve_connection(
     let player = match checked {
         Ok(player) => player,
         Err(refusal) => {
-            tracing::info!(reason = %refusal.reason, detail = %refusal.detail, "hello refused");
+            tracing::info!(reason = %reject_reason_name(refusal.reason), detail = %refusal.detail,
+                "hello refused");
             ctx.metrics.count_login_refused(reject_reason_name(refusal.reason));
             let rejected =
                 ServerMessage::Rejected { reason: refusal.reason, detail: refusal.detail };

@@ -265,7 +265,7 @@ fn encode(message: &ServerMessage, max_frame_len: usize) -> Option<Bytes> {
         Ok(frame) => Some(Bytes::from(frame)),
         Err(e) => {
             // Our own message did not fit a frame: a bug, reported loudly, never a crash.
-            tracing::error!(error = %e, message = message.name(), "server message does not encode");
+            tracing::error!(error = %e, message = %message.name(), "server message does not encode");
             None
         }
     }
