@@ -199,9 +199,17 @@ fn run(cli: &Cli, matches: &ArgMatches) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async {
-        let server = Server::bind(&config, world).await?;
+        // Signals are handled from the start: a SIGTERM while the server still starts (under
+        // Agones, while it waits for the SDK sidecar) stops it cleanly, with exit code 0.
         let shutdown = CancellationToken::new();
         tokio::spawn(stop_on_signal(shutdown.clone()));
+        let server = tokio::select! {
+            bound = Server::bind(&config, world) => bound?,
+            () = shutdown.cancelled() => {
+                tracing::info!("shutdown requested while starting; stopped before serving");
+                return anyhow::Ok(());
+            }
+        };
         server.run(shutdown).await?;
         anyhow::Ok(())
     })
