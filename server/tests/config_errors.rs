@@ -91,3 +91,13 @@ fn agones_chosen_without_the_feature_is_refused_naming_the_flag_and_the_feature(
     assert!(err.contains("environment variable GATEHOUSE_ORCHESTRATOR"), "{err}");
     assert!(err.contains("none or agones") && err.contains("\"kubernetes\""), "{err}");
 }
+
+#[test]
+fn a_world_file_that_cannot_be_read_is_blamed_on_where_it_was_named() {
+    let err = refused(&shipped_config(), &["--world", "/nonexistent/world.toml"], &[]);
+    assert!(err.contains("invalid game.world from flag --world"), "{err}");
+    assert!(err.contains("expected a readable world file, found /nonexistent/world.toml"), "{err}");
+    let env = [("GATEHOUSE_WORLD", "/nonexistent/world.toml")];
+    let err = refused(&shipped_config(), &[], &env);
+    assert!(err.contains("from environment variable GATEHOUSE_WORLD"), "{err}");
+}

@@ -189,11 +189,20 @@ fn run(cli: &Cli, matches: &ArgMatches) -> anyhow::Result<()> {
     // Before anything binds: an endpoint other hosts can reach must not move players for
     // whoever asks.
     config.check_admin_exposure()?;
+    let world = WorldMap::load(&config.game.world).map_err(|e| match e {
+        // A world file that cannot be read is the value of `game.world` (a flag, a variable
+        // or a file line): blame that.
+        ConfigError::Read { path, source } => config.invalid(
+            "game.world",
+            "a readable world file",
+            format!("{}: {source}", path.display()),
+        ),
+        other => other,
+    })?;
     install_tracing(config.log_format, "info");
     // The first line: what runs, on which config and world (issue 15 item 5).
     tracing::info!(version = %env!("CARGO_PKG_VERSION"), config = %cli.config.display(),
         world = %config.game.world.display(), "gatehouse-server starting");
-    let world = WorldMap::load(&config.game.world)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

@@ -91,8 +91,12 @@ fn parse_toml<T: serde::de::DeserializeOwned>(path: &Path, text: &str) -> Result
     serde_path_to_error::deserialize(deserializer).map_err(|e| {
         let key = e.path().to_string();
         let line = e.inner().span().map(|span| source::line_of(text, span.start));
-        let (expected, found) = source::describe_serde(e.inner().message());
+        let (expected, mut found) = source::describe_serde(e.inner().message());
         let sources = Sources::of_file(path, text);
+        if found.is_empty() {
+            // A parser's own message says what is wrong, not what it read: the file does.
+            found = sources.written(&key).unwrap_or_default().to_owned();
+        }
         let origin = match line.or_else(|| sources.line(&key)) {
             Some(line) => ValueSource::File { path: path.to_owned(), line: Some(line) },
             None => sources.of(&key),

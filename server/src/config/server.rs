@@ -654,6 +654,18 @@ mod tests {
     }
 
     #[test]
+    fn a_value_its_parser_refuses_says_what_was_expected_and_found() {
+        let err = parse("[network]\nbind = \"xyz\"\n").unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "invalid network.bind from conf/server.toml:2: expected an address such as \
+             0.0.0.0:7777 or 127.0.0.1:0, found \"xyz\""
+        );
+        let err = parse("[network]\nmax_players = 99999999999999999999999\n").unwrap_err();
+        assert!(err.to_string().ends_with("found the number 99999999999999999999999"), "{err}");
+    }
+
+    #[test]
     fn a_value_refused_by_a_check_is_blamed_on_its_line_in_the_file() {
         let err = parse("[network]\n\nmax_players = 0\n").unwrap_err();
         assert_eq!(

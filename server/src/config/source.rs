@@ -52,26 +52,33 @@ impl fmt::Display for ValueSource {
     }
 }
 
-/// The source of every key of one config file, with the overrides applied after it.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+/// The source of every key of one config file, with the overrides applied after it. Its
+/// `Debug` shows no value (a config file holds keys and passwords).
+#[derive(Clone, Default, PartialEq, Eq)]
 pub struct Sources {
     file: PathBuf,
     /// The line of each key written in the file (tables and array items included).
     lines: BTreeMap<String, usize>,
     /// Keys set after the file was read: environment variables and flags.
     overrides: BTreeMap<String, ValueSource>,
+    /// The text of each scalar value written in the file, as written (for "found").
+    values: BTreeMap<String, String>,
 }
 
 impl Sources {
     /// The lines of every key in `text`, read from `path`. Text that does not parse gives no
     /// lines (the parse error reports itself).
     pub fn of_file(path: &Path, text: &str) -> Sources {
-        let mut lines = BTreeMap::new();
+        let mut found = Found { text, starts: line_starts(text), ..Found::default() };
         if let Ok(document) = toml::de::DeTable::parse(text) {
-            let starts = line_starts(text);
-            collect_lines(document.get_ref(), "", &starts, &mut lines);
+            collect_lines(document.get_ref(), "", &mut found);
         }
-        Sources { file: path.to_owned(), lines, overrides: BTreeMap::new() }
+        Sources {
+            file: path.to_owned(),
+            lines: found.lines,
+            overrides: BTreeMap::new(),
+            values: found.values,
+        }
     }
 
     /// The config file these sources are about.
@@ -99,6 +106,35 @@ impl Sources {
     pub fn line(&self, key: &str) -> Option<usize> {
         self.lines.get(key).copied()
     }
+
+    /// The value of `key` as the file writes it, if it is a scalar written there and not a
+    /// secret (a key, a token, a URL that may carry a password): those are never quoted back.
+    pub fn written(&self, key: &str) -> Option<&str> {
+        let secret = ["key", "token", "url", "password"].iter().any(|word| key.contains(word));
+        if secret {
+            return None;
+        }
+        self.values.get(key).map(String::as_str)
+    }
+}
+
+impl fmt::Debug for Sources {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sources")
+            .field("file", &self.file)
+            .field("keys", &self.lines.len())
+            .field("overrides", &self.overrides)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What a walk of the document collects.
+#[derive(Default)]
+struct Found<'t> {
+    text: &'t str,
+    starts: Vec<usize>,
+    lines: BTreeMap<String, usize>,
+    values: BTreeMap<String, String>,
 }
 
 /// Byte offsets at which each line starts.
@@ -111,19 +147,14 @@ pub(super) fn line_of(text: &str, offset: usize) -> usize {
     text.get(..offset).map_or(1, |before| before.matches('\n').count() + 1)
 }
 
-fn collect_lines(
-    table: &toml::de::DeTable<'_>,
-    prefix: &str,
-    starts: &[usize],
-    out: &mut BTreeMap<String, usize>,
-) {
+fn collect_lines(table: &toml::de::DeTable<'_>, prefix: &str, found: &mut Found<'_>) {
     for (key, value) in table {
         let name = if prefix.is_empty() {
             key.get_ref().to_string()
         } else {
             format!("{prefix}.{}", key.get_ref())
         };
-        collect_value(value, name, key.span().start, starts, out);
+        collect_value(value, name, key.span().start, found);
     }
 }
 
@@ -131,20 +162,23 @@ fn collect_value(
     value: &toml::Spanned<toml::de::DeValue<'_>>,
     name: String,
     at: usize,
-    starts: &[usize],
-    out: &mut BTreeMap<String, usize>,
+    found: &mut Found<'_>,
 ) {
-    let line = starts.partition_point(|&start| start <= at);
+    let line = found.starts.partition_point(|&start| start <= at);
     match value.get_ref() {
-        toml::de::DeValue::Table(table) => collect_lines(table, &name, starts, out),
+        toml::de::DeValue::Table(table) => collect_lines(table, &name, found),
         toml::de::DeValue::Array(items) => {
             for (i, item) in items.iter().enumerate() {
-                collect_value(item, format!("{name}[{i}]"), item.span().start, starts, out);
+                collect_value(item, format!("{name}[{i}]"), item.span().start, found);
             }
         }
-        _ => {}
+        _ => {
+            if let Some(raw) = found.text.get(value.span()) {
+                found.values.insert(name.clone(), raw.trim().to_owned());
+            }
+        }
     }
-    out.entry(name).or_insert(line);
+    found.lines.entry(name).or_insert(line);
 }
 
 /// Splits one of serde's messages into what was expected and what was found, in plain words:
@@ -177,6 +211,10 @@ pub(super) fn describe_serde(message: &str) -> (String, String) {
     if let Some(field) = message.strip_prefix("missing field ") {
         return (format!("the key {field}"), "nothing".to_owned());
     }
+    // Messages of std's parsers, as serde passes them on.
+    if message == "invalid socket address syntax" {
+        return ("an address such as 0.0.0.0:7777 or 127.0.0.1:0".to_owned(), String::new());
+    }
     (message.to_owned(), String::new())
 }
 
@@ -207,6 +245,8 @@ fn plain_found(found: &str) -> String {
         ("boolean ", ""),
     ] {
         if let Some(value) = found.strip_prefix(kind) {
+            // serde writes a number too large for 64 bits as "`N` as i128".
+            let value = value.trim_end_matches(" as i128").trim_end_matches(" as u128");
             let value = value.trim_matches('`');
             return format!("{plain}{value}");
         }
@@ -246,6 +286,17 @@ mod tests {
             sources.of("network.max_players").to_string(),
             "the default (not set in s.toml)"
         );
+    }
+
+    #[test]
+    fn secrets_are_never_quoted_back_nor_shown_in_debug() {
+        let text = "[auth]\ntoken_key = \"super-secret-1\"\n[store]\nurl = \"postgres://u:pw-2@h/db\"\n[network]\nbind = \"x\"\n";
+        let sources = Sources::of_file(Path::new("s.toml"), text);
+        assert_eq!(sources.written("auth.token_key"), None);
+        assert_eq!(sources.written("store.url"), None);
+        assert_eq!(sources.written("network.bind"), Some("\"x\""));
+        let debug = format!("{sources:?}");
+        assert!(!debug.contains("super-secret") && !debug.contains("pw-2"), "{debug}");
     }
 
     #[test]
