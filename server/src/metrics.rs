@@ -82,7 +82,7 @@ impl Metrics {
         let logins_refused = Family::<[(&'static str, &'static str); 1], Counter>::default();
         registry.register(
             "gatehouse_logins_refused",
-            "Logins refused, by reason: server_full (the player cap), or the Hello refused by the network side (unsupported_version, missing_token, malformed_token, bad_signature, expired, shutting_down, hello_expected).",
+            "Logins refused, by reason: server_full (the player cap), or the Hello refused by the network side (unsupported_version, missing_token, malformed_token, bad_signature, expired, shutting_down, hello_expected)",
             logins_refused.clone(),
         );
         let game = GameMetrics::register(&mut registry, logins_refused.clone());
@@ -92,7 +92,7 @@ impl Metrics {
         build.get_or_create(&[("version", env!("CARGO_PKG_VERSION"))]).set(1);
         registry.register(
             "gatehouse_build_info",
-            "The running gatehouse-server build: its version as a label, the value always 1.",
+            "The running gatehouse-server build: its version as a label, the value always 1",
             build,
         );
         let sample = Arc::new(Mutex::new(CoreSample::default()));
@@ -174,32 +174,32 @@ impl GameMetrics {
         drop(m.logins_refused.get_or_create(&[("reason", "server_full")]));
         registry.register(
             "gatehouse_transition_phase_duration_seconds",
-            "Time a transition spent in each phase (Freezing, Loading, WaitingForClients, Completing), seconds of the core's clock; a phase cut short by a supersede or failure counts up to then.",
+            "Time a transition spent in each phase (Freezing, Loading, WaitingForClients, Completing), seconds of the core's clock; a phase cut short by a supersede or failure counts up to then",
             m.phase.clone(),
         );
         registry.register(
             "gatehouse_transition_duration_seconds",
-            "Whole transitions, start to end, seconds of the core's clock, by outcome (completed, settle_timeout, superseded, failed).",
+            "Whole transitions, start to end, seconds of the core's clock, by outcome (completed, settle_timeout, superseded, failed)",
             m.transition.clone(),
         );
         registry.register(
             "gatehouse_client_ready_seconds",
-            "From a client's ShowTransition to its ready report, seconds of the core's clock.",
+            "From a client's ShowTransition to its ready report, seconds of the core's clock",
             m.client_ready.clone(),
         );
         registry.register(
             "gatehouse_spawn_queue_wait_seconds",
-            "From a spawn request's queueing to its pawn spawned or teleported, seconds of the core's clock.",
+            "From a spawn request's queueing to its pawn spawned or teleported, seconds of the core's clock",
             m.spawn_wait.clone(),
         );
         registry.register(
             "gatehouse_transitions_ended",
-            "Transitions ended, by outcome: completed (every player placed), settle_timeout (players left unplaced), superseded (by a newer travel), failed (the hard maximum).",
+            "Transitions ended, by outcome: completed (every player placed), settle_timeout (players left unplaced), superseded (by a newer travel), failed (the hard maximum)",
             m.transitions_ended.clone(),
         );
         registry.register(
             "gatehouse_spawn_refusals",
-            "Spawn attempts refused and kept queued, by cause: level_not_ready (the level-ready gate), no_spawn_point (no registered spawn point; retried).",
+            "Spawn attempts refused and kept queued, by cause: level_not_ready (the level-ready gate), no_spawn_point (no registered spawn point; retried)",
             m.spawn_refusals.clone(),
         );
         m
@@ -266,12 +266,12 @@ impl NetMetrics {
         }
         registry.register(
             "gatehouse_connection_closes",
-            "Connections closed, by close code (leave, shutting_down, rejected, protocol_violation, server_full, replaced, ready_timeout, slow_consumer, hello_timeout, abuse; timed_out or other for a client side without one of ours) and by the side that closed (server, client).",
+            "Connections closed, by close code (leave, shutting_down, rejected, protocol_violation, server_full, replaced, ready_timeout, slow_consumer, hello_timeout, abuse; timed_out or other for a client side without one of ours) and by the side that closed (server, client)",
             m.closes.clone(),
         );
         registry.register(
             "gatehouse_pending_connections",
-            "Connections accepted that have not logged in yet (each holds a pending slot).",
+            "Connections accepted that have not logged in yet (each holds a pending slot)",
             m.pending.clone(),
         );
         m
@@ -354,17 +354,17 @@ impl StoreMetrics {
         }
         registry.register(
             "gatehouse_store_save_seconds",
-            "Store write latency, seconds: one write transaction (a batch of player saves, or a session save), each attempt.",
+            "Store write latency, seconds: one write transaction (a batch of player saves, or a session save), each attempt",
             m.save.clone(),
         );
         registry.register(
             "gatehouse_store_load_seconds",
-            "Store read latency, seconds: one load of a player's or the session's save, each attempt.",
+            "Store read latency, seconds: one load of a player's or the session's save, each attempt",
             m.load.clone(),
         );
         registry.register(
             "gatehouse_saves",
-            "Saves finished (each player save of a batch counts), by outcome: ok (written at the first attempt), retried (written after a failed attempt), given_up (not written after every attempt, or refused), conflict (another writer saved first).",
+            "Saves finished (each player save of a batch counts), by outcome: ok (written at the first attempt), retried (written after a failed attempt), given_up (not written after every attempt, or refused), conflict (another writer saved first)",
             m.saves.clone(),
         );
         m

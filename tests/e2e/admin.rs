@@ -143,6 +143,7 @@ async fn metrics_parse_with_help_and_type_for_every_family() {
     for family in types.keys() {
         let help = scrape.docs.get(family).map(String::as_str).unwrap_or_default();
         assert!(!help.is_empty(), "{family} has no HELP:\n{text}");
+        assert!(!help.ends_with(".."), "{family}'s HELP ends in two stops: {help}");
     }
     let completed = counter(&scrape, "gatehouse_transitions_ended_total", ("outcome", "completed"));
     assert!(completed >= 2.0, "boot and travel completed: {completed}");

@@ -94,7 +94,7 @@ enum Command {
     /// wildcard address is asked on loopback) for PATH and print the answer's body. Exits 0 on
     /// `200`, 1 otherwise: a Docker HEALTHCHECK that needs no shell.
     Probe {
-        /// The read-only route to ask: /health, /state (JSON) or /metrics.
+        /// The read-only route to ask: /health, /ready, /state (JSON) or /metrics.
         #[arg(default_value = "/health", value_name = "PATH")]
         path: String,
         /// Give up after this many milliseconds (connecting and reading together), 1 to 600000.
