@@ -49,4 +49,10 @@ mod tests {
         assert_eq!(Joined(&["a", "b"]).to_string(), "a,b");
         assert_eq!(Joined::<&str>(&[]).to_string(), "none");
     }
+
+    #[test]
+    fn durations_log_as_whole_milliseconds() {
+        assert_eq!(millis(std::time::Duration::from_micros(1_500_900)), 1500);
+        assert_eq!(millis(std::time::Duration::MAX), u64::MAX);
+    }
 }
