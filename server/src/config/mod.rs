@@ -79,6 +79,15 @@ fn expected_found(expected: &str, found: &str) -> String {
     }
 }
 
+/// Reads a config file's text.
+///
+/// # Errors
+/// [`ConfigError::Read`] naming the file.
+fn read_text(path: &Path) -> Result<String, ConfigError> {
+    std::fs::read_to_string(path)
+        .map_err(|source| ConfigError::Read { path: path.to_owned(), source })
+}
+
 /// Deserialises TOML text that came from `path` (used for errors only). A value of the wrong
 /// type names its dotted key and line (`serde_path_to_error` tracks the key).
 fn parse_toml<T: serde::de::DeserializeOwned>(path: &Path, text: &str) -> Result<T, ConfigError> {

@@ -383,9 +383,7 @@ impl ServerConfig {
     /// # Errors
     /// [`ConfigError`] naming the file and key.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|source| ConfigError::Read { path: path.to_owned(), source })?;
-        Self::parse(path, &text)
+        Self::parse(path, &super::read_text(path)?)
     }
 
     /// Parses and checks config text as if read from `path`.
