@@ -402,8 +402,12 @@ declare_figures! {
         datagrams_sent: Sum, "datagrams sent", Any;
         /// UDP datagrams they received.
         datagrams_received: Sum, "datagrams received", Any;
-        /// Packets quinn declared lost.
+        /// Packets quinn declared lost (their frames are sent again: quinn's retransmissions).
         lost_packets: Sum, "packets lost", Any;
+        /// Bytes of those packets.
+        lost_bytes: Sum, "bytes lost", Any;
+        /// Times quinn's congestion controller cut its window for a loss.
+        congestion_events: Sum, "congestion events", Any;
     }
     /// What the client's QUIC connections carried, from quinn's own connection statistics (issue
     /// 11, "The load benchmark": bytes on the wire per client per transition).

@@ -12,6 +12,10 @@
 //! - [`report`]: what they saw, as text and JSON, from the [`figures`] every layer counts.
 //! - [`floor`]: the bare QUIC floor F(N) the load benchmark measures the product against (the
 //!   `gatehouse-floor` binary); it uses nothing else of the crate.
+//! - [`conditioner`]: a seeded network conditioner (loss, lag, jitter, reordering, duplication,
+//!   a bandwidth cap) as a UDP relay between clients and the server, in process in front of
+//!   the swarm (`gatehouse-sim --impair`) or alone (`gatehouse-sim proxy`); it uses nothing
+//!   else of the crate.
 //!
 //! The layers, bottom to top; each module imports only from the lines above it (seed 000,
 //! "System boundary": the domain knows neither the registry nor the router):
@@ -37,6 +41,7 @@
 pub mod adapters;
 pub mod checks;
 pub mod client;
+pub mod conditioner;
 pub mod domain;
 pub mod figures;
 pub mod floor;

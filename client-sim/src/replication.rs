@@ -132,7 +132,8 @@ pub(crate) fn apply(router: &Router<ClientCore>, core: &mut ClientCore, message:
         | ServerMessage::Error { .. }
         | ServerMessage::ShowJoin { .. }
         | ServerMessage::EndJoin { .. }
-        | ServerMessage::TransitionFailed { .. } => {}
+        | ServerMessage::TransitionFailed { .. }
+        | ServerMessage::Closing { .. } => {}
     }
 }
 

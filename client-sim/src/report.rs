@@ -12,6 +12,7 @@ use std::fmt;
 
 use serde::Serialize;
 
+use crate::conditioner::proxy::ProxyStats;
 use crate::figures::{
     Check, EndedBeforeGate, Figure, GateStats, RouteCounts, RouterFigures, SessionStats,
     TimingSummary, Timings, WireFigures, gate_figures, session_figures,
@@ -106,6 +107,11 @@ session_figures! {
         pub timings: TimingsSection,
         /// What all clients' connections carried.
         pub wire: WireFigures,
+        /// What the network conditioner between the clients and the server did to their
+        /// datagrams (issue 13 item 1), beside `wire`'s losses as quinn saw them; absent without
+        /// one.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        pub network: Option<ProxyStats>,
         /// The lifecycle gates over the full clients (seed 000's runtime expectations).
         pub gates: GatesSection,
         /// What the full clients' routers carried (seed 002: every notification went through
@@ -278,6 +284,9 @@ impl SwarmReport {
             self.gates.every_generation_accounted,
             "not every pawn generation is accounted for".into(),
         );
+        // The conditioner's own drops are a fault of the tool, not an impairment asked for.
+        let relay_dropped = self.network.map_or(0, |n| n.relay_dropped);
+        expect(relay_dropped == 0, format!("the conditioner's relay dropped {relay_dropped}"));
         out
     }
 }
@@ -325,6 +334,11 @@ impl fmt::Display for SwarmReport {
             writeln!(f, "  {label:<w$} {timing}")?;
         }
         writeln!(f, "  wire: {}", inline(self.wire.figures()))?;
+        if let Some(network) = &self.network {
+            for line in network.to_string().lines() {
+                writeln!(f, "  {line}")?;
+            }
+        }
         writeln!(f, "  {:<w$} {}", "errors", self.errors)?;
         for e in &self.error_samples {
             writeln!(f, "    {e}")?;

@@ -129,6 +129,8 @@ pub struct ClientSession {
     checks: SessionChecks,
     outputs: VecDeque<ClientMessage>,
     stats: SessionStats,
+    /// The close code and reason the server announced in `Closing`, if it did.
+    closing: Option<(u32, String)>,
 }
 
 impl ClientSession {
@@ -163,6 +165,7 @@ impl ClientSession {
             checks: SessionChecks::default(),
             outputs: VecDeque::new(),
             stats: SessionStats::default(),
+            closing: None,
         }
     }
 
@@ -260,6 +263,7 @@ impl ClientSession {
             }
             // The replicated world lives in the client's domain, applied above; errors, kits
             // and placements are the checks'.
+            ServerMessage::Closing { code, reason } => self.closing = Some((code, reason)),
             ServerMessage::Rejected { .. }
             | ServerMessage::PlayerStateUpdated(_)
             | ServerMessage::PlayerLeft { .. }
@@ -388,6 +392,12 @@ impl ClientSession {
     /// The player id the server welcomed this client as.
     pub fn player(&self) -> Option<&PlayerId> {
         self.player.as_ref()
+    }
+
+    /// The close code and reason the server announced before closing (`Closing`, issue 13
+    /// item 3), if it did: known even when a lossy path drops the CONNECTION_CLOSE.
+    pub fn closing(&self) -> Option<(u32, &str)> {
+        self.closing.as_ref().map(|(code, reason)| (*code, reason.as_str()))
     }
 
     /// Placed: has a pawn whose possession it acknowledged, and no loading screen up.

@@ -42,6 +42,7 @@ use quinn::crypto::rustls::QuicClientConfig;
 use tokio::time::Instant;
 
 use crate::SimError;
+use crate::conditioner::proxy::ProxyHandle;
 use crate::figures::{MarkKind, SessionStats, WireFigures};
 use crate::report::{ClientOutcome, SwarmReport};
 use crate::session::{ClientSession, SessionConfig};
@@ -110,6 +111,11 @@ pub struct SwarmConfig {
     pub connect_rate: Option<f64>,
     /// Live counts for a progress display, updated as the run goes; `None`: not kept.
     pub progress: Option<Arc<Progress>>,
+    /// A network conditioner between the clients and the server (issue 13 item 1): the clients
+    /// dial its address instead of `server`, each from a UDP socket of its own registered under
+    /// the client's index, so a client's drops depend on the seed and its index alone.
+    /// `None`: straight to the server.
+    pub conditioner: Option<ProxyHandle>,
 }
 
 /// Live counts of a running swarm, for a progress line (issue 11, "Progress"): updated by the
@@ -403,15 +409,29 @@ async fn run_clients(
     quic: Arc<DriverRuntime>,
 ) -> Result<Vec<ClientOutcome>, SimError> {
     let client_config = client_config(&config.server_cert)?;
-    let endpoints = (0..config.clients.div_ceil(CLIENTS_PER_ENDPOINT).max(1))
+    // Behind a conditioner every client has a socket (a flow) of its own.
+    let per_endpoint = if config.conditioner.is_some() { 1 } else { CLIENTS_PER_ENDPOINT };
+    let endpoints = (0..config.clients.div_ceil(per_endpoint).max(1))
         .map(|_| bind_client_endpoint(config.server, quic.clone()))
         .collect::<Result<Vec<_>, _>>()?;
+    if let Some(conditioner) = &config.conditioner {
+        for (i, endpoint) in endpoints.iter().enumerate() {
+            let port = endpoint
+                .local_addr()
+                .map_err(|source| SimError::Bind { addr: conditioner.addr(), source })?;
+            conditioner.register(port.port(), (config.first_index + i) as u64);
+        }
+    }
+    let mut config = config;
+    if let Some(conditioner) = &config.conditioner {
+        config.server = conditioner.addr();
+    }
     let start = Instant::now();
     let until = start + config.duration;
     let mut tasks = tokio::task::JoinSet::new();
     for i in 0..config.clients {
         let index = config.first_index + i;
-        let endpoint = endpoints[i / CLIENTS_PER_ENDPOINT].clone();
+        let endpoint = endpoints[i / per_endpoint].clone();
         let client_config = client_config.clone();
         let mut config = config.clone();
         config.session.full = is_full_client(i, config.clients, config.full_clients);
@@ -683,10 +703,20 @@ async fn run_life(
     life.placed = session.is_placed();
     life.own_pawns = session.player().map_or(0, |me| session.pawns_owned_by(me));
     if closed_by_server {
-        // Let the close frame arrive before reading why.
-        let _ = tokio::time::timeout(LEAVE_TIMEOUT, connection.closed()).await;
-        let why = describe_close(&connection);
-        match is_recoverable(&connection) {
+        // Why: from the `Closing` the server sent last on the stream, or else from the close
+        // frame, given time to arrive.
+        let (why, recoverable) = match session.closing() {
+            Some((code, reason)) => {
+                let number = u64::from(code);
+                let code = CloseCode::from_code(number).ok_or(number);
+                (describe_code(code, reason), code == Ok(CloseCode::ShuttingDown))
+            }
+            None => {
+                let _ = tokio::time::timeout(LEAVE_TIMEOUT, connection.closed()).await;
+                (describe_close(&connection), is_recoverable(&connection))
+            }
+        };
+        match recoverable {
             true => life.lost = Some(why),
             false => life.errors.push(why),
         }
@@ -715,6 +745,8 @@ fn wire_figures(stats: &quinn::ConnectionStats) -> WireFigures {
         datagrams_sent: stats.udp_tx.datagrams,
         datagrams_received: stats.udp_rx.datagrams,
         lost_packets: stats.path.lost_packets,
+        lost_bytes: stats.path.lost_bytes,
+        congestion_events: stats.path.congestion_events,
     }
 }
 
@@ -746,15 +778,19 @@ fn is_recoverable(connection: &quinn::Connection) -> bool {
     }
 }
 
+/// "closed by the server (ReadyTimeout): client ready timeout": a code of ours by name, an
+/// unknown one by number.
+fn describe_code(code: Result<CloseCode, u64>, reason: &str) -> String {
+    let code = code.map_or_else(|n| n.to_string(), |c| format!("{c:?}"));
+    format!("closed by the server ({code}): {reason}")
+}
+
 fn describe_close(connection: &quinn::Connection) -> String {
     match connection.close_reason() {
         Some(quinn::ConnectionError::ApplicationClosed(close)) => {
-            let code = CloseCode::from_code(close.error_code.into_inner());
-            format!(
-                "closed by the server ({}): {}",
-                code.map_or_else(|| close.error_code.to_string(), |c| format!("{c:?}")),
-                String::from_utf8_lossy(&close.reason)
-            )
+            let number = close.error_code.into_inner();
+            let code = CloseCode::from_code(number).ok_or(number);
+            describe_code(code, &String::from_utf8_lossy(&close.reason))
         }
         Some(other) => format!("connection lost: {other}"),
         None => "stream ended while the connection stayed open".into(),

@@ -35,7 +35,11 @@ pub use messages::{
 ///
 /// Version 3 (incompatible with 2): `PawnTeleported` (index 8) became `PawnsTeleported`, every
 /// pawn one spawn pass moves to a node in one message (issue 12 item 2).
-pub const PROTOCOL_VERSION: u32 = 3;
+///
+/// Version 4: the server sends `Closing` (index 20), the close code and reason, last on the
+/// stream before it closes a connection (issue 13 item 3); a version-3 client would fail to
+/// decode it.
+pub const PROTOCOL_VERSION: u32 = 4;
 
 /// Most pawns in one `PawnsTeleported`: 512 ids (4 KiB) fit the smallest frame limit a server
 /// accepts (8 KiB); more moved at once come in several messages.

@@ -192,6 +192,16 @@ pub enum ServerMessage {
         /// A human-readable explanation (the phase it was stuck in, what was loading).
         detail: String,
     },
+    /// The server is closing this connection, with the application close code and reason its
+    /// CONNECTION_CLOSE will carry (issue 13 item 3). It comes last on this stream, which is
+    /// delivered reliably, because a lossy path can drop the CONNECTION_CLOSE itself, and a
+    /// client that missed it would otherwise learn of the close only at its idle timeout.
+    Closing {
+        /// The application close code (`CloseCode`, docs/protocol.md §6).
+        code: u32,
+        /// The reason text of the CONNECTION_CLOSE.
+        reason: String,
+    },
 }
 
 /// Why a transition failed.
@@ -304,6 +314,7 @@ impl ServerMessage {
             ServerMessage::ShowJoin { .. } => "ShowJoin",
             ServerMessage::EndJoin { .. } => "EndJoin",
             ServerMessage::TransitionFailed { .. } => "TransitionFailed",
+            ServerMessage::Closing { .. } => "Closing",
         }
     }
 }

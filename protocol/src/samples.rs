@@ -81,6 +81,7 @@ pub fn server_messages() -> Vec<ServerMessage> {
             reason: TransitionFailure::TimedOut,
             detail: "stuck in Completing".into(),
         },
+        ServerMessage::Closing { code: 6, reason: "client ready timeout".into() },
     ];
     for reason in [
         RejectReason::UnsupportedVersion,
@@ -146,8 +147,9 @@ pub fn server_variant(message: &ServerMessage) -> usize {
         ServerMessage::ShowJoin { .. } => 17,
         ServerMessage::EndJoin { .. } => 18,
         ServerMessage::TransitionFailed { .. } => 19,
+        ServerMessage::Closing { .. } => 20,
     }
 }
 
 /// Number of [`ServerMessage`] variants.
-pub const SERVER_VARIANTS: usize = 20;
+pub const SERVER_VARIANTS: usize = 21;

@@ -3,6 +3,7 @@
 
 mod admin;
 mod hostile;
+mod network;
 mod scale;
 mod session;
 mod soak;

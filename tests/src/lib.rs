@@ -144,6 +144,7 @@ pub fn swarm_config(
         full_clients: clients,
         connect_rate: None,
         progress: None,
+        conditioner: None,
     }
 }
 

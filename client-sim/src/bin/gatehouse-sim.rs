@@ -3,13 +3,16 @@
 #![forbid(unsafe_code)]
 
 use std::io::Write as _;
-use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
+use gatehouse_client_sim::conditioner::cli::{
+    ImpairArgs, ProxyArgs, resolve, run_proxy, start_in_process,
+};
+use gatehouse_client_sim::conditioner::proxy::Proxy;
 use gatehouse_client_sim::figures::Micros;
 use gatehouse_client_sim::report::{ClientOutcome, SwarmReport};
 use gatehouse_client_sim::session::SessionConfig;
@@ -23,9 +26,14 @@ use gatehouse_protocol::token::{DEV_TOKEN_KEY, TokenKey};
 /// Each client connects over QUIC, logs in with a development token (player id sim-NNNN, stable
 /// per client index), follows the server's transitions (streams the named levels, reports
 /// ready, acknowledges possession) and at the end reports what it saw.
+///
+/// `gatehouse-sim proxy` runs the network conditioner alone (see `gatehouse-sim proxy --help`).
 #[derive(Debug, Parser)]
-#[command(version, about, long_about = None)]
+#[command(version, about, long_about = None, args_conflicts_with_subcommands = true)]
 struct Cli {
+    /// A tool instead of a run of clients.
+    #[command(subcommand)]
+    command: Option<Command>,
     /// Server UDP address, HOST:PORT (a name is resolved once at start).
     #[arg(long, default_value = "127.0.0.1:7777", value_name = "HOST:PORT")]
     server: String,
@@ -107,6 +115,17 @@ struct Cli {
     /// otherwise (`auto`), or none.
     #[arg(long, value_enum, default_value = "auto", value_name = "WHEN")]
     progress: ProgressMode,
+    /// A network conditioner between the clients and the server, in process.
+    #[command(flatten)]
+    impair: ImpairArgs,
+}
+
+/// The tools beside the swarm.
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// A seeded network conditioner alone: a UDP relay to put between any QUIC client and the
+    /// server (loss, lag, jitter, reordering, duplication, a bandwidth cap, per direction).
+    Proxy(ProxyArgs),
 }
 
 /// When to show progress.
@@ -171,6 +190,14 @@ fn run() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+    if let Some(Command::Proxy(args)) = cli.command {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")?;
+        runtime.block_on(run_proxy(args))?;
+        return Ok(());
+    }
     check_flags(&cli)?;
     let server_file = match &cli.config {
         Some(path) => read_server_file(path, true)?,
@@ -211,7 +238,10 @@ fn run() -> anyhow::Result<()> {
         full_clients: cli.full_clients,
         connect_rate: cli.connect_rate,
         progress: (cli.progress == ProgressMode::Auto).then(|| Arc::new(Progress::default())),
+        conditioner: None,
     };
+    let conditions = cli.impair.conditions();
+    let impair_seed = cli.impair.impair_seed.unwrap_or(cli.seed);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -220,21 +250,33 @@ fn run() -> anyhow::Result<()> {
     let clients = config.clients as u64;
     let progress = config.progress.clone();
     let wait = cli.wait;
-    let outcomes = runtime.block_on(async move {
+    let (outcomes, network) = runtime.block_on(async move {
+        let mut config = config;
         if let Some(limit) = wait {
             let (server, name) = (config.server, config.server_name.clone());
             let waited = wait_for_server(server, &name, &config.server_cert, limit).await?;
             eprintln!("server at {server} answered after {:.1} s", waited.as_secs_f64());
         }
+        // The conditioner lives as long as the run; the swarm dials it.
+        let proxy = match conditions {
+            Some(conditions) => Some(
+                start_in_process(config.server, conditions, impair_seed)
+                    .await
+                    .context("cannot start the network conditioner")?,
+            ),
+            None => None,
+        };
+        config.conditioner = proxy.as_ref().map(Proxy::handle);
         let display = progress.map(|p| tokio::spawn(show_progress(p, clients)));
         let outcomes = run_swarm_outcomes(config).await;
         if let Some(display) = display {
             display.abort();
         }
-        outcomes
+        anyhow::Ok((outcomes?, proxy.map(|p| p.handle().stats())))
     })?;
     let run_us = u64::try_from(started.elapsed().as_micros()).unwrap_or(u64::MAX);
-    let report = SwarmReport::from_outcomes(&outcomes);
+    let mut report = SwarmReport::from_outcomes(&outcomes);
+    report.network = network;
     // A reader that stopped reading (`| head`) is not an error.
     match write!(std::io::stdout(), "{report}") {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
@@ -335,16 +377,6 @@ fn draw_timeline(
     timeline::svg::render(path, &picked, run_us, shown_to_ended.histogram())
         .map_err(|e| anyhow::anyhow!("--timeline: {e}"))?;
     Ok(())
-}
-
-/// Resolves `HOST:PORT` to its first address.
-fn resolve(server: &str) -> anyhow::Result<SocketAddr> {
-    use std::net::ToSocketAddrs as _;
-    server
-        .to_socket_addrs()
-        .with_context(|| format!("--server {server:?}: expected HOST:PORT"))?
-        .next()
-        .with_context(|| format!("--server {server:?} resolves to no address"))
 }
 
 /// The server config read when `--config` is not given.

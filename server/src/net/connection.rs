@@ -346,18 +346,31 @@ fn batch(first: Bytes, queue: &mut SendQueueRx) -> (Bytes, Option<CloseCode>) {
     (joined.freeze(), close_with)
 }
 
-/// Finishes the stream, waits (bounded) until the peer has the data, then closes.
+/// Writes `Closing` with the code, finishes the stream, waits (bounded) until the peer has the
+/// data, then closes. The stream is delivered reliably where the CONNECTION_CLOSE is not: on a
+/// lossy path the client learns the code within the flush, not at its idle timeout (issue 13
+/// item 3).
 async fn finish_and_close(
     metrics: &NetMetrics,
     connection: &quinn::Connection,
     send: &mut quinn::SendStream,
     code: CloseCode,
 ) {
-    if send.finish().is_ok() {
-        let _ = tokio::time::timeout(CLOSE_FLUSH, send.stopped()).await;
-    }
+    let closing = ServerMessage::Closing { code: code.code(), reason: code.reason().to_owned() };
+    // Bounded as a whole: a client that stopped reading leaves no room for the last frame.
+    let _ = tokio::time::timeout(CLOSE_FLUSH, async {
+        if let Ok(frame) = gatehouse_protocol::encode_frame(&closing, CLOSING_FRAME_LEN) {
+            send.write_all(&frame).await.ok()?;
+        }
+        send.finish().ok()?;
+        send.stopped().await.ok()
+    })
+    .await;
     close(metrics, connection, code, code.reason());
 }
+
+/// Bound on the `Closing` frame's body, bytes: a code and a short reason.
+const CLOSING_FRAME_LEN: usize = 1024;
 
 /// Closes a connection with one of our codes and a reason (truncated to fit a packet), and
 /// counts it in `gatehouse_connection_closes_total` unless it was already closed (by either
