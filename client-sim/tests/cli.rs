@@ -142,3 +142,68 @@ fn flags_that_cannot_hold_are_refused_before_the_run() {
     assert!(!out.status.success());
     assert!(stderr.contains("--config /nonexistent/server.toml"), "{stderr}");
 }
+
+/// Issue 13 item 1: a bad impairment spec is refused before the run, naming the flag, the knob
+/// and why.
+#[test]
+fn a_bad_impairment_names_the_flag_and_the_knob() {
+    let run = |args: &[&str]| Command::new(SIM).args(args).output().unwrap();
+    for (args, expected) in [
+        (["--impair", "loss=150%"], "loss=150%: a share must be within 0% and 100%"),
+        (["--impair-down", "lag=10ms,jitter=50ms"], "jitter 50ms is above lag 10ms"),
+        (["--impair-up", "drop=5%"], "unknown knob \"drop\""),
+    ] {
+        let out = run(&args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(stderr.contains(args[0]) && stderr.contains(expected), "{args:?}: {stderr}");
+    }
+}
+
+/// Issue 13 item 1: `gatehouse-sim proxy` alone between clients and a real server. A swarm
+/// pointed at the proxy instead of the server is placed through it, and the proxy reports what
+/// it did: every client a flow, the datagrams it dropped at 10 % loss each way.
+#[test]
+fn the_proxy_alone_relays_clients_to_the_server_and_reports_what_it_did() {
+    let dir = tempfile::tempdir().unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let server = runtime.block_on(TestServer::start(worlds::QUICK));
+    let listen = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let report_path = dir.path().join("proxy.json");
+    let mut proxy = Command::new(SIM)
+        .args(["proxy", "--listen", &listen.to_string(), "--server", &server.addr.to_string()])
+        .args(["--impair", "loss=10%,lag=5ms", "--impair-seed", "3", "--duration", "12s"])
+        .arg("--report-json")
+        .arg(&report_path)
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The proxy says where it listens once it is bound.
+    let mut stderr = std::io::BufReader::new(proxy.stderr.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut stderr, &mut first).unwrap();
+    assert!(first.contains(&format!("proxy on {listen}")), "{first}");
+    let mut swarm = gatehouse_tests::swarm_config(
+        listen,
+        server.cert.clone(),
+        4,
+        std::time::Duration::from_secs(5),
+    );
+    swarm.settle_grace = std::time::Duration::from_secs(5);
+    let report = runtime.block_on(gatehouse_client_sim::swarm::run_swarm(swarm)).unwrap();
+    assert!(report.problems().is_empty(), "{:?}\n{report}", report.problems());
+    let out = proxy.wait_with_output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("network conditioner: 1 flows"), "{text}");
+    let stats: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
+    // The swarm shares one socket among its clients when it has no conditioner of its own.
+    assert_eq!(stats["flows"], 1, "{stats}");
+    for way in ["up", "down"] {
+        assert!(stats[way]["dropped"].as_u64().unwrap() > 0, "{way}: {stats}");
+        assert!(stats[way]["released"].as_u64().unwrap() > 0, "{way}: {stats}");
+    }
+    runtime.block_on(server.stop());
+}
