@@ -11,6 +11,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use bytes::Bytes;
 use serde::Serialize;
@@ -27,6 +28,10 @@ const FLOW_QUEUE: usize = 4096;
 const MAX_DATAGRAM: usize = 65_535;
 /// Socket buffers asked for every relay socket, bytes: the relay must not add losses of its own.
 const SOCKET_BUFFER: usize = 4 << 20;
+
+/// A flow with no datagram either way for this long ends (its socket closed); the client's
+/// next datagram starts a new one.
+const FLOW_IDLE: Duration = Duration::from_secs(60);
 
 /// Keys of flows not registered start here, so they never meet a client index.
 const UNREGISTERED_KEYS: u64 = 1 << 32;
@@ -78,12 +83,16 @@ struct Shared {
     seed: u64,
     conditions: Conditions,
     server: SocketAddr,
+    /// How long a flow may be silent both ways before it ends.
+    flow_idle: Duration,
     /// Keys registered per client port.
     registered: Mutex<HashMap<u16, u64>>,
     /// Flow keys whose traffic is cut both ways.
     cut: Mutex<BTreeSet<u64>>,
-    /// Per flow key: its links' counts, as of its last event.
+    /// Per live flow key: its links' counts, as of its last event.
     flows: Mutex<BTreeMap<u64, (LinkStats, LinkStats)>>,
+    /// The counts of flows that ended (idle), and how many there were.
+    ended: Mutex<(u64, LinkStats, LinkStats)>,
     relay_dropped: Mutex<u64>,
 }
 
@@ -131,10 +140,12 @@ impl ProxyHandle {
     /// What the proxy has done so far.
     pub fn stats(&self) -> ProxyStats {
         let flows = lock(&self.shared.flows);
+        let (ended, ended_up, ended_down) = *lock(&self.shared.ended);
         let mut out = ProxyStats {
-            flows: flows.len() as u64,
+            flows: flows.len() as u64 + ended,
+            up: ended_up,
+            down: ended_down,
             relay_dropped: *lock(&self.shared.relay_dropped),
-            ..ProxyStats::default()
         };
         for (up, down) in flows.values() {
             out.up.absorb(up);
@@ -167,6 +178,16 @@ impl Proxy {
         conditions: Conditions,
         seed: u64,
     ) -> std::io::Result<Proxy> {
+        Proxy::start_with_idle(listen, server, conditions, seed, FLOW_IDLE).await
+    }
+
+    async fn start_with_idle(
+        listen: SocketAddr,
+        server: SocketAddr,
+        conditions: Conditions,
+        seed: u64,
+        flow_idle: Duration,
+    ) -> std::io::Result<Proxy> {
         let front = Arc::new(bind(listen)?);
         let handle = ProxyHandle {
             addr: front.local_addr()?,
@@ -174,9 +195,11 @@ impl Proxy {
                 seed,
                 conditions,
                 server,
+                flow_idle,
                 registered: Mutex::new(HashMap::new()),
                 cut: Mutex::new(BTreeSet::new()),
                 flows: Mutex::new(BTreeMap::new()),
+                ended: Mutex::new((0, LinkStats::default(), LinkStats::default())),
                 relay_dropped: Mutex::new(0),
             }),
         };
@@ -288,11 +311,13 @@ async fn flow(
         tracing::warn!(error = %e, server = %shared.server, "proxy cannot reach the server");
         return;
     }
+    let mut idle_at = Instant::now() + shared.flow_idle;
     loop {
         let next = [up.poll_timeout(), down.poll_timeout()].into_iter().flatten().min();
         tokio::select! {
+            () = tokio::time::sleep_until(idle_at), if next.is_none() => break,
             got = from_client.recv() => {
-                let Some(datagram) = got else { return };
+                let Some(datagram) = got else { break };
                 let cut = lock(&shared.cut).contains(&key);
                 up.set_cut(cut);
                 up.offer(Instant::now().into_std(), datagram);
@@ -308,6 +333,7 @@ async fn flow(
             },
             () = sleep_until(next) => {}
         }
+        idle_at = Instant::now() + shared.flow_idle;
         let now = Instant::now().into_std();
         while let Some(datagram) = up.poll_release(now) {
             if back.send(&datagram).await.is_err() {
@@ -321,6 +347,12 @@ async fn flow(
         }
         lock(&shared.flows).insert(key, (up.stats(), down.stats()));
     }
+    // Its counts move to the ended flows' (a later flow may reuse the key).
+    lock(&shared.flows).remove(&key);
+    let mut ended = lock(&shared.ended);
+    ended.0 += 1;
+    ended.1.absorb(&up.stats());
+    ended.2.absorb(&down.stats());
 }
 
 /// Sleeps until `at`, or forever without one.
@@ -414,6 +446,23 @@ mod tests {
         assert_eq!(echo(&a, proxy.handle().addr(), b"a").await.as_deref(), Some(&b"a"[..]));
         assert_eq!(echo(&b, proxy.handle().addr(), b"b").await.as_deref(), Some(&b"b"[..]));
         assert_eq!(proxy.handle().stats().flows, 2);
+    }
+
+    #[tokio::test]
+    async fn a_silent_flow_ends_and_the_client_starts_a_new_one_keeping_the_counts() {
+        let (server, _echo) = echo_server().await;
+        let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        let idle = Duration::from_millis(200);
+        let proxy =
+            Proxy::start_with_idle(loopback, server, Conditions::default(), 1, idle).await.unwrap();
+        let handle = proxy.handle();
+        let c = client().await;
+        assert!(echo(&c, handle.addr(), b"1").await.is_some());
+        tokio::time::sleep(idle * 3).await;
+        assert!(lock(&handle.shared.flows).is_empty(), "the silent flow ended");
+        assert!(echo(&c, handle.addr(), b"2").await.is_some(), "a new flow relays");
+        let stats = handle.stats();
+        assert_eq!((stats.flows, stats.up.released, stats.down.released), (2, 2, 2));
     }
 
     #[test]
