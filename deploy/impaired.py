@@ -7,10 +7,15 @@ in either run.
     deploy/impaired.py CLEAN_DIR IMPAIRED_DIR
 """
 import json
+import os
 import sys
 
+# The benchmark's helpers: one `dig` for both tables.
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from load import dig  # noqa: E402
 
-def load(run_dir):
+
+def load_run(run_dir):
     with open(f"{run_dir}/report.json") as f:
         report = json.load(f)
     try:
@@ -21,21 +26,13 @@ def load(run_dir):
     return report, state
 
 
-def dig(obj, *keys):
-    for key in keys:
-        if not isinstance(obj, dict) or key not in obj:
-            return None
-        obj = obj[key]
-    return obj
-
-
 def ms(us):
     return "-" if us is None else f"{us / 1000:.1f}"
 
 
 def main():
-    clean, clean_state = load(sys.argv[1])
-    impaired, impaired_state = load(sys.argv[2])
+    clean, clean_state = load_run(sys.argv[1])
+    impaired, impaired_state = load_run(sys.argv[2])
     rows = []
     for phase in ["connect_to_welcome", "shown_to_ready_sent", "ready_to_possessed",
                   "possessed_to_ended", "shown_to_ended"]:
