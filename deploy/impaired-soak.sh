@@ -22,8 +22,6 @@ clients=${CLIENTS:-32}
 duration=${DURATION:-2m}
 impair=${IMPAIR:-loss=5%,lag=100ms,jitter=20ms,reorder=1%,dup=1%}
 seed=${SEED:-1}
-port=${PORT:-7792}
-admin_port=${ADMIN_PORT:-7793}
 
 if [ -z "${BIN_DIR:-}" ]; then
     cargo build --release -q -p gatehouse-server -p gatehouse-client-sim
@@ -40,19 +38,32 @@ trap cleanup EXIT
 run() {
     local name=$1 spec=$2
     mkdir -p "$dir/$name"
-    "$bin/gatehouse-server" --bind "127.0.0.1:$port" --admin-bind "127.0.0.1:$admin_port" \
+    # Ephemeral ports, read back from the server's log lines.
+    "$bin/gatehouse-server" --bind 127.0.0.1:0 --admin-bind 127.0.0.1:0 \
         --data-dir "$dir/$name" --world config/soak-world.toml --log-format json \
         2>"$dir/$name/server.log" &
     server_pid=$!
-    local status=0
+    local status=0 quic= admin=
+    for _ in $(seq 100); do
+        quic=$(python3 deploy/load.py addr "$dir/$name/server.log" listening 2>/dev/null || true)
+        admin=$(python3 deploy/load.py addr "$dir/$name/server.log" "admin endpoint listening" \
+            2>/dev/null || true)
+        [ -n "$quic" ] && [ -n "$admin" ] && break
+        sleep 0.1
+    done
+    if [ -z "$quic" ] || [ -z "$admin" ]; then
+        echo "the server did not start:"
+        tail -n 5 "$dir/$name/server.log"
+        return 1
+    fi
     echo "== $name run: $clients clients, $duration, impairment $spec, seed $seed"
-    "$bin/gatehouse-sim" --server "127.0.0.1:$port" --server-cert "$dir/$name/dev-cert.der" \
+    "$bin/gatehouse-sim" --server "$quic" --server-cert "$dir/$name/dev-cert.der" \
         --wait 30s --scenario soak --clients "$clients" --duration "$duration" --seed "$seed" \
         --impair "$spec" --progress never --report-json "$dir/$name/report.json" --check \
         >"$dir/$name/report.txt" 2>"$dir/$name/sim.log" || status=$?
-    "$bin/gatehouse-server" probe /state --admin-bind "127.0.0.1:$admin_port" \
+    "$bin/gatehouse-server" probe /state --admin-bind "$admin" \
         >"$dir/$name/state.json" 2>/dev/null || true
-    kill -TERM "$server_pid"
+    kill -TERM "$server_pid" 2>/dev/null || true
     wait "$server_pid" || true
     server_pid=
     if [ "$status" != 0 ]; then
