@@ -98,19 +98,9 @@ impl Link {
         self.cut = cut;
     }
 
-    /// Replaces the impairment from now on (held datagrams keep their release instants).
-    pub fn set_impairment(&mut self, impairment: Impairment) {
-        self.impairment = impairment;
-    }
-
     /// What the link has done so far.
     pub fn stats(&self) -> LinkStats {
         self.stats
-    }
-
-    /// Datagrams held, waiting for their release instant.
-    pub fn held(&self) -> usize {
-        self.held.len()
     }
 
     /// Offers one datagram at `now`: it is dropped, or held until its release instant (which
