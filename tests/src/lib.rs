@@ -98,6 +98,7 @@ impl TestServer {
                 seed: 7,
                 restart_after_death: None,
                 full: true,
+                misbehaviour: None,
             },
             ..swarm_config(self.addr, self.cert.clone(), clients, duration)
         }
@@ -144,6 +145,8 @@ pub fn swarm_config(
         full_clients: clients,
         connect_rate: None,
         progress: None,
+        misbehaving: 0,
+        misbehaviours: gatehouse_client_sim::misbehaviour::Misbehaviour::ALL.to_vec(),
     }
 }
 
