@@ -19,9 +19,9 @@ use serde::Serialize;
 #[serde(rename_all = "kebab-case")]
 #[non_exhaustive]
 pub enum Misbehaviour {
-    /// Sends `RestartRequest` every [`RESTART_SPAM_EVERY`] while alive, far above the refusal
-    /// rate limit: answered `RestartRejected`, then `RateLimited`, then closed with
-    /// [`CloseCode::Abuse`].
+    /// Sends `RestartRequest` every [`RESTART_SPAM_EVERY`] from its `Welcome` on, dead or
+    /// alive, far above the refusal rate limit: while alive each is refused (`RestartRejected`,
+    /// then `RateLimited`), and it is closed with [`CloseCode::Abuse`].
     RestartSpam,
     /// Does its duties, and beside each one sends a wrong id: a ready report for the previous
     /// (stale) transition and one for a transition never started, an acknowledgement of another
@@ -45,8 +45,8 @@ pub enum Misbehaviour {
     Silent,
 }
 
-/// How often a [`Misbehaviour::RestartSpam`] client sends `RestartRequest`: 50 per second, ten
-/// times the refusals the server answers in its 10 s window in one second.
+/// How often a [`Misbehaviour::RestartSpam`] client sends `RestartRequest`: 50 per second. The
+/// server answers 5 refusals per 10 s and closes at 50, so it is closed within about a second.
 pub const RESTART_SPAM_EVERY: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// A transport misbehaviour ([`Misbehaviour::GarbageFrame`], [`Misbehaviour::OversizedFrame`],
