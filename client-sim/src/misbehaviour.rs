@@ -12,11 +12,9 @@
 use std::fmt;
 
 use gatehouse_protocol::CloseCode;
-use serde::Serialize;
 
 /// One way a client misbehaves.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "kebab-case")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[non_exhaustive]
 pub enum Misbehaviour {
     /// Sends `RestartRequest` every [`RESTART_SPAM_EVERY`] from its `Welcome` on, dead or
