@@ -18,7 +18,7 @@
 //! and the live checks what they saw and every violation, the session its transport), so this
 //! module imports nothing from the crate; it observes and decides nothing.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use gatehouse_protocol::TransitionId;
@@ -583,6 +583,8 @@ session_figures! {
         pub marks: Vec<(Instant, MarkKind)>,
         /// Server-reported errors and client-detected protocol violations.
         pub errors: Vec<String>,
+        /// The server's `Error` messages by code name (`UnknownPawn`, `RateLimited`, …).
+        pub server_errors: BTreeMap<String, u64>,
         /// What its connections carried.
         pub wire: WireFigures,
         [figures]
@@ -602,6 +604,9 @@ impl SessionStats {
         self.screens.extend(other.screens);
         self.marks.extend(other.marks);
         self.errors.extend(other.errors);
+        for (code, n) in other.server_errors {
+            *self.server_errors.entry(code).or_default() += n;
+        }
         self.gates.absorb(other.gates);
     }
 

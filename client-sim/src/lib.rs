@@ -10,6 +10,8 @@
 //!   contract.
 //! - [`swarm`]: the async shell running many sessions over real QUIC.
 //! - [`report`]: what they saw, as text and JSON, from the [`figures`] every layer counts.
+//! - [`misbehaviour`]: which clients of a swarm misbehave and how (issue 13 item 4); the session
+//!   and the swarm carry the kinds out, the report keeps those clients apart.
 //! - [`floor`]: the bare QUIC floor F(N) the load benchmark measures the product against (the
 //!   `gatehouse-floor` binary); it uses nothing else of the crate.
 //! - [`conditioner`]: a seeded network conditioner (loss, lag, jitter, reordering, duplication,
@@ -22,7 +24,7 @@
 //!
 //! | layer | modules | imports |
 //! |---|---|---|
-//! | foundation | [`ids`], [`figures`] | nothing of the crate |
+//! | foundation | [`ids`], [`figures`], [`misbehaviour`] | nothing of the crate |
 //! | domain | [`domain`], [`notifications`] | `ids` |
 //! | adapters | [`adapters`] (with the shared [`adapters::ClientState`] and the outbox) | domain, notifications, ids, figures |
 //! | gates | [`gates`] (with the outbox pump) | adapters, domain, ids |
@@ -47,6 +49,7 @@ pub mod figures;
 pub mod floor;
 pub mod gates;
 pub mod ids;
+pub mod misbehaviour;
 pub mod notifications;
 mod replication;
 pub mod report;

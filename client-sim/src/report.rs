@@ -10,7 +10,12 @@
 
 use std::fmt;
 
+use gatehouse_protocol::CloseCode;
 use serde::Serialize;
+
+mod misbehaving;
+
+pub use misbehaving::{KindSection, MisbehavingSection};
 
 use crate::conditioner::proxy::ProxyStats;
 use crate::figures::{
@@ -36,6 +41,11 @@ pub struct ClientOutcome {
     pub stats: SessionStats,
     /// Connection-level errors (refused, closed by the server, unreachable).
     pub errors: Vec<String>,
+    /// How it misbehaved, if it did (issue 13 item 4): its figures then go to the report's
+    /// `misbehaving` section only.
+    pub misbehaviour: Option<crate::misbehaviour::Misbehaviour>,
+    /// The close code of ours the server last closed one of its connections with, if any.
+    pub server_close: Option<CloseCode>,
 }
 
 /// Min, median, p99 and max of a set of durations, in ms.
@@ -85,7 +95,7 @@ session_figures! {
     /// The whole run's report: the session figures summed over every client, and the run's own.
     #[derive(Debug, Clone, Default, Serialize)]
     pub struct SwarmReport {
-        /// Clients started.
+        /// Well-behaved clients started: every figure of the report but `misbehaving` is theirs.
         pub clients: usize,
         /// Of them, thin clients: protocol duties and the session checks only.
         pub thin_clients: usize,
@@ -119,6 +129,8 @@ session_figures! {
         pub router: RouterFigures,
         /// Every gate wait still pending when a session ended, with what blocks it.
         pub pending_waits: Vec<String>,
+        /// What the misbehaving clients got (issue 13 item 4), apart from every figure above.
+        pub misbehaving: MisbehavingSection,
     }
 }
 
@@ -219,11 +231,14 @@ impl GatesSection {
 const ERROR_SAMPLES: usize = 20;
 
 impl SwarmReport {
-    /// Sums client outcomes: every client's stats combined figure by figure, its errors,
-    /// violations and pending waits labelled with its index.
-    pub fn from_outcomes(outcomes: &[ClientOutcome]) -> Self {
+    /// Sums client outcomes: every well-behaved client's stats combined figure by figure, its
+    /// errors, violations and pending waits labelled with its index; the misbehaving clients'
+    /// outcomes go to the `misbehaving` section only.
+    pub fn from_outcomes(all: &[ClientOutcome]) -> Self {
+        let outcomes: Vec<&ClientOutcome> =
+            all.iter().filter(|o| o.misbehaviour.is_none()).collect();
         let mut totals = SessionStats::default();
-        for o in outcomes {
+        for o in &outcomes {
             let label = |what: &String| format!("client {}: {what}", o.index);
             let mut stats = o.stats.clone();
             stats.errors = o.errors.iter().chain(&o.stats.errors).map(label).collect();
@@ -246,15 +261,18 @@ impl SwarmReport {
             gates: GatesSection::of(&totals.gates),
             router: totals.gates.router,
             pending_waits: totals.gates.pending_waits.clone(),
+            misbehaving: MisbehavingSection::of(all),
             ..SwarmReport::default()
         };
         report.set_figure_values(totals.figure_values());
         report
     }
 
-    /// What `gatehouse-sim --check` refuses, described (empty: the report is clean): a client
-    /// not connected or not placed at the end, any error, a death without its respawn, a figure
-    /// declared [`Check::Zero`] above 0, a pawn generation not accounted for.
+    /// What `gatehouse-sim --check` refuses, described (empty: the report is clean): a
+    /// well-behaved client not connected or not placed at the end, any error, a death without
+    /// its respawn, a figure declared [`Check::Zero`] above 0, a pawn generation not accounted
+    /// for; a misbehaving client that ended otherwise than the protocol answers its kind, or saw
+    /// an invariant broken.
     pub fn problems(&self) -> Vec<String> {
         let mut out = Vec::new();
         let mut expect = |ok: bool, what: String| {
@@ -287,6 +305,7 @@ impl SwarmReport {
         // The conditioner's own drops are a fault of the tool, not an impairment asked for.
         let relay_dropped = self.network.map_or(0, |n| n.relay_dropped);
         expect(relay_dropped == 0, format!("the conditioner's relay dropped {relay_dropped}"));
+        out.extend(self.misbehaving.problems());
         out
     }
 }
@@ -319,7 +338,14 @@ impl fmt::Display for SwarmReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "gatehouse-sim report")?;
         let (thin, full) = (self.thin_clients, self.full_clients);
-        writeln!(f, "  {} clients: {thin} thin, {full} full", self.clients)?;
+        match self.misbehaving.clients {
+            0 => writeln!(f, "  {} clients: {thin} thin, {full} full", self.clients)?,
+            bad => writeln!(
+                f,
+                "  {} well-behaved clients: {thin} thin, {full} full; {bad} misbehaving (below)",
+                self.clients
+            )?,
+        }
         writeln!(f, "  session figures and timings: every client, thin and full")?;
         let top = ["clients connected", "clients placed", "transitions completed", "errors"];
         let phases = self.timings.phases();
@@ -374,6 +400,9 @@ impl fmt::Display for SwarmReport {
         writeln!(f, "  pending gate waits at end {}", self.pending_waits.len())?;
         for wait in &self.pending_waits {
             writeln!(f, "    {wait}")?;
+        }
+        if self.misbehaving.clients > 0 {
+            write!(f, "{}", self.misbehaving)?;
         }
         Ok(())
     }
@@ -445,6 +474,10 @@ gates.violation_samples array
 gates.widget_controller_and_team_ready_opened number
 gates.worlds_created number
 longest_loading_screen_ms number
+misbehaving.clients number
+misbehaving.invariant_violations number
+misbehaving.unexpected_ends number
+misbehaving.unexpected_samples array
 pending_waits array
 relaunches number
 respawns number
@@ -515,6 +548,8 @@ wire.lost_packets number
             own_pawns: 1,
             stats,
             errors: vec![],
+            misbehaviour: None,
+            server_close: None,
         }
     }
 
@@ -542,7 +577,7 @@ wire.lost_packets number
         let mut found = Vec::new();
         keys(&serde_json::to_value(&report).unwrap(), "", &mut found);
         let expected: Vec<&str> = JSON_KEYS.lines().collect();
-        assert_eq!(expected.len(), 103);
+        assert_eq!(expected.len(), 107);
         for key in &expected {
             assert!(found.iter().any(|f| f == key), "{key} missing from {found:#?}");
         }

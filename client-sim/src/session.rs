@@ -32,6 +32,7 @@ use rand::{RngExt as _, SeedableRng as _};
 use crate::checks::session::{Expected, SessionChecks};
 use crate::client::{Client, ClientConfig};
 use crate::figures::{MarkKind, ScreenKind, ScreenTimes, SessionStats};
+use crate::misbehaviour::{Misbehaviour, RESTART_SPAM_EVERY, TRANSPORT_MISBEHAVIOUR_AFTER};
 
 /// How a simulated client behaves.
 #[derive(Debug, Clone)]
@@ -46,6 +47,10 @@ pub struct SessionConfig {
     /// a thin one only its protocol duties and the session checks, which need no lifecycle
     /// (issue 11, "Thin and full clients").
     pub full: bool,
+    /// How this client misbehaves, if it does (issue 13 item 4); `None`: it follows the protocol.
+    /// The session carries out the kinds that are wrong messages; for the others it says when
+    /// they are due ([`ClientSession::take_transport_misbehaviour`]).
+    pub misbehaviour: Option<Misbehaviour>,
 }
 
 impl Default for SessionConfig {
@@ -55,6 +60,7 @@ impl Default for SessionConfig {
             seed: 0,
             restart_after_death: None,
             full: true,
+            misbehaviour: None,
         }
     }
 }
@@ -127,6 +133,15 @@ pub struct ClientSession {
     respawning: bool,
     /// The live checks of what the server promises this session.
     checks: SessionChecks,
+    /// The newest pawn seen spawned for another player (a wrong id for a stale-ids client).
+    foreign_pawn: Option<PawnId>,
+    /// The previous transition shown (a stale id for a stale-ids client).
+    previous_transition: Option<TransitionId>,
+    /// A restart-spam client's next `RestartRequest`.
+    spam_at: Option<Instant>,
+    /// When a transport misbehaviour is due if the client is not placed before; `None` before
+    /// `Welcome` and once it was taken.
+    transport_due_at: Option<Instant>,
     outputs: VecDeque<ClientMessage>,
     stats: SessionStats,
     /// The close code and reason the server announced in `Closing`, if it did.
@@ -163,6 +178,10 @@ impl ClientSession {
             restart_at: None,
             respawning: false,
             checks: SessionChecks::default(),
+            foreign_pawn: None,
+            previous_transition: None,
+            spam_at: None,
+            transport_due_at: None,
             outputs: VecDeque::new(),
             stats: SessionStats::default(),
             closing: None,
@@ -197,6 +216,13 @@ impl ClientSession {
             ServerMessage::Welcome { player_id, current_node } => {
                 self.player = Some(player_id);
                 self.current_node = current_node;
+                match self.config.misbehaviour {
+                    Some(Misbehaviour::RestartSpam) => self.spam_at = Some(now),
+                    Some(kind) if kind.is_transport() => {
+                        self.transport_due_at = Some(now + TRANSPORT_MISBEHAVIOUR_AFTER);
+                    }
+                    _ => {}
+                }
             }
             ServerMessage::FreezeCharacters { transition_id } => {
                 self.frozen = true;
@@ -204,6 +230,7 @@ impl ClientSession {
             }
             ServerMessage::ShowTransition { transition_id, target_node, levels } => {
                 if self.see_transition(now, transition_id) {
+                    self.send_wrong_transition_ids(transition_id);
                     // A newer destination: the client travels (the world for it loads now).
                     if let Some(client) = &mut self.client {
                         client.travel(now, transition_id, target_node.clone());
@@ -237,6 +264,10 @@ impl ClientSession {
                     }
                     self.stats.joins += 1;
                     self.streamed = None;
+                    if self.config.misbehaviour == Some(Misbehaviour::StaleIds) {
+                        let unknown = JoinId(join_id.0.saturating_add(1000));
+                        self.outputs.push_back(ClientMessage::JoinReady { join_id: unknown });
+                    }
                     let raised_at = self.join.as_ref().map_or(now, |j| j.raised_at);
                     self.join = Some(JoinScreen {
                         id: join_id,
@@ -264,10 +295,14 @@ impl ClientSession {
             // The replicated world lives in the client's domain, applied above; errors, kits
             // and placements are the checks'.
             ServerMessage::Closing { code, reason } => self.closing = Some((code, reason)),
+            ServerMessage::PawnSpawned(view) => {
+                if self.player.as_ref().is_some_and(|me| *me != view.owner) {
+                    self.foreign_pawn = Some(view.pawn_id);
+                }
+            }
             ServerMessage::Rejected { .. }
             | ServerMessage::PlayerStateUpdated(_)
             | ServerMessage::PlayerLeft { .. }
-            | ServerMessage::PawnSpawned(_)
             | ServerMessage::PawnDied { .. }
             | ServerMessage::HealthChanged { .. }
             | ServerMessage::KitsGranted { .. }
@@ -290,6 +325,18 @@ impl ClientSession {
                 }
                 self.note_possessed(now);
                 self.own_pawn = Some(pawn_id);
+                match self.config.misbehaviour {
+                    Some(Misbehaviour::NeverAcknowledge) => return,
+                    Some(Misbehaviour::StaleIds) => {
+                        // Another player's pawn, and one never issued, before its own.
+                        let never_issued = PawnId(pawn_id.0.saturating_add(1 << 40));
+                        for wrong in self.foreign_pawn.into_iter().chain([never_issued]) {
+                            let message = ClientMessage::PossessionAcknowledged { pawn_id: wrong };
+                            self.outputs.push_back(message);
+                        }
+                    }
+                    _ => {}
+                }
                 // AcknowledgePossession: the camera and input are bound to this pawn now.
                 self.acknowledged = Some(pawn_id);
                 self.outputs.push_back(ClientMessage::PossessionAcknowledged { pawn_id });
@@ -337,6 +384,11 @@ impl ClientSession {
             && client.poll_timeout().is_some_and(|at| at <= now)
         {
             client.handle_timeout(now);
+        }
+        if let Some(at) = self.spam_at.filter(|at| *at <= now) {
+            // Far above the refusal rate limit; a missed beat is not made up.
+            self.spam_at = Some((at + RESTART_SPAM_EVERY).max(now));
+            self.outputs.push_back(ClientMessage::RestartRequest);
         }
         if self.restart_at.is_some_and(|at| at <= now) {
             self.restart_at = None;
@@ -386,7 +438,25 @@ impl ClientSession {
         let streaming = self.screen.as_ref().filter(|s| !s.reported).and_then(|s| s.ready_at);
         let join = self.join.as_ref().filter(|j| !j.reported).map(|j| j.ready_at);
         let client = self.client.as_ref().and_then(Client::poll_timeout);
-        [streaming, join, self.restart_at, client].into_iter().flatten().min()
+        let misbehaviour = [self.spam_at, self.transport_due_at];
+        [streaming, join, self.restart_at, client].into_iter().chain(misbehaviour).flatten().min()
+    }
+
+    /// A transport misbehaviour (garbage or oversized frame, going silent) that is due at `now`:
+    /// once the client is placed, or [`TRANSPORT_MISBEHAVIOUR_AFTER`] after `Welcome`. Returned
+    /// once; the swarm carries it out on the connection.
+    pub fn take_transport_misbehaviour(&mut self, now: Instant) -> Option<Misbehaviour> {
+        let due = self.transport_due_at?;
+        if !(self.is_placed() || due <= now) {
+            return None;
+        }
+        self.transport_due_at = None;
+        self.config.misbehaviour
+    }
+
+    /// How this session misbehaves, if it does.
+    pub fn misbehaviour(&self) -> Option<Misbehaviour> {
+        self.config.misbehaviour
     }
 
     /// The player id the server welcomed this client as.
@@ -527,6 +597,19 @@ impl ClientSession {
         let (lo, hi) = self.config.stream_time;
         let (lo, hi) = (ms(lo), ms(hi).max(ms(lo)));
         Duration::from_millis(self.rng.random_range(lo..=hi))
+    }
+
+    /// A stale-ids client, shown a newer transition `id`: reports ready for the previous one
+    /// (stale) and for one never started (unknown), before its own report.
+    fn send_wrong_transition_ids(&mut self, id: TransitionId) {
+        let previous = self.previous_transition.replace(id).filter(|p| *p != id);
+        if self.config.misbehaviour != Some(Misbehaviour::StaleIds) {
+            return;
+        }
+        let unknown = TransitionId(id.0.saturating_add(1000));
+        for wrong in previous.into_iter().chain([unknown]) {
+            self.outputs.push_back(ClientMessage::TransitionReady { transition_id: wrong });
+        }
     }
 
     /// Records a transition id seen in Freeze or Show; false if it is older than the screen's.
@@ -1141,5 +1224,102 @@ mod tests {
             errors.iter().any(|e| e.contains("UnknownPawn") && e.contains("no such pawn")),
             "{errors:?}"
         );
+    }
+
+    fn misbehaving(kind: Misbehaviour) -> ClientSession {
+        let config = SessionConfig { full: false, misbehaviour: Some(kind), ..Default::default() };
+        ClientSession::new(config)
+    }
+
+    fn drain(s: &mut ClientSession) -> Vec<ClientMessage> {
+        std::iter::from_fn(|| s.poll_output()).collect()
+    }
+
+    /// Issue 13 item 4: a restart-spam client sends `RestartRequest` from its `Welcome` on, every
+    /// 20 ms, alive as it is, and says when the next one is due.
+    #[test]
+    fn a_restart_spammer_requests_restarts_every_twenty_ms_while_alive() {
+        let t0 = Instant::now();
+        let mut s = misbehaving(Misbehaviour::RestartSpam);
+        assert_eq!(s.poll_timeout(), None, "nothing before Welcome");
+        let me = PlayerId::new("me").unwrap();
+        s.handle(t0, ServerMessage::Welcome { player_id: me, current_node: None });
+        assert_eq!(s.poll_timeout(), Some(t0));
+        s.handle_timeout(t0);
+        assert_eq!(s.poll_timeout(), Some(t0 + RESTART_SPAM_EVERY));
+        s.handle_timeout(t0 + RESTART_SPAM_EVERY);
+        assert_eq!(drain(&mut s), [ClientMessage::RestartRequest, ClientMessage::RestartRequest]);
+    }
+
+    /// Issue 13 item 4: a stale-ids client reports ready for the previous transition and for
+    /// one never started, acknowledges another player's pawn and one never issued before its
+    /// own, and reports a join never started; its own duties still follow.
+    #[test]
+    fn a_stale_ids_client_sends_wrong_ids_beside_its_duties() {
+        let t0 = Instant::now();
+        let mut s = misbehaving(Misbehaviour::StaleIds);
+        let (me, you) = (PlayerId::new("me").unwrap(), PlayerId::new("you").unwrap());
+        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: None });
+        s.handle(t0, join(4, "harbor", 0));
+        assert_eq!(drain(&mut s), [ClientMessage::JoinReady { join_id: JoinId(1004) }]);
+        s.handle(t0, show(1));
+        let ready = |id| ClientMessage::TransitionReady { transition_id: TransitionId(id) };
+        assert_eq!(drain(&mut s), [ready(1001)], "no transition before the first");
+        s.handle(t0, show(2));
+        assert_eq!(drain(&mut s), [ready(1), ready(1002)]);
+        s.handle_timeout(t0 + Duration::from_secs(1));
+        assert_eq!(drain(&mut s), [ready(2)], "its own report");
+        s.handle(t0, own_pawn(7, &you, "harbor"));
+        s.handle(t0, own_pawn(8, &me, "harbor"));
+        s.handle(t0, ServerMessage::Possessed { pawn_id: PawnId(8) });
+        let ack = |id| ClientMessage::PossessionAcknowledged { pawn_id: PawnId(id) };
+        assert_eq!(drain(&mut s), [ack(7), ack(8 + (1 << 40)), ack(8)]);
+    }
+
+    /// Issue 13 item 4: a client that never acknowledges sends nothing for its possession and is
+    /// never placed.
+    #[test]
+    fn a_never_acknowledging_client_sends_no_acknowledgement() {
+        let t0 = Instant::now();
+        let mut s = misbehaving(Misbehaviour::NeverAcknowledge);
+        let me = PlayerId::new("me").unwrap();
+        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: None });
+        s.handle(t0, own_pawn(3, &me, "harbor"));
+        s.handle(t0, ServerMessage::Possessed { pawn_id: PawnId(3) });
+        assert_eq!(drain(&mut s), []);
+        assert!(!s.is_placed());
+    }
+
+    /// Issue 13 item 4: a transport misbehaviour is due once the client is placed, or 3 s after
+    /// `Welcome`, and is handed out once; a well-behaved client never has one.
+    #[test]
+    fn a_transport_misbehaviour_is_due_once_placed_or_after_three_seconds() {
+        let t0 = Instant::now();
+        let me = PlayerId::new("me").unwrap();
+        let harbor = Some(NodeId::new("harbor").unwrap());
+        let welcome = ServerMessage::Welcome { player_id: me.clone(), current_node: harbor };
+        let mut s = misbehaving(Misbehaviour::GarbageFrame);
+        assert_eq!(s.take_transport_misbehaviour(t0), None, "nothing before Welcome");
+        s.handle(t0, welcome.clone());
+        assert_eq!(s.take_transport_misbehaviour(t0), None);
+        s.handle(t0, join(1, "harbor", 0));
+        s.handle_timeout(t0 + Duration::from_secs(1));
+        s.handle(t0, own_pawn(1, &me, "harbor"));
+        s.handle(t0, ServerMessage::Possessed { pawn_id: PawnId(1) });
+        s.handle(t0, ServerMessage::EndJoin { join_id: JoinId(1) });
+        assert!(s.is_placed());
+        assert_eq!(s.take_transport_misbehaviour(t0), Some(Misbehaviour::GarbageFrame));
+        assert_eq!(s.take_transport_misbehaviour(t0), None, "once");
+
+        let mut s = misbehaving(Misbehaviour::Silent);
+        s.handle(t0, welcome.clone());
+        assert_eq!(s.poll_timeout(), Some(t0 + TRANSPORT_MISBEHAVIOUR_AFTER));
+        assert_eq!(s.take_transport_misbehaviour(t0 + Duration::from_secs(2)), None);
+        let due = t0 + TRANSPORT_MISBEHAVIOUR_AFTER;
+        assert_eq!(s.take_transport_misbehaviour(due), Some(Misbehaviour::Silent));
+
+        let mut well = thin();
+        well.handle(t0, welcome);
+        assert_eq!(well.take_transport_misbehaviour(t0 + Duration::from_secs(60)), None);
     }
 }

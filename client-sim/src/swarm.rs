@@ -44,6 +44,7 @@ use tokio::time::Instant;
 use crate::SimError;
 use crate::conditioner::proxy::ProxyHandle;
 use crate::figures::{MarkKind, SessionStats, WireFigures};
+use crate::misbehaviour::{Misbehaviour, misbehaviour_of};
 use crate::report::{ClientOutcome, SwarmReport};
 use crate::session::{ClientSession, SessionConfig};
 use rand::rngs::SmallRng;
@@ -116,6 +117,12 @@ pub struct SwarmConfig {
     /// the client's index, so a client's drops depend on the seed and its index alone.
     /// `None`: straight to the server.
     pub conditioner: Option<ProxyHandle>,
+    /// How many of the clients misbehave (issue 13 item 4), spread over the indices from the
+    /// last one (see [`misbehaviour_of`]); a misbehaving client is always thin. 0: none.
+    pub misbehaving: usize,
+    /// The kinds the misbehaving clients are given, in turn; empty: none misbehaves.
+    /// `session.misbehaviour` is ignored: this and `misbehaving` decide.
+    pub misbehaviours: Vec<Misbehaviour>,
 }
 
 /// Live counts of a running swarm, for a progress line (issue 11, "Progress"): updated by the
@@ -434,7 +441,11 @@ async fn run_clients(
         let endpoint = endpoints[i / per_endpoint].clone();
         let client_config = client_config.clone();
         let mut config = config.clone();
-        config.session.full = is_full_client(i, config.clients, config.full_clients);
+        config.session.misbehaviour =
+            misbehaviour_of(i, config.clients, config.misbehaving, &config.misbehaviours);
+        // A misbehaving client's lifecycle is not judged: it runs thin.
+        config.session.full = is_full_client(i, config.clients, config.full_clients)
+            && config.session.misbehaviour.is_none();
         let dial_at = config.connect_rate.filter(|rate| *rate > 0.0).map_or(start, |rate| {
             start + Duration::from_secs_f64(i as f64 / rate).min(config.duration)
         });
@@ -475,6 +486,8 @@ pub async fn run_client(
         own_pawns: 0,
         stats: Default::default(),
         errors: Vec::new(),
+        misbehaviour: config.session.misbehaviour,
+        server_close: None,
     };
     let seed = config.session.seed ^ (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
     let mut rng = SmallRng::seed_from_u64(seed);
@@ -501,6 +514,7 @@ pub async fn run_client(
             run_life(endpoint, client_config.clone(), config, index, session_config, end, dead)
                 .await;
         dead = life_outcome.ended_dead;
+        outcome.server_close = life_outcome.server_close.or(outcome.server_close);
         // Once welcomed, a client keeps trying while the server is unreachable (restarting, or
         // the network cut) until the run ends.
         if life_outcome.unreachable && outcome.connected {
@@ -581,6 +595,8 @@ struct Life {
     unreachable: bool,
     /// The connection was lost in a way a game client recovers from (see [`is_recoverable`]).
     lost: Option<String>,
+    /// The server closed the connection with this code of ours.
+    server_close: Option<CloseCode>,
 }
 
 async fn run_life(
@@ -602,6 +618,7 @@ async fn run_life(
         errors: Vec::new(),
         unreachable: false,
         lost: None,
+        server_close: None,
     };
     let mut session = ClientSession::new(session_config);
     session.continue_dead(dead);
@@ -647,11 +664,15 @@ async fn run_life(
         LifeEnd::Leave(at) => (at, true),
     };
     let give_up = stop_at + config.settle_grace;
+    // A silent client writes nothing more, not even its `Leave`.
+    let mut silent = false;
     loop {
         let now = Instant::now();
         // Every death gets its respawn before the client goes: a leaving client also waits
         // until it is placed (bounded by the grace).
-        let settled = !session.is_dead_or_respawning() && (!settle || session.is_placed());
+        // A misbehaving client is not waited for: it may never be placed.
+        let settled = !session.is_dead_or_respawning()
+            && (!settle || session.is_placed() || session.misbehaviour().is_some());
         if now >= stop_at && (settled || now >= give_up) {
             break;
         }
@@ -697,6 +718,19 @@ async fn run_life(
             }
         }
         reported.update(progress, &session);
+        if let Some(kind) = session.take_transport_misbehaviour(Instant::now().into_std()) {
+            match misbehave(kind, &connection, &mut send, stop_at).await {
+                Misbehaved::Wrote => {}
+                Misbehaved::Closed => {
+                    closed_by_server = true;
+                    break;
+                }
+                Misbehaved::StayedSilent => {
+                    silent = true;
+                    break;
+                }
+            }
+        }
     }
     reported.end(progress);
     life.connected = session.player().is_some();
@@ -705,21 +739,27 @@ async fn run_life(
     if closed_by_server {
         // Why: from the `Closing` the server sent last on the stream, or else from the close
         // frame, given time to arrive.
-        let (why, recoverable) = match session.closing() {
+        let (why, recoverable, code) = match session.closing() {
             Some((code, reason)) => {
                 let number = u64::from(code);
                 let code = CloseCode::from_code(number).ok_or(number);
-                (describe_code(code, reason), code == Ok(CloseCode::ShuttingDown))
+                (describe_code(code, reason), code == Ok(CloseCode::ShuttingDown), code.ok())
             }
             None => {
                 let _ = tokio::time::timeout(LEAVE_TIMEOUT, connection.closed()).await;
-                (describe_close(&connection), is_recoverable(&connection))
+                let code = server_close_code(&connection);
+                (describe_close(&connection), is_recoverable(&connection), code)
             }
         };
+        life.server_close = code;
         match recoverable {
             true => life.lost = Some(why),
             false => life.errors.push(why),
         }
+    } else if silent {
+        // Its run ended while it kept the connection without a word: it vanishes.
+        connection.close(quinn::VarInt::from_u32(CloseCode::Leave.code()), b"silent");
+        life.failed = false;
     } else if settle {
         let _ = write(&mut send, &ClientMessage::Leave, config.max_frame_len).await;
         let _ = send.finish();
@@ -735,6 +775,60 @@ async fn run_life(
     life.stats = session.finish(Instant::now().into_std());
     life.stats.wire = wire_figures(&connection.stats());
     life
+}
+
+/// What a transport misbehaviour came to.
+enum Misbehaved {
+    /// The bad bytes were written; the session goes on until the server closes.
+    Wrote,
+    /// The server closed the connection meanwhile.
+    Closed,
+    /// The client kept the connection without reading or writing until its run ended.
+    StayedSilent,
+}
+
+/// Carries out a transport misbehaviour (issue 13 item 4) on the control stream: a frame whose
+/// body does not decode, a header announcing a body far above any maximum frame length, or
+/// silence (no read, no write; QUIC keeps the connection alive) until the server closes the
+/// connection or `until` passes.
+async fn misbehave(
+    kind: Misbehaviour,
+    connection: &quinn::Connection,
+    send: &mut quinn::SendStream,
+    until: Instant,
+) -> Misbehaved {
+    let bytes: Vec<u8> = match kind {
+        // A frame of 4 bytes that is no message.
+        Misbehaviour::GarbageFrame => vec![4, 0, 0, 0, 0xff, 0xff, 0xff, 0xff],
+        // A header announcing 16 MiB, and the first KiB of it.
+        Misbehaviour::OversizedFrame => {
+            let mut bytes = (16u32 << 20).to_le_bytes().to_vec();
+            bytes.resize(4 + 1024, 0xab);
+            bytes
+        }
+        Misbehaviour::Silent => {
+            return tokio::select! {
+                _ = connection.closed() => Misbehaved::Closed,
+                _ = tokio::time::sleep_until(until) => Misbehaved::StayedSilent,
+            };
+        }
+        // The session carries out the others.
+        _ => return Misbehaved::Wrote,
+    };
+    match send.write_all(&bytes).await {
+        Ok(()) => Misbehaved::Wrote,
+        Err(_) => Misbehaved::Closed,
+    }
+}
+
+/// The close code of ours the server closed `connection` with, if it did.
+fn server_close_code(connection: &quinn::Connection) -> Option<CloseCode> {
+    match connection.close_reason() {
+        Some(quinn::ConnectionError::ApplicationClosed(close)) => {
+            CloseCode::from_code(close.error_code.into_inner())
+        }
+        _ => None,
+    }
 }
 
 /// What a connection carried, from quinn's own statistics.

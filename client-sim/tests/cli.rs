@@ -207,3 +207,24 @@ fn the_proxy_alone_relays_clients_to_the_server_and_reports_what_it_did() {
     }
     runtime.block_on(server.stop());
 }
+
+/// Issue 13 item 4: `--misbehaving` takes a count or a share and `--misbehaviours` a list of
+/// kinds; a value that is neither is refused with what was expected, before any run.
+#[test]
+fn misbehaving_flags_are_parsed_and_bad_values_refused() {
+    let run = |args: &[&str]| Command::new(SIM).args(args).output().unwrap();
+    let out = run(&["--clients", "5", "--misbehaving", "many"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("--misbehaving") && stderr.contains("percentage"), "{stderr}");
+    let out = run(&["--clients", "5", "--misbehaviours", "silent,shouting"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("\"shouting\"") && stderr.contains("restart-spam"), "{stderr}");
+    // Good values get past parsing: the run then fails only on the certificate it cannot read.
+    let args = ["--clients", "5", "--misbehaving", "20%", "--misbehaviours", "silent,stale-ids"];
+    let out = run(&[&args[..], &["--server-cert", "/nonexistent/cert.der"]].concat());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("/nonexistent/cert.der"), "{stderr}");
+}

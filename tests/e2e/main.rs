@@ -3,6 +3,7 @@
 
 mod admin;
 mod hostile;
+mod misbehave;
 mod network;
 mod scale;
 mod session;

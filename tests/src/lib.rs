@@ -98,6 +98,7 @@ impl TestServer {
                 seed: 7,
                 restart_after_death: None,
                 full: true,
+                misbehaviour: None,
             },
             ..swarm_config(self.addr, self.cert.clone(), clients, duration)
         }
@@ -145,6 +146,8 @@ pub fn swarm_config(
         connect_rate: None,
         progress: None,
         conditioner: None,
+        misbehaving: 0,
+        misbehaviours: gatehouse_client_sim::misbehaviour::Misbehaviour::ALL.to_vec(),
     }
 }
 

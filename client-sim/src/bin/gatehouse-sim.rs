@@ -14,6 +14,9 @@ use gatehouse_client_sim::conditioner::cli::{
 };
 use gatehouse_client_sim::conditioner::proxy::Proxy;
 use gatehouse_client_sim::figures::Micros;
+use gatehouse_client_sim::misbehaviour::{
+    MisbehavingShare, Misbehaviour, parse_misbehaving, parse_misbehaviours,
+};
 use gatehouse_client_sim::report::{ClientOutcome, SwarmReport};
 use gatehouse_client_sim::session::SessionConfig;
 use gatehouse_client_sim::swarm::{Progress, SwarmConfig, parse_connect_rate, run_swarm_outcomes};
@@ -111,6 +114,23 @@ struct Cli {
     /// shown -> ended.
     #[arg(long, value_name = "FILE.svg")]
     timeline: Option<PathBuf>,
+    /// How many clients misbehave (issue 13 item 4): a count, or a share such as 20%. They are
+    /// spread over the indices from the last one, always thin, each given a kind from
+    /// --misbehaviours in turn: restart-spam (RestartRequest far above the rate limit),
+    /// stale-ids (stale and unknown transition, pawn and join ids beside its duties),
+    /// garbage-frame and oversized-frame (once placed), never-acknowledge (no possession is
+    /// acknowledged), silent (once placed, stops reading and writing but keeps the connection).
+    /// The report keeps them apart: every figure is the well-behaved clients', and its
+    /// `misbehaving` section counts what the misbehaving ones got (closes by code, server
+    /// errors by code); --check also requires each of them to end as the protocol answers its
+    /// kind.
+    #[arg(long, default_value = "0", value_parser = parse_misbehaving, value_name = "K|P%")]
+    misbehaving: MisbehavingShare,
+    /// The kinds the misbehaving clients are given, in turn: `all`, or names separated by
+    /// commas (restart-spam, stale-ids, garbage-frame, oversized-frame, never-acknowledge,
+    /// silent).
+    #[arg(long, default_value = "all", value_parser = parse_kinds, value_name = "KINDS")]
+    misbehaviours: Kinds,
     /// Progress on stderr while the run goes: a status line on a terminal, a line every 10 s
     /// otherwise (`auto`), or none.
     #[arg(long, value_enum, default_value = "auto", value_name = "WHEN")]
@@ -144,6 +164,15 @@ enum Scenario {
     Basic,
     /// Churn: restart after dying, disconnect and relaunch now and then.
     Soak,
+}
+
+/// The kinds of `--misbehaviours` (a type of its own: clap would take a `Vec` field for a
+/// repeated option).
+#[derive(Debug, Clone)]
+struct Kinds(Vec<Misbehaviour>);
+
+fn parse_kinds(s: &str) -> Result<Kinds, String> {
+    parse_misbehaviours(s).map(Kinds)
 }
 
 fn parse_range(s: &str) -> Result<(Duration, Duration), String> {
@@ -227,6 +256,7 @@ fn run() -> anyhow::Result<()> {
                 Scenario::Basic => None,
             }),
             full: true,
+            misbehaviour: None,
         },
         relaunch_every: cli.relaunch_every.or(match cli.scenario {
             Scenario::Soak => Some(Duration::from_secs(12)),
@@ -239,6 +269,8 @@ fn run() -> anyhow::Result<()> {
         connect_rate: cli.connect_rate,
         progress: (cli.progress == ProgressMode::Auto).then(|| Arc::new(Progress::default())),
         conditioner: None,
+        misbehaving: cli.misbehaving.of(cli.clients as usize),
+        misbehaviours: cli.misbehaviours.0.clone(),
     };
     let conditions = cli.impair.conditions();
     let impair_seed = cli.impair.impair_seed.unwrap_or(cli.seed);

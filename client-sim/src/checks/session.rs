@@ -73,6 +73,7 @@ impl SessionChecks {
             }
             ServerMessage::Error { code, detail } => {
                 stats.errors.push(format!("server error ({code:?}): {detail}"));
+                *stats.server_errors.entry(code.to_string()).or_default() += 1;
             }
             ServerMessage::PawnSpawned(view) if Some(&view.owner) == expected.player => {
                 if self.own.insert(view.pawn_id, view.alive).is_none() {

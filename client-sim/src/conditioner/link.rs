@@ -322,6 +322,36 @@ mod tests {
     }
 
     #[test]
+    fn stats_of_two_links_add_up_field_by_field() {
+        let one = LinkStats {
+            offered: 1,
+            released: 2,
+            dropped: 3,
+            cut: 4,
+            queue_dropped: 5,
+            delayed: 6,
+            reordered: 7,
+            duplicated: 8,
+            bytes_offered: 9,
+        };
+        let mut sum = one;
+        sum.absorb(&one);
+        sum.absorb(&one);
+        let tripled = LinkStats {
+            offered: 3,
+            released: 6,
+            dropped: 9,
+            cut: 12,
+            queue_dropped: 15,
+            delayed: 18,
+            reordered: 21,
+            duplicated: 24,
+            bytes_offered: 27,
+        };
+        assert_eq!(sum, tripled);
+    }
+
+    #[test]
     fn a_held_datagram_is_released_at_its_instant_not_before() {
         let mut link = Link::new(impairment("lag=50ms"), 1);
         let now = Instant::now();

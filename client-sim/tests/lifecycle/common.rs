@@ -94,6 +94,7 @@ impl Sim {
             seed: 1,
             restart_after_death: None,
             full: true,
+            misbehaviour: None,
         };
         let ui = UiConfig {
             controller_delay: (Duration::from_millis(UI_MS), Duration::from_millis(UI_MS)),

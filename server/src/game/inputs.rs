@@ -197,6 +197,7 @@ impl Game {
         // Its ready report belonged to the connection that left.
         self.transition.forget(&id);
         self.joins.remove(&id);
+        self.acknowledgements.forget(&id);
         self.session.keep(id.clone(), player.keep(now), self.rules.player_state_retention);
         self.spawns.remove_player(&id);
         for pawn_id in pawns {
@@ -327,6 +328,8 @@ impl Game {
         };
         if player.pawn == Some(pawn_id) {
             player.acknowledge(pawn_id);
+            drop(player);
+            self.acknowledgements.forget(id);
             tracing::debug!(player = %id, pawn = %pawn_id, "possession acknowledged");
             return;
         }

@@ -26,6 +26,8 @@
 //!   schedule, the last node a transition reached;
 //! - `Joins` (`joins.rs`): the joins in flight (a player who logs in while no transition runs
 //!   streams its node before it gets a pawn) and the join ids;
+//! - `Acknowledgements` (`acknowledgements.rs`): possessions awaiting their client's
+//!   acknowledgement, by when they were possessed (each has a deadline of its own);
 //! - `WorldStreaming` (`streaming.rs`): what is streamed and streaming; the world-map gate;
 //! - `Session` (`persistence.rs`): the session's node and save; the kept player states of
 //!   recently departed players;
@@ -80,6 +82,7 @@
 //! each due timer is its own step, in the timer table's order.
 
 mod abilities;
+mod acknowledgements;
 mod hazards;
 mod inputs;
 mod interface;
@@ -115,6 +118,7 @@ pub use spawn::SpawnKind;
 pub use streaming::LoadId;
 pub use transition::TransitionTiming;
 
+use acknowledgements::Acknowledgements;
 use hazards::Hazards;
 use joins::Joins;
 use observe::Observations;
@@ -138,6 +142,8 @@ pub struct Game {
     transition: Transitions,
     /// The joins in flight.
     joins: Joins,
+    /// Possessions awaiting their client's acknowledgement.
+    acknowledgements: Acknowledgements,
     /// Level streaming and the world-map gate.
     streaming: WorldStreaming,
     /// The session's node and save.
@@ -166,6 +172,7 @@ impl Game {
             spawns: SpawnQueue::default(),
             transition: Transitions::default(),
             joins: Joins::default(),
+            acknowledgements: Acknowledgements::default(),
             timers: TimerTable::default(),
             outputs: VecDeque::new(),
             counters: Counters::default(),
@@ -230,6 +237,7 @@ impl Game {
                 Timer::RouteTravel => self.transition.route_came_due(),
                 Timer::Effects => self.handle_effects(now),
                 Timer::TransitionLimit => self.handle_transition_limit(now),
+                Timer::PossessionAck => self.handle_acknowledgement_timeouts(now),
             }
             self.advance(now);
         }

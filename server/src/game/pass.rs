@@ -173,7 +173,7 @@ impl Game {
         let mut teleported: Vec<(NodeId, Vec<PawnId>)> = Vec::new();
         for request in self.spawns.take_all() {
             let span = request.span().clone();
-            match span.in_scope(|| self.attempt_spawn(&request)) {
+            match span.in_scope(|| self.attempt_spawn(now, &request)) {
                 Attempt::Done => {}
                 Attempt::Spawned => self.observe_placed(&request, now),
                 Attempt::Teleported(pawn) => {
@@ -331,6 +331,18 @@ impl Game {
         self.timers.arm(Timer::SpawnSettle, self.transition.settle_deadline());
         let limit = self.transition.limit_deadline(self.rules.transition_max);
         self.timers.arm(Timer::TransitionLimit, limit);
+        let acknowledgement = self.acknowledgements.deadline(self.rules.spawn_settle_timeout);
+        self.timers.arm(Timer::PossessionAck, acknowledgement);
+    }
+
+    /// The acknowledgement timer (issue 13 item 4): the client-ready policy for every player
+    /// whose client has not acknowledged the pawn it was possessed a settle timeout ago, wherever
+    /// the possession happened (a join, a respawn, a transition). Dealt with where it was
+    /// possessed, a client that never acknowledges cannot carry its unacknowledged pawn into the
+    /// next transition and hold it for a settle timeout.
+    pub(crate) fn handle_acknowledgement_timeouts(&mut self, now: Instant) {
+        let late = self.acknowledgements.late(now, self.rules.spawn_settle_timeout);
+        self.apply_client_ready_policy(now, late, Lapse::NeverAcknowledged);
     }
 
     /// The client-ready timer: the policy for every player (in the transition or in a join)
@@ -427,6 +439,8 @@ impl Game {
                     if let Some(mut p) = self.roster.player_mut(&player) {
                         p.placement_excused = true;
                     }
+                    // Excused until it acknowledges: its deadline is spent.
+                    self.acknowledgements.forget(&player);
                 }
             }
         }

@@ -85,7 +85,7 @@ impl Game {
     }
 
     /// One attempt at `request`.
-    pub(crate) fn attempt_spawn(&mut self, request: &SpawnRequest) -> Attempt {
+    pub(crate) fn attempt_spawn(&mut self, now: Instant, request: &SpawnRequest) -> Attempt {
         let Some(player) = self.roster.player(&request.player) else {
             return Attempt::Done;
         };
@@ -120,7 +120,7 @@ impl Game {
             };
         }
         // Honest refusal: check that a pawn actually resulted instead of assuming it.
-        match self.restart_player_at_player_start(&request.player, &request.node) {
+        match self.restart_player_at_player_start(now, &request.player, &request.node) {
             Some(_) => Attempt::Spawned,
             None => {
                 self.counters.spawn_refusals += 1;
@@ -139,11 +139,12 @@ impl Game {
     /// gate and may silently produce nothing.
     pub(crate) fn restart_player_at_player_start(
         &mut self,
+        now: Instant,
         player: &PlayerId,
         node: &NodeId,
     ) -> Option<PawnId> {
         let pawn = self.spawn_default_pawn_for(player, node)?;
-        self.possess(player, pawn);
+        self.possess(now, player, pawn);
         Some(pawn)
     }
 
@@ -175,12 +176,14 @@ impl Game {
 
     /// `PossessedBy`: the player now controls `pawn` (its client must acknowledge), the
     /// ability system initialises (`InitAbilityActorInfo`: the kit latch's possession side), and
-    /// a dead pawn waiting for this replacement is destroyed, last.
-    fn possess(&mut self, player: &PlayerId, pawn: PawnId) {
+    /// a dead pawn waiting for this replacement is destroyed, last. Its acknowledgement is
+    /// awaited from `now`.
+    fn possess(&mut self, now: Instant, player: &PlayerId, pawn: PawnId) {
         let Some(mut p) = self.roster.player_mut(player) else { return };
         let (granted, dead) = p.possess(pawn, &self.world.startup_kits);
         let connection = p.connection;
         drop(p);
+        self.acknowledgements.possessed(player, now);
         self.send(connection, ServerMessage::Possessed { pawn_id: pawn });
         if !granted.is_empty() {
             self.counters.kit_grants += 1;

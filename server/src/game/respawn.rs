@@ -58,7 +58,7 @@ impl Game {
         let node = self.current_spawn_node();
         let registered = SpawnPointsOn::Streamed(SpawnPoints::Registered);
         let restarted = if self.streaming.spawn_points_on(&node) == registered {
-            self.restart_player_at_player_start(id, &node)
+            self.restart_player_at_player_start(now, id, &node)
         } else {
             None
         };

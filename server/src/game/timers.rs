@@ -23,10 +23,13 @@ pub(crate) enum Timer {
     Effects = 4,
     /// The hard maximum of the transition in flight (`[game] transition_max_ms`).
     TransitionLimit = 5,
+    /// The earliest deadline of a possession not acknowledged yet, a settle timeout after it
+    /// (issue 13 item 4).
+    PossessionAck = 6,
 }
 
 /// How many timers there are.
-const TIMER_COUNT: usize = 6;
+const TIMER_COUNT: usize = 7;
 
 /// Every timer, in table order.
 const ALL: [Timer; TIMER_COUNT] = [
@@ -36,6 +39,7 @@ const ALL: [Timer; TIMER_COUNT] = [
     Timer::RouteTravel,
     Timer::Effects,
     Timer::TransitionLimit,
+    Timer::PossessionAck,
 ];
 
 /// A deadline per [`Timer`].

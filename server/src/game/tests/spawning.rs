@@ -18,7 +18,7 @@ fn the_default_pawn_is_refused_while_a_world_map_governs_and_nothing_is_streamed
     let mut h = Harness::new();
     h.login("a");
     assert!(h.game.streaming.streamed_node().is_none());
-    assert_eq!(h.game.restart_player_at_player_start(&pid("a"), &node("harbor")), None);
+    assert_eq!(h.game.restart_player_at_player_start(h.now, &pid("a"), &node("harbor")), None);
     assert_eq!(h.pawns_of("a"), 0);
 }
 
@@ -30,9 +30,9 @@ fn the_default_pawn_is_refused_on_a_node_other_than_the_streamed_one() {
     h.login("a");
     // As if its client had streamed each node: only the server's gate decides here.
     h.client_streamed("a", "forest");
-    assert_eq!(h.game.restart_player_at_player_start(&pid("a"), &node("forest")), None);
+    assert_eq!(h.game.restart_player_at_player_start(h.now, &pid("a"), &node("forest")), None);
     h.client_streamed("a", "harbor");
-    assert!(h.game.restart_player_at_player_start(&pid("a"), &node("harbor")).is_some());
+    assert!(h.game.restart_player_at_player_start(h.now, &pid("a"), &node("harbor")).is_some());
 }
 
 /// The World-Map Gate: with no world map managing levels (a standalone map) spawns are allowed.
@@ -43,7 +43,7 @@ fn a_standalone_map_allows_the_default_pawn_before_anything_streams() {
     let mut h = Harness::with(&world, rules());
     h.login("a");
     h.client_streamed("a", "harbor");
-    assert!(h.game.restart_player_at_player_start(&pid("a"), &node("harbor")).is_some());
+    assert!(h.game.restart_player_at_player_start(h.now, &pid("a"), &node("harbor")).is_some());
 }
 
 /// The Spawn Window: outside Completing, spawn requests queue; OnReadyToSpawn owns the spawn.

@@ -479,6 +479,59 @@ fn under_the_proceed_policy_later_transitions_do_not_wait_for_a_client_that_neve
     assert!(!h.player("b").placement_excused, "an acknowledgement ends the excuse");
 }
 
+/// Issue 13 item 4: a client that never acknowledges the pawn of its join is dealt with a settle
+/// timeout after that possession, where nobody waits for it: under the kick policy it is closed
+/// before the next travel, which then ends without waiting for it (before, it carried its
+/// unacknowledged pawn into that travel and held it for a whole settle timeout).
+#[test]
+fn a_joiner_that_never_acknowledges_is_kicked_before_it_can_hold_a_transition() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    let b = h.login("b");
+    h.join_ready(b);
+    assert!(h.possessed(b).is_some(), "b was possessed its join's pawn");
+    h.advance(Duration::from_millis(14_999));
+    assert_eq!(h.closed(b), None, "within a settle timeout of its possession");
+    h.advance(Duration::from_millis(1));
+    assert_eq!(h.closed(b), Some(CloseCode::ReadyTimeout));
+    assert_eq!(h.game.counters().ready_timeouts, 1);
+    let next = travel(&mut h, "forest");
+    h.stream_node("forest");
+    h.ready(a);
+    assert!(h.ended(next), "nobody left to wait for");
+    assert_eq!(h.game.counters().settle_timeouts, 0);
+}
+
+/// Issue 13 item 4, the proceed policy: the joiner that never acknowledges stays, excused at its
+/// deadline, so the next travel does not wait for its placement; an acknowledgement ends the
+/// excuse, and an acknowledged possession has no deadline.
+#[test]
+fn under_the_proceed_policy_a_joiner_that_never_acknowledges_is_excused_at_its_deadline() {
+    let mut r = rules();
+    r.client_ready_policy = ClientReadyPolicy::Proceed;
+    let mut h = Harness::with(WORLD, r);
+    let boot = h.transition();
+    h.stream_node("harbor");
+    assert!(h.ended(boot));
+    let a = h.placed("a");
+    let b = h.login("b");
+    h.join_ready(b);
+    h.advance(Duration::from_secs(15));
+    assert_eq!(h.closed(b), None);
+    assert!(h.player("b").placement_excused);
+    assert!(!h.game.acknowledgements.is_awaited(&pid("b")), "its deadline is spent");
+    assert!(!h.game.acknowledgements.is_awaited(&pid("a")), "a acknowledged");
+    let next = travel(&mut h, "forest");
+    h.stream_node("forest");
+    h.ready(a);
+    h.ready(b);
+    h.advance(Duration::from_millis(100));
+    assert!(h.ended(next), "b is excused: no settle timeout");
+    assert_eq!(h.game.counters().settle_timeouts, 0);
+    h.ack(b);
+    assert!(!h.player("b").placement_excused, "an acknowledgement ends the excuse");
+}
+
 /// Issue 11, the load benchmark: each transition that ends is timed from the core's own `now`:
 /// start → every client ready (the last ready report) → ended (the last acknowledgement). A
 /// travel whose players all keep their pawns (teleported) ends in the step of the last report.
