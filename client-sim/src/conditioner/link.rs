@@ -239,6 +239,11 @@ mod tests {
         assert_ne!(a, c, "another seed drops others");
         let dropped = 10_000 - a.len();
         assert!((400..600).contains(&dropped), "5 % of 10,000 dropped, not {dropped}");
+        let mut link = Link::new(spec, 1);
+        run(&mut link, 10_000, ms(1));
+        let stats = link.stats();
+        assert_eq!((stats.offered, stats.bytes_offered), (10_000, 40_000));
+        assert_eq!((stats.dropped, stats.released), (dropped as u64, a.len() as u64));
     }
 
     #[test]
@@ -258,6 +263,7 @@ mod tests {
 
     #[test]
     fn lag_delays_every_datagram_and_jitter_never_reorders() {
+        // Close together (1 ms apart), jitter could reorder: order is kept.
         let mut link = Link::new(impairment("lag=100ms,jitter=20ms"), 9);
         let out = run(&mut link, 1_000, ms(1));
         assert_eq!(out.len(), 1_000);
@@ -268,9 +274,13 @@ mod tests {
                 "datagram {n} released at {at} ms, before lag - jitter"
             );
         }
-        // Jitter varies the delay: not every datagram takes exactly the lag.
-        assert!(out.iter().any(|(at, n)| *at != u128::from(*n) + 100));
         assert_eq!(link.stats().delayed, 1_000);
+        // Far apart (50 ms), each delay is lag ± jitter, both ways.
+        let mut link = Link::new(impairment("lag=100ms,jitter=20ms"), 9);
+        let out = run(&mut link, 200, ms(50));
+        let delays: Vec<u128> = out.iter().map(|(at, n)| at - u128::from(*n) * 50).collect();
+        assert!(delays.iter().all(|d| (80..=120).contains(d)), "{delays:?}");
+        assert!(delays.iter().any(|d| *d < 90) && delays.iter().any(|d| *d > 110), "{delays:?}");
     }
 
     #[test]
@@ -285,13 +295,38 @@ mod tests {
     }
 
     #[test]
-    fn duplicated_datagrams_arrive_twice() {
-        let mut link = Link::new(impairment("dup=2%"), 5);
+    fn duplicated_datagrams_arrive_twice_the_copy_within_dup_time_after() {
+        let mut link = Link::new(impairment("dup=2%,dup_time=10ms"), 5);
         let out = run(&mut link, 5_000, ms(1));
         let duplicated = link.stats().duplicated as usize;
         assert_eq!(out.len(), 5_000 + duplicated);
         assert!((50..150).contains(&duplicated), "2 % of 5,000 duplicated, not {duplicated}");
         assert_eq!(link.stats().released as usize, out.len());
+        // Each copy follows its original (released at once: no lag) by 0 to 10 ms.
+        let mut gaps = Vec::new();
+        for n in 0..5_000u32 {
+            let at: Vec<u128> = out.iter().filter(|(_, m)| *m == n).map(|(at, _)| *at).collect();
+            if let [first, second] = at[..] {
+                assert_eq!(first, u128::from(n), "the original is not held");
+                gaps.push(second - first);
+            }
+        }
+        assert_eq!(gaps.len(), duplicated);
+        assert!(gaps.iter().all(|g| *g <= 10), "{gaps:?}");
+        let later = gaps.iter().filter(|g| **g >= 1).count();
+        assert!(later * 2 > gaps.len(), "copies come after their originals: {gaps:?}");
+    }
+
+    #[test]
+    fn datagrams_due_at_the_same_instant_leave_in_offer_order() {
+        let mut link = Link::new(impairment("lag=50ms"), 2);
+        let now = Instant::now();
+        for n in [3, 2, 1] {
+            link.offer(now, datagram(n));
+        }
+        let out: Vec<u32> =
+            std::iter::from_fn(|| link.poll_release(now + ms(50))).map(|d| number(&d)).collect();
+        assert_eq!(out, [3, 2, 1]);
     }
 
     #[test]
@@ -301,10 +336,18 @@ mod tests {
         let mut link = Link::new(impairment("rate=2000,queue=100ms"), 6);
         let out = run(&mut link, 400, ms(1));
         for w in out.windows(2) {
-            assert!(w[1].0 - w[0].0 >= 1, "released 2 ms apart: {w:?}");
+            assert!((1..=3).contains(&(w[1].0 - w[0].0)), "released 2 ms apart: {w:?}");
         }
+        // The first hundred or so find room in the queue: none dropped, none waiting longer
+        // than the queue's 100 ms (and 2 ms to cross).
+        assert_eq!(
+            out.iter().take(90).map(|(_, n)| *n).collect::<Vec<_>>(),
+            (0..90).collect::<Vec<_>>()
+        );
+        assert!(out.iter().all(|(at, n)| at - u128::from(*n) <= 102), "{out:?}");
         let stats = link.stats();
-        assert!(stats.queue_dropped > 0, "the queue overflowed");
+        // Then about every other one: the line takes one per 2 ms of the 1 ms arrivals.
+        assert!((120..180).contains(&stats.queue_dropped), "{stats:?}");
         assert_eq!(stats.released + stats.queue_dropped, 400);
     }
 
