@@ -115,11 +115,6 @@ impl ProxyHandle {
         self.addr
     }
 
-    /// The conditions every flow starts with.
-    pub fn conditions(&self) -> Conditions {
-        self.shared.conditions
-    }
-
     /// Gives the flow of the client on local `port` the key `key` (its generators' seed comes
     /// from it), for a flow that has not started yet.
     pub fn register(&self, port: u16, key: u64) {
@@ -463,6 +458,40 @@ mod tests {
         assert!(echo(&c, handle.addr(), b"2").await.is_some(), "a new flow relays");
         let stats = handle.stats();
         assert_eq!((stats.flows, stats.up.released, stats.down.released), (2, 2, 2));
+    }
+
+    #[tokio::test]
+    async fn an_unregistered_flow_never_shares_a_registered_key() {
+        let (server, _echo) = echo_server().await;
+        let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        let proxy = Proxy::start(loopback, server, Conditions::default(), 1).await.unwrap();
+        let handle = proxy.handle();
+        let (registered, unregistered) = (client().await, client().await);
+        handle.register(registered.local_addr().unwrap().port(), 1);
+        handle.set_cut(1, true);
+        assert!(echo(&unregistered, handle.addr(), b"u").await.is_some(), "not cut with key 1");
+        registered.send_to(b"r", handle.addr()).await.unwrap();
+        let mut buf = [0u8; 4];
+        let cut = tokio::time::timeout(Duration::from_millis(300), registered.recv(&mut buf)).await;
+        assert!(cut.is_err(), "key 1 is cut");
+    }
+
+    #[tokio::test]
+    async fn a_dropped_proxy_frees_its_port() {
+        let (server, _echo) = echo_server().await;
+        let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        let proxy = Proxy::start(loopback, server, Conditions::default(), 1).await.unwrap();
+        let addr = proxy.handle().addr();
+        drop(proxy);
+        let rebound = async {
+            loop {
+                if UdpSocket::bind(addr).await.is_ok() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        };
+        assert!(tokio::time::timeout(WAIT, rebound).await.is_ok(), "{addr} still bound");
     }
 
     #[test]
