@@ -500,5 +500,11 @@ mod tests {
             (0..100).flat_map(|k| [link_seed(1, k, 0), link_seed(1, k, 1)]).collect();
         assert_eq!(seeds.len(), 200);
         assert_eq!(link_seed(1, 5, 0), link_seed(1, 5, 0));
+        // Well mixed: neighbouring keys give seeds with about half their 64 bits set.
+        let seeds: Vec<u64> =
+            (0..1000).flat_map(|k| [link_seed(7, k, 0), link_seed(7, k, 1)]).collect();
+        let mean =
+            seeds.iter().map(|s| f64::from(s.count_ones())).sum::<f64>() / seeds.len() as f64;
+        assert!((31.0..33.0).contains(&mean), "mean bits set {mean}");
     }
 }
