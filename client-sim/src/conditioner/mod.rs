@@ -86,16 +86,6 @@ pub struct ImpairmentError {
 }
 
 impl Impairment {
-    /// Whether this impairment leaves datagrams untouched.
-    pub fn is_clean(&self) -> bool {
-        self.loss == 0.0
-            && self.lag.is_zero()
-            && self.jitter.is_zero()
-            && self.reorder == 0.0
-            && self.duplicate == 0.0
-            && self.rate.is_none()
-    }
-
     /// Parses a spec: comma-separated `knob=value` pairs (the knobs of the module's table),
     /// shares as percentages (`5%`) or fractions (`0.05`), times as `100ms` or `1s`, the rate
     /// as bytes per second (`64k`, `2M`). `none` or an empty spec is the clean default.
@@ -230,11 +220,6 @@ impl Conditions {
     pub fn both(impairment: Impairment) -> Conditions {
         Conditions { up: impairment, down: impairment }
     }
-
-    /// Whether neither direction is impaired.
-    pub fn is_clean(&self) -> bool {
-        self.up.is_clean() && self.down.is_clean()
-    }
 }
 
 #[cfg(test)]
@@ -252,16 +237,16 @@ mod tests {
         assert_eq!(i.duplicate, 0.01);
         assert_eq!(i.rate, Some(64_000));
         assert_eq!(i.queue, Duration::from_millis(500));
-        assert!(!i.is_clean());
+        assert_ne!(i, Impairment::default());
         assert_eq!(Impairment::parse(&i.to_string()).unwrap(), i);
     }
 
     #[test]
     fn an_empty_or_none_spec_is_clean() {
-        assert!(Impairment::parse("").unwrap().is_clean());
-        assert!(Impairment::parse("none").unwrap().is_clean());
+        assert_eq!(Impairment::parse("").unwrap(), Impairment::default());
+        assert_eq!(Impairment::parse("none").unwrap(), Impairment::default());
         assert_eq!(Impairment::default().to_string(), "none");
-        assert!(Impairment::parse("loss=0.0").unwrap().is_clean());
+        assert_eq!(Impairment::parse("loss=0.0").unwrap(), Impairment::default());
     }
 
     #[test]
