@@ -11,11 +11,13 @@
 //! 1. it never panics;
 //! 2. no player has two live pawns;
 //! 3. no pawn stands on a node that is not streamed: every spawn and teleport lands on the node
-//!    streamed at that point of the output stream, and whenever no transition is in flight
+//!    streamed at that point of the output stream (a dungeon's rooms included), and whenever no transition is in flight
 //!    (while one runs, the old level is unloaded and characters are frozen) every live pawn
 //!    stands on the streamed node;
 //! 4. the model agrees with the core's own snapshot (streamed node, pawns per player), so the
-//!    replicated view clients build is the server's.
+//!    replicated view clients build is the server's;
+//! 5. metrics and counters tell one story: each spawn refusal, transition end and refused login
+//!    is observed (`poll_observation`) exactly once per count in `counters()`.
 //!
 //! At the end the world is left to settle (every load answered, every stream finished, every
 //! client ready and acknowledging): every transition must then end, as in the property test of
@@ -37,7 +39,8 @@ use gatehouse_protocol::{
 };
 use gatehouse_server::config::{ClientReadyPolicy, WorldMap};
 use gatehouse_server::game::{
-    ConnectionId, Departure, Game, GameRules, Input, LoadId, Output, StreamRequest,
+    ConnectionId, Counters, Departure, Game, GameRules, Input, LoadId, LoginRefusal, Observation,
+    Output, SpawnRefusal, StreamRequest, TransitionOutcome,
 };
 use gatehouse_server::store::{InventoryItem, LoadOutcome, PlayerSave, Preset, SessionSave};
 use gatehouse_tags::catalog::ALL_DECLARED;
@@ -86,6 +89,8 @@ enum Op {
     Disconnect(u8),
     /// A connection that ever existed sends a message.
     Send(u8, Msg),
+    /// Every connection the core admitted sends the message (a shortcut to the deep states).
+    Everyone(Msg),
     /// A pending streaming request completes.
     Stream(u8),
     /// A completion for any load id: stale, duplicate or never issued.
@@ -96,6 +101,8 @@ enum Op {
     PointsRaw(u8),
     /// A held player load is answered.
     AnswerLoad(u8, Found),
+    /// Every held player load is answered, missing.
+    AnswerLoads,
     /// A player load answer with any ticket (stale, duplicate, never issued).
     AnswerLoadRaw(u8, u8, Found),
     /// The session load is answered (or answered again).
@@ -236,6 +243,8 @@ struct Model {
     streamed: Option<NodeId>,
     /// The node load in flight and, once `ShowTransition` named it, its node.
     node_load: Option<(LoadId, Option<NodeId>)>,
+    /// The streamed dungeon's rooms while they stream: part of its level, so no pawn yet.
+    rooms_load: Option<LoadId>,
     transitions: Vec<TransitionId>,
     joins: Vec<JoinId>,
     possessed: Vec<PawnId>,
@@ -243,6 +252,68 @@ struct Model {
     latest: BTreeMap<ConnectionId, (Option<TransitionId>, Option<JoinId>, Option<PawnId>)>,
     /// Connections the core admitted and has not closed.
     open: BTreeMap<ConnectionId, PlayerId>,
+    /// The counters after the last step.
+    counted: Tally,
+}
+
+/// Decisions that are both counted and observed, as counts.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Tally {
+    spawn_refusals: u64,
+    no_spawn_point: u64,
+    completed: u64,
+    settle_timeouts: u64,
+    superseded: u64,
+    failed: u64,
+    logins_refused_full: u64,
+}
+
+impl Tally {
+    fn counted(c: &Counters) -> Tally {
+        Tally {
+            spawn_refusals: c.spawn_refusals,
+            no_spawn_point: c.spawn_point_retries,
+            completed: c.transitions_completed,
+            settle_timeouts: c.settle_timeouts,
+            superseded: c.transitions_superseded,
+            failed: c.transitions_failed,
+            logins_refused_full: c.logins_refused_full,
+        }
+    }
+
+    fn add(&mut self, observation: Observation) {
+        match observation {
+            Observation::SpawnRefused { cause: SpawnRefusal::LevelNotReady } => {
+                self.spawn_refusals += 1
+            }
+            Observation::SpawnRefused { cause: SpawnRefusal::NoSpawnPoint } => {
+                self.no_spawn_point += 1
+            }
+            Observation::TransitionEnded { outcome, .. } => match outcome {
+                TransitionOutcome::Completed => self.completed += 1,
+                TransitionOutcome::SettleTimeout => self.settle_timeouts += 1,
+                TransitionOutcome::Superseded => self.superseded += 1,
+                TransitionOutcome::Failed => self.failed += 1,
+                _ => {}
+            },
+            Observation::LoginRefused { reason: LoginRefusal::ServerFull } => {
+                self.logins_refused_full += 1
+            }
+            _ => {}
+        }
+    }
+
+    fn minus(&self, before: &Tally) -> Tally {
+        Tally {
+            spawn_refusals: self.spawn_refusals - before.spawn_refusals,
+            no_spawn_point: self.no_spawn_point - before.no_spawn_point,
+            completed: self.completed - before.completed,
+            settle_timeouts: self.settle_timeouts - before.settle_timeouts,
+            superseded: self.superseded - before.superseded,
+            failed: self.failed - before.failed,
+            logins_refused_full: self.logins_refused_full - before.logins_refused_full,
+        }
+    }
 }
 
 impl Model {
@@ -261,11 +332,13 @@ impl Model {
             pawns: BTreeMap::new(),
             streamed: None,
             node_load: None,
+            rooms_load: None,
             transitions: Vec::new(),
             joins: Vec::new(),
             possessed: Vec::new(),
             latest: BTreeMap::new(),
             open: BTreeMap::new(),
+            counted: Tally::default(),
         };
         model.after_step();
         model
@@ -280,6 +353,11 @@ impl Model {
             self.streamed = node.clone();
             self.node_load = None;
             self.streamed_loads.push(*load);
+        }
+        if let Input::Streamed { load } = &input
+            && self.rooms_load == Some(*load)
+        {
+            self.rooms_load = None;
         }
         self.game.handle(self.now, input);
         self.after_step();
@@ -300,7 +378,17 @@ impl Model {
             self.follow(out);
         }
         // The shell drains observations into metrics after each step.
-        while self.game.poll_observation().is_some() {}
+        let mut observed = Tally::default();
+        while let Some(observation) = self.game.poll_observation() {
+            observed.add(observation);
+        }
+        let counted = Tally::counted(self.game.counters());
+        assert_eq!(
+            counted.minus(&self.counted),
+            observed,
+            "this step's counters (left) and observations (right) disagree"
+        );
+        self.counted = counted;
         self.check();
     }
 
@@ -311,6 +399,10 @@ impl Model {
                     // A node load: the current level is unloaded from here on.
                     self.streamed = None;
                     self.node_load = Some((req.load, None));
+                    self.rooms_load = None;
+                } else {
+                    // Only a dungeon's rooms register no spawn points.
+                    self.rooms_load = Some(req.load);
                 }
                 self.streams.push(req);
             }
@@ -373,8 +465,13 @@ impl Model {
                     view.pawn_id,
                     view.owner
                 );
-                assert!(view.alive, "pawn {:?} spawned dead", view.pawn_id);
-                let pawn = PawnModel { owner: view.owner, node: view.node, alive: true };
+                assert_eq!(
+                    self.rooms_load, None,
+                    "pawn {:?} spawned before the rooms",
+                    view.pawn_id
+                );
+                // A relaunch whose kept player state holds `State.Dead` spawns a dead pawn.
+                let pawn = PawnModel { owner: view.owner, node: view.node, alive: view.alive };
                 let old = self.pawns.insert(view.pawn_id, pawn);
                 assert!(old.is_none(), "pawn id {:?} reused", view.pawn_id);
             }
@@ -384,6 +481,7 @@ impl Model {
                     self.streamed.as_ref(),
                     "pawns {pawn_ids:?} teleported to a node that is not streamed"
                 );
+                assert_eq!(self.rooms_load, None, "pawns {pawn_ids:?} teleported before the rooms");
                 for id in pawn_ids {
                     let pawn = self.pawns.get_mut(&id).expect("a teleported pawn exists");
                     pawn.node = node.clone();
@@ -508,6 +606,19 @@ impl Model {
                     self.input(Input::Message { connection, message });
                 }
             }
+            Op::Everyone(msg) => {
+                let open: Vec<ConnectionId> = self.open.keys().copied().collect();
+                for connection in open {
+                    if let Some(message) = self.message(connection, msg) {
+                        self.input(Input::Message { connection, message });
+                    }
+                }
+            }
+            Op::AnswerLoads => {
+                while !self.loads.is_empty() {
+                    self.apply(&Op::AnswerLoad(0, Found::NotFound));
+                }
+            }
             Op::Stream(k) if !self.streams.is_empty() => {
                 let req = self.streams.remove(usize::from(*k) % self.streams.len());
                 self.input(Input::Streamed { load: req.load });
@@ -589,25 +700,14 @@ impl Model {
             if self.session_load {
                 self.apply(&Op::AnswerSession(None, false));
             }
-            while !self.loads.is_empty() {
-                self.apply(&Op::AnswerLoad(0, Found::NotFound));
-            }
+            self.apply(&Op::AnswerLoads);
             while !self.streams.is_empty() {
                 self.apply(&Op::Stream(0));
                 self.apply(&Op::Points(0));
             }
-            let open: Vec<ConnectionId> = self.open.keys().copied().collect();
-            for connection in open {
-                for msg in [
-                    Msg::TransitionReady(Id::Latest),
-                    Msg::JoinReady(Id::Latest),
-                    Msg::PossessionAcknowledged(Id::Latest),
-                ] {
-                    if let Some(message) = self.message(connection, &msg) {
-                        self.input(Input::Message { connection, message });
-                    }
-                }
-            }
+            self.apply(&Op::Everyone(Msg::TransitionReady(Id::Latest)));
+            self.apply(&Op::Everyone(Msg::JoinReady(Id::Latest)));
+            self.apply(&Op::Everyone(Msg::PossessionAcknowledged(Id::Latest)));
             self.apply(&Op::Advance(5_000));
         }
         match route {
