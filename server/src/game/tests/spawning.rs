@@ -112,8 +112,9 @@ fn a_refused_spawn_is_kept_queued_and_never_counted_as_done() {
     assert_eq!(h.pawns_of("a"), 1, "the kept request spawned once the gate opened");
 }
 
-/// Issue 13 item 5, found by the `game_core` fuzz target: a spawn the level-ready gate refuses
-/// is one refusal in the metrics as in the counters (it was observed twice, so
+/// Issue 13 item 5, caught by the `game_core` fuzz target's check of counters against
+/// observations: a spawn the level-ready gate refuses is one refusal in the metrics as in the
+/// counters (it was observed twice, so
 /// `gatehouse_spawn_refusals_by_cause_total{cause="level_not_ready"}` counted double).
 #[test]
 fn a_refused_spawn_is_observed_once_as_it_is_counted_once() {
