@@ -24,9 +24,7 @@
 //! `server/src/game/tests/properties.rs`, which this target follows.
 
 #![no_main]
-// `fuzz_target!` expands to a `#[no_mangle]` entry point, which `forbid(unsafe_code)` refuses;
-// `deny` keeps our own code free of `unsafe` while the macro's expansion allows it locally.
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
 use std::collections::BTreeMap;
 use std::path::Path;
