@@ -126,8 +126,6 @@ impl Game {
                 self.counters.spawn_refusals += 1;
                 self.observations
                     .push(Observation::SpawnRefused { cause: SpawnRefusal::LevelNotReady });
-                self.observations
-                    .push(Observation::SpawnRefused { cause: SpawnRefusal::LevelNotReady });
                 tracing::info!(player = %request.player, node = %request.node,
                     "spawn refused by the level-ready gate; kept queued");
                 Attempt::Wait

@@ -6,9 +6,9 @@ use std::time::Duration;
 use gatehouse_protocol::ServerMessage;
 
 use super::*;
-use crate::game::SpawnKind;
 use crate::game::streaming::LoadId;
 use crate::game::timers::Timer;
+use crate::game::{Observation, SpawnKind, SpawnRefusal};
 use crate::store::SessionSave;
 
 /// Symptom "Black void on boot": `SpawnDefaultPawnFor` returns nothing while a world map
@@ -110,6 +110,23 @@ fn a_refused_spawn_is_kept_queued_and_never_counted_as_done() {
     assert!(!h.ended(t));
     h.finish_stream("dungeon rooms");
     assert_eq!(h.pawns_of("a"), 1, "the kept request spawned once the gate opened");
+}
+
+/// Issue 13 item 5, caught by the `game_core` fuzz target's check of counters against
+/// observations: a spawn the level-ready gate refuses is one refusal in the metrics as in the
+/// counters (it was observed twice, so
+/// `gatehouse_spawn_refusals_by_cause_total{cause="level_not_ready"}` counted double).
+#[test]
+fn a_refused_spawn_is_observed_once_as_it_is_counted_once() {
+    let mut h = Harness::booted();
+    h.input(Input::Travel { node: node("crypt") });
+    let a = h.login("a");
+    h.stream_node("crypt");
+    h.ready(a);
+    assert_eq!(h.game.counters().spawn_refusals, 1, "refused while the rooms stream");
+    let refusal = Observation::SpawnRefused { cause: SpawnRefusal::LevelNotReady };
+    let observed = std::iter::from_fn(|| h.game.poll_observation()).filter(|o| *o == refusal);
+    assert_eq!(observed.count(), 1, "one refusal, one observation");
 }
 
 /// Honest Spawn Refusal: "ProcessPendingSpawns similarly re-queues when no spawn point is
