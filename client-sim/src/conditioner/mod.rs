@@ -238,6 +238,8 @@ mod tests {
         assert_eq!(i.rate, Some(64_000));
         assert_eq!(i.queue, Duration::from_millis(500));
         assert_ne!(i, Impairment::default());
+        assert_eq!(Impairment::parse("rate=2M").unwrap().rate, Some(2_000_000));
+        assert_eq!(Impairment::parse("rate=1500").unwrap().rate, Some(1_500));
         assert_eq!(Impairment::parse(&i.to_string()).unwrap(), i);
     }
 
