@@ -228,3 +228,28 @@ fn misbehaving_flags_are_parsed_and_bad_values_refused() {
     assert!(!out.status.success());
     assert!(stderr.contains("/nonexistent/cert.der"), "{stderr}");
 }
+
+/// Issue 13 item 1: without `--duration`, `gatehouse-sim proxy` relays until it is told to stop
+/// (SIGTERM or Ctrl-C), then prints what it did and exits 0.
+#[cfg(unix)]
+#[test]
+fn the_proxy_runs_until_sigterm_then_reports() {
+    let mut proxy = Command::new(SIM)
+        .args(["proxy", "--listen", "127.0.0.1:0", "--server", "127.0.0.1:9"])
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(proxy.stderr.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut stderr, &mut first).unwrap();
+    assert!(first.starts_with("proxy on 127.0.0.1:"), "{first}");
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    assert!(proxy.try_wait().unwrap().is_none(), "still relaying");
+    let killed = Command::new("kill").args(["-TERM", &proxy.id().to_string()]).status().unwrap();
+    assert!(killed.success());
+    let out = proxy.wait_with_output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("network conditioner: 0 flows"), "{text}");
+}
