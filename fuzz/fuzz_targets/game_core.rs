@@ -11,9 +11,9 @@
 //! 1. it never panics;
 //! 2. no player has two live pawns;
 //! 3. no pawn stands on a node that is not streamed: every spawn and teleport lands on the node
-//!    streamed at that point of the output stream (a dungeon's rooms included), and whenever no transition is in flight
-//!    (while one runs, the old level is unloaded and characters are frozen) every live pawn
-//!    stands on the streamed node;
+//!    streamed at that point of the output stream (a dungeon's rooms included), and whenever
+//!    no transition is in flight (while one runs, the old level is unloaded and characters are
+//!    frozen) every live pawn stands on the streamed node;
 //! 4. the model agrees with the core's own snapshot (streamed node, pawns per player), so the
 //!    replicated view clients build is the server's;
 //! 5. metrics and counters tell one story: each spawn refusal, transition end and refused login
