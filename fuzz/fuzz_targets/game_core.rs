@@ -527,8 +527,10 @@ impl Model {
                 assert_eq!(
                     Some(&pawn.node),
                     self.streamed.as_ref(),
-                    "{id:?} of {} stands on a node that is not streamed",
-                    pawn.owner
+                    "{id:?} of {} stands on a node that is not streamed; pending {:?}; players {:?}",
+                    pawn.owner,
+                    snapshot.pending_spawns,
+                    snapshot.players
                 );
             }
         }
