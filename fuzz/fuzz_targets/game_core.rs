@@ -11,9 +11,9 @@
 //! 1. it never panics;
 //! 2. no player has two live pawns;
 //! 3. no pawn stands on a node that is not streamed: every spawn and teleport lands on the node
-//!    streamed at that point of the output stream (a dungeon's rooms included), and whenever no transition is in flight
-//!    (while one runs, the old level is unloaded and characters are frozen) every live pawn
-//!    stands on the streamed node;
+//!    streamed at that point of the output stream (a dungeon's rooms included), and whenever
+//!    no transition is in flight (while one runs, the old level is unloaded and characters are
+//!    frozen) every live pawn stands on the streamed node;
 //! 4. the model agrees with the core's own snapshot (streamed node, pawns per player), so the
 //!    replicated view clients build is the server's;
 //! 5. metrics and counters tell one story: each spawn refusal, transition end and refused login
@@ -98,11 +98,11 @@ enum Op {
     /// A registration for any load id.
     PointsRaw(u8),
     /// A held player load is answered.
-    AnswerLoad(u8, Found),
+    AnswerLoad(u8, Answer),
     /// Every held player load is answered, missing.
     AnswerLoads,
     /// A player load answer with any ticket (stale, duplicate, never issued).
-    AnswerLoadRaw(u8, u8, Found),
+    AnswerLoadRaw(u8, u8, Answer),
     /// The session load is answered (or answered again).
     AnswerSession(Option<u8>, bool),
     /// An operator travel.
@@ -138,8 +138,8 @@ enum Id {
 
 /// A store's answer to a load.
 #[derive(Debug, Arbitrary)]
-enum Found {
-    NotFound,
+enum Answer {
+    Missing,
     Failed,
     Save { node: Option<u8>, preset: PresetChoice, equipment: Vec<u8>, version: u8 },
 }
@@ -246,12 +246,20 @@ struct Model {
     transitions: Vec<TransitionId>,
     joins: Vec<JoinId>,
     possessed: Vec<PawnId>,
-    /// Per connection: the newest transition, join and possessed pawn it was sent.
-    latest: BTreeMap<ConnectionId, (Option<TransitionId>, Option<JoinId>, Option<PawnId>)>,
+    /// Per connection: the newest ids it was sent.
+    latest: BTreeMap<ConnectionId, Told>,
     /// Connections the core admitted and has not closed.
     open: BTreeMap<ConnectionId, PlayerId>,
     /// The counters after the last step.
     counted: Tally,
+}
+
+/// The newest transition, join and possessed pawn one connection was sent.
+#[derive(Debug, Default, Clone, Copy)]
+struct Told {
+    transition: Option<TransitionId>,
+    join: Option<JoinId>,
+    pawn: Option<PawnId>,
 }
 
 /// Decisions that are both counted and observed, as counts.
@@ -432,15 +440,15 @@ impl Model {
                 self.open.insert(connection, player_id.clone());
             }
             ServerMessage::ShowTransition { transition_id, .. } => {
-                latest.0 = Some(*transition_id);
+                latest.transition = Some(*transition_id);
                 self.transitions.push(*transition_id);
             }
             ServerMessage::ShowJoin { join_id, .. } => {
-                latest.1 = Some(*join_id);
+                latest.join = Some(*join_id);
                 self.joins.push(*join_id);
             }
             ServerMessage::Possessed { pawn_id } => {
-                latest.2 = Some(*pawn_id);
+                latest.pawn = Some(*pawn_id);
                 self.possessed.push(*pawn_id);
             }
             _ => {}
@@ -519,8 +527,10 @@ impl Model {
                 assert_eq!(
                     Some(&pawn.node),
                     self.streamed.as_ref(),
-                    "{id:?} of {} stands on a node that is not streamed",
-                    pawn.owner
+                    "{id:?} of {} stands on a node that is not streamed; pending {:?}; players {:?}",
+                    pawn.owner,
+                    snapshot.pending_spawns,
+                    snapshot.players
                 );
             }
         }
@@ -536,7 +546,8 @@ impl Model {
     }
 
     fn message(&self, connection: ConnectionId, msg: &Msg) -> Option<ClientMessage> {
-        let (transition, join, pawn) = self.latest.get(&connection).copied().unwrap_or_default();
+        let Told { transition, join, pawn } =
+            self.latest.get(&connection).copied().unwrap_or_default();
         Some(match msg {
             Msg::Hello(version) => {
                 ClientMessage::Hello { protocol_version: *version, token: "t".into() }
@@ -555,11 +566,11 @@ impl Model {
         })
     }
 
-    fn save(player: PlayerId, found: &Found) -> LoadOutcome<PlayerSave> {
-        match found {
-            Found::NotFound => LoadOutcome::NotFound,
-            Found::Failed => LoadOutcome::Failed("the fuzzer's store is down".into()),
-            Found::Save { node: at, preset, equipment, version } => {
+    fn save(player: PlayerId, answer: &Answer) -> LoadOutcome<PlayerSave> {
+        match answer {
+            Answer::Missing => LoadOutcome::NotFound,
+            Answer::Failed => LoadOutcome::Failed("the fuzzer's store is down".into()),
+            Answer::Save { node: at, preset, equipment, version } => {
                 let preset = match preset {
                     PresetChoice::ReadOnly(i) => {
                         Preset::ReadOnly { name: pick(&["Vanguard", "Scout", "Gone"], *i).into() }
@@ -614,7 +625,7 @@ impl Model {
             }
             Op::AnswerLoads => {
                 while !self.loads.is_empty() {
-                    self.apply(&Op::AnswerLoad(0, Found::NotFound));
+                    self.apply(&Op::AnswerLoad(0, Answer::Missing));
                 }
             }
             Op::Stream(k) if !self.streams.is_empty() => {
@@ -630,18 +641,18 @@ impl Model {
             Op::PointsRaw(n) => {
                 self.input(Input::SpawnPointsRegistered { load: LoadId(u64::from(*n)) })
             }
-            Op::AnswerLoad(k, found) if !self.loads.is_empty() => {
+            Op::AnswerLoad(k, answer) if !self.loads.is_empty() => {
                 let (player, ticket) = self.loads.remove(usize::from(*k) % self.loads.len());
-                let outcome = Self::save(player.clone(), found);
+                let outcome = Self::save(player.clone(), answer);
                 self.input(Input::PlayerLoaded { player, ticket, outcome });
             }
-            Op::AnswerLoadRaw(i, k, found) => {
+            Op::AnswerLoadRaw(i, k, answer) => {
                 let player = PlayerId::new(pick(&PLAYERS, *i)).expect("a valid player id");
                 let ticket = match self.tickets.is_empty() {
                     true => u64::from(*k),
                     false => pick(&self.tickets, *k),
                 };
-                let outcome = Self::save(player.clone(), found);
+                let outcome = Self::save(player.clone(), answer);
                 self.input(Input::PlayerLoaded { player, ticket, outcome });
             }
             Op::AnswerSession(at, failed) => {
