@@ -170,19 +170,21 @@ fn the_proxy_alone_relays_clients_to_the_server_and_reports_what_it_did() {
     let server = runtime.block_on(TestServer::start(worlds::QUICK));
     let listen = std::net::UdpSocket::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
     let report_path = dir.path().join("proxy.json");
-    let mut proxy = Command::new(SIM)
-        .args(["proxy", "--listen", &listen.to_string(), "--server", &server.addr.to_string()])
-        .args(["--impair", "loss=10%,lag=5ms", "--impair-seed", "3", "--duration", "12s"])
-        .arg("--report-json")
-        .arg(&report_path)
-        .stderr(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // The proxy says where it listens once it is bound.
-    let mut stderr = std::io::BufReader::new(proxy.stderr.take().unwrap());
-    let mut first = String::new();
-    std::io::BufRead::read_line(&mut stderr, &mut first).unwrap();
+    let (proxy, first, _stderr) = spawn_proxy(&[
+        "proxy",
+        "--listen",
+        &listen.to_string(),
+        "--server",
+        &server.addr.to_string(),
+        "--impair",
+        "loss=10%,lag=5ms",
+        "--impair-seed",
+        "3",
+        "--duration",
+        "12s",
+        "--report-json",
+        report_path.to_str().unwrap(),
+    ]);
     assert!(first.contains(&format!("proxy on {listen}")), "{first}");
     let mut swarm = gatehouse_tests::swarm_config(
         listen,
@@ -234,15 +236,8 @@ fn misbehaving_flags_are_parsed_and_bad_values_refused() {
 #[cfg(unix)]
 #[test]
 fn the_proxy_runs_until_sigterm_then_reports() {
-    let mut proxy = Command::new(SIM)
-        .args(["proxy", "--listen", "127.0.0.1:0", "--server", "127.0.0.1:9"])
-        .stderr(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = std::io::BufReader::new(proxy.stderr.take().unwrap());
-    let mut first = String::new();
-    std::io::BufRead::read_line(&mut stderr, &mut first).unwrap();
+    let (mut proxy, first, _stderr) =
+        spawn_proxy(&["proxy", "--listen", "127.0.0.1:0", "--server", "127.0.0.1:9"]);
     assert!(first.starts_with("proxy on 127.0.0.1:"), "{first}");
     std::thread::sleep(std::time::Duration::from_millis(300));
     assert!(proxy.try_wait().unwrap().is_none(), "still relaying");
@@ -252,4 +247,22 @@ fn the_proxy_runs_until_sigterm_then_reports() {
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("network conditioner: 0 flows"), "{text}");
+}
+
+/// Starts `gatehouse-sim` with `args` (a proxy), its output piped, and returns it with the first
+/// line it wrote on stderr (where it says it listens, once bound) and the rest of its stderr,
+/// which the caller keeps open while the proxy runs (it writes its counts there).
+fn spawn_proxy(
+    args: &[&str],
+) -> (std::process::Child, String, std::io::BufReader<std::process::ChildStderr>) {
+    let mut proxy = Command::new(SIM)
+        .args(args)
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(proxy.stderr.take().unwrap());
+    let mut first = String::new();
+    std::io::BufRead::read_line(&mut stderr, &mut first).unwrap();
+    (proxy, first, stderr)
 }

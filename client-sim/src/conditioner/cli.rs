@@ -6,6 +6,8 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::path::PathBuf;
 use std::time::Duration;
 
+use std::io::Write as _;
+
 use anyhow::Context as _;
 
 use super::proxy::{Proxy, ProxyStats};
@@ -108,11 +110,15 @@ pub async fn run_proxy(args: ProxyArgs) -> anyhow::Result<ProxyStats> {
     loop {
         tokio::select! {
             () = &mut stop => break,
-            _ = tick.tick() => eprint!("{}", handle.stats()),
+            // A closed stderr (a reader gone) is no reason to stop relaying.
+            _ = tick.tick() => {
+                let _ = write!(std::io::stderr(), "{}", handle.stats());
+            }
         }
     }
     let stats = handle.stats();
-    print!("{stats}");
+    // A reader that stopped reading (`| head`) is not an error.
+    let _ = write!(std::io::stdout(), "{stats}");
     if let Some(path) = &args.report_json {
         let json = serde_json::to_string_pretty(&stats)?;
         std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?;
