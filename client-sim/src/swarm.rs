@@ -421,16 +421,15 @@ async fn run_clients(
     let endpoints = (0..config.clients.div_ceil(per_endpoint).max(1))
         .map(|_| bind_client_endpoint(config.server, quic.clone()))
         .collect::<Result<Vec<_>, _>>()?;
-    if let Some(conditioner) = &config.conditioner {
+    // Each client's flow is keyed by its index, and the clients dial the conditioner.
+    let mut config = config;
+    if let Some(conditioner) = config.conditioner.clone() {
         for (i, endpoint) in endpoints.iter().enumerate() {
             let port = endpoint
                 .local_addr()
                 .map_err(|source| SimError::Bind { addr: conditioner.addr(), source })?;
             conditioner.register(port.port(), (config.first_index + i) as u64);
         }
-    }
-    let mut config = config;
-    if let Some(conditioner) = &config.conditioner {
         config.server = conditioner.addr();
     }
     let start = Instant::now();

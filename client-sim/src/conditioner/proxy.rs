@@ -380,6 +380,20 @@ mod tests {
         (addr, task)
     }
 
+    /// A proxy with no impairment (seed 1) in front of an echo server.
+    async fn clean_proxy() -> (Proxy, tokio::task::JoinHandle<()>) {
+        let (server, echo) = echo_server().await;
+        let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
+        (Proxy::start(loopback, server, Conditions::default(), 1).await.unwrap(), echo)
+    }
+
+    /// Sends `payload` from `client` to `to` and expects no answer within 300 ms.
+    async fn unanswered(client: &UdpSocket, to: SocketAddr, payload: &[u8]) -> bool {
+        client.send_to(payload, to).await.unwrap();
+        let mut buf = [0u8; 16];
+        tokio::time::timeout(Duration::from_millis(300), client.recv(&mut buf)).await.is_err()
+    }
+
     async fn client() -> UdpSocket {
         UdpSocket::bind("127.0.0.1:0").await.unwrap()
     }
@@ -393,9 +407,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_clean_proxy_relays_both_ways_and_counts_each_datagram() {
-        let (server, _echo) = echo_server().await;
-        let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
-        let proxy = Proxy::start(loopback, server, Conditions::default(), 1).await.unwrap();
+        let (proxy, _echo) = clean_proxy().await;
         let c = client().await;
         assert_eq!(echo(&c, proxy.handle().addr(), b"ping").await.as_deref(), Some(&b"ping"[..]));
         let stats = proxy.handle().stats();
@@ -416,17 +428,12 @@ mod tests {
 
     #[tokio::test]
     async fn a_cut_flow_passes_nothing_until_healed() {
-        let (server, _echo) = echo_server().await;
-        let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
-        let proxy = Proxy::start(loopback, server, Conditions::default(), 1).await.unwrap();
+        let (proxy, _echo) = clean_proxy().await;
         let handle = proxy.handle();
         let c = client().await;
         handle.register(c.local_addr().unwrap().port(), 7);
         handle.set_cut(7, true);
-        c.send_to(b"lost", handle.addr()).await.unwrap();
-        let mut buf = [0u8; 16];
-        let silent = tokio::time::timeout(Duration::from_millis(300), c.recv(&mut buf)).await;
-        assert!(silent.is_err(), "nothing crosses a cut");
+        assert!(unanswered(&c, handle.addr(), b"lost").await, "nothing crosses a cut");
         handle.set_cut(7, false);
         assert_eq!(echo(&c, handle.addr(), b"back").await.as_deref(), Some(&b"back"[..]));
         assert_eq!(handle.stats().up.cut, 1);
@@ -434,9 +441,7 @@ mod tests {
 
     #[tokio::test]
     async fn each_client_is_a_flow_of_its_own_towards_the_server() {
-        let (server, _echo) = echo_server().await;
-        let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
-        let proxy = Proxy::start(loopback, server, Conditions::default(), 1).await.unwrap();
+        let (proxy, _echo) = clean_proxy().await;
         let (a, b) = (client().await, client().await);
         assert_eq!(echo(&a, proxy.handle().addr(), b"a").await.as_deref(), Some(&b"a"[..]));
         assert_eq!(echo(&b, proxy.handle().addr(), b"b").await.as_deref(), Some(&b"b"[..]));
@@ -462,25 +467,18 @@ mod tests {
 
     #[tokio::test]
     async fn an_unregistered_flow_never_shares_a_registered_key() {
-        let (server, _echo) = echo_server().await;
-        let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
-        let proxy = Proxy::start(loopback, server, Conditions::default(), 1).await.unwrap();
+        let (proxy, _echo) = clean_proxy().await;
         let handle = proxy.handle();
         let (registered, unregistered) = (client().await, client().await);
         handle.register(registered.local_addr().unwrap().port(), 1);
         handle.set_cut(1, true);
         assert!(echo(&unregistered, handle.addr(), b"u").await.is_some(), "not cut with key 1");
-        registered.send_to(b"r", handle.addr()).await.unwrap();
-        let mut buf = [0u8; 4];
-        let cut = tokio::time::timeout(Duration::from_millis(300), registered.recv(&mut buf)).await;
-        assert!(cut.is_err(), "key 1 is cut");
+        assert!(unanswered(&registered, handle.addr(), b"r").await, "key 1 is cut");
     }
 
     #[tokio::test]
     async fn a_dropped_proxy_frees_its_port() {
-        let (server, _echo) = echo_server().await;
-        let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, 0));
-        let proxy = Proxy::start(loopback, server, Conditions::default(), 1).await.unwrap();
+        let (proxy, _echo) = clean_proxy().await;
         let addr = proxy.handle().addr();
         drop(proxy);
         let rebound = async {
