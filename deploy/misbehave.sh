@@ -29,7 +29,10 @@
 # (default 50 per second), FULL (full clients among the well-behaved; default 16),
 # READY_TIMEOUT_MS and SETTLE_TIMEOUT_MS (the server's client_ready_timeout_ms and
 # spawn_settle_timeout_ms, which bound what a silent client and one that never acknowledges can
-# hold a transition for; default 2000 each, against a world that streams in 0 ms), PORT (default
+# hold a transition for; default 2000 each, against a world that streams in 0 ms),
+# RESPONSE_TIMEOUT_MS (the server's client_response_timeout_ms: how long a client that answers
+# nothing, silent or never acknowledging, holds the others before it is set aside or excused;
+# default 150, for loopback, where a well-behaved client answers within milliseconds), PORT (default
 # 7792), DIR (where the files go; default a new directory under TMPDIR, kept). Loopback only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,6 +45,7 @@ rate=${CONNECT_RATE:-50}
 full=${FULL:-16}
 ready_ms=${READY_TIMEOUT_MS:-2000}
 settle_ms=${SETTLE_TIMEOUT_MS:-2000}
+response_ms=${RESPONSE_TIMEOUT_MS:-150}
 port=${PORT:-7792}
 
 if [ -z "${BIN_DIR:-}" ]; then
@@ -56,7 +60,7 @@ mkdir -p "$dir"
 
 # The load server's config with the two timeouts set; its world named on the command line,
 # since the copy is not beside it.
-sed -e "/^\[game\]/a client_ready_timeout_ms = $ready_ms\nspawn_settle_timeout_ms = $settle_ms" \
+sed -e "/^\[game\]/a client_ready_timeout_ms = $ready_ms\nspawn_settle_timeout_ms = $settle_ms\nclient_response_timeout_ms = $response_ms" \
     -e '/^world = /d' config/load-server.toml >"$dir/server.toml"
 
 server_pid=
@@ -104,7 +108,8 @@ run misbehaving "$clients" "$bad"
 echo
 echo "misbehaving clients (issue 13 item 4): $clients clients in both runs, $bad of them" \
     "misbehaving ($kinds) in the second; $(nproc) cores, connect rate $rate/s, $duration" \
-    "each, client_ready_timeout_ms $ready_ms, spawn_settle_timeout_ms $settle_ms"
+    "each, client_ready_timeout_ms $ready_ms, spawn_settle_timeout_ms $settle_ms," \
+    "client_response_timeout_ms $response_ms"
 python3 - "$dir" <<'EOF'
 import json, sys
 d = sys.argv[1]
@@ -139,7 +144,7 @@ if m:
         print(f"    {kind:<18} {k['clients']} clients: closed {closes}; server errors {errors}")
 # The server's side: how its transitions ended and how long they took, and whom it closed.
 for name in runs:
-    ended, kicked, abuse = [], 0, 0
+    ended, kicked, abuse, aside, late = [], 0, 0, 0, 0
     with open(f"{d}/server-{name}.log") as f:
         for line in f:
             try:
@@ -152,12 +157,14 @@ for name in runs:
                 ended.append((fields["outcome"], int(fields["duration_ms"])))
             kicked += "kicked" in message
             abuse += message.startswith("too many refused requests")
+            aside += "set aside" in message
+            late += message.startswith("client did not acknowledge its pawn in time")
     longest = max((ms_ for _, ms_ in ended), default=0)
     timeouts = sum(1 for outcome, _ in ended if outcome == "settle_timeout")
     over = sum(1 for _, ms_ in ended if ms_ >= 1000)
     print(f"  server ({name}): {len(ended)} transitions ended, {timeouts} at the settle timeout,"
           f" {over} took 1 s or more (longest {longest} ms); {kicked} clients kicked,"
-          f" {abuse} closed for abuse")
+          f" {abuse} closed for abuse; {aside} set aside, {late} acknowledgements late")
 EOF
 echo "files: $dir"
 exit "$status"

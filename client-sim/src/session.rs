@@ -230,6 +230,9 @@ impl ClientSession {
             }
             ServerMessage::ShowTransition { transition_id, target_node, levels } => {
                 if self.see_transition(now, transition_id) {
+                    // At once, before any streaming: the server sets aside a client that does
+                    // not answer within its response timeout (protocol version 5).
+                    self.outputs.push_back(ClientMessage::TransitionShown { transition_id });
                     self.send_wrong_transition_ids(transition_id);
                     // A newer destination: the client travels (the world for it loads now).
                     if let Some(client) = &mut self.client {
@@ -319,7 +322,10 @@ impl ClientSession {
                 }
             }
             ServerMessage::Possessed { pawn_id } => {
-                if std::mem::take(&mut self.respawning) {
+                // The respawn's possession comes after the tags that say alive; one while still
+                // dead (a join's dead pawn, say) is not it, and the respawn is still to come.
+                if self.respawning && !self.dead {
+                    self.respawning = false;
                     self.stats.respawns += 1;
                     self.stats.marks.push((now, MarkKind::Respawn));
                 }
@@ -774,12 +780,70 @@ mod tests {
         assert_eq!(restarted.stats().deaths_forgotten_by_server, 0);
     }
 
+    /// A possession that arrives while the client is still dead (a join placing it with a dead
+    /// pawn while its restart is on the way) is not the respawn: the respawn is counted at the
+    /// possession after the tags that say alive, so deaths stay balanced.
+    #[test]
+    fn a_possession_while_still_dead_is_not_counted_as_the_respawn() {
+        let t0 = Instant::now();
+        let me = PlayerId::new("sim-0000").unwrap();
+        let tags = |dead: bool| ServerMessage::AbilityTagsChanged {
+            player_id: me.clone(),
+            tags: if dead { vec![gatehouse_tags::catalog::STATE_DEAD] } else { vec![] },
+        };
+        let config = SessionConfig {
+            restart_after_death: Some(Duration::from_millis(500)),
+            ..SessionConfig::default()
+        };
+        let mut s = ClientSession::new(config);
+        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: None });
+        s.handle(t0, tags(true));
+        let restart = s.poll_timeout().unwrap();
+        s.handle_timeout(restart);
+        assert_eq!(s.poll_output(), Some(ClientMessage::RestartRequest));
+        s.handle(restart, own_pawn(4, &me, "harbor"));
+        s.handle(restart, ServerMessage::Possessed { pawn_id: PawnId(4) });
+        assert_eq!(s.stats().respawns, 0, "still dead: not the respawn");
+        s.handle(restart, tags(false));
+        s.handle(restart, own_pawn(5, &me, "harbor"));
+        s.handle(restart, ServerMessage::Possessed { pawn_id: PawnId(5) });
+        let stats = s.stats();
+        assert_eq!((stats.deaths, stats.respawns, stats.deaths_forgotten_by_server), (1, 1, 0));
+    }
+
+    /// Protocol version 5 (issue 13 item 4): `ShowTransition` is answered at once, before any
+    /// streaming, and only once per transition (a second `ShowTransition` of the same id is
+    /// not answered again).
+    #[test]
+    fn it_answers_show_transition_at_once_before_streaming() {
+        let t0 = Instant::now();
+        let mut s = ClientSession::new(SessionConfig::default());
+        s.handle(t0, ServerMessage::FreezeCharacters { transition_id: TransitionId(1) });
+        assert_eq!(s.poll_output(), None, "FreezeCharacters is not answered");
+        s.handle(t0, show(1));
+        assert_eq!(
+            drain(&mut s),
+            [ClientMessage::TransitionShown { transition_id: TransitionId(1) }]
+        );
+        s.handle(t0, show(2));
+        assert_eq!(
+            drain(&mut s),
+            [ClientMessage::TransitionShown { transition_id: TransitionId(2) }]
+        );
+        s.handle(t0, show(1));
+        assert_eq!(drain(&mut s), [], "a superseded transition is not answered");
+    }
+
     #[test]
     fn it_reports_ready_for_the_shown_transition_after_streaming() {
         let t0 = Instant::now();
         let mut s = ClientSession::new(SessionConfig::default());
         s.handle(t0, ServerMessage::FreezeCharacters { transition_id: TransitionId(1) });
         s.handle(t0, show(1));
+        assert_eq!(
+            s.poll_output(),
+            Some(ClientMessage::TransitionShown { transition_id: TransitionId(1) })
+        );
         let at = s.poll_timeout().unwrap();
         assert!(at >= t0 + Duration::from_millis(50) && at <= t0 + Duration::from_millis(250));
         s.handle_timeout(at);
@@ -801,6 +865,9 @@ mod tests {
         s.handle(t0, ServerMessage::EndTransition { transition_id: TransitionId(1) });
         assert!(s.is_loading(), "a stale end never drops the newer screen");
         s.handle_timeout(t0 + Duration::from_secs(1));
+        let shown = |id| ClientMessage::TransitionShown { transition_id: TransitionId(id) };
+        assert_eq!(s.poll_output(), Some(shown(1)));
+        assert_eq!(s.poll_output(), Some(shown(2)));
         assert_eq!(
             s.poll_output(),
             Some(ClientMessage::TransitionReady { transition_id: TransitionId(2) })
@@ -836,8 +903,11 @@ mod tests {
         );
         s.handle(t0, ServerMessage::Possessed { pawn_id: PawnId(5) });
         assert_eq!(
-            s.poll_output(),
-            Some(ClientMessage::PossessionAcknowledged { pawn_id: PawnId(5) })
+            drain(&mut s),
+            [
+                ClientMessage::TransitionShown { transition_id: TransitionId(1) },
+                ClientMessage::PossessionAcknowledged { pawn_id: PawnId(5) }
+            ]
         );
         assert!(!s.is_placed(), "screen still up");
         s.handle(
@@ -966,8 +1036,11 @@ mod tests {
         let at = s.poll_timeout().unwrap();
         s.handle_timeout(at);
         assert_eq!(
-            s.poll_output(),
-            Some(ClientMessage::TransitionReady { transition_id: TransitionId(1) })
+            drain(&mut s),
+            [
+                ClientMessage::TransitionShown { transition_id: TransitionId(1) },
+                ClientMessage::TransitionReady { transition_id: TransitionId(1) }
+            ]
         );
         s.handle(at, own_pawn(3, &me, "harbor"));
         s.handle(at, ServerMessage::Possessed { pawn_id: PawnId(3) });
@@ -1264,9 +1337,10 @@ mod tests {
         assert_eq!(drain(&mut s), [ClientMessage::JoinReady { join_id: JoinId(1004) }]);
         s.handle(t0, show(1));
         let ready = |id| ClientMessage::TransitionReady { transition_id: TransitionId(id) };
-        assert_eq!(drain(&mut s), [ready(1001)], "no transition before the first");
+        let shown = |id| ClientMessage::TransitionShown { transition_id: TransitionId(id) };
+        assert_eq!(drain(&mut s), [shown(1), ready(1001)], "no transition before the first");
         s.handle(t0, show(2));
-        assert_eq!(drain(&mut s), [ready(1), ready(1002)]);
+        assert_eq!(drain(&mut s), [shown(2), ready(1), ready(1002)]);
         s.handle_timeout(t0 + Duration::from_secs(1));
         assert_eq!(drain(&mut s), [ready(2)], "its own report");
         s.handle(t0, own_pawn(7, &you, "harbor"));

@@ -77,6 +77,8 @@ struct Setup {
     standalone: bool,
     rebalance_teams: bool,
     route: Option<(u8, u16)>,
+    /// The response timeout (`TransitionShown`, acknowledgements), 1 ms to 20 s.
+    response_ms: u16,
 }
 
 #[derive(Debug, Arbitrary)]
@@ -123,6 +125,7 @@ enum Msg {
     RestartRequest,
     Leave,
     JoinReady(Id),
+    TransitionShown(Id),
 }
 
 /// Which id a message names.
@@ -174,6 +177,7 @@ impl Setup {
             spawn_settle_timeout: settle,
             spawn_retry: ms(u16::from(self.retry_ms), 256),
             client_ready_timeout: ms(self.ready_ms, 40_000),
+            client_response_timeout: ms(self.response_ms, 20_000),
             client_ready_policy: match self.proceed {
                 true => ClientReadyPolicy::Proceed,
                 false => ClientReadyPolicy::Kick,
@@ -563,6 +567,9 @@ impl Model {
             Msg::JoinReady(id) => {
                 ClientMessage::JoinReady { join_id: Self::id(join, &self.joins, id, JoinId)? }
             }
+            Msg::TransitionShown(id) => ClientMessage::TransitionShown {
+                transition_id: Self::id(transition, &self.transitions, id, TransitionId)?,
+            },
         })
     }
 

@@ -387,6 +387,14 @@ mod wire_examples {
     }
 
     #[test]
+    fn transition_shown_encodes_as_documented() {
+        let frame =
+            encode_frame(&ClientMessage::TransitionShown { transition_id: TransitionId(7) }, 64)
+                .unwrap();
+        assert_eq!(frame, [12, 0, 0, 0, 6, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0]);
+    }
+
+    #[test]
     fn possession_acknowledged_encodes_as_documented() {
         let frame =
             encode_frame(&ClientMessage::PossessionAcknowledged { pawn_id: PawnId(42) }, 64)
@@ -397,9 +405,9 @@ mod wire_examples {
     #[test]
     fn hello_encodes_as_documented() {
         let frame =
-            encode_frame(&ClientMessage::Hello { protocol_version: 3, token: "a.b.c".into() }, 64)
+            encode_frame(&ClientMessage::Hello { protocol_version: 5, token: "a.b.c".into() }, 64)
                 .unwrap();
-        let mut expected = vec![21, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0];
+        let mut expected = vec![21, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0];
         expected.extend_from_slice(b"a.b.c");
         assert_eq!(frame, expected);
     }

@@ -39,7 +39,11 @@ pub use messages::{
 /// Version 4: the server sends `Closing` (index 20), the close code and reason, last on the
 /// stream before it closes a connection (issue 13 item 3); a version-3 client would fail to
 /// decode it.
-pub const PROTOCOL_VERSION: u32 = 4;
+///
+/// Version 5: a client answers every `ShowTransition` at once with `TransitionShown` (client
+/// index 6); a server sets aside a client that does not answer within its response timeout
+/// (issue 13 item 4), so a version-4 client would be set aside at every transition.
+pub const PROTOCOL_VERSION: u32 = 5;
 
 /// Most pawns in one `PawnsTeleported`: 512 ids (4 KiB) fit the smallest frame limit a server
 /// accepts (8 KiB); more moved at once come in several messages.

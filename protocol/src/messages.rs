@@ -48,6 +48,15 @@ pub enum ClientMessage {
         /// The join the client streamed for.
         join_id: JoinId,
     },
+    /// The client put up the loading screen of this transition: sent at once on
+    /// [`ServerMessage::ShowTransition`], before any streaming. It proves the client is
+    /// responsive; one that does not send it within the server's response timeout is set aside
+    /// from the transition (nothing waits for it) and placed by a join of its own afterwards
+    /// (issue 13 item 4). One for a superseded transition is ignored.
+    TransitionShown {
+        /// The transition whose `ShowTransition` arrived.
+        transition_id: TransitionId,
+    },
 }
 
 /// A message from the server to one client.

@@ -26,6 +26,7 @@ pub fn client_messages() -> Vec<ClientMessage> {
         ClientMessage::RestartRequest,
         ClientMessage::Leave,
         ClientMessage::JoinReady { join_id: JoinId(4) },
+        ClientMessage::TransitionShown { transition_id: TransitionId(7) },
     ]
 }
 
@@ -118,11 +119,12 @@ pub fn client_variant(message: &ClientMessage) -> usize {
         ClientMessage::RestartRequest => 3,
         ClientMessage::Leave => 4,
         ClientMessage::JoinReady { .. } => 5,
+        ClientMessage::TransitionShown { .. } => 6,
     }
 }
 
 /// Number of [`ClientMessage`] variants.
-pub const CLIENT_VARIANTS: usize = 6;
+pub const CLIENT_VARIANTS: usize = 7;
 
 /// The wire index of a server message, matching every variant (see [`client_variant`]).
 pub fn server_variant(message: &ServerMessage) -> usize {

@@ -280,6 +280,13 @@ pub struct GameConfig {
     pub client_ready_timeout: Duration,
     /// `client_ready_policy`: `kick` or `proceed`.
     pub client_ready_policy: ClientReadyPolicy,
+    /// `client_response_timeout_ms`: how long a client may take to answer what needs no
+    /// streaming: `TransitionShown` after `ShowTransition`, `PossessionAcknowledged` after
+    /// `Possessed` (default 2 s). A client that misses it is not waited for: set aside from the
+    /// transition, or excused from placement; the longer timeouts still apply the policy
+    /// (issue 13 item 4).
+    #[serde(rename = "client_response_timeout_ms", deserialize_with = "millis")]
+    pub client_response_timeout: Duration,
     /// `transition_max_ms`: the hard bound on one transition, from its start, whatever its
     /// phase and however often its settle-hold was extended; a transition that reaches it fails
     /// (`TransitionFailed`) and the server travels back to the last node a transition reached
@@ -301,6 +308,7 @@ impl Default for GameConfig {
             spawn_retry: Duration::from_millis(100),
             client_ready_timeout: Duration::from_secs(30),
             client_ready_policy: ClientReadyPolicy::Kick,
+            client_response_timeout: Duration::from_secs(2),
             transition_max: Duration::from_secs(120),
             player_state_retention: Duration::from_secs(300),
         }
@@ -543,6 +551,9 @@ impl ServerConfig {
         }
         if g.client_ready_timeout.is_zero() {
             return Err(self.invalid("game.client_ready_timeout_ms", "more than 0 ms", "0 ms"));
+        }
+        if g.client_response_timeout.is_zero() {
+            return Err(self.invalid("game.client_response_timeout_ms", "more than 0 ms", "0 ms"));
         }
         if g.transition_max <= g.spawn_settle_timeout {
             return Err(self.invalid(

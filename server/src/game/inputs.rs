@@ -198,6 +198,8 @@ impl Game {
         self.transition.forget(&id);
         self.joins.remove(&id);
         self.acknowledgements.forget(&id);
+        self.prompt_acknowledgements.forget(&id);
+        self.unresponsive.forget(&id);
         self.session.keep(id.clone(), player.keep(now), self.rules.player_state_retention);
         self.spawns.remove_player(&id);
         for pawn_id in pawns {
@@ -219,6 +221,9 @@ impl Game {
             // so this is a late message from a closing connection.
             return;
         };
+        // Anything it sends shows the client reads and writes again: no longer unresponsive
+        // (later transitions ask it again; this one waits for it once it reports ready).
+        self.unresponsive.forget(&id);
         match message {
             ClientMessage::Hello { .. } => self.refuse(
                 now,
@@ -239,6 +244,9 @@ impl Game {
             }
             ClientMessage::JoinReady { join_id } => {
                 self.handle_join_ready(now, connection, &id, join_id)
+            }
+            ClientMessage::TransitionShown { transition_id } => {
+                self.handle_transition_shown(now, connection, &id, transition_id)
             }
         }
     }
@@ -280,8 +288,33 @@ impl Game {
         }
     }
 
+    /// `TransitionShown`: the client answered `ShowTransition`, so the transition does not set
+    /// it aside (issue 13 item 4). Superseded ids are ignored, ids never issued refused.
+    fn handle_transition_shown(
+        &mut self,
+        now: Instant,
+        connection: ConnectionId,
+        player: &PlayerId,
+        id: gatehouse_protocol::TransitionId,
+    ) {
+        match self.transition.record_shown(player, id) {
+            ReadyReport::Kept => {}
+            ReadyReport::NoTransition | ReadyReport::Superseded => {
+                self.counters.stale_ignored += 1;
+                tracing::debug!(player = %player, stale = %id, "TransitionShown for a transition no longer in flight ignored");
+            }
+            ReadyReport::NeverIssued => self.refuse(
+                now,
+                connection,
+                ErrorCode::UnknownTransition,
+                format!("transition {id} was never started"),
+            ),
+        }
+    }
+
     /// `Server_ReportTransitionReady`: keeps reports for the current id whatever the phase,
-    /// ignores superseded ids, refuses ids never issued.
+    /// ignores superseded ids, refuses ids never issued. A report from a client set aside
+    /// brings it back into the transition, which places it again.
     fn handle_transition_ready(
         &mut self,
         now: Instant,
@@ -289,15 +322,29 @@ impl Game {
         player: &PlayerId,
         id: gatehouse_protocol::TransitionId,
     ) {
+        let returning = self.transition.is_set_aside(player);
         match self.transition.record_ready(player, id, now) {
             ReadyReport::Kept => {
                 // Its client streamed the destination: a pawn may be placed for it there (a
                 // spawn that waited for this report, in Completing, goes now).
                 let target = self.transition.resolved_target().cloned();
-                if let (Some(target), Some(mut p)) = (target, self.roster.player_mut(player)) {
+                if let (Some(target), Some(mut p)) =
+                    (target.clone(), self.roster.player_mut(player))
+                {
                     p.loaded = Some(target);
+                    if returning {
+                        p.placement_excused = false;
+                    }
                     drop(p);
                     self.spawns.wake();
+                }
+                if let Some(target) = target.filter(|_| returning) {
+                    tracing::info!(%player, "client set aside reported ready; back in the transition");
+                    let kind = match self.roster.possessed_pawn(player) {
+                        Some(_) => SpawnKind::LevelTransition,
+                        None => SpawnKind::Initial,
+                    };
+                    self.queue_spawn_request(now, player.clone(), kind, target);
                 }
             }
             ReadyReport::NoTransition => self.counters.stale_ignored += 1,
@@ -330,6 +377,7 @@ impl Game {
             player.acknowledge(pawn_id);
             drop(player);
             self.acknowledgements.forget(id);
+            self.prompt_acknowledgements.forget(id);
             tracing::debug!(player = %id, pawn = %pawn_id, "possession acknowledged");
             return;
         }

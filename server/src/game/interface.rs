@@ -25,6 +25,10 @@ pub struct GameRules {
     pub client_ready_timeout: Duration,
     /// What happens to a client that misses the client-ready timeout.
     pub client_ready_policy: ClientReadyPolicy,
+    /// How long a client may take to answer what needs no streaming (`TransitionShown`,
+    /// `PossessionAcknowledged`) before nothing waits for it (`[game]
+    /// client_response_timeout_ms`, issue 13 item 4).
+    pub client_response_timeout: Duration,
     /// Players logged in at once; a login beyond it is refused with `ServerFull`.
     pub max_players: usize,
     /// The hard bound on one transition, extensions included; reaching it fails the
@@ -43,6 +47,7 @@ impl GameRules {
             spawn_retry: game.spawn_retry,
             client_ready_timeout: game.client_ready_timeout,
             client_ready_policy: game.client_ready_policy,
+            client_response_timeout: game.client_response_timeout,
             max_players,
             transition_max: game.transition_max,
             player_state_retention: game.player_state_retention,
@@ -204,10 +209,19 @@ pub struct Counters {
     pub settle_extensions: u64,
     /// Clients that missed the client-ready timeout.
     pub ready_timeouts: u64,
+    /// Clients set aside from a transition: they did not answer `ShowTransition` within the
+    /// response timeout (issue 13 item 4).
+    pub clients_set_aside: u64,
+    /// Possessions not acknowledged within the response timeout: their players were excused
+    /// from placement (issue 13 item 4).
+    pub acknowledgements_late: u64,
     /// Pawns spawned.
     pub pawns_spawned: u64,
     /// Pawns teleported by a level-transition request.
     pub pawns_teleported: u64,
+    /// Kept pawns withdrawn (destroyed) at a settle timeout because their teleport to the
+    /// destination was still pending; their players each get a join (issue 13 item 5).
+    pub pawns_withdrawn: u64,
     /// Spawns refused by the level-ready gate and kept queued (honest refusal).
     pub spawn_refusals: u64,
     /// Spawn attempts that found no registered spawn point and scheduled a retry.
@@ -268,7 +282,7 @@ impl Counters {
     /// Every counter as `(field name, description, value)`, in declaration order: what
     /// `/metrics` reports as `gatehouse_<field>_total` with the description as its `HELP`
     /// (issue 15 item 1).
-    pub fn described(&self) -> [(&'static str, &'static str, u64); 25] {
+    pub fn described(&self) -> [(&'static str, &'static str, u64); 28] {
         [
             ("logins", "Players that logged in.", self.logins),
             (
@@ -323,11 +337,26 @@ impl Counters {
                 "Clients that missed the client-ready timeout.",
                 self.ready_timeouts,
             ),
+            (
+                "clients_set_aside",
+                "Clients set aside from a transition: no TransitionShown within the response timeout.",
+                self.clients_set_aside,
+            ),
+            (
+                "acknowledgements_late",
+                "Possessions not acknowledged within the response timeout (excused from placement).",
+                self.acknowledgements_late,
+            ),
             ("pawns_spawned", "Pawns spawned.", self.pawns_spawned),
             (
                 "pawns_teleported",
                 "Pawns teleported by a level-transition request.",
                 self.pawns_teleported,
+            ),
+            (
+                "pawns_withdrawn",
+                "Kept pawns withdrawn at a settle timeout with their teleport still pending.",
+                self.pawns_withdrawn,
             ),
             (
                 "spawn_refusals",

@@ -26,8 +26,10 @@
 //!   schedule, the last node a transition reached;
 //! - `Joins` (`joins.rs`): the joins in flight (a player who logs in while no transition runs
 //!   streams its node before it gets a pawn) and the join ids;
-//! - `Acknowledgements` (`acknowledgements.rs`): possessions awaiting their client's
-//!   acknowledgement, by when they were possessed (each has a deadline of its own);
+//! - `Awaited` (`awaited.rs`): answers awaited from players by when they were asked: the
+//!   possessions awaiting their client's acknowledgement (two bounds: the response timeout
+//!   excuses, the settle timeout applies the policy) and, per transition, the players that have
+//!   not answered `ShowTransition`;
 //! - `WorldStreaming` (`streaming.rs`): what is streamed and streaming; the world-map gate;
 //! - `Session` (`persistence.rs`): the session's node and save; the kept player states of
 //!   recently departed players;
@@ -82,7 +84,7 @@
 //! each due timer is its own step, in the timer table's order.
 
 mod abilities;
-mod acknowledgements;
+mod awaited;
 mod hazards;
 mod inputs;
 mod interface;
@@ -118,7 +120,7 @@ pub use spawn::SpawnKind;
 pub use streaming::LoadId;
 pub use transition::TransitionTiming;
 
-use acknowledgements::Acknowledgements;
+use awaited::Awaited;
 use hazards::Hazards;
 use joins::Joins;
 use observe::Observations;
@@ -142,8 +144,15 @@ pub struct Game {
     transition: Transitions,
     /// The joins in flight.
     joins: Joins,
-    /// Possessions awaiting their client's acknowledgement.
-    acknowledgements: Acknowledgements,
+    /// Possessions awaiting their client's acknowledgement, for the settle timeout (the
+    /// client-ready policy).
+    acknowledgements: Awaited,
+    /// The same until the response timeout excuses them from placement (or they answer).
+    prompt_acknowledgements: Awaited,
+    /// Clients set aside for not answering `ShowTransition`, by when: nothing waits for them,
+    /// in this transition or any later one, until they send anything; the client-ready
+    /// timeout from then applies the policy to them (issue 13 item 4).
+    unresponsive: Awaited,
     /// Level streaming and the world-map gate.
     streaming: WorldStreaming,
     /// The session's node and save.
@@ -172,7 +181,9 @@ impl Game {
             spawns: SpawnQueue::default(),
             transition: Transitions::default(),
             joins: Joins::default(),
-            acknowledgements: Acknowledgements::default(),
+            acknowledgements: Awaited::default(),
+            prompt_acknowledgements: Awaited::default(),
+            unresponsive: Awaited::default(),
             timers: TimerTable::default(),
             outputs: VecDeque::new(),
             counters: Counters::default(),
@@ -238,6 +249,7 @@ impl Game {
                 Timer::Effects => self.handle_effects(now),
                 Timer::TransitionLimit => self.handle_transition_limit(now),
                 Timer::PossessionAck => self.handle_acknowledgement_timeouts(now),
+                Timer::ClientResponse => self.handle_response_timeouts(now),
             }
             self.advance(now);
         }

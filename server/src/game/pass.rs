@@ -5,6 +5,7 @@
 //! Only `Game::advance` calls the steps. Each one reads the sub-states, acts if its condition
 //! holds, and records what it did; none calls another.
 
+use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use gatehouse_protocol::{
@@ -62,6 +63,14 @@ impl Game {
             tracing::info!(joins, "the transition supersedes the joins in flight");
         }
         self.roster.forget_loaded_levels();
+        // A client still unresponsive is not waited for again: set aside from the start.
+        let unresponsive: Vec<PlayerId> = self.unresponsive.players().cloned().collect();
+        for player in &unresponsive {
+            self.transition.set_aside(player);
+            if let Some(mut p) = self.roster.player_mut(player) {
+                p.placement_excused = true;
+            }
+        }
         self.broadcast(ServerMessage::FreezeCharacters { transition_id: id });
         if self.world.rebalance_teams {
             self.rebalance_teams(id);
@@ -265,6 +274,16 @@ impl Game {
         let Some(t) = self.transition.finish(now, players, timed_out) else { return };
         let _entered = t.span.enter();
         let duration_ms = crate::fields::millis(now.saturating_duration_since(t.started));
+        // Who may have been left behind: anyone at a settle timeout; otherwise only clients set
+        // aside (everyone else was placed on the target, or the transition would not end).
+        let candidates: Vec<PlayerId> = if timed_out {
+            self.roster.ids().cloned().collect()
+        } else {
+            t.set_aside_players().cloned().collect()
+        };
+        // Nobody stands on the old level once the screen drops: a pawn whose teleport never ran
+        // is withdrawn first.
+        let withdrawn = self.withdraw_stranded_pawns(&candidates, &t.target);
         if timed_out {
             self.counters.settle_timeouts += 1;
             let unplaced: Vec<PlayerId> =
@@ -285,18 +304,30 @@ impl Game {
         }
         self.broadcast(ServerMessage::EndTransition { transition_id: t.id });
         self.save_all(t.target.clone());
-        if timed_out {
-            // A client that joined in the spawn window and never streamed the destination was
-            // not given a pawn: it gets a join of its own now.
-            let unstreamed: Vec<PlayerId> = self
-                .roster
-                .players()
-                .filter(|p| p.pawn.is_none() && p.loaded.as_ref() != Some(&t.target))
-                .map(|p| p.id.clone())
-                .collect();
-            for player in unstreamed {
-                self.start_join(now, player);
+        // A client that never streamed the destination (it joined in the spawn window, or was
+        // set aside) was not given a pawn, and one whose pawn was withdrawn has none: each gets
+        // a join of its own now, under its own loading screen. A client set aside is excused
+        // no more: from now on its join waits for it, and nothing else does.
+        let target = &t.target;
+        let mut pawnless: BTreeSet<PlayerId> = candidates
+            .iter()
+            .filter(|id| {
+                self.roster
+                    .player(id)
+                    .is_some_and(|p| p.pawn.is_none() && p.loaded.as_ref() != Some(target))
+            })
+            .cloned()
+            .collect();
+        pawnless.extend(withdrawn);
+        for player in t.set_aside_players() {
+            if let Some(mut p) = self.roster.player_mut(player) {
+                p.placement_excused = false;
             }
+        }
+        for player in pawnless {
+            self.start_join(now, player);
+        }
+        if timed_out {
             let silent: Vec<PlayerId> = self
                 .roster
                 .players()
@@ -305,6 +336,58 @@ impl Game {
                 .collect();
             self.apply_client_ready_policy(now, silent, Lapse::NeverAcknowledged);
         }
+    }
+
+    /// At the end of a transition: a kept pawn whose teleport to `target` never ran (a settle
+    /// timeout with it pending, found by the fuzz target `game_core`, issue 13 item 5; or its
+    /// client set aside, item 4) stands on a level no longer streamed, and the loading screen
+    /// is about to drop. Its pawn is destroyed and its request dropped, so nobody stands in the
+    /// void (seed 001, "Why This Architecture"); the player is then unplaced (named with the
+    /// others at a settle timeout) and placed by a join of its own.
+    /// A dead pawn left there awaiting its replacement is destroyed too. Looks only at
+    /// `candidates`; returns those whose possessed pawn was withdrawn.
+    fn withdraw_stranded_pawns(
+        &mut self,
+        candidates: &[PlayerId],
+        target: &NodeId,
+    ) -> Vec<PlayerId> {
+        let off_target = |pawn: Option<PawnId>| {
+            pawn.filter(|id| self.roster.pawn(*id).is_some_and(|p| p.node != *target))
+        };
+        // (player, its possessed pawn if stranded, a dead pawn awaiting its replacement there)
+        let stranded: Vec<(PlayerId, Option<PawnId>, Option<PawnId>)> = candidates
+            .iter()
+            .filter_map(|id| self.roster.player(id))
+            .map(|p| (p.id.clone(), off_target(p.pawn), off_target(p.dead_pawn)))
+            .filter(|(_, pawn, dead)| pawn.is_some() || dead.is_some())
+            .collect();
+        let mut withdrawn = Vec::with_capacity(stranded.len());
+        for (player, pawn, dead) in stranded {
+            if let Some(mut p) = self.roster.player_mut(&player) {
+                if pawn.is_some() {
+                    p.pawn = None;
+                    p.acknowledged = None;
+                }
+                if dead.is_some() {
+                    p.dead_pawn = None;
+                }
+            }
+            for pawn_id in pawn.into_iter().chain(dead) {
+                tracing::warn!(%player, pawn = %pawn_id,
+                    "transition ends with this pawn on a level no longer streamed: withdrawn");
+                if self.roster.destroy_pawn(pawn_id) {
+                    self.counters.pawns_withdrawn += 1;
+                    self.broadcast(ServerMessage::PawnDestroyed { pawn_id });
+                }
+            }
+            if pawn.is_some() {
+                self.acknowledgements.forget(&player);
+                self.prompt_acknowledgements.forget(&player);
+                self.spawns.remove_player(&player);
+                withdrawn.push(player);
+            }
+        }
+        withdrawn
     }
 
     /// Step 6: the route's next travel, once it is due and no transition is in flight.
@@ -327,12 +410,18 @@ impl Game {
         let timeout = self.rules.client_ready_timeout;
         let ready = self.transition.client_ready_deadline(timeout);
         let joins = self.joins.ready_deadline(timeout);
-        self.timers.arm(Timer::ClientReady, ready.into_iter().chain(joins).min());
+        let unresponsive = self.unresponsive.deadline(timeout);
+        self.timers
+            .arm(Timer::ClientReady, ready.into_iter().chain(joins).chain(unresponsive).min());
         self.timers.arm(Timer::SpawnSettle, self.transition.settle_deadline());
         let limit = self.transition.limit_deadline(self.rules.transition_max);
         self.timers.arm(Timer::TransitionLimit, limit);
         let acknowledgement = self.acknowledgements.deadline(self.rules.spawn_settle_timeout);
         self.timers.arm(Timer::PossessionAck, acknowledgement);
+        let response = self.rules.client_response_timeout;
+        let shown = self.transition.response_deadline(response);
+        let prompt = self.prompt_acknowledgements.deadline(response);
+        self.timers.arm(Timer::ClientResponse, shown.into_iter().chain(prompt).min());
     }
 
     /// The acknowledgement timer (issue 13 item 4): the client-ready policy for every player
@@ -345,13 +434,52 @@ impl Game {
         self.apply_client_ready_policy(now, late, Lapse::NeverAcknowledged);
     }
 
-    /// The client-ready timer: the policy for every player (in the transition or in a join)
-    /// whose deadline passed.
+    /// The response timer (issue 13 item 4): what needs no streaming did not come within the
+    /// response timeout, so nothing waits for it any more, and the longer timeouts still apply
+    /// the client-ready policy:
+    /// - a client shown the transition that has not answered `TransitionShown` is set aside:
+    ///   the transition no longer waits for its ready report nor places it; at its end, its
+    ///   pawn, left on the old level, is withdrawn and a join of its own places it. A ready
+    ///   report before then brings it back.
+    /// - a client possessed a pawn that it has not acknowledged is excused from placement, so
+    ///   no settle-hold waits for it; the settle timeout still applies the policy.
+    pub(crate) fn handle_response_timeouts(&mut self, now: Instant) {
+        let timeout = self.rules.client_response_timeout;
+        let timeout_ms = crate::fields::millis(timeout);
+        for player in self.transition.set_aside_unresponsive(now, timeout) {
+            self.counters.clients_set_aside += 1;
+            self.unresponsive.ask(&player, now);
+            tracing::warn!(%player, timeout_ms,
+                "client did not answer ShowTransition in time; set aside: nothing waits for it");
+            self.spawns.remove_player(&player);
+            if let Some(mut p) = self.roster.player_mut(&player) {
+                p.placement_excused = true;
+            }
+        }
+        for player in self.prompt_acknowledgements.late(now, timeout) {
+            self.prompt_acknowledgements.forget(&player);
+            self.counters.acknowledgements_late += 1;
+            tracing::warn!(%player, timeout_ms,
+                "client did not acknowledge its pawn in time; settle-holds no longer wait for it");
+            if let Some(mut p) = self.roster.player_mut(&player) {
+                p.placement_excused = true;
+            }
+        }
+    }
+
+    /// The client-ready timer: the policy for every player (in the transition, in a join, or
+    /// unresponsive since it was set aside) whose deadline passed.
     pub(crate) fn handle_client_ready_timeouts(&mut self, now: Instant) {
         let timeout = self.rules.client_ready_timeout;
-        let mut late = self.transition.late_players(now, timeout);
+        let mut late: BTreeSet<PlayerId> =
+            self.transition.late_players(now, timeout).into_iter().collect();
         late.extend(self.joins.late(now, timeout));
-        self.apply_client_ready_policy(now, late, Lapse::NeverReady);
+        for player in self.unresponsive.late(now, timeout) {
+            // Its deadline is spent whatever the policy does with it.
+            self.unresponsive.forget(&player);
+            late.insert(player);
+        }
+        self.apply_client_ready_policy(now, late.into_iter().collect(), Lapse::NeverReady);
     }
 
     /// The transition in flight reached the hard maximum (`[game] transition_max_ms`),

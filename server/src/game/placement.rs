@@ -62,7 +62,8 @@ impl Game {
             self.transition.current().map_or_else(|| self.session.node(), |t| &t.target).clone();
         let mut new = Vec::new();
         for player in self.roster.players() {
-            if self.spawns.has_request_for(&player.id) {
+            // A client set aside is placed by a join of its own once the transition ends.
+            if self.spawns.has_request_for(&player.id) || self.transition.is_set_aside(&player.id) {
                 continue;
             }
             match self.roster.possessed_pawn(&player.id) {
@@ -181,7 +182,8 @@ impl Game {
         let (granted, dead) = p.possess(pawn, &self.world.startup_kits);
         let connection = p.connection;
         drop(p);
-        self.acknowledgements.possessed(player, now);
+        self.acknowledgements.ask(player, now);
+        self.prompt_acknowledgements.ask(player, now);
         self.send(connection, ServerMessage::Possessed { pawn_id: pawn });
         if !granted.is_empty() {
             self.counters.kit_grants += 1;

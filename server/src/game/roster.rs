@@ -285,8 +285,7 @@ impl Roster {
         Some((player, owned))
     }
 
-    /// The pawn `id`, if it exists (tests look pawns up by id).
-    #[cfg(test)]
+    /// The pawn `id`, if it exists.
     pub(crate) fn pawn(&self, id: PawnId) -> Option<&Pawn> {
         self.pawns.get(&id)
     }

@@ -26,10 +26,14 @@ pub(crate) enum Timer {
     /// The earliest deadline of a possession not acknowledged yet, a settle timeout after it
     /// (issue 13 item 4).
     PossessionAck = 6,
+    /// The earliest response deadline: a client shown a transition that has not answered
+    /// `TransitionShown`, or possessed a pawn it has not acknowledged, a response timeout after
+    /// (issue 13 item 4).
+    ClientResponse = 7,
 }
 
 /// How many timers there are.
-const TIMER_COUNT: usize = 7;
+const TIMER_COUNT: usize = 8;
 
 /// Every timer, in table order.
 const ALL: [Timer; TIMER_COUNT] = [
@@ -40,6 +44,7 @@ const ALL: [Timer; TIMER_COUNT] = [
     Timer::Effects,
     Timer::TransitionLimit,
     Timer::PossessionAck,
+    Timer::ClientResponse,
 ];
 
 /// A deadline per [`Timer`].

@@ -34,6 +34,7 @@ use std::time::{Duration, Instant};
 use gatehouse_protocol::{NodeId, PlayerId, TransitionId};
 use serde::Serialize;
 
+use super::awaited::Awaited;
 use super::observe::{Observation, Observations, TransitionOutcome};
 use crate::config::TravelRoute;
 
@@ -135,6 +136,14 @@ pub(crate) struct Transition {
     /// Players the transition proceeds without (they missed the client-ready timeout under the
     /// `proceed` policy).
     excused: BTreeSet<PlayerId>,
+    /// Players that answered `ShowTransition` (`TransitionShown`, or a ready report).
+    answered: BTreeSet<PlayerId>,
+    /// Players shown the transition whose answer is awaited, by when `ShowTransition` went to
+    /// them (issue 13 item 4).
+    unanswered: Awaited,
+    /// Players that missed the response timeout: nothing in this transition waits for them
+    /// until a ready report of theirs brings them back.
+    set_aside: BTreeSet<PlayerId>,
     /// When each present player was shown this transition (at its start, or at login during
     /// it); a departure removes its entry.
     shown: BTreeMap<PlayerId, Instant>,
@@ -163,7 +172,30 @@ impl Transition {
 
     /// Whether `player` still owes a ready report.
     fn awaits(&self, player: &PlayerId) -> bool {
-        !self.ready.contains(player) && !self.excused.contains(player)
+        !self.ready.contains(player)
+            && !self.excused.contains(player)
+            && !self.set_aside.contains(player)
+    }
+
+    /// `player` answered `ShowTransition`: its answer is awaited no more.
+    fn answer(&mut self, player: &PlayerId) {
+        self.answered.insert(player.clone());
+        self.unanswered.forget(player);
+    }
+
+    /// Whether `ShowTransition` went out (past Freezing).
+    fn is_resolved(&self) -> bool {
+        self.resolved_at.is_some()
+    }
+
+    /// Whether `player` was set aside (it missed the response timeout).
+    pub(crate) fn is_set_aside(&self, player: &PlayerId) -> bool {
+        self.set_aside.contains(player)
+    }
+
+    /// The players set aside, in id order.
+    pub(crate) fn set_aside_players(&self) -> impl Iterator<Item = &PlayerId> {
+        self.set_aside.iter()
     }
 
     /// Counts `n` entries of [`Transition::owing`] examined by a query (in tests only).
@@ -324,6 +356,9 @@ impl Transitions {
             phase: Phase::Freezing(Freezing { destination }),
             ready: BTreeSet::new(),
             excused: BTreeSet::new(),
+            answered: BTreeSet::new(),
+            unanswered: Awaited::default(),
+            set_aside: BTreeSet::new(),
             shown,
             owing,
             #[cfg(test)]
@@ -344,6 +379,10 @@ impl Transitions {
                 t.owing.remove(&(before, player.clone()));
             }
             t.update_owing(player);
+            // `ShowTransition` goes to it now if the destination is known, else at resolve.
+            if t.is_resolved() && !t.answered.contains(player) {
+                t.unanswered.ask(player, now);
+            }
         }
     }
 
@@ -364,6 +403,10 @@ impl Transitions {
             Some(t) if t.id != id => ReadyReport::Superseded,
             Some(t) => {
                 let first = t.ready.insert(player.clone());
+                // A ready report answers `ShowTransition` too, and brings a client that was set
+                // aside back in: it has streamed the destination after all.
+                t.answer(player);
+                t.set_aside.remove(player);
                 t.update_owing(player);
                 let shown = t.resolved_at.zip(t.shown.get(player)).map(|(r, s)| r.max(*s));
                 if let Some(shown) = shown.filter(|_| first) {
@@ -382,6 +425,9 @@ impl Transitions {
         if let Some(t) = &mut self.current {
             t.ready.remove(player);
             t.excused.remove(player);
+            t.answered.remove(player);
+            t.unanswered.forget(player);
+            t.set_aside.remove(player);
             if let Some(shown) = t.shown.remove(player) {
                 t.owing.remove(&(shown, player.clone()));
             }
@@ -402,6 +448,62 @@ impl Transitions {
     /// The target of the last transition that ended (not failed).
     pub(crate) fn last_good(&self) -> Option<&NodeId> {
         self.last_good.as_ref()
+    }
+
+    /// `TransitionShown` from `player` for `id`: a report for the current id is kept whatever
+    /// the phase (it may come before `ShowTransition`, from the id in `FreezeCharacters`); a
+    /// client set aside stays aside until it reports ready.
+    pub(crate) fn record_shown(&mut self, player: &PlayerId, id: TransitionId) -> ReadyReport {
+        if id.0 >= self.next_id {
+            return ReadyReport::NeverIssued;
+        }
+        match &mut self.current {
+            None => ReadyReport::NoTransition,
+            Some(t) if t.id != id => ReadyReport::Superseded,
+            Some(t) => {
+                t.answer(player);
+                ReadyReport::Kept
+            }
+        }
+    }
+
+    /// When the earliest client shown the transition in flight without answering reaches
+    /// `timeout` (the response timeout).
+    pub(crate) fn response_deadline(&self, timeout: Duration) -> Option<Instant> {
+        self.current.as_ref()?.unanswered.deadline(timeout)
+    }
+
+    /// Sets aside every present player whose answer to `ShowTransition` is `timeout` or more
+    /// late at `now`: the transition no longer waits for its ready report. Returns them, oldest
+    /// first.
+    pub(crate) fn set_aside_unresponsive(
+        &mut self,
+        now: Instant,
+        timeout: Duration,
+    ) -> Vec<PlayerId> {
+        let Some(t) = &mut self.current else { return Vec::new() };
+        let late = t.unanswered.late(now, timeout);
+        for player in &late {
+            t.unanswered.forget(player);
+            t.set_aside.insert(player.clone());
+            t.update_owing(player);
+        }
+        late
+    }
+
+    /// Sets `player` aside from the transition in flight from the start, unasked: a client
+    /// still unresponsive since an earlier transition, which nothing waits for again.
+    pub(crate) fn set_aside(&mut self, player: &PlayerId) {
+        if let Some(t) = &mut self.current {
+            t.unanswered.forget(player);
+            t.set_aside.insert(player.clone());
+            t.update_owing(player);
+        }
+    }
+
+    /// Whether `player` is set aside from the transition in flight.
+    pub(crate) fn is_set_aside(&self, player: &PlayerId) -> bool {
+        self.current.as_ref().is_some_and(|t| t.is_set_aside(player))
     }
 
     /// The transition proceeds without `player` (the `proceed` policy).
@@ -430,6 +532,16 @@ impl Transitions {
         t.span.record("node", tracing::field::display(&target));
         t.target = target;
         t.resolved_at = Some(now);
+        // `ShowTransition` goes to everyone present now: each owes an answer.
+        let asked: Vec<PlayerId> = t
+            .shown
+            .keys()
+            .filter(|p| !t.answered.contains(*p) && !t.set_aside.contains(*p))
+            .cloned()
+            .collect();
+        for player in &asked {
+            t.unanswered.ask(player, now);
+        }
         self.step(now, |phase| match phase {
             Phase::Freezing(freezing) => Ok(Phase::Loading(freezing.resolved())),
             other => Err(other),

@@ -10,6 +10,7 @@ mod flow;
 mod persistence;
 mod properties;
 mod respawn;
+mod responses;
 mod spawning;
 mod transitions;
 
@@ -57,6 +58,8 @@ pub(super) fn rules() -> GameRules {
         spawn_retry: Duration::from_millis(100),
         client_ready_timeout: Duration::from_secs(30),
         client_ready_policy: ClientReadyPolicy::Kick,
+        // Longer than every other bound: only the tests of the response timeout meet it.
+        client_response_timeout: Duration::from_secs(60),
         max_players: 64,
         transition_max: Duration::from_secs(120),
         player_state_retention: Duration::from_secs(300),

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use gatehouse_protocol::{ClientMessage, CloseCode, ServerMessage, TransitionId};
+use gatehouse_protocol::{ClientMessage, CloseCode, PawnId, ServerMessage, TransitionId};
 
 use super::*;
 use crate::store::SessionSave;
@@ -575,4 +575,91 @@ fn an_ended_transition_is_timed_from_start_to_last_ready_to_end() {
     assert_eq!(timing.started_to_all_ready_us, 50_000);
     assert_eq!(timing.all_ready_to_ended_us, 0, "ended in the step of the last ready report");
     assert_eq!(timing.whole_us, 50_000);
+}
+
+// --- A settle timeout with a teleport still pending (issue 13 item 5, found by `game_core`) ---
+
+/// `a` placed on harbor, then a travel to forest whose node streamed but whose spawn points
+/// have not registered: Completing, with `a`'s teleport waiting for them.
+fn teleport_waiting_for_spawn_points() -> (Harness, TransitionId, ConnectionId, PawnId) {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    let pawn = h.possessed(a).expect("a pawn on harbor");
+    let t = travel(&mut h, "forest");
+    h.finish_stream("node forest");
+    h.ready(a);
+    assert_eq!(h.game.snapshot().phase, "Completing");
+    assert_eq!(h.game.snapshot().pending_spawns.len(), 1, "the teleport waits");
+    (h, t, a, pawn)
+}
+
+/// Order: the settle timeout, then the spawn points. The transition ends, and the kept pawn
+/// whose teleport never ran is withdrawn instead of left on harbor, a level no longer streamed,
+/// as the loading screen drops; its player is named unplaced and gets a join of its own, which
+/// places it on forest.
+#[test]
+fn a_settle_timeout_withdraws_a_kept_pawn_whose_teleport_is_still_pending() {
+    let (mut h, t, a, pawn) = teleport_waiting_for_spawn_points();
+    h.advance(rules().spawn_settle_timeout);
+    assert!(h.ended(t));
+    assert!(h.received(a).contains(&ServerMessage::PawnDestroyed { pawn_id: pawn }));
+    assert_eq!(h.pawns_of("a"), 0, "no pawn left on harbor");
+    let snapshot = h.game.snapshot();
+    assert_eq!(snapshot.last_settle_timeout_unplaced, vec![pid("a")]);
+    assert_eq!(snapshot.counters.pawns_withdrawn, 1);
+    assert!(snapshot.pending_spawns.is_empty(), "its teleport was dropped with the pawn");
+    let end = h.log.iter().rposition(|o| {
+        matches!(o, Output::Broadcast { message: ServerMessage::EndTransition { transition_id } } if *transition_id == t)
+    });
+    let join = h.log.iter().rposition(
+        |o| matches!(o, Output::Send { message: ServerMessage::ShowJoin { .. }, connection } if *connection == a),
+    );
+    assert!(end.is_some() && end < join, "its own loading screen follows the transition's");
+    h.join_ready(a);
+    let load = h.game.streaming.streamed_load().expect("forest streamed");
+    h.input(Input::SpawnPointsRegistered { load });
+    let placed = h.possessed(a).expect("placed by its join");
+    assert_ne!(placed, pawn);
+    assert_eq!(h.game.roster.pawn(placed).map(|p| p.node.clone()), Some(node("forest")));
+}
+
+/// The other order: the spawn points register before the settle timeout; the kept pawn is
+/// teleported and nothing is withdrawn.
+#[test]
+fn a_kept_pawn_whose_spawn_points_register_in_time_is_teleported_not_withdrawn() {
+    let (mut h, t, a, pawn) = teleport_waiting_for_spawn_points();
+    h.advance(rules().spawn_settle_timeout - Duration::from_millis(1));
+    let load = h.game.streaming.streamed_load().expect("forest streamed");
+    h.input(Input::SpawnPointsRegistered { load });
+    assert!(h.ended(t));
+    assert_eq!(h.possessed(a), Some(pawn), "the same pawn, teleported");
+    assert_eq!(h.game.roster.pawn(pawn).map(|p| p.node.clone()), Some(node("forest")));
+    assert_eq!(h.game.counters().pawns_withdrawn, 0);
+    assert_eq!(h.game.counters().settle_timeouts, 0);
+}
+
+/// The fuzz case itself: a settle timeout shorter than the spawn retry, with spawn points that
+/// vanished without an event (only the retry timer finds them), under the proceed policy. The
+/// timeout comes first and withdraws the pawn; the retry then has nothing to move.
+#[test]
+fn a_settle_timeout_before_the_spawn_retry_leaves_no_pawn_on_the_old_level() {
+    let mut r = rules();
+    r.client_ready_policy = ClientReadyPolicy::Proceed;
+    r.spawn_settle_timeout = Duration::from_millis(31);
+    r.spawn_retry = Duration::from_millis(52);
+    let mut h = Harness::with(WORLD, r);
+    h.stream_node("harbor");
+    let a = h.placed("a");
+    let pawn = h.possessed(a).expect("a pawn on harbor");
+    let t = travel(&mut h, "forest");
+    h.stream_node("forest");
+    h.game.streaming.forget_spawn_points();
+    h.ready(a);
+    assert_eq!(h.game.counters().spawn_point_retries, 1);
+    h.advance(Duration::from_millis(31));
+    assert!(h.ended(t));
+    assert!(h.game.roster.pawn(pawn).is_none(), "withdrawn, not left on harbor");
+    h.advance(Duration::from_millis(21));
+    assert_eq!(h.game.counters().pawns_teleported, 0, "the retry had nothing to move");
+    assert!(h.game.roster.pawns().all(|p| p.node == node("forest")));
 }

@@ -1,55 +1,52 @@
-//! Possessions awaiting their client's acknowledgement, by when they were possessed (issue 13
-//! item 4: a client that never acknowledges must not hold a transition it was not possessed in).
+//! Answers awaited from players, each by when it was asked for: an index the game keeps as it
+//! asks and as answers come, so the earliest deadline is found without a scan of every player
+//! (issue 12 item 3). It sees no roster and emits nothing.
 //!
-//! A player counts as placed only once its client acknowledged the pawn it possesses (DESIGN
-//! §4). A transition bounds that wait with its settle timeout; a possession outside one (a join,
-//! a respawn) had no bound, so a client that never acknowledges carried its unacknowledged pawn
-//! into the next transition and held it for a whole settle timeout. Every possession now has a
-//! deadline of its own, a settle timeout after it was sent; the game applies the client-ready
-//! policy to whoever misses it, wherever it was possessed. Inside a transition the settle
-//! deadline comes first (the possession happens after Completing began), so nothing changes
-//! there.
-//!
-//! [`Acknowledgements`] is an index the game keeps as possessions and acknowledgements happen,
-//! so the earliest deadline is found without a scan of every player (issue 12 item 3). It sees no
-//! roster and emits nothing.
+//! The game keeps these (issue 13 item 4):
+//! - possessions awaiting their client's acknowledgement, with two bounds: the response
+//!   timeout (an acknowledgement needs no streaming, so a client that misses it is excused from
+//!   placement and nothing waits for it any more) and the settle timeout (the client-ready
+//!   policy, wherever the possession happened: a join, a respawn, a transition);
+//! - per transition, the players shown it that have not answered `TransitionShown` (or
+//!   reported ready): one that misses the response timeout is set aside;
+//! - the clients set aside and silent since, for the client-ready timeout.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
 use gatehouse_protocol::PlayerId;
 
-/// The possessions not acknowledged yet.
+/// The players an answer is awaited from, each with when it was asked for.
 #[derive(Debug, Default)]
-pub(crate) struct Acknowledgements {
-    /// When each waiting player's current pawn was possessed.
+pub(crate) struct Awaited {
+    /// When each player was asked.
     since: BTreeMap<PlayerId, Instant>,
     /// The same, ordered by when: their deadlines in order.
     by_time: BTreeSet<(Instant, PlayerId)>,
 }
 
-impl Acknowledgements {
-    /// `player` was possessed a pawn at `now`: its acknowledgement is awaited from now (a
-    /// possession still awaited before is replaced).
-    pub(crate) fn possessed(&mut self, player: &PlayerId, now: Instant) {
+impl Awaited {
+    /// `player` was asked at `now`: its answer is awaited from now (an answer still awaited
+    /// before is replaced).
+    pub(crate) fn ask(&mut self, player: &PlayerId, now: Instant) {
         self.forget(player);
         self.since.insert(player.clone(), now);
         self.by_time.insert((now, player.clone()));
     }
 
-    /// `player`'s possession is no longer awaited: acknowledged, the player left, or excused.
+    /// `player`'s answer is no longer awaited: it answered, left, or was dealt with.
     pub(crate) fn forget(&mut self, player: &PlayerId) {
         if let Some(at) = self.since.remove(player) {
             self.by_time.remove(&(at, player.clone()));
         }
     }
 
-    /// The earliest deadline, `timeout` after the oldest possession still awaited.
+    /// The earliest deadline, `timeout` after the oldest question still open.
     pub(crate) fn deadline(&self, timeout: Duration) -> Option<Instant> {
         self.by_time.first().map(|(at, _)| *at + timeout)
     }
 
-    /// The players whose possession is awaited for `timeout` or more at `now`, oldest first.
+    /// The players whose answer is awaited for `timeout` or more at `now`, oldest first.
     pub(crate) fn late(&self, now: Instant, timeout: Duration) -> Vec<PlayerId> {
         self.by_time
             .iter()
@@ -58,7 +55,12 @@ impl Acknowledgements {
             .collect()
     }
 
-    /// Whether `player`'s possession is awaited.
+    /// The players awaited, in id order.
+    pub(crate) fn players(&self) -> impl Iterator<Item = &PlayerId> {
+        self.since.keys()
+    }
+
+    /// Whether `player`'s answer is awaited.
     #[cfg(test)]
     pub(crate) fn is_awaited(&self, player: &PlayerId) -> bool {
         self.since.contains_key(player)
@@ -79,13 +81,13 @@ mod tests {
     fn the_deadline_follows_the_oldest_possession_still_awaited() {
         let t0 = Instant::now();
         let (s, timeout) = (Duration::from_secs(1), Duration::from_secs(10));
-        let mut acks = Acknowledgements::default();
+        let mut acks = Awaited::default();
         assert_eq!(acks.deadline(timeout), None);
-        acks.possessed(&pid("a"), t0);
-        acks.possessed(&pid("b"), t0 + s);
+        acks.ask(&pid("a"), t0);
+        acks.ask(&pid("b"), t0 + s);
         assert_eq!(acks.deadline(timeout), Some(t0 + timeout));
         assert_eq!(acks.late(t0 + timeout, timeout), [pid("a")]);
-        acks.possessed(&pid("a"), t0 + s * 2);
+        acks.ask(&pid("a"), t0 + s * 2);
         assert_eq!(acks.deadline(timeout), Some(t0 + s + timeout), "b's now");
         assert_eq!(acks.late(t0 + s * 20, timeout), [pid("b"), pid("a")]);
         acks.forget(&pid("b"));
