@@ -746,6 +746,22 @@ mod tests {
         }
     }
 
+    /// `AbilityTagsChanged` for `me`: dead or alive.
+    fn own_tags(me: &PlayerId, dead: bool) -> ServerMessage {
+        ServerMessage::AbilityTagsChanged {
+            player_id: me.clone(),
+            tags: if dead { vec![gatehouse_tags::catalog::STATE_DEAD] } else { vec![] },
+        }
+    }
+
+    /// A session that asks to restart 500 ms after each death.
+    fn restarting_after_death() -> SessionConfig {
+        SessionConfig {
+            restart_after_death: Some(Duration::from_millis(500)),
+            ..SessionConfig::default()
+        }
+    }
+
     /// A session that continues a death (a relaunch) but is told it is alive, with no restart
     /// of its own, counts the death as forgotten by the server; after its own restart it does
     /// not. Both keep the report's death balance.
@@ -753,14 +769,8 @@ mod tests {
     fn a_death_the_server_forgets_is_counted_apart_from_respawns() {
         let t0 = Instant::now();
         let me = PlayerId::new("sim-0000").unwrap();
-        let tags = |dead: bool| ServerMessage::AbilityTagsChanged {
-            player_id: me.clone(),
-            tags: if dead { vec![gatehouse_tags::catalog::STATE_DEAD] } else { vec![] },
-        };
-        let config = SessionConfig {
-            restart_after_death: Some(Duration::from_millis(500)),
-            ..SessionConfig::default()
-        };
+        let tags = |dead: bool| own_tags(&me, dead);
+        let config = restarting_after_death();
 
         let mut forgotten = ClientSession::new(config.clone());
         forgotten.continue_dead(true);
@@ -787,14 +797,8 @@ mod tests {
     fn a_possession_while_still_dead_is_not_counted_as_the_respawn() {
         let t0 = Instant::now();
         let me = PlayerId::new("sim-0000").unwrap();
-        let tags = |dead: bool| ServerMessage::AbilityTagsChanged {
-            player_id: me.clone(),
-            tags: if dead { vec![gatehouse_tags::catalog::STATE_DEAD] } else { vec![] },
-        };
-        let config = SessionConfig {
-            restart_after_death: Some(Duration::from_millis(500)),
-            ..SessionConfig::default()
-        };
+        let tags = |dead: bool| own_tags(&me, dead);
+        let config = restarting_after_death();
         let mut s = ClientSession::new(config);
         s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: None });
         s.handle(t0, tags(true));

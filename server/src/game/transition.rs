@@ -395,26 +395,34 @@ impl Transitions {
         id: TransitionId,
         now: Instant,
     ) -> ReadyReport {
+        let t = match self.named(id) {
+            Ok(t) => t,
+            Err(report) => return report,
+        };
+        let first = t.ready.insert(player.clone());
+        // A ready report answers `ShowTransition` too, and brings a client that was set aside
+        // back in: it has streamed the destination after all.
+        t.answer(player);
+        t.set_aside.remove(player);
+        t.update_owing(player);
+        let shown = t.resolved_at.zip(t.shown.get(player)).map(|(r, s)| r.max(*s));
+        if let Some(shown) = shown.filter(|_| first) {
+            let waited = now.saturating_duration_since(shown);
+            self.observations.push(Observation::ClientReady { waited });
+        }
+        ReadyReport::Kept
+    }
+
+    /// The transition in flight if `id` names it; otherwise what a report naming `id` is: stale
+    /// (no transition, or a superseded one) or never issued.
+    fn named(&mut self, id: TransitionId) -> Result<&mut Transition, ReadyReport> {
         if id.0 >= self.next_id {
-            return ReadyReport::NeverIssued;
+            return Err(ReadyReport::NeverIssued);
         }
         match &mut self.current {
-            None => ReadyReport::NoTransition,
-            Some(t) if t.id != id => ReadyReport::Superseded,
-            Some(t) => {
-                let first = t.ready.insert(player.clone());
-                // A ready report answers `ShowTransition` too, and brings a client that was set
-                // aside back in: it has streamed the destination after all.
-                t.answer(player);
-                t.set_aside.remove(player);
-                t.update_owing(player);
-                let shown = t.resolved_at.zip(t.shown.get(player)).map(|(r, s)| r.max(*s));
-                if let Some(shown) = shown.filter(|_| first) {
-                    let waited = now.saturating_duration_since(shown);
-                    self.observations.push(Observation::ClientReady { waited });
-                }
-                ReadyReport::Kept
-            }
+            None => Err(ReadyReport::NoTransition),
+            Some(t) if t.id != id => Err(ReadyReport::Superseded),
+            Some(t) => Ok(t),
         }
     }
 
@@ -454,16 +462,12 @@ impl Transitions {
     /// the phase (it may come before `ShowTransition`, from the id in `FreezeCharacters`); a
     /// client set aside stays aside until it reports ready.
     pub(crate) fn record_shown(&mut self, player: &PlayerId, id: TransitionId) -> ReadyReport {
-        if id.0 >= self.next_id {
-            return ReadyReport::NeverIssued;
-        }
-        match &mut self.current {
-            None => ReadyReport::NoTransition,
-            Some(t) if t.id != id => ReadyReport::Superseded,
-            Some(t) => {
+        match self.named(id) {
+            Ok(t) => {
                 t.answer(player);
                 ReadyReport::Kept
             }
+            Err(report) => report,
         }
     }
 

@@ -131,27 +131,28 @@ fn a_silent_client_is_kicked_a_ready_timeout_after_it_was_set_aside_despite_a_sh
     h.stream_node("harbor");
     let (a, b) = (h.placed("a"), h.placed("b"));
     h.advance(Duration::from_secs(2));
-    let first = h.transition();
+    let (first, first_start) = (h.transition(), h.now);
     h.stream_node("forest");
     answer(&mut h, a);
     h.ready(a);
     h.advance(RESPONSE);
     assert!(h.ended(first), "b set aside");
     let set_aside_at = h.now;
-    // The route's next travels: b is not asked again, so nothing waits for it.
-    for _ in 0..2 {
-        h.advance(Duration::from_secs(2) - RESPONSE);
+    // The route's next travels, every 2 s, each lasting past a response timeout: b is set aside
+    // from their start, never asked again, so nothing waits for it and its clock runs on.
+    for k in 1..3u32 {
+        h.advance(first_start + Duration::from_secs(2) * k - h.now);
         let t = h.transition();
         let load = h.streams.last().map(|s| s.what.clone()).expect("the next node streams");
         h.finish_stream(&load);
         let points = h.game.streaming.streamed_load().expect("streamed");
         h.input(Input::SpawnPointsRegistered { load: points });
         answer(&mut h, a);
+        h.advance(RESPONSE * 2);
         h.ready(a);
         assert!(h.ended(t), "b holds no later transition");
-        h.advance(RESPONSE);
     }
-    assert_eq!(h.game.counters().clients_set_aside, 1, "set aside once");
+    assert_eq!(h.game.counters().clients_set_aside, 1, "set aside once, never asked again");
     let kick_at = set_aside_at + Duration::from_secs(5);
     h.advance(kick_at - h.now - Duration::from_millis(1));
     assert_eq!(h.closed(b), None);
@@ -185,21 +186,104 @@ fn a_client_set_aside_that_speaks_again_is_waited_for_at_the_next_transition() {
 }
 
 /// A client that logs in after `ShowTransition` went out owes its answer from its own
-/// `ShowTransition`, not from the others'.
+/// `ShowTransition`: silent, it is set aside a response timeout after its login, not at the
+/// others' deadline.
 #[test]
 fn a_late_joiners_response_timeout_counts_from_its_own_show_transition() {
-    let (mut h, t, a, _b) = two_placed_then_travel();
+    let (mut h, t, a, b) = two_placed_then_travel();
     answer(&mut h, a);
+    answer(&mut h, b);
     h.advance(RESPONSE - Duration::from_millis(100));
-    let late = h.login("late");
+    h.login("late");
     h.advance(Duration::from_millis(100));
-    assert_eq!(h.game.counters().clients_set_aside, 1, "b, not the late joiner");
+    assert_eq!(h.game.counters().clients_set_aside, 0, "the others' deadline is not its own");
     h.advance(RESPONSE - Duration::from_millis(100) - Duration::from_millis(1));
-    assert_eq!(h.game.counters().clients_set_aside, 1);
+    assert_eq!(h.game.counters().clients_set_aside, 0);
+    h.advance(Duration::from_millis(1));
+    assert_eq!(h.game.counters().clients_set_aside, 1, "set aside at its own deadline");
+    assert!(!h.ended(t), "a and b have not reported ready");
+}
+
+/// The other order: a late joiner that answers its own `ShowTransition` in time is waited for.
+#[test]
+fn a_late_joiner_that_answers_in_time_is_waited_for() {
+    let (mut h, t, a, b) = two_placed_then_travel();
+    answer(&mut h, a);
+    answer(&mut h, b);
+    let late = h.login("late");
     answer(&mut h, late);
+    h.ready(a);
+    h.ready(b);
+    h.advance(RESPONSE * 2);
+    assert!(!h.ended(t), "the late joiner answered: it is waited for");
+    assert_eq!(h.game.counters().clients_set_aside, 0);
+    h.ready(late);
+    h.ack(late);
+    assert!(h.ended(t));
+}
+
+/// A silent joiner set aside without a pawn is excused from placement, so the settle-hold does
+/// not wait for it; its pending spawn is dropped with it, so the queue does not either. Its join
+/// follows the transition's end.
+#[test]
+fn a_silent_joiner_set_aside_holds_neither_the_barrier_nor_the_settle_hold() {
+    let (mut h, t, a, b) = two_placed_then_travel();
+    answer(&mut h, a);
+    answer(&mut h, b);
+    let late = h.login("late");
+    assert_eq!(h.game.snapshot().pending_spawns.len(), 1, "its initial spawn is queued");
+    h.ready(a);
+    h.ready(b);
+    assert!(!h.ended(t), "the joiner is waited for within the response timeout");
     h.advance(RESPONSE);
-    assert_eq!(h.game.counters().clients_set_aside, 1, "the late joiner answered in time");
-    assert!(!h.ended(t));
+    assert!(h.ended(t), "set aside: neither its placement nor its spawn holds the transition");
+    assert_eq!(h.game.counters().settle_timeouts, 0);
+    assert!(h.shown_join(late).is_some(), "a join of its own follows");
+}
+
+/// A client set aside that reports ready during Completing (the settle-hold waits for a
+/// joiner's acknowledgement) is back in: its kept pawn is teleported to the destination (its
+/// spawn request queued when it came back), not left on the old level.
+#[test]
+fn a_client_back_in_during_completing_has_its_pawn_teleported() {
+    let (mut h, t, a, b) = two_placed_then_travel();
+    let b_pawn = h.possessed(b).expect("b's pawn on harbor");
+    let c = h.login("c");
+    for x in [a, c] {
+        answer(&mut h, x);
+        h.ready(x);
+    }
+    h.advance(RESPONSE);
+    assert_eq!(h.game.counters().clients_set_aside, 1);
+    assert_eq!(h.game.snapshot().phase, "Completing", "c's acknowledgement is awaited");
+    h.ready(b);
+    h.ack(c);
+    assert!(h.ended(t));
+    assert_eq!(h.possessed(b), Some(b_pawn), "its own pawn, kept");
+    assert_eq!(h.game.roster.pawn(b_pawn).map(|p| p.node.clone()), Some(node("forest")));
+    assert_eq!(h.game.counters().pawns_withdrawn, 0);
+}
+
+/// A client set aside that speaks again (its join placed it) and then is slow to acknowledge a
+/// pawn is waited for again: the excuse of its set-aside ended with that transition.
+#[test]
+fn a_client_back_from_being_set_aside_is_waited_for_its_acknowledgement_again() {
+    let (mut h, t, a, b) = two_placed_then_travel();
+    answer(&mut h, a);
+    h.ready(a);
+    h.advance(RESPONSE);
+    assert!(h.ended(t));
+    assert!(!h.player("b").placement_excused, "the excuse ended with the transition");
+    h.join_ready(b);
+    let next = travel(&mut h, "harbor");
+    h.stream_node("harbor");
+    answer(&mut h, a);
+    answer(&mut h, b);
+    h.ready(a);
+    h.ready(b);
+    assert!(!h.ended(next), "b's acknowledgement of its join's pawn is awaited");
+    h.ack(b);
+    assert!(h.ended(next));
 }
 
 /// `TransitionShown` naming a superseded transition is ignored (stale); one naming a
@@ -220,10 +304,9 @@ fn a_stale_transition_shown_is_ignored_and_an_unknown_one_refused() {
     assert_eq!(refused, 1);
 }
 
-/// A possession not acknowledged within the response timeout no longer holds the settle-hold:
-/// the transition ends then, and the settle timeout still kicks the client later (kick policy).
-#[test]
-fn a_possession_not_acknowledged_in_time_no_longer_holds_the_settle_hold() {
+/// The boot transition in Completing with `a` placed and `b` possessed its pawn, not yet
+/// acknowledged.
+fn boot_with_b_possessed() -> (Harness, TransitionId, ConnectionId) {
     let mut h = Harness::with(WORLD, responsive_rules());
     let boot = h.transition();
     let (a, b) = (h.login("a"), h.login("b"));
@@ -231,6 +314,14 @@ fn a_possession_not_acknowledged_in_time_no_longer_holds_the_settle_hold() {
     h.ready(a);
     h.ready(b);
     h.ack(a);
+    (h, boot, b)
+}
+
+/// A possession not acknowledged within the response timeout no longer holds the settle-hold:
+/// the transition ends then, and the settle timeout still kicks the client later (kick policy).
+#[test]
+fn a_possession_not_acknowledged_in_time_no_longer_holds_the_settle_hold() {
+    let (mut h, boot, b) = boot_with_b_possessed();
     h.advance(RESPONSE - Duration::from_millis(1));
     assert!(!h.ended(boot), "b's acknowledgement is awaited within the response timeout");
     h.advance(Duration::from_millis(1));
@@ -246,13 +337,7 @@ fn a_possession_not_acknowledged_in_time_no_longer_holds_the_settle_hold() {
 /// and nothing is excused.
 #[test]
 fn a_possession_acknowledged_in_time_ends_the_transition_at_once() {
-    let mut h = Harness::with(WORLD, responsive_rules());
-    let boot = h.transition();
-    let (a, b) = (h.login("a"), h.login("b"));
-    h.stream_node("harbor");
-    h.ready(a);
-    h.ready(b);
-    h.ack(a);
+    let (mut h, boot, b) = boot_with_b_possessed();
     h.advance(RESPONSE - Duration::from_millis(1));
     h.ack(b);
     assert!(h.ended(boot));
