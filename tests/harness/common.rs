@@ -24,6 +24,11 @@ pub(crate) fn is_ready_for(id: TransitionId) -> impl Fn(&ClientMessage) -> bool 
     move |m| matches!(m, ClientMessage::TransitionReady { transition_id } if *transition_id == id)
 }
 
+/// The client's `TransitionShown` for transition `id` (protocol version 5).
+pub(crate) fn is_shown_for(id: TransitionId) -> impl Fn(&ClientMessage) -> bool {
+    move |m| matches!(m, ClientMessage::TransitionShown { transition_id } if *transition_id == id)
+}
+
 pub(crate) fn is_end_of(id: TransitionId) -> impl Fn(&ServerMessage) -> bool {
     move |m| matches!(m, ServerMessage::EndTransition { transition_id } if *transition_id == id)
 }

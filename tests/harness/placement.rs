@@ -7,12 +7,21 @@ use gatehouse_tests::sim::{Conditions, Sim, SimConfig};
 
 use crate::common::*;
 
+/// The plain world with the response timeout above the settle timeout, so a held
+/// acknowledgement is waited for by the settle-hold itself (protocol version 5 otherwise excuses
+/// it after `client_response_timeout_ms`, tested in the core's `responses` tests).
+fn acknowledgements_waited_for(seed: u64) -> SimConfig {
+    let mut config = SimConfig::new(PLAIN, seed);
+    config.rules.client_response_timeout = secs(60);
+    config
+}
+
 /// Seed 001, "Camera stuck unpossessed after a transition" (the settle-hold waits for
 /// placement), with DESIGN §4's "placed means acknowledged": the transition does not end while
 /// the acknowledgement is still on its way, and ends in the step it arrives.
 #[test]
 fn a_client_is_placed_only_after_its_acknowledgement_arrives() {
-    let mut sim = Sim::new(SimConfig::new(PLAIN, 11));
+    let mut sim = Sim::new(acknowledgements_waited_for(11));
     let ann = sim.connect("ann");
     let ack = sim.hold_to_server(ann, is_ack);
     sim.run_until("ann's pawn possessed", secs(5), |s| s.session(ann).own_pawn().is_some());
@@ -69,7 +78,7 @@ fn a_transition_ends_only_after_the_slowest_acknowledgement_arrives() {
 /// others' loading screens drop then, with them placed.
 #[test]
 fn a_client_that_never_acknowledges_is_kicked_at_the_settle_timeout() {
-    let mut sim = Sim::new(SimConfig::new(PLAIN, 13));
+    let mut sim = Sim::new(acknowledgements_waited_for(13));
     let ann = sim.connect("ann");
     let bob = sim.connect("bob");
     let _never = sim.hold_to_server(bob, is_ack);

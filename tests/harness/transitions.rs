@@ -105,9 +105,22 @@ fn a_ready_report_for_a_superseded_transition_is_ignored() {
     let old = sim.arrived_at_server(ann, is_ready_for(TransitionId(1))).unwrap();
     assert!(old > travel, "the old report arrived after the travel");
     let (before, _, _) = supersede_while_streaming(OldReady::BeforeTravel);
+    // A `TransitionShown` for the boot transition that reached the server after the travel is
+    // stale too (protocol version 5): the two runs time the travel differently, so leave those
+    // out and compare the ready reports.
+    let stale_reports = |s: &Sim| {
+        let travel = s.event_at(|e| matches!(e, Event::Travel { .. })).unwrap();
+        let late_shown = [ann, bob]
+            .into_iter()
+            .filter(|c| {
+                s.arrived_at_server(*c, is_shown_for(TransitionId(1))).is_some_and(|at| at > travel)
+            })
+            .count() as u64;
+        s.game().counters().stale_ignored - late_shown
+    };
     assert_eq!(
-        sim.game().counters().stale_ignored,
-        before.game().counters().stale_ignored + 1,
+        stale_reports(&sim),
+        stale_reports(&before) + 1,
         "the late report is counted as stale, once"
     );
     assert_ended_on_the_new_transition(&sim, ann, bob);

@@ -130,9 +130,7 @@ const MAX_MILLIS: u64 = 86_400_000;
 fn millis<'de, D: serde::Deserializer<'de>>(d: D) -> Result<std::time::Duration, D::Error> {
     let ms = <u64 as serde::Deserialize>::deserialize(d)?;
     if ms > MAX_MILLIS {
-        return Err(serde::de::Error::custom(format!(
-            "{ms} ms is more than the maximum of {MAX_MILLIS} ms (one day)"
-        )));
+        return Err(serde::de::Error::custom(format!("at most {MAX_MILLIS} ms (one day)")));
     }
     Ok(std::time::Duration::from_millis(ms))
 }

@@ -740,6 +740,21 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("spawn_settle_timeout_ms") && err.contains("one day"), "{err}");
+        let err = parse("[game]\nclient_response_timeout_ms = 86400001\n").unwrap_err().to_string();
+        assert!(
+            err.contains("client_response_timeout_ms")
+                && err.contains("expected at most 86400000 ms (one day), found 86400001"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_zero_response_timeout_is_refused_naming_its_key() {
+        let err = parse("[game]\nclient_response_timeout_ms = 0\n").unwrap_err();
+        assert!(
+            matches!(err, ConfigError::Invalid { ref key, .. } if key == "game.client_response_timeout_ms"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -221,9 +221,6 @@ impl Game {
             // so this is a late message from a closing connection.
             return;
         };
-        // Anything it sends shows the client reads and writes again: no longer unresponsive
-        // (later transitions ask it again; this one waits for it once it reports ready).
-        self.unresponsive.forget(&id);
         match message {
             ClientMessage::Hello { .. } => self.refuse(
                 now,
@@ -298,7 +295,7 @@ impl Game {
         id: gatehouse_protocol::TransitionId,
     ) {
         match self.transition.record_shown(player, id) {
-            ReadyReport::Kept => {}
+            ReadyReport::Kept => self.answered(player),
             ReadyReport::NoTransition | ReadyReport::Superseded => {
                 self.counters.stale_ignored += 1;
                 tracing::debug!(player = %player, stale = %id, "TransitionShown for a transition no longer in flight ignored");
@@ -310,6 +307,15 @@ impl Game {
                 format!("transition {id} was never started"),
             ),
         }
+    }
+
+    /// `player` answered what it was sent now (a `TransitionShown` or ready report for the
+    /// transition in flight, a report for its join, an acknowledgement of its pawn): it follows
+    /// the protocol again, so it is no longer unresponsive and later transitions ask it again.
+    /// A stale or unknown id proves nothing: a client that only ever sends those stays
+    /// unresponsive and is kicked on time.
+    fn answered(&mut self, player: &PlayerId) {
+        self.unresponsive.forget(player);
     }
 
     /// `Server_ReportTransitionReady`: keeps reports for the current id whatever the phase,
@@ -325,6 +331,11 @@ impl Game {
         let returning = self.transition.is_set_aside(player);
         match self.transition.record_ready(player, id, now) {
             ReadyReport::Kept => {
+                self.answered(player);
+                if returning && let Some(mut p) = self.roster.player_mut(player) {
+                    // Back in: its placement is waited for again, whatever the phase.
+                    p.placement_excused = false;
+                }
                 // Its client streamed the destination: a pawn may be placed for it there (a
                 // spawn that waited for this report, in Completing, goes now).
                 let target = self.transition.resolved_target().cloned();
@@ -332,9 +343,6 @@ impl Game {
                     (target.clone(), self.roster.player_mut(player))
                 {
                     p.loaded = Some(target);
-                    if returning {
-                        p.placement_excused = false;
-                    }
                     drop(p);
                     self.spawns.wake();
                 }
@@ -376,6 +384,7 @@ impl Game {
         if player.pawn == Some(pawn_id) {
             player.acknowledge(pawn_id);
             drop(player);
+            self.answered(id);
             self.acknowledgements.forget(id);
             self.prompt_acknowledgements.forget(id);
             tracing::debug!(player = %id, pawn = %pawn_id, "possession acknowledged");
@@ -410,6 +419,7 @@ impl Game {
         match self.joins.report(player, join_id) {
             JoinReport::Loaded(node) => {
                 tracing::debug!(%player, join = %join_id, "joiner streamed its node");
+                self.answered(player);
                 if let Some(mut p) = self.roster.player_mut(player) {
                     p.loaded = Some(node.clone());
                 }

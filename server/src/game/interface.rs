@@ -219,8 +219,10 @@ pub struct Counters {
     pub pawns_spawned: u64,
     /// Pawns teleported by a level-transition request.
     pub pawns_teleported: u64,
-    /// Kept pawns withdrawn (destroyed) at a settle timeout because their teleport to the
-    /// destination was still pending; their players each get a join (issue 13 item 5).
+    /// Pawns withdrawn (destroyed) as a transition ended because they stood on a level no
+    /// longer streamed: a kept pawn whose teleport never ran (a settle timeout, or its client
+    /// set aside) and a dead pawn left there; their players each get a join (issue 13 items 4
+    /// and 5).
     pub pawns_withdrawn: u64,
     /// Spawns refused by the level-ready gate and kept queued (honest refusal).
     pub spawn_refusals: u64,
@@ -355,7 +357,7 @@ impl Counters {
             ),
             (
                 "pawns_withdrawn",
-                "Kept pawns withdrawn at a settle timeout with their teleport still pending.",
+                "Pawns withdrawn as a transition ended because they stood on a level no longer streamed.",
                 self.pawns_withdrawn,
             ),
             (

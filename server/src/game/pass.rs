@@ -17,7 +17,7 @@ use super::players::Player;
 use super::spawn::SpawnKind;
 use super::spawn::SpawnRequest;
 use super::timers::Timer;
-use super::transition::Destination;
+use super::transition::{Destination, Transition};
 use super::{Departure, Game, LoadId, Observation, Output, SpawnRefusal, StreamRequest};
 use crate::config::LevelSpec;
 use gatehouse_protocol::LevelName;
@@ -49,6 +49,7 @@ impl Game {
             self.transition.start(now, destination, target.clone(), self.roster.ids());
         self.counters.transitions_started += 1;
         if let Some(old) = superseded {
+            self.end_set_aside_excuses(&old);
             self.counters.transitions_superseded += 1;
             let duration_ms = crate::fields::millis(now.saturating_duration_since(old.started));
             tracing::info!(old = %old.id, new = %id, node = %target, phase = %old.phase.name(),
@@ -319,11 +320,7 @@ impl Game {
             .cloned()
             .collect();
         pawnless.extend(withdrawn);
-        for player in t.set_aside_players() {
-            if let Some(mut p) = self.roster.player_mut(player) {
-                p.placement_excused = false;
-            }
-        }
+        self.end_set_aside_excuses(&t);
         for player in pawnless {
             self.start_join(now, player);
         }
@@ -335,6 +332,17 @@ impl Game {
                 .map(|p| p.id.clone())
                 .collect();
             self.apply_client_ready_policy(now, silent, Lapse::NeverAcknowledged);
+        }
+    }
+
+    /// A transition that set clients aside is over (ended, superseded or failed): their excuse
+    /// from placement ends with it. From now on a join, or the next transition, waits for
+    /// them; one still unresponsive is set aside again from that transition's start.
+    fn end_set_aside_excuses(&mut self, t: &Transition) {
+        for player in t.set_aside_players() {
+            if let Some(mut p) = self.roster.player_mut(player) {
+                p.placement_excused = false;
+            }
         }
     }
 
@@ -493,6 +501,7 @@ impl Game {
     pub(crate) fn handle_transition_limit(&mut self, now: Instant) {
         let loads = self.loads_in_flight();
         let Some(t) = self.transition.fail(now) else { return };
+        self.end_set_aside_excuses(&t);
         let entered = t.span.enter();
         self.counters.transitions_failed += 1;
         let detail = format!(
@@ -551,6 +560,13 @@ impl Game {
                     // Nothing waits for a joiner: it keeps its own loading screen, no pawn.
                     tracing::warn!(%player, "joiner never reported its node streamed; left waiting");
                     self.joins.lapse(&player);
+                }
+                (ClientReadyPolicy::Proceed, Lapse::NeverReady)
+                    if self.transition.is_set_aside(&player) =>
+                {
+                    // Nothing waits for it already; it has streamed nothing, so no pawn is
+                    // placed for it here: the join that follows the transition places it.
+                    tracing::warn!(%player, "client set aside never reported ready; left to its join");
                 }
                 (ClientReadyPolicy::Proceed, Lapse::NeverReady) => {
                     tracing::warn!(%player, "client never reported ready; proceeding without it");

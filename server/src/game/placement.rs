@@ -47,6 +47,9 @@ impl Game {
     ) {
         if self.spawns.has_request_for(&player) {
             tracing::debug!(%player, %kind, "spawn request not queued: one is already pending");
+        } else if self.transition.is_set_aside(&player) {
+            // Nothing in the transition waits for it: its join places it afterwards.
+            tracing::debug!(%player, %kind, "spawn request not queued: set aside");
         } else {
             tracing::debug!(%player, %kind, %node, "spawn request queued");
             self.spawns.queue(SpawnRequest::new(player, kind, node, now));

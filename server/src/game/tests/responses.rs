@@ -9,6 +9,8 @@ use std::time::Duration;
 
 use gatehouse_protocol::{ClientMessage, CloseCode, ErrorCode, ServerMessage, TransitionId};
 
+use crate::config::ClientReadyPolicy;
+
 use super::*;
 
 /// The response timeout of these tests: short beside the other bounds (ready 30 s, settle 15 s).
@@ -345,4 +347,395 @@ fn a_possession_acknowledged_in_time_ends_the_transition_at_once() {
     assert_eq!(h.game.counters().acknowledgements_late, 0);
     assert!(!h.player("b").placement_excused);
     assert_eq!(h.closed(b), None);
+}
+
+// --- Orderings around a client set aside (found in review) -----------------------------------
+
+/// The core's invariants: at most one live pawn per player; outside a transition every pawn
+/// stands on the streamed node.
+fn invariants(h: &Harness, at: &str) {
+    let mut live: std::collections::BTreeMap<String, usize> = Default::default();
+    for p in h.game.roster.pawns().filter(|p| p.alive) {
+        *live.entry(p.owner.as_str().to_owned()).or_default() += 1;
+    }
+    for (who, n) in &live {
+        assert!(*n <= 1, "{at}: {who} has {n} live pawns");
+    }
+    if h.game.transition_id().is_none() {
+        let streamed = h.game.streaming.streamed_node().cloned();
+        for p in h.game.roster.pawns() {
+            assert_eq!(
+                Some(&p.node),
+                streamed.as_ref(),
+                "{at}: pawn {:?} of {} (alive {}) off the streamed node after the transition",
+                p.id,
+                p.owner,
+                p.alive
+            );
+        }
+    }
+}
+
+/// Index in `received(c)` of the first message matching `f`.
+fn index_of(h: &Harness, c: ConnectionId, f: impl Fn(&ServerMessage) -> bool) -> Option<usize> {
+    h.received(c).iter().position(f)
+}
+
+/// A client set aside in T1 that answers again and is taken through T2 (an operator travel
+/// superseding T1) is waited for in T2: T1's excuse from placement ended with T1, so T2's
+/// settle-hold waits for its acknowledgement (found in review: it used to leak).
+#[test]
+fn a_set_aside_excuse_ends_when_its_transition_is_superseded() {
+    let mut h = Harness::with(WORLD, responsive_rules());
+    h.stream_node("harbor");
+    let (a, b) = (h.placed("a"), h.placed("b"));
+    let t1 = travel(&mut h, "forest");
+    h.stream_node("forest");
+    answer(&mut h, a);
+    answer(&mut h, b);
+    let late = h.login("late");
+    h.advance(RESPONSE);
+    assert_eq!(h.game.counters().clients_set_aside, 1);
+    assert!(h.player("late").placement_excused);
+    // late answers, late: it is responsive again.
+    h.send(late, ClientMessage::TransitionShown { transition_id: t1 });
+    // An operator travel supersedes T1.
+    let t2 = travel(&mut h, "harbor");
+    h.stream_node("harbor");
+    for x in [a, b, late] {
+        answer(&mut h, x);
+    }
+    h.ready(a);
+    h.ready(b);
+    h.ready(late);
+    let possessed = h.possessed(late);
+    assert!(possessed.is_some(), "late got a pawn in T2");
+    let p = index_of(&h, late, |m| matches!(m, ServerMessage::Possessed { .. })).unwrap();
+    let end = index_of(
+        &h,
+        late,
+        |m| matches!(m, ServerMessage::EndTransition { transition_id } if *transition_id == t2),
+    );
+    assert!(
+        !h.ended(t2),
+        "T2 ended before late acknowledged its pawn (Possessed at {p}, EndTransition at {end:?}); \
+         placement_excused = {}",
+        h.player("late").placement_excused
+    );
+}
+
+/// The same through a failed transition (the hard maximum): the excuse ends with the failed
+/// transition, and the recovery waits for the client's acknowledgement.
+#[test]
+fn a_set_aside_excuse_ends_when_its_transition_fails() {
+    let mut r = responsive_rules();
+    r.transition_max = Duration::from_secs(20);
+    let mut h = Harness::with(WORLD, r);
+    h.stream_node("harbor");
+    let a = h.placed("a");
+    let t1 = travel(&mut h, "forest");
+    h.stream_node("forest");
+    answer(&mut h, a);
+    let late = h.login("late");
+    h.advance(RESPONSE);
+    assert!(h.player("late").placement_excused);
+    h.send(late, ClientMessage::TransitionShown { transition_id: t1 });
+    // a never reports ready within 20 s... but its ready timeout is 30 s: T1 fails at 20 s.
+    h.advance(Duration::from_secs(20) - RESPONSE);
+    assert_eq!(h.game.counters().transitions_failed, 1);
+    let t2 = h.transition();
+    assert_ne!(t1, t2);
+    // The recovery (back to harbor): late answers and reports ready like everyone.
+    let load = h.finish_stream("node harbor");
+    h.input(Input::SpawnPointsRegistered { load });
+    for x in [a, late] {
+        answer(&mut h, x);
+        h.ready(x);
+    }
+    assert!(h.possessed(late).is_some(), "late got a pawn in the recovery");
+    assert!(
+        !h.ended(t2),
+        "the recovery ended before late acknowledged its pawn (excused {})",
+        h.player("late").placement_excused
+    );
+}
+
+/// A dead client set aside that asks to restart: no spawn request is queued for it (it has not
+/// streamed the destination; its join places it afterwards), so the settle-hold does not wait
+/// for one until the settle timeout.
+#[test]
+fn a_restart_request_from_a_client_set_aside_does_not_hold_the_transition() {
+    let mut h = Harness::with(WORLD, responsive_rules());
+    h.stream_node("harbor");
+    let (a, b) = (h.placed("a"), h.placed("b"));
+    h.kill("b");
+    let t = travel(&mut h, "forest");
+    h.stream_node("forest");
+    answer(&mut h, a);
+    h.advance(RESPONSE);
+    assert_eq!(h.game.counters().clients_set_aside, 1);
+    h.send(b, ClientMessage::RestartRequest);
+    h.ready(a);
+    let completing = h.now;
+    let mut held = Duration::ZERO;
+    while !h.ended(t) && held < Duration::from_secs(30) {
+        h.advance(Duration::from_millis(100));
+        held = h.now - completing;
+    }
+    assert!(held <= Duration::from_secs(1), "held {held:?}");
+    let pending = h.game.snapshot().pending_spawns;
+    assert!(
+        h.ended(t),
+        "a set-aside client holds the transition (phase {}, pending spawns {:?})",
+        h.game.snapshot().phase,
+        pending
+    );
+    invariants(&h, "after");
+}
+
+/// `proceed` policy: a pawnless client set aside whose client-ready timeout (counted from its
+/// set-aside) passes while the transition is still in flight is not treated as having streamed
+/// the destination: it gets a join at the end, which places it once it reports.
+#[test]
+fn under_the_proceed_policy_a_client_set_aside_is_left_to_its_join() {
+    let mut r = responsive_rules();
+    r.client_ready_policy = ClientReadyPolicy::Proceed;
+    r.client_ready_timeout = Duration::from_secs(5);
+    let mut h = Harness::with(WORLD, r);
+    h.stream_node("harbor");
+    let a = h.placed("a");
+    let t = travel(&mut h, "forest");
+    // The node streams; its spawn points come later, so the settle-hold lasts.
+    h.finish_stream("node forest");
+    answer(&mut h, a);
+    h.ready(a);
+    assert_eq!(h.game.snapshot().phase, "Completing");
+    let late = h.login("late");
+    h.advance(RESPONSE);
+    assert_eq!(h.game.counters().clients_set_aside, 1);
+    h.advance(Duration::from_secs(5));
+    let points = h.game.streaming.streamed_load().expect("streamed");
+    h.input(Input::SpawnPointsRegistered { load: points });
+    assert!(h.ended(t));
+    invariants(&h, "after");
+    let placed_somehow = h.possessed(late).is_some()
+        || h.game.joins.contains(&pid("late"))
+        || h.game.snapshot().pending_spawns.iter().any(|s| s.player == pid("late"));
+    assert!(
+        placed_somehow,
+        "late has no pawn, no join and no spawn request after the transition; loaded = {:?}",
+        h.player("late").loaded
+    );
+    assert!(h.game.joins.contains(&pid("late")), "its join follows the transition");
+    h.join_ready(late);
+    h.ack(late);
+    assert!(h.player("late").is_placed());
+    assert_eq!(h.closed(late), None);
+}
+
+/// A supersede while a silent client is set aside: the next transition sets it aside from its
+/// start, its pawn on the old level is withdrawn at the end, a join follows, and it is kicked
+/// a client-ready timeout after it was first set aside.
+#[test]
+fn a_client_set_aside_through_a_supersede_is_set_aside_again_and_kicked_on_time() {
+    let mut r = responsive_rules();
+    r.client_ready_timeout = Duration::from_secs(5);
+    let mut h = Harness::with(WORLD, r);
+    h.stream_node("harbor");
+    let (a, b) = (h.placed("a"), h.placed("b"));
+    let _t1 = travel(&mut h, "forest");
+    h.stream_node("forest");
+    answer(&mut h, a);
+    h.advance(RESPONSE);
+    let set_aside_at = h.now;
+    let t2 = travel(&mut h, "crypt");
+    h.stream_node("crypt");
+    answer(&mut h, a);
+    h.ready(a);
+    h.finish_stream("rooms");
+    invariants(&h, "crypt");
+    assert!(h.ended(t2), "b (set aside from the start) holds nobody");
+    assert_eq!(h.pawns_of("b"), 0);
+    assert!(h.shown_join(b).is_some());
+    h.advance(set_aside_at + Duration::from_secs(5) - h.now);
+    assert_eq!(h.closed(b), Some(CloseCode::ReadyTimeout));
+    invariants(&h, "end");
+}
+
+/// A set-aside client relaunches during the transition: the relaunch is shown the
+/// transition, answers, and is placed once; one pawn.
+#[test]
+fn a_client_set_aside_that_relaunches_is_placed_once() {
+    let (mut h, t, a, b) = {
+        let mut h = Harness::with(WORLD, responsive_rules());
+        h.stream_node("harbor");
+        let (a, b) = (h.placed("a"), h.placed("b"));
+        let t = travel(&mut h, "forest");
+        h.stream_node("forest");
+        (h, t, a, b)
+    };
+    answer(&mut h, a);
+    h.advance(RESPONSE);
+    let b2 = h.login("b");
+    assert_eq!(h.closed(b), Some(CloseCode::Replaced));
+    answer(&mut h, b2);
+    h.ready(b2);
+    h.ready(a);
+    h.ack(b2);
+    assert!(h.ended(t));
+    assert_eq!(h.pawns_of("b"), 1);
+    assert!(h.player("b").is_placed());
+    invariants(&h, "end");
+    h.advance(Duration::from_secs(60));
+    assert_eq!(h.closed(b2), None, "the relaunch is not kicked for the old connection's silence");
+}
+
+/// A dead client set aside stays silent through the end: its dead pawn on the old level is
+/// withdrawn, its join places it (dead), a restart respawns it; never two live pawns.
+#[test]
+fn a_dead_client_set_aside_stays_dead_through_its_join_until_it_restarts() {
+    let mut h = Harness::with(WORLD, responsive_rules());
+    h.stream_node("harbor");
+    let (a, b) = (h.placed("a"), h.placed("b"));
+    h.kill("b");
+    let t = travel(&mut h, "forest");
+    h.stream_node("forest");
+    answer(&mut h, a);
+    h.ready(a);
+    h.advance(RESPONSE);
+    assert!(h.ended(t));
+    invariants(&h, "end");
+    assert_eq!(h.pawns_of("b"), 0);
+    h.join_ready(b);
+    h.ack(b);
+    assert!(h.player("b").is_dead(), "death survives");
+    h.send(b, ClientMessage::RestartRequest);
+    h.ack(b);
+    invariants(&h, "respawned");
+    assert!(h.player("b").is_placed() && !h.player("b").is_dead());
+    assert_eq!(h.pawns_of("b"), 1);
+}
+
+/// `TransitionShown` during Freezing (before ShowTransition, from the id in FreezeCharacters)
+/// counts; the other, silent, is set aside at the response timeout after the resolve.
+#[test]
+fn a_transition_shown_in_freezing_counts_and_nobody_is_asked_before_the_resolve() {
+    let mut h = Harness::with(WORLD, responsive_rules());
+    h.stream_node("harbor");
+    let (a, b) = (h.placed("a"), h.placed("b"));
+    // Hold Freezing with a pending player load.
+    h.auto_load = false;
+    let _c = h.login("c");
+    let t = travel(&mut h, "forest");
+    assert_eq!(h.game.snapshot().phase, "Freezing");
+    h.send(a, ClientMessage::TransitionShown { transition_id: t });
+    h.advance(RESPONSE * 3);
+    assert_eq!(h.game.counters().clients_set_aside, 0, "nothing asked in Freezing");
+    h.answer_load("c", crate::store::LoadOutcome::NotFound);
+    assert_eq!(h.game.snapshot().phase, "Loading");
+    h.advance(RESPONSE);
+    // b and c did not answer; a did (in Freezing).
+    assert_eq!(h.game.counters().clients_set_aside, 2);
+    assert!(!h.game.transition.is_set_aside(&pid("a")));
+    let _ = b;
+}
+
+/// The kick deadline vs. the join: a client set aside that answers its join just before
+/// the kick deadline is placed, not kicked.
+#[test]
+fn a_join_answered_just_before_the_kick_deadline_places_the_client() {
+    let mut r = responsive_rules();
+    r.client_ready_timeout = Duration::from_secs(5);
+    let mut h = Harness::with(WORLD, r);
+    h.stream_node("harbor");
+    let (a, b) = (h.placed("a"), h.placed("b"));
+    let t = travel(&mut h, "forest");
+    h.stream_node("forest");
+    answer(&mut h, a);
+    h.ready(a);
+    h.advance(RESPONSE);
+    assert!(h.ended(t));
+    h.advance(Duration::from_secs(5) - Duration::from_millis(1));
+    h.join_ready(b);
+    h.ack(b);
+    h.advance(Duration::from_secs(60));
+    assert_eq!(h.closed(b), None);
+    assert!(h.player("b").is_placed());
+}
+
+/// Set aside from the start (still unresponsive), then a `TransitionReady` in Freezing: it is
+/// back in, and its excuse ends at once (there is no target yet), so the settle-hold waits for
+/// its acknowledgement.
+#[test]
+fn a_client_set_aside_that_reports_ready_in_freezing_is_waited_for_again() {
+    let mut h = Harness::with(WORLD, responsive_rules());
+    h.stream_node("harbor");
+    let (a, b) = (h.placed("a"), h.placed("b"));
+    let t1 = travel(&mut h, "forest");
+    h.stream_node("forest");
+    answer(&mut h, a);
+    h.ready(a);
+    h.advance(RESPONSE);
+    assert!(h.ended(t1));
+    // b still silent; its join is pending. A travel with Freezing held by a pending load.
+    h.auto_load = false;
+    let c = h.login("c");
+    let t2 = travel(&mut h, "harbor");
+    assert!(h.player("b").placement_excused, "set aside from the start");
+    h.send(b, ClientMessage::TransitionReady { transition_id: t2 });
+    h.answer_load("c", crate::store::LoadOutcome::NotFound);
+    h.stream_node("harbor");
+    for x in [a, b, c] {
+        answer(&mut h, x);
+        h.ready(x);
+    }
+    h.ack(c);
+    let excused = h.player("b").placement_excused;
+    let b_possessed = h.possessed(b);
+    assert!(
+        !h.ended(t2) || h.player("b").is_placed(),
+        "T2 ended with b unplaced (excused {excused}, possessed {b_possessed:?})"
+    );
+}
+
+/// A client that never reports ready nor answers in time, but now and then sends a stale
+/// message (ignored, not refused, so never rate-limited), stays unresponsive: only an answer to
+/// what it was sent now counts. It is kicked a client-ready timeout after it was set aside,
+/// with the default world's shape (a route travel every 15 s, ready timeout 30 s), as a client
+/// that never reports ready was before version 5 (found in review: it used to linger forever).
+#[test]
+fn stale_messages_do_not_make_a_client_set_aside_responsive_again() {
+    // The default world's shape: a route travel every 15 s, client-ready timeout 30 s.
+    let world = with_route(WORLD, &["forest", "harbor"], 15_000);
+    let r = GameRules { client_response_timeout: Duration::from_secs(2), ..rules() };
+    let mut h = Harness::with(&world, r);
+    h.stream_node("harbor");
+    let a = h.placed("a");
+    let z = h.login("z");
+    let start = h.now;
+    let mut held = Vec::new();
+    while h.now - start < Duration::from_secs(300) && h.closed(z).is_none() {
+        h.advance(Duration::from_millis(100));
+        if let Some(t) = h.game.transition_id() {
+            // a does its duties at once; z says something stale, late.
+            let load =
+                h.streams.iter().find(|s| s.what.starts_with("node")).map(|s| s.what.clone());
+            if let Some(load) = load {
+                h.finish_stream(&load);
+                let points = h.game.streaming.streamed_load().expect("streamed");
+                h.input(Input::SpawnPointsRegistered { load: points });
+                h.send(a, ClientMessage::TransitionShown { transition_id: t });
+                h.ready(a);
+                let began = h.now;
+                while !h.ended(t) && h.now - began < Duration::from_secs(60) {
+                    h.advance(Duration::from_millis(100));
+                }
+                held.push(h.now - began);
+                h.advance(Duration::from_secs(1));
+                h.send(z, ClientMessage::TransitionShown { transition_id: TransitionId(1) });
+            }
+        }
+    }
+    assert_eq!(h.closed(z), Some(CloseCode::ReadyTimeout), "held {held:?}");
+    assert!(held.iter().all(|d| *d <= Duration::from_secs(3)), "held {held:?}");
 }
