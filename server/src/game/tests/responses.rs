@@ -628,14 +628,17 @@ fn a_transition_shown_in_freezing_counts_and_nobody_is_asked_before_the_resolve(
     let _c = h.login("c");
     let t = travel(&mut h, "forest");
     assert_eq!(h.game.snapshot().phase, "Freezing");
+    // A login during Freezing is not sent `ShowTransition` yet: it owes nothing either.
+    h.auto_load = true;
+    h.login("d");
     h.send(a, ClientMessage::TransitionShown { transition_id: t });
     h.advance(RESPONSE * 3);
     assert_eq!(h.game.counters().clients_set_aside, 0, "nothing asked in Freezing");
     h.answer_load("c", crate::store::LoadOutcome::NotFound);
     assert_eq!(h.game.snapshot().phase, "Loading");
     h.advance(RESPONSE);
-    // b and c did not answer; a did (in Freezing).
-    assert_eq!(h.game.counters().clients_set_aside, 2);
+    // b, c and d did not answer; a did (in Freezing).
+    assert_eq!(h.game.counters().clients_set_aside, 3);
     assert!(!h.game.transition.is_set_aside(&pid("a")));
     let _ = b;
 }
@@ -738,4 +741,27 @@ fn stale_messages_do_not_make_a_client_set_aside_responsive_again() {
     }
     assert_eq!(h.closed(z), Some(CloseCode::ReadyTimeout), "held {held:?}");
     assert!(held.iter().all(|d| *d <= Duration::from_secs(3)), "held {held:?}");
+}
+
+/// A client set aside whose kept pawn already stands on the destination (a travel to the node
+/// it is on) is not left on an unstreamed level: nothing is withdrawn and no join follows; the
+/// next transition asks it again once it answers.
+#[test]
+fn a_client_set_aside_on_the_destination_keeps_its_pawn_and_gets_no_join() {
+    let mut h = Harness::with(WORLD, responsive_rules());
+    h.stream_node("harbor");
+    let (a, b) = (h.placed("a"), h.placed("b"));
+    let b_pawn = h.possessed(b);
+    let t = travel(&mut h, "harbor");
+    h.stream_node("harbor");
+    answer(&mut h, a);
+    h.ready(a);
+    h.advance(RESPONSE);
+    assert!(h.ended(t));
+    assert_eq!(h.game.counters().clients_set_aside, 1);
+    assert_eq!(h.possessed(b), b_pawn, "its pawn stands on harbor, streamed");
+    assert_eq!(h.game.counters().pawns_withdrawn, 0);
+    let joins =
+        h.received(b).iter().filter(|m| matches!(m, ServerMessage::ShowJoin { .. })).count();
+    assert_eq!(joins, 1, "only the join it logged in with");
 }
