@@ -386,11 +386,7 @@ fn index_of(h: &Harness, c: ConnectionId, f: impl Fn(&ServerMessage) -> bool) ->
 /// settle-hold waits for its acknowledgement (found in review: it used to leak).
 #[test]
 fn a_set_aside_excuse_ends_when_its_transition_is_superseded() {
-    let mut h = Harness::with(WORLD, responsive_rules());
-    h.stream_node("harbor");
-    let (a, b) = (h.placed("a"), h.placed("b"));
-    let t1 = travel(&mut h, "forest");
-    h.stream_node("forest");
+    let (mut h, t1, a, b) = two_placed_then_travel();
     answer(&mut h, a);
     answer(&mut h, b);
     let late = h.login("late");
@@ -566,14 +562,7 @@ fn a_client_set_aside_through_a_supersede_is_set_aside_again_and_kicked_on_time(
 /// transition, answers, and is placed once; one pawn.
 #[test]
 fn a_client_set_aside_that_relaunches_is_placed_once() {
-    let (mut h, t, a, b) = {
-        let mut h = Harness::with(WORLD, responsive_rules());
-        h.stream_node("harbor");
-        let (a, b) = (h.placed("a"), h.placed("b"));
-        let t = travel(&mut h, "forest");
-        h.stream_node("forest");
-        (h, t, a, b)
-    };
+    let (mut h, t, a, b) = two_placed_then_travel();
     answer(&mut h, a);
     h.advance(RESPONSE);
     let b2 = h.login("b");
@@ -671,11 +660,7 @@ fn a_join_answered_just_before_the_kick_deadline_places_the_client() {
 /// its acknowledgement.
 #[test]
 fn a_client_set_aside_that_reports_ready_in_freezing_is_waited_for_again() {
-    let mut h = Harness::with(WORLD, responsive_rules());
-    h.stream_node("harbor");
-    let (a, b) = (h.placed("a"), h.placed("b"));
-    let t1 = travel(&mut h, "forest");
-    h.stream_node("forest");
+    let (mut h, t1, a, b) = two_placed_then_travel();
     answer(&mut h, a);
     h.ready(a);
     h.advance(RESPONSE);
