@@ -67,10 +67,7 @@ impl Game {
         // A client still unresponsive is not waited for again: set aside from the start.
         let unresponsive: Vec<PlayerId> = self.unresponsive.players().cloned().collect();
         for player in &unresponsive {
-            self.transition.set_aside(player);
-            if let Some(mut p) = self.roster.player_mut(player) {
-                p.placement_excused = true;
-            }
+            self.set_aside(player);
         }
         self.broadcast(ServerMessage::FreezeCharacters { transition_id: id });
         if self.world.rebalance_teams {
@@ -335,6 +332,17 @@ impl Game {
         }
     }
 
+    /// Sets `player` aside from the transition in flight (one place for both ways in: a missed
+    /// response timeout, or still unresponsive when the transition starts): nothing waits for
+    /// its ready report, its spawn request or its placement; a join places it afterwards.
+    fn set_aside(&mut self, player: &PlayerId) {
+        self.transition.set_aside(player);
+        self.spawns.remove_player(player);
+        if let Some(mut p) = self.roster.player_mut(player) {
+            p.placement_excused = true;
+        }
+    }
+
     /// A transition that set clients aside is over (ended, superseded or failed): their excuse
     /// from placement ends with it. From now on a join, or the next transition, waits for
     /// them; one still unresponsive is set aside again from that transition's start.
@@ -454,15 +462,12 @@ impl Game {
     pub(crate) fn handle_response_timeouts(&mut self, now: Instant) {
         let timeout = self.rules.client_response_timeout;
         let timeout_ms = crate::fields::millis(timeout);
-        for player in self.transition.set_aside_unresponsive(now, timeout) {
+        for player in self.transition.unanswered(now, timeout) {
             self.counters.clients_set_aside += 1;
             self.unresponsive.ask(&player, now);
             tracing::warn!(%player, timeout_ms,
                 "client did not answer ShowTransition in time; set aside: nothing waits for it");
-            self.spawns.remove_player(&player);
-            if let Some(mut p) = self.roster.player_mut(&player) {
-                p.placement_excused = true;
-            }
+            self.set_aside(&player);
         }
         for player in self.prompt_acknowledgements.late(now, timeout) {
             self.prompt_acknowledgements.forget(&player);

@@ -477,26 +477,14 @@ impl Transitions {
         self.current.as_ref()?.unanswered.deadline(timeout)
     }
 
-    /// Sets aside every present player whose answer to `ShowTransition` is `timeout` or more
-    /// late at `now`: the transition no longer waits for its ready report. Returns them, oldest
-    /// first.
-    pub(crate) fn set_aside_unresponsive(
-        &mut self,
-        now: Instant,
-        timeout: Duration,
-    ) -> Vec<PlayerId> {
-        let Some(t) = &mut self.current else { return Vec::new() };
-        let late = t.unanswered.late(now, timeout);
-        for player in &late {
-            t.unanswered.forget(player);
-            t.set_aside.insert(player.clone());
-            t.update_owing(player);
-        }
-        late
+    /// The present players whose answer to `ShowTransition` is `timeout` or more late at
+    /// `now`, oldest first.
+    pub(crate) fn unanswered(&self, now: Instant, timeout: Duration) -> Vec<PlayerId> {
+        self.current.as_ref().map(|t| t.unanswered.late(now, timeout)).unwrap_or_default()
     }
 
-    /// Sets `player` aside from the transition in flight from the start, unasked: a client
-    /// still unresponsive since an earlier transition, which nothing waits for again.
+    /// Sets `player` aside from the transition in flight: it is asked nothing more and the
+    /// transition no longer waits for its ready report.
     pub(crate) fn set_aside(&mut self, player: &PlayerId) {
         if let Some(t) = &mut self.current {
             t.unanswered.forget(player);
