@@ -149,7 +149,8 @@ impl AbilityState {
                 &mut effect.duration
             {
                 while *next_tick <= now && *next_tick <= *expires {
-                    if !dead && self.health > 0 {
+                    // Health 0 is death (it gets `State.Dead` below): later ticks change nothing.
+                    if self.health > 0 {
                         self.health = self.health.saturating_sub(*damage);
                         outcome.health_changed = true;
                     }
@@ -316,5 +317,17 @@ mod tests {
         assert!(!a.has_effect(EFFECT_DAMAGE_OVER_TIME_POISON), "finite effects are stripped");
         assert!(!a.advance(t0 + Duration::from_millis(1500)).health_changed, "nothing ticks after");
         assert_eq!(a.health(), 100);
+    }
+
+    /// A dead player's DoT still ticks until the restart strips it, and changes nothing: no
+    /// health change and no second death (each would be a message to every client).
+    #[test]
+    fn a_dead_players_remaining_ticks_change_nothing() {
+        let t0 = Instant::now();
+        let mut a = AbilityState::new(100);
+        a.apply(dot(t0));
+        assert!(a.advance(t0 + Duration::from_millis(1000)).died);
+        assert_eq!(a.advance(t0 + Duration::from_millis(1750)), TickOutcome::default());
+        assert_eq!(a.health(), 0);
     }
 }

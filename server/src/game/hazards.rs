@@ -95,15 +95,10 @@ impl Game {
         if self.effect_pauses_in_sync(in_transition) {
             return;
         }
-        let mut changed = false;
         if in_transition {
-            // A transition freezes everyone: once per transition, every player.
-            self.roster.change_each(|player| {
-                if !player.abilities.is_paused() {
-                    changed = true;
-                    player.abilities.pause(now);
-                }
-            });
+            // A transition freezes everyone: once per transition, every player (a no-op for
+            // the paused).
+            self.roster.change_each(|player| player.abilities.pause(now));
         } else {
             // Outside a transition only the joiners are frozen: what can be out of step is a
             // paused player who is no longer joining, or a joiner not yet paused; neither is
@@ -120,7 +115,6 @@ impl Game {
                 .filter(|id| self.roster.player(id).is_some_and(|p| !p.abilities.is_paused()))
                 .cloned()
                 .collect();
-            changed = !resume.is_empty() || !pause.is_empty();
             for id in resume {
                 if let Some(mut player) = self.roster.player_mut(&id) {
                     player.abilities.resume(now);
@@ -132,9 +126,8 @@ impl Game {
                 }
             }
         }
-        if changed {
-            self.rearm_effects_timer();
-        }
+        // Out of sync means something was paused or resumed: the next effect event moved.
+        self.rearm_effects_timer();
     }
 
     /// Whether every player's effects are already paused exactly when its character is
@@ -175,7 +168,9 @@ impl Game {
         let candidates: Vec<PlayerId> = self
             .roster
             .pawns()
-            .filter(|pawn| pawn.alive && pawn.node == spec.node)
+            // A player's current pawn is alive exactly while the player is not dead (a restart
+            // unpossesses the dead one), so the player's own state decides.
+            .filter(|pawn| pawn.node == spec.node)
             .filter(|pawn| {
                 self.roster.player(&pawn.owner).is_some_and(|p| {
                     p.pawn == Some(pawn.id) && !p.is_dead() && !p.abilities.has_effect(spec.effect)

@@ -172,6 +172,7 @@ fn a_relaunch_replaces_the_older_connection() {
     assert_eq!(h.game.player_count(), 1);
     assert_eq!(h.pawns_of("a"), 1);
     assert!(h.possessed(new).is_some());
+    assert_eq!(h.game.counters().logins_replaced, 1);
 }
 
 /// Beyond the player cap a login is refused with ServerFull and closed; others are unaffected.
@@ -185,6 +186,8 @@ fn a_login_beyond_the_cap_is_refused() {
     assert_eq!(h.closed(b), Some(CloseCode::ServerFull));
     assert_eq!(h.closed(a), None);
     assert_eq!(h.game.player_count(), 1);
+    h.login("c");
+    assert_eq!(h.game.counters().logins_refused_full, 2, "counted, each refusal");
 }
 
 /// A ready report naming a transition never started is refused to its sender only.
@@ -237,4 +240,23 @@ fn the_refusal_budget_resets_after_its_window() {
     h.send(a, ClientMessage::RestartRequest);
     let last = h.received(a).into_iter().rev().find(|m| matches!(m, ServerMessage::Error { .. }));
     assert!(matches!(last, Some(ServerMessage::Error { code: ErrorCode::RestartRejected, .. })));
+}
+
+/// The gauges the metrics scrape reads (placed players, pending spawn requests, loads in
+/// flight) count what the game holds at that moment, up and down.
+#[test]
+fn the_scrape_gauges_count_placed_players_pending_spawns_and_loads_in_flight() {
+    let mut h = Harness::new();
+    let a = h.login("a");
+    assert_eq!(h.game.load_count(), 1, "the boot node is streaming");
+    h.stream_node("harbor");
+    assert_eq!(h.game.load_count(), 0);
+    assert_eq!(h.game.pending_spawn_count(), 1, "a's spawn waits for Completing");
+    assert_eq!(h.game.placed_player_count(), 0);
+    h.ready(a);
+    assert_eq!(h.game.pending_spawn_count(), 0);
+    h.ack(a);
+    assert_eq!(h.game.placed_player_count(), 1);
+    h.login("b");
+    assert_eq!((h.game.player_count(), h.game.placed_player_count()), (2, 1));
 }

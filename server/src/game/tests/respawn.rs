@@ -3,7 +3,10 @@
 use std::time::Duration;
 
 use gatehouse_protocol::{ClientMessage, ErrorCode, ServerMessage};
-use gatehouse_tags::catalog::{EFFECT_DAMAGE_OVER_TIME_BURN, EFFECT_EQUIPMENT_ARMOR, STATE_DEAD};
+use gatehouse_tags::catalog::{
+    EFFECT_DAMAGE_OVER_TIME_BURN, EFFECT_DAMAGE_OVER_TIME_POISON, EFFECT_EQUIPMENT_ARMOR,
+    STATE_DEAD,
+};
 
 use super::*;
 use crate::store::{PlayerSave, Preset};
@@ -211,7 +214,82 @@ fn a_hazard_kills_players_on_its_node() {
     assert!(h.player("a").is_dead());
     assert!(h.broadcasts().contains(&ServerMessage::PawnDied { pawn_id: pawn }));
     assert_eq!(h.game.counters().deaths, 1);
+    let tag_changes: Vec<ServerMessage> = h
+        .broadcasts()
+        .into_iter()
+        .filter(|m| matches!(m, ServerMessage::AbilityTagsChanged { .. }))
+        .collect();
+    assert_eq!(
+        tag_changes.last(),
+        Some(&ServerMessage::AbilityTagsChanged {
+            player_id: pid("a"),
+            tags: vec![EFFECT_DAMAGE_OVER_TIME_POISON, STATE_DEAD]
+        }),
+        "State.Dead replicated with the effect that killed"
+    );
+    assert_eq!(tag_changes.len(), 2, "the affliction and the death; a tick changes no tag");
     restart(&mut h, a);
     h.ack(a);
     assert!(!h.player("a").is_dead());
+}
+
+/// A hazard exposes when its own period comes, not whenever the effects timer wakes for
+/// something else (here another effect's ticks, every 10 ms).
+#[test]
+fn a_hazard_exposes_at_its_period_not_when_another_effect_ticks() {
+    let world = with_hazard(WORLD, HARBOR_POISON);
+    let mut h = Harness::with(&world, rules());
+    h.stream_node("harbor");
+    h.placed("a");
+    let now = h.now;
+    let mut player = h.game.roster.player_mut(&pid("a")).unwrap();
+    player.abilities.apply(crate::game::abilities::ActiveEffect {
+        tag: EFFECT_DAMAGE_OVER_TIME_BURN,
+        duration: crate::game::abilities::EffectDuration::Finite {
+            expires: now + Duration::from_millis(200),
+            next_tick: now + Duration::from_millis(10),
+            tick: Duration::from_millis(10),
+            damage: 1,
+        },
+    });
+    drop(player);
+    h.game.rearm_effects_timer();
+    h.advance(Duration::from_millis(450));
+    assert!(!h.player("a").abilities.has_effect(EFFECT_DAMAGE_OVER_TIME_POISON), "not yet due");
+    h.advance(Duration::from_millis(100));
+    assert!(h.player("a").abilities.has_effect(EFFECT_DAMAGE_OVER_TIME_POISON), "due at 500 ms");
+}
+
+/// A hazard afflicts living pawns only: a restarted player whose respawn was refused (no spawn
+/// points) still stands behind its dead pawn, and is passed over until the new pawn exists.
+#[test]
+fn a_hazard_passes_over_a_restarted_player_whose_pawn_is_still_the_dead_one() {
+    let hazard = HARBOR_POISON.replace("exposure_ms = 500", "exposure_ms = 100");
+    let mut h = Harness::with(&with_hazard(WORLD, &hazard), rules());
+    h.stream_node("harbor");
+    let a = h.placed("a");
+    h.kill("a");
+    h.game.streaming.forget_spawn_points();
+    restart(&mut h, a);
+    assert!(!h.player("a").is_dead(), "reset for its respawn");
+    h.advance(Duration::from_millis(350));
+    assert!(!h.player("a").abilities.has_effect(EFFECT_DAMAGE_OVER_TIME_POISON));
+}
+
+/// A hazard passes over a player who already carries its effect: exposures do not stack.
+#[test]
+fn a_hazard_does_not_afflict_a_player_who_already_carries_its_effect() {
+    let hazard = HARBOR_POISON
+        .replace("damage_per_tick = 50", "damage_per_tick = 1")
+        .replace("duration_ms = 300", "duration_ms = 1000")
+        .replace("exposure_ms = 500", "exposure_ms = 100");
+    let mut h = Harness::with(&with_hazard(WORLD, &hazard), rules());
+    h.stream_node("harbor");
+    h.placed("a");
+    h.advance(Duration::from_millis(550));
+    assert_eq!(
+        h.player("a").abilities.health(),
+        96,
+        "one effect, applied at 100 ms, ticking at 200 to 500 ms; not one more per exposure"
+    );
 }

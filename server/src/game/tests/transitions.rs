@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use gatehouse_protocol::{ClientMessage, CloseCode, PawnId, ServerMessage, TransitionId};
+use gatehouse_tags::catalog::EFFECT_DAMAGE_OVER_TIME_POISON;
 
 use super::*;
 use crate::store::SessionSave;
@@ -407,8 +408,11 @@ fn hazards_rest_while_characters_are_frozen() {
     h.ready(b);
     assert_eq!(h.game.snapshot().phase, "Completing");
     h.advance(Duration::from_secs(3));
-    assert_eq!(h.player("a").abilities.health(), 100, "no exposure while frozen");
-    assert_eq!(h.player("b").abilities.health(), 100, "no exposure while frozen");
+    for player in ["a", "b"] {
+        let abilities = &h.player(player).abilities;
+        assert_eq!(abilities.health(), 100, "no exposure while frozen");
+        assert!(!abilities.has_effect(EFFECT_DAMAGE_OVER_TIME_POISON), "not even a paused one");
+    }
     h.ack(b);
     assert!(h.game.transition_id().is_none());
     h.advance(Duration::from_millis(1100));
