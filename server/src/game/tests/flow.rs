@@ -67,6 +67,7 @@ fn a_joiner_streams_the_current_node_before_it_gets_a_pawn() {
     assert!(h.possessed(c).is_none(), "no pawn before the joiner streamed");
     assert!(!h.received(a).iter().any(|m| matches!(m, ServerMessage::FreezeCharacters { .. })));
     assert_eq!(h.game.transition_id(), None, "nobody else is frozen for a join");
+    assert_eq!(h.game.counters().joins_started, 2, "a's and late's");
     h.advance(Duration::from_secs(5));
     assert!(h.possessed(c).is_none(), "still no pawn while it streams");
     h.join_ready(c);
@@ -172,7 +173,7 @@ fn a_relaunch_replaces_the_older_connection() {
     assert_eq!(h.game.player_count(), 1);
     assert_eq!(h.pawns_of("a"), 1);
     assert!(h.possessed(new).is_some());
-    assert_eq!(h.game.counters().logins_replaced, 1);
+    assert_eq!((h.game.counters().logins, h.game.counters().logins_replaced), (2, 1));
 }
 
 /// Beyond the player cap a login is refused with ServerFull and closed; others are unaffected.
@@ -201,6 +202,24 @@ fn a_ready_report_for_an_unknown_transition_is_refused() {
             .iter()
             .any(|m| matches!(m, ServerMessage::Error { code: ErrorCode::UnknownTransition, .. }))
     );
+    assert_eq!(h.game.counters().client_errors, 1);
+}
+
+/// A ready report for a transition that has ended, sent once none runs, is stale: counted and
+/// ignored, never an error.
+#[test]
+fn a_ready_report_after_its_transition_ended_is_ignored_as_stale() {
+    let mut h = Harness::new();
+    let a = h.login("a");
+    let boot = h.transition();
+    h.stream_node("harbor");
+    h.ready(a);
+    h.ack(a);
+    assert!(h.ended(boot));
+    h.send(a, ClientMessage::TransitionReady { transition_id: boot });
+    assert_eq!(h.game.counters().stale_ignored, 1);
+    assert_eq!(h.game.counters().client_errors, 0);
+    assert!(!h.received(a).iter().any(|m| matches!(m, ServerMessage::Error { .. })));
 }
 
 /// Refused requests are answered a few times per window, then rate-limited once, then dropped;
@@ -259,4 +278,59 @@ fn the_scrape_gauges_count_placed_players_pending_spawns_and_loads_in_flight() {
     assert_eq!(h.game.placed_player_count(), 1);
     h.login("b");
     assert_eq!((h.game.player_count(), h.game.placed_player_count()), (2, 1));
+}
+
+/// A client that logs in hears, right after its `Welcome`, everything already replicated:
+/// each player state, with its ability tags and health only where they are not the defaults,
+/// and each pawn, a dead one followed by its `PawnDied`.
+#[test]
+fn a_new_client_hears_every_player_state_and_pawn_already_replicated() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    let b = h.placed("b");
+    h.kill("a");
+    let (dead, alive) = (h.possessed(a).unwrap(), h.possessed(b).unwrap());
+    let c = h.login("c");
+    let heard: Vec<ServerMessage> = h
+        .received(c)
+        .into_iter()
+        .skip(1)
+        .take_while(
+            |m| !matches!(m, ServerMessage::PlayerStateUpdated(v) if v.player_id == pid("c")),
+        )
+        .collect();
+    assert!(matches!(h.received(c).first(), Some(ServerMessage::Welcome { .. })));
+    let states: Vec<PlayerId> = heard
+        .iter()
+        .filter_map(|m| match m {
+            ServerMessage::PlayerStateUpdated(v) => Some(v.player_id.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(states, [pid("a"), pid("b")]);
+    let a_state = h.player("a").abilities.clone();
+    let expected_a = [
+        ServerMessage::AbilityTagsChanged { player_id: pid("a"), tags: a_state.tags() },
+        ServerMessage::HealthChanged { player_id: pid("a"), health: 0 },
+    ];
+    for m in &expected_a {
+        assert!(heard.contains(m), "{m:?} in {heard:?}");
+    }
+    let about_b = heard.iter().filter(|m| {
+        matches!(m, ServerMessage::AbilityTagsChanged { player_id, .. }
+            | ServerMessage::HealthChanged { player_id, .. } if *player_id == pid("b"))
+    });
+    assert_eq!(about_b.count(), 0, "b holds the defaults: no tags, full health");
+    let pawns: Vec<(PawnId, bool)> = heard
+        .iter()
+        .filter_map(|m| match m {
+            ServerMessage::PawnSpawned(v) => Some((v.pawn_id, v.alive)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(pawns.len(), 2);
+    assert!(pawns.contains(&(dead, false)) && pawns.contains(&(alive, true)));
+    let died: Vec<&ServerMessage> =
+        heard.iter().filter(|m| matches!(m, ServerMessage::PawnDied { .. })).collect();
+    assert_eq!(died, [&ServerMessage::PawnDied { pawn_id: dead }]);
 }
