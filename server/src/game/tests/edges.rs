@@ -223,6 +223,23 @@ fn an_acknowledgement_of_another_players_pawn_is_refused_unknown_pawn() {
     assert_eq!(errors(&h, a, ErrorCode::UnknownPawn), 2);
 }
 
+/// Issue 10, item 7: an acknowledgement of the player's own old pawn (before its respawn) is
+/// stale: counted and ignored, no error.
+#[test]
+fn an_acknowledgement_of_the_players_own_old_pawn_is_ignored_as_stale() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    let old = h.possessed(a).unwrap();
+    h.kill("a");
+    h.send(a, ClientMessage::RestartRequest);
+    h.ack(a);
+    assert_ne!(h.possessed(a), Some(old));
+    h.send(a, ClientMessage::PossessionAcknowledged { pawn_id: old });
+    assert_eq!(h.game.counters().stale_ignored, 1);
+    assert_eq!(errors(&h, a, ErrorCode::UnknownPawn), 0);
+    assert!(h.player("a").is_placed(), "the stale report unplaces nothing");
+}
+
 /// Issue 10, item 7: the refusal rate limit is per player: a reconnect does not reset it.
 #[test]
 fn the_refusal_rate_limit_survives_a_reconnect() {

@@ -112,6 +112,7 @@ fn a_transition_supersedes_a_join_and_the_joiner_follows_it() {
     assert!(h.received(c).contains(&ServerMessage::FreezeCharacters { transition_id: t }));
     h.send(c, ClientMessage::JoinReady { join_id });
     assert!(h.possessed(c).is_none(), "the old join's report places nothing");
+    assert_eq!(h.game.counters().stale_ignored, 1, "counted as stale, not refused");
     h.stream_node("forest");
     h.ready(c);
     h.ack(c);
