@@ -153,6 +153,14 @@ impl Observations {
 mod tests {
     use super::*;
 
+    /// The label values the metrics (and dashboards) name: snake_case, one per cause.
+    #[test]
+    fn refusal_label_values_are_the_documented_names() {
+        let spawn: Vec<&str> = SpawnRefusal::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(spawn, ["level_not_ready", "no_spawn_point"]);
+        assert_eq!(LoginRefusal::ServerFull.as_str(), "server_full");
+    }
+
     #[test]
     fn an_undrained_queue_keeps_only_the_newest_observations() {
         let mut queue = Observations::default();

@@ -45,6 +45,7 @@ fn a_travel_supersedes_a_transition_in_freezing() {
     assert!(second > boot);
     assert!(!h.ended(boot), "the superseded transition never ends: the screen stays up");
     assert_eq!(h.game.counters().transitions_superseded, 1);
+    assert_eq!(h.game.counters().transitions_started, 2, "the boot and the travel");
     h.answer_session(LoadOutcome::Found(SessionSave {
         session: "main".into(),
         node: node("crypt"),
