@@ -81,6 +81,7 @@ fn a_joiner_streams_the_current_node_before_it_gets_a_pawn() {
     h.ack(c);
     assert_eq!(h.received(c).last(), Some(&ServerMessage::EndJoin { join_id }));
     assert!(!h.received(a).contains(&ServerMessage::EndJoin { join_id }), "the joiner's alone");
+    assert_eq!(h.game.counters().joins_completed, 2, "a's and late's");
 }
 
 /// Issue 10, item 1: the rooms of a dungeon are named in the join too.

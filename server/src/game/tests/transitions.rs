@@ -113,6 +113,7 @@ fn a_travel_supersedes_a_transition_in_completing() {
     h.ready(a);
     assert_eq!(h.game.snapshot().phase, "Completing", "held: the crypt's rooms are streaming");
     let second = travel(&mut h, "harbor");
+    assert_eq!(h.game.counters().stale_ignored, 1, "a's teleport to the crypt, dropped");
     h.stream_node("harbor");
     h.ready(a);
     assert!(h.ended(second) && !h.ended(first));
