@@ -129,6 +129,25 @@ fn a_refused_spawn_is_observed_once_as_it_is_counted_once() {
     assert_eq!(observed.count(), 1, "one refusal, one observation");
 }
 
+/// A placed spawn request is observed (for the spawn-wait histogram) once, with its time in
+/// the queue; the transition that placed it is counted completed.
+#[test]
+fn a_placed_spawn_is_observed_with_its_time_in_the_queue() {
+    let mut h = Harness::new();
+    let boot = h.transition();
+    let a = h.login("a");
+    h.advance(Duration::from_millis(30));
+    h.stream_node("harbor");
+    h.ready(a);
+    let placed: Vec<Observation> = std::iter::from_fn(|| h.game.poll_observation())
+        .filter(|o| matches!(o, Observation::SpawnPlaced { .. }))
+        .collect();
+    assert_eq!(placed, [Observation::SpawnPlaced { waited: Duration::from_millis(30) }]);
+    h.ack(a);
+    assert!(h.ended(boot));
+    assert_eq!(h.game.counters().transitions_completed, 1);
+}
+
 /// Honest Spawn Refusal: "ProcessPendingSpawns similarly re-queues when no spawn point is
 /// found yet"; issue 12 item 4: the registration is the event that runs it, no retry poll.
 /// Order: every client ready, then the spawn points register.
