@@ -229,6 +229,15 @@ fn the_session_save_restores_the_worlds_node_before_the_boot_travel() {
     }));
     assert_eq!(h.game.snapshot().transition_target, Some(node("forest")));
     assert!(h.streams.iter().any(|s| s.what == "node forest"));
+    h.game.drain();
+    h.drain();
+    let sessions: Vec<&Output> =
+        h.log.iter().filter(|o| matches!(o, Output::SaveSession { .. })).collect();
+    assert_eq!(
+        sessions,
+        [&Output::SaveSession { node: node("forest"), version: 2 }],
+        "saved once, with the version it loaded"
+    );
 }
 
 /// Issue 12 (admission sends about 3N² frames): a resolved load replicates only what changed.

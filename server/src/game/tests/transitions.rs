@@ -217,6 +217,26 @@ fn under_the_proceed_policy_a_silent_client_stays_and_the_transition_goes_on() {
     assert!(h.ended(t), "b's pawn was teleported; everyone is placed");
 }
 
+/// Proceed policy, for a join: nothing waits for a joiner, so a joiner that never reports its
+/// node streamed keeps its own loading screen and gets no pawn; it is neither closed nor spawned
+/// as if it had streamed, and a late report still places it.
+#[test]
+fn under_the_proceed_policy_a_silent_joiner_is_left_waiting_without_a_pawn() {
+    let mut r = rules();
+    r.client_ready_policy = ClientReadyPolicy::Proceed;
+    let mut h = Harness::with(WORLD, r);
+    h.stream_node("harbor");
+    let b = h.login("b");
+    assert!(h.shown_join(b).is_some());
+    h.advance(Duration::from_secs(31));
+    assert_eq!(h.closed(b), None);
+    assert_eq!(h.pawns_of("b"), 0, "not spawned as if it had streamed");
+    assert_eq!(h.game.counters().ready_timeouts, 1);
+    h.join_ready(b);
+    h.ack(b);
+    assert!(h.player("b").is_placed());
+}
+
 /// Seed 001 settle-hold: "finish anyway, logging an unplaced-player warning" at the timeout
 /// when nothing is loading; the warning names the unplaced players.
 #[test]
