@@ -373,3 +373,68 @@ impl Game {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use gatehouse_protocol::TeamId;
+
+    use super::*;
+    use crate::game::abilities::AbilityState;
+
+    fn left_at(at: Instant) -> KeptState {
+        KeptState {
+            left_at: at,
+            team: TeamId(1),
+            character_def: None,
+            abilities: AbilityState::new(100),
+            possessed: BTreeSet::new(),
+        }
+    }
+
+    fn id(s: &str) -> PlayerId {
+        PlayerId::new(s).unwrap()
+    }
+
+    fn order(kept: &KeptStates) -> Vec<&str> {
+        kept.order.iter().map(PlayerId::as_str).collect()
+    }
+
+    /// A player appears once in the departure order: a second departure moves it last.
+    #[test]
+    fn a_second_departure_moves_the_player_last_and_keeps_the_others() {
+        let (t0, retention) = (Instant::now(), Duration::from_secs(60));
+        let mut kept = KeptStates::default();
+        kept.keep(id("a"), left_at(t0), retention);
+        kept.keep(id("b"), left_at(t0), retention);
+        kept.keep(id("a"), left_at(t0), retention);
+        assert_eq!(order(&kept), ["b", "a"]);
+        assert_eq!(kept.states.len(), 2);
+    }
+
+    /// A departure drops the states kept longer than the retention before it (so expired
+    /// states do not wait for the capacity to go).
+    #[test]
+    fn a_departure_drops_the_states_kept_past_the_retention() {
+        let (t0, retention) = (Instant::now(), Duration::from_secs(60));
+        let mut kept = KeptStates::default();
+        kept.keep(id("a"), left_at(t0), retention);
+        kept.keep(id("b"), left_at(t0 + Duration::from_secs(30)), retention);
+        kept.keep(id("c"), left_at(t0 + retention), retention);
+        assert_eq!(order(&kept), ["b", "c"]);
+        assert!(!kept.states.contains_key(&id("a")));
+    }
+
+    /// Taking a player's state leaves the others in the departure order.
+    #[test]
+    fn taking_a_state_leaves_the_others_in_order() {
+        let (t0, retention) = (Instant::now(), Duration::from_secs(60));
+        let mut kept = KeptStates::default();
+        for p in ["a", "b", "c"] {
+            kept.keep(id(p), left_at(t0), retention);
+        }
+        assert!(kept.take(&id("b"), t0, retention).is_some());
+        assert_eq!(order(&kept), ["a", "c"]);
+    }
+}

@@ -87,6 +87,7 @@ fn kits_are_granted_once_at_preset_resolution_when_possession_came_first() {
     assert_eq!(kits(&h, a), vec![vec![KIT_STARTUP_MOVEMENT]], "no preset yet: startup kits only");
     h.answer_load("a", LoadOutcome::Found(save("a", vanguard())));
     assert_eq!(kits(&h, a), vec![vec![KIT_STARTUP_MOVEMENT], vec![KIT_COMPOSED_VANGUARD]]);
+    assert_eq!(h.game.counters().kit_grants, 2, "each grant counted");
     h.ack(a);
     h.kill("a");
     h.send(a, ClientMessage::RestartRequest);
@@ -148,6 +149,7 @@ fn players_are_saved_when_a_transition_completes_and_when_they_leave() {
     assert_eq!(saved_nodes, vec![Some(node("forest"))]);
     assert!(h.log.contains(&Output::SaveSession { node: node("forest"), version: 0 }));
     h.disconnect(a);
+    assert_eq!(h.game.counters().saves_requested, 2, "at the end of the travel, and leaving");
     let last = saved(&h).pop().unwrap();
     assert_eq!(
         (last.node, last.version),
@@ -275,4 +277,48 @@ fn a_resolved_load_replicates_only_what_changed() {
     let states_before = count(&h, state);
     h.answer_load("c", LoadOutcome::Found(save("c", vanguard())));
     assert_eq!(count(&h, state), states_before, "the kept class is the saved one");
+}
+
+/// A failed session load is counted, the world starts at its start node, and the session is
+/// never saved over the save it could not read.
+#[test]
+fn a_failed_session_load_is_counted_and_the_session_never_saved() {
+    let mut h = Harness::holding_loads(WORLD);
+    h.answer_session(LoadOutcome::Failed("disk on fire".into()));
+    assert_eq!(h.game.counters().load_failures, 1);
+    assert_eq!(h.game.snapshot().transition_target, Some(node("harbor")));
+    h.game.drain();
+    h.drain();
+    assert!(!h.log.iter().any(|o| matches!(o, Output::SaveSession { .. })));
+}
+
+/// A player without a save gets a preset chosen by its id: the same id always gets the same
+/// one (runs are reproducible), and ids spread over the catalog's presets and both kinds (a
+/// saved character, a read-only preset). The table pins the choice: changing it reshuffles
+/// every recorded run.
+#[test]
+fn a_new_players_preset_is_chosen_by_its_id_reproducibly() {
+    let mut h = Harness::booted();
+    let ids = ["a", "b", "c", "d", "e", "f"];
+    for p in ids {
+        h.login(p);
+    }
+    let chosen: Vec<String> = ids
+        .iter()
+        .map(|p| match &h.player(p).preset.as_ref().expect("resolved").source {
+            Preset::Character { character_def, .. } => format!("character {character_def}"),
+            Preset::ReadOnly { name } => format!("read-only {name}"),
+        })
+        .collect();
+    assert_eq!(
+        chosen,
+        [
+            "read-only Scout",
+            "character Vanguard",
+            "read-only Scout",
+            "character Vanguard",
+            "read-only Scout",
+            "character Vanguard"
+        ]
+    );
 }

@@ -35,6 +35,20 @@ fn the_default_pawn_is_refused_on_a_node_other_than_the_streamed_one() {
     assert!(h.game.restart_player_at_player_start(h.now, &pid("a"), &node("harbor")).is_some());
 }
 
+/// The server's own gate: the default pawn is refused on a ready level for a player whose
+/// client has not reported that node streamed (a pawn never appears before the level it
+/// stands on, on any machine: seed 001, "Why This Architecture").
+#[test]
+fn the_default_pawn_is_refused_until_the_players_client_streamed_the_node() {
+    let mut h = Harness::booted();
+    h.login("a");
+    assert!(h.game.streaming.is_level_ready_for_spawn(&node("harbor")));
+    assert_eq!(h.game.restart_player_at_player_start(h.now, &pid("a"), &node("harbor")), None);
+    assert_eq!(h.pawns_of("a"), 0);
+    h.client_streamed("a", "harbor");
+    assert!(h.game.restart_player_at_player_start(h.now, &pid("a"), &node("harbor")).is_some());
+}
+
 /// The World-Map Gate: with no world map managing levels (a standalone map) spawns are allowed.
 #[test]
 fn a_standalone_map_allows_the_default_pawn_before_anything_streams() {

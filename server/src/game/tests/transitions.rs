@@ -217,6 +217,22 @@ fn under_the_proceed_policy_a_silent_client_stays_and_the_transition_goes_on() {
     assert!(h.ended(t), "b's pawn was teleported; everyone is placed");
 }
 
+/// A travel to the node the pawns already stand on queues no teleport: `EnsureSpawnsQueued`
+/// asks only for the pawnless and for pawns on another node. The transition ends at the ready
+/// report, the pawn where it stood.
+#[test]
+fn a_travel_to_the_node_the_pawns_stand_on_teleports_nobody() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    let pawn = h.possessed(a).unwrap();
+    let t = travel(&mut h, "harbor");
+    h.stream_node("harbor");
+    h.ready(a);
+    assert!(h.ended(t));
+    assert!(!h.broadcasts().iter().any(|m| matches!(m, ServerMessage::PawnsTeleported { .. })));
+    assert_eq!(h.possessed(a), Some(pawn));
+}
+
 /// Proceed policy, for a join: nothing waits for a joiner, so a joiner that never reports its
 /// node streamed keeps its own loading screen and gets no pawn; it is neither closed nor spawned
 /// as if it had streamed, and a late report still places it.
