@@ -68,6 +68,16 @@ fn a_relaunch_keeps_death_and_the_effect_that_killed_it() {
     assert_eq!(h.player("a").abilities.health(), 0);
     let pawn = h.possessed(relaunched).expect("a pawn once it streamed");
     assert!(!h.game.roster.pawn(pawn).unwrap().alive, "the relaunched player's pawn is dead");
+    let died: Vec<PawnId> = h
+        .broadcasts()
+        .iter()
+        .filter_map(|m| match m {
+            ServerMessage::PawnDied { pawn_id } => Some(*pawn_id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(died.last(), Some(&pawn), "every client hears the new pawn is dead");
+    assert_eq!(died.len(), 2, "the pawn it died in, and this one; no other spawn dies");
     let tags = h.received(relaunched).iter().any(|m| {
         matches!(m, ServerMessage::AbilityTagsChanged { player_id, tags }
             if player_id.as_str() == "a" && tags.contains(&STATE_DEAD))

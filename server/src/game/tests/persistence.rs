@@ -71,6 +71,7 @@ fn kits_are_granted_once_at_possession_when_the_preset_resolved_first() {
     let a = h.joined("a");
     h.answer_load("a", LoadOutcome::Found(save("a", vanguard())));
     assert_eq!(kits(&h, a), vec![vec![KIT_STARTUP_MOVEMENT, KIT_COMPOSED_VANGUARD]]);
+    assert_eq!(h.game.counters().kit_grants, 1);
 }
 
 /// Seed 001, PlayPreset relaunch: possession runs first with no preset (the relaunch remembers
