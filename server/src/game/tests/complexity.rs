@@ -69,6 +69,8 @@ fn one_inputs_walks_do_not_grow_with_the_players() {
     // A login sends the joiner every player state and pawn: one visit of each, the work the
     // joiner needs and nothing more (20 players and their pawns, then 200 and theirs).
     let beyond_snapshot = |visits: u64, players: u64| visits.saturating_sub(2 * players);
+    // The count is live: the snapshot walk is in it (else every bound below holds at 0).
+    assert!(small[1] >= 2 * 20 && large[1] >= 2 * 200, "login visits: {small:?}, {large:?}");
     assert!(
         beyond_snapshot(large[1], 200) <= beyond_snapshot(small[1], 20),
         "a login visited {} records at 20 players and {} at 200, beyond its snapshot",
