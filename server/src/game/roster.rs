@@ -442,6 +442,24 @@ mod tests {
         (b.unplaced, b.paused.iter().cloned().collect(), b.teams, events)
     }
 
+    /// A rebalance evens out teams that differ by more than one, then swaps one pair: teams
+    /// that differ by one are even already (nobody moves for the odd player), and a lone
+    /// player has nobody to swap with.
+    #[test]
+    fn a_rebalance_moves_nobody_for_the_odd_player_and_swaps_only_across_two_teams() {
+        let mut roster = Roster::default();
+        roster.join(player("a", 1, 1));
+        roster.join(player("b", 2, 1));
+        roster.join(player("c", 3, 2));
+        let changed = roster.rebalance_teams(TransitionId(1));
+        assert_eq!(changed.len(), 2, "one pair swapped, nobody moved: {changed:?}");
+        assert_eq!(roster.books.teams, [2, 1]);
+        let mut lone = Roster::default();
+        lone.join(player("a", 1, 1));
+        assert!(lone.rebalance_teams(TransitionId(1)).is_empty());
+        assert_eq!(lone.books.teams, [1, 0]);
+    }
+
     /// Issue 12: the counts the per-input checks read (unplaced players, paused effects, team
     /// sizes) agree with a scan of every player after joins, every kind of change, a
     /// rebalance and departures.

@@ -351,3 +351,25 @@ fn a_login_during_loading_is_placed_by_the_travel_not_before() {
     h.ack(a);
     assert!(h.ended(t));
 }
+
+/// Spawn kinds log (the `spawn_request` span's `kind`) as their snake_case names.
+#[test]
+fn spawn_kinds_log_as_their_names() {
+    let names: Vec<String> = [SpawnKind::Initial, SpawnKind::LateJoin, SpawnKind::LevelTransition]
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(names, ["initial", "late_join", "level_transition"]);
+}
+
+/// The snapshot's `load_in_flight` is true while either kind of load runs: streaming, or a
+/// save load.
+#[test]
+fn the_snapshot_shows_a_load_in_flight_for_streaming_or_a_save() {
+    let mut h = Harness::holding_loads(WORLD);
+    assert!(h.game.snapshot().load_in_flight, "the session save loads; nothing streams yet");
+    h.answer_session(LoadOutcome::NotFound);
+    assert!(h.game.snapshot().load_in_flight, "the boot node streams; no save loads");
+    h.stream_node("harbor");
+    assert!(!h.game.snapshot().load_in_flight);
+}
