@@ -149,3 +149,32 @@ impl SpawnQueue {
         self.pending.retain(|r| &r.player != player);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use super::*;
+
+    fn request(player: &str, kind: SpawnKind, node: &str) -> SpawnRequest {
+        let (player, node) = (PlayerId::new(player).unwrap(), NodeId::new(node).unwrap());
+        SpawnRequest::new(player, kind, node, Instant::now())
+    }
+
+    /// The discards return how many requests they dropped (what the counters add), and keep
+    /// the rest.
+    #[test]
+    fn discards_return_how_many_they_dropped() {
+        let mut queue = SpawnQueue::default();
+        queue.extend(vec![
+            request("a", SpawnKind::Initial, "harbor"),
+            request("b", SpawnKind::LateJoin, "forest"),
+            request("c", SpawnKind::LevelTransition, "harbor"),
+        ]);
+        assert_eq!(queue.discard_not_for(&NodeId::new("harbor").unwrap()), 1);
+        assert_eq!(queue.len(), 2);
+        assert_eq!(queue.discard_pending(SpawnKind::Initial), 1);
+        let left: Vec<&str> = queue.requests().map(|r| r.player.as_str()).collect();
+        assert_eq!(left, ["c"]);
+    }
+}

@@ -223,6 +223,13 @@ impl WorldStreaming {
 mod tests {
     use super::*;
 
+    /// A load logs as `load#N`.
+    #[test]
+    fn a_load_id_logs_as_load_and_its_number() {
+        assert_eq!(LoadId(7).to_string(), "load#7");
+        assert_eq!(format!("{:?}", LoadId(7)), "load#7");
+    }
+
     fn node(s: &str) -> NodeId {
         NodeId::new(s).unwrap()
     }

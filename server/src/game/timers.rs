@@ -103,3 +103,22 @@ impl TimerTable {
             .collect()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    /// `set_earliest` keeps a deadline armed earlier and takes one that comes sooner.
+    #[test]
+    fn set_earliest_keeps_the_sooner_deadline() {
+        let t0 = Instant::now();
+        let mut timers = TimerTable::default();
+        timers.set_earliest(Timer::SpawnRetry, t0 + Duration::from_millis(100));
+        timers.set_earliest(Timer::SpawnRetry, t0 + Duration::from_millis(150));
+        assert_eq!(timers.deadline(Timer::SpawnRetry), Some(t0 + Duration::from_millis(100)));
+        timers.set_earliest(Timer::SpawnRetry, t0 + Duration::from_millis(50));
+        assert_eq!(timers.deadline(Timer::SpawnRetry), Some(t0 + Duration::from_millis(50)));
+    }
+}
