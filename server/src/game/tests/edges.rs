@@ -11,7 +11,6 @@ use gatehouse_tags::catalog::{
     EFFECT_DAMAGE_OVER_TIME_BURN, EFFECT_DAMAGE_OVER_TIME_POISON, STATE_DEAD,
 };
 
-use super::super::abilities::{ActiveEffect, EffectDuration};
 use super::super::spawn::SpawnKind;
 use super::*;
 use crate::store::LoadOutcome;
@@ -173,19 +172,8 @@ fn a_node_that_never_streams_fails_its_transition_at_the_maximum() {
 fn finite_effects_pause_while_frozen_and_resume_on_release() {
     let mut h = Harness::booted();
     let a = h.placed("a");
-    let now = h.now;
-    let mut player = h.game.roster.player_mut(&pid("a")).unwrap();
-    player.abilities.apply(ActiveEffect {
-        tag: EFFECT_DAMAGE_OVER_TIME_POISON,
-        duration: EffectDuration::Finite {
-            expires: now + Duration::from_millis(1000),
-            next_tick: now + Duration::from_millis(100),
-            tick: Duration::from_millis(100),
-            damage: 5,
-        },
-    });
-    drop(player);
-    h.game.rearm_effects_timer();
+    let (tick, lasts) = (Duration::from_millis(100), Duration::from_millis(1000));
+    h.afflict("a", EFFECT_DAMAGE_OVER_TIME_POISON, tick, 5, lasts);
     h.advance(Duration::from_millis(250));
     assert_eq!(h.player("a").abilities.health(), 90);
     let t = travel(&mut h, "forest");

@@ -286,21 +286,35 @@ impl Harness {
     /// first tick (10 ms) and is still active afterwards (it lasts 10 s), as the DoT that killed
     /// a player is when the restart comes.
     pub(super) fn kill(&mut self, name: &str) {
+        let burn = gatehouse_tags::catalog::EFFECT_DAMAGE_OVER_TIME_BURN;
+        self.afflict(name, burn, Duration::from_millis(10), 1000, Duration::from_secs(10));
+        self.advance(Duration::from_millis(10));
+        assert!(self.player(name).is_dead(), "{name} died");
+    }
+
+    /// Applies to `name`, now, a damage-over-time effect `tag` of `damage` per `tick` (the
+    /// first one `tick` from now) that lasts `lasts`, and re-arms the effects timer.
+    pub(super) fn afflict(
+        &mut self,
+        name: &str,
+        tag: gatehouse_tags::GameplayTag,
+        tick: Duration,
+        damage: u32,
+        lasts: Duration,
+    ) {
         let now = self.now;
         let mut player = self.game.roster.player_mut(&pid(name)).expect("a logged-in player");
         player.abilities.apply(super::abilities::ActiveEffect {
-            tag: gatehouse_tags::catalog::EFFECT_DAMAGE_OVER_TIME_BURN,
+            tag,
             duration: super::abilities::EffectDuration::Finite {
-                expires: now + Duration::from_secs(10),
-                next_tick: now + Duration::from_millis(10),
-                tick: Duration::from_millis(10),
-                damage: 1000,
+                expires: now + lasts,
+                next_tick: now + tick,
+                tick,
+                damage,
             },
         });
         drop(player);
         self.game.rearm_effects_timer();
-        self.advance(Duration::from_millis(10));
-        assert!(self.player(name).is_dead(), "{name} died");
     }
 
     /// Every broadcast so far.

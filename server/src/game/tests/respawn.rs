@@ -241,19 +241,8 @@ fn a_hazard_exposes_at_its_period_not_when_another_effect_ticks() {
     let mut h = Harness::with(&world, rules());
     h.stream_node("harbor");
     h.placed("a");
-    let now = h.now;
-    let mut player = h.game.roster.player_mut(&pid("a")).unwrap();
-    player.abilities.apply(crate::game::abilities::ActiveEffect {
-        tag: EFFECT_DAMAGE_OVER_TIME_BURN,
-        duration: crate::game::abilities::EffectDuration::Finite {
-            expires: now + Duration::from_millis(200),
-            next_tick: now + Duration::from_millis(10),
-            tick: Duration::from_millis(10),
-            damage: 1,
-        },
-    });
-    drop(player);
-    h.game.rearm_effects_timer();
+    let (tick, lasts) = (Duration::from_millis(10), Duration::from_millis(200));
+    h.afflict("a", EFFECT_DAMAGE_OVER_TIME_BURN, tick, 1, lasts);
     h.advance(Duration::from_millis(450));
     assert!(!h.player("a").abilities.has_effect(EFFECT_DAMAGE_OVER_TIME_POISON), "not yet due");
     h.advance(Duration::from_millis(100));

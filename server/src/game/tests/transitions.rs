@@ -15,6 +15,18 @@ fn travel(h: &mut Harness, to: &str) -> TransitionId {
     h.transition()
 }
 
+/// The test rules under the `proceed` client-ready policy.
+fn proceeding() -> GameRules {
+    GameRules { client_ready_policy: ClientReadyPolicy::Proceed, ..rules() }
+}
+
+/// A harness under the `proceed` policy, booted at harbor.
+fn booted_proceeding() -> Harness {
+    let mut h = Harness::with(WORLD, proceeding());
+    h.stream_node("harbor");
+    h
+}
+
 fn shown(h: &Harness, c: ConnectionId, id: TransitionId) -> bool {
     h.received(c).iter().any(|m| matches!(m, ServerMessage::ShowTransition { transition_id, .. } if *transition_id == id))
 }
@@ -204,10 +216,7 @@ fn a_client_that_never_reports_ready_is_kicked_at_the_timeout() {
 /// DESIGN §4, proceed policy: the transition goes on without the report; the client stays.
 #[test]
 fn under_the_proceed_policy_a_silent_client_stays_and_the_transition_goes_on() {
-    let mut r = rules();
-    r.client_ready_policy = ClientReadyPolicy::Proceed;
-    let mut h = Harness::with(WORLD, r);
-    h.stream_node("harbor");
+    let mut h = booted_proceeding();
     let (a, b) = (h.placed("a"), h.placed("b"));
     let t = travel(&mut h, "forest");
     h.stream_node("forest");
@@ -238,10 +247,7 @@ fn a_travel_to_the_node_the_pawns_stand_on_teleports_nobody() {
 /// as if it had streamed, and a late report still places it.
 #[test]
 fn under_the_proceed_policy_a_silent_joiner_is_left_waiting_without_a_pawn() {
-    let mut r = rules();
-    r.client_ready_policy = ClientReadyPolicy::Proceed;
-    let mut h = Harness::with(WORLD, r);
-    h.stream_node("harbor");
+    let mut h = booted_proceeding();
     let b = h.login("b");
     assert!(h.shown_join(b).is_some());
     h.advance(Duration::from_secs(31));
@@ -504,9 +510,7 @@ fn a_client_that_never_acknowledges_is_kicked_at_the_settle_timeout() {
 /// it, until it acknowledges a pawn again.
 #[test]
 fn under_the_proceed_policy_later_transitions_do_not_wait_for_a_client_that_never_acknowledges() {
-    let mut r = rules();
-    r.client_ready_policy = ClientReadyPolicy::Proceed;
-    let (mut h, t, a, b) = boot_with_b_unacknowledged(r);
+    let (mut h, t, a, b) = boot_with_b_unacknowledged(proceeding());
     h.advance(Duration::from_secs(15));
     assert!(h.ended(t));
     assert_eq!(h.closed(b), None);
@@ -549,9 +553,7 @@ fn a_joiner_that_never_acknowledges_is_kicked_before_it_can_hold_a_transition() 
 /// excuse, and an acknowledged possession has no deadline.
 #[test]
 fn under_the_proceed_policy_a_joiner_that_never_acknowledges_is_excused_at_its_deadline() {
-    let mut r = rules();
-    r.client_ready_policy = ClientReadyPolicy::Proceed;
-    let mut h = Harness::with(WORLD, r);
+    let mut h = Harness::with(WORLD, proceeding());
     let boot = h.transition();
     h.stream_node("harbor");
     assert!(h.ended(boot));
@@ -685,8 +687,7 @@ fn a_kept_pawn_whose_spawn_points_register_in_time_is_teleported_not_withdrawn()
 /// timeout comes first and withdraws the pawn; the retry then has nothing to move.
 #[test]
 fn a_settle_timeout_before_the_spawn_retry_leaves_no_pawn_on_the_old_level() {
-    let mut r = rules();
-    r.client_ready_policy = ClientReadyPolicy::Proceed;
+    let mut r = proceeding();
     r.spawn_settle_timeout = Duration::from_millis(31);
     r.spawn_retry = Duration::from_millis(52);
     let mut h = Harness::with(WORLD, r);
