@@ -165,6 +165,25 @@ fn the_route_travels_at_its_interval() {
     assert!(h.received(a).contains(&ServerMessage::FreezeCharacters { transition_id: t }));
 }
 
+/// The route visits its nodes in turn and starts again after the last.
+#[test]
+fn the_route_visits_its_nodes_in_turn_and_wraps() {
+    let world = with_route(WORLD, &["forest", "harbor"], 1000);
+    let mut h = Harness::with(&world, rules());
+    h.stream_node("harbor");
+    let a = h.placed("a");
+    let mut targets = Vec::new();
+    for _ in 0..3 {
+        h.advance(Duration::from_millis(1000));
+        let target = h.game.snapshot().transition_target.expect("a route travel");
+        h.stream_node(target.as_str());
+        h.ready(a);
+        assert!(h.game.transition_id().is_none(), "the travel to {target} ended");
+        targets.push(target);
+    }
+    assert_eq!(targets, [node("forest"), node("harbor"), node("forest")]);
+}
+
 /// A second connection of the same player replaces the first: one player, one pawn.
 #[test]
 fn a_relaunch_replaces_the_older_connection() {
