@@ -242,6 +242,25 @@ fn a_travel_to_the_node_the_pawns_stand_on_teleports_nobody() {
     assert_eq!(h.possessed(a), Some(pawn));
 }
 
+/// Ensure-spawns asks nothing for a pawn already on the destination: a travel back to the
+/// dungeon the pawn stands in, whose rooms finish before its client reports, has no pending
+/// spawn request (the snapshot and the pending-spawns gauge read 0).
+#[test]
+fn a_pawn_already_on_the_destination_gets_no_spawn_request() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    let first = travel(&mut h, "crypt");
+    h.stream_node("crypt");
+    h.ready(a);
+    h.finish_stream("dungeon rooms");
+    assert!(h.ended(first));
+    travel(&mut h, "crypt");
+    h.stream_node("crypt");
+    h.finish_stream("dungeon rooms");
+    assert_eq!(h.game.snapshot().pending_spawns.len(), 0);
+    assert_eq!(h.game.pending_spawn_count(), 0);
+}
+
 /// Proceed policy, for a join: nothing waits for a joiner, so a joiner that never reports its
 /// node streamed keeps its own loading screen and gets no pawn; it is neither closed nor spawned
 /// as if it had streamed, and a late report still places it.
