@@ -454,6 +454,12 @@ mod tests {
         let changed = roster.rebalance_teams(TransitionId(1));
         assert_eq!(changed.len(), 2, "one pair swapped, nobody moved: {changed:?}");
         assert_eq!(roster.books.teams, [2, 1]);
+        let mut mirror = Roster::default();
+        mirror.join(player("a", 1, 2));
+        mirror.join(player("b", 2, 2));
+        mirror.join(player("c", 3, 1));
+        assert_eq!(mirror.rebalance_teams(TransitionId(1)).len(), 2, "the same from team 2");
+        assert_eq!(mirror.books.teams, [1, 2]);
         let mut lone = Roster::default();
         lone.join(player("a", 1, 1));
         assert!(lone.rebalance_teams(TransitionId(1)).is_empty());

@@ -110,9 +110,10 @@ mod tests {
 
     use super::*;
 
-    /// `set_earliest` keeps a deadline armed earlier and takes one that comes sooner.
+    /// `set_earliest` keeps a deadline armed earlier and takes one that comes sooner; `stop`
+    /// disarms.
     #[test]
-    fn set_earliest_keeps_the_sooner_deadline() {
+    fn set_earliest_keeps_the_sooner_deadline_and_stop_disarms() {
         let t0 = Instant::now();
         let mut timers = TimerTable::default();
         timers.set_earliest(Timer::SpawnRetry, t0 + Duration::from_millis(100));
@@ -120,5 +121,7 @@ mod tests {
         assert_eq!(timers.deadline(Timer::SpawnRetry), Some(t0 + Duration::from_millis(100)));
         timers.set_earliest(Timer::SpawnRetry, t0 + Duration::from_millis(50));
         assert_eq!(timers.deadline(Timer::SpawnRetry), Some(t0 + Duration::from_millis(50)));
+        timers.stop(Timer::SpawnRetry);
+        assert_eq!(timers.deadline(Timer::SpawnRetry), None, "stopped");
     }
 }

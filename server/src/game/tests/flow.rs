@@ -299,6 +299,7 @@ fn the_scrape_gauges_count_placed_players_pending_spawns_and_loads_in_flight() {
     assert_eq!(h.game.placed_player_count(), 1);
     h.login("b");
     assert_eq!((h.game.player_count(), h.game.placed_player_count()), (2, 1));
+    assert_eq!(h.game.snapshot().unplaced_players, [pid("b")]);
 }
 
 /// A client that logs in hears, right after its `Welcome`, everything already replicated:

@@ -42,6 +42,7 @@ fn a_respawn_clears_state_dead() {
     restart(&mut h, a);
     assert!(!h.player("a").is_dead());
     assert!(!h.player("a").abilities.tags().contains(&STATE_DEAD));
+    assert_eq!(h.game.counters().respawns, 1);
     // And the respawned player takes damage again (a dead one is immune).
     let now = h.now;
     let mut player = h.game.roster.player_mut(&pid("a")).unwrap();

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use gatehouse_protocol::ServerMessage;
+use gatehouse_protocol::{ClientMessage, ServerMessage};
 
 use super::*;
 use crate::game::streaming::LoadId;
@@ -138,6 +138,8 @@ fn a_refused_spawn_is_observed_once_as_it_is_counted_once() {
     h.stream_node("crypt");
     h.ready(a);
     assert_eq!(h.game.counters().spawn_refusals, 1, "refused while the rooms stream");
+    h.send(a, ClientMessage::RestartRequest);
+    assert_eq!(h.game.counters().spawn_refusals, 1, "an unrelated input attempts nothing");
     let refusal = Observation::SpawnRefused { cause: SpawnRefusal::LevelNotReady };
     let observed = std::iter::from_fn(|| h.game.poll_observation()).filter(|o| *o == refusal);
     assert_eq!(observed.count(), 1, "one refusal, one observation");
