@@ -118,6 +118,24 @@ fn a_player_state_is_kept_only_for_the_retention() {
 
 // --- Item 4: a hard upper bound on every transition ------------------------------------------
 
+/// Issue 10, item 4: the travel back after a failed transition goes to the node of the last
+/// transition that completed, not to the world's start node.
+#[test]
+fn a_failed_transition_travels_back_to_the_last_completed_node_not_the_start() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    let forest = travel(&mut h, "forest");
+    h.stream_node("forest");
+    h.ready(a);
+    assert!(h.ended(forest));
+    travel(&mut h, "crypt");
+    h.stream_node("crypt");
+    h.ready(a);
+    h.advance(rules().transition_max);
+    assert_eq!(h.game.counters().transitions_failed, 1);
+    assert_eq!(h.game.snapshot().transition_target, Some(node("forest")));
+}
+
 /// Issue 10, item 4: rooms that never finish streaming hold Completing until the hard maximum;
 /// then the transition fails explicitly (`TransitionFailed`, id and reason), nobody is
 /// spawned into the unloaded level, it is counted, and the server travels back to the last
