@@ -375,36 +375,3 @@ fn the_snapshot_shows_a_load_in_flight_for_streaming_or_a_save() {
     h.stream_node("harbor");
     assert!(!h.game.snapshot().load_in_flight);
 }
-
-/// A transition is observed (for the phase and transition histograms) phase by phase, each with
-/// its time, and once at its end with its outcome and its whole time.
-#[test]
-fn a_transition_is_observed_phase_by_phase_and_at_its_end() {
-    let mut h = Harness::new();
-    let a = h.login("a");
-    h.advance(Duration::from_millis(20));
-    h.stream_node("harbor");
-    h.advance(Duration::from_millis(5));
-    h.ready(a);
-    h.advance(Duration::from_millis(5));
-    h.ack(a);
-    let observed: Vec<Observation> = std::iter::from_fn(|| h.game.poll_observation())
-        .filter(|o| {
-            matches!(o, Observation::PhaseEnded { .. } | Observation::TransitionEnded { .. })
-        })
-        .collect();
-    let ms = Duration::from_millis;
-    assert_eq!(
-        observed,
-        [
-            Observation::PhaseEnded { phase: "Freezing", duration: ms(0) },
-            Observation::PhaseEnded { phase: "Loading", duration: ms(20) },
-            Observation::PhaseEnded { phase: "WaitingForClients", duration: ms(5) },
-            Observation::PhaseEnded { phase: "Completing", duration: ms(5) },
-            Observation::TransitionEnded {
-                outcome: crate::game::TransitionOutcome::Completed,
-                duration: ms(30)
-            },
-        ]
-    );
-}

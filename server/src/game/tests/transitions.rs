@@ -8,6 +8,7 @@ use gatehouse_protocol::{ClientMessage, CloseCode, PawnId, ServerMessage, Transi
 use gatehouse_tags::catalog::EFFECT_DAMAGE_OVER_TIME_POISON;
 
 use super::*;
+use crate::game::{Observation, TransitionOutcome};
 use crate::store::SessionSave;
 
 fn travel(h: &mut Harness, to: &str) -> TransitionId {
@@ -593,6 +594,39 @@ fn under_the_proceed_policy_a_joiner_that_never_acknowledges_is_excused_at_its_d
     assert_eq!(h.game.counters().settle_timeouts, 0);
     h.ack(b);
     assert!(!h.player("b").placement_excused, "an acknowledgement ends the excuse");
+}
+
+/// A transition is observed (for the phase and transition histograms) phase by phase, each with
+/// its time, and once at its end with its outcome and its whole time.
+#[test]
+fn a_transition_is_observed_phase_by_phase_and_at_its_end() {
+    let mut h = Harness::new();
+    let a = h.login("a");
+    h.advance(Duration::from_millis(20));
+    h.stream_node("harbor");
+    h.advance(Duration::from_millis(5));
+    h.ready(a);
+    h.advance(Duration::from_millis(5));
+    h.ack(a);
+    let observed: Vec<Observation> = std::iter::from_fn(|| h.game.poll_observation())
+        .filter(|o| {
+            matches!(o, Observation::PhaseEnded { .. } | Observation::TransitionEnded { .. })
+        })
+        .collect();
+    let ms = Duration::from_millis;
+    assert_eq!(
+        observed,
+        [
+            Observation::PhaseEnded { phase: "Freezing", duration: ms(0) },
+            Observation::PhaseEnded { phase: "Loading", duration: ms(20) },
+            Observation::PhaseEnded { phase: "WaitingForClients", duration: ms(5) },
+            Observation::PhaseEnded { phase: "Completing", duration: ms(5) },
+            Observation::TransitionEnded {
+                outcome: TransitionOutcome::Completed,
+                duration: ms(30)
+            },
+        ]
+    );
 }
 
 /// Issue 11, the load benchmark: each transition that ends is timed from the core's own `now`:
