@@ -32,7 +32,10 @@
 # hold a transition for; default 2000 each, against a world that streams in 0 ms),
 # RESPONSE_TIMEOUT_MS (the server's client_response_timeout_ms: how long a client that answers
 # nothing, silent or never acknowledging, holds the others before it is set aside or excused;
-# default 150, for loopback, where a well-behaved client answers within milliseconds), PORT (default
+# default 150, for loopback, where a well-behaved client answers within milliseconds),
+# CROWD_FLOOR_MS (the server's client_response_crowd_floor_ms: with it, once nine in ten clients
+# answered a transition, a silent one is set aside at twice the time the crowd took, at least
+# this; default 30; empty turns the crowd rule off), PORT (default
 # 7792), DIR (where the files go; default a new directory under TMPDIR, kept). Loopback only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -46,6 +49,7 @@ full=${FULL:-16}
 ready_ms=${READY_TIMEOUT_MS:-2000}
 settle_ms=${SETTLE_TIMEOUT_MS:-2000}
 response_ms=${RESPONSE_TIMEOUT_MS:-150}
+crowd_floor_ms=${CROWD_FLOOR_MS-30}
 port=${PORT:-7792}
 
 if [ -z "${BIN_DIR:-}" ]; then
@@ -62,6 +66,9 @@ mkdir -p "$dir"
 # since the copy is not beside it.
 sed -e "/^\[game\]/a client_ready_timeout_ms = $ready_ms\nspawn_settle_timeout_ms = $settle_ms\nclient_response_timeout_ms = $response_ms" \
     -e '/^world = /d' config/load-server.toml >"$dir/server.toml"
+if [ -n "$crowd_floor_ms" ]; then
+    sed -i "/^\[game\]/a client_response_crowd_floor_ms = $crowd_floor_ms" "$dir/server.toml"
+fi
 
 server_pid=
 cleanup() {
@@ -109,7 +116,7 @@ echo
 echo "misbehaving clients (issue 13 item 4): $clients clients in both runs, $bad of them" \
     "misbehaving ($kinds) in the second; $(nproc) cores, connect rate $rate/s, $duration" \
     "each, client_ready_timeout_ms $ready_ms, spawn_settle_timeout_ms $settle_ms," \
-    "client_response_timeout_ms $response_ms"
+    "client_response_timeout_ms $response_ms, client_response_crowd_floor_ms ${crowd_floor_ms:-unset}"
 python3 - "$dir" <<'EOF'
 import json, sys
 d = sys.argv[1]

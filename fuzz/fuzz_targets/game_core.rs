@@ -79,6 +79,8 @@ struct Setup {
     route: Option<(u8, u16)>,
     /// The response timeout (`TransitionShown`, acknowledgements), 1 ms to 20 s.
     response_ms: u16,
+    /// The crowd rule's floor, 1 ms up to the response timeout, or none.
+    crowd_floor_ms: Option<u16>,
 }
 
 #[derive(Debug, Arbitrary)]
@@ -173,11 +175,14 @@ impl Setup {
     fn rules(&self) -> GameRules {
         let ms = |n: u16, most: u16| Duration::from_millis(u64::from(n % most) + 1);
         let settle = ms(self.settle_ms, 20_000);
+        let response = ms(self.response_ms, 20_000);
         GameRules {
             spawn_settle_timeout: settle,
             spawn_retry: ms(u16::from(self.retry_ms), 256),
             client_ready_timeout: ms(self.ready_ms, 40_000),
-            client_response_timeout: ms(self.response_ms, 20_000),
+            client_response_timeout: response,
+            // Configuration keeps the floor at most the response timeout.
+            client_response_crowd_floor: self.crowd_floor_ms.map(|f| ms(f, 20_000).min(response)),
             client_ready_policy: match self.proceed {
                 true => ClientReadyPolicy::Proceed,
                 false => ClientReadyPolicy::Kick,

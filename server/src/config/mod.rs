@@ -134,3 +134,10 @@ fn millis<'de, D: serde::Deserializer<'de>>(d: D) -> Result<std::time::Duration,
     }
     Ok(std::time::Duration::from_millis(ms))
 }
+
+/// [`millis`] for a key that may be left out (the field is `None` then).
+fn optional_millis<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<std::time::Duration>, D::Error> {
+    millis(d).map(Some)
+}

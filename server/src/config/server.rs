@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
-use super::{ConfigError, Sources, ValueSource, beside, millis, parse_toml};
+use super::{ConfigError, Sources, ValueSource, beside, millis, optional_millis, parse_toml};
 use crate::admin::AdminToken;
 use crate::store::StoreUrl;
 
@@ -287,6 +287,15 @@ pub struct GameConfig {
     /// (issue 13 item 4).
     #[serde(rename = "client_response_timeout_ms", deserialize_with = "millis")]
     pub client_response_timeout: Duration,
+    /// `client_response_crowd_floor_ms`: unset by default. When set, the crowd rule cuts the
+    /// response timeout for `TransitionShown`: once nine in ten of the clients shown a
+    /// transition have answered it, the rest may take twice as long as the answer that reached
+    /// nine in ten took, but at least this and at most `client_response_timeout_ms`. For crowds
+    /// on alike paths (one region, a LAN, loopback), where a client far behind its peers is
+    /// silent, not slow; a player on a much longer path than the rest would be set aside at
+    /// every transition (issue 13 item 4).
+    #[serde(rename = "client_response_crowd_floor_ms", deserialize_with = "optional_millis")]
+    pub client_response_crowd_floor: Option<Duration>,
     /// `transition_max_ms`: the hard bound on one transition, from its start, whatever its
     /// phase and however often its settle-hold was extended; a transition that reaches it fails
     /// (`TransitionFailed`) and the server travels back to the last node a transition reached
@@ -309,6 +318,7 @@ impl Default for GameConfig {
             client_ready_timeout: Duration::from_secs(30),
             client_ready_policy: ClientReadyPolicy::Kick,
             client_response_timeout: Duration::from_secs(2),
+            client_response_crowd_floor: None,
             transition_max: Duration::from_secs(120),
             player_state_retention: Duration::from_secs(300),
         }
@@ -555,6 +565,18 @@ impl ServerConfig {
         if g.client_response_timeout.is_zero() {
             return Err(self.invalid("game.client_response_timeout_ms", "more than 0 ms", "0 ms"));
         }
+        if let Some(floor) = g.client_response_crowd_floor
+            && (floor.is_zero() || floor > g.client_response_timeout)
+        {
+            return Err(self.invalid(
+                "game.client_response_crowd_floor_ms",
+                format!(
+                    "more than 0 ms and at most game.client_response_timeout_ms ({})",
+                    ms(g.client_response_timeout)
+                ),
+                ms(floor),
+            ));
+        }
         if g.transition_max <= g.spawn_settle_timeout {
             return Err(self.invalid(
                 "game.transition_max_ms",
@@ -753,6 +775,36 @@ mod tests {
         let err = parse("[game]\nclient_response_timeout_ms = 0\n").unwrap_err();
         assert!(
             matches!(err, ConfigError::Invalid { ref key, .. } if key == "game.client_response_timeout_ms"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn the_crowd_floor_is_off_unless_set_and_then_read_in_ms() {
+        assert_eq!(parse("").map(|c| c.game.client_response_crowd_floor).ok(), Some(None));
+        let config = parse("[game]\nclient_response_crowd_floor_ms = 30\n");
+        assert_eq!(
+            config.map(|c| c.game.client_response_crowd_floor).ok(),
+            Some(Some(Duration::from_millis(30)))
+        );
+    }
+
+    #[test]
+    fn a_crowd_floor_above_the_response_timeout_or_zero_is_refused_naming_its_key() {
+        let toml =
+            "[game]\nclient_response_timeout_ms = 100\nclient_response_crowd_floor_ms = 101\n";
+        let err = parse(toml).unwrap_err();
+        assert!(
+            matches!(err, ConfigError::Invalid { ref key, .. } if key == "game.client_response_crowd_floor_ms"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("101 ms"), "{err}");
+        let at_most =
+            "[game]\nclient_response_timeout_ms = 100\nclient_response_crowd_floor_ms = 100\n";
+        assert!(parse(at_most).is_ok(), "a floor equal to the timeout is allowed");
+        let err = parse("[game]\nclient_response_crowd_floor_ms = 0\n").unwrap_err();
+        assert!(
+            matches!(err, ConfigError::Invalid { ref key, .. } if key == "game.client_response_crowd_floor_ms"),
             "{err}"
         );
     }

@@ -34,11 +34,17 @@ impl Awaited {
         self.by_time.insert((now, player.clone()));
     }
 
-    /// `player`'s answer is no longer awaited: it answered, left, or was dealt with.
-    pub(crate) fn forget(&mut self, player: &PlayerId) {
-        if let Some(at) = self.since.remove(player) {
-            self.by_time.remove(&(at, player.clone()));
-        }
+    /// `player`'s answer is no longer awaited: it answered, left, or was dealt with. Returns
+    /// when it was asked, if it was awaited.
+    pub(crate) fn forget(&mut self, player: &PlayerId) -> Option<Instant> {
+        let at = self.since.remove(player)?;
+        self.by_time.remove(&(at, player.clone()));
+        Some(at)
+    }
+
+    /// How many answers are awaited.
+    pub(crate) fn len(&self) -> usize {
+        self.since.len()
     }
 
     /// The earliest deadline, `timeout` after the oldest question still open.

@@ -294,7 +294,7 @@ impl Game {
         player: &PlayerId,
         id: gatehouse_protocol::TransitionId,
     ) {
-        match self.transition.record_shown(player, id) {
+        match self.transition.record_shown(player, id, now) {
             ReadyReport::Kept => self.answered(player),
             ReadyReport::NoTransition | ReadyReport::Superseded => {
                 self.counters.stale_ignored += 1;

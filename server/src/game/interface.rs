@@ -29,6 +29,11 @@ pub struct GameRules {
     /// `PossessionAcknowledged`) before nothing waits for it (`[game]
     /// client_response_timeout_ms`, issue 13 item 4).
     pub client_response_timeout: Duration,
+    /// The crowd rule's floor (`[game] client_response_crowd_floor_ms`, issue 13 item 4): when
+    /// set, once nine in ten of the clients shown a transition have answered it, the rest may
+    /// take twice as long as that answer took, but at least this (and at most
+    /// `client_response_timeout`). `None`: the response timeout alone.
+    pub client_response_crowd_floor: Option<Duration>,
     /// Players logged in at once; a login beyond it is refused with `ServerFull`.
     pub max_players: usize,
     /// The hard bound on one transition, extensions included; reaching it fails the
@@ -48,6 +53,7 @@ impl GameRules {
             client_ready_timeout: game.client_ready_timeout,
             client_ready_policy: game.client_ready_policy,
             client_response_timeout: game.client_response_timeout,
+            client_response_crowd_floor: game.client_response_crowd_floor,
             max_players,
             transition_max: game.transition_max,
             player_state_retention: game.player_state_retention,

@@ -434,10 +434,18 @@ impl Game {
         self.timers.arm(Timer::TransitionLimit, limit);
         let acknowledgement = self.acknowledgements.deadline(self.rules.spawn_settle_timeout);
         self.timers.arm(Timer::PossessionAck, acknowledgement);
-        let response = self.rules.client_response_timeout;
-        let shown = self.transition.response_deadline(response);
-        let prompt = self.prompt_acknowledgements.deadline(response);
+        let answer_timeout = self.answer_timeout();
+        let shown = self.transition.response_deadline(answer_timeout);
+        let prompt = self.prompt_acknowledgements.deadline(answer_timeout);
         self.timers.arm(Timer::ClientResponse, shown.into_iter().chain(prompt).min());
+    }
+
+    /// How long a client may take to answer what needs no streaming now: the response timeout,
+    /// cut by the crowd rule while the transition in flight has a crowd answer time.
+    fn answer_timeout(&self) -> Duration {
+        let rules = &self.rules;
+        self.transition
+            .response_timeout(rules.client_response_timeout, rules.client_response_crowd_floor)
     }
 
     /// The acknowledgement timer (issue 13 item 4): the client-ready policy for every player
@@ -451,8 +459,9 @@ impl Game {
     }
 
     /// The response timer (issue 13 item 4): what needs no streaming did not come within the
-    /// response timeout, so nothing waits for it any more, and the longer timeouts still apply
-    /// the client-ready policy:
+    /// response timeout (cut by the crowd rule while a transition in flight has a crowd answer
+    /// time: the same clients answer on the same paths), so nothing waits for it any more, and
+    /// the longer timeouts still apply the client-ready policy:
     /// - a client shown the transition that has not answered `TransitionShown` is set aside:
     ///   the transition no longer waits for its ready report nor places it; at its end, its
     ///   pawn, left on the old level, is withdrawn and a join of its own places it. A ready
@@ -460,7 +469,7 @@ impl Game {
     /// - a client possessed a pawn that it has not acknowledged is excused from placement, so
     ///   no settle-hold waits for it; the settle timeout still applies the policy.
     pub(crate) fn handle_response_timeouts(&mut self, now: Instant) {
-        let timeout = self.rules.client_response_timeout;
+        let timeout = self.answer_timeout();
         let timeout_ms = crate::fields::millis(timeout);
         for player in self.transition.unanswered(now, timeout) {
             self.counters.clients_set_aside += 1;

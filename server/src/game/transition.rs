@@ -38,6 +38,20 @@ use super::awaited::Awaited;
 use super::observe::{Observation, Observations, TransitionOutcome};
 use crate::config::TravelRoute;
 
+/// The crowd rule's quorum (issue 13 item 4), as (part, whole): once this share of the players
+/// shown a transition have answered it, the crowd's answer time is known (the time the answer
+/// that reached the share took, about the 90th percentile), and the rest are late at
+/// [`RESPONSE_CROWD_FACTOR`] times it. On loopback the slowest well-behaved answer came within
+/// 1.3 times that percentile in every measured transition (`deploy/misbehave.sh`); a client
+/// that answers nothing is set aside about when its peers' slowest would have answered, not a
+/// fixed timeout later. When more than one in ten never answer (a partition, say), the quorum
+/// is never reached and the plain response timeout applies.
+pub(crate) const RESPONSE_QUORUM: (usize, usize) = (9, 10);
+
+/// How many times the crowd's answer time a client may take to answer under the crowd rule
+/// (see [`RESPONSE_QUORUM`]).
+pub(crate) const RESPONSE_CROWD_FACTOR: u32 = 2;
+
 /// Where a travel goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Destination {
@@ -141,6 +155,9 @@ pub(crate) struct Transition {
     /// Players shown the transition whose answer is awaited, by when `ShowTransition` went to
     /// them (issue 13 item 4).
     unanswered: Awaited,
+    /// How long the answer took that brought the players who answered to
+    /// [`RESPONSE_QUORUM`] of those shown: the crowd's answer time, for the crowd rule.
+    crowd: Option<Duration>,
     /// Players that missed the response timeout: nothing in this transition waits for them
     /// until a ready report of theirs brings them back.
     set_aside: BTreeSet<PlayerId>,
@@ -177,10 +194,28 @@ impl Transition {
             && !self.set_aside.contains(player)
     }
 
-    /// `player` answered `ShowTransition`: its answer is awaited no more.
-    fn answer(&mut self, player: &PlayerId) {
+    /// `player` answered `ShowTransition` at `now`: its answer is awaited no more. The first
+    /// answer that brings the players who answered to [`RESPONSE_QUORUM`] of those asked (the
+    /// rest still awaited) sets the crowd's answer time.
+    fn answer(&mut self, player: &PlayerId, now: Instant) {
         self.answered.insert(player.clone());
-        self.unanswered.forget(player);
+        let Some(asked) = self.unanswered.forget(player) else { return };
+        let (part, whole) = RESPONSE_QUORUM;
+        let awaited = self.unanswered.len();
+        let quorum = self.answered.len() * whole >= (self.answered.len() + awaited) * part;
+        if self.crowd.is_none() && awaited > 0 && quorum {
+            self.crowd = Some(now.saturating_duration_since(asked));
+        }
+    }
+
+    /// How long a client shown this transition may take to answer it: `timeout`, or under the
+    /// crowd rule (`crowd_floor` set, the quorum reached) [`RESPONSE_CROWD_FACTOR`] times the
+    /// crowd's answer time, at least `crowd_floor` and at most `timeout`.
+    fn response_timeout(&self, timeout: Duration, crowd_floor: Option<Duration>) -> Duration {
+        match (self.crowd, crowd_floor) {
+            (Some(crowd), Some(floor)) => (crowd * RESPONSE_CROWD_FACTOR).max(floor).min(timeout),
+            _ => timeout,
+        }
     }
 
     /// Whether `ShowTransition` went out (past Freezing).
@@ -358,6 +393,7 @@ impl Transitions {
             excused: BTreeSet::new(),
             answered: BTreeSet::new(),
             unanswered: Awaited::default(),
+            crowd: None,
             set_aside: BTreeSet::new(),
             shown,
             owing,
@@ -402,7 +438,7 @@ impl Transitions {
         let first = t.ready.insert(player.clone());
         // A ready report answers `ShowTransition` too, and brings a client that was set aside
         // back in: it has streamed the destination after all.
-        t.answer(player);
+        t.answer(player, now);
         t.set_aside.remove(player);
         t.update_owing(player);
         let shown = t.resolved_at.zip(t.shown.get(player)).map(|(r, s)| r.max(*s));
@@ -458,21 +494,36 @@ impl Transitions {
         self.last_good.as_ref()
     }
 
-    /// `TransitionShown` from `player` for `id`: a report for the current id is kept whatever
-    /// the phase (it may come before `ShowTransition`, from the id in `FreezeCharacters`); a
-    /// client set aside stays aside until it reports ready.
-    pub(crate) fn record_shown(&mut self, player: &PlayerId, id: TransitionId) -> ReadyReport {
+    /// `TransitionShown` from `player` for `id` at `now`: a report for the current id is kept
+    /// whatever the phase (it may come before `ShowTransition`, from the id in
+    /// `FreezeCharacters`); a client set aside stays aside until it reports ready.
+    pub(crate) fn record_shown(
+        &mut self,
+        player: &PlayerId,
+        id: TransitionId,
+        now: Instant,
+    ) -> ReadyReport {
         match self.named(id) {
             Ok(t) => {
-                t.answer(player);
+                t.answer(player, now);
                 ReadyReport::Kept
             }
             Err(report) => report,
         }
     }
 
+    /// How long a client shown the transition in flight may take to answer it: the response
+    /// `timeout`, cut by the crowd rule when `crowd_floor` is set (see [`RESPONSE_QUORUM`]).
+    pub(crate) fn response_timeout(
+        &self,
+        timeout: Duration,
+        crowd_floor: Option<Duration>,
+    ) -> Duration {
+        self.current.as_ref().map_or(timeout, |t| t.response_timeout(timeout, crowd_floor))
+    }
+
     /// When the earliest client shown the transition in flight without answering reaches
-    /// `timeout` (the response timeout).
+    /// `timeout` (its response timeout, from [`Transitions::response_timeout`]).
     pub(crate) fn response_deadline(&self, timeout: Duration) -> Option<Instant> {
         self.current.as_ref()?.unanswered.deadline(timeout)
     }

@@ -5,6 +5,7 @@
 //! test chooses the arrival order.
 
 mod complexity;
+mod crowd;
 mod edges;
 mod flow;
 mod persistence;
@@ -60,6 +61,7 @@ pub(super) fn rules() -> GameRules {
         client_ready_policy: ClientReadyPolicy::Kick,
         // Longer than every other bound: only the tests of the response timeout meet it.
         client_response_timeout: Duration::from_secs(60),
+        client_response_crowd_floor: None,
         max_players: 64,
         transition_max: Duration::from_secs(120),
         player_state_retention: Duration::from_secs(300),

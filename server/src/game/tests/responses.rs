@@ -20,13 +20,13 @@ fn responsive_rules() -> GameRules {
     GameRules { client_response_timeout: RESPONSE, ..rules() }
 }
 
-fn travel(h: &mut Harness, to: &str) -> TransitionId {
+pub(super) fn travel(h: &mut Harness, to: &str) -> TransitionId {
     h.input(Input::Travel { node: node(to) });
     h.transition()
 }
 
 /// `c` answers the transition in flight's `ShowTransition`.
-fn answer(h: &mut Harness, c: ConnectionId) {
+pub(super) fn answer(h: &mut Harness, c: ConnectionId) {
     let transition_id = h.transition();
     h.send(c, ClientMessage::TransitionShown { transition_id });
 }
