@@ -195,15 +195,15 @@ impl Transition {
     }
 
     /// `player` answered `ShowTransition` at `now`: its answer is awaited no more. The first
-    /// answer that brings the players who answered to [`RESPONSE_QUORUM`] of those asked (the
-    /// rest still awaited) sets the crowd's answer time.
+    /// answer that brings the players who answered to [`RESPONSE_QUORUM`] of those asked sets
+    /// the crowd's answer time.
     fn answer(&mut self, player: &PlayerId, now: Instant) {
         self.answered.insert(player.clone());
         let Some(asked) = self.unanswered.forget(player) else { return };
         let (part, whole) = RESPONSE_QUORUM;
-        let awaited = self.unanswered.len();
-        let quorum = self.answered.len() * whole >= (self.answered.len() + awaited) * part;
-        if self.crowd.is_none() && awaited > 0 && quorum {
+        let answered = self.answered.len();
+        let quorum = answered * whole >= (answered + self.unanswered.len()) * part;
+        if self.crowd.is_none() && quorum {
             self.crowd = Some(now.saturating_duration_since(asked));
         }
     }

@@ -199,3 +199,19 @@ fn under_the_crowd_rule_a_possession_acknowledged_in_time_ends_the_transition() 
     assert_eq!(h.game.counters().acknowledgements_late, 0);
     assert!(!h.player("late").placement_excused);
 }
+
+/// Answers after the quorum do not move the crowd's answer time: eighteen of twenty answer at
+/// 30 ms (the quorum), the nineteenth at 55 ms; the silent twentieth is set aside at 60 ms,
+/// twice the quorum's 30 ms, not twice 55 ms.
+#[test]
+fn answers_after_the_quorum_do_not_move_the_crowds_time() {
+    let (mut h, t, crowd) = crowd_then_travel(20, Some(FLOOR));
+    h.advance(30 * MS);
+    answer_and_ready(&mut h, &crowd[..18]);
+    h.advance(25 * MS);
+    answer_and_ready(&mut h, &crowd[18..19]);
+    h.advance(5 * MS - MS);
+    assert!(!h.ended(t));
+    h.advance(MS);
+    assert!(h.ended(t), "set aside at twice the quorum's answer time");
+}
