@@ -215,3 +215,16 @@ fn answers_after_the_quorum_do_not_move_the_crowds_time() {
     h.advance(MS);
     assert!(h.ended(t), "set aside at twice the quorum's answer time");
 }
+
+/// A crowd of two is no crowd: one of two answering is half, not nine in ten, so the silent
+/// other holds the transition until the response timeout.
+#[test]
+fn one_of_two_answering_does_not_reach_the_quorum() {
+    let (mut h, t, crowd) = crowd_then_travel(2, Some(FLOOR));
+    h.advance(40 * MS);
+    answer_and_ready(&mut h, &crowd[..1]);
+    h.advance(RESPONSE - 40 * MS - MS);
+    assert!(!h.ended(t), "half is no quorum: the response timeout holds");
+    h.advance(MS);
+    assert!(h.ended(t));
+}
