@@ -14,10 +14,12 @@ use gatehouse_tests::{TestServer, within, worlds};
 
 /// Every client dials from 127.0.0.1; the timeouts that kick a silent client and one that
 /// never acknowledges are 2 s, so they fit the run; the response timeout, after which nothing
-/// waits for them, is 1.5 s (generous for a debug build beside other tests).
+/// waits for them, is 1.5 s (generous for a debug build beside other tests), cut by the crowd
+/// rule to twice the crowd's answer time but not below 300 ms, so the rule runs end to end
+/// and must set aside no well-behaved client.
 const SERVER: &str = "[network]\nmax_players = 128\nmax_pending_per_ip = 128\n\
     [game]\nclient_ready_timeout_ms = 2000\nspawn_settle_timeout_ms = 2000\n\
-    client_response_timeout_ms = 1500\n";
+    client_response_timeout_ms = 1500\nclient_response_crowd_floor_ms = 300\n";
 
 /// Issue 13 item 4: among 8 misbehaving clients of 40, every well-behaved client is placed at
 /// every transition from the first it saw end to the last (none ends before its pawn is

@@ -288,9 +288,10 @@ pub struct GameConfig {
     #[serde(rename = "client_response_timeout_ms", deserialize_with = "millis")]
     pub client_response_timeout: Duration,
     /// `client_response_crowd_floor_ms`: unset by default. When set, the crowd rule cuts the
-    /// response timeout for `TransitionShown`: once nine in ten of the clients shown a
-    /// transition have answered it, the rest may take twice as long as the answer that reached
-    /// nine in ten took, but at least this and at most `client_response_timeout_ms`. For crowds
+    /// response timeout: once nine in ten of the clients shown a transition have answered it,
+    /// the rest (and every possession acknowledgement awaited meanwhile) may take twice as long
+    /// as the slowest of those answers took, but at least this and at most
+    /// `client_response_timeout_ms`. For crowds
     /// on alike paths (one region, a LAN, loopback), where a client far behind its peers is
     /// silent, not slow; a player on a much longer path than the rest would be set aside at
     /// every transition (issue 13 item 4).

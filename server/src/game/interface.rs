@@ -30,9 +30,10 @@ pub struct GameRules {
     /// client_response_timeout_ms`, issue 13 item 4).
     pub client_response_timeout: Duration,
     /// The crowd rule's floor (`[game] client_response_crowd_floor_ms`, issue 13 item 4): when
-    /// set, once nine in ten of the clients shown a transition have answered it, the rest may
-    /// take twice as long as that answer took, but at least this (and at most
-    /// `client_response_timeout`). `None`: the response timeout alone.
+    /// set, once nine in ten of the clients shown a transition have answered it, the rest, and
+    /// every possession acknowledgement awaited meanwhile, may take twice as long as the slowest
+    /// of those answers took, but at least this (and at most `client_response_timeout`).
+    /// `None`: the response timeout alone.
     pub client_response_crowd_floor: Option<Duration>,
     /// Players logged in at once; a login beyond it is refused with `ServerFull`.
     pub max_players: usize,

@@ -39,8 +39,8 @@ use super::observe::{Observation, Observations, TransitionOutcome};
 use crate::config::TravelRoute;
 
 /// The crowd rule's quorum (issue 13 item 4), as (part, whole): once this share of the players
-/// shown a transition have answered it, the crowd's answer time is known (the time the answer
-/// that reached the share took, about the 90th percentile), and the rest are late at
+/// asked to answer a transition have answered it, the crowd's answer time is known (the slowest
+/// of those measured answers, about the 90th percentile), and the rest are late at
 /// [`RESPONSE_CROWD_FACTOR`] times it. On loopback the slowest well-behaved answer came within
 /// 1.3 times that percentile in every measured transition (`deploy/misbehave.sh`); a client
 /// that answers nothing is set aside about when its peers' slowest would have answered, not a
@@ -155,8 +155,13 @@ pub(crate) struct Transition {
     /// Players shown the transition whose answer is awaited, by when `ShowTransition` went to
     /// them (issue 13 item 4).
     unanswered: Awaited,
-    /// How long the answer took that brought the players who answered to
-    /// [`RESPONSE_QUORUM`] of those shown: the crowd's answer time, for the crowd rule.
+    /// Players whose answer came while it was awaited, so how long it took is known (not an
+    /// answer that came before `ShowTransition`, nor one from a player set aside).
+    measured: BTreeSet<PlayerId>,
+    /// The longest of those measured answers.
+    slowest: Duration,
+    /// The slowest measured answer when the measured answers reached [`RESPONSE_QUORUM`] of
+    /// those asked: the crowd's answer time, for the crowd rule.
     crowd: Option<Duration>,
     /// Players that missed the response timeout: nothing in this transition waits for them
     /// until a ready report of theirs brings them back.
@@ -195,16 +200,19 @@ impl Transition {
     }
 
     /// `player` answered `ShowTransition` at `now`: its answer is awaited no more. The first
-    /// answer that brings the players who answered to [`RESPONSE_QUORUM`] of those asked sets
-    /// the crowd's answer time.
+    /// answer that brings the measured answers to [`RESPONSE_QUORUM`] of those asked sets the
+    /// crowd's answer time: the slowest measured answer, so players asked at different times
+    /// (joiners, relaunches) do not leave it to one fast answer.
     fn answer(&mut self, player: &PlayerId, now: Instant) {
         self.answered.insert(player.clone());
         let Some(asked) = self.unanswered.forget(player) else { return };
+        self.measured.insert(player.clone());
+        self.slowest = self.slowest.max(now.saturating_duration_since(asked));
         let (part, whole) = RESPONSE_QUORUM;
-        let answered = self.answered.len();
-        let quorum = answered * whole >= (answered + self.unanswered.len()) * part;
+        let measured = self.measured.len();
+        let quorum = measured * whole >= (measured + self.unanswered.len()) * part;
         if self.crowd.is_none() && quorum {
-            self.crowd = Some(now.saturating_duration_since(asked));
+            self.crowd = Some(self.slowest);
         }
     }
 
@@ -393,6 +401,8 @@ impl Transitions {
             excused: BTreeSet::new(),
             answered: BTreeSet::new(),
             unanswered: Awaited::default(),
+            measured: BTreeSet::new(),
+            slowest: Duration::ZERO,
             crowd: None,
             set_aside: BTreeSet::new(),
             shown,
@@ -470,6 +480,7 @@ impl Transitions {
             t.ready.remove(player);
             t.excused.remove(player);
             t.answered.remove(player);
+            t.measured.remove(player);
             t.unanswered.forget(player);
             t.set_aside.remove(player);
             if let Some(shown) = t.shown.remove(player) {

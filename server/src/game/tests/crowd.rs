@@ -1,6 +1,6 @@
 //! The crowd rule (issue 13 item 4, `[game] client_response_crowd_floor_ms`): once nine in ten
 //! of the clients shown a transition have answered it, the rest may take twice as long as the
-//! answer that reached nine in ten took, at least the floor and at most the response timeout.
+//! slowest of those answers took, at least the floor and at most the response timeout.
 //! A silent client is set aside about when its peers' slowest would have answered.
 
 use std::time::Duration;
@@ -59,8 +59,8 @@ fn under_the_crowd_rule_a_silent_client_is_set_aside_at_twice_the_crowds_answer_
     assert_eq!(h.closed(crowd[9]), None, "set aside, not kicked");
 }
 
-/// The crowd's answer time is the time of the answer that reached nine in ten, whatever came
-/// first: the crowd answering with ready reports alone (no `TransitionShown`) sets it too.
+/// A ready report answers `ShowTransition` too: the crowd answering with ready reports alone
+/// (no `TransitionShown`) reaches the quorum and sets the crowd's time.
 #[test]
 fn ready_reports_alone_reach_the_crowd_rules_quorum() {
     let (mut h, t, crowd) = crowd_then_travel(10, Some(FLOOR));
@@ -227,4 +227,85 @@ fn one_of_two_answering_does_not_reach_the_quorum() {
     assert!(!h.ended(t), "half is no quorum: the response timeout holds");
     h.advance(MS);
     assert!(h.ended(t));
+}
+
+/// Joiners are asked at their own login, not with the crowd, and each answer is timed from its
+/// own `ShowTransition`: nine answer at 40 ms (the crowd's time); two join at 50 ms, one
+/// answers at once, the other 25 ms after its `ShowTransition`, faster than anyone in the crowd:
+/// it is not far behind its peers and is not set aside.
+#[test]
+fn a_joiner_answering_faster_than_the_crowd_is_not_set_aside() {
+    let (mut h, t, crowd) = crowd_then_travel(9, Some(FLOOR));
+    h.advance(40 * MS);
+    for &c in &crowd {
+        answer(&mut h, c);
+    }
+    h.advance(10 * MS);
+    let quick = h.login("late-a");
+    let slower = h.login("late-b");
+    h.advance(MS);
+    answer(&mut h, quick);
+    h.advance(24 * MS);
+    answer(&mut h, slower);
+    assert!(!h.ended(t));
+    assert_eq!(
+        h.game.counters().clients_set_aside,
+        0,
+        "a joiner answering in 25 ms, against a crowd that took 40 ms, was set aside"
+    );
+}
+
+/// `TransitionShown` may come before `ShowTransition` (it may follow `FreezeCharacters`, which
+/// carries the id: docs/protocol.md §4). Such an answer measures nothing, so it must not count
+/// towards the quorum: here eighteen of twenty-one answer early, then of the three asked at the
+/// resolve one answers at 1 ms, which "reaches nine in ten" with a single measured answer, and
+/// cuts the other two to the floor. The quorum should count measured answers only: one of three
+/// is no crowd, and the response timeout holds.
+#[test]
+fn answers_before_show_transition_do_not_make_a_quorum_of_one_measured_answer() {
+    let mut h = Harness::with(WORLD, crowd_rules(Some(FLOOR)));
+    h.stream_node("harbor");
+    let crowd: Vec<ConnectionId> = (0..20).map(|i| h.placed(&format!("p{i:02}"))).collect();
+    // A login whose load is still in flight holds the travel in Freezing (persistence first).
+    h.auto_load = false;
+    let loading = h.login("loading");
+    let t = travel(&mut h, "forest");
+    assert_eq!(h.game.snapshot().phase, "Freezing");
+    for &c in &crowd[..18] {
+        h.send(c, ClientMessage::TransitionShown { transition_id: t });
+    }
+    h.answer_load("loading", crate::store::LoadOutcome::NotFound);
+    h.stream_node("forest");
+    assert_eq!(h.game.snapshot().phase, "WaitingForClients");
+    h.advance(MS);
+    answer(&mut h, crowd[18]);
+    h.advance(MS);
+    answer(&mut h, loading);
+    h.advance(23 * MS);
+    answer(&mut h, crowd[19]);
+    assert_eq!(
+        h.game.counters().clients_set_aside,
+        0,
+        "set aside at the floor, cut by a crowd of one measured answer"
+    );
+}
+
+/// The crowd's answer time is the slowest measured answer, not the one that happened to reach
+/// the quorum: seventeen of nineteen answer at 40 ms (just under nine in ten); a joiner logs in
+/// at 50 ms and answers at once, which reaches the quorum. The crowd's time is 40 ms, not the
+/// joiner's 1 ms, so the last two, answering at 70 ms, are within twice it and not set aside.
+#[test]
+fn the_crowds_time_is_the_slowest_measured_answer_not_the_last() {
+    let (mut h, t, crowd) = crowd_then_travel(19, Some(FLOOR));
+    h.advance(40 * MS);
+    answer_and_ready(&mut h, &crowd[..17]);
+    h.advance(10 * MS);
+    let quick = h.login("quick");
+    h.advance(MS);
+    answer_and_ready(&mut h, &[quick]);
+    h.advance(19 * MS);
+    answer_and_ready(&mut h, &crowd[17..]);
+    assert_eq!(h.game.counters().clients_set_aside, 0, "within twice the crowd's 40 ms");
+    h.ack(quick);
+    assert!(h.ended(t), "everyone ready and placed");
 }
