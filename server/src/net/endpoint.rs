@@ -21,6 +21,11 @@ pub fn transport_config(network: &NetworkConfig) -> quinn::TransportConfig {
     transport.receive_window(network.connection_receive_window.into());
     transport.send_window(u64::from(network.connection_receive_window) * 2);
     transport.datagram_receive_buffer_size(None);
+    // No segmentation offload: with it quinn keeps a send buffer of ten datagrams (about 16 KiB)
+    // per connection for batching bulk data; a control channel sends a datagram or two per
+    // connection at a time, so one datagram's buffer does (issue 12 item 7: memory per idle
+    // client).
+    transport.enable_segmentation_offload(false);
     transport
 }
 

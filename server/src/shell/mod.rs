@@ -87,8 +87,9 @@ pub(crate) async fn run_game(
     let mut carrier = Carrier::new(effects);
     let (mut from_net, mut from_own) = (Vec::with_capacity(BATCH), Vec::with_capacity(BATCH));
     let mut net_open = true;
+    let mut made_up = Vec::new();
     // The core may have work queued from its construction (the session load, the boot travel).
-    carry_outputs(&mut game, &mut carrier);
+    carry_outputs(&mut game, &mut carrier, &mut made_up);
     record(&mut game, &metrics, &probes);
     loop {
         let deadline = game.poll_timeout().map(Instant::from_std);
@@ -114,23 +115,28 @@ pub(crate) async fn run_game(
         take_ready(&mut net, &mut from_net);
         take_ready(&mut events, &mut from_own);
         let now = Instant::now().into_std();
-        for event in from_net.drain(..) {
-            feed_connection(&mut game, &mut carrier, &mut fleet, now, event);
-        }
+        feed_connections(
+            &mut game,
+            &mut carrier,
+            &mut fleet,
+            now,
+            from_net.drain(..),
+            &mut made_up,
+        );
         for event in from_own.drain(..) {
             feed(&mut game, now, event);
         }
         if timer_fired || game.poll_timeout().is_some_and(|at| at <= now) {
             game.handle_timeout(now);
         }
-        carry_outputs(&mut game, &mut carrier);
+        carry_outputs(&mut game, &mut carrier, &mut made_up);
         record(&mut game, &metrics, &probes);
         // Checked on every wake, like the core's timer: a busy queue never starves the pings.
         fleet.handle_timeout(Instant::now());
         fleet.handle_step(game.transition_id().is_some());
     }
     game.drain();
-    carry_outputs(&mut game, &mut carrier);
+    carry_outputs(&mut game, &mut carrier, &mut made_up);
     record(&mut game, &metrics, &probes);
     tracing::info!(players = carrier.peer_count(), "shutting down: closing every connection");
     carrier.close_all();
@@ -176,8 +182,27 @@ fn take_ready<T>(queue: &mut mpsc::Receiver<T>, into: &mut Vec<T>) {
     }
 }
 
+/// Feeds a batch of connection events to the core, taking each one's outputs into the carrier
+/// (encoded into its connections' frames, written at the flush) before the next: the core's
+/// queue holds one input's outputs at most, never a whole batch's. A login replicates the whole
+/// world to its newcomer (O(N) messages), so a batch of logins held as outputs would be O(N²)
+/// in memory, and the queue keeps the capacity it grew to (issue 12 item 7).
+fn feed_connections(
+    core: &mut impl Core,
+    carrier: &mut Carrier,
+    fleet: &mut FleetLink,
+    now: std::time::Instant,
+    events: impl Iterator<Item = ConnectionEvent>,
+    made_up: &mut Vec<Input>,
+) {
+    for event in events {
+        feed_connection(core, carrier, fleet, now, event);
+        take_outputs(core, carrier, made_up);
+    }
+}
+
 fn feed_connection(
-    game: &mut Game,
+    game: &mut impl Core,
     carrier: &mut Carrier,
     fleet: &mut FleetLink,
     now: std::time::Instant,
@@ -250,20 +275,26 @@ impl Core for Game {
     }
 }
 
-/// Carries every output out, until the core has none left and nothing was made up:
+/// Takes every output the core has queued into the carrier (each connection's frames, not yet
+/// written), queueing in `made_up` the inputs the core must hear because of them.
+fn take_outputs(core: &mut impl Core, carrier: &mut Carrier, made_up: &mut Vec<Input>) {
+    while let Some(output) = core.poll_output() {
+        carrier.carry(output, made_up);
+    }
+}
+
+/// Carries every output out, until the core has none left and nothing was made up (`made_up`
+/// may hold inputs already, from outputs taken earlier in the wake):
 /// 1. carry each output until `poll_output` is empty, queueing the inputs made up on the way,
 ///    then flush each connection's frames as one write;
 /// 2. close the slow consumers found, queueing their `Disconnected`;
 /// 3. stop if the queue is empty; else feed it to the core (now between drains) and go to 1,
 ///    since those inputs make more outputs (a pawn destroyed, a transition ended).
-fn carry_outputs(core: &mut impl Core, carrier: &mut Carrier) {
-    let mut made_up = Vec::new();
+fn carry_outputs(core: &mut impl Core, carrier: &mut Carrier, made_up: &mut Vec<Input>) {
     loop {
-        while let Some(output) = core.poll_output() {
-            carrier.carry(output, &mut made_up);
-        }
+        take_outputs(core, carrier, made_up);
         carrier.flush();
-        carrier.close_slow_consumers(&mut made_up);
+        carrier.close_slow_consumers(made_up);
         if made_up.is_empty() {
             return;
         }

@@ -13,7 +13,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::carry::{Carrier, Effects};
-use super::{Core, GameHandle, ShellEvent, carry_outputs, run_game};
+use super::{Core, GameHandle, ShellEvent, carry_outputs, feed_connections, run_game};
 use crate::config::{GameConfig, NetworkConfig, TlsConfig, WorldMap};
 use crate::fleet::{FleetLink, Standalone};
 use crate::game::{ConnectionId, Game, GameRules, GameSnapshot, Input, Output};
@@ -92,6 +92,8 @@ struct FakeCore {
     draining: bool,
     polled: Vec<Output>,
     fed: Vec<Input>,
+    /// How many outputs were still queued when each input was fed.
+    queued_at_feed: Vec<usize>,
 }
 
 impl FakeCore {
@@ -102,6 +104,7 @@ impl FakeCore {
             draining: false,
             polled: Vec::new(),
             fed: Vec::new(),
+            queued_at_feed: Vec::new(),
         }
     }
 }
@@ -113,6 +116,7 @@ impl Core for FakeCore {
             "fed {input:?} mid-drain, {} outputs still queued",
             self.queued.len()
         );
+        self.queued_at_feed.push(self.queued.len());
         self.queued.extend((self.react)(&input));
         self.fed.push(input);
     }
@@ -183,7 +187,7 @@ async fn loads_the_store_cannot_take_are_answered_failed_after_the_drain() {
         },
     );
 
-    carry_outputs(&mut core, &mut carrier);
+    carry_outputs(&mut core, &mut carrier, &mut Vec::new());
 
     assert!(
         matches!(
@@ -262,11 +266,11 @@ async fn a_slow_consumer_is_closed_and_reported_disconnected_after_the_drain() {
     carrier.add_peer(connection, outbound, server_end.clone());
     let send = Output::Send { connection, message: a_message() };
     let mut first = FakeCore::new(vec![send.clone(), send.clone(), send.clone()], |_| Vec::new());
-    carry_outputs(&mut first, &mut carrier);
+    carry_outputs(&mut first, &mut carrier, &mut Vec::new());
     assert!(first.fed.is_empty(), "a write over the cap, into an empty queue: {:?}", first.fed);
     let mut core = FakeCore::new(vec![send], |_| Vec::new());
 
-    carry_outputs(&mut core, &mut carrier);
+    carry_outputs(&mut core, &mut carrier, &mut Vec::new());
 
     assert!(
         matches!(core.fed.as_slice(), [Input::Disconnected { connection: c, departure }]
@@ -381,7 +385,7 @@ async fn a_new_connection_gets_welcome_before_any_broadcast() {
         FakeCore::new(vec![Output::Send { connection: old, message: welcome.clone() }], |_| {
             Vec::new()
         });
-    carry_outputs(&mut before, &mut carrier);
+    carry_outputs(&mut before, &mut carrier, &mut Vec::new());
     // The batch: an earlier input's broadcast is queued, then the new connection registers.
     let (new_tx, mut new_rx) = net::send_queue(16);
     carrier.add_peer(new, new_tx, server_end.clone());
@@ -400,7 +404,7 @@ async fn a_new_connection_gets_welcome_before_any_broadcast() {
         |_| Vec::new(),
     );
 
-    carry_outputs(&mut core, &mut carrier);
+    carry_outputs(&mut core, &mut carrier, &mut Vec::new());
 
     assert_eq!(written(&mut new_rx), vec![welcome.clone(), later.clone()], "Welcome first");
     assert_eq!(written(&mut old_rx), vec![welcome, earlier, later], "the older one gets both");
@@ -423,7 +427,7 @@ async fn a_drains_frames_for_one_connection_are_one_write() {
         ],
         |_| Vec::new(),
     );
-    carry_outputs(&mut core, &mut carrier);
+    carry_outputs(&mut core, &mut carrier, &mut Vec::new());
     let Some(net::Outbound::Frames { bytes, frames }) = rx.try_recv() else {
         panic!("one write expected")
     };
@@ -447,4 +451,42 @@ async fn close_all_flushes_each_connection_then_closes_it() {
     assert!(matches!(rx.try_recv(), Some(net::Outbound::Frames { frames: 1, .. })));
     assert!(matches!(rx.try_recv(), Some(net::Outbound::Close(CloseCode::ShuttingDown))));
     assert_eq!(carrier.peer_count(), 0);
+}
+
+/// Issue 12 item 7: a batch of connection events is fed one at a time, each input's outputs
+/// taken into the carrier before the next is fed, so the core's queue never holds a whole
+/// batch's outputs (a login replicates the whole world: a batch of logins held would be O(N²)).
+/// Here each of 50 messages makes 20 outputs; no input is fed with any output still queued, and
+/// every output reaches the carrier in order.
+#[tokio::test]
+async fn a_batch_of_inputs_is_carried_input_by_input_not_held_in_the_core() {
+    let mut carrier = memory_carrier();
+    let mut fleet = FleetLink::new(Arc::new(Standalone), None);
+    let mut core = FakeCore::new(Vec::new(), |input| {
+        let Input::Message { connection, .. } = input else { return Vec::new() };
+        (0..20).map(|_| Output::Send { connection: *connection, message: a_message() }).collect()
+    });
+    let events = (0..50).map(|i| ConnectionEvent::Message {
+        connection: ConnectionId(i),
+        message: gatehouse_protocol::ClientMessage::RestartRequest,
+    });
+    let mut made_up = Vec::new();
+
+    feed_connections(
+        &mut core,
+        &mut carrier,
+        &mut fleet,
+        std::time::Instant::now(),
+        events,
+        &mut made_up,
+    );
+
+    assert_eq!(core.fed.len(), 50);
+    assert!(
+        core.queued_at_feed.iter().all(|&queued| queued == 0),
+        "an input was fed with earlier outputs still queued: {:?}",
+        core.queued_at_feed
+    );
+    assert_eq!(core.polled.len(), 50 * 20, "every output taken");
+    assert!(made_up.is_empty());
 }
