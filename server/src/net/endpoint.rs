@@ -119,4 +119,13 @@ mod tests {
         let err = server_config(identity, &NetworkConfig::default()).unwrap_err().to_string();
         assert!(err.contains(&cert.display().to_string()), "{err}");
     }
+
+    /// Issue 12 item 7: the server's connections keep one datagram's send buffer, not the ten
+    /// segmentation offload batches (about 16 KiB per connection). quinn shows the setting only
+    /// in the config's `Debug`.
+    #[test]
+    fn connections_send_without_segmentation_offload() {
+        let transport = format!("{:?}", transport_config(&NetworkConfig::default()));
+        assert!(transport.contains("enable_segmentation_offload: false"), "{transport}");
+    }
 }
