@@ -100,12 +100,16 @@ def metrics(admin):
     return out
 
 
+def ended(m, outcome):
+    """Transitions ended with `outcome` (completed, settle_timeout, superseded, failed): the
+    labelled family `gatehouse_transitions_ended_total{outcome}`."""
+    return m.get(f'transitions_ended_total{{outcome="{outcome}"}}', 0)
+
+
 def in_flight(m):
     """Transitions started and not yet ended, superseded or failed."""
-    ended = sum(m.get(k, 0) for k in (
-        "transitions_completed_total", "settle_timeouts_total",
-        "transitions_superseded_total", "transitions_failed_total"))
-    return m.get("transitions_started_total", 0) - ended
+    done = sum(ended(m, o) for o in ("completed", "settle_timeout", "superseded", "failed"))
+    return m.get("transitions_started_total", 0) - done
 
 
 class Windows:
@@ -231,13 +235,13 @@ def cmd_monitor():
         time.sleep(POLL)
     cpu1, t1 = cpu_threads(pid), time.monotonic()
     out.update(w.figures())
-    ended = lambda mm: sum(mm.get(k, 0) for k in ("transitions_completed_total", "settle_timeouts_total"))
+    finished = lambda mm: ended(mm, "completed") + ended(mm, "settle_timeout")
     if m0 is not None and m is not None:
         out["steady_seconds"] = round(t1 - t0, 3)
         out["steady_cpu_us"] = cpu_delta_ns(cpu0, cpu1) / 1000
-        out["steady_transitions"] = int(ended(m) - ended(m0))
-        out["settle_timeouts"] = int(m.get("settle_timeouts_total", 0))
-        out["transitions_failed"] = int(m.get("transitions_failed_total", 0))
+        out["steady_transitions"] = int(finished(m) - finished(m0))
+        out["settle_timeouts"] = int(ended(m, "settle_timeout"))
+        out["transitions_failed"] = int(ended(m, "failed"))
     # 3. The server's own transition timings, from the transitions that ended with all N.
     try:
         state = json.loads(get(admin, "/state", timeout=10))
