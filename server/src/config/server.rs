@@ -291,10 +291,9 @@ pub struct GameConfig {
     /// response timeout: once nine in ten of the clients shown a transition have answered it,
     /// the rest (and every possession acknowledgement awaited meanwhile) may take twice as long
     /// as the slowest of those answers took, but at least this and at most
-    /// `client_response_timeout_ms`. For crowds
-    /// on alike paths (one region, a LAN, loopback), where a client far behind its peers is
-    /// silent, not slow; a player on a much longer path than the rest would be set aside at
-    /// every transition (issue 13 item 4).
+    /// `client_response_timeout_ms`. For crowds on alike paths (one region, a LAN, loopback),
+    /// where a client far behind its peers is silent, not slow; a player on a much longer path
+    /// than the rest would be set aside at every transition (issue 13 item 4).
     #[serde(rename = "client_response_crowd_floor_ms", deserialize_with = "optional_millis")]
     pub client_response_crowd_floor: Option<Duration>,
     /// `transition_max_ms`: the hard bound on one transition, from its start, whatever its

@@ -35,6 +35,22 @@ fn crowd_then_travel(
     (h, t, crowd)
 }
 
+/// The crowd rule does not apply: `answered` answer `at` after `ShowTransition`, and the rest
+/// then hold transition `t` until the response timeout, not a millisecond less.
+fn held_until_the_response_timeout(
+    h: &mut Harness,
+    t: TransitionId,
+    answered: &[ConnectionId],
+    at: Duration,
+) {
+    h.advance(at);
+    answer_and_ready(h, answered);
+    h.advance(RESPONSE - at - MS);
+    assert!(!h.ended(t), "no crowd rule: the response timeout holds");
+    h.advance(MS);
+    assert!(h.ended(t), "released at the response timeout");
+}
+
 /// Each of `clients` answers `ShowTransition` and reports ready.
 fn answer_and_ready(h: &mut Harness, clients: &[ConnectionId]) {
     for &c in clients {
@@ -94,12 +110,7 @@ fn a_client_answering_within_twice_the_crowds_time_is_waited_for() {
 #[test]
 fn without_nine_in_ten_answered_the_response_timeout_applies() {
     let (mut h, t, crowd) = crowd_then_travel(10, Some(FLOOR));
-    h.advance(40 * MS);
-    answer_and_ready(&mut h, &crowd[..8]);
-    h.advance(RESPONSE - 40 * MS - MS);
-    assert!(!h.ended(t), "no quorum: the response timeout holds");
-    h.advance(MS);
-    assert!(h.ended(t));
+    held_until_the_response_timeout(&mut h, t, &crowd[..8], 40 * MS);
     assert_eq!(h.game.counters().clients_set_aside, 2);
 }
 
@@ -131,12 +142,7 @@ fn the_crowd_rule_never_waits_beyond_the_response_timeout() {
 #[test]
 fn without_a_crowd_floor_the_crowd_rule_is_off() {
     let (mut h, t, crowd) = crowd_then_travel(10, None);
-    h.advance(40 * MS);
-    answer_and_ready(&mut h, &crowd[..9]);
-    h.advance(RESPONSE - 40 * MS - MS);
-    assert!(!h.ended(t), "no crowd rule: the response timeout holds");
-    h.advance(MS);
-    assert!(h.ended(t));
+    held_until_the_response_timeout(&mut h, t, &crowd[..9], 40 * MS);
 }
 
 /// The crowd's answer time is fixed by the answer that reached the quorum; later answers do
@@ -221,12 +227,7 @@ fn answers_after_the_quorum_do_not_move_the_crowds_time() {
 #[test]
 fn one_of_two_answering_does_not_reach_the_quorum() {
     let (mut h, t, crowd) = crowd_then_travel(2, Some(FLOOR));
-    h.advance(40 * MS);
-    answer_and_ready(&mut h, &crowd[..1]);
-    h.advance(RESPONSE - 40 * MS - MS);
-    assert!(!h.ended(t), "half is no quorum: the response timeout holds");
-    h.advance(MS);
-    assert!(h.ended(t));
+    held_until_the_response_timeout(&mut h, t, &crowd[..1], 40 * MS);
 }
 
 /// Joiners are asked at their own login, not with the crowd, and each answer is timed from its
