@@ -90,60 +90,72 @@ impl Game {
     /// After every step: each player's finite effects are paused while its character is frozen
     /// (a transition in flight, or its own join) and resumed otherwise; the effects timer is
     /// re-armed when that changed anything.
+    ///
+    /// A transition starting or ending changes what every player should be: those two steps
+    /// (once per transition) visit every player. Any other step can put only the players it
+    /// touched out of step (a join started or ended, a login), so only those are visited: the
+    /// sync costs what the step changed, not the number of players (issue 12 item 3).
     pub(crate) fn sync_effect_pauses(&mut self, now: Instant) {
         let in_transition = self.transition.current().is_some();
-        if self.effect_pauses_in_sync(in_transition) {
-            return;
-        }
-        if in_transition {
-            // A transition freezes everyone: once per transition, every player (a no-op for
-            // the paused).
-            self.roster.change_each(|player| player.abilities.pause(now));
+        let mut touched = self.joins.take_touched();
+        touched.extend(self.roster.take_arrivals());
+        let changed = if in_transition != self.pauses_follow_transition {
+            self.pauses_follow_transition = in_transition;
+            self.sync_every_pause(now, in_transition)
         } else {
-            // Outside a transition only the joiners are frozen: what can be out of step is a
-            // paused player who is no longer joining, or a joiner not yet paused; neither is
-            // found by a walk of every player (issue 12 item 3).
-            let resume: Vec<PlayerId> = self
-                .roster
-                .paused_players()
-                .filter(|id| !self.joins.contains(id))
-                .cloned()
-                .collect();
-            let pause: Vec<PlayerId> = self
-                .joins
-                .players()
-                .filter(|id| self.roster.player(id).is_some_and(|p| !p.abilities.is_paused()))
-                .cloned()
-                .collect();
-            for id in resume {
-                if let Some(mut player) = self.roster.player_mut(&id) {
-                    player.abilities.resume(now);
-                }
+            let mut changed = false;
+            for id in &touched {
+                changed |= self.sync_pause(now, id, in_transition);
             }
-            for id in pause {
-                if let Some(mut player) = self.roster.player_mut(&id) {
-                    player.abilities.pause(now);
-                }
-            }
+            changed
+        };
+        if changed {
+            // Something was paused or resumed: the next effect event moved.
+            self.rearm_effects_timer();
         }
-        // Out of sync means something was paused or resumed: the next effect event moved.
-        self.rearm_effects_timer();
     }
 
-    /// Whether every player's effects are already paused exactly when its character is
-    /// frozen, read from the roster's counts and the joins in flight (not a scan of every
-    /// player after every input: issue 12).
-    fn effect_pauses_in_sync(&self, in_transition: bool) -> bool {
-        let paused = self.roster.paused_count();
+    /// A transition started (everyone is frozen) or ended (only the joiners are): every
+    /// player's pause is brought in step. Returns whether any changed.
+    fn sync_every_pause(&mut self, now: Instant, in_transition: bool) -> bool {
+        let mut changed = false;
         if in_transition {
-            return paused == self.roster.len();
+            self.roster.change_each(|player| {
+                changed |= !player.abilities.is_paused();
+                player.abilities.pause(now);
+            });
+            return changed;
         }
-        let joiners_paused = self
-            .joins
-            .players()
-            .filter(|id| self.roster.player(id).is_some_and(|p| p.abilities.is_paused()))
-            .count();
-        joiners_paused == self.joins.len() && paused == joiners_paused
+        let resume: Vec<PlayerId> =
+            self.roster.paused_players().filter(|id| !self.joins.contains(id)).cloned().collect();
+        let pause: Vec<PlayerId> = self.joins.players().cloned().collect();
+        for id in resume.iter().chain(&pause) {
+            changed |= self.sync_pause(now, id, false);
+        }
+        changed
+    }
+
+    /// Pauses or resumes `id`'s finite effects to match whether its character is frozen.
+    /// Returns whether that changed them.
+    fn sync_pause(&mut self, now: Instant, id: &PlayerId, in_transition: bool) -> bool {
+        let frozen = in_transition || self.joins.contains(id);
+        let Some(mut player) = self.roster.player_mut(id) else { return false };
+        match (frozen, player.abilities.is_paused()) {
+            (true, false) => player.abilities.pause(now),
+            (false, true) => player.abilities.resume(now),
+            _ => return false,
+        }
+        true
+    }
+
+    /// Whether every player's effects are paused exactly when its character is frozen, by a
+    /// walk of every player: the Harness checks it after every step.
+    #[cfg(test)]
+    pub(crate) fn effect_pauses_in_sync(&self) -> bool {
+        let in_transition = self.transition.current().is_some();
+        self.roster
+            .players_unvisited()
+            .all(|p| p.abilities.is_paused() == (in_transition || self.joins.contains(&p.id)))
     }
 
     /// Arms the effects timer at the earliest hazard exposure or effect event.

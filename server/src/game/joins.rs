@@ -52,6 +52,9 @@ pub(crate) struct Joins {
     awaiting: BTreeSet<(Instant, PlayerId)>,
     /// The joins whose client streamed its node.
     loaded: BTreeSet<PlayerId>,
+    /// Players whose join started or ended since the pause sync last took them: the only
+    /// players outside a transition whose effects can be out of step (issue 12 item 3).
+    touched: BTreeSet<PlayerId>,
     next_id: u64,
     /// Joins visited by walks over every join (the complexity tests read it).
     visits: std::cell::Cell<u64>,
@@ -63,6 +66,7 @@ impl Default for Joins {
             joins: BTreeMap::new(),
             awaiting: BTreeSet::new(),
             loaded: BTreeSet::new(),
+            touched: BTreeSet::new(),
             next_id: 1,
             visits: std::cell::Cell::new(0),
         }
@@ -78,6 +82,7 @@ impl Joins {
         if let Some(old) = self.joins.insert(player.clone(), join) {
             self.unindex(&player, &old);
         }
+        self.touched.insert(player.clone());
         self.awaiting.insert((now, player));
         id
     }
@@ -115,6 +120,7 @@ impl Joins {
     }
 
     /// How many joins are in flight.
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.joins.len()
     }
@@ -128,6 +134,7 @@ impl Joins {
     pub(crate) fn remove(&mut self, player: &PlayerId) -> Option<Join> {
         let join = self.joins.remove(player)?;
         self.unindex(player, &join);
+        self.touched.insert(player.clone());
         Some(join)
     }
 
@@ -135,7 +142,15 @@ impl Joins {
     pub(crate) fn supersede_all(&mut self) -> usize {
         self.awaiting.clear();
         self.loaded.clear();
-        std::mem::take(&mut self.joins).len()
+        let joins = std::mem::take(&mut self.joins);
+        let superseded = joins.len();
+        self.touched.extend(joins.into_keys());
+        superseded
+    }
+
+    /// The players whose join started or ended since the last call, for the pause sync.
+    pub(crate) fn take_touched(&mut self) -> BTreeSet<PlayerId> {
+        std::mem::take(&mut self.touched)
     }
 
     /// The earliest client-ready deadline of a join not streamed yet.

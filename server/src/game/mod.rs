@@ -159,6 +159,9 @@ pub struct Game {
     session: Session,
     /// Hazard schedules.
     hazards: Hazards,
+    /// Whether the effect pauses were last brought in step with a transition in flight: when
+    /// this differs from now, every player's pause is synced (`hazards.rs`).
+    pauses_follow_transition: bool,
     timers: TimerTable,
     outputs: VecDeque<Output>,
     counters: Counters,
@@ -176,6 +179,7 @@ impl Game {
             streaming: WorldStreaming::new(world.governs_session),
             session: Session::new(world.start_node.clone()),
             hazards: Hazards::new(&world, now),
+            pauses_follow_transition: false,
             world,
             roster: Roster::default(),
             spawns: SpawnQueue::default(),

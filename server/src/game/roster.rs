@@ -43,6 +43,9 @@ pub(crate) struct Roster {
     refusals: HashMap<PlayerId, RefusalWindow>,
     /// What the per-input checks read.
     books: Books,
+    /// Players who logged in since the pause sync last took them (a login during a transition
+    /// is the one way a player is frozen and its effects not yet paused).
+    arrivals: Vec<PlayerId>,
     /// Player and pawn records visited by whole-roster walks: the complexity tests read it
     /// (issue 12 item 3: no input may walk every player).
     visits: Visits,
@@ -176,6 +179,7 @@ impl Default for Roster {
             next_ticket: 1,
             refusals: HashMap::new(),
             books: Books::default(),
+            arrivals: Vec::new(),
             visits: Visits::default(),
         }
     }
@@ -202,6 +206,12 @@ impl Roster {
     /// Every logged-in player, in id order.
     pub(crate) fn players(&self) -> impl Iterator<Item = &Player> {
         self.players.values().inspect(|_| self.visits.one())
+    }
+
+    /// Every logged-in player, not counted as visits: for checks the tests make.
+    #[cfg(test)]
+    pub(crate) fn players_unvisited(&self) -> impl Iterator<Item = &Player> {
+        self.players.values()
     }
 
     /// Calls `change` on every logged-in player, in id order.
@@ -258,7 +268,13 @@ impl Roster {
             self.books.count(&before.id, Counted::of(before), false);
         }
         self.books.count(&player.id, Counted::of(&player), true);
+        self.arrivals.push(player.id.clone());
         self.players.insert(player.id.clone(), player);
+    }
+
+    /// The players who logged in since the last call, for the pause sync.
+    pub(crate) fn take_arrivals(&mut self) -> Vec<PlayerId> {
+        std::mem::take(&mut self.arrivals)
     }
 
     /// One more refused request of `player` at `now`, in its rate-limit window.
@@ -344,6 +360,7 @@ impl Roster {
     }
 
     /// How many logged-in players have their finite effects paused.
+    #[cfg(test)]
     pub(crate) fn paused_count(&self) -> usize {
         self.books.paused.len()
     }

@@ -12,7 +12,12 @@ use crate::game::{GameRules, Input};
 
 /// A booted harness on the core world with `players` placed (each joined between transitions).
 fn with_players(players: usize) -> Harness {
-    let rules = GameRules { max_players: players + 8, ..rules() };
+    with_players_and_room(players, 8)
+}
+
+/// The same, with room for `room` more players.
+fn with_players_and_room(players: usize, room: usize) -> Harness {
+    let rules = GameRules { max_players: players + room, ..rules() };
     let mut h = Harness::with(WORLD, rules);
     let boot = h.transition();
     h.stream_node("harbor");
@@ -81,4 +86,66 @@ fn one_inputs_walks_do_not_grow_with_the_players() {
         let (s, l) = (small[i], large[i]);
         assert!(l <= s, "a {what} visited {s} records at 20 players and {l} at 200");
     }
+}
+
+/// What one input costs with `joins` joins in flight beside 20 placed players: another login
+/// (one more join starts), a join report, and a possession acknowledgement that releases a
+/// joiner.
+fn costs_beside_joins(joins: usize) -> [u64; 3] {
+    let mut h = with_players_and_room(20, joins + 8);
+    let joiners: Vec<_> = (0..joins).map(|i| h.login(&format!("j{i:04}"))).collect();
+    assert_eq!(h.game.joins.len(), joins, "every joiner is still streaming");
+    let login = measured(&mut h, |h| {
+        h.login("late");
+    });
+    let (first, second) = (joiners[0], joiners[1]);
+    h.join_ready(second);
+    let join_ready = measured(&mut h, |h| h.join_ready(first));
+    let pawn = h.possessed(first).expect("the first joiner was given a pawn");
+    let ack = measured(&mut h, |h| {
+        h.send(first, ClientMessage::PossessionAcknowledged { pawn_id: pawn });
+    });
+    assert!(h.player("j0000").is_placed(), "the acknowledgement placed the joiner");
+    assert!(!h.player("j0000").abilities.is_paused(), "its effects resumed on release");
+    [login, join_ready, ack]
+}
+
+#[test]
+fn one_inputs_walks_do_not_grow_with_the_joins_in_flight() {
+    let (small, large) = (costs_beside_joins(20), costs_beside_joins(200));
+    // The login's snapshot visits every player (the 20 placed and the joiners) and every pawn
+    // (the 20 placed players'): the work the newcomer needs. Beyond it, nothing may grow.
+    let beyond_snapshot = |visits: u64, joins: u64| visits.saturating_sub(2 * 20 + joins);
+    assert!(small[0] >= 2 * 20 + 20, "the count is live: login visits {small:?}");
+    assert!(
+        beyond_snapshot(large[0], 200) <= beyond_snapshot(small[0], 20),
+        "a login visited {} records beside 20 joins and {} beside 200, beyond its snapshot",
+        small[0],
+        large[0]
+    );
+    for (what, i) in [("join report", 1), ("acknowledgement", 2)] {
+        let (s, l) = (small[i], large[i]);
+        assert!(l <= s, "a {what} visited {s} records beside 20 joins and {l} beside 200");
+    }
+}
+
+/// A login during a transition pauses the newcomer's effects alone: the others' are paused
+/// already, and are not visited again.
+#[test]
+fn a_login_during_a_transition_does_not_walk_every_player() {
+    let cost = |players: usize| {
+        let mut h = with_players(players);
+        h.input(Input::Travel { node: node("forest") });
+        let login = measured(&mut h, |h| {
+            h.login("late");
+        });
+        assert!(h.player("late").abilities.is_paused(), "the newcomer is frozen with the rest");
+        login
+    };
+    let (small, large) = (cost(20), cost(200));
+    // The login's own snapshot visits each player and pawn once; nothing beyond that grows.
+    assert!(
+        large.saturating_sub(2 * 200) <= small.saturating_sub(2 * 20),
+        "a login during a transition visited {small} records at 20 players and {large} at 200"
+    );
 }

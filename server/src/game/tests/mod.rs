@@ -171,7 +171,15 @@ impl Harness {
 
     pub(super) fn input(&mut self, input: Input) {
         self.game.handle(self.now, input);
+        self.after_step();
+    }
+
+    /// After every step: the outputs are drained, and each player's effects are paused exactly
+    /// while its character is frozen (the pause sync visits only what a step touched; this
+    /// walks everyone to check it missed nothing).
+    fn after_step(&mut self) {
         self.drain();
+        assert!(self.game.effect_pauses_in_sync(), "effect pauses out of step at {:?}", self.now);
     }
 
     /// Moves time forward by `by`, firing every deadline on the way, in order.
@@ -180,7 +188,7 @@ impl Harness {
         while let Some(at) = self.game.poll_timeout().filter(|&at| at <= end) {
             self.now = self.now.max(at);
             self.game.handle_timeout(self.now);
-            self.drain();
+            self.after_step();
         }
         self.now = end;
     }
