@@ -22,8 +22,10 @@
 #
 # Environment: LOAD_CLIENTS (the Ns), LOAD_STEADY (seconds of travels with every client
 # connected, default 45, short 15), LOAD_CONNECT_RATE (connections per second, default 50, for
-# the floor and the swarm alike), LOAD_FULL_CLIENTS (default 16), LOAD_FLOOR_ROUNDS (default 50,
-# short 20), LOAD_IDLE (seconds of idle server with no client, default 5, short 3), LOAD_DIR
+# the floor and the swarm alike), LOAD_FULL_CLIENTS (default 0: thin clients only, so the
+# figures are the server's; the sim runs every session on one thread, and 16 full clients with a
+# pawn per player saturate it at 1,000), LOAD_FLOOR_ROUNDS (default 50, short 20), LOAD_IDLE
+# (seconds of idle server with no client, default 5, short 3), LOAD_DIR
 # (where the files go; default a new directory under TMPDIR, kept), LOAD_CHECK=1 (the swarm runs
 # with --check: the run fails unless every client is connected and placed with no error and
 # every invariant counter 0). Each N's swarm also draws its timeline, timeline-N.svg.
@@ -54,7 +56,7 @@ else
     idle_s=${LOAD_IDLE:-5}
 fi
 rate=${LOAD_CONNECT_RATE:-50}
-full_clients=${LOAD_FULL_CLIENTS:-16}
+full_clients=${LOAD_FULL_CLIENTS:-0}
 
 if [ -z "${BIN_DIR:-}" ]; then
     cargo build --release -q -p gatehouse-server -p gatehouse-client-sim

@@ -18,6 +18,7 @@
 //! and the live checks what they saw and every violation, the session its transport), so this
 //! module imports nothing from the crate; it observes and decides nothing.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
@@ -420,27 +421,50 @@ declare_figures! {
 /// A latency distribution in µs at microsecond resolution: an HDR histogram (3 significant
 /// figures, 1 µs to an hour), so a thousand clients' samples are counted, not stored and sorted
 /// (issue 11, "Timings worth reading").
-#[derive(Debug, Clone)]
-pub struct Micros(Histogram<u64>);
+///
+/// A session records a handful of samples per transition, and each has several of these: the
+/// first [`KEPT_SAMPLES`] are kept as they are, and the histogram (a quarter of a megabyte of
+/// counters, zeroed) is made only when they overflow. One per session made at login cost the
+/// swarm's session thread seconds of page faults at 200 logins per second (issue 12).
+#[derive(Debug, Clone, Default)]
+pub struct Micros {
+    /// The samples while there are at most [`KEPT_SAMPLES`], µs; empty once spilled.
+    kept: Vec<u64>,
+    /// Every sample, once there were more than [`KEPT_SAMPLES`].
+    spilled: Option<Histogram<u64>>,
+}
 
 /// The largest duration a [`Micros`] tells apart, µs (an hour); longer ones count as it.
 const MICROS_HIGH: u64 = 3_600_000_000;
 
-impl Default for Micros {
-    fn default() -> Self {
-        // Constant bounds that hdrhistogram accepts (low ≥ 1, high ≥ 2 × low, 3 figures).
-        #[allow(clippy::expect_used)]
-        let histogram =
-            Histogram::new_with_bounds(1, MICROS_HIGH, 3).expect("valid histogram bounds");
-        Micros(histogram)
-    }
+/// How many samples a [`Micros`] keeps before it makes its histogram.
+const KEPT_SAMPLES: usize = 256;
+
+/// An empty histogram with the bounds of every [`Micros`].
+fn micros_histogram() -> Histogram<u64> {
+    // Constant bounds that hdrhistogram accepts (low ≥ 1, high ≥ 2 × low, 3 figures).
+    #[allow(clippy::expect_used)]
+    Histogram::new_with_bounds(1, MICROS_HIGH, 3).expect("valid histogram bounds")
 }
 
 impl Micros {
     /// Counts one sample.
     pub fn record(&mut self, sample: Duration) {
         let us = u64::try_from(sample.as_micros()).unwrap_or(u64::MAX);
-        self.0.saturating_record(us.min(MICROS_HIGH));
+        self.record_us(us.min(MICROS_HIGH));
+    }
+
+    /// Counts one sample of `us` µs (at most [`MICROS_HIGH`]).
+    fn record_us(&mut self, us: u64) {
+        if let Some(h) = &mut self.spilled {
+            h.saturating_record(us);
+            return;
+        }
+        self.kept.push(us);
+        if self.kept.len() > KEPT_SAMPLES {
+            self.spilled = Some(self.to_histogram());
+            self.kept = Vec::new();
+        }
     }
 
     /// Counts one sample from `from` to `to` (0 if `to` is earlier).
@@ -450,26 +474,45 @@ impl Micros {
 
     /// Adds another distribution's samples.
     pub fn absorb(&mut self, other: &Micros) {
-        // Both have the same bounds, so every value fits: addition cannot fail.
-        let _ = self.0.add(&other.0);
+        match &other.spilled {
+            Some(theirs) => {
+                let mut mine = self.spilled.take().unwrap_or_else(|| self.to_histogram());
+                // Both have the same bounds, so every value fits: addition cannot fail.
+                let _ = mine.add(theirs);
+                self.spilled = Some(mine);
+                self.kept = Vec::new();
+            }
+            None => other.kept.iter().for_each(|&us| self.record_us(us)),
+        }
     }
 
     /// How many samples.
     pub fn count(&self) -> u64 {
-        self.0.len()
+        self.spilled.as_ref().map_or(self.kept.len() as u64, Histogram::len)
     }
 
-    /// The histogram itself, e.g. to draw it.
-    pub fn histogram(&self) -> &Histogram<u64> {
-        &self.0
+    /// The samples as a histogram, e.g. to draw it: the one kept, or one made from the
+    /// samples.
+    pub fn histogram(&self) -> Cow<'_, Histogram<u64>> {
+        match &self.spilled {
+            Some(h) => Cow::Borrowed(h),
+            None => Cow::Owned(self.to_histogram()),
+        }
+    }
+
+    /// A new histogram of the kept samples.
+    fn to_histogram(&self) -> Histogram<u64> {
+        let mut h = micros_histogram();
+        self.kept.iter().for_each(|&us| h.saturating_record(us));
+        h
     }
 
     /// Count, min, p50, p90, p99 and max, µs (all 0 when empty).
     pub fn summary(&self) -> TimingSummary {
-        let h = &self.0;
-        if h.is_empty() {
+        if self.count() == 0 {
             return TimingSummary::default();
         }
+        let h = self.histogram();
         TimingSummary {
             count: h.len(),
             min_us: h.min(),
@@ -700,5 +743,29 @@ mod tests {
         let start = Instant::now();
         a.record_between(start + Duration::from_millis(5), start);
         assert_eq!((a.count(), a.summary().min_us), (4, 0), "a negative span counts as 0");
+    }
+
+    /// Issue 12: a distribution keeps its first samples as they are and makes its histogram
+    /// only when they overflow; either way, and combined either way, it sums up the same.
+    #[test]
+    fn micros_make_their_histogram_only_past_the_kept_samples() {
+        let (mut few, mut many) = (Micros::default(), Micros::default());
+        for us in 1..=(KEPT_SAMPLES as u64) {
+            few.record(Duration::from_micros(us));
+        }
+        assert!(few.spilled.is_none(), "{KEPT_SAMPLES} samples are kept as they are");
+        for us in 1..=(KEPT_SAMPLES as u64 + 1) {
+            many.record(Duration::from_micros(us));
+        }
+        assert!(many.spilled.is_some() && many.kept.is_empty(), "one more makes the histogram");
+        assert_eq!((few.count(), many.count()), (256, 257));
+        assert_eq!(many.summary().max_us, 257);
+        let mut into_few = few.clone();
+        into_few.absorb(&many);
+        let mut into_many = many.clone();
+        into_many.absorb(&few);
+        assert_eq!(into_few.count(), 513);
+        assert_eq!(into_few.summary(), into_many.summary(), "the order of absorbing is moot");
+        assert_eq!(into_few.summary().p50_us, 129, "the 257th of 1, 1, 2, 2, …, 256, 256, 257");
     }
 }

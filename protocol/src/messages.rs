@@ -168,7 +168,8 @@ pub enum ServerMessage {
         /// A human-readable explanation naming what was wrong.
         detail: String,
     },
-    /// Sent to a joiner only (a player who logged in while no transition runs): raise the
+    /// Sent to a joiner only (a player who logged in while no transition runs, or, right after
+    /// `EndTransition`, one the transition did not place: docs/protocol.md 4.2): raise the
     /// loading screen and stream the levels, then the rooms, of the world's current node, then
     /// answer `JoinReady`. The pawn comes after; `EndJoin` drops the screen. Players already in
     /// the world are not frozen. A transition starting meanwhile supersedes the join: follow

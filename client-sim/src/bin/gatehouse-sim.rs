@@ -406,7 +406,7 @@ fn draw_timeline(
     }
     let picked = timeline::svg::pick_rows(&rows, timeline::svg::MAX_ROWS);
     // The error names its path and cause once: no second copy of the cause from its chain.
-    timeline::svg::render(path, &picked, run_us, shown_to_ended.histogram())
+    timeline::svg::render(path, &picked, run_us, &shown_to_ended.histogram())
         .map_err(|e| anyhow::anyhow!("--timeline: {e}"))?;
     Ok(())
 }

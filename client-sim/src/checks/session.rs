@@ -5,9 +5,11 @@
 //!   reported ready for): never a pawn before its level;
 //! - the client never owns two live pawns at once;
 //! - a kit is granted once per session, never again (not on respawn, not on travel);
-//! - a transition (or a join) ends only after the client acknowledged the pawn it possesses, and
-//!   an end names the transition on screen (an end for an older one is stale and ignored, one for
-//!   a transition never shown is an error);
+//! - a transition (or a join) ends only after the client acknowledged the pawn it possesses, or
+//!   a transition's end is followed at once by a join of the client's own (a player who logged
+//!   in while the transition waited for its clients is not waited for: docs/protocol.md 4.2),
+//!   and an end names the transition on screen (an end for an older one is stale and ignored,
+//!   one for a transition never shown is an error);
 //! - ids never go backwards: no transition or join id below one already shown, and every new
 //!   own pawn's id above the own pawns' before it;
 //! - every rejection and server-reported error is recorded.
@@ -52,6 +54,9 @@ pub(crate) struct SessionChecks {
     newest_transition: Option<TransitionId>,
     newest_join: Option<JoinId>,
     newest_own_pawn: Option<PawnId>,
+    /// An `EndTransition` came before the client was placed: the next message must be the
+    /// `ShowJoin` of a join of its own, or the end counts as `ended_before_placed`.
+    ended_unplaced: bool,
 }
 
 impl SessionChecks {
@@ -67,6 +72,11 @@ impl SessionChecks {
         expected: Expected<'_>,
         stats: &mut SessionStats,
     ) {
+        if std::mem::take(&mut self.ended_unplaced)
+            && !matches!(message, ServerMessage::ShowJoin { .. })
+        {
+            stats.ended_before_placed += 1;
+        }
         match message {
             ServerMessage::Rejected { reason, detail } => {
                 stats.errors.push(format!("rejected ({reason:?}): {detail}"));
@@ -131,7 +141,7 @@ impl SessionChecks {
                 }
             }
             ServerMessage::EndTransition { transition_id } => {
-                transition_end(*transition_id, expected, stats);
+                self.ended_unplaced = transition_end(*transition_id, expected, stats);
             }
             ServerMessage::EndJoin { join_id } => join_end(*join_id, expected, stats),
             _ => {}
@@ -163,17 +173,17 @@ fn backwards(stats: &mut SessionStats, what: String) {
     stats.errors.push(format!("id went backwards: {what}"));
 }
 
-/// An end names the transition on screen, and comes only once the client is placed.
-fn transition_end(id: TransitionId, expected: Expected<'_>, stats: &mut SessionStats) {
+/// An end names the transition on screen. Returns whether it ended that transition before the
+/// client was placed (then a join of its own must follow).
+fn transition_end(id: TransitionId, expected: Expected<'_>, stats: &mut SessionStats) -> bool {
     let Some(on_screen) = expected.on_screen else {
         stats.errors.push(format!("EndTransition {id} with no loading screen up"));
-        return;
+        return false;
     };
     if id > on_screen {
         stats.errors.push(format!("EndTransition {id} for a transition never shown"));
-    } else if id == on_screen && !expected.placed_pawn {
-        stats.ended_before_placed += 1;
     }
+    id == on_screen && !expected.placed_pawn
 }
 
 /// A join's end names the join on screen, and comes only once the client is placed.

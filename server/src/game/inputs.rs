@@ -134,7 +134,7 @@ impl Game {
         };
         let (transition_id, target) = (t.id, t.target.clone());
         let freezing = matches!(t.phase, Phase::Freezing(_));
-        self.transition.show(id, now);
+        let arrival = self.transition.show(id, now);
         self.send(connection, ServerMessage::FreezeCharacters { transition_id });
         if !freezing {
             let levels =
@@ -143,6 +143,16 @@ impl Game {
                 connection,
                 ServerMessage::ShowTransition { transition_id, target_node: target, levels },
             );
+        }
+        if arrival {
+            // The transition already waits for its clients (or its spawn window is open). A
+            // stream of arrivals must not hold it open (issue 12), so nothing waits for this
+            // one: its ready report, if it comes in time, queues its spawn in the window;
+            // otherwise a join places it after the end.
+            if let Some(mut p) = self.roster.player_mut(id) {
+                p.placement_excused = true;
+            }
+            return;
         }
         // The possession-time initial spawn captures the node known now.
         self.queue_spawn_request(now, id.clone(), SpawnKind::Initial, node);
@@ -328,7 +338,8 @@ impl Game {
         player: &PlayerId,
         id: gatehouse_protocol::TransitionId,
     ) {
-        let returning = self.transition.is_set_aside(player);
+        let arrival = self.transition.is_arrival(player);
+        let returning = self.transition.is_set_aside(player) && !arrival;
         match self.transition.record_ready(player, id, now) {
             ReadyReport::Kept => {
                 self.answered(player);
@@ -346,8 +357,10 @@ impl Game {
                     drop(p);
                     self.spawns.wake();
                 }
-                if let Some(target) = target.filter(|_| returning) {
-                    tracing::info!(%player, "client set aside reported ready; back in the transition");
+                if let Some(target) = target.filter(|_| returning || arrival) {
+                    if returning {
+                        tracing::info!(%player, "client set aside reported ready; back in the transition");
+                    }
                     let kind = match self.roster.possessed_pawn(player) {
                         Some(_) => SpawnKind::LevelTransition,
                         None => SpawnKind::Initial,

@@ -272,12 +272,13 @@ impl Game {
         let Some(t) = self.transition.finish(now, players, timed_out) else { return };
         let _entered = t.span.enter();
         let duration_ms = crate::fields::millis(now.saturating_duration_since(t.started));
-        // Who may have been left behind: anyone at a settle timeout; otherwise only clients set
-        // aside (everyone else was placed on the target, or the transition would not end).
+        // Who may have been left behind: anyone at a settle timeout; otherwise only the players
+        // it did not wait for, set aside or late (everyone else was placed on the target, or
+        // the transition would not end).
         let candidates: Vec<PlayerId> = if timed_out {
             self.roster.ids().cloned().collect()
         } else {
-            t.set_aside_players().cloned().collect()
+            t.not_waited_for().cloned().collect()
         };
         // Nobody stands on the old level once the screen drops: a pawn whose teleport never ran
         // is withdrawn first.
@@ -343,11 +344,12 @@ impl Game {
         }
     }
 
-    /// A transition that set clients aside is over (ended, superseded or failed): their excuse
-    /// from placement ends with it. From now on a join, or the next transition, waits for
-    /// them; one still unresponsive is set aside again from that transition's start.
+    /// A transition that did not wait for some players (set aside, or late) is over (ended,
+    /// superseded or failed): their excuse from placement ends with it. From now on a join, or
+    /// the next transition, waits for them; one still unresponsive is set aside again from that
+    /// transition's start.
     fn end_set_aside_excuses(&mut self, t: &Transition) {
-        for player in t.set_aside_players() {
+        for player in t.not_waited_for() {
             if let Some(mut p) = self.roster.player_mut(player) {
                 p.placement_excused = false;
             }

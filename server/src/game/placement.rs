@@ -65,8 +65,12 @@ impl Game {
             self.transition.current().map_or_else(|| self.session.node(), |t| &t.target).clone();
         let mut new = Vec::new();
         for player in self.roster.players() {
-            // A client set aside is placed by a join of its own once the transition ends.
-            if self.spawns.has_request_for(&player.id) || self.transition.is_set_aside(&player.id) {
+            // A client set aside is placed by a join of its own once the transition ends; an
+            // arrival's request is queued by its own ready report, or a join places it too.
+            if self.spawns.has_request_for(&player.id)
+                || self.transition.is_set_aside(&player.id)
+                || self.transition.is_arrival(&player.id)
+            {
                 continue;
             }
             match self.roster.possessed_pawn(&player.id) {

@@ -166,6 +166,16 @@ pub(crate) struct Transition {
     /// Players that missed the response timeout: nothing in this transition waits for them
     /// until a ready report of theirs brings them back.
     set_aside: BTreeSet<PlayerId>,
+    /// The players it is for: those logged in when it started and those who logged in before
+    /// it waited for its clients. A relaunch of one is one too (issue 10: it reports ready for
+    /// itself, and is waited for).
+    participants: BTreeSet<PlayerId>,
+    /// Players who first logged in once the transition waited for its clients
+    /// (WaitingForClients or Completing): shown it, and placed in its spawn window if their
+    /// ready report comes in time, but waited for by nothing (neither the ready reports nor the
+    /// placements), so a stream of arrivals cannot hold the transition open (issue 12); one
+    /// still pawnless at the end gets a join.
+    arrivals: BTreeSet<PlayerId>,
     /// When each present player was shown this transition (at its start, or at login during
     /// it); a departure removes its entry.
     shown: BTreeMap<PlayerId, Instant>,
@@ -197,6 +207,7 @@ impl Transition {
         !self.ready.contains(player)
             && !self.excused.contains(player)
             && !self.set_aside.contains(player)
+            && !self.arrivals.contains(player)
     }
 
     /// `player` answered `ShowTransition` at `now`: its answer is awaited no more. The first
@@ -236,9 +247,9 @@ impl Transition {
         self.set_aside.contains(player)
     }
 
-    /// The players set aside, in id order.
-    pub(crate) fn set_aside_players(&self) -> impl Iterator<Item = &PlayerId> {
-        self.set_aside.iter()
+    /// The players the transition did not wait for: those set aside, then the late arrivals.
+    pub(crate) fn not_waited_for(&self) -> impl Iterator<Item = &PlayerId> {
+        self.set_aside.iter().chain(self.arrivals.iter().filter(|p| !self.set_aside.contains(*p)))
     }
 
     /// Counts `n` entries of [`Transition::owing`] examined by a query (in tests only).
@@ -393,6 +404,7 @@ impl Transitions {
         let span = tracing::info_span!(parent: None, "transition", id = id.0, node = tracing::field::Empty);
         let shown: BTreeMap<PlayerId, Instant> = players.map(|p| (p.clone(), now)).collect();
         let owing = shown.keys().map(|p| (now, p.clone())).collect();
+        let participants = shown.keys().cloned().collect();
         self.current = Some(Transition {
             id,
             target,
@@ -405,6 +417,8 @@ impl Transitions {
             slowest: Duration::ZERO,
             crowd: None,
             set_aside: BTreeSet::new(),
+            participants,
+            arrivals: BTreeSet::new(),
             shown,
             owing,
             #[cfg(test)]
@@ -418,9 +432,18 @@ impl Transitions {
     }
 
     /// Records that `player` was shown the transition in flight at `now` (a login during it):
-    /// it is present from now on.
-    pub(crate) fn show(&mut self, player: &PlayerId, now: Instant) {
-        if let Some(t) = &mut self.current {
+    /// it is present from now on. Returns whether it is an arrival the transition does not wait
+    /// for (see [`Transition::arrivals`]); false with no transition in flight.
+    pub(crate) fn show(&mut self, player: &PlayerId, now: Instant) -> bool {
+        let Some(t) = &mut self.current else { return false };
+        let arrival = matches!(t.phase, Phase::WaitingForClients(_) | Phase::Completing(_))
+            && !t.participants.contains(player);
+        if arrival {
+            t.arrivals.insert(player.clone());
+        } else {
+            t.participants.insert(player.clone());
+        }
+        {
             if let Some(before) = t.shown.insert(player.clone(), now) {
                 t.owing.remove(&(before, player.clone()));
             }
@@ -430,6 +453,7 @@ impl Transitions {
                 t.unanswered.ask(player, now);
             }
         }
+        arrival
     }
 
     /// `Server_ReportTransitionReady` at `now`: keeps a report for the current id whatever the
@@ -483,6 +507,7 @@ impl Transitions {
             t.measured.remove(player);
             t.unanswered.forget(player);
             t.set_aside.remove(player);
+            t.arrivals.remove(player);
             if let Some(shown) = t.shown.remove(player) {
                 t.owing.remove(&(shown, player.clone()));
             }
@@ -558,6 +583,12 @@ impl Transitions {
     /// Whether `player` is set aside from the transition in flight.
     pub(crate) fn is_set_aside(&self, player: &PlayerId) -> bool {
         self.current.as_ref().is_some_and(|t| t.is_set_aside(player))
+    }
+
+    /// Whether `player` is an arrival of the transition in flight (see
+    /// [`Transition::arrivals`]).
+    pub(crate) fn is_arrival(&self, player: &PlayerId) -> bool {
+        self.current.as_ref().is_some_and(|t| t.arrivals.contains(player))
     }
 
     /// The transition proceeds without `player` (the `proceed` policy).
@@ -830,11 +861,12 @@ mod tests {
         let timeout = Duration::from_secs(30);
         let mut ts = Transitions::default();
         let (a, b) = (pid("a"), pid("b"));
-        ts.start(t0, Destination::Node(node("a")), node("a"), [a.clone()].iter());
+        ts.start(t0, Destination::Node(node("a")), node("a"), [a.clone(), b.clone()].iter());
         ts.resolve(node("a"), t0);
         let streamed = t0 + Duration::from_secs(1);
         ts.node_streamed(&node("a"), streamed);
-        ts.show(&b, t0 + Duration::from_secs(5));
+        // b relaunches: shown again, later, and still waited for (a participant, not an arrival).
+        assert!(!ts.show(&b, t0 + Duration::from_secs(5)));
         assert_eq!(ts.client_ready_deadline(timeout), Some(streamed + timeout));
         assert_eq!(ts.late_players(streamed + timeout, timeout), vec![a.clone()]);
         ts.excuse(a);

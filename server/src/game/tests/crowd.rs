@@ -26,12 +26,21 @@ fn crowd_then_travel(
     n: usize,
     floor: Option<Duration>,
 ) -> (Harness, TransitionId, Vec<ConnectionId>) {
+    let (mut h, t, crowd) = crowd_travelling(n, floor);
+    h.stream_node("forest");
+    assert_eq!(h.game.snapshot().phase, "WaitingForClients");
+    (h, t, crowd)
+}
+
+/// The same before the server has streamed the forest (the transition in Loading).
+fn crowd_travelling(
+    n: usize,
+    floor: Option<Duration>,
+) -> (Harness, TransitionId, Vec<ConnectionId>) {
     let mut h = Harness::with(WORLD, crowd_rules(floor));
     h.stream_node("harbor");
     let crowd: Vec<ConnectionId> = (0..n).map(|i| h.placed(&format!("p{i:02}"))).collect();
     let t = travel(&mut h, "forest");
-    h.stream_node("forest");
-    assert_eq!(h.game.snapshot().phase, "WaitingForClients");
     (h, t, crowd)
 }
 
@@ -161,11 +170,12 @@ fn the_answer_that_reaches_the_quorum_sets_the_crowds_time() {
     assert!(h.ended(t));
 }
 
-/// Ten answer at 40 ms (the tenth's ready report comes at 60 ms); `late` logs in at 50 ms and
-/// reports ready, so it is spawned at 60 ms when everyone is ready: returns the harness, the
+/// Ten answer at 40 ms (the tenth's ready report comes at 60 ms); `late` logs in at 50 ms,
+/// while the server still loads the forest (so the transition waits for it), and reports
+/// ready, so it is spawned at 60 ms when everyone is ready: returns the harness, the
 /// transition and `late`'s connection, its possession not yet acknowledged.
 fn crowd_with_a_late_possession() -> (Harness, TransitionId, ConnectionId) {
-    let (mut h, t, crowd) = crowd_then_travel(10, Some(FLOOR));
+    let (mut h, t, crowd) = crowd_travelling(10, Some(FLOOR));
     h.advance(40 * MS);
     answer_and_ready(&mut h, &crowd[..9]);
     answer(&mut h, crowd[9]);
@@ -173,6 +183,7 @@ fn crowd_with_a_late_possession() -> (Harness, TransitionId, ConnectionId) {
     let late = h.login("late");
     answer(&mut h, late);
     h.ready(late);
+    h.stream_node("forest");
     h.advance(10 * MS);
     h.ready(crowd[9]);
     assert!(h.possessed(late).is_some(), "spawned once everyone is ready");

@@ -293,25 +293,28 @@ fn no_spawn_happens_in_waiting_for_clients() {
 }
 
 /// Guard: a load finishing in Completing pushes the settle deadline to a full timeout after it
-/// (seed 001: the settle timeout counts from the end of the last load). A joiner in the spawn
-/// window that never streams stays unplaced with nothing loading once the rooms are in.
+/// (seed 001: the settle timeout counts from the end of the last load). A joiner that logged
+/// in while the server loaded the crypt (so the transition waits for it), spawned once the
+/// rooms are in and never acknowledging its pawn, stays unplaced with nothing loading.
 #[test]
 fn a_load_finishing_pushes_the_settle_deadline() {
     let mut h = Harness::booted();
     let a = h.placed("a");
     let t = travel(&mut h, "crypt");
+    let late = h.login("late");
     h.stream_node("crypt");
     h.ready(a);
-    h.login("late");
+    h.ready(late);
     let settle = rules().spawn_settle_timeout;
     h.advance(settle - Duration::from_secs(1));
     h.finish_stream("dungeon rooms");
+    assert!(h.possessed(late).is_some(), "spawned once the rooms are in");
     h.advance(Duration::from_secs(2));
     assert_eq!(h.game.transition_id(), Some(t), "the deadline moved to a timeout after the rooms");
     assert_eq!(h.game.counters().settle_timeouts, 0);
     h.advance(settle);
     assert!(h.ended(t));
-    assert_eq!(h.game.counters().settle_timeouts, 1, "late never streamed");
+    assert_eq!(h.game.counters().settle_timeouts, 1, "late never acknowledged its pawn");
 }
 
 /// Guard: a player's save load in flight extends the settle-hold like a streaming load does.

@@ -4,6 +4,7 @@
 //! straight to the next deadline, and with every streaming completion delivered by hand so each
 //! test chooses the arrival order.
 
+mod arrivals;
 mod complexity;
 mod crowd;
 mod edges;

@@ -34,10 +34,19 @@ pub(super) fn answer(h: &mut Harness, c: ConnectionId) {
 /// Booted, `a` and `b` placed on harbor, then a travel to forest streamed: WaitingForClients,
 /// both shown the transition when it resolved.
 fn two_placed_then_travel() -> (Harness, TransitionId, ConnectionId, ConnectionId) {
+    two_placed_then_travel_with(|_| {})
+}
+
+/// The same, with `joining` logging players in while the server loads the forest (so the
+/// transition waits for them: they are not arrivals, docs/protocol.md 4.2).
+fn two_placed_then_travel_with(
+    joining: impl FnOnce(&mut Harness),
+) -> (Harness, TransitionId, ConnectionId, ConnectionId) {
     let mut h = Harness::with(WORLD, responsive_rules());
     h.stream_node("harbor");
     let (a, b) = (h.placed("a"), h.placed("b"));
     let t = travel(&mut h, "forest");
+    joining(&mut h);
     h.stream_node("forest");
     assert_eq!(h.game.snapshot().phase, "WaitingForClients");
     (h, t, a, b)
@@ -206,13 +215,15 @@ fn a_late_joiners_response_timeout_counts_from_its_own_show_transition() {
     assert!(!h.ended(t), "a and b have not reported ready");
 }
 
-/// The other order: a late joiner that answers its own `ShowTransition` in time is waited for.
+/// The other order: a late joiner (logged in while the server loads, so a participant) that
+/// answers its own `ShowTransition` in time is waited for.
 #[test]
 fn a_late_joiner_that_answers_in_time_is_waited_for() {
-    let (mut h, t, a, b) = two_placed_then_travel();
+    let mut late = None;
+    let (mut h, t, a, b) = two_placed_then_travel_with(|h| late = Some(h.login("late")));
+    let late = late.expect("late logged in");
     answer(&mut h, a);
     answer(&mut h, b);
-    let late = h.login("late");
     answer(&mut h, late);
     h.ready(a);
     h.ready(b);
@@ -229,10 +240,11 @@ fn a_late_joiner_that_answers_in_time_is_waited_for() {
 /// follows the transition's end.
 #[test]
 fn a_silent_joiner_set_aside_holds_neither_the_barrier_nor_the_settle_hold() {
-    let (mut h, t, a, b) = two_placed_then_travel();
+    let mut late = None;
+    let (mut h, t, a, b) = two_placed_then_travel_with(|h| late = Some(h.login("late")));
+    let late = late.expect("late logged in");
     answer(&mut h, a);
     answer(&mut h, b);
-    let late = h.login("late");
     assert_eq!(h.game.snapshot().pending_spawns.len(), 1, "its initial spawn is queued");
     h.ready(a);
     h.ready(b);
@@ -248,9 +260,10 @@ fn a_silent_joiner_set_aside_holds_neither_the_barrier_nor_the_settle_hold() {
 /// spawn request queued when it came back), not left on the old level.
 #[test]
 fn a_client_back_in_during_completing_has_its_pawn_teleported() {
-    let (mut h, t, a, b) = two_placed_then_travel();
+    let mut c = None;
+    let (mut h, t, a, b) = two_placed_then_travel_with(|h| c = Some(h.login("c")));
+    let c = c.expect("c logged in");
     let b_pawn = h.possessed(b).expect("b's pawn on harbor");
-    let c = h.login("c");
     for x in [a, c] {
         answer(&mut h, x);
         h.ready(x);

@@ -90,12 +90,14 @@ fn dungeon_rooms_that_stream_after_readiness_spawn_directly_in_completing() {
     assert_eq!(snapshot.phase, "Completing");
     assert_eq!(
         snapshot.pending_spawns.len(),
-        2,
-        "a's teleport waits for the rooms, late's spawn for the rooms and its own streaming"
+        1,
+        "a's teleport waits for the rooms; late, arrived in the spawn window, is queued by its \
+         own ready report"
     );
     assert!(h.game.counters().spawn_refusals >= 1, "refusals are counted, never treated as spawns");
     assert!(h.possessed(late).is_none());
     h.ready(late);
+    assert_eq!(h.game.snapshot().pending_spawns.len(), 2, "late's spawn waits for the rooms");
     assert!(h.possessed(late).is_none(), "the rooms are still streaming");
     h.finish_stream("dungeon rooms");
     assert!(h.possessed(late).is_some(), "spawned directly in Completing by the rooms' callback");

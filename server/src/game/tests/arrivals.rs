@@ -1,0 +1,142 @@
+//! Arrivals in the spawn window (issue 12): a player who logs in once a transition is
+//! Completing (every player present then reported ready) follows it, but the transition does
+//! not wait for it, so a steady stream of logins cannot hold a transition open. Its ready
+//! report, if it comes before the end, places it in the window; otherwise a join of its own
+//! places it right after `EndTransition` (docs/protocol.md 4.2). Both orders are tested.
+
+use gatehouse_protocol::{ServerMessage, TransitionId};
+
+use super::*;
+
+/// A booted harness travelling to the forest, in Completing: `a` (a kept pawn, placed at
+/// once) and `b` (logged in while the server loaded the forest, so waited for; possessed and
+/// not acknowledged yet) both reported ready. Returns the harness, the transition and `b`.
+fn completing() -> (Harness, TransitionId, ConnectionId) {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    h.input(Input::Travel { node: node("forest") });
+    let t = h.transition();
+    let b = h.login("b");
+    h.stream_node("forest");
+    h.ready(a);
+    h.ready(b);
+    assert_eq!(h.game.snapshot().phase, "Completing");
+    assert!(h.possessed(b).is_some(), "b was spawned in the window");
+    (h, t, b)
+}
+
+fn shown(h: &Harness, connection: ConnectionId, id: TransitionId) -> bool {
+    h.received(connection).iter().any(
+        |m| matches!(m, ServerMessage::ShowTransition { transition_id, .. } if *transition_id == id),
+    )
+}
+
+/// Ends before the arrival reports: the transition ends once `b` is placed, and the arrival
+/// gets a join of its own that places it.
+#[test]
+fn an_arrival_in_the_spawn_window_is_not_waited_for() {
+    let (mut h, t, b) = completing();
+    let late = h.login("late");
+    assert!(shown(&h, late, t), "the arrival follows the transition: it is shown it");
+    assert!(h.shown_join(late).is_none());
+    h.ack(b);
+    assert!(h.ended(t), "the transition ended without the arrival's ready report");
+    assert!(h.shown_join(late).is_some(), "a join of its own after EndTransition");
+    h.join_ready(late);
+    h.ack(late);
+    assert!(h.player("late").is_placed(), "the join placed it");
+}
+
+/// Reports before the end: the arrival is spawned in the window, and the transition still
+/// ends on `b`'s acknowledgement without waiting for the arrival's.
+#[test]
+fn an_arrival_that_reports_in_the_spawn_window_is_placed_in_it() {
+    let (mut h, t, b) = completing();
+    let late = h.login("late");
+    h.ready(late);
+    assert!(h.possessed(late).is_some(), "spawned in the window on its own ready report");
+    h.ack(b);
+    assert!(h.ended(t), "the transition did not wait for the arrival's acknowledgement");
+    assert!(h.shown_join(late).is_none(), "it has its pawn: no join");
+    h.ack(late);
+    assert!(h.player("late").is_placed());
+}
+
+/// A stream of arrivals, each reporting ready but none acknowledging yet, cannot hold the
+/// transition open: it ends on the acknowledgement of the last player present when the
+/// window opened.
+#[test]
+fn a_stream_of_arrivals_cannot_hold_the_spawn_window_open() {
+    let (mut h, t, b) = completing();
+    let arrivals: Vec<ConnectionId> = (0..5).map(|i| h.login(&format!("n{i}"))).collect();
+    for &c in &arrivals {
+        h.ready(c);
+    }
+    h.ack(b);
+    assert!(h.ended(t), "five arrivals in flight did not hold the transition open");
+    for (i, &c) in arrivals.iter().enumerate() {
+        h.ack(c);
+        assert!(h.player(&format!("n{i}")).is_placed(), "arrival {i} placed by its own pawn");
+    }
+}
+
+/// The end lifts the arrival's excuse: the next transition waits for it like anyone.
+#[test]
+fn an_arrival_is_waited_for_by_the_next_transition() {
+    let (mut h, t, b) = completing();
+    let late = h.login("late");
+    h.ack(b);
+    assert!(h.ended(t));
+    h.join_ready(late);
+    h.ack(late);
+    h.input(Input::Travel { node: node("harbor") });
+    let next = h.transition();
+    h.stream_node("harbor");
+    let a = h.game.roster.connection_of(&pid("a")).expect("a is logged in");
+    h.ready(a);
+    h.ready(b);
+    assert!(!h.ended(next), "the next transition waits for the former arrival's report");
+    h.ready(late);
+    assert!(h.ended(next));
+}
+
+/// A booted harness travelling to the forest with `a` placed, the forest streamed on the
+/// server: the transition waits for `a`'s ready report. Returns the harness, the transition
+/// and `a`.
+fn waiting_for_clients() -> (Harness, TransitionId, ConnectionId) {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    h.input(Input::Travel { node: node("forest") });
+    let t = h.transition();
+    h.stream_node("forest");
+    assert_eq!(h.game.snapshot().phase, "WaitingForClients");
+    (h, t, a)
+}
+
+/// An arrival while the transition waits for its clients does not hold the ready barrier:
+/// the last participant's report ends the transition, and the arrival's join follows.
+#[test]
+fn an_arrival_while_clients_are_awaited_does_not_hold_the_barrier() {
+    let (mut h, t, a) = waiting_for_clients();
+    let late = h.login("late");
+    assert!(shown(&h, late, t));
+    h.ready(a);
+    assert!(h.ended(t), "a's report was the last one awaited");
+    assert!(h.shown_join(late).is_some(), "a join of its own after EndTransition");
+}
+
+/// The other order: the arrival reports before the last participant, and is spawned in the
+/// window once it opens; the transition does not wait for its acknowledgement.
+#[test]
+fn an_arrival_that_reports_before_the_barrier_is_spawned_in_the_window() {
+    let (mut h, t, a) = waiting_for_clients();
+    let late = h.login("late");
+    h.ready(late);
+    assert_eq!(h.game.snapshot().phase, "WaitingForClients", "a's report is still awaited");
+    assert!(h.possessed(late).is_none(), "no spawn before the window");
+    h.ready(a);
+    assert!(h.possessed(late).is_some(), "spawned in the window on its own earlier report");
+    assert!(h.ended(t), "its acknowledgement is not awaited");
+    h.ack(late);
+    assert!(h.player("late").is_placed() && h.shown_join(late).is_none());
+}
