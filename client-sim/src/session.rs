@@ -586,6 +586,7 @@ impl ClientSession {
         if let Some(client) = &self.client {
             self.stats.gates = client.finish(now);
         }
+        self.checks.finish(&mut self.stats);
         self.stats.clone()
     }
 
@@ -894,6 +895,17 @@ mod tests {
     #[test]
     fn an_end_before_the_pawn_was_acknowledged_is_counted() {
         assert_eq!(ended_before_placed_after(show(2)), 1, "no join of its own followed");
+    }
+
+    /// The same when the end is the session's last message (found by review): the screen
+    /// dropped with no pawn, and no join came before the session ended.
+    #[test]
+    fn an_end_before_placement_as_the_last_message_is_counted() {
+        let t0 = Instant::now();
+        let mut s = ClientSession::new(SessionConfig::default());
+        s.handle(t0, show(1));
+        s.handle(t0, ServerMessage::EndTransition { transition_id: TransitionId(1) });
+        assert_eq!(s.finish(t0 + Duration::from_secs(1)).ended_before_placed, 1);
     }
 
     /// Issue 12: a player who logged in while the transition waited for its clients is not

@@ -60,6 +60,13 @@ pub(crate) struct SessionChecks {
 }
 
 impl SessionChecks {
+    /// The session ended: an end before placement still waiting for its join counts.
+    pub(crate) fn finish(&mut self, stats: &mut SessionStats) {
+        if std::mem::take(&mut self.ended_unplaced) {
+            stats.ended_before_placed += 1;
+        }
+    }
+
     /// Own pawns spawned and not destroyed, alive or not.
     pub(crate) fn own_pawns(&self) -> usize {
         self.own.len()

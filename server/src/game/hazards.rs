@@ -98,7 +98,7 @@ impl Game {
     pub(crate) fn sync_effect_pauses(&mut self, now: Instant) {
         let in_transition = self.transition.current().is_some();
         let mut touched = self.joins.take_touched();
-        touched.extend(self.roster.take_arrivals());
+        touched.extend(self.roster.take_logins());
         let changed = if in_transition != self.pauses_follow_transition {
             self.pauses_follow_transition = in_transition;
             self.sync_every_pause(now, in_transition)

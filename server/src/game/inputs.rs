@@ -330,7 +330,8 @@ impl Game {
 
     /// `Server_ReportTransitionReady`: keeps reports for the current id whatever the phase,
     /// ignores superseded ids, refuses ids never issued. A report from a client set aside
-    /// brings it back into the transition, which places it again.
+    /// brings it back into the transition, which places it again; one from an arrival queues
+    /// its spawn in the window, and nothing waits for it (docs/protocol.md 4.2).
     fn handle_transition_ready(
         &mut self,
         now: Instant,

@@ -257,9 +257,12 @@ impl Game {
         self.finish_transition(now, true);
     }
 
-    /// `ArePlayersPlaced`: no pending spawn request and every player placed (or excused).
+    /// `ArePlayersPlaced`: no pending spawn request and every player placed (or excused). An
+    /// arrival's own request (waiting for its save, say) is not waited for either
+    /// (docs/protocol.md 4.2): a join places it if the transition ends first.
     pub(crate) fn are_players_placed(&self) -> bool {
-        self.spawns.is_empty() && self.roster.all_placed_or_excused()
+        self.spawns.players().all(|p| self.transition.is_arrival(p))
+            && self.roster.all_placed_or_excused()
     }
 
     /// Completing → none: unfreeze, drop the loading screen, save everyone at the new node.
@@ -303,23 +306,26 @@ impl Game {
         }
         self.broadcast(ServerMessage::EndTransition { transition_id: t.id });
         self.save_all(t.target.clone());
-        // A client that never streamed the destination (it joined in the spawn window, or was
-        // set aside) was not given a pawn, and one whose pawn was withdrawn has none: each gets
-        // a join of its own now, under its own loading screen. A client set aside is excused
-        // no more: from now on its join waits for it, and nothing else does.
+        // A client that never streamed the destination (it was set aside, or an arrival that
+        // did not report) was not given a pawn, nor was an arrival whose spawn still waited (for
+        // its save, say), and one whose pawn was withdrawn has none: each gets a join of its own
+        // now, under its own loading screen, and any request left for it is dropped (its join
+        // queues its spawn after `JoinReady`). A client set aside is excused no more: from now
+        // on its join waits for it, and nothing else does.
         let target = &t.target;
         let mut pawnless: BTreeSet<PlayerId> = candidates
             .iter()
             .filter(|id| {
-                self.roster
-                    .player(id)
-                    .is_some_and(|p| p.pawn.is_none() && p.loaded.as_ref() != Some(target))
+                self.roster.player(id).is_some_and(|p| {
+                    p.pawn.is_none() && (p.loaded.as_ref() != Some(target) || t.is_arrival(id))
+                })
             })
             .cloned()
             .collect();
         pawnless.extend(withdrawn);
         self.end_set_aside_excuses(&t);
         for player in pawnless {
+            self.spawns.remove_player(&player);
             self.start_join(now, player);
         }
         if timed_out {
@@ -350,9 +356,14 @@ impl Game {
     /// transition's start.
     fn end_set_aside_excuses(&mut self, t: &Transition) {
         for player in t.not_waited_for() {
-            if let Some(mut p) = self.roster.player_mut(player) {
-                p.placement_excused = false;
+            let Some(mut p) = self.roster.player_mut(player) else { continue };
+            // An arrival still owing the acknowledgement of its pawn stays excused: nothing
+            // waited for it, and the next transition (which only teleports that pawn, asking
+            // for none) must not either. Its acknowledgement, when it comes, ends the excuse.
+            if t.is_arrival(player) && p.pawn.is_some() && !p.is_placed() {
+                continue;
             }
+            p.placement_excused = false;
         }
     }
 

@@ -45,7 +45,7 @@ pub(crate) struct Roster {
     books: Books,
     /// Players who logged in since the pause sync last took them (a login during a transition
     /// is the one way a player is frozen and its effects not yet paused).
-    arrivals: Vec<PlayerId>,
+    logins: Vec<PlayerId>,
     /// Player and pawn records visited by whole-roster walks: the complexity tests read it
     /// (issue 12 item 3: no input may walk every player).
     visits: Visits,
@@ -179,7 +179,7 @@ impl Default for Roster {
             next_ticket: 1,
             refusals: HashMap::new(),
             books: Books::default(),
-            arrivals: Vec::new(),
+            logins: Vec::new(),
             visits: Visits::default(),
         }
     }
@@ -268,13 +268,13 @@ impl Roster {
             self.books.count(&before.id, Counted::of(before), false);
         }
         self.books.count(&player.id, Counted::of(&player), true);
-        self.arrivals.push(player.id.clone());
+        self.logins.push(player.id.clone());
         self.players.insert(player.id.clone(), player);
     }
 
     /// The players who logged in since the last call, for the pause sync.
-    pub(crate) fn take_arrivals(&mut self) -> Vec<PlayerId> {
-        std::mem::take(&mut self.arrivals)
+    pub(crate) fn take_logins(&mut self) -> Vec<PlayerId> {
+        std::mem::take(&mut self.logins)
     }
 
     /// One more refused request of `player` at `now`, in its rate-limit window.

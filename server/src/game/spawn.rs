@@ -110,14 +110,14 @@ impl SpawnQueue {
         std::mem::take(&mut self.woken)
     }
 
-    /// Whether no spawn request is pending.
-    pub(crate) fn is_empty(&self) -> bool {
-        self.pending.is_empty()
-    }
-
     /// Pending spawn requests.
     pub(crate) fn len(&self) -> usize {
         self.pending.len()
+    }
+
+    /// The players with a pending request, oldest request first.
+    pub(crate) fn players(&self) -> impl Iterator<Item = &PlayerId> {
+        self.pending.iter().map(|r| &r.player)
     }
 
     /// Whether a spawn request for `player` is pending (of any kind).

@@ -247,6 +247,11 @@ impl Transition {
         self.set_aside.contains(player)
     }
 
+    /// Whether `player` is one of its arrivals (see [`Transition::arrivals`]).
+    pub(crate) fn is_arrival(&self, player: &PlayerId) -> bool {
+        self.arrivals.contains(player)
+    }
+
     /// The players the transition did not wait for: those set aside, then the late arrivals.
     pub(crate) fn not_waited_for(&self) -> impl Iterator<Item = &PlayerId> {
         self.set_aside.iter().chain(self.arrivals.iter().filter(|p| !self.set_aside.contains(*p)))
@@ -588,7 +593,7 @@ impl Transitions {
     /// Whether `player` is an arrival of the transition in flight (see
     /// [`Transition::arrivals`]).
     pub(crate) fn is_arrival(&self, player: &PlayerId) -> bool {
-        self.current.as_ref().is_some_and(|t| t.arrivals.contains(player))
+        self.current.as_ref().is_some_and(|t| t.is_arrival(player))
     }
 
     /// The transition proceeds without `player` (the `proceed` policy).

@@ -1,8 +1,10 @@
-//! Arrivals in the spawn window (issue 12): a player who logs in once a transition is
-//! Completing (every player present then reported ready) follows it, but the transition does
+//! Arrivals (issue 12, docs/protocol.md 4.2): a player who first logs in once a transition
+//! waits for its clients (WaitingForClients or Completing) follows it, but the transition does
 //! not wait for it, so a steady stream of logins cannot hold a transition open. Its ready
-//! report, if it comes before the end, places it in the window; otherwise a join of its own
-//! places it right after `EndTransition` (docs/protocol.md 4.2). Both orders are tested.
+//! report, if it comes before the end, places it in the spawn window; otherwise a join of its
+//! own places it right after `EndTransition`. Players present at the start, those who logged
+//! in while the server loaded, and their relaunches are still waited for. Both orders are
+//! tested.
 
 use gatehouse_protocol::{ServerMessage, TransitionId};
 
@@ -139,4 +141,102 @@ fn an_arrival_that_reports_before_the_barrier_is_spawned_in_the_window() {
     assert!(h.ended(t), "its acknowledgement is not awaited");
     h.ack(late);
     assert!(h.player("late").is_placed() && h.shown_join(late).is_none());
+}
+
+/// As [`completing`], with `rules`.
+fn completing_with(rules: GameRules) -> (Harness, TransitionId, ConnectionId, ConnectionId) {
+    let mut h = Harness::with(WORLD, rules);
+    let boot = h.transition();
+    h.stream_node("harbor");
+    assert!(h.ended(boot));
+    let a = h.placed("a");
+    h.input(Input::Travel { node: node("forest") });
+    let t = h.transition();
+    let b = h.login("b");
+    h.stream_node("forest");
+    h.ready(a);
+    h.ready(b);
+    assert_eq!(h.game.snapshot().phase, "Completing");
+    (h, t, a, b)
+}
+
+/// An arrival that reports ready before the store answered its save: its spawn request waits
+/// for the save, and the transition does not wait for the request; a join of its own places
+/// it once the save is in (found by review: the request held the settle-hold until the hard
+/// maximum failed the transition for everyone).
+#[test]
+fn an_arrival_whose_save_is_still_loading_does_not_hold_the_transition() {
+    let (mut h, t, _a, b) = completing_with(rules());
+    h.auto_load = false;
+    let late = h.login("late");
+    h.ready(late);
+    h.ack(b);
+    assert!(h.ended(t), "every participant is placed; the arrival's save load is not awaited");
+    assert!(h.shown_join(late).is_some(), "a join of its own follows the end");
+    assert_eq!(h.game.snapshot().pending_spawns.len(), 0, "its old request went with the end");
+    h.answer_load("late", crate::store::LoadOutcome::NotFound);
+    h.join_ready(late);
+    h.ack(late);
+    assert!(h.player("late").is_placed());
+    assert_eq!(h.pawns_of("late"), 1);
+}
+
+/// An arrival that never acknowledges its pawn (excused by the response timeout) stays excused
+/// after the end, as a participant in its place does: the next transition, which only
+/// teleports that pawn, does not wait for the acknowledgement (found by review: the end lifted
+/// the excuse and the next transition waited until its settle timeout kicked the arrival).
+#[test]
+fn an_arrival_that_never_acknowledges_does_not_hold_the_next_transition() {
+    let rules = GameRules { client_response_timeout: Duration::from_secs(2), ..rules() };
+    let (mut h, t, a, b) = completing_with(rules);
+    let late = h.login("late");
+    h.ready(late);
+    assert!(h.possessed(late).is_some());
+    h.advance(Duration::from_secs(3));
+    assert!(h.ended(t), "neither b nor the arrival acknowledged: both excused");
+    assert!(h.player("late").placement_excused && h.player("b").placement_excused);
+    h.input(Input::Travel { node: node("harbor") });
+    let next = h.transition();
+    h.stream_node("harbor");
+    for c in [a, b, late] {
+        h.ready(c);
+    }
+    assert!(h.ended(next), "nothing waits for an acknowledgement no teleport asked for");
+}
+
+/// An arrival that leaves and relaunches during the same transition is an arrival again: one
+/// pawn, through its join.
+#[test]
+fn an_arrival_relaunched_in_the_same_transition_is_still_not_waited_for() {
+    let (mut h, t, _a, b) = completing_with(rules());
+    let late = h.login("late");
+    h.ready(late);
+    h.disconnect(late);
+    let again = h.login("late");
+    assert!(h.game.transition.is_arrival(&pid("late")));
+    h.ack(b);
+    assert!(h.ended(t));
+    h.join_ready(again);
+    h.ack(again);
+    assert!(h.player("late").is_placed());
+    assert_eq!(h.pawns_of("late"), 1);
+}
+
+/// A travel superseding the transition makes its arrivals participants of the new one: it
+/// waits for them.
+#[test]
+fn a_supersede_makes_arrivals_participants() {
+    let (mut h, _t, a, b) = completing_with(rules());
+    let late = h.login("late");
+    h.input(Input::Travel { node: node("harbor") });
+    let next = h.transition();
+    assert!(!h.player("late").placement_excused);
+    h.stream_node("harbor");
+    h.ready(a);
+    h.ready(b);
+    assert!(!h.ended(next), "the former arrival's report is awaited");
+    h.ready(late);
+    h.ack(b);
+    h.ack(late);
+    assert!(h.ended(next));
 }

@@ -328,9 +328,10 @@ fn a_save_load_in_flight_extends_the_settle_hold() {
     h.join_ready(a);
     h.ack(a);
     let t = travel(&mut h, "forest");
-    h.stream_node("forest");
-    // A player whose save is still loading when the spawn window opens: unplaced.
+    // A player (logged in while the server loads the forest, so waited for) whose save is
+    // still loading when the spawn window opens: unplaced.
     let late = h.login("late");
+    h.stream_node("forest");
     h.ready(late);
     h.ready(a);
     assert_eq!(phase(&h), "Completing");
