@@ -195,6 +195,8 @@ fn finite_effects_pause_while_frozen_and_resume_on_release() {
     h.advance(Duration::from_millis(250));
     assert_eq!(h.player("a").abilities.health(), 90);
     let t = travel(&mut h, "forest");
+    let wake = h.game.poll_timeout().expect("the transition's own deadlines");
+    assert!(wake > h.now + tick, "no effect tick is armed while everyone is frozen");
     h.advance(Duration::from_secs(10));
     assert_eq!(h.player("a").abilities.health(), 90, "no tick behind the loading screen");
     assert!(h.player("a").abilities.has_effect(EFFECT_DAMAGE_OVER_TIME_POISON), "nor expiry");
@@ -222,6 +224,28 @@ fn a_joiners_effects_rest_for_the_length_of_its_join_only() {
     h.ack(b);
     assert!(h.player("b").is_placed());
     assert!(!h.player("b").abilities.is_paused(), "released with its join");
+}
+
+/// A relaunch's kept effect (paused while it was away) rests through its join and ticks again
+/// once the join releases it: the release re-arms the effects timer (the only effect in play,
+/// so nothing else would).
+#[test]
+fn a_relaunchs_kept_effect_ticks_again_once_its_join_releases_it() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    let (tick, lasts) = (Duration::from_millis(100), Duration::from_millis(1000));
+    h.afflict("a", EFFECT_DAMAGE_OVER_TIME_POISON, tick, 5, lasts);
+    h.advance(Duration::from_millis(150));
+    assert_eq!(h.player("a").abilities.health(), 95);
+    h.disconnect(a);
+    let relaunched = h.login("a");
+    h.advance(Duration::from_secs(5));
+    assert_eq!(h.player("a").abilities.health(), 95, "no tick while away nor during its join");
+    h.join_ready(relaunched);
+    h.ack(relaunched);
+    assert!(!h.player("a").abilities.is_paused(), "released with its join");
+    h.advance(Duration::from_millis(50));
+    assert_eq!(h.player("a").abilities.health(), 90, "its next tick, 50 ms after release");
 }
 
 // --- Item 7: refusals as documented ------------------------------------------------------------
