@@ -897,6 +897,26 @@ mod tests {
         assert_eq!(ended_before_placed_after(show(2)), 1, "no join of its own followed");
     }
 
+    /// An end once placed, and a stale end of a superseded transition while not placed, are not
+    /// ends before placement, whatever follows them.
+    #[test]
+    fn a_placed_end_and_a_stale_end_are_not_counted() {
+        let t0 = Instant::now();
+        let mut s = ClientSession::new(SessionConfig::default());
+        let me = PlayerId::new("me").unwrap();
+        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: None });
+        s.handle(t0, show(1));
+        s.handle_timeout(t0 + Duration::from_millis(100));
+        s.handle(t0, own_pawn(3, &me, "harbor"));
+        s.handle(t0, ServerMessage::Possessed { pawn_id: PawnId(3) });
+        s.handle(t0, ServerMessage::EndTransition { transition_id: TransitionId(1) });
+        s.handle(t0, show(2));
+        s.handle(t0, show(3));
+        s.handle(t0, ServerMessage::EndTransition { transition_id: TransitionId(2) });
+        s.handle(t0, ServerMessage::PlayerLeft { player_id: PlayerId::new("other").unwrap() });
+        assert_eq!(s.stats().ended_before_placed, 0);
+    }
+
     /// The same when the end is the session's last message (found by review): the screen
     /// dropped with no pawn, and no join came before the session ended.
     #[test]
