@@ -109,14 +109,19 @@ pub(super) async fn serve_connection(
     let (mut send, mut recv, mut decoder, hello) = match handshake {
         Err(_) => {
             let reason = "no Hello within the hello timeout";
+            tracing::debug!("{reason}: closing");
             close(&ctx.metrics, &connection, CloseCode::HelloTimeout, reason);
             return;
         }
         Ok(Err(ReadError::Frame(e))) => {
+            tracing::debug!(error = %e, "a bad frame before the Hello: closing");
             close(&ctx.metrics, &connection, CloseCode::ProtocolViolation, &e.to_string());
             return;
         }
-        Ok(Err(ReadError::Closed | ReadError::Finished)) => return,
+        Ok(Err(ReadError::Closed | ReadError::Finished)) => {
+            tracing::debug!("closed by the client before its Hello");
+            return;
+        }
         Ok(Ok(parts)) => parts,
     };
     let checked = check_hello(&ctx.token_key, hello).and_then(|player| {
