@@ -10,21 +10,18 @@ use gatehouse_protocol::{ServerMessage, TransitionId};
 
 use super::*;
 
-/// A booted harness travelling to the forest, in Completing: `a` (a kept pawn, placed at
-/// once) and `b` (logged in while the server loaded the forest, so waited for; possessed and
-/// not acknowledged yet) both reported ready. Returns the harness, the transition and `b`.
+/// [`completing_with`] the default rules, without `a`.
 fn completing() -> (Harness, TransitionId, ConnectionId) {
-    let mut h = Harness::booted();
-    let a = h.placed("a");
-    h.input(Input::Travel { node: node("forest") });
-    let t = h.transition();
-    let b = h.login("b");
-    h.stream_node("forest");
-    h.ready(a);
-    h.ready(b);
-    assert_eq!(h.game.snapshot().phase, "Completing");
-    assert!(h.possessed(b).is_some(), "b was spawned in the window");
+    let (h, t, _a, b) = completing_with(rules());
     (h, t, b)
+}
+
+/// `late`'s join of its own (shown after the end) places it, with one pawn.
+fn placed_by_its_join(h: &mut Harness, late: ConnectionId) {
+    h.join_ready(late);
+    h.ack(late);
+    assert!(h.player("late").is_placed(), "the join placed it");
+    assert_eq!(h.pawns_of("late"), 1);
 }
 
 fn shown(h: &Harness, connection: ConnectionId, id: TransitionId) -> bool {
@@ -44,9 +41,7 @@ fn an_arrival_in_the_spawn_window_is_not_waited_for() {
     h.ack(b);
     assert!(h.ended(t), "the transition ended without the arrival's ready report");
     assert!(h.shown_join(late).is_some(), "a join of its own after EndTransition");
-    h.join_ready(late);
-    h.ack(late);
-    assert!(h.player("late").is_placed(), "the join placed it");
+    placed_by_its_join(&mut h, late);
 }
 
 /// Reports before the end: the arrival is spawned in the window, and the transition still
@@ -143,7 +138,10 @@ fn an_arrival_that_reports_before_the_barrier_is_spawned_in_the_window() {
     assert!(h.player("late").is_placed() && h.shown_join(late).is_none());
 }
 
-/// As [`completing`], with `rules`.
+/// A booted harness on `rules` travelling to the forest, in Completing: `a` (a kept pawn,
+/// placed at once) and `b` (logged in while the server loaded the forest, so waited for;
+/// possessed and not acknowledged yet) both reported ready. Returns the harness, the
+/// transition, `a` and `b`.
 fn completing_with(rules: GameRules) -> (Harness, TransitionId, ConnectionId, ConnectionId) {
     let mut h = Harness::with(WORLD, rules);
     let boot = h.transition();
@@ -175,10 +173,7 @@ fn an_arrival_whose_save_is_still_loading_does_not_hold_the_transition() {
     assert!(h.shown_join(late).is_some(), "a join of its own follows the end");
     assert_eq!(h.game.snapshot().pending_spawns.len(), 0, "its old request went with the end");
     h.answer_load("late", crate::store::LoadOutcome::NotFound);
-    h.join_ready(late);
-    h.ack(late);
-    assert!(h.player("late").is_placed());
-    assert_eq!(h.pawns_of("late"), 1);
+    placed_by_its_join(&mut h, late);
 }
 
 /// An arrival that never acknowledges its pawn (excused by the response timeout) stays excused
@@ -216,10 +211,7 @@ fn an_arrival_relaunched_in_the_same_transition_is_still_not_waited_for() {
     assert!(h.game.transition.is_arrival(&pid("late")));
     h.ack(b);
     assert!(h.ended(t));
-    h.join_ready(again);
-    h.ack(again);
-    assert!(h.player("late").is_placed());
-    assert_eq!(h.pawns_of("late"), 1);
+    placed_by_its_join(&mut h, again);
 }
 
 /// A travel superseding the transition makes its arrivals participants of the new one: it
