@@ -49,7 +49,7 @@ impl Game {
             self.transition.start(now, destination, target.clone(), self.roster.ids());
         self.counters.transitions_started += 1;
         if let Some(old) = superseded {
-            self.end_set_aside_excuses(&old);
+            self.end_excuses(&old);
             self.counters.transitions_superseded += 1;
             let duration_ms = crate::fields::millis(now.saturating_duration_since(old.started));
             tracing::info!(old = %old.id, new = %id, node = %target, phase = %old.phase.name(),
@@ -276,7 +276,7 @@ impl Game {
         let _entered = t.span.enter();
         let duration_ms = crate::fields::millis(now.saturating_duration_since(t.started));
         // Who may have been left behind: anyone at a settle timeout; otherwise only the players
-        // it did not wait for, set aside or late (everyone else was placed on the target, or
+        // it did not wait for, set aside or arrivals (everyone else was placed on the target, or
         // the transition would not end).
         let candidates: Vec<PlayerId> = if timed_out {
             self.roster.ids().cloned().collect()
@@ -323,7 +323,7 @@ impl Game {
             .cloned()
             .collect();
         pawnless.extend(withdrawn);
-        self.end_set_aside_excuses(&t);
+        self.end_excuses(&t);
         for player in pawnless {
             self.spawns.remove_player(&player);
             self.start_join(now, player);
@@ -350,11 +350,11 @@ impl Game {
         }
     }
 
-    /// A transition that did not wait for some players (set aside, or late) is over (ended,
+    /// A transition that did not wait for some players (set aside, or arrivals) is over (ended,
     /// superseded or failed): their excuse from placement ends with it. From now on a join, or
     /// the next transition, waits for them; one still unresponsive is set aside again from that
     /// transition's start.
-    fn end_set_aside_excuses(&mut self, t: &Transition) {
+    fn end_excuses(&mut self, t: &Transition) {
         for player in t.not_waited_for() {
             let Some(mut p) = self.roster.player_mut(player) else { continue };
             // An arrival still owing the acknowledgement of its pawn stays excused: nothing
@@ -528,7 +528,7 @@ impl Game {
     pub(crate) fn handle_transition_limit(&mut self, now: Instant) {
         let loads = self.loads_in_flight();
         let Some(t) = self.transition.fail(now) else { return };
-        self.end_set_aside_excuses(&t);
+        self.end_excuses(&t);
         let entered = t.span.enter();
         self.counters.transitions_failed += 1;
         let detail = format!(

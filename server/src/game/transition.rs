@@ -252,7 +252,7 @@ impl Transition {
         self.arrivals.contains(player)
     }
 
-    /// The players the transition did not wait for: those set aside, then the late arrivals.
+    /// The players the transition did not wait for: those set aside, then the arrivals.
     pub(crate) fn not_waited_for(&self) -> impl Iterator<Item = &PlayerId> {
         self.set_aside.iter().chain(self.arrivals.iter().filter(|p| !self.set_aside.contains(*p)))
     }
@@ -448,15 +448,13 @@ impl Transitions {
         } else {
             t.participants.insert(player.clone());
         }
-        {
-            if let Some(before) = t.shown.insert(player.clone(), now) {
-                t.owing.remove(&(before, player.clone()));
-            }
-            t.update_owing(player);
-            // `ShowTransition` goes to it now if the destination is known, else at resolve.
-            if t.is_resolved() && !t.answered.contains(player) {
-                t.unanswered.ask(player, now);
-            }
+        if let Some(before) = t.shown.insert(player.clone(), now) {
+            t.owing.remove(&(before, player.clone()));
+        }
+        t.update_owing(player);
+        // `ShowTransition` goes to it now if the destination is known, else at resolve.
+        if t.is_resolved() && !t.answered.contains(player) {
+            t.unanswered.ask(player, now);
         }
         arrival
     }

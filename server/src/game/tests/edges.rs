@@ -184,14 +184,23 @@ fn a_node_that_never_streams_fails_its_transition_at_the_maximum() {
 
 // --- Item 5: effects rest under the loading screen --------------------------------------------
 
+/// How often the poison of [`placed_and_poisoned`] ticks.
+const POISON_TICK: Duration = Duration::from_millis(100);
+
+/// A booted harness with `a` placed and poisoned: 5 damage every [`POISON_TICK`] for 1 s.
+fn placed_and_poisoned() -> (Harness, ConnectionId) {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    h.afflict("a", EFFECT_DAMAGE_OVER_TIME_POISON, POISON_TICK, 5, Duration::from_millis(1000));
+    (h, a)
+}
+
 /// Issue 10, item 5: a finite effect already applied does not tick while characters are frozen
 /// (nobody dies behind the loading screen), and resumes with its time left on release.
 #[test]
 fn finite_effects_pause_while_frozen_and_resume_on_release() {
-    let mut h = Harness::booted();
-    let a = h.placed("a");
-    let (tick, lasts) = (Duration::from_millis(100), Duration::from_millis(1000));
-    h.afflict("a", EFFECT_DAMAGE_OVER_TIME_POISON, tick, 5, lasts);
+    let (mut h, a) = placed_and_poisoned();
+    let tick = POISON_TICK;
     h.advance(Duration::from_millis(250));
     assert_eq!(h.player("a").abilities.health(), 90);
     let t = travel(&mut h, "forest");
@@ -231,10 +240,7 @@ fn a_joiners_effects_rest_for_the_length_of_its_join_only() {
 /// so nothing else would).
 #[test]
 fn a_relaunchs_kept_effect_ticks_again_once_its_join_releases_it() {
-    let mut h = Harness::booted();
-    let a = h.placed("a");
-    let (tick, lasts) = (Duration::from_millis(100), Duration::from_millis(1000));
-    h.afflict("a", EFFECT_DAMAGE_OVER_TIME_POISON, tick, 5, lasts);
+    let (mut h, a) = placed_and_poisoned();
     h.advance(Duration::from_millis(150));
     assert_eq!(h.player("a").abilities.health(), 95);
     h.disconnect(a);
