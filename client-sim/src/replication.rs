@@ -87,9 +87,9 @@ pub(crate) fn apply(router: &Router<ClientCore>, core: &mut ClientCore, message:
         }
         ServerMessage::PawnsTeleported { node, pawn_ids } => {
             // One replicated move per pawn, as if each had come alone.
-            for pawn_id in pawn_ids {
-                if core.state.domain.characters.teleport(*pawn_id, node.clone()) {
-                    announce(router, core, PAWN_TELEPORTED, &PawnNotice { pawn: *pawn_id });
+            for pawn_id in pawn_ids.iter() {
+                if core.state.domain.characters.teleport(pawn_id, node.clone()) {
+                    announce(router, core, PAWN_TELEPORTED, &PawnNotice { pawn: pawn_id });
                 }
             }
         }

@@ -312,7 +312,7 @@ impl ClientSession {
             | ServerMessage::Error { .. } => {}
             ServerMessage::PawnsTeleported { pawn_ids, .. } => {
                 // A kept pawn moved into the destination: it stands in for a possession.
-                if self.own_pawn.is_some_and(|own| pawn_ids.contains(&own)) {
+                if self.own_pawn.is_some_and(|own| pawn_ids.contains(own)) {
                     self.note_possessed(now);
                 }
             }
@@ -737,7 +737,7 @@ fn ms(d: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gatehouse_protocol::{CharacterDef, LevelName, PawnView};
+    use gatehouse_protocol::{CharacterDef, LevelName, PawnIdRuns, PawnView};
 
     fn show(id: u64) -> ServerMessage {
         ServerMessage::ShowTransition {
@@ -1205,7 +1205,7 @@ mod tests {
         s.handle_timeout(t0 + ms(30));
         let teleport = ServerMessage::PawnsTeleported {
             node: NodeId::new("harbor").unwrap(),
-            pawn_ids: vec![PawnId(3)],
+            pawn_ids: PawnIdRuns::from_ids([PawnId(3)]),
         };
         s.handle(t0 + ms(50), teleport);
         s.handle(t0 + ms(60), ServerMessage::EndTransition { transition_id: TransitionId(2) });
@@ -1277,14 +1277,14 @@ mod tests {
         let crypt = NodeId::new("crypt").unwrap();
         let teleported = |pawn| ServerMessage::PawnsTeleported {
             node: crypt.clone(),
-            pawn_ids: vec![PawnId(pawn)],
+            pawn_ids: PawnIdRuns::from_ids([PawnId(pawn)]),
         };
         s.handle(t0, teleported(2));
         assert_eq!(s.stats().spawns_at_stale_node, 0, "another player's pawn");
         s.handle(t0, teleported(1));
         assert_eq!(s.stats().spawns_at_stale_node, 1, "the own pawn, off the destination");
-        let both =
-            ServerMessage::PawnsTeleported { node: crypt, pawn_ids: vec![PawnId(2), PawnId(1)] };
+        let pawn_ids = PawnIdRuns::from_ids([PawnId(2), PawnId(1)]);
+        let both = ServerMessage::PawnsTeleported { node: crypt, pawn_ids };
         s.handle(t0, both);
         assert_eq!(s.stats().spawns_at_stale_node, 2, "the own pawn found inside a batch");
     }

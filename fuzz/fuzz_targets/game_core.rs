@@ -497,7 +497,7 @@ impl Model {
                     "pawns {pawn_ids:?} teleported to a node that is not streamed"
                 );
                 assert_eq!(self.rooms_load, None, "pawns {pawn_ids:?} teleported before the rooms");
-                for id in pawn_ids {
+                for id in pawn_ids.iter() {
                     let pawn = self.pawns.get_mut(&id).expect("a teleported pawn exists");
                     pawn.node = node.clone();
                 }

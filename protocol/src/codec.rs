@@ -405,25 +405,40 @@ mod wire_examples {
     #[test]
     fn hello_encodes_as_documented() {
         let frame =
-            encode_frame(&ClientMessage::Hello { protocol_version: 5, token: "a.b.c".into() }, 64)
+            encode_frame(&ClientMessage::Hello { protocol_version: 6, token: "a.b.c".into() }, 64)
                 .unwrap();
-        let mut expected = vec![21, 0, 0, 0, 0, 0, 0, 0, 5, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0];
+        let mut expected = vec![21, 0, 0, 0, 0, 0, 0, 0, 6, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0];
         expected.extend_from_slice(b"a.b.c");
         assert_eq!(frame, expected);
     }
 
     #[test]
-    fn pawns_teleported_encodes_as_documented() {
+    fn pawns_teleported_encodes_its_runs_as_documented() {
         let message = crate::ServerMessage::PawnsTeleported {
             node: crate::NodeId::new("forest").unwrap(),
-            pawn_ids: vec![PawnId(12), PawnId(13)],
+            pawn_ids: crate::PawnIdRuns::from_ids([12, 13, 14, 20].map(PawnId)),
         };
         let frame = encode_frame(&message, 64).unwrap();
-        let mut expected = vec![42, 0, 0, 0, 8, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0];
+        let mut expected = vec![50, 0, 0, 0, 8, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0];
         expected.extend_from_slice(b"forest");
         expected.extend_from_slice(&[2, 0, 0, 0, 0, 0, 0, 0]);
-        expected.extend_from_slice(&[12, 0, 0, 0, 0, 0, 0, 0, 13, 0, 0, 0, 0, 0, 0, 0]);
+        expected.extend_from_slice(&[12, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0]);
+        expected.extend_from_slice(&[20, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0]);
         assert_eq!(frame, expected);
+    }
+
+    #[test]
+    fn teleported_runs_that_overlap_do_not_decode() {
+        let message = crate::ServerMessage::PawnsTeleported {
+            node: crate::NodeId::new("forest").unwrap(),
+            pawn_ids: crate::PawnIdRuns::from_ids([12, 13, 14, 20].map(PawnId)),
+        };
+        let mut frame = encode_frame(&message, 64).unwrap();
+        // Move the second run's first id from 20 back to 13, inside the first run.
+        let second = frame.len() - 12;
+        frame[second] = 13;
+        let err = decode_body::<crate::ServerMessage>(&frame[4..]).unwrap_err();
+        assert!(err.to_string().contains("pawn id run 1 (from 13)"), "{err}");
     }
 
     #[test]

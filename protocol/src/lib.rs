@@ -1,7 +1,7 @@
 //! What crosses the gatehouse wire, and nothing else.
 //!
 //! - [`messages`]: the control-channel messages of DESIGN §3, client to server and back.
-//! - [`ids`]: the ids those messages carry.
+//! - [`ids`]: the ids those messages carry; [`runs`]: sets of pawn ids as runs of consecutive ids.
 //! - [`codec`]: framing (`u32` little-endian length + bincode body) with a size limit; the one
 //!   module that knows the encoding.
 //! - [`token`]: the HS256 session token carried by `Hello`.
@@ -14,6 +14,7 @@
 pub mod codec;
 pub mod ids;
 pub mod messages;
+pub mod runs;
 pub mod samples;
 pub mod token;
 
@@ -25,6 +26,7 @@ pub use messages::{
     ClientMessage, ErrorCode, PawnView, PlayerStateView, RejectReason, ServerMessage,
     TransitionFailure,
 };
+pub use runs::{PawnIdRun, PawnIdRuns, RunsError};
 
 /// The protocol version a client announces in `Hello`. The server refuses any other.
 ///
@@ -43,11 +45,15 @@ pub use messages::{
 /// Version 5: a client answers every `ShowTransition` at once with `TransitionShown` (client
 /// index 6); a server sets aside a client that does not answer within its response timeout
 /// (issue 13 item 4), so a version-4 client would be set aside at every transition.
-pub const PROTOCOL_VERSION: u32 = 5;
+///
+/// Version 6 (incompatible with 5): `PawnsTeleported` names its pawns as runs of consecutive ids
+/// ([`PawnIdRuns`]), so a transition that moves every kept pawn costs each client a few bytes,
+/// not 8 per pawn (issue 12 item 2).
+pub const PROTOCOL_VERSION: u32 = 6;
 
-/// Most pawns in one `PawnsTeleported`: 512 ids (4 KiB) fit the smallest frame limit a server
-/// accepts (8 KiB); more moved at once come in several messages.
-pub const MAX_TELEPORTS_PER_MESSAGE: usize = 512;
+/// Most runs in one `PawnsTeleported`: 512 runs (6 KiB) fit the smallest frame limit a server
+/// accepts (8 KiB); a set of more runs comes in several messages.
+pub const MAX_TELEPORT_RUNS_PER_MESSAGE: usize = 512;
 
 /// The TLS ALPN protocol id of the control connection.
 pub const ALPN: &[u8] = b"gatehouse/1";

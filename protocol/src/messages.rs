@@ -11,6 +11,7 @@ use gatehouse_tags::GameplayTag;
 use serde::{Deserialize, Serialize};
 
 use crate::ids::{CharacterDef, JoinId, LevelName, NodeId, PawnId, PlayerId, TeamId, TransitionId};
+use crate::runs::PawnIdRuns;
 
 /// A message from a client to the server.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -111,12 +112,14 @@ pub enum ServerMessage {
     PawnSpawned(PawnView),
     /// Pawns moved to another node (level-transition spawn requests; seed 001 Stale-Node
     /// Discard: a player who already has a pawn is teleported, not spawned twice). Every pawn
-    /// one spawn pass moves to a node comes in one message (protocol 3; issue 12 item 2).
+    /// one spawn pass moves to a node comes in one message of at most
+    /// [`MAX_TELEPORT_RUNS_PER_MESSAGE`](crate::MAX_TELEPORT_RUNS_PER_MESSAGE) runs (protocol 3;
+    /// as runs of ids since protocol 6; issue 12 item 2).
     PawnsTeleported {
         /// Where they stand now.
         node: NodeId,
-        /// The pawns, in the order they moved.
-        pawn_ids: Vec<PawnId>,
+        /// The pawns, as runs of consecutive ids.
+        pawn_ids: PawnIdRuns,
     },
     /// A pawn's owner died; the pawn stays until its respawn replaces it.
     PawnDied {

@@ -7,6 +7,7 @@ use crate::messages::{
     ClientMessage, ErrorCode, PawnView, PlayerStateView, RejectReason, ServerMessage,
     TransitionFailure,
 };
+use crate::runs::PawnIdRuns;
 
 fn name<T: TryFrom<String>>(s: &str) -> T
 where
@@ -57,7 +58,10 @@ pub fn server_messages() -> Vec<ServerMessage> {
             node: node.clone(),
             alive: true,
         }),
-        ServerMessage::PawnsTeleported { node, pawn_ids: vec![PawnId(9), PawnId(12)] },
+        ServerMessage::PawnsTeleported {
+            node,
+            pawn_ids: PawnIdRuns::from_ids([PawnId(9), PawnId(12)]),
+        },
         ServerMessage::PawnDied { pawn_id: PawnId(9) },
         ServerMessage::PawnDestroyed { pawn_id: PawnId(9) },
         ServerMessage::Possessed { pawn_id: PawnId(9) },

@@ -112,7 +112,7 @@ impl SessionChecks {
             }
             ServerMessage::PawnsTeleported { node, pawn_ids } => {
                 for pawn_id in pawn_ids.iter().filter(|p| self.own.contains_key(p)) {
-                    placement(*pawn_id, node, expected, stats);
+                    placement(pawn_id, node, expected, stats);
                 }
             }
             ServerMessage::PawnDied { pawn_id } => {

@@ -23,8 +23,8 @@ use gatehouse_client_sim::session::{ClientSession, SessionConfig};
 use gatehouse_lifecycle::{ObjectId, ScopeToken};
 use gatehouse_messaging::{Lifetime, Listen, Match};
 use gatehouse_protocol::{
-    CharacterDef, LevelName, NodeId, PawnId, PawnView, PlayerId, PlayerStateView, ServerMessage,
-    TeamId, TransitionId,
+    CharacterDef, LevelName, NodeId, PawnId, PawnIdRuns, PawnView, PlayerId, PlayerStateView,
+    ServerMessage, TeamId, TransitionId,
 };
 use gatehouse_tags::catalog::*;
 
@@ -263,7 +263,10 @@ impl Sim {
 
     pub(crate) fn teleport(&mut self, pawn: u64, node: &str) {
         let node = NodeId::new(node).unwrap();
-        self.send(ServerMessage::PawnsTeleported { node, pawn_ids: vec![PawnId(pawn)] });
+        self.send(ServerMessage::PawnsTeleported {
+            node,
+            pawn_ids: PawnIdRuns::from_ids([PawnId(pawn)]),
+        });
     }
 
     pub(crate) fn ability_tags(&mut self, who: &str) {

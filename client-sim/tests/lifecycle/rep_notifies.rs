@@ -154,9 +154,10 @@ fn a_flood_of_rep_notifies_before_the_gate_stays_one_per_kind() {
 }
 
 /// Protocol 3, `PawnsTeleported`: one message moving several pawns is applied and announced per
-/// pawn, in order, as if each had come alone: each remote pawn gets its Movement RepNotify.
+/// pawn, in id order (its runs ascend, protocol 6), as if each had come alone: each remote pawn
+/// gets its Movement RepNotify.
 #[test]
-fn a_batched_teleport_moves_and_announces_every_pawn_in_order() {
+fn a_batched_teleport_moves_and_announces_every_pawn_in_id_order() {
     let mut sim = Sim::new();
     sim.log_rep_notifies();
     sim.ready_pair();
@@ -165,13 +166,13 @@ fn a_batched_teleport_moves_and_announces_every_pawn_in_order() {
     sim.spawn(3, CAROL);
     sim.clear_events();
     let marsh = gatehouse_protocol::NodeId::new("marsh").unwrap();
-    let pawn_ids = vec![PawnId(3), PawnId(1), PawnId(2)];
+    let pawn_ids = gatehouse_protocol::PawnIdRuns::from_ids([PawnId(3), PawnId(1), PawnId(2)]);
     sim.send(gatehouse_protocol::ServerMessage::PawnsTeleported { node: marsh, pawn_ids });
     let domain = sim.client().domain();
     for pawn in [1, 2, 3] {
         assert_eq!(domain.characters().get(PawnId(pawn)).unwrap().node().as_str(), "marsh");
     }
-    assert_eq!(sim.rep_events(), [rep(3, Movement, false), rep(2, Movement, false)]);
+    assert_eq!(sim.rep_events(), [rep(2, Movement, false), rep(3, Movement, false)]);
 }
 
 /// Seed 000, "Remote character requirements": RepNotifies still deferred when the session ends

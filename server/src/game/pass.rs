@@ -9,7 +9,8 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use gatehouse_protocol::{
-    CloseCode, JoinId, NodeId, PawnId, PlayerId, ServerMessage, TransitionFailure, TransitionId,
+    CloseCode, JoinId, NodeId, PawnId, PawnIdRuns, PlayerId, ServerMessage, TransitionFailure,
+    TransitionId,
 };
 
 use super::placement::Attempt;
@@ -197,10 +198,10 @@ impl Game {
                 }
             }
         }
-        for (node, pawn_ids) in teleported {
-            tracing::info!(%node, pawns = pawn_ids.len(), "pawns teleported");
-            for chunk in pawn_ids.chunks(gatehouse_protocol::MAX_TELEPORTS_PER_MESSAGE) {
-                let pawn_ids = chunk.to_vec();
+        for (node, pawns) in teleported {
+            let runs = PawnIdRuns::from_ids(pawns);
+            tracing::info!(%node, pawns = runs.len(), runs = runs.runs().len(), "pawns teleported");
+            for pawn_ids in runs.chunks(gatehouse_protocol::MAX_TELEPORT_RUNS_PER_MESSAGE) {
                 self.broadcast(ServerMessage::PawnsTeleported { node: node.clone(), pawn_ids });
             }
         }

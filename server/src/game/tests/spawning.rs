@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use gatehouse_protocol::{ClientMessage, ServerMessage};
+use gatehouse_protocol::{ClientMessage, PawnIdRuns, ServerMessage};
 
 use super::*;
 use crate::game::streaming::LoadId;
@@ -288,12 +288,13 @@ fn a_player_who_already_has_a_pawn_is_teleported_not_spawned_twice() {
     h.ready(a);
     assert_eq!(h.pawns_of("a"), 1);
     assert_eq!(h.game.counters().pawns_spawned, 1);
-    let teleported = ServerMessage::PawnsTeleported { node: node("forest"), pawn_ids: vec![pawn] };
+    let pawn_ids = PawnIdRuns::from_ids([pawn]);
+    let teleported = ServerMessage::PawnsTeleported { node: node("forest"), pawn_ids };
     assert!(h.broadcasts().contains(&teleported));
 }
 
 /// Issue 12 item 2: every pawn a spawn pass moves to a node is replicated in one
-/// `PawnsTeleported`, in the order they moved, not one message per player.
+/// `PawnsTeleported`, not one message per player; consecutive pawn ids go as one run (protocol 6).
 #[test]
 fn a_transitions_teleports_go_out_in_one_message() {
     let mut h = Harness::booted();
@@ -309,35 +310,41 @@ fn a_transitions_teleports_go_out_in_one_message() {
         .into_iter()
         .filter(|m| matches!(m, ServerMessage::PawnsTeleported { .. }))
         .collect();
-    assert_eq!(
-        teleports,
-        vec![ServerMessage::PawnsTeleported { node: node("forest"), pawn_ids: pawns }]
-    );
+    let pawn_ids = PawnIdRuns::from_ids(pawns);
+    assert_eq!(pawn_ids.runs().len(), 1, "three pawns spawned in a row are one run");
+    assert_eq!(teleports, vec![ServerMessage::PawnsTeleported { node: node("forest"), pawn_ids }]);
 }
 
-/// More pawns than one message carries come in several, each within the limit, none lost.
+/// More runs than one message carries come in several, each within the limit, none lost: every
+/// second player left, so each kept pawn is a run of its own.
 #[test]
 fn teleports_beyond_one_messages_limit_come_in_several() {
-    let per_message = gatehouse_protocol::MAX_TELEPORTS_PER_MESSAGE;
-    let mut h = Harness::with(WORLD, GameRules { max_players: per_message + 1, ..rules() });
+    let per_message = gatehouse_protocol::MAX_TELEPORT_RUNS_PER_MESSAGE;
+    let mut h = Harness::with(WORLD, GameRules { max_players: 2 * per_message + 2, ..rules() });
     let boot = h.transition();
     h.stream_node("harbor");
     assert!(h.ended(boot));
-    let players: Vec<_> = (0..=per_message).map(|i| h.placed(&format!("p{i}"))).collect();
+    let players: Vec<_> = (0..2 * per_message + 2).map(|i| h.placed(&format!("p{i}"))).collect();
+    let kept: Vec<_> = players.iter().copied().step_by(2).collect();
+    for c in players.iter().copied().skip(1).step_by(2) {
+        h.disconnect(c);
+    }
     h.input(Input::Travel { node: node("forest") });
     h.stream_node("forest");
-    for c in &players {
+    for c in &kept {
         h.ready(*c);
     }
-    let sizes: Vec<usize> = h
+    let sizes: Vec<(usize, usize)> = h
         .broadcasts()
         .into_iter()
         .filter_map(|m| match m {
-            ServerMessage::PawnsTeleported { pawn_ids, .. } => Some(pawn_ids.len()),
+            ServerMessage::PawnsTeleported { pawn_ids, .. } => {
+                Some((pawn_ids.runs().len(), pawn_ids.len()))
+            }
             _ => None,
         })
         .collect();
-    assert_eq!(sizes, vec![per_message, 1]);
+    assert_eq!(sizes, vec![(per_message, per_message), (1, 1)]);
     assert_eq!(h.game.counters().pawns_teleported, per_message as u64 + 1);
 }
 
