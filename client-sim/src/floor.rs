@@ -316,7 +316,7 @@ pub fn run_floor(config: &FloorConfig) -> Result<FloorReport, FloorError> {
     let server_endpoint = {
         let _entered = server_rt.enter();
         quinn::Endpoint::new(
-            quinn::EndpointConfig::default(),
+            crate::swarm::endpoint_config(),
             Some(server_config),
             server_socket,
             Arc::new(quinn::TokioRuntime),
@@ -666,7 +666,7 @@ impl QuicThread {
                 buffers = buffer_sizes(&socket);
             }
             let endpoint = quinn::Endpoint::new(
-                quinn::EndpointConfig::default(),
+                crate::swarm::endpoint_config(),
                 None,
                 socket,
                 quinn_runtime.clone(),

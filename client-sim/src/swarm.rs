@@ -337,6 +337,16 @@ pub fn client_config(server_cert: &std::path::Path) -> Result<quinn::ClientConfi
     Ok(config)
 }
 
+/// The endpoint-wide QUIC configuration of the sim's endpoints (clients and the floor's server
+/// alike): connection ids of 8 random bytes, as the server's. quinn's default ids hold 3 random
+/// bytes, so among many connections a new id can meet a live one and its packets go astray
+/// (issue 12 item 6).
+pub fn endpoint_config() -> quinn::EndpointConfig {
+    let mut config = quinn::EndpointConfig::default();
+    config.cid_generator(|| Box::new(quinn_proto::RandomConnectionIdGenerator::new(8)));
+    config
+}
+
 /// Binds a client endpoint on the wildcard address of `server`'s family, its socket given
 /// explicit 8 MiB buffers (the kernel may cap them at `net.core.rmem_max`/`wmem_max`), driven by
 /// `runtime`.
@@ -362,7 +372,7 @@ pub fn bind_client_endpoint(
         send_buffer = socket.send_buffer_size().unwrap_or(0),
         "client socket bound"
     );
-    quinn::Endpoint::new(quinn::EndpointConfig::default(), None, socket.into(), runtime)
+    quinn::Endpoint::new(endpoint_config(), None, socket.into(), runtime)
         .map_err(|source| SimError::Bind { addr: bind, source })
 }
 
@@ -711,10 +721,10 @@ async fn run_life(
                 }
             },
         }
-        while let Some(message) = session.poll_output() {
-            if write(&mut send, &message, config.max_frame_len).await.is_err() {
-                break;
-            }
+        let chunk = wake_chunk(&mut session, Instant::now().into_std(), config.max_frame_len);
+        if !chunk.is_empty() {
+            // A failed write is seen as the connection's close by the next read.
+            let _ = send.write_all(&chunk).await;
         }
         reported.update(progress, &session);
         if let Some(kind) = session.take_transport_misbehaviour(Instant::now().into_std()) {
@@ -859,6 +869,24 @@ async fn write(
     send.write_all(&frame).await.map_err(|_| ())
 }
 
+/// What one wake of a session writes, as one chunk: first the deadlines already due at `now`
+/// are handled (a zero-length stream's ready), then every message the session has to send is
+/// framed, in order. So a client ready at once answers a `ShowTransition` with one datagram,
+/// as the server writes one chunk per wake (issue 12 item 1). A message that cannot be framed
+/// within `max` bytes is dropped and logged.
+fn wake_chunk(session: &mut ClientSession, now: std::time::Instant, max: usize) -> Vec<u8> {
+    if session.poll_timeout().is_some_and(|at| at <= now) {
+        session.handle_timeout(now);
+    }
+    let mut chunk = Vec::new();
+    while let Some(message) = session.poll_output() {
+        if let Err(e) = gatehouse_protocol::encode_frame_into(&message, max, &mut chunk) {
+            tracing::warn!(error = %e, "a message of the session could not be framed; not sent");
+        }
+    }
+    chunk
+}
+
 /// Whether a closed connection is one a game client reconnects after: it timed out or was reset
 /// (the network went away, the server was killed) or the server is shutting down (a restart).
 fn is_recoverable(connection: &quinn::Connection) -> bool {
@@ -916,6 +944,45 @@ mod tests {
             let error = parse_connect_rate(bad).unwrap_err();
             assert!(error.contains(bad), "{bad}: {error}");
         }
+    }
+
+    /// Issue 12 item 1, on the client's side: a client that streams nothing answers a
+    /// `ShowTransition` with its `TransitionShown` and its `TransitionReady` in one chunk (one
+    /// datagram for the server to read), the ready's zero-length deadline handled in the same
+    /// wake; with a stream to wait for, the wake carries the `TransitionShown` alone.
+    #[test]
+    fn a_client_ready_at_once_answers_a_show_in_one_chunk() {
+        use gatehouse_protocol::{FrameDecoder, LevelName, NodeId, TransitionId};
+        let answers = |stream_time: Duration| {
+            let config = SessionConfig {
+                full: false,
+                stream_time: (stream_time, stream_time),
+                ..Default::default()
+            };
+            let mut session = ClientSession::new(config);
+            let now = std::time::Instant::now();
+            let me = PlayerId::new("sim-0000").unwrap();
+            session.handle(now, ServerMessage::Welcome { player_id: me, current_node: None });
+            session.handle(
+                now,
+                ServerMessage::ShowTransition {
+                    transition_id: TransitionId(4),
+                    target_node: NodeId::new("harbor").unwrap(),
+                    levels: vec![LevelName::new("harbor_docks").unwrap()],
+                },
+            );
+            let mut decoder = FrameDecoder::new(1024);
+            decoder.extend(&wake_chunk(&mut session, now, 1024));
+            let mut messages = Vec::new();
+            while let Ok(Some(message)) = decoder.next_message::<ClientMessage>() {
+                messages.push(message);
+            }
+            messages
+        };
+        let shown = ClientMessage::TransitionShown { transition_id: TransitionId(4) };
+        let ready = ClientMessage::TransitionReady { transition_id: TransitionId(4) };
+        assert_eq!(answers(Duration::ZERO), vec![shown.clone(), ready]);
+        assert_eq!(answers(Duration::from_millis(50)), vec![shown]);
     }
 
     /// Issue 11, item 4: the progress counts follow each connection, and a connection's end

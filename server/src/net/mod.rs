@@ -30,7 +30,10 @@ use std::path::PathBuf;
 
 pub(crate) use connection::close;
 pub use driver::DriverThread;
-pub use endpoint::{bind_socket, server_config, server_endpoint, transport_config};
+pub use endpoint::{
+    CONNECTION_ID_LEN, bind_socket, endpoint_config, server_config, server_endpoint,
+    transport_config,
+};
 pub(crate) use event::{ConnectionEvent, QueueError, SendQueue};
 #[cfg(test)]
 pub(crate) use event::{Outbound, SendQueueRx, send_queue};
