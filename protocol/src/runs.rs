@@ -200,6 +200,9 @@ mod tests {
         assert_eq!(set.runs(), &[run(3, 4)]);
         assert_eq!(set.iter().collect::<Vec<_>>(), ids(&[3, 4, 5, 6]));
         assert_eq!(set.len(), 4);
+        assert!(!set.is_empty());
+        assert!(PawnIdRuns::default().is_empty());
+        assert!(PawnIdRuns::from_ids([]).is_empty());
     }
 
     #[test]

@@ -22,9 +22,9 @@ pub fn transport_config(network: &NetworkConfig) -> quinn::TransportConfig {
     transport.send_window(u64::from(network.connection_receive_window) * 2);
     transport.datagram_receive_buffer_size(None);
     // Segmentation offload stays on (quinn's default), though it keeps a send buffer of ten
-    // datagrams (about 16 KiB) per connection: a transition sends every client about 20 bytes
-    // per player, and at 1,000 clients turning it off saved 12 KiB per idle client but cost 15 %
-    // more CPU per transition and as much on shown -> ended (issue 12; README, load benchmark).
+    // datagrams (about 16 KiB) per connection: at 1,000 clients turning it off saved 9-15 KiB per
+    // idle client but cost CPU per transition, and most during admission, when every newcomer
+    // gets a snapshot of many datagrams (issue 12; README, load benchmark).
     transport
 }
 
