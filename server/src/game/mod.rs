@@ -51,8 +51,9 @@
 //! one pass, `Game::advance`, which moves the game on with the re-checks in this fixed order:
 //!
 //! 1. **resolve the destination**: Freezing → Loading once the session save and every
-//!    player's save settled; stale spawn requests are discarded just before (seed 001,
-//!    Stale-Node Discard);
+//!    player save in flight when the transition started settled (not those of later logins:
+//!    issue 12); stale spawn requests are discarded just before (seed 001, Stale-Node
+//!    Discard);
 //! 2. **the all-ready check**: WaitingForClients → Completing once every present player
 //!    reported ready or is excused; OnReadyToSpawn queues a request for every player;
 //! 3. **process pending spawns**, if a step woke the queue (a queued request, a ready callback,

@@ -14,7 +14,7 @@ use gatehouse_protocol::{
 };
 
 use super::placement::Attempt;
-use super::players::Player;
+use super::players::{Persistence, Player};
 use super::spawn::SpawnKind;
 use super::spawn::SpawnRequest;
 use super::timers::Timer;
@@ -57,6 +57,16 @@ impl Game {
                 outcome = %"superseded", duration_ms,
                 "travel supersedes the transition in flight; the loading screen stays up");
         }
+        // The player saves in flight now are waited for before the travel; later logins' are not.
+        let saves = self
+            .roster
+            .players()
+            .filter_map(|p| match p.persistence {
+                Persistence::Loading { ticket } => Some((p.id.clone(), ticket)),
+                _ => None,
+            })
+            .collect();
+        self.transition.await_saves(saves);
         let span = self.transition.span();
         let _entered = span.enter();
         tracing::info!("transition started");
@@ -114,17 +124,18 @@ impl Game {
         }
     }
 
-    /// Step 1, Freezing → Loading once the session save and every player's save settled (seed
-    /// 001: the server travels only after persistence settles). Right before travelling,
+    /// Step 1, Freezing → Loading once the session save and every player save in flight at the
+    /// start settled (seed 001: the server travels only after persistence settles; a login's
+    /// save asked for later is not waited for, issue 12). Right before travelling,
     /// pending initial spawns are discarded: they captured a node that may be stale, and
     /// OnReadyToSpawn re-queues every pawnless player against the resolved node (seed 001,
     /// Stale-Node Discard).
     pub(super) fn resolve_destination(&mut self, now: Instant) {
         let Some(transition_id) = self.transition_id() else { return };
-        let Some(destination) = self.transition.destination() else { return };
-        if !self.persistence_settled() {
+        if self.session.is_loading() || !self.awaited_saves_settled() {
             return;
         }
+        let Some(destination) = self.transition.destination() else { return };
         let target = self.target_of(destination);
         let Some(spec) = self.world.node(&target).cloned() else {
             // Travel targets and saved nodes are checked against the world before they are used.

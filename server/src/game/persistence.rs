@@ -256,11 +256,21 @@ impl Game {
         self.spawns.wake();
     }
 
-    /// Whether the session save and every player's save have settled (seed 001: the server
-    /// travels only after persistence settles).
+    /// Whether the session save and every player's save have settled: no load in flight, for
+    /// the settle-hold and the operators' snapshot (the travel waits only for the saves in
+    /// flight at its start: [`Game::awaited_saves_settled`]).
     pub(crate) fn persistence_settled(&self) -> bool {
         !self.session.is_loading()
             && self.roster.players().all(|p| !matches!(p.persistence, Persistence::Loading { .. }))
+    }
+
+    /// Whether the player saves the transition in Freezing waits for (those in flight when it
+    /// started) have settled: a player gone, or loaded under that ticket, settled it.
+    pub(crate) fn awaited_saves_settled(&mut self) -> bool {
+        let roster = &self.roster;
+        self.transition.awaited_saves_settled(|player, ticket| {
+            roster.player(player).is_some_and(|p| p.persistence == Persistence::Loading { ticket })
+        })
     }
 
     /// Every load in flight, described for operators: streaming, the session save, player

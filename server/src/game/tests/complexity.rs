@@ -149,3 +149,30 @@ fn a_login_during_a_transition_does_not_walk_every_player() {
         "a login during a transition visited {small} records at 20 players and {large} at 200"
     );
 }
+
+/// A login while Freezing waits for a save (issue 12): whether the travel may resolve is asked
+/// of the saves it awaits, not of every player, after every input.
+#[test]
+fn a_login_while_the_travel_waits_for_a_save_does_not_walk_every_player() {
+    let cost = |players: usize| {
+        let mut h = with_players(players);
+        h.auto_load = false;
+        // Named to sort after every placed player: a walk that stops at the first save still
+        // loading would visit them all first.
+        h.login("zloading");
+        h.input(Input::Travel { node: node("forest") });
+        assert_eq!(h.game.snapshot().phase, "Freezing", "the save in flight holds the travel");
+        let login = measured(&mut h, |h| {
+            h.login("zzlate");
+        });
+        assert_eq!(h.game.snapshot().phase, "Freezing", "still waiting for that save");
+        login
+    };
+    let (small, large) = (cost(20), cost(200));
+    // The login's own snapshot visits each player and pawn once; nothing beyond that grows.
+    assert!(small >= 2 * 20, "the count is live: {small}");
+    assert!(
+        large.saturating_sub(2 * 200) <= small.saturating_sub(2 * 20),
+        "a login in Freezing visited {small} records at 20 players and {large} at 200"
+    );
+}

@@ -323,3 +323,74 @@ fn a_new_players_preset_is_chosen_by_its_id_reproducibly() {
         ]
     );
 }
+
+/// Seed 001 ("the server travels only after persistence settles") against a stream of logins
+/// (issue 12): the travel waits for the player saves in flight when the transition started, and
+/// not for a save asked for by a login during Freezing. At 200 logins/s some save was always
+/// loading, and the travel waited until logins stopped (3.8 s at 2,000 clients).
+#[test]
+fn a_save_asked_for_after_the_transition_started_does_not_hold_the_travel() {
+    let mut h = booted_holding();
+    h.login("a");
+    h.input(Input::Travel { node: node("forest") });
+    assert_eq!(h.game.snapshot().phase, "Freezing", "a's save, in flight at the start, holds it");
+    let b = h.login("b");
+    h.answer_load("a", LoadOutcome::NotFound);
+    assert_eq!(h.game.snapshot().phase, "Loading", "b's save, asked for later, does not");
+    // b is still one the transition is for: shown it, and placed once its save is in.
+    h.stream_node("forest");
+    let t = h.transition();
+    let shown = |m: &ServerMessage| matches!(m, ServerMessage::ShowTransition { transition_id, .. } if *transition_id == t);
+    assert!(h.received(b).iter().any(shown), "b was shown the travel");
+    let a = h.game.roster.connection_of(&pid("a")).expect("a is logged in");
+    h.ready(a);
+    h.ready(b);
+    assert!(!h.ended(t), "b is not placed while its save loads");
+    h.answer_load("b", LoadOutcome::NotFound);
+    h.ack(a);
+    h.ack(b);
+    assert!(h.ended(t));
+    assert!(h.player("b").is_placed());
+}
+
+/// Every save in flight at the start holds the travel, whichever settles first; a later
+/// login's save settling does not release it early.
+#[test]
+fn the_saves_in_flight_at_the_start_hold_the_travel_whichever_settles_first() {
+    for first in ["a", "c"] {
+        let mut h = booted_holding();
+        h.login("a");
+        h.login("c");
+        h.input(Input::Travel { node: node("forest") });
+        h.login("b");
+        h.answer_load("b", LoadOutcome::NotFound);
+        assert_eq!(h.game.snapshot().phase, "Freezing", "a and c are still loading");
+        h.answer_load(first, LoadOutcome::NotFound);
+        assert_eq!(h.game.snapshot().phase, "Freezing", "{first} settled; the other has not");
+        h.answer_load(if first == "a" { "c" } else { "a" }, LoadOutcome::NotFound);
+        assert_eq!(h.game.snapshot().phase, "Loading", "both settled ({first} first)");
+    }
+}
+
+/// A save in flight at the start whose player left no longer holds the travel, nor does the
+/// new load of the same player logging in again (asked for after the start).
+#[test]
+fn a_save_whose_player_left_no_longer_holds_the_travel() {
+    let mut h = booted_holding();
+    let a = h.login("a");
+    h.input(Input::Travel { node: node("forest") });
+    assert_eq!(h.game.snapshot().phase, "Freezing");
+    h.disconnect(a);
+    assert_eq!(h.game.snapshot().phase, "Loading", "the load of a's first session is gone");
+    // Logging in again while c's save still holds the travel: a's new save holds nothing.
+    let mut h = booted_holding();
+    let a = h.login("a");
+    h.login("c");
+    h.input(Input::Travel { node: node("forest") });
+    h.disconnect(a);
+    h.login("a");
+    assert_eq!(h.game.snapshot().phase, "Freezing", "c's save holds the travel");
+    h.answer_load("c", LoadOutcome::NotFound);
+    assert_eq!(h.game.snapshot().phase, "Loading");
+    assert!(h.loads.iter().any(|(p, _)| p.as_str() == "a"), "the relogin's save is loading");
+}
