@@ -81,7 +81,7 @@ impl PawnIdRuns {
     ///
     /// # Panics
     /// When the ids are more than [`MAX_PAWNS_PER_SET`]: the server never moves that many pawns
-    /// at once (its player cap is far lower).
+    /// at once (its configuration refuses a player cap above it).
     pub fn from_ids(ids: impl IntoIterator<Item = PawnId>) -> Self {
         let mut ids: Vec<u64> = ids.into_iter().map(|id| id.0).collect();
         ids.sort_unstable();
@@ -175,7 +175,8 @@ impl fmt::Debug for PawnIdRuns {
             }
             match run.count {
                 1 => write!(f, "{}", run.first.0)?,
-                n => write!(f, "{}..={}", run.first.0, run.first.0 + u64::from(n) - 1)?,
+                // `first + (n - 1)`: a run may end at `u64::MAX`.
+                n => write!(f, "{}..={}", run.first.0, run.first.0 + (u64::from(n) - 1))?,
             }
         }
         f.write_str("]")
@@ -225,6 +226,7 @@ mod tests {
         assert_eq!(set.runs(), &[run(u64::MAX - 1, 2)]);
         assert!(set.contains(PawnId(u64::MAX)));
         assert_eq!(set.iter().count(), 2);
+        assert_eq!(format!("{set:?}"), format!("[{}..={}]", u64::MAX - 1, u64::MAX));
         assert_eq!(PawnIdRuns::try_from(vec![run(u64::MAX, 1)]).map(|s| s.len()), Ok(1));
     }
 

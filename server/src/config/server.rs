@@ -172,7 +172,8 @@ pub struct NetworkConfig {
     /// its handshake finished is closed (`HelloTimeout`).
     #[serde(rename = "hello_timeout_ms", deserialize_with = "millis")]
     pub hello_timeout: Duration,
-    /// `max_players`: logged-in players at once; beyond it `Hello` is refused (server full).
+    /// `max_players`: logged-in players at once, 1 to 65,536 (a transition's teleports name every
+    /// pawn in one set of ids, protocol 6); beyond it `Hello` is refused (server full).
     pub max_players: usize,
     /// `max_frame_len`: largest control frame body, bytes.
     pub max_frame_len: usize,
@@ -486,8 +487,15 @@ impl ServerConfig {
         if n.handshake_timeout.is_zero() {
             return Err(self.invalid("network.handshake_timeout_ms", "more than 0 ms", "0 ms"));
         }
-        if n.max_players == 0 {
-            return Err(self.invalid("network.max_players", "at least 1 player", "0"));
+        // One transition's teleports name every player's pawn in one set of pawn ids, which a
+        // client refuses past `MAX_PAWNS_PER_SET` (protocol 6).
+        let most = gatehouse_protocol::runs::MAX_PAWNS_PER_SET;
+        if n.max_players == 0 || n.max_players as u64 > most {
+            return Err(self.invalid(
+                "network.max_players",
+                format!("between 1 and {most} players"),
+                n.max_players.to_string(),
+            ));
         }
         let hard = gatehouse_protocol::codec::HARD_MAX_FRAME_LEN;
         if n.max_frame_len < MIN_FRAME_LEN || n.max_frame_len > hard {
@@ -701,8 +709,12 @@ mod tests {
         let err = parse("[network]\n\nmax_players = 0\n").unwrap_err();
         assert_eq!(
             err.to_string(),
-            "invalid network.max_players from conf/server.toml:3: expected at least 1 player, found 0"
+            "invalid network.max_players from conf/server.toml:3: expected between 1 and 65536 \
+             players, found 0"
         );
+        parse("[network]\nmax_players = 65536\n").expect("the most one teleport can name");
+        let err = parse("[network]\nmax_players = 65537\n").unwrap_err().to_string();
+        assert!(err.ends_with("expected between 1 and 65536 players, found 65537"), "{err}");
     }
 
     #[test]
