@@ -169,6 +169,7 @@ impl Server {
             max_frame_len: network.max_frame_len,
             metrics: metrics.clone(),
             probes: probes.clone(),
+            replication_interval: network.replication_interval,
         };
         let nodes = world.nodes.iter().map(|n| n.id.clone()).collect();
         let rules = GameRules::from_config(&config.game, network.max_players);

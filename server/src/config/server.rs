@@ -17,6 +17,10 @@ pub use gatehouse_protocol::token::DEV_TOKEN_KEY;
 /// messages, since the limit applies both ways.
 pub const MIN_FRAME_LEN: usize = 8 * 1024;
 
+/// The longest `network.replication_interval_ms`: state replicated later than a second behind
+/// is no longer live state.
+const MAX_REPLICATION_INTERVAL: Duration = Duration::from_secs(1);
+
 /// The whole server configuration (`config/server.toml`), checked.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -186,6 +190,11 @@ pub struct NetworkConfig {
     /// `send_queue_frames`: frames queued for one client, not yet taken by its writer, before it
     /// is closed as a slow consumer (one game step's frames always go to an empty queue).
     pub send_queue_frames: usize,
+    /// `replication_interval_ms`: how long a broadcast of replicated player or pawn state may
+    /// wait to share a write with the next ones to its client (docs/protocol.md §4.4), 0 to
+    /// 1,000 ms; 0 writes it at the end of the game step that made it.
+    #[serde(rename = "replication_interval_ms", deserialize_with = "millis")]
+    pub replication_interval: Duration,
     /// `max_pending_connections`: connections that have not logged in yet, at once; beyond it
     /// new ones are refused at the QUIC level.
     pub max_pending_connections: usize,
@@ -207,6 +216,7 @@ impl Default for NetworkConfig {
             stream_receive_window: 256 * 1024,
             connection_receive_window: 512 * 1024,
             send_queue_frames: 4096,
+            replication_interval: Duration::from_millis(50),
             max_pending_connections: 256,
             max_pending_per_ip: 64,
         }
@@ -520,6 +530,13 @@ impl ServerConfig {
         }
         if n.send_queue_frames == 0 {
             return Err(self.invalid("network.send_queue_frames", "at least 1 frame", "0"));
+        }
+        if n.replication_interval > MAX_REPLICATION_INTERVAL {
+            return Err(self.invalid(
+                "network.replication_interval_ms",
+                "at most 1000 ms",
+                ms(n.replication_interval),
+            ));
         }
         if n.stream_receive_window < 4096 {
             return Err(self.invalid(
@@ -863,6 +880,22 @@ mod tests {
     fn a_bad_store_url_is_named() {
         let err = parse("[store]\nurl = \"mysql://h/db\"\n").unwrap_err().to_string();
         assert!(err.contains("url") && err.contains("sqlite:PATH"), "{err}");
+    }
+
+    /// Issue 12: the replication interval is 0 (off) to 1,000 ms, 50 by default.
+    #[test]
+    fn the_replication_interval_is_at_most_a_second() {
+        assert_eq!(parse("").unwrap().network.replication_interval, Duration::from_millis(50));
+        let off = parse("[network]\nreplication_interval_ms = 0\n").unwrap();
+        assert_eq!(off.network.replication_interval, Duration::ZERO);
+        let most = parse("[network]\nreplication_interval_ms = 1000\n").unwrap();
+        assert_eq!(most.network.replication_interval, MAX_REPLICATION_INTERVAL);
+        let err = parse("[network]\nreplication_interval_ms = 1001\n").unwrap_err();
+        assert!(
+            matches!(err, ConfigError::Invalid { ref key, .. } if key == "network.replication_interval_ms"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("1001 ms"), "{err}");
     }
 
     #[test]

@@ -10,6 +10,14 @@
 //! ([`Carrier::flush`], issue 12 item 1); a broadcast is encoded once and appended to every
 //! welcomed connection's.
 //!
+//! Replicated player and pawn state is not urgent (docs/protocol.md §4.4): a connection whose
+//! pending write holds only such broadcasts ([`deferrable`]) is flushed at the replication
+//! deadline, at most `network.replication_interval_ms` after the first of them, instead of at the
+//! end of the drain. While a thousand players log in at 200 a second, every client then gets
+//! about 20 writes a second of roster changes instead of one per login. Any other frame for that
+//! connection flushes its whole pending write at the drain's end, so every connection still
+//! receives exactly the frames it would have, in the same order; only their timing changes.
+//!
 //! Nothing before `Welcome`: a connection is registered when its login reaches the game task,
 //! before the core handled it, and outputs are carried only after a whole batch of inputs, so a
 //! broadcast the core made earlier (in the batch, or for the departure of the older connection
@@ -24,6 +32,7 @@ use std::time::Duration;
 use bytes::{Bytes, BytesMut};
 use gatehouse_protocol::{CloseCode, ServerMessage};
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use super::ShellEvent;
 use super::streaming::simulate_streaming;
@@ -52,6 +61,9 @@ pub(crate) struct Effects {
     pub(crate) metrics: Metrics,
     /// What `/ready` reads: the game task marks the boot transition's end (issue 15 item 2).
     pub(crate) probes: Arc<Probes>,
+    /// `network.replication_interval_ms`: how long a [`deferrable`] broadcast may wait for the
+    /// next write to its connection; zero writes every frame at the end of its drain.
+    pub(crate) replication_interval: Duration,
 }
 
 /// A logged-in connection as the game task sees it.
@@ -64,14 +76,50 @@ struct Peer {
     pending: BytesMut,
     /// How many frames `pending` holds.
     pending_frames: usize,
+    /// `pending` holds a frame that is not [`deferrable`]: it is listed for the drain's flush.
+    urgent: bool,
+    /// It is listed for the replication deadline's flush.
+    deferred: bool,
+}
+
+/// Which flush list a frame appended to a [`Peer`] puts it on, if it is not on it yet.
+enum Listing {
+    /// Already listed where this frame needs it.
+    Listed,
+    /// The flush at the end of the drain.
+    Drain,
+    /// The flush at the replication deadline.
+    Deadline,
 }
 
 impl Peer {
-    /// Appends `frame`; true when it is the first since the last flush.
-    fn append(&mut self, frame: &[u8]) -> bool {
+    fn new(outbound: SendQueue, quic: quinn::Connection) -> Self {
+        let pending = BytesMut::new();
+        Peer {
+            outbound,
+            quic,
+            welcomed: false,
+            pending,
+            pending_frames: 0,
+            urgent: false,
+            deferred: false,
+        }
+    }
+
+    /// Appends `frame`, which may wait for the replication deadline unless `urgent`; says which
+    /// list the connection must join.
+    fn append(&mut self, frame: &[u8], urgent: bool) -> Listing {
         self.pending.extend_from_slice(frame);
         self.pending_frames += 1;
-        self.pending_frames == 1
+        if urgent && !self.urgent {
+            self.urgent = true;
+            Listing::Drain
+        } else if !urgent && !self.urgent && !self.deferred {
+            self.deferred = true;
+            Listing::Deadline
+        } else {
+            Listing::Listed
+        }
     }
 
     /// Hands the pending frames to the writer as one write; false when its queue is full (a
@@ -79,6 +127,7 @@ impl Peer {
     /// none, and a write that grew past its length by more than a quarter is copied to its
     /// exact size: quinn keeps it until the peer acknowledges it.
     fn flush(&mut self) -> bool {
+        self.urgent = false;
         if self.pending_frames == 0 {
             return true;
         }
@@ -97,9 +146,14 @@ impl Peer {
 pub(super) struct Carrier {
     peers: HashMap<ConnectionId, Peer>,
     effects: Effects,
-    /// Connections with frames carried since the last [`Carrier::flush`]: the flush visits
-    /// only these, not every connection.
+    /// Connections with urgent frames carried since the last [`Carrier::flush`]: the flush
+    /// visits only these, not every connection.
     pending: Vec<ConnectionId>,
+    /// Connections holding [`deferrable`] frames only, when they were listed: flushed at
+    /// `deferred_due`, or with the drain's if an urgent frame joins them first.
+    deferred: Vec<ConnectionId>,
+    /// When `deferred` is flushed: the replication interval after the first of its frames.
+    deferred_due: Option<Instant>,
     /// Connections whose send queue overflowed since the last [`Carrier::close_slow_consumers`].
     slow: Vec<ConnectionId>,
 }
@@ -107,7 +161,38 @@ pub(super) struct Carrier {
 impl Carrier {
     /// A carrier with no connections.
     pub(super) fn new(effects: Effects) -> Self {
-        Carrier { peers: HashMap::new(), effects, pending: Vec::new(), slow: Vec::new() }
+        Carrier {
+            peers: HashMap::new(),
+            effects,
+            pending: Vec::new(),
+            deferred: Vec::new(),
+            deferred_due: None,
+            slow: Vec::new(),
+        }
+    }
+
+    /// When [`Carrier::handle_timeout`] is next due: the replication deadline, if any frame waits
+    /// for it.
+    pub(super) fn poll_timeout(&self) -> Option<Instant> {
+        self.deferred_due
+    }
+
+    /// At the replication deadline, the connections holding deferred frames join the next
+    /// [`Carrier::flush`].
+    pub(super) fn handle_timeout(&mut self, now: Instant) {
+        if self.deferred_due.is_none_or(|due| due > now) {
+            return;
+        }
+        self.deferred_due = None;
+        for connection in self.deferred.drain(..) {
+            let Some(peer) = self.peers.get_mut(&connection) else { continue };
+            peer.deferred = false;
+            // Flushed since with an urgent frame (and listed for the drain): nothing waits.
+            if peer.pending_frames > 0 && !peer.urgent {
+                peer.urgent = true;
+                self.pending.push(connection);
+            }
+        }
     }
 
     /// Logged-in connections.
@@ -122,9 +207,7 @@ impl Carrier {
         outbound: SendQueue,
         quic: quinn::Connection,
     ) {
-        let peer =
-            Peer { outbound, quic, welcomed: false, pending: BytesMut::new(), pending_frames: 0 };
-        self.peers.insert(connection, peer);
+        self.peers.insert(connection, Peer::new(outbound, quic));
     }
 
     /// A connection ended: nothing more goes to it.
@@ -143,17 +226,19 @@ impl Carrier {
                     (self.peers.get_mut(&connection), encode(&message, max_frame_len))
                 {
                     peer.welcomed |= welcome;
-                    if peer.append(&frame) {
-                        self.pending.push(connection);
-                    }
+                    let listing = peer.append(&frame, true);
+                    self.list(connection, listing);
                 }
             }
             Output::Broadcast { message } => {
+                let urgent = self.effects.replication_interval.is_zero() || !deferrable(&message);
                 // Encoded once; only to welcomed connections.
                 if let Some(frame) = encode(&message, max_frame_len) {
                     for (connection, peer) in self.peers.iter_mut().filter(|(_, p)| p.welcomed) {
-                        if peer.append(&frame) {
-                            self.pending.push(*connection);
+                        match peer.append(&frame, urgent) {
+                            Listing::Listed => {}
+                            Listing::Drain => self.pending.push(*connection),
+                            Listing::Deadline => self.deferred.push(*connection),
                         }
                     }
                 }
@@ -201,15 +286,28 @@ impl Carrier {
         }
     }
 
+    fn list(&mut self, connection: ConnectionId, listing: Listing) {
+        match listing {
+            Listing::Listed => {}
+            Listing::Drain => self.pending.push(connection),
+            Listing::Deadline => self.deferred.push(connection),
+        }
+    }
+
     /// Hands every connection's frames carried since the last flush to its writer, one write
-    /// each; a connection whose queue is full is a slow consumer.
-    pub(super) fn flush(&mut self) {
+    /// each, except where only [`deferrable`] frames wait: those wait for the replication
+    /// deadline, set here to `now` plus the interval if none is set. A connection whose queue is
+    /// full is a slow consumer.
+    pub(super) fn flush(&mut self, now: Instant) {
         for connection in self.pending.drain(..) {
             // Gone since (closed or disconnected): nothing to flush.
             let Some(peer) = self.peers.get_mut(&connection) else { continue };
             if !peer.flush() {
                 self.slow.push(connection);
             }
+        }
+        if !self.deferred.is_empty() && self.deferred_due.is_none() {
+            self.deferred_due = Some(now + self.effects.replication_interval);
         }
     }
 
@@ -258,6 +356,21 @@ fn close_after_queued(metrics: &NetMetrics, peer: &Peer, code: CloseCode) {
             net::close(&metrics, &quic, code, code.reason());
         });
     }
+}
+
+/// Whether a broadcast may wait for the replication deadline: the replicated state of players
+/// and pawns, which no client waits on to make progress (docs/protocol.md §4.4). Transition and
+/// join phases, deaths and everything sent to one connection go out at the end of the drain.
+fn deferrable(message: &ServerMessage) -> bool {
+    matches!(
+        message,
+        ServerMessage::PlayerStateUpdated(_)
+            | ServerMessage::PlayerLeft { .. }
+            | ServerMessage::AbilityTagsChanged { .. }
+            | ServerMessage::HealthChanged { .. }
+            | ServerMessage::PawnSpawned(_)
+            | ServerMessage::PawnDestroyed { .. }
+    )
 }
 
 fn encode(message: &ServerMessage, max_frame_len: usize) -> Option<Bytes> {

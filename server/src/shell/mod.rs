@@ -15,13 +15,14 @@
 //! Per wake (quinn's `ConnectionDriver` habit):
 //! 1. feed the inputs that arrived: connection events, then the game task's own;
 //! 2. wake the core with `handle_timeout` if its one timer is due (also when inputs keep
-//!    arriving: a busy queue never starves the timer);
+//!    arriving: a busy queue never starves the timer), and the carrier if its replication
+//!    deadline is (the deferred frames join this wake's flush);
 //! 3. drain: carry every output out; inputs made up while carrying (a load the store worker
 //!    could not take, a slow consumer's disconnect) are queued, fed after the drain and drained
 //!    in turn until neither is left, so the core is never fed mid-drain;
 //! 4. record the core's observations in the metrics, and mark the boot transition's end for
 //!    `/ready` (issue 15);
-//! 5. re-arm the one timer from `poll_timeout` and wait.
+//! 5. re-arm the one timer from `poll_timeout` and the replication deadline, and wait.
 //!
 //! Beside the core, the [`FleetLink`] hears of logins and departures, and has a timer of its
 //! own: the orchestrator's Health ping, sent from this loop (so a stalled loop stops the pings)
@@ -94,6 +95,7 @@ pub(crate) async fn run_game(
     loop {
         let deadline = game.poll_timeout().map(Instant::from_std);
         let health_due = fleet.poll_timeout();
+        let replication_due = carrier.poll_timeout();
         let mut timer_fired = false;
         tokio::select! {
             biased;
@@ -110,6 +112,7 @@ pub(crate) async fn run_game(
             }
             _ = sleep_until(deadline) => timer_fired = true,
             _ = sleep_until(health_due) => {}
+            _ = sleep_until(replication_due) => {}
         }
         // Whatever else has arrived: neither queue waits behind the other.
         take_ready(&mut net, &mut from_net);
@@ -129,6 +132,8 @@ pub(crate) async fn run_game(
         if timer_fired || game.poll_timeout().is_some_and(|at| at <= now) {
             game.handle_timeout(now);
         }
+        // Deferred replication joins this wake's flush once due (checked on every wake too).
+        carrier.handle_timeout(Instant::now());
         carry_outputs(&mut game, &mut carrier, &mut made_up);
         record(&mut game, &metrics, &probes);
         // Checked on every wake, like the core's timer: a busy queue never starves the pings.
@@ -293,7 +298,7 @@ fn take_outputs(core: &mut impl Core, carrier: &mut Carrier, made_up: &mut Vec<I
 fn carry_outputs(core: &mut impl Core, carrier: &mut Carrier, made_up: &mut Vec<Input>) {
     loop {
         take_outputs(core, carrier, made_up);
-        carrier.flush();
+        carrier.flush(Instant::now());
         carrier.close_slow_consumers(made_up);
         if made_up.is_empty() {
             return;

@@ -27,6 +27,9 @@ use crate::store::{
 /// worlds' one home is `tests/worlds/`).
 const WORLD: &str = include_str!("../../../tests/worlds/quick.toml");
 
+/// The carriers' replication interval, as in the default configuration.
+const REPLICATION_INTERVAL: Duration = Duration::from_millis(50);
+
 const SETTINGS: StoreSettings = StoreSettings {
     load_timeout: Duration::from_secs(5),
     save_retry: Duration::from_millis(100),
@@ -74,6 +77,14 @@ async fn stopped_store(events: mpsc::Sender<ShellEvent>) -> StoreHandle {
 }
 
 fn effects(events: mpsc::Sender<ShellEvent>, store: StoreHandle) -> Effects {
+    effects_every(events, store, REPLICATION_INTERVAL)
+}
+
+fn effects_every(
+    events: mpsc::Sender<ShellEvent>,
+    store: StoreHandle,
+    replication_interval: Duration,
+) -> Effects {
     Effects {
         events,
         store,
@@ -81,6 +92,7 @@ fn effects(events: mpsc::Sender<ShellEvent>, store: StoreHandle) -> Effects {
         max_frame_len: gatehouse_protocol::codec::DEFAULT_MAX_FRAME_LEN,
         metrics: crate::metrics::Metrics::new(),
         probes: std::sync::Arc::default(),
+        replication_interval,
     }
 }
 
@@ -134,10 +146,15 @@ fn a_message() -> ServerMessage {
 
 /// A carrier over an in-memory store (its worker runs on the test's runtime).
 fn memory_carrier() -> Carrier {
+    memory_carrier_every(REPLICATION_INTERVAL)
+}
+
+/// The same, replicating every `interval`.
+fn memory_carrier_every(interval: Duration) -> Carrier {
     let (events, _own) = mpsc::channel(8);
     let memory = Arc::new(Memory::default());
     let (store, _worker) = StoreWorker::spawn(memory, SETTINGS, events.clone(), ShellEvent::Store);
-    Carrier::new(effects(events, store))
+    Carrier::new(effects_every(events, store, interval))
 }
 
 /// A memory-store carrier with one logged-in connection on loopback, its writer queue, and the
@@ -145,8 +162,16 @@ fn memory_carrier() -> Carrier {
 async fn one_peer(
     dir: &std::path::Path,
 ) -> (Carrier, ConnectionId, net::SendQueueRx, (quinn::Connection, [quinn::Endpoint; 2])) {
+    one_peer_every(dir, REPLICATION_INTERVAL).await
+}
+
+/// The same, replicating every `interval`.
+async fn one_peer_every(
+    dir: &std::path::Path,
+    interval: Duration,
+) -> (Carrier, ConnectionId, net::SendQueueRx, (quinn::Connection, [quinn::Endpoint; 2])) {
     let (server_end, client_end, endpoints) = loopback(dir).await;
-    let mut carrier = memory_carrier();
+    let mut carrier = memory_carrier_every(interval);
     let connection = ConnectionId(1);
     let (tx, rx) = net::send_queue(16);
     carrier.add_peer(connection, tx, server_end);
@@ -405,6 +430,9 @@ async fn a_new_connection_gets_welcome_before_any_broadcast() {
     );
 
     carry_outputs(&mut core, &mut carrier, &mut Vec::new());
+    // The older connection got replicated state only: it waits for the replication deadline.
+    carrier.handle_timeout(Instant::now() + REPLICATION_INTERVAL);
+    carrier.flush(Instant::now());
 
     assert_eq!(written(&mut new_rx), vec![welcome.clone(), later.clone()], "Welcome first");
     assert_eq!(written(&mut old_rx), vec![welcome, earlier, later], "the older one gets both");
@@ -489,4 +517,112 @@ async fn a_batch_of_inputs_is_carried_input_by_input_not_held_in_the_core() {
     );
     assert_eq!(core.polled.len(), 50 * 20, "every output taken");
     assert!(made_up.is_empty());
+}
+
+fn a_player_state(name: &str) -> ServerMessage {
+    ServerMessage::PlayerStateUpdated(gatehouse_protocol::PlayerStateView {
+        player_id: PlayerId::new(name).unwrap(),
+        team: None,
+        character_def: None,
+    })
+}
+
+/// A memory-store carrier with one welcomed connection on loopback (its `Welcome` taken off
+/// the queue), replicating every `interval`.
+async fn one_welcomed_peer(
+    dir: &std::path::Path,
+    interval: Duration,
+) -> (Carrier, ConnectionId, net::SendQueueRx, (quinn::Connection, [quinn::Endpoint; 2])) {
+    let (mut carrier, connection, mut rx, kept) = one_peer_every(dir, interval).await;
+    let welcome =
+        ServerMessage::Welcome { player_id: PlayerId::new("p1").unwrap(), current_node: None };
+    carrier.carry(Output::Send { connection, message: welcome }, &mut Vec::new());
+    carrier.flush(Instant::now());
+    assert_eq!(written(&mut rx).len(), 1, "the Welcome");
+    (carrier, connection, rx, kept)
+}
+
+/// Issue 12 (admission at 200 logins/s): broadcasts of replicated state carried in several
+/// drains wait for the replication deadline, set by the first of them, then go to the writer
+/// as one write, in order; not a moment before the deadline.
+#[tokio::test]
+async fn replicated_state_waits_for_the_replication_deadline_then_goes_as_one_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut carrier, _, mut rx, _kept) = one_welcomed_peer(dir.path(), REPLICATION_INTERVAL).await;
+    let start = Instant::now();
+    let health =
+        ServerMessage::HealthChanged { player_id: PlayerId::new("p2").unwrap(), health: 7 };
+    carrier.carry(Output::Broadcast { message: a_player_state("p2") }, &mut Vec::new());
+    carrier.flush(start);
+    assert_eq!(carrier.poll_timeout(), Some(start + REPLICATION_INTERVAL));
+    carrier.carry(Output::Broadcast { message: health.clone() }, &mut Vec::new());
+    carrier.flush(start + Duration::from_millis(30));
+    assert_eq!(carrier.poll_timeout(), Some(start + REPLICATION_INTERVAL), "set by the first");
+    assert!(rx.try_recv().is_none(), "nothing written before the deadline");
+
+    carrier.handle_timeout(start + REPLICATION_INTERVAL - Duration::from_millis(1));
+    carrier.flush(start + REPLICATION_INTERVAL - Duration::from_millis(1));
+    assert!(rx.try_recv().is_none(), "nor a millisecond before it");
+
+    carrier.handle_timeout(start + REPLICATION_INTERVAL);
+    carrier.flush(start + REPLICATION_INTERVAL);
+    let Some(net::Outbound::Frames { bytes, frames: 2 }) = rx.try_recv() else {
+        panic!("one write of both frames expected at the deadline")
+    };
+    let (tx, mut again) = net::send_queue(16);
+    tx.try_send_frames(bytes, 2).unwrap();
+    assert_eq!(written(&mut again), vec![a_player_state("p2"), health]);
+    assert_eq!(carrier.poll_timeout(), None, "nothing waits any more");
+}
+
+/// Any other frame for the connection takes the replicated state waiting before it along, in
+/// order, at the end of its drain: the connection sees the frames it would see without the
+/// wait. The deadline then finds nothing left to write.
+#[tokio::test]
+async fn an_urgent_frame_takes_the_waiting_replicated_state_along_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut carrier, connection, mut rx, _kept) =
+        one_welcomed_peer(dir.path(), REPLICATION_INTERVAL).await;
+    let start = Instant::now();
+    let left = ServerMessage::PlayerLeft { player_id: PlayerId::new("p2").unwrap() };
+    carrier.carry(Output::Broadcast { message: left.clone() }, &mut Vec::new());
+    carrier.flush(start);
+    assert!(rx.try_recv().is_none());
+
+    carrier.carry(Output::Send { connection, message: a_message() }, &mut Vec::new());
+    carrier.flush(start + Duration::from_millis(1));
+    assert_eq!(written(&mut rx), vec![left, a_message()]);
+
+    carrier.handle_timeout(start + REPLICATION_INTERVAL);
+    carrier.flush(start + REPLICATION_INTERVAL);
+    assert!(rx.try_recv().is_none(), "no second, empty write");
+}
+
+/// Transition phases are never held: a `ShowTransition` broadcast is written at the end of its
+/// drain, with the replicated state carried before it.
+#[tokio::test]
+async fn a_transition_phase_is_written_at_the_end_of_its_drain() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut carrier, _, mut rx, _kept) = one_welcomed_peer(dir.path(), REPLICATION_INTERVAL).await;
+    let show = ServerMessage::ShowTransition {
+        transition_id: gatehouse_protocol::TransitionId(3),
+        target_node: node("b"),
+        levels: Vec::new(),
+    };
+    carrier.carry(Output::Broadcast { message: a_player_state("p2") }, &mut Vec::new());
+    carrier.carry(Output::Broadcast { message: show.clone() }, &mut Vec::new());
+    carrier.flush(Instant::now());
+    assert_eq!(written(&mut rx), vec![a_player_state("p2"), show]);
+}
+
+/// With `replication_interval_ms = 0` nothing waits: replicated state is written at the end of
+/// its drain and no deadline is set.
+#[tokio::test]
+async fn a_zero_replication_interval_writes_replicated_state_at_its_drain() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut carrier, _, mut rx, _kept) = one_welcomed_peer(dir.path(), Duration::ZERO).await;
+    carrier.carry(Output::Broadcast { message: a_player_state("p2") }, &mut Vec::new());
+    carrier.flush(Instant::now());
+    assert_eq!(written(&mut rx), vec![a_player_state("p2")]);
+    assert_eq!(carrier.poll_timeout(), None);
 }
