@@ -145,8 +145,12 @@ impl Server {
         tracing::info!(certificate = %origin.display(), %fingerprint,
             development = config.tls.certificate.is_none(), "certificate accepted");
         let drivers = net::DriverThread::start()?;
-        let endpoint =
-            net::server_endpoint(socket, network.bind, server_config, drivers.runtime())?;
+        let endpoint = net::server_endpoint(
+            socket,
+            network.bind,
+            server_config,
+            drivers.runtime(network.gso_segments),
+        )?;
         let store = Store::open(&config.store.url, &config.data_dir).await?;
         tracing::info!(store = %store.location(), "player store open");
         let (metrics, probes) = (Metrics::new(), Arc::new(Probes::default()));

@@ -190,6 +190,9 @@ pub struct NetworkConfig {
     /// `send_queue_frames`: frames queued for one client, not yet taken by its writer, before it
     /// is closed as a slow consumer (one game step's frames always go to an empty queue).
     pub send_queue_frames: usize,
+    /// `gso_segments`: most datagrams quinn hands the kernel in one send (segmentation offload),
+    /// 1 to 64; each connection keeps a send buffer of this many datagrams for its life.
+    pub gso_segments: usize,
     /// `replication_interval_ms`: how long a broadcast of replicated player or pawn state may
     /// wait to share a write with the next ones to its client (docs/protocol.md §4.4), 0 to
     /// 1,000 ms; 0 writes it at the end of the game step that made it.
@@ -217,6 +220,7 @@ impl Default for NetworkConfig {
             connection_receive_window: 512 * 1024,
             send_queue_frames: 4096,
             replication_interval: Duration::from_millis(50),
+            gso_segments: 4,
             max_pending_connections: 256,
             max_pending_per_ip: 64,
         }
@@ -530,6 +534,13 @@ impl ServerConfig {
         }
         if n.send_queue_frames == 0 {
             return Err(self.invalid("network.send_queue_frames", "at least 1 frame", "0"));
+        }
+        if n.gso_segments == 0 || n.gso_segments > 64 {
+            return Err(self.invalid(
+                "network.gso_segments",
+                "between 1 and 64 datagrams",
+                n.gso_segments.to_string(),
+            ));
         }
         if n.replication_interval > MAX_REPLICATION_INTERVAL {
             return Err(self.invalid(
@@ -880,6 +891,23 @@ mod tests {
     fn a_bad_store_url_is_named() {
         let err = parse("[store]\nurl = \"mysql://h/db\"\n").unwrap_err().to_string();
         assert!(err.contains("url") && err.contains("sqlite:PATH"), "{err}");
+    }
+
+    /// Issue 12 item 7: 1 to 64 datagrams per send, 4 by default.
+    #[test]
+    fn gso_segments_are_between_1_and_64() {
+        assert_eq!(parse("").unwrap().network.gso_segments, 4);
+        for good in [1, 64] {
+            let text = format!("[network]\ngso_segments = {good}\n");
+            assert_eq!(parse(&text).unwrap().network.gso_segments, good);
+        }
+        for bad in [0, 65] {
+            let err = parse(&format!("[network]\ngso_segments = {bad}\n")).unwrap_err();
+            assert!(
+                matches!(err, ConfigError::Invalid { ref key, .. } if key == "network.gso_segments"),
+                "{err}"
+            );
+        }
     }
 
     /// Issue 12: the replication interval is 0 (off) to 1,000 ms, 50 by default.

@@ -8,15 +8,23 @@
 //! players miss the hello deadline. Here they get a thread and a runtime of their own, so the
 //! kernel shares the cores between the network and the game. Everything else (the accept loop,
 //! the connection tasks that read and write streams, the game) stays on the main runtime.
+//!
+//! The socket it hands quinn offers at most `network.gso_segments` datagrams per send (issue 12
+//! item 7): every connection keeps a send buffer as large as one send can be, for as long as it
+//! lives, so the kernel's 10 or more cost about 14 KiB per idle client where a handful of
+//! datagrams per send is most of the saving in system calls.
 
 use std::fmt;
 use std::future::Future;
 use std::io;
+use std::io::IoSliceMut;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::Instant;
 
-use quinn::{AsyncTimer, AsyncUdpSocket, Runtime, TokioRuntime};
+use quinn::udp::{RecvMeta, Transmit};
+use quinn::{AsyncTimer, AsyncUdpSocket, Runtime, TokioRuntime, UdpPoller};
 use tokio::runtime::Handle;
 use tokio::sync::oneshot;
 
@@ -71,9 +79,10 @@ impl DriverThread {
     }
 
     /// A quinn runtime whose drivers, timers and socket live on this thread, whichever runtime
-    /// creates the endpoint or accepts its connections.
-    pub fn runtime(&self) -> Arc<dyn Runtime> {
-        Arc::new(OnDriverThread(self.handle.clone()))
+    /// creates the endpoint or accepts its connections; its sockets send at most
+    /// `gso_segments` datagrams at once (at least 1).
+    pub fn runtime(&self, gso_segments: usize) -> Arc<dyn Runtime> {
+        Arc::new(OnDriverThread { handle: self.handle.clone(), gso_segments: gso_segments.max(1) })
     }
 }
 
@@ -81,26 +90,73 @@ impl DriverThread {
 /// timers and sockets with) the runtime of the caller, which for a connection accepted by a
 /// connection task would be the main runtime.
 #[derive(Debug)]
-struct OnDriverThread(Handle);
+struct OnDriverThread {
+    handle: Handle,
+    gso_segments: usize,
+}
 
 impl Runtime for OnDriverThread {
     fn new_timer(&self, at: Instant) -> Pin<Box<dyn AsyncTimer>> {
-        let _entered = self.0.enter();
+        let _entered = self.handle.enter();
         TokioRuntime.new_timer(at)
     }
 
     fn spawn(&self, future: Pin<Box<dyn Future<Output = ()> + Send>>) {
-        self.0.spawn(future);
+        self.handle.spawn(future);
     }
 
     fn wrap_udp_socket(&self, socket: std::net::UdpSocket) -> io::Result<Arc<dyn AsyncUdpSocket>> {
-        let _entered = self.0.enter();
-        TokioRuntime.wrap_udp_socket(socket)
+        let _entered = self.handle.enter();
+        let inner = TokioRuntime.wrap_udp_socket(socket)?;
+        Ok(Arc::new(FewerSegments { inner, most: self.gso_segments }))
     }
 
     fn now(&self) -> Instant {
-        let _entered = self.0.enter();
+        let _entered = self.handle.enter();
         TokioRuntime.now()
+    }
+}
+
+/// A socket that offers quinn at most `most` datagrams per send (segmentation offload), and
+/// otherwise is the one it wraps.
+#[derive(Debug)]
+struct FewerSegments {
+    inner: Arc<dyn AsyncUdpSocket>,
+    most: usize,
+}
+
+impl AsyncUdpSocket for FewerSegments {
+    fn create_io_poller(self: Arc<Self>) -> Pin<Box<dyn UdpPoller>> {
+        self.inner.clone().create_io_poller()
+    }
+
+    fn try_send(&self, transmit: &Transmit) -> io::Result<()> {
+        self.inner.try_send(transmit)
+    }
+
+    fn poll_recv(
+        &self,
+        cx: &mut Context,
+        bufs: &mut [IoSliceMut<'_>],
+        meta: &mut [RecvMeta],
+    ) -> Poll<io::Result<usize>> {
+        self.inner.poll_recv(cx, bufs, meta)
+    }
+
+    fn local_addr(&self) -> io::Result<std::net::SocketAddr> {
+        self.inner.local_addr()
+    }
+
+    fn max_transmit_segments(&self) -> usize {
+        self.inner.max_transmit_segments().min(self.most)
+    }
+
+    fn max_receive_segments(&self) -> usize {
+        self.inner.max_receive_segments()
+    }
+
+    fn may_fragment(&self) -> bool {
+        self.inner.may_fragment()
     }
 }
 
@@ -113,11 +169,34 @@ mod tests {
     async fn spawned_drivers_run_on_the_driver_thread() {
         let thread = DriverThread::start().unwrap();
         let (tx, rx) = oneshot::channel();
-        thread.runtime().spawn(Box::pin(async move {
+        thread.runtime(1).spawn(Box::pin(async move {
             let _ = tx.send(std::thread::current().name().map(str::to_owned));
         }));
         let name = tokio::time::timeout(std::time::Duration::from_secs(5), rx).await;
         assert_eq!(name.unwrap().unwrap().as_deref(), Some("quic-driver"));
+    }
+
+    /// Issue 12 item 7: the wrapped socket offers at most the configured datagrams per send
+    /// (never more than the kernel's, never fewer than 1), and receives as the kernel's does.
+    #[test]
+    fn the_socket_offers_at_most_the_configured_datagrams_per_send() {
+        let thread = DriverThread::start().unwrap();
+        let bare = || std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let kernel = {
+            let _entered = thread.handle.enter();
+            TokioRuntime.wrap_udp_socket(bare()).unwrap()
+        };
+        for (asked, expected) in [
+            (1, 1),
+            (2, kernel.max_transmit_segments().min(2)),
+            (usize::MAX, kernel.max_transmit_segments()),
+            (0, 1),
+        ] {
+            let socket = thread.runtime(asked).wrap_udp_socket(bare()).unwrap();
+            assert_eq!(socket.max_transmit_segments(), expected, "asked for {asked}");
+            assert_eq!(socket.max_receive_segments(), kernel.max_receive_segments());
+            assert!(socket.local_addr().unwrap().ip().is_loopback());
+        }
     }
 
     /// The thread shows up by name in a `Debug` of the server.
@@ -131,7 +210,7 @@ mod tests {
     #[test]
     fn timers_fire_on_the_driver_thread() {
         let thread = DriverThread::start().unwrap();
-        let runtime = thread.runtime();
+        let runtime = thread.runtime(1);
         let (tx, rx) = std::sync::mpsc::channel();
         let timer_runtime = runtime.clone();
         runtime.spawn(Box::pin(async move {
