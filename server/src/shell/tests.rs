@@ -322,8 +322,8 @@ struct Running {
     memory: Arc<Memory>,
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<()>,
-    /// Holds the connection-event queue open, as the listener does.
-    _net: mpsc::Sender<ConnectionEvent>,
+    /// The connection-event queue, held open as the listener does.
+    net: mpsc::Sender<ConnectionEvent>,
 }
 
 fn start_game_task() -> Running {
@@ -339,14 +339,7 @@ fn start_game_task() -> Running {
     let effects = effects(events_tx.clone(), store.clone());
     let fleet = FleetLink::new(Arc::new(Standalone), None);
     let task = tokio::spawn(run_game(game, from_net, events, effects, fleet, shutdown.clone()));
-    Running {
-        handle: GameHandle { events: events_tx },
-        store,
-        memory,
-        shutdown,
-        task,
-        _net: net_tx,
-    }
+    Running { handle: GameHandle { events: events_tx }, store, memory, shutdown, task, net: net_tx }
 }
 
 /// Snapshots until `done` holds, letting simulated time run between them (at most 10 s).
@@ -625,4 +618,52 @@ async fn a_zero_replication_interval_writes_replicated_state_at_its_drain() {
     carrier.flush(Instant::now());
     assert_eq!(written(&mut rx), vec![a_player_state("p2")]);
     assert_eq!(carrier.poll_timeout(), None);
+}
+
+/// The game task wakes at the replication deadline by itself: the second player's state,
+/// broadcast to the first with nothing urgent after it (each is in a join of its own, answered
+/// by nobody), still reaches the first client's writer. Real time (the QUIC loopback), every
+/// wait bounded.
+#[tokio::test]
+async fn the_game_task_writes_waiting_replicated_state_at_its_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let (server_end, _client_end, _endpoints) = loopback(dir.path()).await;
+    let running = start_game_task();
+    let handle = running.handle.clone();
+    until(&handle, "the boot travel", |s| s.phase == "None" && s.streamed_node.is_some()).await;
+    let mut queues = Vec::new();
+    for (i, name) in ["p1", "p2"].into_iter().enumerate() {
+        let (outbound, rx) = net::send_queue(1024);
+        let player = PlayerId::new(name).unwrap();
+        let connection = ConnectionId(i as u64 + 1);
+        let quic = server_end.clone();
+        running
+            .net
+            .send(ConnectionEvent::Login { connection, player, outbound, quic })
+            .await
+            .unwrap();
+        until(&handle, "the login", |s| s.players.len() == i + 1).await;
+        queues.push(rx);
+    }
+    let mut first = queues.swap_remove(0);
+    let mut decoder = gatehouse_protocol::FrameDecoder::new(1 << 16);
+    let second = PlayerId::new("p2").unwrap();
+    let seen = tokio::time::timeout(Duration::from_secs(2), async {
+        loop {
+            while let Some(message) = decoder.next_message::<ServerMessage>().unwrap() {
+                if matches!(&message, ServerMessage::PlayerStateUpdated(v) if v.player_id == second)
+                {
+                    return;
+                }
+            }
+            match first.recv().await {
+                Some(net::Outbound::Frames { bytes, .. }) => decoder.extend(&bytes),
+                other => panic!("the first client's queue ended: {other:?}"),
+            }
+        }
+    })
+    .await;
+    assert!(seen.is_ok(), "the second player's state never reached the first client");
+    running.shutdown.cancel();
+    let _ = tokio::time::timeout(Duration::from_secs(5), running.task).await;
 }
