@@ -608,6 +608,21 @@ async fn a_transition_phase_is_written_at_the_end_of_its_drain() {
     assert_eq!(written(&mut rx), vec![a_player_state("p2"), show]);
 }
 
+/// Frames that do not wait set no replication deadline: the game task does not wake for
+/// nothing.
+#[tokio::test]
+async fn urgent_frames_alone_set_no_replication_deadline() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut carrier, connection, mut rx, _kept) =
+        one_welcomed_peer(dir.path(), REPLICATION_INTERVAL).await;
+    for _ in 0..2 {
+        carrier.carry(Output::Send { connection, message: a_message() }, &mut Vec::new());
+    }
+    carrier.flush(Instant::now());
+    assert_eq!(written(&mut rx), vec![a_message(), a_message()]);
+    assert_eq!(carrier.poll_timeout(), None);
+}
+
 /// With `replication_interval_ms = 0` nothing waits: replicated state is written at the end of
 /// its drain and no deadline is set.
 #[tokio::test]
