@@ -608,18 +608,19 @@ async fn a_transition_phase_is_written_at_the_end_of_its_drain() {
     assert_eq!(written(&mut rx), vec![a_player_state("p2"), show]);
 }
 
-/// Frames that do not wait set no replication deadline: the game task does not wake for
-/// nothing.
+/// A drain whose frames all go out at its end sets no replication deadline, even when
+/// replicated state rides along after an urgent frame: the game task does not wake for nothing.
 #[tokio::test]
-async fn urgent_frames_alone_set_no_replication_deadline() {
+async fn a_drain_with_nothing_left_waiting_sets_no_replication_deadline() {
     let dir = tempfile::tempdir().unwrap();
     let (mut carrier, connection, mut rx, _kept) =
         one_welcomed_peer(dir.path(), REPLICATION_INTERVAL).await;
     for _ in 0..2 {
         carrier.carry(Output::Send { connection, message: a_message() }, &mut Vec::new());
     }
+    carrier.carry(Output::Broadcast { message: a_player_state("p2") }, &mut Vec::new());
     carrier.flush(Instant::now());
-    assert_eq!(written(&mut rx), vec![a_message(), a_message()]);
+    assert_eq!(written(&mut rx), vec![a_message(), a_message(), a_player_state("p2")]);
     assert_eq!(carrier.poll_timeout(), None);
 }
 
