@@ -11,7 +11,7 @@
 //!
 //! The socket it hands quinn offers at most `network.gso_segments` datagrams per send (issue 12
 //! item 7): every connection keeps a send buffer as large as one send can be, for as long as it
-//! lives, so the kernel's 10 or more cost about 14 KiB per idle client where a handful of
+//! lives, so quinn's own most, 10, costs about 14 KiB per idle client where a handful of
 //! datagrams per send is most of the saving in system calls.
 
 use std::fmt;

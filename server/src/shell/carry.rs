@@ -177,6 +177,12 @@ impl Carrier {
         self.deferred_due
     }
 
+    /// How many connections are listed for the replication deadline.
+    #[cfg(test)]
+    pub(super) fn deferred_connections(&self) -> usize {
+        self.deferred.len()
+    }
+
     /// At the replication deadline, the connections holding deferred frames join the next
     /// [`Carrier::flush`].
     pub(super) fn handle_timeout(&mut self, now: Instant) {

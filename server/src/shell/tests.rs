@@ -407,7 +407,8 @@ async fn a_new_connection_gets_welcome_before_any_broadcast() {
     // The batch: an earlier input's broadcast is queued, then the new connection registers.
     let (new_tx, mut new_rx) = net::send_queue(16);
     carrier.add_peer(new, new_tx, server_end.clone());
-    let earlier = ServerMessage::PlayerLeft { player_id: player.clone() };
+    // One broadcast written at the drain's end, one that waits for the replication deadline.
+    let earlier = ServerMessage::PawnDied { pawn_id: gatehouse_protocol::PawnId(4) };
     let later = ServerMessage::PlayerStateUpdated(gatehouse_protocol::PlayerStateView {
         player_id: player,
         team: None,
@@ -622,6 +623,32 @@ async fn a_drain_with_nothing_left_waiting_sets_no_replication_deadline() {
     carrier.flush(Instant::now());
     assert_eq!(written(&mut rx), vec![a_message(), a_message(), a_player_state("p2")]);
     assert_eq!(carrier.poll_timeout(), None);
+}
+
+/// After a deadline has flushed a connection, its next replicated state waits for a new
+/// deadline of its own, and is written at it: nothing waits for ever. A connection is listed
+/// once per deadline however many frames wait.
+#[tokio::test]
+async fn every_deadline_is_followed_by_a_fresh_one_for_later_replicated_state() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut carrier, _, mut rx, _kept) = one_welcomed_peer(dir.path(), REPLICATION_INTERVAL).await;
+    let start = Instant::now();
+    for name in ["p2", "p3", "p4"] {
+        carrier.carry(Output::Broadcast { message: a_player_state(name) }, &mut Vec::new());
+    }
+    carrier.flush(start);
+    assert_eq!(carrier.deferred_connections(), 1, "listed once for three frames");
+    carrier.handle_timeout(start + REPLICATION_INTERVAL);
+    carrier.flush(start + REPLICATION_INTERVAL);
+    assert_eq!(written(&mut rx).len(), 3);
+
+    let second = start + Duration::from_millis(80);
+    carrier.carry(Output::Broadcast { message: a_player_state("p5") }, &mut Vec::new());
+    carrier.flush(second);
+    assert_eq!(carrier.poll_timeout(), Some(second + REPLICATION_INTERVAL));
+    carrier.handle_timeout(second + REPLICATION_INTERVAL);
+    carrier.flush(second + REPLICATION_INTERVAL);
+    assert_eq!(written(&mut rx), vec![a_player_state("p5")]);
 }
 
 /// With `replication_interval_ms = 0` nothing waits: replicated state is written at the end of
