@@ -92,14 +92,29 @@ enum Listing {
     Deadline,
 }
 
+impl Listing {
+    /// Puts `connection` on the list it names: `drain` or `deadline`.
+    fn record(
+        self,
+        connection: ConnectionId,
+        drain: &mut Vec<ConnectionId>,
+        deadline: &mut Vec<ConnectionId>,
+    ) {
+        match self {
+            Listing::Listed => {}
+            Listing::Drain => drain.push(connection),
+            Listing::Deadline => deadline.push(connection),
+        }
+    }
+}
+
 impl Peer {
     fn new(outbound: SendQueue, quic: quinn::Connection) -> Self {
-        let pending = BytesMut::new();
         Peer {
             outbound,
             quic,
             welcomed: false,
-            pending,
+            pending: BytesMut::new(),
             pending_frames: 0,
             urgent: false,
             deferred: false,
@@ -233,7 +248,7 @@ impl Carrier {
                 {
                     peer.welcomed |= welcome;
                     let listing = peer.append(&frame, true);
-                    self.list(connection, listing);
+                    listing.record(connection, &mut self.pending, &mut self.deferred);
                 }
             }
             Output::Broadcast { message } => {
@@ -241,11 +256,8 @@ impl Carrier {
                 // Encoded once; only to welcomed connections.
                 if let Some(frame) = encode(&message, max_frame_len) {
                     for (connection, peer) in self.peers.iter_mut().filter(|(_, p)| p.welcomed) {
-                        match peer.append(&frame, urgent) {
-                            Listing::Listed => {}
-                            Listing::Drain => self.pending.push(*connection),
-                            Listing::Deadline => self.deferred.push(*connection),
-                        }
+                        let listing = peer.append(&frame, urgent);
+                        listing.record(*connection, &mut self.pending, &mut self.deferred);
                     }
                 }
             }
@@ -289,14 +301,6 @@ impl Carrier {
                     tracing::error!(error = %e, "session save not submitted: the store worker is gone");
                 }
             }
-        }
-    }
-
-    fn list(&mut self, connection: ConnectionId, listing: Listing) {
-        match listing {
-            Listing::Listed => {}
-            Listing::Drain => self.pending.push(connection),
-            Listing::Deadline => self.deferred.push(connection),
         }
     }
 

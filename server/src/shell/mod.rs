@@ -133,7 +133,7 @@ pub(crate) async fn run_game(
             game.handle_timeout(now);
         }
         // Deferred replication joins this wake's flush once due (checked on every wake too).
-        carrier.handle_timeout(Instant::now());
+        carrier.handle_timeout(Instant::from_std(now));
         carry_outputs(&mut game, &mut carrier, &mut made_up);
         record(&mut game, &metrics, &probes);
         // Checked on every wake, like the core's timer: a busy queue never starves the pings.
