@@ -4,8 +4,11 @@
 //! Owns connecting, migrating and the queries. Knows nothing of the game or of retries: the
 //! worker ([`super::StoreWorker`]) decides when to load, save and retry.
 
+use std::collections::HashSet;
+use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use gatehouse_protocol::PlayerId;
@@ -47,6 +50,25 @@ const UPDATE_PLAYER: &str = "UPDATE players SET node = $2, preset_kind = $3, pre
      character_def = $5, kits = $6, inventory = $7, equipment = $8, version = $9, \
      saved_at = CURRENT_TIMESTAMP WHERE player_id = $1 AND version = $10";
 const PLAYER_VERSION: &str = "SELECT version FROM players WHERE player_id = $1";
+/// A run of first saves, before its VALUES: the rows written are returned.
+const INSERT_PLAYERS: &str = "INSERT INTO players (player_id, node, preset_kind, preset_name, \
+     character_def, kits, inventory, equipment, version, saved_at) ";
+const INSERT_PLAYERS_END: &str = " ON CONFLICT (player_id) DO NOTHING RETURNING player_id";
+/// A run of updates: its VALUES go between the two halves; a row applies only on the stored
+/// version it was based on (`base`), and the rows written are returned.
+const UPDATE_PLAYERS: &str = "WITH v (id, node, preset_kind, preset_name, character_def, kits, \
+     inventory, equipment, version, base) AS (";
+const UPDATE_PLAYERS_END: &str = ") UPDATE players SET node = v.node, \
+     preset_kind = v.preset_kind, preset_name = v.preset_name, character_def = v.character_def, \
+     kits = v.kits, inventory = v.inventory, equipment = v.equipment, version = v.version, \
+     saved_at = CURRENT_TIMESTAMP FROM v WHERE players.player_id = v.id \
+     AND players.version = v.base RETURNING player_id";
+/// PostgreSQL: a run's stored rows locked in player-id order before it updates them.
+const LOCK_PLAYERS: &str = "SELECT player_id FROM players WHERE player_id IN (";
+const LOCK_PLAYERS_END: &str = ") ORDER BY player_id FOR UPDATE";
+/// Most rows one multi-row statement writes: 10 bound values a row keeps it far below the
+/// parameter limits (SQLite 32,766, PostgreSQL 65,535).
+const ROWS_PER_STATEMENT: usize = 256;
 const SELECT_SESSION: &str = "SELECT session, node, version FROM sessions";
 const INSERT_SESSION: &str = "INSERT INTO sessions (session, node, version, saved_at) \
      VALUES ($1, $2, $3, CURRENT_TIMESTAMP) ON CONFLICT (session) DO NOTHING";
@@ -66,6 +88,8 @@ pub struct Store {
     pool: Pool,
     /// The store's name in logs and errors (resolved, password redacted).
     location: Arc<str>,
+    /// Statements the batches of player writes ran (shared by the clones).
+    batch_statements: Arc<AtomicU64>,
 }
 
 #[derive(Clone)]
@@ -106,6 +130,69 @@ macro_rules! bind_player {
             None => query,
         }
     }};
+}
+
+/// Builds the one statement that writes a run of [`statement_runs`]: a multi-row INSERT of
+/// first saves, or an UPDATE from a VALUES list of saves each based on a stored version. Either
+/// returns the ids of the rows it wrote; a row it did not write met another version.
+macro_rules! player_rows {
+    ($rows:expr) => {{
+        let rows: &[(usize, PlayerWrite)] = $rows;
+        let update = rows.first().is_some_and(|(_, w)| w.base.is_some());
+        let mut query =
+            sqlx::QueryBuilder::new(if update { UPDATE_PLAYERS } else { INSERT_PLAYERS });
+        query.push_values(rows, |mut row, (_, w)| {
+            let c = &w.columns;
+            row.push_bind(c.player_id.as_str())
+                .push_bind(c.node.as_deref())
+                .push_bind(c.preset_kind)
+                .push_bind(c.preset_name.as_deref())
+                .push_bind(c.character_def.as_deref())
+                .push_bind(c.kits.as_deref())
+                .push_bind(c.inventory.as_str())
+                .push_bind(c.equipment.as_str())
+                .push_bind(w.next);
+            match w.base {
+                Some(base) => row.push_bind(base),
+                None => row.push("CURRENT_TIMESTAMP"),
+            };
+        });
+        query.push(if update { UPDATE_PLAYERS_END } else { INSERT_PLAYERS_END });
+        query
+    }};
+}
+
+/// The order a batch's writes run in: updates before first saves, each in player-id order (so
+/// two processes saving overlapping players take their locks in the same order), a player's
+/// saves in the order given.
+fn write_order(writes: &mut [(usize, PlayerWrite)]) {
+    writes.sort_by(|(_, a), (_, b)| {
+        (a.base.is_none(), &a.columns.player_id).cmp(&(b.base.is_none(), &b.columns.player_id))
+    });
+}
+
+/// The runs of `writes` (in [`write_order`]) that one statement each writes: consecutive writes
+/// of one kind (first saves, or updates), at most [`ROWS_PER_STATEMENT`], never one player
+/// twice (its second save is based on the version its first writes). Issue 12 item 5: a
+/// thousand saves are a handful of statements, not a thousand round trips to the store.
+fn statement_runs(writes: &[(usize, PlayerWrite)]) -> Vec<Range<usize>> {
+    let mut runs = Vec::new();
+    let mut start = 0;
+    for end in 1..=writes.len() {
+        let closes = match (writes.get(end - 1), writes.get(end)) {
+            (Some((_, last)), Some((_, next))) => {
+                end - start == ROWS_PER_STATEMENT
+                    || last.base.is_some() != next.base.is_some()
+                    || last.columns.player_id == next.columns.player_id
+            }
+            _ => true,
+        };
+        if closes {
+            runs.push(start..end);
+            start = end;
+        }
+    }
+    runs
 }
 
 /// One player save encoded for its conditional write.
@@ -175,7 +262,7 @@ impl Store {
             Resolved::Postgres(options) => open_postgres(*options, &location).await?,
         };
         tracing::info!(store = %location, schema = schema::latest_version(), "store open");
-        Ok(Store { pool: store, location })
+        Ok(Store { pool: store, location, batch_statements: Arc::default() })
     }
 
     /// The store's name for logs: the resolved URL, password redacted.
@@ -229,7 +316,8 @@ impl Store {
     /// version, or why that save alone was not written. Issue 12 item 5.
     ///
     /// A conflict or an unwritable value refuses only its own save; the others still commit.
-    /// The rows are written in player-id order, so two processes saving overlapping players
+    /// The saves are written a run of rows per statement ([`statement_runs`]), updates before
+    /// first saves and each in player-id order, so two processes saving overlapping players
     /// lock them in the same order.
     ///
     /// # Errors
@@ -259,7 +347,7 @@ impl Store {
         }
         // 2. One transaction: each conditional write, and the stored version where one did
         //    not apply; any statement's failure rolls the whole batch back.
-        writes.sort_by(|(_, a), (_, b)| a.columns.player_id.cmp(&b.columns.player_id));
+        write_order(&mut writes);
         let missed = self
             .exec_players(&writes)
             .await
@@ -363,35 +451,66 @@ impl Store {
         Ok(affected == 1)
     }
 
-    /// Runs `writes` in one transaction (`BEGIN IMMEDIATE` on SQLite: the write lock is taken
-    /// up front, waiting out another writer, instead of failing at the first write); for each,
-    /// `None` when it applied, or the stored version it found instead.
+    /// Runs `writes` (ordered by [`write_order`]) in one transaction (`BEGIN IMMEDIATE` on
+    /// SQLite: the write lock is taken up front, waiting out another writer, instead of failing
+    /// at the first write), one statement per run of [`statement_runs`]; for each write, `None`
+    /// when it applied, or the stored version it found instead.
+    ///
+    /// PostgreSQL locks each run's existing rows in player-id order first, so two processes
+    /// saving overlapping players wait for each other instead of deadlocking.
     async fn exec_players(
         &self,
         writes: &[(usize, PlayerWrite)],
     ) -> Result<Vec<Option<Option<i64>>>, sqlx::Error> {
-        let begin = match self.pool {
-            Pool::Sqlite(_) => "BEGIN IMMEDIATE",
-            Pool::Postgres(_) => "BEGIN",
-        };
+        let postgres = matches!(self.pool, Pool::Postgres(_));
+        let begin = if postgres { "BEGIN" } else { "BEGIN IMMEDIATE" };
         on_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;
             let mut missed = Vec::with_capacity(writes.len());
-            for (_, w) in writes {
-                let affected = bind_player!(w).execute(&mut *tx).await?.rows_affected();
-                if affected == 1 {
-                    missed.push(None);
-                } else {
+            for run in statement_runs(writes) {
+                let rows = &writes[run];
+                if postgres && rows.first().is_some_and(|(_, w)| w.base.is_some()) {
+                    let mut lock = sqlx::QueryBuilder::new(LOCK_PLAYERS);
+                    let mut ids = lock.separated(", ");
+                    for (_, w) in rows {
+                        ids.push_bind(w.columns.player_id.as_str());
+                    }
+                    lock.push(LOCK_PLAYERS_END);
+                    lock.build().execute(&mut *tx).await?;
+                    self.count_statement();
+                }
+                let mut query = player_rows!(rows);
+                let applied: HashSet<String> =
+                    query.build_query_scalar().fetch_all(&mut *tx).await?.into_iter().collect();
+                self.count_statement();
+                for (_, w) in rows {
+                    if applied.contains(&w.columns.player_id) {
+                        missed.push(None);
+                        continue;
+                    }
                     let found: Option<i64> = sqlx::query_scalar(PLAYER_VERSION)
                         .bind(&w.columns.player_id)
                         .fetch_optional(&mut *tx)
                         .await?;
+                    self.count_statement();
                     missed.push(Some(found));
                 }
             }
             tx.commit().await?;
             Ok(missed)
         })
+    }
+
+    /// Counts one statement of a batch of player writes (the complexity test reads it).
+    fn count_statement(&self) {
+        self.batch_statements.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Statements the batches of player writes ran so far (issue 12 item 5: a statement per
+    /// run of rows, not per save).
+    #[cfg(test)]
+    fn batch_statements(&self) -> u64 {
+        self.batch_statements.load(Ordering::Relaxed)
     }
 
     fn query_error(&self, operation: String, source: sqlx::Error) -> StoreError {
@@ -462,4 +581,73 @@ async fn connect<C>(
 
 fn migrate_error(location: &str, source: sqlx::migrate::MigrateError) -> StoreError {
     StoreError::Migrate { url: location.to_owned(), expected: schema::latest_version(), source }
+}
+
+#[cfg(test)]
+mod tests {
+    use gatehouse_protocol::NodeId;
+
+    use super::*;
+    use crate::store::Preset;
+
+    fn save(player: &str, version: u64) -> PlayerSave {
+        PlayerSave {
+            player: PlayerId::new(player).unwrap(),
+            node: Some(NodeId::new("harbor").unwrap()),
+            preset: Preset::ReadOnly { name: "Scout".into() },
+            inventory: vec![],
+            equipment: vec![],
+            version,
+        }
+    }
+
+    fn writes(saves: &[PlayerSave]) -> Vec<(usize, PlayerWrite)> {
+        let mut writes: Vec<_> =
+            saves.iter().enumerate().map(|(i, s)| (i, PlayerWrite::new(s).unwrap())).collect();
+        write_order(&mut writes);
+        writes
+    }
+
+    /// Issue 12 item 5: updates run before first saves, each kind in player-id order, a run
+    /// holds at most `ROWS_PER_STATEMENT` rows and never one player twice.
+    #[test]
+    fn a_run_of_rows_is_one_kind_at_most_a_statements_rows_and_each_player_once() {
+        let mut saves: Vec<PlayerSave> =
+            (0..ROWS_PER_STATEMENT + 2).map(|i| save(&format!("u-{i:04}"), 1)).collect();
+        saves.push(save("a-first", 0));
+        saves.push(save("u-0001", 2));
+        let writes = writes(&saves);
+        assert_eq!(writes[0].1.columns.player_id, "u-0000", "updates first, by player id");
+        assert_eq!(writes.last().map(|(i, _)| *i), Some(ROWS_PER_STATEMENT + 2), "then the insert");
+        assert_eq!(
+            statement_runs(&writes),
+            vec![
+                0..2,
+                2..ROWS_PER_STATEMENT + 2,
+                ROWS_PER_STATEMENT + 2..ROWS_PER_STATEMENT + 3,
+                ROWS_PER_STATEMENT + 3..ROWS_PER_STATEMENT + 4
+            ]
+        );
+        assert_eq!(statement_runs(&[]), Vec::<Range<usize>>::new());
+    }
+
+    /// Issue 12 item 5 (the regression pin): a thousand saves cost a statement per run of
+    /// rows, not one per save; a conflict adds only its own version read.
+    #[tokio::test]
+    async fn a_thousand_saves_are_a_statement_per_run_of_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&StoreUrl::default(), dir.path()).await.unwrap();
+        let first: Vec<PlayerSave> = (0..1000).map(|i| save(&format!("p-{i:04}"), 0)).collect();
+        let results = store.save_players(&first).await.unwrap();
+        assert!(results.iter().all(|r| matches!(r, Ok(1))));
+        let runs = 1000_u64.div_ceil(ROWS_PER_STATEMENT as u64);
+        assert_eq!(store.batch_statements(), runs);
+        let mut again: Vec<PlayerSave> = first.iter().map(|s| save(s.player.as_str(), 1)).collect();
+        again[500].version = 7;
+        let results = store.save_players(&again).await.unwrap();
+        assert!(matches!(results[500], Err(StoreError::Conflict { found: Some(1), .. })));
+        assert_eq!(results.iter().filter(|r| matches!(r, Ok(2))).count(), 999);
+        assert_eq!(store.batch_statements(), 2 * runs + 1, "one version read for the conflict");
+        store.close().await;
+    }
 }

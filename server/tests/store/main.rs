@@ -50,6 +50,7 @@ on_both_backends!(
     suite::a_stale_version_is_a_conflict_and_writes_nothing,
     suite::a_batch_of_saves_lands_with_one_result_each,
     suite::a_conflict_in_a_batch_refuses_only_that_save,
+    suite::a_large_mixed_batch_lands_as_the_saves_one_by_one_would,
     suite::a_batch_that_fails_as_a_whole_writes_nothing,
     suite::a_save_is_visible_after_reopening_the_store,
     suite::migrations_are_idempotent,

@@ -232,6 +232,48 @@ pub(crate) async fn a_conflict_in_a_batch_refuses_only_that_save(b: &Backend) {
     store.close().await;
 }
 
+/// Issue 12 item 5: a batch larger than one statement's rows, mixing first saves and updates,
+/// with conflicts among both and a player saved twice in a row (its second save based on its
+/// first), lands exactly as the same saves one by one would.
+pub(crate) async fn a_large_mixed_batch_lands_as_the_saves_one_by_one_would(b: &Backend) {
+    let store = b.open().await;
+    let stored: Vec<PlayerSave> = (0..300).map(|i| character(&format!("m-{i:03}"))).collect();
+    assert!(store.save_players(&stored).await.unwrap().iter().all(|r| matches!(r, Ok(1))));
+    // Updates of every stored player (m-007 is stale: based on nothing stored), first saves of
+    // 300 new ones (m-450 is stale: based on a version never written), and m-010 twice.
+    let mut batch: Vec<PlayerSave> = stored.iter().map(|s| at(s.clone(), 1)).collect();
+    batch[7] = character("m-007");
+    batch.extend((300..600).map(|i| read_only(&format!("m-{i:03}"))));
+    batch[450] = at(read_only("m-450"), 3);
+    batch.push(at(read_only("m-010"), 2));
+    let results = store.save_players(&batch).await.unwrap();
+    assert_eq!(results.len(), batch.len());
+    for (i, result) in results.iter().enumerate() {
+        match i {
+            7 => assert!(
+                matches!(result, Err(StoreError::Conflict { expected: 0, found: Some(1), .. })),
+                "{result:?}"
+            ),
+            450 => assert!(
+                matches!(result, Err(StoreError::Conflict { expected: 3, found: None, .. })),
+                "{result:?}"
+            ),
+            600 => assert!(matches!(result, Ok(3)), "the second save of m-010: {result:?}"),
+            i if i < 300 => assert!(matches!(result, Ok(2)), "{i}: {result:?}"),
+            i => assert!(matches!(result, Ok(1)), "{i}: {result:?}"),
+        }
+    }
+    assert_eq!(load(&store, "m-000").await, Some(at(character("m-000"), 2)));
+    assert_eq!(load(&store, "m-007").await, Some(at(character("m-007"), 1)), "unchanged");
+    assert_eq!(load(&store, "m-010").await, Some(at(read_only("m-010"), 3)));
+    assert_eq!(load(&store, "m-299").await, Some(at(character("m-299"), 2)));
+    assert_eq!(load(&store, "m-300").await, Some(at(read_only("m-300"), 1)));
+    assert_eq!(load(&store, "m-450").await, None, "never written");
+    assert_eq!(load(&store, "m-599").await, Some(at(read_only("m-599"), 1)));
+    assert_eq!(store.list_players().await.unwrap().len(), 599);
+    store.close().await;
+}
+
 /// Issue 12 item 5: a batch is one transaction: when one of its writes fails, none of the
 /// batch is written, and the failure is the batch's.
 pub(crate) async fn a_batch_that_fails_as_a_whole_writes_nothing(b: &Backend) {

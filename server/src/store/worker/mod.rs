@@ -21,7 +21,8 @@
 //! - Player saves of different players that are ready to start together (the heads of idle
 //!   lanes, taken in one wake: a [`StoreRequest::SavePlayers`] at a transition's end, or a
 //!   burst of single saves) are written as one batch, up to [`SAVE_BATCH_MAX`] saves in one
-//!   transaction ([`SaveBackend::save_players`]), keeping every rule above per save: its own
+//!   transaction ([`SaveBackend::save_players`], which writes them a few hundred rows per
+//!   statement), keeping every rule above per save: its own
 //!   attempts, timeout budget, rebasing, conflict and recognition. A save whose attempt failed
 //!   waits `save_retry` in its lane, then joins whatever batch starts next. Issue 12 item 5.
 //!
