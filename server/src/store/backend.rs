@@ -4,7 +4,7 @@
 //! Owns connecting, migrating and the queries. Knows nothing of the game or of retries: the
 //! worker ([`super::StoreWorker`]) decides when to load, save and retry.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::ops::Range;
 use std::path::Path;
 use std::sync::Arc;
@@ -63,12 +63,15 @@ const UPDATE_PLAYERS_END: &str = ") UPDATE players SET node = v.node, \
      kits = v.kits, inventory = v.inventory, equipment = v.equipment, version = v.version, \
      saved_at = CURRENT_TIMESTAMP FROM v WHERE players.player_id = v.id \
      AND players.version = v.base RETURNING player_id";
-/// PostgreSQL: a run's stored rows locked in player-id order before it updates them.
+/// PostgreSQL: the stored rows of a batch's players locked before it writes any, in byte order
+/// (`COLLATE "C"`, the order Rust sorts the ids in, whatever the database's collation).
 const LOCK_PLAYERS: &str = "SELECT player_id FROM players WHERE player_id IN (";
-const LOCK_PLAYERS_END: &str = ") ORDER BY player_id FOR UPDATE";
+const LOCK_PLAYERS_END: &str = ") ORDER BY player_id COLLATE \"C\" FOR UPDATE";
 /// Most rows one multi-row statement writes: 10 bound values a row keeps it far below the
 /// parameter limits (SQLite 32,766, PostgreSQL 65,535).
 const ROWS_PER_STATEMENT: usize = 256;
+/// Most ids one PostgreSQL lock statement names (one bound value each).
+const IDS_PER_LOCK: usize = 1024;
 const SELECT_SESSION: &str = "SELECT session, node, version FROM sessions";
 const INSERT_SESSION: &str = "INSERT INTO sessions (session, node, version, saved_at) \
      VALUES ($1, $2, $3, CURRENT_TIMESTAMP) ON CONFLICT (session) DO NOTHING";
@@ -162,12 +165,19 @@ macro_rules! player_rows {
     }};
 }
 
-/// The order a batch's writes run in: updates before first saves, each in player-id order (so
-/// two processes saving overlapping players take their locks in the same order), a player's
-/// saves in the order given.
+/// The order a batch's writes run in: the players whose first save in the batch is an update,
+/// then those whose first is a first save, each in player-id order (so two processes saving
+/// overlapping players write them in the same order); a player's saves stay together, in the
+/// order given (a first save and the update based on it both apply).
 fn write_order(writes: &mut [(usize, PlayerWrite)]) {
+    let mut first_is_insert: HashMap<String, bool> = HashMap::new();
+    for (_, w) in writes.iter() {
+        first_is_insert.entry(w.columns.player_id.clone()).or_insert(w.base.is_none());
+    }
+    let section =
+        |w: &PlayerWrite| first_is_insert.get(&w.columns.player_id).copied().unwrap_or_default();
     writes.sort_by(|(_, a), (_, b)| {
-        (a.base.is_none(), &a.columns.player_id).cmp(&(b.base.is_none(), &b.columns.player_id))
+        (section(a), &a.columns.player_id).cmp(&(section(b), &b.columns.player_id))
     });
 }
 
@@ -316,9 +326,9 @@ impl Store {
     /// version, or why that save alone was not written. Issue 12 item 5.
     ///
     /// A conflict or an unwritable value refuses only its own save; the others still commit.
-    /// The saves are written a run of rows per statement ([`statement_runs`]), updates before
-    /// first saves and each in player-id order, so two processes saving overlapping players
-    /// lock them in the same order.
+    /// The saves are written a run of rows per statement ([`statement_runs`]), in
+    /// [`write_order`]; on PostgreSQL the stored rows are locked first, in byte order, so two
+    /// processes saving overlapping players wait for each other instead of deadlocking.
     ///
     /// # Errors
     /// The outer error is the transaction's: [`StoreError::Query`] when the store cannot be
@@ -456,8 +466,10 @@ impl Store {
     /// at the first write), one statement per run of [`statement_runs`]; for each write, `None`
     /// when it applied, or the stored version it found instead.
     ///
-    /// PostgreSQL locks each run's existing rows in player-id order first, so two processes
-    /// saving overlapping players wait for each other instead of deadlocking.
+    /// PostgreSQL first locks every stored row the batch names, in byte order, before it writes
+    /// any: two processes saving overlapping players then wait for each other instead of
+    /// deadlocking (an update's lock taken before a first save's wait on another process's new
+    /// row could otherwise close a cycle).
     async fn exec_players(
         &self,
         writes: &[(usize, PlayerWrite)],
@@ -467,18 +479,24 @@ impl Store {
         on_pool!(self, pool => {
             let mut tx = pool.begin_with(begin).await?;
             let mut missed = Vec::with_capacity(writes.len());
-            for run in statement_runs(writes) {
-                let rows = &writes[run];
-                if postgres && rows.first().is_some_and(|(_, w)| w.base.is_some()) {
+            if postgres {
+                let mut players: Vec<&str> =
+                    writes.iter().map(|(_, w)| w.columns.player_id.as_str()).collect();
+                players.sort_unstable();
+                players.dedup();
+                for chunk in players.chunks(IDS_PER_LOCK) {
                     let mut lock = sqlx::QueryBuilder::new(LOCK_PLAYERS);
                     let mut ids = lock.separated(", ");
-                    for (_, w) in rows {
-                        ids.push_bind(w.columns.player_id.as_str());
+                    for id in chunk {
+                        ids.push_bind(*id);
                     }
                     lock.push(LOCK_PLAYERS_END);
                     lock.build().execute(&mut *tx).await?;
                     self.count_statement();
                 }
+            }
+            for run in statement_runs(writes) {
+                let rows = &writes[run];
                 let mut query = player_rows!(rows);
                 let applied: HashSet<String> =
                     query.build_query_scalar().fetch_all(&mut *tx).await?.into_iter().collect();

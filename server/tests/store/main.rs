@@ -51,6 +51,7 @@ on_both_backends!(
     suite::a_batch_of_saves_lands_with_one_result_each,
     suite::a_conflict_in_a_batch_refuses_only_that_save,
     suite::a_large_mixed_batch_lands_as_the_saves_one_by_one_would,
+    suite::a_first_save_and_the_save_based_on_it_in_one_batch_both_apply,
     suite::a_batch_that_fails_as_a_whole_writes_nothing,
     suite::a_save_is_visible_after_reopening_the_store,
     suite::migrations_are_idempotent,
@@ -59,3 +60,19 @@ on_both_backends!(
     cli::saves_show_prints_a_players_save,
     cli::saves_list_prints_every_player,
 );
+
+/// Tests of what only PostgreSQL has: row locks held by concurrent processes (the embedded
+/// store writes one transaction at a time).
+mod postgres_only {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    #[cfg_attr(
+        not(gatehouse_postgres_tests),
+        ignore = "PostgreSQL skipped: GATEHOUSE_TEST_POSTGRES_URL is not set (README, \"PostgreSQL tests\")"
+    )]
+    async fn overlapping_batches_of_two_processes_finish_without_a_deadlock() {
+        let backend = crate::backends::Backend::postgres().await;
+        crate::suite::overlapping_batches_of_two_processes_finish_without_a_deadlock(&backend)
+            .await;
+        backend.cleanup().await;
+    }
+}

@@ -274,6 +274,77 @@ pub(crate) async fn a_large_mixed_batch_lands_as_the_saves_one_by_one_would(b: &
     store.close().await;
 }
 
+/// Issue 12 item 5: a player's first save and the save based on it, in one batch, both apply
+/// (the batch keeps a player's saves together and in order, whatever their kinds).
+pub(crate) async fn a_first_save_and_the_save_based_on_it_in_one_batch_both_apply(b: &Backend) {
+    let store = b.open().await;
+    let batch = [read_only("f-1"), at(character("f-1"), 1), at(read_only("f-0"), 4)];
+    let results = store.save_players(&batch).await.unwrap();
+    assert!(matches!(results[0], Ok(1)), "the first save: {:?}", results[0]);
+    assert!(matches!(results[1], Ok(2)), "the save based on it: {:?}", results[1]);
+    assert!(matches!(results[2], Err(StoreError::Conflict { .. })), "{:?}", results[2]);
+    assert_eq!(load(&store, "f-1").await, Some(at(character("f-1"), 2)));
+    store.close().await;
+}
+
+/// PostgreSQL: the backend that `blocker`'s locks hold up, once there is one. Polled (a last
+/// resort: another session's lock wait announces nothing), bounded at 10 s.
+async fn blocked_by(observer: &mut sqlx::PgConnection, blocker: i32) -> i32 {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let blocked: Option<i32> = sqlx::query_scalar(
+            "SELECT pid FROM pg_stat_activity WHERE $1 = ANY(pg_blocking_pids(pid)) LIMIT 1",
+        )
+        .bind(blocker)
+        .fetch_optional(&mut *observer)
+        .await
+        .unwrap();
+        if let Some(pid) = blocked {
+            return pid;
+        }
+        assert!(std::time::Instant::now() < deadline, "nothing blocked by {blocker} in 10 s");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+/// Issue 12 item 5, PostgreSQL: two processes save overlapping players in batches shaped as
+/// the store worker makes them (distinct players; updates and first saves). P updates `o-3` and
+/// first-saves `o-1` and `o-2`, and is held between the two by another session's uncommitted
+/// `o-1`; A first-saves `o-2` and, stale, `o-3`. A waits for P before it writes anything, so
+/// both batches finish; had A written `o-2` first, P and A would wait for each other.
+pub(crate) async fn overlapping_batches_of_two_processes_finish_without_a_deadlock(b: &Backend) {
+    use sqlx::{Connection as _, Executor as _};
+    let url = b.url_text();
+    let (p_store, a_store) = (b.open().await, b.open().await);
+    p_store.save_player(&read_only("o-3")).await.unwrap();
+    let mut observer = sqlx::PgConnection::connect(&url).await.unwrap();
+    let mut holder = sqlx::PgConnection::connect(&url).await.unwrap();
+    let holder_pid: i32 =
+        sqlx::query_scalar("SELECT pg_backend_pid()").fetch_one(&mut holder).await.unwrap();
+    holder.execute("BEGIN").await.unwrap();
+    holder
+        .execute(
+            "INSERT INTO players (player_id, preset_kind, preset_name, inventory, equipment, \
+             version) VALUES ('o-1', 'read_only', 'Scout', '[]', '[]', 1)",
+        )
+        .await
+        .unwrap();
+    let p_batch = vec![at(read_only("o-3"), 1), read_only("o-1"), read_only("o-2")];
+    let p = tokio::spawn(async move { p_store.save_players(&p_batch).await });
+    let p_pid = blocked_by(&mut observer, holder_pid).await;
+    let a_batch = vec![read_only("o-2"), read_only("o-3")];
+    let a = tokio::spawn(async move { a_store.save_players(&a_batch).await });
+    blocked_by(&mut observer, p_pid).await;
+    holder.execute("COMMIT").await.unwrap();
+    let bound = std::time::Duration::from_secs(20);
+    let p = tokio::time::timeout(bound, p).await.unwrap().unwrap();
+    let a = tokio::time::timeout(bound, a).await.unwrap().unwrap();
+    let (p, a) = (p.unwrap(), a.unwrap());
+    assert!(matches!(p[..], [Ok(2), Err(StoreError::Conflict { .. }), Ok(1)]), "P: {p:?}");
+    let conflicts = a.iter().filter(|r| matches!(r, Err(StoreError::Conflict { .. }))).count();
+    assert_eq!(conflicts, 2, "A's first saves meet P's rows: {a:?}");
+}
+
 /// Issue 12 item 5: a batch is one transaction: when one of its writes fails, none of the
 /// batch is written, and the failure is the batch's.
 pub(crate) async fn a_batch_that_fails_as_a_whole_writes_nothing(b: &Backend) {
