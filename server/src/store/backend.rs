@@ -42,13 +42,6 @@ const POSTGRES_CONNECTIONS: u32 = 8;
 
 const SELECT_PLAYER: &str = "SELECT player_id, node, preset_kind, preset_name, character_def, \
      kits, inventory, equipment, version FROM players";
-const INSERT_PLAYER: &str = "INSERT INTO players (player_id, node, preset_kind, preset_name, \
-     character_def, kits, inventory, equipment, version, saved_at) \
-     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, CURRENT_TIMESTAMP) \
-     ON CONFLICT (player_id) DO NOTHING";
-const UPDATE_PLAYER: &str = "UPDATE players SET node = $2, preset_kind = $3, preset_name = $4, \
-     character_def = $5, kits = $6, inventory = $7, equipment = $8, version = $9, \
-     saved_at = CURRENT_TIMESTAMP WHERE player_id = $1 AND version = $10";
 const PLAYER_VERSION: &str = "SELECT version FROM players WHERE player_id = $1";
 /// A run of first saves, before its VALUES: the rows written are returned.
 const INSERT_PLAYERS: &str = "INSERT INTO players (player_id, node, preset_kind, preset_name, \
@@ -110,29 +103,6 @@ macro_rules! on_pool {
             Pool::Postgres($pool) => $body,
         }
     };
-}
-
-/// Binds a [`PlayerWrite`]'s statement: the INSERT for a first save, else the UPDATE that
-/// applies only on the version it was based on.
-macro_rules! bind_player {
-    ($w:expr) => {{
-        let w: &PlayerWrite = $w;
-        let c = &w.columns;
-        let query = sqlx::query(w.sql)
-            .bind(&c.player_id)
-            .bind(c.node.as_deref())
-            .bind(c.preset_kind)
-            .bind(c.preset_name.as_deref())
-            .bind(c.character_def.as_deref())
-            .bind(c.kits.as_deref())
-            .bind(&c.inventory)
-            .bind(&c.equipment)
-            .bind(w.next);
-        match w.base {
-            Some(base) => query.bind(base),
-            None => query,
-        }
-    }};
 }
 
 /// Builds the one statement that writes a run of [`statement_runs`]: a multi-row INSERT of
@@ -205,14 +175,21 @@ fn statement_runs(writes: &[(usize, PlayerWrite)]) -> Vec<Range<usize>> {
     runs
 }
 
+/// What a batch of player writes attempted, for its error: `save player NAME` for one save,
+/// `save N players` for more.
+fn batch_operation(writes: &[(usize, PlayerWrite)]) -> String {
+    match writes {
+        [(_, write)] => format!("save {}", write.key),
+        _ => format!("save {} players", writes.len()),
+    }
+}
+
 /// One player save encoded for its conditional write.
 struct PlayerWrite {
     /// `player NAME`, for errors.
     key: String,
     columns: PlayerColumns,
-    /// The INSERT (first save) or the UPDATE.
-    sql: &'static str,
-    /// The version the UPDATE must find; `None` for the INSERT.
+    /// The version an update must find; `None` for a first save (an INSERT).
     base: Option<i64>,
     /// The version written.
     next: i64,
@@ -230,9 +207,8 @@ impl PlayerWrite {
         let columns = player_columns(save)?;
         let base = version_column(&key, save.version)?;
         let next = version_column(&key, save.version.saturating_add(1))?;
-        let (sql, base) =
-            if base == 0 { (INSERT_PLAYER, None) } else { (UPDATE_PLAYER, Some(base)) };
-        Ok(PlayerWrite { key, columns, sql, base, next, expected: save.version })
+        let base = (base != 0).then_some(base);
+        Ok(PlayerWrite { key, columns, base, next, expected: save.version })
     }
 
     /// The conflict of a write that found `found` stored instead of its base.
@@ -296,33 +272,20 @@ impl Store {
 
     /// Writes `save` if the stored version is `save.version` (0: nothing stored) and returns
     /// the new version, `save.version + 1`. A read-only preset is written as its name only.
+    /// A batch of one ([`Store::save_players`]): one write path for both.
     ///
     /// # Errors
     /// [`StoreError::Conflict`] when the stored version differs (nothing is written);
     /// [`StoreError::Unwritable`] for a value the schema cannot hold; [`StoreError::Query`]
     /// when the store cannot be written (the save may or may not have applied).
     pub async fn save_player(&self, save: &PlayerSave) -> Result<u64, StoreError> {
-        let write = PlayerWrite::new(save)?;
-        let applied = self
-            .exec_player(&write)
-            .await
-            .map_err(|e| self.query_error(format!("save {}", write.key), e))?;
-        if applied {
-            return Ok(save.version + 1);
-        }
-        let found: Option<i64> = on_pool!(self, pool => {
-            sqlx::query_scalar(PLAYER_VERSION)
-                .bind(save.player.as_str())
-                .fetch_optional(pool)
-                .await
-        })
-        .map_err(|e| self.query_error(format!("read the version of {}", write.key), e))?;
-        Err(write.conflict(found))
+        let mut results = self.save_players(std::slice::from_ref(save)).await?;
+        results.pop().unwrap_or_else(|| unreachable!("save_players answers one result per save"))
     }
 
     /// Writes many player saves in one transaction (one commit, so one fsync on the embedded
-    /// store), each as [`Store::save_player`] would: each applies only if the stored version is
-    /// its own `version`. The answer holds one result per save, in the order given: the new
+    /// store): each applies only if the stored version is its own `version` (0: nothing
+    /// stored), and stores `version + 1`. The answer holds one result per save, in the order given: the new
     /// version, or why that save alone was not written. Issue 12 item 5.
     ///
     /// A conflict or an unwritable value refuses only its own save; the others still commit.
@@ -361,7 +324,7 @@ impl Store {
         let missed = self
             .exec_players(&writes)
             .await
-            .map_err(|e| self.query_error(format!("save {} players", writes.len()), e))?;
+            .map_err(|e| self.query_error(batch_operation(&writes), e))?;
         // 3. A write that did not apply is that save's conflict.
         for ((index, write), missed) in writes.iter().zip(missed) {
             if let (Some(found), Some(result)) = (missed, results.get_mut(*index)) {
@@ -451,14 +414,6 @@ impl Store {
     /// fail.
     pub async fn close(&self) {
         on_pool!(self, pool => pool.close().await);
-    }
-
-    /// Runs one player write on the pool; whether a row changed.
-    async fn exec_player(&self, w: &PlayerWrite) -> Result<bool, sqlx::Error> {
-        let affected = on_pool!(self, pool => {
-            bind_player!(w).execute(pool).await.map(|r| r.rows_affected())
-        })?;
-        Ok(affected == 1)
     }
 
     /// Runs `writes` (ordered by [`write_order`]) in one transaction (`BEGIN IMMEDIATE` on
