@@ -346,7 +346,7 @@ pub(crate) async fn overlapping_batches_of_two_processes_finish_without_a_deadlo
 }
 
 /// Issue 12 item 5: a batch is one transaction: when one of its writes fails, none of the
-/// batch is written, and the failure is the batch's.
+/// batch is written, and the failure is the batch's (a single save's names its player).
 pub(crate) async fn a_batch_that_fails_as_a_whole_writes_nothing(b: &Backend) {
     let store = b.open().await;
     b.refuse_writes_of("t_poison").await;
@@ -359,6 +359,9 @@ pub(crate) async fn a_batch_that_fails_as_a_whole_writes_nothing(b: &Backend) {
     }
     let results = store.save_players(&[character("t-1"), character("t-3")]).await.unwrap();
     assert!(results.iter().all(|r| matches!(r, Ok(1))), "{results:?}");
+    // A single save that fails names its player.
+    let err = store.save_player(&read_only("t_poison")).await.unwrap_err();
+    assert!(err.to_string().contains("save player t_poison"), "{err}");
     store.close().await;
 }
 
