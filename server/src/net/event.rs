@@ -6,12 +6,12 @@
 //! step at most, holding every frame that step made for the connection (issue 12 item 1), and
 //! bounded by frames, so a client that does not read is found as early as before.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
 use gatehouse_protocol::{ClientMessage, CloseCode, PlayerId};
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
 
 use crate::game::{ConnectionId, Departure};
 
@@ -73,27 +73,58 @@ pub(crate) enum QueueError {
 /// The game task's end of a connection's writer queue: at most `cap` frames queued and not yet
 /// taken by the writer (`network.send_queue_frames`), except that a write is always taken when
 /// the writer has taken everything before it (one game step's frames for a client can exceed
-/// the cap, e.g. a joiner's snapshot of a full server, and a client that reads is not slow).
+/// the cap, e.g. a joiner's snapshot of a full server, and a client that reads is not slow); and
+/// at most `cap` writes and closes waiting. Dropping it tells the writer nothing more comes.
+///
+/// A deque under a mutex rather than a channel: the writer takes everything waiting at each
+/// wake, so the queue is empty between game steps, and an empty deque holds no memory where a
+/// channel keeps its blocks for as long as the connection lives (issue 12 item 7).
 #[derive(Debug)]
 pub(crate) struct SendQueue {
-    tx: mpsc::Sender<Outbound>,
-    queued: Arc<AtomicUsize>,
+    shared: Arc<Shared>,
     cap: usize,
 }
 
-/// The writer's end of a [`SendQueue`].
+/// The writer's end of a [`SendQueue`]. Dropping it makes later writes fail with
+/// [`QueueError::Closed`].
 #[derive(Debug)]
 pub(crate) struct SendQueueRx {
-    rx: mpsc::Receiver<Outbound>,
-    queued: Arc<AtomicUsize>,
+    shared: Arc<Shared>,
 }
+
+/// What both ends of a send queue share.
+#[derive(Debug, Default)]
+struct Shared {
+    state: Mutex<QueueState>,
+    /// Woken on every write and close, and when the game task's end is dropped.
+    changed: Notify,
+}
+
+#[derive(Debug, Default)]
+struct QueueState {
+    items: VecDeque<Outbound>,
+    /// Frames in `items`.
+    frames: usize,
+    /// The game task dropped its end.
+    sender_gone: bool,
+    /// The writer dropped its end.
+    writer_gone: bool,
+}
+
+/// Writes and closes a drained queue keeps room for; it frees anything larger.
+const KEPT_SLOTS: usize = 4;
 
 /// A writer queue of at most `cap_frames` frames (at least 1).
 pub(crate) fn send_queue(cap_frames: usize) -> (SendQueue, SendQueueRx) {
-    let cap = cap_frames.max(1);
-    let (tx, rx) = mpsc::channel(cap);
-    let queued = Arc::new(AtomicUsize::new(0));
-    (SendQueue { tx, queued: queued.clone(), cap }, SendQueueRx { rx, queued })
+    let shared = Arc::new(Shared::default());
+    (SendQueue { shared: shared.clone(), cap: cap_frames.max(1) }, SendQueueRx { shared })
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, QueueState> {
+        // The lock guards no invariant a panic could break halfway: take it even if poisoned.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 impl SendQueue {
@@ -103,54 +134,155 @@ impl SendQueue {
     /// [`QueueError::Full`] when they would pass the cap, [`QueueError::Closed`] when the writer
     /// is gone.
     pub(crate) fn try_send_frames(&self, bytes: Bytes, frames: usize) -> Result<(), QueueError> {
-        // Counted before it is sent, so the writer never takes more than was counted.
-        let before = self.queued.fetch_add(frames, Ordering::AcqRel);
-        if before > 0 && before + frames > self.cap {
-            self.queued.fetch_sub(frames, Ordering::AcqRel);
+        let mut state = self.shared.state();
+        self.check_room(&state)?;
+        if state.frames > 0 && state.frames + frames > self.cap {
             return Err(QueueError::Full);
         }
-        self.tx.try_send(Outbound::Frames { bytes, frames }).map_err(|e| {
-            self.queued.fetch_sub(frames, Ordering::AcqRel);
-            QueueError::from(e)
-        })
+        state.frames += frames;
+        state.items.push_back(Outbound::Frames { bytes, frames });
+        drop(state);
+        self.shared.changed.notify_one();
+        Ok(())
     }
 
     /// Asks the writer to close after what is queued.
     ///
     /// # Errors
-    /// As [`SendQueue::try_send_frames`], for the queue's item count.
+    /// [`QueueError::Full`] when `cap` writes and closes wait already, [`QueueError::Closed`]
+    /// when the writer is gone.
     pub(crate) fn try_close(&self, code: CloseCode) -> Result<(), QueueError> {
-        self.tx.try_send(Outbound::Close(code)).map_err(QueueError::from)
+        let mut state = self.shared.state();
+        self.check_room(&state)?;
+        state.items.push_back(Outbound::Close(code));
+        drop(state);
+        self.shared.changed.notify_one();
+        Ok(())
+    }
+
+    fn check_room(&self, state: &QueueState) -> Result<(), QueueError> {
+        if state.writer_gone {
+            Err(QueueError::Closed)
+        } else if state.items.len() >= self.cap {
+            Err(QueueError::Full)
+        } else {
+            Ok(())
+        }
     }
 }
 
-impl<T> From<mpsc::error::TrySendError<T>> for QueueError {
-    fn from(error: mpsc::error::TrySendError<T>) -> Self {
-        match error {
-            mpsc::error::TrySendError::Full(_) => QueueError::Full,
-            mpsc::error::TrySendError::Closed(_) => QueueError::Closed,
-        }
+impl Drop for SendQueue {
+    fn drop(&mut self) {
+        self.shared.state().sender_gone = true;
+        self.shared.changed.notify_one();
     }
 }
 
 impl SendQueueRx {
-    /// The next item, once there is one; `None` when the game task dropped its end.
+    /// The next item, once there is one; `None` when the game task dropped its end and
+    /// everything it queued was taken.
     pub(crate) async fn recv(&mut self) -> Option<Outbound> {
-        let item = self.rx.recv().await;
-        self.taken(item.as_ref());
-        item
+        loop {
+            {
+                let mut state = self.shared.state();
+                if let Some(item) = take(&mut state) {
+                    return Some(item);
+                }
+                if state.sender_gone {
+                    return None;
+                }
+            }
+            // A write between the check and here left a permit: this returns at once.
+            self.shared.changed.notified().await;
+        }
     }
 
     /// The next item if one is queued now.
     pub(crate) fn try_recv(&mut self) -> Option<Outbound> {
-        let item = self.rx.try_recv().ok();
-        self.taken(item.as_ref());
-        item
+        take(&mut self.shared.state())
+    }
+}
+
+impl Drop for SendQueueRx {
+    fn drop(&mut self) {
+        self.shared.state().writer_gone = true;
+    }
+}
+
+/// The first item waiting, uncounted; a queue it leaves empty gives back room past
+/// [`KEPT_SLOTS`].
+fn take(state: &mut QueueState) -> Option<Outbound> {
+    let item = state.items.pop_front()?;
+    if let Outbound::Frames { frames, .. } = &item {
+        state.frames -= frames;
+    }
+    if state.items.is_empty() {
+        state.items.shrink_to(KEPT_SLOTS);
+    }
+    Some(item)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    fn frame(tx: &SendQueue, byte: u8) -> Result<(), QueueError> {
+        tx.try_send_frames(Bytes::from(vec![byte]), 1)
     }
 
-    fn taken(&self, item: Option<&Outbound>) {
-        if let Some(Outbound::Frames { frames, .. }) = item {
-            self.queued.fetch_sub(*frames, Ordering::AcqRel);
+    /// A writer waiting on an empty queue wakes for the next write, and for the game task's
+    /// end being dropped, after it has taken everything written before.
+    #[tokio::test]
+    async fn the_writer_wakes_for_a_write_and_ends_after_the_last_one() {
+        let (tx, mut rx) = send_queue(8);
+        let waiting = tokio::spawn(async move {
+            let first = rx.recv().await;
+            let second = rx.recv().await;
+            let third = rx.recv().await;
+            (first, second, third)
+        });
+        tokio::task::yield_now().await;
+        frame(&tx, b'a').unwrap();
+        frame(&tx, b'b').unwrap();
+        drop(tx);
+        let (first, second, third) =
+            tokio::time::timeout(Duration::from_secs(5), waiting).await.unwrap().unwrap();
+        let bytes = |item: Option<Outbound>| match item {
+            Some(Outbound::Frames { bytes, .. }) => bytes,
+            other => panic!("expected frames, got {other:?}"),
+        };
+        assert_eq!((&bytes(first)[..], &bytes(second)[..]), (&b"a"[..], &b"b"[..]));
+        assert!(third.is_none(), "the queue ends once the game task's end is gone");
+    }
+
+    /// Issue 12 item 7: a queue the writer drained holds no more than a few slots, however
+    /// many writes waited in it.
+    #[test]
+    fn a_drained_queue_gives_back_its_room() {
+        let (tx, mut rx) = send_queue(64);
+        for _ in 0..20 {
+            // One frame queued at a time so the cap is not what stops them.
+            frame(&tx, b'x').unwrap();
         }
+        assert!(rx.shared.state().items.capacity() >= 20);
+        while rx.try_recv().is_some() {}
+        assert!(rx.shared.state().items.capacity() <= KEPT_SLOTS);
+        assert_eq!(rx.shared.state().frames, 0);
+    }
+
+    /// Writes and closes waiting count against the cap too: a close is refused (and the caller
+    /// closes at once) when `cap` of them wait, and taken again once the writer took one.
+    #[test]
+    fn a_close_is_refused_while_cap_items_wait() {
+        let (tx, mut rx) = send_queue(2);
+        frame(&tx, b'a').unwrap();
+        tx.try_close(CloseCode::ReadyTimeout).unwrap();
+        assert_eq!(tx.try_close(CloseCode::ReadyTimeout), Err(QueueError::Full));
+        assert!(rx.try_recv().is_some());
+        tx.try_close(CloseCode::ReadyTimeout).unwrap();
+        drop(rx);
+        assert_eq!(tx.try_close(CloseCode::ReadyTimeout), Err(QueueError::Closed));
     }
 }
