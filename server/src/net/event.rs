@@ -205,7 +205,14 @@ impl SendQueueRx {
 
 impl Drop for SendQueueRx {
     fn drop(&mut self) {
-        self.shared.state().writer_gone = true;
+        // Nothing will take what waits: free it now, not when the game task drops its end.
+        let waiting = {
+            let mut state = self.shared.state();
+            state.writer_gone = true;
+            state.frames = 0;
+            std::mem::take(&mut state.items)
+        };
+        drop(waiting);
     }
 }
 
@@ -263,7 +270,7 @@ mod tests {
     fn a_drained_queue_gives_back_its_room() {
         let (tx, mut rx) = send_queue(64);
         for _ in 0..20 {
-            // One frame queued at a time so the cap is not what stops them.
+            // 20 frames waiting at once, within the cap of 64.
             frame(&tx, b'x').unwrap();
         }
         assert!(rx.shared.state().items.capacity() >= 20);
@@ -284,5 +291,54 @@ mod tests {
         tx.try_close(CloseCode::ReadyTimeout).unwrap();
         drop(rx);
         assert_eq!(tx.try_close(CloseCode::ReadyTimeout), Err(QueueError::Closed));
+    }
+
+    /// The next item for a writer parked on the queue, within a bound so a lost wake fails.
+    async fn parked(rx: &mut SendQueueRx) -> Option<Outbound> {
+        tokio::time::timeout(Duration::from_secs(5), rx.recv()).await.expect("the writer hung")
+    }
+
+    /// A writer that took every write and parked again on the empty queue wakes for the game
+    /// task's end being dropped, with nothing else to wake it.
+    #[tokio::test]
+    async fn a_parked_writer_wakes_when_the_game_drops_its_end() {
+        let (tx, mut rx) = send_queue(8);
+        let writer = tokio::spawn(async move {
+            let first = parked(&mut rx).await;
+            let end = parked(&mut rx).await;
+            (first.is_some(), end.is_none())
+        });
+        tokio::task::yield_now().await;
+        frame(&tx, b'a').unwrap();
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        assert!(tx.shared.state().items.is_empty(), "the writer took the write and parked");
+        drop(tx);
+        assert_eq!(writer.await.unwrap(), (true, true));
+    }
+
+    /// A writer parked on the empty queue wakes for a close alone.
+    #[tokio::test]
+    async fn a_parked_writer_wakes_for_a_close() {
+        let (tx, mut rx) = send_queue(8);
+        let writer = tokio::spawn(async move { parked(&mut rx).await });
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        tx.try_close(CloseCode::ShuttingDown).unwrap();
+        let item = writer.await.unwrap();
+        assert!(matches!(item, Some(Outbound::Close(CloseCode::ShuttingDown))), "{item:?}");
+    }
+
+    /// What waits when the writer goes is freed then, and later writes are refused as closed
+    /// (not full, even past the cap).
+    #[test]
+    fn a_gone_writer_frees_what_waited_and_refuses_as_closed() {
+        let (tx, rx) = send_queue(4);
+        tx.try_send_frames(Bytes::from_static(b"abc"), 3).unwrap();
+        drop(rx);
+        assert!(tx.shared.state().items.is_empty());
+        assert_eq!(tx.try_send_frames(Bytes::from_static(b"de"), 2), Err(QueueError::Closed));
     }
 }
