@@ -325,6 +325,8 @@ def cmd_table():
 
     for n in ns:
         floor = load(f"{d}/floor-{n}.json") or {}
+        memory_floor = dig(load(f"{d}/floor-memory-{n}.json") or {},
+                           "server_memory", "kib_per_connection")
         report = load(f"{d}/report-{n}.json") or {}
         mon = load(f"{d}/monitor-{n}.json") or {}
         idle0 = load(f"{d}/idle-{n}.json") or {}
@@ -381,6 +383,7 @@ def cmd_table():
             "cpu_us_per_transition": per_transition,
             "rss_kib_before": rss0, "rss_kib_with_clients": rss1,
             "rss_kib_per_idle_client": rss_per,
+            "floor_rss_kib_per_idle_connection": memory_floor,
             "wire_bytes_per_client_per_transition": wire,
             "udp_rcvbuf_errors": {"before": e0, "after": e1},
             "floor_udp_rcvbuf_errors": misc.get("floor_rcvbuf"),
@@ -405,6 +408,8 @@ def cmd_table():
             else f"{per_transition / 1000:.1f} ms ({per_transition / clients:.1f} µs per client;"
                  f" {s['steady_transitions']} transitions)",
             "n/a" if rss_per is None else f"{rss0} → {rss1} KiB: {rss_per:.1f} KiB",
+            "n/a" if memory_floor is None
+            else f"{memory_floor:.1f} KiB; product {ratio(rss_per, memory_floor)}",
             "n/a" if wire is None else f"{wire[0]:.0f} received / {wire[1]:.0f} sent",
             f"{e0} → {e1}",
             " → ".join(str(x) for x in misc.get("floor_rcvbuf") or ["n/a"]),
@@ -424,6 +429,7 @@ def cmd_table():
         "server CPU idle, µs per client per second",
         "server CPU per transition (above idle)",
         "server RSS before clients → with clients: per idle client",
+        "memory floor M(N): bare QUIC server RSS per idle connection; product ÷ M(N)",
         "bytes on the wire per client per transition",
         "UDP RcvbufErrors before → after the product (whole machine)",
         "UDP RcvbufErrors before → after the floor (whole machine)",

@@ -3,6 +3,8 @@
 #
 # 1. the bare QUIC floor F(N): gatehouse-floor, N clients, one 64-byte message written to every
 #    client's stream per round and every reply awaited, same runtime flavour as the server;
+#    then the memory floor M(N): the same with its clients in another process and 10 rounds,
+#    the bare server's VmRSS per idle connection (`gatehouse-floor --clients-process`);
 # 2. the product: a release gatehouse-server on config/load-server.toml (the zero-stream world
 #    config/load-world.toml, a travel every 3 s, ephemeral ports) and `gatehouse-sim --clients N
 #    --stream-ms 0..0`, connecting at LOAD_CONNECT_RATE per second (with the swarm's
@@ -10,7 +12,8 @@
 #
 # then prints, side by side per N: shown → ended at the clients and the server's own last ready →
 # ended (from GET /state, `recent_transition_timings`), each as a ratio to F(N); connect →
-# Welcome; server CPU per client per second idle and per transition; server RSS per idle client;
+# Welcome; server CPU per client per second idle and per transition; server RSS per idle client,
+# and as a ratio to M(N);
 # bytes on the wire per client per transition; the UDP RcvbufErrors before and after; the load
 # average. The figures are a benchmark, never an assertion: the run fails only if a tool fails.
 #
@@ -92,6 +95,10 @@ sim_extra=()
 if grep -q -- '--connect-rate' <<<"$sim_help"; then sim_extra+=(--connect-rate "$rate"); fi
 if grep -q -- '--full-clients' <<<"$sim_help"; then sim_extra+=(--full-clients "$full_clients"); fi
 if [ "${LOAD_CHECK:-0}" = 1 ]; then sim_extra+=(--check); fi
+# An older gatehouse-floor (BIN_DIR) without --clients-process: no memory floor.
+floor_memory=0
+if "$bin/gatehouse-floor" --help | grep -q -- '--clients-process'; then floor_memory=1; fi
+memory_rounds=10
 
 status=0
 for n in $clients_list; do
@@ -107,6 +114,14 @@ for n in $clients_list; do
         status=1
     fi
     floor_rcvbuf_after=$($py snmp)
+    # The memory floor M(N): the same floor with its clients in a child process, so the
+    # server's VmRSS per idle connection is quinn's, rustls's and tokio's alone.
+    if [ "$floor_memory" = 1 ] && ! timeout $((connecting + 120)) "$bin/gatehouse-floor" \
+        --clients "$n" --rounds "$memory_rounds" --connect-rate "$rate" --clients-process --json \
+        >"$dir/floor-memory-$n.json" 2>"$dir/floor-memory-$n.log"; then
+        echo "load.sh: the memory floor failed for N = $n (see $dir/floor-memory-$n.log)" >&2
+        status=1
+    fi
 
     echo "== N = $n: server and swarm" >&2
     data="$dir/data-$n"

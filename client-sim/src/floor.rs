@@ -19,17 +19,26 @@
 //! client echoes them, and the round time runs from the orchestrator starting the round to the
 //! last reply reaching it. Rounds are separated by `pause`.
 //!
+//! With [`FloorConfig::clients_process`], the clients run in a child process instead
+//! (`gatehouse-floor --clients-child`, told what to do as JSON on its stdin, answering what it
+//! measured on its stdout), so this process is the server alone, and it reads its own VmRSS
+//! before any client and after the rounds: the memory floor M(N), what quinn, rustls and tokio
+//! cost per idle connection (issue 12 item 7).
+//!
 //! Everything is bounded: a client that does not get its welcome within `connect_timeout`, all
 //! clients not connected within the connect budget, a round not answered within
 //! `round_timeout`: each is a [`FloorError`] that says how far it got.
 
+use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
 use hdrhistogram::Histogram;
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, watch};
 
 use crate::swarm::DriverRuntime;
@@ -44,6 +53,13 @@ const WELCOME: u8 = b'W';
 const STOP: u64 = u64::MAX;
 /// How long the end of a run (stats, closes, idle endpoints) may take.
 const WIND_DOWN: Duration = Duration::from_secs(5);
+/// How long the clients' process may take to end once the server has closed its endpoint, above
+/// a client's connect timeout (one still connecting may wait that long; the others see the
+/// close, then the process's QUIC thread waits up to [`WIND_DOWN`]).
+const CHILD_END: Duration = Duration::from_secs(15);
+/// How long the server idles after the last round, every connection open, before its memory
+/// is read: the last acknowledgements come and go.
+const MEMORY_SETTLE: Duration = Duration::from_secs(1);
 
 /// What a floor run does (issue 11, "The load benchmark").
 #[derive(Debug, Clone)]
@@ -69,6 +85,10 @@ pub struct FloorConfig {
     pub connect_timeout: Duration,
     /// How long one round may take.
     pub round_timeout: Duration,
+    /// `Some(exe)`: the clients run in a child process, `exe --clients-child` (this same
+    /// program), so this process is the server alone and the report gives its memory per
+    /// connection; `None`: they run on threads of this process.
+    pub clients_process: Option<PathBuf>,
 }
 
 impl FloorConfig {
@@ -87,6 +107,7 @@ impl FloorConfig {
             server_threads: None,
             connect_timeout: Duration::from_secs(10),
             round_timeout: Duration::from_secs(10),
+            clients_process: None,
         }
     }
 
@@ -205,6 +226,22 @@ pub struct FloorReport {
     pub wire: FloorWire,
     /// The UDP socket buffers.
     pub udp_buffers: UdpBuffers,
+    /// The server's memory, when the clients ran in another process (`null` otherwise: the
+    /// process's memory is both sides').
+    pub server_memory: Option<ServerMemory>,
+}
+
+/// The server process's resident memory (`VmRSS`, KiB) with no client, then after the last
+/// round with every connection open and idle: what quinn, rustls and tokio cost per connection
+/// with nothing of the game, the floor of the product's memory per idle client.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ServerMemory {
+    /// Before any client connected (the runtime and the endpoint up), KiB.
+    pub rss_kib_before: u64,
+    /// After the rounds and a settle of [`MEMORY_SETTLE`], every connection open, KiB.
+    pub rss_kib_idle: u64,
+    /// The difference per connection, KiB.
+    pub kib_per_connection: f64,
 }
 
 impl std::fmt::Display for FloorReport {
@@ -238,7 +275,16 @@ impl std::fmt::Display for FloorReport {
             f,
             "  UDP buffers: asked {}; server send {} / recv {}; client send {} / recv {}",
             b.requested, b.server_send, b.server_recv, b.client_send, b.client_recv
-        )
+        )?;
+        if let Some(m) = &self.server_memory {
+            writeln!(
+                f,
+                "  server memory (clients in another process): VmRSS {} → {} KiB, every \
+                 connection open after the rounds: {:.1} KiB per connection",
+                m.rss_kib_before, m.rss_kib_idle, m.kib_per_connection
+            )?;
+        }
+        Ok(())
     }
 }
 
@@ -294,15 +340,15 @@ pub enum FloorError {
     Connection(String),
 }
 
-/// Runs the floor: builds its runtimes and threads, connects the clients, runs the rounds,
-/// winds down (bounded) and reports.
+/// Runs the floor: builds its runtimes and threads (or the clients' process), connects the
+/// clients, runs the rounds, winds down (bounded) and reports.
 ///
 /// # Errors
-/// [`FloorError`]: a bad configuration, TLS or socket setup, a runtime that cannot start, or
-/// a connect, round or connection failure, each naming how far it got.
+/// [`FloorError`]: a bad configuration, TLS or socket setup, a runtime, thread or process that
+/// cannot start, or a connect, round or connection failure, each naming how far it got.
 pub fn run_floor(config: &FloorConfig) -> Result<FloorReport, FloorError> {
     config.check()?;
-    let (server_config, client_config) = tls_configs()?;
+    let (server_config, cert_der) = server_tls()?;
     let mut server_rt = tokio::runtime::Builder::new_multi_thread();
     server_rt.enable_all().thread_name("floor-server");
     if let Some(threads) = config.server_threads {
@@ -327,13 +373,19 @@ pub fn run_floor(config: &FloorConfig) -> Result<FloorReport, FloorError> {
         .local_addr()
         .map_err(|source| FloorError::Bind { addr: loopback, source })?;
 
-    let quic = QuicThread::start(config.client_endpoints, config.udp_buffer_bytes)?;
-    let (client_send, client_recv) = quic.buffers;
-    let clients =
-        ClientsThread::start(config.clone(), quic.endpoints.clone(), client_config, server_addr)?;
+    let order = ClientsOrder::new(config, server_addr, cert_der);
+    let (clients, rss_kib_before) = match &config.clients_process {
+        None => (Clients::on_threads(order)?, None),
+        // Read before the child starts: nothing of any client is in this process yet.
+        Some(exe) => {
+            let before = rss_kib()?;
+            (Clients::in_process(exe, &order)?, Some(before))
+        }
+    };
 
+    let measure_memory = rss_kib_before.is_some();
     let served = server_rt.block_on(async {
-        let task = tokio::spawn(serve(server_endpoint.clone(), config.clone()));
+        let task = tokio::spawn(serve(server_endpoint.clone(), config.clone(), measure_memory));
         let served = task.await.map_err(|e| FloorError::Runtime(format!("server task: {e}")));
         // Whatever happened, the clients get a close rather than an idle timeout.
         server_endpoint.close(0u32.into(), b"done");
@@ -341,7 +393,6 @@ pub fn run_floor(config: &FloorConfig) -> Result<FloorReport, FloorError> {
         served
     });
     let clients = clients.join();
-    quic.stop();
     drop(server_rt);
 
     let served = match served.and_then(|s| s) {
@@ -364,6 +415,12 @@ pub fn run_floor(config: &FloorConfig) -> Result<FloorReport, FloorError> {
         connect.saturating_record(us.max(1));
     }
     let per = (config.clients * config.rounds) as f64;
+    let server_memory =
+        rss_kib_before.zip(served.rss_kib_idle).map(|(before, idle)| ServerMemory {
+            rss_kib_before: before,
+            rss_kib_idle: idle,
+            kib_per_connection: (idle as f64 - before as f64) / config.clients as f64,
+        });
     Ok(FloorReport {
         clients: config.clients,
         rounds: config.rounds,
@@ -382,10 +439,26 @@ pub fn run_floor(config: &FloorConfig) -> Result<FloorReport, FloorError> {
             requested: config.udp_buffer_bytes,
             server_send,
             server_recv,
-            client_send,
-            client_recv,
+            client_send: clients.socket_buffers.0,
+            client_recv: clients.socket_buffers.1,
         },
+        server_memory,
     })
+}
+
+/// This process's resident memory, `VmRSS` from `/proc/self/status`, KiB (Linux).
+///
+/// # Errors
+/// [`FloorError::Runtime`] if the file cannot be read or has no `VmRSS` line.
+fn rss_kib() -> Result<u64, FloorError> {
+    const STATUS: &str = "/proc/self/status";
+    let status = std::fs::read_to_string(STATUS)
+        .map_err(|e| FloorError::Runtime(format!("cannot read {STATUS}: {e}")))?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|rest| rest.trim().trim_end_matches("kB").trim().parse().ok())
+        .ok_or_else(|| FloorError::Runtime(format!("{STATUS} has no VmRSS line in kB")))
 }
 
 /// A histogram of µs from 1 µs to an hour, 3 significant digits.
@@ -398,23 +471,21 @@ fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
 
-/// A self-signed certificate for `localhost`, the server configuration that presents it and
-/// the client configuration that trusts it; TLS 1.3 only, the transport parameters of the game
-/// server and the swarm.
-fn tls_configs() -> Result<(quinn::ServerConfig, quinn::ClientConfig), FloorError> {
+/// A self-signed certificate for `localhost` (DER) and the server configuration that presents
+/// it: TLS 1.3 only, the transport parameters of the game server.
+fn server_tls() -> Result<(quinn::ServerConfig, Vec<u8>), FloorError> {
     use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
     let tls = |e: &dyn std::fmt::Display| FloorError::Tls(e.to_string());
     let generated =
         rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).map_err(|e| tls(&e))?;
-    let cert = CertificateDer::from(generated.cert.der().to_vec());
+    let cert_der = generated.cert.der().to_vec();
     let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(generated.signing_key.serialize_der()));
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-
-    let mut server = rustls::ServerConfig::builder_with_provider(provider.clone())
+    let mut server = rustls::ServerConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(|e| tls(&e))?
         .with_no_client_auth()
-        .with_single_cert(vec![cert.clone()], key)
+        .with_single_cert(vec![CertificateDer::from(cert_der.clone())], key)
         .map_err(|e| tls(&e))?;
     server.alpn_protocols = vec![ALPN.to_vec()];
     let server = QuicServerConfig::try_from(server).map_err(|e| tls(&e))?;
@@ -430,9 +501,17 @@ fn tls_configs() -> Result<(quinn::ServerConfig, quinn::ClientConfig), FloorErro
     transport.send_window(1_048_576);
     transport.datagram_receive_buffer_size(None);
     server.transport_config(Arc::new(transport));
+    Ok((server, cert_der))
+}
 
+/// The client configuration that trusts the certificate `cert_der` (the server's, from
+/// [`server_tls`]): TLS 1.3 only, the transport parameters of the swarm's clients.
+fn client_tls(cert_der: &[u8]) -> Result<quinn::ClientConfig, FloorError> {
+    use rustls::pki_types::CertificateDer;
+    let tls = |e: &dyn std::fmt::Display| FloorError::Tls(e.to_string());
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut roots = rustls::RootCertStore::empty();
-    roots.add(cert).map_err(|e| tls(&e))?;
+    roots.add(CertificateDer::from(cert_der.to_vec())).map_err(|e| tls(&e))?;
     let mut client = rustls::ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(|e| tls(&e))?
@@ -446,7 +525,7 @@ fn tls_configs() -> Result<(quinn::ServerConfig, quinn::ClientConfig), FloorErro
     transport.keep_alive_interval(Some(Duration::from_secs(3)));
     transport.max_idle_timeout(quinn::IdleTimeout::try_from(Duration::from_secs(10)).ok());
     client.transport_config(Arc::new(transport));
-    Ok((server, client))
+    Ok(client)
 }
 
 /// A UDP socket bound to `addr` with `buffer_bytes` asked for both buffers, as the server's
@@ -487,10 +566,17 @@ struct Served {
     rounds: Histogram<u64>,
     sent_bytes: u64,
     received_bytes: u64,
+    /// This process's `VmRSS` after the rounds, every connection open (when asked for), KiB.
+    rss_kib_idle: Option<u64>,
 }
 
-/// The server: accepts the N clients (one task each), then runs the rounds as the orchestrator.
-async fn serve(endpoint: quinn::Endpoint, config: FloorConfig) -> Result<Served, FloorError> {
+/// The server: accepts the N clients (one task each), then runs the rounds as the orchestrator;
+/// with `measure_memory`, reads this process's memory after the rounds.
+async fn serve(
+    endpoint: quinn::Endpoint,
+    config: FloorConfig,
+    measure_memory: bool,
+) -> Result<Served, FloorError> {
     let n = config.clients;
     let (events_tx, mut events) = mpsc::unbounded_channel();
     let (round_tx, round_rx) = watch::channel(0u64);
@@ -512,7 +598,7 @@ async fn serve(endpoint: quinn::Endpoint, config: FloorConfig) -> Result<Served,
             }
         })
     };
-    let served = orchestrate(&config, &mut events, &round_tx).await;
+    let served = orchestrate(&config, &mut events, &round_tx, measure_memory).await;
     accept.abort();
     // Every connection task stops at STOP (or has failed).
     let _ = round_tx.send(STOP);
@@ -523,6 +609,7 @@ async fn orchestrate(
     config: &FloorConfig,
     events: &mut mpsc::UnboundedReceiver<Event>,
     round_tx: &watch::Sender<u64>,
+    measure_memory: bool,
 ) -> Result<Served, FloorError> {
     let n = config.clients;
     let budget = config.connect_budget();
@@ -570,6 +657,12 @@ async fn orchestrate(
         }
         rounds.saturating_record(micros(start.elapsed()).max(1));
     }
+    let rss_kib_idle = if measure_memory {
+        tokio::time::sleep(MEMORY_SETTLE).await;
+        Some(rss_kib()?)
+    } else {
+        None
+    };
     let _ = round_tx.send(STOP);
     let (mut sent_bytes, mut received_bytes, mut reported) = (0, 0, 0);
     let deadline = tokio::time::Instant::now() + WIND_DOWN;
@@ -589,7 +682,7 @@ async fn orchestrate(
             }
         }
     }
-    Ok(Served { rounds, sent_bytes, received_bytes })
+    Ok(Served { rounds, sent_bytes, received_bytes, rss_kib_idle })
 }
 
 /// One server connection: the handshake, the hello and welcome, then one message written and
@@ -704,15 +797,159 @@ impl QuicThread {
     }
 }
 
-/// What the clients measured.
-#[derive(Debug)]
-struct ClientsOutcome {
+/// What the clients measured: what a clients' process writes to its stdout, as JSON.
+#[derive(Debug, Serialize, Deserialize)]
+pub struct ClientsOutcome {
     /// Per welcomed client, its connect call to its welcome, µs.
     connect_us: Vec<u64>,
     /// The first connect call to the last welcome, µs.
     connect_all_us: u64,
     /// The first few client errors.
     errors: Vec<String>,
+    /// The first client socket's send and receive buffers, bytes.
+    socket_buffers: (usize, usize),
+}
+
+/// What the clients are to do: what a clients' process reads from its stdin, as JSON.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ClientsOrder {
+    /// The server's address.
+    server: SocketAddr,
+    /// The server's self-signed certificate, DER: the one the clients trust.
+    cert_der: Vec<u8>,
+    /// The run; its `clients_process` is not used by the clients.
+    clients: usize,
+    message_bytes: usize,
+    connect_rate: Option<f64>,
+    client_endpoints: usize,
+    udp_buffer_bytes: usize,
+    connect_timeout: Duration,
+}
+
+impl ClientsOrder {
+    fn new(config: &FloorConfig, server: SocketAddr, cert_der: Vec<u8>) -> Self {
+        ClientsOrder {
+            server,
+            cert_der,
+            clients: config.clients,
+            message_bytes: config.message_bytes,
+            connect_rate: config.connect_rate,
+            client_endpoints: config.client_endpoints,
+            udp_buffer_bytes: config.udp_buffer_bytes,
+            connect_timeout: config.connect_timeout,
+        }
+    }
+}
+
+/// The clients of a floor run, on this process's threads or in a child process.
+enum Clients {
+    /// The QUIC thread and the clients' thread.
+    Threads(QuicThread, ClientsThread),
+    /// `gatehouse-floor --clients-child`, its order written to its stdin, and how long it may
+    /// take to end once the server has.
+    Process(std::process::Child, Duration),
+}
+
+impl Clients {
+    fn on_threads(order: ClientsOrder) -> Result<Self, FloorError> {
+        let quic = QuicThread::start(order.client_endpoints, order.udp_buffer_bytes)?;
+        let client_config = client_tls(&order.cert_der)?;
+        let clients = ClientsThread::start(order, quic.endpoints.clone(), client_config)?;
+        Ok(Clients::Threads(quic, clients))
+    }
+
+    fn in_process(exe: &std::path::Path, order: &ClientsOrder) -> Result<Self, FloorError> {
+        let failed = |e: &dyn std::fmt::Display| {
+            FloorError::Runtime(format!("the clients' process {}: {e}", exe.display()))
+        };
+        let mut child = Command::new(exe)
+            .arg("--clients-child")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .map_err(|e| failed(&e))?;
+        let within = order.connect_timeout + CHILD_END;
+        let order = serde_json::to_vec(order).map_err(|e| failed(&e))?;
+        // Dropping stdin after the write closes it: the child reads to its end.
+        let written = match child.stdin.take() {
+            Some(mut stdin) => stdin.write_all(&order).map_err(|e| failed(&e)),
+            None => Err(failed(&"no stdin")),
+        };
+        if let Err(e) = written {
+            let _ = child.kill();
+            let _ = child.wait();
+            return Err(e);
+        }
+        Ok(Clients::Process(child, within))
+    }
+
+    /// Waits for the clients to end (each ends when the server finishes its stream or closes
+    /// the endpoint, or at its idle timeout) and returns what they measured.
+    fn join(self) -> Result<ClientsOutcome, FloorError> {
+        match self {
+            Clients::Threads(quic, clients) => {
+                let mut outcome = clients.join();
+                if let Ok(outcome) = &mut outcome {
+                    outcome.socket_buffers = quic.buffers;
+                }
+                quic.stop();
+                outcome
+            }
+            Clients::Process(mut child, within) => {
+                // Its stdout is read on a thread, so the wait for it is bounded: a child that
+                // has not ended `within` after the server did is killed.
+                let (tx, rx) = std::sync::mpsc::channel();
+                let stdout = child.stdout.take();
+                std::thread::spawn(move || {
+                    let mut out = Vec::new();
+                    let read = stdout.map(|mut s| s.read_to_end(&mut out).map(|_| out));
+                    let _ = tx.send(read);
+                });
+                let read = rx.recv_timeout(within);
+                if read.is_err() {
+                    let _ = child.kill();
+                }
+                let failed = |e: &dyn std::fmt::Display| {
+                    FloorError::Runtime(format!("the clients' process: {e}"))
+                };
+                let status = child.wait().map_err(|e| failed(&e))?;
+                let out = match read {
+                    Ok(Some(Ok(out))) => out,
+                    Ok(Some(Err(e))) => return Err(failed(&e)),
+                    Ok(None) => return Err(failed(&"no stdout")),
+                    Err(_) => {
+                        return Err(failed(&format!("not ended {within:?} after the server")));
+                    }
+                };
+                if !status.success() {
+                    return Err(failed(&format!("ended with {status} (its errors are on stderr)")));
+                }
+                serde_json::from_slice(&out).map_err(|e| failed(&format!("no outcome: {e}")))
+            }
+        }
+    }
+}
+
+/// The clients' side of a floor run with its clients in another process (`gatehouse-floor
+/// --clients-child`): reads a [`ClientsOrder`] as JSON from `input` to its end, runs the
+/// clients on this process's threads until the server ends the run, and writes the
+/// [`ClientsOutcome`] as JSON to `output`.
+///
+/// # Errors
+/// [`FloorError::Config`] if the order is not valid JSON; otherwise as [`run_floor`]'s clients:
+/// TLS or socket setup, or a runtime or thread that cannot start.
+pub fn run_clients_child(mut input: impl Read, mut output: impl Write) -> Result<(), FloorError> {
+    let mut order = Vec::new();
+    input
+        .read_to_end(&mut order)
+        .map_err(|e| FloorError::Config(format!("cannot read the clients' order: {e}")))?;
+    let order: ClientsOrder = serde_json::from_slice(&order)
+        .map_err(|e| FloorError::Config(format!("the clients' order is not valid: {e}")))?;
+    let outcome = Clients::on_threads(order)?.join()?;
+    serde_json::to_writer(&mut output, &outcome)
+        .map_err(|e| FloorError::Runtime(format!("cannot write the clients' outcome: {e}")))?;
+    output.flush().map_err(|e| FloorError::Runtime(format!("cannot write the outcome: {e}")))
 }
 
 /// The thread that runs the clients' per-connection tasks on a current-thread runtime.
@@ -722,10 +959,9 @@ struct ClientsThread {
 
 impl ClientsThread {
     fn start(
-        config: FloorConfig,
+        order: ClientsOrder,
         endpoints: Vec<quinn::Endpoint>,
         client_config: quinn::ClientConfig,
-        server: SocketAddr,
     ) -> Result<Self, FloorError> {
         let thread = std::thread::Builder::new()
             .name("floor-clients".into())
@@ -734,7 +970,7 @@ impl ClientsThread {
                     .enable_all()
                     .build()
                     .map_err(|e| FloorError::Runtime(e.to_string()))?;
-                Ok(runtime.block_on(run_clients(config, endpoints, client_config, server)))
+                Ok(runtime.block_on(run_clients(order, endpoints, client_config)))
             })
             .map_err(|e| FloorError::Runtime(format!("cannot start the clients' thread: {e}")))?;
         Ok(ClientsThread { thread })
@@ -749,28 +985,31 @@ impl ClientsThread {
 
 /// Starts every client at the connect rate and waits for all of them to end.
 async fn run_clients(
-    config: FloorConfig,
+    order: ClientsOrder,
     endpoints: Vec<quinn::Endpoint>,
     client_config: quinn::ClientConfig,
-    server: SocketAddr,
 ) -> ClientsOutcome {
     let start = tokio::time::Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
-    for i in 0..config.clients {
-        if let Some(rate) = config.connect_rate {
+    for i in 0..order.clients {
+        if let Some(rate) = order.connect_rate {
             tokio::time::sleep_until(start + Duration::from_secs_f64(i as f64 / rate)).await;
         }
         let Some(endpoint) = endpoints.get(i % endpoints.len()).cloned() else { break };
         tasks.spawn(run_client(
             endpoint,
             client_config.clone(),
-            server,
-            config.message_bytes,
-            config.connect_timeout,
+            order.server,
+            order.message_bytes,
+            order.connect_timeout,
         ));
     }
-    let mut outcome =
-        ClientsOutcome { connect_us: Vec::new(), connect_all_us: 0, errors: Vec::new() };
+    let mut outcome = ClientsOutcome {
+        connect_us: Vec::new(),
+        connect_all_us: 0,
+        errors: Vec::new(),
+        socket_buffers: (0, 0),
+    };
     let mut last_welcome = None;
     while let Some(joined) = tasks.join_next().await {
         let (welcomed, error) = match joined {

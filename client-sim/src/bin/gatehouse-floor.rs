@@ -7,10 +7,11 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
-use gatehouse_client_sim::floor::{FloorConfig, run_floor};
+use gatehouse_client_sim::floor::{FloorConfig, run_clients_child, run_floor};
 use gatehouse_client_sim::swarm::parse_connect_rate;
 
-/// The bare QUIC floor F(N): one process, a QUIC server and N clients over loopback. Per
+/// The bare QUIC floor F(N): a QUIC server and N clients over loopback, in one process (or two,
+/// with `--clients-process`, which also measures the server's memory per connection). Per
 /// round the server writes a message on every client's stream and waits for every client's
 /// echo; prints the round time (p50 / p99 / max, µs), the connect times and the bytes on the
 /// wire. What the load benchmark (deploy/load.sh) divides the product's transition times by.
@@ -52,6 +53,14 @@ struct Cli {
     /// How long one round may take.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration, value_name = "D")]
     round_timeout: Duration,
+    /// Run the clients in a child process (this program), so this one is the server alone and
+    /// the report gives its memory per idle connection: the floor of the product's.
+    #[arg(long)]
+    clients_process: bool,
+    /// Internal: be the clients' process of a `--clients-process` run (the order on stdin, the
+    /// outcome on stdout).
+    #[arg(long, hide = true)]
+    clients_child: bool,
     /// Print the report as JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -76,6 +85,10 @@ fn run() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
+    if cli.clients_child {
+        return run_clients_child(std::io::stdin().lock(), std::io::stdout().lock())
+            .context("the floor's clients' process failed");
+    }
     let mut config = FloorConfig::new(cli.clients as usize);
     config.rounds = cli.rounds as usize;
     config.message_bytes = cli.message_bytes as usize;
@@ -86,6 +99,10 @@ fn run() -> anyhow::Result<()> {
     config.server_threads = cli.server_threads.map(|t| t as usize);
     config.connect_timeout = cli.connect_timeout;
     config.round_timeout = cli.round_timeout;
+    if cli.clients_process {
+        let exe = std::env::current_exe().context("cannot find this program to run the clients")?;
+        config.clients_process = Some(exe);
+    }
     let report = run_floor(&config).context("the floor run failed")?;
     if cli.json {
         println!("{}", serde_json::to_string_pretty(&report)?);

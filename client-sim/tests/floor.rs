@@ -1,0 +1,59 @@
+//! The `gatehouse-floor` binary: the bare QUIC floor, its clients on threads or in a child
+//! process (the memory floor of the load benchmark, issue 12 item 7).
+
+#![allow(clippy::unwrap_used)] // tests unwrap freely (STYLE 7)
+
+use std::io::Write;
+use std::process::{Command, Stdio};
+
+const FLOOR: &str = env!("CARGO_BIN_EXE_gatehouse-floor");
+
+fn floor_json(extra: &[&str]) -> serde_json::Value {
+    let out = Command::new(FLOOR)
+        .args(["--clients", "8", "--rounds", "3", "--pause", "1ms", "--json"])
+        .args(extra)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// With `--clients-process` the clients run in a child of the same program: every client is
+/// welcomed and answers every round, the child's socket buffers reach the report, and the
+/// server's memory is reported per connection (its VmRSS before any client and with every
+/// connection open). Without it the process holds both sides, and no memory is reported.
+#[test]
+fn a_floor_with_its_clients_in_another_process_reports_the_servers_memory() {
+    let report = floor_json(&["--clients-process"]);
+    assert_eq!(report["round"]["count"], 3, "{report}");
+    assert_eq!(report["connect"]["count"], 8, "{report}");
+    assert!(report["udp_buffers"]["client_recv"].as_u64().unwrap() > 0, "{report}");
+    let memory = &report["server_memory"];
+    let before = memory["rss_kib_before"].as_u64().unwrap();
+    let idle = memory["rss_kib_idle"].as_u64().unwrap();
+    assert!(before > 0, "{report}");
+    let per = memory["kib_per_connection"].as_f64().unwrap();
+    assert!((per - (idle as f64 - before as f64) / 8.0).abs() < 1e-9, "{report}");
+
+    let report = floor_json(&[]);
+    assert_eq!(report["connect"]["count"], 8, "{report}");
+    assert!(report["server_memory"].is_null(), "{report}");
+}
+
+/// A clients' process whose order on stdin is not one fails, saying so, before it connects.
+#[test]
+fn a_clients_process_refuses_an_order_it_cannot_read() {
+    let mut child = Command::new(FLOOR)
+        .arg("--clients-child")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(b"{\"server\": 7}").unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("the clients' order is not valid"), "{err}");
+    assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
+}
