@@ -4,7 +4,8 @@
 # 1. the bare QUIC floor F(N): gatehouse-floor, N clients, one 64-byte message written to every
 #    client's stream per round and every reply awaited, same runtime flavour as the server;
 #    then the memory floor M(N): the same with its clients in another process and 10 rounds,
-#    the bare server's VmRSS per idle connection (`gatehouse-floor --clients-process`);
+#    the bare server's VmRSS per idle connection (`gatehouse-floor --clients-process`; like the
+#    product's figure, its one-off costs spread over N);
 # 2. the product: a release gatehouse-server on config/load-server.toml (the zero-stream world
 #    config/load-world.toml, a travel every 3 s, ephemeral ports) and `gatehouse-sim --clients N
 #    --stream-ms 0..0`, connecting at LOAD_CONNECT_RATE per second (with the swarm's
@@ -97,7 +98,8 @@ if grep -q -- '--full-clients' <<<"$sim_help"; then sim_extra+=(--full-clients "
 if [ "${LOAD_CHECK:-0}" = 1 ]; then sim_extra+=(--check); fi
 # An older gatehouse-floor (BIN_DIR) without --clients-process: no memory floor.
 floor_memory=0
-if "$bin/gatehouse-floor" --help | grep -q -- '--clients-process'; then floor_memory=1; fi
+floor_help=$("$bin/gatehouse-floor" --help)
+if grep -q -- '--clients-process' <<<"$floor_help"; then floor_memory=1; fi
 memory_rounds=10
 
 status=0

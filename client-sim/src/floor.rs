@@ -60,6 +60,10 @@ const CHILD_END: Duration = Duration::from_secs(15);
 /// How long the server idles after the last round, every connection open, before its memory
 /// is read: the last acknowledgements come and go.
 const MEMORY_SETTLE: Duration = Duration::from_secs(1);
+/// The longest the connect rate may take to start every client.
+const MAX_SPREAD: Duration = Duration::from_secs(24 * 3600);
+/// The longest connect or round timeout (longer ones would overflow the deadlines).
+const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// What a floor run does (issue 11, "The load benchmark").
 #[derive(Debug, Clone)]
@@ -114,9 +118,9 @@ impl FloorConfig {
     /// How long every client together may take to connect: the last one starts after
     /// `(clients - 1) / connect_rate`, then has its `connect_timeout`, plus a margin.
     pub fn connect_budget(&self) -> Duration {
-        let spread =
-            self.connect_rate.map_or(0.0, |rate| self.clients.saturating_sub(1) as f64 / rate);
-        Duration::from_secs_f64(spread) + self.connect_timeout + Duration::from_secs(2)
+        connect_spread(self.clients, self.connect_rate)
+            .saturating_add(self.connect_timeout)
+            .saturating_add(Duration::from_secs(2))
     }
 
     fn check(&self) -> Result<(), FloorError> {
@@ -130,11 +134,24 @@ impl FloorConfig {
         if self.connect_rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
             return bad("the connect rate must be a positive number per second".into());
         }
+        if connect_spread(self.clients, self.connect_rate) > MAX_SPREAD {
+            return bad(format!("connecting every client must take at most {MAX_SPREAD:?}"));
+        }
         if self.server_threads == Some(0) {
             return bad("server threads must be at least 1".into());
         }
+        if self.connect_timeout > MAX_TIMEOUT || self.round_timeout > MAX_TIMEOUT {
+            return bad(format!("the connect and round timeouts must be at most {MAX_TIMEOUT:?}"));
+        }
         Ok(())
     }
+}
+
+/// When the last of `clients` starts connecting at `rate` per second (`None`: all at once);
+/// saturating, so an absurd rate is refused by the checks rather than overflowing.
+fn connect_spread(clients: usize, rate: Option<f64>) -> Duration {
+    let seconds = rate.map_or(0.0, |rate| clients.saturating_sub(1) as f64 / rate);
+    Duration::try_from_secs_f64(seconds).unwrap_or(Duration::MAX)
 }
 
 /// Percentiles of a set of durations, µs (from an HDR histogram, 3 significant digits).
@@ -398,7 +415,10 @@ pub fn run_floor(config: &FloorConfig) -> Result<FloorReport, FloorError> {
     let served = match served.and_then(|s| s) {
         Ok(served) => served,
         Err(FloorError::Connect { connected, clients: n, within, errors }) => {
-            let client_errors = clients.as_ref().map(|c| c.errors.join("; ")).unwrap_or_default();
+            let client_errors = match &clients {
+                Ok(c) => c.errors.join("; "),
+                Err(e) => e.to_string(),
+            };
             let errors = [errors, client_errors]
                 .into_iter()
                 .filter(|e| !e.is_empty() && e != "none")
@@ -407,7 +427,13 @@ pub fn run_floor(config: &FloorConfig) -> Result<FloorReport, FloorError> {
             let errors = if errors.is_empty() { "none".to_owned() } else { errors };
             return Err(FloorError::Connect { connected, clients: n, within, errors });
         }
-        Err(e) => return Err(e),
+        // The clients' process may have died first: say so along with what the server saw.
+        Err(e) => match clients {
+            Err(clients) if config.clients_process.is_some() => {
+                return Err(FloorError::Runtime(format!("{e}; {clients}")));
+            }
+            _ => return Err(e),
+        },
     };
     let clients = clients?;
     let mut connect = histogram()?;
@@ -799,7 +825,7 @@ impl QuicThread {
 
 /// What the clients measured: what a clients' process writes to its stdout, as JSON.
 #[derive(Debug, Serialize, Deserialize)]
-pub struct ClientsOutcome {
+struct ClientsOutcome {
     /// Per welcomed client, its connect call to its welcome, µs.
     connect_us: Vec<u64>,
     /// The first connect call to the last welcome, µs.
@@ -812,21 +838,47 @@ pub struct ClientsOutcome {
 
 /// What the clients are to do: what a clients' process reads from its stdin, as JSON.
 #[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct ClientsOrder {
+struct ClientsOrder {
     /// The server's address.
     server: SocketAddr,
     /// The server's self-signed certificate, DER: the one the clients trust.
     cert_der: Vec<u8>,
-    /// The run; its `clients_process` is not used by the clients.
+    /// Clients, N.
     clients: usize,
+    /// Bytes per message, each way.
     message_bytes: usize,
+    /// Connections opened per second; `None`: all at once.
     connect_rate: Option<f64>,
+    /// Client QUIC endpoints the clients are spread over.
     client_endpoints: usize,
+    /// Send and receive buffer asked for every client socket, bytes.
     udp_buffer_bytes: usize,
+    /// How long one client may take from its connect call to the welcome.
     connect_timeout: Duration,
 }
 
 impl ClientsOrder {
+    /// What [`FloorConfig::check`] checks of the clients' part, for an order read from stdin.
+    fn check(&self) -> Result<(), FloorError> {
+        let bad = |what: &str| Err(FloorError::Config(format!("the clients' order: {what}")));
+        if !(1..=100_000).contains(&self.clients) || !(1..=1024).contains(&self.client_endpoints) {
+            return bad("clients must be 1 ..= 100000 and client endpoints 1 ..= 1024");
+        }
+        if !(8..=65536).contains(&self.message_bytes) {
+            return bad("message bytes must be 8 ..= 65536");
+        }
+        if self.connect_rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+            return bad("the connect rate must be a positive number per second");
+        }
+        if connect_spread(self.clients, self.connect_rate) > MAX_SPREAD {
+            return bad("connecting every client would take more than a day");
+        }
+        if self.connect_timeout > MAX_TIMEOUT {
+            return bad("the connect timeout is too long");
+        }
+        Ok(())
+    }
+
     fn new(config: &FloorConfig, server: SocketAddr, cert_der: Vec<u8>) -> Self {
         ClientsOrder {
             server,
@@ -862,6 +914,7 @@ impl Clients {
         let failed = |e: &dyn std::fmt::Display| {
             FloorError::Runtime(format!("the clients' process {}: {e}", exe.display()))
         };
+        let within = order.connect_timeout.saturating_add(CHILD_END);
         let mut child = Command::new(exe)
             .arg("--clients-child")
             .stdin(Stdio::piped())
@@ -869,7 +922,6 @@ impl Clients {
             .stderr(Stdio::inherit())
             .spawn()
             .map_err(|e| failed(&e))?;
-        let within = order.connect_timeout + CHILD_END;
         let order = serde_json::to_vec(order).map_err(|e| failed(&e))?;
         // Dropping stdin after the write closes it: the child reads to its end.
         let written = match child.stdin.take() {
@@ -932,12 +984,13 @@ impl Clients {
 }
 
 /// The clients' side of a floor run with its clients in another process (`gatehouse-floor
-/// --clients-child`): reads a [`ClientsOrder`] as JSON from `input` to its end, runs the
-/// clients on this process's threads until the server ends the run, and writes the
-/// [`ClientsOutcome`] as JSON to `output`.
+/// --clients-child`): reads the clients' order as JSON from `input` to its end, checks it
+/// against the bounds [`FloorConfig`] has, runs the clients on this process's threads until
+/// the server ends the run, and writes the clients' outcome (connect times, errors, socket
+/// buffers) as JSON to `output`.
 ///
 /// # Errors
-/// [`FloorError::Config`] if the order is not valid JSON; otherwise as [`run_floor`]'s clients:
+/// [`FloorError::Config`] if the order is not valid JSON or out of those bounds; otherwise as [`run_floor`]'s clients:
 /// TLS or socket setup, or a runtime or thread that cannot start.
 pub fn run_clients_child(mut input: impl Read, mut output: impl Write) -> Result<(), FloorError> {
     let mut order = Vec::new();
@@ -946,6 +999,7 @@ pub fn run_clients_child(mut input: impl Read, mut output: impl Write) -> Result
         .map_err(|e| FloorError::Config(format!("cannot read the clients' order: {e}")))?;
     let order: ClientsOrder = serde_json::from_slice(&order)
         .map_err(|e| FloorError::Config(format!("the clients' order is not valid: {e}")))?;
+    order.check()?;
     let outcome = Clients::on_threads(order)?.join()?;
     serde_json::to_writer(&mut output, &outcome)
         .map_err(|e| FloorError::Runtime(format!("cannot write the clients' outcome: {e}")))?;

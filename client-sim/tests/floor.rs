@@ -57,3 +57,55 @@ fn a_clients_process_refuses_an_order_it_cannot_read() {
     assert!(err.contains("the clients' order is not valid"), "{err}");
     assert!(out.stdout.is_empty(), "{}", String::from_utf8_lossy(&out.stdout));
 }
+
+/// A clients' order out of the floor's bounds is refused, naming the bound, before any client
+/// starts: no endpoints (a division by zero), empty messages (an echo loop that never waits),
+/// a rate of zero or so slow the start would overflow, a timeout past an hour.
+#[test]
+fn a_clients_process_refuses_an_order_out_of_bounds() {
+    let good = serde_json::json!({
+        "server": "127.0.0.1:9", "cert_der": [], "clients": 2, "message_bytes": 64,
+        "connect_rate": null, "client_endpoints": 1, "udp_buffer_bytes": 65536,
+        "connect_timeout": {"secs": 1, "nanos": 0},
+    });
+    let cases = [
+        ("client_endpoints", serde_json::json!(0), "client endpoints 1 ..= 1024"),
+        ("clients", serde_json::json!(0), "clients must be 1 ..= 100000"),
+        ("message_bytes", serde_json::json!(0), "message bytes must be 8 ..= 65536"),
+        ("connect_rate", serde_json::json!(0.0), "a positive number per second"),
+        ("connect_rate", serde_json::json!(1e-12), "more than a day"),
+        ("connect_timeout", serde_json::json!({"secs": 7200, "nanos": 0}), "too long"),
+    ];
+    for (field, value, says) in cases {
+        let mut order = good.clone();
+        order[field] = value;
+        let mut child = Command::new(FLOOR)
+            .arg("--clients-child")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(order.to_string().as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{field}: {order}");
+        assert!(err.contains("the clients' order") && err.contains(says), "{field}: {err}");
+    }
+}
+
+/// Timeouts and rates that would overflow a deadline are refused up front, as a configuration
+/// error, with or without a clients' process (none is started).
+#[test]
+fn a_floor_refuses_timeouts_and_rates_that_would_overflow() {
+    for args in [
+        &["--connect-timeout", "18446744073709551615s", "--clients-process"][..],
+        &["--round-timeout", "2h"][..],
+        &["--connect-rate", "0.000000001", "--clients", "100"][..],
+    ] {
+        let out = Command::new(FLOOR).args(args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}");
+        assert!(err.contains("invalid floor configuration"), "{args:?}: {err}");
+    }
+}
