@@ -93,11 +93,21 @@ impl Listener {
             let context = context.clone();
             let span =
                 tracing::info_span!("connection", id = id.0, remote = %incoming.remote_address());
+            // Accepted here, not in the task: a task keeps what it captured for as long as it
+            // lives, and an `Incoming` is 384 bytes where the handshake it becomes is 32 (issue
+            // 12 item 7).
+            let connecting = match incoming.accept() {
+                Ok(connecting) => connecting,
+                Err(e) => {
+                    span.in_scope(|| tracing::debug!(error = %e, "handshake failed"));
+                    continue;
+                }
+            };
             tasks.spawn(tracing::Instrument::instrument(
                 async move {
                     // A pending slot is held at most one handshake timeout plus one hello
                     // timeout.
-                    match tokio::time::timeout(context.handshake_timeout, incoming).await {
+                    match tokio::time::timeout(context.handshake_timeout, connecting).await {
                         Ok(Ok(connection)) => {
                             let hello_deadline =
                                 tokio::time::Instant::now() + context.hello_timeout;

@@ -209,19 +209,23 @@ impl<B: SaveBackend> Dispatcher<B> {
         let seq = self.next_seq;
         self.next_seq += 1;
         let submitted = Instant::now();
-        if matches!(&work, Work::Alone(request) if request.is_load()) {
-            self.expiries.push(Reverse(Expiry {
-                deadline: submitted + self.ctx.settings.load_timeout,
-                seq,
-                key: key.clone(),
-            }));
+        let job = Job { seq, work, submitted };
+        let lane = self.lanes.entry(key.clone()).or_default();
+        if lane.busy {
+            // Only a load that waits behind another request can time out waiting.
+            if matches!(&job.work, Work::Alone(request) if request.is_load()) {
+                let deadline = submitted + self.ctx.settings.load_timeout;
+                self.expiries.push(Reverse(Expiry { deadline, seq, key: key.clone() }));
+            }
+            lane.queue.push_back(job);
+        } else {
+            // An idle lane's queue is empty: the job starts without passing through it, so a
+            // lane that never has two jobs at once never allocates one (issue 12 item 7).
+            self.start(&key, job);
         }
-        self.lanes.entry(key.clone()).or_default().queue.push_back(Job { seq, work, submitted });
-        self.start_next(&key);
     }
 
-    /// Starts the head of `key`'s lane unless the lane is busy: a player save joins the saves
-    /// to batch at the end of this wake; anything else starts alone.
+    /// Starts the head of `key`'s lane unless the lane is busy.
     fn start_next(&mut self, key: &Key) {
         let Some(lane) = self.lanes.get_mut(key) else {
             return;
@@ -230,6 +234,15 @@ impl<B: SaveBackend> Dispatcher<B> {
             return;
         }
         let Some(job) = lane.queue.pop_front() else {
+            return;
+        };
+        self.start(key, job);
+    }
+
+    /// Starts `job` in `key`'s idle lane, which is busy from here: a player save joins the
+    /// saves to batch at the end of this wake; anything else starts alone.
+    fn start(&mut self, key: &Key, job: Job) {
+        let Some(lane) = self.lanes.get_mut(key) else {
             return;
         };
         lane.busy = true;
@@ -334,9 +347,13 @@ impl<B: SaveBackend> Dispatcher<B> {
         if let Some(lane) = self.lanes.get_mut(key) {
             lane.busy = false;
             lane.lineage = learned.apply(lane.lineage);
-            if lane.queue.is_empty() && lane.lineage.is_none() {
-                self.lanes.remove(key);
-                return;
+            if lane.queue.is_empty() {
+                if lane.lineage.is_none() {
+                    self.lanes.remove(key);
+                    return;
+                }
+                // The lane lives on for its lineage; the room a burst made goes.
+                lane.queue = VecDeque::new();
             }
         }
         self.start_next(key);
