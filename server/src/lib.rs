@@ -2,8 +2,9 @@
 //!
 //! - [`config`]: `server.toml` and `world.toml`, parsed once into checked types.
 //! - [`game`]: the sans-IO authoritative core (`handle` / `poll_output` / `poll_timeout`).
-//! - [`net`]: the QUIC endpoint, the accept loop, one task per connection, authentication;
-//!   it reports connection events to the game task and imports nothing from it.
+//! - [`net`]: the UDP socket, the QUIC endpoint and every connection in one driver task on the
+//!   network's thread, authentication; it reports connection events to the game task and
+//!   imports nothing from it.
 //! - [`store`]: player and session saves, and the worker that runs them off the game task.
 //! - [`admin`]: the operator HTTP endpoint (probes, state, metrics, travel).
 //! - [`metrics`]: the server's metric families, one registry per [`Server`].
@@ -44,7 +45,7 @@ use config::{ServerConfig, WorldMap};
 use fleet::{FleetLink, Orchestrator};
 use game::{Game, GameRules};
 use metrics::Metrics;
-use net::{ConnectionEvent, Listener, NetError};
+use net::{ConnectionEvent, NetError, Network};
 pub use shell::GameHandle;
 use shell::{Effects, ShellEvent};
 use store::{Store, StoreError, StoreHandle, StoreSettings, StoreWorker};
@@ -89,12 +90,12 @@ pub enum ServerError {
 /// A bound server, ready to run.
 #[derive(Debug)]
 pub struct Server {
-    endpoint: quinn::Endpoint,
-    /// Where the endpoint's drivers run; stopped after the endpoint is idle.
+    /// The socket and the QUIC endpoint, started by `run`.
+    network: Network,
+    /// Where the network driver runs; stopped after every connection has drained.
     drivers: net::DriverThread,
-    listener: Listener,
     game: Game,
-    /// Connection events, from the connection tasks.
+    /// Connection events, from the network driver.
     from_net: mpsc::Receiver<ConnectionEvent>,
     /// The game task's own events; their sender is in `effects`.
     events: mpsc::Receiver<ShellEvent>,
@@ -145,12 +146,6 @@ impl Server {
         tracing::info!(certificate = %origin.display(), %fingerprint,
             development = config.tls.certificate.is_none(), "certificate accepted");
         let drivers = net::DriverThread::start()?;
-        let endpoint = net::server_endpoint(
-            socket,
-            network.bind,
-            server_config,
-            drivers.runtime(network.gso_segments),
-        )?;
         let store = Store::open(&config.store.url, &config.data_dir).await?;
         tracing::info!(store = %store.location(), "player store open");
         let (metrics, probes) = (Metrics::new(), Arc::new(Probes::default()));
@@ -165,7 +160,15 @@ impl Server {
         );
         let (net_tx, from_net) = mpsc::channel(EVENT_QUEUE);
         let token_key = TokenKey::new(config.auth.token_key.as_bytes());
-        let listener = Listener::new(network, token_key, net_tx, metrics.net().clone());
+        let network_side = Network::new(
+            socket,
+            server_config,
+            network,
+            token_key,
+            net_tx,
+            metrics.net().clone(),
+            &drivers,
+        )?;
         let effects = Effects {
             events: events_tx,
             store: store_handle.clone(),
@@ -184,9 +187,8 @@ impl Server {
             config::OrchestratorKind::Agones => Some(config.fleet.health_interval),
         };
         Ok(Server {
-            endpoint,
+            network: network_side,
             drivers,
-            listener,
             game,
             from_net,
             events,
@@ -209,7 +211,7 @@ impl Server {
     /// # Errors
     /// The OS error if the socket address cannot be read.
     pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        self.endpoint.local_addr()
+        Ok(self.network.local_addr())
     }
 
     /// The bound admin address, if the admin endpoint is enabled.
@@ -254,9 +256,8 @@ impl Server {
     /// [`ServerError::GameTask`] if the game task panicked or was cancelled, after the drain.
     pub async fn run(self, shutdown: CancellationToken) -> Result<(), ServerError> {
         let Server {
-            endpoint,
+            network,
             drivers,
-            listener,
             game,
             from_net,
             events,
@@ -272,10 +273,8 @@ impl Server {
             orchestrator,
             health_every,
         } = self;
-        match endpoint.local_addr() {
-            Ok(addr) => tracing::info!(%addr, "listening"),
-            Err(e) => tracing::warn!(error = %e, "listening on an address the OS will not name"),
-        }
+        let mut network = network.start(&drivers, shutdown.clone());
+        tracing::info!(addr = %network.local_addr(), "listening");
         // The admin endpoint outlives the drain: it stops last, on its own token.
         let stop_admin = CancellationToken::new();
         let admin_task = admin.map(|listener| {
@@ -292,20 +291,15 @@ impl Server {
         let link = FleetLink::new(orchestrator.clone(), health_every);
         let game_task =
             tokio::spawn(shell::run_game(game, from_net, events, effects, link, shutdown.clone()));
-        // A game task that ends on its own (a panic) leaves nothing to serve: stop as if asked.
-        let game_ended = async {
-            let ended = game_task.await;
-            shutdown.cancel();
-            ended
-        };
-        // 1. and 2.
-        let (connections, game_ended) =
-            tokio::join!(listener.accept_until(&endpoint, &shutdown), game_ended);
+        // 1. and 2. (the network driver sees `shutdown` too). A game task that ends on its own
+        // (a panic) leaves nothing to serve: stop as if asked.
+        let game_ended = game_task.await;
+        shutdown.cancel();
         if let Err(e) = &game_ended {
             tracing::error!(error = %e, "the game task failed; stopping");
         }
         // 3.
-        if !connections.wait(DRAIN_TIMEOUT).await {
+        if !network.wait_closed(DRAIN_TIMEOUT).await {
             tracing::warn!("connections still open after the drain timeout; closing the endpoint");
         }
         // 4.
@@ -316,12 +310,7 @@ impl Server {
         store.close().await;
         probes.set_store_open(false);
         // 5.
-        endpoint.close(
-            quinn::VarInt::from_u32(CloseCode::ShuttingDown.code()),
-            CloseCode::ShuttingDown.reason().as_bytes(),
-        );
-        let _ = tokio::time::timeout(DRAIN_TIMEOUT, endpoint.wait_idle()).await;
-        drop(endpoint);
+        network.shut(CloseCode::ShuttingDown, DRAIN_TIMEOUT).await;
         drop(drivers);
         // 6.
         orchestrator.shutdown().await;

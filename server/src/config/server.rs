@@ -194,9 +194,9 @@ pub struct NetworkConfig {
     /// `send_queue_frames`: frames queued for one client, not yet taken by its writer, before it
     /// is closed as a slow consumer (one game step's frames always go to an empty queue).
     pub send_queue_frames: usize,
-    /// `gso_segments`: most datagrams quinn hands the kernel in one send (segmentation offload),
-    /// 1 to 10 (quinn 0.11 sends at most 10 at once); each connection keeps a send buffer of
-    /// this many datagrams for its life.
+    /// `gso_segments`: most datagrams handed to the kernel in one send (segmentation offload),
+    /// 1 to 10 (quinn 0.11 builds at most 10 at once); the network driver builds every
+    /// connection's datagrams in one shared buffer, so it costs no memory per connection.
     pub gso_segments: usize,
     /// `replication_interval_ms`: how long a broadcast of replicated player or pawn state may
     /// wait to share a write with the next ones to its client (docs/protocol.md §4.4), 0 to

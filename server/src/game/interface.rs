@@ -9,7 +9,7 @@ use super::LoadId;
 use crate::config::{ClientReadyPolicy, GameConfig};
 use crate::store::{LoadOutcome, PlayerSave, SessionSave};
 
-/// Identifies one network connection; assigned by `net::Listener` as it accepts, never reused
+/// Identifies one network connection; assigned by the network driver as it accepts, never reused
 /// within a process.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ConnectionId(pub u64);

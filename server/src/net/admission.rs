@@ -25,7 +25,7 @@ struct Pending {
     last_warn: Option<Instant>,
 }
 
-/// Counts pending connections; shared by the accept loop and the connection tasks.
+/// Counts pending connections; held by the network driver, each slot by its connection.
 #[derive(Debug, Clone)]
 pub(crate) struct Admission {
     pending: Arc<Mutex<Pending>>,

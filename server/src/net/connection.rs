@@ -1,79 +1,697 @@
-//! One task per connection: authenticate, then read frames for the game and write frames from
-//! it.
+//! One QUIC connection in the driver, from its handshake to its close.
 //!
-//! 1. Wait for the client's bidirectional stream and `Hello` by the hello deadline the accept
-//!    loop set when the handshake finished (and no longer than the server keeps running).
-//! 2. Check the protocol version and the session token; refuse with `Rejected` and a close code.
-//! 3. Report the login to the game task with a queue for this connection's outbound frames,
-//!    then forward every decoded message until the stream or connection ends, and report the
-//!    disconnect ([`ConnectionEvent`]s, in that order).
+//! 1. The handshake, bounded by the handshake timeout counted from accept.
+//! 2. The client's bidirectional stream and its `Hello`, by the hello deadline counted from the
+//!    handshake's end (separate budgets: a handshake slowed by loss does not eat the `Hello`'s);
+//!    the protocol version and the session token are checked, and a refusal is answered with
+//!    `Rejected` and a close code.
+//! 3. Logged in: the game task hears of it with a [`SendQueue`] for this connection's frames,
+//!    then every decoded message, then the disconnect ([`ConnectionEvent`]s, in that order);
+//!    the frames it queues are written to the stream as fast as the client takes them.
+//! 4. A close the game asks for writes `Closing` with its code after what was queued, finishes
+//!    the stream and closes once the client has it (bounded); one asked for at once closes
+//!    at once.
 //!
-//! A frame that does not decode closes this connection only, with `ProtocolViolation` and the
+//! Nothing here waits or reads a clock: the driver calls in with `now` when a datagram, a
+//! timer or the game's doorbell concerns this connection, and asks for the next deadline. A
+//! frame that does not decode closes this connection only, with `ProtocolViolation` and the
 //! decoder's message as the close reason.
 
-use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::collections::VecDeque;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
 use gatehouse_protocol::token::{self, TokenKey};
 use gatehouse_protocol::{
-    ClientMessage, CloseCode, FrameDecoder, FrameError, PROTOCOL_VERSION, RejectReason,
-    ServerMessage,
+    ClientMessage, CloseCode, FrameDecoder, PROTOCOL_VERSION, RejectReason, ServerMessage,
 };
-use tokio::sync::mpsc;
-use tokio_util::sync::CancellationToken;
+use quinn_proto::{ConnectionError, Dir, Event, ReadError, StreamEvent, StreamId, VarInt};
 
 use super::admission::PendingSlot;
-use super::event::{ConnectionEvent, Outbound, SendQueueRx, send_queue};
-use crate::config::NetworkConfig;
+use super::event::{ConnectionEvent, Doorbell, Outbound, QueueKey, SendQueueRx, send_queue};
 use crate::game::{ConnectionId, Departure};
 use crate::metrics::{CloseSide, NetMetrics};
 
 /// Largest chunk read from the stream at once, bytes.
 const READ_CHUNK: usize = 16 * 1024;
 
-/// How long a closing writer waits for the peer to acknowledge the last frames.
+/// How long a closing connection waits for the peer to acknowledge the last frames.
 const CLOSE_FLUSH: Duration = Duration::from_secs(1);
 
-/// What every connection task needs; shared.
+/// How long a close the game queued may wait behind the frames queued before it: a client
+/// that stopped reading grants no flow-control credit, and is then closed without them.
+pub(super) const FORCED_CLOSE_AFTER: Duration = Duration::from_secs(2);
+
+/// Bound on the `Closing` frame's body, bytes: a code and a short reason.
+const CLOSING_FRAME_LEN: usize = 1024;
+
+/// What every connection needs from the server's configuration; shared.
 #[derive(Debug)]
-pub(super) struct ConnectionContext {
-    token_key: TokenKey,
-    max_frame_len: usize,
+pub(super) struct Settings {
+    /// Checks the session tokens of `Hello`s.
+    pub(super) token_key: TokenKey,
+    /// `network.max_frame_len`, bytes.
+    pub(super) max_frame_len: usize,
     /// The bound, from accept, on the QUIC handshake.
     pub(super) handshake_timeout: Duration,
     /// The bound, from the handshake's end, on the stream and the `Hello`.
     pub(super) hello_timeout: Duration,
-    send_queue_frames: usize,
-    /// Where connection events go: the game task.
-    events: mpsc::Sender<ConnectionEvent>,
-    /// Cancelled when the server starts draining: a connection that has not logged in closes,
-    /// a `Hello` after that is refused.
-    pub(super) draining: CancellationToken,
-    /// Closes, refused logins (issue 15 item 1).
+    /// `network.send_queue_frames`: the cap of each logged-in connection's [`super::SendQueue`].
+    pub(super) send_queue_frames: usize,
+    /// Closes and refused logins (issue 15 item 1).
     pub(super) metrics: NetMetrics,
 }
 
-impl ConnectionContext {
-    /// The context for connections under `network`, authenticated with `token_key`, reporting
-    /// to `events`.
+/// The events bound for the game task that its queue has not taken yet. Connections stop
+/// reading while it is full, so a flood of messages waits in the QUIC flow-control window of
+/// the client that sent it, not in memory.
+#[derive(Debug)]
+pub(super) struct Outbox {
+    events: VecDeque<ConnectionEvent>,
+    cap: usize,
+}
+
+impl Outbox {
+    /// An outbox that holds at most about `cap` events (at least 1).
+    pub(super) fn new(cap: usize) -> Outbox {
+        Outbox { events: VecDeque::new(), cap: cap.max(1) }
+    }
+
+    /// Whether a connection may read another message into it.
+    pub(super) fn has_room(&self) -> bool {
+        self.events.len() < self.cap
+    }
+
+    /// Whether nothing waits.
+    pub(super) fn is_empty(&self) -> bool {
+        self.events.is_empty()
+    }
+
+    /// Queues `event` (past the cap too: a disconnect must never be lost).
+    pub(super) fn push(&mut self, event: ConnectionEvent) {
+        self.events.push_back(event);
+    }
+
+    /// The oldest event, to send.
+    pub(super) fn pop(&mut self) -> Option<ConnectionEvent> {
+        self.events.pop_front()
+    }
+
+    /// Puts back an event the queue would not take, first in line.
+    pub(super) fn unpop(&mut self, event: ConnectionEvent) {
+        self.events.push_front(event);
+    }
+}
+
+/// What a call into a connection may use beside the connection itself.
+pub(super) struct Context<'a> {
+    /// The driver's clock reading for this call.
+    pub(super) now: Instant,
+    /// The server's settings.
+    pub(super) settings: &'a Settings,
+    /// Where events for the game go.
+    pub(super) outbox: &'a mut Outbox,
+    /// The doorbell a logged-in connection's queue rings.
+    pub(super) doorbell: &'a Doorbell,
+    /// The server is draining: no login is accepted.
+    pub(super) draining: bool,
+}
+
+/// Where a connection is in its login.
+#[derive(Debug)]
+enum Login {
+    /// The QUIC handshake is under way.
+    Handshaking(PendingSlot),
+    /// Waiting for the stream and the `Hello`; the slot is held (dropping it frees it).
+    AwaitingHello { _slot: PendingSlot },
+    /// The `Hello` was refused: `Rejected` is on its way and the connection closes after it.
+    Refused,
+    /// The game knows the player. `queue` is the writer's end of its send queue until the
+    /// writer is gone; `reported` once the game heard the disconnect.
+    LoggedIn { queue: Option<SendQueueRx>, reported: bool },
+}
+
+/// How far a close that waits for the last frames has come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Closing {
+    /// No close under way.
+    No,
+    /// `Closing` goes out once what is being written is.
+    Write(CloseCode),
+    /// `Closing` is being written; the stream finishes after it.
+    Finish(CloseCode),
+    /// The stream is finished: the connection closes once the peer has every byte, or at
+    /// `close_by`.
+    Flushing(CloseCode),
+}
+
+/// One connection, owned by the driver. The QUIC state machine is boxed with it: 6 KiB that a
+/// map of connections should not move around as it grows.
+#[derive(Debug)]
+pub(super) struct Connection {
+    /// The QUIC state machine.
+    pub(super) quic: quinn_proto::Connection,
+    id: ConnectionId,
+    key: QueueKey,
+    /// `connection` with its id and the client's address: every log line of this connection.
+    span: tracing::Span,
+    login: Login,
+    /// The client's bidirectional stream, once it opened it.
+    stream: Option<StreamId>,
+    decoder: FrameDecoder,
+    /// Taken from the queue and not yet all accepted by the stream.
+    writing: Option<Bytes>,
+    closing: Closing,
+    /// The handshake or the `Hello` is due by then.
+    login_by: Option<Instant>,
+    /// Closed at this point whatever is still being written.
+    close_by: Option<Instant>,
+    /// Reading stopped because the game's queue was full; the driver resumes it.
+    read_paused: bool,
+    /// The client finished its stream (or reset it): nothing more to read.
+    read_done: bool,
+    /// Closed by the server, or lost: nothing more is counted or sent.
+    ended: bool,
+    /// The wake this connection holds in the driver's timer set.
+    pub(super) armed: Option<Instant>,
+    /// Listed for the driver's next pass (events to take, datagrams to send).
+    pub(super) listed: bool,
+    /// Counted in the driver's open connections (until it ends).
+    pub(super) counted_open: bool,
+    /// On the driver's list of connections waiting for room to read.
+    pub(super) awaiting_room: bool,
+}
+
+impl Connection {
+    /// A connection just accepted at `now` from `remote`, holding a pending slot, known to the
+    /// driver as `slot` and to the game as `id`.
     pub(super) fn new(
-        token_key: TokenKey,
-        network: &NetworkConfig,
-        events: mpsc::Sender<ConnectionEvent>,
-        metrics: NetMetrics,
-    ) -> Self {
-        ConnectionContext {
-            metrics,
-            token_key,
-            max_frame_len: network.max_frame_len,
-            handshake_timeout: network.handshake_timeout,
-            hello_timeout: network.hello_timeout,
-            send_queue_frames: network.send_queue_frames,
-            events,
-            draining: CancellationToken::new(),
+        quic: quinn_proto::Connection,
+        id: ConnectionId,
+        slot: usize,
+        pending: PendingSlot,
+        now: Instant,
+        settings: &Settings,
+    ) -> Connection {
+        let span = tracing::info_span!("connection", id = id.0, remote = %quic.remote_address());
+        Connection {
+            quic,
+            id,
+            key: QueueKey { slot, connection: id },
+            span,
+            login: Login::Handshaking(pending),
+            stream: None,
+            decoder: FrameDecoder::new(settings.max_frame_len),
+            writing: None,
+            closing: Closing::No,
+            login_by: Some(now + settings.handshake_timeout),
+            close_by: None,
+            read_paused: false,
+            read_done: false,
+            ended: false,
+            armed: None,
+            listed: false,
+            counted_open: true,
+            awaiting_room: false,
         }
     }
+
+    /// The game's id for it.
+    pub(super) fn id(&self) -> ConnectionId {
+        self.id
+    }
+
+    /// Whether it is closed (by either side) or lost: it only waits to drain.
+    pub(super) fn is_ended(&self) -> bool {
+        self.ended
+    }
+
+    /// Whether reading waits for room in the game's queue.
+    pub(super) fn is_read_paused(&self) -> bool {
+        self.read_paused
+    }
+
+    /// The earliest of the QUIC timers and this connection's own deadlines.
+    pub(super) fn next_timeout(&mut self) -> Option<Instant> {
+        [self.quic.poll_timeout(), self.login_by, self.close_by].into_iter().flatten().min()
+    }
+
+    /// Runs what is due at `ctx.now`: the QUIC timers, the login deadline, a close that waited
+    /// long enough.
+    pub(super) fn handle_timeout(&mut self, ctx: &mut Context<'_>) {
+        let now = ctx.now;
+        let _entered = self.span.clone().entered();
+        if self.quic.poll_timeout().is_some_and(|at| at <= now) {
+            self.quic.handle_timeout(now);
+        }
+        if self.login_by.is_some_and(|at| at <= now) {
+            self.login_by = None;
+            match self.login {
+                Login::Handshaking(_) => {
+                    tracing::debug!("handshake not finished within the handshake timeout");
+                    self.close_silently(now);
+                }
+                Login::AwaitingHello { .. } => {
+                    let reason = "no Hello within the hello timeout";
+                    tracing::debug!("{reason}: closing");
+                    self.close(ctx, CloseCode::HelloTimeout, reason);
+                }
+                Login::Refused | Login::LoggedIn { .. } => {}
+            }
+        }
+        if self.close_by.is_some_and(|at| at <= now) {
+            self.close_by = None;
+            let code = match self.closing {
+                Closing::Write(code) | Closing::Finish(code) | Closing::Flushing(code) => code,
+                // A forced close, asked for before the close itself was taken from the queue.
+                Closing::No => self.queued_close_code().unwrap_or(CloseCode::ShuttingDown),
+            };
+            self.close(ctx, code, code.reason());
+        }
+        self.step(ctx);
+    }
+
+    /// Takes what QUIC has for the application (the handshake's end, the stream, a loss), then
+    /// reads and writes what can be.
+    pub(super) fn step(&mut self, ctx: &mut Context<'_>) {
+        let _entered = self.span.clone().entered();
+        while let Some(event) = self.quic.poll() {
+            self.on_event(ctx, event);
+        }
+        self.read(ctx);
+        self.write(ctx);
+        self.end_if_done(ctx.now);
+    }
+
+    /// The doorbell rang: takes the game's changes (a close at once, a queued close, its end
+    /// gone) and writes what it queued.
+    pub(super) fn take_turn(&mut self, ctx: &mut Context<'_>) {
+        let _entered = self.span.clone().entered();
+        let Login::LoggedIn { queue: Some(queue), .. } = &mut self.login else {
+            return;
+        };
+        let turn = queue.take_turn();
+        if let Some(code) = turn.close_now {
+            self.close(ctx, code, code.reason());
+            return;
+        }
+        if turn.close_queued {
+            let forced = ctx.now + FORCED_CLOSE_AFTER;
+            self.close_by = Some(self.close_by.map_or(forced, |at| at.min(forced)));
+        }
+        self.step(ctx);
+    }
+
+    /// The server started draining: a connection that has not logged in closes now with
+    /// `ShuttingDown` (one still in its handshake closes when the handshake ends).
+    pub(super) fn drain(&mut self, ctx: &mut Context<'_>) {
+        let _entered = self.span.clone().entered();
+        if let Login::AwaitingHello { .. } = self.login {
+            let reason = CloseCode::ShuttingDown.reason();
+            self.close(ctx, CloseCode::ShuttingDown, reason);
+        }
+    }
+
+    /// The endpoint is closing: closes with `code` whatever the connection is doing, uncounted
+    /// (the connections the game closed are closed already).
+    pub(super) fn shut(&mut self, ctx: &mut Context<'_>, code: CloseCode) {
+        if self.ended {
+            return;
+        }
+        self.quic.close(ctx.now, VarInt::from_u32(code.code()), reason_bytes(code.reason()));
+        self.end(ctx, Departure::lost("closed by the server"));
+    }
+
+    /// Reading had paused for room in the game's queue; there is room again.
+    pub(super) fn resume_reading(&mut self, ctx: &mut Context<'_>) {
+        self.read_paused = false;
+        self.step(ctx);
+    }
+
+    fn on_event(&mut self, ctx: &mut Context<'_>, event: Event) {
+        match event {
+            Event::Connected => {
+                if let Login::Handshaking(slot) = std::mem::replace(&mut self.login, Login::Refused)
+                {
+                    self.login = Login::AwaitingHello { _slot: slot };
+                    self.login_by = Some(ctx.now + ctx.settings.hello_timeout);
+                    if ctx.draining {
+                        let reason = CloseCode::ShuttingDown.reason();
+                        self.close(ctx, CloseCode::ShuttingDown, reason);
+                    }
+                }
+            }
+            Event::ConnectionLost { reason } => {
+                if !self.ended {
+                    count_reason(&ctx.settings.metrics, &reason);
+                    self.end(ctx, departure_of(&reason));
+                }
+            }
+            Event::Stream(StreamEvent::Opened { dir: Dir::Bi }) => {
+                while let Some(id) = self.quic.streams().accept(Dir::Bi) {
+                    // One bidirectional stream is allowed (the transport parameters).
+                    self.stream.get_or_insert(id);
+                }
+            }
+            Event::Stream(StreamEvent::Finished { id }) if Some(id) == self.stream => {
+                // Every byte written, `Closing` last, is acknowledged.
+                if let Closing::Flushing(code) = self.closing {
+                    self.close(ctx, code, code.reason());
+                }
+            }
+            Event::Stream(StreamEvent::Stopped { id, .. }) if Some(id) == self.stream => {
+                self.writer_gone(ctx);
+            }
+            // Readable and Writable: `step` reads and writes after the events in any case.
+            Event::Stream(_)
+            | Event::HandshakeDataReady
+            | Event::DatagramReceived
+            | Event::DatagramsUnblocked => {}
+        }
+    }
+
+    /// Decodes what the stream holds, reading more while the game's queue has room.
+    fn read(&mut self, ctx: &mut Context<'_>) {
+        let Some(id) = self.stream else { return };
+        while !self.ended && !matches!(self.login, Login::Refused) {
+            if !ctx.outbox.has_room() {
+                self.read_paused = true;
+                return;
+            }
+            match self.decoder.next_message::<ClientMessage>() {
+                Ok(Some(message)) => {
+                    self.on_message(ctx, message);
+                    continue;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    self.protocol_violation(ctx, &e.to_string());
+                    return;
+                }
+            }
+            if self.read_done {
+                self.stream_ended(ctx);
+                return;
+            }
+            if !self.read_chunks(id) {
+                return;
+            }
+        }
+    }
+
+    /// Moves every chunk the stream has into the decoder; false when none came.
+    fn read_chunks(&mut self, id: StreamId) -> bool {
+        let mut recv = self.quic.recv_stream(id);
+        let Ok(mut chunks) = recv.read(true) else {
+            self.read_done = true;
+            return true;
+        };
+        let mut got = false;
+        loop {
+            match chunks.next(READ_CHUNK) {
+                Ok(Some(chunk)) => {
+                    self.decoder.extend(&chunk.bytes);
+                    got = true;
+                }
+                Ok(None) | Err(ReadError::Reset(_)) => {
+                    self.read_done = true;
+                    got = true;
+                    break;
+                }
+                Err(ReadError::Blocked) => break,
+            }
+        }
+        // Flow-control credit for what was read goes out with the driver's next transmit.
+        let _ = chunks.finalize();
+        got
+    }
+
+    fn on_message(&mut self, ctx: &mut Context<'_>, message: ClientMessage) {
+        match &self.login {
+            Login::LoggedIn { .. } => {
+                ctx.outbox.push(ConnectionEvent::Message { connection: self.id, message })
+            }
+            Login::AwaitingHello { .. } => self.on_hello(ctx, message),
+            Login::Handshaking(_) | Login::Refused => {}
+        }
+    }
+
+    fn on_hello(&mut self, ctx: &mut Context<'_>, hello: ClientMessage) {
+        self.login_by = None;
+        let checked = check_hello(&ctx.settings.token_key, hello).and_then(|player| {
+            if ctx.draining {
+                Err(Refusal {
+                    reason: RejectReason::ShuttingDown,
+                    code: CloseCode::ShuttingDown,
+                    detail: "the server is shutting down".into(),
+                })
+            } else {
+                Ok(player)
+            }
+        });
+        match checked {
+            Ok(player) => {
+                tracing::debug!(%player, "hello accepted");
+                let (outbound, queue) =
+                    send_queue(ctx.settings.send_queue_frames, ctx.doorbell.clone(), self.key);
+                // Logged in: the player cap bounds it from here, not the pending slots.
+                self.login = Login::LoggedIn { queue: Some(queue), reported: false };
+                ctx.outbox.push(ConnectionEvent::Login { connection: self.id, player, outbound });
+            }
+            Err(refusal) => {
+                let name = reject_reason_name(refusal.reason);
+                tracing::info!(reason = %name, detail = %refusal.detail, "hello refused");
+                ctx.settings.metrics.count_login_refused(name);
+                let rejected =
+                    ServerMessage::Rejected { reason: refusal.reason, detail: refusal.detail };
+                self.login = Login::Refused;
+                self.writing =
+                    gatehouse_protocol::encode_frame(&rejected, ctx.settings.max_frame_len)
+                        .ok()
+                        .map(Bytes::from);
+                self.closing = Closing::Write(refusal.code);
+                self.close_by = Some(ctx.now + CLOSE_FLUSH);
+            }
+        }
+    }
+
+    /// The client finished (or reset) its stream: between frames a lost connection, inside
+    /// one a protocol violation.
+    fn stream_ended(&mut self, ctx: &mut Context<'_>) {
+        if let Err(e) = self.decoder.finish() {
+            self.protocol_violation(ctx, &e.to_string());
+            return;
+        }
+        match self.login {
+            Login::LoggedIn { reported: false, .. } => {
+                let departure = Departure::lost("the client finished its stream without Leave");
+                self.report(ctx, departure);
+            }
+            Login::AwaitingHello { .. } => {
+                tracing::debug!("closed by the client before its Hello");
+                self.close_silently(ctx.now);
+            }
+            Login::Handshaking(_) | Login::Refused | Login::LoggedIn { .. } => {}
+        }
+    }
+
+    fn protocol_violation(&mut self, ctx: &mut Context<'_>, error: &str) {
+        match self.login {
+            Login::LoggedIn { .. } => {
+                tracing::info!(%error, "protocol violation; closing this connection")
+            }
+            _ => tracing::debug!(%error, "a bad frame before the Hello: closing"),
+        }
+        let departure = Departure::closed_because(CloseCode::ProtocolViolation, error);
+        self.report(ctx, departure);
+        self.close(ctx, CloseCode::ProtocolViolation, error);
+    }
+
+    /// Writes what is being written, then what the game queued, then a close's `Closing`,
+    /// as far as the stream takes it; the rest waits for the stream to be writable.
+    fn write(&mut self, ctx: &mut Context<'_>) {
+        let Some(id) = self.stream else { return };
+        while !self.ended {
+            if let Some(mut chunk) = self.writing.take() {
+                match self.quic.send_stream(id).write_chunks(std::slice::from_mut(&mut chunk)) {
+                    Ok(written) if written.chunks == 1 => continue,
+                    Ok(_) | Err(quinn_proto::WriteError::Blocked) => {
+                        self.writing = Some(chunk);
+                        return;
+                    }
+                    Err(_) => {
+                        self.writer_gone(ctx);
+                        return;
+                    }
+                }
+            }
+            match self.closing {
+                Closing::Write(code) => {
+                    let closing =
+                        ServerMessage::Closing { code: code.code(), reason: code.reason().into() };
+                    self.writing = gatehouse_protocol::encode_frame(&closing, CLOSING_FRAME_LEN)
+                        .ok()
+                        .map(Bytes::from);
+                    self.closing = Closing::Finish(code);
+                    continue;
+                }
+                Closing::Finish(code) => {
+                    if self.quic.send_stream(id).finish().is_err() {
+                        self.close(ctx, code, code.reason());
+                        return;
+                    }
+                    self.closing = Closing::Flushing(code);
+                    let flushed = ctx.now + CLOSE_FLUSH;
+                    self.close_by = Some(self.close_by.map_or(flushed, |at| at.min(flushed)));
+                    return;
+                }
+                Closing::Flushing(_) => return,
+                Closing::No => {}
+            }
+            let Login::LoggedIn { queue: Some(queue), .. } = &mut self.login else { return };
+            match queue.try_recv() {
+                Some(Outbound::Frames { bytes, .. }) => {
+                    let (chunk, close_with) = batch(bytes, queue);
+                    self.writing = Some(chunk);
+                    if let Some(code) = close_with {
+                        self.closing = Closing::Write(code);
+                    }
+                }
+                Some(Outbound::Close(code)) => self.closing = Closing::Write(code),
+                None => return,
+            }
+        }
+    }
+
+    /// The stream can take nothing more (the client stopped it): the game's writes are refused
+    /// from now on; a close under way closes at once.
+    fn writer_gone(&mut self, ctx: &mut Context<'_>) {
+        self.writing = None;
+        if let Login::LoggedIn { queue, .. } = &mut self.login {
+            *queue = None;
+        }
+        match self.closing {
+            Closing::Write(code) | Closing::Finish(code) | Closing::Flushing(code) => {
+                self.close(ctx, code, code.reason());
+            }
+            Closing::No => {}
+        }
+    }
+
+    /// The code of a close waiting in the game's queue, if one does.
+    fn queued_close_code(&mut self) -> Option<CloseCode> {
+        let Login::LoggedIn { queue: Some(queue), .. } = &mut self.login else { return None };
+        std::iter::from_fn(|| queue.try_recv()).find_map(|item| match item {
+            Outbound::Close(code) => Some(code),
+            Outbound::Frames { .. } => None,
+        })
+    }
+
+    /// A logged-in connection whose disconnect the game heard and whose queue the game dropped
+    /// (or whose writer is gone) closes, as an unused QUIC connection does: code 0, uncounted.
+    fn end_if_done(&mut self, now: Instant) {
+        if self.ended || self.closing != Closing::No || self.writing.is_some() {
+            return;
+        }
+        if let Login::LoggedIn { queue, reported: true } = &mut self.login {
+            let finished = queue.as_ref().is_none_or(SendQueueRx::is_finished);
+            if finished {
+                self.close_silently(now);
+            }
+        }
+    }
+
+    /// Closes with one of our codes and a reason (truncated to fit a packet), counted in
+    /// `gatehouse_connection_closes_total` unless it had ended already; the game hears the
+    /// disconnect if it has not.
+    fn close(&mut self, ctx: &mut Context<'_>, code: CloseCode, reason: &str) {
+        if self.ended {
+            return;
+        }
+        ctx.settings.metrics.count_close(code, CloseSide::Server);
+        self.quic.close(ctx.now, VarInt::from_u32(code.code()), reason_bytes(reason));
+        self.end(ctx, Departure::lost("closed by the server"));
+    }
+
+    /// Closes as an abandoned QUIC connection does (code 0, no reason), uncounted.
+    fn close_silently(&mut self, now: Instant) {
+        if self.ended {
+            return;
+        }
+        self.quic.close(now, VarInt::from_u32(0), Bytes::new());
+        self.wind_up();
+    }
+
+    /// The connection is over: the game hears it (once), then [`Connection::wind_up`].
+    fn end(&mut self, ctx: &mut Context<'_>, departure: Departure) {
+        self.report(ctx, departure);
+        self.wind_up();
+    }
+
+    /// Nothing is left to do but drain: the pending slot and the writer's queue go, nothing is
+    /// left to write, no deadline of ours is kept.
+    fn wind_up(&mut self) {
+        self.ended = true;
+        self.writing = None;
+        self.closing = Closing::No;
+        self.login_by = None;
+        self.close_by = None;
+        self.read_paused = false;
+        self.login = match std::mem::replace(&mut self.login, Login::Refused) {
+            Login::LoggedIn { reported, .. } => Login::LoggedIn { queue: None, reported },
+            // Dropping the slot frees it.
+            Login::Handshaking(_) | Login::AwaitingHello { .. } | Login::Refused => Login::Refused,
+        };
+    }
+
+    /// Tells the game a logged-in connection ended, once.
+    fn report(&mut self, ctx: &mut Context<'_>, departure: Departure) {
+        if let Login::LoggedIn { reported: reported @ false, .. } = &mut self.login {
+            *reported = true;
+            ctx.outbox.push(ConnectionEvent::Disconnected { connection: self.id, departure });
+        }
+    }
+}
+
+/// `reason`, cut to what fits a close frame in one packet.
+fn reason_bytes(reason: &str) -> Bytes {
+    Bytes::copy_from_slice(&reason.as_bytes()[..reason.len().min(200)])
+}
+
+/// Most bytes joined into one chunk by [`batch`].
+const BATCH_BYTES: usize = 64 * 1024;
+
+/// `first` followed by the frames already waiting in `queue`, in order, joined into one chunk of
+/// at most about [`BATCH_BYTES`] (a lone frame is passed on without a copy); and the close that
+/// ended the batch, if one did. The chunk is allocated at its exact size: QUIC keeps it until
+/// the peer acknowledges it, and a thousand connections each holding a mostly empty 64 KiB
+/// buffer is memory per idle client (issue 12 item 7).
+fn batch(first: Bytes, queue: &mut SendQueueRx) -> (Bytes, Option<CloseCode>) {
+    let mut frames: Vec<Bytes> = Vec::new();
+    let mut len = first.len();
+    let mut close_with = None;
+    while len < BATCH_BYTES {
+        match queue.try_recv() {
+            Some(Outbound::Frames { bytes, .. }) => {
+                len += bytes.len();
+                frames.push(bytes);
+            }
+            Some(Outbound::Close(code)) => {
+                close_with = Some(code);
+                break;
+            }
+            None => break,
+        }
+    }
+    if frames.is_empty() {
+        return (first, close_with);
+    }
+    let mut joined = BytesMut::with_capacity(len);
+    joined.extend_from_slice(&first);
+    for frame in &frames {
+        joined.extend_from_slice(frame);
+    }
+    (joined.freeze(), close_with)
 }
 
 /// Why a `Hello` was refused.
@@ -81,148 +699,6 @@ struct Refusal {
     reason: RejectReason,
     code: CloseCode,
     detail: String,
-}
-
-/// A connection whose `Hello` was accepted: its stream's halves, the decoder holding whatever
-/// came after the `Hello`, and the player.
-struct LoggedIn {
-    send: quinn::SendStream,
-    recv: quinn::RecvStream,
-    decoder: FrameDecoder,
-    player: gatehouse_protocol::PlayerId,
-}
-
-/// Serves one accepted connection until it closes.
-///
-/// The login runs boxed: its futures (the hello deadline, the refusal's flush) are larger than
-/// the logged-in loop's, and a task's allocation is as large as its largest state for as long
-/// as the task lives (issue 12 item 7: the task went from 1.8 to 1.4 KiB per idle client).
-pub(super) async fn serve_connection(
-    connection: quinn::Connection,
-    id: ConnectionId,
-    ctx: Arc<ConnectionContext>,
-    slot: PendingSlot,
-    hello_deadline: tokio::time::Instant,
-) {
-    let Some(logged_in) = Box::pin(log_in(&connection, &ctx, hello_deadline)).await else {
-        return;
-    };
-    // Logged in: the player cap bounds it from here, not the pending slots.
-    drop(slot);
-    serve_logged_in(connection, id, &ctx, logged_in).await;
-}
-
-/// Waits for the stream and the `Hello` and checks it; `None` when the connection was closed
-/// instead (the deadline, a bad frame, a refusal, the drain) or the client left.
-async fn log_in(
-    connection: &quinn::Connection,
-    ctx: &ConnectionContext,
-    hello_deadline: tokio::time::Instant,
-) -> Option<LoggedIn> {
-    // The stream and the whole `Hello` by the deadline counted from the handshake's end.
-    let handshake = async {
-        let (send, mut recv) = connection.accept_bi().await.map_err(|_| ReadError::Closed)?;
-        let mut decoder = FrameDecoder::new(ctx.max_frame_len);
-        let hello = read_message(&mut recv, &mut decoder).await?;
-        Ok::<_, ReadError>((send, recv, decoder, hello))
-    };
-    let handshake = tokio::select! {
-        done = tokio::time::timeout_at(hello_deadline, handshake) => done,
-        _ = ctx.draining.cancelled() => {
-            let reason = CloseCode::ShuttingDown.reason();
-            close(&ctx.metrics, connection, CloseCode::ShuttingDown, reason);
-            return None;
-        }
-    };
-    let (mut send, recv, decoder, hello) = match handshake {
-        Err(_) => {
-            let reason = "no Hello within the hello timeout";
-            tracing::debug!("{reason}: closing");
-            close(&ctx.metrics, connection, CloseCode::HelloTimeout, reason);
-            return None;
-        }
-        Ok(Err(ReadError::Frame(e))) => {
-            tracing::debug!(error = %e, "a bad frame before the Hello: closing");
-            close(&ctx.metrics, connection, CloseCode::ProtocolViolation, &e.to_string());
-            return None;
-        }
-        Ok(Err(ReadError::Closed | ReadError::Finished)) => {
-            tracing::debug!("closed by the client before its Hello");
-            return None;
-        }
-        Ok(Ok(parts)) => parts,
-    };
-    let checked = check_hello(&ctx.token_key, hello).and_then(|player| {
-        if ctx.draining.is_cancelled() {
-            Err(Refusal {
-                reason: RejectReason::ShuttingDown,
-                code: CloseCode::ShuttingDown,
-                detail: "the server is shutting down".into(),
-            })
-        } else {
-            Ok(player)
-        }
-    });
-    let player = match checked {
-        Ok(player) => player,
-        Err(refusal) => {
-            tracing::info!(reason = %reject_reason_name(refusal.reason), detail = %refusal.detail,
-                "hello refused");
-            ctx.metrics.count_login_refused(reject_reason_name(refusal.reason));
-            let rejected =
-                ServerMessage::Rejected { reason: refusal.reason, detail: refusal.detail };
-            if let Ok(frame) = gatehouse_protocol::encode_frame(&rejected, ctx.max_frame_len) {
-                let _ = send.write_all(&frame).await;
-            }
-            finish_and_close(&ctx.metrics, connection, &mut send, refusal.code).await;
-            return None;
-        }
-    };
-    tracing::debug!(%player, "hello accepted");
-    Some(LoggedIn { send, recv, decoder, player })
-}
-
-/// Reports the login to the game task with a queue for this connection's outbound frames (the
-/// writer task takes them), then forwards every decoded message until the stream or the
-/// connection ends, and reports the disconnect.
-async fn serve_logged_in(
-    connection: quinn::Connection,
-    id: ConnectionId,
-    ctx: &ConnectionContext,
-    logged_in: LoggedIn,
-) {
-    let LoggedIn { send, mut recv, mut decoder, player } = logged_in;
-
-    let (outbound, queue) = send_queue(ctx.send_queue_frames);
-    let writer = tokio::spawn(write_frames(ctx.metrics.clone(), connection.clone(), send, queue));
-    let login =
-        ConnectionEvent::Login { connection: id, player, outbound, quic: connection.clone() };
-    if ctx.events.send(login).await.is_err() {
-        return; // The game task is gone: the server is stopping.
-    }
-    let departure = loop {
-        match read_message(&mut recv, &mut decoder).await {
-            Ok(message) => {
-                let event = ConnectionEvent::Message { connection: id, message };
-                if ctx.events.send(event).await.is_err() {
-                    break Departure::closed(CloseCode::ShuttingDown);
-                }
-            }
-            Err(ReadError::Frame(e)) => {
-                tracing::info!(error = %e, "protocol violation; closing this connection");
-                close(&ctx.metrics, &connection, CloseCode::ProtocolViolation, &e.to_string());
-                break Departure::closed_because(CloseCode::ProtocolViolation, e.to_string());
-            }
-            Err(ReadError::Finished) => {
-                break Departure::lost("the client finished its stream without Leave");
-            }
-            Err(ReadError::Closed) => break departure_of(&connection),
-        }
-    };
-    let event = ConnectionEvent::Disconnected { connection: id, departure };
-    let _ = ctx.events.send(event).await;
-    // The writer ends when the game task drops the queue or the connection closes.
-    let _ = writer.await;
 }
 
 fn check_hello(
@@ -267,19 +743,11 @@ fn reject_reason_name(reason: RejectReason) -> &'static str {
     }
 }
 
-enum ReadError {
-    Frame(FrameError),
-    /// The client finished its stream cleanly, between frames.
-    Finished,
-    /// The stream or the connection failed: `departure_of` says why.
-    Closed,
-}
-
-/// Why a connection that failed under a read ended, from quinn's close reason.
-fn departure_of(connection: &quinn::Connection) -> Departure {
-    use quinn::ConnectionError as E;
-    match connection.close_reason() {
-        Some(E::ApplicationClosed(close)) => {
+/// Why a logged-in connection that was lost ended, from QUIC's reason.
+fn departure_of(reason: &ConnectionError) -> Departure {
+    use ConnectionError as E;
+    match reason {
+        E::ApplicationClosed(close) => {
             let words = String::from_utf8_lossy(&close.reason);
             match CloseCode::from_code(close.error_code.into_inner()) {
                 Some(code) => {
@@ -291,162 +759,53 @@ fn departure_of(connection: &quinn::Connection) -> Departure {
                 )),
             }
         }
-        Some(E::TimedOut) => {
+        E::TimedOut => {
             Departure::lost("idle timeout: nothing from the client within network.idle_timeout_ms")
         }
-        Some(E::LocallyClosed) => Departure::lost("closed by the server"),
-        Some(E::Reset) => Departure::lost("reset by the client"),
-        Some(E::ConnectionClosed(close)) => {
+        E::LocallyClosed => Departure::lost("closed by the server"),
+        E::Reset => Departure::lost("reset by the client"),
+        E::ConnectionClosed(close) => {
             Departure::lost(format!("QUIC transport error from the client: {close}"))
         }
-        Some(other) => Departure::lost(format!("connection failed: {other}")),
-        None => Departure::lost("the client's stream failed"),
+        other => Departure::lost(format!("connection failed: {other}")),
     }
 }
 
-/// Reads until one whole message is decoded.
-async fn read_message(
-    recv: &mut quinn::RecvStream,
-    decoder: &mut FrameDecoder,
-) -> Result<ClientMessage, ReadError> {
-    loop {
-        if let Some(message) = decoder.next_message().map_err(ReadError::Frame)? {
-            return Ok(message);
-        }
-        match recv.read_chunk(READ_CHUNK, true).await {
-            Ok(Some(chunk)) => decoder.extend(&chunk.bytes),
-            // A stream that ends inside a frame is a protocol violation, not a clean leave.
-            Ok(None) => {
-                return Err(decoder
-                    .finish()
-                    .map_or_else(ReadError::Frame, |()| ReadError::Finished));
+/// Counts a close the client made, or a timeout; the server's own closes are counted by
+/// [`Connection::close`].
+fn count_reason(metrics: &NetMetrics, reason: &ConnectionError) {
+    match reason {
+        ConnectionError::LocallyClosed => {}
+        ConnectionError::ApplicationClosed(close) => {
+            match CloseCode::from_code(close.error_code.into_inner()) {
+                Some(code) => metrics.count_close(code, CloseSide::Client),
+                None => metrics.count_close_named("other", CloseSide::Client),
             }
-            Err(_) => return Err(ReadError::Closed),
         }
+        ConnectionError::TimedOut => metrics.count_close_named("timed_out", CloseSide::Client),
+        _ => metrics.count_close_named("other", CloseSide::Client),
     }
-}
-
-/// Writes queued frames in order until told to close or the queue is dropped. Writes already
-/// queued behind the first go out as one chunk (up to [`BATCH_BYTES`]): quinn's send buffer
-/// costs per chunk, not per byte. The close runs boxed, as the login does (0.9 → 0.6 KiB per
-/// idle client).
-async fn write_frames(
-    metrics: NetMetrics,
-    connection: quinn::Connection,
-    mut send: quinn::SendStream,
-    mut queue: SendQueueRx,
-) {
-    while let Some(item) = queue.recv().await {
-        let first = match item {
-            Outbound::Frames { bytes, .. } => bytes,
-            Outbound::Close(code) => {
-                Box::pin(finish_and_close(&metrics, &connection, &mut send, code)).await;
-                return;
-            }
-        };
-        let (chunk, close_with) = batch(first, &mut queue);
-        if send.write_chunk(chunk).await.is_err() {
-            return;
-        }
-        if let Some(code) = close_with {
-            Box::pin(finish_and_close(&metrics, &connection, &mut send, code)).await;
-            return;
-        }
-    }
-}
-
-/// Most bytes joined into one chunk by [`batch`].
-const BATCH_BYTES: usize = 64 * 1024;
-
-/// `first` followed by the frames already waiting in `queue`, in order, joined into one chunk of
-/// at most about [`BATCH_BYTES`] (a lone frame is passed on without a copy); and the close that
-/// ended the batch, if one did. The chunk is allocated at its exact size: quinn keeps it until
-/// the peer acknowledges it, and a thousand connections each holding a mostly empty 64 KiB
-/// buffer is memory per idle client (issue 12 item 7).
-fn batch(first: Bytes, queue: &mut SendQueueRx) -> (Bytes, Option<CloseCode>) {
-    let mut frames: Vec<Bytes> = Vec::new();
-    let mut len = first.len();
-    let mut close_with = None;
-    while len < BATCH_BYTES {
-        match queue.try_recv() {
-            Some(Outbound::Frames { bytes, .. }) => {
-                len += bytes.len();
-                frames.push(bytes);
-            }
-            Some(Outbound::Close(code)) => {
-                close_with = Some(code);
-                break;
-            }
-            None => break,
-        }
-    }
-    if frames.is_empty() {
-        return (first, close_with);
-    }
-    let mut joined = BytesMut::with_capacity(len);
-    joined.extend_from_slice(&first);
-    for frame in &frames {
-        joined.extend_from_slice(frame);
-    }
-    (joined.freeze(), close_with)
-}
-
-/// Writes `Closing` with the code, finishes the stream, waits (bounded) until the peer has the
-/// data, then closes. The stream is delivered reliably where the CONNECTION_CLOSE is not: on a
-/// lossy path the client learns the code within the flush, not at its idle timeout (issue 13
-/// item 3).
-async fn finish_and_close(
-    metrics: &NetMetrics,
-    connection: &quinn::Connection,
-    send: &mut quinn::SendStream,
-    code: CloseCode,
-) {
-    let closing = ServerMessage::Closing { code: code.code(), reason: code.reason().to_owned() };
-    // Bounded as a whole: a client that stopped reading leaves no room for the last frame.
-    let _ = tokio::time::timeout(CLOSE_FLUSH, async {
-        if let Ok(frame) = gatehouse_protocol::encode_frame(&closing, CLOSING_FRAME_LEN) {
-            send.write_all(&frame).await.ok()?;
-        }
-        send.finish().ok()?;
-        send.stopped().await.ok()
-    })
-    .await;
-    close(metrics, connection, code, code.reason());
-}
-
-/// Bound on the `Closing` frame's body, bytes: a code and a short reason.
-const CLOSING_FRAME_LEN: usize = 1024;
-
-/// Closes a connection with one of our codes and a reason (truncated to fit a packet), and
-/// counts it in `gatehouse_connection_closes_total` unless it was already closed (by either
-/// side: a forced close after the writer's own, or a client that left first, counts once).
-pub(crate) fn close(
-    metrics: &NetMetrics,
-    connection: &quinn::Connection,
-    code: CloseCode,
-    reason: &str,
-) {
-    if connection.close_reason().is_none() {
-        metrics.count_close(code, CloseSide::Server);
-    }
-    let reason = &reason.as_bytes()[..reason.len().min(200)];
-    connection.close(quinn::VarInt::from_u32(code.code()), reason);
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::net::event::QueueError;
+    use crate::net::event::{QueueError, SendQueue, test_queue};
 
-    fn write(tx: &crate::net::event::SendQueue, byte: u8, len: usize) {
+    fn write(tx: &SendQueue, byte: u8, len: usize) {
         tx.try_send_frames(Bytes::from(vec![byte; len]), 1).unwrap();
+    }
+
+    fn queue(cap: usize) -> (SendQueue, SendQueueRx) {
+        let (tx, rx, _heard) = test_queue(cap, ConnectionId(1));
+        (tx, rx)
     }
 
     /// Writes waiting behind the first are joined into one chunk, in order; a lone write goes
     /// out as it is.
     #[test]
     fn waiting_frames_are_joined_into_one_chunk_in_order() {
-        let (tx, mut rx) = send_queue(16);
+        let (tx, mut rx) = queue(16);
         let (chunk, close) = batch(Bytes::from_static(b"a"), &mut rx);
         assert_eq!((&chunk[..], close), (&b"a"[..], None));
         for (byte, len) in [(b'b', 2), (b'c', 3)] {
@@ -460,7 +819,7 @@ mod tests {
     /// nothing queued after it is taken.
     #[test]
     fn a_close_ends_the_batch_after_the_frames_before_it() {
-        let (tx, mut rx) = send_queue(16);
+        let (tx, mut rx) = queue(16);
         write(&tx, b'b', 1);
         tx.try_close(CloseCode::ReadyTimeout).unwrap();
         write(&tx, b'z', 1);
@@ -475,7 +834,7 @@ mod tests {
     /// A batch stops growing at about `BATCH_BYTES`: the rest waits for the next chunk.
     #[test]
     fn a_batch_stops_at_its_byte_budget() {
-        let (tx, mut rx) = send_queue(64);
+        let (tx, mut rx) = queue(64);
         for _ in 0..40 {
             write(&tx, b'x', 4096);
         }
@@ -494,7 +853,7 @@ mod tests {
     /// is taken when the writer has taken everything before it.
     #[test]
     fn the_send_queue_is_bounded_by_frames_not_writes() {
-        let (tx, mut rx) = send_queue(5);
+        let (tx, mut rx) = queue(5);
         tx.try_send_frames(Bytes::from_static(b"abc"), 3).unwrap();
         assert_eq!(tx.try_send_frames(Bytes::from_static(b"def"), 3), Err(QueueError::Full));
         tx.try_send_frames(Bytes::from_static(b"de"), 2).unwrap();
@@ -505,9 +864,34 @@ mod tests {
         while rx.try_recv().is_some() {}
         tx.try_send_frames(Bytes::from_static(b"jklmnop"), 7).unwrap();
         assert_eq!(tx.try_send_frames(Bytes::from_static(b"q"), 1), Err(QueueError::Full));
-        let (tx, rx) = send_queue(5);
+        let (tx, rx) = queue(5);
         drop(rx);
         assert_eq!(tx.try_send_frames(Bytes::from_static(b"r"), 1), Err(QueueError::Closed));
         tx.try_close(CloseCode::ShuttingDown).unwrap_err();
+    }
+
+    /// The outbox takes events past its cap (a disconnect is never lost) but says when it has
+    /// no room for more reading; an event put back goes first.
+    #[test]
+    fn the_outbox_stops_reading_at_its_cap_and_keeps_every_event() {
+        let mut outbox = Outbox::new(2);
+        let event = |n| ConnectionEvent::Disconnected {
+            connection: ConnectionId(n),
+            departure: Departure::lost("test"),
+        };
+        assert!(outbox.has_room() && outbox.is_empty());
+        outbox.push(event(1));
+        outbox.push(event(2));
+        assert!(!outbox.has_room());
+        outbox.push(event(3));
+        let first = outbox.pop().unwrap();
+        outbox.unpop(first);
+        let order: Vec<u64> = std::iter::from_fn(|| outbox.pop())
+            .map(|e| match e {
+                ConnectionEvent::Disconnected { connection, .. } => connection.0,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(order, [1, 2, 3]);
     }
 }

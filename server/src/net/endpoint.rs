@@ -21,10 +21,8 @@ pub fn transport_config(network: &NetworkConfig) -> quinn::TransportConfig {
     transport.receive_window(network.connection_receive_window.into());
     transport.send_window(u64::from(network.connection_receive_window) * 2);
     transport.datagram_receive_buffer_size(None);
-    // Segmentation offload stays on (quinn's default), though it keeps a send buffer of ten
-    // datagrams (about 16 KiB) per connection: at 1,000 clients turning it off saved 9-15 KiB per
-    // idle client but cost CPU per transition, and most during admission, when every newcomer
-    // gets a snapshot of many datagrams (issue 12; README, load benchmark).
+    // Segmentation offload (`network.gso_segments`) costs no memory per connection here: the
+    // driver builds every connection's datagrams in one shared buffer.
     transport
 }
 
@@ -107,21 +105,6 @@ pub fn endpoint_config() -> quinn::EndpointConfig {
 /// The generator of [`endpoint_config`]'s connection ids.
 fn connection_id_generator() -> Box<dyn quinn::ConnectionIdGenerator> {
     Box::new(quinn_proto::RandomConnectionIdGenerator::new(CONNECTION_ID_LEN))
-}
-
-/// Creates the server endpoint on a socket bound with [`bind_socket`] to `addr`, its drivers on
-/// `runtime` (the server's [`super::DriverThread`], or `quinn::TokioRuntime` for the caller's).
-///
-/// # Errors
-/// [`NetError::Bind`].
-pub fn server_endpoint(
-    socket: std::net::UdpSocket,
-    addr: SocketAddr,
-    config: quinn::ServerConfig,
-    runtime: Arc<dyn quinn::Runtime>,
-) -> Result<quinn::Endpoint, NetError> {
-    quinn::Endpoint::new(endpoint_config(), Some(config), socket, runtime)
-        .map_err(|source| NetError::Bind { addr, source })
 }
 
 #[cfg(test)]

@@ -1,25 +1,27 @@
-//! What crosses between the connection tasks and the game task.
+//! What crosses between the network driver and the game task.
 //!
-//! Up: each connection task reports its [`ConnectionEvent`]s, in the order they happened on
+//! Up: the driver reports each connection's [`ConnectionEvent`]s, in the order they happened on
 //! that connection, on the channel whose sender it was given. Down: the game task answers a
 //! logged-in connection through the [`SendQueue`] that came with its login: one write per game
 //! step at most, holding every frame that step made for the connection (issue 12 item 1), and
-//! bounded by frames, so a client that does not read is found as early as before.
+//! bounded by frames, so a client that does not read is found as early as before. A queue that
+//! has something new rings the driver's [`Doorbell`] once, with its connection's key; the driver
+//! takes what waits on its next turn.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
 use gatehouse_protocol::{ClientMessage, CloseCode, PlayerId};
-use tokio::sync::Notify;
+use tokio::sync::mpsc;
 
 use crate::game::{ConnectionId, Departure};
 
-/// What a connection task reports to the game task.
+/// What the driver reports to the game task.
 #[derive(Debug)]
 pub(crate) enum ConnectionEvent {
     /// The connection authenticated as `player`; `outbound` is its writer's queue (bounded:
-    /// a full queue marks a slow consumer) and `quic` the connection, for closing it at once.
+    /// a full queue marks a slow consumer), through which it is closed too.
     Login {
         /// The connection.
         connection: ConnectionId,
@@ -27,8 +29,6 @@ pub(crate) enum ConnectionEvent {
         player: PlayerId,
         /// The writer's queue, in order.
         outbound: SendQueue,
-        /// The QUIC connection.
-        quic: quinn::Connection,
     },
     /// A logged-in connection sent a message.
     Message {
@@ -70,14 +70,43 @@ pub(crate) enum QueueError {
     Closed,
 }
 
+/// Which connection a doorbell ring is for: the driver's slot and the connection id, so a ring
+/// for a connection that has gone is not taken for the next one in its slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct QueueKey {
+    /// The driver's slot for the connection.
+    pub(crate) slot: usize,
+    /// The connection.
+    pub(crate) connection: ConnectionId,
+}
+
+/// How a send queue tells the driver it has something new.
+#[derive(Debug, Clone)]
+pub(crate) struct Doorbell {
+    rings: mpsc::UnboundedSender<QueueKey>,
+}
+
+impl Doorbell {
+    /// A doorbell and the driver's end of it.
+    pub(crate) fn new() -> (Doorbell, mpsc::UnboundedReceiver<QueueKey>) {
+        let (rings, heard) = mpsc::unbounded_channel();
+        (Doorbell { rings }, heard)
+    }
+
+    fn ring(&self, key: QueueKey) {
+        // A driver that is gone takes nothing more: the connection closes with it.
+        let _ = self.rings.send(key);
+    }
+}
+
 /// The game task's end of a connection's writer queue: at most `cap` frames queued and not yet
 /// taken by the writer (`network.send_queue_frames`), except that a write is always taken when
 /// the writer has taken everything before it (one game step's frames for a client can exceed
 /// the cap, e.g. a joiner's snapshot of a full server, and a client that reads is not slow); and
 /// at most `cap` writes and closes waiting. Dropping it tells the writer nothing more comes.
 ///
-/// A deque under a mutex rather than a channel: the writer takes everything waiting at each
-/// wake, so the queue is empty between game steps, and an empty deque holds no memory where a
+/// A deque under a mutex rather than a channel: the writer takes everything it can at each
+/// turn, so the queue is empty between game steps, and an empty deque holds no memory where a
 /// channel keeps its blocks for as long as the connection lives (issue 12 item 7).
 #[derive(Debug)]
 pub(crate) struct SendQueue {
@@ -85,7 +114,7 @@ pub(crate) struct SendQueue {
     cap: usize,
 }
 
-/// The writer's end of a [`SendQueue`]. Dropping it makes later writes fail with
+/// The writer's end of a [`SendQueue`], in the driver. Dropping it makes later writes fail with
 /// [`QueueError::Closed`].
 #[derive(Debug)]
 pub(crate) struct SendQueueRx {
@@ -93,11 +122,11 @@ pub(crate) struct SendQueueRx {
 }
 
 /// What both ends of a send queue share.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Shared {
     state: Mutex<QueueState>,
-    /// Woken on every write and close, and when the game task's end is dropped.
-    changed: Notify,
+    doorbell: Doorbell,
+    key: QueueKey,
 }
 
 #[derive(Debug, Default)]
@@ -109,14 +138,36 @@ struct QueueState {
     sender_gone: bool,
     /// The writer dropped its end.
     writer_gone: bool,
+    /// The doorbell was rung since the writer's last turn.
+    rung: bool,
+    /// A close was queued since the writer's last turn.
+    close_queued: bool,
+    /// The game task asked for the connection to close at once, with this code.
+    close_now: Option<CloseCode>,
+}
+
+/// What changed since the writer's last turn, beside new items.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Turn {
+    /// The game task wants the connection closed at once, with this code.
+    pub(crate) close_now: Option<CloseCode>,
+    /// A close was queued (behind what was queued before it).
+    pub(crate) close_queued: bool,
+    /// The game task dropped its end: nothing more comes.
+    pub(crate) sender_gone: bool,
 }
 
 /// Writes and closes a drained queue keeps room for; it frees anything larger.
 const KEPT_SLOTS: usize = 4;
 
-/// A writer queue of at most `cap_frames` frames (at least 1).
-pub(crate) fn send_queue(cap_frames: usize) -> (SendQueue, SendQueueRx) {
-    let shared = Arc::new(Shared::default());
+/// A writer queue of at most `cap_frames` frames (at least 1) for the connection `key`, which
+/// rings `doorbell` when it has something new.
+pub(crate) fn send_queue(
+    cap_frames: usize,
+    doorbell: Doorbell,
+    key: QueueKey,
+) -> (SendQueue, SendQueueRx) {
+    let shared = Arc::new(Shared { state: Mutex::default(), doorbell, key });
     (SendQueue { shared: shared.clone(), cap: cap_frames.max(1) }, SendQueueRx { shared })
 }
 
@@ -124,6 +175,14 @@ impl Shared {
     fn state(&self) -> MutexGuard<'_, QueueState> {
         // The lock guards no invariant a panic could break halfway: take it even if poisoned.
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Rings the doorbell unless it was rung since the writer's last turn.
+    fn ring(&self, state: &mut QueueState) {
+        if !state.rung {
+            state.rung = true;
+            self.doorbell.ring(self.key);
+        }
     }
 }
 
@@ -141,12 +200,12 @@ impl SendQueue {
         }
         state.frames += frames;
         state.items.push_back(Outbound::Frames { bytes, frames });
-        drop(state);
-        self.shared.changed.notify_one();
+        self.shared.ring(&mut state);
         Ok(())
     }
 
-    /// Asks the writer to close after what is queued.
+    /// Asks the writer to close after what is queued; the driver forces the close if that
+    /// takes too long (the client stopped reading).
     ///
     /// # Errors
     /// [`QueueError::Full`] when `cap` writes and closes wait already, [`QueueError::Closed`]
@@ -155,9 +214,21 @@ impl SendQueue {
         let mut state = self.shared.state();
         self.check_room(&state)?;
         state.items.push_back(Outbound::Close(code));
-        drop(state);
-        self.shared.changed.notify_one();
+        state.close_queued = true;
+        self.shared.ring(&mut state);
         Ok(())
+    }
+
+    /// Asks for the connection to be closed with `code` at once, whatever is queued (a slow
+    /// consumer, a close the queue could not take). The first code asked for wins; nothing
+    /// happens once the writer is gone.
+    pub(crate) fn close_now(&self, code: CloseCode) {
+        let mut state = self.shared.state();
+        if state.writer_gone || state.close_now.is_some() {
+            return;
+        }
+        state.close_now = Some(code);
+        self.shared.ring(&mut state);
     }
 
     fn check_room(&self, state: &QueueState) -> Result<(), QueueError> {
@@ -173,28 +244,28 @@ impl SendQueue {
 
 impl Drop for SendQueue {
     fn drop(&mut self) {
-        self.shared.state().sender_gone = true;
-        self.shared.changed.notify_one();
+        let mut state = self.shared.state();
+        state.sender_gone = true;
+        self.shared.ring(&mut state);
     }
 }
 
 impl SendQueueRx {
-    /// The next item, once there is one; `None` when the game task dropped its end and
-    /// everything it queued was taken.
-    pub(crate) async fn recv(&mut self) -> Option<Outbound> {
-        loop {
-            {
-                let mut state = self.shared.state();
-                if let Some(item) = take(&mut state) {
-                    return Some(item);
-                }
-                if state.sender_gone {
-                    return None;
-                }
-            }
-            // A write between the check and here left a permit: this returns at once.
-            self.shared.changed.notified().await;
+    /// Starts the writer's turn: what changed beside new items. The next change rings again.
+    pub(crate) fn take_turn(&mut self) -> Turn {
+        let mut state = self.shared.state();
+        state.rung = false;
+        Turn {
+            close_now: state.close_now,
+            close_queued: std::mem::take(&mut state.close_queued),
+            sender_gone: state.sender_gone,
         }
+    }
+
+    /// Whether the game task dropped its end and nothing it queued waits.
+    pub(crate) fn is_finished(&self) -> bool {
+        let state = self.shared.state();
+        state.sender_gone && state.items.is_empty()
     }
 
     /// The next item if one is queued now.
@@ -229,46 +300,99 @@ fn take(state: &mut QueueState) -> Option<Outbound> {
     Some(item)
 }
 
+/// A queue whose doorbell nobody hears, and the end that would hear it: for tests of the game
+/// shell, which never run a driver.
+#[cfg(test)]
+pub(crate) fn test_queue(
+    cap_frames: usize,
+    connection: ConnectionId,
+) -> (SendQueue, SendQueueRx, mpsc::UnboundedReceiver<QueueKey>) {
+    let (doorbell, heard) = Doorbell::new();
+    let (tx, rx) = send_queue(cap_frames, doorbell, QueueKey { slot: 0, connection });
+    (tx, rx, heard)
+}
+
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use super::*;
 
     fn frame(tx: &SendQueue, byte: u8) -> Result<(), QueueError> {
         tx.try_send_frames(Bytes::from(vec![byte]), 1)
     }
 
-    /// A writer waiting on an empty queue wakes for the next write, and for the game task's
-    /// end being dropped, after it has taken everything written before.
-    #[tokio::test]
-    async fn the_writer_wakes_for_a_write_and_ends_after_the_last_one() {
-        let (tx, mut rx) = send_queue(8);
-        let waiting = tokio::spawn(async move {
-            let first = rx.recv().await;
-            let second = rx.recv().await;
-            let third = rx.recv().await;
-            (first, second, third)
-        });
-        tokio::task::yield_now().await;
+    fn queue(cap: usize) -> (SendQueue, SendQueueRx, mpsc::UnboundedReceiver<QueueKey>) {
+        test_queue(cap, ConnectionId(7))
+    }
+
+    fn rings(heard: &mut mpsc::UnboundedReceiver<QueueKey>) -> usize {
+        let mut count = 0;
+        while let Ok(key) = heard.try_recv() {
+            assert_eq!(key.connection, ConnectionId(7), "a ring names its connection");
+            count += 1;
+        }
+        count
+    }
+
+    /// A write rings the driver's doorbell once until the writer takes its turn, however many
+    /// follow; after the turn the next write rings again.
+    #[test]
+    fn a_write_rings_the_doorbell_once_per_turn() {
+        let (tx, mut rx, mut heard) = queue(8);
+        assert_eq!(rings(&mut heard), 0);
         frame(&tx, b'a').unwrap();
         frame(&tx, b'b').unwrap();
+        assert_eq!(rings(&mut heard), 1, "two writes before the turn: one ring");
+        assert_eq!(rx.take_turn(), Turn::default());
+        frame(&tx, b'c').unwrap();
+        assert_eq!(rings(&mut heard), 1, "a write after the turn rings again");
+        let taken: Vec<u8> = std::iter::from_fn(|| rx.try_recv())
+            .map(|item| match item {
+                Outbound::Frames { bytes, .. } => bytes[0],
+                other => panic!("expected frames, got {other:?}"),
+            })
+            .collect();
+        assert_eq!(taken, b"abc", "in order");
+    }
+
+    /// Dropping the game task's end rings, and the turn says nothing more comes; a queued close
+    /// rings and the turn says one is queued, once.
+    #[test]
+    fn the_end_and_a_close_ring_and_show_in_the_turn() {
+        let (tx, mut rx, mut heard) = queue(8);
+        tx.try_close(CloseCode::ReadyTimeout).unwrap();
+        assert_eq!(rings(&mut heard), 1);
+        assert_eq!(rx.take_turn(), Turn { close_queued: true, ..Turn::default() });
+        assert_eq!(rx.take_turn(), Turn::default(), "a queued close shows in one turn");
         drop(tx);
-        let (first, second, third) =
-            tokio::time::timeout(Duration::from_secs(5), waiting).await.unwrap().unwrap();
-        let bytes = |item: Option<Outbound>| match item {
-            Some(Outbound::Frames { bytes, .. }) => bytes,
-            other => panic!("expected frames, got {other:?}"),
-        };
-        assert_eq!((&bytes(first)[..], &bytes(second)[..]), (&b"a"[..], &b"b"[..]));
-        assert!(third.is_none(), "the queue ends once the game task's end is gone");
+        assert_eq!(rings(&mut heard), 1);
+        assert_eq!(rx.take_turn(), Turn { sender_gone: true, ..Turn::default() });
+        assert!(matches!(rx.try_recv(), Some(Outbound::Close(CloseCode::ReadyTimeout))));
+    }
+
+    /// A close at once rings and shows in every turn after; the first code wins; once the
+    /// writer is gone it does nothing.
+    #[test]
+    fn a_close_at_once_rings_and_the_first_code_wins() {
+        let (tx, mut rx, mut heard) = queue(8);
+        tx.close_now(CloseCode::SlowConsumer);
+        tx.close_now(CloseCode::ShuttingDown);
+        assert_eq!(rings(&mut heard), 1);
+        let turn = rx.take_turn();
+        assert_eq!(turn.close_now, Some(CloseCode::SlowConsumer));
+        assert_eq!(rx.take_turn().close_now, Some(CloseCode::SlowConsumer));
+        drop(rx);
+        let (tx2, rx2, mut heard2) = queue(8);
+        drop(rx2);
+        tx2.close_now(CloseCode::SlowConsumer);
+        assert_eq!(rings(&mut heard2), 0, "nobody to close");
+        drop(tx);
     }
 
     /// Issue 12 item 7: a queue the writer drained holds no more than a few slots, however
     /// many writes waited in it.
     #[test]
     fn a_drained_queue_gives_back_its_room() {
-        let (tx, mut rx) = send_queue(64);
+        let (tx, mut rx, _heard) = queue(64);
         for _ in 0..20 {
             // 20 frames waiting at once, within the cap of 64.
             frame(&tx, b'x').unwrap();
@@ -283,7 +407,7 @@ mod tests {
     /// closes at once) when `cap` of them wait, and taken again once the writer took one.
     #[test]
     fn a_close_is_refused_while_cap_items_wait() {
-        let (tx, mut rx) = send_queue(2);
+        let (tx, mut rx, _heard) = queue(2);
         frame(&tx, b'a').unwrap();
         tx.try_close(CloseCode::ReadyTimeout).unwrap();
         assert_eq!(tx.try_close(CloseCode::ReadyTimeout), Err(QueueError::Full));
@@ -293,49 +417,11 @@ mod tests {
         assert_eq!(tx.try_close(CloseCode::ReadyTimeout), Err(QueueError::Closed));
     }
 
-    /// The next item for a writer parked on the queue, within a bound so a lost wake fails.
-    async fn parked(rx: &mut SendQueueRx) -> Option<Outbound> {
-        tokio::time::timeout(Duration::from_secs(5), rx.recv()).await.expect("the writer hung")
-    }
-
-    /// A writer that took every write and parked again on the empty queue wakes for the game
-    /// task's end being dropped, with nothing else to wake it.
-    #[tokio::test]
-    async fn a_parked_writer_wakes_when_the_game_drops_its_end() {
-        let (tx, mut rx) = send_queue(8);
-        let writer = tokio::spawn(async move {
-            let first = parked(&mut rx).await;
-            let end = parked(&mut rx).await;
-            (first.is_some(), end.is_none())
-        });
-        tokio::task::yield_now().await;
-        frame(&tx, b'a').unwrap();
-        for _ in 0..10 {
-            tokio::task::yield_now().await;
-        }
-        assert!(tx.shared.state().items.is_empty(), "the writer took the write and parked");
-        drop(tx);
-        assert_eq!(writer.await.unwrap(), (true, true));
-    }
-
-    /// A writer parked on the empty queue wakes for a close alone.
-    #[tokio::test]
-    async fn a_parked_writer_wakes_for_a_close() {
-        let (tx, mut rx) = send_queue(8);
-        let writer = tokio::spawn(async move { parked(&mut rx).await });
-        for _ in 0..10 {
-            tokio::task::yield_now().await;
-        }
-        tx.try_close(CloseCode::ShuttingDown).unwrap();
-        let item = writer.await.unwrap();
-        assert!(matches!(item, Some(Outbound::Close(CloseCode::ShuttingDown))), "{item:?}");
-    }
-
     /// What waits when the writer goes is freed then, and later writes are refused as closed
     /// (not full, even past the cap).
     #[test]
     fn a_gone_writer_frees_what_waited_and_refuses_as_closed() {
-        let (tx, rx) = send_queue(4);
+        let (tx, rx, _heard) = queue(4);
         tx.try_send_frames(Bytes::from_static(b"abc"), 3).unwrap();
         drop(rx);
         assert!(tx.shared.state().items.is_empty());

@@ -1,19 +1,22 @@
-//! The network side: the QUIC endpoint, the accept loop and one task per connection.
+//! The network side: the UDP socket, the QUIC endpoint and every connection, driven by one task
+//! on the network's own thread (quinn-proto's state machines, without quinn's per-connection
+//! tasks: issue 12 item 7).
 //!
 //! | file | owns |
 //! |---|---|
-//! | `endpoint` | transport parameters, TLS 1.3 configuration, the UDP socket and the endpoint |
-//! | `driver` | the thread quinn's drivers run on, apart from the game and the connection tasks |
-//! | `tls` | the server certificate (configured, or a development one in the data dir) |
-//! | `listener` | the accept loop: stateless retry, pending-connection caps, connection ids, the handshake and hello budgets, pre-login connections closed on drain |
+//! | `endpoint` | transport parameters, TLS 1.3 configuration, connection ids, the UDP socket's buffers |
+//! | `socket` | the UDP socket: batched receive (GRO), segmented send (GSO), ECN |
+//! | `driver` | the thread the network runs on, apart from the game task |
+//! | `network` | the driver task: datagrams to connections, timers, admission (stateless retry, pending-connection caps, connection ids), transmits out, events to the game |
 //! | `admission` | the pending-connection counts behind those caps |
-//! | `connection` | one connection's task: authenticate its `Hello`, read frames up, write frames down |
-//! | `event` | what crosses to the game task (`ConnectionEvent`) and back (`Outbound`) |
+//! | `connection` | one connection: the handshake and hello budgets, its `Hello`, frames read up, frames written down, its close |
+//! | `tls` | the server certificate (configured, or a development one in the data dir) |
+//! | `event` | what crosses to the game task (`ConnectionEvent`) and back (`SendQueue`, its doorbell) |
 //!
-//! Data flows one way: connection tasks send `ConnectionEvent`s up the channel whose sender
-//! the `Listener` is given; the game task owns the core and sends encoded frames down each
-//! logged-in connection's `Outbound` queue. Nothing here imports the game task or feeds the
-//! core (the one game type used is `ConnectionId`); connection tasks own only their streams and
+//! Data flows one way: the driver sends `ConnectionEvent`s up the channel whose sender the
+//! `Network` is given; the game task owns the core and queues encoded frames on each logged-in
+//! connection's `SendQueue`, which rings the driver. Nothing here imports the game task or feeds
+//! the core (the one game type used is `ConnectionId`); the driver owns only the QUIC state and
 //! buffers, never game state. Bad bytes from a peer close only that peer's connection, with a
 //! reason naming the error.
 
@@ -22,22 +25,21 @@ mod connection;
 mod driver;
 mod endpoint;
 mod event;
-mod listener;
+mod network;
+mod socket;
 pub mod tls;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-pub(crate) use connection::close;
 pub use driver::DriverThread;
 pub use endpoint::{
-    CONNECTION_ID_LEN, bind_socket, endpoint_config, server_config, server_endpoint,
-    transport_config,
+    CONNECTION_ID_LEN, bind_socket, endpoint_config, server_config, transport_config,
 };
 pub(crate) use event::{ConnectionEvent, QueueError, SendQueue};
 #[cfg(test)]
-pub(crate) use event::{Outbound, SendQueueRx, send_queue};
-pub(crate) use listener::Listener;
+pub(crate) use event::{Outbound, QueueKey, SendQueueRx, test_queue};
+pub(crate) use network::Network;
 
 /// Why the network side could not start.
 #[derive(Debug, thiserror::Error)]
@@ -55,7 +57,7 @@ pub enum NetError {
     /// TLS configuration was refused (e.g. the key does not match the certificate).
     #[error("TLS configuration refused: {0}")]
     Tls(String),
-    /// The thread for quinn's drivers could not be started.
+    /// The network's thread could not be started.
     #[error("cannot start the QUIC driver thread: {0}")]
     DriverThread(std::io::Error),
     /// The UDP socket could not be created or bound.

@@ -38,12 +38,9 @@ use super::ShellEvent;
 use super::streaming::simulate_streaming;
 use crate::admin::Probes;
 use crate::game::{ConnectionId, Departure, Input, Output};
-use crate::metrics::{Metrics, NetMetrics};
-use crate::net::{self, QueueError, SendQueue};
+use crate::metrics::Metrics;
+use crate::net::{QueueError, SendQueue};
 use crate::store::{LoadOutcome, SessionSave, StoreHandle, StoreRequest};
-
-/// How long a close waits for the frames queued before it, before it is forced.
-const FORCED_CLOSE_AFTER: Duration = Duration::from_secs(2);
 
 /// Where the game task sends what it cannot do itself.
 #[derive(Debug)]
@@ -68,8 +65,8 @@ pub(crate) struct Effects {
 
 /// A logged-in connection as the game task sees it.
 struct Peer {
+    /// Its writer's queue, through which it is closed too.
     outbound: SendQueue,
-    quic: quinn::Connection,
     /// Its `Welcome` was carried: broadcasts reach it from then on.
     welcomed: bool,
     /// The frames carried for it since the last flush, back to back.
@@ -109,10 +106,9 @@ impl Listing {
 }
 
 impl Peer {
-    fn new(outbound: SendQueue, quic: quinn::Connection) -> Self {
+    fn new(outbound: SendQueue) -> Self {
         Peer {
             outbound,
-            quic,
             welcomed: false,
             pending: BytesMut::new(),
             pending_frames: 0,
@@ -222,13 +218,8 @@ impl Carrier {
     }
 
     /// A connection logged in: its messages go to `outbound` from now on.
-    pub(super) fn add_peer(
-        &mut self,
-        connection: ConnectionId,
-        outbound: SendQueue,
-        quic: quinn::Connection,
-    ) {
-        self.peers.insert(connection, Peer::new(outbound, quic));
+    pub(super) fn add_peer(&mut self, connection: ConnectionId, outbound: SendQueue) {
+        self.peers.insert(connection, Peer::new(outbound));
     }
 
     /// A connection ended: nothing more goes to it.
@@ -265,7 +256,7 @@ impl Carrier {
                 if let Some(mut peer) = self.peers.remove(&connection) {
                     // What was carried for it before the close goes first.
                     let _ = peer.flush();
-                    close_after_queued(self.effects.metrics.net(), &peer, code);
+                    close_after_queued(&peer, code);
                 }
             }
             Output::Stream(request) => simulate_streaming(request, self.effects.events.clone()),
@@ -333,8 +324,8 @@ impl Carrier {
                     connection = connection.0,
                     "send queue full; closing a slow consumer"
                 );
-                let (code, metrics) = (CloseCode::SlowConsumer, self.effects.metrics.net());
-                net::close(metrics, &peer.quic, code, code.reason());
+                let code = CloseCode::SlowConsumer;
+                peer.outbound.close_now(code);
                 made_up
                     .push(Input::Disconnected { connection, departure: Departure::closed(code) });
             }
@@ -346,25 +337,17 @@ impl Carrier {
         for (_, mut peer) in self.peers.drain() {
             let code = CloseCode::ShuttingDown;
             if !peer.flush() || peer.outbound.try_close(code).is_err() {
-                net::close(self.effects.metrics.net(), &peer.quic, code, code.reason());
+                peer.outbound.close_now(code);
             }
         }
     }
 }
 
-/// Asks the writer to close after the frames queued before; closes at once if it cannot take
-/// the request, and forces the close after [`FORCED_CLOSE_AFTER`] in any case.
-fn close_after_queued(metrics: &NetMetrics, peer: &Peer, code: CloseCode) {
+/// Asks the writer to close after the frames queued before (the driver forces the close if the
+/// peer stopped reading and they never go); closes at once if the queue cannot take the request.
+fn close_after_queued(peer: &Peer, code: CloseCode) {
     if peer.outbound.try_close(code).is_err() {
-        net::close(metrics, &peer.quic, code, code.reason());
-    } else {
-        // The writer flushes what came before the close, unless the peer stopped reading (it
-        // grants no flow-control credit): then the close is forced.
-        let (quic, metrics) = (peer.quic.clone(), metrics.clone());
-        tokio::spawn(async move {
-            tokio::time::sleep(FORCED_CLOSE_AFTER).await;
-            net::close(&metrics, &quic, code, code.reason());
-        });
+        peer.outbound.close_now(code);
     }
 }
 

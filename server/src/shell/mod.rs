@@ -101,7 +101,7 @@ pub(crate) async fn run_game(
             biased;
             _ = shutdown.cancelled() => break,
             received = net.recv_many(&mut from_net, BATCH), if net_open => {
-                // Every connection task and the listener are gone: only the own queue is left.
+                // The network driver is gone: only the own queue is left.
                 net_open = received > 0;
             }
             received = events.recv_many(&mut from_own, BATCH) => {
@@ -214,8 +214,8 @@ fn feed_connection(
     event: ConnectionEvent,
 ) {
     match event {
-        ConnectionEvent::Login { connection, player, outbound, quic } => {
-            carrier.add_peer(connection, outbound, quic);
+        ConnectionEvent::Login { connection, player, outbound } => {
+            carrier.add_peer(connection, outbound);
             fleet.handle_login(connection, &player);
             game.handle(now, Input::Login { connection, player });
         }

@@ -1,0 +1,654 @@
+//! The network driver: one task that owns the UDP socket, the QUIC endpoint and every
+//! connection, on the network's own thread (quinn-proto driven directly, as quinn's own driver
+//! tasks would, but one task for all of them).
+//!
+//! Why not quinn's async layer: it gives every connection a task, a mutex, a channel of
+//! endpoint events (two 6.5 KiB blocks for the connection's life), a send buffer as large as its
+//! largest send, and the game's reader and writer tasks on top; 37 KiB per idle connection at
+//! 1,000 clients, where the QUIC state machine and its TLS session are 17 (issue 12 item 7).
+//! Here a connection is its state machine and what [`Connection`] keeps, one send buffer serves
+//! every connection, and a connection is driven only when a datagram, a timer or the game's
+//! doorbell concerns it.
+//!
+//! Each wake, whatever woke it:
+//! 1. take the game's doorbell rings (a connection's queue has frames, a close, or its end);
+//! 2. read the socket, a bounded number of batches: each datagram goes to its connection, or
+//!    is a new connection for admission ([`Network::admit`]);
+//! 3. run every timer that is due;
+//! 4. drive every connection listed by 1-3: endpoint events, application events, reads into
+//!    the game's queue, writes from it, then its datagrams out, then its timer re-armed; a
+//!    drained connection is forgotten;
+//! 5. hand the game the events its queue has room for (connections stop reading while it is
+//!    full), and publish how many connections are open.
+//!
+//! A new connection from an address not yet proven gets a stateless retry (no state kept), so
+//! spoofed packets cannot take pending slots; then it needs a pending slot (per server and per
+//! address), or it is refused. When the server starts draining, a connection that has not
+//! logged in closes with `ShuttingDown` and a `Hello` still to come is refused; logged-in
+//! connections are closed by the game task, through their queues.
+
+use std::collections::{BTreeSet, HashMap};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gatehouse_protocol::CloseCode;
+use gatehouse_protocol::token::TokenKey;
+use quinn_proto::{ConnectionHandle, DatagramEvent, Incoming};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+
+use super::admission::Admission;
+use super::connection::{Connection, Context, Outbox, Settings};
+use super::event::{ConnectionEvent, Doorbell, QueueKey};
+use super::socket::{Datagram, UdpSocket};
+use super::{DriverThread, NetError, endpoint};
+use crate::config::NetworkConfig;
+use crate::game::ConnectionId;
+use crate::metrics::NetMetrics;
+
+/// Socket batches read per wake, at most: the rest waits for the next wake, after the
+/// connections that the first batches concern have answered.
+const RECV_BATCHES_PER_WAKE: usize = 16;
+
+/// Transmits one connection sends per pass, at most; one with more is listed again, behind
+/// the others.
+const TRANSMITS_PER_PASS: usize = 8;
+
+/// Doorbell rings taken per wake, at most.
+const RINGS_PER_WAKE: usize = 4096;
+
+/// A network ready to start: the socket is bound and the endpoint configured.
+#[derive(Debug)]
+pub(crate) struct Network {
+    driver: Driver,
+    local_addr: SocketAddr,
+}
+
+/// A started network: the driver runs on the network thread until [`RunningNetwork::shut`].
+#[derive(Debug)]
+pub(crate) struct RunningNetwork {
+    local_addr: SocketAddr,
+    /// Dropping it (or sending on it) tells the driver to close what is left and stop.
+    shut: Option<tokio::sync::oneshot::Sender<CloseCode>>,
+    /// How many connections are open (not closed by either side, not lost).
+    open: watch::Receiver<usize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+/// Everything the driver task owns.
+struct Driver {
+    endpoint: quinn_proto::Endpoint,
+    socket: UdpSocket,
+    settings: Settings,
+    admission: Admission,
+    /// By the endpoint's connection handle.
+    connections: HashMap<usize, Box<Connection>>,
+    /// `(deadline, handle)` of every connection's next wake.
+    timers: BTreeSet<(Instant, usize)>,
+    /// Connections to drive in this wake's pass, each once (`Connection::listed`).
+    listed: Vec<usize>,
+    /// Connections whose reading waits for room in the game's queue, in the order they paused
+    /// (each once: `Connection::awaiting_room`).
+    paused: Vec<usize>,
+    /// Connections not ended (`Connection::counted_open`), published on `open`.
+    open_count: usize,
+    outbox: Outbox,
+    /// The game task's queue of connection events.
+    events: mpsc::Sender<ConnectionEvent>,
+    doorbell: Doorbell,
+    rings: mpsc::UnboundedReceiver<QueueKey>,
+    next_id: u64,
+    draining: bool,
+    shutting: bool,
+    /// The one buffer every connection's datagrams are built in.
+    send_buffer: Vec<u8>,
+    /// A transmit the socket would not take yet, with its bytes and its connection.
+    blocked: Option<(quinn_proto::Transmit, Vec<u8>, usize)>,
+    /// Datagrams read in this wake.
+    received: Vec<Datagram>,
+    /// Where stateless answers (retries, refusals, version negotiation) are built.
+    response_buffer: Vec<u8>,
+    /// Send errors since the last warning, and when it was.
+    send_errors: (u64, Option<Instant>),
+    open: watch::Sender<usize>,
+}
+
+impl std::fmt::Debug for Driver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Driver")
+            .field("connections", &self.connections.len())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What woke the driver.
+enum Wake {
+    Drain,
+    Shut(CloseCode),
+    Room,
+    Writable,
+    Readable,
+    Rings,
+    Timer,
+}
+
+impl Network {
+    /// Prepares the network on `socket` (bound with [`super::bind_socket`]): the endpoint with
+    /// `server_config`, connections under `network` (caps, timeouts, frame limit, send queues)
+    /// authenticated with `token_key`, reporting to `events` and counting closes, refusals and
+    /// pending connections in `metrics`. The socket is registered with `thread`'s runtime.
+    ///
+    /// # Errors
+    /// [`NetError::Bind`] when the socket cannot be registered or its address read.
+    pub(crate) fn new(
+        socket: std::net::UdpSocket,
+        server_config: quinn_proto::ServerConfig,
+        network: &NetworkConfig,
+        token_key: TokenKey,
+        events: mpsc::Sender<ConnectionEvent>,
+        metrics: NetMetrics,
+        thread: &DriverThread,
+    ) -> Result<Network, NetError> {
+        let addr = network.bind;
+        let socket = {
+            let _entered = thread.handle().enter();
+            UdpSocket::new(socket, network.gso_segments)
+                .map_err(|source| NetError::Bind { addr, source })?
+        };
+        let local_addr = socket.local_addr().map_err(|source| NetError::Bind { addr, source })?;
+        let endpoint = quinn_proto::Endpoint::new(
+            Arc::new(endpoint::endpoint_config()),
+            Some(Arc::new(server_config)),
+            !socket.may_fragment(),
+            None,
+        );
+        let admission = Admission::new(
+            network.max_pending_connections,
+            network.max_pending_per_ip,
+            metrics.clone(),
+        );
+        let settings = Settings {
+            token_key,
+            max_frame_len: network.max_frame_len,
+            handshake_timeout: network.handshake_timeout,
+            hello_timeout: network.hello_timeout,
+            send_queue_frames: network.send_queue_frames,
+            metrics,
+        };
+        let (doorbell, rings) = Doorbell::new();
+        let outbox = Outbox::new(events.max_capacity());
+        let driver = Driver {
+            endpoint,
+            socket,
+            settings,
+            admission,
+            connections: HashMap::new(),
+            timers: BTreeSet::new(),
+            listed: Vec::new(),
+            paused: Vec::new(),
+            open_count: 0,
+            outbox,
+            events,
+            doorbell,
+            rings,
+            next_id: 1,
+            draining: false,
+            shutting: false,
+            send_buffer: Vec::new(),
+            blocked: None,
+            received: Vec::new(),
+            response_buffer: Vec::new(),
+            send_errors: (0, None),
+            open: watch::Sender::new(0),
+        };
+        Ok(Network { driver, local_addr })
+    }
+
+    /// The bound UDP address.
+    pub(crate) fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Starts the driver on `thread`. It accepts until `shutdown` is cancelled; then closes
+    /// every connection that has not logged in and refuses later `Hello`s (the game closes the
+    /// others).
+    pub(crate) fn start(
+        self,
+        thread: &DriverThread,
+        shutdown: CancellationToken,
+    ) -> RunningNetwork {
+        let Network { driver, local_addr } = self;
+        let open = driver.open.subscribe();
+        let (shut, shut_rx) = tokio::sync::oneshot::channel();
+        let task = thread.handle().spawn(driver.run(shutdown, shut_rx));
+        RunningNetwork { local_addr, shut: Some(shut), open, task }
+    }
+}
+
+impl RunningNetwork {
+    /// The bound UDP address.
+    pub(crate) fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    /// Waits up to `timeout` until every connection has closed (each delivered its close or
+    /// gave up); false if some are still open.
+    pub(crate) async fn wait_closed(&mut self, timeout: Duration) -> bool {
+        tokio::time::timeout(timeout, self.open.wait_for(|open| *open == 0)).await.is_ok()
+    }
+
+    /// Closes every connection still open with `code`, waits up to `timeout` until the peers
+    /// know (every connection drained), and stops the driver.
+    pub(crate) async fn shut(mut self, code: CloseCode, timeout: Duration) {
+        if let Some(shut) = self.shut.take() {
+            let _ = shut.send(code);
+        }
+        if tokio::time::timeout(timeout, &mut self.task).await.is_err() {
+            tracing::warn!("connections still draining after the drain timeout; stopping");
+            self.task.abort();
+        }
+    }
+}
+
+impl Driver {
+    async fn run(
+        mut self,
+        shutdown: CancellationToken,
+        mut shut: tokio::sync::oneshot::Receiver<CloseCode>,
+    ) {
+        let mut rings = Vec::new();
+        loop {
+            let next_timer = self.timers.first().map(|(at, _)| *at);
+            let wake = tokio::select! {
+                _ = shutdown.cancelled(), if !self.draining => Wake::Drain,
+                code = &mut shut, if !self.shutting => {
+                    Wake::Shut(code.unwrap_or(CloseCode::ShuttingDown))
+                }
+                permit = self.events.reserve(), if !self.outbox.is_empty() => match permit {
+                    // The permit is dropped at once: the driver is the queue's one sender, so
+                    // the send after it finds the room.
+                    Ok(_) => Wake::Room,
+                    Err(_) => Wake::Room,
+                },
+                _ = self.socket.writable(), if self.blocked.is_some() => Wake::Writable,
+                _ = self.socket.readable() => Wake::Readable,
+                _ = self.rings.recv_many(&mut rings, RINGS_PER_WAKE) => Wake::Rings,
+                () = sleep_until(next_timer), if next_timer.is_some() => Wake::Timer,
+            };
+            let now = Instant::now();
+            match wake {
+                Wake::Drain => self.start_draining(now),
+                Wake::Shut(code) => self.shut_all(now, code),
+                Wake::Room | Wake::Writable | Wake::Readable | Wake::Timer | Wake::Rings => {}
+            }
+            // 1.
+            self.take_rings(now, &mut rings);
+            // 2.
+            self.receive(now);
+            // 3.
+            self.expire(now);
+            // 4.
+            self.pass(now);
+            // 5.
+            self.hand_over(now);
+            let open = self.open_count;
+            self.open.send_if_modified(|was| std::mem::replace(was, open) != open);
+            if self.shutting && self.connections.is_empty() {
+                break;
+            }
+        }
+    }
+
+    /// Lists `handle` for this wake's pass.
+    fn list(listed: &mut Vec<usize>, connection: &mut Connection, handle: usize) {
+        if !connection.listed {
+            connection.listed = true;
+            listed.push(handle);
+        }
+    }
+
+    fn take_rings(&mut self, now: Instant, rings: &mut Vec<QueueKey>) {
+        while rings.len() < RINGS_PER_WAKE {
+            match self.rings.try_recv() {
+                Ok(key) => rings.push(key),
+                Err(_) => break,
+            }
+        }
+        let Driver { connections, settings, outbox, doorbell, draining, listed, .. } = self;
+        for key in rings.drain(..) {
+            let Some(connection) = connections.get_mut(&key.slot) else { continue };
+            // A ring for a connection that has gone, its slot since reused, is not this one's.
+            if connection.id() != key.connection {
+                continue;
+            }
+            let mut ctx = Context { now, settings, outbox, doorbell, draining: *draining };
+            connection.take_turn(&mut ctx);
+            Self::list(listed, connection, key.slot);
+        }
+    }
+
+    fn receive(&mut self, now: Instant) {
+        for _ in 0..RECV_BATCHES_PER_WAKE {
+            match self.socket.recv(&mut self.received) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(e) => {
+                    // An ICMP error for an earlier send and the like: nothing lost here.
+                    tracing::debug!(error = %e, "UDP receive failed");
+                    break;
+                }
+            }
+            let datagrams = std::mem::take(&mut self.received);
+            for datagram in datagrams.into_iter() {
+                self.handle_datagram(now, datagram);
+            }
+        }
+    }
+
+    fn handle_datagram(&mut self, now: Instant, datagram: Datagram) {
+        let Datagram { remote, local_ip, ecn, data } = datagram;
+        self.response_buffer.clear();
+        let event =
+            self.endpoint.handle(now, remote, local_ip, ecn, data, &mut self.response_buffer);
+        match event {
+            Some(DatagramEvent::ConnectionEvent(handle, event)) => {
+                if let Some(connection) = self.connections.get_mut(&handle.0) {
+                    connection.quic.handle_event(event);
+                    Self::list(&mut self.listed, connection, handle.0);
+                }
+            }
+            Some(DatagramEvent::NewConnection(incoming)) => self.admit(now, incoming),
+            Some(DatagramEvent::Response(transmit)) => self.send_response(&transmit),
+            None => {}
+        }
+    }
+
+    /// A new connection: a stateless retry for an address not yet proven, a refusal while
+    /// draining or past the pending caps, else accepted with a pending slot and a new id.
+    fn admit(&mut self, now: Instant, incoming: Incoming) {
+        self.response_buffer.clear();
+        if self.draining {
+            let transmit = self.endpoint.refuse(incoming, &mut self.response_buffer);
+            self.send_response(&transmit);
+            return;
+        }
+        // Prove the address first (a stateless retry) so spoofed packets cannot take slots.
+        if !incoming.remote_address_validated() {
+            match self.endpoint.retry(incoming, &mut self.response_buffer) {
+                Ok(transmit) => self.send_response(&transmit),
+                Err(e) => self.endpoint.ignore(e.into_incoming()),
+            }
+            return;
+        }
+        let Some(slot) = self.admission.admit(incoming.remote_address().ip()) else {
+            let transmit = self.endpoint.refuse(incoming, &mut self.response_buffer);
+            self.send_response(&transmit);
+            return;
+        };
+        match self.endpoint.accept(incoming, now, &mut self.response_buffer, None) {
+            Ok((handle, quic)) => {
+                let id = ConnectionId(self.next_id);
+                self.next_id += 1;
+                let mut connection =
+                    Box::new(Connection::new(quic, id, handle.0, slot, now, &self.settings));
+                Self::list(&mut self.listed, &mut connection, handle.0);
+                self.open_count += 1;
+                self.connections.insert(handle.0, connection);
+            }
+            Err(e) => {
+                tracing::debug!(error = %e.cause, "handshake failed");
+                if let Some(transmit) = e.response {
+                    self.send_response(&transmit);
+                }
+            }
+        }
+    }
+
+    /// Sends a stateless answer built in `response_buffer`; one the socket cannot take now is
+    /// dropped (the peer sends again).
+    fn send_response(&mut self, transmit: &quinn_proto::Transmit) {
+        let contents = &self.response_buffer[..transmit.size.min(self.response_buffer.len())];
+        if let Err(e) = self.socket.send(transmit, contents)
+            && e.kind() != io::ErrorKind::WouldBlock
+        {
+            self.send_failed(&e);
+        }
+    }
+
+    fn expire(&mut self, now: Instant) {
+        while let Some(&(at, handle)) = self.timers.first() {
+            if at > now {
+                break;
+            }
+            self.timers.pop_first();
+            let Driver { connections, settings, outbox, doorbell, draining, listed, .. } = self;
+            let Some(connection) = connections.get_mut(&handle) else { continue };
+            connection.armed = None;
+            let mut ctx = Context { now, settings, outbox, doorbell, draining: *draining };
+            connection.handle_timeout(&mut ctx);
+            Self::list(listed, connection, handle);
+        }
+    }
+
+    /// Drives every listed connection: endpoint events both ways, its step, its datagrams out
+    /// (until the socket is full), its timer; forgets it once drained.
+    fn pass(&mut self, now: Instant) {
+        if let Some((transmit, bytes, handle)) = self.blocked.take() {
+            match self.socket.send(&transmit, &bytes) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.blocked = Some((transmit, bytes, handle));
+                    return;
+                }
+                Err(e) => self.send_failed(&e),
+                Ok(()) => {}
+            }
+        }
+        let mut listed = std::mem::take(&mut self.listed);
+        let mut again = Vec::new();
+        let mut socket_full = false;
+        for handle in listed.drain(..) {
+            let Driver {
+                connections,
+                endpoint,
+                settings,
+                outbox,
+                doorbell,
+                draining,
+                socket,
+                send_buffer,
+                blocked,
+                timers,
+                paused,
+                open_count,
+                ..
+            } = self;
+            let Some(connection) = connections.get_mut(&handle) else { continue };
+            if socket_full {
+                // Driven once the socket takes datagrams again.
+                again.push(handle);
+                continue;
+            }
+            connection.listed = false;
+            let mut ctx = Context { now, settings, outbox, doorbell, draining: *draining };
+            exchange_endpoint_events(endpoint, connection, handle);
+            connection.step(&mut ctx);
+            exchange_endpoint_events(endpoint, connection, handle);
+            let mut sent = 0;
+            loop {
+                if sent == TRANSMITS_PER_PASS {
+                    connection.listed = true;
+                    again.push(handle);
+                    break;
+                }
+                send_buffer.clear();
+                let Some(transmit) =
+                    connection.quic.poll_transmit(now, socket.max_segments(), send_buffer)
+                else {
+                    break;
+                };
+                sent += 1;
+                let contents = &send_buffer[..transmit.size.min(send_buffer.len())];
+                match socket.send(&transmit, contents) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        *blocked = Some((transmit, std::mem::take(send_buffer), handle));
+                        socket_full = true;
+                        break;
+                    }
+                    Err(e) => {
+                        let (count, warned) = &mut self.send_errors;
+                        note_send_error(count, warned, &e);
+                    }
+                }
+            }
+            exchange_endpoint_events(endpoint, connection, handle);
+            if connection.is_ended() && connection.counted_open {
+                connection.counted_open = false;
+                *open_count -= 1;
+            }
+            if connection.is_read_paused() && !connection.awaiting_room {
+                connection.awaiting_room = true;
+                paused.push(handle);
+            }
+            if connection.quic.is_drained() {
+                if let Some(at) = connection.armed.take() {
+                    timers.remove(&(at, handle));
+                }
+                if connection.counted_open {
+                    *open_count -= 1;
+                }
+                connections.remove(&handle);
+                continue;
+            }
+            let next = connection.next_timeout();
+            if next != connection.armed {
+                if let Some(at) = connection.armed.take() {
+                    timers.remove(&(at, handle));
+                }
+                if let Some(at) = next {
+                    timers.insert((at, handle));
+                }
+                connection.armed = next;
+            }
+        }
+        for handle in again {
+            if let Some(connection) = self.connections.get_mut(&handle) {
+                connection.listed = true;
+                self.listed.push(handle);
+            }
+        }
+        // An empty list keeps its room for the next pass.
+        if self.listed.is_empty() {
+            self.listed = listed;
+        }
+    }
+
+    /// Hands the game every event its queue has room for; resumes the connections that paused
+    /// reading once the outbox has room again.
+    fn hand_over(&mut self, now: Instant) {
+        while let Some(event) = self.outbox.pop() {
+            match self.events.try_send(event) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(event)) => {
+                    self.outbox.unpop(event);
+                    break;
+                }
+                // The game task is gone (the server is stopping): nobody to tell.
+                Err(mpsc::error::TrySendError::Closed(_)) => {}
+            }
+        }
+        if !self.outbox.has_room() || self.paused.is_empty() {
+            return;
+        }
+        let Driver { connections, settings, outbox, doorbell, draining, listed, paused, .. } = self;
+        let mut resumed = 0;
+        for &handle in paused.iter() {
+            if !outbox.has_room() {
+                break;
+            }
+            resumed += 1;
+            // Gone since (drained): nothing to resume.
+            let Some(connection) = connections.get_mut(&handle) else { continue };
+            connection.awaiting_room = false;
+            let mut ctx = Context { now, settings, outbox, doorbell, draining: *draining };
+            connection.resume_reading(&mut ctx);
+            Self::list(listed, connection, handle);
+        }
+        paused.drain(..resumed);
+        if !self.listed.is_empty() {
+            // What resuming read may need sending (flow-control credit) and handing over.
+            self.pass(now);
+            self.hand_over_ready();
+        }
+    }
+
+    /// Hands the game what its queue takes now, without resuming anyone.
+    fn hand_over_ready(&mut self) {
+        while let Some(event) = self.outbox.pop() {
+            if let Err(mpsc::error::TrySendError::Full(event)) = self.events.try_send(event) {
+                self.outbox.unpop(event);
+                break;
+            }
+        }
+    }
+
+    fn start_draining(&mut self, now: Instant) {
+        self.draining = true;
+        let Driver { connections, settings, outbox, doorbell, listed, .. } = self;
+        for (handle, connection) in connections.iter_mut() {
+            let mut ctx = Context { now, settings, outbox, doorbell, draining: true };
+            connection.drain(&mut ctx);
+            Self::list(listed, connection, *handle);
+        }
+    }
+
+    fn shut_all(&mut self, now: Instant, code: CloseCode) {
+        self.draining = true;
+        self.shutting = true;
+        let Driver { connections, settings, outbox, doorbell, listed, .. } = self;
+        for (handle, connection) in connections.iter_mut() {
+            let mut ctx = Context { now, settings, outbox, doorbell, draining: true };
+            connection.shut(&mut ctx, code);
+            Self::list(listed, connection, *handle);
+        }
+    }
+
+    fn send_failed(&mut self, e: &io::Error) {
+        let (count, warned) = &mut self.send_errors;
+        note_send_error(count, warned, e);
+    }
+}
+
+/// Passes the connection's endpoint events to the endpoint, and the endpoint's answers back.
+fn exchange_endpoint_events(
+    endpoint: &mut quinn_proto::Endpoint,
+    connection: &mut Connection,
+    handle: usize,
+) {
+    while let Some(event) = connection.quic.poll_endpoint_events() {
+        if let Some(answer) = endpoint.handle_event(ConnectionHandle(handle), event) {
+            connection.quic.handle_event(answer);
+        }
+    }
+}
+
+/// Counts a failed send (the datagram is lost; QUIC sends it again), warning at most every
+/// 10 s with how many there were.
+fn note_send_error(count: &mut u64, warned: &mut Option<Instant>, e: &io::Error) {
+    *count += 1;
+    let now = Instant::now();
+    if warned.is_none_or(|at| now.duration_since(at) >= Duration::from_secs(10)) {
+        tracing::warn!(error = %e, failed = *count, "UDP sends failed since the last warning");
+        *count = 0;
+        *warned = Some(now);
+    }
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
