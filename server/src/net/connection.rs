@@ -40,7 +40,7 @@ const CLOSE_FLUSH: Duration = Duration::from_secs(1);
 
 /// How long a close the game queued may wait behind the frames queued before it: a client
 /// that stopped reading grants no flow-control credit, and is then closed without them.
-pub(super) const FORCED_CLOSE_AFTER: Duration = Duration::from_secs(2);
+const FORCED_CLOSE_AFTER: Duration = Duration::from_secs(2);
 
 /// Bound on the `Closing` frame's body, bytes: a code and a short reason.
 const CLOSING_FRAME_LEN: usize = 1024;

@@ -110,8 +110,7 @@ struct Driver {
     received: Vec<Datagram>,
     /// Where stateless answers (retries, refusals, version negotiation) are built.
     response_buffer: Vec<u8>,
-    /// Send errors since the last warning, and when it was.
-    send_errors: (u64, Option<Instant>),
+    send_errors: SendErrors,
     open: watch::Sender<usize>,
 }
 
@@ -200,7 +199,7 @@ impl Network {
             blocked: None,
             received: Vec::new(),
             response_buffer: Vec::new(),
-            send_errors: (0, None),
+            send_errors: SendErrors::default(),
             open: watch::Sender::new(0),
         };
         Ok(Network { driver, local_addr })
@@ -266,12 +265,9 @@ impl Driver {
                 code = &mut shut, if !self.shutting => {
                     Wake::Shut(code.unwrap_or(CloseCode::ShuttingDown))
                 }
-                permit = self.events.reserve(), if !self.outbox.is_empty() => match permit {
-                    // The permit is dropped at once: the driver is the queue's one sender, so
-                    // the send after it finds the room.
-                    Ok(_) => Wake::Room,
-                    Err(_) => Wake::Room,
-                },
+                // The permit is dropped at once: the driver is the queue's one sender, so the
+                // send after it finds the room (or the game task is gone: nothing to wait for).
+                _ = self.events.reserve(), if !self.outbox.is_empty() => Wake::Room,
                 _ = self.socket.writable(), if self.blocked.is_some() => Wake::Writable,
                 _ = self.socket.readable() => Wake::Readable,
                 _ = self.rings.recv_many(&mut rings, RINGS_PER_WAKE) => Wake::Rings,
@@ -340,10 +336,12 @@ impl Driver {
                     break;
                 }
             }
-            let datagrams = std::mem::take(&mut self.received);
-            for datagram in datagrams.into_iter() {
+            // Taken out for the loop and put back, so its room serves every batch.
+            let mut datagrams = std::mem::take(&mut self.received);
+            for datagram in datagrams.drain(..) {
                 self.handle_datagram(now, datagram);
             }
+            self.received = datagrams;
         }
     }
 
@@ -360,7 +358,7 @@ impl Driver {
                 }
             }
             Some(DatagramEvent::NewConnection(incoming)) => self.admit(now, incoming),
-            Some(DatagramEvent::Response(transmit)) => self.send_response(&transmit),
+            Some(DatagramEvent::Response(transmit)) => self.send_response(now, &transmit),
             None => {}
         }
     }
@@ -371,20 +369,20 @@ impl Driver {
         self.response_buffer.clear();
         if self.draining {
             let transmit = self.endpoint.refuse(incoming, &mut self.response_buffer);
-            self.send_response(&transmit);
+            self.send_response(now, &transmit);
             return;
         }
         // Prove the address first (a stateless retry) so spoofed packets cannot take slots.
         if !incoming.remote_address_validated() {
             match self.endpoint.retry(incoming, &mut self.response_buffer) {
-                Ok(transmit) => self.send_response(&transmit),
+                Ok(transmit) => self.send_response(now, &transmit),
                 Err(e) => self.endpoint.ignore(e.into_incoming()),
             }
             return;
         }
         let Some(slot) = self.admission.admit(incoming.remote_address().ip()) else {
             let transmit = self.endpoint.refuse(incoming, &mut self.response_buffer);
-            self.send_response(&transmit);
+            self.send_response(now, &transmit);
             return;
         };
         match self.endpoint.accept(incoming, now, &mut self.response_buffer, None) {
@@ -400,7 +398,7 @@ impl Driver {
             Err(e) => {
                 tracing::debug!(error = %e.cause, "handshake failed");
                 if let Some(transmit) = e.response {
-                    self.send_response(&transmit);
+                    self.send_response(now, &transmit);
                 }
             }
         }
@@ -408,12 +406,12 @@ impl Driver {
 
     /// Sends a stateless answer built in `response_buffer`; one the socket cannot take now is
     /// dropped (the peer sends again).
-    fn send_response(&mut self, transmit: &quinn_proto::Transmit) {
+    fn send_response(&mut self, now: Instant, transmit: &quinn_proto::Transmit) {
         let contents = &self.response_buffer[..transmit.size.min(self.response_buffer.len())];
         if let Err(e) = self.socket.send(transmit, contents)
             && e.kind() != io::ErrorKind::WouldBlock
         {
-            self.send_failed(&e);
+            self.send_errors.note(now, &e);
         }
     }
 
@@ -441,7 +439,7 @@ impl Driver {
                     self.blocked = Some((transmit, bytes, handle));
                     return;
                 }
-                Err(e) => self.send_failed(&e),
+                Err(e) => self.send_errors.note(now, &e),
                 Ok(()) => {}
             }
         }
@@ -462,6 +460,7 @@ impl Driver {
                 timers,
                 paused,
                 open_count,
+                send_errors,
                 ..
             } = self;
             let Some(connection) = connections.get_mut(&handle) else { continue };
@@ -497,10 +496,7 @@ impl Driver {
                         socket_full = true;
                         break;
                     }
-                    Err(e) => {
-                        let (count, warned) = &mut self.send_errors;
-                        note_send_error(count, warned, &e);
-                    }
+                    Err(e) => send_errors.note(now, &e),
                 }
             }
             exchange_endpoint_events(endpoint, connection, handle);
@@ -548,17 +544,7 @@ impl Driver {
     /// Hands the game every event its queue has room for; resumes the connections that paused
     /// reading once the outbox has room again.
     fn hand_over(&mut self, now: Instant) {
-        while let Some(event) = self.outbox.pop() {
-            match self.events.try_send(event) {
-                Ok(()) => {}
-                Err(mpsc::error::TrySendError::Full(event)) => {
-                    self.outbox.unpop(event);
-                    break;
-                }
-                // The game task is gone (the server is stopping): nobody to tell.
-                Err(mpsc::error::TrySendError::Closed(_)) => {}
-            }
-        }
+        self.hand_over_ready();
         if !self.outbox.has_room() || self.paused.is_empty() {
             return;
         }
@@ -584,7 +570,8 @@ impl Driver {
         }
     }
 
-    /// Hands the game what its queue takes now, without resuming anyone.
+    /// Hands the game what its queue takes now, without resuming anyone. An event for a game
+    /// task that is gone (the server is stopping) is dropped: nobody to tell.
     fn hand_over_ready(&mut self) {
         while let Some(event) = self.outbox.pop() {
             if let Err(mpsc::error::TrySendError::Full(event)) = self.events.try_send(event) {
@@ -614,11 +601,6 @@ impl Driver {
             Self::list(listed, connection, *handle);
         }
     }
-
-    fn send_failed(&mut self, e: &io::Error) {
-        let (count, warned) = &mut self.send_errors;
-        note_send_error(count, warned, e);
-    }
 }
 
 /// Passes the connection's endpoint events to the endpoint, and the endpoint's answers back.
@@ -634,15 +616,23 @@ fn exchange_endpoint_events(
     }
 }
 
-/// Counts a failed send (the datagram is lost; QUIC sends it again), warning at most every
-/// 10 s with how many there were.
-fn note_send_error(count: &mut u64, warned: &mut Option<Instant>, e: &io::Error) {
-    *count += 1;
-    let now = Instant::now();
-    if warned.is_none_or(|at| now.duration_since(at) >= Duration::from_secs(10)) {
-        tracing::warn!(error = %e, failed = *count, "UDP sends failed since the last warning");
-        *count = 0;
-        *warned = Some(now);
+/// UDP sends that failed since the last warning, and when it was.
+#[derive(Debug, Default)]
+struct SendErrors {
+    count: u64,
+    warned: Option<Instant>,
+}
+
+impl SendErrors {
+    /// Counts a failed send at `now` (the datagram is lost; QUIC sends it again), warning at
+    /// most every 10 s with how many there were.
+    fn note(&mut self, now: Instant, e: &io::Error) {
+        self.count += 1;
+        if self.warned.is_none_or(|at| now.duration_since(at) >= Duration::from_secs(10)) {
+            tracing::warn!(error = %e, failed = self.count, "UDP sends failed since the last warning");
+            self.count = 0;
+            self.warned = Some(now);
+        }
     }
 }
 
