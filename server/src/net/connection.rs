@@ -881,6 +881,7 @@ mod tests {
         };
         assert!(outbox.has_room() && outbox.is_empty());
         outbox.push(event(1));
+        assert!(!outbox.is_empty(), "an event waits");
         outbox.push(event(2));
         assert!(!outbox.has_room());
         outbox.push(event(3));

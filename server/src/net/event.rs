@@ -388,6 +388,19 @@ mod tests {
         drop(tx);
     }
 
+    /// The writer is finished only once the game task dropped its end and the writer took
+    /// everything it queued before: a connection closes silently then, not sooner.
+    #[test]
+    fn the_writer_is_finished_once_the_sender_is_gone_and_nothing_waits() {
+        let (tx, mut rx, _heard) = queue(8);
+        assert!(!rx.is_finished(), "the game task still holds its end");
+        frame(&tx, b'a').unwrap();
+        drop(tx);
+        assert!(!rx.is_finished(), "a frame queued before the end still waits");
+        assert!(rx.try_recv().is_some());
+        assert!(rx.is_finished());
+    }
+
     /// Issue 12 item 7: a queue the writer drained holds no more than a few slots, however
     /// many writes waited in it.
     #[test]
