@@ -170,6 +170,10 @@ pub(super) struct Connection {
     read_paused: bool,
     /// The client finished its stream (or reset it): nothing more to read.
     read_done: bool,
+    /// The client stopped reading what the server writes (STOP_SENDING, or a write refused
+    /// for another reason than flow control): the connection closes once what it sent before
+    /// is read.
+    write_stopped: bool,
     /// Closed by the server, or lost: nothing more is counted or sent.
     ended: bool,
     /// The wake this connection holds in the driver's timer set.
@@ -208,6 +212,7 @@ impl Connection {
             close_by: None,
             read_paused: false,
             read_done: false,
+            write_stopped: false,
             ended: false,
             armed: None,
             listed: false,
@@ -261,12 +266,18 @@ impl Connection {
         }
         if self.close_by.is_some_and(|at| at <= now) {
             self.close_by = None;
-            let code = match self.closing {
-                Closing::Write(code) | Closing::Finish(code) | Closing::Flushing(code) => code,
-                // A forced close, asked for before the close itself was taken from the queue.
-                Closing::No => self.queued_close_code().unwrap_or(CloseCode::ShuttingDown),
-            };
-            self.close(ctx, code, code.reason());
+            match self.closing {
+                Closing::Write(code) | Closing::Finish(code) | Closing::Flushing(code) => {
+                    self.close(ctx, code, code.reason());
+                }
+                // Forced before the close itself was taken from the queue, or the game dropped
+                // the queue and what it queued last is still not written.
+                Closing::No => match self.queued_close_code() {
+                    Some(code) => self.close(ctx, code, code.reason()),
+                    None if self.is_reported() => self.close_silently(now),
+                    None => self.close_unheard(ctx),
+                },
+            }
         }
         self.step(ctx);
     }
@@ -280,7 +291,11 @@ impl Connection {
         }
         self.read(ctx);
         self.write(ctx);
-        self.end_if_done(ctx.now);
+        if self.write_stopped && !self.read_paused && !self.ended {
+            // What the client sent before it stopped reading went up first.
+            self.protocol_violation(ctx, "the client stopped reading the stream");
+        }
+        self.end_if_done(ctx);
     }
 
     /// The doorbell rang: takes the game's changes (a close at once, a queued close, its end
@@ -295,9 +310,10 @@ impl Connection {
             self.close(ctx, code, code.reason());
             return;
         }
-        if turn.close_queued {
-            let forced = ctx.now + FORCED_CLOSE_AFTER;
-            self.close_by = Some(self.close_by.map_or(forced, |at| at.min(forced)));
+        // A client that does not read holds a queued close, or what the game queued before it
+        // dropped its end, no longer than this.
+        if turn.close_queued || turn.sender_gone {
+            self.close_by_at_most(ctx.now + FORCED_CLOSE_AFTER);
         }
         self.step(ctx);
     }
@@ -541,8 +557,7 @@ impl Connection {
                         return;
                     }
                     self.closing = Closing::Flushing(code);
-                    let flushed = ctx.now + CLOSE_FLUSH;
-                    self.close_by = Some(self.close_by.map_or(flushed, |at| at.min(flushed)));
+                    self.close_by_at_most(ctx.now + CLOSE_FLUSH);
                     return;
                 }
                 Closing::Flushing(_) => return,
@@ -564,9 +579,11 @@ impl Connection {
     }
 
     /// The stream can take nothing more (the client stopped it): the game's writes are refused
-    /// from now on; a close under way closes at once.
+    /// from now on; a close under way closes at once, and otherwise the connection closes as
+    /// soon as what the client sent before is read ([`Connection::step`]).
     fn writer_gone(&mut self, ctx: &mut Context<'_>) {
         self.writing = None;
+        self.write_stopped = true;
         if let Login::LoggedIn { queue, .. } = &mut self.login {
             *queue = None;
         }
@@ -578,6 +595,16 @@ impl Connection {
         }
     }
 
+    /// Makes `close_by` no later than `at`.
+    fn close_by_at_most(&mut self, at: Instant) {
+        self.close_by = Some(self.close_by.map_or(at, |by| by.min(at)));
+    }
+
+    /// Whether the game heard this connection's disconnect.
+    fn is_reported(&self) -> bool {
+        matches!(self.login, Login::LoggedIn { reported: true, .. })
+    }
+
     /// The code of a close waiting in the game's queue, if one does.
     fn queued_close_code(&mut self) -> Option<CloseCode> {
         let Login::LoggedIn { queue: Some(queue), .. } = &mut self.login else { return None };
@@ -587,18 +614,31 @@ impl Connection {
         })
     }
 
-    /// A logged-in connection whose disconnect the game heard and whose queue the game dropped
-    /// (or whose writer is gone) closes, as an unused QUIC connection does: code 0, uncounted.
-    fn end_if_done(&mut self, now: Instant) {
+    /// A logged-in connection whose queue the game dropped, once what it queued is written:
+    /// if the game heard its disconnect it closes as an unused QUIC connection does (code 0,
+    /// uncounted); if not, the game stopped without closing it ([`Connection::close_unheard`]).
+    fn end_if_done(&mut self, ctx: &mut Context<'_>) {
         if self.ended || self.closing != Closing::No || self.writing.is_some() {
             return;
         }
-        if let Login::LoggedIn { queue, reported: true } = &mut self.login {
-            let finished = queue.as_ref().is_none_or(SendQueueRx::is_finished);
-            if finished {
-                self.close_silently(now);
-            }
+        let Login::LoggedIn { queue, reported } = &self.login else { return };
+        if !queue.as_ref().is_none_or(SendQueueRx::is_finished) {
+            return;
         }
+        if *reported {
+            self.close_silently(ctx.now);
+        } else {
+            self.close_unheard(ctx);
+        }
+    }
+
+    /// The game dropped this connection's queue without a close and without hearing its
+    /// disconnect: the game task stopped (a login still in its channel, or the task ended).
+    /// Nobody will write to it again, so it closes with `ShuttingDown`.
+    fn close_unheard(&mut self, ctx: &mut Context<'_>) {
+        tracing::debug!("the game task dropped the connection without a close");
+        let code = CloseCode::ShuttingDown;
+        self.close(ctx, code, code.reason());
     }
 
     /// Closes with one of our codes and a reason (truncated to fit a packet), counted in

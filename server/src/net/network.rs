@@ -19,7 +19,10 @@
 //!    the game's queue, writes from it, then its datagrams out, then its timer re-armed; a
 //!    drained connection is forgotten;
 //! 5. hand the game the events its queue has room for (connections stop reading while it is
-//!    full), and publish how many connections are open.
+//!    full, and are resumed here once it has room), and publish how many connections are open.
+//!
+//! Work a wake leaves (a connection past its transmits per pass, readers resumed) wakes the
+//! driver again at once; nothing waits for an unrelated datagram.
 //!
 //! A new connection from an address not yet proven gets a stateless retry (no state kept), so
 //! spoofed packets cannot take pending slots; then it needs a pending slot (per server and per
@@ -77,11 +80,66 @@ pub(crate) struct RunningNetwork {
     task: tokio::task::JoinHandle<()>,
 }
 
-/// Everything the driver task owns.
-struct Driver {
-    endpoint: quinn_proto::Endpoint,
-    socket: UdpSocket,
+/// What the driver needs of its socket: the UDP socket, or a test's in-memory wire.
+pub(super) trait Wire {
+    /// Appends the datagrams that arrived to `out`.
+    ///
+    /// # Errors
+    /// `WouldBlock` when none waits; any other error is the socket's.
+    fn recv(&mut self, out: &mut Vec<Datagram>) -> io::Result<()>;
+
+    /// Sends `contents` as `transmit` says (its segments, its ECN).
+    ///
+    /// # Errors
+    /// `WouldBlock` when the socket's send queue is full; any other error is the socket's.
+    fn send(&self, transmit: &quinn_proto::Transmit, contents: &[u8]) -> io::Result<()>;
+
+    /// Most segments one transmit may carry.
+    fn max_segments(&self) -> usize;
+}
+
+impl Wire for UdpSocket {
+    fn recv(&mut self, out: &mut Vec<Datagram>) -> io::Result<()> {
+        UdpSocket::recv(self, out)
+    }
+
+    fn send(&self, transmit: &quinn_proto::Transmit, contents: &[u8]) -> io::Result<()> {
+        UdpSocket::send(self, transmit, contents)
+    }
+
+    fn max_segments(&self) -> usize {
+        UdpSocket::max_segments(self)
+    }
+}
+
+/// What every call into a connection uses beside the connection and the clock.
+#[derive(Debug)]
+struct Common {
     settings: Settings,
+    outbox: Outbox,
+    doorbell: Doorbell,
+    /// The server is draining: no login is accepted.
+    draining: bool,
+}
+
+impl Common {
+    /// The context of a call into a connection at `now`.
+    fn at(&mut self, now: Instant) -> Context<'_> {
+        Context {
+            now,
+            settings: &self.settings,
+            outbox: &mut self.outbox,
+            doorbell: &self.doorbell,
+            draining: self.draining,
+        }
+    }
+}
+
+/// Everything the driver task owns; `W` is its socket.
+struct Driver<W = UdpSocket> {
+    endpoint: quinn_proto::Endpoint,
+    socket: W,
+    common: Common,
     admission: Admission,
     /// By the endpoint's connection handle.
     connections: HashMap<usize, Box<Connection>>,
@@ -94,13 +152,10 @@ struct Driver {
     paused: Vec<usize>,
     /// Connections not ended (`Connection::counted_open`), published on `open`.
     open_count: usize,
-    outbox: Outbox,
     /// The game task's queue of connection events.
     events: mpsc::Sender<ConnectionEvent>,
-    doorbell: Doorbell,
     rings: mpsc::UnboundedReceiver<QueueKey>,
     next_id: u64,
-    draining: bool,
     shutting: bool,
     /// The one buffer every connection's datagrams are built in.
     send_buffer: Vec<u8>,
@@ -114,7 +169,7 @@ struct Driver {
     open: watch::Sender<usize>,
 }
 
-impl std::fmt::Debug for Driver {
+impl<W> std::fmt::Debug for Driver<W> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Driver")
             .field("connections", &self.connections.len())
@@ -131,6 +186,8 @@ enum Wake {
     Readable,
     Rings,
     Timer,
+    /// Work was left for the next wake (a pass's limit, readers resumed).
+    Again,
 }
 
 impl Network {
@@ -176,32 +233,7 @@ impl Network {
             send_queue_frames: network.send_queue_frames,
             metrics,
         };
-        let (doorbell, rings) = Doorbell::new();
-        let outbox = Outbox::new(events.max_capacity());
-        let driver = Driver {
-            endpoint,
-            socket,
-            settings,
-            admission,
-            connections: HashMap::new(),
-            timers: BTreeSet::new(),
-            listed: Vec::new(),
-            paused: Vec::new(),
-            open_count: 0,
-            outbox,
-            events,
-            doorbell,
-            rings,
-            next_id: 1,
-            draining: false,
-            shutting: false,
-            send_buffer: Vec::new(),
-            blocked: None,
-            received: Vec::new(),
-            response_buffer: Vec::new(),
-            send_errors: SendErrors::default(),
-            open: watch::Sender::new(0),
-        };
+        let driver = Driver::new(endpoint, socket, settings, admission, events);
         Ok(Network { driver, local_addr })
     }
 
@@ -251,7 +283,67 @@ impl RunningNetwork {
     }
 }
 
-impl Driver {
+impl<W: Wire> Driver<W> {
+    /// A driver of no connections yet on `socket`, reporting to `events`.
+    fn new(
+        endpoint: quinn_proto::Endpoint,
+        socket: W,
+        settings: Settings,
+        admission: Admission,
+        events: mpsc::Sender<ConnectionEvent>,
+    ) -> Driver<W> {
+        let (doorbell, rings) = Doorbell::new();
+        let outbox = Outbox::new(events.max_capacity());
+        Driver {
+            endpoint,
+            socket,
+            common: Common { settings, outbox, doorbell, draining: false },
+            admission,
+            connections: HashMap::new(),
+            timers: BTreeSet::new(),
+            listed: Vec::new(),
+            paused: Vec::new(),
+            open_count: 0,
+            events,
+            rings,
+            next_id: 1,
+            shutting: false,
+            send_buffer: Vec::new(),
+            blocked: None,
+            received: Vec::new(),
+            response_buffer: Vec::new(),
+            send_errors: SendErrors::default(),
+            open: watch::Sender::new(0),
+        }
+    }
+
+    /// One wake's work at `now`, whatever woke the driver (the module's steps 1-5); `rings`
+    /// holds the doorbell rings the wake brought.
+    fn turn(&mut self, now: Instant, rings: &mut Vec<QueueKey>) {
+        // 1.
+        self.take_rings(now, rings);
+        // 2.
+        self.receive(now);
+        // 3.
+        self.expire(now);
+        // 4.
+        self.pass(now);
+        // 5.
+        self.hand_over(now);
+        let open = self.open_count;
+        self.open.send_if_modified(|was| std::mem::replace(was, open) != open);
+    }
+
+    /// Whether the last turn left work that no event will announce: connections listed again
+    /// after their pass's limit, or readers [`Driver::hand_over`] resumed (unless the socket
+    /// is full: its writability wakes the driver). Readers still paused need no wake of their
+    /// own: they wait for the game's queue to take the outbox's events, which is a wake.
+    fn has_work_left(&self) -> bool {
+        !self.listed.is_empty() && self.blocked.is_none()
+    }
+}
+
+impl Driver<UdpSocket> {
     async fn run(
         mut self,
         shutdown: CancellationToken,
@@ -261,42 +353,39 @@ impl Driver {
         loop {
             let next_timer = self.timers.first().map(|(at, _)| *at);
             let wake = tokio::select! {
-                _ = shutdown.cancelled(), if !self.draining => Wake::Drain,
+                _ = shutdown.cancelled(), if !self.common.draining => Wake::Drain,
                 code = &mut shut, if !self.shutting => {
                     Wake::Shut(code.unwrap_or(CloseCode::ShuttingDown))
                 }
                 // The permit is dropped at once: the driver is the queue's one sender, so the
                 // send after it finds the room (or the game task is gone: nothing to wait for).
-                _ = self.events.reserve(), if !self.outbox.is_empty() => Wake::Room,
+                _ = self.events.reserve(), if !self.common.outbox.is_empty() => Wake::Room,
                 _ = self.socket.writable(), if self.blocked.is_some() => Wake::Writable,
                 _ = self.socket.readable() => Wake::Readable,
                 _ = self.rings.recv_many(&mut rings, RINGS_PER_WAKE) => Wake::Rings,
                 () = sleep_until(next_timer), if next_timer.is_some() => Wake::Timer,
+                () = std::future::ready(()), if self.has_work_left() => Wake::Again,
             };
             let now = Instant::now();
             match wake {
                 Wake::Drain => self.start_draining(now),
                 Wake::Shut(code) => self.shut_all(now, code),
-                Wake::Room | Wake::Writable | Wake::Readable | Wake::Timer | Wake::Rings => {}
+                Wake::Room
+                | Wake::Writable
+                | Wake::Readable
+                | Wake::Timer
+                | Wake::Rings
+                | Wake::Again => {}
             }
-            // 1.
-            self.take_rings(now, &mut rings);
-            // 2.
-            self.receive(now);
-            // 3.
-            self.expire(now);
-            // 4.
-            self.pass(now);
-            // 5.
-            self.hand_over(now);
-            let open = self.open_count;
-            self.open.send_if_modified(|was| std::mem::replace(was, open) != open);
+            self.turn(now, &mut rings);
             if self.shutting && self.connections.is_empty() {
                 break;
             }
         }
     }
+}
 
+impl<W: Wire> Driver<W> {
     /// Lists `handle` for this wake's pass.
     fn list(listed: &mut Vec<usize>, connection: &mut Connection, handle: usize) {
         if !connection.listed {
@@ -312,15 +401,14 @@ impl Driver {
                 Err(_) => break,
             }
         }
-        let Driver { connections, settings, outbox, doorbell, draining, listed, .. } = self;
+        let Driver { connections, common, listed, .. } = self;
         for key in rings.drain(..) {
             let Some(connection) = connections.get_mut(&key.slot) else { continue };
             // A ring for a connection that has gone, its slot since reused, is not this one's.
             if connection.id() != key.connection {
                 continue;
             }
-            let mut ctx = Context { now, settings, outbox, doorbell, draining: *draining };
-            connection.take_turn(&mut ctx);
+            connection.take_turn(&mut common.at(now));
             Self::list(listed, connection, key.slot);
         }
     }
@@ -367,7 +455,7 @@ impl Driver {
     /// draining or past the pending caps, else accepted with a pending slot and a new id.
     fn admit(&mut self, now: Instant, incoming: Incoming) {
         self.response_buffer.clear();
-        if self.draining {
+        if self.common.draining {
             let transmit = self.endpoint.refuse(incoming, &mut self.response_buffer);
             self.send_response(now, &transmit);
             return;
@@ -390,7 +478,7 @@ impl Driver {
                 let id = ConnectionId(self.next_id);
                 self.next_id += 1;
                 let mut connection =
-                    Box::new(Connection::new(quic, id, handle.0, slot, now, &self.settings));
+                    Box::new(Connection::new(quic, id, handle.0, slot, now, &self.common.settings));
                 Self::list(&mut self.listed, &mut connection, handle.0);
                 self.open_count += 1;
                 self.connections.insert(handle.0, connection);
@@ -421,11 +509,10 @@ impl Driver {
                 break;
             }
             self.timers.pop_first();
-            let Driver { connections, settings, outbox, doorbell, draining, listed, .. } = self;
+            let Driver { connections, common, listed, .. } = self;
             let Some(connection) = connections.get_mut(&handle) else { continue };
             connection.armed = None;
-            let mut ctx = Context { now, settings, outbox, doorbell, draining: *draining };
-            connection.handle_timeout(&mut ctx);
+            connection.handle_timeout(&mut common.at(now));
             Self::list(listed, connection, handle);
         }
     }
@@ -450,10 +537,7 @@ impl Driver {
             let Driver {
                 connections,
                 endpoint,
-                settings,
-                outbox,
-                doorbell,
-                draining,
+                common,
                 socket,
                 send_buffer,
                 blocked,
@@ -470,9 +554,8 @@ impl Driver {
                 continue;
             }
             connection.listed = false;
-            let mut ctx = Context { now, settings, outbox, doorbell, draining: *draining };
             exchange_endpoint_events(endpoint, connection, handle);
-            connection.step(&mut ctx);
+            connection.step(&mut common.at(now));
             exchange_endpoint_events(endpoint, connection, handle);
             let mut sent = 0;
             loop {
@@ -494,6 +577,9 @@ impl Driver {
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                         *blocked = Some((transmit, std::mem::take(send_buffer), handle));
                         socket_full = true;
+                        // It may have more to send once the blocked transmit is out.
+                        connection.listed = true;
+                        again.push(handle);
                         break;
                     }
                     Err(e) => send_errors.note(now, &e),
@@ -541,63 +627,49 @@ impl Driver {
         }
     }
 
-    /// Hands the game every event its queue has room for; resumes the connections that paused
-    /// reading once the outbox has room again.
+    /// Hands the game every event its queue has room for, then resumes the connections that
+    /// paused reading while the outbox has room. They are listed: the next pass sends their
+    /// flow-control credit, and the next wake hands over what they read
+    /// ([`Driver::has_work_left`]). An event for a game task that is gone (the server is
+    /// stopping) is dropped: nobody to tell.
     fn hand_over(&mut self, now: Instant) {
-        self.hand_over_ready();
-        if !self.outbox.has_room() || self.paused.is_empty() {
-            return;
+        while let Some(event) = self.common.outbox.pop() {
+            if let Err(mpsc::error::TrySendError::Full(event)) = self.events.try_send(event) {
+                self.common.outbox.unpop(event);
+                break;
+            }
         }
-        let Driver { connections, settings, outbox, doorbell, draining, listed, paused, .. } = self;
+        let Driver { connections, common, listed, paused, .. } = self;
         let mut resumed = 0;
         for &handle in paused.iter() {
-            if !outbox.has_room() {
+            if !common.outbox.has_room() {
                 break;
             }
             resumed += 1;
             // Gone since (drained): nothing to resume.
             let Some(connection) = connections.get_mut(&handle) else { continue };
             connection.awaiting_room = false;
-            let mut ctx = Context { now, settings, outbox, doorbell, draining: *draining };
-            connection.resume_reading(&mut ctx);
+            connection.resume_reading(&mut common.at(now));
             Self::list(listed, connection, handle);
         }
         paused.drain(..resumed);
-        if !self.listed.is_empty() {
-            // What resuming read may need sending (flow-control credit) and handing over.
-            self.pass(now);
-            self.hand_over_ready();
-        }
-    }
-
-    /// Hands the game what its queue takes now, without resuming anyone. An event for a game
-    /// task that is gone (the server is stopping) is dropped: nobody to tell.
-    fn hand_over_ready(&mut self) {
-        while let Some(event) = self.outbox.pop() {
-            if let Err(mpsc::error::TrySendError::Full(event)) = self.events.try_send(event) {
-                self.outbox.unpop(event);
-                break;
-            }
-        }
     }
 
     fn start_draining(&mut self, now: Instant) {
-        self.draining = true;
-        let Driver { connections, settings, outbox, doorbell, listed, .. } = self;
+        self.common.draining = true;
+        let Driver { connections, common, listed, .. } = self;
         for (handle, connection) in connections.iter_mut() {
-            let mut ctx = Context { now, settings, outbox, doorbell, draining: true };
-            connection.drain(&mut ctx);
+            connection.drain(&mut common.at(now));
             Self::list(listed, connection, *handle);
         }
     }
 
     fn shut_all(&mut self, now: Instant, code: CloseCode) {
-        self.draining = true;
+        self.common.draining = true;
         self.shutting = true;
-        let Driver { connections, settings, outbox, doorbell, listed, .. } = self;
+        let Driver { connections, common, listed, .. } = self;
         for (handle, connection) in connections.iter_mut() {
-            let mut ctx = Context { now, settings, outbox, doorbell, draining: true };
-            connection.shut(&mut ctx, code);
+            connection.shut(&mut common.at(now), code);
             Self::list(listed, connection, *handle);
         }
     }
@@ -642,3 +714,6 @@ async fn sleep_until(deadline: Option<Instant>) {
         None => std::future::pending().await,
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,499 @@
+//! The driver against a quinn-proto client over an in-memory wire, on an explicit clock: every
+//! datagram, timer and wake is stepped by the test, as the driver's `select!` would step it.
+
+use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+use bytes::{Bytes, BytesMut};
+use gatehouse_protocol::token::{self, SessionClaims};
+use gatehouse_protocol::{ClientMessage, FrameDecoder, PlayerId, ServerMessage};
+use quinn_proto::{ConnectionError, Dir, Event, StreamId, VarInt};
+
+use super::*;
+use crate::config::{NetworkConfig, TlsConfig};
+use crate::game::Departure;
+use crate::metrics::Metrics;
+use crate::net::event::SendQueue;
+use crate::net::tls;
+
+const SERVER: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 4433);
+const CLIENT: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 50_000);
+
+/// Steps that settle without reaching quiet mean a wake that keeps itself awake: a bug.
+const MAX_STEPS: usize = 10_000;
+
+/// The server's socket: datagrams the test delivers, datagrams the driver sent.
+#[derive(Default)]
+struct MemWire {
+    inbox: VecDeque<Datagram>,
+    sent: RefCell<Vec<Vec<u8>>>,
+    /// Transmits the socket took.
+    transmits: Cell<usize>,
+    /// The socket refuses sends (`WouldBlock`) while set.
+    full: Cell<bool>,
+}
+
+impl Wire for MemWire {
+    fn recv(&mut self, out: &mut Vec<Datagram>) -> io::Result<()> {
+        if self.inbox.is_empty() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        out.extend(self.inbox.drain(..));
+        Ok(())
+    }
+
+    fn send(&self, transmit: &quinn_proto::Transmit, contents: &[u8]) -> io::Result<()> {
+        if self.full.get() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        let segment = transmit.segment_size.unwrap_or(contents.len()).max(1);
+        self.sent.borrow_mut().extend(contents.chunks(segment).map(<[u8]>::to_vec));
+        self.transmits.set(self.transmits.get() + 1);
+        Ok(())
+    }
+
+    fn max_segments(&self) -> usize {
+        1
+    }
+}
+
+/// The client: its endpoint, its connection, its stream and what it read.
+struct Client {
+    endpoint: quinn_proto::Endpoint,
+    quic: quinn_proto::Connection,
+    stream: Option<StreamId>,
+    /// Whether it reads what the server writes.
+    reading: bool,
+    decoder: FrameDecoder,
+    read: Vec<ServerMessage>,
+    lost: Option<ConnectionError>,
+}
+
+/// How a harness is set up.
+#[derive(Debug, Clone, Copy)]
+struct Setup {
+    /// Events the game's queue holds.
+    events: usize,
+    /// What the client lets the server send ahead on its stream and connection, bytes.
+    client_window: Option<u32>,
+    /// The server's initial congestion window, bytes (else quinn's default).
+    server_congestion_window: Option<u64>,
+}
+
+impl Default for Setup {
+    fn default() -> Self {
+        Setup { events: 16, client_window: None, server_congestion_window: None }
+    }
+}
+
+struct Harness {
+    driver: Driver<MemWire>,
+    client: Client,
+    events: mpsc::Receiver<ConnectionEvent>,
+    now: Instant,
+    metrics: Metrics,
+    network: NetworkConfig,
+    _dir: tempfile::TempDir,
+}
+
+impl Harness {
+    /// A driver as `setup` says, and a client that has connected and opened its stream.
+    fn new(setup: Setup) -> Harness {
+        let dir = tempfile::tempdir().unwrap();
+        let network = NetworkConfig::default();
+        let identity = tls::load_identity(&TlsConfig::default(), dir.path()).unwrap();
+        let mut server_config = endpoint::server_config(identity, &network).unwrap();
+        if let Some(window) = setup.server_congestion_window {
+            let mut transport = endpoint::transport_config(&network);
+            let mut cubic = quinn_proto::congestion::CubicConfig::default();
+            cubic.initial_window(window);
+            transport.congestion_controller_factory(Arc::new(cubic));
+            server_config.transport_config(Arc::new(transport));
+        }
+        let endpoint = quinn_proto::Endpoint::new(
+            Arc::new(endpoint::endpoint_config()),
+            Some(Arc::new(server_config)),
+            true,
+            None,
+        );
+        let metrics = Metrics::new();
+        let net = metrics.net().clone();
+        let settings = Settings {
+            token_key: TokenKey::new("test key"),
+            max_frame_len: network.max_frame_len,
+            handshake_timeout: network.handshake_timeout,
+            hello_timeout: network.hello_timeout,
+            send_queue_frames: network.send_queue_frames,
+            metrics: net.clone(),
+        };
+        let admission =
+            Admission::new(network.max_pending_connections, network.max_pending_per_ip, net);
+        let (events_tx, events_rx) = mpsc::channel(setup.events);
+        let driver = Driver::new(endpoint, MemWire::default(), settings, admission, events_tx);
+
+        let cert = dir.path().join(tls::DEV_CERT_FILE);
+        let mut client_config = gatehouse_client_sim::swarm::client_config(&cert).unwrap();
+        if let Some(window) = setup.client_window {
+            let mut transport = quinn_proto::TransportConfig::default();
+            transport.stream_receive_window(VarInt::from_u32(window));
+            transport.receive_window(VarInt::from_u32(window));
+            client_config.transport_config(Arc::new(transport));
+        }
+        let now = Instant::now();
+        let mut client_endpoint =
+            quinn_proto::Endpoint::new(Arc::new(endpoint::endpoint_config()), None, true, None);
+        let (_, quic) = client_endpoint.connect(now, client_config, SERVER, "localhost").unwrap();
+        let client = Client {
+            endpoint: client_endpoint,
+            quic,
+            stream: None,
+            reading: true,
+            decoder: FrameDecoder::new(network.max_frame_len),
+            read: Vec::new(),
+            lost: None,
+        };
+        let mut harness =
+            Harness { driver, client, events: events_rx, now, metrics, network, _dir: dir };
+        harness.run_for(Duration::from_millis(50));
+        assert!(!harness.client.quic.is_handshaking(), "the handshake ends");
+        let stream = harness.client.quic.streams().open(Dir::Bi).unwrap();
+        harness.client.stream = Some(stream);
+        harness
+    }
+
+    /// As [`Harness::new`], then logged in as `p1`: the game's end of its queue and its id.
+    fn logged_in(setup: Setup) -> (Harness, SendQueue, ConnectionId) {
+        let mut harness = Harness::new(setup);
+        let claims = SessionClaims {
+            uid: PlayerId::new("p1").unwrap(),
+            exp: 4_000_000_000,
+            iat: None,
+            usn: None,
+        };
+        let token = token::mint(&TokenKey::new("test key"), &claims);
+        harness.send(&ClientMessage::Hello {
+            protocol_version: gatehouse_protocol::PROTOCOL_VERSION,
+            token,
+        });
+        harness.settle();
+        match harness.events.try_recv() {
+            Ok(ConnectionEvent::Login { connection, player, outbound }) => {
+                assert_eq!(player.as_str(), "p1");
+                (harness, outbound, connection)
+            }
+            other => panic!("expected a login, got {other:?}"),
+        }
+    }
+
+    /// Queues `message` on the client's stream.
+    fn send(&mut self, message: &ClientMessage) {
+        let frame = gatehouse_protocol::encode_frame(message, self.network.max_frame_len).unwrap();
+        let id = self.client.stream.unwrap();
+        let written = self.client.quic.send_stream(id).write(&frame).unwrap();
+        assert_eq!(written, frame.len());
+    }
+
+    /// Every event the game's queue holds now.
+    fn take_events(&mut self) -> Vec<ConnectionEvent> {
+        std::iter::from_fn(|| self.events.try_recv().ok()).collect()
+    }
+
+    /// Whether the driver's `select!` has a branch ready now (beside its timer).
+    fn driver_wakes(&self) -> bool {
+        let driver = &self.driver;
+        !driver.socket.inbox.is_empty()
+            || (driver.blocked.is_some() && !driver.socket.full.get())
+            || (!driver.common.outbox.is_empty() && driver.events.capacity() > 0)
+            || !driver.rings.is_empty()
+            || driver.has_work_left()
+    }
+
+    /// Runs both sides at `now` until neither has anything to do without time passing.
+    fn settle(&mut self) {
+        for _ in 0..MAX_STEPS {
+            let client_sent = self.client_out();
+            if self.driver_wakes() {
+                self.driver.turn(self.now, &mut Vec::new());
+            }
+            let server_sent = self.client_in();
+            if !client_sent && !server_sent && !self.driver_wakes() {
+                return;
+            }
+        }
+        panic!("no quiet within {MAX_STEPS} steps");
+    }
+
+    /// Runs both sides for `span` of the test's clock, each timer at its deadline.
+    fn run_for(&mut self, span: Duration) {
+        let until = self.now + span;
+        for _ in 0..MAX_STEPS {
+            self.settle();
+            let next =
+                [self.driver.timers.first().map(|(at, _)| *at), self.client.quic.poll_timeout()]
+                    .into_iter()
+                    .flatten()
+                    .min();
+            match next {
+                Some(at) if at <= until => {
+                    self.now = self.now.max(at);
+                    if self.client.quic.poll_timeout().is_some_and(|at| at <= self.now) {
+                        self.client.quic.handle_timeout(self.now);
+                    }
+                    // The driver's own timer branch.
+                    self.driver.turn(self.now, &mut Vec::new());
+                }
+                _ => {
+                    self.now = until;
+                    self.settle();
+                    return;
+                }
+            }
+        }
+        panic!("no end of {span:?} within {MAX_STEPS} steps");
+    }
+
+    /// The client's datagrams to the driver's socket; whether there were any.
+    fn client_out(&mut self) -> bool {
+        let client = &mut self.client;
+        while let Some(event) = client.quic.poll_endpoint_events() {
+            if let Some(answer) =
+                client.endpoint.handle_event(quinn_proto::ConnectionHandle(0), event)
+            {
+                client.quic.handle_event(answer);
+            }
+        }
+        let mut any = false;
+        let mut buffer = Vec::new();
+        while let Some(transmit) = client.quic.poll_transmit(self.now, 1, &mut buffer) {
+            self.driver.socket.inbox.push_back(Datagram {
+                remote: CLIENT,
+                local_ip: None,
+                ecn: None,
+                data: BytesMut::from(&buffer[..transmit.size]),
+            });
+            buffer.clear();
+            any = true;
+        }
+        any
+    }
+
+    /// The driver's datagrams to the client, then what the client makes of them; whether
+    /// there were any.
+    fn client_in(&mut self) -> bool {
+        let sent = std::mem::take(&mut *self.driver.socket.sent.borrow_mut());
+        let any = !sent.is_empty();
+        let client = &mut self.client;
+        let mut response = Vec::new();
+        for datagram in sent {
+            let event = client.endpoint.handle(
+                self.now,
+                SERVER,
+                None,
+                None,
+                BytesMut::from(&datagram[..]),
+                &mut response,
+            );
+            if let Some(DatagramEvent::ConnectionEvent(_, event)) = event {
+                client.quic.handle_event(event);
+            }
+        }
+        while let Some(event) = client.quic.poll() {
+            if let Event::ConnectionLost { reason } = event {
+                client.lost = Some(reason);
+            }
+        }
+        if let (Some(id), true) = (client.stream, client.reading) {
+            let mut recv = client.quic.recv_stream(id);
+            if let Ok(mut chunks) = recv.read(true) {
+                while let Ok(Some(chunk)) = chunks.next(usize::MAX) {
+                    client.decoder.extend(&chunk.bytes);
+                }
+                let _ = chunks.finalize();
+            }
+            while let Ok(Some(message)) = client.decoder.next_message::<ServerMessage>() {
+                client.read.push(message);
+            }
+        }
+        any
+    }
+
+    /// The application close code the server closed the client's connection with.
+    fn closed_with(&self) -> Option<u64> {
+        match &self.client.lost {
+            Some(ConnectionError::ApplicationClosed(close)) => Some(close.error_code.into_inner()),
+            _ => None,
+        }
+    }
+
+    /// `gatehouse_connection_closes_total` for `code` closed by the server.
+    fn server_closes(&self, code: &str) -> u64 {
+        let text = self.metrics.encode().unwrap();
+        let series =
+            format!("gatehouse_connection_closes_total{{code=\"{code}\",side=\"server\"}} ");
+        text.lines()
+            .find_map(|line| line.strip_prefix(series.as_str()))
+            .map_or(0, |value| value.trim().parse().unwrap())
+    }
+}
+
+/// One encoded `PlayerLeft` frame for `player`.
+fn left(player: &str) -> Bytes {
+    let message = ServerMessage::PlayerLeft { player_id: PlayerId::new(player).unwrap() };
+    Bytes::from(gatehouse_protocol::encode_frame(&message, 1024).unwrap())
+}
+
+fn restart() -> ClientMessage {
+    ClientMessage::RestartRequest
+}
+
+fn is_restart(event: &ConnectionEvent) -> bool {
+    matches!(event, ConnectionEvent::Message { message: ClientMessage::RestartRequest, .. })
+}
+
+/// The harness itself: a `Hello` logs in, the game hears the login, and the frames it queues
+/// reach the client.
+#[test]
+fn a_hello_logs_in_and_what_the_game_queues_reaches_the_client() {
+    let (mut harness, outbound, _) = Harness::logged_in(Setup::default());
+    outbound.try_send_frames(left("p2"), 1).unwrap();
+    harness.settle();
+    assert!(matches!(harness.client.read.as_slice(), [ServerMessage::PlayerLeft { player_id }]
+            if player_id.as_str() == "p2"));
+    assert_eq!(harness.driver.open_count, 1);
+}
+
+/// A client that stops reading the stream (STOP_SENDING) after login is closed with
+/// `ProtocolViolation`, and the game hears the disconnect: it is not left open with a queue
+/// that refuses every write.
+#[test]
+fn a_client_that_stops_reading_is_closed_and_the_game_hears_it() {
+    let (mut harness, outbound, connection) = Harness::logged_in(Setup::default());
+    let id = harness.client.stream.unwrap();
+    harness.client.quic.recv_stream(id).stop(VarInt::from_u32(0)).unwrap();
+    harness.settle();
+    let events = harness.take_events();
+    assert!(
+        matches!(events.as_slice(), [ConnectionEvent::Disconnected { connection: c, departure }]
+            if *c == connection && departure.code == Some(CloseCode::ProtocolViolation)),
+        "{events:?}"
+    );
+    assert_eq!(harness.closed_with(), Some(u64::from(CloseCode::ProtocolViolation.code())));
+    assert_eq!(harness.server_closes("protocol_violation"), 1);
+    assert_eq!(harness.driver.open_count, 0);
+    assert_eq!(outbound.try_send_frames(left("p2"), 1), Err(crate::net::QueueError::Closed));
+}
+
+/// What the client sent before it stopped reading, in the same flight, reaches the game
+/// before its disconnect.
+#[test]
+fn what_a_client_sent_before_it_stopped_reading_comes_before_its_disconnect() {
+    let (mut harness, _outbound, _) = Harness::logged_in(Setup::default());
+    harness.send(&restart());
+    let id = harness.client.stream.unwrap();
+    harness.client.quic.recv_stream(id).stop(VarInt::from_u32(0)).unwrap();
+    harness.settle();
+    let events = harness.take_events();
+    assert!(
+        matches!(events.as_slice(), [message, ConnectionEvent::Disconnected { departure, .. }]
+            if is_restart(message) && departure.code == Some(CloseCode::ProtocolViolation)),
+        "{events:?}"
+    );
+}
+
+/// A login the game task never took (it stopped, and its queue of events was dropped with the
+/// login in it) closes with `ShuttingDown` at once, rather than waiting for the drain timeout.
+#[test]
+fn a_login_the_game_dropped_without_a_close_closes_with_shutting_down() {
+    let (mut harness, outbound, _) = Harness::logged_in(Setup::default());
+    drop(outbound);
+    harness.settle();
+    assert_eq!(harness.closed_with(), Some(u64::from(CloseCode::ShuttingDown.code())));
+    assert_eq!(harness.server_closes("shutting_down"), 1);
+    assert_eq!(harness.driver.open_count, 0);
+    assert!(
+        harness.take_events().iter().all(|e| matches!(e, ConnectionEvent::Disconnected { .. }))
+    );
+}
+
+/// A queue the game dropped after hearing the disconnect closes the connection silently once
+/// its last write is out; a client that does not read holds it no longer than the forced
+/// close (2 s), though it answers every keep-alive.
+#[test]
+fn a_dropped_queue_whose_write_is_stuck_closes_within_the_forced_close() {
+    let (mut harness, outbound, _) =
+        Harness::logged_in(Setup { client_window: Some(2_000), ..Setup::default() });
+    harness.client.reading = false;
+    let big = Bytes::from(vec![0u8; 20_000]);
+    outbound.try_send_frames(big, 1).unwrap();
+    harness.settle();
+    // The client finishes its stream without `Leave`: the game hears it and drops its end.
+    let id = harness.client.stream.unwrap();
+    harness.client.quic.send_stream(id).finish().unwrap();
+    harness.settle();
+    let events = harness.take_events();
+    assert!(
+        matches!(events.as_slice(), [ConnectionEvent::Disconnected { departure, .. }]
+            if *departure == Departure::lost("the client finished its stream without Leave")),
+        "{events:?}"
+    );
+    drop(outbound);
+    harness.run_for(Duration::from_millis(1_900));
+    assert_eq!(harness.driver.open_count, 1, "the last write may still go out");
+    harness.run_for(Duration::from_millis(200));
+    assert_eq!(harness.driver.open_count, 0, "closed by the forced close");
+    assert_eq!(harness.closed_with(), Some(0), "silently: the game heard it already");
+}
+
+/// Readers paused because the game's queue was full resume as the game takes events, with no
+/// datagram or timer to wake the driver: every message arrives, in order, at one instant.
+#[test]
+fn paused_readers_resume_as_the_game_takes_events_without_another_wake() {
+    let (mut harness, _outbound, _) = Harness::logged_in(Setup { events: 2, ..Setup::default() });
+    for _ in 0..12 {
+        harness.send(&restart());
+    }
+    let mut heard = Vec::new();
+    for _ in 0..20 {
+        harness.settle();
+        heard.extend(harness.take_events());
+    }
+    assert_eq!(heard.len(), 12, "{heard:?}");
+    assert!(heard.iter().all(is_restart));
+}
+
+/// A connection with more to send than one pass's transmits is listed again and driven on the
+/// next wake at once, not when an unrelated datagram comes.
+#[test]
+fn a_connection_past_its_transmits_per_pass_is_driven_again_at_once() {
+    let setup = Setup { server_congestion_window: Some(1 << 20), ..Setup::default() };
+    let (mut harness, outbound, _) = Harness::logged_in(setup);
+    outbound.try_send_frames(Bytes::from(vec![0u8; 30_000]), 1).unwrap();
+    let before = harness.driver.socket.transmits.get();
+    harness.driver.turn(harness.now, &mut Vec::new());
+    assert_eq!(harness.driver.socket.transmits.get() - before, TRANSMITS_PER_PASS);
+    assert!(harness.driver.has_work_left(), "the rest wakes the driver");
+    harness.driver.turn(harness.now, &mut Vec::new());
+    assert!(harness.driver.socket.transmits.get() - before > TRANSMITS_PER_PASS);
+}
+
+/// The connection whose transmit the full socket refused is driven again once the socket
+/// takes datagrams: the transmit goes out, then the rest it has.
+#[test]
+fn the_connection_a_full_socket_blocked_sends_the_rest_once_writable() {
+    let (mut harness, outbound, _) = Harness::logged_in(Setup::default());
+    outbound.try_send_frames(Bytes::from(vec![0u8; 6_000]), 1).unwrap();
+    harness.driver.socket.full.set(true);
+    let before = harness.driver.socket.transmits.get();
+    harness.driver.turn(harness.now, &mut Vec::new());
+    assert!(harness.driver.blocked.is_some());
+    assert!(!harness.driver.has_work_left(), "the socket's writability wakes it, nothing else");
+    harness.driver.socket.full.set(false);
+    // The writable branch, then whatever that turn left.
+    harness.driver.turn(harness.now, &mut Vec::new());
+    while harness.driver.has_work_left() {
+        harness.driver.turn(harness.now, &mut Vec::new());
+    }
+    assert!(harness.driver.socket.transmits.get() - before >= 5, "the blocked one and the rest");
+    assert!(harness.driver.blocked.is_none());
+}
