@@ -168,7 +168,7 @@ enum Scheduled {
         ticket: u64,
     },
     SessionLoad,
-    /// The connection task ended (after the server's close was delivered).
+    /// The server's network driver ended the connection (after its close was delivered).
     Disconnected(ConnectionId),
 }
 
@@ -762,7 +762,7 @@ impl Sim {
                 self.record(Event::Disconnected { connection });
                 self.feed(Input::Disconnected {
                     connection,
-                    departure: Departure::lost("the connection task ended"),
+                    departure: Departure::lost("the connection ended"),
                 });
             }
         }
@@ -820,7 +820,8 @@ impl Sim {
         }
     }
 
-    /// The server's connection task: a `Hello` logs in, a message is fed, a drop is reported.
+    /// The server's network driver, for one connection: a `Hello` logs in, a message is fed,
+    /// a drop is reported.
     fn arrive_at_server(&mut self, client: ClientId, up: Up) {
         let c = &self.clients[client.0];
         let (connection, player) = (c.connection, c.player.clone());
@@ -840,7 +841,7 @@ impl Sim {
                 self.record(Event::Disconnected { connection });
                 self.feed(Input::Disconnected {
                     connection,
-                    departure: Departure::lost("the connection task ended"),
+                    departure: Departure::lost("the connection ended"),
                 });
             }
         }
@@ -861,7 +862,8 @@ impl Sim {
                 c.end = End::Closed(code);
                 self.net.dropped += c.down.clear() as u64;
                 self.record(Event::Closed { connection, code });
-                // The connection task ends once its close went out; the core hears of it then.
+                // The driver ends the connection once its close went out; the core hears of it
+                // then.
                 self.schedule(now, Scheduled::Disconnected(connection));
             }
         }

@@ -65,6 +65,8 @@ struct Client {
     stream: Option<StreamId>,
     /// Whether it reads what the server writes.
     reading: bool,
+    /// Cut off: no datagram reaches either side.
+    cut: bool,
     decoder: FrameDecoder,
     read: Vec<ServerMessage>,
     lost: Option<ConnectionError>,
@@ -79,11 +81,18 @@ struct Setup {
     client_window: Option<u32>,
     /// The server's initial congestion window, bytes (else quinn's default).
     server_congestion_window: Option<u64>,
+    /// `network.handshake_timeout` (else its default).
+    handshake_timeout: Option<Duration>,
 }
 
 impl Default for Setup {
     fn default() -> Self {
-        Setup { events: 16, client_window: None, server_congestion_window: None }
+        Setup {
+            events: 16,
+            client_window: None,
+            server_congestion_window: None,
+            handshake_timeout: None,
+        }
     }
 }
 
@@ -100,8 +109,22 @@ struct Harness {
 impl Harness {
     /// A driver as `setup` says, and a client that has connected and opened its stream.
     fn new(setup: Setup) -> Harness {
+        let mut harness = Harness::dialing(setup);
+        harness.run_for(Duration::from_millis(50));
+        assert!(!harness.client.quic.is_handshaking(), "the handshake ends");
+        let stream = harness.client.quic.streams().open(Dir::Bi).unwrap();
+        harness.client.stream = Some(stream);
+        harness
+    }
+
+    /// A driver as `setup` says, and a client that has only begun to connect: nothing has
+    /// crossed the wire yet.
+    fn dialing(setup: Setup) -> Harness {
         let dir = tempfile::tempdir().unwrap();
-        let network = NetworkConfig::default();
+        let mut network = NetworkConfig::default();
+        if let Some(timeout) = setup.handshake_timeout {
+            network.handshake_timeout = timeout;
+        }
         let identity = tls::load_identity(&TlsConfig::default(), dir.path()).unwrap();
         let mut server_config = endpoint::server_config(identity, &network).unwrap();
         if let Some(window) = setup.server_congestion_window {
@@ -149,17 +172,12 @@ impl Harness {
             quic,
             stream: None,
             reading: true,
+            cut: false,
             decoder: FrameDecoder::new(network.max_frame_len),
             read: Vec::new(),
             lost: None,
         };
-        let mut harness =
-            Harness { driver, client, events: events_rx, now, metrics, network, _dir: dir };
-        harness.run_for(Duration::from_millis(50));
-        assert!(!harness.client.quic.is_handshaking(), "the handshake ends");
-        let stream = harness.client.quic.streams().open(Dir::Bi).unwrap();
-        harness.client.stream = Some(stream);
-        harness
+        Harness { driver, client, events: events_rx, now, metrics, network, _dir: dir }
     }
 
     /// As [`Harness::new`], then logged in as `p1`: the game's end of its queue and its id.
@@ -253,7 +271,8 @@ impl Harness {
         panic!("no end of {span:?} within {MAX_STEPS} steps");
     }
 
-    /// The client's datagrams to the driver's socket; whether there were any.
+    /// The client's datagrams to the driver's socket (lost while cut off); whether there were
+    /// any.
     fn client_out(&mut self) -> bool {
         let client = &mut self.client;
         while let Some(event) = client.quic.poll_endpoint_events() {
@@ -266,6 +285,10 @@ impl Harness {
         let mut any = false;
         let mut buffer = Vec::new();
         while let Some(transmit) = client.quic.poll_transmit(self.now, 1, &mut buffer) {
+            if client.cut {
+                buffer.clear();
+                continue;
+            }
             self.driver.socket.inbox.push_back(Datagram {
                 remote: CLIENT,
                 local_ip: None,
@@ -278,12 +301,15 @@ impl Harness {
         any
     }
 
-    /// The driver's datagrams to the client, then what the client makes of them; whether
-    /// there were any.
+    /// The driver's datagrams to the client (lost while cut off), then what the client makes
+    /// of them; whether there were any.
     fn client_in(&mut self) -> bool {
-        let sent = std::mem::take(&mut *self.driver.socket.sent.borrow_mut());
+        let mut sent = std::mem::take(&mut *self.driver.socket.sent.borrow_mut());
         let any = !sent.is_empty();
         let client = &mut self.client;
+        if client.cut {
+            sent.clear();
+        }
         let mut response = Vec::new();
         for datagram in sent {
             let event = client.endpoint.handle(
@@ -328,11 +354,17 @@ impl Harness {
 
     /// `gatehouse_connection_closes_total` for `code` closed by the server.
     fn server_closes(&self, code: &str) -> u64 {
+        self.metric(&format!(
+            "gatehouse_connection_closes_total{{code=\"{code}\",side=\"server\"}}"
+        ))
+    }
+
+    /// The value of the metrics series `series` (its name and labels), 0 if it is not there.
+    fn metric(&self, series: &str) -> u64 {
         let text = self.metrics.encode().unwrap();
-        let series =
-            format!("gatehouse_connection_closes_total{{code=\"{code}\",side=\"server\"}} ");
+        let prefix = format!("{series} ");
         text.lines()
-            .find_map(|line| line.strip_prefix(series.as_str()))
+            .find_map(|line| line.strip_prefix(prefix.as_str()))
             .map_or(0, |value| value.trim().parse().unwrap())
     }
 }
@@ -496,4 +528,171 @@ fn the_connection_a_full_socket_blocked_sends_the_rest_once_writable() {
     }
     assert!(harness.driver.socket.transmits.get() - before >= 5, "the blocked one and the rest");
     assert!(harness.driver.blocked.is_none());
+}
+
+/// A client cut off from the server is lost at the idle timeout (a QUIC timer the driver runs):
+/// the game hears it once, and the connection and its timer are forgotten.
+#[test]
+fn a_client_cut_off_is_lost_at_the_idle_timeout_and_forgotten() {
+    let (mut harness, _outbound, connection) = Harness::logged_in(Setup::default());
+    harness.client.cut = true;
+    let idle = harness.network.idle_timeout;
+    harness.run_for(idle / 2);
+    assert!(harness.take_events().is_empty(), "still within the idle timeout");
+    assert_eq!(harness.driver.open_count, 1);
+    harness.run_for(idle);
+    let events = harness.take_events();
+    assert!(
+        matches!(events.as_slice(), [ConnectionEvent::Disconnected { connection: c, departure }]
+            if *c == connection && departure.reason.starts_with("idle timeout")),
+        "{events:?}"
+    );
+    assert_eq!(harness.driver.open_count, 0);
+    assert!(harness.driver.connections.is_empty(), "forgotten once drained");
+    assert!(harness.driver.timers.is_empty(), "no timer left for it");
+}
+
+/// A queue the game dropped without hearing the disconnect (its task stopped) while a write is
+/// stuck behind a client that does not read: the connection closes at the forced close, with
+/// `ShuttingDown` (not silently: the game never closed it), and the disconnect is reported.
+#[test]
+fn a_queue_dropped_unheard_behind_a_stuck_write_closes_with_shutting_down_at_the_forced_close() {
+    let (mut harness, outbound, connection) =
+        Harness::logged_in(Setup { client_window: Some(2_000), ..Setup::default() });
+    harness.client.reading = false;
+    outbound.try_send_frames(Bytes::from(vec![0u8; 20_000]), 1).unwrap();
+    harness.settle();
+    drop(outbound);
+    harness.run_for(Duration::from_millis(1_900));
+    assert_eq!(harness.driver.open_count, 1, "the write may still go out");
+    harness.run_for(Duration::from_millis(200));
+    assert_eq!(harness.closed_with(), Some(u64::from(CloseCode::ShuttingDown.code())));
+    assert_eq!(harness.server_closes("shutting_down"), 1);
+    let events = harness.take_events();
+    assert!(
+        matches!(events.as_slice(), [ConnectionEvent::Disconnected { connection: c, .. }]
+            if *c == connection),
+        "{events:?}"
+    );
+}
+
+/// When the server starts draining, a connection still waiting for its `Hello` closes with
+/// `ShuttingDown`; a logged-in one is left to the game, which closes it through its queue.
+#[test]
+fn draining_closes_a_connection_awaiting_its_hello_and_leaves_logged_in_ones_to_the_game() {
+    let mut harness = Harness::new(Setup::default());
+    harness.driver.start_draining(harness.now);
+    harness.settle();
+    assert_eq!(harness.closed_with(), Some(u64::from(CloseCode::ShuttingDown.code())));
+    assert_eq!(harness.server_closes("shutting_down"), 1);
+
+    let (mut harness, _outbound, _) = Harness::logged_in(Setup::default());
+    harness.driver.start_draining(harness.now);
+    harness.run_for(Duration::from_secs(1));
+    assert_eq!(harness.closed_with(), None, "the game closes it, not the driver");
+    assert_eq!(harness.driver.open_count, 1);
+    assert!(harness.take_events().is_empty());
+}
+
+/// Shutting the endpoint closes every connection with the code given, whatever it was doing;
+/// the game hears each disconnect, and each connection is forgotten once drained.
+#[test]
+fn shutting_closes_every_connection_with_its_code_and_forgets_it_once_drained() {
+    let (mut harness, _outbound, connection) = Harness::logged_in(Setup::default());
+    harness.driver.shut_all(harness.now, CloseCode::ShuttingDown);
+    harness.settle();
+    assert_eq!(harness.closed_with(), Some(u64::from(CloseCode::ShuttingDown.code())));
+    let events = harness.take_events();
+    assert!(
+        matches!(events.as_slice(), [ConnectionEvent::Disconnected { connection: c, .. }]
+            if *c == connection),
+        "{events:?}"
+    );
+    assert_eq!(harness.driver.open_count, 0);
+    harness.run_for(Duration::from_secs(1));
+    assert!(harness.driver.connections.is_empty(), "forgotten once drained");
+    assert!(harness.driver.timers.is_empty(), "no timer left for it");
+}
+
+/// A client that has not sent its `Hello` by the hello timeout, counted from the handshake's
+/// end, is closed with `HelloTimeout`, and its pending slot is freed.
+#[test]
+fn a_client_without_a_hello_by_the_hello_timeout_is_closed_with_hello_timeout() {
+    let mut harness = Harness::new(Setup::default());
+    assert_eq!(harness.metric("gatehouse_pending_connections"), 1);
+    let hello = harness.network.hello_timeout;
+    harness.run_for(hello - Duration::from_millis(100));
+    assert_eq!(harness.closed_with(), None, "still within the hello timeout");
+    harness.run_for(Duration::from_millis(200));
+    assert_eq!(harness.closed_with(), Some(u64::from(CloseCode::HelloTimeout.code())));
+    assert_eq!(harness.server_closes("hello_timeout"), 1);
+    assert_eq!(harness.metric("gatehouse_pending_connections"), 0);
+    assert_eq!(harness.driver.open_count, 0);
+}
+
+/// A handshake that has not ended by the handshake timeout, counted from accept, is dropped
+/// (silently, as QUIC drops one) before QUIC's own idle timeout, and its pending slot is freed.
+#[test]
+fn a_handshake_not_done_by_the_handshake_timeout_is_dropped_and_frees_its_slot() {
+    let setup = Setup { handshake_timeout: Some(Duration::from_secs(2)), ..Setup::default() };
+    let mut harness = Harness::dialing(setup);
+    // Until the server accepts (after the stateless retry); then the client is cut off.
+    for _ in 0..MAX_STEPS {
+        if !harness.driver.connections.is_empty() {
+            break;
+        }
+        harness.client_out();
+        harness.driver.turn(harness.now, &mut Vec::new());
+        harness.client_in();
+    }
+    harness.client.cut = true;
+    assert_eq!(harness.metric("gatehouse_pending_connections"), 1);
+    harness.run_for(Duration::from_millis(1_900));
+    assert_eq!(harness.driver.open_count, 1, "still within the handshake timeout");
+    harness.run_for(Duration::from_millis(200));
+    assert_eq!(harness.driver.open_count, 0);
+    assert_eq!(harness.metric("gatehouse_pending_connections"), 0);
+    assert!(harness.take_events().is_empty(), "the game never heard of it");
+}
+
+/// A close the game queues goes out after what was queued before it: `Closing` with its code
+/// is the stream's last frame, and the connection closes with that code as soon as the client
+/// has every byte, not at the flush bound (1 s).
+#[test]
+fn a_queued_close_is_written_last_and_closes_once_the_client_has_it() {
+    let (mut harness, outbound, _) = Harness::logged_in(Setup::default());
+    outbound.try_send_frames(left("p2"), 1).unwrap();
+    outbound.try_close(CloseCode::ReadyTimeout).unwrap();
+    harness.run_for(Duration::from_millis(200));
+    let code = CloseCode::ReadyTimeout.code();
+    assert!(
+        matches!(harness.client.read.as_slice(),
+            [ServerMessage::PlayerLeft { .. }, ServerMessage::Closing { code: c, .. }] if *c == code),
+        "{:?}",
+        harness.client.read
+    );
+    assert_eq!(harness.closed_with(), Some(u64::from(code)));
+    assert_eq!(harness.server_closes("ready_timeout"), 1);
+}
+
+/// A client that closes its connection with one of the protocol's codes: the game hears the
+/// departure with that code, once, and the close is counted as the client's.
+#[test]
+fn a_client_that_closes_is_reported_once_with_its_code() {
+    let (mut harness, _outbound, connection) = Harness::logged_in(Setup::default());
+    let code = CloseCode::Leave;
+    harness.client.quic.close(harness.now, VarInt::from_u32(code.code()), Bytes::from("bye"));
+    harness.run_for(Duration::from_millis(500));
+    let events = harness.take_events();
+    assert!(
+        matches!(events.as_slice(), [ConnectionEvent::Disconnected { connection: c, departure }]
+            if *c == connection && departure.code == Some(code)),
+        "{events:?}"
+    );
+    assert_eq!(
+        harness.metric("gatehouse_connection_closes_total{code=\"leave\",side=\"client\"}"),
+        1
+    );
+    assert_eq!(harness.driver.open_count, 0);
+    assert!(harness.driver.connections.is_empty(), "forgotten once drained");
 }
