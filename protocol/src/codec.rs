@@ -121,6 +121,10 @@ pub fn decode_body<M: DeserializeOwned>(body: &[u8]) -> Result<M, FrameError> {
     Ok(message)
 }
 
+/// Room a drained [`FrameDecoder`] keeps for the next frames, bytes (a control channel's
+/// frames are far smaller).
+const KEPT_ROOM: usize = 4 * 1024;
+
 /// Reassembles frames from a byte stream that arrives in arbitrary chunks.
 ///
 /// Feed bytes with [`FrameDecoder::extend`], then call [`FrameDecoder::next_message`] until it
@@ -174,6 +178,7 @@ impl FrameDecoder {
     pub fn next_message<M: DeserializeOwned>(&mut self) -> Result<Option<M>, FrameError> {
         let pending = &self.buf[self.read..];
         let Some(prefix) = pending.first_chunk::<LENGTH_PREFIX_LEN>() else {
+            self.wait_for_bytes();
             return Ok(None);
         };
         let len = u32::from_le_bytes(*prefix) as usize;
@@ -181,11 +186,21 @@ impl FrameDecoder {
             return Err(FrameError::TooLong { len, max: self.max_len });
         }
         let Some(body) = pending.get(LENGTH_PREFIX_LEN..LENGTH_PREFIX_LEN + len) else {
+            self.wait_for_bytes();
             return Ok(None);
         };
         let message = decode_body(body)?;
         self.read += LENGTH_PREFIX_LEN + len;
         Ok(Some(message))
+    }
+
+    /// Nothing more decodes until bytes come: drops what was consumed and gives back the room
+    /// beyond what is left (at least [`KEPT_ROOM`]), so a burst's size is not kept for the
+    /// connection's life.
+    fn wait_for_bytes(&mut self) {
+        self.buf.drain(..self.read);
+        self.read = 0;
+        self.buf.shrink_to(self.buf.len().max(KEPT_ROOM));
     }
 }
 
@@ -287,6 +302,30 @@ mod tests {
         d.extend(&frame[frame.len() - 1..]);
         assert!(d.next_message::<ClientMessage>().unwrap().is_some());
         assert_eq!(d.finish(), Ok(()));
+    }
+
+    /// A burst of frames, once decoded, leaves the decoder no larger than its kept room, even
+    /// with a partial frame left over: a peer cannot pin a burst's size for the connection's
+    /// life. The partial frame keeps its bytes.
+    #[test]
+    fn a_decoded_burst_gives_back_its_room() {
+        let frame = encode_frame(&ClientMessage::RestartRequest, DEFAULT_MAX_FRAME_LEN).unwrap();
+        let mut d = FrameDecoder::new(DEFAULT_MAX_FRAME_LEN);
+        let burst: Vec<u8> = frame.iter().copied().cycle().take(frame.len() * 10_000).collect();
+        d.extend(&burst);
+        d.extend(&frame[..1]);
+        assert!(d.buf.capacity() > KEPT_ROOM);
+        let mut decoded = 0;
+        while d.next_message::<ClientMessage>().unwrap().is_some() {
+            decoded += 1;
+        }
+        assert_eq!(decoded, 10_000);
+        assert_eq!(d.buffered_len(), 1, "the partial frame stays");
+        assert!(d.buf.capacity() <= KEPT_ROOM, "{} bytes kept", d.buf.capacity());
+        d.extend(&frame[1..]);
+        assert!(d.next_message::<ClientMessage>().unwrap().is_some());
+        assert_eq!(d.buffered_len(), 0);
+        assert!(d.buf.capacity() <= KEPT_ROOM, "{} bytes kept", d.buf.capacity());
     }
 
     #[test]

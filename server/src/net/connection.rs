@@ -12,10 +12,15 @@
 //!    the stream and closes once the client has it (bounded); one asked for at once closes
 //!    at once.
 //!
-//! Nothing here waits or reads a clock: the driver calls in with `now` when a datagram, a
-//! timer or the game's doorbell concerns this connection, and asks for the next deadline. A
-//! frame that does not decode closes this connection only, with `ProtocolViolation` and the
-//! decoder's message as the close reason.
+//! Nothing here waits or reads the monotonic clock: the driver calls in with `now` when a
+//! datagram, a timer or the game's doorbell concerns this connection, and asks for the next
+//! deadline (a session token's expiry alone is checked against the system clock, as its `exp`
+//! is wall-clock time). A frame that does not decode closes this connection only, with
+//! `ProtocolViolation` and the decoder's message as the close reason.
+//!
+//! The game hears a logged-in connection's `Login`, then every message the client sent, then
+//! one `Disconnected`, however the connection ends: a client that closes it, times out or stops
+//! reading has what it sent before handed over first.
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -87,7 +92,8 @@ impl Outbox {
         self.events.is_empty()
     }
 
-    /// Queues `event` (past the cap too: a disconnect must never be lost).
+    /// Queues `event` (past the cap too: a disconnect must never be lost, and a login, one per
+    /// pending connection, must not wait while its `Hello`'s deadline runs).
     pub(super) fn push(&mut self, event: ConnectionEvent) {
         self.events.push_back(event);
     }
@@ -176,6 +182,9 @@ pub(super) struct Connection {
     write_stopped: bool,
     /// Closed by the server, or lost: nothing more is counted or sent.
     ended: bool,
+    /// Lost (the client closed it, or it timed out) while logged in: the departure the game
+    /// hears once what the client sent before is read ([`Connection::read`]).
+    unread_departure: Option<Departure>,
     /// The wake this connection holds in the driver's timer set.
     pub(super) armed: Option<Instant>,
     /// Listed for the driver's next pass (events to take, datagrams to send).
@@ -214,6 +223,7 @@ impl Connection {
             read_done: false,
             write_stopped: false,
             ended: false,
+            unread_departure: None,
             armed: None,
             listed: false,
             counted_open: true,
@@ -226,14 +236,26 @@ impl Connection {
         self.id
     }
 
-    /// Whether it is closed (by either side) or lost: it only waits to drain.
+    /// Whether it is closed (by either side) or lost: it only waits to drain, and to hand the
+    /// game what a lost client sent ([`Connection::is_done`]).
     pub(super) fn is_ended(&self) -> bool {
         self.ended
+    }
+
+    /// Whether the driver may forget it once QUIC has drained it: nothing is left for the game.
+    pub(super) fn is_done(&self) -> bool {
+        self.ended && self.unread_departure.is_none()
     }
 
     /// Whether reading waits for room in the game's queue.
     pub(super) fn is_read_paused(&self) -> bool {
         self.read_paused
+    }
+
+    /// Whether a chunk is still being written (the stream would not take all of it).
+    #[cfg(test)]
+    pub(super) fn is_writing(&self) -> bool {
+        self.writing.is_some()
     }
 
     /// The earliest of the QUIC timers and this connection's own deadlines.
@@ -318,11 +340,12 @@ impl Connection {
         self.step(ctx);
     }
 
-    /// The server started draining: a connection that has not logged in closes now with
-    /// `ShuttingDown` (one still in its handshake closes when the handshake ends).
+    /// The server started draining: a connection that has not logged in (still in its
+    /// handshake, or waiting for its `Hello`) closes now with `ShuttingDown`, so none holds the
+    /// drain; the game closes the logged-in ones.
     pub(super) fn drain(&mut self, ctx: &mut Context<'_>) {
         let _entered = self.span.clone().entered();
-        if let Login::AwaitingHello { .. } = self.login {
+        if let Login::Handshaking(_) | Login::AwaitingHello { .. } = self.login {
             let reason = CloseCode::ShuttingDown.reason();
             self.close(ctx, CloseCode::ShuttingDown, reason);
         }
@@ -347,20 +370,17 @@ impl Connection {
     fn on_event(&mut self, ctx: &mut Context<'_>, event: Event) {
         match event {
             Event::Connected => {
+                // A draining server accepts no connection, and closed those in their handshake.
                 if let Login::Handshaking(slot) = std::mem::replace(&mut self.login, Login::Refused)
                 {
                     self.login = Login::AwaitingHello { _slot: slot };
                     self.login_by = Some(ctx.now + ctx.settings.hello_timeout);
-                    if ctx.draining {
-                        let reason = CloseCode::ShuttingDown.reason();
-                        self.close(ctx, CloseCode::ShuttingDown, reason);
-                    }
                 }
             }
             Event::ConnectionLost { reason } => {
                 if !self.ended {
                     count_reason(&ctx.settings.metrics, &reason);
-                    self.end(ctx, departure_of(&reason));
+                    self.lost(ctx, departure_of(&reason));
                 }
             }
             Event::Stream(StreamEvent::Opened { dir: Dir::Bi }) => {
@@ -386,11 +406,32 @@ impl Connection {
         }
     }
 
-    /// Decodes what the stream holds, reading more while the game's queue has room.
+    /// The connection was lost (the client closed it, or it timed out): nothing more is sent;
+    /// a logged-in client's departure waits until what it sent before is read, and is then
+    /// reported ([`Connection::read`]).
+    fn lost(&mut self, ctx: &mut Context<'_>, departure: Departure) {
+        if let Login::LoggedIn { reported: false, .. } = self.login {
+            self.wind_up();
+            self.unread_departure = Some(departure);
+        } else {
+            self.end(ctx, departure);
+        }
+    }
+
+    /// Whether what the stream holds still goes to the game: the connection is open, or lost
+    /// with its departure still to report.
+    fn reads(&self) -> bool {
+        (!self.ended || self.unread_departure.is_some()) && !matches!(self.login, Login::Refused)
+    }
+
+    /// Decodes what the stream holds, reading more while the game's queue has room (a logged-in
+    /// client's; a `Hello` is read whatever the queue holds). A lost connection's departure is
+    /// reported once nothing is left to read.
     fn read(&mut self, ctx: &mut Context<'_>) {
         let Some(id) = self.stream else { return };
-        while !self.ended && !matches!(self.login, Login::Refused) {
-            if !ctx.outbox.has_room() {
+        while self.reads() {
+            let logged_in = matches!(self.login, Login::LoggedIn { .. });
+            if logged_in && !ctx.outbox.has_room() {
                 self.read_paused = true;
                 return;
             }
@@ -410,6 +451,10 @@ impl Connection {
                 return;
             }
             if !self.read_chunks(id) {
+                // Everything the client sent is read.
+                if let Some(departure) = self.unread_departure.take() {
+                    self.report(ctx, departure);
+                }
                 return;
             }
         }
@@ -500,7 +545,9 @@ impl Connection {
         }
         match self.login {
             Login::LoggedIn { reported: false, .. } => {
-                let departure = Departure::lost("the client finished its stream without Leave");
+                let departure = self.unread_departure.take().unwrap_or_else(|| {
+                    Departure::lost("the client finished its stream without Leave")
+                });
                 self.report(ctx, departure);
             }
             Login::AwaitingHello { .. } => {
@@ -512,6 +559,12 @@ impl Connection {
     }
 
     fn protocol_violation(&mut self, ctx: &mut Context<'_>, error: &str) {
+        if let Some(departure) = self.unread_departure.take() {
+            // The client had left already: its last bytes change nothing.
+            tracing::debug!(%error, "a bad frame after the client left");
+            self.report(ctx, departure);
+            return;
+        }
         match self.login {
             Login::LoggedIn { .. } => {
                 tracing::info!(%error, "protocol violation; closing this connection")
@@ -617,12 +670,14 @@ impl Connection {
     /// A logged-in connection whose queue the game dropped, once what it queued is written:
     /// if the game heard its disconnect it closes as an unused QUIC connection does (code 0,
     /// uncounted); if not, the game stopped without closing it ([`Connection::close_unheard`]).
+    /// A queue the writer gave up (the client stopped reading) is not the game's doing: that
+    /// close is [`Connection::step`]'s.
     fn end_if_done(&mut self, ctx: &mut Context<'_>) {
         if self.ended || self.closing != Closing::No || self.writing.is_some() {
             return;
         }
-        let Login::LoggedIn { queue, reported } = &self.login else { return };
-        if !queue.as_ref().is_none_or(SendQueueRx::is_finished) {
+        let Login::LoggedIn { queue: Some(queue), reported } = &self.login else { return };
+        if !queue.is_finished() {
             return;
         }
         if *reported {
@@ -686,6 +741,7 @@ impl Connection {
 
     /// Tells the game a logged-in connection ended, once.
     fn report(&mut self, ctx: &mut Context<'_>, departure: Departure) {
+        self.unread_departure = None;
         if let Login::LoggedIn { reported: reported @ false, .. } = &mut self.login {
             *reported = true;
             ctx.outbox.push(ConnectionEvent::Disconnected { connection: self.id, departure });

@@ -38,7 +38,7 @@ use std::time::{Duration, Instant};
 
 use gatehouse_protocol::CloseCode;
 use gatehouse_protocol::token::TokenKey;
-use quinn_proto::{ConnectionHandle, DatagramEvent, Incoming};
+use quinn_proto::{ConnectionHandle, DatagramEvent, EndpointEvent, Incoming};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
@@ -148,7 +148,8 @@ struct Driver<W = UdpSocket> {
     /// Connections to drive in this wake's pass, each once (`Connection::listed`).
     listed: Vec<usize>,
     /// Connections whose reading waits for room in the game's queue, in the order they paused
-    /// (each once: `Connection::awaiting_room`).
+    /// (each once: `Connection::awaiting_room`). A handle reused since by a new connection
+    /// gets a resume it did not need, which only reads what it has.
     paused: Vec<usize>,
     /// Connections not ended (`Connection::counted_open`), published on `open`.
     open_count: usize,
@@ -594,7 +595,8 @@ impl<W: Wire> Driver<W> {
                 connection.awaiting_room = true;
                 paused.push(handle);
             }
-            if connection.quic.is_drained() {
+            // A lost client's last messages may still wait for room in the game's queue.
+            if connection.quic.is_drained() && connection.is_done() {
                 if let Some(at) = connection.armed.take() {
                     timers.remove(&(at, handle));
                 }
@@ -602,6 +604,8 @@ impl<W: Wire> Driver<W> {
                     *open_count -= 1;
                 }
                 connections.remove(&handle);
+                // Only now may the endpoint reuse the handle.
+                endpoint.handle_event(ConnectionHandle(handle), EndpointEvent::drained());
                 continue;
             }
             let next = connection.next_timeout();
@@ -675,13 +679,17 @@ impl<W: Wire> Driver<W> {
     }
 }
 
-/// Passes the connection's endpoint events to the endpoint, and the endpoint's answers back.
+/// Passes the connection's endpoint events to the endpoint, and the endpoint's answers back;
+/// all but the last one (drained), which [`Driver::pass`] passes when it forgets the connection.
 fn exchange_endpoint_events(
     endpoint: &mut quinn_proto::Endpoint,
     connection: &mut Connection,
     handle: usize,
 ) {
     while let Some(event) = connection.quic.poll_endpoint_events() {
+        if event.is_drained() {
+            continue;
+        }
         if let Some(answer) = endpoint.handle_event(ConnectionHandle(handle), event) {
             connection.quic.handle_event(answer);
         }

@@ -83,6 +83,9 @@ struct Setup {
     server_congestion_window: Option<u64>,
     /// `network.handshake_timeout` (else its default).
     handshake_timeout: Option<Duration>,
+    /// `network.stream_receive_window`, bytes: what the client may send ahead of what the
+    /// server read (else its default).
+    server_stream_window: Option<u32>,
 }
 
 impl Default for Setup {
@@ -92,6 +95,7 @@ impl Default for Setup {
             client_window: None,
             server_congestion_window: None,
             handshake_timeout: None,
+            server_stream_window: None,
         }
     }
 }
@@ -125,6 +129,9 @@ impl Harness {
         if let Some(timeout) = setup.handshake_timeout {
             network.handshake_timeout = timeout;
         }
+        if let Some(window) = setup.server_stream_window {
+            network.stream_receive_window = window;
+        }
         let identity = tls::load_identity(&TlsConfig::default(), dir.path()).unwrap();
         let mut server_config = endpoint::server_config(identity, &network).unwrap();
         if let Some(window) = setup.server_congestion_window {
@@ -138,7 +145,7 @@ impl Harness {
             Arc::new(endpoint::endpoint_config()),
             Some(Arc::new(server_config)),
             true,
-            None,
+            Some([1; 32]),
         );
         let metrics = Metrics::new();
         let net = metrics.net().clone();
@@ -164,8 +171,12 @@ impl Harness {
             client_config.transport_config(Arc::new(transport));
         }
         let now = Instant::now();
-        let mut client_endpoint =
-            quinn_proto::Endpoint::new(Arc::new(endpoint::endpoint_config()), None, true, None);
+        let mut client_endpoint = quinn_proto::Endpoint::new(
+            Arc::new(endpoint::endpoint_config()),
+            None,
+            true,
+            Some([2; 32]),
+        );
         let (_, quic) = client_endpoint.connect(now, client_config, SERVER, "localhost").unwrap();
         let client = Client {
             endpoint: client_endpoint,
@@ -178,6 +189,23 @@ impl Harness {
             lost: None,
         };
         Harness { driver, client, events: events_rx, now, metrics, network, _dir: dir }
+    }
+
+    /// A client the server accepted (after its stateless retry), cut off before the server's
+    /// side of the handshake ends.
+    fn accepted_then_cut(setup: Setup) -> Harness {
+        let mut harness = Harness::dialing(setup);
+        for _ in 0..MAX_STEPS {
+            if !harness.driver.connections.is_empty() {
+                break;
+            }
+            harness.client_out();
+            harness.driver.turn(harness.now, &mut Vec::new());
+            harness.client_in();
+        }
+        assert!(harness.connection().quic.is_handshaking(), "the server's side is not done");
+        harness.client.cut = true;
+        harness
     }
 
     /// As [`Harness::new`], then logged in as `p1`: the game's end of its queue and its id.
@@ -352,6 +380,24 @@ impl Harness {
         }
     }
 
+    /// The reason the server closed the client's connection with.
+    fn close_reason(&self) -> Option<String> {
+        match &self.client.lost {
+            Some(ConnectionError::ApplicationClosed(close)) => {
+                Some(String::from_utf8_lossy(&close.reason).into_owned())
+            }
+            _ => None,
+        }
+    }
+
+    /// The driver's one connection.
+    fn connection(&self) -> &Connection {
+        let mut connections = self.driver.connections.values();
+        let connection = connections.next().expect("a connection");
+        assert!(connections.next().is_none(), "one connection");
+        connection
+    }
+
     /// `gatehouse_connection_closes_total` for `code` closed by the server.
     fn server_closes(&self, code: &str) -> u64 {
         self.metric(&format!(
@@ -411,6 +457,7 @@ fn a_client_that_stops_reading_is_closed_and_the_game_hears_it() {
         "{events:?}"
     );
     assert_eq!(harness.closed_with(), Some(u64::from(CloseCode::ProtocolViolation.code())));
+    assert_eq!(harness.close_reason().as_deref(), Some("the client stopped reading the stream"));
     assert_eq!(harness.server_closes("protocol_violation"), 1);
     assert_eq!(harness.driver.open_count, 0);
     assert_eq!(outbound.try_send_frames(left("p2"), 1), Err(crate::net::QueueError::Closed));
@@ -433,8 +480,8 @@ fn what_a_client_sent_before_it_stopped_reading_comes_before_its_disconnect() {
     );
 }
 
-/// A login the game task never took (it stopped, and its queue of events was dropped with the
-/// login in it) closes with `ShuttingDown` at once, rather than waiting for the drain timeout.
+/// A login whose queue the game dropped without a close and without hearing a disconnect (its
+/// task stopped) closes with `ShuttingDown` at once, rather than waiting for the drain timeout.
 #[test]
 fn a_login_the_game_dropped_without_a_close_closes_with_shutting_down() {
     let (mut harness, outbound, _) = Harness::logged_in(Setup::default());
@@ -550,6 +597,10 @@ fn a_client_cut_off_is_lost_at_the_idle_timeout_and_forgotten() {
     assert_eq!(harness.driver.open_count, 0);
     assert!(harness.driver.connections.is_empty(), "forgotten once drained");
     assert!(harness.driver.timers.is_empty(), "no timer left for it");
+    assert_eq!(
+        harness.metric("gatehouse_connection_closes_total{code=\"timed_out\",side=\"client\"}"),
+        1
+    );
 }
 
 /// A queue the game dropped without hearing the disconnect (its task stopped) while a write is
@@ -599,7 +650,12 @@ fn draining_closes_a_connection_awaiting_its_hello_and_leaves_logged_in_ones_to_
 #[test]
 fn shutting_closes_every_connection_with_its_code_and_forgets_it_once_drained() {
     let (mut harness, _outbound, connection) = Harness::logged_in(Setup::default());
+    let mut open = harness.driver.open.subscribe();
+    assert_eq!(*open.borrow_and_update(), 1);
     harness.driver.shut_all(harness.now, CloseCode::ShuttingDown);
+    harness.driver.turn(harness.now, &mut Vec::new());
+    assert!(open.has_changed().unwrap(), "whoever waits for the close is told in that turn");
+    assert_eq!(*open.borrow_and_update(), 0);
     harness.settle();
     assert_eq!(harness.closed_with(), Some(u64::from(CloseCode::ShuttingDown.code())));
     let events = harness.take_events();
@@ -635,17 +691,7 @@ fn a_client_without_a_hello_by_the_hello_timeout_is_closed_with_hello_timeout() 
 #[test]
 fn a_handshake_not_done_by_the_handshake_timeout_is_dropped_and_frees_its_slot() {
     let setup = Setup { handshake_timeout: Some(Duration::from_secs(2)), ..Setup::default() };
-    let mut harness = Harness::dialing(setup);
-    // Until the server accepts (after the stateless retry); then the client is cut off.
-    for _ in 0..MAX_STEPS {
-        if !harness.driver.connections.is_empty() {
-            break;
-        }
-        harness.client_out();
-        harness.driver.turn(harness.now, &mut Vec::new());
-        harness.client_in();
-    }
-    harness.client.cut = true;
+    let mut harness = Harness::accepted_then_cut(setup);
     assert_eq!(harness.metric("gatehouse_pending_connections"), 1);
     harness.run_for(Duration::from_millis(1_900));
     assert_eq!(harness.driver.open_count, 1, "still within the handshake timeout");
@@ -657,12 +703,14 @@ fn a_handshake_not_done_by_the_handshake_timeout_is_dropped_and_frees_its_slot()
 
 /// A close the game queues goes out after what was queued before it: `Closing` with its code
 /// is the stream's last frame, and the connection closes with that code as soon as the client
-/// has every byte, not at the flush bound (1 s).
+/// has every byte, not at the flush bound (1 s). The game drops its end at once, as it does
+/// when it closes a player; that changes neither the code nor the order.
 #[test]
 fn a_queued_close_is_written_last_and_closes_once_the_client_has_it() {
     let (mut harness, outbound, _) = Harness::logged_in(Setup::default());
     outbound.try_send_frames(left("p2"), 1).unwrap();
     outbound.try_close(CloseCode::ReadyTimeout).unwrap();
+    drop(outbound);
     harness.run_for(Duration::from_millis(200));
     let code = CloseCode::ReadyTimeout.code();
     assert!(
@@ -695,4 +743,327 @@ fn a_client_that_closes_is_reported_once_with_its_code() {
     );
     assert_eq!(harness.driver.open_count, 0);
     assert!(harness.driver.connections.is_empty(), "forgotten once drained");
+}
+
+/// A message that arrives in the same socket read as the client's close reaches the game
+/// before its disconnect.
+#[test]
+fn a_message_in_the_same_read_as_the_clients_close_reaches_the_game_first() {
+    let (mut harness, _outbound, connection) = Harness::logged_in(Setup::default());
+    harness.send(&restart());
+    harness.client_out();
+    let code = CloseCode::Leave;
+    harness.client.quic.close(harness.now, VarInt::from_u32(code.code()), Bytes::from("bye"));
+    harness.settle();
+    let events = harness.take_events();
+    assert!(
+        matches!(events.as_slice(), [message, ConnectionEvent::Disconnected { connection: c, departure }]
+            if is_restart(message) && *c == connection && departure.code == Some(code)),
+        "{events:?}"
+    );
+}
+
+/// A client that finishes its stream and closes the connection in one flight departs with the
+/// close's code, not as a stream finished without `Leave`; what it sent comes first.
+#[test]
+fn a_client_that_finishes_its_stream_and_closes_departs_with_its_close_code() {
+    let (mut harness, _outbound, _) = Harness::logged_in(Setup::default());
+    harness.send(&restart());
+    let id = harness.client.stream.unwrap();
+    harness.client.quic.send_stream(id).finish().unwrap();
+    harness.client_out();
+    let code = CloseCode::Leave;
+    harness.client.quic.close(harness.now, VarInt::from_u32(code.code()), Bytes::from("bye"));
+    harness.settle();
+    let events = harness.take_events();
+    assert!(
+        matches!(events.as_slice(), [message, ConnectionEvent::Disconnected { departure, .. }]
+            if is_restart(message) && departure.code == Some(code)),
+        "{events:?}"
+    );
+}
+
+/// Bad bytes a client sent just before it closed: the game hears its own close, and the
+/// server closes nothing (the connection is gone) and counts no violation.
+#[test]
+fn bad_bytes_before_a_clients_close_change_nothing_of_its_departure() {
+    let (mut harness, _outbound, _) = Harness::logged_in(Setup::default());
+    let id = harness.client.stream.unwrap();
+    // A length prefix past any frame limit.
+    harness.client.quic.send_stream(id).write(&u32::MAX.to_le_bytes()).unwrap();
+    harness.client_out();
+    let code = CloseCode::Leave;
+    harness.client.quic.close(harness.now, VarInt::from_u32(code.code()), Bytes::from("bye"));
+    harness.settle();
+    let events = harness.take_events();
+    assert!(
+        matches!(events.as_slice(), [ConnectionEvent::Disconnected { departure, .. }]
+            if departure.code == Some(code)),
+        "{events:?}"
+    );
+    assert_eq!(harness.server_closes("protocol_violation"), 0);
+}
+
+/// Messages the server received but had not handed over (the game's queue was full) when the
+/// client closed reach the game, in order, before its disconnect; the connection is forgotten
+/// only then, though QUIC drained it long before.
+#[test]
+fn messages_received_before_the_client_closes_reach_the_game_before_its_disconnect() {
+    let (mut harness, _outbound, _) = Harness::logged_in(Setup { events: 2, ..Setup::default() });
+    for _ in 0..12 {
+        harness.send(&restart());
+    }
+    harness.settle();
+    harness.client.quic.close(harness.now, VarInt::from_u32(0), Bytes::from("bye"));
+    harness.run_for(Duration::from_secs(1));
+    assert_eq!(harness.driver.connections.len(), 1, "kept while messages wait");
+    let mut heard = Vec::new();
+    for _ in 0..20 {
+        harness.settle();
+        heard.extend(harness.take_events());
+    }
+    assert_eq!(heard.iter().filter(|e| is_restart(e)).count(), 12, "{heard:?}");
+    assert!(matches!(heard.last(), Some(ConnectionEvent::Disconnected { .. })), "{heard:?}");
+    assert!(harness.driver.connections.is_empty(), "forgotten once everything is handed over");
+    assert!(harness.driver.timers.is_empty());
+}
+
+/// A client that stops reading while its reading waits for room in the game's queue: what it
+/// sent reaches the game first, then its disconnect as a protocol violation (not a close for
+/// shutting down: the game did not drop its queue).
+#[test]
+fn a_client_that_stops_reading_while_its_reading_is_paused_is_closed_as_a_violation() {
+    let (mut harness, _outbound, connection) =
+        Harness::logged_in(Setup { events: 2, ..Setup::default() });
+    for _ in 0..12 {
+        harness.send(&restart());
+    }
+    let id = harness.client.stream.unwrap();
+    harness.client.quic.recv_stream(id).stop(VarInt::from_u32(0)).unwrap();
+    let mut heard = Vec::new();
+    for _ in 0..20 {
+        harness.settle();
+        heard.extend(harness.take_events());
+    }
+    assert_eq!(
+        harness.closed_with(),
+        Some(u64::from(CloseCode::ProtocolViolation.code())),
+        "{heard:?}"
+    );
+    assert_eq!(harness.server_closes("shutting_down"), 0);
+    assert_eq!(heard.iter().filter(|e| is_restart(e)).count(), 12, "{heard:?}");
+    assert!(
+        matches!(heard.last(), Some(ConnectionEvent::Disconnected { connection: c, departure })
+            if *c == connection && departure.code == Some(CloseCode::ProtocolViolation)),
+        "{heard:?}"
+    );
+}
+
+/// A reader resumed in the middle of a frame larger than its stream window hands the game
+/// nothing, yet needs its flow-control credit sent: the driver's next wake comes at once
+/// (`Wake::Again`), not with an unrelated datagram.
+#[test]
+fn a_reader_resumed_inside_a_frame_larger_than_its_window_gets_the_rest_at_once() {
+    let setup = Setup { events: 1, server_stream_window: Some(16 * 1024), ..Setup::default() };
+    let (mut harness, _outbound, _) = Harness::logged_in(setup);
+    harness.send(&restart());
+    harness.send(&restart());
+    // One restart in the game's queue, one in the outbox: reading is paused.
+    harness.settle();
+    let big = ClientMessage::Hello {
+        protocol_version: gatehouse_protocol::PROTOCOL_VERSION,
+        token: "x".repeat(40_000),
+    };
+    let frame = gatehouse_protocol::encode_frame(&big, harness.network.max_frame_len).unwrap();
+    let mut pending = Bytes::from(frame);
+    let id = harness.client.stream.unwrap();
+    let mut heard = Vec::new();
+    for _ in 0..20 {
+        if !pending.is_empty()
+            && let Ok(n) = harness.client.quic.send_stream(id).write(&pending)
+        {
+            pending = pending.slice(n..);
+        }
+        harness.settle();
+        heard.extend(harness.take_events());
+    }
+    assert!(pending.is_empty(), "{} bytes still unsent: no credit came", pending.len());
+    assert!(heard.iter().any(|e| matches!(
+        e,
+        ConnectionEvent::Message { message: ClientMessage::Hello { .. }, .. }
+    )));
+}
+
+/// A `Hello` is read whatever the game's queue holds: a login waits in the outbox past its cap
+/// (one per pending connection), rather than the client being closed for a `Hello` it sent in
+/// time.
+#[test]
+fn a_hello_that_arrives_while_the_games_queue_is_full_logs_in() {
+    let mut harness = Harness::new(Setup { events: 1, ..Setup::default() });
+    // Other connections' events fill the game's queue and the outbox.
+    let other = || ConnectionEvent::Disconnected {
+        connection: ConnectionId(999),
+        departure: Departure::lost("test"),
+    };
+    harness.driver.events.try_send(other()).unwrap();
+    harness.driver.common.outbox.push(other());
+    assert!(!harness.driver.common.outbox.has_room());
+    let claims = SessionClaims {
+        uid: PlayerId::new("p1").unwrap(),
+        exp: 4_000_000_000,
+        iat: None,
+        usn: None,
+    };
+    harness.send(&ClientMessage::Hello {
+        protocol_version: gatehouse_protocol::PROTOCOL_VERSION,
+        token: token::mint(&TokenKey::new("test key"), &claims),
+    });
+    harness.run_for(harness.network.hello_timeout + Duration::from_secs(1));
+    assert_eq!(harness.closed_with(), None, "not closed for a Hello it sent in time");
+    let mut heard = Vec::new();
+    for _ in 0..4 {
+        heard.extend(harness.take_events());
+        harness.settle();
+    }
+    assert!(heard.iter().any(|e| matches!(e, ConnectionEvent::Login { .. })), "{heard:?}");
+}
+
+/// Draining closes a connection still in its handshake at once with `ShuttingDown`, so a half
+/// open handshake does not hold the drain until its handshake timeout.
+#[test]
+fn draining_closes_a_connection_still_in_its_handshake() {
+    let mut harness = Harness::accepted_then_cut(Setup::default());
+    assert_eq!(harness.driver.open_count, 1);
+    harness.driver.start_draining(harness.now);
+    harness.settle();
+    assert_eq!(harness.driver.open_count, 0);
+    assert_eq!(harness.server_closes("shutting_down"), 1);
+    assert_eq!(harness.metric("gatehouse_pending_connections"), 0);
+}
+
+/// A `Hello` with a token the server cannot verify is answered with `Rejected`, then the
+/// connection closes with `Rejected` once the client has it; the game never hears of it.
+#[test]
+fn a_refused_hello_is_answered_with_rejected_then_closed() {
+    let mut harness = Harness::new(Setup::default());
+    harness.send(&ClientMessage::Hello {
+        protocol_version: gatehouse_protocol::PROTOCOL_VERSION,
+        token: "not a token".into(),
+    });
+    harness.run_for(Duration::from_millis(200));
+    let code = CloseCode::Rejected.code();
+    assert!(
+        matches!(harness.client.read.as_slice(),
+            [ServerMessage::Rejected { .. }, ServerMessage::Closing { code: c, .. }] if *c == code),
+        "{:?}",
+        harness.client.read
+    );
+    assert_eq!(harness.closed_with(), Some(u64::from(code)));
+    assert!(harness.take_events().is_empty());
+    assert_eq!(harness.metric("gatehouse_pending_connections"), 0);
+    assert_eq!(harness.metric("gatehouse_logins_refused_total{reason=\"malformed_token\"}"), 1);
+}
+
+/// Everything the game queued that the client's flow control allows is handed to QUIC in the
+/// step that takes it, batch after batch, not one batch per wake.
+#[test]
+fn what_the_game_queued_is_handed_to_quic_batch_after_batch_in_one_step() {
+    let (mut harness, outbound, _) =
+        Harness::logged_in(Setup { client_window: Some(1 << 20), ..Setup::default() });
+    for _ in 0..3 {
+        // Two batches: the first stops once it holds BATCH_BYTES.
+        outbound.try_send_frames(Bytes::from(vec![0u8; 40_000]), 1).unwrap();
+    }
+    harness.driver.turn(harness.now, &mut Vec::new());
+    assert!(!harness.connection().is_writing(), "every batch is in QUIC's hands");
+    harness.settle();
+}
+
+/// A close the game queued behind frames a client does not read is carried out at the forced
+/// close (2 s) with the code the game gave, without the frames before it; also when the close
+/// is still in the queue (the frames before it fill more than one batch).
+#[test]
+fn a_queued_close_behind_a_client_that_does_not_read_closes_with_its_code_at_the_forced_close() {
+    let (mut harness, outbound, _) =
+        Harness::logged_in(Setup { client_window: Some(2_000), ..Setup::default() });
+    harness.client.reading = false;
+    outbound.try_send_frames(Bytes::from(vec![0u8; 70_000]), 1).unwrap();
+    outbound.try_send_frames(left("p2"), 1).unwrap();
+    outbound.try_close(CloseCode::ReadyTimeout).unwrap();
+    harness.run_for(Duration::from_millis(1_900));
+    assert_eq!(harness.closed_with(), None, "the frames before it may still go out");
+    harness.run_for(Duration::from_millis(200));
+    assert_eq!(harness.closed_with(), Some(u64::from(CloseCode::ReadyTimeout.code())));
+    assert_eq!(harness.server_closes("ready_timeout"), 1);
+}
+
+/// A close waits up to the flush bound (1 s) for the client to acknowledge the stream's end,
+/// `Closing` last, before it closes anyway: sent sooner, its CONNECTION_CLOSE could overtake a
+/// lost `Closing`. The same holds for a refused `Hello`'s `Rejected`.
+#[test]
+fn a_close_waits_up_to_the_flush_bound_for_the_client_to_have_the_stream() {
+    let (mut harness, outbound, _) = Harness::logged_in(Setup::default());
+    harness.client.cut = true;
+    outbound.try_close(CloseCode::ReadyTimeout).unwrap();
+    harness.run_for(Duration::from_millis(900));
+    assert_eq!(harness.driver.open_count, 1, "waiting for the acknowledgement");
+    harness.run_for(Duration::from_millis(200));
+    assert_eq!(harness.driver.open_count, 0);
+    assert_eq!(harness.server_closes("ready_timeout"), 1);
+
+    let mut harness = Harness::new(Setup::default());
+    harness.send(&ClientMessage::Hello {
+        protocol_version: gatehouse_protocol::PROTOCOL_VERSION,
+        token: "not a token".into(),
+    });
+    harness.client_out();
+    harness.client.cut = true;
+    harness.run_for(Duration::from_millis(900));
+    assert_eq!(harness.driver.open_count, 1, "waiting for the acknowledgement");
+    harness.run_for(Duration::from_millis(200));
+    assert_eq!(harness.driver.open_count, 0);
+    assert_eq!(harness.server_closes("rejected"), 1);
+}
+
+/// Messages still unread when the server closes a connection (the game's queue was full) are
+/// dropped: the disconnect is the last event the game hears of it.
+#[test]
+fn nothing_is_heard_after_the_server_closes_a_connection() {
+    let (mut harness, outbound, connection) =
+        Harness::logged_in(Setup { events: 2, ..Setup::default() });
+    for _ in 0..12 {
+        harness.send(&restart());
+    }
+    harness.settle();
+    outbound.close_now(CloseCode::SlowConsumer);
+    let mut heard = Vec::new();
+    for _ in 0..20 {
+        harness.settle();
+        heard.extend(harness.take_events());
+    }
+    assert!(heard.iter().filter(|e| is_restart(e)).count() < 12, "{heard:?}");
+    assert!(
+        matches!(heard.last(), Some(ConnectionEvent::Disconnected { connection: c, .. })
+            if *c == connection),
+        "{heard:?}"
+    );
+    assert_eq!(harness.closed_with(), Some(u64::from(CloseCode::SlowConsumer.code())));
+}
+
+/// A first packet from an address not yet proven is answered with a stateless retry and keeps
+/// no state (no connection, no pending slot); the client's answer, which proves the address, is
+/// accepted.
+#[test]
+fn an_unproven_address_gets_a_stateless_retry_before_any_state_is_kept() {
+    let mut harness = Harness::dialing(Setup::default());
+    assert!(harness.client_out());
+    harness.driver.turn(harness.now, &mut Vec::new());
+    assert!(harness.driver.connections.is_empty(), "no state for an unproven address");
+    assert_eq!(harness.metric("gatehouse_pending_connections"), 0);
+    assert_eq!(harness.driver.socket.sent.borrow().len(), 1, "the retry");
+    harness.client_in();
+    assert!(harness.client_out(), "the client answers the retry");
+    harness.driver.turn(harness.now, &mut Vec::new());
+    assert_eq!(harness.driver.connections.len(), 1, "accepted once proven");
+    assert_eq!(harness.metric("gatehouse_pending_connections"), 1);
 }
