@@ -4,6 +4,7 @@
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::Path;
 
 use bytes::{Bytes, BytesMut};
 use gatehouse_protocol::token::{self, SessionClaims};
@@ -32,6 +33,8 @@ struct MemWire {
     transmits: Cell<usize>,
     /// The socket refuses sends (`WouldBlock`) while set.
     full: Cell<bool>,
+    /// Sends that fail next with another error than a full queue (an ICMP error, say).
+    fail_next: Cell<usize>,
 }
 
 impl Wire for MemWire {
@@ -46,6 +49,10 @@ impl Wire for MemWire {
     fn send(&self, transmit: &quinn_proto::Transmit, contents: &[u8]) -> io::Result<()> {
         if self.full.get() {
             return Err(io::ErrorKind::WouldBlock.into());
+        }
+        if self.fail_next.get() > 0 {
+            self.fail_next.set(self.fail_next.get() - 1);
+            return Err(io::ErrorKind::ConnectionRefused.into());
         }
         let segment = transmit.segment_size.unwrap_or(contents.len()).max(1);
         self.sent.borrow_mut().extend(contents.chunks(segment).map(<[u8]>::to_vec));
@@ -107,18 +114,63 @@ struct Harness {
     now: Instant,
     metrics: Metrics,
     network: NetworkConfig,
-    _dir: tempfile::TempDir,
+    setup: Setup,
+    /// The server's development certificate, which the clients trust.
+    dir: tempfile::TempDir,
+}
+
+impl Client {
+    /// A client that has begun to connect at `now` (nothing sent yet), trusting the development
+    /// certificate in `cert_dir`; `seed` seeds its endpoint.
+    fn dial(
+        cert_dir: &Path,
+        setup: Setup,
+        now: Instant,
+        network: &NetworkConfig,
+        seed: u8,
+    ) -> Client {
+        let cert = cert_dir.join(tls::DEV_CERT_FILE);
+        let mut client_config = gatehouse_client_sim::swarm::client_config(&cert).unwrap();
+        if let Some(window) = setup.client_window {
+            let mut transport = quinn_proto::TransportConfig::default();
+            transport.stream_receive_window(VarInt::from_u32(window));
+            transport.receive_window(VarInt::from_u32(window));
+            client_config.transport_config(Arc::new(transport));
+        }
+        let mut endpoint = quinn_proto::Endpoint::new(
+            Arc::new(endpoint::endpoint_config()),
+            None,
+            true,
+            Some([seed; 32]),
+        );
+        let (_, quic) = endpoint.connect(now, client_config, SERVER, "localhost").unwrap();
+        Client {
+            endpoint,
+            quic,
+            stream: None,
+            reading: true,
+            cut: false,
+            decoder: FrameDecoder::new(network.max_frame_len),
+            read: Vec::new(),
+            lost: None,
+        }
+    }
 }
 
 impl Harness {
     /// A driver as `setup` says, and a client that has connected and opened its stream.
     fn new(setup: Setup) -> Harness {
         let mut harness = Harness::dialing(setup);
-        harness.run_for(Duration::from_millis(50));
-        assert!(!harness.client.quic.is_handshaking(), "the handshake ends");
-        let stream = harness.client.quic.streams().open(Dir::Bi).unwrap();
-        harness.client.stream = Some(stream);
+        harness.handshake();
         harness
+    }
+
+    /// Runs the client's handshake to its end and opens its stream.
+    fn handshake(&mut self) {
+        self.run_for(Duration::from_millis(50));
+        assert!(!self.client.quic.is_handshaking(), "the handshake ends");
+        let stream = self.client.quic.streams().open(Dir::Bi).unwrap();
+        self.client.stream = Some(stream);
     }
 
     /// A driver as `setup` says, and a client that has only begun to connect: nothing has
@@ -162,33 +214,9 @@ impl Harness {
         let (events_tx, events_rx) = mpsc::channel(setup.events);
         let driver = Driver::new(endpoint, MemWire::default(), settings, admission, events_tx);
 
-        let cert = dir.path().join(tls::DEV_CERT_FILE);
-        let mut client_config = gatehouse_client_sim::swarm::client_config(&cert).unwrap();
-        if let Some(window) = setup.client_window {
-            let mut transport = quinn_proto::TransportConfig::default();
-            transport.stream_receive_window(VarInt::from_u32(window));
-            transport.receive_window(VarInt::from_u32(window));
-            client_config.transport_config(Arc::new(transport));
-        }
         let now = Instant::now();
-        let mut client_endpoint = quinn_proto::Endpoint::new(
-            Arc::new(endpoint::endpoint_config()),
-            None,
-            true,
-            Some([2; 32]),
-        );
-        let (_, quic) = client_endpoint.connect(now, client_config, SERVER, "localhost").unwrap();
-        let client = Client {
-            endpoint: client_endpoint,
-            quic,
-            stream: None,
-            reading: true,
-            cut: false,
-            decoder: FrameDecoder::new(network.max_frame_len),
-            read: Vec::new(),
-            lost: None,
-        };
-        Harness { driver, client, events: events_rx, now, metrics, network, _dir: dir }
+        let client = Client::dial(dir.path(), setup, now, &network, 2);
+        Harness { driver, client, events: events_rx, now, metrics, network, setup, dir }
     }
 
     /// A client the server accepted (after its stateless retry), cut off before the server's
@@ -211,25 +239,28 @@ impl Harness {
     /// As [`Harness::new`], then logged in as `p1`: the game's end of its queue and its id.
     fn logged_in(setup: Setup) -> (Harness, SendQueue, ConnectionId) {
         let mut harness = Harness::new(setup);
-        let claims = SessionClaims {
-            uid: PlayerId::new("p1").unwrap(),
-            exp: 4_000_000_000,
-            iat: None,
-            usn: None,
-        };
-        let token = token::mint(&TokenKey::new("test key"), &claims);
-        harness.send(&ClientMessage::Hello {
-            protocol_version: gatehouse_protocol::PROTOCOL_VERSION,
-            token,
-        });
-        harness.settle();
-        match harness.events.try_recv() {
+        let (outbound, connection) = harness.log_in();
+        (harness, outbound, connection)
+    }
+
+    /// Sends `p1`'s `Hello`: the game's end of the queue and the connection's id.
+    fn log_in(&mut self) -> (SendQueue, ConnectionId) {
+        self.send(&hello());
+        self.settle();
+        match self.events.try_recv() {
             Ok(ConnectionEvent::Login { connection, player, outbound }) => {
                 assert_eq!(player.as_str(), "p1");
-                (harness, outbound, connection)
+                (outbound, connection)
             }
             other => panic!("expected a login, got {other:?}"),
         }
+    }
+
+    /// A new client in place of the old one (a reconnect), logged in as `p1`.
+    fn reconnect(&mut self, seed: u8) -> (SendQueue, ConnectionId) {
+        self.client = Client::dial(self.dir.path(), self.setup, self.now, &self.network, seed);
+        self.handshake();
+        self.log_in()
     }
 
     /// Queues `message` on the client's stream.
@@ -415,6 +446,20 @@ impl Harness {
     }
 }
 
+/// `p1`'s `Hello`, with a token the harness's key signs.
+fn hello() -> ClientMessage {
+    let claims = SessionClaims {
+        uid: PlayerId::new("p1").unwrap(),
+        exp: 4_000_000_000,
+        iat: None,
+        usn: None,
+    };
+    ClientMessage::Hello {
+        protocol_version: gatehouse_protocol::PROTOCOL_VERSION,
+        token: token::mint(&TokenKey::new("test key"), &claims),
+    }
+}
+
 /// One encoded `PlayerLeft` frame for `player`.
 fn left(player: &str) -> Bytes {
     let message = ServerMessage::PlayerLeft { player_id: PlayerId::new(player).unwrap() };
@@ -439,6 +484,18 @@ fn a_hello_logs_in_and_what_the_game_queues_reaches_the_client() {
     assert!(matches!(harness.client.read.as_slice(), [ServerMessage::PlayerLeft { player_id }]
             if player_id.as_str() == "p2"));
     assert_eq!(harness.driver.open_count, 1);
+    // The connection's endpoint events reach the endpoint: it issued spare connection ids.
+    assert!(harness.client.quic.stats().frame_rx.new_connection_id > 0);
+}
+
+/// A client that reconnects is a new connection with a new id, beside the old one until that
+/// one goes: the game never takes one for the other.
+#[test]
+fn a_reconnect_is_a_new_connection_with_a_new_id() {
+    let (mut harness, _old_outbound, old) = Harness::logged_in(Setup::default());
+    let (_outbound, new) = harness.reconnect(3);
+    assert_ne!(new, old);
+    assert_eq!(harness.driver.open_count, 2);
 }
 
 /// A client that stops reading the stream (STOP_SENDING) after login is closed with
@@ -567,6 +624,10 @@ fn the_connection_a_full_socket_blocked_sends_the_rest_once_writable() {
     harness.driver.turn(harness.now, &mut Vec::new());
     assert!(harness.driver.blocked.is_some());
     assert!(!harness.driver.has_work_left(), "the socket's writability wakes it, nothing else");
+    // A wake while the socket is still full keeps the blocked transmit.
+    harness.driver.turn(harness.now, &mut Vec::new());
+    assert!(harness.driver.blocked.is_some());
+    assert_eq!(harness.driver.socket.transmits.get(), before);
     harness.driver.socket.full.set(false);
     // The writable branch, then whatever that turn left.
     harness.driver.turn(harness.now, &mut Vec::new());
@@ -668,6 +729,7 @@ fn shutting_closes_every_connection_with_its_code_and_forgets_it_once_drained() 
     harness.run_for(Duration::from_secs(1));
     assert!(harness.driver.connections.is_empty(), "forgotten once drained");
     assert!(harness.driver.timers.is_empty(), "no timer left for it");
+    assert_eq!(harness.driver.endpoint.open_connections(), 0, "and by the endpoint");
 }
 
 /// A client that has not sent its `Hello` by the hello timeout, counted from the handshake's
@@ -679,7 +741,10 @@ fn a_client_without_a_hello_by_the_hello_timeout_is_closed_with_hello_timeout() 
     let hello = harness.network.hello_timeout;
     harness.run_for(hello - Duration::from_millis(100));
     assert_eq!(harness.closed_with(), None, "still within the hello timeout");
-    harness.run_for(Duration::from_millis(200));
+    // The driver wakes late, past the deadline (a busy thread): the timer still runs.
+    harness.now += Duration::from_millis(200);
+    harness.driver.turn(harness.now, &mut Vec::new());
+    harness.settle();
     assert_eq!(harness.closed_with(), Some(u64::from(CloseCode::HelloTimeout.code())));
     assert_eq!(harness.server_closes("hello_timeout"), 1);
     assert_eq!(harness.metric("gatehouse_pending_connections"), 0);
@@ -908,16 +973,7 @@ fn a_hello_that_arrives_while_the_games_queue_is_full_logs_in() {
     harness.driver.events.try_send(other()).unwrap();
     harness.driver.common.outbox.push(other());
     assert!(!harness.driver.common.outbox.has_room());
-    let claims = SessionClaims {
-        uid: PlayerId::new("p1").unwrap(),
-        exp: 4_000_000_000,
-        iat: None,
-        usn: None,
-    };
-    harness.send(&ClientMessage::Hello {
-        protocol_version: gatehouse_protocol::PROTOCOL_VERSION,
-        token: token::mint(&TokenKey::new("test key"), &claims),
-    });
+    harness.send(&hello());
     harness.run_for(harness.network.hello_timeout + Duration::from_secs(1));
     assert_eq!(harness.closed_with(), None, "not closed for a Hello it sent in time");
     let mut heard = Vec::new();
@@ -1066,4 +1122,37 @@ fn an_unproven_address_gets_a_stateless_retry_before_any_state_is_kept() {
     harness.driver.turn(harness.now, &mut Vec::new());
     assert_eq!(harness.driver.connections.len(), 1, "accepted once proven");
     assert_eq!(harness.metric("gatehouse_pending_connections"), 1);
+}
+
+/// A send the socket refuses for another reason than a full queue (an ICMP error for an
+/// earlier datagram, say) drops that datagram, which QUIC sends again, and the driver goes on:
+/// it is not held as blocked, whether it was a fresh transmit or one waiting for room.
+#[test]
+fn a_send_refused_for_another_reason_is_dropped_not_held() {
+    let (mut harness, outbound, _) = Harness::logged_in(Setup::default());
+    outbound.try_send_frames(left("p2"), 1).unwrap();
+    harness.driver.socket.fail_next.set(1);
+    harness.driver.turn(harness.now, &mut Vec::new());
+    assert!(harness.driver.blocked.is_none(), "a fresh transmit");
+
+    outbound.try_send_frames(left("p3"), 1).unwrap();
+    harness.driver.socket.full.set(true);
+    harness.driver.turn(harness.now, &mut Vec::new());
+    assert!(harness.driver.blocked.is_some());
+    harness.driver.socket.full.set(false);
+    harness.driver.socket.fail_next.set(1);
+    harness.driver.turn(harness.now, &mut Vec::new());
+    assert!(harness.driver.blocked.is_none(), "a transmit that waited for room");
+
+    harness.run_for(Duration::from_secs(1));
+    let left_players: Vec<&str> = harness
+        .client
+        .read
+        .iter()
+        .filter_map(|m| match m {
+            ServerMessage::PlayerLeft { player_id } => Some(player_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(left_players, ["p2", "p3"], "QUIC sent both again");
 }
