@@ -1156,3 +1156,14 @@ fn a_send_refused_for_another_reason_is_dropped_not_held() {
         .collect();
     assert_eq!(left_players, ["p2", "p3"], "QUIC sent both again");
 }
+
+/// The driver's timer branch sleeps until the first deadline, and without one never wakes (a
+/// timer that returned at once would spin the driver).
+#[tokio::test(start_paused = true)]
+async fn the_timer_branch_sleeps_until_its_deadline_and_never_without_one() {
+    let start = tokio::time::Instant::now();
+    sleep_until(Some((start + Duration::from_secs(1)).into_std())).await;
+    assert_eq!(start.elapsed(), Duration::from_secs(1));
+    let never = tokio::time::timeout(Duration::from_secs(3600), sleep_until(None)).await;
+    assert!(never.is_err());
+}
