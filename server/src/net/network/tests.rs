@@ -243,6 +243,15 @@ impl Harness {
         (harness, outbound, connection)
     }
 
+    /// As [`Harness::logged_in`], with a client that reads nothing and lets the server send
+    /// 2,000 bytes ahead: what the game queues beyond that is stuck.
+    fn logged_in_not_reading() -> (Harness, SendQueue, ConnectionId) {
+        let (mut harness, outbound, connection) =
+            Harness::logged_in(Setup { client_window: Some(2_000), ..Setup::default() });
+        harness.client.reading = false;
+        (harness, outbound, connection)
+    }
+
     /// Sends `p1`'s `Hello`: the game's end of the queue and the connection's id.
     fn log_in(&mut self) -> (SendQueue, ConnectionId) {
         self.send(&hello());
@@ -269,6 +278,17 @@ impl Harness {
         let id = self.client.stream.unwrap();
         let written = self.client.quic.send_stream(id).write(&frame).unwrap();
         assert_eq!(written, frame.len());
+    }
+
+    /// Settles again and again, taking the game's events after each time as a game that keeps
+    /// up would (readers paused for room resume as it does): every event it took.
+    fn settle_as_the_game_takes_events(&mut self) -> Vec<ConnectionEvent> {
+        let mut heard = Vec::new();
+        for _ in 0..20 {
+            self.settle();
+            heard.extend(self.take_events());
+        }
+        heard
     }
 
     /// Every event the game's queue holds now.
@@ -411,6 +431,35 @@ impl Harness {
         }
     }
 
+    /// Asserts that the client read one message that `first` accepts, then `Closing` with
+    /// `code`, and that the connection closed with `code`.
+    fn assert_closed_after(&self, first: impl Fn(&ServerMessage) -> bool, code: CloseCode) {
+        let read = &self.client.read;
+        assert!(
+            matches!(read.as_slice(), [message, ServerMessage::Closing { code: c, .. }]
+                if first(message) && *c == code.code()),
+            "{read:?}"
+        );
+        assert_eq!(self.closed_with(), Some(u64::from(code.code())));
+    }
+
+    /// The client closes its connection with `code`.
+    fn client_closes(&mut self, code: CloseCode) {
+        self.client.quic.close(self.now, VarInt::from_u32(code.code()), Bytes::from("bye"));
+    }
+
+    /// Asserts that the game heard, and holds now, one `RestartRequest` from `connection`, then
+    /// its disconnect with `code`.
+    fn assert_heard_restart_then_left(&mut self, connection: ConnectionId, code: CloseCode) {
+        let events = self.take_events();
+        assert!(
+            matches!(events.as_slice(),
+                [message, ConnectionEvent::Disconnected { connection: c, departure }]
+                if is_restart(message) && *c == connection && departure.code == Some(code)),
+            "{events:?}"
+        );
+    }
+
     /// The reason the server closed the client's connection with.
     fn close_reason(&self) -> Option<String> {
         match &self.client.lost {
@@ -457,6 +506,14 @@ fn hello() -> ClientMessage {
     ClientMessage::Hello {
         protocol_version: gatehouse_protocol::PROTOCOL_VERSION,
         token: token::mint(&TokenKey::new("test key"), &claims),
+    }
+}
+
+/// A `Hello` whose token does not parse.
+fn bad_hello() -> ClientMessage {
+    ClientMessage::Hello {
+        protocol_version: gatehouse_protocol::PROTOCOL_VERSION,
+        token: "not a token".into(),
     }
 }
 
@@ -557,9 +614,7 @@ fn a_login_the_game_dropped_without_a_close_closes_with_shutting_down() {
 /// close (2 s), though it answers every keep-alive.
 #[test]
 fn a_dropped_queue_whose_write_is_stuck_closes_within_the_forced_close() {
-    let (mut harness, outbound, _) =
-        Harness::logged_in(Setup { client_window: Some(2_000), ..Setup::default() });
-    harness.client.reading = false;
+    let (mut harness, outbound, _) = Harness::logged_in_not_reading();
     let big = Bytes::from(vec![0u8; 20_000]);
     outbound.try_send_frames(big, 1).unwrap();
     harness.settle();
@@ -589,11 +644,7 @@ fn paused_readers_resume_as_the_game_takes_events_without_another_wake() {
     for _ in 0..12 {
         harness.send(&restart());
     }
-    let mut heard = Vec::new();
-    for _ in 0..20 {
-        harness.settle();
-        heard.extend(harness.take_events());
-    }
+    let heard = harness.settle_as_the_game_takes_events();
     assert_eq!(heard.len(), 12, "{heard:?}");
     assert!(heard.iter().all(is_restart));
 }
@@ -669,9 +720,7 @@ fn a_client_cut_off_is_lost_at_the_idle_timeout_and_forgotten() {
 /// `ShuttingDown` (not silently: the game never closed it), and the disconnect is reported.
 #[test]
 fn a_queue_dropped_unheard_behind_a_stuck_write_closes_with_shutting_down_at_the_forced_close() {
-    let (mut harness, outbound, connection) =
-        Harness::logged_in(Setup { client_window: Some(2_000), ..Setup::default() });
-    harness.client.reading = false;
+    let (mut harness, outbound, connection) = Harness::logged_in_not_reading();
     outbound.try_send_frames(Bytes::from(vec![0u8; 20_000]), 1).unwrap();
     harness.settle();
     drop(outbound);
@@ -777,14 +826,10 @@ fn a_queued_close_is_written_last_and_closes_once_the_client_has_it() {
     outbound.try_close(CloseCode::ReadyTimeout).unwrap();
     drop(outbound);
     harness.run_for(Duration::from_millis(200));
-    let code = CloseCode::ReadyTimeout.code();
-    assert!(
-        matches!(harness.client.read.as_slice(),
-            [ServerMessage::PlayerLeft { .. }, ServerMessage::Closing { code: c, .. }] if *c == code),
-        "{:?}",
-        harness.client.read
+    harness.assert_closed_after(
+        |m| matches!(m, ServerMessage::PlayerLeft { .. }),
+        CloseCode::ReadyTimeout,
     );
-    assert_eq!(harness.closed_with(), Some(u64::from(code)));
     assert_eq!(harness.server_closes("ready_timeout"), 1);
 }
 
@@ -794,7 +839,7 @@ fn a_queued_close_is_written_last_and_closes_once_the_client_has_it() {
 fn a_client_that_closes_is_reported_once_with_its_code() {
     let (mut harness, _outbound, connection) = Harness::logged_in(Setup::default());
     let code = CloseCode::Leave;
-    harness.client.quic.close(harness.now, VarInt::from_u32(code.code()), Bytes::from("bye"));
+    harness.client_closes(code);
     harness.run_for(Duration::from_millis(500));
     let events = harness.take_events();
     assert!(
@@ -810,42 +855,34 @@ fn a_client_that_closes_is_reported_once_with_its_code() {
     assert!(harness.driver.connections.is_empty(), "forgotten once drained");
 }
 
+/// A client sends a `RestartRequest`, finishes its stream if `finish` says so, and closes with
+/// `Leave`, all in one socket read of the server's: the game hears the request, then the
+/// departure with the close's code.
+fn restart_then_close(finish: bool) {
+    let (mut harness, _outbound, connection) = Harness::logged_in(Setup::default());
+    harness.send(&restart());
+    if finish {
+        let id = harness.client.stream.unwrap();
+        harness.client.quic.send_stream(id).finish().unwrap();
+    }
+    harness.client_out();
+    harness.client_closes(CloseCode::Leave);
+    harness.settle();
+    harness.assert_heard_restart_then_left(connection, CloseCode::Leave);
+}
+
 /// A message that arrives in the same socket read as the client's close reaches the game
 /// before its disconnect.
 #[test]
 fn a_message_in_the_same_read_as_the_clients_close_reaches_the_game_first() {
-    let (mut harness, _outbound, connection) = Harness::logged_in(Setup::default());
-    harness.send(&restart());
-    harness.client_out();
-    let code = CloseCode::Leave;
-    harness.client.quic.close(harness.now, VarInt::from_u32(code.code()), Bytes::from("bye"));
-    harness.settle();
-    let events = harness.take_events();
-    assert!(
-        matches!(events.as_slice(), [message, ConnectionEvent::Disconnected { connection: c, departure }]
-            if is_restart(message) && *c == connection && departure.code == Some(code)),
-        "{events:?}"
-    );
+    restart_then_close(false);
 }
 
 /// A client that finishes its stream and closes the connection in one flight departs with the
 /// close's code, not as a stream finished without `Leave`; what it sent comes first.
 #[test]
 fn a_client_that_finishes_its_stream_and_closes_departs_with_its_close_code() {
-    let (mut harness, _outbound, _) = Harness::logged_in(Setup::default());
-    harness.send(&restart());
-    let id = harness.client.stream.unwrap();
-    harness.client.quic.send_stream(id).finish().unwrap();
-    harness.client_out();
-    let code = CloseCode::Leave;
-    harness.client.quic.close(harness.now, VarInt::from_u32(code.code()), Bytes::from("bye"));
-    harness.settle();
-    let events = harness.take_events();
-    assert!(
-        matches!(events.as_slice(), [message, ConnectionEvent::Disconnected { departure, .. }]
-            if is_restart(message) && departure.code == Some(code)),
-        "{events:?}"
-    );
+    restart_then_close(true);
 }
 
 /// Bad bytes a client sent just before it closed: the game hears its own close, and the
@@ -858,7 +895,7 @@ fn bad_bytes_before_a_clients_close_change_nothing_of_its_departure() {
     harness.client.quic.send_stream(id).write(&u32::MAX.to_le_bytes()).unwrap();
     harness.client_out();
     let code = CloseCode::Leave;
-    harness.client.quic.close(harness.now, VarInt::from_u32(code.code()), Bytes::from("bye"));
+    harness.client_closes(code);
     harness.settle();
     let events = harness.take_events();
     assert!(
@@ -879,14 +916,10 @@ fn messages_received_before_the_client_closes_reach_the_game_before_its_disconne
         harness.send(&restart());
     }
     harness.settle();
-    harness.client.quic.close(harness.now, VarInt::from_u32(0), Bytes::from("bye"));
+    harness.client_closes(CloseCode::Leave);
     harness.run_for(Duration::from_secs(1));
     assert_eq!(harness.driver.connections.len(), 1, "kept while messages wait");
-    let mut heard = Vec::new();
-    for _ in 0..20 {
-        harness.settle();
-        heard.extend(harness.take_events());
-    }
+    let heard = harness.settle_as_the_game_takes_events();
     assert_eq!(heard.iter().filter(|e| is_restart(e)).count(), 12, "{heard:?}");
     assert!(matches!(heard.last(), Some(ConnectionEvent::Disconnected { .. })), "{heard:?}");
     assert!(harness.driver.connections.is_empty(), "forgotten once everything is handed over");
@@ -905,11 +938,7 @@ fn a_client_that_stops_reading_while_its_reading_is_paused_is_closed_as_a_violat
     }
     let id = harness.client.stream.unwrap();
     harness.client.quic.recv_stream(id).stop(VarInt::from_u32(0)).unwrap();
-    let mut heard = Vec::new();
-    for _ in 0..20 {
-        harness.settle();
-        heard.extend(harness.take_events());
-    }
+    let heard = harness.settle_as_the_game_takes_events();
     assert_eq!(
         harness.closed_with(),
         Some(u64::from(CloseCode::ProtocolViolation.code())),
@@ -976,11 +1005,7 @@ fn a_hello_that_arrives_while_the_games_queue_is_full_logs_in() {
     harness.send(&hello());
     harness.run_for(harness.network.hello_timeout + Duration::from_secs(1));
     assert_eq!(harness.closed_with(), None, "not closed for a Hello it sent in time");
-    let mut heard = Vec::new();
-    for _ in 0..4 {
-        heard.extend(harness.take_events());
-        harness.settle();
-    }
+    let heard = harness.settle_as_the_game_takes_events();
     assert!(heard.iter().any(|e| matches!(e, ConnectionEvent::Login { .. })), "{heard:?}");
 }
 
@@ -1002,19 +1027,10 @@ fn draining_closes_a_connection_still_in_its_handshake() {
 #[test]
 fn a_refused_hello_is_answered_with_rejected_then_closed() {
     let mut harness = Harness::new(Setup::default());
-    harness.send(&ClientMessage::Hello {
-        protocol_version: gatehouse_protocol::PROTOCOL_VERSION,
-        token: "not a token".into(),
-    });
+    harness.send(&bad_hello());
     harness.run_for(Duration::from_millis(200));
-    let code = CloseCode::Rejected.code();
-    assert!(
-        matches!(harness.client.read.as_slice(),
-            [ServerMessage::Rejected { .. }, ServerMessage::Closing { code: c, .. }] if *c == code),
-        "{:?}",
-        harness.client.read
-    );
-    assert_eq!(harness.closed_with(), Some(u64::from(code)));
+    harness
+        .assert_closed_after(|m| matches!(m, ServerMessage::Rejected { .. }), CloseCode::Rejected);
     assert!(harness.take_events().is_empty());
     assert_eq!(harness.metric("gatehouse_pending_connections"), 0);
     assert_eq!(harness.metric("gatehouse_logins_refused_total{reason=\"malformed_token\"}"), 1);
@@ -1040,9 +1056,7 @@ fn what_the_game_queued_is_handed_to_quic_batch_after_batch_in_one_step() {
 /// is still in the queue (the frames before it fill more than one batch).
 #[test]
 fn a_queued_close_behind_a_client_that_does_not_read_closes_with_its_code_at_the_forced_close() {
-    let (mut harness, outbound, _) =
-        Harness::logged_in(Setup { client_window: Some(2_000), ..Setup::default() });
-    harness.client.reading = false;
+    let (mut harness, outbound, _) = Harness::logged_in_not_reading();
     outbound.try_send_frames(Bytes::from(vec![0u8; 70_000]), 1).unwrap();
     outbound.try_send_frames(left("p2"), 1).unwrap();
     outbound.try_close(CloseCode::ReadyTimeout).unwrap();
@@ -1068,10 +1082,7 @@ fn a_close_waits_up_to_the_flush_bound_for_the_client_to_have_the_stream() {
     assert_eq!(harness.server_closes("ready_timeout"), 1);
 
     let mut harness = Harness::new(Setup::default());
-    harness.send(&ClientMessage::Hello {
-        protocol_version: gatehouse_protocol::PROTOCOL_VERSION,
-        token: "not a token".into(),
-    });
+    harness.send(&bad_hello());
     harness.client_out();
     harness.client.cut = true;
     harness.run_for(Duration::from_millis(900));
@@ -1092,11 +1103,7 @@ fn nothing_is_heard_after_the_server_closes_a_connection() {
     }
     harness.settle();
     outbound.close_now(CloseCode::SlowConsumer);
-    let mut heard = Vec::new();
-    for _ in 0..20 {
-        harness.settle();
-        heard.extend(harness.take_events());
-    }
+    let heard = harness.settle_as_the_game_takes_events();
     assert!(heard.iter().filter(|e| is_restart(e)).count() < 12, "{heard:?}");
     assert!(
         matches!(heard.last(), Some(ConnectionEvent::Disconnected { connection: c, .. })
