@@ -16,7 +16,7 @@ use crate::config::{NetworkConfig, TlsConfig};
 use crate::game::Departure;
 use crate::metrics::Metrics;
 use crate::net::event::SendQueue;
-use crate::net::tls;
+use crate::net::{DriverThread, tls};
 
 const SERVER: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 4433);
 const CLIENT: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 50_000);
@@ -1173,4 +1173,94 @@ async fn the_timer_branch_sleeps_until_its_deadline_and_never_without_one() {
     assert_eq!(start.elapsed(), Duration::from_secs(1));
     let never = tokio::time::timeout(Duration::from_secs(3600), sleep_until(None)).await;
     assert!(never.is_err());
+}
+
+/// How long a step of the real-socket test may take before it fails, rather than hang.
+const REAL_STEP: Duration = Duration::from_secs(5);
+
+/// A quinn client of the network at `addr`, logged in: its connection and stream (its sending
+/// half finishes when dropped), and the game's end of its queue from the next `Login` on
+/// `events` (earlier connections' events are passed over).
+async fn real_login(
+    client: &quinn::Endpoint,
+    addr: SocketAddr,
+    events: &mut mpsc::Receiver<ConnectionEvent>,
+) -> (quinn::Connection, (quinn::SendStream, quinn::RecvStream), SendQueue) {
+    let connecting = client.connect(addr, "localhost").unwrap();
+    let connection = tokio::time::timeout(REAL_STEP, connecting).await.unwrap().unwrap();
+    let (mut send, recv) = connection.open_bi().await.unwrap();
+    let frame = gatehouse_protocol::encode_frame(&hello(), 64 * 1024).unwrap();
+    send.write_all(&frame).await.unwrap();
+    loop {
+        match tokio::time::timeout(REAL_STEP, events.recv()).await.unwrap() {
+            Some(ConnectionEvent::Login { outbound, .. }) => {
+                return (connection, (send, recv), outbound);
+            }
+            Some(ConnectionEvent::Disconnected { .. }) => {}
+            other => panic!("expected a login, got {other:?}"),
+        }
+    }
+}
+
+/// The driver through its async shell on a real UDP socket on loopback: a quinn client logs in
+/// and reads what the game queues; the network counts a connection open until its client
+/// closes it; `shut` closes what is left with the code given and stops the driver.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_network_on_a_real_socket_logs_in_counts_open_and_shuts_with_its_code() {
+    let dir = tempfile::tempdir().unwrap();
+    let network =
+        NetworkConfig { bind: "127.0.0.1:0".parse().unwrap(), ..NetworkConfig::default() };
+    let identity = tls::load_identity(&TlsConfig::default(), dir.path()).unwrap();
+    let server_config = endpoint::server_config(identity, &network).unwrap();
+    let socket = crate::net::bind_socket(network.bind, network.udp_buffer_bytes).unwrap();
+    let thread = DriverThread::start().unwrap();
+    let (events_tx, mut events) = mpsc::channel(16);
+    let metrics = Metrics::new();
+    let started = Network::new(
+        socket,
+        server_config,
+        &network,
+        TokenKey::new("test key"),
+        events_tx,
+        metrics.net().clone(),
+        &thread,
+    )
+    .unwrap();
+    let addr = started.local_addr();
+    let mut running = started.start(&thread, CancellationToken::new());
+    assert_eq!(running.local_addr(), addr);
+
+    let mut client = quinn::Endpoint::client("127.0.0.1:0".parse().unwrap()).unwrap();
+    let cert = dir.path().join(tls::DEV_CERT_FILE);
+    client.set_default_client_config(gatehouse_client_sim::swarm::client_config(&cert).unwrap());
+
+    // Logged in, and what the game queues arrives.
+    let (first, (_send, mut recv), outbound) = real_login(&client, addr, &mut events).await;
+    outbound.try_send_frames(left("p2"), 1).unwrap();
+    let mut decoder = FrameDecoder::new(64 * 1024);
+    let message = loop {
+        if let Some(message) = decoder.next_message::<ServerMessage>().unwrap() {
+            break message;
+        }
+        let chunk = tokio::time::timeout(REAL_STEP, recv.read_chunk(1024, true)).await;
+        decoder.extend(&chunk.unwrap().unwrap().unwrap().bytes);
+    };
+    assert!(matches!(message, ServerMessage::PlayerLeft { .. }), "{message:?}");
+    assert!(!running.wait_closed(Duration::from_millis(100)).await, "one connection open");
+
+    // Its client closes it: none is open.
+    first.close(VarInt::from_u32(CloseCode::Leave.code()), b"bye");
+    assert!(running.wait_closed(REAL_STEP).await, "closed by its client");
+
+    // Shut with a code (any: the server's drain gives ShuttingDown, which a dropped network
+    // gives too): a client still connected hears it, and the driver stops.
+    let (second, _stream, _outbound) = real_login(&client, addr, &mut events).await;
+    let code = CloseCode::Replaced;
+    tokio::time::timeout(REAL_STEP, running.shut(code, REAL_STEP)).await.unwrap();
+    let reason = tokio::time::timeout(REAL_STEP, second.closed()).await.unwrap();
+    assert!(
+        matches!(&reason, quinn::ConnectionError::ApplicationClosed(close)
+            if close.error_code == VarInt::from_u32(code.code())),
+        "{reason:?}"
+    );
 }
