@@ -595,13 +595,11 @@ impl<W: Wire> Driver<W> {
                 connection.awaiting_room = true;
                 paused.push(handle);
             }
-            // A lost client's last messages may still wait for room in the game's queue.
+            // A lost client's last messages may still wait for room in the game's queue. (Done
+            // means ended: it was counted out of the open connections above.)
             if connection.quic.is_drained() && connection.is_done() {
                 if let Some(at) = connection.armed.take() {
                     timers.remove(&(at, handle));
-                }
-                if connection.counted_open {
-                    *open_count -= 1;
                 }
                 connections.remove(&handle);
                 // Only now may the endpoint reuse the handle.
