@@ -194,13 +194,17 @@ impl FrameDecoder {
         Ok(Some(message))
     }
 
-    /// Nothing more decodes until bytes come: drops what was consumed and gives back the room
-    /// beyond what is left (at least [`KEPT_ROOM`]), so a burst's size is not kept for the
-    /// connection's life.
+    /// Nothing more decodes until bytes come: drops what was consumed, and gives back the room
+    /// of a buffer far larger than what is left (at least [`KEPT_ROOM`] is kept), so a burst's
+    /// size is not kept for the connection's life, while a large frame arriving a packet at a
+    /// time keeps the room it grows into.
     fn wait_for_bytes(&mut self) {
         self.buf.drain(..self.read);
         self.read = 0;
-        self.buf.shrink_to(self.buf.len().max(KEPT_ROOM));
+        let needed = self.buf.len().max(KEPT_ROOM);
+        if self.buf.capacity() > 4 * needed {
+            self.buf.shrink_to(needed);
+        }
     }
 }
 
@@ -302,6 +306,25 @@ mod tests {
         d.extend(&frame[frame.len() - 1..]);
         assert!(d.next_message::<ClientMessage>().unwrap().is_some());
         assert_eq!(d.finish(), Ok(()));
+    }
+
+    /// A large frame that arrives a packet at a time grows the buffer a few times, not once per
+    /// packet (each growth copies what is buffered).
+    #[test]
+    fn a_partial_frame_arriving_a_packet_at_a_time_keeps_its_room() {
+        let big = ClientMessage::Hello { protocol_version: 1, token: "x".repeat(60_000) };
+        let frame = encode_frame(&big, DEFAULT_MAX_FRAME_LEN).unwrap();
+        let mut d = FrameDecoder::new(DEFAULT_MAX_FRAME_LEN);
+        let pieces: Vec<&[u8]> = frame.chunks(1_200).collect();
+        let mut resized = 0;
+        for (i, piece) in pieces.iter().enumerate() {
+            let before = d.buf.capacity();
+            d.extend(piece);
+            let last = i == pieces.len() - 1;
+            assert_eq!(d.next_message::<ClientMessage>().unwrap(), last.then(|| big.clone()));
+            resized += usize::from(d.buf.capacity() != before);
+        }
+        assert!(resized <= 10, "resized {resized} times in {} pieces", pieces.len());
     }
 
     /// A burst of frames, once decoded, leaves the decoder no larger than its kept room, even

@@ -69,10 +69,11 @@ pub(super) struct Settings {
 
 /// The events bound for the game task that its queue has not taken yet. Connections stop
 /// reading while it is full, so a flood of messages waits in the QUIC flow-control window of
-/// the client that sent it, not in memory.
+/// the client that sent it, not in memory. A login waits here with its pending slot, so the
+/// pending caps bound the logins the game has not taken.
 #[derive(Debug)]
 pub(super) struct Outbox {
-    events: VecDeque<ConnectionEvent>,
+    events: VecDeque<(ConnectionEvent, Option<PendingSlot>)>,
     cap: usize,
 }
 
@@ -92,20 +93,20 @@ impl Outbox {
         self.events.is_empty()
     }
 
-    /// Queues `event` (past the cap too: a disconnect must never be lost, and a login, one per
-    /// pending connection, must not wait while its `Hello`'s deadline runs).
+    /// Queues `event` (past the cap too: a disconnect must never be lost).
     pub(super) fn push(&mut self, event: ConnectionEvent) {
-        self.events.push_back(event);
+        self.events.push_back((event, None));
     }
 
-    /// The oldest event, to send.
+    /// Queues a login with the pending slot it holds until the game's queue takes it (past the
+    /// cap too: a `Hello` that came in time must not time out waiting for room).
+    pub(super) fn push_login(&mut self, event: ConnectionEvent, slot: PendingSlot) {
+        self.events.push_back((event, Some(slot)));
+    }
+
+    /// The oldest event, to send; a login's slot is freed.
     pub(super) fn pop(&mut self) -> Option<ConnectionEvent> {
-        self.events.pop_front()
-    }
-
-    /// Puts back an event the queue would not take, first in line.
-    pub(super) fn unpop(&mut self, event: ConnectionEvent) {
-        self.events.push_front(event);
+        self.events.pop_front().map(|(event, _slot)| event)
     }
 }
 
@@ -515,9 +516,15 @@ impl Connection {
                 tracing::debug!(%player, "hello accepted");
                 let (outbound, queue) =
                     send_queue(ctx.settings.send_queue_frames, ctx.doorbell.clone(), self.key);
-                // Logged in: the player cap bounds it from here, not the pending slots.
-                self.login = Login::LoggedIn { queue: Some(queue), reported: false };
-                ctx.outbox.push(ConnectionEvent::Login { connection: self.id, player, outbound });
+                let login = Login::LoggedIn { queue: Some(queue), reported: false };
+                let event = ConnectionEvent::Login { connection: self.id, player, outbound };
+                // The slot goes with the login: the player cap bounds it once the game takes it.
+                match std::mem::replace(&mut self.login, login) {
+                    Login::AwaitingHello { _slot: slot } => ctx.outbox.push_login(event, slot),
+                    Login::Handshaking(_) | Login::Refused | Login::LoggedIn { .. } => {
+                        ctx.outbox.push(event);
+                    }
+                }
             }
             Err(refusal) => {
                 let name = reject_reason_name(refusal.reason);
@@ -633,7 +640,8 @@ impl Connection {
 
     /// The stream can take nothing more (the client stopped it): the game's writes are refused
     /// from now on; a close under way closes at once, and otherwise the connection closes as
-    /// soon as what the client sent before is read ([`Connection::step`]).
+    /// soon as what the client sent before is read ([`Connection::step`]), not at a forced
+    /// close's deadline: with nothing left to write, none is needed.
     fn writer_gone(&mut self, ctx: &mut Context<'_>) {
         self.writing = None;
         self.write_stopped = true;
@@ -644,7 +652,7 @@ impl Connection {
             Closing::Write(code) | Closing::Finish(code) | Closing::Flushing(code) => {
                 self.close(ctx, code, code.reason());
             }
-            Closing::No => {}
+            Closing::No => self.close_by = None,
         }
     }
 
@@ -886,6 +894,7 @@ fn count_reason(metrics: &NetMetrics, reason: &ConnectionError) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::net::admission::Admission;
     use crate::net::event::{QueueError, SendQueue, test_queue};
 
     fn write(tx: &SendQueue, byte: u8, len: usize) {
@@ -967,7 +976,7 @@ mod tests {
     }
 
     /// The outbox takes events past its cap (a disconnect is never lost) but says when it has
-    /// no room for more reading; an event put back goes first.
+    /// no room for more reading; events leave in order.
     #[test]
     fn the_outbox_stops_reading_at_its_cap_and_keeps_every_event() {
         let mut outbox = Outbox::new(2);
@@ -981,8 +990,6 @@ mod tests {
         outbox.push(event(2));
         assert!(!outbox.has_room());
         outbox.push(event(3));
-        let first = outbox.pop().unwrap();
-        outbox.unpop(first);
         let order: Vec<u64> = std::iter::from_fn(|| outbox.pop())
             .map(|e| match e {
                 ConnectionEvent::Disconnected { connection, .. } => connection.0,
@@ -990,5 +997,23 @@ mod tests {
             })
             .collect();
         assert_eq!(order, [1, 2, 3]);
+    }
+
+    /// A login in the outbox holds its pending slot until it leaves for the game's queue.
+    #[test]
+    fn a_login_holds_its_pending_slot_until_it_leaves_the_outbox() {
+        let ip = std::net::IpAddr::from([127, 0, 0, 1]);
+        let admission = Admission::new(1, 1, crate::metrics::Metrics::new().net().clone());
+        let mut outbox = Outbox::new(2);
+        let slot = admission.admit(ip).unwrap();
+        let (outbound, _queue, _heard) = test_queue(4, ConnectionId(1));
+        let player = gatehouse_protocol::PlayerId::new("p1").unwrap();
+        outbox.push_login(
+            ConnectionEvent::Login { connection: ConnectionId(1), player, outbound },
+            slot,
+        );
+        assert!(admission.admit(ip).is_none(), "the login still holds the one slot");
+        assert!(matches!(outbox.pop(), Some(ConnectionEvent::Login { .. })));
+        assert!(admission.admit(ip).is_some(), "freed as it left");
     }
 }

@@ -272,7 +272,9 @@ impl RunningNetwork {
     }
 
     /// Closes every connection still open with `code`, waits up to `timeout` until the peers
-    /// know (every connection drained), and stops the driver.
+    /// know (every connection drained), and stops the driver. A lost client's last messages,
+    /// waiting for room in the game's queue, hold the driver only while the game task lives:
+    /// call it once the game task has ended.
     pub(crate) async fn shut(mut self, code: CloseCode, timeout: Duration) {
         if let Some(shut) = self.shut.take() {
             let _ = shut.send(code);
@@ -635,10 +637,14 @@ impl<W: Wire> Driver<W> {
     /// ([`Driver::has_work_left`]). An event for a game task that is gone (the server is
     /// stopping) is dropped: nobody to tell.
     fn hand_over(&mut self, now: Instant) {
-        while let Some(event) = self.common.outbox.pop() {
-            if let Err(mpsc::error::TrySendError::Full(event)) = self.events.try_send(event) {
-                self.common.outbox.unpop(event);
-                break;
+        while !self.common.outbox.is_empty() {
+            let permit = match self.events.try_reserve() {
+                Ok(permit) => Some(permit),
+                Err(mpsc::error::TrySendError::Full(())) => break,
+                Err(mpsc::error::TrySendError::Closed(())) => None,
+            };
+            if let (Some(event), Some(permit)) = (self.common.outbox.pop(), permit) {
+                permit.send(event);
             }
         }
         let Driver { connections, common, listed, paused, .. } = self;

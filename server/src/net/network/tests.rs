@@ -15,6 +15,7 @@ use super::*;
 use crate::config::{NetworkConfig, TlsConfig};
 use crate::game::Departure;
 use crate::metrics::Metrics;
+use crate::net::admission::Admission;
 use crate::net::event::SendQueue;
 use crate::net::{DriverThread, tls};
 
@@ -527,6 +528,21 @@ fn restart() -> ClientMessage {
     ClientMessage::RestartRequest
 }
 
+/// Asserts that `heard` holds `restarts` restart requests and ends with `connection`'s
+/// disconnect as a protocol violation.
+fn assert_restarts_then_a_violation(
+    heard: &[ConnectionEvent],
+    restarts: usize,
+    connection: ConnectionId,
+) {
+    assert_eq!(heard.iter().filter(|e| is_restart(e)).count(), restarts, "{heard:?}");
+    assert!(
+        matches!(heard.last(), Some(ConnectionEvent::Disconnected { connection: c, departure })
+            if *c == connection && departure.code == Some(CloseCode::ProtocolViolation)),
+        "{heard:?}"
+    );
+}
+
 fn is_restart(event: &ConnectionEvent) -> bool {
     matches!(event, ConnectionEvent::Message { message: ClientMessage::RestartRequest, .. })
 }
@@ -945,12 +961,7 @@ fn a_client_that_stops_reading_while_its_reading_is_paused_is_closed_as_a_violat
         "{heard:?}"
     );
     assert_eq!(harness.server_closes("shutting_down"), 0);
-    assert_eq!(heard.iter().filter(|e| is_restart(e)).count(), 12, "{heard:?}");
-    assert!(
-        matches!(heard.last(), Some(ConnectionEvent::Disconnected { connection: c, departure })
-            if *c == connection && departure.code == Some(CloseCode::ProtocolViolation)),
-        "{heard:?}"
-    );
+    assert_restarts_then_a_violation(&heard, 12, connection);
 }
 
 /// A reader resumed in the middle of a frame larger than its stream window hands the game
@@ -1263,4 +1274,80 @@ async fn the_network_on_a_real_socket_logs_in_counts_open_and_shuts_with_its_cod
             if close.error_code == VarInt::from_u32(code.code())),
         "{reason:?}"
     );
+}
+
+/// A client that stops reading while its reading is paused, with a close the game queued still
+/// waiting behind more than a batch of frames: what it sent reaches the game, then its
+/// disconnect as a violation; the forced close does not cut it off as a server shutting down.
+#[test]
+fn a_client_that_stops_reading_while_paused_behind_a_queued_close_is_not_closed_as_shutting_down() {
+    let setup = Setup { events: 2, client_window: Some(2_000), ..Setup::default() };
+    let (mut harness, outbound, connection) = Harness::logged_in(setup);
+    harness.client.reading = false;
+    outbound.try_send_frames(Bytes::from(vec![0u8; 70_000]), 1).unwrap();
+    outbound.try_send_frames(left("p2"), 1).unwrap();
+    outbound.try_close(CloseCode::ReadyTimeout).unwrap();
+    harness.settle();
+    for _ in 0..12 {
+        harness.send(&restart());
+    }
+    harness.settle();
+    assert!(harness.connection().is_read_paused());
+    let id = harness.client.stream.unwrap();
+    harness.client.quic.recv_stream(id).stop(VarInt::from_u32(0)).unwrap();
+    // The game is busy past the forced close.
+    harness.run_for(Duration::from_millis(2_100));
+    assert_eq!(harness.server_closes("shutting_down"), 0, "the game did not stop");
+    let heard = harness.settle_as_the_game_takes_events();
+    assert_restarts_then_a_violation(&heard, 12, connection);
+}
+
+/// Logins the game's full queue has not taken yet hold their pending slots: the pending cap
+/// still bounds the connections the game has not heard of, and a slot frees once the game
+/// takes the login.
+#[test]
+fn logins_waiting_for_the_games_queue_stay_within_the_pending_cap() {
+    let mut harness = Harness::dialing(Setup { events: 1, ..Setup::default() });
+    harness.driver.admission = Admission::new(1, 1, harness.metrics.net().clone());
+    let other = ConnectionEvent::Disconnected {
+        connection: ConnectionId(999),
+        departure: Departure::lost("test"),
+    };
+    harness.driver.events.try_send(other).unwrap();
+    harness.handshake();
+    harness.send(&hello());
+    harness.settle();
+    assert_eq!(harness.metric("gatehouse_pending_connections"), 1, "the login waits");
+
+    // Another client is refused while it waits.
+    harness.client =
+        Client::dial(harness.dir.path(), harness.setup, harness.now, &harness.network, 3);
+    harness.run_for(Duration::from_millis(50));
+    assert!(
+        matches!(harness.client.lost, Some(ConnectionError::ConnectionClosed(_))),
+        "{:?}",
+        harness.client.lost
+    );
+    assert_eq!(harness.driver.open_count, 1);
+
+    // The game takes the login: its slot frees, and the next client gets in.
+    let heard = harness.settle_as_the_game_takes_events();
+    assert!(heard.iter().any(|e| matches!(e, ConnectionEvent::Login { .. })), "{heard:?}");
+    assert_eq!(harness.metric("gatehouse_pending_connections"), 0);
+    harness.client =
+        Client::dial(harness.dir.path(), harness.setup, harness.now, &harness.network, 4);
+    harness.handshake();
+    assert_eq!(harness.driver.open_count, 2);
+}
+
+/// Events for a game task that is gone (the server is stopping) are dropped, and do not keep
+/// waking the driver.
+#[test]
+fn events_for_a_game_task_that_is_gone_are_dropped() {
+    let (mut harness, _outbound, _) = Harness::logged_in(Setup::default());
+    let (_tx, gone) = mpsc::channel(1);
+    drop(std::mem::replace(&mut harness.events, gone));
+    harness.send(&restart());
+    harness.settle();
+    assert!(harness.driver.common.outbox.is_empty());
 }
