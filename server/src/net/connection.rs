@@ -297,8 +297,7 @@ impl Connection {
                 // the queue and what it queued last is still not written.
                 Closing::No => match self.queued_close_code() {
                     Some(code) => self.close(ctx, code, code.reason()),
-                    None if self.is_reported() => self.close_silently(now),
-                    None => self.close_unheard(ctx),
+                    None => self.close_dropped(ctx),
                 },
             }
         }
@@ -519,12 +518,12 @@ impl Connection {
                 let login = Login::LoggedIn { queue: Some(queue), reported: false };
                 let event = ConnectionEvent::Login { connection: self.id, player, outbound };
                 // The slot goes with the login: the player cap bounds it once the game takes it.
-                match std::mem::replace(&mut self.login, login) {
-                    Login::AwaitingHello { _slot: slot } => ctx.outbox.push_login(event, slot),
-                    Login::Handshaking(_) | Login::Refused | Login::LoggedIn { .. } => {
-                        ctx.outbox.push(event);
-                    }
-                }
+                let Login::AwaitingHello { _slot: slot } =
+                    std::mem::replace(&mut self.login, login)
+                else {
+                    unreachable!("a Hello is read only while one is awaited (on_message)");
+                };
+                ctx.outbox.push_login(event, slot);
             }
             Err(refusal) => {
                 let name = reject_reason_name(refusal.reason);
@@ -675,33 +674,31 @@ impl Connection {
         })
     }
 
-    /// A logged-in connection whose queue the game dropped, once what it queued is written:
-    /// if the game heard its disconnect it closes as an unused QUIC connection does (code 0,
-    /// uncounted); if not, the game stopped without closing it ([`Connection::close_unheard`]).
-    /// A queue the writer gave up (the client stopped reading) is not the game's doing: that
+    /// A logged-in connection whose queue the game dropped closes once what it queued is
+    /// written ([`Connection::close_dropped`]). A queue the writer gave up (the client stopped reading) is not the game's doing: that
     /// close is [`Connection::step`]'s.
     fn end_if_done(&mut self, ctx: &mut Context<'_>) {
         if self.ended || self.closing != Closing::No || self.writing.is_some() {
             return;
         }
-        let Login::LoggedIn { queue: Some(queue), reported } = &self.login else { return };
-        if !queue.is_finished() {
-            return;
-        }
-        if *reported {
-            self.close_silently(ctx.now);
-        } else {
-            self.close_unheard(ctx);
+        let Login::LoggedIn { queue: Some(queue), .. } = &self.login else { return };
+        if queue.is_finished() {
+            self.close_dropped(ctx);
         }
     }
 
-    /// The game dropped this connection's queue without a close and without hearing its
-    /// disconnect: the game task stopped (a login still in its channel, or the task ended).
-    /// Nobody will write to it again, so it closes with `ShuttingDown`.
-    fn close_unheard(&mut self, ctx: &mut Context<'_>) {
-        tracing::debug!("the game task dropped the connection without a close");
-        let code = CloseCode::ShuttingDown;
-        self.close(ctx, code, code.reason());
+    /// The game dropped this connection's queue without a close. If it heard the disconnect,
+    /// the connection closes as an unused QUIC connection does (code 0, uncounted). If not, the
+    /// game task stopped (a login still in its channel, or the task ended): nobody will write
+    /// to it again, so it closes with `ShuttingDown`.
+    fn close_dropped(&mut self, ctx: &mut Context<'_>) {
+        if self.is_reported() {
+            self.close_silently(ctx.now);
+        } else {
+            tracing::debug!("the game task dropped the connection without a close");
+            let code = CloseCode::ShuttingDown;
+            self.close(ctx, code, code.reason());
+        }
     }
 
     /// Closes with one of our codes and a reason (truncated to fit a packet), counted in

@@ -253,6 +253,18 @@ impl Harness {
         (harness, outbound, connection)
     }
 
+    /// As [`Harness::logged_in`], with a game queue of 2 events and 12 `RestartRequest`s
+    /// queued on the client's stream (not yet sent): more than the game's queue and the outbox
+    /// take at once, so reading pauses.
+    fn logged_in_with_restarts_queued() -> (Harness, SendQueue, ConnectionId) {
+        let (mut harness, outbound, connection) =
+            Harness::logged_in(Setup { events: 2, ..Setup::default() });
+        for _ in 0..12 {
+            harness.send(&restart());
+        }
+        (harness, outbound, connection)
+    }
+
     /// Sends `p1`'s `Hello`: the game's end of the queue and the connection's id.
     fn log_in(&mut self) -> (SendQueue, ConnectionId) {
         self.send(&hello());
@@ -656,10 +668,7 @@ fn a_dropped_queue_whose_write_is_stuck_closes_within_the_forced_close() {
 /// datagram or timer to wake the driver: every message arrives, in order, at one instant.
 #[test]
 fn paused_readers_resume_as_the_game_takes_events_without_another_wake() {
-    let (mut harness, _outbound, _) = Harness::logged_in(Setup { events: 2, ..Setup::default() });
-    for _ in 0..12 {
-        harness.send(&restart());
-    }
+    let (mut harness, _outbound, _) = Harness::logged_in_with_restarts_queued();
     let heard = harness.settle_as_the_game_takes_events();
     assert_eq!(heard.len(), 12, "{heard:?}");
     assert!(heard.iter().all(is_restart));
@@ -927,10 +936,7 @@ fn bad_bytes_before_a_clients_close_change_nothing_of_its_departure() {
 /// only then, though QUIC drained it long before.
 #[test]
 fn messages_received_before_the_client_closes_reach_the_game_before_its_disconnect() {
-    let (mut harness, _outbound, _) = Harness::logged_in(Setup { events: 2, ..Setup::default() });
-    for _ in 0..12 {
-        harness.send(&restart());
-    }
+    let (mut harness, _outbound, _) = Harness::logged_in_with_restarts_queued();
     harness.settle();
     harness.client_closes(CloseCode::Leave);
     harness.run_for(Duration::from_secs(1));
@@ -947,11 +953,7 @@ fn messages_received_before_the_client_closes_reach_the_game_before_its_disconne
 /// shutting down: the game did not drop its queue).
 #[test]
 fn a_client_that_stops_reading_while_its_reading_is_paused_is_closed_as_a_violation() {
-    let (mut harness, _outbound, connection) =
-        Harness::logged_in(Setup { events: 2, ..Setup::default() });
-    for _ in 0..12 {
-        harness.send(&restart());
-    }
+    let (mut harness, _outbound, connection) = Harness::logged_in_with_restarts_queued();
     let id = harness.client.stream.unwrap();
     harness.client.quic.recv_stream(id).stop(VarInt::from_u32(0)).unwrap();
     let heard = harness.settle_as_the_game_takes_events();
@@ -1107,11 +1109,7 @@ fn a_close_waits_up_to_the_flush_bound_for_the_client_to_have_the_stream() {
 /// dropped: the disconnect is the last event the game hears of it.
 #[test]
 fn nothing_is_heard_after_the_server_closes_a_connection() {
-    let (mut harness, outbound, connection) =
-        Harness::logged_in(Setup { events: 2, ..Setup::default() });
-    for _ in 0..12 {
-        harness.send(&restart());
-    }
+    let (mut harness, outbound, connection) = Harness::logged_in_with_restarts_queued();
     harness.settle();
     outbound.close_now(CloseCode::SlowConsumer);
     let heard = harness.settle_as_the_game_takes_events();
