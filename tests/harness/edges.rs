@@ -57,36 +57,34 @@ fn a_relaunch_gets_welcome_before_anything_else() {
     assert_clean(&sim, new);
 }
 
-/// Issue 10, items 2 and 3: a relaunch during WaitingForClients reports ready for itself
-/// (the transition waits for the new connection's report), and is placed again.
+/// A relaunch during WaitingForClients (docs/protocol.md 4.2, 4.3): its old connection's
+/// report does not count for it, and the transition does not wait for a new one (an arrival):
+/// it ends on bob's report, and the relaunch is placed all the same, in the spawn window or by a
+/// join of its own.
 #[test]
-fn a_relaunch_during_waiting_for_clients_is_waited_for() {
+fn a_relaunch_during_waiting_for_clients_is_an_arrival_and_is_placed() {
     let mut sim = Sim::new(SimConfig::new(PLAIN, 33));
     let ann = sim.connect("ann");
     let bob = sim.connect("bob");
     sim.run_until("both placed", secs(10), all_placed);
     let bob_ready = sim.hold_to_server(bob, |m| matches!(m, ClientMessage::TransitionReady { .. }));
     sim.travel("forest");
+    let id = current_transition(&sim);
     sim.run_until("ann reported ready", secs(10), |s| {
         s.game().snapshot().phase == "WaitingForClients"
             && s.sent(ann).iter().any(|m| matches!(m, ClientMessage::TransitionReady { .. }))
     });
     let ann_again = sim.connect("ann");
     sim.run_for(ms(20));
+    let awaited = sim.game().snapshot().awaited_reports;
+    assert_eq!(awaited, vec![sim.player(bob).clone()], "only bob's report is awaited");
     sim.release(bob_ready);
     sim.run_until("everyone placed", secs(20), |s| {
         all_placed(s) && s.session(ann_again).is_placed()
     });
-    let ready =
-        sim.arrived_at_server(ann_again, |m| matches!(m, ClientMessage::TransitionReady { .. }));
-    let completing = sim.output_at(|o| {
-        matches!(
-            o,
-            gatehouse_server::game::Output::Send { message: ServerMessage::Possessed { .. }, .. }
-        )
-    });
-    assert!(ready.is_some(), "the new connection reported for itself");
-    assert!(completing.is_some());
+    let end = sim.output_at(is_end_output(id)).expect("the transition ended");
+    let bob_ready = sim.arrived_at_server(bob, is_ready_for(id)).expect("bob reported");
+    assert!(end >= bob_ready, "it ended on bob's report");
     assert_clean(&sim, ann_again);
     assert_clean(&sim, bob);
 }

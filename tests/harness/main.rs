@@ -11,5 +11,6 @@ mod edges;
 mod network;
 mod orders;
 mod placement;
+mod progress;
 mod respawn;
 mod transitions;

@@ -18,7 +18,7 @@ use super::players::{Persistence, Player};
 use super::spawn::SpawnKind;
 use super::spawn::SpawnRequest;
 use super::timers::Timer;
-use super::transition::{Destination, Transition};
+use super::transition::{Destination, Phase, Transition};
 use super::{Departure, Game, LoadId, Observation, Output, SpawnRefusal, StreamRequest};
 use crate::config::LevelSpec;
 use gatehouse_protocol::LevelName;
@@ -249,8 +249,9 @@ impl Game {
     }
 
     /// Step 5, `TryFinishTransition`: in Completing, end when every player is placed;
-    /// otherwise hold, pushing the deadline while a load is in flight; at the deadline with
-    /// nothing loading, end anyway and name the unplaced players.
+    /// otherwise hold, pushing the deadline while a load the transition waits for is in flight
+    /// (its streaming, the save of a player it waits for; never an arrival's save); at the
+    /// deadline with none loading, end anyway and name the unplaced players.
     pub(super) fn try_finish_transition(&mut self, now: Instant) {
         let Some(settle_deadline) = self.transition.settle_deadline() else { return };
         if self.are_players_placed() {
@@ -260,8 +261,9 @@ impl Game {
         if now < settle_deadline {
             return;
         }
-        if self.streaming.is_load_in_flight() || self.is_save_load_in_flight() {
-            // A slow load is progress, not a wedge.
+        if self.is_transition_load_in_flight() {
+            // A slow load of its own is progress, not a wedge; each is bounded (the shell's
+            // streaming, the store's load timeout) and the set it can come from only shrinks.
             self.counters.settle_extensions += 1;
             self.transition.hold_until(now + self.rules.spawn_settle_timeout);
             return;
@@ -536,11 +538,21 @@ impl Game {
     ///    and the reason, and nobody is spawned into its levels;
     /// 2. counted (`transitions_failed`) and logged, with its phase and what was loading;
     /// 3. the stated recovery: a travel back to the last node a transition reached (the start
-    ///    node if none has), which keeps the loading screen up and re-places everyone.
+    ///    node if none has), which keeps the loading screen up and re-places everyone;
+    /// 4. the recovery cannot fail the same way (docs/protocol.md 4.2, "Progress"): the players
+    ///    the failed transition still waited for (a ready report in WaitingForClients, a
+    ///    placement in Completing) are unresponsive from now, so the recovery sets them aside
+    ///    from its start, a join places each after it, and the client-ready timeout from now
+    ///    applies the policy to one that stays silent; a failure on a load (a node that never
+    ///    streamed) travels somewhere that streamed before.
     pub(crate) fn handle_transition_limit(&mut self, now: Instant) {
         let loads = self.loads_in_flight();
+        let held = self.players_held_by_the_transition();
         let Some(t) = self.transition.fail(now) else { return };
         self.end_excuses(&t);
+        for player in &held {
+            self.unresponsive.ask(player, now);
+        }
         let entered = t.span.enter();
         self.counters.transitions_failed += 1;
         let detail = format!(
@@ -563,6 +575,23 @@ impl Game {
         });
         drop(entered);
         self.start_transition(now, Destination::Node(recovery));
+    }
+
+    /// The players the transition in flight waits for in its phase: those that owe a ready
+    /// report in WaitingForClients, those neither placed nor excused in Completing; none while
+    /// it loads. Scans the roster in Completing: asked only at the hard maximum.
+    fn players_held_by_the_transition(&self) -> Vec<PlayerId> {
+        let Some(t) = self.transition.current() else { return Vec::new() };
+        match t.phase {
+            Phase::WaitingForClients(_) => t.owing().cloned().collect(),
+            Phase::Completing(_) => self
+                .roster
+                .players()
+                .filter(|p| !p.is_placed_or_excused())
+                .map(|p| p.id.clone())
+                .collect(),
+            Phase::Freezing(_) | Phase::Loading(_) => Vec::new(),
+        }
     }
 
     /// The client-ready policy (`[game] client_ready_policy`), the one place it is applied,

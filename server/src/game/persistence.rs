@@ -288,9 +288,24 @@ impl Game {
         out
     }
 
-    /// Whether any save load is in flight (progress, for the settle-hold).
+    /// Whether any save load is in flight (for the operators' snapshot).
     pub(crate) fn is_save_load_in_flight(&self) -> bool {
         !self.persistence_settled()
+    }
+
+    /// Whether a load the transition in flight waits for is in flight: progress that extends
+    /// its settle-hold (docs/protocol.md 4.2, "Progress"). Those are its node's streaming (the
+    /// levels, a dungeon's rooms) and the save of a player whose placement it waits for (one
+    /// neither placed nor excused: a first login's pawn class comes with its save). A save an
+    /// arrival asked for is not one: the transition does not wait for arrivals, so a login or
+    /// relaunch once it waits for its clients can never push its deadline. The saves in
+    /// flight when it started settled before it resolved its destination. Scans the roster:
+    /// asked only at a settle deadline.
+    pub(crate) fn is_transition_load_in_flight(&self) -> bool {
+        self.streaming.is_load_in_flight()
+            || self.roster.players().any(|p| {
+                !p.is_placed_or_excused() && matches!(p.persistence, Persistence::Loading { .. })
+            })
     }
 
     /// The preset a player without a save starts with: a saved character or a read-only preset

@@ -28,6 +28,10 @@ pub struct GameSnapshot {
     pub players: Vec<PlayerSnapshot>,
     /// Players without an acknowledged pawn.
     pub unplaced_players: Vec<PlayerId>,
+    /// The players whose ready report the transition in flight awaits, in id order: in
+    /// WaitingForClients, who holds it. Once it waits for its clients this set only shrinks
+    /// (docs/protocol.md 4.2, "Progress"). Empty with no transition in flight.
+    pub awaited_reports: Vec<PlayerId>,
     /// The players the last settle timeout ended a transition without.
     pub last_settle_timeout_unplaced: Vec<PlayerId>,
     /// How long each of the last 256 transitions that ended took on the server, oldest first:
@@ -97,6 +101,7 @@ pub(super) fn take(game: &Game) -> GameSnapshot {
             .map(|r| PendingSpawn { player: r.player.clone(), kind: r.kind, node: r.node.clone() })
             .collect(),
         unplaced_players: players.iter().filter(|p| !p.placed).map(|p| p.player.clone()).collect(),
+        awaited_reports: current.map(|t| t.owing().cloned().collect()).unwrap_or_default(),
         players,
         last_settle_timeout_unplaced: game.transition.last_unplaced().to_vec(),
         recent_transition_timings: game.transition.timings().cloned().collect(),

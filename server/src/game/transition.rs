@@ -17,16 +17,26 @@
 //! players the last settle timeout ended a transition without, and the timings of the last
 //! [`TIMINGS_KEPT`] transitions that ended ([`TransitionTiming`]). A [`Transition`] owns its
 //! ready and excused sets, when each player was shown it, and its deadlines: the client-ready
-//! deadlines are derived from the show times, the settle deadline is the Completing phase's
-//! data. Phases are types (STYLE 4): each [`Phase`] variant holds only its own data, and a
-//! phase step consumes the old phase and returns the next. Nothing here sees the roster or
-//! emits outputs; the game tells it who is present (the players at the start, then each login
-//! and each departure) and acts on what these methods return.
+//! deadline is WaitingForClients' start plus the timeout, the settle deadline is the Completing
+//! phase's data. Phases are types (STYLE 4): each [`Phase`] variant holds only its own data,
+//! and a phase step consumes the old phase and returns the next. Nothing here sees the roster
+//! or emits outputs; the game tells it who is present (the players at the start, then each
+//! login and each departure) and acts on what these methods return.
 //!
-//! Cost: the present players that still owe a ready report are kept ordered by the time they
-//! were shown the transition, so a ready report, the earliest client-ready deadline and the
-//! all-ready check are O(log N) in the number of players, never a scan of all of them (issue
-//! 12: a scan per report made each transition O(N²) on the game task).
+//! # Progress (docs/protocol.md 4.2)
+//!
+//! Once a transition waits for its clients (WaitingForClients, then Completing), the players it
+//! waits for only leave the set: a login then, whether a first login, a relaunch or a reconnect
+//! of a player it waited for, is an *arrival* ([`Transition::arrivals`]), shown the transition
+//! and spawned in its window if its ready report comes in time, but awaited by nothing. So
+//! every player whose report it awaits was shown it before WaitingForClients began, and one
+//! deadline covers them all: the phase's start plus the client-ready timeout. Churn can only
+//! take players out of the wait (a departure), never put one back in.
+//!
+//! Cost: the present players that still owe a ready report are kept in one ordered set, so a
+//! ready report, the client-ready deadline and the all-ready check are O(log N) in the number
+//! of players, never a scan of all of them (a scan per report made each transition O(N²) on the
+//! game task).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::{Duration, Instant};
@@ -172,22 +182,20 @@ pub(crate) struct Transition {
     /// Players that missed the response timeout: nothing in this transition waits for them
     /// until a ready report of theirs brings them back.
     set_aside: BTreeSet<PlayerId>,
-    /// The players it is for: those logged in when it started and those who logged in before
-    /// it waited for its clients. A relaunch of one is one too (issue 10: it reports ready for
-    /// itself, and is waited for).
-    participants: BTreeSet<PlayerId>,
-    /// Players who first logged in once the transition waited for its clients
-    /// (WaitingForClients or Completing): shown it, and placed in its spawn window if their
-    /// ready report comes in time, but waited for by nothing (neither the ready reports nor the
-    /// placements), so a stream of arrivals cannot hold the transition open (issue 12); one
-    /// still pawnless at the end gets a join.
+    /// Players who logged in once the transition waited for its clients (WaitingForClients or
+    /// Completing), whether for the first time or as a relaunch or reconnect of a player it
+    /// waited for: shown it, and placed in its spawn window if their ready report comes in
+    /// time, but waited for by nothing (neither the ready reports nor the placements), so
+    /// neither a stream of logins nor churn can hold the transition open (docs/protocol.md
+    /// 4.2); one still pawnless at the end gets a join.
     arrivals: BTreeSet<PlayerId>,
     /// When each present player was shown this transition (at its start, or at login during
     /// it); a departure removes its entry.
     shown: BTreeMap<PlayerId, Instant>,
-    /// The present players that owe a ready report (neither ready nor excused), by the time
-    /// each was shown: the first has the earliest client-ready deadline.
-    owing: BTreeSet<(Instant, PlayerId)>,
+    /// The present players that owe a ready report (neither ready, excused, set aside nor
+    /// arrivals). Each was shown the transition before it waited for its clients, so they share
+    /// one client-ready deadline.
+    owing: BTreeSet<PlayerId>,
     /// Entries of `owing` the queries examined (tests pin that it stays flat as players grow).
     #[cfg(test)]
     visits: std::cell::Cell<usize>,
@@ -243,6 +251,11 @@ impl Transition {
         }
     }
 
+    /// The present players that still owe a ready report, in id order.
+    pub(crate) fn owing(&self) -> impl Iterator<Item = &PlayerId> {
+        self.owing.iter()
+    }
+
     /// Whether `ShowTransition` went out (past Freezing).
     fn is_resolved(&self) -> bool {
         self.resolved_at.is_some()
@@ -275,22 +288,24 @@ impl Transition {
     /// Puts a present `player` in [`Transition::owing`] or takes it out, as it owes a report or
     /// not.
     fn update_owing(&mut self, player: &PlayerId) {
-        let Some(&shown) = self.shown.get(player) else { return };
-        let entry = (shown, player.clone());
+        if !self.shown.contains_key(player) {
+            return;
+        }
         if self.awaits(player) {
-            self.owing.insert(entry);
+            self.owing.insert(player.clone());
         } else {
-            self.owing.remove(&entry);
+            self.owing.remove(player);
         }
     }
 
-    /// The client-ready deadline of a player shown the transition at `shown`, in
-    /// WaitingForClients: the timeout counts from the later of the phase's start and `shown`.
-    fn ready_deadline(&self, shown: Instant, timeout: Duration) -> Option<Instant> {
+    /// The client-ready deadline, in WaitingForClients: `timeout` from the phase's start. Every
+    /// player that owes a report was shown the transition by then (a later login is an
+    /// arrival), so no show time is later.
+    fn ready_deadline(&self, timeout: Duration) -> Option<Instant> {
         let Phase::WaitingForClients(WaitingForClients { since }) = self.phase else {
             return None;
         };
-        Some(shown.max(since) + timeout)
+        Some(since + timeout)
     }
 }
 
@@ -414,8 +429,7 @@ impl Transitions {
         // A root span: a transition that supersedes another is its sibling, not its child.
         let span = tracing::info_span!(parent: None, "transition", id = id.0, node = tracing::field::Empty);
         let shown: BTreeMap<PlayerId, Instant> = players.map(|p| (p.clone(), now)).collect();
-        let owing = shown.keys().map(|p| (now, p.clone())).collect();
-        let participants = shown.keys().cloned().collect();
+        let owing = shown.keys().cloned().collect();
         self.current = Some(Transition {
             id,
             target,
@@ -428,7 +442,6 @@ impl Transitions {
             slowest: Duration::ZERO,
             crowd: None,
             set_aside: BTreeSet::new(),
-            participants,
             arrivals: BTreeSet::new(),
             shown,
             owing,
@@ -442,21 +455,18 @@ impl Transitions {
         (id, superseded)
     }
 
-    /// Records that `player` was shown the transition in flight at `now` (a login during it):
-    /// it is present from now on. Returns whether it is an arrival the transition does not wait
-    /// for (see [`Transition::arrivals`]); false with no transition in flight.
+    /// Records that `player` was shown the transition in flight at `now` (a login during it,
+    /// first or again): it is present from now on. Returns whether it is an arrival the
+    /// transition does not wait for: it logged in once the transition waited for its clients
+    /// (see [`Transition::arrivals`]; the module documentation, "Progress"). False with no
+    /// transition in flight.
     pub(crate) fn show(&mut self, player: &PlayerId, now: Instant) -> bool {
         let Some(t) = &mut self.current else { return false };
-        let arrival = matches!(t.phase, Phase::WaitingForClients(_) | Phase::Completing(_))
-            && !t.participants.contains(player);
+        let arrival = matches!(t.phase, Phase::WaitingForClients(_) | Phase::Completing(_));
         if arrival {
             t.arrivals.insert(player.clone());
-        } else {
-            t.participants.insert(player.clone());
         }
-        if let Some(before) = t.shown.insert(player.clone(), now) {
-            t.owing.remove(&(before, player.clone()));
-        }
+        t.shown.insert(player.clone(), now);
         t.update_owing(player);
         // `ShowTransition` goes to it now if the destination is known, else at resolve.
         if t.is_resolved() && !t.answered.contains(player) {
@@ -517,9 +527,8 @@ impl Transitions {
             t.unanswered.forget(player);
             t.set_aside.remove(player);
             t.arrivals.remove(player);
-            if let Some(shown) = t.shown.remove(player) {
-                t.owing.remove(&(shown, player.clone()));
-            }
+            t.shown.remove(player);
+            t.owing.remove(player);
         }
     }
 
@@ -705,30 +714,26 @@ impl Transitions {
         self.current.as_ref().map_or(0, |t| t.ready.len())
     }
 
-    /// The earliest client-ready deadline among the present players who still owe a report,
-    /// in WaitingForClients: the one shown first.
+    /// The client-ready deadline, in WaitingForClients while a present player still owes a
+    /// report: one for all of them (the module documentation, "Progress").
     pub(crate) fn client_ready_deadline(&self, timeout: Duration) -> Option<Instant> {
         let t = self.current.as_ref()?;
-        let (shown, _) = t.owing.first()?;
+        if t.owing.is_empty() {
+            return None;
+        }
         t.visited(1);
-        t.ready_deadline(*shown, timeout)
+        t.ready_deadline(timeout)
     }
 
-    /// The present players whose client-ready deadline passed at `now` without a report, in
-    /// id order. Visits only those (and the first one still in time).
+    /// The present players that still owe a report at `now`, in id order, once the client-ready
+    /// deadline passed; none before. Visits only those.
     pub(crate) fn late_players(&self, now: Instant, timeout: Duration) -> Vec<PlayerId> {
         let Some(t) = &self.current else { return Vec::new() };
-        let mut late: Vec<PlayerId> = t
-            .owing
-            .iter()
-            .take_while(|(shown, _)| {
-                t.visited(1);
-                t.ready_deadline(*shown, timeout).is_some_and(|at| at <= now)
-            })
-            .map(|(_, player)| player.clone())
-            .collect();
-        late.sort();
-        late
+        if t.ready_deadline(timeout).is_none_or(|at| at > now) {
+            return Vec::new();
+        }
+        t.visited(t.owing.len());
+        t.owing.iter().cloned().collect()
     }
 
     /// The settle deadline, in Completing.
@@ -891,30 +896,39 @@ mod tests {
         assert!(ts.current().is_none());
     }
 
-    /// A client-ready deadline counts from WaitingForClients, or from a later show time.
+    /// Progress (docs/protocol.md 4.2): a relaunch while the server loads is waited for again,
+    /// one once the transition waits for its clients is an arrival; either way the one
+    /// client-ready deadline, from WaitingForClients, stays where it was.
     #[test]
-    fn client_ready_deadlines_count_from_the_later_of_waiting_and_shown() {
+    fn a_relaunch_once_clients_are_awaited_is_an_arrival_and_the_deadline_stays() {
         let t0 = Instant::now();
         let timeout = Duration::from_secs(30);
+        let s = Duration::from_secs(1);
         let mut ts = Transitions::default();
-        let (a, b) = (pid("a"), pid("b"));
+        let (a, b, c) = (pid("a"), pid("b"), pid("c"));
         ts.start(t0, Destination::Node(node("a")), node("a"), [a.clone(), b.clone()].iter());
+        let id = ts.current().map(|t| t.id).unwrap();
         ts.resolve(node("a"), t0);
-        let streamed = t0 + Duration::from_secs(1);
+        // c relaunches while the server loads: waited for again.
+        ts.forget(&c);
+        assert!(!ts.show(&c, t0 + s), "a relaunch while loading is waited for");
+        let streamed = t0 + s * 2;
         ts.node_streamed(&node("a"), streamed);
-        // b relaunches: shown again, later, and still waited for (a participant, not an arrival).
-        assert!(!ts.show(&b, t0 + Duration::from_secs(5)));
+        // b relaunches once clients are awaited: an arrival, owing nothing.
+        ts.forget(&b);
+        assert!(ts.show(&b, streamed + s * 5), "a relaunch once clients are awaited is an arrival");
+        assert!(ts.is_arrival(&b) && !ts.is_arrival(&c));
         assert_eq!(ts.client_ready_deadline(timeout), Some(streamed + timeout));
-        assert_eq!(ts.late_players(streamed + timeout, timeout), vec![a.clone()]);
-        ts.excuse(a);
-        let at = t0 + Duration::from_secs(5) + timeout;
-        assert_eq!(ts.client_ready_deadline(timeout), Some(at));
-        assert_eq!(ts.late_players(at, timeout), vec![b]);
+        assert_eq!(ts.late_players(streamed + timeout, timeout), vec![a.clone(), c.clone()]);
+        assert_eq!(ts.record_ready(&a, id, streamed + s), ReadyReport::Kept);
+        assert_eq!(ts.record_ready(&c, id, streamed + s), ReadyReport::Kept);
+        assert!(ts.all_ready(), "the arrival's report is not awaited");
+        assert_eq!(ts.client_ready_deadline(timeout), None);
     }
 
-    /// Issue 12: a ready report, the earliest client-ready deadline, the late players and the
-    /// all-ready check examine the same few entries at 10 players as at 2,000 (a scan of every
-    /// player per report made each transition O(N²) on the game task).
+    /// A ready report, the client-ready deadline, the late players and the all-ready check
+    /// examine the same few entries at 10 players as at 2,000 (a scan of every player per
+    /// report made each transition O(N²) on the game task).
     #[test]
     fn ready_tracking_examines_a_flat_number_of_players_per_report() {
         let timeout = Duration::from_secs(30);
@@ -940,41 +954,40 @@ mod tests {
             assert!(ts.all_ready());
             visits.into_iter().max().unwrap_or_default()
         };
-        // One entry for the earliest deadline, one for the first player still in time.
-        assert_eq!(per_report(10), 2);
-        assert_eq!(per_report(2_000), 2);
+        // One entry for the deadline; none for the late players while none is late.
+        assert_eq!(per_report(10), 1);
+        assert_eq!(per_report(2_000), 1);
     }
 
     /// The late players are the present ones that still owe a report, in id order, however
-    /// they were shown; a departed player is not waited for, and a relaunch owes its own report.
+    /// they were shown; a departed player is not waited for, and a relaunch while the server
+    /// loads owes its own report.
     #[test]
     fn late_players_are_the_present_ones_still_owing_a_report() {
         let t0 = Instant::now();
         let timeout = Duration::from_secs(30);
+        let s = Duration::from_secs(1);
         let mut ts = Transitions::default();
         let (a, b, c, d) = (pid("a"), pid("b"), pid("c"), pid("d"));
         ts.start(t0, Destination::Node(node("a")), node("a"), [d.clone(), b.clone()].iter());
         let id = ts.current().map(|t| t.id).unwrap();
-        ts.show(&c, t0 + Duration::from_secs(2));
-        ts.show(&a, t0 + Duration::from_secs(1));
-        ts.resolve(node("a"), t0);
-        ts.node_streamed(&node("a"), t0);
-        let end = t0 + Duration::from_secs(3) + timeout;
+        ts.show(&c, t0 + s * 2);
+        ts.show(&a, t0 + s);
+        ts.resolve(node("a"), t0 + s * 2);
+        let streamed = t0 + s * 3;
+        ts.node_streamed(&node("a"), streamed);
+        let end = streamed + timeout;
+        assert!(ts.late_players(end - s, timeout).is_empty(), "none late before the deadline");
         assert_eq!(ts.late_players(end, timeout), vec![a.clone(), b.clone(), c.clone(), d.clone()]);
-        assert_eq!(ts.late_players(t0 + timeout, timeout), vec![b.clone(), d.clone()]);
-        ts.record_ready(&b, id, t0);
+        ts.record_ready(&b, id, streamed);
         ts.forget(&d);
         assert_eq!(ts.late_players(end, timeout), vec![a.clone(), c.clone()]);
-        assert_eq!(ts.client_ready_deadline(timeout), Some(t0 + Duration::from_secs(1) + timeout));
-        // b relaunches: its report belonged to the connection that left.
-        ts.forget(&b);
-        ts.show(&b, t0 + Duration::from_secs(3));
-        assert_eq!(ts.late_players(end, timeout), vec![a.clone(), b.clone(), c.clone()]);
+        assert_eq!(ts.client_ready_deadline(timeout), Some(end));
         ts.excuse(a.clone());
-        ts.record_ready(&b, id, t0);
-        ts.record_ready(&c, id, t0);
+        ts.record_ready(&c, id, streamed);
         assert!(ts.all_ready());
         assert_eq!(ts.client_ready_deadline(timeout), None);
+        assert!(ts.late_players(end, timeout).is_empty());
     }
 
     /// A ready report names the transition it is for.

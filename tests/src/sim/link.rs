@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use rand::RngExt as _;
 use rand::rngs::StdRng;
 
-/// Retransmissions of one message at most, so even a loss rate of 1 delivers.
-const MAX_RETRANSMISSIONS: u32 = 8;
+/// Retransmissions of one message at most by default, so even a loss rate of 1 delivers.
+pub(crate) const MAX_RETRANSMISSIONS: u32 = 8;
 
 /// The network conditions of one direction of a connection (DESIGN §9 names them as game
 /// developers do: lag, jitter, packet loss).
@@ -29,6 +29,10 @@ pub struct Conditions {
     /// Retransmission timeout: a lost transmission is repeated this much later (doubled for
     /// each further loss of the same message).
     pub rto: Duration,
+    /// How many transmissions of one message may be lost at most: the last one always
+    /// arrives. With it, one message's delay is at most `latency + jitter + rto × (2^n − 1)`
+    /// ([`Conditions::max_delay`]).
+    pub max_retransmissions: u32,
 }
 
 impl Conditions {
@@ -38,6 +42,7 @@ impl Conditions {
         jitter: Duration::ZERO,
         loss: 0.0,
         rto: Duration::ZERO,
+        max_retransmissions: MAX_RETRANSMISSIONS,
     };
 
     /// A good connection: 20 ms one way, up to 10 ms of jitter, no loss.
@@ -47,6 +52,7 @@ impl Conditions {
             jitter: Duration::from_millis(10),
             loss: 0.0,
             rto: Duration::from_millis(200),
+            max_retransmissions: MAX_RETRANSMISSIONS,
         }
     }
 
@@ -58,7 +64,16 @@ impl Conditions {
             jitter: Duration::from_millis(40),
             loss: 0.1,
             rto: Duration::from_millis(200),
+            max_retransmissions: MAX_RETRANSMISSIONS,
         }
+    }
+
+    /// The longest delay one message can be drawn: every retransmission lost, the whole jitter.
+    /// On the ordered stream a message also waits for the one before it, which left earlier
+    /// with at most this delay, so no message takes longer than this from send to delivery.
+    pub fn max_delay(&self) -> Duration {
+        let retransmissions = (1u32 << self.max_retransmissions.min(16)) - 1;
+        self.latency + self.jitter + self.rto * retransmissions
     }
 
     /// Draws the delay of one message and how many of its transmissions were lost.
@@ -72,7 +87,7 @@ impl Conditions {
         let loss = if self.loss.is_nan() { 0.0 } else { self.loss.clamp(0.0, 1.0) };
         let mut lost = 0;
         let mut rto = self.rto;
-        while lost < MAX_RETRANSMISSIONS && loss > 0.0 && rng.random_bool(loss) {
+        while lost < self.max_retransmissions && loss > 0.0 && rng.random_bool(loss) {
             delay += rto;
             rto *= 2;
             lost += 1;
@@ -161,6 +176,11 @@ mod tests {
         let (delay, lost) = always.draw(&mut rng);
         assert_eq!(lost, MAX_RETRANSMISSIONS);
         assert!(delay >= Duration::from_millis(20) + Duration::from_millis(200) * 255);
+        assert!(delay <= always.max_delay());
+        let bounded = Conditions { max_retransmissions: 3, ..always };
+        let (delay, lost) = bounded.draw(&mut rng);
+        assert_eq!(lost, 3);
+        assert!(delay <= bounded.max_delay() && delay >= Duration::from_millis(20 + 1400));
         let (delay, lost) = Conditions::INSTANT.draw(&mut rng);
         assert_eq!((delay, lost), (Duration::ZERO, 0));
     }

@@ -463,6 +463,15 @@ impl Sim {
     /// # Panics
     /// If that takes more than the step budget.
     pub fn run_for(&mut self, span: Duration) {
+        self.run_for_observing(span, |_| {});
+    }
+
+    /// [`Sim::run_for`], calling `observe` after every step: for checks that must hold in
+    /// every state a run passes through.
+    ///
+    /// # Panics
+    /// If that takes more than the step budget.
+    pub fn run_for_observing(&mut self, span: Duration, mut observe: impl FnMut(&Sim)) {
         let end = self.now + span;
         let mut steps = 0;
         while self.next_wakeup().is_some_and(|at| at <= end) {
@@ -472,6 +481,7 @@ impl Sim {
                 self.trace_text(TRACE_TAIL)
             );
             self.step();
+            observe(self);
             steps += 1;
         }
         self.now = end;

@@ -33,16 +33,19 @@ fn errors(h: &Harness, c: ConnectionId, code: ErrorCode) -> usize {
 
 // --- Item 2: readiness belongs to the connection --------------------------------------------
 
-/// Issue 10, item 2: a player who relaunches during WaitingForClients does not inherit its old
-/// connection's ready report; the transition waits for the new connection's own.
+/// Readiness belongs to the connection (docs/protocol.md 4.3): a player who relaunches while the
+/// server still loads the destination does not inherit its old connection's ready report; the
+/// transition waits for the new connection's own. (Once it waits for its clients a relaunch is
+/// an arrival instead: `progress.rs`.)
 #[test]
-fn a_relaunch_during_waiting_for_clients_reports_ready_for_itself() {
+fn a_relaunch_while_the_server_loads_reports_ready_for_itself() {
     let mut h = Harness::booted();
     let (a, b) = (h.placed("a"), h.placed("b"));
     travel(&mut h, "forest");
-    h.stream_node("forest");
     h.ready(a);
     let relaunched = h.login("a");
+    assert!(!h.game.transition.is_arrival(&pid("a")));
+    h.stream_node("forest");
     h.ready(b);
     assert_eq!(phase(&h), "WaitingForClients", "the new connection has streamed nothing yet");
     assert!(h.possessed(relaunched).is_none());

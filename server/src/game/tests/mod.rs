@@ -10,6 +10,7 @@ mod crowd;
 mod edges;
 mod flow;
 mod persistence;
+mod progress;
 mod properties;
 mod respawn;
 mod responses;
