@@ -559,6 +559,11 @@ pub struct Timings {
     pub possessed_to_ended: Micros,
     /// From first seeing a transition to its `EndTransition`.
     pub shown_to_ended: Micros,
+    /// From a reply's cause to the reply leaving the client: from when the message it answers
+    /// was readable on the stream (`ShowTransition` → `TransitionShown`, `Possessed` → its
+    /// acknowledgement), or when the deadline it follows was due (streaming done → ready). The
+    /// client's own delay: no streaming, no network.
+    pub reply_delay: Micros,
 }
 
 impl Timings {
@@ -569,6 +574,7 @@ impl Timings {
         self.ready_to_possessed.absorb(&other.ready_to_possessed);
         self.possessed_to_ended.absorb(&other.possessed_to_ended);
         self.shown_to_ended.absorb(&other.shown_to_ended);
+        self.reply_delay.absorb(&other.reply_delay);
     }
 }
 

@@ -9,7 +9,8 @@
 //!   dispatch; and the live [`checks`] of seed 000's runtime expectations and of the session
 //!   contract.
 //! - [`swarm`]: the async shell running many sessions over real QUIC.
-//! - [`report`]: what they saw, as text and JSON, from the [`figures`] every layer counts.
+//! - [`report`]: what they saw, as text and JSON, from the [`figures`] every layer counts;
+//!   [`interval`]: the swarm's figures over each interval of a long run.
 //! - [`misbehaviour`]: which clients of a swarm misbehave and how (issue 13 item 4); the session
 //!   and the swarm carry the kinds out, the report keeps those clients apart.
 //! - [`floor`]: the bare QUIC floor F(N) the load benchmark measures the product against (the
@@ -25,6 +26,7 @@
 //! | layer | modules | imports |
 //! |---|---|---|
 //! | foundation | [`ids`], [`figures`], [`misbehaviour`] | nothing of the crate |
+//! | interval figures | [`interval`] | figures |
 //! | domain | [`domain`], [`notifications`] | `ids` |
 //! | adapters | [`adapters`] (with the shared [`adapters::ClientState`] and the outbox) | domain, notifications, ids, figures |
 //! | gates | [`gates`] (with the outbox pump) | adapters, domain, ids |
@@ -47,8 +49,10 @@ pub mod conditioner;
 pub mod domain;
 pub mod figures;
 pub mod floor;
+mod game_side;
 pub mod gates;
 pub mod ids;
+pub mod interval;
 pub mod misbehaviour;
 pub mod notifications;
 mod replication;

@@ -48,6 +48,23 @@ pub struct ClientOutcome {
     pub server_close: Option<CloseCode>,
 }
 
+impl ClientOutcome {
+    /// Client `index` (full or thin) that could not run at all, for `why`.
+    pub fn failed(index: usize, full: bool, why: String) -> ClientOutcome {
+        ClientOutcome {
+            index,
+            full,
+            connected: false,
+            placed: false,
+            own_pawns: 0,
+            stats: SessionStats::default(),
+            errors: vec![why],
+            misbehaviour: None,
+            server_close: None,
+        }
+    }
+}
+
 /// Min, median, p99 and max of a set of durations, in ms.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Percentiles {
@@ -170,6 +187,9 @@ pub struct TimingsSection {
     pub possessed_to_ended: TimingSummary,
     /// From first seeing a transition to its `EndTransition`.
     pub shown_to_ended: TimingSummary,
+    /// From a reply's cause (the message it answers readable, or the deadline it follows due)
+    /// to the reply leaving the client: the swarm's own delay.
+    pub reply_delay: TimingSummary,
 }
 
 impl TimingsSection {
@@ -180,17 +200,19 @@ impl TimingsSection {
             ready_to_possessed: timings.ready_to_possessed.summary(),
             possessed_to_ended: timings.possessed_to_ended.summary(),
             shown_to_ended: timings.shown_to_ended.summary(),
+            reply_delay: timings.reply_delay.summary(),
         }
     }
 
     /// Each phase with its printed label.
-    fn phases(&self) -> [(&'static str, &TimingSummary); 5] {
+    fn phases(&self) -> [(&'static str, &TimingSummary); 6] {
         [
             ("connect -> Welcome", &self.connect_to_welcome),
             ("shown -> ready sent", &self.shown_to_ready_sent),
             ("ready -> possessed", &self.ready_to_possessed),
             ("possessed -> ended", &self.possessed_to_ended),
             ("shown -> ended", &self.shown_to_ended),
+            ("reply delay", &self.reply_delay),
         ]
     }
 }
@@ -511,6 +533,12 @@ timings.ready_to_possessed.min_us number
 timings.ready_to_possessed.p50_us number
 timings.ready_to_possessed.p90_us number
 timings.ready_to_possessed.p99_us number
+timings.reply_delay.count number
+timings.reply_delay.max_us number
+timings.reply_delay.min_us number
+timings.reply_delay.p50_us number
+timings.reply_delay.p90_us number
+timings.reply_delay.p99_us number
 timings.shown_to_ended.count number
 timings.shown_to_ended.max_us number
 timings.shown_to_ended.min_us number
@@ -577,7 +605,7 @@ wire.lost_packets number
         let mut found = Vec::new();
         keys(&serde_json::to_value(&report).unwrap(), "", &mut found);
         let expected: Vec<&str> = JSON_KEYS.lines().collect();
-        assert_eq!(expected.len(), 107);
+        assert_eq!(expected.len(), 113);
         for key in &expected {
             assert!(found.iter().any(|f| f == key), "{key} missing from {found:#?}");
         }

@@ -32,6 +32,7 @@ use rand::{RngExt as _, SeedableRng as _};
 use crate::checks::session::{Expected, SessionChecks};
 use crate::client::{Client, ClientConfig};
 use crate::figures::{MarkKind, ScreenKind, ScreenTimes, SessionStats};
+use crate::game_side::{GameSide, GameStep};
 use crate::misbehaviour::{Misbehaviour, RESTART_SPAM_EVERY, TRANSPORT_MISBEHAVIOUR_AFTER};
 
 /// How a simulated client behaves.
@@ -123,8 +124,9 @@ pub struct ClientSession {
     own_pawn: Option<PawnId>,
     /// The pawn this client acknowledged.
     acknowledged: Option<PawnId>,
-    /// The game side: domain objects, router, adapters, gates, checks; `None` for a thin client.
-    client: Option<Client>,
+    /// The game side: domain objects, router, adapters, gates, checks, and the steps it has yet
+    /// to run; `None` for a thin client.
+    game: Option<GameSide>,
     /// Whether this client's player holds `State.Dead`.
     dead: bool,
     /// When to request a restart, while dead.
@@ -161,7 +163,7 @@ impl ClientSession {
     /// `config.full`, else thin (no game side).
     pub fn with_client(config: SessionConfig, client: ClientConfig) -> Self {
         let rng = SmallRng::seed_from_u64(config.seed);
-        let client = config.full.then(|| Client::new(client));
+        let game = config.full.then(|| GameSide::new(Client::new(client)));
         ClientSession {
             config,
             rng,
@@ -173,7 +175,7 @@ impl ClientSession {
             frozen: false,
             own_pawn: None,
             acknowledged: None,
-            client,
+            game,
             dead: false,
             restart_at: None,
             respawning: false,
@@ -189,12 +191,13 @@ impl ClientSession {
     }
 
     /// Feeds one server message:
-    /// 1. the game side applies and announces it;
+    /// 1. the game side's share is queued: it applies and announces it when
+    ///    [`ClientSession::run_game_side`] runs, after the replies below were written;
     /// 2. the session checks compare it with what the client expected before this message;
     /// 3. the transport duties run (loading screen, streaming, acknowledgements, restarts).
     pub fn handle(&mut self, now: Instant, message: ServerMessage) {
-        if let Some(client) = &mut self.client {
-            client.replicate(now, &message);
+        if let Some(game) = &mut self.game {
+            game.queue(now, GameStep::Replicate(message.clone()));
         }
         let errors_before = self.stats.errors.len();
         let expected = Expected {
@@ -235,8 +238,8 @@ impl ClientSession {
                     self.outputs.push_back(ClientMessage::TransitionShown { transition_id });
                     self.send_wrong_transition_ids(transition_id);
                     // A newer destination: the client travels (the world for it loads now).
-                    if let Some(client) = &mut self.client {
-                        client.travel(now, transition_id, target_node.clone());
+                    if let Some(game) = &mut self.game {
+                        game.queue(now, GameStep::Travel(transition_id, target_node.clone()));
                     }
                     let streaming = (0..levels.len().max(1))
                         .map(|_| self.draw_stream_time())
@@ -384,12 +387,13 @@ impl ClientSession {
         self.dead = dead;
     }
 
-    /// Handles the streaming, restart and game-side deadlines that passed.
+    /// Handles the streaming, restart and game-side deadlines that passed (the game side's
+    /// are queued, as [`ClientSession::handle`]'s share is).
     pub fn handle_timeout(&mut self, now: Instant) {
-        if let Some(client) = &mut self.client
-            && client.poll_timeout().is_some_and(|at| at <= now)
+        if let Some(game) = &mut self.game
+            && game.client.poll_timeout().is_some_and(|at| at <= now)
         {
-            client.handle_timeout(now);
+            game.queue(now, GameStep::Timers);
         }
         if let Some(at) = self.spam_at.filter(|at| *at <= now) {
             // Far above the refusal rate limit; a missed beat is not made up.
@@ -413,8 +417,8 @@ impl ClientSession {
             self.streamed = screen.target.clone();
             self.outputs.push_back(ClientMessage::TransitionReady { transition_id });
             // The destination's levels are streamed: its world begins play.
-            if let Some(client) = &mut self.client {
-                client.begin_play(now);
+            if let Some(game) = &mut self.game {
+                game.queue(now, GameStep::BeginPlay);
             }
         }
         if let Some(join) = &mut self.join
@@ -443,7 +447,7 @@ impl ClientSession {
     pub fn poll_timeout(&self) -> Option<Instant> {
         let streaming = self.screen.as_ref().filter(|s| !s.reported).and_then(|s| s.ready_at);
         let join = self.join.as_ref().filter(|j| !j.reported).map(|j| j.ready_at);
-        let client = self.client.as_ref().and_then(Client::poll_timeout);
+        let client = self.game.as_ref().and_then(GameSide::poll_timeout);
         let misbehaviour = [self.spam_at, self.transport_due_at];
         [streaming, join, self.restart_at, client].into_iter().chain(misbehaviour).flatten().min()
     }
@@ -504,8 +508,8 @@ impl ClientSession {
     /// Pawns this client knows of, owned by `player`: from its domain for a full client; a thin
     /// one knows only its own (spawned and not destroyed).
     pub fn pawns_owned_by(&self, player: &PlayerId) -> usize {
-        match &self.client {
-            Some(client) => client.domain().characters().owned_by(player).len(),
+        match &self.game {
+            Some(game) => game.client.domain().characters().owned_by(player).len(),
             None if self.player.as_ref() == Some(player) => self.checks.own_pawns(),
             None => 0,
         }
@@ -513,7 +517,21 @@ impl ClientSession {
 
     /// The game side (domain objects, router, registry, gates); `None` for a thin client.
     pub fn game_side(&self) -> Option<&Client> {
-        self.client.as_ref()
+        self.game.as_ref().map(|g| &g.client)
+    }
+
+    /// Runs the game side's share of what the session handled, in order, each step at the
+    /// instant it was handled: call it after writing what [`ClientSession::poll_output`] gave,
+    /// so no reply waits behind the game side's work. Nothing for a thin client.
+    pub fn run_game_side(&mut self) {
+        if let Some(game) = &mut self.game {
+            game.run();
+        }
+    }
+
+    /// Whether the game side has steps to run ([`ClientSession::run_game_side`]).
+    pub fn has_game_side_work(&self) -> bool {
+        self.game.as_ref().is_some_and(GameSide::has_pending)
     }
 
     /// The game side of a full session (domain objects, router, registry, gates).
@@ -522,8 +540,8 @@ impl ClientSession {
     /// If the session is thin ([`SessionConfig::full`] false): asking a thin client for its
     /// lifecycle is a bug in the caller. [`ClientSession::game_side`] does not panic.
     pub fn client(&self) -> &Client {
-        match &self.client {
-            Some(client) => client,
+        match &self.game {
+            Some(game) => &game.client,
             None => panic!("a thin client session has no game side"),
         }
     }
@@ -533,20 +551,33 @@ impl ClientSession {
     /// # Panics
     /// If the session is thin, as [`ClientSession::client`].
     pub fn client_mut(&mut self) -> &mut Client {
-        match &mut self.client {
-            Some(client) => client,
+        match &mut self.game {
+            Some(game) => &mut game.client,
             None => panic!("a thin client session has no game side"),
         }
     }
 
     /// Whether this session runs the whole client lifecycle (see [`SessionConfig::full`]).
     pub fn is_full(&self) -> bool {
-        self.client.is_some()
+        self.game.is_some()
     }
 
     /// Whether the loading screen is up (for a transition or a join).
     pub fn is_loading(&self) -> bool {
         self.screen.is_some() || self.join.is_some()
+    }
+
+    /// The loading screen up now, if any: its kind and when it went up (kept across
+    /// supersedes).
+    pub fn screen_up(&self) -> Option<(ScreenKind, Instant)> {
+        let transition = self.screen.as_ref().map(|s| (ScreenKind::Transition, s.raised_at));
+        transition.or_else(|| self.join.as_ref().map(|j| (ScreenKind::Join, j.raised_at)))
+    }
+
+    /// Records that a reply of this client left `delay` after its cause (the swarm times it:
+    /// from when the message it answers was readable, or when the deadline it follows was due).
+    pub fn record_reply_delay(&mut self, delay: Duration) {
+        self.stats.timings.reply_delay.record(delay);
     }
 
     /// What this client saw so far.
@@ -583,8 +614,9 @@ impl ClientSession {
                 ended: Some(now),
             });
         }
-        if let Some(client) = &self.client {
-            self.stats.gates = client.finish(now);
+        self.run_game_side();
+        if let Some(game) = &self.game {
+            self.stats.gates = game.client.finish(now);
         }
         self.checks.finish(&mut self.stats);
         self.stats.clone()
@@ -712,8 +744,8 @@ impl ClientSession {
         // The server ends a transition without waiting for a client that joined during its
         // spawn window: the client is in its destination world now, streamed or not, so that
         // world begins play (a no-op once streaming already began it).
-        if let Some(client) = &mut self.client {
-            client.begin_play(now);
+        if let Some(game) = &mut self.game {
+            game.queue(now, GameStep::BeginPlay);
         }
     }
 }
@@ -974,6 +1006,9 @@ mod tests {
         assert!(s.is_placed());
         assert_eq!(s.stats().ended_before_placed, 0);
         assert_eq!(s.stats().timings.shown_to_ended.summary().max_us / 1000, 300);
+        assert!(s.has_game_side_work(), "the game side's share waits for run_game_side");
+        s.run_game_side();
+        assert!(!s.has_game_side_work());
         assert_eq!(s.pawns_owned_by(&me), 1);
     }
 

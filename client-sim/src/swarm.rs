@@ -30,8 +30,9 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Wake, Waker};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use gatehouse_protocol::token::{self, SessionClaims, TokenKey};
@@ -43,7 +44,8 @@ use tokio::time::Instant;
 
 use crate::SimError;
 use crate::conditioner::proxy::ProxyHandle;
-use crate::figures::{MarkKind, SessionStats, WireFigures};
+use crate::figures::{MarkKind, ScreenKind, SessionStats, WireFigures};
+use crate::interval::{IntervalFigures, IntervalReport};
 use crate::misbehaviour::{Misbehaviour, misbehaviour_of};
 use crate::report::{ClientOutcome, SwarmReport};
 use crate::session::{ClientSession, SessionConfig};
@@ -125,14 +127,16 @@ pub struct SwarmConfig {
     pub misbehaviours: Vec<Misbehaviour>,
 }
 
-/// Live counts of a running swarm, for a progress line (issue 11, "Progress"): updated by the
-/// clients as they go, read by whoever displays them.
+/// Live counts of a running swarm, for a progress line (issue 11, "Progress"), and the figures
+/// of the current interval ([`IntervalFigures`]): updated by the clients as they go, read by
+/// whoever displays them.
 #[derive(Debug, Default)]
 pub struct Progress {
     connected: AtomicU64,
     placed: AtomicU64,
     transitions: AtomicU64,
     errors: AtomicU64,
+    interval: Mutex<IntervalFigures>,
 }
 
 /// A moment of a [`Progress`].
@@ -149,6 +153,18 @@ pub struct ProgressSnapshot {
 }
 
 impl Progress {
+    /// The figures of the interval ending at `now`, `at_s` seconds into the run; the next
+    /// interval starts.
+    pub fn take_interval(&self, now: std::time::Instant, at_s: u64) -> IntervalReport {
+        self.interval().take(now, at_s)
+    }
+
+    /// The current interval's figures, to record into (a client that panicked holding them
+    /// left them usable: they are counts).
+    fn interval(&self) -> std::sync::MutexGuard<'_, IntervalFigures> {
+        self.interval.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
     /// The counts now.
     pub fn snapshot(&self) -> ProgressSnapshot {
         ProgressSnapshot {
@@ -162,16 +178,36 @@ impl Progress {
 
 /// What one connection last told its [`Progress`], so each change is counted once and a
 /// connection's end takes back what it added.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Reported {
+    /// The client's index.
+    index: usize,
     connected: bool,
     placed: bool,
     errors: usize,
+    /// The loading screen up at the last update: its kind and when it went up.
+    screen: Option<(ScreenKind, std::time::Instant)>,
 }
 
 impl Reported {
+    fn new(index: usize) -> Self {
+        Reported { index, connected: false, placed: false, errors: 0, screen: None }
+    }
+
     fn update(&mut self, progress: Option<&Progress>, session: &ClientSession) {
         let Some(progress) = progress else { return };
+        let up = session.screen_up();
+        if self.screen != up {
+            let now = std::time::Instant::now();
+            let mut interval = progress.interval();
+            if let Some((kind, raised)) = self.screen {
+                interval.screen_down(self.index, kind, raised, now, false);
+            }
+            if let Some((_, raised)) = up {
+                interval.screen_up(self.index, raised);
+            }
+            self.screen = up;
+        }
         let flip = |counter: &AtomicU64, was: &mut bool, now: bool| {
             if *was != now {
                 match now {
@@ -192,9 +228,14 @@ impl Reported {
         progress.transitions.fetch_max(stats.transitions_ended.len() as u64, Ordering::Relaxed);
     }
 
-    /// The connection is gone: it is neither connected nor placed any more.
+    /// The connection is gone: it is neither connected nor placed any more, and a screen it
+    /// had up was cut short.
     fn end(&mut self, progress: Option<&Progress>) {
         let Some(progress) = progress else { return };
+        if let Some((kind, raised)) = self.screen.take() {
+            let now = std::time::Instant::now();
+            progress.interval().screen_down(self.index, kind, raised, now, true);
+        }
         if std::mem::take(&mut self.connected) {
             progress.connected.fetch_sub(1, Ordering::Relaxed);
         }
@@ -453,15 +494,26 @@ async fn run_clients(
         config.session.misbehaviour =
             misbehaviour_of(i, config.clients, config.misbehaving, &config.misbehaviours);
         // A misbehaving client's lifecycle is not judged: it runs thin.
-        config.session.full = is_full_client(i, config.clients, config.full_clients)
+        let full = is_full_client(i, config.clients, config.full_clients)
             && config.session.misbehaviour.is_none();
+        config.session.full = full;
         let dial_at = config.connect_rate.filter(|rate| *rate > 0.0).map_or(start, |rate| {
             start + Duration::from_secs_f64(i as f64 / rate).min(config.duration)
         });
-        tasks.spawn_local(async move {
+        let client = move || async move {
             tokio::time::sleep_until(dial_at).await;
             run_client(&endpoint, client_config, &config, index, until).await
-        });
+        };
+        if full {
+            let outcome = on_own_thread(index, client)?;
+            tasks.spawn_local(async move {
+                let lost =
+                    || ClientOutcome::failed(index, true, "the client's thread ended".into());
+                outcome.await.unwrap_or_else(|_| lost())
+            });
+        } else {
+            tasks.spawn_local(client());
+        }
     }
     let mut outcomes = Vec::with_capacity(config.clients);
     while let Some(joined) = tasks.join_next().await {
@@ -475,6 +527,32 @@ async fn run_clients(
         endpoint.wait_idle().await;
     }
     Ok(outcomes)
+}
+
+/// Runs the future `client` makes (a full client's whole run) on a thread of its own, with a
+/// current-thread runtime: a full client's game side does O(players) work at every travel and UI rebuild, and
+/// on the sessions' thread every other client's reply would wait behind it; on its own thread
+/// the system's scheduler interleaves it with the rest. Returns the receiver of its outcome.
+///
+/// # Errors
+/// [`SimError::Runtime`] if the thread cannot be started.
+fn on_own_thread<F: Future<Output = ClientOutcome>>(
+    index: usize,
+    client: impl FnOnce() -> F + Send + 'static,
+) -> Result<tokio::sync::oneshot::Receiver<ClientOutcome>, SimError> {
+    let (done, outcome) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name(format!("gatehouse-sim-full-{index}"))
+        .spawn(move || {
+            let outcome = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(runtime) => tokio::task::LocalSet::new().block_on(&runtime, client()),
+                Err(e) => ClientOutcome::failed(index, true, format!("client runtime: {e}")),
+            };
+            // The receiver is gone only if the swarm stopped waiting; nothing to tell then.
+            let _ = done.send(outcome);
+        })
+        .map_err(|e| SimError::Runtime(e.to_string()))?;
+    Ok(outcome)
 }
 
 /// One client from connect to leave, relaunching (disconnect, reconnect with the same player
@@ -633,7 +711,7 @@ async fn run_life(
     session.continue_dead(dead);
     let dialled = Instant::now();
     let mut welcomed = false;
-    let mut reported = Reported::default();
+    let mut reported = Reported::new(index);
     let progress = config.progress.as_deref();
     let connected = tokio::time::timeout(config.connect_timeout, async {
         let connection = endpoint
@@ -675,6 +753,8 @@ async fn run_life(
     let give_up = stop_at + config.settle_grace;
     // A silent client writes nothing more, not even its `Leave`.
     let mut silent = false;
+    // When the QUIC driver last found the stream readable: what a reply is timed from.
+    let readable = Arc::new(ReadStamp::default());
     loop {
         let now = Instant::now();
         // Every death gets its respawn before the client goes: a leaving client also waits
@@ -687,11 +767,17 @@ async fn run_life(
         }
         let wake = session.poll_timeout().map(Instant::from_std);
         let tick = if now >= stop_at { give_up } else { stop_at };
+        // What this turn's replies answer: a message, from when it was readable, or a deadline.
+        let mut cause: Option<std::time::Instant> = None;
         tokio::select! {
             _ = tokio::time::sleep_until(tick) => {}
-            _ = sleep_until(wake) => session.handle_timeout(Instant::now().into_std()),
-            chunk = recv.read_chunk(16 * 1024, true) => match chunk {
+            _ = sleep_until(wake) => {
+                cause = wake.map(Instant::into_std);
+                session.handle_timeout(Instant::now().into_std());
+            }
+            chunk = stamped(recv.read_chunk(16 * 1024, true), &readable) => match chunk {
                 Ok(Some(chunk)) => {
+                    cause = Some(readable.take().unwrap_or_else(std::time::Instant::now));
                     decoder.extend(&chunk.bytes);
                     loop {
                         match decoder.next_message::<ServerMessage>() {
@@ -721,10 +807,21 @@ async fn run_life(
                 }
             },
         }
-        let chunk = wake_chunk(&mut session, Instant::now().into_std(), config.max_frame_len);
-        if !chunk.is_empty() {
+        let turn = wake_chunk(&mut session, Instant::now().into_std(), config.max_frame_len);
+        if !turn.chunk.is_empty() {
             // A failed write is seen as the connection's close by the next read.
-            let _ = send.write_all(&chunk).await;
+            let _ = send.write_all(&turn.chunk).await;
+        }
+        // The replies are out: now the game side's share of this turn.
+        session.run_game_side();
+        if turn.answers
+            && let Some(cause) = turn.due.into_iter().chain(cause).min()
+        {
+            let delay = std::time::Instant::now().saturating_duration_since(cause);
+            session.record_reply_delay(delay);
+            if let Some(progress) = progress {
+                progress.interval().reply(delay);
+            }
         }
         reported.update(progress, &session);
         if let Some(kind) = session.take_transport_misbehaviour(Instant::now().into_std()) {
@@ -869,22 +966,102 @@ async fn write(
     send.write_all(&frame).await.map_err(|_| ())
 }
 
+/// What one wake of a session writes ([`wake_chunk`]).
+struct Turn {
+    /// Every message the session had to send, framed, in order.
+    chunk: Vec<u8>,
+    /// Whether one of them answers the server (`TransitionShown`, `TransitionReady`, `JoinReady`,
+    /// `PossessionAcknowledged`): a reply, timed from its cause.
+    answers: bool,
+    /// The deadline handled first, if one was due.
+    due: Option<std::time::Instant>,
+}
+
 /// What one wake of a session writes, as one chunk: first the deadlines already due at `now`
 /// are handled (a zero-length stream's ready), then every message the session has to send is
 /// framed, in order. So a client ready at once answers a `ShowTransition` with one datagram,
 /// as the server writes one chunk per wake (issue 12 item 1). A message that cannot be framed
 /// within `max` bytes is dropped and logged.
-fn wake_chunk(session: &mut ClientSession, now: std::time::Instant, max: usize) -> Vec<u8> {
-    if session.poll_timeout().is_some_and(|at| at <= now) {
+fn wake_chunk(session: &mut ClientSession, now: std::time::Instant, max: usize) -> Turn {
+    let due = session.poll_timeout().filter(|at| *at <= now);
+    if due.is_some() {
         session.handle_timeout(now);
     }
-    let mut chunk = Vec::new();
+    let mut turn = Turn { chunk: Vec::new(), answers: false, due };
     while let Some(message) = session.poll_output() {
-        if let Err(e) = gatehouse_protocol::encode_frame_into(&message, max, &mut chunk) {
+        turn.answers |= is_answer(&message);
+        if let Err(e) = gatehouse_protocol::encode_frame_into(&message, max, &mut turn.chunk) {
             tracing::warn!(error = %e, "a message of the session could not be framed; not sent");
         }
     }
-    chunk
+    turn
+}
+
+/// Whether `message` answers something the server sent or asked (what the reply delay times).
+fn is_answer(message: &ClientMessage) -> bool {
+    matches!(
+        message,
+        ClientMessage::TransitionShown { .. }
+            | ClientMessage::TransitionReady { .. }
+            | ClientMessage::JoinReady { .. }
+            | ClientMessage::PossessionAcknowledged { .. }
+    )
+}
+
+/// When the QUIC driver woke a read of the control stream that had nothing to give: the data
+/// became readable then, and waited from then until the sessions' thread took it. Set by the
+/// first wake after the read last found nothing to read.
+#[derive(Debug, Default)]
+struct ReadStamp {
+    /// The first wake not yet taken.
+    woken: Mutex<Option<std::time::Instant>>,
+    /// The waker of the read's task, to wake in turn.
+    task: Mutex<Option<Waker>>,
+}
+
+impl ReadStamp {
+    /// The first wake since the last take, if any.
+    fn take(&self) -> Option<std::time::Instant> {
+        self.woken.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+}
+
+impl Wake for ReadStamp {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert_with(std::time::Instant::now);
+        if let Some(task) = self.task.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
+            task.wake_by_ref();
+        }
+    }
+}
+
+/// Runs `read` with its wakes stamped ([`ReadStamp`]) before they reach the task.
+async fn stamped<F: Future>(read: F, stamp: &Arc<ReadStamp>) -> F::Output {
+    let mut read = std::pin::pin!(read);
+    std::future::poll_fn(|cx| {
+        {
+            let mut task = stamp.task.lock().unwrap_or_else(PoisonError::into_inner);
+            if !task.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *task = Some(cx.waker().clone());
+            }
+        }
+        let waker = Waker::from(stamp.clone());
+        let polled = read.as_mut().poll(&mut Context::from_waker(&waker));
+        if polled.is_pending() {
+            // Woken with nothing readable in order (a datagram ahead of a lost one, say): the
+            // network's delay, not the client's. The stamp starts from the next wake.
+            stamp.take();
+        }
+        polled
+    })
+    .await
 }
 
 /// Whether a closed connection is one a game client reconnects after: it timed out or was reset
@@ -972,7 +1149,10 @@ mod tests {
                 },
             );
             let mut decoder = FrameDecoder::new(1024);
-            decoder.extend(&wake_chunk(&mut session, now, 1024));
+            let turn = wake_chunk(&mut session, now, 1024);
+            assert!(turn.answers, "a TransitionShown at least: a reply");
+            assert_eq!(turn.due.is_some(), stream_time.is_zero(), "the ready's deadline was due");
+            decoder.extend(&turn.chunk);
             let mut messages = Vec::new();
             while let Ok(Some(message)) = decoder.next_message::<ClientMessage>() {
                 messages.push(message);
@@ -991,7 +1171,7 @@ mod tests {
     fn progress_counts_connections_and_takes_them_back_at_the_end() {
         let progress = Progress::default();
         let mut session = ClientSession::new(SessionConfig { full: false, ..Default::default() });
-        let mut reported = Reported::default();
+        let mut reported = Reported::new(0);
         let me = PlayerId::new("sim-0000").unwrap();
         let now = std::time::Instant::now();
         session.handle(now, ServerMessage::Welcome { player_id: me, current_node: None });

@@ -131,6 +131,15 @@ struct Cli {
     /// silent).
     #[arg(long, default_value = "all", value_parser = parse_kinds, value_name = "KINDS")]
     misbehaviours: Kinds,
+    /// Write the swarm's figures over each --interval of the run here, one JSON object per line
+    /// as each interval ends (and one for the last, shorter one): the loading screens that came
+    /// down in it (count, shown -> ended percentiles), the longest screen it saw (down, cut short
+    /// by a relaunch, or still up), the screens up at its end, and the clients' reply delays.
+    #[arg(long, value_name = "PATH")]
+    interval_json: Option<PathBuf>,
+    /// The length of one interval of --interval-json, e.g. 60s.
+    #[arg(long, default_value = "60s", value_parser = parse_interval, value_name = "D")]
+    interval: Duration,
     /// Progress on stderr while the run goes: a status line on a terminal, a line every 10 s
     /// otherwise (`auto`), or none.
     #[arg(long, value_enum, default_value = "auto", value_name = "WHEN")]
@@ -173,6 +182,15 @@ struct Kinds(Vec<Misbehaviour>);
 
 fn parse_kinds(s: &str) -> Result<Kinds, String> {
     parse_misbehaviours(s).map(Kinds)
+}
+
+/// An interval of --interval-json: at least a second, so the lines stay readable figures.
+fn parse_interval(s: &str) -> Result<Duration, String> {
+    let d = humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e}"))?;
+    if d < Duration::from_secs(1) {
+        return Err(format!("{s:?}: expected at least 1s"));
+    }
+    Ok(d)
 }
 
 fn parse_range(s: &str) -> Result<(Duration, Duration), String> {
@@ -267,7 +285,9 @@ fn run() -> anyhow::Result<()> {
         connect_timeout: cli.connect_timeout,
         full_clients: cli.full_clients,
         connect_rate: cli.connect_rate,
-        progress: (cli.progress == ProgressMode::Auto).then(|| Arc::new(Progress::default())),
+        // The interval figures are recorded through the progress counts.
+        progress: (cli.progress == ProgressMode::Auto || cli.interval_json.is_some())
+            .then(|| Arc::new(Progress::default())),
         conditioner: None,
         misbehaving: cli.misbehaving.of(cli.clients as usize),
         misbehaviours: cli.misbehaviours.0.clone(),
@@ -281,6 +301,11 @@ fn run() -> anyhow::Result<()> {
     let started = std::time::Instant::now();
     let clients = config.clients as u64;
     let progress = config.progress.clone();
+    let show = cli.progress == ProgressMode::Auto;
+    let intervals = match &cli.interval_json {
+        Some(path) => Some(IntervalWriter::create(path, cli.interval)?),
+        None => None,
+    };
     let wait = cli.wait;
     let (outcomes, network) = runtime.block_on(async move {
         let mut config = config;
@@ -299,10 +324,17 @@ fn run() -> anyhow::Result<()> {
             None => None,
         };
         config.conditioner = proxy.as_ref().map(Proxy::handle);
-        let display = progress.map(|p| tokio::spawn(show_progress(p, clients)));
+        let display =
+            progress.clone().filter(|_| show).map(|p| tokio::spawn(show_progress(p, clients)));
+        let writer = progress.zip(intervals).map(|(p, w)| tokio::spawn(w.run(p, started)));
         let outcomes = run_swarm_outcomes(config).await;
         if let Some(display) = display {
             display.abort();
+        }
+        if let Some(writer) = writer {
+            // The last, shorter interval is written as the writer stops.
+            writer.abort();
+            let _ = writer.await;
         }
         anyhow::Ok((outcomes?, proxy.map(|p| p.handle().stats())))
     })?;
@@ -347,7 +379,11 @@ fn check_flags(cli: &Cli) -> anyhow::Result<()> {
             );
         }
     }
-    let outputs = [("--timeline", &cli.timeline), ("--report-json", &cli.report_json)];
+    let outputs = [
+        ("--timeline", &cli.timeline),
+        ("--report-json", &cli.report_json),
+        ("--interval-json", &cli.interval_json),
+    ];
     for (flag, path) in outputs {
         let Some(path) = path else { continue };
         let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
@@ -386,6 +422,55 @@ async fn show_progress(progress: Arc<Progress>, clients: u64) {
         loop {
             tick.tick().await;
             eprintln!("[{:>4} s] {}", started.elapsed().as_secs(), line(progress.snapshot()));
+        }
+    }
+}
+
+/// Writes the swarm's figures over each interval as a JSON line (`--interval-json`).
+struct IntervalWriter {
+    path: PathBuf,
+    file: std::fs::File,
+    every: Duration,
+}
+
+impl IntervalWriter {
+    /// Creates (or truncates) `path`, before the run starts, so a bad path fails at once.
+    fn create(path: &Path, every: Duration) -> anyhow::Result<Self> {
+        let file = std::fs::File::create(path)
+            .with_context(|| format!("--interval-json {}: cannot create it", path.display()))?;
+        Ok(IntervalWriter { path: path.to_owned(), file, every })
+    }
+
+    /// Writes a line at the end of each interval from `started` until aborted, then one for
+    /// the interval cut short (its guard runs when the task is dropped).
+    async fn run(self, progress: Arc<Progress>, started: std::time::Instant) {
+        /// Writes the last line when the task is dropped.
+        struct Last(IntervalWriter, Arc<Progress>, std::time::Instant);
+        impl Drop for Last {
+            fn drop(&mut self) {
+                self.0.write(&self.1, self.2);
+            }
+        }
+        let mut last = Last(self, progress, started);
+        let mut tick = tokio::time::interval_at(
+            tokio::time::Instant::from_std(started) + last.0.every,
+            last.0.every,
+        );
+        loop {
+            tick.tick().await;
+            last.0.write(&last.1, last.2);
+        }
+    }
+
+    /// Takes the interval ending now and appends it; a failed write is reported, not fatal.
+    fn write(&mut self, progress: &Progress, started: std::time::Instant) {
+        let now = std::time::Instant::now();
+        let report = progress.take_interval(now, now.duration_since(started).as_secs());
+        let written = serde_json::to_string(&report)
+            .map_err(std::io::Error::other)
+            .and_then(|line| writeln!(self.file, "{line}"));
+        if let Err(e) = written {
+            eprintln!("--interval-json {}: cannot write: {e}", self.path.display());
         }
     }
 }

@@ -195,8 +195,11 @@ impl Sim {
         self.session.client_mut()
     }
 
+    /// The server sends `message`: the session handles it, then its game side's share runs, as
+    /// the swarm runs it once the replies are written.
     pub(crate) fn send(&mut self, message: ServerMessage) {
         self.session.handle(self.now, message);
+        self.session.run_game_side();
     }
 
     /// Advances the clock by `ms`, handling every deadline on the way at its own instant.
@@ -205,6 +208,7 @@ impl Sim {
         while let Some(at) = self.session.poll_timeout().filter(|at| *at <= until) {
             self.now = self.now.max(at);
             self.session.handle_timeout(self.now);
+            self.session.run_game_side();
         }
         self.now = until;
         while self.session.poll_output().is_some() {}

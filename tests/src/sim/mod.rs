@@ -828,6 +828,8 @@ impl Sim {
         while let Some(message) = self.clients[client.0].session.poll_output() {
             self.client_sends(client, message);
         }
+        // As the swarm does: the game side's share runs once the replies are out.
+        self.clients[client.0].session.run_game_side();
     }
 
     /// The server's network driver, for one connection: a `Hello` logs in, a message is fed,
