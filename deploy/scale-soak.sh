@@ -5,8 +5,11 @@
 # world's hazards. Every interval (a minute by default) it prints transitions started /
 # completed / superseded / settle timeouts / failed, the longest loading screen, shown -> ended
 # p50 / p99, the clients' reply delay p99, server RSS and CPU, swarm CPU and the load average;
-# at the end the swarm's whole report, the run's figures and the timeline picture's path. It
-# fails on any failed transition, any invariant the swarm's --check finds broken (a client not
+# at the end the swarm's whole report, the run's figures and the timeline picture's path.
+# Before the soak it measures the network's floor F(N) in the same run: one round trip from a
+# bare QUIC server to every one of the N clients and back through the same conditioner
+# (gatehouse-floor --impair), the least any transition over that network can take; the figures
+# are printed as ratios to it. It fails on any failed transition, any invariant the swarm's --check finds broken (a client not
 # placed at the end among them), any loading screen longer than MAX_SCREEN, or server RSS
 # growing more than RSS_GROWTH % after the first RSS_AFTER.
 #
@@ -18,7 +21,8 @@
 # Settings (environment): CLIENTS (1000), DURATION (30m), RELAUNCH_EVERY (120s), RESTART_AFTER
 # (500ms), IMPAIR (loss=5%,lag=100ms,jitter=20ms,reorder=1%,dup=1%; "none" for a clean path),
 # IMPAIR_SEED (7), FULL_CLIENTS (16), CONNECT_RATE (50), INTERVAL (60s), MAX_SCREEN (10s),
-# RSS_AFTER (5m), RSS_GROWTH (10), OUT (a new temporary directory). Loopback only.
+# RSS_AFTER (5m), RSS_GROWTH (10), FLOOR_ROUNDS (30; 0: no floor), OUT (a new temporary
+# directory). Loopback only.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -34,6 +38,7 @@ interval=${INTERVAL:-60s}
 max_screen=${MAX_SCREEN:-10s}
 rss_after=${RSS_AFTER:-5m}
 rss_growth=${RSS_GROWTH:-10}
+floor_rounds=${FLOOR_ROUNDS:-30}
 
 # Whole seconds or milliseconds of a duration such as 90s, 10m or 500ms.
 millis() {
@@ -66,6 +71,25 @@ cleanup() {
 }
 trap cleanup EXIT
 
+impair_args=()
+[ "$impair" = none ] || impair_args=(--impair "$impair" --impair-seed "$impair_seed")
+floor_args=()
+if [ "$floor_rounds" -gt 0 ]; then
+    echo "== the network's floor F($clients): $floor_rounds round trips from a bare QUIC server" \
+        "to every client and back, through the same conditioner"
+    # Each client on a socket of its own, so each draws its losses apart, as in the swarm.
+    endpoints=$((clients < 1024 ? clients : 1024))
+    "$bin/gatehouse-floor" --clients "$clients" --client-endpoints "$endpoints" \
+        --connect-rate 200 --rounds "$floor_rounds" --pause 500ms \
+        --connect-timeout 30s --round-timeout 60s "${impair_args[@]}" --json \
+        >"$dir/floor.json" 2>"$dir/floor.log" || {
+        echo "the floor run failed:"
+        tail -n 5 "$dir/floor.log"
+        exit 1
+    }
+    floor_args=(--floor "$dir/floor.json")
+fi
+
 "$bin/gatehouse-server" --config config/load-server.toml --world config/soak-world.toml \
     --bind 127.0.0.1:0 --admin-bind 127.0.0.1:0 --data-dir "$dir" --log-format json \
     2>"$dir/server.log" &
@@ -84,8 +108,6 @@ if [ -z "$quic" ] || [ -z "$admin" ]; then
     exit 1
 fi
 
-impair_args=()
-[ "$impair" = none ] || impair_args=(--impair "$impair" --impair-seed "$impair_seed")
 echo "== scale soak: $clients clients ($full_clients full), $duration, relaunch about every" \
     "$relaunch_every, restart $restart_after after death, impairment $impair;" \
     "loading screens bounded by $max_screen; files in $dir"
@@ -111,6 +133,7 @@ cat "$dir/report.txt"
 status=0
 python3 deploy/scale_soak.py verdict --rows "$dir/rows.jsonl" --report "$dir/report.json" \
     --sim-status "$sim_status" --sim-log "$dir/sim.log" --max-screen-ms "$max_screen_ms" \
-    --rss-after-s $((rss_after_ms / 1000)) --rss-growth "$rss_growth" || status=1
+    --rss-after-s $((rss_after_ms / 1000)) --rss-growth "$rss_growth" "${floor_args[@]}" ||
+    status=1
 echo "timeline: $dir/timeline.svg"
 exit "$status"

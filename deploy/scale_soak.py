@@ -9,10 +9,13 @@
         the swarm exits. Rows go to stdout and, as JSON lines, to --out.
     scale_soak.py verdict --rows FILE --report FILE --sim-status N --sim-log FILE
                           --max-screen-ms MS [--rss-after-s S] [--rss-growth PCT]
+                          [--floor FILE]
         the run's figures and whether it passes: no failed transition, no invariant broken
         (gatehouse-sim --check exited N: 0, or the problems it named in its log), no loading
         screen longer than MS, server RSS after S seconds (default 300) never more than PCT %
-        (default 10) above its value then. Exit 1 on any failure, each named.
+        (default 10) above its value then. Exit 1 on any failure, each named. With --floor
+        (gatehouse-floor --json of the same run), shown -> ended is also given as a ratio to
+        the floor's round trip to every client, F(N).
 
 CPU comes from /proc/PID/stat (utime + stime, clock ticks), as a share of one core over each
 interval; RSS from /proc/PID/status (VmRSS).
@@ -198,6 +201,14 @@ def verdict(args):
     print(f"  longest loading screen: {longest / 1000:.1f} s (bound {max_screen / 1000:.0f} s)")
     print(f"  shown -> ended: p50 {shown.get('p50_us', 0) / 1000:.0f} ms, "
           f"p99 {shown.get('p99_us', 0) / 1000:.0f} ms, max {shown.get('max_us', 0) / 1000:.0f} ms")
+    if "--floor" in args:
+        floor = json.load(open(args["--floor"]))["round"]
+        f50, f99 = floor["p50_us"], floor["p99_us"]
+        ratio = lambda a, b: f"{a / b:.2f} x" if b else "-"
+        print(f"  the floor F({clients}), one round trip to every client through the same "
+              f"network: p50 {f50 / 1000:.0f} ms, p99 {f99 / 1000:.0f} ms "
+              f"({floor['count']} rounds); shown -> ended p50 {ratio(shown.get('p50_us', 0), f50)}"
+              f" F p50, p99 {ratio(shown.get('p99_us', 0), f99)} F p99")
     print(f"  reply delay: p50 {reply.get('p50_us', 0) / 1000:.1f} ms, "
           f"p99 {reply.get('p99_us', 0) / 1000:.1f} ms, max {reply.get('max_us', 0) / 1000:.1f} ms")
     print(f"  CPU, mean over the intervals: server {mean(cpu('server_cpu_cores')):.2f} cores, "

@@ -25,6 +25,12 @@
 //! before any client and after the rounds: the memory floor M(N), what quinn, rustls and tokio
 //! cost per idle connection (issue 12 item 7).
 //!
+//! With [`FloorConfig::impair`], the clients reach the server through the swarm's network
+//! conditioner ([`crate::conditioner`], in the server's process): the floor of a round trip to
+//! every client over that network, for the figures of an impaired run (`deploy/scale-soak.sh`).
+//! Each client endpoint is a flow of its own: `client_endpoints = clients` draws each client's
+//! losses apart.
+//!
 //! Everything is bounded: a client that does not get its welcome within `connect_timeout`, all
 //! clients not connected within the connect budget, a round not answered within
 //! `round_timeout`: each is a [`FloorError`] that says how far it got.
@@ -41,6 +47,9 @@ use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, watch};
 
+use crate::conditioner::Conditions;
+use crate::conditioner::cli::start_in_process;
+use crate::conditioner::proxy::ProxyStats;
 use crate::swarm::DriverRuntime;
 
 /// ALPN of the floor's connections: nothing here speaks the game protocol.
@@ -93,6 +102,10 @@ pub struct FloorConfig {
     /// program), so this process is the server alone and the report gives its memory per
     /// connection; `None`: they run on threads of this process.
     pub clients_process: Option<PathBuf>,
+    /// A network conditioner between the clients and the server, and its seed; `None`: the
+    /// clients reach the server directly. Not with `clients_process` (the conditioner would
+    /// count in the server's memory).
+    pub impair: Option<(Conditions, u64)>,
 }
 
 impl FloorConfig {
@@ -112,6 +125,7 @@ impl FloorConfig {
             connect_timeout: Duration::from_secs(10),
             round_timeout: Duration::from_secs(10),
             clients_process: None,
+            impair: None,
         }
     }
 
@@ -142,6 +156,11 @@ impl FloorConfig {
         }
         if self.connect_timeout > MAX_TIMEOUT || self.round_timeout > MAX_TIMEOUT {
             return bad(format!("the connect and round timeouts must be at most {MAX_TIMEOUT:?}"));
+        }
+        if self.impair.is_some() && self.clients_process.is_some() {
+            return bad(
+                "an impaired floor measures time, not memory: not with a clients' process".into()
+            );
         }
         Ok(())
     }
@@ -246,6 +265,9 @@ pub struct FloorReport {
     /// The server's memory, when the clients ran in another process (`null` otherwise: the
     /// process's memory is both sides').
     pub server_memory: Option<ServerMemory>,
+    /// What the network conditioner did, when the clients went through one (`null`
+    /// otherwise).
+    pub network: Option<ProxyStats>,
 }
 
 /// The server process's resident memory (`VmRSS`, KiB) with no client, then after the last
@@ -300,6 +322,9 @@ impl std::fmt::Display for FloorReport {
                  connection open after the rounds: {:.1} KiB per connection",
                 m.rss_kib_before, m.rss_kib_idle, m.kib_per_connection
             )?;
+        }
+        if let Some(network) = &self.network {
+            write!(f, "  through the {network}")?;
         }
         Ok(())
     }
@@ -389,8 +414,18 @@ pub fn run_floor(config: &FloorConfig) -> Result<FloorReport, FloorError> {
     let server_addr = server_endpoint
         .local_addr()
         .map_err(|source| FloorError::Bind { addr: loopback, source })?;
+    // The clients dial the conditioner, which lives as long as the run.
+    let proxy = match config.impair {
+        Some((conditions, seed)) => Some(
+            server_rt
+                .block_on(start_in_process(server_addr, conditions, seed))
+                .map_err(|source| FloorError::Bind { addr: loopback, source })?,
+        ),
+        None => None,
+    };
+    let dial = proxy.as_ref().map_or(server_addr, |p| p.handle().addr());
 
-    let order = ClientsOrder::new(config, server_addr, cert_der);
+    let order = ClientsOrder::new(config, dial, cert_der);
     let (clients, rss_kib_before) = match &config.clients_process {
         None => (Clients::on_threads(order)?, None),
         // Read before the child starts: nothing of any client is in this process yet.
@@ -410,6 +445,7 @@ pub fn run_floor(config: &FloorConfig) -> Result<FloorReport, FloorError> {
         served
     });
     let clients = clients.join();
+    let network = proxy.map(|p| p.handle().stats());
     drop(server_rt);
 
     let served = match served.and_then(|s| s) {
@@ -469,6 +505,7 @@ pub fn run_floor(config: &FloorConfig) -> Result<FloorReport, FloorError> {
             client_recv: clients.socket_buffers.1,
         },
         server_memory,
+        network,
     })
 }
 
@@ -1155,6 +1192,31 @@ mod tests {
         assert!(report.wire.server_sent_bytes_per_client_per_round >= 64.0, "{report:?}");
         // The whole connect phase spans every client's own (the histogram rounds to 0.1 %).
         assert!(report.connect_all_us as f64 >= report.connect.max_us as f64 * 0.99, "{report:?}");
+    }
+
+    /// Through the conditioner, every round still reaches every client, no round is faster
+    /// than the lag both ways, and the report says what the conditioner did; a memory floor
+    /// (clients in another process) is not measured through it.
+    #[test]
+    fn a_floor_through_the_conditioner_is_slowed_by_it_and_reports_it() {
+        let lag = crate::conditioner::Impairment {
+            lag: Duration::from_millis(20),
+            ..crate::conditioner::Impairment::default()
+        };
+        let mut config = FloorConfig::new(4);
+        config.rounds = 3;
+        config.pause = Duration::from_millis(1);
+        config.client_endpoints = 4;
+        config.server_threads = Some(1);
+        config.impair = Some((Conditions::both(lag), 7));
+        let report = run_floor(&config).unwrap();
+        assert_eq!((report.round.count, report.connect.count), (3, 4));
+        assert!(report.round.p50_us >= 40_000, "20 ms each way: {report:?}");
+        let network = report.network.unwrap();
+        assert_eq!(network.flows, 4, "a flow per client endpoint");
+        assert!(network.down.offered > 0 && network.up.offered > 0);
+        config.clients_process = Some(PathBuf::from("gatehouse-floor"));
+        assert!(matches!(run_floor(&config), Err(FloorError::Config(_))));
     }
 
     /// A configuration out of range is refused before anything starts.

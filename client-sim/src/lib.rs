@@ -14,7 +14,8 @@
 //! - [`misbehaviour`]: which clients of a swarm misbehave and how (issue 13 item 4); the session
 //!   and the swarm carry the kinds out, the report keeps those clients apart.
 //! - [`floor`]: the bare QUIC floor F(N) the load benchmark measures the product against (the
-//!   `gatehouse-floor` binary); it uses nothing else of the crate.
+//!   `gatehouse-floor` binary), straight or through the [`conditioner`]; it uses nothing else
+//!   of the crate but the swarm's QUIC runtime.
 //! - [`conditioner`]: a seeded network conditioner (loss, lag, jitter, reordering, duplication,
 //!   a bandwidth cap) as a UDP relay between clients and the server, in process in front of
 //!   the swarm (`gatehouse-sim --impair`) or alone (`gatehouse-sim proxy`); it uses nothing

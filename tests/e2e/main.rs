@@ -6,6 +6,7 @@ mod hostile;
 mod misbehave;
 mod network;
 mod scale;
+mod scale_soak;
 mod session;
 mod soak;
 mod wait;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
+use gatehouse_client_sim::conditioner::cli::ImpairArgs;
 use gatehouse_client_sim::floor::{FloorConfig, run_clients_child, run_floor};
 use gatehouse_client_sim::swarm::parse_connect_rate;
 
@@ -64,6 +65,12 @@ struct Cli {
     /// Print the report as JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// A network conditioner between the clients and the server, in this process: the floor
+    /// of a round trip to every client over that network. Each client endpoint is a flow of
+    /// its own (--client-endpoints N draws each client's losses apart). Not with
+    /// --clients-process.
+    #[command(flatten)]
+    impair: ImpairArgs,
 }
 
 fn main() -> std::process::ExitCode {
@@ -99,6 +106,7 @@ fn run() -> anyhow::Result<()> {
     config.server_threads = cli.server_threads.map(|t| t as usize);
     config.connect_timeout = cli.connect_timeout;
     config.round_timeout = cli.round_timeout;
+    config.impair = cli.impair.conditions().map(|c| (c, cli.impair.impair_seed.unwrap_or(1)));
     if cli.clients_process {
         let exe = std::env::current_exe().context("cannot find this program to run the clients")?;
         config.clients_process = Some(exe);
