@@ -43,19 +43,9 @@ run() {
         --data-dir "$dir/$name" --world config/soak-world.toml --log-format json \
         2>"$dir/$name/server.log" &
     server_pid=$!
-    local status=0 quic= admin=
-    for _ in $(seq 100); do
-        quic=$(python3 deploy/load.py addr "$dir/$name/server.log" listening 2>/dev/null || true)
-        admin=$(python3 deploy/load.py addr "$dir/$name/server.log" "admin endpoint listening" \
-            2>/dev/null || true)
-        [ -n "$quic" ] && [ -n "$admin" ] && break
-        sleep 0.1
-    done
-    if [ -z "$quic" ] || [ -z "$admin" ]; then
-        echo "the server did not start:"
-        tail -n 5 "$dir/$name/server.log"
-        return 1
-    fi
+    local status=0 quic= admin= addrs=
+    addrs=$(python3 deploy/load.py addrs "$dir/$name/server.log" 10) || return 1
+    read -r quic admin <<<"$addrs"
     echo "== $name run: $clients clients, $duration, impairment $spec, seed $seed"
     "$bin/gatehouse-sim" --server "$quic" --server-cert "$dir/$name/dev-cert.der" \
         --wait 30s --scenario soak --clients "$clients" --duration "$duration" --seed "$seed" \

@@ -4,6 +4,8 @@
 Python 3 standard library only. load.sh calls it as
 
     load.py addr LOG MESSAGE              the `addr` field of the server's JSON log line MESSAGE
+    load.py addrs LOG SECONDS             waits for the server's QUIC and admin addresses in
+                                          LOG, prints "QUIC ADMIN"
     load.py idle --pid P --admin A --seconds S --out F
                                           server CPU and RSS with no client, S seconds
     load.py monitor --pid P --admin A --log LOG --clients N --until EPOCH --connect-deadline EPOCH
@@ -170,8 +172,8 @@ def arg(name, cast=str):
     return cast(argv[argv.index(name) + 1])
 
 
-def cmd_addr():
-    log, message = sys.argv[2], sys.argv[3]
+def log_addr(log, message):
+    """The `addr` field of the server's JSON log line MESSAGE in LOG, or None."""
     try:
         with open(log) as f:
             for line in f:
@@ -180,11 +182,37 @@ def cmd_addr():
                 except ValueError:
                     continue
                 if fields.get("message") == message and "addr" in fields:
-                    print(fields["addr"])
-                    return
+                    return fields["addr"]
     except OSError:
         pass
-    sys.exit(1)
+    return None
+
+
+def cmd_addr():
+    addr = log_addr(sys.argv[2], sys.argv[3])
+    if addr is None:
+        sys.exit(1)
+    print(addr)
+
+
+def cmd_addrs():
+    """Waits up to SECONDS for a server started with ephemeral ports to log both its QUIC and
+    its admin address; prints them on one line ("QUIC ADMIN"), or fails after the last lines
+    of its log."""
+    log, seconds = sys.argv[2], float(sys.argv[3])
+    end = time.monotonic() + seconds
+    while True:
+        quic, admin = log_addr(log, "listening"), log_addr(log, "admin endpoint listening")
+        if quic and admin:
+            print(quic, admin)
+            return
+        if time.monotonic() >= end:
+            try:
+                tail = open(log).read().splitlines()[-5:]
+            except OSError:
+                tail = []
+            sys.exit("the server did not start:\n" + "\n".join(tail))
+        time.sleep(0.1)
 
 
 def cmd_idle():
@@ -445,10 +473,10 @@ def cmd_table():
 
 
 def main():
-    commands = {"addr": cmd_addr, "idle": cmd_idle, "monitor": cmd_monitor, "table": cmd_table,
+    commands = {"addr": cmd_addr, "addrs": cmd_addrs, "idle": cmd_idle, "monitor": cmd_monitor, "table": cmd_table,
                 "snmp": lambda: print(snmp_rcvbuf())}
     if len(sys.argv) < 2 or sys.argv[1] not in commands:
-        sys.exit("usage: load.py addr|idle|monitor|snmp|table ...")
+        sys.exit("usage: load.py addr|addrs|idle|monitor|snmp|table ...")
     commands[sys.argv[1]]()
 
 

@@ -94,19 +94,8 @@ fi
     --bind 127.0.0.1:0 --admin-bind 127.0.0.1:0 --data-dir "$dir" --log-format json \
     2>"$dir/server.log" &
 server_pid=$!
-quic= admin=
-for _ in $(seq 100); do
-    quic=$(python3 deploy/load.py addr "$dir/server.log" listening 2>/dev/null || true)
-    admin=$(python3 deploy/load.py addr "$dir/server.log" "admin endpoint listening" \
-        2>/dev/null || true)
-    [ -n "$quic" ] && [ -n "$admin" ] && break
-    sleep 0.1
-done
-if [ -z "$quic" ] || [ -z "$admin" ]; then
-    echo "the server did not start:"
-    tail -n 5 "$dir/server.log"
-    exit 1
-fi
+addrs=$(python3 deploy/load.py addrs "$dir/server.log" 10)
+read -r quic admin <<<"$addrs"
 
 echo "== scale soak: $clients clients ($full_clients full), $duration, relaunch about every" \
     "$relaunch_every, restart $restart_after after death, impairment $impair;" \

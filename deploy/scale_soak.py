@@ -25,7 +25,8 @@ import json
 import os
 import sys
 import time
-import urllib.request
+
+from load import ended, metrics, rss_kib
 
 HZ = os.sysconf("SC_CLK_TCK")
 # The server's outcome labels, in the order the rows print them.
@@ -42,31 +43,11 @@ def cpu_ticks(pid):
         return None
 
 
-def rss_kib(pid):
-    """VmRSS of PID, KiB (None once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
 def transitions(admin):
     """The server's transition counters: started, and ended by outcome."""
-    with urllib.request.urlopen(f"http://{admin}/metrics", timeout=5) as r:
-        text = r.read().decode()
-    out = {"started": 0, **{o: 0 for o in OUTCOMES}}
-    for line in text.splitlines():
-        if line.startswith("gatehouse_transitions_started_total "):
-            out["started"] = int(float(line.split()[1]))
-        elif line.startswith("gatehouse_transitions_ended_total{"):
-            label = line.split('outcome="', 1)[1].split('"', 1)[0]
-            if label in out:
-                out[label] = int(float(line.rsplit(" ", 1)[1]))
-    return out
+    m = metrics(admin)
+    return {"started": int(m.get("transitions_started_total", 0)),
+            **{o: int(ended(m, o)) for o in OUTCOMES}}
 
 
 def alive(pid):

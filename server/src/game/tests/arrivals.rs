@@ -142,7 +142,9 @@ fn an_arrival_that_reports_before_the_barrier_is_spawned_in_the_window() {
 /// placed at once) and `b` (logged in while the server loaded the forest, so waited for;
 /// possessed and not acknowledged yet) both reported ready. Returns the harness, the
 /// transition, `a` and `b`.
-fn completing_with(rules: GameRules) -> (Harness, TransitionId, ConnectionId, ConnectionId) {
+pub(super) fn completing_with(
+    rules: GameRules,
+) -> (Harness, TransitionId, ConnectionId, ConnectionId) {
     let mut h = Harness::with(WORLD, rules);
     let boot = h.transition();
     h.stream_node("harbor");

@@ -13,7 +13,6 @@ use gatehouse_tags::catalog::{
 
 use super::super::spawn::SpawnKind;
 use super::*;
-use crate::store::LoadOutcome;
 
 fn travel(h: &mut Harness, to: &str) -> TransitionId {
     h.input(Input::Travel { node: node(to) });
@@ -353,13 +352,8 @@ fn a_load_finishing_pushes_the_settle_deadline() {
 /// Guard: a player's save load in flight extends the settle-hold like a streaming load does.
 #[test]
 fn a_save_load_in_flight_extends_the_settle_hold() {
-    let mut h = Harness::holding_loads(WORLD);
-    h.answer_session(LoadOutcome::NotFound);
-    h.stream_node("harbor");
-    let a = h.login("a");
-    h.answer_load("a", LoadOutcome::NotFound);
-    h.join_ready(a);
-    h.ack(a);
+    let mut h = Harness::booted_holding_loads();
+    let a = h.placed_answering_load("a");
     let t = travel(&mut h, "forest");
     // A player (logged in while the server loads the forest, so waited for) whose save is
     // still loading when the spawn window opens: unplaced.

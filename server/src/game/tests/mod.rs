@@ -387,6 +387,26 @@ impl Harness {
         c
     }
 
+    /// A harness whose loads wait for the test, booted: the session load answered (no save),
+    /// the start node streamed, no players.
+    pub(super) fn booted_holding_loads() -> Self {
+        let mut h = Harness::holding_loads(WORLD);
+        h.answer_session(LoadOutcome::NotFound);
+        h.stream_node("harbor");
+        h
+    }
+
+    /// Logs in `name` while no transition runs, answers its held save load (none found) and
+    /// places it through its join.
+    pub(super) fn placed_answering_load(&mut self, name: &str) -> ConnectionId {
+        let c = self.login(name);
+        self.answer_load(name, LoadOutcome::NotFound);
+        self.join_ready(c);
+        self.ack(c);
+        assert!(self.player(name).is_placed());
+        c
+    }
+
     /// Boots: streams the start node and ends the boot transition (no players).
     pub(super) fn booted() -> Self {
         let mut h = Harness::new();

@@ -7,6 +7,7 @@
 
 use gatehouse_protocol::{ClientMessage, TransitionId};
 
+use super::arrivals::completing_with;
 use super::*;
 use crate::store::LoadOutcome;
 
@@ -78,27 +79,11 @@ fn a_reconnect_replacing_its_connection_once_clients_are_awaited_is_an_arrival()
     placed_by_its_join(&mut h, again, "b");
 }
 
-/// A booted harness travelling to the forest in Completing: `a` (a kept pawn, placed) and
-/// `b` (logged in while the server loaded the forest, so waited for; possessed and not
-/// acknowledged yet). Returns the harness, the transition, `a` and `b`.
-fn completing_on_b() -> (Harness, TransitionId, ConnectionId, ConnectionId) {
-    let mut h = Harness::booted();
-    let a = h.placed("a");
-    h.input(Input::Travel { node: node("forest") });
-    let t = h.transition();
-    let b = h.login("b");
-    h.stream_node("forest");
-    h.ready(a);
-    h.ready(b);
-    assert_eq!(h.game.snapshot().phase, "Completing", "b's acknowledgement is awaited");
-    (h, t, a, b)
-}
-
 /// A relaunch in the spawn window is an arrival: the transition ends on the acknowledgement of
 /// the last player it waits for, not on the relaunch's report, and a join places the relaunch.
 #[test]
 fn a_relaunch_in_the_spawn_window_is_an_arrival() {
-    let (mut h, t, a, b) = completing_on_b();
+    let (mut h, t, a, b) = completing_with(rules());
     h.disconnect(a);
     let again = h.login("a");
     assert!(h.game.transition.is_arrival(&pid("a")));
@@ -111,7 +96,7 @@ fn a_relaunch_in_the_spawn_window_is_an_arrival() {
 /// transition does not wait for its acknowledgement.
 #[test]
 fn a_relaunch_in_the_spawn_window_that_reports_is_spawned_in_it() {
-    let (mut h, t, a, b) = completing_on_b();
+    let (mut h, t, a, b) = completing_with(rules());
     h.disconnect(a);
     let again = h.login("a");
     h.ready(again);
@@ -146,13 +131,8 @@ fn a_stream_of_relaunches_cannot_hold_the_transition_past_its_client_ready_deadl
 /// A booted harness whose loads wait for the test, travelling to the forest in Completing:
 /// `a` placed, `b` (logged in while the server loaded) possessed and not acknowledged.
 fn completing_holding_loads() -> (Harness, TransitionId, ConnectionId) {
-    let mut h = Harness::holding_loads(WORLD);
-    h.answer_session(LoadOutcome::NotFound);
-    h.stream_node("harbor");
-    let a = h.login("a");
-    h.answer_load("a", LoadOutcome::NotFound);
-    h.join_ready(a);
-    h.ack(a);
+    let mut h = Harness::booted_holding_loads();
+    let a = h.placed_answering_load("a");
     h.input(Input::Travel { node: node("forest") });
     let t = h.transition();
     let b = h.login("b");
