@@ -1165,6 +1165,73 @@ mod tests {
         assert_eq!(answers(Duration::from_millis(50)), vec![shown]);
     }
 
+    /// Only what answers the server is timed as a reply: a restart request, a leave or a
+    /// hello is the client's own initiative.
+    #[test]
+    fn only_answers_to_the_server_are_timed_as_replies() {
+        use gatehouse_protocol::{JoinId, PawnId, TransitionId};
+        let id = TransitionId(1);
+        let answers = [
+            ClientMessage::TransitionShown { transition_id: id },
+            ClientMessage::TransitionReady { transition_id: id },
+            ClientMessage::JoinReady { join_id: JoinId(2) },
+            ClientMessage::PossessionAcknowledged { pawn_id: PawnId(3) },
+        ];
+        assert!(answers.iter().all(is_answer));
+        let own = [ClientMessage::RestartRequest, ClientMessage::Leave];
+        assert!(!own.iter().any(is_answer));
+    }
+
+    /// A read that is pending until its test says so, keeping the waker it was last given.
+    struct Gate {
+        open: std::rc::Rc<std::cell::Cell<bool>>,
+        waker: std::rc::Rc<std::cell::RefCell<Option<Waker>>>,
+    }
+
+    impl Future for Gate {
+        type Output = ();
+
+        fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> std::task::Poll<()> {
+            if self.open.get() {
+                return std::task::Poll::Ready(());
+            }
+            *self.waker.borrow_mut() = Some(cx.waker().clone());
+            std::task::Poll::Pending
+        }
+    }
+
+    /// The read stamp keeps the first wake since the read last found nothing: the instant its
+    /// data became readable. A wake after which the read still finds nothing (a datagram ahead
+    /// of a lost one) is the network's delay, and is forgotten.
+    #[test]
+    fn a_read_stamp_keeps_the_first_wake_since_the_read_last_found_nothing() {
+        let stamp = Arc::new(ReadStamp::default());
+        let open = std::rc::Rc::new(std::cell::Cell::new(false));
+        let waker = std::rc::Rc::new(std::cell::RefCell::new(None::<Waker>));
+        let gate = Gate { open: open.clone(), waker: waker.clone() };
+        let mut read = std::pin::pin!(stamped(gate, &stamp));
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut poll = || read.as_mut().poll(&mut cx).is_ready();
+        assert!(!poll());
+        let wake = || waker.borrow().as_ref().expect("the read's waker").wake_by_ref();
+        // Woken with nothing readable in order: forgotten at the next poll.
+        wake();
+        assert!(stamp.woken.lock().unwrap().is_some(), "the wake is stamped");
+        assert!(!poll());
+        assert_eq!(stamp.take(), None, "a wake that brought nothing is the network's");
+        // Woken twice, then readable: the first wake is when the data was.
+        let before = std::time::Instant::now();
+        wake();
+        let first = *stamp.woken.lock().unwrap();
+        wake();
+        open.set(true);
+        assert!(poll());
+        let taken = stamp.take();
+        assert_eq!(taken, first, "the first wake is kept");
+        assert!(taken.is_some_and(|at| at >= before));
+        assert_eq!(stamp.take(), None, "taken once");
+    }
+
     /// Issue 11, item 4: the progress counts follow each connection, and a connection's end
     /// takes back what it added.
     #[test]
@@ -1186,5 +1253,44 @@ mod tests {
         reported.end(Some(&progress));
         assert_eq!(progress.snapshot().connected, 0);
         assert_eq!(progress.snapshot().errors, 1, "errors stay counted");
+    }
+
+    /// Each client's loading screen reaches the interval figures: up while it is up, down when
+    /// it comes down, cut short (counted toward the longest, not as down) when the connection
+    /// ends with it up.
+    #[test]
+    fn the_progress_follows_each_clients_screen_into_the_interval() {
+        use gatehouse_protocol::{LevelName, NodeId, TransitionId};
+        let progress = Progress::default();
+        let show = |id| ServerMessage::ShowTransition {
+            transition_id: TransitionId(id),
+            target_node: NodeId::new("harbor").unwrap(),
+            levels: vec![LevelName::new("harbor_docks").unwrap()],
+        };
+        let start = std::time::Instant::now();
+        let mut runs = Vec::new();
+        for cut in [false, true] {
+            let mut session =
+                ClientSession::new(SessionConfig { full: false, ..Default::default() });
+            let mut reported = Reported::new(7);
+            let me = PlayerId::new("sim-0007").unwrap();
+            session.handle(start, ServerMessage::Welcome { player_id: me, current_node: None });
+            session.handle(start, show(1));
+            reported.update(Some(&progress), &session);
+            let up = progress.take_interval(std::time::Instant::now(), 1);
+            assert_eq!((up.screens_up, up.screens_down), (1, 0), "{up:?}");
+            if cut {
+                reported.end(Some(&progress));
+            } else {
+                session
+                    .handle(start, ServerMessage::EndTransition { transition_id: TransitionId(1) });
+                reported.update(Some(&progress), &session);
+            }
+            runs.push(progress.take_interval(std::time::Instant::now(), 2));
+        }
+        let (down, cut) = (&runs[0], &runs[1]);
+        assert_eq!((down.screens_up, down.screens_down, down.shown_to_ended.count), (0, 1, 1));
+        assert_eq!((cut.screens_up, cut.screens_down, cut.shown_to_ended.count), (0, 0, 0));
+        assert!(cut.longest_loading_screen_ms <= start.elapsed().as_millis() as u64);
     }
 }

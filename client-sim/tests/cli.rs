@@ -19,6 +19,7 @@ fn the_sim_binary_reports_every_client_placed() {
     let server = runtime.block_on(TestServer::start(&world));
     let addr = server.addr;
     let report_path = dir.path().join("report.json");
+    let intervals_path = dir.path().join("intervals.jsonl");
     let out = Command::new(SIM)
         .args([
             "--server",
@@ -29,11 +30,17 @@ fn the_sim_binary_reports_every_client_placed() {
             "4s",
             "--full-clients",
             "4",
+            "--progress",
+            "never",
+            "--interval",
+            "1s",
             "--server-cert",
         ])
         .arg(&server.cert)
         .arg("--report-json")
         .arg(&report_path)
+        .arg("--interval-json")
+        .arg(&intervals_path)
         .arg("--check")
         .output()
         .unwrap();
@@ -60,6 +67,23 @@ fn the_sim_binary_reports_every_client_placed() {
         assert!(timings[phase]["p50_us"].as_u64().unwrap() > 0, "{phase}: {report}");
     }
     assert!(report["wire"]["bytes_received"].as_u64().unwrap() > 0, "{report}");
+    // Every client answered (TransitionShown, ready, acknowledgements), each answer timed.
+    assert!(timings["reply_delay"]["count"].as_u64().unwrap() >= 8 * 2, "{report}");
+    // A line per second of the run (without progress lines: the figures are recorded all the
+    // same), then the last, shorter one; every screen that came down is in one of them.
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(&intervals_path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines.len() >= 4, "{lines:?}");
+    assert!(lines[0]["at_s"].as_u64().unwrap() >= 1, "the first ends an interval in: {lines:?}");
+    assert!(lines.windows(2).all(|w| w[0]["at_s"].as_u64() <= w[1]["at_s"].as_u64()));
+    let down: u64 = lines.iter().map(|l| l["screens_down"].as_u64().unwrap()).sum();
+    let transitions = timings["shown_to_ended"]["count"].as_u64().unwrap();
+    assert!(down >= transitions, "{down} screens down, {transitions} transitions ended");
+    let replies: u64 = lines.iter().map(|l| l["reply_delay"]["count"].as_u64().unwrap()).sum();
+    assert_eq!(replies, timings["reply_delay"]["count"].as_u64().unwrap(), "{lines:?}");
     // Seed 000 in every full client: a local gate for each one's pawn, no violation, every pawn
     // generation accounted for; seed 002: the notifications went through each one's router.
     let gates = &report["gates"];
@@ -70,6 +94,10 @@ fn the_sim_binary_reports_every_client_placed() {
     assert!(report["router"]["broadcasts"].as_u64().unwrap() > 0, "{report}");
     assert_eq!(report["router"]["mismatches"], 0, "{report}");
     assert_eq!(printed(&text, "gate violations"), Some("0"), "{text}");
+    for phase in ["shown -> ended", "reply delay"] {
+        let line = printed(&text, phase).unwrap_or_default();
+        assert!(line.starts_with("p50 ") && line.contains(" ms over "), "{phase}: {text}");
+    }
     runtime.block_on(server.stop());
 }
 
@@ -135,6 +163,16 @@ fn flags_that_cannot_hold_are_refused_before_the_run() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(stderr.contains("--timeline") && stderr.contains("/nonexistent/dir"), "{stderr}");
+    let out = run(&["--clients", "1", "--interval-json", "/nonexistent/dir/intervals.jsonl"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("--interval-json") && stderr.contains("/nonexistent/dir"), "{stderr}");
+    // An interval under a second is refused; one of a second is taken.
+    let out = run(&["--clients", "1", "--interval", "999ms", "--help"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("--interval") && stderr.contains("at least 1s"), "{stderr}");
+    assert!(run(&["--interval", "1s", "--help"]).status.success());
     // A config file named on the command line must exist: a typo never falls back to the
     // development key.
     let out = run(&["--clients", "1", "--config", "/nonexistent/server.toml"]);

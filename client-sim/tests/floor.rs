@@ -40,6 +40,30 @@ fn a_floor_with_its_clients_in_another_process_reports_the_servers_memory() {
     assert!(report["server_memory"].is_null(), "{report}");
 }
 
+/// `--impair` puts the conditioner between the clients and the server: every round still
+/// reaches every client, and the text report ends with what the conditioner did (a flow per
+/// client endpoint); with `--clients-process` it is refused, naming why.
+#[test]
+fn an_impaired_floor_reports_the_conditioner_and_refuses_a_clients_process() {
+    let run = |extra: &[&str]| {
+        Command::new(FLOOR)
+            .args(["--clients", "4", "--client-endpoints", "2", "--rounds", "2", "--pause"])
+            .args(["1ms", "--impair", "lag=5ms", "--impair-seed", "3"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let out = run(&[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(text.contains("floor F(4)") && text.contains("round: "), "{text}");
+    assert!(text.contains("through the network conditioner: 2 flows"), "{text}");
+    let out = run(&["--clients-process"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("not with a clients' process"), "{err}");
+}
+
 /// A clients' process whose order on stdin is not one fails, saying so, before it connects.
 #[test]
 fn a_clients_process_refuses_an_order_it_cannot_read() {

@@ -62,8 +62,10 @@
 //!    node its client reported streamed;
 //! 4. **release placed joiners**: a join ends (`EndJoin`) once its joiner is placed;
 //! 5. **try to finish the transition**: Completing ends once every player is placed, or at the
-//!    settle deadline with nothing loading (the client-ready policy then handles the clients
-//!    that never acknowledged their pawn); a load in flight pushes the deadline instead;
+//!    settle deadline with none of its own loads in flight (the client-ready policy then
+//!    handles the clients that never acknowledged their pawn); a load the transition waits for
+//!    (its streaming, the save of a player it waits for; never an arrival's) pushes the
+//!    deadline instead (docs/protocol.md 4.2, "Progress");
 //! 6. **start a due route travel** once no transition is in flight.
 //!
 //! Each step can enable the next: a completion (2) queues the spawns (3) attempts, a spawn may

@@ -31,7 +31,13 @@
 //! and spawned in its window if its ready report comes in time, but awaited by nothing. So
 //! every player whose report it awaits was shown it before WaitingForClients began, and one
 //! deadline covers them all: the phase's start plus the client-ready timeout. Churn can only
-//! take players out of the wait (a departure), never put one back in.
+//! take players out of the wait (a departure), never put one back in. Completing holds for the
+//! placements of those players alone, at most a settle timeout, extended only by the
+//! transition's own loads (the game's `is_transition_load_in_flight`), each bounded; and a
+//! transition that fails at its hard maximum travels back without waiting for the players that
+//! held it (the game's `handle_transition_limit`). The bounds that follow, with clients that
+//! answer and with clients that do not, are stated in docs/protocol.md 4.2 and tested by the
+//! harness's property `every_transition_ends_within_its_bound_under_churn_and_loss`.
 //!
 //! Cost: the present players that still owe a ready report are kept in one ordered set, so a
 //! ready report, the client-ready deadline and the all-ready check are O(log N) in the number
