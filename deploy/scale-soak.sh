@@ -8,8 +8,9 @@
 # at the end the swarm's whole report, the run's figures and the timeline picture's path.
 # Before the soak it measures the network's floor F(N) in the same run: one round trip from a
 # bare QUIC server to every one of the N clients and back through the same conditioner
-# (gatehouse-floor --impair), the least any transition over that network can take; the figures
-# are printed as ratios to it. It fails on any failed transition, any invariant the swarm's --check finds broken (a client not
+# (gatehouse-floor --impair). A transition waits for one such round trip at least (its ready
+# reports), beside the streaming: the transitions' durations on the server are printed as
+# ratios to it. It fails on any failed transition, any invariant the swarm's --check finds broken (a client not
 # placed at the end among them), any loading screen longer than MAX_SCREEN, or server RSS
 # growing more than RSS_GROWTH % after the first RSS_AFTER.
 #
@@ -40,7 +41,7 @@ rss_after=${RSS_AFTER:-5m}
 rss_growth=${RSS_GROWTH:-10}
 floor_rounds=${FLOOR_ROUNDS:-30}
 
-# Whole seconds or milliseconds of a duration such as 90s, 10m or 500ms.
+# The milliseconds of a duration in one unit: 500ms, 90s, 10m or 1h (not 1m30s).
 millis() {
     case $1 in
         *ms) echo "${1%ms}" ;;
@@ -54,7 +55,10 @@ millis() {
 max_screen_ms=$(millis "$max_screen" MAX_SCREEN)
 rss_after_ms=$(millis "$rss_after" RSS_AFTER)
 millis "$duration" DURATION >/dev/null
-millis "$interval" INTERVAL >/dev/null
+if [ "$(millis "$interval" INTERVAL)" -lt 1000 ]; then
+    echo "scale-soak: INTERVAL=$interval: expected at least 1s" >&2
+    exit 2
+fi
 
 if [ -z "${BIN_DIR:-}" ]; then
     cargo build --release -q -p gatehouse-server -p gatehouse-client-sim

@@ -13,9 +13,11 @@
         the run's figures and whether it passes: no failed transition, no invariant broken
         (gatehouse-sim --check exited N: 0, or the problems it named in its log), no loading
         screen longer than MS, server RSS after S seconds (default 300) never more than PCT %
-        (default 10) above its value then. Exit 1 on any failure, each named. With --floor
-        (gatehouse-floor --json of the same run), shown -> ended is also given as a ratio to
-        the floor's round trip to every client, F(N).
+        (default 10) above its value then. Exit 1 on any failure, each named. The transitions'
+        durations on the server (start to end, from /state) are given beside the clients'
+        shown -> ended, and with --floor (gatehouse-floor --json of the same run) as ratios to
+        the floor's round trip to every client, F(N): the round trip every transition waits for
+        at least.
 
 CPU comes from /proc/PID/stat (utime + stime, clock ticks), as a share of one core over each
 interval; RSS from /proc/PID/status (VmRSS).
@@ -26,7 +28,7 @@ import os
 import sys
 import time
 
-from load import ended, metrics, rss_kib
+from load import ended, get, metrics, rss_kib
 
 HZ = os.sysconf("SC_CLK_TCK")
 # The server's outcome labels, in the order the rows print them.
@@ -43,6 +45,20 @@ def cpu_ticks(pid):
         return None
 
 
+def transition_times(admin, last):
+    """The transitions that ended (completed or at the settle timeout) since id `last[0]`, as
+    the server's core timed them from its start to its end, ms; advances `last[0]`."""
+    state = json.loads(get(admin, "/state", timeout=10))
+    out = []
+    for t in state.get("recent_transition_timings", []):
+        if t["transition_id"] > last[0]:
+            # The boot travel, before any client, says nothing of them.
+            if t.get("players", 0) > 0:
+                out.append(t["whole_us"] / 1000)
+            last[0] = t["transition_id"]
+    return out
+
+
 def transitions(admin):
     """The server's transition counters: started, and ended by outcome."""
     m = metrics(admin)
@@ -51,7 +67,12 @@ def transitions(admin):
 
 
 def alive(pid):
-    return os.path.exists(f"/proc/{pid}")
+    """Whether PID runs (a zombie, ended but not yet waited for, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
 
 
 HEADER = (
@@ -67,13 +88,17 @@ def watch(args):
     print(HEADER, flush=True)
     last = {"t": time.monotonic(), "server": cpu_ticks(server), "sim": cpu_ticks(sim)}
     last["counts"] = transitions(admin)
+    last["timed"] = [0]
     seen = 0
     with open(out, "w") as rows:
         while True:
+            # Whether the swarm had ended before this read: then the read holds its last line.
+            ended = not alive(sim)
             lines = []
             try:
                 with open(intervals) as f:
-                    lines = f.read().splitlines()
+                    # Whole lines only: the last one may be half written.
+                    lines = f.read().split("\n")[:-1]
             except OSError:
                 pass
             for line in lines[seen:]:
@@ -86,7 +111,7 @@ def watch(args):
                 rows.write(json.dumps(row) + "\n")
                 rows.flush()
                 print(format_row(row), flush=True)
-            if not alive(sim):
+            if ended:
                 break
             time.sleep(1)
 
@@ -108,11 +133,16 @@ def sample(interval, server, sim, admin, last):
         counts = last["counts"]
     delta = {k: counts[k] - last["counts"].get(k, 0) for k in counts}
     last["counts"] = counts
+    try:
+        whole = transition_times(admin, last["timed"])
+    except (OSError, ValueError, KeyError):
+        whole = []
     rss = rss_kib(server)
     shown = interval["shown_to_ended"]
     return {
         "at_s": interval["at_s"],
         "transitions": delta,
+        "transition_whole_ms": whole,
         "longest_loading_screen_ms": interval["longest_loading_screen_ms"],
         "screens_down": interval["screens_down"],
         "shown_to_ended_p50_ms": shown["p50_us"] / 1000,
@@ -182,14 +212,22 @@ def verdict(args):
     print(f"  longest loading screen: {longest / 1000:.1f} s (bound {max_screen / 1000:.0f} s)")
     print(f"  shown -> ended: p50 {shown.get('p50_us', 0) / 1000:.0f} ms, "
           f"p99 {shown.get('p99_us', 0) / 1000:.0f} ms, max {shown.get('max_us', 0) / 1000:.0f} ms")
+    whole = sorted(ms for r in rows for ms in r.get("transition_whole_ms", []))
+    if whole:
+        w50, w99 = percentile(whole, 50), percentile(whole, 99)
+        line = (f"  transitions on the server, start -> end: p50 {w50:.0f} ms, p99 {w99:.0f} ms, "
+                f"max {whole[-1]:.0f} ms over {len(whole)}")
+        if "--floor" in args:
+            floor = json.load(open(args["--floor"]))["round"]
+            f50, f99 = floor["p50_us"] / 1000, floor["p99_us"] / 1000
+            line += f"; {w50 / f50:.2f} x F p50, {w99 / f99:.2f} x F p99"
+        print(line)
     if "--floor" in args:
         floor = json.load(open(args["--floor"]))["round"]
-        f50, f99 = floor["p50_us"], floor["p99_us"]
-        ratio = lambda a, b: f"{a / b:.2f} x" if b else "-"
-        print(f"  the floor F({clients}), one round trip to every client through the same "
-              f"network: p50 {f50 / 1000:.0f} ms, p99 {f99 / 1000:.0f} ms "
-              f"({floor['count']} rounds); shown -> ended p50 {ratio(shown.get('p50_us', 0), f50)}"
-              f" F p50, p99 {ratio(shown.get('p99_us', 0), f99)} F p99")
+        print(f"  the floor F({clients}): one round trip from a bare QUIC server to every client "
+              f"and back, through the same network: p50 {floor['p50_us'] / 1000:.0f} ms, "
+              f"p99 {floor['p99_us'] / 1000:.0f} ms over {floor['count']} rounds (a transition "
+              f"waits for one such round trip at least, beside the streaming)")
     print(f"  reply delay: p50 {reply.get('p50_us', 0) / 1000:.1f} ms, "
           f"p99 {reply.get('p99_us', 0) / 1000:.1f} ms, max {reply.get('max_us', 0) / 1000:.1f} ms")
     print(f"  CPU, mean over the intervals: server {mean(cpu('server_cpu_cores')):.2f} cores, "
@@ -209,6 +247,12 @@ def verdict(args):
         return 1
     print("passed")
     return 0
+
+
+def percentile(sorted_values, p):
+    """The nearest-rank p-th percentile of a sorted, non-empty list."""
+    rank = max(1, -(-len(sorted_values) * p // 100))
+    return sorted_values[min(rank, len(sorted_values)) - 1]
 
 
 def swarm_problems(log):

@@ -6,8 +6,9 @@
 //! deadline, until the run's duration is over; then `Leave`.
 //!
 //! A client that was welcomed once and then loses its connection as a real game client would
-//! survive it (the connection timed out or was reset because the network went away, or the
-//! server closed it with `ShuttingDown` for a restart) reconnects with the same player id,
+//! survive it (the connection timed out or was reset because the network went away, the server
+//! closed it with `ShuttingDown` for a restart, or with `HelloTimeout` because its `Hello` was
+//! lost on the way) reconnects with the same player id,
 //! retrying while the server is unreachable, until the run ends; only a loss it never recovers
 //! from is an error.
 //!
@@ -54,6 +55,9 @@ use rand::{RngExt as _, SeedableRng as _};
 
 /// How long a leaving client waits for the server to close.
 const LEAVE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The most a client reads from its stream at once, bytes.
+const READ_CHUNK: usize = 16 * 1024;
 
 /// Pause between a client vanishing and its relaunch.
 const RELAUNCH_PAUSE: Duration = Duration::from_millis(200);
@@ -185,24 +189,38 @@ struct Reported {
     connected: bool,
     placed: bool,
     errors: usize,
+    /// How many of the session's screens that came down were counted already.
+    screens_down: usize,
     /// The loading screen up at the last update: its kind and when it went up.
     screen: Option<(ScreenKind, std::time::Instant)>,
 }
 
 impl Reported {
     fn new(index: usize) -> Self {
-        Reported { index, connected: false, placed: false, errors: 0, screen: None }
+        Reported {
+            index,
+            connected: false,
+            placed: false,
+            errors: 0,
+            screens_down: 0,
+            screen: None,
+        }
     }
 
     fn update(&mut self, progress: Option<&Progress>, session: &ClientSession) {
         let Some(progress) = progress else { return };
         let up = session.screen_up();
-        if self.screen != up {
-            let now = std::time::Instant::now();
+        let screens = &session.stats().screens;
+        if self.screen != up || screens.len() > self.screens_down {
             let mut interval = progress.interval();
-            if let Some((kind, raised)) = self.screen {
-                interval.screen_down(self.index, kind, raised, now, false);
+            // Every screen that came down since, each at its own instants: one that went up
+            // and down between two updates too.
+            for screen in screens.iter().skip(self.screens_down) {
+                if let Some(ended) = screen.ended {
+                    interval.screen_down(self.index, screen.kind, screen.shown, ended, false);
+                }
             }
+            self.screens_down = screens.len();
             if let Some((_, raised)) = up {
                 interval.screen_up(self.index, raised);
             }
@@ -755,6 +773,9 @@ async fn run_life(
     let mut silent = false;
     // When the QUIC driver last found the stream readable: what a reply is timed from.
     let readable = Arc::new(ReadStamp::default());
+    // After a full chunk more may wait in the stream, readable since the same wake: the next
+    // read's cause unless a newer wake stamps it.
+    let mut carried: Option<std::time::Instant> = None;
     loop {
         let now = Instant::now();
         // Every death gets its respawn before the client goes: a leaving client also waits
@@ -775,9 +796,13 @@ async fn run_life(
                 cause = wake.map(Instant::into_std);
                 session.handle_timeout(Instant::now().into_std());
             }
-            chunk = stamped(recv.read_chunk(16 * 1024, true), &readable) => match chunk {
+            chunk = stamped(recv.read_chunk(READ_CHUNK, true), &readable) => match chunk {
                 Ok(Some(chunk)) => {
-                    cause = Some(readable.take().unwrap_or_else(std::time::Instant::now));
+                    let since = readable.take().or(carried.take());
+                    cause = Some(since.unwrap_or_else(std::time::Instant::now));
+                    if chunk.bytes.len() == READ_CHUNK {
+                        carried = cause;
+                    }
                     decoder.extend(&chunk.bytes);
                     loop {
                         match decoder.next_message::<ServerMessage>() {
@@ -812,8 +837,7 @@ async fn run_life(
             // A failed write is seen as the connection's close by the next read.
             let _ = send.write_all(&turn.chunk).await;
         }
-        // The replies are out: now the game side's share of this turn.
-        session.run_game_side();
+        // The replies are out: timed now, before the game side's share of this turn runs.
         if turn.answers
             && let Some(cause) = turn.due.into_iter().chain(cause).min()
         {
@@ -824,6 +848,7 @@ async fn run_life(
             }
         }
         reported.update(progress, &session);
+        session.run_game_side();
         if let Some(kind) = session.take_transport_misbehaviour(Instant::now().into_std()) {
             match misbehave(kind, &connection, &mut send, stop_at).await {
                 Misbehaved::Wrote => {}
@@ -838,6 +863,9 @@ async fn run_life(
             }
         }
     }
+    // A turn the loop left early did not run its game side's share, nor report.
+    session.run_game_side();
+    reported.update(progress, &session);
     reported.end(progress);
     life.connected = session.player().is_some();
     life.placed = session.is_placed();
@@ -849,7 +877,7 @@ async fn run_life(
             Some((code, reason)) => {
                 let number = u64::from(code);
                 let code = CloseCode::from_code(number).ok_or(number);
-                (describe_code(code, reason), code == Ok(CloseCode::ShuttingDown), code.ok())
+                (describe_code(code, reason), code.is_ok_and(reconnects_after), code.ok())
             }
             None => {
                 let _ = tokio::time::timeout(LEAVE_TIMEOUT, connection.closed()).await;
@@ -1010,7 +1038,9 @@ fn is_answer(message: &ClientMessage) -> bool {
 
 /// When the QUIC driver woke a read of the control stream that had nothing to give: the data
 /// became readable then, and waited from then until the sessions' thread took it. Set by the
-/// first wake after the read last found nothing to read.
+/// first wake after the read last found nothing to read. A wake that lands between the read
+/// finding nothing and the stamp's reset is lost: that reply is timed from when it was read, a
+/// little short.
 #[derive(Debug, Default)]
 struct ReadStamp {
     /// The first wake not yet taken.
@@ -1065,15 +1095,24 @@ async fn stamped<F: Future>(read: F, stamp: &Arc<ReadStamp>) -> F::Output {
 }
 
 /// Whether a closed connection is one a game client reconnects after: it timed out or was reset
-/// (the network went away, the server was killed) or the server is shutting down (a restart).
+/// (the network went away, the server was killed), or the server closed it with a code a client
+/// reconnects after ([`reconnects_after`]).
 fn is_recoverable(connection: &quinn::Connection) -> bool {
     match connection.close_reason() {
         Some(quinn::ConnectionError::TimedOut | quinn::ConnectionError::Reset) => true,
         Some(quinn::ConnectionError::ApplicationClosed(close)) => {
-            CloseCode::from_code(close.error_code.into_inner()) == Some(CloseCode::ShuttingDown)
+            CloseCode::from_code(close.error_code.into_inner()).is_some_and(reconnects_after)
         }
         _ => false,
     }
+}
+
+/// Whether a game client logs in again after the server closed its connection with `code`:
+/// the server is shutting down (a restart), or it did not get the client's `Hello` in time (on
+/// a bad network, lost on the way: the login failed, not the client). Every other close says
+/// something about the client, and ends it.
+fn reconnects_after(code: CloseCode) -> bool {
+    matches!(code, CloseCode::ShuttingDown | CloseCode::HelloTimeout)
 }
 
 /// "closed by the server (ReadyTimeout): client ready timeout": a code of ours by name, an
@@ -1163,6 +1202,17 @@ mod tests {
         let ready = ClientMessage::TransitionReady { transition_id: TransitionId(4) };
         assert_eq!(answers(Duration::ZERO), vec![shown.clone(), ready]);
         assert_eq!(answers(Duration::from_millis(50)), vec![shown]);
+    }
+
+    /// A client logs in again after a restart's close or a login whose `Hello` did not reach
+    /// the server in time; any other close of the server ends it.
+    #[test]
+    fn a_client_reconnects_after_a_restart_or_a_login_lost_on_the_way() {
+        assert!(reconnects_after(CloseCode::ShuttingDown));
+        assert!(reconnects_after(CloseCode::HelloTimeout));
+        for code in [CloseCode::ReadyTimeout, CloseCode::Abuse, CloseCode::Replaced] {
+            assert!(!reconnects_after(code), "{code:?}");
+        }
     }
 
     /// Only what answers the server is timed as a reply: a restart request, a leave or a
@@ -1292,5 +1342,19 @@ mod tests {
         assert_eq!((down.screens_up, down.screens_down, down.shown_to_ended.count), (0, 1, 1));
         assert_eq!((cut.screens_up, cut.screens_down, cut.shown_to_ended.count), (0, 0, 0));
         assert!(cut.longest_loading_screen_ms <= start.elapsed().as_millis() as u64);
+        // A screen that goes up and comes down between two updates is counted all the same,
+        // with its own instants.
+        let mut session = ClientSession::new(SessionConfig { full: false, ..Default::default() });
+        let mut reported = Reported::new(8);
+        let me = PlayerId::new("sim-0008").unwrap();
+        session.handle(start, ServerMessage::Welcome { player_id: me, current_node: None });
+        reported.update(Some(&progress), &session);
+        session.handle(start, show(2));
+        let ended = start + Duration::from_millis(1500);
+        session.handle(ended, ServerMessage::EndTransition { transition_id: TransitionId(2) });
+        reported.update(Some(&progress), &session);
+        let quick = progress.take_interval(ended, 3);
+        assert_eq!((quick.screens_up, quick.screens_down), (0, 1), "{quick:?}");
+        assert_eq!(quick.shown_to_ended.max_us / 1000, 1500, "{quick:?}");
     }
 }

@@ -175,9 +175,10 @@ const LATE_REPORT: Duration = Duration::from_millis(300);
 const CHURN: Duration = Duration::from_secs(20);
 const SETTLE: Duration = Duration::from_secs(15);
 
-/// The plain world travelling between its two nodes every two seconds.
+/// The plain world with a burn that kills on the start node, travelling between its two nodes
+/// every two seconds: clients die there, and restart (deaths rest while characters are frozen).
 fn route_world() -> String {
-    format!("{PLAIN}\n[travel]\nroute = [\"forest\", \"harbor\"]\ninterval_ms = 2000\n")
+    format!("{HAZARDOUS}\n[travel]\nroute = [\"forest\", \"harbor\"]\ninterval_ms = 2000\n")
 }
 
 /// Each direction of each connection: up to 10 % of transmissions lost, each message at most
@@ -228,33 +229,68 @@ enum Action {
     Release(HoldId),
 }
 
-/// Watches the players each transition awaits a ready report from, after every step: once it
-/// waits for its clients, that set may only shrink. Keeps what broke the rule.
+/// Watches, after every step, whom each transition waits for: the ready reports once it waits
+/// for its clients, the placements once its spawn window is open. Neither set may grow then.
+/// Keeps what broke the rule.
 #[derive(Default)]
 struct AwaitedWatch {
-    /// The transition last seen waiting for its clients, and whom it awaited then.
-    waiting: Option<(TransitionId, BTreeSet<PlayerId>)>,
-    /// Each time the set grew: the transition, the time, who came back in.
+    /// The transition last seen waiting for its clients, and whose reports it awaited then.
+    reports: Option<(TransitionId, BTreeSet<PlayerId>)>,
+    /// The transition last seen in its spawn window, and whose placements it awaited then.
+    placements: Option<(TransitionId, BTreeSet<PlayerId>)>,
+    /// Each time a set grew: which, the transition, the time, who came back in.
     grew: Vec<String>,
 }
 
 impl AwaitedWatch {
     fn observe(&mut self, sim: &Sim) {
         let snapshot = sim.game().snapshot();
+        let id = snapshot.transition_id;
         let waiting = matches!(snapshot.phase, "WaitingForClients" | "Completing");
-        let (Some(id), true) = (snapshot.transition_id, waiting) else {
-            self.waiting = None;
+        let window = snapshot.phase == "Completing";
+        let at = sim.elapsed();
+        let reports = snapshot.awaited_reports.into_iter().collect();
+        Self::shrinks(
+            &mut self.reports,
+            id.filter(|_| waiting),
+            reports,
+            "reports",
+            at,
+            &mut self.grew,
+        );
+        let placements = snapshot.awaited_placements.into_iter().collect();
+        Self::shrinks(
+            &mut self.placements,
+            id.filter(|_| window),
+            placements,
+            "placements",
+            at,
+            &mut self.grew,
+        );
+    }
+
+    /// Checks that `now`, the set transition `id` awaits (`None`: not in the phase watched),
+    /// is within what `seen` last held for it, and keeps it.
+    fn shrinks(
+        seen: &mut Option<(TransitionId, BTreeSet<PlayerId>)>,
+        id: Option<TransitionId>,
+        now: BTreeSet<PlayerId>,
+        what: &str,
+        at: Duration,
+        grew: &mut Vec<String>,
+    ) {
+        let Some(id) = id else {
+            *seen = None;
             return;
         };
-        let now: BTreeSet<PlayerId> = snapshot.awaited_reports.into_iter().collect();
-        if let Some((seen, before)) = &self.waiting
-            && *seen == id
+        if let Some((last, before)) = seen.as_ref()
+            && *last == id
             && !now.is_subset(before)
         {
             let back: Vec<&PlayerId> = now.difference(before).collect();
-            self.grew.push(format!("transition {id} at {:?}: {back:?}", sim.elapsed()));
+            grew.push(format!("{what} of transition {id} at {at:?}: {back:?}"));
         }
-        self.waiting = Some((id, now));
+        *seen = Some((id, now));
     }
 }
 
@@ -266,6 +302,7 @@ fn play(seed: u64, loss: f64, events: &[(u64, Churn)]) -> (Sim, Vec<String>) {
     let mut config = SimConfig::new(&route_world(), seed);
     config.net = net;
     config.session.stream_time = (ms(50), CLIENT_STREAM);
+    config.session.restart_after_death = Some(ms(200));
     let mut sim = Sim::new(config);
     let mut clients: Vec<Option<ClientId>> =
         PLAYERS.iter().map(|name| Some(sim.connect(name))).collect();

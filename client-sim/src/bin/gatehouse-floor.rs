@@ -16,8 +16,13 @@ use gatehouse_client_sim::swarm::parse_connect_rate;
 /// round the server writes a message on every client's stream and waits for every client's
 /// echo; prints the round time (p50 / p99 / max, µs), the connect times and the bytes on the
 /// wire. What the load benchmark (deploy/load.sh) divides the product's transition times by.
+///
+/// With --impair (and its companions), the clients reach the server through the network
+/// conditioner, in this process: the round trip to every client over that network, the floor
+/// of an impaired run (deploy/scale-soak.sh). Each client endpoint is a flow of its own, with
+/// its own draws: --client-endpoints N gives every client its own. Not with --clients-process.
 #[derive(Debug, Parser)]
-#[command(version, about, long_about = None)]
+#[command(version, about, long_about)]
 struct Cli {
     /// Clients, N.
     #[arg(long, default_value_t = 64, value_name = "N",

@@ -28,7 +28,7 @@ pub struct ImpairArgs {
     #[arg(long, value_parser = parse_impairment, value_name = "SPEC")]
     pub impair_down: Option<Impairment>,
     /// Seed of the conditioner's draws: the same seed drops, delays and duplicates the same
-    /// datagrams of each client (default: the run's --seed).
+    /// datagrams of each client (default: the run's --seed where it has one, else 1).
     #[arg(long, value_name = "SEED")]
     pub impair_seed: Option<u64>,
 }

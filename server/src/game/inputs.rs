@@ -344,8 +344,13 @@ impl Game {
         match self.transition.record_ready(player, id, now) {
             ReadyReport::Kept => {
                 self.answered(player);
-                if returning && let Some(mut p) = self.roster.player_mut(player) {
-                    // Back in: its placement is waited for again, whatever the phase.
+                // Back in: its placement is waited for again, unless the spawn window is open
+                // (there the placements awaited only leave, docs/protocol.md 4.2: it is placed
+                // in the window, but not waited for).
+                if returning
+                    && !self.transition.is_completing()
+                    && let Some(mut p) = self.roster.player_mut(player)
+                {
                     p.placement_excused = false;
                 }
                 // Its client streamed the destination: a pawn may be placed for it there (a

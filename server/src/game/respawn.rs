@@ -42,6 +42,12 @@ impl Game {
         // system already cleared of death state.
         player.abilities.reset_for_respawn();
         let (tags, health) = (player.abilities.tags(), player.abilities.health());
+        // In the spawn window, the placements awaited only leave (docs/protocol.md 4.2,
+        // "Progress"): a player the transition was not waiting for (placed, or excused) is
+        // respawned in it, but its acknowledgement is not awaited.
+        if self.transition.is_completing() && player.is_placed_or_excused() {
+            player.placement_excused = true;
+        }
         let dead = player.pawn.take();
         player.acknowledged = None;
         if dead.is_some() {

@@ -32,6 +32,10 @@ pub struct GameSnapshot {
     /// WaitingForClients, who holds it. Once it waits for its clients this set only shrinks
     /// (docs/protocol.md 4.2, "Progress"). Empty with no transition in flight.
     pub awaited_reports: Vec<PlayerId>,
+    /// The players whose placement a settle-hold would wait for (neither placed nor excused),
+    /// in id order: in Completing, who holds it. Once the spawn window is open this set only
+    /// shrinks (docs/protocol.md 4.2, "Progress").
+    pub awaited_placements: Vec<PlayerId>,
     /// The players the last settle timeout ended a transition without.
     pub last_settle_timeout_unplaced: Vec<PlayerId>,
     /// How long each of the last 256 transitions that ended took on the server, oldest first:
@@ -102,6 +106,12 @@ pub(super) fn take(game: &Game) -> GameSnapshot {
             .collect(),
         unplaced_players: players.iter().filter(|p| !p.placed).map(|p| p.player.clone()).collect(),
         awaited_reports: current.map(|t| t.owing().cloned().collect()).unwrap_or_default(),
+        awaited_placements: game
+            .roster
+            .players()
+            .filter(|p| !p.is_placed_or_excused())
+            .map(|p| p.id.clone())
+            .collect(),
         players,
         last_settle_timeout_unplaced: game.transition.last_unplaced().to_vec(),
         recent_transition_timings: game.transition.timings().cloned().collect(),

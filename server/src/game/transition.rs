@@ -32,7 +32,9 @@
 //! every player whose report it awaits was shown it before WaitingForClients began, and one
 //! deadline covers them all: the phase's start plus the client-ready timeout. Churn can only
 //! take players out of the wait (a departure), never put one back in. Completing holds for the
-//! placements of those players alone, at most a settle timeout, extended only by the
+//! placements awaited when it began, and those only leave too: a player it was not waiting for
+//! that gets a new pawn in the window (a respawn, a client set aside coming back) is placed
+//! there but not waited for. It holds at most a settle timeout, extended only by the
 //! transition's own loads (the game's `is_transition_load_in_flight`), each bounded; and a
 //! transition that fails at its hard maximum travels back without waiting for the players that
 //! held it (the game's `handle_transition_limit`). The bounds that follow, with clients that
@@ -111,8 +113,8 @@ pub(crate) struct Loading;
 /// WaitingForClients.
 #[derive(Debug)]
 pub(crate) struct WaitingForClients {
-    /// When the phase began: client-ready deadlines count from here (or from the player's own
-    /// show time if later).
+    /// When the phase began: the client-ready deadline counts from here (every player that
+    /// owes a report was shown the transition by then).
     since: Instant,
 }
 
@@ -409,6 +411,11 @@ impl Transitions {
     /// The span of the transition in flight (a disabled span when there is none).
     pub(crate) fn span(&self) -> tracing::Span {
         self.current.as_ref().map_or_else(tracing::Span::none, |t| t.span.clone())
+    }
+
+    /// Whether the transition in flight is in Completing (its spawn window is open).
+    pub(crate) fn is_completing(&self) -> bool {
+        self.current.as_ref().is_some_and(|t| matches!(t.phase, Phase::Completing(_)))
     }
 
     /// Whether a transition in flight owns spawning (any phase but Completing).

@@ -128,6 +128,95 @@ fn a_stream_of_relaunches_cannot_hold_the_transition_past_its_client_ready_deadl
     placed_by_its_join(&mut h, b, "b");
 }
 
+/// The placements awaited only leave the set once the spawn window is open: a dead arrival
+/// (a relaunch of a dead player once clients are awaited) reports ready, is spawned dead in the
+/// window, acknowledges, and restarts there; its respawn is placed, but not waited for (found by
+/// review: the acknowledgement lifted the arrival's excuse, and the respawn then held the
+/// transition until its settle timeout).
+#[test]
+fn a_dead_arrival_that_restarts_in_the_spawn_window_is_not_waited_for() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    let c = h.placed("c");
+    h.kill("c");
+    h.input(Input::Travel { node: node("forest") });
+    let t = h.transition();
+    let b = h.login("b");
+    h.stream_node("forest");
+    for x in [a, b, c] {
+        h.ready(x);
+    }
+    assert_eq!(h.game.snapshot().phase, "Completing", "b's acknowledgement is awaited");
+    h.disconnect(c);
+    let again = h.login("c");
+    assert!(h.game.transition.is_arrival(&pid("c")) && h.player("c").is_dead());
+    h.ready(again);
+    let dead = h.possessed(again).expect("spawned dead in the window on its own report");
+    h.ack(again);
+    h.send(again, ClientMessage::RestartRequest);
+    let fresh = h.possessed(again).expect("respawned in the window");
+    assert_ne!(fresh, dead);
+    h.ack(b);
+    assert!(h.ended(t), "b was the last placement awaited; the respawn's is not");
+    h.ack(again);
+    assert!(h.player("c").is_placed() && h.closed(again).is_none());
+}
+
+/// The same for a player the transition had placed (a dead one, its dead pawn kept): its
+/// restart in the window is respawned there, and not waited for.
+#[test]
+fn a_placed_dead_player_that_restarts_in_the_spawn_window_is_not_waited_for() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    let c = h.placed("c");
+    h.kill("c");
+    h.input(Input::Travel { node: node("forest") });
+    let t = h.transition();
+    let b = h.login("b");
+    h.stream_node("forest");
+    for x in [a, b, c] {
+        h.ready(x);
+    }
+    assert_eq!(h.game.snapshot().phase, "Completing", "b's acknowledgement is awaited");
+    assert!(h.player("c").is_placed(), "its dead pawn kept, and acknowledged before");
+    h.send(c, ClientMessage::RestartRequest);
+    assert!(h.possessed(c).is_some_and(|p| h.game.roster.pawn(p).is_some_and(|p| p.alive)));
+    h.ack(b);
+    assert!(h.ended(t), "the respawn's acknowledgement is not awaited");
+    h.ack(c);
+    assert!(h.player("c").is_placed());
+}
+
+/// A client set aside (it did not answer `ShowTransition` in time) that reports ready once the
+/// spawn window is open is back in: spawned in the window, but not waited for. Before the
+/// window opens, it would be waited for again (`responses.rs`).
+#[test]
+fn a_client_set_aside_that_reports_in_the_spawn_window_is_placed_but_not_waited_for() {
+    let response = Duration::from_millis(500);
+    let mut h = Harness::with(WORLD, GameRules { client_response_timeout: response, ..rules() });
+    let boot = h.transition();
+    h.stream_node("harbor");
+    assert!(h.ended(boot));
+    let a = h.placed("a");
+    h.input(Input::Travel { node: node("forest") });
+    let t = h.transition();
+    let (b, c) = (h.login("b"), h.login("c"));
+    h.stream_node("forest");
+    for x in [a, b] {
+        h.send(x, ClientMessage::TransitionShown { transition_id: t });
+        h.ready(x);
+    }
+    h.advance(response);
+    assert!(h.game.transition.is_set_aside(&pid("c")), "c did not answer in time");
+    assert_eq!(h.game.snapshot().phase, "Completing", "b's acknowledgement is awaited");
+    h.ready(c);
+    assert!(h.possessed(c).is_some(), "spawned in the window on its report");
+    h.ack(b);
+    assert!(h.ended(t), "c's acknowledgement is not awaited");
+    h.ack(c);
+    assert!(h.player("c").is_placed());
+}
+
 /// A booted harness whose loads wait for the test, travelling to the forest in Completing:
 /// `a` placed, `b` (logged in while the server loaded) possessed and not acknowledged.
 fn completing_holding_loads() -> (Harness, TransitionId, ConnectionId) {
