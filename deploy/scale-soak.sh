@@ -12,7 +12,7 @@
 # reports), beside the streaming: the transitions' durations on the server are printed as
 # ratios to it. It fails on any failed transition, any invariant the swarm's --check finds broken (a client not
 # placed at the end among them), any loading screen longer than MAX_SCREEN, or server RSS
-# growing more than RSS_GROWTH % after the first RSS_AFTER.
+# growing more than RSS_GROWTH % after the first RSS_AFTER (until the clients leave at the end).
 #
 #   deploy/scale-soak.sh                                   # 1,000 clients, 30 minutes
 #   RELAUNCH_EVERY=12s DURATION=10m MAX_SCREEN=30s deploy/scale-soak.sh    # the stress variant
@@ -126,7 +126,8 @@ cat "$dir/report.txt"
 status=0
 python3 deploy/scale_soak.py verdict --rows "$dir/rows.jsonl" --report "$dir/report.json" \
     --sim-status "$sim_status" --sim-log "$dir/sim.log" --max-screen-ms "$max_screen_ms" \
-    --rss-after-s $((rss_after_ms / 1000)) --rss-growth "$rss_growth" "${floor_args[@]}" ||
+    --rss-after-s $((rss_after_ms / 1000)) --rss-growth "$rss_growth" \
+    --until-s $(($(millis "$duration" DURATION) / 1000)) "${floor_args[@]}" ||
     status=1
 echo "timeline: $dir/timeline.svg"
 exit "$status"

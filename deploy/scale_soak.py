@@ -9,11 +9,12 @@
         the swarm exits. Rows go to stdout and, as JSON lines, to --out.
     scale_soak.py verdict --rows FILE --report FILE --sim-status N --sim-log FILE
                           --max-screen-ms MS [--rss-after-s S] [--rss-growth PCT]
-                          [--floor FILE]
+                          [--until-s S] [--floor FILE]
         the run's figures and whether it passes: no failed transition, no invariant broken
         (gatehouse-sim --check exited N: 0, or the problems it named in its log), no loading
         screen longer than MS, server RSS after S seconds (default 300) never more than PCT %
-        (default 10) above its value then. Exit 1 on any failure, each named. The transitions'
+        (default 10) above its value then, up to --until-s (the run's duration: from then every
+        client leaves at once, a burst of saves that is not the soak's). Exit 1 on any failure, each named. The transitions'
         durations on the server (start to end, from /state) are given beside the clients'
         shown -> ended, and with --floor (gatehouse-floor --json of the same run) as ratios to
         the floor's round trip to every client, F(N): the round trip every transition waits for
@@ -176,6 +177,7 @@ def verdict(args):
     report = json.load(open(args["--report"]))
     max_screen = int(args["--max-screen-ms"])
     rss_after = float(args.get("--rss-after-s", 300))
+    until = float(args.get("--until-s", "inf"))
     growth = float(args.get("--rss-growth", 10))
     problems = []
     failed = sum(r["transitions"]["failed"] for r in rows)
@@ -190,7 +192,8 @@ def verdict(args):
                   [report.get("longest_loading_screen_ms", 0)])
     if longest > max_screen:
         problems.append(f"longest loading screen {longest} ms, over the bound {max_screen} ms")
-    later = [r for r in rows if r["at_s"] >= rss_after and r["server_rss_kib"] is not None]
+    later = [r for r in rows
+             if rss_after <= r["at_s"] < until and r["server_rss_kib"] is not None]
     base = later[0]["server_rss_kib"] if later else None
     peak = max((r["server_rss_kib"] for r in later), default=None)
     if base and peak and peak > base * (1 + growth / 100):
@@ -236,7 +239,7 @@ def verdict(args):
           f"server {1000 * mean(cpu('server_cpu_cores')) / clients:.2f})")
     if base and peak:
         print(f"  server RSS: {base / 1024:.1f} MiB at {rss_after:.0f} s, peak after "
-              f"{peak / 1024:.1f} MiB")
+              f"{peak / 1024:.1f} MiB (before the clients leave)")
     loads = [r["load_1m"] for r in rows]
     if loads:
         print(f"  load average (1 min) over the rows: {min(loads):.2f} - {max(loads):.2f}")
