@@ -2,7 +2,7 @@
 //! on rows, reports and floors written here: a clean run passes and gives its figures as ratios
 //! to the floor; each failure the command promises fails it, named: a failed transition, a
 //! problem the swarm's `--check` found, a loading screen over its bound, server RSS growing
-//! after the first minutes (and not before them).
+//! after the first minutes (and not before them, nor in the burst of leaves at the run's end).
 
 use std::path::Path;
 use std::process::Command;
