@@ -8,7 +8,8 @@
 //! A client that was welcomed once and then loses its connection as a real game client would
 //! survive it (the connection timed out or was reset because the network went away, the server
 //! closed it with `ShuttingDown` for a restart, or with `HelloTimeout` because its `Hello` was
-//! lost on the way) reconnects with the same player id,
+//! lost on the way, or gave up on a handshake a lossy path kept from finishing) reconnects
+//! with the same player id,
 //! retrying while the server is unreachable, until the run ends; only a loss it never recovers
 //! from is an error.
 //!
@@ -1098,10 +1099,21 @@ async fn stamped<F: Future>(read: F, stamp: &Arc<ReadStamp>) -> F::Output {
 /// (the network went away, the server was killed), or the server closed it with a code a client
 /// reconnects after ([`reconnects_after`]).
 fn is_recoverable(connection: &quinn::Connection) -> bool {
-    match connection.close_reason() {
+    is_recoverable_reason(connection.close_reason().as_ref())
+}
+
+/// [`is_recoverable`] on the reason a connection closed. Besides a timeout, a reset and the
+/// codes of [`reconnects_after`]: the server gave up on a handshake it never saw finish (on a
+/// lossy path the client's last handshake flight can be lost until the server's handshake
+/// timeout), which reaches the client as QUIC's `APPLICATION_ERROR` during the handshake.
+fn is_recoverable_reason(reason: Option<&quinn::ConnectionError>) -> bool {
+    match reason {
         Some(quinn::ConnectionError::TimedOut | quinn::ConnectionError::Reset) => true,
         Some(quinn::ConnectionError::ApplicationClosed(close)) => {
             CloseCode::from_code(close.error_code.into_inner()).is_some_and(reconnects_after)
+        }
+        Some(quinn::ConnectionError::ConnectionClosed(close)) => {
+            close.error_code == quinn::TransportErrorCode::APPLICATION_ERROR
         }
         _ => false,
     }
@@ -1213,6 +1225,31 @@ mod tests {
         for code in [CloseCode::ReadyTimeout, CloseCode::Abuse, CloseCode::Replaced] {
             assert!(!reconnects_after(code), "{code:?}");
         }
+    }
+
+    /// A handshake the server gave up on (QUIC's `APPLICATION_ERROR` before the handshake
+    /// ended, as quinn reports it) is recovered from like a timeout; another transport error,
+    /// or a close for a cause the client made, is not.
+    #[test]
+    fn a_client_reconnects_after_the_server_gave_up_on_its_handshake() {
+        let transport = |code| {
+            quinn::ConnectionError::ConnectionClosed(quinn_proto::ConnectionClose {
+                error_code: code,
+                frame_type: None,
+                reason: bytes::Bytes::new(),
+            })
+        };
+        let gave_up = transport(quinn::TransportErrorCode::APPLICATION_ERROR);
+        assert!(is_recoverable_reason(Some(&gave_up)));
+        assert!(is_recoverable_reason(Some(&quinn::ConnectionError::TimedOut)));
+        let violation = transport(quinn::TransportErrorCode::PROTOCOL_VIOLATION);
+        assert!(!is_recoverable_reason(Some(&violation)));
+        let abuse = quinn::ConnectionError::ApplicationClosed(quinn_proto::ApplicationClose {
+            error_code: quinn::VarInt::from_u32(CloseCode::Abuse.code()),
+            reason: bytes::Bytes::new(),
+        });
+        assert!(!is_recoverable_reason(Some(&abuse)));
+        assert!(!is_recoverable_reason(None));
     }
 
     /// Only what answers the server is timed as a reply: a restart request, a leave or a
