@@ -81,6 +81,9 @@ struct Setup {
     response_ms: u16,
     /// The crowd rule's floor, 1 ms up to the response timeout, or none.
     crowd_floor_ms: Option<u16>,
+    /// The login rate: a burst (1 to 8) and an interval.
+    login_burst: u8,
+    login_interval_ms: u16,
 }
 
 #[derive(Debug, Arbitrary)]
@@ -194,6 +197,8 @@ impl Setup {
                 + ms(self.transition_extra_ms, 60_000)
                 + Duration::from_millis(100),
             player_state_retention: Duration::from_millis(u64::from(self.retention_ms)),
+            login_burst: u32::from(self.login_burst % 8) + 1,
+            login_interval: ms(self.login_interval_ms, 10_000),
         }
     }
 

@@ -2,10 +2,11 @@
 //! peer sends in `Hello` and on any configured key.
 //!
 //! Checked:
-//! - `verify` never panics on an arbitrary token, key and time, and never accepts an expired
-//!   token;
-//! - a token minted with a key verifies with that key (until its `exp`) and never with a key
-//!   HMAC tells apart from it;
+//! - `verify` never panics on an arbitrary token, key, time and limits, and never accepts a
+//!   token outside its limits (expired past the skew, issued in the future past it, or living
+//!   longer than the maximum);
+//! - a token minted with a key verifies with that key exactly while its times are within the
+//!   limits, and never with a key HMAC tells apart from it;
 //! - a minted token with one character changed never verifies.
 
 #![no_main]
@@ -13,7 +14,9 @@
 
 use arbitrary::Arbitrary;
 use gatehouse_protocol::PlayerId;
-use gatehouse_protocol::token::{MAX_TOKEN_LEN, SessionClaims, TokenError, TokenKey, mint, verify};
+use gatehouse_protocol::token::{
+    MAX_TOKEN_LEN, SessionClaims, TokenError, TokenKey, TokenLimits, mint, verify,
+};
 use libfuzzer_sys::fuzz_target;
 use sha2::{Digest, Sha256};
 
@@ -24,6 +27,8 @@ struct Case {
     key: Vec<u8>,
     other_key: Vec<u8>,
     now: u64,
+    max_lifetime_s: u64,
+    clock_skew_s: u64,
     /// Claims to mint.
     uid: String,
     exp: u64,
@@ -47,10 +52,25 @@ fn hmac_block(key: &[u8]) -> [u8; 64] {
     block
 }
 
+/// Whether `claims`' times are within `limits` at `now`: the oracle, written apart from the
+/// verifier (docs/protocol.md 4, "Session tokens").
+fn within(claims: &SessionClaims, now: u64, limits: TokenLimits) -> bool {
+    let (now, skew, max) =
+        (u128::from(now), u128::from(limits.clock_skew_s), u128::from(limits.max_lifetime_s));
+    let exp = u128::from(claims.exp);
+    let issued = match claims.iat {
+        Some(iat) => u128::from(iat),
+        None => now.saturating_sub(skew),
+    };
+    now < exp + skew && issued <= now + skew && exp.saturating_sub(issued) <= max
+}
+
 fuzz_target!(|case: Case| {
     let key = TokenKey::new(case.key.clone());
-    if let Ok(claims) = verify(&key, &case.token, case.now) {
-        assert!(case.now < claims.exp, "accepted a token that expired at {}", claims.exp);
+    let limits =
+        TokenLimits { max_lifetime_s: case.max_lifetime_s, clock_skew_s: case.clock_skew_s };
+    if let Ok(claims) = verify(&key, &case.token, case.now, limits) {
+        assert!(within(&claims, case.now, limits), "accepted a token outside {limits:?}");
     }
 
     let Ok(uid) = PlayerId::new(case.uid) else { return };
@@ -58,21 +78,29 @@ fuzz_target!(|case: Case| {
     let token = mint(&key, &claims);
     if token.len() > MAX_TOKEN_LEN {
         // A display name can make a token longer than any server accepts.
-        let verdict = verify(&key, &token, case.now);
+        let verdict = verify(&key, &token, case.now, limits);
         assert!(matches!(verdict, Err(TokenError::Malformed(_))), "{verdict:?}");
         return;
     }
-    let expected = if case.now < claims.exp {
-        Ok(claims.clone())
+    let verdict = verify(&key, &token, case.now, limits);
+    if within(&claims, case.now, limits) {
+        assert_eq!(verdict, Ok(claims.clone()), "a minted token under its own key");
     } else {
-        Err(TokenError::Expired { exp: claims.exp, now: case.now })
-    };
-    assert_eq!(verify(&key, &token, case.now), expected, "a minted token under its own key");
+        assert!(
+            matches!(
+                verdict,
+                Err(TokenError::Expired { .. }
+                    | TokenError::IssuedInTheFuture { .. }
+                    | TokenError::LivesTooLong { .. })
+            ),
+            "a minted token outside {limits:?}: {verdict:?}"
+        );
+    }
 
     if hmac_block(&case.other_key) != hmac_block(&case.key) {
         let other = TokenKey::new(case.other_key);
         assert_eq!(
-            verify(&other, &token, case.now),
+            verify(&other, &token, case.now, limits),
             Err(TokenError::BadSignature),
             "a token verified with another key"
         );
@@ -83,7 +111,7 @@ fuzz_target!(|case: Case| {
     if chars[at] != case.tamper_with {
         chars[at] = case.tamper_with;
         let tampered: String = chars.into_iter().collect();
-        let verdict = verify(&key, &tampered, case.now);
+        let verdict = verify(&key, &tampered, case.now, limits);
         assert!(verdict.is_err(), "a tampered token verified: {tampered:?} gave {verdict:?}");
     }
 });

@@ -49,7 +49,10 @@ pub use runs::{PawnIdRun, PawnIdRuns, RunsError};
 /// Version 6 (incompatible with 5): `PawnsTeleported` names its pawns as runs of consecutive ids
 /// ([`PawnIdRuns`]), so a transition that moves every kept pawn costs each client a few bytes,
 /// not 8 per pawn (issue 12 item 2).
-pub const PROTOCOL_VERSION: u32 = 6;
+///
+/// Version 7: `RejectReason::TokenLifetime` and `TooManyLogins` (docs/protocol.md 4, "Session
+/// tokens"); a version-6 client fails to decode them, only when it is refused.
+pub const PROTOCOL_VERSION: u32 = 7;
 
 /// Most runs in one `PawnsTeleported`: 512 runs (6 KiB) fit the smallest frame limit a server
 /// accepts (8 KiB); a set of more runs comes in several messages.

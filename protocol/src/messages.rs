@@ -270,6 +270,11 @@ pub enum RejectReason {
     ShuttingDown,
     /// The first frame was not `Hello`.
     HelloExpected,
+    /// The token's times are out of bounds: issued in the future beyond the clock-skew
+    /// allowance, or living longer than the server accepts (version 7).
+    TokenLifetime,
+    /// This player logged in too often lately; try again in a few seconds (version 7).
+    TooManyLogins,
 }
 
 /// Why a client message was refused after login.

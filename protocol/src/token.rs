@@ -25,6 +25,49 @@ pub const DEV_TOKEN_KEY: &str = "gatehouse-development-key-do-not-use-in-product
 /// Longest token accepted, in bytes: far above any real session token, far below a frame.
 pub const MAX_TOKEN_LEN: usize = 4096;
 
+/// What a token's times may be, beyond a valid signature (docs/protocol.md 4, "Session
+/// tokens"): a leaked token is worth at most `max_lifetime_s`, whatever `exp` its issuer wrote.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TokenLimits {
+    /// The longest life a token may claim, seconds: from its `iat` to its `exp`, and from now
+    /// (less the skew) to its `exp`.
+    pub max_lifetime_s: u64,
+    /// How far the issuer's clock may be from ours, seconds: a token is valid until
+    /// `exp + clock_skew_s`, and may be issued up to `clock_skew_s` in our future.
+    pub clock_skew_s: u64,
+}
+
+impl TokenLimits {
+    /// The defaults: a day's lifetime (Nakama issues session tokens for a minute by default,
+    /// and operators raise it to hours) and a minute of skew.
+    pub const DEFAULT: TokenLimits = TokenLimits { max_lifetime_s: 86_400, clock_skew_s: 60 };
+}
+
+impl Default for TokenLimits {
+    fn default() -> Self {
+        Self::DEFAULT
+    }
+}
+
+/// What a server checks a `Hello`'s token with: the issuer's key and the bounds on its times.
+#[derive(Debug, Clone)]
+pub struct TokenCheck {
+    /// The issuer's key.
+    pub key: TokenKey,
+    /// The bounds on the token's times.
+    pub limits: TokenLimits,
+}
+
+impl TokenCheck {
+    /// [`verify`] with this key and these limits, at `now` (Unix seconds).
+    ///
+    /// # Errors
+    /// As [`verify`].
+    pub fn verify(&self, token: &str, now: u64) -> Result<SessionClaims, TokenError> {
+        verify(&self.key, token, now, self.limits)
+    }
+}
+
 /// An HS256 signing key. Its `Debug` output never shows the key.
 #[derive(Clone)]
 pub struct TokenKey(Vec<u8>);
@@ -85,6 +128,24 @@ pub enum TokenError {
         /// The time it was checked at.
         now: u64,
     },
+    /// The token was issued in the future, beyond the clock-skew allowance.
+    #[error("session token issued at {iat} (Unix seconds), in the future: now is {now}")]
+    IssuedInTheFuture {
+        /// The `iat` claim.
+        iat: u64,
+        /// The time it was checked at.
+        now: u64,
+    },
+    /// The token claims a longer life than the server accepts.
+    #[error("session token lives {lifetime_s} s from {from}, the maximum is {max_s} s")]
+    LivesTooLong {
+        /// Its life in seconds, from its `iat` or from now.
+        lifetime_s: u64,
+        /// Where that life was counted from: `iat` or `now`.
+        from: &'static str,
+        /// The server's `auth.max_token_lifetime_s`.
+        max_s: u64,
+    },
 }
 
 impl TokenError {
@@ -95,6 +156,9 @@ impl TokenError {
             TokenError::Malformed(_) => RejectReason::MalformedToken,
             TokenError::BadSignature => RejectReason::BadSignature,
             TokenError::Expired { .. } => RejectReason::Expired,
+            TokenError::IssuedInTheFuture { .. } | TokenError::LivesTooLong { .. } => {
+                RejectReason::TokenLifetime
+            }
         }
     }
 }
@@ -122,13 +186,21 @@ pub fn mint(key: &TokenKey, claims: &SessionClaims) -> String {
 
 /// Verifies a compact JWT and returns its claims.
 ///
-/// `now` is Unix seconds. A token is valid while `now < exp`.
+/// `now` is Unix seconds. A token is valid while `now < exp + clock_skew_s`, if its `iat` (when
+/// it has one) is at most `now + clock_skew_s`, and if it lives at most `max_lifetime_s` from its
+/// `iat` and from `now - clock_skew_s` (docs/protocol.md 4, "Session tokens").
 ///
 /// # Errors
 /// [`TokenError::Missing`] for an empty token; [`TokenError::Malformed`] for anything that is not
 /// three base64url parts with an `HS256` header and JSON claims holding a valid `uid` and `exp`;
-/// [`TokenError::BadSignature`]; [`TokenError::Expired`].
-pub fn verify(key: &TokenKey, token: &str, now: u64) -> Result<SessionClaims, TokenError> {
+/// [`TokenError::BadSignature`]; [`TokenError::Expired`]; [`TokenError::IssuedInTheFuture`];
+/// [`TokenError::LivesTooLong`].
+pub fn verify(
+    key: &TokenKey,
+    token: &str,
+    now: u64,
+    limits: TokenLimits,
+) -> Result<SessionClaims, TokenError> {
     if token.is_empty() {
         return Err(TokenError::Missing);
     }
@@ -158,10 +230,30 @@ pub fn verify(key: &TokenKey, token: &str, now: u64) -> Result<SessionClaims, To
     mac.update(&token.as_bytes()[..header_b64.len() + 1 + payload_b64.len()]);
     mac.verify_slice(&signature).map_err(|_| TokenError::BadSignature)?;
     let claims: SessionClaims = decode_json_part("claims", payload_b64)?;
-    if now >= claims.exp {
+    check_times(&claims, now, limits)?;
+    Ok(claims)
+}
+
+/// The time checks of [`verify`], on claims whose signature holds.
+fn check_times(claims: &SessionClaims, now: u64, limits: TokenLimits) -> Result<(), TokenError> {
+    let skew = limits.clock_skew_s;
+    // Sums in u128: near u64::MAX a saturating sum would move the bounds.
+    if u128::from(now) >= u128::from(claims.exp) + u128::from(skew) {
         return Err(TokenError::Expired { exp: claims.exp, now });
     }
-    Ok(claims)
+    let (lifetime_s, from) = match claims.iat {
+        Some(iat) if u128::from(iat) > u128::from(now) + u128::from(skew) => {
+            return Err(TokenError::IssuedInTheFuture { iat, now });
+        }
+        Some(iat) => (claims.exp.saturating_sub(iat), "iat"),
+        // Without an `iat`, what is left of its life counts, as if issued as early as the skew
+        // allows.
+        None => (claims.exp.saturating_sub(now.saturating_sub(skew)), "now"),
+    };
+    if lifetime_s > limits.max_lifetime_s {
+        return Err(TokenError::LivesTooLong { lifetime_s, from, max_s: limits.max_lifetime_s });
+    }
+    Ok(())
 }
 
 fn decode_json_part<T: serde::de::DeserializeOwned>(
@@ -178,6 +270,13 @@ fn decode_json_part<T: serde::de::DeserializeOwned>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// No skew, a long lifetime: the tests of the signature and the form.
+    const STRICT: TokenLimits = TokenLimits { max_lifetime_s: 1_000_000, clock_skew_s: 0 };
+
+    fn verify(key: &TokenKey, token: &str, now: u64) -> Result<SessionClaims, TokenError> {
+        super::verify(key, token, now, STRICT)
+    }
 
     fn claims(uid: &str, exp: u64) -> SessionClaims {
         SessionClaims { uid: PlayerId::new(uid).unwrap(), exp, iat: Some(1), usn: None }
@@ -201,6 +300,74 @@ mod tests {
         let key = TokenKey::new("k");
         let token = mint(&key, &claims("p1", 100));
         assert_eq!(verify(&key, &token, 100), Err(TokenError::Expired { exp: 100, now: 100 }));
+    }
+
+    fn timed(iat: Option<u64>, exp: u64) -> String {
+        let claims = SessionClaims { uid: PlayerId::new("p1").unwrap(), exp, iat, usn: None };
+        mint(&TokenKey::new("k"), &claims)
+    }
+
+    fn check(token: &str, now: u64) -> Result<SessionClaims, TokenError> {
+        let limits = TokenLimits { max_lifetime_s: 3_600, clock_skew_s: 60 };
+        super::verify(&TokenKey::new("k"), token, now, limits)
+    }
+
+    #[test]
+    fn a_token_expired_within_the_clock_skew_is_still_accepted() {
+        let now = 1_000_000;
+        assert!(check(&timed(Some(now - 100), now - 59), now).is_ok());
+        assert_eq!(
+            check(&timed(Some(now - 100), now - 60), now),
+            Err(TokenError::Expired { exp: now - 60, now })
+        );
+    }
+
+    #[test]
+    fn a_token_issued_in_the_future_beyond_the_skew_is_refused() {
+        let now = 1_000_000;
+        assert!(check(&timed(Some(now + 60), now + 600), now).is_ok());
+        let refused = check(&timed(Some(now + 61), now + 600), now);
+        assert_eq!(refused, Err(TokenError::IssuedInTheFuture { iat: now + 61, now }));
+        assert_eq!(refused.unwrap_err().reject_reason(), RejectReason::TokenLifetime);
+    }
+
+    #[test]
+    fn a_token_living_longer_than_the_maximum_is_refused() {
+        let now = 1_000_000;
+        // From its iat.
+        assert!(check(&timed(Some(now - 10), now - 10 + 3_600), now).is_ok());
+        assert!(matches!(
+            check(&timed(Some(now - 10), now - 10 + 3_601), now),
+            Err(TokenError::LivesTooLong { lifetime_s: 3_601, from: "iat", max_s: 3_600 })
+        ));
+        // Without an iat, from now less the skew; exp = u64::MAX is no longer forever.
+        assert!(check(&timed(None, now - 60 + 3_600), now).is_ok());
+        assert!(matches!(
+            check(&timed(None, now - 60 + 3_601), now),
+            Err(TokenError::LivesTooLong { from: "now", .. })
+        ));
+        assert!(matches!(
+            check(&timed(None, u64::MAX), now),
+            Err(TokenError::LivesTooLong { from: "now", .. })
+        ));
+        // An iat as far in our future as the skew allows, with the longest life.
+        assert!(check(&timed(Some(now + 60), now + 60 + 3_600), now).is_ok());
+        assert!(matches!(
+            check(&timed(Some(now - 3_000), u64::MAX), now),
+            Err(TokenError::LivesTooLong { from: "iat", .. })
+        ));
+    }
+
+    #[test]
+    fn the_default_limits_accept_a_nakama_session_token() {
+        // Nakama's default: issued now, expiring in 60 s; operators raise it to hours.
+        let now = 1_765_000_000;
+        for life in [60, 7_200, 86_400] {
+            let token = timed(Some(now), now + life);
+            assert!(
+                super::verify(&TokenKey::new("k"), &token, now, TokenLimits::default()).is_ok()
+            );
+        }
     }
 
     #[test]
@@ -249,7 +416,7 @@ mod tests {
     proptest::proptest! {
         #[test]
         fn verify_never_panics(s in ".{0,300}") {
-            let _ = verify(&TokenKey::new("k"), &s, 0);
+            let _ = super::verify(&TokenKey::new("k"), &s, 0, TokenLimits::DEFAULT);
         }
     }
 }

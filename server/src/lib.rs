@@ -27,6 +27,7 @@ pub mod fleet;
 pub mod game;
 pub mod metrics;
 pub mod net;
+mod rate;
 mod shell;
 pub mod store;
 
@@ -35,7 +36,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use gatehouse_protocol::token::TokenKey;
+use gatehouse_protocol::token::{TokenCheck, TokenKey};
 use gatehouse_protocol::{CloseCode, NodeId};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -122,10 +123,8 @@ impl Server {
     /// # Errors
     /// [`ServerError`] naming what could not be opened or bound.
     pub async fn bind(config: &ServerConfig, world: WorldMap) -> Result<Server, ServerError> {
-        if config.auth.is_development_key() {
-            tracing::warn!(
-                "auth.token_key is the shipped development key: anyone can mint tokens; set your own key for production"
-            );
+        for warning in config.exposure_warnings() {
+            tracing::warn!("{warning}");
         }
         let network = &config.network;
         // Ports first: a port in use fails the start before anything is written to disk.
@@ -159,12 +158,15 @@ impl Server {
             ShellEvent::Store,
         );
         let (net_tx, from_net) = mpsc::channel(EVENT_QUEUE);
-        let token_key = TokenKey::new(config.auth.token_key.as_bytes());
+        let tokens = TokenCheck {
+            key: TokenKey::new(config.auth.token_key.as_bytes()),
+            limits: config.auth.token_limits(),
+        };
         let network_side = Network::new(
             socket,
             server_config,
             network,
-            token_key,
+            tokens,
             net_tx,
             metrics.net().clone(),
             &drivers,
@@ -179,7 +181,7 @@ impl Server {
             replication_interval: network.replication_interval,
         };
         let nodes = world.nodes.iter().map(|n| n.id.clone()).collect();
-        let rules = GameRules::from_config(&config.game, network.max_players);
+        let rules = GameRules::from_config(&config.game, &config.auth, network.max_players);
         let game = Game::new(rules, Arc::new(world), tokio::time::Instant::now().into_std());
         let orchestrator = fleet::connect(&config.fleet).await?;
         let health_every = match config.fleet.orchestrator {

@@ -39,10 +39,12 @@ fn command(dir: &Path, args: &[&str], envs: &[(&str, &str)]) -> Command {
     command
 }
 
-/// A running server: its admin address (on loopback) and the process, killed on drop.
+/// A running server: its admin address (on loopback), what it logged until the endpoint
+/// listened, and the process, killed on drop.
 struct Running {
     child: Child,
     admin: SocketAddr,
+    logged: Vec<serde_json::Value>,
 }
 
 impl Drop for Running {
@@ -55,16 +57,23 @@ impl Drop for Running {
 /// Starts the server with its admin endpoint at `admin_bind` and waits until it logs where the
 /// endpoint listens (a wildcard address is then reached on loopback).
 fn start(dir: &Path, admin_bind: &str, envs: &[(&str, &str)]) -> Running {
-    let args = ["--bind", "127.0.0.1:0", "--admin-bind", admin_bind, "--log-format", "json"];
+    start_on(dir, "127.0.0.1:0", admin_bind, envs)
+}
+
+/// As [`start`], with the game endpoint at `bind`.
+fn start_on(dir: &Path, bind: &str, admin_bind: &str, envs: &[(&str, &str)]) -> Running {
+    let args = ["--bind", bind, "--admin-bind", admin_bind, "--log-format", "json"];
     let mut child = command(dir, &args, envs)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .expect("the server starts");
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let mut logged = Vec::new();
     let admin = loop {
         let line = lines.next().expect("the server logged its admin address").unwrap();
         let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
+        logged.push(v.clone());
         if v["fields"]["message"] == "admin endpoint listening" {
             let addr: SocketAddr = v["fields"]["addr"].as_str().unwrap().parse().unwrap();
             break SocketAddr::from(([127, 0, 0, 1], addr.port()));
@@ -72,7 +81,7 @@ fn start(dir: &Path, admin_bind: &str, envs: &[(&str, &str)]) -> Running {
     };
     // Keep reading, so the server never blocks on a full pipe.
     std::thread::spawn(move || lines.for_each(drop));
-    Running { child, admin }
+    Running { child, admin, logged }
 }
 
 /// Runs the binary to completion, failing the test if it takes over 20 s.
@@ -120,6 +129,37 @@ fn an_admin_endpoint_beyond_loopback_without_a_token_refuses_to_start() {
     let err = stderr(&output);
     assert!(err.contains("admin.token") && err.contains("GATEHOUSE_ADMIN_TOKEN"), "{err}");
     assert!(!dir.path().join("data").exists(), "nothing is written before the refusal");
+}
+
+/// The shipped development key on a game endpoint other hosts can reach stops the server at
+/// start, naming the key, the bind and the explicit way out, before it writes anything
+/// (docs/security.md).
+#[test]
+fn the_development_key_on_a_public_bind_refuses_to_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let args = ["--bind", "0.0.0.0:0"];
+    let output = run_to_end(command(dir.path(), &args, &[]));
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let err = stderr(&output);
+    assert!(err.contains("invalid auth.token_key"), "{err}");
+    assert!(err.contains("network.bind 0.0.0.0:0 is not loopback"), "{err}");
+    assert!(err.contains("GATEHOUSE_TOKEN_KEY") && err.contains("insecure_development_key"));
+    assert!(!dir.path().join("data").exists(), "nothing is written before the refusal");
+}
+
+/// With the operator's own key the same bind serves, and the generated development
+/// certificate beyond loopback is warned of, naming what to set.
+#[test]
+fn an_operator_key_serves_beyond_loopback_and_the_development_certificate_is_warned_of() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = [("GATEHOUSE_TOKEN_KEY", "an-operator-key-of-enough-bytes")];
+    let running = start_on(dir.path(), "0.0.0.0:0", "127.0.0.1:0", &key);
+    let warned = running.logged.iter().any(|v| {
+        v["level"] == "WARN"
+            && v["fields"]["message"].as_str().is_some_and(|m| m.contains("no tls.certificate"))
+    });
+    assert!(warned, "{:?}", running.logged);
+    assert_eq!(http(running.admin, "GET", "/health", "").0, 200);
 }
 
 /// A token given in the environment that is too short is refused by name, never quoted.

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use gatehouse_client_sim::swarm::{mint_token, player_id, run_swarm_outcomes};
 use gatehouse_protocol::FrameDecoder;
-use gatehouse_protocol::token::TokenKey;
+use gatehouse_protocol::token::{DEV_TOKEN_KEY, SessionClaims, TokenKey};
 use gatehouse_protocol::{ClientMessage, CloseCode, PROTOCOL_VERSION, RejectReason, ServerMessage};
 use gatehouse_tests::relay::HandshakeRelay;
 use gatehouse_tests::worlds::{self, SLOW_BOOT};
@@ -37,11 +37,71 @@ async fn a_client_with_a_forged_token_is_rejected_and_the_others_are_unaffected(
     server.stop().await;
 }
 
+/// A token that claims to live forever (`exp = 2^64 - 1`, no `iat`) or that was issued an hour
+/// in the future is refused `TokenLifetime`, though its signature holds (docs/protocol.md 4,
+/// "Session tokens").
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_beyond_its_lifetime_bounds_is_refused() {
+    let server = TestServer::start(SLOW_BOOT).await;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    for (exp, iat) in [(u64::MAX, None), (now + 7_200, Some(now + 3_600))] {
+        let claims = SessionClaims { uid: player_id(3), exp, iat, usn: None };
+        let token = gatehouse_protocol::token::mint(&TokenKey::new(DEV_TOKEN_KEY), &claims);
+        let hello = ClientMessage::Hello { protocol_version: PROTOCOL_VERSION, token };
+        let outcome = raw_exchange(&server, frames(&[hello]), LIMIT).await;
+        assert_eq!(rejected(&outcome.messages), Some(RejectReason::TokenLifetime), "exp {exp}");
+        assert_eq!(outcome.close, Some(CloseCode::Rejected));
+    }
+    server.stop().await;
+}
+
+/// One token relaunched over and over (a leaked or replayed token): past the login burst the
+/// server refuses `TooManyLogins` before the login changes anything, and the other players
+/// play on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relaunch_storm_of_one_token_is_refused_past_the_login_burst() {
+    let server = TestServer::start(SLOW_BOOT).await;
+    let swarm = tokio::spawn(run_swarm_outcomes(server.swarm(3, 0, Duration::from_secs(3))));
+    let token = mint_token(&TokenKey::new(DEV_TOKEN_KEY), player_id(7));
+    let started = std::time::Instant::now();
+    let (mut welcomed, mut refused) = (0u64, 0u64);
+    for _ in 0..15 {
+        let hello =
+            ClientMessage::Hello { protocol_version: PROTOCOL_VERSION, token: token.clone() };
+        // Its stream ends after the Hello: an admitted login leaves at once (its Welcome may
+        // not reach it before the close), a refused one hears why.
+        let outcome = raw_exchange(&server, frames(&[hello]), LIMIT).await;
+        match rejected(&outcome.messages) {
+            Some(RejectReason::TooManyLogins) => {
+                assert_eq!(outcome.close, Some(CloseCode::Rejected));
+                refused += 1;
+            }
+            None => welcomed += 1,
+            Some(other) => panic!("refused {other:?}"),
+        }
+    }
+    // The default burst is 5, then one per 2 s.
+    let refills = started.elapsed().as_secs() / 2 + 1;
+    assert!(
+        welcomed >= 5 && welcomed <= 5 + refills,
+        "{welcomed} welcomed in {:?}",
+        started.elapsed()
+    );
+    assert_eq!(welcomed + refused, 15);
+    let outcomes = within(Duration::from_secs(20), "the swarm", swarm).await.unwrap().unwrap();
+    for o in &outcomes {
+        assert!(o.placed && o.errors.is_empty() && o.stats.errors.is_empty(), "{o:?}");
+    }
+    server.stop().await;
+}
+
 /// A wrong protocol version is rejected with UnsupportedVersion.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wrong_protocol_version_is_rejected() {
     let server = TestServer::start(SLOW_BOOT).await;
-    let token = mint_token(&TokenKey::new(gatehouse_protocol::token::DEV_TOKEN_KEY), player_id(1));
+    let token = mint_token(&TokenKey::new(DEV_TOKEN_KEY), player_id(1));
     let hello = ClientMessage::Hello { protocol_version: PROTOCOL_VERSION + 1, token };
     let outcome = raw_exchange(&server, frames(&[hello]), LIMIT).await;
     assert_eq!(rejected(&outcome.messages), Some(RejectReason::UnsupportedVersion));

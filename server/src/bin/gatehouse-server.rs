@@ -25,8 +25,12 @@ use tokio_util::sync::CancellationToken;
 /// The environment variables, listed under `--help`.
 const ENVIRONMENT: &str = "\
 Environment:
-  GATEHOUSE_TOKEN_KEY   session-token (HS256) key; overrides auth.token_key
+  GATEHOUSE_TOKEN_KEY   session-token (HS256) key; overrides auth.token_key (required beyond
+                        loopback: the shipped development key is refused there)
   GATEHOUSE_STORE_URL   player store, sqlite:PATH or postgres://...; overrides [store] url
+  GATEHOUSE_TLS_CERTIFICATE, GATEHOUSE_TLS_PRIVATE_KEY
+                        certificate chain and private key files; override tls.certificate
+                        and tls.private_key (a server bound beyond loopback without them warns)
   GATEHOUSE_ADMIN_TOKEN bearer token POST /travel requires; overrides admin.token (required
                         when the admin endpoint binds beyond loopback)
   GATEHOUSE_CONFIG, GATEHOUSE_BIND, GATEHOUSE_DATA_DIR, GATEHOUSE_LOG_FORMAT, GATEHOUSE_WORLD,
@@ -189,6 +193,7 @@ fn run(cli: &Cli, matches: &ArgMatches) -> anyhow::Result<()> {
     // Before anything binds: an endpoint other hosts can reach must not move players for
     // whoever asks.
     config.check_admin_exposure()?;
+    config.check_key_exposure()?;
     let world = WorldMap::load(&config.game.world).map_err(|e| match e {
         // A world file that cannot be read is the value of `game.world` (a flag, a variable
         // or a file line): blame that.
@@ -290,6 +295,15 @@ fn load_config(cli: &Cli, matches: &ArgMatches) -> Result<ServerConfig, ConfigEr
         // Never quoted back: the error says what is wrong with it, not what it is.
         config.admin.token =
             Some(AdminToken::parse(&token).map_err(|why| config.invalid("admin.token", why, ""))?);
+    }
+    // A certificate mounted from a secret (deploy/agones/fleet.yaml); paths as given.
+    if let Ok(path) = std::env::var("GATEHOUSE_TLS_CERTIFICATE") {
+        config.set_source("tls.certificate", env("GATEHOUSE_TLS_CERTIFICATE"));
+        config.tls.certificate = Some(path.into());
+    }
+    if let Ok(path) = std::env::var("GATEHOUSE_TLS_PRIVATE_KEY") {
+        config.set_source("tls.private_key", env("GATEHOUSE_TLS_PRIVATE_KEY"));
+        config.tls.private_key = Some(path.into());
     }
     if let Ok(url) = std::env::var("GATEHOUSE_STORE_URL") {
         config.set_source("store.url", env("GATEHOUSE_STORE_URL"));

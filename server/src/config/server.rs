@@ -11,6 +11,7 @@ use crate::admin::AdminToken;
 use crate::store::StoreUrl;
 
 pub use gatehouse_protocol::token::DEV_TOKEN_KEY;
+use gatehouse_protocol::token::TokenLimits;
 
 /// The smallest `network.max_frame_len`: a `Hello` carrying the longest token accepted
 /// ([`gatehouse_protocol::token::MAX_TOKEN_LEN`], 4 KiB) must fit, and so must the server's own
@@ -208,6 +209,42 @@ pub struct NetworkConfig {
     pub max_pending_connections: usize,
     /// `max_pending_per_ip`: of those, from one IP address.
     pub max_pending_per_ip: usize,
+    /// `handshake_burst`: handshakes one address group (an IPv4 address, an IPv6 /64) may
+    /// start in a row (default 128) before it is held to `handshakes_per_ip_per_s`; past that
+    /// a new connection is refused before its handshake (docs/security.md).
+    pub handshake_burst: u32,
+    /// `handshakes_per_ip_per_s`: past the burst, handshakes per second one address group may
+    /// start (default 100).
+    pub handshakes_per_ip_per_s: u32,
+    /// `message_burst`: messages a logged-in client may send in a row (default 500) before
+    /// it is held to `message_rate_per_s`; past that the connection is closed with `Abuse`.
+    /// Ignored messages count too (docs/security.md).
+    pub message_burst: u32,
+    /// `message_rate_per_s`: past the burst, messages per second a client may send (default
+    /// 100; a real client sends a few a second).
+    pub message_rate_per_s: u32,
+}
+
+impl NetworkConfig {
+    /// The pending caps and the handshake rate per address group.
+    pub(crate) fn admission_rules(&self) -> crate::net::AdmissionRules {
+        crate::net::AdmissionRules {
+            max_pending: self.max_pending_connections,
+            max_per_group: self.max_pending_per_ip,
+            handshakes: crate::rate::Rate {
+                burst: self.handshake_burst,
+                interval: Duration::from_secs(1) / self.handshakes_per_ip_per_s.max(1),
+            },
+        }
+    }
+
+    /// One connection's message budget: `message_burst` in a row, then `message_rate_per_s`.
+    pub(crate) fn message_budget(&self) -> crate::rate::Rate {
+        crate::rate::Rate {
+            burst: self.message_burst,
+            interval: Duration::from_secs(1) / self.message_rate_per_s.max(1),
+        }
+    }
 }
 
 impl Default for NetworkConfig {
@@ -228,6 +265,10 @@ impl Default for NetworkConfig {
             gso_segments: 4,
             max_pending_connections: 256,
             max_pending_per_ip: 64,
+            handshake_burst: 128,
+            handshakes_per_ip_per_s: 100,
+            message_burst: 500,
+            message_rate_per_s: 100,
         }
     }
 }
@@ -248,17 +289,48 @@ pub struct TlsConfig {
 pub struct AuthConfig {
     /// `token_key`: the HS256 key session tokens are signed with (the issuer's key).
     pub token_key: String,
+    /// `insecure_development_key`: serve with the shipped development key on an address other
+    /// hosts can reach (`network.bind` not loopback), where anyone can mint a token for any
+    /// player. Off by default: the server refuses to start so (docs/security.md).
+    pub insecure_development_key: bool,
+    /// `max_token_lifetime_s`: the longest life a session token may claim, seconds (default a
+    /// day); a leaked token is worth no more (docs/protocol.md 4, "Session tokens").
+    pub max_token_lifetime_s: u64,
+    /// `clock_skew_s`: how far the token issuer's clock may be from this server's, seconds
+    /// (default 60).
+    pub clock_skew_s: u64,
+    /// `login_burst`: how many logins one player may make in a row (default 5) before it is
+    /// held to one per `login_interval_ms`; more are refused `TooManyLogins` and change
+    /// nothing (docs/protocol.md 4, "Session tokens").
+    pub login_burst: u32,
+    /// `login_interval_ms`: past the burst, one login per this long per player (default 2 s).
+    #[serde(rename = "login_interval_ms", deserialize_with = "millis")]
+    pub login_interval: Duration,
 }
 
 impl Default for AuthConfig {
     fn default() -> Self {
-        Self { token_key: DEV_TOKEN_KEY.to_owned() }
+        Self {
+            token_key: DEV_TOKEN_KEY.to_owned(),
+            insecure_development_key: false,
+            max_token_lifetime_s: TokenLimits::DEFAULT.max_lifetime_s,
+            clock_skew_s: TokenLimits::DEFAULT.clock_skew_s,
+            login_burst: 5,
+            login_interval: Duration::from_secs(2),
+        }
     }
 }
 
 impl std::fmt::Debug for AuthConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AuthConfig").field("token_key", &"<redacted>").finish()
+        f.debug_struct("AuthConfig")
+            .field("token_key", &"<redacted>")
+            .field("insecure_development_key", &self.insecure_development_key)
+            .field("max_token_lifetime_s", &self.max_token_lifetime_s)
+            .field("clock_skew_s", &self.clock_skew_s)
+            .field("login_burst", &self.login_burst)
+            .field("login_interval", &self.login_interval)
+            .finish()
     }
 }
 
@@ -266,6 +338,11 @@ impl AuthConfig {
     /// Whether the shipped development key is in use.
     pub fn is_development_key(&self) -> bool {
         self.token_key == DEV_TOKEN_KEY
+    }
+
+    /// The bounds on a token's times (docs/protocol.md 4, "Session tokens").
+    pub fn token_limits(&self) -> TokenLimits {
+        TokenLimits { max_lifetime_s: self.max_token_lifetime_s, clock_skew_s: self.clock_skew_s }
     }
 }
 
@@ -464,6 +541,53 @@ impl ServerConfig {
         })
     }
 
+    /// Refuses the shipped development key on an address other hosts can reach, unless
+    /// `auth.insecure_development_key` says so (docs/security.md). Run once every
+    /// override is applied: the key usually comes from the environment.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] for `auth.token_key`, naming the bind and the way out.
+    pub fn check_key_exposure(&self) -> Result<(), ConfigError> {
+        let bind = self.network.bind;
+        if self.auth.is_development_key()
+            && !bind.ip().is_loopback()
+            && !self.auth.insecure_development_key
+        {
+            return Err(self.invalid(
+                "auth.token_key",
+                format!(
+                    "your token issuer's key, since network.bind {bind} is not loopback: with                      the shipped development key anyone can mint a token for any player (set                      auth.token_key or GATEHOUSE_TOKEN_KEY; auth.insecure_development_key =                      true serves it anyway)"
+                ),
+                "the shipped development key",
+            ));
+        }
+        Ok(())
+    }
+
+    /// What an operator must hear at start about this configuration's exposure: the shipped
+    /// development key or the generated development certificate in use (docs/operations.md,
+    /// "Security").
+    pub fn exposure_warnings(&self) -> Vec<String> {
+        let bind = self.network.bind;
+        let mut warnings = Vec::new();
+        if self.auth.is_development_key() {
+            warnings.push(format!(
+                "auth.token_key is the shipped development key: anyone can mint tokens{}",
+                if bind.ip().is_loopback() {
+                    String::new()
+                } else {
+                    format!(", and network.bind {bind} is not loopback (INSECURE)")
+                }
+            ));
+        }
+        if self.tls.certificate.is_none() && !bind.ip().is_loopback() {
+            warnings.push(format!(
+                "network.bind {bind} is not loopback and no tls.certificate is set: clients can                  only trust the generated development certificate by its file or fingerprint;                  mount a real certificate and set tls.certificate and tls.private_key"
+            ));
+        }
+        warnings
+    }
+
     /// A [`ConfigError::Invalid`] for `key`, blaming wherever its value came from.
     pub fn invalid(
         &self,
@@ -534,6 +658,26 @@ impl ServerConfig {
         if n.max_pending_connections == 0 {
             return Err(self.invalid("network.max_pending_connections", "at least 1", "0"));
         }
+        if n.handshake_burst == 0 {
+            return Err(self.invalid("network.handshake_burst", "at least 1", "0"));
+        }
+        if !(1..=1_000_000).contains(&n.handshakes_per_ip_per_s) {
+            return Err(self.invalid(
+                "network.handshakes_per_ip_per_s",
+                "between 1 and 1000000 handshakes a second",
+                n.handshakes_per_ip_per_s.to_string(),
+            ));
+        }
+        if n.message_burst == 0 {
+            return Err(self.invalid("network.message_burst", "at least 1", "0"));
+        }
+        if !(1..=1_000_000).contains(&n.message_rate_per_s) {
+            return Err(self.invalid(
+                "network.message_rate_per_s",
+                "between 1 and 1000000 messages a second",
+                n.message_rate_per_s.to_string(),
+            ));
+        }
         if n.max_pending_per_ip == 0 {
             return Err(self.invalid("network.max_pending_per_ip", "at least 1", "0"));
         }
@@ -585,6 +729,23 @@ impl ServerConfig {
         if let Some(token) = &self.admin.token {
             // Never quoted: the found part says what is wrong, not what it is.
             token.check().map_err(|why| self.invalid("admin.token", why, ""))?;
+        }
+        let a = &self.auth;
+        if a.max_token_lifetime_s == 0 {
+            return Err(self.invalid("auth.max_token_lifetime_s", "more than 0 s", "0 s"));
+        }
+        if a.clock_skew_s > 3_600 {
+            return Err(self.invalid(
+                "auth.clock_skew_s",
+                "at most 3600 s",
+                format!("{} s", a.clock_skew_s),
+            ));
+        }
+        if a.login_burst == 0 {
+            return Err(self.invalid("auth.login_burst", "at least 1 login", "0"));
+        }
+        if a.login_interval.is_zero() {
+            return Err(self.invalid("auth.login_interval_ms", "more than 0 ms", "0 ms"));
         }
         if self.auth.token_key.len() < 16 {
             return Err(self.invalid(
@@ -771,6 +932,73 @@ mod tests {
         assert!(err.starts_with("invalid admin.bind from flag --admin-bind: expected"), "{err}");
         assert!(err.contains("found 0.0.0.0:0 without admin.token"), "{err}");
         assert!(!err.contains("server.toml"), "{err}");
+    }
+
+    #[test]
+    fn the_development_key_cannot_serve_beyond_loopback() {
+        let mut c = parse("").unwrap();
+        assert!(c.check_key_exposure().is_ok(), "loopback by default");
+        c.network.bind = "0.0.0.0:7777".parse().unwrap();
+        c.set_source("network.bind", ValueSource::Env { var: "GATEHOUSE_BIND".into() });
+        let err = c.check_key_exposure().unwrap_err().to_string();
+        assert!(err.starts_with("invalid auth.token_key"), "{err}");
+        assert!(err.contains("network.bind 0.0.0.0:7777 is not loopback"), "{err}");
+        assert!(err.contains("auth.insecure_development_key"), "{err}");
+        assert!(err.contains("found the shipped development key"), "{err}");
+        assert!(!err.contains(DEV_TOKEN_KEY), "the key is never printed: {err}");
+        c.network.bind = "[::]:7777".parse().unwrap();
+        assert!(c.check_key_exposure().is_err(), "nor on IPv6's any address");
+        // The operator's own key, or an explicit insecure setting, starts.
+        c.auth.token_key = "an-operator-key-of-enough-bytes".into();
+        assert!(c.check_key_exposure().is_ok());
+        let c =
+            parse("[network]\nbind = \"0.0.0.0:7777\"\n[auth]\ninsecure_development_key = true\n")
+                .unwrap();
+        assert!(c.check_key_exposure().is_ok());
+    }
+
+    #[test]
+    fn the_development_key_and_certificate_beyond_loopback_are_warned_of() {
+        let c = parse("").unwrap();
+        let warnings = c.exposure_warnings();
+        assert_eq!(warnings.len(), 1, "{warnings:?}");
+        assert!(!warnings[0].contains("INSECURE"), "{warnings:?}");
+        let c =
+            parse("[network]\nbind = \"0.0.0.0:7777\"\n[auth]\ninsecure_development_key = true\n")
+                .unwrap();
+        let warnings = c.exposure_warnings();
+        assert_eq!(warnings.len(), 2, "{warnings:?}");
+        assert!(warnings[0].contains("INSECURE"), "{warnings:?}");
+        assert!(warnings[1].contains("no tls.certificate"), "{warnings:?}");
+        let c = parse(
+            "[network]\nbind = \"0.0.0.0:7777\"\n[auth]\ntoken_key = \"an-operator-key-of-enough-bytes\"\n\
+             [tls]\ncertificate = \"c.pem\"\nprivate_key = \"k.pem\"\n",
+        )
+        .unwrap();
+        assert!(c.exposure_warnings().is_empty());
+    }
+
+    #[test]
+    fn token_limits_and_the_login_rate_are_read_and_checked() {
+        let c = parse(
+            "[auth]\nmax_token_lifetime_s = 600\nclock_skew_s = 5\nlogin_burst = 2\nlogin_interval_ms = 500\n",
+        )
+        .unwrap();
+        assert_eq!(c.auth.token_limits(), TokenLimits { max_lifetime_s: 600, clock_skew_s: 5 });
+        assert_eq!((c.auth.login_burst, c.auth.login_interval), (2, Duration::from_millis(500)));
+        for (toml, key) in [
+            ("max_token_lifetime_s = 0", "auth.max_token_lifetime_s"),
+            ("clock_skew_s = 3601", "auth.clock_skew_s"),
+            ("login_burst = 0", "auth.login_burst"),
+            ("login_interval_ms = 0", "auth.login_interval_ms"),
+        ] {
+            let err = parse(&format!("[auth]\n{toml}\n")).unwrap_err();
+            assert!(
+                matches!(&err, ConfigError::Invalid { key: k, .. } if k == key),
+                "{toml}: {err}"
+            );
+        }
+        assert_eq!(parse("").unwrap().auth.token_limits(), TokenLimits::DEFAULT);
     }
 
     #[test]

@@ -33,6 +33,35 @@ impl Game {
         self.remove_player(now, old, Departure::closed(CloseCode::Replaced));
     }
 
+    /// Whether `id` may log in on `connection` now (`logins.rs`); a login past its rate is
+    /// answered `Rejected { TooManyLogins }` and closed, before it changes anything.
+    pub(crate) fn admit_login(
+        &mut self,
+        now: Instant,
+        connection: ConnectionId,
+        id: &PlayerId,
+    ) -> bool {
+        let Err(wait) = self.logins.admit(id, now) else {
+            return true;
+        };
+        self.observations.push(Observation::LoginRefused { reason: LoginRefusal::TooManyLogins });
+        tracing::info!(player = %id, connection = connection.0,
+            retry_after_ms = crate::fields::millis(wait), "login refused: too many logins");
+        self.send(
+            connection,
+            ServerMessage::Rejected {
+                reason: RejectReason::TooManyLogins,
+                detail: format!(
+                    "player {id} logged in more than {} times in a row; try again in {} ms",
+                    self.rules.login_burst,
+                    crate::fields::millis(wait).max(1)
+                ),
+            },
+        );
+        self.outputs.push_back(Output::Close { connection, code: CloseCode::Rejected });
+        false
+    }
+
     /// A connection authenticated as `id`: refused when the server is full; otherwise the
     /// player joins (with the player state it left, if it relaunches within the retention),
     /// hears of everything already replicated, and is admitted.

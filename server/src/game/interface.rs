@@ -6,7 +6,7 @@ use std::time::Duration;
 use gatehouse_protocol::{ClientMessage, CloseCode, NodeId, PlayerId, ServerMessage};
 
 use super::LoadId;
-use crate::config::{ClientReadyPolicy, GameConfig};
+use crate::config::{AuthConfig, ClientReadyPolicy, GameConfig};
 use crate::store::{LoadOutcome, PlayerSave, SessionSave};
 
 /// Identifies one network connection; assigned by the network driver as it accepts, never reused
@@ -43,11 +43,16 @@ pub struct GameRules {
     /// How long a leaving player's player state is kept for a relaunch
     /// (`[game] player_state_retention_ms`).
     pub player_state_retention: Duration,
+    /// Logins one player may make in a row (`[auth] login_burst`, docs/protocol.md 4,
+    /// "Session tokens").
+    pub login_burst: u32,
+    /// Past the burst, one login per this long per player (`[auth] login_interval_ms`).
+    pub login_interval: Duration,
 }
 
 impl GameRules {
-    /// The rules from the `[game]` section plus the player cap.
-    pub fn from_config(game: &GameConfig, max_players: usize) -> Self {
+    /// The rules from the `[game]` section, the login rate of `[auth]` and the player cap.
+    pub fn from_config(game: &GameConfig, auth: &AuthConfig, max_players: usize) -> Self {
         Self {
             spawn_settle_timeout: game.spawn_settle_timeout,
             spawn_retry: game.spawn_retry,
@@ -58,6 +63,8 @@ impl GameRules {
             max_players,
             transition_max: game.transition_max,
             player_state_retention: game.player_state_retention,
+            login_burst: auth.login_burst,
+            login_interval: auth.login_interval,
         }
     }
 }

@@ -26,6 +26,7 @@
 //!   schedule, the last node a transition reached;
 //! - `Joins` (`joins.rs`): the joins in flight (a player who logs in while no transition runs
 //!   streams its node before it gets a pawn) and the join ids;
+//! - `LoginRate` (`logins.rs`): how often each player id logged in lately;
 //! - `Awaited` (`awaited.rs`): answers awaited from players by when they were asked: the
 //!   possessions awaiting their client's acknowledgement (two bounds: the response timeout
 //!   excuses, the settle timeout applies the policy) and, per transition, the players that have
@@ -92,6 +93,7 @@ mod hazards;
 mod inputs;
 mod interface;
 mod joins;
+mod logins;
 mod observe;
 mod pass;
 mod persistence;
@@ -126,6 +128,7 @@ pub use transition::TransitionTiming;
 use awaited::Awaited;
 use hazards::Hazards;
 use joins::Joins;
+use logins::LoginRate;
 use observe::Observations;
 use persistence::Session;
 use roster::Roster;
@@ -147,6 +150,8 @@ pub struct Game {
     transition: Transitions,
     /// The joins in flight.
     joins: Joins,
+    /// How often each player id logged in lately.
+    logins: LoginRate,
     /// Possessions awaiting their client's acknowledgement, for the settle timeout (the
     /// client-ready policy).
     acknowledgements: Awaited,
@@ -178,6 +183,7 @@ impl Game {
     /// session save settles.
     pub fn new(rules: GameRules, world: Arc<WorldMap>, now: Instant) -> Self {
         let mut game = Game {
+            logins: LoginRate::new(rules.login_burst, rules.login_interval),
             rules,
             streaming: WorldStreaming::new(world.governs_session),
             session: Session::new(world.start_node.clone()),
@@ -211,6 +217,12 @@ impl Game {
     pub fn handle(&mut self, now: Instant, input: Input) {
         let span = self.transition.span();
         let _entered = span.enter();
+        if let Input::Login { connection, player } = &input
+            && !self.admit_login(now, *connection, player)
+        {
+            // Refused before it changed anything: an older connection of the player stays.
+            return;
+        }
         if let Input::Login { player, .. } = &input
             && let Some(old) = self.roster.connection_of(player)
         {

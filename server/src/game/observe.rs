@@ -117,13 +117,16 @@ impl SpawnRefusal {
 pub enum LoginRefusal {
     /// The server holds its player cap.
     ServerFull,
+    /// The player logged in too often lately (`[auth] login_burst`, `login_interval_ms`).
+    TooManyLogins,
 }
 
 impl LoginRefusal {
-    /// The metric label value: `server_full`.
+    /// The metric label value: `server_full`, `too_many_logins`.
     pub fn as_str(self) -> &'static str {
         match self {
             LoginRefusal::ServerFull => "server_full",
+            LoginRefusal::TooManyLogins => "too_many_logins",
         }
     }
 }

@@ -401,8 +401,6 @@ impl Game {
 
 #[cfg(test)]
 mod tests {
-    use std::collections::BTreeSet;
-
     use gatehouse_protocol::TeamId;
 
     use super::*;
@@ -414,7 +412,7 @@ mod tests {
             team: TeamId(1),
             character_def: None,
             abilities: AbilityState::new(100),
-            possessed: BTreeSet::new(),
+            possessed: Default::default(),
         }
     }
 

@@ -10,7 +10,7 @@
 //! A leaving player's player state becomes a [`KeptState`] (the session keeps it for
 //! `[game] player_state_retention_ms`) and is restored into the player of a relaunch.
 
-use std::collections::BTreeSet;
+use std::collections::VecDeque;
 use std::time::Instant;
 
 use gatehouse_protocol::{
@@ -73,9 +73,9 @@ pub(crate) struct Player {
     /// The pawn the owning client acknowledged possession of. The player is placed only when
     /// this equals `pawn` (DESIGN §4: placed means acknowledged).
     pub(crate) acknowledged: Option<PawnId>,
-    /// Every pawn ever possessed for this player (kept across a relaunch): an acknowledgement
+    /// The last pawns possessed for this player (kept across a relaunch): an acknowledgement
     /// of one of them that is not `pawn` is stale; of any other pawn, refused.
-    pub(crate) possessed: BTreeSet<PawnId>,
+    pub(crate) possessed: RecentPawns,
     /// The node whose levels this player's client reported streamed (its join, or the
     /// transition in flight), forgotten when a transition starts: a pawn is placed for it only
     /// there (seed 001: never a pawn before its level, on any machine).
@@ -162,7 +162,7 @@ impl Player {
             dead_pawn: None,
             pawn: None,
             acknowledged: None,
-            possessed: BTreeSet::new(),
+            possessed: RecentPawns::default(),
             loaded: None,
             placement_excused: false,
         }
@@ -211,7 +211,7 @@ impl Player {
         startup: &[GameplayTag],
     ) -> (Vec<GameplayTag>, Option<PawnId>) {
         self.pawn = Some(pawn);
-        self.possessed.insert(pawn);
+        self.possessed.push(pawn);
         self.acknowledged = None;
         let composed = self.preset.as_ref().map(|preset| preset.kits.clone());
         let granted = self.abilities.init_ability_actor_info(startup, composed.as_deref());
@@ -249,7 +249,37 @@ pub(crate) struct KeptState {
     pub(crate) character_def: Option<CharacterDef>,
     /// Tags, effects (paused), health and kit latches.
     pub(crate) abilities: AbilityState,
-    pub(crate) possessed: BTreeSet<PawnId>,
+    pub(crate) possessed: RecentPawns,
+}
+
+/// How many of a player's last pawns an acknowledgement may still name: one in flight is for a
+/// pawn possessed within a round trip of the newest, so a few cover any real client, and what a
+/// player keeps does not grow with its deaths and travels (docs/protocol.md 5, "Client → server").
+pub(crate) const RECENT_PAWNS: usize = 8;
+
+/// A player's last [`RECENT_PAWNS`] pawns, oldest first.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct RecentPawns(VecDeque<PawnId>);
+
+impl RecentPawns {
+    /// Remembers `pawn`, forgetting the oldest past [`RECENT_PAWNS`].
+    pub(crate) fn push(&mut self, pawn: PawnId) {
+        if self.0.len() == RECENT_PAWNS {
+            self.0.pop_front();
+        }
+        self.0.push_back(pawn);
+    }
+
+    /// Whether `pawn` is one of them.
+    pub(crate) fn contains(&self, pawn: &PawnId) -> bool {
+        self.0.contains(pawn)
+    }
+
+    /// How many are remembered.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.0.len()
+    }
 }
 
 /// A pawn in the world.

@@ -26,7 +26,7 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
-use gatehouse_protocol::token::{self, TokenKey};
+use gatehouse_protocol::token::TokenCheck;
 use gatehouse_protocol::{
     ClientMessage, CloseCode, FrameDecoder, PROTOCOL_VERSION, RejectReason, ServerMessage,
 };
@@ -34,8 +34,10 @@ use quinn_proto::{ConnectionError, Dir, Event, ReadError, StreamEvent, StreamId,
 
 use super::admission::PendingSlot;
 use super::event::{ConnectionEvent, Doorbell, Outbound, QueueKey, SendQueueRx, send_queue};
+use crate::fields::PeerText;
 use crate::game::{ConnectionId, Departure};
 use crate::metrics::{CloseSide, NetMetrics};
+use crate::rate::{Bucket, Rate};
 
 /// Largest chunk read from the stream at once, bytes.
 const READ_CHUNK: usize = 16 * 1024;
@@ -53,8 +55,8 @@ const CLOSING_FRAME_LEN: usize = 1024;
 /// What every connection needs from the server's configuration; shared.
 #[derive(Debug)]
 pub(super) struct Settings {
-    /// Checks the session tokens of `Hello`s.
-    pub(super) token_key: TokenKey,
+    /// Checks the session tokens of `Hello`s: the key and the bounds on their times.
+    pub(super) tokens: TokenCheck,
     /// `network.max_frame_len`, bytes.
     pub(super) max_frame_len: usize,
     /// The bound, from accept, on the QUIC handshake.
@@ -63,6 +65,8 @@ pub(super) struct Settings {
     pub(super) hello_timeout: Duration,
     /// `network.send_queue_frames`: the cap of each logged-in connection's [`super::SendQueue`].
     pub(super) send_queue_frames: usize,
+    /// `network.message_burst` and `message_rate_per_s`: what a logged-in client may send.
+    pub(super) message_budget: Rate,
     /// Closes and refused logins (issue 15 item 1).
     pub(super) metrics: NetMetrics,
 }
@@ -166,6 +170,8 @@ pub(super) struct Connection {
     /// The client's bidirectional stream, once it opened it.
     stream: Option<StreamId>,
     decoder: FrameDecoder,
+    /// The messages it may still send ([`Settings::message_budget`]).
+    budget: Bucket,
     /// Taken from the queue and not yet all accepted by the stream.
     writing: Option<Bytes>,
     closing: Closing,
@@ -216,6 +222,7 @@ impl Connection {
             login: Login::Handshaking(pending),
             stream: None,
             decoder: FrameDecoder::new(settings.max_frame_len),
+            budget: Bucket::full(now),
             writing: None,
             closing: Closing::No,
             login_by: Some(now + settings.handshake_timeout),
@@ -490,6 +497,11 @@ impl Connection {
     fn on_message(&mut self, ctx: &mut Context<'_>, message: ClientMessage) {
         match &self.login {
             Login::LoggedIn { .. } => {
+                // Every message counts, those the game will ignore too: each costs it a step.
+                if self.budget.take(ctx.now, ctx.settings.message_budget).is_err() {
+                    self.over_budget(ctx);
+                    return;
+                }
                 ctx.outbox.push(ConnectionEvent::Message { connection: self.id, message })
             }
             Login::AwaitingHello { .. } => self.on_hello(ctx, message),
@@ -499,7 +511,7 @@ impl Connection {
 
     fn on_hello(&mut self, ctx: &mut Context<'_>, hello: ClientMessage) {
         self.login_by = None;
-        let checked = check_hello(&ctx.settings.token_key, hello).and_then(|player| {
+        let checked = check_hello(&ctx.settings.tokens, hello).and_then(|player| {
             if ctx.draining {
                 Err(Refusal {
                     reason: RejectReason::ShuttingDown,
@@ -527,7 +539,7 @@ impl Connection {
             }
             Err(refusal) => {
                 let name = reject_reason_name(refusal.reason);
-                tracing::info!(reason = %name, detail = %refusal.detail, "hello refused");
+                tracing::info!(reason = %name, detail = %PeerText(&refusal.detail), "hello refused");
                 ctx.settings.metrics.count_login_refused(name);
                 let rejected =
                     ServerMessage::Rejected { reason: refusal.reason, detail: refusal.detail };
@@ -561,6 +573,35 @@ impl Connection {
                 self.close_silently(ctx.now);
             }
             Login::Handshaking(_) | Login::Refused | Login::LoggedIn { .. } => {}
+        }
+    }
+
+    /// A logged-in client sent more than its message budget: closed with `Abuse`; the game
+    /// hears the departure after what it sent within the budget.
+    fn over_budget(&mut self, ctx: &mut Context<'_>) {
+        let rate = ctx.settings.message_budget;
+        let reason = format!(
+            "more than {} messages in a row, then one per {} µs (network.message_burst, \
+             network.message_rate_per_s)",
+            rate.burst,
+            rate.interval.as_micros()
+        );
+        tracing::info!(%reason, "message budget spent; closing this connection");
+        self.report(ctx, Departure::closed_because(CloseCode::Abuse, reason.clone()));
+        self.close(ctx, CloseCode::Abuse, &reason);
+    }
+
+    /// Evicted from a full pending table for a newcomer (docs/security.md, "The front door"):
+    /// a connection that has not logged in yet is closed with `ServerFull`; one that logged in
+    /// meanwhile holds no slot and stays.
+    pub(super) fn evict(&mut self, ctx: &mut Context<'_>) {
+        if matches!(self.login, Login::Handshaking(_) | Login::AwaitingHello { .. }) {
+            tracing::debug!("evicted from the full pending table for a newer connection");
+            self.close(
+                ctx,
+                CloseCode::ServerFull,
+                "evicted: too many connections have not logged in",
+            );
         }
     }
 
@@ -803,7 +844,7 @@ struct Refusal {
 }
 
 fn check_hello(
-    key: &TokenKey,
+    tokens: &TokenCheck,
     message: ClientMessage,
 ) -> Result<gatehouse_protocol::PlayerId, Refusal> {
     let ClientMessage::Hello { protocol_version, token } = message else {
@@ -823,7 +864,7 @@ fn check_hello(
         });
     }
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    token::verify(key, &token, now).map(|claims| claims.uid).map_err(|e| Refusal {
+    tokens.verify(&token, now).map(|claims| claims.uid).map_err(|e| Refusal {
         reason: e.reject_reason(),
         code: CloseCode::Rejected,
         detail: e.to_string(),
@@ -841,6 +882,8 @@ fn reject_reason_name(reason: RejectReason) -> &'static str {
         RejectReason::ServerFull => "server_full",
         RejectReason::ShuttingDown => "shutting_down",
         RejectReason::HelloExpected => "hello_expected",
+        RejectReason::TokenLifetime => "token_lifetime",
+        RejectReason::TooManyLogins => "too_many_logins",
     }
 }
 
@@ -849,7 +892,8 @@ fn departure_of(reason: &ConnectionError) -> Departure {
     use ConnectionError as E;
     match reason {
         E::ApplicationClosed(close) => {
-            let words = String::from_utf8_lossy(&close.reason);
+            // The client wrote these words: escaped and cut before they reach a log line.
+            let words = PeerText::of_bytes(&close.reason);
             match CloseCode::from_code(close.error_code.into_inner()) {
                 Some(code) => {
                     Departure::closed_because(code, format!("closed by the client: {words}"))
@@ -866,6 +910,7 @@ fn departure_of(reason: &ConnectionError) -> Departure {
         E::LocallyClosed => Departure::lost("closed by the server"),
         E::Reset => Departure::lost("reset by the client"),
         E::ConnectionClosed(close) => {
+            let close = PeerText(&close.to_string()).to_string();
             Departure::lost(format!("QUIC transport error from the client: {close}"))
         }
         other => Departure::lost(format!("connection failed: {other}")),
@@ -1000,17 +1045,18 @@ mod tests {
     #[test]
     fn a_login_holds_its_pending_slot_until_it_leaves_the_outbox() {
         let ip = std::net::IpAddr::from([127, 0, 0, 1]);
-        let admission = Admission::new(1, 1, crate::metrics::Metrics::new().net().clone());
+        let mut admission =
+            Admission::with_caps(1, 1, crate::metrics::Metrics::new().net().clone());
         let mut outbox = Outbox::new(2);
-        let slot = admission.admit(ip).unwrap();
+        let slot = admission.admits(ip).unwrap();
         let (outbound, _queue, _heard) = test_queue(4, ConnectionId(1));
         let player = gatehouse_protocol::PlayerId::new("p1").unwrap();
         outbox.push_login(
             ConnectionEvent::Login { connection: ConnectionId(1), player, outbound },
             slot,
         );
-        assert!(admission.admit(ip).is_none(), "the login still holds the one slot");
+        assert!(admission.admits(ip).is_none(), "the login still holds the one slot");
         assert!(matches!(outbox.pop(), Some(ConnectionEvent::Login { .. })));
-        assert!(admission.admit(ip).is_some(), "freed as it left");
+        assert!(admission.admits(ip).is_some(), "freed as it left");
     }
 }

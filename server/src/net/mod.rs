@@ -32,6 +32,7 @@ pub mod tls;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+pub(crate) use admission::AdmissionRules;
 pub use driver::DriverThread;
 pub use endpoint::{
     CONNECTION_ID_LEN, bind_socket, endpoint_config, server_config, transport_config,

@@ -37,12 +37,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gatehouse_protocol::CloseCode;
-use gatehouse_protocol::token::TokenKey;
+use gatehouse_protocol::token::TokenCheck;
 use quinn_proto::{ConnectionHandle, DatagramEvent, EndpointEvent, Incoming};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::admission::Admission;
+use super::admission::{Admission, Admitted};
 use super::connection::{Connection, Context, Outbox, Settings};
 use super::event::{ConnectionEvent, Doorbell, QueueKey};
 use super::socket::{Datagram, UdpSocket};
@@ -194,7 +194,7 @@ enum Wake {
 impl Network {
     /// Prepares the network on `socket` (bound with [`super::bind_socket`]): the endpoint with
     /// `server_config`, connections under `network` (caps, timeouts, frame limit, send queues)
-    /// authenticated with `token_key`, reporting to `events` and counting closes, refusals and
+    /// authenticated with `tokens`, reporting to `events` and counting closes, refusals and
     /// pending connections in `metrics`. The socket is registered with `thread`'s runtime.
     ///
     /// # Errors
@@ -203,7 +203,7 @@ impl Network {
         socket: std::net::UdpSocket,
         server_config: quinn_proto::ServerConfig,
         network: &NetworkConfig,
-        token_key: TokenKey,
+        tokens: TokenCheck,
         events: mpsc::Sender<ConnectionEvent>,
         metrics: NetMetrics,
         thread: &DriverThread,
@@ -221,17 +221,14 @@ impl Network {
             !socket.may_fragment(),
             None,
         );
-        let admission = Admission::new(
-            network.max_pending_connections,
-            network.max_pending_per_ip,
-            metrics.clone(),
-        );
+        let admission = Admission::new(network.admission_rules(), metrics.clone());
         let settings = Settings {
-            token_key,
+            tokens,
             max_frame_len: network.max_frame_len,
             handshake_timeout: network.handshake_timeout,
             hello_timeout: network.hello_timeout,
             send_queue_frames: network.send_queue_frames,
+            message_budget: network.message_budget(),
             metrics,
         };
         let driver = Driver::new(endpoint, socket, settings, admission, events);
@@ -471,15 +468,27 @@ impl<W: Wire> Driver<W> {
             }
             return;
         }
-        let Some(slot) = self.admission.admit(incoming.remote_address().ip()) else {
-            let transmit = self.endpoint.refuse(incoming, &mut self.response_buffer);
-            self.send_response(now, &transmit);
-            return;
+        let (slot, evicted) = match self.admission.admit(incoming.remote_address().ip(), now) {
+            Admitted::Slot(slot) => (slot, None),
+            Admitted::Evicting(slot, handle) => (slot, Some(handle)),
+            Admitted::Refused => {
+                let transmit = self.endpoint.refuse(incoming, &mut self.response_buffer);
+                self.send_response(now, &transmit);
+                return;
+            }
         };
+        if let Some(handle) = evicted {
+            let Driver { connections, common, listed, .. } = self;
+            if let Some(victim) = connections.get_mut(&handle) {
+                victim.evict(&mut common.at(now));
+                Self::list(listed, victim, handle);
+            }
+        }
         match self.endpoint.accept(incoming, now, &mut self.response_buffer, None) {
             Ok((handle, quic)) => {
                 let id = ConnectionId(self.next_id);
                 self.next_id += 1;
+                slot.bind(handle.0);
                 let mut connection =
                     Box::new(Connection::new(quic, id, handle.0, slot, now, &self.common.settings));
                 Self::list(&mut self.listed, &mut connection, handle.0);

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::carry::{Carrier, Effects};
 use super::{Core, GameHandle, ShellEvent, carry_outputs, feed_connections, run_game};
-use crate::config::{GameConfig, WorldMap};
+use crate::config::{AuthConfig, GameConfig, WorldMap};
 use crate::fleet::{FleetLink, Standalone};
 use crate::game::{ConnectionId, Game, GameRules, GameSnapshot, Input, Output};
 use crate::net::{self, ConnectionEvent};
@@ -281,7 +281,7 @@ struct Running {
 
 fn start_game_task() -> Running {
     let world = WorldMap::parse(std::path::Path::new("shell-test-world.toml"), WORLD).unwrap();
-    let rules = GameRules::from_config(&GameConfig::default(), 8);
+    let rules = GameRules::from_config(&GameConfig::default(), &AuthConfig::default(), 8);
     let game = Game::new(rules, Arc::new(world), Instant::now().into_std());
     let (events_tx, events) = mpsc::channel(64);
     let memory = Arc::new(Memory::default());

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use gatehouse_client_sim::client::ClientConfig;
 use gatehouse_client_sim::session::{ClientSession, SessionConfig};
 use gatehouse_protocol::{ClientMessage, CloseCode, NodeId, PlayerId, ServerMessage};
-use gatehouse_server::config::{GameConfig, WorldMap};
+use gatehouse_server::config::{AuthConfig, GameConfig, WorldMap};
 use gatehouse_server::game::{ConnectionId, Departure, Game, GameRules, Input, LoadId, Output};
 use gatehouse_server::store::{LoadOutcome, PlayerSave, SessionSave};
 use rand::rngs::StdRng;
@@ -94,7 +94,7 @@ impl SimConfig {
         SimConfig {
             seed,
             world: world.to_owned(),
-            rules: GameRules::from_config(&GameConfig::default(), 64),
+            rules: GameRules::from_config(&GameConfig::default(), &AuthConfig::default(), 64),
             net: Conditions::lan(),
             store_latency: (Duration::from_millis(5), Duration::from_millis(20)),
             session: SessionConfig::default(),

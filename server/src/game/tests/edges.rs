@@ -5,7 +5,8 @@
 use std::time::Duration;
 
 use gatehouse_protocol::{
-    ClientMessage, ErrorCode, PawnId, ServerMessage, TeamId, TransitionFailure, TransitionId,
+    ClientMessage, ErrorCode, PawnId, RejectReason, ServerMessage, TeamId, TransitionFailure,
+    TransitionId,
 };
 use gatehouse_tags::catalog::{
     EFFECT_DAMAGE_OVER_TIME_BURN, EFFECT_DAMAGE_OVER_TIME_POISON, STATE_DEAD,
@@ -286,6 +287,74 @@ fn an_acknowledgement_of_the_players_own_old_pawn_is_ignored_as_stale() {
     assert_eq!(h.game.counters().stale_ignored, 1);
     assert_eq!(errors(&h, a, ErrorCode::UnknownPawn), 0);
     assert!(h.player("a").is_placed(), "the stale report unplaces nothing");
+}
+
+/// What the server keeps of a player's pawns does not grow with its deaths: it keeps its last
+/// `RECENT_PAWNS`; an acknowledgement of the newest old one is still stale (ignored), of one
+/// older than those refused `UnknownPawn` (docs/protocol.md 5).
+#[test]
+fn a_player_keeps_only_its_last_pawns_however_often_it_dies() {
+    use super::super::players::RECENT_PAWNS;
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    let first = h.possessed(a).unwrap();
+    let mut previous = first;
+    for _ in 0..RECENT_PAWNS + 2 {
+        previous = h.possessed(a).unwrap();
+        h.kill("a");
+        h.send(a, ClientMessage::RestartRequest);
+        h.ack(a);
+        assert_ne!(h.possessed(a), Some(previous), "a new pawn");
+        assert!(h.player("a").is_placed());
+    }
+    assert_eq!(h.player("a").possessed.len(), RECENT_PAWNS);
+    let stale = h.game.counters().stale_ignored;
+    h.send(a, ClientMessage::PossessionAcknowledged { pawn_id: previous });
+    assert_eq!(h.game.counters().stale_ignored, stale + 1, "the newest old pawn is stale");
+    assert_eq!(errors(&h, a, ErrorCode::UnknownPawn), 0);
+    h.send(a, ClientMessage::PossessionAcknowledged { pawn_id: first });
+    assert_eq!(errors(&h, a, ErrorCode::UnknownPawn), 1, "the first pawn is forgotten");
+    assert!(h.player("a").is_placed(), "neither report unplaces anything");
+}
+
+/// A relaunch storm of one player (a leaked or replayed token): past the login burst each
+/// login is refused `TooManyLogins` before it changes anything (no save load, no broadcast, the
+/// connection admitted last stays); once the interval has passed one more is admitted.
+#[test]
+fn a_relaunch_storm_past_the_login_burst_is_refused_and_changes_nothing() {
+    let mut h = Harness::booted();
+    let first = h.placed("a");
+    let mut last = first;
+    for _ in 1..rules().login_burst {
+        last = h.login("a");
+    }
+    assert_eq!(h.closed(first), Some(CloseCode::Replaced));
+    let logins = h.game.counters().logins;
+    let loads =
+        |h: &Harness| h.log.iter().filter(|o| matches!(o, Output::LoadPlayer { .. })).count();
+    let (loads_before, broadcasts_before) = (loads(&h), h.broadcasts().len());
+    for _ in 0..145 {
+        let refused = h.login("a");
+        assert!(
+            matches!(
+                h.received(refused).as_slice(),
+                [ServerMessage::Rejected { reason: RejectReason::TooManyLogins, .. }]
+            ),
+            "{:?}",
+            h.received(refused)
+        );
+        assert_eq!(h.closed(refused), Some(CloseCode::Rejected));
+    }
+    assert_eq!(h.game.counters().logins, logins, "no refused login counted");
+    assert_eq!(loads(&h), loads_before, "no save load");
+    assert_eq!(h.broadcasts().len(), broadcasts_before, "no broadcast");
+    assert_eq!(h.closed(last), None, "the connection admitted last stays");
+    assert_eq!(h.game.roster.connection_of(&pid("a")), Some(last));
+
+    h.advance(rules().login_interval);
+    let again = h.login("a");
+    assert!(matches!(h.received(again).first(), Some(ServerMessage::Welcome { .. })));
+    assert_eq!(h.closed(last), Some(CloseCode::Replaced));
 }
 
 /// Issue 10, item 7: the refusal rate limit is per player: a reconnect does not reset it.

@@ -67,6 +67,8 @@ pub(super) fn rules() -> GameRules {
         max_players: 64,
         transition_max: Duration::from_secs(120),
         player_state_retention: Duration::from_secs(300),
+        login_burst: 5,
+        login_interval: Duration::from_secs(2),
     }
 }
 

@@ -7,8 +7,8 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
 
 use bytes::{Bytes, BytesMut};
-use gatehouse_protocol::token::{self, SessionClaims};
-use gatehouse_protocol::{ClientMessage, FrameDecoder, PlayerId, ServerMessage};
+use gatehouse_protocol::token::{self, SessionClaims, TokenCheck, TokenKey, TokenLimits};
+use gatehouse_protocol::{ClientMessage, FrameDecoder, PlayerId, ServerMessage, TransitionId};
 use quinn_proto::{ConnectionError, Dir, Event, StreamId, VarInt};
 
 use super::*;
@@ -203,15 +203,15 @@ impl Harness {
         let metrics = Metrics::new();
         let net = metrics.net().clone();
         let settings = Settings {
-            token_key: TokenKey::new("test key"),
+            tokens: test_tokens(),
             max_frame_len: network.max_frame_len,
             handshake_timeout: network.handshake_timeout,
             hello_timeout: network.hello_timeout,
             send_queue_frames: network.send_queue_frames,
+            message_budget: network.message_budget(),
             metrics: net.clone(),
         };
-        let admission =
-            Admission::new(network.max_pending_connections, network.max_pending_per_ip, net);
+        let admission = Admission::new(network.admission_rules(), net);
         let (events_tx, events_rx) = mpsc::channel(setup.events);
         let driver = Driver::new(endpoint, MemWire::default(), settings, admission, events_tx);
 
@@ -508,12 +508,21 @@ impl Harness {
     }
 }
 
-/// `p1`'s `Hello`, with a token the harness's key signs.
+/// The harness's token check: its key, the default limits.
+fn test_tokens() -> TokenCheck {
+    TokenCheck { key: TokenKey::new("test key"), limits: TokenLimits::DEFAULT }
+}
+
+/// `p1`'s `Hello`, with a token the harness's key signs, issued now for an hour (a token's
+/// expiry is checked against the system clock).
 fn hello() -> ClientMessage {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
     let claims = SessionClaims {
         uid: PlayerId::new("p1").unwrap(),
-        exp: 4_000_000_000,
-        iat: None,
+        exp: now + 3_600,
+        iat: Some(now),
         usn: None,
     };
     ClientMessage::Hello {
@@ -880,6 +889,81 @@ fn a_client_that_closes_is_reported_once_with_its_code() {
     assert!(harness.driver.connections.is_empty(), "forgotten once drained");
 }
 
+/// A logged-in client that sends more than its message budget (here a flood of messages the
+/// game ignores) is closed with `Abuse`: the game hears the burst, then the departure, and
+/// nothing past it.
+#[test]
+fn a_client_past_its_message_budget_is_closed_for_abuse() {
+    let (mut harness, _outbound, connection) = Harness::logged_in(Setup::default());
+    let budget = harness.network.message_budget();
+    let flood = ClientMessage::TransitionShown { transition_id: TransitionId(9_999) };
+    for _ in 0..budget.burst + 100 {
+        harness.send(&flood);
+    }
+    let mut heard = Vec::new();
+    for _ in 0..1_000 {
+        harness.settle();
+        heard.extend(harness.take_events());
+        if matches!(heard.last(), Some(ConnectionEvent::Disconnected { .. })) {
+            break;
+        }
+    }
+    let messages = heard.iter().filter(|e| matches!(e, ConnectionEvent::Message { .. })).count();
+    assert_eq!(messages, budget.burst as usize, "the burst, and nothing past it");
+    assert!(
+        matches!(heard.last(), Some(ConnectionEvent::Disconnected { connection: c, departure })
+            if *c == connection && departure.code == Some(CloseCode::Abuse)),
+        "{:?}",
+        heard.last()
+    );
+    harness.run_for(Duration::from_millis(200));
+    assert_eq!(harness.closed_with(), Some(u64::from(CloseCode::Abuse.code())));
+    assert_eq!(harness.server_closes("abuse"), 1);
+}
+
+/// A client that keeps within its budget's rate is never closed, however long it sends.
+#[test]
+fn a_client_within_its_message_rate_is_never_closed() {
+    let (mut harness, _outbound, _connection) = Harness::logged_in(Setup::default());
+    let budget = harness.network.message_budget();
+    let flood = ClientMessage::TransitionShown { transition_id: TransitionId(9_999) };
+    let mut messages = 0;
+    // Three bursts' worth, each message one interval after the last.
+    for _ in 0..3 * budget.burst {
+        harness.send(&flood);
+        harness.run_for(budget.interval);
+        messages += harness
+            .take_events()
+            .iter()
+            .filter(|e| matches!(e, ConnectionEvent::Message { .. }))
+            .count();
+    }
+    assert_eq!(messages, 3 * budget.burst as usize);
+    assert_eq!(harness.closed_with(), None);
+}
+
+/// A client's close reason is its own text: a newline in it cannot start a forged log line, nor
+/// can a long one fill the log; the departure the game logs holds it escaped and cut.
+#[test]
+fn a_clients_close_reason_reaches_the_log_escaped_and_cut() {
+    let (mut harness, _outbound, connection) = Harness::logged_in(Setup::default());
+    let forged = format!("bye\n2026-12-05T00:00:00Z WARN gatehouse: forged{}", "x".repeat(900));
+    harness.client.quic.close(
+        harness.now,
+        VarInt::from_u32(CloseCode::Leave.code()),
+        Bytes::from(forged),
+    );
+    harness.run_for(Duration::from_millis(500));
+    let events = harness.take_events();
+    let [ConnectionEvent::Disconnected { connection: c, departure }] = events.as_slice() else {
+        panic!("one departure expected: {events:?}");
+    };
+    assert_eq!(*c, connection);
+    assert!(!departure.reason.contains('\n'), "{}", departure.reason);
+    assert!(departure.reason.contains("bye\\n2026-12-05"), "{}", departure.reason);
+    assert!(departure.reason.len() < 400, "cut: {} bytes", departure.reason.len());
+}
+
 /// A client sends a `RestartRequest`, finishes its stream if `finish` says so, and closes with
 /// `Leave`, all in one socket read of the server's: the game hears the request, then the
 /// departure with the close's code.
@@ -1229,7 +1313,7 @@ async fn the_network_on_a_real_socket_logs_in_counts_open_and_shuts_with_its_cod
         socket,
         server_config,
         &network,
-        TokenKey::new("test key"),
+        test_tokens(),
         events_tx,
         metrics.net().clone(),
         &thread,
@@ -1306,7 +1390,7 @@ fn a_client_that_stops_reading_while_paused_behind_a_queued_close_is_not_closed_
 #[test]
 fn logins_waiting_for_the_games_queue_stay_within_the_pending_cap() {
     let mut harness = Harness::dialing(Setup { events: 1, ..Setup::default() });
-    harness.driver.admission = Admission::new(1, 1, harness.metrics.net().clone());
+    harness.driver.admission = Admission::with_caps(1, 1, harness.metrics.net().clone());
     let other = ConnectionEvent::Disconnected {
         connection: ConnectionId(999),
         departure: Departure::lost("test"),

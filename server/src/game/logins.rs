@@ -1,0 +1,86 @@
+//! How often one player may log in (docs/protocol.md 4, "Session tokens"): a login costs a
+//! save load, a broadcast to every client and, for a relaunch, the older connection. A leaked
+//! or replayed token must not turn that into a flood, so each player id may log in
+//! `login_burst` times in a row and then once per `login_interval` (a [`Rate`]); a login past
+//! that is refused before it changes anything (the older connection stays).
+//!
+//! What is kept is bounded: an id whose bucket is full again holds nothing worth keeping and is
+//! forgotten at the next sweep, so the map holds at most the ids that logged in within the last
+//! `burst` intervals, and a sweep runs only once the map doubled since the last one.
+
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use gatehouse_protocol::PlayerId;
+
+use crate::rate::{Bucket, Rate};
+
+/// Ids kept before the first sweep of full buckets; later sweeps run at twice what the last
+/// one kept.
+const FIRST_SWEEP_AT: usize = 1024;
+
+/// The login rate of every player id that logged in lately.
+#[derive(Debug)]
+pub(crate) struct LoginRate {
+    rate: Rate,
+    buckets: HashMap<PlayerId, Bucket>,
+    sweep_at: usize,
+}
+
+impl LoginRate {
+    /// `burst` logins in a row (at least 1), then one per `interval`.
+    pub(crate) fn new(burst: u32, interval: Duration) -> Self {
+        Self { rate: Rate { burst, interval }, buckets: HashMap::new(), sweep_at: FIRST_SWEEP_AT }
+    }
+
+    /// A login of `player` at `now`: `Ok` counts it; `Err` holds how long until one more
+    /// would be admitted, and counts nothing.
+    pub(crate) fn admit(&mut self, player: &PlayerId, now: Instant) -> Result<(), Duration> {
+        let mut bucket = self.buckets.get(player).copied().unwrap_or(Bucket::full(now));
+        bucket.take(now, self.rate)?;
+        if self.buckets.len() >= self.sweep_at {
+            self.buckets.retain(|_, b| !b.is_full(now));
+            self.sweep_at = (self.buckets.len() * 2).max(FIRST_SWEEP_AT);
+        }
+        self.buckets.insert(player.clone(), bucket);
+        Ok(())
+    }
+
+    /// How many ids are kept.
+    #[cfg(test)]
+    pub(crate) fn kept(&self) -> usize {
+        self.buckets.len()
+    }
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pid(name: &str) -> PlayerId {
+        PlayerId::new(name).unwrap()
+    }
+
+    #[test]
+    fn each_player_id_has_a_rate_of_its_own() {
+        let start = Instant::now();
+        let mut rate = LoginRate::new(2, Duration::from_secs(2));
+        let a = pid("a");
+        assert_eq!(rate.admit(&a, start), Ok(()));
+        assert_eq!(rate.admit(&a, start), Ok(()));
+        assert_eq!(rate.admit(&a, start), Err(Duration::from_secs(2)));
+        assert_eq!(rate.admit(&pid("b"), start), Ok(()), "b is not held by a's logins");
+        assert_eq!(rate.admit(&a, start + Duration::from_secs(2)), Ok(()));
+    }
+
+    #[test]
+    fn what_the_login_rate_keeps_is_bounded_by_the_recent_logins() {
+        let start = Instant::now();
+        let mut rate = LoginRate::new(2, Duration::from_millis(10));
+        for i in 0..20_000u32 {
+            // One new id a millisecond: at most about 20 ms of them are still refilling.
+            let now = start + Duration::from_millis(u64::from(i));
+            assert_eq!(rate.admit(&pid(&format!("p{i}")), now), Ok(()));
+            assert!(rate.kept() <= 2 * FIRST_SWEEP_AT, "{} kept at {i}", rate.kept());
+        }
+    }
+}

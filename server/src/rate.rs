@@ -1,0 +1,77 @@
+//! A rate: `burst` events in a row, then one per `interval` (a token bucket). A [`Bucket`] keeps
+//! it as one instant, when it is full again (the generic cell rate algorithm): an event at
+//! `now` moves that instant to `max(full_at, now) + interval`, and is refused when that would
+//! be more than `burst` intervals past `now`. A refusal changes nothing. Used for one player's
+//! logins (docs/protocol.md 4, "Session tokens") and one connection's messages
+//! (docs/security.md).
+
+use std::time::{Duration, Instant};
+
+/// `burst` events in a row, then one per `interval`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Rate {
+    /// Events allowed at once from a full bucket (at least 1 is used).
+    pub(crate) burst: u32,
+    /// Past the burst, one event per this long.
+    pub(crate) interval: Duration,
+}
+
+/// One bucket of a [`Rate`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Bucket {
+    /// When the bucket is full again.
+    full_at: Instant,
+}
+
+impl Bucket {
+    /// A full bucket at `now`.
+    pub(crate) fn full(now: Instant) -> Self {
+        Self { full_at: now }
+    }
+
+    /// One event at `now`: `Ok` counts it; `Err` holds how long until one more would be
+    /// allowed, and counts nothing.
+    pub(crate) fn take(&mut self, now: Instant, rate: Rate) -> Result<(), Duration> {
+        let next = self.full_at.max(now) + rate.interval;
+        let limit = now + rate.interval * rate.burst.max(1);
+        if next > limit {
+            return Err(next - limit);
+        }
+        self.full_at = next;
+        Ok(())
+    }
+
+    /// Whether it is full at `now`: it holds nothing worth keeping.
+    pub(crate) fn is_full(&self, now: Instant) -> bool {
+        self.full_at <= now
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_bucket_allows_its_burst_then_one_per_interval() {
+        let start = Instant::now();
+        let rate = Rate { burst: 3, interval: Duration::from_secs(2) };
+        let mut bucket = Bucket::full(start);
+        for _ in 0..3 {
+            assert_eq!(bucket.take(start, rate), Ok(()));
+        }
+        assert!(!bucket.is_full(start));
+        assert_eq!(bucket.take(start, rate), Err(Duration::from_secs(2)));
+        assert_eq!(bucket.take(start + Duration::from_secs(1), rate), Err(Duration::from_secs(1)));
+        assert_eq!(bucket.take(start + Duration::from_secs(2), rate), Ok(()));
+        assert!(
+            bucket.take(start + Duration::from_secs(2), rate).is_err(),
+            "refusals count nothing"
+        );
+        let later = start + Duration::from_secs(100);
+        assert!(bucket.is_full(later));
+        for _ in 0..3 {
+            assert_eq!(bucket.take(later, rate), Ok(()));
+        }
+        assert!(bucket.take(later, rate).is_err());
+    }
+}
