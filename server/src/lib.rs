@@ -126,6 +126,11 @@ impl Server {
         for warning in config.exposure_warnings() {
             tracing::warn!("{warning}");
         }
+        // Before anything opens a file: the endpoints, the store and the network share it.
+        match admin::raise_open_files_limit() {
+            Ok(limit) => tracing::info!(limit, "open-files limit"),
+            Err(e) => tracing::warn!(error = %e, "the open-files limit could not be raised"),
+        }
         let network = &config.network;
         // Ports first: a port in use fails the start before anything is written to disk.
         let socket = net::bind_socket(network.bind, network.udp_buffer_bytes)?;

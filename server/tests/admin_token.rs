@@ -104,7 +104,7 @@ fn http(addr: SocketAddr, method: &str, path: &str, headers: &str) -> (u16, Stri
     stream.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
     write!(
         stream,
-        "{method} {path} HTTP/1.1\r\nHost: gatehouse\r\n{headers}Content-Length: 0\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Content-Length: 0\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
     let mut raw = String::new();
@@ -175,17 +175,20 @@ fn a_short_admin_token_in_the_environment_is_refused_without_quoting_it() {
     assert!(!err.contains("hunter2"), "{err}");
 }
 
-/// With a token, an endpoint on every interface starts; `POST /travel` without the token or
-/// with a wrong one is `401` (even for an unknown node: nothing about the world leaks), with the
-/// right one it starts the travel; the read-only routes need no token.
+/// With a token, an endpoint on every interface starts; `POST /travel` and `GET /state` (it
+/// lists every player) without the token or with a wrong one are `401` (even for an unknown
+/// node: nothing about the world leaks), with the right one they answer; the probes and the
+/// metrics need no token.
 #[test]
-fn with_a_token_travel_needs_it_and_the_read_only_routes_stay_open() {
+fn with_a_token_travel_and_state_need_it_and_the_probes_stay_open() {
     let dir = tempfile::tempdir().unwrap();
     let server = start(dir.path(), "0.0.0.0:0", &[("GATEHOUSE_ADMIN_TOKEN", TOKEN)]);
     let admin = server.admin;
 
     assert_eq!(http(admin, "GET", "/health", ""), (200, "ok\n".to_owned()));
-    let (status, body) = http(admin, "GET", "/state", "");
+    assert_eq!(http(admin, "GET", "/state", "").0, 401);
+    let bearer = format!("Authorization: Bearer {TOKEN}\r\n");
+    let (status, body) = http(admin, "GET", "/state", &bearer);
     assert_eq!(status, 200);
     assert!(serde_json::from_str::<serde_json::Value>(&body).unwrap()["phase"].is_string());
     assert_eq!(http(admin, "GET", "/metrics", "").0, 200);
@@ -202,9 +205,17 @@ fn with_a_token_travel_needs_it_and_the_read_only_routes_stay_open() {
     assert_eq!(http(admin, "POST", "/travel/atlantis", &right).0, 404);
     let (status, body) = http(admin, "POST", "/travel/forest", &right);
     assert_eq!(status, 202, "{body}");
-    let (_, state) = http(admin, "GET", "/state", "");
+    let (_, state) = http(admin, "GET", "/state", &bearer);
     let state: serde_json::Value = serde_json::from_str(&state).unwrap();
     assert_eq!(state["transition_target"], "forest", "{state}");
+
+    // `probe` sends the token it is configured with, as the container's health check does.
+    let at = admin.to_string();
+    let args = ["probe", "/state", "--admin-bind", &at];
+    let probed = run_to_end(command(dir.path(), &args, &[("GATEHOUSE_ADMIN_TOKEN", TOKEN)]));
+    assert_eq!(probed.status.code(), Some(0), "{}", stderr(&probed));
+    let unconfigured = run_to_end(command(dir.path(), &args, &[]));
+    assert_eq!(unconfigured.status.code(), Some(1), "401 without the token");
 }
 
 /// `probe` exits 0 and prints the answer while the server runs (`/health` by default, any

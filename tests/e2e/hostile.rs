@@ -2,13 +2,16 @@
 
 use std::time::Duration;
 
+use gatehouse_client_sim::report::ClientOutcome;
 use gatehouse_client_sim::swarm::{mint_token, player_id, run_swarm_outcomes};
 use gatehouse_protocol::FrameDecoder;
 use gatehouse_protocol::token::{DEV_TOKEN_KEY, SessionClaims, TokenKey};
 use gatehouse_protocol::{ClientMessage, CloseCode, PROTOCOL_VERSION, RejectReason, ServerMessage};
 use gatehouse_tests::relay::HandshakeRelay;
 use gatehouse_tests::worlds::{self, SLOW_BOOT};
-use gatehouse_tests::{TestServer, frames, raw_exchange, raw_silent, wait_for_snapshot, within};
+use gatehouse_tests::{
+    TestServer, frames, http, raw_exchange, raw_silent, wait_for_snapshot, within,
+};
 
 const LIMIT: Duration = Duration::from_secs(10);
 
@@ -95,6 +98,102 @@ async fn a_relaunch_storm_of_one_token_is_refused_past_the_login_burst() {
         assert!(o.placed && o.errors.is_empty() && o.stats.errors.is_empty(), "{o:?}");
     }
     server.stop().await;
+}
+
+/// A logged-in client flooding the server with messages it ignores (2,000 `TransitionShown` for
+/// a transition that never was, in one write) is closed with `Abuse` once past its message
+/// budget; the other players play on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_flooding_ignored_messages_is_closed_for_abuse() {
+    let server = TestServer::start(SLOW_BOOT).await;
+    let swarm = tokio::spawn(run_swarm_outcomes(server.swarm(3, 0, Duration::from_secs(3))));
+    let token = mint_token(&TokenKey::new(DEV_TOKEN_KEY), player_id(8));
+    let mut messages = vec![ClientMessage::Hello { protocol_version: PROTOCOL_VERSION, token }];
+    let flood =
+        ClientMessage::TransitionShown { transition_id: gatehouse_protocol::TransitionId(1) };
+    messages.extend(std::iter::repeat_n(flood, 2_000));
+    let outcome = raw_silent(&server, frames(&messages), LIMIT).await;
+    assert_eq!(outcome.close, Some(CloseCode::Abuse), "{}", outcome.reason);
+    assert!(outcome.reason.contains("network.message_burst"), "{}", outcome.reason);
+    let outcomes = within(Duration::from_secs(20), "the swarm", swarm).await.unwrap().unwrap();
+    assert_unaffected(&server, &outcomes).await;
+    server.stop().await;
+}
+
+/// The well-behaved players were unaffected by an attack beside them: each was placed with no
+/// error, transitions completed on the server, `/health` answers and saves succeeded.
+async fn assert_unaffected(server: &TestServer, outcomes: &[ClientOutcome]) {
+    for o in outcomes {
+        assert!(o.placed && o.errors.is_empty() && o.stats.errors.is_empty(), "{o:?}");
+    }
+    assert_eq!(http(server.admin, "GET", "/health").await, (200, "ok\n".to_owned()));
+    // They left at the end of their run: their saves are on their way.
+    within(LIMIT, "completed transitions and the players' saves", async {
+        loop {
+            let (_, metrics) = http(server.admin, "GET", "/metrics").await;
+            let positive = |series: &str| {
+                metrics.lines().any(|l| {
+                    l.strip_prefix(series)
+                        .and_then(|n| n.trim().parse::<f64>().ok())
+                        .is_some_and(|n| n > 0.0)
+                })
+            };
+            if positive("gatehouse_transitions_ended_total{outcome=\"completed\"} ")
+                && positive("gatehouse_saves_total{outcome=\"ok\"} ")
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+}
+
+/// Pending connections spread over several addresses, each within its own cap, fill the whole
+/// pending table: a newcomer is not refused, the oldest pending connection of the group holding
+/// the most is evicted for it (closed with `ServerFull`), and the player logs in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pending_connections_from_several_addresses_cannot_lock_a_player_out() {
+    let config = "[network]\nhello_timeout_ms = 10000\nmax_pending_connections = 8\n\
+                  max_pending_per_ip = 2\n";
+    let server = TestServer::start_with(config, SLOW_BOOT).await;
+    let client = gatehouse_client_sim::swarm::client_config(&server.cert).unwrap();
+    let mut idle = Vec::new();
+    for host in 2..=5u8 {
+        let local = std::net::SocketAddr::from(([127, 0, 0, host], 0));
+        let endpoint = quinn::Endpoint::client(local).unwrap();
+        for _ in 0..2 {
+            let connecting =
+                endpoint.connect_with(client.clone(), server.addr, "localhost").unwrap();
+            idle.push(within(LIMIT, "an idle connection", connecting).await.unwrap());
+        }
+    }
+    wait_for_pending(&server, 8).await;
+    let outcomes = within(
+        Duration::from_secs(20),
+        "a player",
+        run_swarm_outcomes(server.swarm(1, 0, Duration::from_secs(3))),
+    )
+    .await
+    .unwrap();
+    assert_unaffected(&server, &outcomes).await;
+    let evicted = idle.iter().filter(|c| {
+        matches!(c.close_reason(), Some(quinn::ConnectionError::ApplicationClosed(close))
+            if close.error_code.into_inner() == u64::from(CloseCode::ServerFull.code()))
+    });
+    assert!(evicted.count() >= 1, "an older pending connection was evicted for the player");
+    server.stop().await;
+}
+
+/// Waits (bounded) until the server counts `n` pending connections.
+async fn wait_for_pending(server: &TestServer, n: u64) {
+    let line = format!("gatehouse_pending_connections {n}");
+    within(LIMIT, "the pending connections", async {
+        while !http(server.admin, "GET", "/metrics").await.1.lines().any(|l| l == line) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
 }
 
 /// A wrong protocol version is rejected with UnsupportedVersion.

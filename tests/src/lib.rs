@@ -234,6 +234,12 @@ pub fn frames(messages: &[ClientMessage]) -> Vec<u8> {
 
 /// One HTTP/1.1 request to the admin endpoint: the status code and the body.
 pub async fn http(addr: SocketAddr, method: &str, path: &str) -> (u16, String) {
+    http_with(addr, method, path, &format!("Host: {addr}\r\n")).await
+}
+
+/// As [`http`], with `headers` (whole lines, each ending in CRLF, `Host` among them) instead of
+/// the default `Host`.
+pub async fn http_with(addr: SocketAddr, method: &str, path: &str, headers: &str) -> (u16, String) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut stream = within(
         Duration::from_secs(5),
@@ -243,7 +249,7 @@ pub async fn http(addr: SocketAddr, method: &str, path: &str) -> (u16, String) {
     .await
     .expect("the admin endpoint accepts");
     let request = format!(
-        "{method} {path} HTTP/1.1\r\nHost: gatehouse\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\n{headers}Content-Length: 0\r\nConnection: close\r\n\r\n"
     );
     stream.write_all(request.as_bytes()).await.expect("request written");
     let mut raw = Vec::new();

@@ -170,7 +170,8 @@ impl ServerProcess {
         stream.set_read_timeout(Some(Duration::from_secs(5))).expect("a read timeout");
         write!(
             stream,
-            "{method} {path} HTTP/1.1\r\nHost: gatehouse\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            addr = self.admin
         )
         .expect("the request is written");
         let mut text = String::new();

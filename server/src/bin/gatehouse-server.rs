@@ -373,7 +373,10 @@ fn probe(config: &ServerConfig, path: &str, timeout: Duration) -> anyhow::Result
         anyhow::bail!("probe: expected a path such as /health or /state, found {path:?}");
     }
     let addr = probe_addr(config.admin.bind);
-    let (status, body) = http_get(addr, path, timeout)
+    // `/state` needs the token when one is configured (it is in this process's environment
+    // or config, as it is in the server's).
+    let token = config.admin.token.as_ref().map(AdminToken::bearer);
+    let (status, body) = http_get(addr, path, token, timeout)
         .with_context(|| format!("probe: no answer from the admin endpoint at {addr}"))?;
     print_stdout(&body)?;
     if status != 200 {
@@ -396,13 +399,23 @@ fn probe_addr(bind: SocketAddr) -> SocketAddr {
 /// never stops talking.
 const PROBE_MAX_BYTES: u64 = 16 << 20;
 
-/// `GET path` over a plain TCP connection, all within `timeout`: the status code and the body.
-fn http_get(addr: SocketAddr, path: &str, timeout: Duration) -> anyhow::Result<(u16, String)> {
+/// `GET path` over a plain TCP connection, with `token` as a bearer token if given, all within
+/// `timeout`: the status code and the body.
+fn http_get(
+    addr: SocketAddr,
+    path: &str,
+    token: Option<&str>,
+    timeout: Duration,
+) -> anyhow::Result<(u16, String)> {
     let deadline = Instant::now() + timeout;
     let left = || deadline.saturating_duration_since(Instant::now()).max(Duration::from_millis(1));
     let mut stream = std::net::TcpStream::connect_timeout(&addr, timeout)?;
     stream.set_write_timeout(Some(left()))?;
-    write!(stream, "GET {path} HTTP/1.1\r\nHost: gatehouse\r\nConnection: close\r\n\r\n")?;
+    let authorization = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{authorization}Connection: close\r\n\r\n"
+    )?;
     let mut raw = Vec::new();
     let mut chunk = [0u8; 16 * 1024];
     let mut limited = stream.take(PROBE_MAX_BYTES);

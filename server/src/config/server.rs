@@ -7,7 +7,7 @@ use std::time::Duration;
 use serde::Deserialize;
 
 use super::{ConfigError, Sources, ValueSource, beside, millis, optional_millis, parse_toml};
-use crate::admin::AdminToken;
+use crate::admin::{AdminToken, ConnectionLimits};
 use crate::store::StoreUrl;
 
 pub use gatehouse_protocol::token::DEV_TOKEN_KEY;
@@ -70,19 +70,48 @@ pub struct AdminConfig {
     pub enabled: bool,
     /// `bind`: TCP address; loopback by default, since it can start travels.
     pub bind: SocketAddr,
-    /// `token`: the bearer token `POST /travel` requires (overridden by
+    /// `token`: the bearer token `POST /travel` and `GET /state` require (overridden by
     /// `GATEHOUSE_ADMIN_TOKEN`). Required whenever `bind` is beyond loopback; optional on
-    /// loopback, where it is enforced once set. The read-only routes never need it.
+    /// loopback, where it is enforced once set. `/health`, `/ready` and `/metrics` never need
+    /// it.
     pub token: Option<AdminToken>,
+    /// `max_connections`: open connections at once (default 64); a few more are kept for
+    /// loopback, so a health check is answered while remote peers hold these (docs/security.md).
+    pub max_connections: usize,
+    /// `header_timeout_ms`: how long a connection may take to send a request head, and stay
+    /// idle between requests (default 5 s).
+    #[serde(rename = "header_timeout_ms", deserialize_with = "millis")]
+    pub header_timeout: Duration,
+    /// `connection_timeout_ms`: how long one connection may last, whatever it does (default
+    /// 30 s).
+    #[serde(rename = "connection_timeout_ms", deserialize_with = "millis")]
+    pub connection_timeout: Duration,
 }
 
 impl Default for AdminConfig {
     fn default() -> Self {
-        Self { enabled: true, bind: SocketAddr::from(([127, 0, 0, 1], 7778)), token: None }
+        let limits = ConnectionLimits::default();
+        Self {
+            enabled: true,
+            bind: SocketAddr::from(([127, 0, 0, 1], 7778)),
+            token: None,
+            max_connections: limits.max_connections,
+            header_timeout: limits.header_timeout,
+            connection_timeout: limits.connection_timeout,
+        }
     }
 }
 
 impl AdminConfig {
+    /// The bounds on the endpoint's connections.
+    pub fn limits(&self) -> ConnectionLimits {
+        ConnectionLimits {
+            max_connections: self.max_connections,
+            header_timeout: self.header_timeout,
+            connection_timeout: self.connection_timeout,
+        }
+    }
+
     /// Whether the endpoint is served on an address other hosts or containers can reach
     /// (anything but a loopback address, `0.0.0.0` and `::` included).
     pub fn is_exposed(&self) -> bool {
@@ -724,6 +753,20 @@ impl ServerConfig {
                 unset,
                 format!("a path, since {set} is set (give both or neither)"),
                 "nothing",
+            ));
+        }
+        let admin = &self.admin;
+        if admin.max_connections == 0 {
+            return Err(self.invalid("admin.max_connections", "at least 1", "0"));
+        }
+        if admin.header_timeout.is_zero() || admin.header_timeout > admin.connection_timeout {
+            return Err(self.invalid(
+                "admin.header_timeout_ms",
+                format!(
+                    "more than 0 ms and at most admin.connection_timeout_ms ({} ms)",
+                    admin.connection_timeout.as_millis()
+                ),
+                ms(admin.header_timeout),
             ));
         }
         if let Some(token) = &self.admin.token {

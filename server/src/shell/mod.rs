@@ -160,7 +160,7 @@ fn record(game: &mut Game, metrics: &Metrics, probes: &Probes) {
 }
 
 /// The core's gauges and counters, for `/metrics`.
-fn sample(game: &Game) -> CoreSample {
+pub(crate) fn sample(game: &Game) -> CoreSample {
     CoreSample {
         players: game.player_count(),
         placed_players: game.placed_player_count(),

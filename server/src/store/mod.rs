@@ -14,6 +14,8 @@
 mod backend;
 mod codec;
 mod error;
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
 pub mod model;
 mod schema;
 mod url;

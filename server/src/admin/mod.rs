@@ -4,14 +4,17 @@
 //! |---|---|
 //! | `GET /health` | liveness (issue 15 item 2): `200 ok` while the game loop answers a ping within [`HEALTH_BOUND`]; `200 draining` once shutdown began (an orderly drain is not a failure); otherwise `503` naming why (`game loop stalled`, `game stopped`) |
 //! | `GET /ready` | readiness (issue 15 item 2): `200 ready` once the endpoint listens, the store is open, the boot transition ended, and shutdown has not begun; otherwise `503` with one line naming what is missing (`not ready: …`), or `draining` from the start of shutdown until the process exits |
-//! | `GET /state` | the game snapshot as JSON: phase, transition, pending spawns with kind and node, players with pawn / placed / dead, unplaced players, in-flight loads, counters, and `recent_transition_timings`: the last 256 transitions that ended, each with `transition_id`, `players`, `started_to_all_ready_us`, `all_ready_to_ended_us`, `whole_us`, `settle_timed_out` |
+//! | `GET /state` | (needs the admin token when one is configured: it lists every player) the game snapshot as JSON, built at most once a second (a request within a second of the last build gets that one, unless a `POST /travel` came between): phase, transition, pending spawns with kind and node, players with pawn / placed / dead, unplaced players, in-flight loads, counters, and `recent_transition_timings`: the last 256 transitions that ended, each with `transition_id`, `players`, `started_to_all_ready_us`, `all_ready_to_ended_us`, `whole_us`, `settle_timed_out` |
 //! | `GET /metrics` | every metric family of [`crate::metrics`] in the Prometheus text format 0.0.4, each with `HELP` (issue 15 item 1): transition, phase, client-ready, spawn-wait and store histograms; transitions, closes, refused logins, saves and spawn refusals by label; players, placed players, pending connections and spawns, loads in flight; the core's decision counters; build info; process CPU and memory |
-//! | `POST /travel/{node}` | starts a travel to `node`: `202`, or `404` naming an unknown node; `401` without the admin token when one is configured |
+//! | `POST /travel/{node}` | starts a travel to `node`: `202`, or `404` naming an unknown node; `401` without the admin token when one is configured; without one, `403` unless the request's `Host` is a loopback name |
 //!
-//! The read-only routes are open. A route that changes the game needs `Authorization: Bearer
-//! TOKEN` whenever an [`AdminToken`] is configured, and one must be whenever the endpoint binds
-//! beyond loopback ([`bind`] refuses otherwise): on a shared network, anyone who can reach the
-//! port could otherwise move every player.
+//! `/health`, `/ready` and `/metrics` are open. `/state` and a route that changes the game need
+//! `Authorization: Bearer TOKEN` whenever an [`AdminToken`] is configured, and one must be
+//! whenever the endpoint binds beyond loopback ([`bind`] refuses otherwise): on a shared
+//! network, anyone who can reach the port could otherwise list or move every player. On
+//! loopback without a token, `POST /travel` still needs a `Host` of `localhost`, `127.0.0.1` or
+//! `[::1]`, so a web page cannot reach it through DNS rebinding. The connections themselves
+//! are bounded in number and time ([`serve`](self::serve), docs/security.md).
 //!
 //! It only reads snapshots and sends travel requests to the game task; it holds no game state.
 //! It keeps answering through the whole shutdown drain and stops last, so an orchestrator sees
@@ -35,11 +38,23 @@ use crate::GameHandle;
 use crate::config::AdminConfig;
 use crate::metrics::{self, Metrics};
 
+#[cfg(feature = "fuzzing")]
+pub mod fuzzing;
+mod serve;
+
+pub(crate) use serve::raise_open_files_limit;
+pub use serve::{ConnectionLimits, LOOPBACK_RESERVE};
+
 /// How long `/health` waits for the game loop to answer before calling it stalled.
 pub const HEALTH_BOUND: Duration = Duration::from_secs(2);
 
 /// How long `/metrics` waits for the game loop's sample before serving the last one.
 const SAMPLE_BOUND: Duration = Duration::from_secs(2);
+
+/// How long a `/state` snapshot is served again before the game task builds another: one
+/// snapshot costs the game task O(players), and a client polling in a loop must not make it
+/// build one per request.
+const STATE_REUSE: Duration = Duration::from_secs(1);
 
 /// What `/ready` reads (issue 15 item 2): set by the server as it starts, and by the game task
 /// when the boot transition ends. Shared; every flag only ever goes one way except the store's.
@@ -131,6 +146,11 @@ impl AdminToken {
         Ok(())
     }
 
+    /// The token as an `Authorization: Bearer` value needs it (for `gatehouse-server probe`).
+    pub fn bearer(&self) -> &str {
+        &self.0
+    }
+
     /// Whether `presented` is this token, in time independent of where they differ.
     fn accepts(&self, presented: &[u8]) -> bool {
         use sha2::Digest as _;
@@ -147,11 +167,13 @@ impl std::fmt::Debug for AdminToken {
     }
 }
 
-/// A bound admin endpoint, with the token its changing routes require.
+/// A bound admin endpoint, with the token its guarded routes require and the bounds on its
+/// connections.
 #[derive(Debug)]
 pub struct AdminListener {
     listener: tokio::net::TcpListener,
     token: Option<AdminToken>,
+    limits: ConnectionLimits,
 }
 
 impl AdminListener {
@@ -176,6 +198,9 @@ struct AdminState {
     draining: CancellationToken,
     /// One scrape at a time, so a slower scrape never reports an older sample after a newer.
     scrape: Arc<tokio::sync::Mutex<()>>,
+    /// The last `/state` answer and when it was built: one build at a time, reused for
+    /// [`STATE_REUSE`].
+    state: Arc<tokio::sync::Mutex<Option<(tokio::time::Instant, bytes::Bytes)>>>,
 }
 
 /// What [`serve`] needs besides its listener (issue 15).
@@ -203,21 +228,19 @@ pub async fn bind(config: &AdminConfig) -> std::io::Result<AdminListener> {
         .check_exposure()
         .map_err(|why| std::io::Error::new(std::io::ErrorKind::PermissionDenied, why))?;
     let listener = tokio::net::TcpListener::bind(config.bind).await?;
-    Ok(AdminListener { listener, token: config.token.clone() })
+    Ok(AdminListener { listener, token: config.token.clone(), limits: config.limits() })
 }
 
 /// Serves the admin endpoint on `listener` until `stop` (which the server cancels last, after
 /// the drain: `context.draining` only turns `/ready` to 503).
 pub async fn serve(listener: AdminListener, context: AdminContext, stop: CancellationToken) {
-    let AdminListener { listener, token } = listener;
+    let AdminListener { listener, token, limits } = listener;
     let app = router(context, token);
     if let Ok(addr) = listener.local_addr() {
-        tracing::info!(%addr, "admin endpoint listening");
+        tracing::info!(%addr, max_connections = limits.max_connections,
+            "admin endpoint listening");
     }
-    let served = axum::serve(listener, app).with_graceful_shutdown(stop.cancelled_owned()).await;
-    if let Err(e) = served {
-        tracing::warn!(error = %e, "admin endpoint stopped");
-    }
+    serve::serve(listener, app, limits, stop).await;
 }
 
 /// The routes of the module documentation.
@@ -231,6 +254,7 @@ fn router(context: AdminContext, token: Option<AdminToken>) -> Router {
         probes,
         draining,
         scrape: Arc::default(),
+        state: Arc::default(),
     };
     Router::new()
         .route("/health", get(health))
@@ -272,11 +296,48 @@ async fn ready(State(s): State<AdminState>) -> Response {
     }
 }
 
-async fn state_json(State(s): State<AdminState>) -> Response {
-    match s.game.snapshot().await {
-        Some(snapshot) => axum::Json(snapshot).into_response(),
-        None => (StatusCode::SERVICE_UNAVAILABLE, "game stopped\n").into_response(),
+/// The snapshot as JSON, built by the game task at most once per [`STATE_REUSE`] (a travel
+/// started here drops the answer kept) and one at a time; it lists every player, so it needs
+/// the token when one is configured.
+async fn state_json(State(s): State<AdminState>, headers: HeaderMap) -> Response {
+    if let Some(refusal) = refuse_unauthorized(&s, &headers) {
+        return refusal;
     }
+    let mut last = s.state.lock().await;
+    let now = tokio::time::Instant::now();
+    let body = match last.as_ref() {
+        Some((built, body)) if now.duration_since(*built) < STATE_REUSE => body.clone(),
+        _ => {
+            let Some(snapshot) = s.game.snapshot().await else {
+                return (StatusCode::SERVICE_UNAVAILABLE, "game stopped\n").into_response();
+            };
+            let body = match serde_json::to_vec(&snapshot) {
+                Ok(json) => bytes::Bytes::from(json),
+                Err(e) => {
+                    tracing::error!(error = %e, "the snapshot does not encode");
+                    let body = "the snapshot does not encode\n";
+                    return (StatusCode::INTERNAL_SERVER_ERROR, body).into_response();
+                }
+            };
+            *last = Some((now, body.clone()));
+            body
+        }
+    };
+    ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+/// Whether the request's `Host` names loopback (`localhost`, `127.0.0.1`, `[::1]`, any port):
+/// a browser tricked by DNS rebinding sends the attacker's name instead.
+fn host_is_loopback(headers: &HeaderMap) -> bool {
+    let Some(host) = headers.get(header::HOST).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let name = match host.strip_prefix('[') {
+        Some(rest) => rest.split_once(']').map_or(rest, |(name, _)| name),
+        None => host.rsplit_once(':').map_or(host, |(name, _)| name),
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Every family, with the core's gauges and counters sampled now (or, if the game loop does
@@ -325,6 +386,11 @@ async fn travel(
     if let Some(refusal) = refuse_unauthorized(&s, &headers) {
         return refusal;
     }
+    if s.token.is_none() && !host_is_loopback(&headers) {
+        let body = "without an admin token, POST /travel needs a Host of localhost, 127.0.0.1 \
+                    or [::1]\n";
+        return (StatusCode::FORBIDDEN, body).into_response();
+    }
     let node = match NodeId::new(node) {
         Ok(node) if s.nodes.contains(&node) => node,
         Ok(node) => {
@@ -334,6 +400,8 @@ async fn travel(
         Err(e) => return (StatusCode::BAD_REQUEST, format!("{e}\n")).into_response(),
     };
     if s.game.travel(node.clone()).await {
+        // The operator who moved the world reads the move at once, not the reused answer.
+        *s.state.lock().await = None;
         (StatusCode::ACCEPTED, format!("travelling to {node}\n")).into_response()
     } else {
         (StatusCode::SERVICE_UNAVAILABLE, "game stopped\n").into_response()
@@ -360,6 +428,7 @@ mod tests {
             probes: Arc::new(probes),
             draining: token,
             scrape: Arc::default(),
+            state: Arc::default(),
         }
     }
 
@@ -374,6 +443,61 @@ mod tests {
             }
         });
         (GameHandle { events }, task)
+    }
+
+    /// A game task that answers snapshots with a real game's, counting them.
+    fn snapshotting_game() -> (GameHandle, Arc<std::sync::atomic::AtomicUsize>) {
+        let world = include_str!("../../../tests/worlds/quick.toml");
+        let world = crate::config::WorldMap::parse(std::path::Path::new("w.toml"), world).unwrap();
+        let rules = crate::game::GameRules::from_config(
+            &crate::config::GameConfig::default(),
+            &crate::config::AuthConfig::default(),
+            8,
+        );
+        let game = crate::game::Game::new(rules, Arc::new(world), std::time::Instant::now());
+        let built = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = built.clone();
+        let (events, mut rx) = mpsc::channel(8);
+        tokio::spawn(async move {
+            while let Some(event) = rx.recv().await {
+                if let ShellEvent::Snapshot(reply) = event {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                    let _ = reply.send(game.snapshot());
+                }
+            }
+        });
+        (GameHandle { events }, built)
+    }
+
+    /// `/state` is built by the game task at most once per [`STATE_REUSE`]: a client polling it
+    /// in a loop gets the same answer meanwhile; once that has passed, a new one.
+    #[tokio::test(start_paused = true)]
+    async fn state_is_built_at_most_once_a_second_however_often_it_is_asked() {
+        let (game, built) = snapshotting_game();
+        let s = state(game, ready_probes(), false);
+        for _ in 0..50 {
+            let (status, body) = answer(state_json(State(s.clone()), HeaderMap::new()).await).await;
+            assert_eq!(status, StatusCode::OK);
+            assert!(body.contains("\"phase\""), "{body}");
+        }
+        assert_eq!(built.load(Ordering::SeqCst), 1);
+        tokio::time::advance(STATE_REUSE).await;
+        let _ = state_json(State(s.clone()), HeaderMap::new()).await;
+        assert_eq!(built.load(Ordering::SeqCst), 2);
+    }
+
+    /// With a token configured, `/state` (which lists every player) needs it.
+    #[tokio::test]
+    async fn state_needs_the_admin_token_once_one_is_configured() {
+        let (game, _built) = snapshotting_game();
+        let mut s = state(game, ready_probes(), false);
+        s.token = Some(Arc::new(AdminToken::parse("0123456789abcdef-soak").unwrap()));
+        let (status, _) = answer(state_json(State(s.clone()), HeaderMap::new()).await).await;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+        let mut headers = HeaderMap::new();
+        headers.insert(header::AUTHORIZATION, "Bearer 0123456789abcdef-soak".parse().unwrap());
+        let (status, _) = answer(state_json(State(s), headers).await).await;
+        assert_eq!(status, StatusCode::OK);
     }
 
     fn ready_probes() -> Probes {
@@ -452,6 +576,22 @@ mod tests {
         let (status, body) = answer(health(State(s)).await).await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert!(body.starts_with("game loop stalled"), "{body}");
+    }
+
+    #[test]
+    fn only_loopback_host_names_are_loopback() {
+        let with_host = |host: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::HOST, host.parse().unwrap());
+            host_is_loopback(&headers)
+        };
+        for host in ["localhost", "LOCALHOST:7778", "127.0.0.1", "127.0.0.1:7778", "[::1]:7778"] {
+            assert!(with_host(host), "{host}");
+        }
+        for host in ["gatehouse", "evil.example:7778", "10.0.0.1:7778", "[2001:db8::1]:80"] {
+            assert!(!with_host(host), "{host}");
+        }
+        assert!(!host_is_loopback(&HeaderMap::new()), "no Host at all");
     }
 
     #[test]
