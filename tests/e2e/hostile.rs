@@ -15,6 +15,14 @@ use gatehouse_tests::{
 
 const LIMIT: Duration = Duration::from_secs(10);
 
+/// Sends `hello` on a connection of its own and asserts it is refused with `reason` and closed
+/// with code 2 (`Rejected`).
+async fn assert_hello_refused(server: &TestServer, hello: ClientMessage, reason: RejectReason) {
+    let outcome = raw_exchange(server, frames(&[hello]), LIMIT).await;
+    assert_eq!(rejected(&outcome.messages), Some(reason));
+    assert_eq!(outcome.close, Some(CloseCode::Rejected));
+}
+
 fn rejected(messages: &[ServerMessage]) -> Option<RejectReason> {
     messages.iter().find_map(|m| match m {
         ServerMessage::Rejected { reason, .. } => Some(*reason),
@@ -30,13 +38,9 @@ async fn a_client_with_a_forged_token_is_rejected_and_the_others_are_unaffected(
     tokio::time::sleep(Duration::from_millis(300)).await;
     let forged = mint_token(&TokenKey::new("not-the-server-key-at-all"), player_id(0));
     let hello = ClientMessage::Hello { protocol_version: PROTOCOL_VERSION, token: forged };
-    let outcome = raw_exchange(&server, frames(&[hello]), LIMIT).await;
-    assert_eq!(rejected(&outcome.messages), Some(RejectReason::BadSignature));
-    assert_eq!(outcome.close, Some(CloseCode::Rejected));
+    assert_hello_refused(&server, hello, RejectReason::BadSignature).await;
     let outcomes = within(Duration::from_secs(20), "the swarm", swarm).await.unwrap().unwrap();
-    for o in &outcomes {
-        assert!(o.placed && o.errors.is_empty() && o.stats.errors.is_empty(), "{o:?}");
-    }
+    assert_unaffected(&server, &outcomes).await;
     server.stop().await;
 }
 
@@ -53,9 +57,7 @@ async fn a_token_beyond_its_lifetime_bounds_is_refused() {
         let claims = SessionClaims { uid: player_id(3), exp, iat, usn: None };
         let token = gatehouse_protocol::token::mint(&TokenKey::new(DEV_TOKEN_KEY), &claims);
         let hello = ClientMessage::Hello { protocol_version: PROTOCOL_VERSION, token };
-        let outcome = raw_exchange(&server, frames(&[hello]), LIMIT).await;
-        assert_eq!(rejected(&outcome.messages), Some(RejectReason::TokenLifetime), "exp {exp}");
-        assert_eq!(outcome.close, Some(CloseCode::Rejected));
+        assert_hello_refused(&server, hello, RejectReason::TokenLifetime).await;
     }
     server.stop().await;
 }
@@ -94,9 +96,7 @@ async fn a_relaunch_storm_of_one_token_is_refused_past_the_login_burst() {
     );
     assert_eq!(welcomed + refused, 15);
     let outcomes = within(Duration::from_secs(20), "the swarm", swarm).await.unwrap().unwrap();
-    for o in &outcomes {
-        assert!(o.placed && o.errors.is_empty() && o.stats.errors.is_empty(), "{o:?}");
-    }
+    assert_unaffected(&server, &outcomes).await;
     server.stop().await;
 }
 
@@ -202,9 +202,7 @@ async fn a_wrong_protocol_version_is_rejected() {
     let server = TestServer::start(SLOW_BOOT).await;
     let token = mint_token(&TokenKey::new(DEV_TOKEN_KEY), player_id(1));
     let hello = ClientMessage::Hello { protocol_version: PROTOCOL_VERSION + 1, token };
-    let outcome = raw_exchange(&server, frames(&[hello]), LIMIT).await;
-    assert_eq!(rejected(&outcome.messages), Some(RejectReason::UnsupportedVersion));
-    assert_eq!(outcome.close, Some(CloseCode::Rejected));
+    assert_hello_refused(&server, hello, RejectReason::UnsupportedVersion).await;
     server.stop().await;
 }
 

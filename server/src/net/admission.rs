@@ -139,6 +139,17 @@ impl PendingSlot {
     }
 }
 
+impl PendingSlot {
+    /// Its connection logged in: the slot still counts (until the game takes the login) but
+    /// can no longer be evicted.
+    pub(crate) fn unbind(&self) {
+        let mut p = Admission::lock(&self.pending);
+        if let Some(slot) = p.per_group.get_mut(&self.group).and_then(|s| s.get_mut(&self.seq)) {
+            *slot = None;
+        }
+    }
+}
+
 impl Admission {
     /// Admission under `rules`, reporting the pending count to `metrics`.
     pub(crate) fn new(rules: AdmissionRules, metrics: NetMetrics) -> Self {
@@ -335,6 +346,20 @@ mod tests {
         assert_eq!(Admission::lock(&a.pending).total, 4);
         // The next eviction takes a's next oldest: a still holds the most.
         assert!(matches!(a.admit(ip("10.0.0.8"), now), Admitted::Evicting(_, 12)));
+    }
+
+    #[test]
+    fn a_slot_whose_connection_logged_in_is_never_evicted() {
+        let now = Instant::now();
+        let mut a = admission(2, 2, 100);
+        let logged_in = slot(&mut a, "10.0.0.1", now, 1);
+        logged_in.unbind();
+        let _pending = slot(&mut a, "10.0.0.1", now, 2);
+        let Admitted::Evicting(_newcomer, 2) = a.admit(ip("10.0.0.2"), now) else {
+            panic!("the pending connection evicted, not the logged-in one");
+        };
+        // The newcomer is still being accepted (unbound), the other logged in: nothing to evict.
+        assert!(matches!(a.admit(ip("10.0.0.3"), now), Admitted::Refused));
     }
 
     #[test]

@@ -105,6 +105,9 @@ impl Outbox {
     /// Queues a login with the pending slot it holds until the game's queue takes it (past the
     /// cap too: a `Hello` that came in time must not time out waiting for room).
     pub(super) fn push_login(&mut self, event: ConnectionEvent, slot: PendingSlot) {
+        // Logged in: no longer a pending connection a newcomer may evict, though its slot
+        // still counts until the game takes the login.
+        slot.unbind();
         self.events.push_back((event, Some(slot)));
     }
 
