@@ -9,6 +9,7 @@ mod server;
 mod source;
 mod world;
 
+use crate::fields::PeerText;
 use std::path::{Path, PathBuf};
 
 pub use server::{
@@ -94,7 +95,7 @@ fn parse_toml<T: serde::de::DeserializeOwned>(path: &Path, text: &str) -> Result
     let syntax = |e: toml::de::Error| ConfigError::Syntax {
         path: path.to_owned(),
         line: e.span().map_or(1, |span| source::line_of(text, span.start)),
-        message: e.message().trim().replace('\n', " "),
+        message: PeerText(&e.message().trim().replace('\n', " ")).to_string(),
     };
     let deserializer = toml::de::Deserializer::parse(text).map_err(syntax)?;
     serde_path_to_error::deserialize(deserializer).map_err(|e| {
@@ -110,7 +111,15 @@ fn parse_toml<T: serde::de::DeserializeOwned>(path: &Path, text: &str) -> Result
             Some(line) => ValueSource::File { path: path.to_owned(), line: Some(line) },
             None => sources.of(&key),
         };
-        ConfigError::Invalid { key, origin, expected, found }
+        // The file's text may hold control characters (a quoted key with `\r`): the refusal
+        // stays one line.
+        let line_safe = |text: String| PeerText(&text).to_string();
+        ConfigError::Invalid {
+            key: line_safe(key),
+            origin,
+            expected: line_safe(expected),
+            found: line_safe(found),
+        }
     })
 }
 

@@ -1044,6 +1044,15 @@ mod tests {
         assert_eq!(parse("").unwrap().auth.token_limits(), TokenLimits::DEFAULT);
     }
 
+    /// Found by the `config_toml` fuzz target: a quoted key holding `\r` made a refusal of
+    /// two lines.
+    #[test]
+    fn a_key_with_a_control_character_is_refused_on_one_line() {
+        let err = parse("[\"in\\r$=mg6\u{feff}\"]\n").unwrap_err().to_string();
+        assert!(!err.contains('\r') && !err.contains('\n'), "{err:?}");
+        assert!(err.contains("in\\r$=mg6"), "{err}");
+    }
+
     #[test]
     fn a_refused_value_is_one_json_object_with_its_parts() {
         let err = parse("[store]\nsave_attempts = 0\n").unwrap_err();
