@@ -5,7 +5,13 @@
 //! logins (docs/protocol.md 4, "Session tokens") and one connection's messages
 //! (docs/security.md).
 
+use std::collections::HashMap;
+use std::hash::Hash;
 use std::time::{Duration, Instant};
+
+/// Keys kept before the first sweep of full buckets; later sweeps run at twice what the last
+/// one kept.
+pub(crate) const FIRST_SWEEP_AT: usize = 1024;
 
 /// `burst` events in a row, then one per `interval`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,6 +50,43 @@ impl Bucket {
     /// Whether it is full at `now`: it holds nothing worth keeping.
     pub(crate) fn is_full(&self, now: Instant) -> bool {
         self.full_at <= now
+    }
+}
+
+/// A [`Rate`] per key (a player id, an address group). What is kept is bounded: a key whose
+/// bucket is full again holds nothing worth keeping (a missing key is a full bucket) and is
+/// forgotten at the next sweep, which runs once the map doubled since the last one; so the map
+/// holds at most the keys seen within the last `burst` intervals, amortised O(1) a call.
+#[derive(Debug)]
+pub(crate) struct Rates<K> {
+    rate: Rate,
+    buckets: HashMap<K, Bucket>,
+    sweep_at: usize,
+}
+
+impl<K: Hash + Eq + Clone> Rates<K> {
+    /// Every key held to `rate`.
+    pub(crate) fn new(rate: Rate) -> Self {
+        Self { rate, buckets: HashMap::new(), sweep_at: FIRST_SWEEP_AT }
+    }
+
+    /// One event of `key` at `now`: `Ok` counts it; `Err` holds how long until one more would
+    /// be allowed, and counts nothing.
+    pub(crate) fn take(&mut self, key: &K, now: Instant) -> Result<(), Duration> {
+        let mut bucket = self.buckets.get(key).copied().unwrap_or(Bucket::full(now));
+        bucket.take(now, self.rate)?;
+        if self.buckets.len() >= self.sweep_at {
+            self.buckets.retain(|_, b| !b.is_full(now));
+            self.sweep_at = (self.buckets.len() * 2).max(FIRST_SWEEP_AT);
+        }
+        self.buckets.insert(key.clone(), bucket);
+        Ok(())
+    }
+
+    /// How many keys are kept.
+    #[cfg(test)]
+    pub(crate) fn kept(&self) -> usize {
+        self.buckets.len()
     }
 }
 

@@ -4,54 +4,37 @@
 //! `login_burst` times in a row and then once per `login_interval` (a [`Rate`]); a login past
 //! that is refused before it changes anything (the older connection stays).
 //!
-//! What is kept is bounded: an id whose bucket is full again holds nothing worth keeping and is
-//! forgotten at the next sweep, so the map holds at most the ids that logged in within the last
-//! `burst` intervals, and a sweep runs only once the map doubled since the last one.
+//! What is kept is bounded by the logins within the last `burst` intervals ([`Rates`]).
 
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use gatehouse_protocol::PlayerId;
 
-use crate::rate::{Bucket, Rate};
-
-/// Ids kept before the first sweep of full buckets; later sweeps run at twice what the last
-/// one kept.
-const FIRST_SWEEP_AT: usize = 1024;
+use crate::rate::{Rate, Rates};
 
 /// The login rate of every player id that logged in lately.
 #[derive(Debug)]
-pub(crate) struct LoginRate {
-    rate: Rate,
-    buckets: HashMap<PlayerId, Bucket>,
-    sweep_at: usize,
-}
+pub(crate) struct LoginRate(Rates<PlayerId>);
 
 impl LoginRate {
     /// `burst` logins in a row (at least 1), then one per `interval`.
     pub(crate) fn new(burst: u32, interval: Duration) -> Self {
-        Self { rate: Rate { burst, interval }, buckets: HashMap::new(), sweep_at: FIRST_SWEEP_AT }
+        Self(Rates::new(Rate { burst, interval }))
     }
 
     /// A login of `player` at `now`: `Ok` counts it; `Err` holds how long until one more
     /// would be admitted, and counts nothing.
     pub(crate) fn admit(&mut self, player: &PlayerId, now: Instant) -> Result<(), Duration> {
-        let mut bucket = self.buckets.get(player).copied().unwrap_or(Bucket::full(now));
-        bucket.take(now, self.rate)?;
-        if self.buckets.len() >= self.sweep_at {
-            self.buckets.retain(|_, b| !b.is_full(now));
-            self.sweep_at = (self.buckets.len() * 2).max(FIRST_SWEEP_AT);
-        }
-        self.buckets.insert(player.clone(), bucket);
-        Ok(())
+        self.0.take(player, now)
     }
 
     /// How many ids are kept.
     #[cfg(test)]
     pub(crate) fn kept(&self) -> usize {
-        self.buckets.len()
+        self.0.kept()
     }
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -80,7 +63,7 @@ mod tests {
             // One new id a millisecond: at most about 20 ms of them are still refilling.
             let now = start + Duration::from_millis(u64::from(i));
             assert_eq!(rate.admit(&pid(&format!("p{i}")), now), Ok(()));
-            assert!(rate.kept() <= 2 * FIRST_SWEEP_AT, "{} kept at {i}", rate.kept());
+            assert!(rate.kept() <= 2 * crate::rate::FIRST_SWEEP_AT, "{} kept at {i}", rate.kept());
         }
     }
 }

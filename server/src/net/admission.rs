@@ -21,14 +21,10 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use crate::metrics::NetMetrics;
-use crate::rate::{Bucket, Rate};
+use crate::rate::{Rate, Rates};
 
 /// Refusals are logged at most this often, with how many there were.
 const WARN_EVERY: Duration = Duration::from_secs(10);
-
-/// Groups whose handshake rate is kept before the first sweep of full buckets; later sweeps
-/// run at twice what the last one kept.
-const FIRST_SWEEP_AT: usize = 1024;
 
 /// The address group `ip` is counted in: an IPv4 address (an IPv4-mapped IPv6 address
 /// included), or the /64 of an IPv6 address.
@@ -117,8 +113,7 @@ pub(crate) struct Admission {
     pending: Arc<Mutex<Pending>>,
     rules: AdmissionRules,
     /// Each group's handshake rate, while it is not full again.
-    handshakes: HashMap<IpAddr, Bucket>,
-    sweep_at: usize,
+    handshakes: Rates<IpAddr>,
 }
 
 /// A pending slot, released when dropped.
@@ -164,8 +159,7 @@ impl Admission {
         Admission {
             pending: Arc::new(Mutex::new(pending)),
             rules,
-            handshakes: HashMap::new(),
-            sweep_at: FIRST_SWEEP_AT,
+            handshakes: Rates::new(rules.handshakes),
         }
     }
 
@@ -216,19 +210,9 @@ impl Admission {
         }
     }
 
-    /// One handshake of `group` at `now`, if its rate allows; the rates of groups that are full
-    /// again are forgotten once the map doubled since the last sweep.
+    /// One handshake of `group` at `now`, if its rate allows.
     fn take_handshake(&mut self, group: IpAddr, now: Instant) -> bool {
-        let mut bucket = self.handshakes.get(&group).copied().unwrap_or(Bucket::full(now));
-        if bucket.take(now, self.rules.handshakes).is_err() {
-            return false;
-        }
-        if self.handshakes.len() >= self.sweep_at {
-            self.handshakes.retain(|_, b| !b.is_full(now));
-            self.sweep_at = (self.handshakes.len() * 2).max(FIRST_SWEEP_AT);
-        }
-        self.handshakes.insert(group, bucket);
-        true
+        self.handshakes.take(&group, now).is_ok()
     }
 
     /// Logs refusals at most every [`WARN_EVERY`], with how many there were.
@@ -262,7 +246,7 @@ impl Admission {
     /// Handshake rates kept now.
     #[cfg(test)]
     fn rates_kept(&self) -> usize {
-        self.handshakes.len()
+        self.handshakes.kept()
     }
 }
 
@@ -392,7 +376,11 @@ mod tests {
             let from = IpAddr::from(std::net::Ipv4Addr::from(0x0a00_0000 + i));
             let Admitted::Slot(slot) = a.admit(from, now) else { panic!("{from} admitted") };
             drop(slot);
-            assert!(a.rates_kept() <= 2 * FIRST_SWEEP_AT, "{} kept at {i}", a.rates_kept());
+            assert!(
+                a.rates_kept() <= 2 * crate::rate::FIRST_SWEEP_AT,
+                "{} kept at {i}",
+                a.rates_kept()
+            );
         }
     }
 }
