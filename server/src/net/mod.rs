@@ -11,6 +11,7 @@
 //! | `admission` | the pending-connection counts behind those caps |
 //! | `connection` | one connection: the handshake and hello budgets, its `Hello`, frames read up, frames written down, its close |
 //! | `tls` | the server certificate (configured, or a development one in the data dir) |
+//! | `fuzzing` | (the `fuzzing` feature) one client against the driver over an in-memory wire, for the fuzz target |
 //! | `event` | what crosses to the game task (`ConnectionEvent`) and back (`SendQueue`, its doorbell) |
 //!
 //! Data flows one way: the driver sends `ConnectionEvent`s up the channel whose sender the
@@ -25,6 +26,8 @@ mod connection;
 mod driver;
 mod endpoint;
 mod event;
+#[cfg(any(test, feature = "fuzzing"))]
+pub mod fuzzing;
 mod network;
 mod socket;
 pub mod tls;

@@ -736,5 +736,9 @@ async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
+#[cfg(any(test, feature = "fuzzing"))]
+// The fuzz target uses part of what the tests use.
+#[cfg_attr(not(test), allow(dead_code))]
+pub(crate) mod harness;
 #[cfg(test)]
 mod tests;

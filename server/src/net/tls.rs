@@ -64,14 +64,8 @@ fn development_identity(data_dir: &Path) -> Result<ServerIdentity, NetError> {
             origin: cert_path.clone(),
         }
     } else {
-        let generated = rcgen::generate_simple_self_signed(vec![
-            "localhost".into(),
-            "127.0.0.1".into(),
-            "::1".into(),
-        ])
-        .map_err(|e| cert_error(&cert_path, format!("cannot generate: {e}")))?;
-        let cert = generated.cert.der().to_vec();
-        let key = generated.signing_key.serialize_der();
+        let (cert, key) = generate_development()
+            .map_err(|e| cert_error(&cert_path, format!("cannot generate: {e}")))?;
         std::fs::create_dir_all(data_dir).map_err(|e| cert_error(data_dir, e.to_string()))?;
         write_private(&key_path, &key)?;
         std::fs::write(&cert_path, &cert).map_err(|e| cert_error(&cert_path, e.to_string()))?;
@@ -83,6 +77,20 @@ fn development_identity(data_dir: &Path) -> Result<ServerIdentity, NetError> {
         }
     };
     Ok(identity)
+}
+
+/// A new self-signed development certificate for `localhost`, `127.0.0.1` and `::1`, and its
+/// private key, both DER (the key PKCS #8).
+///
+/// # Errors
+/// rcgen's, when it cannot generate the key pair or sign the certificate.
+pub(crate) fn generate_development() -> Result<(Vec<u8>, Vec<u8>), rcgen::Error> {
+    let generated = rcgen::generate_simple_self_signed(vec![
+        "localhost".into(),
+        "127.0.0.1".into(),
+        "::1".into(),
+    ])?;
+    Ok((generated.cert.der().to_vec(), generated.signing_key.serialize_der()))
 }
 
 fn cert_error(path: &Path, why: String) -> NetError {

@@ -1,16 +1,11 @@
-//! The driver against a quinn-proto client over an in-memory wire, on an explicit clock: every
-//! datagram, timer and wake is stepped by the test, as the driver's `select!` would step it.
+//! The driver's tests: against a quinn-proto client over the in-memory wire of `harness`, on
+//! an explicit clock, and one through the async shell on a real socket.
 
-use std::cell::{Cell, RefCell};
-use std::collections::VecDeque;
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
-use std::path::Path;
-
-use bytes::{Bytes, BytesMut};
-use gatehouse_protocol::token::{self, SessionClaims, TokenCheck, TokenKey, TokenLimits};
+use bytes::Bytes;
 use gatehouse_protocol::{ClientMessage, FrameDecoder, PlayerId, ServerMessage, TransitionId};
-use quinn_proto::{ConnectionError, Dir, Event, StreamId, VarInt};
+use quinn_proto::{ConnectionError, VarInt};
 
+use super::harness::*;
 use super::*;
 use crate::config::{NetworkConfig, TlsConfig};
 use crate::game::Departure;
@@ -19,231 +14,7 @@ use crate::net::admission::Admission;
 use crate::net::event::SendQueue;
 use crate::net::{DriverThread, tls};
 
-const SERVER: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 4433);
-const CLIENT: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::LOCALHOST), 50_000);
-
-/// Steps that settle without reaching quiet mean a wake that keeps itself awake: a bug.
-const MAX_STEPS: usize = 10_000;
-
-/// The server's socket: datagrams the test delivers, datagrams the driver sent.
-#[derive(Default)]
-struct MemWire {
-    inbox: VecDeque<Datagram>,
-    sent: RefCell<Vec<Vec<u8>>>,
-    /// Transmits the socket took.
-    transmits: Cell<usize>,
-    /// The socket refuses sends (`WouldBlock`) while set.
-    full: Cell<bool>,
-    /// Sends that fail next with another error than a full queue (an ICMP error, say).
-    fail_next: Cell<usize>,
-}
-
-impl Wire for MemWire {
-    fn recv(&mut self, out: &mut Vec<Datagram>) -> io::Result<()> {
-        if self.inbox.is_empty() {
-            return Err(io::ErrorKind::WouldBlock.into());
-        }
-        out.extend(self.inbox.drain(..));
-        Ok(())
-    }
-
-    fn send(&self, transmit: &quinn_proto::Transmit, contents: &[u8]) -> io::Result<()> {
-        if self.full.get() {
-            return Err(io::ErrorKind::WouldBlock.into());
-        }
-        if self.fail_next.get() > 0 {
-            self.fail_next.set(self.fail_next.get() - 1);
-            return Err(io::ErrorKind::ConnectionRefused.into());
-        }
-        let segment = transmit.segment_size.unwrap_or(contents.len()).max(1);
-        self.sent.borrow_mut().extend(contents.chunks(segment).map(<[u8]>::to_vec));
-        self.transmits.set(self.transmits.get() + 1);
-        Ok(())
-    }
-
-    fn max_segments(&self) -> usize {
-        1
-    }
-}
-
-/// The client: its endpoint, its connection, its stream and what it read.
-struct Client {
-    endpoint: quinn_proto::Endpoint,
-    quic: quinn_proto::Connection,
-    stream: Option<StreamId>,
-    /// Whether it reads what the server writes.
-    reading: bool,
-    /// Cut off: no datagram reaches either side.
-    cut: bool,
-    decoder: FrameDecoder,
-    read: Vec<ServerMessage>,
-    lost: Option<ConnectionError>,
-}
-
-/// How a harness is set up.
-#[derive(Debug, Clone, Copy)]
-struct Setup {
-    /// Events the game's queue holds.
-    events: usize,
-    /// What the client lets the server send ahead on its stream and connection, bytes.
-    client_window: Option<u32>,
-    /// The server's initial congestion window, bytes (else quinn's default).
-    server_congestion_window: Option<u64>,
-    /// `network.handshake_timeout` (else its default).
-    handshake_timeout: Option<Duration>,
-    /// `network.stream_receive_window`, bytes: what the client may send ahead of what the
-    /// server read (else its default).
-    server_stream_window: Option<u32>,
-}
-
-impl Default for Setup {
-    fn default() -> Self {
-        Setup {
-            events: 16,
-            client_window: None,
-            server_congestion_window: None,
-            handshake_timeout: None,
-            server_stream_window: None,
-        }
-    }
-}
-
-struct Harness {
-    driver: Driver<MemWire>,
-    client: Client,
-    events: mpsc::Receiver<ConnectionEvent>,
-    now: Instant,
-    metrics: Metrics,
-    network: NetworkConfig,
-    setup: Setup,
-    /// The server's development certificate, which the clients trust.
-    dir: tempfile::TempDir,
-}
-
-impl Client {
-    /// A client that has begun to connect at `now` (nothing sent yet), trusting the development
-    /// certificate in `cert_dir`; `seed` seeds its endpoint.
-    fn dial(
-        cert_dir: &Path,
-        setup: Setup,
-        now: Instant,
-        network: &NetworkConfig,
-        seed: u8,
-    ) -> Client {
-        let cert = cert_dir.join(tls::DEV_CERT_FILE);
-        let mut client_config = gatehouse_client_sim::swarm::client_config(&cert).unwrap();
-        if let Some(window) = setup.client_window {
-            let mut transport = quinn_proto::TransportConfig::default();
-            transport.stream_receive_window(VarInt::from_u32(window));
-            transport.receive_window(VarInt::from_u32(window));
-            client_config.transport_config(Arc::new(transport));
-        }
-        let mut endpoint = quinn_proto::Endpoint::new(
-            Arc::new(endpoint::endpoint_config()),
-            None,
-            true,
-            Some([seed; 32]),
-        );
-        let (_, quic) = endpoint.connect(now, client_config, SERVER, "localhost").unwrap();
-        Client {
-            endpoint,
-            quic,
-            stream: None,
-            reading: true,
-            cut: false,
-            decoder: FrameDecoder::new(network.max_frame_len),
-            read: Vec::new(),
-            lost: None,
-        }
-    }
-}
-
 impl Harness {
-    /// A driver as `setup` says, and a client that has connected and opened its stream.
-    fn new(setup: Setup) -> Harness {
-        let mut harness = Harness::dialing(setup);
-        harness.handshake();
-        harness
-    }
-
-    /// Runs the client's handshake to its end and opens its stream.
-    fn handshake(&mut self) {
-        self.run_for(Duration::from_millis(50));
-        assert!(!self.client.quic.is_handshaking(), "the handshake ends");
-        let stream = self.client.quic.streams().open(Dir::Bi).unwrap();
-        self.client.stream = Some(stream);
-    }
-
-    /// A driver as `setup` says, and a client that has only begun to connect: nothing has
-    /// crossed the wire yet.
-    fn dialing(setup: Setup) -> Harness {
-        let dir = tempfile::tempdir().unwrap();
-        let mut network = NetworkConfig::default();
-        if let Some(timeout) = setup.handshake_timeout {
-            network.handshake_timeout = timeout;
-        }
-        if let Some(window) = setup.server_stream_window {
-            network.stream_receive_window = window;
-        }
-        let identity = tls::load_identity(&TlsConfig::default(), dir.path()).unwrap();
-        let mut server_config = endpoint::server_config(identity, &network).unwrap();
-        if let Some(window) = setup.server_congestion_window {
-            let mut transport = endpoint::transport_config(&network);
-            let mut cubic = quinn_proto::congestion::CubicConfig::default();
-            cubic.initial_window(window);
-            transport.congestion_controller_factory(Arc::new(cubic));
-            server_config.transport_config(Arc::new(transport));
-        }
-        let endpoint = quinn_proto::Endpoint::new(
-            Arc::new(endpoint::endpoint_config()),
-            Some(Arc::new(server_config)),
-            true,
-            Some([1; 32]),
-        );
-        let metrics = Metrics::new();
-        let net = metrics.net().clone();
-        let settings = Settings {
-            tokens: test_tokens(),
-            max_frame_len: network.max_frame_len,
-            handshake_timeout: network.handshake_timeout,
-            hello_timeout: network.hello_timeout,
-            send_queue_frames: network.send_queue_frames,
-            message_budget: network.message_budget(),
-            metrics: net.clone(),
-        };
-        let admission = Admission::new(network.admission_rules(), net);
-        let (events_tx, events_rx) = mpsc::channel(setup.events);
-        let driver = Driver::new(endpoint, MemWire::default(), settings, admission, events_tx);
-
-        let now = Instant::now();
-        let client = Client::dial(dir.path(), setup, now, &network, 2);
-        Harness { driver, client, events: events_rx, now, metrics, network, setup, dir }
-    }
-
-    /// A client the server accepted (after its stateless retry), cut off before the server's
-    /// side of the handshake ends.
-    fn accepted_then_cut(setup: Setup) -> Harness {
-        let mut harness = Harness::dialing(setup);
-        for _ in 0..MAX_STEPS {
-            if !harness.driver.connections.is_empty() {
-                break;
-            }
-            harness.client_out();
-            harness.driver.turn(harness.now, &mut Vec::new());
-            harness.client_in();
-        }
-        assert!(harness.connection().quic.is_handshaking(), "the server's side is not done");
-        harness.client.cut = true;
-        harness
-    }
-
-    /// As [`Harness::new`], then logged in as `p1`: the game's end of its queue and its id.
-    fn logged_in(setup: Setup) -> (Harness, SendQueue, ConnectionId) {
-        let mut harness = Harness::new(setup);
-        let (outbound, connection) = harness.log_in();
-        (harness, outbound, connection)
-    }
-
     /// As [`Harness::logged_in`], with a client that reads nothing and lets the server send
     /// 2,000 bytes ahead: what the game queues beyond that is stuck.
     fn logged_in_not_reading() -> (Harness, SendQueue, ConnectionId) {
@@ -263,185 +34,6 @@ impl Harness {
             harness.send(&restart());
         }
         (harness, outbound, connection)
-    }
-
-    /// Sends `p1`'s `Hello`: the game's end of the queue and the connection's id.
-    fn log_in(&mut self) -> (SendQueue, ConnectionId) {
-        self.send(&hello());
-        self.settle();
-        match self.events.try_recv() {
-            Ok(ConnectionEvent::Login { connection, player, outbound }) => {
-                assert_eq!(player.as_str(), "p1");
-                (outbound, connection)
-            }
-            other => panic!("expected a login, got {other:?}"),
-        }
-    }
-
-    /// A new client in place of the old one (a reconnect), logged in as `p1`.
-    fn reconnect(&mut self, seed: u8) -> (SendQueue, ConnectionId) {
-        self.client = Client::dial(self.dir.path(), self.setup, self.now, &self.network, seed);
-        self.handshake();
-        self.log_in()
-    }
-
-    /// Queues `message` on the client's stream.
-    fn send(&mut self, message: &ClientMessage) {
-        let frame = gatehouse_protocol::encode_frame(message, self.network.max_frame_len).unwrap();
-        let id = self.client.stream.unwrap();
-        let written = self.client.quic.send_stream(id).write(&frame).unwrap();
-        assert_eq!(written, frame.len());
-    }
-
-    /// Settles again and again, taking the game's events after each time as a game that keeps
-    /// up would (readers paused for room resume as it does): every event it took.
-    fn settle_as_the_game_takes_events(&mut self) -> Vec<ConnectionEvent> {
-        let mut heard = Vec::new();
-        for _ in 0..20 {
-            self.settle();
-            heard.extend(self.take_events());
-        }
-        heard
-    }
-
-    /// Every event the game's queue holds now.
-    fn take_events(&mut self) -> Vec<ConnectionEvent> {
-        std::iter::from_fn(|| self.events.try_recv().ok()).collect()
-    }
-
-    /// Whether the driver's `select!` has a branch ready now (beside its timer).
-    fn driver_wakes(&self) -> bool {
-        let driver = &self.driver;
-        !driver.socket.inbox.is_empty()
-            || (driver.blocked.is_some() && !driver.socket.full.get())
-            || (!driver.common.outbox.is_empty() && driver.events.capacity() > 0)
-            || !driver.rings.is_empty()
-            || driver.has_work_left()
-    }
-
-    /// Runs both sides at `now` until neither has anything to do without time passing.
-    fn settle(&mut self) {
-        for _ in 0..MAX_STEPS {
-            let client_sent = self.client_out();
-            if self.driver_wakes() {
-                self.driver.turn(self.now, &mut Vec::new());
-            }
-            let server_sent = self.client_in();
-            if !client_sent && !server_sent && !self.driver_wakes() {
-                return;
-            }
-        }
-        panic!("no quiet within {MAX_STEPS} steps");
-    }
-
-    /// Runs both sides for `span` of the test's clock, each timer at its deadline.
-    fn run_for(&mut self, span: Duration) {
-        let until = self.now + span;
-        for _ in 0..MAX_STEPS {
-            self.settle();
-            let next =
-                [self.driver.timers.first().map(|(at, _)| *at), self.client.quic.poll_timeout()]
-                    .into_iter()
-                    .flatten()
-                    .min();
-            match next {
-                Some(at) if at <= until => {
-                    self.now = self.now.max(at);
-                    if self.client.quic.poll_timeout().is_some_and(|at| at <= self.now) {
-                        self.client.quic.handle_timeout(self.now);
-                    }
-                    // The driver's own timer branch.
-                    self.driver.turn(self.now, &mut Vec::new());
-                }
-                _ => {
-                    self.now = until;
-                    self.settle();
-                    return;
-                }
-            }
-        }
-        panic!("no end of {span:?} within {MAX_STEPS} steps");
-    }
-
-    /// The client's datagrams to the driver's socket (lost while cut off); whether there were
-    /// any.
-    fn client_out(&mut self) -> bool {
-        let client = &mut self.client;
-        while let Some(event) = client.quic.poll_endpoint_events() {
-            if let Some(answer) =
-                client.endpoint.handle_event(quinn_proto::ConnectionHandle(0), event)
-            {
-                client.quic.handle_event(answer);
-            }
-        }
-        let mut any = false;
-        let mut buffer = Vec::new();
-        while let Some(transmit) = client.quic.poll_transmit(self.now, 1, &mut buffer) {
-            if client.cut {
-                buffer.clear();
-                continue;
-            }
-            self.driver.socket.inbox.push_back(Datagram {
-                remote: CLIENT,
-                local_ip: None,
-                ecn: None,
-                data: BytesMut::from(&buffer[..transmit.size]),
-            });
-            buffer.clear();
-            any = true;
-        }
-        any
-    }
-
-    /// The driver's datagrams to the client (lost while cut off), then what the client makes
-    /// of them; whether there were any.
-    fn client_in(&mut self) -> bool {
-        let mut sent = std::mem::take(&mut *self.driver.socket.sent.borrow_mut());
-        let any = !sent.is_empty();
-        let client = &mut self.client;
-        if client.cut {
-            sent.clear();
-        }
-        let mut response = Vec::new();
-        for datagram in sent {
-            let event = client.endpoint.handle(
-                self.now,
-                SERVER,
-                None,
-                None,
-                BytesMut::from(&datagram[..]),
-                &mut response,
-            );
-            if let Some(DatagramEvent::ConnectionEvent(_, event)) = event {
-                client.quic.handle_event(event);
-            }
-        }
-        while let Some(event) = client.quic.poll() {
-            if let Event::ConnectionLost { reason } = event {
-                client.lost = Some(reason);
-            }
-        }
-        if let (Some(id), true) = (client.stream, client.reading) {
-            let mut recv = client.quic.recv_stream(id);
-            if let Ok(mut chunks) = recv.read(true) {
-                while let Ok(Some(chunk)) = chunks.next(usize::MAX) {
-                    client.decoder.extend(&chunk.bytes);
-                }
-                let _ = chunks.finalize();
-            }
-            while let Ok(Some(message)) = client.decoder.next_message::<ServerMessage>() {
-                client.read.push(message);
-            }
-        }
-        any
-    }
-
-    /// The application close code the server closed the client's connection with.
-    fn closed_with(&self) -> Option<u64> {
-        match &self.client.lost {
-            Some(ConnectionError::ApplicationClosed(close)) => Some(close.error_code.into_inner()),
-            _ => None,
-        }
     }
 
     /// Asserts that the client read one message that `first` accepts, then `Closing` with
@@ -483,51 +75,11 @@ impl Harness {
         }
     }
 
-    /// The driver's one connection.
-    fn connection(&self) -> &Connection {
-        let mut connections = self.driver.connections.values();
-        let connection = connections.next().expect("a connection");
-        assert!(connections.next().is_none(), "one connection");
-        connection
-    }
-
     /// `gatehouse_connection_closes_total` for `code` closed by the server.
     fn server_closes(&self, code: &str) -> u64 {
         self.metric(&format!(
             "gatehouse_connection_closes_total{{code=\"{code}\",side=\"server\"}}"
         ))
-    }
-
-    /// The value of the metrics series `series` (its name and labels), 0 if it is not there.
-    fn metric(&self, series: &str) -> u64 {
-        let text = self.metrics.encode().unwrap();
-        let prefix = format!("{series} ");
-        text.lines()
-            .find_map(|line| line.strip_prefix(prefix.as_str()))
-            .map_or(0, |value| value.trim().parse().unwrap())
-    }
-}
-
-/// The harness's token check: its key, the default limits.
-fn test_tokens() -> TokenCheck {
-    TokenCheck { key: TokenKey::new("test key"), limits: TokenLimits::DEFAULT }
-}
-
-/// `p1`'s `Hello`, with a token the harness's key signs, issued now for an hour (a token's
-/// expiry is checked against the system clock).
-fn hello() -> ClientMessage {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    let claims = SessionClaims {
-        uid: PlayerId::new("p1").unwrap(),
-        exp: now + 3_600,
-        iat: Some(now),
-        usn: None,
-    };
-    ClientMessage::Hello {
-        protocol_version: gatehouse_protocol::PROTOCOL_VERSION,
-        token: token::mint(&TokenKey::new("test key"), &claims),
     }
 }
 
@@ -1402,8 +954,7 @@ fn logins_waiting_for_the_games_queue_stay_within_the_pending_cap() {
     assert_eq!(harness.metric("gatehouse_pending_connections"), 1, "the login waits");
 
     // Another client is refused while it waits.
-    harness.client =
-        Client::dial(harness.dir.path(), harness.setup, harness.now, &harness.network, 3);
+    harness.client = Client::dial(&harness.cert, harness.setup, harness.now, &harness.network, 3);
     harness.run_for(Duration::from_millis(50));
     assert!(
         matches!(harness.client.lost, Some(ConnectionError::ConnectionClosed(_))),
@@ -1416,8 +967,7 @@ fn logins_waiting_for_the_games_queue_stay_within_the_pending_cap() {
     let heard = harness.settle_as_the_game_takes_events();
     assert!(heard.iter().any(|e| matches!(e, ConnectionEvent::Login { .. })), "{heard:?}");
     assert_eq!(harness.metric("gatehouse_pending_connections"), 0);
-    harness.client =
-        Client::dial(harness.dir.path(), harness.setup, harness.now, &harness.network, 4);
+    harness.client = Client::dial(&harness.cert, harness.setup, harness.now, &harness.network, 4);
     harness.handshake();
     assert_eq!(harness.driver.open_count, 2);
 }
