@@ -2,7 +2,7 @@
 //! clients. One test binary, one module per subject.
 
 mod admin;
-mod hostile;
+mod malformed;
 mod misbehave;
 mod network;
 mod scale;

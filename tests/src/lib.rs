@@ -23,7 +23,7 @@ use std::time::Duration;
 use gatehouse_client_sim::session::SessionConfig;
 use gatehouse_client_sim::swarm::SwarmConfig;
 use gatehouse_protocol::token::{DEV_TOKEN_KEY, TokenKey};
-use gatehouse_protocol::{ClientMessage, CloseCode, FrameDecoder, ServerMessage};
+use gatehouse_protocol::{ClientMessage, CloseCode, FrameDecoder, RejectReason, ServerMessage};
 use gatehouse_server::config::{ServerConfig, WorldMap};
 use gatehouse_server::{GameHandle, Server};
 use tokio_util::sync::CancellationToken;
@@ -160,6 +160,24 @@ pub struct RawOutcome {
     pub close: Option<CloseCode>,
     /// The close reason text.
     pub reason: String,
+}
+
+impl RawOutcome {
+    /// The reason of the `Rejected` the server sent, if it sent one.
+    pub fn rejected(&self) -> Option<RejectReason> {
+        self.messages.iter().find_map(|m| match m {
+            ServerMessage::Rejected { reason, .. } => Some(*reason),
+            _ => None,
+        })
+    }
+}
+
+/// Sends `hello` on a connection of its own and asserts it is refused with `reason` and closed
+/// with code 2 (`Rejected`), within 10 s.
+pub async fn assert_hello_refused(server: &TestServer, hello: ClientMessage, reason: RejectReason) {
+    let outcome = raw_exchange(server, frames(&[hello]), Duration::from_secs(10)).await;
+    assert_eq!(outcome.rejected(), Some(reason), "{:?}", outcome.messages);
+    assert_eq!(outcome.close, Some(CloseCode::Rejected));
 }
 
 /// Connects without the simulator, writes `bytes` on the control stream and ends it, then reads

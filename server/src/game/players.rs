@@ -276,7 +276,6 @@ impl RecentPawns {
     }
 
     /// How many are remembered.
-    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.0.len()
     }

@@ -71,6 +71,9 @@ pub struct PlayerSnapshot {
     pub owned_pawns: usize,
     /// Whether its client acknowledged possession of its pawn.
     pub placed: bool,
+    /// How many of its last possessed pawns an acknowledgement may still name: at most 8,
+    /// however often it died, relaunched or travelled (docs/protocol.md 5, "Client → server").
+    pub recent_pawns: usize,
     /// Whether it holds `State.Dead`.
     pub dead: bool,
     /// Whether it is in a join of its own (streaming before its first pawn).
@@ -88,6 +91,7 @@ pub(super) fn take(game: &Game) -> GameSnapshot {
             pawn: p.pawn,
             owned_pawns: game.roster.owned_pawn_count(&p.id),
             placed: p.is_placed(),
+            recent_pawns: p.possessed.len(),
             dead: p.is_dead(),
             joining: game.joins.contains(&p.id),
         })
