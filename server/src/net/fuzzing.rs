@@ -52,7 +52,8 @@ pub enum Step {
     Lose(u8),
     /// The client is cut off from the server (`true`) or reachable again (`false`).
     Cut(bool),
-    /// This many milliseconds pass, each timer firing at its deadline.
+    /// This many milliseconds pass (at most [`MAX_ADVANCE`]), each timer firing at its
+    /// deadline; past [`MAX_TIME`] in all, time stands still.
     Advance(u16),
     /// The game takes every event its queue holds.
     GameTakes,
@@ -65,6 +66,14 @@ pub enum Step {
     Reconnect,
 }
 
+/// Longest one [`Step::Advance`]: past the longest deadline of a connection (the idle
+/// timeout, 10 s).
+pub const MAX_ADVANCE: Duration = Duration::from_secs(12);
+
+/// Most time one run's steps may pass: every deadline fires several times within it, and a
+/// run stays cheap (keep-alives every 3 s cost a few packets each).
+pub const MAX_TIME: Duration = Duration::from_secs(60);
+
 /// The game's queue holds this many events, at least 1.
 const MAX_EVENTS: u8 = 16;
 
@@ -76,7 +85,8 @@ const WIND_DOWN: Duration = Duration::from_secs(60);
 /// winds down, panicking at the first broken rule (module docs).
 pub fn run(events: u8, steps: &[Step]) {
     let setup = Setup { events: usize::from(events % MAX_EVENTS) + 1, ..Setup::default() };
-    let mut fuzz = Fuzz { harness: Harness::new(setup), game: Game::default(), seed: 3 };
+    let mut fuzz =
+        Fuzz { harness: Harness::new(setup), game: Game::default(), seed: 3, time_left: MAX_TIME };
     for step in steps {
         fuzz.step(step);
         fuzz.harness.settle();
@@ -91,6 +101,8 @@ struct Fuzz {
     game: Game,
     /// Seeds the next client's endpoint.
     seed: u8,
+    /// What is left of [`MAX_TIME`].
+    time_left: Duration,
 }
 
 /// What the game heard, per connection.
@@ -140,7 +152,12 @@ impl Fuzz {
             Step::Reading(reading) => harness.client.reading = *reading,
             Step::Lose(count) => harness.client.lose_next = usize::from(*count),
             Step::Cut(cut) => harness.client.cut = *cut,
-            Step::Advance(ms) => harness.run_for(Duration::from_millis(u64::from(*ms))),
+            Step::Advance(ms) => {
+                let span =
+                    Duration::from_millis(u64::from(*ms)).min(MAX_ADVANCE).min(self.time_left);
+                self.time_left -= span;
+                harness.run_for(span);
+            }
             Step::GameTakes => self.take_events(),
             Step::GameSends(count) => {
                 if let Some(queue) = self.game.newest.and_then(|c| self.game.open.get(&c)) {
