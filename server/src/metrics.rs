@@ -297,6 +297,13 @@ impl NetMetrics {
     pub fn set_pending_connections(&self, pending: usize) {
         self.pending.set(i64::try_from(pending).unwrap_or(i64::MAX));
     }
+
+    /// How many connections hold a pending slot, as last set (the gauge's value, without
+    /// encoding the whole registry: the driver's harness reads it after every fuzz run).
+    #[cfg(any(test, feature = "fuzzing"))]
+    pub(crate) fn pending_connections(&self) -> i64 {
+        self.pending.get()
+    }
 }
 
 /// Every close code, for the families that list each one from the start.

@@ -243,7 +243,7 @@ impl Fuzz {
         self.keep_up();
         let held = self.harness.held();
         assert_eq!(held, nothing, "left behind");
-        assert_eq!(self.harness.metric("gatehouse_pending_connections"), 0, "pending slots left");
+        assert_eq!(self.harness.metrics.net().pending_connections(), 0, "pending slots left");
         assert!(
             self.game.open.is_empty(),
             "logins never disconnected: {:?}",

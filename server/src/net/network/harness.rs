@@ -137,17 +137,8 @@ impl Client {
         network: &NetworkConfig,
         seed: u8,
     ) -> Client {
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(cert.clone()).unwrap();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut crypto = rustls::ClientConfig::builder_with_provider(provider)
-            .with_protocol_versions(&[&rustls::version::TLS13])
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        crypto.alpn_protocols = vec![gatehouse_protocol::ALPN.to_vec()];
-        let crypto = QuicClientConfig::try_from(crypto).unwrap();
-        let mut client_config = quinn_proto::ClientConfig::new(Arc::new(crypto));
+        let crypto = client_crypto(cert);
+        let mut client_config = quinn_proto::ClientConfig::new(crypto);
         if let Some(window) = setup.client_window {
             let mut transport = quinn_proto::TransportConfig::default();
             transport.stream_receive_window(VarInt::from_u32(window));
@@ -517,6 +508,26 @@ pub(crate) fn hello() -> ClientMessage {
         protocol_version: gatehouse_protocol::PROTOCOL_VERSION,
         token: token::mint(&TokenKey::new("test key"), &claims),
     }
+}
+
+/// The clients' TLS configuration, trusting `cert`: built once per process for the harness's
+/// one certificate (building it is a good part of a fuzz run's cost).
+fn client_crypto(cert: &CertificateDer<'static>) -> Arc<QuicClientConfig> {
+    static BUILT: OnceLock<(CertificateDer<'static>, Arc<QuicClientConfig>)> = OnceLock::new();
+    let build = || {
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(cert.clone()).unwrap();
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut crypto = rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        crypto.alpn_protocols = vec![gatehouse_protocol::ALPN.to_vec()];
+        Arc::new(QuicClientConfig::try_from(crypto).unwrap())
+    };
+    let (for_cert, crypto) = BUILT.get_or_init(|| (cert.clone(), build()));
+    if for_cert == cert { crypto.clone() } else { build() }
 }
 
 /// A development identity, generated once per process (generating one is the slowest part of a
