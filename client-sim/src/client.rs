@@ -403,7 +403,11 @@ mod tests {
         let harbor = Some(NodeId::new("harbor").unwrap());
         client.replicate(
             t0,
-            &ServerMessage::Welcome { player_id: player("me"), current_node: harbor },
+            &ServerMessage::Welcome {
+                player_id: player("me"),
+                current_node: harbor,
+                max_frame_len: 65_536,
+            },
         );
         client.replicate(t0, &player_state("me", 1));
         client.replicate(at(50), &player_state("carol", 2));

@@ -20,7 +20,7 @@ pub(crate) fn apply(router: &Router<ClientCore>, core: &mut ClientCore, message:
     let now = core.state.now;
     let domain = &mut core.state.domain;
     match message {
-        ServerMessage::Welcome { player_id, current_node } => {
+        ServerMessage::Welcome { player_id, current_node, .. } => {
             if domain.log_in(now, player_id.clone()) {
                 announce(
                     router,

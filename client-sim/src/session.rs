@@ -216,7 +216,7 @@ impl ClientSession {
             self.stats.marks.push((now, MarkKind::Error));
         }
         match message {
-            ServerMessage::Welcome { player_id, current_node } => {
+            ServerMessage::Welcome { player_id, current_node, .. } => {
                 self.player = Some(player_id);
                 self.current_node = current_node;
                 match self.config.misbehaviour {
@@ -231,7 +231,7 @@ impl ClientSession {
                 self.frozen = true;
                 self.see_transition(now, transition_id);
             }
-            ServerMessage::ShowTransition { transition_id, target_node, levels } => {
+            ServerMessage::ShowTransition { transition_id, target_node, levels, rooms } => {
                 if self.see_transition(now, transition_id) {
                     // At once, before any streaming: the server sets aside a client that does
                     // not answer within its response timeout (protocol version 5).
@@ -241,10 +241,7 @@ impl ClientSession {
                     if let Some(game) = &mut self.game {
                         game.queue(now, GameStep::Travel(transition_id, target_node.clone()));
                     }
-                    let streaming = (0..levels.len().max(1))
-                        .map(|_| self.draw_stream_time())
-                        .max()
-                        .unwrap_or_default();
+                    let streaming = self.streaming_time(levels.len(), rooms.len());
                     if let Some(screen) = &mut self.screen {
                         screen.target = Some(target_node);
                         screen.ready_at = Some(now + streaming);
@@ -257,17 +254,7 @@ impl ClientSession {
             }
             ServerMessage::ShowJoin { join_id, node, levels, rooms } => {
                 if self.screen.is_none() {
-                    // Levels first, then the rooms they hold.
-                    let mut streaming = (0..levels.len().max(1))
-                        .map(|_| self.draw_stream_time())
-                        .max()
-                        .unwrap_or_default();
-                    if !rooms.is_empty() {
-                        streaming += (0..rooms.len())
-                            .map(|_| self.draw_stream_time())
-                            .max()
-                            .unwrap_or_default();
-                    }
+                    let streaming = self.streaming_time(levels.len(), rooms.len());
                     self.stats.joins += 1;
                     self.streamed = None;
                     if self.config.misbehaviour == Some(Misbehaviour::StaleIds) {
@@ -632,6 +619,17 @@ impl ClientSession {
         }
     }
 
+    /// How long streaming `levels` levels and then `rooms` dungeon rooms takes: the levels
+    /// load side by side, then the rooms they hold (none for a node that is not a dungeon).
+    fn streaming_time(&mut self, levels: usize, rooms: usize) -> Duration {
+        let mut streaming =
+            (0..levels.max(1)).map(|_| self.draw_stream_time()).max().unwrap_or_default();
+        if rooms > 0 {
+            streaming += (0..rooms).map(|_| self.draw_stream_time()).max().unwrap_or_default();
+        }
+        streaming
+    }
+
     fn draw_stream_time(&mut self) -> Duration {
         let (lo, hi) = self.config.stream_time;
         let (lo, hi) = (ms(lo), ms(hi).max(ms(lo)));
@@ -776,6 +774,7 @@ mod tests {
             transition_id: TransitionId(id),
             target_node: NodeId::new("harbor").unwrap(),
             levels: vec![LevelName::new("harbor_docks").unwrap()],
+            rooms: Vec::new(),
         }
     }
 
@@ -807,13 +806,27 @@ mod tests {
 
         let mut forgotten = ClientSession::new(config.clone());
         forgotten.continue_dead(true);
-        forgotten.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: None });
+        forgotten.handle(
+            t0,
+            ServerMessage::Welcome {
+                player_id: me.clone(),
+                current_node: None,
+                max_frame_len: 65_536,
+            },
+        );
         forgotten.handle(t0, tags(false));
         assert_eq!(forgotten.stats().deaths_forgotten_by_server, 1);
         assert!(!forgotten.is_dead_or_respawning());
 
         let mut restarted = ClientSession::new(config);
-        restarted.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: None });
+        restarted.handle(
+            t0,
+            ServerMessage::Welcome {
+                player_id: me.clone(),
+                current_node: None,
+                max_frame_len: 65_536,
+            },
+        );
         restarted.handle(t0, tags(true));
         let restart = restarted.poll_timeout().unwrap();
         restarted.handle_timeout(restart);
@@ -833,7 +846,14 @@ mod tests {
         let tags = |dead: bool| own_tags(&me, dead);
         let config = restarting_after_death();
         let mut s = ClientSession::new(config);
-        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: None });
+        s.handle(
+            t0,
+            ServerMessage::Welcome {
+                player_id: me.clone(),
+                current_node: None,
+                max_frame_len: 65_536,
+            },
+        );
         s.handle(t0, tags(true));
         let restart = s.poll_timeout().unwrap();
         s.handle_timeout(restart);
@@ -890,6 +910,29 @@ mod tests {
         );
     }
 
+    /// A transition to a dungeon: the rooms stream after the levels, before the ready report
+    /// (docs/protocol.md 5, `ShowTransition`).
+    #[test]
+    fn it_streams_a_transitions_rooms_after_its_levels_before_reporting_ready() {
+        let t0 = Instant::now();
+        let fixed = Duration::from_millis(100);
+        let mut s = ClientSession::new(SessionConfig {
+            stream_time: (fixed, fixed),
+            ..SessionConfig::default()
+        });
+        s.handle(t0, ServerMessage::FreezeCharacters { transition_id: TransitionId(1) });
+        s.handle(
+            t0,
+            ServerMessage::ShowTransition {
+                transition_id: TransitionId(1),
+                target_node: NodeId::new("crypt").unwrap(),
+                levels: vec![LevelName::new("crypt_gate").unwrap()],
+                rooms: vec![LevelName::new("crypt_hall").unwrap()],
+            },
+        );
+        assert_eq!(s.poll_timeout(), Some(t0 + 2 * fixed), "levels, then rooms");
+    }
+
     #[test]
     fn a_supersede_keeps_the_screen_and_reports_only_the_new_id() {
         let t0 = Instant::now();
@@ -936,7 +979,14 @@ mod tests {
         let t0 = Instant::now();
         let mut s = ClientSession::new(SessionConfig::default());
         let me = PlayerId::new("me").unwrap();
-        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: None });
+        s.handle(
+            t0,
+            ServerMessage::Welcome {
+                player_id: me.clone(),
+                current_node: None,
+                max_frame_len: 65_536,
+            },
+        );
         s.handle(t0, show(1));
         s.handle_timeout(t0 + Duration::from_millis(100));
         s.handle(t0, own_pawn(3, &me, "harbor"));
@@ -978,7 +1028,14 @@ mod tests {
         let t0 = Instant::now();
         let mut s = ClientSession::new(SessionConfig::default());
         let me = PlayerId::new("me").unwrap();
-        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: None });
+        s.handle(
+            t0,
+            ServerMessage::Welcome {
+                player_id: me.clone(),
+                current_node: None,
+                max_frame_len: 65_536,
+            },
+        );
         s.handle(t0, show(1));
         s.handle(
             t0,
@@ -1030,7 +1087,14 @@ mod tests {
         let mut s = ClientSession::new(SessionConfig::default());
         let me = PlayerId::new("me").unwrap();
         let harbor = Some(NodeId::new("harbor").unwrap());
-        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: harbor });
+        s.handle(
+            t0,
+            ServerMessage::Welcome {
+                player_id: me.clone(),
+                current_node: harbor,
+                max_frame_len: 65_536,
+            },
+        );
         s.handle(t0, join(1, "harbor", 0));
         s.handle_timeout(t0 + Duration::from_secs(1));
         s.handle(t0, own_pawn(1, &me, "harbor"));
@@ -1065,7 +1129,14 @@ mod tests {
         let t0 = Instant::now();
         let mut s = ClientSession::new(SessionConfig::default());
         let me = PlayerId::new("me").unwrap();
-        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: None });
+        s.handle(
+            t0,
+            ServerMessage::Welcome {
+                player_id: me.clone(),
+                current_node: None,
+                max_frame_len: 65_536,
+            },
+        );
         s.handle(t0, join(4, "harbor", 1));
         assert!(s.is_loading() && s.is_joining());
         let at = s.poll_timeout().unwrap();
@@ -1089,7 +1160,14 @@ mod tests {
         let mut s = ClientSession::new(SessionConfig::default());
         let me = PlayerId::new("me").unwrap();
         let harbor = Some(NodeId::new("harbor").unwrap());
-        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: harbor });
+        s.handle(
+            t0,
+            ServerMessage::Welcome {
+                player_id: me.clone(),
+                current_node: harbor,
+                max_frame_len: 65_536,
+            },
+        );
         s.handle(t0, join(1, "harbor", 0));
         s.handle(t0, own_pawn(1, &me, "harbor"));
         assert_eq!(s.stats().pawns_on_unloaded_node, 1);
@@ -1122,7 +1200,14 @@ mod tests {
         let mut s = thin();
         assert!(!s.is_full() && s.game_side().is_none());
         let me = PlayerId::new("me").unwrap();
-        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: None });
+        s.handle(
+            t0,
+            ServerMessage::Welcome {
+                player_id: me.clone(),
+                current_node: None,
+                max_frame_len: 65_536,
+            },
+        );
         s.handle(t0, ServerMessage::FreezeCharacters { transition_id: TransitionId(1) });
         s.handle(t0, show(1));
         let at = s.poll_timeout().unwrap();
@@ -1154,7 +1239,14 @@ mod tests {
         let mut s = thin();
         let me = PlayerId::new("me").unwrap();
         let harbor = Some(NodeId::new("harbor").unwrap());
-        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: harbor });
+        s.handle(
+            t0,
+            ServerMessage::Welcome {
+                player_id: me.clone(),
+                current_node: harbor,
+                max_frame_len: 65_536,
+            },
+        );
         s.handle(t0, join(1, "harbor", 0));
         s.handle_timeout(t0 + Duration::from_secs(1));
         s.handle(t0, own_pawn(1, &me, "harbor"));
@@ -1175,7 +1267,14 @@ mod tests {
         let t0 = Instant::now();
         let mut s = thin();
         let me = PlayerId::new("me").unwrap();
-        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: None });
+        s.handle(
+            t0,
+            ServerMessage::Welcome {
+                player_id: me.clone(),
+                current_node: None,
+                max_frame_len: 65_536,
+            },
+        );
         s.handle(t0, join(5, "harbor", 0));
         s.handle(t0, join(4, "harbor", 0));
         assert_eq!(s.stats().ids_backwards, 1, "join 4 after join 5");
@@ -1201,7 +1300,14 @@ mod tests {
         let config = SessionConfig { stream_time: (ms(100), ms(100)), ..SessionConfig::default() };
         let mut s = ClientSession::new(SessionConfig { full: false, ..config });
         let me = PlayerId::new("me").unwrap();
-        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: None });
+        s.handle(
+            t0,
+            ServerMessage::Welcome {
+                player_id: me.clone(),
+                current_node: None,
+                max_frame_len: 65_536,
+            },
+        );
         s.handle(t0, ServerMessage::FreezeCharacters { transition_id: TransitionId(1) });
         s.handle(t0, show(1));
         s.handle_timeout(t0 + ms(100));
@@ -1230,7 +1336,14 @@ mod tests {
         let mut s = ClientSession::new(SessionConfig { full: false, ..config });
         let me = PlayerId::new("me").unwrap();
         let harbor = Some(NodeId::new("harbor").unwrap());
-        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: harbor });
+        s.handle(
+            t0,
+            ServerMessage::Welcome {
+                player_id: me.clone(),
+                current_node: harbor,
+                max_frame_len: 65_536,
+            },
+        );
         s.handle(t0, join(1, "harbor", 0));
         s.handle_timeout(t0 + ms(10));
         s.handle(t0 + ms(10), own_pawn(3, &me, "harbor"));
@@ -1272,7 +1385,10 @@ mod tests {
         let t0 = Instant::now();
         let mut s = thin();
         let me = PlayerId::new("me").unwrap();
-        s.handle(t0, ServerMessage::Welcome { player_id: me, current_node: None });
+        s.handle(
+            t0,
+            ServerMessage::Welcome { player_id: me, current_node: None, max_frame_len: 65_536 },
+        );
         s.record_connect_to_welcome(Duration::from_millis(12));
         assert!(s.stats().marks.is_empty());
         assert_eq!(s.stats().timings.connect_to_welcome.summary().p50_us / 1000, 12);
@@ -1290,7 +1406,14 @@ mod tests {
         let t0 = Instant::now();
         let mut s = thin();
         let (me, you) = (PlayerId::new("me").unwrap(), PlayerId::new("you").unwrap());
-        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: None });
+        s.handle(
+            t0,
+            ServerMessage::Welcome {
+                player_id: me.clone(),
+                current_node: None,
+                max_frame_len: 65_536,
+            },
+        );
         s.handle(t0, own_pawn(1, &me, "harbor"));
         assert_eq!((s.pawns_owned_by(&me), s.pawns_owned_by(&you)), (1, 0));
     }
@@ -1303,7 +1426,14 @@ mod tests {
         let mut s = thin();
         let (me, you) = (PlayerId::new("me").unwrap(), PlayerId::new("you").unwrap());
         let harbor = Some(NodeId::new("harbor").unwrap());
-        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: harbor });
+        s.handle(
+            t0,
+            ServerMessage::Welcome {
+                player_id: me.clone(),
+                current_node: harbor,
+                max_frame_len: 65_536,
+            },
+        );
         s.handle(t0, join(1, "harbor", 0));
         s.handle_timeout(t0 + Duration::from_secs(1));
         s.handle(t0, own_pawn(1, &me, "harbor"));
@@ -1349,7 +1479,10 @@ mod tests {
         let mut s = thin();
         let me = PlayerId::new("me").unwrap();
         let harbor = Some(NodeId::new("harbor").unwrap());
-        s.handle(t0, ServerMessage::Welcome { player_id: me, current_node: harbor });
+        s.handle(
+            t0,
+            ServerMessage::Welcome { player_id: me, current_node: harbor, max_frame_len: 65_536 },
+        );
         s.handle(t0, join(1, "harbor", 0));
         s.handle(t0, join(1, "harbor", 0));
         assert_eq!(s.stats().ids_backwards, 0, "the same join again is not backwards");
@@ -1377,7 +1510,10 @@ mod tests {
         let t0 = Instant::now();
         let mut s = thin();
         let me = PlayerId::new("me").unwrap();
-        s.handle(t0, ServerMessage::Welcome { player_id: me, current_node: None });
+        s.handle(
+            t0,
+            ServerMessage::Welcome { player_id: me, current_node: None, max_frame_len: 65_536 },
+        );
         let kit = gatehouse_tags::catalog::STATE_DEAD;
         s.handle(t0, ServerMessage::KitsGranted { kits: vec![kit] });
         assert_eq!(s.stats().double_grants, 0);
@@ -1408,7 +1544,10 @@ mod tests {
         let mut s = misbehaving(Misbehaviour::RestartSpam);
         assert_eq!(s.poll_timeout(), None, "nothing before Welcome");
         let me = PlayerId::new("me").unwrap();
-        s.handle(t0, ServerMessage::Welcome { player_id: me, current_node: None });
+        s.handle(
+            t0,
+            ServerMessage::Welcome { player_id: me, current_node: None, max_frame_len: 65_536 },
+        );
         assert_eq!(s.poll_timeout(), Some(t0));
         s.handle_timeout(t0);
         assert_eq!(s.poll_timeout(), Some(t0 + RESTART_SPAM_EVERY));
@@ -1424,7 +1563,14 @@ mod tests {
         let t0 = Instant::now();
         let mut s = misbehaving(Misbehaviour::StaleIds);
         let (me, you) = (PlayerId::new("me").unwrap(), PlayerId::new("you").unwrap());
-        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: None });
+        s.handle(
+            t0,
+            ServerMessage::Welcome {
+                player_id: me.clone(),
+                current_node: None,
+                max_frame_len: 65_536,
+            },
+        );
         s.handle(t0, join(4, "harbor", 0));
         assert_eq!(drain(&mut s), [ClientMessage::JoinReady { join_id: JoinId(1004) }]);
         s.handle(t0, show(1));
@@ -1449,7 +1595,14 @@ mod tests {
         let t0 = Instant::now();
         let mut s = misbehaving(Misbehaviour::NeverAcknowledge);
         let me = PlayerId::new("me").unwrap();
-        s.handle(t0, ServerMessage::Welcome { player_id: me.clone(), current_node: None });
+        s.handle(
+            t0,
+            ServerMessage::Welcome {
+                player_id: me.clone(),
+                current_node: None,
+                max_frame_len: 65_536,
+            },
+        );
         s.handle(t0, own_pawn(3, &me, "harbor"));
         s.handle(t0, ServerMessage::Possessed { pawn_id: PawnId(3) });
         assert_eq!(drain(&mut s), []);
@@ -1463,7 +1616,11 @@ mod tests {
         let t0 = Instant::now();
         let me = PlayerId::new("me").unwrap();
         let harbor = Some(NodeId::new("harbor").unwrap());
-        let welcome = ServerMessage::Welcome { player_id: me.clone(), current_node: harbor };
+        let welcome = ServerMessage::Welcome {
+            player_id: me.clone(),
+            current_node: harbor,
+            max_frame_len: 65_536,
+        };
         let mut s = misbehaving(Misbehaviour::GarbageFrame);
         assert_eq!(s.take_transport_misbehaviour(t0), None, "nothing before Welcome");
         s.handle(t0, welcome.clone());

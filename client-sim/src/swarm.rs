@@ -809,6 +809,10 @@ async fn run_life(
                         match decoder.next_message::<ServerMessage>() {
                             Ok(Some(message)) => {
                                 let now = Instant::now();
+                                if let ServerMessage::Welcome { max_frame_len, .. } = &message {
+                                    // The server's limit, both ways (docs/protocol.md 2).
+                                    decoder.set_max_len(*max_frame_len as usize);
+                                }
                                 session.handle(now.into_std(), message);
                                 if !welcomed && session.player().is_some() {
                                     welcomed = true;
@@ -1190,13 +1194,17 @@ mod tests {
             let mut session = ClientSession::new(config);
             let now = std::time::Instant::now();
             let me = PlayerId::new("sim-0000").unwrap();
-            session.handle(now, ServerMessage::Welcome { player_id: me, current_node: None });
+            session.handle(
+                now,
+                ServerMessage::Welcome { player_id: me, current_node: None, max_frame_len: 65_536 },
+            );
             session.handle(
                 now,
                 ServerMessage::ShowTransition {
                     transition_id: TransitionId(4),
                     target_node: NodeId::new("harbor").unwrap(),
                     levels: vec![LevelName::new("harbor_docks").unwrap()],
+                    rooms: Vec::new(),
                 },
             );
             let mut decoder = FrameDecoder::new(1024);
@@ -1328,7 +1336,10 @@ mod tests {
         let mut reported = Reported::new(0);
         let me = PlayerId::new("sim-0000").unwrap();
         let now = std::time::Instant::now();
-        session.handle(now, ServerMessage::Welcome { player_id: me, current_node: None });
+        session.handle(
+            now,
+            ServerMessage::Welcome { player_id: me, current_node: None, max_frame_len: 65_536 },
+        );
         session.handle(
             now,
             ServerMessage::EndTransition { transition_id: gatehouse_protocol::TransitionId(9) },
@@ -1353,6 +1364,7 @@ mod tests {
             transition_id: TransitionId(id),
             target_node: NodeId::new("harbor").unwrap(),
             levels: vec![LevelName::new("harbor_docks").unwrap()],
+            rooms: Vec::new(),
         };
         let start = std::time::Instant::now();
         let mut runs = Vec::new();
@@ -1361,7 +1373,10 @@ mod tests {
                 ClientSession::new(SessionConfig { full: false, ..Default::default() });
             let mut reported = Reported::new(7);
             let me = PlayerId::new("sim-0007").unwrap();
-            session.handle(start, ServerMessage::Welcome { player_id: me, current_node: None });
+            session.handle(
+                start,
+                ServerMessage::Welcome { player_id: me, current_node: None, max_frame_len: 65_536 },
+            );
             session.handle(start, show(1));
             reported.update(Some(&progress), &session);
             let up = progress.take_interval(std::time::Instant::now(), 1);
@@ -1384,7 +1399,10 @@ mod tests {
         let mut session = ClientSession::new(SessionConfig { full: false, ..Default::default() });
         let mut reported = Reported::new(8);
         let me = PlayerId::new("sim-0008").unwrap();
-        session.handle(start, ServerMessage::Welcome { player_id: me, current_node: None });
+        session.handle(
+            start,
+            ServerMessage::Welcome { player_id: me, current_node: None, max_frame_len: 65_536 },
+        );
         reported.update(Some(&progress), &session);
         session.handle(start, show(2));
         let ended = start + Duration::from_millis(1500);

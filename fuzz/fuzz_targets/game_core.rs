@@ -84,6 +84,8 @@ struct Setup {
     /// The login rate: a burst (1 to 8) and an interval.
     login_burst: u8,
     login_interval_ms: u16,
+    /// Transitions in a row that may fail before the world is unavailable (1 to 4).
+    max_failed_transitions: u8,
 }
 
 #[derive(Debug, Arbitrary)]
@@ -199,6 +201,8 @@ impl Setup {
             player_state_retention: Duration::from_millis(u64::from(self.retention_ms)),
             login_burst: u32::from(self.login_burst % 8) + 1,
             login_interval: ms(self.login_interval_ms, 10_000),
+            max_frame_len: 65_536,
+            max_failed_transitions: u32::from(self.max_failed_transitions % 4) + 1,
         }
     }
 

@@ -144,6 +144,12 @@ impl FrameDecoder {
         Self { buf: Vec::new(), read: 0, max_len: max_len.min(HARD_MAX_FRAME_LEN) }
     }
 
+    /// Accepts bodies up to `max_len` bytes from now on (capped at [`HARD_MAX_FRAME_LEN`]): a
+    /// client takes the limit its server announces in `Welcome` (docs/protocol.md 2).
+    pub fn set_max_len(&mut self, max_len: usize) {
+        self.max_len = max_len.min(HARD_MAX_FRAME_LEN);
+    }
+
     /// Appends received bytes.
     pub fn extend(&mut self, bytes: &[u8]) {
         // Compact before growing, so a long-lived connection does not grow its buffer forever.
@@ -211,6 +217,21 @@ impl FrameDecoder {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A client takes the frame limit its server announces: a body above the old limit is
+    /// refused before, and accepted once the limit is raised.
+    #[test]
+    fn a_decoder_takes_the_announced_frame_limit() {
+        let big = ServerMessage::Closing { code: 0, reason: "x".repeat(70_000) };
+        let frame = encode_frame(&big, HARD_MAX_FRAME_LEN).unwrap();
+        let mut refusing = FrameDecoder::new(DEFAULT_MAX_FRAME_LEN);
+        refusing.extend(&frame);
+        assert!(refusing.next_message::<ServerMessage>().is_err());
+        let mut raised = FrameDecoder::new(DEFAULT_MAX_FRAME_LEN);
+        raised.set_max_len(100_000);
+        raised.extend(&frame);
+        assert_eq!(raised.next_message::<ServerMessage>().unwrap(), Some(big));
+    }
     use crate::messages::{ClientMessage, ServerMessage};
     use crate::samples;
 

@@ -52,7 +52,11 @@ pub use runs::{PawnIdRun, PawnIdRuns, RunsError};
 ///
 /// Version 7: `RejectReason::TokenLifetime` and `TooManyLogins` (docs/protocol.md 4, "Session
 /// tokens"); a version-6 client fails to decode them, only when it is refused.
-pub const PROTOCOL_VERSION: u32 = 7;
+///
+/// Version 8 (incompatible with 7): `Welcome` tells the server's frame limit
+/// (`max_frame_len`), `ShowTransition` names the destination's dungeon rooms (`rooms`), as
+/// `ShowJoin` does, and close code 10 (`WorldUnavailable`) ends a world that cannot load.
+pub const PROTOCOL_VERSION: u32 = 8;
 
 /// Most runs in one `PawnsTeleported`: 512 runs (6 KiB) fit the smallest frame limit a server
 /// accepts (8 KiB); a set of more runs comes in several messages.
@@ -85,8 +89,12 @@ pub enum CloseCode {
     SlowConsumer = 7,
     /// No `Hello` arrived within the handshake timeout.
     HelloTimeout = 8,
-    /// The client kept sending refused requests beyond the rate limit.
+    /// The client kept sending refused requests beyond the rate limit, or more messages than
+    /// its connection's budget.
     Abuse = 9,
+    /// The world cannot be loaded: several transitions in a row failed at their hard maximum,
+    /// and the server stops (docs/protocol.md 5, "Every transition is bounded"; version 8).
+    WorldUnavailable = 10,
 }
 
 impl CloseCode {
@@ -109,6 +117,7 @@ impl CloseCode {
             SlowConsumer,
             HelloTimeout,
             Abuse,
+            WorldUnavailable,
         ]
         .into_iter()
         .find(|c| u64::from(c.code()) == code)
@@ -127,6 +136,7 @@ impl CloseCode {
             CloseCode::SlowConsumer => "slow consumer",
             CloseCode::HelloTimeout => "hello timeout",
             CloseCode::Abuse => "too many refused requests",
+            CloseCode::WorldUnavailable => "the world cannot be loaded; the server is stopping",
         }
     }
 }

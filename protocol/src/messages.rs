@@ -69,6 +69,10 @@ pub enum ServerMessage {
         player_id: PlayerId,
         /// The node whose level is streamed now, if any.
         current_node: Option<NodeId>,
+        /// The largest frame body this server sends and accepts, bytes (its
+        /// `network.max_frame_len`, 8,192 to 1,048,576): a client accepts frames up to it and
+        /// sends none larger (docs/protocol.md 2; version 8).
+        max_frame_len: u32,
     },
     /// Answer to a refused `Hello`; the server closes the connection right after with
     /// [`crate::CloseCode::Rejected`] (or `ServerFull` / `ShuttingDown`).
@@ -94,6 +98,9 @@ pub enum ServerMessage {
         target_node: NodeId,
         /// The levels the client streams before reporting ready.
         levels: Vec<LevelName>,
+        /// The destination's dungeon rooms, streamed after `levels` and before the ready report
+        /// (empty for a node that is not a dungeon; version 8).
+        rooms: Vec<LevelName>,
     },
     /// Unfreeze every character and hide the loading screen (seed 001 `Multicast_EndTransition`).
     EndTransition {

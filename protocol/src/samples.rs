@@ -36,13 +36,28 @@ pub fn server_messages() -> Vec<ServerMessage> {
     let player: PlayerId = name("sim-0001");
     let node: NodeId = name("harbor");
     let mut out = vec![
-        ServerMessage::Welcome { player_id: player.clone(), current_node: Some(node.clone()) },
-        ServerMessage::Welcome { player_id: player.clone(), current_node: None },
+        ServerMessage::Welcome {
+            player_id: player.clone(),
+            current_node: Some(node.clone()),
+            max_frame_len: 65_536,
+        },
+        ServerMessage::Welcome {
+            player_id: player.clone(),
+            current_node: None,
+            max_frame_len: 8_192,
+        },
         ServerMessage::FreezeCharacters { transition_id: TransitionId(3) },
         ServerMessage::ShowTransition {
             transition_id: TransitionId(3),
             target_node: node.clone(),
             levels: vec![name::<LevelName>("harbor_docks"), name("harbor_town")],
+            rooms: Vec::new(),
+        },
+        ServerMessage::ShowTransition {
+            transition_id: TransitionId(4),
+            target_node: name("crypt"),
+            levels: vec![name::<LevelName>("crypt_gate")],
+            rooms: vec![name::<LevelName>("crypt_hall"), name("crypt_vault")],
         },
         ServerMessage::EndTransition { transition_id: TransitionId(3) },
         ServerMessage::PlayerStateUpdated(PlayerStateView {
@@ -97,6 +112,8 @@ pub fn server_messages() -> Vec<ServerMessage> {
         RejectReason::ServerFull,
         RejectReason::ShuttingDown,
         RejectReason::HelloExpected,
+        RejectReason::TokenLifetime,
+        RejectReason::TooManyLogins,
     ] {
         out.push(ServerMessage::Rejected { reason, detail: format!("{reason:?}") });
     }

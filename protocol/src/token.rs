@@ -413,6 +413,108 @@ mod tests {
         );
     }
 
+    /// A token over `payload` (raw JSON) with `alg` in its header, signed with `key`.
+    fn signed(key: &TokenKey, alg: &str, payload: &str) -> String {
+        let header = URL_SAFE_NO_PAD.encode(format!("{{\"alg\":\"{alg}\",\"typ\":\"JWT\"}}"));
+        let payload = URL_SAFE_NO_PAD.encode(payload);
+        let mut mac = key.mac();
+        mac.update(format!("{header}.{payload}").as_bytes());
+        let sig = URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes());
+        format!("{header}.{payload}.{sig}")
+    }
+
+    /// Every token defect gets the `Rejected` reason docs/protocol.md 4 ("Session tokens")
+    /// gives it: the form and the algorithm before the signature, the signature before the
+    /// claims, the claims before the times; `iat` is optional.
+    #[test]
+    fn each_token_defect_gets_its_documented_reject_reason() {
+        let key = TokenKey::new("k");
+        let other = TokenKey::new("not k");
+        let now = 1_000;
+        let limits = TokenLimits { max_lifetime_s: 86_400, clock_skew_s: 60 };
+        let cases: &[(&str, String, Option<RejectReason>)] = &[
+            (
+                "valid, with iat",
+                signed(&key, "HS256", r#"{"uid":"p1","exp":2000,"iat":1000}"#),
+                None,
+            ),
+            ("valid, without iat", signed(&key, "HS256", r#"{"uid":"p1","exp":2000}"#), None),
+            ("empty", String::new(), Some(RejectReason::MissingToken)),
+            ("too long", "a".repeat(MAX_TOKEN_LEN + 1), Some(RejectReason::MalformedToken)),
+            ("two parts", "a.b".into(), Some(RejectReason::MalformedToken)),
+            (
+                "alg none",
+                signed(&key, "none", r#"{"uid":"p1","exp":2000}"#),
+                Some(RejectReason::MalformedToken),
+            ),
+            (
+                "alg HS512",
+                signed(&key, "HS512", r#"{"uid":"p1","exp":2000}"#),
+                Some(RejectReason::MalformedToken),
+            ),
+            (
+                "another key",
+                signed(&other, "HS256", r#"{"uid":"p1","exp":2000}"#),
+                Some(RejectReason::BadSignature),
+            ),
+            (
+                "bad claims, another key",
+                signed(&other, "HS256", r#"{"exp":2000}"#),
+                Some(RejectReason::BadSignature),
+            ),
+            (
+                "no uid",
+                signed(&key, "HS256", r#"{"exp":2000}"#),
+                Some(RejectReason::MalformedToken),
+            ),
+            (
+                "no exp",
+                signed(&key, "HS256", r#"{"uid":"p1"}"#),
+                Some(RejectReason::MalformedToken),
+            ),
+            (
+                "exp not a number",
+                signed(&key, "HS256", r#"{"uid":"p1","exp":"soon"}"#),
+                Some(RejectReason::MalformedToken),
+            ),
+            (
+                "uid breaks the id rules",
+                signed(&key, "HS256", r#"{"uid":"p 1","exp":2000}"#),
+                Some(RejectReason::MalformedToken),
+            ),
+            (
+                "uid empty",
+                signed(&key, "HS256", r#"{"uid":"","exp":2000}"#),
+                Some(RejectReason::MalformedToken),
+            ),
+            (
+                "expired past the skew",
+                signed(&key, "HS256", r#"{"uid":"p1","exp":940}"#),
+                Some(RejectReason::Expired),
+            ),
+            ("expired within the skew", signed(&key, "HS256", r#"{"uid":"p1","exp":941}"#), None),
+            (
+                "iat past the skew",
+                signed(&key, "HS256", r#"{"uid":"p1","exp":2000,"iat":1061}"#),
+                Some(RejectReason::TokenLifetime),
+            ),
+            (
+                "lives too long",
+                signed(&key, "HS256", r#"{"uid":"p1","exp":90000,"iat":1000}"#),
+                Some(RejectReason::TokenLifetime),
+            ),
+            (
+                "lives too long, no iat",
+                signed(&key, "HS256", r#"{"uid":"p1","exp":88000}"#),
+                Some(RejectReason::TokenLifetime),
+            ),
+        ];
+        for (what, token, expected) in cases {
+            let got = super::verify(&key, token, now, limits).err().map(|e| e.reject_reason());
+            assert_eq!(&got, expected, "{what}");
+        }
+    }
+
     proptest::proptest! {
         #[test]
         fn verify_never_panics(s in ".{0,300}") {

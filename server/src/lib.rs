@@ -86,6 +86,11 @@ pub enum ServerError {
     /// drained what it could and stopped, but the players' last state may not be saved.
     #[error("the game task failed: {0}")]
     GameTask(String),
+    /// The world could not be loaded: `game.max_failed_transitions` transitions in a row failed
+    /// at their hard maximum. Every client was closed with `WorldUnavailable` and the server
+    /// drained and stopped (docs/protocol.md 5, "Every transition is bounded").
+    #[error("the world is unavailable: {0}")]
+    WorldUnavailable(String),
 }
 
 /// A bound server, ready to run.
@@ -186,7 +191,7 @@ impl Server {
             replication_interval: network.replication_interval,
         };
         let nodes = world.nodes.iter().map(|n| n.id.clone()).collect();
-        let rules = GameRules::from_config(&config.game, &config.auth, network.max_players);
+        let rules = GameRules::from_config(&config.game, &config.auth, network);
         let game = Game::new(rules, Arc::new(world), tokio::time::Instant::now().into_std());
         let orchestrator = fleet::connect(&config.fleet).await?;
         let health_every = match config.fleet.orchestrator {
@@ -331,6 +336,12 @@ impl Server {
             }
         }
         tracing::info!("stopped");
-        game_ended.map_err(|e| ServerError::GameTask(e.to_string()))
+        match game_ended {
+            Ok(shell::GameEnd::Stopped) => Ok(()),
+            Ok(shell::GameEnd::WorldUnavailable(detail)) => {
+                Err(ServerError::WorldUnavailable(detail))
+            }
+            Err(e) => Err(ServerError::GameTask(e.to_string())),
+        }
     }
 }

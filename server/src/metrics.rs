@@ -307,7 +307,7 @@ impl NetMetrics {
 }
 
 /// Every close code, for the families that list each one from the start.
-const ALL_CLOSE_CODES: [CloseCode; 10] = [
+const ALL_CLOSE_CODES: [CloseCode; 11] = [
     CloseCode::Leave,
     CloseCode::ShuttingDown,
     CloseCode::Rejected,
@@ -318,6 +318,7 @@ const ALL_CLOSE_CODES: [CloseCode; 10] = [
     CloseCode::SlowConsumer,
     CloseCode::HelloTimeout,
     CloseCode::Abuse,
+    CloseCode::WorldUnavailable,
 ];
 
 /// A close code's label value: its name in snake case.
@@ -333,6 +334,7 @@ pub fn close_code_name(code: CloseCode) -> &'static str {
         CloseCode::SlowConsumer => "slow_consumer",
         CloseCode::HelloTimeout => "hello_timeout",
         CloseCode::Abuse => "abuse",
+        CloseCode::WorldUnavailable => "world_unavailable",
         // A code added to the protocol later, until it is named here.
         _ => "other",
     }

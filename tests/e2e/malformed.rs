@@ -25,23 +25,39 @@ async fn a_wrong_protocol_version_is_rejected() {
     server.stop().await;
 }
 
-/// A first message other than Hello is refused with HelloExpected.
+/// A first message other than `Hello` that decodes is refused `Rejected { HelloExpected }`, then
+/// `Closing { 3 }` on the intact stream, then closed with code 3 (docs/protocol.md 4).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_first_message_other_than_hello_is_refused() {
+async fn a_first_message_other_than_hello_is_rejected_then_closing_3() {
     let server = TestServer::start(SLOW_BOOT).await;
-    let outcome = raw_exchange(&server, frames(&[ClientMessage::RestartRequest]), LIMIT).await;
-    assert_eq!(outcome.rejected(), Some(RejectReason::HelloExpected));
-    assert_eq!(outcome.close, Some(CloseCode::ProtocolViolation));
+    for first in [ClientMessage::RestartRequest, ClientMessage::Leave] {
+        let outcome = raw_exchange(&server, frames(&[first]), LIMIT).await;
+        assert!(
+            matches!(
+                outcome.messages.as_slice(),
+                [
+                    ServerMessage::Rejected { reason: RejectReason::HelloExpected, .. },
+                    ServerMessage::Closing { code: 3, .. },
+                ]
+            ),
+            "{:?}",
+            outcome.messages
+        );
+        assert_eq!(outcome.close, Some(CloseCode::ProtocolViolation));
+    }
     server.stop().await;
 }
 
-/// Garbage and oversized frames close only that connection, with the decoder's reason.
+/// Garbage and oversized frames close only that connection, with the decoder's reason in
+/// CONNECTION_CLOSE and nothing on the stream (docs/protocol.md 6).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn garbage_and_oversized_frames_close_only_their_connection() {
     let server = TestServer::start(SLOW_BOOT).await;
     let swarm = tokio::spawn(run_swarm_outcomes(server.swarm(2, 0, Duration::from_secs(3))));
     let garbage = raw_exchange(&server, vec![4, 0, 0, 0, 0xff, 0xff, 0xff, 0xff], LIMIT).await;
     assert_eq!(garbage.close, Some(CloseCode::ProtocolViolation));
+    // The stream is broken: no Rejected, no Closing, the reason in CONNECTION_CLOSE only.
+    assert!(garbage.messages.is_empty(), "{:?}", garbage.messages);
     assert!(garbage.reason.contains("does not decode"), "{}", garbage.reason);
     let oversized = raw_exchange(&server, u32::MAX.to_le_bytes().to_vec(), LIMIT).await;
     assert_eq!(oversized.close, Some(CloseCode::ProtocolViolation));
@@ -63,6 +79,24 @@ async fn a_stream_that_ends_inside_a_frame_is_a_protocol_violation() {
     let outcome = raw_exchange(&server, bytes, LIMIT).await;
     assert_eq!(outcome.close, Some(CloseCode::ProtocolViolation));
     assert!(outcome.reason.contains("ended inside a frame"), "{}", outcome.reason);
+    server.stop().await;
+}
+
+/// A client that finishes its stream right after its `Hello`, without `Leave`, has left: the
+/// server closes with code 0 and no reason, and sends no `Closing` (docs/protocol.md 6).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_finished_without_leave_is_closed_with_code_0_and_no_closing() {
+    let server = TestServer::start(SLOW_BOOT).await;
+    let token = mint_token(&TokenKey::new(gatehouse_protocol::token::DEV_TOKEN_KEY), player_id(3));
+    let bytes = frames(&[ClientMessage::Hello { protocol_version: PROTOCOL_VERSION, token }]);
+    let outcome = raw_exchange(&server, bytes, LIMIT).await;
+    assert_eq!(outcome.close, Some(CloseCode::Leave), "{}", outcome.reason);
+    assert!(outcome.reason.is_empty(), "{}", outcome.reason);
+    assert!(
+        !outcome.messages.iter().any(|m| matches!(m, ServerMessage::Closing { .. })),
+        "{:?}",
+        outcome.messages
+    );
     server.stop().await;
 }
 

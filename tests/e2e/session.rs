@@ -3,9 +3,11 @@
 use std::time::Duration;
 
 use gatehouse_client_sim::report::SwarmReport;
-use gatehouse_client_sim::swarm::run_swarm_outcomes;
+use gatehouse_client_sim::swarm::{mint_token, player_id, run_swarm_outcomes};
+use gatehouse_protocol::token::{DEV_TOKEN_KEY, TokenKey};
+use gatehouse_protocol::{ClientMessage, CloseCode, PROTOCOL_VERSION, ServerMessage};
 use gatehouse_tests::worlds::{self, SLOW_BOOT};
-use gatehouse_tests::{TestServer, wait_for_snapshot, within};
+use gatehouse_tests::{TestServer, frames, raw_silent, wait_for_snapshot, within};
 
 /// 8 clients pass through the boot transition; a ninth joins late and streams before it is
 /// spawned (a join of its own); every client ends with exactly one pawn, every transition
@@ -170,4 +172,37 @@ async fn a_late_joiner_streams_before_its_pawn_exists() {
     assert!(snapshot.players[0].placed && !snapshot.players[0].joining, "{snapshot:?}");
     assert_eq!(snapshot.counters.joins_completed, 1);
     server.stop().await;
+}
+
+/// A world that cannot load ends (docs/protocol.md 5, "Every transition is bounded"): its
+/// node streams in 1.5 s but a transition may last 300 ms, so the boot travel and its recovery
+/// travels all fail; after the third in a row the client behind the loading screen is told
+/// `Closing { 10 }` and closed with `WorldUnavailable`, and the server stops on its own with
+/// an error naming what failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_world_that_cannot_load_closes_its_clients_and_stops_the_server() {
+    let config = "[game]\nspawn_settle_timeout_ms = 100\ntransition_max_ms = 300\n\
+                  max_failed_transitions = 3\n";
+    let server = TestServer::start_with(config, SLOW_BOOT).await;
+    let token = mint_token(&TokenKey::new(DEV_TOKEN_KEY), player_id(0));
+    let hello = ClientMessage::Hello { protocol_version: PROTOCOL_VERSION, token };
+    let outcome = raw_silent(&server, frames(&[hello]), Duration::from_secs(10)).await;
+    assert_eq!(outcome.close, Some(CloseCode::WorldUnavailable), "{}", outcome.reason);
+    let failed = outcome
+        .messages
+        .iter()
+        .filter(|m| matches!(m, ServerMessage::TransitionFailed { .. }))
+        .count();
+    assert!(failed >= 1, "it saw the transitions fail: {:?}", outcome.messages);
+    assert!(
+        matches!(outcome.messages.last(), Some(ServerMessage::Closing { code: 10, .. })),
+        "{:?}",
+        outcome.messages
+    );
+    let stopped = server.stopped(Duration::from_secs(20)).await;
+    assert!(
+        matches!(&stopped, Err(gatehouse_server::ServerError::WorldUnavailable(detail))
+            if detail.contains("3 transitions in a row")),
+        "{stopped:?}"
+    );
 }

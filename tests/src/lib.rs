@@ -104,6 +104,12 @@ impl TestServer {
         }
     }
 
+    /// Waits (at most `limit`) for the server to stop on its own, without asking it to: what
+    /// its `run` returned.
+    pub async fn stopped(self, limit: Duration) -> Result<(), gatehouse_server::ServerError> {
+        within(limit, "the server to stop on its own", self.task).await.expect("the server task")
+    }
+
     /// Starts the shutdown drain without waiting for it (see [`TestServer::stop`]).
     pub fn begin_shutdown(&self) {
         self.shutdown.cancel();
@@ -172,11 +178,18 @@ impl RawOutcome {
     }
 }
 
-/// Sends `hello` on a connection of its own and asserts it is refused with `reason` and closed
-/// with code 2 (`Rejected`), within 10 s.
+/// Sends `hello` on a connection of its own and asserts it is refused with `reason`, then
+/// `Closing { 2 }`, then closed with code 2 (`Rejected`), within 10 s (docs/protocol.md 6).
 pub async fn assert_hello_refused(server: &TestServer, hello: ClientMessage, reason: RejectReason) {
     let outcome = raw_exchange(server, frames(&[hello]), Duration::from_secs(10)).await;
-    assert_eq!(outcome.rejected(), Some(reason), "{:?}", outcome.messages);
+    assert!(
+        matches!(outcome.messages.as_slice(), [
+            ServerMessage::Rejected { reason: r, .. },
+            ServerMessage::Closing { code: 2, .. },
+        ] if *r == reason),
+        "{:?}",
+        outcome.messages
+    );
     assert_eq!(outcome.close, Some(CloseCode::Rejected));
 }
 

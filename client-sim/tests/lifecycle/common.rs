@@ -219,6 +219,7 @@ impl Sim {
         self.send(ServerMessage::Welcome {
             player_id: player(ME),
             current_node: Some(NodeId::new("harbor").unwrap()),
+            max_frame_len: 65_536,
         });
     }
 
@@ -288,6 +289,7 @@ impl Sim {
             transition_id: TransitionId(id),
             target_node: NodeId::new("marsh").unwrap(),
             levels: vec![LevelName::new("marsh_reeds").unwrap()],
+            rooms: Vec::new(),
         });
     }
 

@@ -67,6 +67,7 @@ fn a_replaced_login_session_gets_a_new_login_generation() {
     sim.send(ServerMessage::Welcome {
         player_id: player(CAROL),
         current_node: Some(NodeId::new("harbor").unwrap()),
+        max_frame_len: 65_536,
     });
     let registry = sim.client().registry();
     let new = registry.token(LOGIN).unwrap();
@@ -79,6 +80,7 @@ fn a_replaced_login_session_gets_a_new_login_generation() {
     sim.send(ServerMessage::Welcome {
         player_id: player(CAROL),
         current_node: Some(NodeId::new("harbor").unwrap()),
+        max_frame_len: 65_536,
     });
     assert_eq!(sim.client().registry().token(LOGIN), Some(new));
 }

@@ -452,7 +452,7 @@ mod tests {
         let rules = crate::game::GameRules::from_config(
             &crate::config::GameConfig::default(),
             &crate::config::AuthConfig::default(),
-            8,
+            &crate::config::NetworkConfig { max_players: 8, ..Default::default() },
         );
         let game = crate::game::Game::new(rules, Arc::new(world), std::time::Instant::now());
         let built = Arc::new(std::sync::atomic::AtomicUsize::new(0));

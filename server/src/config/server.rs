@@ -428,6 +428,11 @@ pub struct GameConfig {
     /// (default 120 s; above `spawn_settle_timeout_ms`).
     #[serde(rename = "transition_max_ms", deserialize_with = "millis")]
     pub transition_max: Duration,
+    /// `max_failed_transitions`: transitions in a row that may fail at `transition_max_ms` (a
+    /// travel and its recovery travels) before the world is unavailable: every client is closed
+    /// with `WorldUnavailable` and the server stops with an error (docs/protocol.md 5, "Every
+    /// transition is bounded"; default 3, at least 1).
+    pub max_failed_transitions: u32,
     /// `player_state_retention_ms`: how long a leaving player's player state (team, ability
     /// tags and effects, health, kit latches, class) is kept for a relaunch, as engines keep
     /// inactive player states (default 300 s; 0 keeps nothing).
@@ -446,6 +451,7 @@ impl Default for GameConfig {
             client_response_timeout: Duration::from_secs(2),
             client_response_crowd_floor: None,
             transition_max: Duration::from_secs(120),
+            max_failed_transitions: 3,
             player_state_retention: Duration::from_secs(300),
         }
     }
@@ -833,6 +839,13 @@ impl ServerConfig {
                 ms(g.transition_max),
             ));
         }
+        if g.max_failed_transitions == 0 {
+            return Err(self.invalid(
+                "game.max_failed_transitions",
+                "at least 1 (the first failed transition's recovery travel)",
+                "0",
+            ));
+        }
         self.check_fleet()?;
         self.check_store()
     }
@@ -1100,6 +1113,16 @@ mod tests {
         let err = parse("[game]\nclient_response_timeout_ms = 0\n").unwrap_err();
         assert!(
             matches!(err, ConfigError::Invalid { ref key, .. } if key == "game.client_response_timeout_ms"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn zero_max_failed_transitions_is_refused_naming_its_key() {
+        assert_eq!(parse("").map(|c| c.game.max_failed_transitions).ok(), Some(3));
+        let err = parse("[game]\nmax_failed_transitions = 0\n").unwrap_err();
+        assert!(
+            matches!(err, ConfigError::Invalid { ref key, .. } if key == "game.max_failed_transitions"),
             "{err}"
         );
     }

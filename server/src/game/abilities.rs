@@ -215,6 +215,11 @@ impl AbilityState {
         self.grant(kits)
     }
 
+    /// Every kit granted so far, in catalog order.
+    pub(crate) fn granted_kits(&self) -> Vec<GameplayTag> {
+        self.granted.iter().copied().collect()
+    }
+
     /// Grants each of `kits` not granted yet; returns those granted now.
     fn grant(&mut self, kits: &[GameplayTag]) -> Vec<GameplayTag> {
         kits.iter().copied().filter(|k| self.granted.insert(*k)).collect()

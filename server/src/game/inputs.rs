@@ -66,6 +66,18 @@ impl Game {
     /// player joins (with the player state it left, if it relaunches within the retention),
     /// hears of everything already replicated, and is admitted.
     pub(crate) fn handle_login(&mut self, now: Instant, connection: ConnectionId, id: PlayerId) {
+        if self.unavailable.is_some() {
+            // The server is stopping: nothing to join.
+            self.send(
+                connection,
+                ServerMessage::Rejected {
+                    reason: RejectReason::ShuttingDown,
+                    detail: "the world is unavailable and the server is stopping".into(),
+                },
+            );
+            self.outputs.push_back(Output::Close { connection, code: CloseCode::ShuttingDown });
+            return;
+        }
         if self.roster.len() >= self.rules.max_players {
             self.counters.logins_refused_full += 1;
             self.observations.push(Observation::LoginRefused { reason: LoginRefusal::ServerFull });
@@ -107,16 +119,23 @@ impl Game {
             ServerMessage::Welcome {
                 player_id: id.clone(),
                 current_node: self.streaming.streamed_node().cloned(),
+                max_frame_len: self.rules.max_frame_len,
             },
         );
         self.replicate_world_to(connection);
         let view = player.view();
         let (tags, health) = (player.abilities.tags(), player.abilities.health());
+        let kits = player.abilities.granted_kits();
         self.roster.join(player);
         self.broadcast(ServerMessage::PlayerStateUpdated(view));
         if restored {
             self.broadcast(ServerMessage::AbilityTagsChanged { player_id: id.clone(), tags });
             self.broadcast(ServerMessage::HealthChanged { player_id: id.clone(), health });
+            // The kits its player holds, which are never granted again: a relaunched client
+            // rebuilds its kit state from this (docs/protocol.md 4.3).
+            if !kits.is_empty() {
+                self.send(connection, ServerMessage::KitsGranted { kits });
+            }
         }
         self.admit_player(now, &id);
     }
@@ -166,11 +185,14 @@ impl Game {
         let arrival = self.transition.show(id, now);
         self.send(connection, ServerMessage::FreezeCharacters { transition_id });
         if !freezing {
-            let levels =
-                self.world.node(&target).map(|n| level_names(&n.levels)).unwrap_or_default();
+            let (levels, rooms) = self
+                .world
+                .node(&target)
+                .map(|n| (level_names(&n.levels), level_names(&n.rooms)))
+                .unwrap_or_default();
             self.send(
                 connection,
-                ServerMessage::ShowTransition { transition_id, target_node: target, levels },
+                ServerMessage::ShowTransition { transition_id, target_node: target, levels, rooms },
             );
         }
         if arrival {

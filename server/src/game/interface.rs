@@ -6,7 +6,7 @@ use std::time::Duration;
 use gatehouse_protocol::{ClientMessage, CloseCode, NodeId, PlayerId, ServerMessage};
 
 use super::LoadId;
-use crate::config::{AuthConfig, ClientReadyPolicy, GameConfig};
+use crate::config::{AuthConfig, ClientReadyPolicy, GameConfig, NetworkConfig};
 use crate::store::{LoadOutcome, PlayerSave, SessionSave};
 
 /// Identifies one network connection; assigned by the network driver as it accepts, never reused
@@ -48,11 +48,18 @@ pub struct GameRules {
     pub login_burst: u32,
     /// Past the burst, one login per this long per player (`[auth] login_interval_ms`).
     pub login_interval: Duration,
+    /// The largest frame body, bytes (`[network] max_frame_len`), told to each client in its
+    /// `Welcome` (docs/protocol.md 2).
+    pub max_frame_len: u32,
+    /// Transitions in a row that may fail at `transition_max` before the world is unavailable
+    /// (`[game] max_failed_transitions`, at least 1).
+    pub max_failed_transitions: u32,
 }
 
 impl GameRules {
-    /// The rules from the `[game]` section, the login rate of `[auth]` and the player cap.
-    pub fn from_config(game: &GameConfig, auth: &AuthConfig, max_players: usize) -> Self {
+    /// The rules from the `[game]` section, the login rate of `[auth]`, and the player cap and
+    /// frame limit of `[network]`.
+    pub fn from_config(game: &GameConfig, auth: &AuthConfig, network: &NetworkConfig) -> Self {
         Self {
             spawn_settle_timeout: game.spawn_settle_timeout,
             spawn_retry: game.spawn_retry,
@@ -60,11 +67,14 @@ impl GameRules {
             client_ready_policy: game.client_ready_policy,
             client_response_timeout: game.client_response_timeout,
             client_response_crowd_floor: game.client_response_crowd_floor,
-            max_players,
+            max_players: network.max_players,
             transition_max: game.transition_max,
             player_state_retention: game.player_state_retention,
             login_burst: auth.login_burst,
             login_interval: auth.login_interval,
+            // The configuration keeps it at most 1 MiB.
+            max_frame_len: u32::try_from(network.max_frame_len).unwrap_or(u32::MAX),
+            max_failed_transitions: game.max_failed_transitions,
         }
     }
 }
@@ -168,6 +178,14 @@ pub enum Output {
     SavePlayers(Vec<PlayerSave>),
     /// Load the session save and answer with [`Input::SessionLoaded`].
     LoadSession,
+    /// The world cannot be loaded: `max_failed_transitions` transitions in a row failed at
+    /// their hard maximum. Every connection was told to close with `WorldUnavailable` (the
+    /// [`Output::Close`]s before this); the shell stops the server with an error, and the core
+    /// starts no transition and admits no login from now on.
+    WorldUnavailable {
+        /// What failed, for the operator.
+        detail: String,
+    },
     /// Write the session save: the world stands on `node`.
     SaveSession {
         /// The world's node.

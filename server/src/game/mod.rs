@@ -175,6 +175,9 @@ pub struct Game {
     counters: Counters,
     /// Spawn and login observations (the transition sub-state keeps its own).
     observations: Observations,
+    /// Set once the world is unavailable (`max_failed_transitions` transitions in a row
+    /// failed), with what failed: no transition starts and no login is admitted again.
+    unavailable: Option<String>,
 }
 
 impl Game {
@@ -201,6 +204,7 @@ impl Game {
             outputs: VecDeque::new(),
             counters: Counters::default(),
             observations: Observations::default(),
+            unavailable: None,
         };
         if let Some(route) = &game.world.travel {
             game.timers.set(Timer::RouteTravel, now + route.interval);

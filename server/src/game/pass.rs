@@ -19,7 +19,9 @@ use super::spawn::SpawnKind;
 use super::spawn::SpawnRequest;
 use super::timers::Timer;
 use super::transition::{Destination, Phase, Transition};
-use super::{Departure, Game, LoadId, Observation, Output, SpawnRefusal, StreamRequest};
+use super::{
+    ConnectionId, Departure, Game, LoadId, Observation, Output, SpawnRefusal, StreamRequest,
+};
 use crate::config::LevelSpec;
 use gatehouse_protocol::LevelName;
 
@@ -45,6 +47,10 @@ impl Game {
     /// transition), and every client's streamed node is forgotten: each streams the
     /// destination and reports it. The advance pass resolves the destination.
     pub(crate) fn start_transition(&mut self, now: Instant, destination: Destination) {
+        if let Some(why) = &self.unavailable {
+            tracing::warn!(unavailable = %why, "no travel: the world is unavailable");
+            return;
+        }
         let target = self.target_of(&destination);
         let (id, superseded) =
             self.transition.start(now, destination, target.clone(), self.roster.ids());
@@ -163,6 +169,7 @@ impl Game {
             transition_id,
             target_node: target,
             levels: level_names(&spec.levels),
+            rooms: level_names(&spec.rooms),
         });
     }
 
@@ -548,7 +555,7 @@ impl Game {
     pub(crate) fn handle_transition_limit(&mut self, now: Instant) {
         let loads = self.loads_in_flight();
         let held = self.players_held_by_the_transition();
-        let Some(t) = self.transition.fail(now) else { return };
+        let Some((t, failed_in_a_row)) = self.transition.fail(now) else { return };
         self.end_excuses(&t);
         for player in &held {
             self.unresponsive.ask(player, now);
@@ -563,18 +570,44 @@ impl Game {
             t.phase.name(),
             if loads.is_empty() { "nothing".to_owned() } else { loads.join(", ") },
         );
-        let recovery =
-            self.transition.last_good().cloned().unwrap_or_else(|| self.world.start_node.clone());
-        tracing::warn!(%detail, recovery = %recovery, outcome = %"failed",
-            duration_ms = crate::fields::millis(now.saturating_duration_since(t.started)),
-            "transition failed at its hard maximum; travelling back to the last good node");
         self.broadcast(ServerMessage::TransitionFailed {
             transition_id: t.id,
             reason: TransitionFailure::TimedOut,
-            detail,
+            detail: detail.clone(),
         });
+        let duration_ms = crate::fields::millis(now.saturating_duration_since(t.started));
+        if failed_in_a_row >= self.rules.max_failed_transitions {
+            tracing::warn!(%detail, failed_in_a_row, outcome = %"failed", duration_ms,
+                "transition failed at its hard maximum, the last the server tries");
+            drop(entered);
+            self.declare_world_unavailable(format!(
+                "{failed_in_a_row} transitions in a row failed at game.transition_max_ms; the last: {detail}"
+            ));
+            return;
+        }
+        let recovery =
+            self.transition.last_good().cloned().unwrap_or_else(|| self.world.start_node.clone());
+        tracing::warn!(%detail, recovery = %recovery, failed_in_a_row, outcome = %"failed",
+            duration_ms,
+            "transition failed at its hard maximum; travelling back to the last good node");
         drop(entered);
         self.start_transition(now, Destination::Node(recovery));
+    }
+
+    /// The world cannot be loaded (docs/protocol.md 5, "Every transition is bounded"): rather
+    /// than retrying a travel that keeps failing while clients sit behind their loading
+    /// screens, every client is closed with `WorldUnavailable`, which it can show, and the
+    /// shell stops the server with an error so its orchestrator replaces it and an operator
+    /// hears of it. No transition starts and no login is admitted from now on.
+    fn declare_world_unavailable(&mut self, detail: String) {
+        tracing::error!(%detail,
+            "the world is unavailable: closing every client with WorldUnavailable and stopping");
+        let connections: Vec<ConnectionId> = self.roster.players().map(|p| p.connection).collect();
+        for connection in connections {
+            self.outputs.push_back(Output::Close { connection, code: CloseCode::WorldUnavailable });
+        }
+        self.outputs.push_back(Output::WorldUnavailable { detail: detail.clone() });
+        self.unavailable = Some(detail);
     }
 
     /// The players the transition in flight waits for in its phase: those that owe a ready

@@ -382,6 +382,8 @@ pub(crate) struct Transitions {
     /// The target of the last transition that ended (not failed): where a failed transition's
     /// recovery travels.
     last_good: Option<NodeId>,
+    /// Transitions in a row that failed at their hard maximum, since the last that ended.
+    failed_in_a_row: u32,
     /// The timings of the last [`TIMINGS_KEPT`] transitions that ended, oldest first.
     timings: VecDeque<TransitionTiming>,
     /// Phase and transition durations, ready reports, for the shell's metrics.
@@ -396,6 +398,7 @@ impl Default for Transitions {
             route: RouteSchedule::default(),
             last_unplaced: Vec::new(),
             last_good: None,
+            failed_in_a_row: 0,
             timings: VecDeque::new(),
             observations: Observations::default(),
         }
@@ -779,6 +782,7 @@ impl Transitions {
         };
         self.observe_end(&t, now, outcome);
         self.last_good = Some(t.target.clone());
+        self.failed_in_a_row = 0;
         // Only Completing ends; were it anything else, every client counts as ready at the end.
         let all_ready = match t.phase {
             Phase::Completing(Completing { since, .. }) => since,
@@ -803,11 +807,13 @@ impl Transitions {
         self.timings.iter()
     }
 
-    /// Fails the transition in flight at `now` (it reached the hard maximum); returns it.
-    pub(crate) fn fail(&mut self, now: Instant) -> Option<Transition> {
+    /// Fails the transition in flight at `now` (it reached the hard maximum); returns it, and
+    /// how many transitions in a row have failed now, this one included.
+    pub(crate) fn fail(&mut self, now: Instant) -> Option<(Transition, u32)> {
         let t = self.current.take()?;
         self.observe_end(&t, now, TransitionOutcome::Failed);
-        Some(t)
+        self.failed_in_a_row += 1;
+        Some((t, self.failed_in_a_row))
     }
 
     /// Observes the end of `t` at `now`: its last phase's duration, then the whole.

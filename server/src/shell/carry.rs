@@ -167,6 +167,8 @@ pub(super) struct Carrier {
     deferred_due: Option<Instant>,
     /// Connections whose send queue overflowed since the last [`Carrier::close_slow_consumers`].
     slow: Vec<ConnectionId>,
+    /// What the core said when it declared the world unavailable: the game task stops.
+    world_unavailable: Option<String>,
 }
 
 impl Carrier {
@@ -179,7 +181,13 @@ impl Carrier {
             deferred: Vec::new(),
             deferred_due: None,
             slow: Vec::new(),
+            world_unavailable: None,
         }
+    }
+
+    /// Why the world is unavailable, once the core said so: the game task stops.
+    pub(super) fn world_unavailable(&self) -> Option<&str> {
+        self.world_unavailable.as_deref()
     }
 
     /// When [`Carrier::handle_timeout`] is next due: the replication deadline, if any frame waits
@@ -286,6 +294,7 @@ impl Carrier {
                     tracing::error!(players, error = %e, "saves not submitted: the store worker is gone");
                 }
             }
+            Output::WorldUnavailable { detail } => self.world_unavailable = Some(detail),
             Output::SaveSession { node, version } => {
                 let save = SessionSave { session: self.effects.session.clone(), node, version };
                 if let Err(e) = self.effects.store.submit(StoreRequest::SaveSession(save)) {

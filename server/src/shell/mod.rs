@@ -83,7 +83,7 @@ pub(crate) async fn run_game(
     effects: Effects,
     mut fleet: FleetLink,
     shutdown: CancellationToken,
-) {
+) -> GameEnd {
     let (metrics, probes) = (effects.metrics.clone(), effects.probes.clone());
     let mut carrier = Carrier::new(effects);
     let (mut from_net, mut from_own) = (Vec::with_capacity(BATCH), Vec::with_capacity(BATCH));
@@ -136,6 +136,10 @@ pub(crate) async fn run_game(
         carrier.handle_timeout(Instant::from_std(now));
         carry_outputs(&mut game, &mut carrier, &mut made_up);
         record(&mut game, &metrics, &probes);
+        if carrier.world_unavailable().is_some() {
+            // Its clients' closes are queued behind what they were sent; the drain follows.
+            break;
+        }
         // Checked on every wake, like the core's timer: a busy queue never starves the pings.
         fleet.handle_timeout(Instant::now());
         fleet.handle_step(game.transition_id().is_some());
@@ -146,6 +150,19 @@ pub(crate) async fn run_game(
     tracing::info!(players = carrier.peer_count(), "shutting down: closing every connection");
     carrier.close_all();
     fleet.handle_drain();
+    match carrier.world_unavailable() {
+        Some(detail) => GameEnd::WorldUnavailable(detail.to_owned()),
+        None => GameEnd::Stopped,
+    }
+}
+
+/// How the game task ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum GameEnd {
+    /// Asked to stop (the shutdown token), or its queues closed.
+    Stopped,
+    /// The core declared the world unavailable (`Output::WorldUnavailable`), with what failed.
+    WorldUnavailable(String),
 }
 
 /// Records what the core observed since the last wake, and marks the boot transition's end the

@@ -13,7 +13,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::carry::{Carrier, Effects};
 use super::{Core, GameHandle, ShellEvent, carry_outputs, feed_connections, run_game};
-use crate::config::{AuthConfig, GameConfig, WorldMap};
+use crate::config::{AuthConfig, GameConfig, NetworkConfig, WorldMap};
 use crate::fleet::{FleetLink, Standalone};
 use crate::game::{ConnectionId, Game, GameRules, GameSnapshot, Input, Output};
 use crate::net::{self, ConnectionEvent};
@@ -274,14 +274,15 @@ struct Running {
     store: StoreHandle,
     memory: Arc<Memory>,
     shutdown: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
+    task: tokio::task::JoinHandle<super::GameEnd>,
     /// The connection-event queue, held open as the listener does.
     net: mpsc::Sender<ConnectionEvent>,
 }
 
 fn start_game_task() -> Running {
     let world = WorldMap::parse(std::path::Path::new("shell-test-world.toml"), WORLD).unwrap();
-    let rules = GameRules::from_config(&GameConfig::default(), &AuthConfig::default(), 8);
+    let network = NetworkConfig { max_players: 8, ..NetworkConfig::default() };
+    let rules = GameRules::from_config(&GameConfig::default(), &AuthConfig::default(), &network);
     let game = Game::new(rules, Arc::new(world), Instant::now().into_std());
     let (events_tx, events) = mpsc::channel(64);
     let memory = Arc::new(Memory::default());
@@ -347,7 +348,11 @@ async fn a_new_connection_gets_welcome_before_any_broadcast() {
     let mut carrier = memory_carrier();
     let (old, new) = (ConnectionId(1), ConnectionId(2));
     let player = PlayerId::new("p1").unwrap();
-    let welcome = ServerMessage::Welcome { player_id: player.clone(), current_node: None };
+    let welcome = ServerMessage::Welcome {
+        player_id: player.clone(),
+        current_node: None,
+        max_frame_len: 65_536,
+    };
     let (old_tx, mut old_rx, _old_rings) = net::test_queue(16, old);
     carrier.add_peer(old, old_tx);
     let mut before =
@@ -389,7 +394,11 @@ async fn a_new_connection_gets_welcome_before_any_broadcast() {
 async fn a_drains_frames_for_one_connection_are_one_write() {
     let (mut carrier, connection, mut rx, _loopback) = one_peer();
     let player = PlayerId::new("p1").unwrap();
-    let welcome = ServerMessage::Welcome { player_id: player.clone(), current_node: None };
+    let welcome = ServerMessage::Welcome {
+        player_id: player.clone(),
+        current_node: None,
+        max_frame_len: 65_536,
+    };
     let left = ServerMessage::PlayerLeft { player_id: player };
     let mut core = FakeCore::new(
         vec![
@@ -474,8 +483,11 @@ fn a_player_state(name: &str) -> ServerMessage {
 /// the queue), replicating every `interval`.
 fn one_welcomed_peer(interval: Duration) -> (Carrier, ConnectionId, net::SendQueueRx, Rings) {
     let (mut carrier, connection, mut rx, kept) = one_peer_every(interval);
-    let welcome =
-        ServerMessage::Welcome { player_id: PlayerId::new("p1").unwrap(), current_node: None };
+    let welcome = ServerMessage::Welcome {
+        player_id: PlayerId::new("p1").unwrap(),
+        current_node: None,
+        max_frame_len: 65_536,
+    };
     carrier.carry(Output::Send { connection, message: welcome }, &mut Vec::new());
     carrier.flush(Instant::now());
     assert_eq!(written(&mut rx).len(), 1, "the Welcome");
@@ -544,6 +556,7 @@ async fn a_transition_phase_is_written_at_the_end_of_its_drain() {
         transition_id: gatehouse_protocol::TransitionId(3),
         target_node: node("b"),
         levels: Vec::new(),
+        rooms: Vec::new(),
     };
     carrier.carry(Output::Broadcast { message: a_player_state("p2") }, &mut Vec::new());
     carrier.carry(Output::Broadcast { message: show.clone() }, &mut Vec::new());

@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use gatehouse_client_sim::client::ClientConfig;
 use gatehouse_client_sim::session::{ClientSession, SessionConfig};
 use gatehouse_protocol::{ClientMessage, CloseCode, NodeId, PlayerId, ServerMessage};
-use gatehouse_server::config::{AuthConfig, GameConfig, WorldMap};
+use gatehouse_server::config::{AuthConfig, GameConfig, NetworkConfig, WorldMap};
 use gatehouse_server::game::{ConnectionId, Departure, Game, GameRules, Input, LoadId, Output};
 use gatehouse_server::store::{LoadOutcome, PlayerSave, SessionSave};
 use rand::rngs::StdRng;
@@ -94,7 +94,11 @@ impl SimConfig {
         SimConfig {
             seed,
             world: world.to_owned(),
-            rules: GameRules::from_config(&GameConfig::default(), &AuthConfig::default(), 64),
+            rules: GameRules::from_config(
+                &GameConfig::default(),
+                &AuthConfig::default(),
+                &NetworkConfig { max_players: 64, ..NetworkConfig::default() },
+            ),
             net: Conditions::lan(),
             store_latency: (Duration::from_millis(5), Duration::from_millis(20)),
             session: SessionConfig::default(),
@@ -739,6 +743,9 @@ impl Sim {
                     self.schedule(at, Scheduled::SessionLoad);
                 }
                 Output::SaveSession { node, version } => self.store.save_session(node, version),
+                // Recorded above; the real shell stops the server here, after the closes
+                // before it, which the clients hear.
+                Output::WorldUnavailable { .. } => {}
             }
         }
     }

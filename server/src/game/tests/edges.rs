@@ -91,19 +91,29 @@ fn a_relaunch_keeps_death_and_the_effect_that_killed_it() {
     assert_eq!(h.game.counters().player_states_restored, 1);
 }
 
-/// Issue 10, item 3: team and kit latches are restored too: the relaunch is not granted its
-/// kits again, and keeps the team it had rather than the smaller one.
+/// Team and kit latches are restored too (docs/protocol.md 4.3): the relaunch keeps the team it
+/// had rather than the smaller one, is told once, after `Welcome`, every kit its player holds
+/// (so it can rebuild its kit state), and is granted none again.
 #[test]
-fn a_relaunch_keeps_its_team_and_kit_latches() {
+fn a_relaunch_keeps_its_team_and_is_told_its_kits_once() {
     let mut h = Harness::booted();
     let (a, _b, _c) = (h.placed("a"), h.placed("b"), h.placed("c"));
+    let held = h.player("a").abilities.granted_kits();
+    assert!(!held.is_empty(), "the first life was granted its kits");
     h.game.roster.player_mut(&pid("a")).unwrap().team = TeamId(2);
     h.disconnect(a);
     let relaunched = h.placed("a");
     assert_eq!(h.player("a").team, TeamId(2), "not the smaller team 1");
-    let granted =
-        h.received(relaunched).iter().any(|m| matches!(m, ServerMessage::KitsGranted { .. }));
-    assert!(!granted, "the latches came back: nothing is granted twice");
+    let told: Vec<_> = h
+        .received(relaunched)
+        .iter()
+        .filter_map(|m| match m {
+            ServerMessage::KitsGranted { kits } => Some(kits.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(told, vec![held.clone()], "told every held kit, once");
+    assert_eq!(h.player("a").abilities.granted_kits(), held, "nothing granted twice");
 }
 
 /// Issue 10, item 3: past the retention the player state is gone: a fresh one.
@@ -117,6 +127,70 @@ fn a_player_state_is_kept_only_for_the_retention() {
     h.joined("a");
     assert!(!h.player("a").is_dead());
     assert_eq!(h.game.counters().player_states_restored, 0);
+}
+
+/// Reports naming an issued id the server no longer waits on are ignored, with no `Error`
+/// (docs/protocol.md 5): `TransitionReady` and `TransitionShown` for a transition that
+/// completed or failed, and a `JoinReady` naming another player's join while it runs (which
+/// does not report that player's join either).
+#[test]
+fn reports_for_ended_transitions_and_other_players_joins_are_ignored() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    let completed = travel(&mut h, "forest");
+    h.stream_node("forest");
+    h.ready(a);
+    assert!(h.ended(completed));
+
+    let b = h.login("b");
+    let bs_join = h.shown_join(b).expect("b is in a join of its own");
+    let c = h.login("c");
+    let ignored_before = h.game.counters().stale_ignored;
+    h.send(c, ClientMessage::JoinReady { join_id: bs_join });
+    assert_eq!(errors(&h, c, ErrorCode::UnknownJoin), 0);
+    assert_eq!(h.game.counters().stale_ignored, ignored_before + 1);
+    assert!(h.game.joins.contains(&pid("b")), "b's join still waits for b's own report");
+
+    // Its rooms never stream: the transition fails at its maximum, `a` still connected.
+    let failed = travel(&mut h, "crypt");
+    h.stream_node("crypt");
+    h.ready(a);
+    h.advance(rules().transition_max);
+    assert_eq!(h.game.counters().transitions_failed, 1);
+    let before = h.game.counters().stale_ignored;
+    for id in [completed, failed] {
+        h.send(a, ClientMessage::TransitionReady { transition_id: id });
+        h.send(a, ClientMessage::TransitionShown { transition_id: id });
+    }
+    assert_eq!(errors(&h, a, ErrorCode::UnknownTransition), 0);
+    assert_eq!(h.game.counters().stale_ignored, before + 4);
+}
+
+/// A dead player's relaunch is placed like any joiner (docs/protocol.md 4.3): told it is dead
+/// and its health after `Welcome`, its dead pawn possessed, its acknowledgement placing it, its
+/// join ending with `EndJoin`.
+#[test]
+fn a_dead_relaunch_is_possessed_acknowledged_and_ends_its_join() {
+    let mut h = Harness::booted();
+    let a = h.placed("a");
+    h.kill("a");
+    h.disconnect(a);
+    let relaunched = h.login("a");
+    let join = h.shown_join(relaunched).expect("a join of its own");
+    h.join_ready(relaunched);
+    let pawn = h.possessed(relaunched).expect("its dead pawn is possessed");
+    assert!(!h.game.roster.pawn(pawn).unwrap().alive);
+    h.ack(relaunched);
+    assert!(h.player("a").is_placed(), "placed once it acknowledged");
+    let got = h.received(relaunched);
+    let welcome = got.iter().position(|m| matches!(m, ServerMessage::Welcome { .. })).unwrap();
+    let health = got.iter().position(|m| {
+        matches!(m, ServerMessage::HealthChanged { player_id, health: 0 } if player_id.as_str() == "a")
+    });
+    assert!(health.is_some_and(|at| at > welcome), "health 0 after Welcome");
+    assert!(
+        got.iter().any(|m| matches!(m, ServerMessage::EndJoin { join_id } if *join_id == join))
+    );
 }
 
 // --- Item 4: a hard upper bound on every transition ------------------------------------------
@@ -137,6 +211,68 @@ fn a_failed_transition_travels_back_to_the_last_completed_node_not_the_start() {
     h.advance(rules().transition_max);
     assert_eq!(h.game.counters().transitions_failed, 1);
     assert_eq!(h.game.snapshot().transition_target, Some(node("forest")));
+}
+
+/// A world that cannot load ends (docs/protocol.md 5, "Every transition is bounded"): once
+/// `max_failed_transitions` transitions in a row fail at their hard maximum (a travel whose
+/// dungeon rooms never stream, then recovery travels whose node never streams), every client is
+/// closed with `WorldUnavailable`, the shell is told to stop, no recovery travel follows, and
+/// neither a travel nor a login is taken afterwards.
+#[test]
+fn the_world_is_unavailable_after_max_failed_transitions_in_a_row() {
+    // `a` stays however long it waits: only the world's failure closes it.
+    let proceeding = GameRules { client_ready_policy: ClientReadyPolicy::Proceed, ..rules() };
+    let mut h = Harness::with(WORLD, proceeding);
+    h.stream_node("harbor");
+    let a = h.placed("a");
+    travel(&mut h, "crypt");
+    h.stream_node("crypt");
+    h.ready(a);
+    h.advance(rules().transition_max);
+    assert_eq!(h.game.counters().transitions_failed, 1);
+    assert!(h.game.transition_id().is_some(), "the first recovery travel");
+    h.advance(rules().transition_max);
+    assert_eq!(h.game.counters().transitions_failed, 2);
+    assert!(h.game.transition_id().is_some(), "the second recovery travel");
+    assert_eq!(h.closed(a), None);
+    h.advance(rules().transition_max);
+    assert_eq!(h.game.counters().transitions_failed, 3);
+    assert_eq!(h.game.transition_id(), None, "no recovery after the last failure");
+    assert_eq!(h.closed(a), Some(CloseCode::WorldUnavailable));
+    assert!(h.log.iter().any(|o| matches!(o, Output::WorldUnavailable { detail }
+        if detail.contains("3 transitions in a row"))));
+    let started = h.game.counters().transitions_started;
+    h.input(Input::Travel { node: node("forest") });
+    assert_eq!(h.game.counters().transitions_started, started, "no travel starts");
+    let late = h.login("late");
+    assert!(matches!(
+        h.received(late).first(),
+        Some(ServerMessage::Rejected { reason: RejectReason::ShuttingDown, .. })
+    ));
+    assert_eq!(h.closed(late), Some(CloseCode::ShuttingDown));
+}
+
+/// A transition that ends starts the count of failures in a row again: failures apart from
+/// each other never make the world unavailable.
+#[test]
+fn a_transition_that_ends_starts_the_failure_count_again() {
+    let rules = GameRules { max_failed_transitions: 2, ..rules() };
+    let mut h = Harness::with(WORLD, rules.clone());
+    h.stream_node("harbor");
+    let a = h.placed("a");
+    for _ in 0..3 {
+        travel(&mut h, "crypt");
+        h.stream_node("crypt");
+        h.ready(a);
+        h.advance(rules.transition_max);
+        // The recovery travel back to harbor ends.
+        let recovery = h.game.transition_id().expect("a recovery travel");
+        h.stream_node("harbor");
+        h.ready(a);
+        assert!(h.ended(recovery));
+    }
+    assert_eq!(h.game.counters().transitions_failed, 3);
+    assert_eq!(h.closed(a), None, "never two failures in a row");
 }
 
 /// Issue 10, item 4: rooms that never finish streaming hold Completing until the hard maximum;

@@ -18,7 +18,7 @@ fn login_during_a_transition_is_shown_it_and_frozen() {
     );
     assert!(got.contains(&ServerMessage::FreezeCharacters { transition_id: boot }));
     let shown = got.iter().find_map(|m| match m {
-        ServerMessage::ShowTransition { transition_id, target_node, levels } => {
+        ServerMessage::ShowTransition { transition_id, target_node, levels, .. } => {
             Some((*transition_id, target_node.clone(), levels.len()))
         }
         _ => None,
@@ -99,6 +99,57 @@ fn a_joiner_on_a_dungeon_is_told_its_rooms() {
         _ => None,
     });
     assert_eq!(rooms.map(|r| r.len()), Some(1));
+}
+
+/// A transition to a dungeon names its rooms, as a join there does (docs/protocol.md 5,
+/// `ShowTransition`): whoever is shown it, present at the start or logging in during it, can
+/// stream the levels and then the rooms before reporting ready. A plain node names none.
+#[test]
+fn a_transition_to_a_dungeon_names_its_rooms() {
+    let mut h = Harness::booted();
+    let present = h.placed("present");
+    let to_crypt = {
+        h.input(Input::Travel { node: node("crypt") });
+        h.transition()
+    };
+    h.stream_node("crypt");
+    let arriving = h.login("arriving");
+    let shown_rooms = |h: &Harness, c| {
+        h.received(c).iter().rev().find_map(|m| match m {
+            ServerMessage::ShowTransition { transition_id, rooms, .. }
+                if *transition_id == to_crypt =>
+            {
+                Some(rooms.iter().map(|r| r.as_str().to_owned()).collect::<Vec<_>>())
+            }
+            _ => None,
+        })
+    };
+    assert_eq!(shown_rooms(&h, present), Some(vec!["crypt_hall".to_owned()]));
+    assert_eq!(shown_rooms(&h, arriving), Some(vec!["crypt_hall".to_owned()]));
+    let received = h.received(present);
+    let boot_rooms = received.iter().find_map(|m| match m {
+        ServerMessage::ShowTransition { transition_id, rooms, .. }
+            if *transition_id != to_crypt =>
+        {
+            Some(rooms.len())
+        }
+        _ => None,
+    });
+    assert!(boot_rooms.is_none_or(|n| n == 0), "a plain node has no rooms");
+}
+
+/// `Welcome` tells the client the server's frame limit (docs/protocol.md 2), which it accepts
+/// from then on and never exceeds.
+#[test]
+fn a_welcome_tells_the_servers_frame_limit() {
+    let rules = GameRules { max_frame_len: 12_345, ..rules() };
+    let mut h = Harness::with(WORLD, rules);
+    let c = h.login("p1");
+    assert!(
+        matches!(h.received(c).first(), Some(ServerMessage::Welcome { max_frame_len: 12_345, .. })),
+        "{:?}",
+        h.received(c).first()
+    );
 }
 
 /// Issue 10, item 1: a transition starting during a join supersedes it: the joiner follows the
@@ -280,6 +331,44 @@ fn the_refusal_budget_resets_after_its_window() {
     h.send(a, ClientMessage::RestartRequest);
     let last = h.received(a).into_iter().rev().find(|m| matches!(m, ServerMessage::Error { .. }));
     assert!(matches!(last, Some(ServerMessage::Error { code: ErrorCode::RestartRejected, .. })));
+}
+
+/// A refusal window opens at the first refusal and lasts 10 s from there, not on a fixed grid
+/// (docs/protocol.md 5): refusals 9 s after a quiet start still share the first one's window,
+/// and the ones dropped silently count toward the 50th, which closes for abuse.
+#[test]
+fn a_refusal_window_opens_at_the_first_refusal_and_dropped_refusals_count() {
+    let mut h = Harness::booted();
+    let a = h.login("a");
+    h.advance(Duration::from_secs(7));
+    h.send(a, ClientMessage::RestartRequest);
+    h.advance(Duration::from_secs(9));
+    for _ in 0..48 {
+        h.send(a, ClientMessage::RestartRequest);
+    }
+    assert_eq!(h.closed(a), None, "49 refusals in the window");
+    h.send(a, ClientMessage::RestartRequest);
+    assert_eq!(h.closed(a), Some(CloseCode::Abuse), "the 50th, 9 s after the first");
+}
+
+/// `PlayerLeft` says the player is out of the world, not that its player state is gone: when it
+/// relaunches within the retention, the others hear it announced again, with its kept state
+/// (docs/protocol.md 5).
+#[test]
+fn a_player_that_left_and_relaunched_is_announced_again() {
+    let mut h = Harness::booted();
+    let (a, b) = (h.placed("a"), h.placed("b"));
+    h.disconnect(a);
+    let left = h.received(b).iter().position(
+        |m| matches!(m, ServerMessage::PlayerLeft { player_id } if player_id.as_str() == "a"),
+    );
+    let left = left.expect("b hears a left");
+    h.placed("a");
+    let back = h.received(b).iter().skip(left).any(
+        |m| matches!(m, ServerMessage::PlayerStateUpdated(view) if view.player_id.as_str() == "a"),
+    );
+    assert!(back, "b hears a is back");
+    assert_eq!(h.game.counters().player_states_restored, 1, "with the state it left");
 }
 
 /// The gauges the metrics scrape reads (placed players, pending spawn requests, loads in

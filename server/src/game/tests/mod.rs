@@ -69,6 +69,8 @@ pub(super) fn rules() -> GameRules {
         player_state_retention: Duration::from_secs(300),
         login_burst: 5,
         login_interval: Duration::from_secs(2),
+        max_frame_len: 65_536,
+        max_failed_transitions: 3,
     }
 }
 

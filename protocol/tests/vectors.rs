@@ -1,0 +1,277 @@
+//! `docs/protocol-vectors.json`, the protocol's test vectors for clients in any language, is
+//! exactly what this codec makes, and every vector in it holds both ways: each frame decodes to
+//! its message and its message encodes to the frame; each invalid frame is refused.
+//!
+//! After a deliberate change to the wire, write the file again with
+//! `GATEHOUSE_WRITE_VECTORS=1 cargo test -p gatehouse-protocol --test vectors` and review its
+//! diff.
+
+// Test code: a failed expectation is a failed test.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+
+use gatehouse_protocol::codec::DEFAULT_MAX_FRAME_LEN;
+use gatehouse_protocol::samples::{
+    CLIENT_VARIANTS, SERVER_VARIANTS, client_messages, client_variant, server_messages,
+    server_variant,
+};
+use gatehouse_protocol::{
+    ClientMessage, FrameDecoder, PROTOCOL_VERSION, ServerMessage, encode_frame,
+};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+fn vectors_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/protocol-vectors.json")
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Vec<u8> {
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+/// One valid frame: its message as JSON (serde's externally tagged form) and its bytes.
+fn vector<M: Serialize>(direction: &str, message: &M) -> Value {
+    let value = serde_json::to_value(message).unwrap();
+    let name = match &value {
+        Value::String(name) => name.clone(),
+        Value::Object(map) => map.keys().next().cloned().unwrap_or_default(),
+        _ => String::new(),
+    };
+    let frame = encode_frame(message, DEFAULT_MAX_FRAME_LEN).unwrap();
+    json!({ "name": name, "direction": direction, "message": value, "frame": hex(&frame) })
+}
+
+/// A frame a receiver must refuse, with the rule it breaks.
+fn invalid(direction: &str, rule: &str, frame: Vec<u8>) -> Value {
+    json!({ "direction": direction, "rule": rule, "frame": hex(&frame) })
+}
+
+/// `body` with its length prefix.
+fn framed(body: &[u8]) -> Vec<u8> {
+    let mut frame = (body.len() as u32).to_le_bytes().to_vec();
+    frame.extend_from_slice(body);
+    frame
+}
+
+/// A `PawnsTeleported` body to `forest` with these raw runs (first id, count).
+fn teleport_body(runs: &[(u64, u32)]) -> Vec<u8> {
+    let mut body = 8u32.to_le_bytes().to_vec();
+    body.extend_from_slice(&6u64.to_le_bytes());
+    body.extend_from_slice(b"forest");
+    body.extend_from_slice(&(runs.len() as u64).to_le_bytes());
+    for (first, count) in runs {
+        body.extend_from_slice(&first.to_le_bytes());
+        body.extend_from_slice(&count.to_le_bytes());
+    }
+    body
+}
+
+/// A `Welcome` body for `player` with no current node (its option byte at [`NODE_OPTION`] from
+/// the end) and a frame limit of 65,536.
+fn welcome_body(player: &[u8]) -> Vec<u8> {
+    let mut body = 0u32.to_le_bytes().to_vec();
+    body.extend_from_slice(&(player.len() as u64).to_le_bytes());
+    body.extend_from_slice(player);
+    body.push(0);
+    body.extend_from_slice(&65_536u32.to_le_bytes());
+    body
+}
+
+/// Where `welcome_body`'s option byte is, counted from its end.
+const NODE_OPTION: usize = 5;
+
+/// An `AbilityTagsChanged` body for `p1` with one tag named `tag`.
+fn tags_body(tag: &[u8]) -> Vec<u8> {
+    let mut body = 13u32.to_le_bytes().to_vec();
+    body.extend_from_slice(&2u64.to_le_bytes());
+    body.extend_from_slice(b"p1");
+    body.extend_from_slice(&1u64.to_le_bytes());
+    body.extend_from_slice(&(tag.len() as u64).to_le_bytes());
+    body.extend_from_slice(tag);
+    body
+}
+
+/// The whole file, as this codec makes it.
+fn generate() -> Value {
+    let mut frames: Vec<Value> =
+        client_messages().iter().map(|m| vector("client_to_server", m)).collect();
+    frames.extend(server_messages().iter().map(|m| vector("server_to_client", m)));
+    let leave = encode_frame(&ClientMessage::Leave, DEFAULT_MAX_FRAME_LEN).unwrap();
+    let mut trailing = leave.clone();
+    trailing[0] += 1;
+    trailing.push(0);
+    let invalid = vec![
+        invalid(
+            "client_to_server",
+            "2: a length above the frame limit (65,536 by default) is refused before its body",
+            ((DEFAULT_MAX_FRAME_LEN + 1) as u32).to_le_bytes().to_vec(),
+        ),
+        invalid("client_to_server", "2: a body must leave no bytes unread", trailing),
+        invalid(
+            "client_to_server",
+            "3: an enum's variant index must name one of its variants",
+            framed(&7u32.to_le_bytes()),
+        ),
+        invalid(
+            "server_to_client",
+            "3: an option is 0 or 1, then its value",
+            framed(&{
+                let mut body = welcome_body(b"p1");
+                let at = body.len() - NODE_OPTION;
+                body[at] = 2;
+                body
+            }),
+        ),
+        invalid(
+            "server_to_client",
+            "3, Ids: a player id is 1-64 bytes of [A-Za-z0-9_.:-]",
+            framed(&welcome_body(b"p 1")),
+        ),
+        invalid("server_to_client", "3, Ids: a player id is not empty", framed(&welcome_body(b""))),
+        invalid(
+            "server_to_client",
+            "3, Ids: a gameplay tag is one the catalog declares",
+            framed(&tags_body(b"State.Undeclared")),
+        ),
+        invalid(
+            "server_to_client",
+            "3, Ids: a pawn id run holds at least one id",
+            framed(&teleport_body(&[(12, 0)])),
+        ),
+        invalid(
+            "server_to_client",
+            "3, Ids: pawn id runs ascend",
+            framed(&teleport_body(&[(20, 1), (12, 3)])),
+        ),
+        invalid(
+            "server_to_client",
+            "3, Ids: pawn id runs do not touch (touching runs are one run)",
+            framed(&teleport_body(&[(12, 3), (15, 1)])),
+        ),
+        invalid(
+            "server_to_client",
+            "3, Ids: pawn id runs do not overlap",
+            framed(&teleport_body(&[(12, 3), (13, 4)])),
+        ),
+        invalid(
+            "server_to_client",
+            "3, Ids: a pawn id run ends at or before the largest id (2^64 - 1)",
+            framed(&teleport_body(&[(u64::MAX, 2)])),
+        ),
+        invalid(
+            "server_to_client",
+            "3, Ids: pawn id runs name at most 65,536 ids in all",
+            framed(&teleport_body(&[(1, 65_536), (70_000, 1)])),
+        ),
+    ];
+    let tags: Vec<&str> = gatehouse_tags::catalog::ALL_DECLARED.iter().map(|t| t.name()).collect();
+    json!({
+        "protocol_version": PROTOCOL_VERSION,
+        "about": "Test vectors of the gatehouse wire protocol (docs/protocol.md). Each entry of \
+                  `frames` is one frame as hex (the u32 LE length, then the body) and its \
+                  message in serde's externally tagged JSON form; a receiver must decode the \
+                  frame to the message, and a sender encode the message to the frame. Each \
+                  entry of `invalid` is a frame a receiver must refuse as a protocol violation, \
+                  with the rule it breaks (its section in docs/protocol.md). `tags` is the \
+                  gameplay tag catalog of this version.",
+        "frames": frames,
+        "invalid": invalid,
+        "tags": tags,
+    })
+}
+
+/// Decodes one whole frame, as a receiver with the default limit would.
+fn decode<M: DeserializeOwned>(frame: &[u8]) -> Result<M, String> {
+    let mut decoder = FrameDecoder::new(DEFAULT_MAX_FRAME_LEN);
+    decoder.extend(frame);
+    match decoder.next_message::<M>() {
+        Ok(Some(message)) => Ok(message),
+        Ok(None) => Err("incomplete".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn check_frame<M: DeserializeOwned + Serialize + PartialEq + std::fmt::Debug>(entry: &Value) {
+    let frame = unhex(entry["frame"].as_str().unwrap());
+    let expected: M = serde_json::from_value(entry["message"].clone()).unwrap();
+    assert_eq!(decode::<M>(&frame).as_ref(), Ok(&expected), "{entry}");
+    assert_eq!(encode_frame(&expected, DEFAULT_MAX_FRAME_LEN).unwrap(), frame, "{entry}");
+}
+
+#[test]
+fn the_vectors_file_is_what_the_codec_makes() {
+    let generated = serde_json::to_string_pretty(&generate()).unwrap() + "\n";
+    if std::env::var_os("GATEHOUSE_WRITE_VECTORS").is_some() {
+        std::fs::write(vectors_path(), &generated).unwrap();
+    }
+    let on_disk = std::fs::read_to_string(vectors_path()).unwrap_or_default();
+    assert!(
+        on_disk == generated,
+        "docs/protocol-vectors.json is not what the codec makes: write it again (this file's \
+         docs) and review the diff"
+    );
+}
+
+#[test]
+fn every_frame_vector_decodes_to_its_message_and_encodes_back() {
+    let file: Value =
+        serde_json::from_str(include_str!("../../docs/protocol-vectors.json")).unwrap();
+    for entry in file["frames"].as_array().unwrap() {
+        match entry["direction"].as_str().unwrap() {
+            "client_to_server" => check_frame::<ClientMessage>(entry),
+            _ => check_frame::<ServerMessage>(entry),
+        }
+    }
+}
+
+#[test]
+fn every_invalid_vector_is_refused() {
+    let file: Value =
+        serde_json::from_str(include_str!("../../docs/protocol-vectors.json")).unwrap();
+    for entry in file["invalid"].as_array().unwrap() {
+        let frame = unhex(entry["frame"].as_str().unwrap());
+        let refused = match entry["direction"].as_str().unwrap() {
+            "client_to_server" => decode::<ClientMessage>(&frame).is_err(),
+            _ => decode::<ServerMessage>(&frame).is_err(),
+        };
+        assert!(refused, "accepted: {entry}");
+    }
+}
+
+#[test]
+fn the_vectors_cover_every_message_both_ways() {
+    let file: Value =
+        serde_json::from_str(include_str!("../../docs/protocol-vectors.json")).unwrap();
+    let (mut client, mut server) = (BTreeSet::new(), BTreeSet::new());
+    for entry in file["frames"].as_array().unwrap() {
+        let frame = unhex(entry["frame"].as_str().unwrap());
+        match entry["direction"].as_str().unwrap() {
+            "client_to_server" => client.insert(client_variant(&decode(&frame).unwrap())),
+            _ => server.insert(server_variant(&decode(&frame).unwrap())),
+        };
+    }
+    assert_eq!(client, (0..CLIENT_VARIANTS).collect(), "client messages without a vector");
+    assert_eq!(server, (0..SERVER_VARIANTS).collect(), "server messages without a vector");
+}
+
+/// The bodies the invalid vectors are made from are valid with their rule kept, so each
+/// invalid vector breaks only the rule it names.
+#[test]
+fn the_invalid_vectors_break_only_their_rule() {
+    assert!(decode::<ServerMessage>(&framed(&teleport_body(&[(12, 3), (20, 1)]))).is_ok());
+    assert!(decode::<ServerMessage>(&framed(&teleport_body(&[(1, 65_536)]))).is_ok());
+    assert!(decode::<ServerMessage>(&framed(&teleport_body(&[(u64::MAX, 1)]))).is_ok());
+    assert!(decode::<ServerMessage>(&framed(&welcome_body(b"p1"))).is_ok());
+    assert!(decode::<ServerMessage>(&framed(&tags_body(b"State.Dead"))).is_ok());
+    assert!(decode::<ClientMessage>(&framed(&4u32.to_le_bytes())).is_ok());
+}
