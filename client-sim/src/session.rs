@@ -769,6 +769,11 @@ mod tests {
     use super::*;
     use gatehouse_protocol::{CharacterDef, LevelName, PawnIdRuns, PawnView};
 
+    /// `Welcome` for `player` on `node`, with the default frame limit.
+    fn welcome(player: PlayerId, node: Option<NodeId>) -> ServerMessage {
+        ServerMessage::Welcome { player_id: player, current_node: node, max_frame_len: 65_536 }
+    }
+
     fn show(id: u64) -> ServerMessage {
         ServerMessage::ShowTransition {
             transition_id: TransitionId(id),
@@ -806,27 +811,13 @@ mod tests {
 
         let mut forgotten = ClientSession::new(config.clone());
         forgotten.continue_dead(true);
-        forgotten.handle(
-            t0,
-            ServerMessage::Welcome {
-                player_id: me.clone(),
-                current_node: None,
-                max_frame_len: 65_536,
-            },
-        );
+        forgotten.handle(t0, welcome(me.clone(), None));
         forgotten.handle(t0, tags(false));
         assert_eq!(forgotten.stats().deaths_forgotten_by_server, 1);
         assert!(!forgotten.is_dead_or_respawning());
 
         let mut restarted = ClientSession::new(config);
-        restarted.handle(
-            t0,
-            ServerMessage::Welcome {
-                player_id: me.clone(),
-                current_node: None,
-                max_frame_len: 65_536,
-            },
-        );
+        restarted.handle(t0, welcome(me.clone(), None));
         restarted.handle(t0, tags(true));
         let restart = restarted.poll_timeout().unwrap();
         restarted.handle_timeout(restart);
@@ -846,14 +837,7 @@ mod tests {
         let tags = |dead: bool| own_tags(&me, dead);
         let config = restarting_after_death();
         let mut s = ClientSession::new(config);
-        s.handle(
-            t0,
-            ServerMessage::Welcome {
-                player_id: me.clone(),
-                current_node: None,
-                max_frame_len: 65_536,
-            },
-        );
+        s.handle(t0, welcome(me.clone(), None));
         s.handle(t0, tags(true));
         let restart = s.poll_timeout().unwrap();
         s.handle_timeout(restart);
@@ -979,14 +963,7 @@ mod tests {
         let t0 = Instant::now();
         let mut s = ClientSession::new(SessionConfig::default());
         let me = PlayerId::new("me").unwrap();
-        s.handle(
-            t0,
-            ServerMessage::Welcome {
-                player_id: me.clone(),
-                current_node: None,
-                max_frame_len: 65_536,
-            },
-        );
+        s.handle(t0, welcome(me.clone(), None));
         s.handle(t0, show(1));
         s.handle_timeout(t0 + Duration::from_millis(100));
         s.handle(t0, own_pawn(3, &me, "harbor"));
@@ -1028,14 +1005,7 @@ mod tests {
         let t0 = Instant::now();
         let mut s = ClientSession::new(SessionConfig::default());
         let me = PlayerId::new("me").unwrap();
-        s.handle(
-            t0,
-            ServerMessage::Welcome {
-                player_id: me.clone(),
-                current_node: None,
-                max_frame_len: 65_536,
-            },
-        );
+        s.handle(t0, welcome(me.clone(), None));
         s.handle(t0, show(1));
         s.handle(
             t0,
@@ -1087,14 +1057,7 @@ mod tests {
         let mut s = ClientSession::new(SessionConfig::default());
         let me = PlayerId::new("me").unwrap();
         let harbor = Some(NodeId::new("harbor").unwrap());
-        s.handle(
-            t0,
-            ServerMessage::Welcome {
-                player_id: me.clone(),
-                current_node: harbor,
-                max_frame_len: 65_536,
-            },
-        );
+        s.handle(t0, welcome(me.clone(), harbor));
         s.handle(t0, join(1, "harbor", 0));
         s.handle_timeout(t0 + Duration::from_secs(1));
         s.handle(t0, own_pawn(1, &me, "harbor"));
@@ -1129,14 +1092,7 @@ mod tests {
         let t0 = Instant::now();
         let mut s = ClientSession::new(SessionConfig::default());
         let me = PlayerId::new("me").unwrap();
-        s.handle(
-            t0,
-            ServerMessage::Welcome {
-                player_id: me.clone(),
-                current_node: None,
-                max_frame_len: 65_536,
-            },
-        );
+        s.handle(t0, welcome(me.clone(), None));
         s.handle(t0, join(4, "harbor", 1));
         assert!(s.is_loading() && s.is_joining());
         let at = s.poll_timeout().unwrap();
@@ -1160,14 +1116,7 @@ mod tests {
         let mut s = ClientSession::new(SessionConfig::default());
         let me = PlayerId::new("me").unwrap();
         let harbor = Some(NodeId::new("harbor").unwrap());
-        s.handle(
-            t0,
-            ServerMessage::Welcome {
-                player_id: me.clone(),
-                current_node: harbor,
-                max_frame_len: 65_536,
-            },
-        );
+        s.handle(t0, welcome(me.clone(), harbor));
         s.handle(t0, join(1, "harbor", 0));
         s.handle(t0, own_pawn(1, &me, "harbor"));
         assert_eq!(s.stats().pawns_on_unloaded_node, 1);
@@ -1200,14 +1149,7 @@ mod tests {
         let mut s = thin();
         assert!(!s.is_full() && s.game_side().is_none());
         let me = PlayerId::new("me").unwrap();
-        s.handle(
-            t0,
-            ServerMessage::Welcome {
-                player_id: me.clone(),
-                current_node: None,
-                max_frame_len: 65_536,
-            },
-        );
+        s.handle(t0, welcome(me.clone(), None));
         s.handle(t0, ServerMessage::FreezeCharacters { transition_id: TransitionId(1) });
         s.handle(t0, show(1));
         let at = s.poll_timeout().unwrap();
@@ -1239,14 +1181,7 @@ mod tests {
         let mut s = thin();
         let me = PlayerId::new("me").unwrap();
         let harbor = Some(NodeId::new("harbor").unwrap());
-        s.handle(
-            t0,
-            ServerMessage::Welcome {
-                player_id: me.clone(),
-                current_node: harbor,
-                max_frame_len: 65_536,
-            },
-        );
+        s.handle(t0, welcome(me.clone(), harbor));
         s.handle(t0, join(1, "harbor", 0));
         s.handle_timeout(t0 + Duration::from_secs(1));
         s.handle(t0, own_pawn(1, &me, "harbor"));
@@ -1267,14 +1202,7 @@ mod tests {
         let t0 = Instant::now();
         let mut s = thin();
         let me = PlayerId::new("me").unwrap();
-        s.handle(
-            t0,
-            ServerMessage::Welcome {
-                player_id: me.clone(),
-                current_node: None,
-                max_frame_len: 65_536,
-            },
-        );
+        s.handle(t0, welcome(me.clone(), None));
         s.handle(t0, join(5, "harbor", 0));
         s.handle(t0, join(4, "harbor", 0));
         assert_eq!(s.stats().ids_backwards, 1, "join 4 after join 5");
@@ -1300,14 +1228,7 @@ mod tests {
         let config = SessionConfig { stream_time: (ms(100), ms(100)), ..SessionConfig::default() };
         let mut s = ClientSession::new(SessionConfig { full: false, ..config });
         let me = PlayerId::new("me").unwrap();
-        s.handle(
-            t0,
-            ServerMessage::Welcome {
-                player_id: me.clone(),
-                current_node: None,
-                max_frame_len: 65_536,
-            },
-        );
+        s.handle(t0, welcome(me.clone(), None));
         s.handle(t0, ServerMessage::FreezeCharacters { transition_id: TransitionId(1) });
         s.handle(t0, show(1));
         s.handle_timeout(t0 + ms(100));
@@ -1336,14 +1257,7 @@ mod tests {
         let mut s = ClientSession::new(SessionConfig { full: false, ..config });
         let me = PlayerId::new("me").unwrap();
         let harbor = Some(NodeId::new("harbor").unwrap());
-        s.handle(
-            t0,
-            ServerMessage::Welcome {
-                player_id: me.clone(),
-                current_node: harbor,
-                max_frame_len: 65_536,
-            },
-        );
+        s.handle(t0, welcome(me.clone(), harbor));
         s.handle(t0, join(1, "harbor", 0));
         s.handle_timeout(t0 + ms(10));
         s.handle(t0 + ms(10), own_pawn(3, &me, "harbor"));
@@ -1385,10 +1299,7 @@ mod tests {
         let t0 = Instant::now();
         let mut s = thin();
         let me = PlayerId::new("me").unwrap();
-        s.handle(
-            t0,
-            ServerMessage::Welcome { player_id: me, current_node: None, max_frame_len: 65_536 },
-        );
+        s.handle(t0, welcome(me, None));
         s.record_connect_to_welcome(Duration::from_millis(12));
         assert!(s.stats().marks.is_empty());
         assert_eq!(s.stats().timings.connect_to_welcome.summary().p50_us / 1000, 12);
@@ -1406,14 +1317,7 @@ mod tests {
         let t0 = Instant::now();
         let mut s = thin();
         let (me, you) = (PlayerId::new("me").unwrap(), PlayerId::new("you").unwrap());
-        s.handle(
-            t0,
-            ServerMessage::Welcome {
-                player_id: me.clone(),
-                current_node: None,
-                max_frame_len: 65_536,
-            },
-        );
+        s.handle(t0, welcome(me.clone(), None));
         s.handle(t0, own_pawn(1, &me, "harbor"));
         assert_eq!((s.pawns_owned_by(&me), s.pawns_owned_by(&you)), (1, 0));
     }
@@ -1426,14 +1330,7 @@ mod tests {
         let mut s = thin();
         let (me, you) = (PlayerId::new("me").unwrap(), PlayerId::new("you").unwrap());
         let harbor = Some(NodeId::new("harbor").unwrap());
-        s.handle(
-            t0,
-            ServerMessage::Welcome {
-                player_id: me.clone(),
-                current_node: harbor,
-                max_frame_len: 65_536,
-            },
-        );
+        s.handle(t0, welcome(me.clone(), harbor));
         s.handle(t0, join(1, "harbor", 0));
         s.handle_timeout(t0 + Duration::from_secs(1));
         s.handle(t0, own_pawn(1, &me, "harbor"));
@@ -1479,10 +1376,7 @@ mod tests {
         let mut s = thin();
         let me = PlayerId::new("me").unwrap();
         let harbor = Some(NodeId::new("harbor").unwrap());
-        s.handle(
-            t0,
-            ServerMessage::Welcome { player_id: me, current_node: harbor, max_frame_len: 65_536 },
-        );
+        s.handle(t0, welcome(me, harbor));
         s.handle(t0, join(1, "harbor", 0));
         s.handle(t0, join(1, "harbor", 0));
         assert_eq!(s.stats().ids_backwards, 0, "the same join again is not backwards");
@@ -1510,10 +1404,7 @@ mod tests {
         let t0 = Instant::now();
         let mut s = thin();
         let me = PlayerId::new("me").unwrap();
-        s.handle(
-            t0,
-            ServerMessage::Welcome { player_id: me, current_node: None, max_frame_len: 65_536 },
-        );
+        s.handle(t0, welcome(me, None));
         let kit = gatehouse_tags::catalog::STATE_DEAD;
         s.handle(t0, ServerMessage::KitsGranted { kits: vec![kit] });
         assert_eq!(s.stats().double_grants, 0);
@@ -1544,10 +1435,7 @@ mod tests {
         let mut s = misbehaving(Misbehaviour::RestartSpam);
         assert_eq!(s.poll_timeout(), None, "nothing before Welcome");
         let me = PlayerId::new("me").unwrap();
-        s.handle(
-            t0,
-            ServerMessage::Welcome { player_id: me, current_node: None, max_frame_len: 65_536 },
-        );
+        s.handle(t0, welcome(me, None));
         assert_eq!(s.poll_timeout(), Some(t0));
         s.handle_timeout(t0);
         assert_eq!(s.poll_timeout(), Some(t0 + RESTART_SPAM_EVERY));
@@ -1563,14 +1451,7 @@ mod tests {
         let t0 = Instant::now();
         let mut s = misbehaving(Misbehaviour::StaleIds);
         let (me, you) = (PlayerId::new("me").unwrap(), PlayerId::new("you").unwrap());
-        s.handle(
-            t0,
-            ServerMessage::Welcome {
-                player_id: me.clone(),
-                current_node: None,
-                max_frame_len: 65_536,
-            },
-        );
+        s.handle(t0, welcome(me.clone(), None));
         s.handle(t0, join(4, "harbor", 0));
         assert_eq!(drain(&mut s), [ClientMessage::JoinReady { join_id: JoinId(1004) }]);
         s.handle(t0, show(1));
@@ -1595,14 +1476,7 @@ mod tests {
         let t0 = Instant::now();
         let mut s = misbehaving(Misbehaviour::NeverAcknowledge);
         let me = PlayerId::new("me").unwrap();
-        s.handle(
-            t0,
-            ServerMessage::Welcome {
-                player_id: me.clone(),
-                current_node: None,
-                max_frame_len: 65_536,
-            },
-        );
+        s.handle(t0, welcome(me.clone(), None));
         s.handle(t0, own_pawn(3, &me, "harbor"));
         s.handle(t0, ServerMessage::Possessed { pawn_id: PawnId(3) });
         assert_eq!(drain(&mut s), []);
@@ -1616,11 +1490,7 @@ mod tests {
         let t0 = Instant::now();
         let me = PlayerId::new("me").unwrap();
         let harbor = Some(NodeId::new("harbor").unwrap());
-        let welcome = ServerMessage::Welcome {
-            player_id: me.clone(),
-            current_node: harbor,
-            max_frame_len: 65_536,
-        };
+        let welcome = welcome(me.clone(), harbor);
         let mut s = misbehaving(Misbehaviour::GarbageFrame);
         assert_eq!(s.take_transport_misbehaviour(t0), None, "nothing before Welcome");
         s.handle(t0, welcome.clone());
