@@ -447,6 +447,10 @@ impl Model {
                 self.broadcast(message);
             }
             Output::SavePlayer(_) | Output::SavePlayers(_) | Output::SaveSession { .. } => {}
+            // The world is given up only once every client was told to close.
+            Output::WorldUnavailable { .. } => {
+                assert!(self.open.is_empty(), "clients left open: {:?}", self.open.keys());
+            }
         }
     }
 
