@@ -109,7 +109,8 @@ pub enum ServerMessage {
     },
     /// A player state appeared or changed (replicated to every client).
     PlayerStateUpdated(PlayerStateView),
-    /// A player left; its player state is gone.
+    /// A player's connection is gone and it is out of the world; the server may keep its player
+    /// state for a relaunch, which announces it again (docs/protocol.md 5).
     PlayerLeft {
         /// Who left.
         player_id: PlayerId,
@@ -165,7 +166,8 @@ pub enum ServerMessage {
         health: u32,
     },
     /// Sent to the owning client only: ability kits granted to your player state (seed 001,
-    /// the ability-kit latch). Granted at most once per kit per session.
+    /// the ability-kit latch). Granted at most once per kit per player state; a relaunch is
+    /// told every kit its player holds, once (docs/protocol.md 4.3).
     KitsGranted {
         /// The kits granted by this grant.
         kits: Vec<GameplayTag>,
