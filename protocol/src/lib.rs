@@ -140,3 +140,20 @@ impl CloseCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::CloseCode;
+
+    /// Every close code reads back from its wire value (docs/protocol.md 6), 0 to 10, and no
+    /// other value is one of ours.
+    #[test]
+    fn every_close_code_reads_back_from_its_wire_value() {
+        for code in 0..=10u64 {
+            let read = CloseCode::from_code(code).expect("codes 0 to 10 are ours");
+            assert_eq!(u64::from(read.code()), code);
+        }
+        assert_eq!(CloseCode::from_code(10), Some(CloseCode::WorldUnavailable));
+        assert_eq!(CloseCode::from_code(11), None);
+    }
+}

@@ -558,6 +558,21 @@ fn seconds(duration: Duration) -> f64 {
 mod tests {
     use super::*;
 
+    /// Every close code the protocol defines has a series of its own, under its own name: none
+    /// is counted as `other`, and no two share a label.
+    #[test]
+    fn every_close_code_has_a_label_of_its_own() {
+        let names: std::collections::BTreeSet<&str> =
+            ALL_CLOSE_CODES.iter().map(|c| close_code_name(*c)).collect();
+        assert_eq!(names.len(), ALL_CLOSE_CODES.len());
+        assert!(!names.contains("other"));
+        assert_eq!(close_code_name(CloseCode::WorldUnavailable), "world_unavailable");
+        for code in 0..=u64::from(CloseCode::WorldUnavailable.code()) {
+            let known = CloseCode::from_code(code).expect("a code of ours");
+            assert!(ALL_CLOSE_CODES.contains(&known), "{known:?} has no series");
+        }
+    }
+
     #[test]
     fn process_stats_are_parsed_after_a_command_name_with_spaces() {
         let stat = "4242 (game (server) 1) S 1 4242 4242 0 -1 4194560 900 0 0 0 250 50 0 0 20 0 7 0 100 2000000 3000 18446744073709551615";
