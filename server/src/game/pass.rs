@@ -580,7 +580,7 @@ impl Game {
             tracing::warn!(%detail, failed_in_a_row, outcome = %"failed", duration_ms,
                 "transition failed at its hard maximum, the last the server tries");
             drop(entered);
-            self.declare_world_unavailable(format!(
+            self.declare_world_unavailable(now, format!(
                 "{failed_in_a_row} transitions in a row failed at game.transition_max_ms; the last: {detail}"
             ));
             return;
@@ -598,13 +598,16 @@ impl Game {
     /// than retrying a travel that keeps failing while clients sit behind their loading
     /// screens, every client is closed with `WorldUnavailable`, which it can show, and the
     /// shell stops the server with an error so its orchestrator replaces it and an operator
-    /// hears of it. No transition starts and no login is admitted from now on.
-    fn declare_world_unavailable(&mut self, detail: String) {
+    /// hears of it. No transition starts and no login is admitted from now on. Every player
+    /// leaves at once, as after a disconnect (saved, its player state kept, its pawns gone), so
+    /// nothing stands on a level that is no longer streamed.
+    fn declare_world_unavailable(&mut self, now: Instant, detail: String) {
         tracing::error!(%detail,
             "the world is unavailable: closing every client with WorldUnavailable and stopping");
         let connections: Vec<ConnectionId> = self.roster.players().map(|p| p.connection).collect();
         for connection in connections {
             self.outputs.push_back(Output::Close { connection, code: CloseCode::WorldUnavailable });
+            self.remove_player(now, connection, Departure::closed(CloseCode::WorldUnavailable));
         }
         self.outputs.push_back(Output::WorldUnavailable { detail: detail.clone() });
         self.unavailable = Some(detail);

@@ -239,6 +239,8 @@ fn the_world_is_unavailable_after_max_failed_transitions_in_a_row() {
     assert_eq!(h.game.counters().transitions_failed, 3);
     assert_eq!(h.game.transition_id(), None, "no recovery after the last failure");
     assert_eq!(h.closed(a), Some(CloseCode::WorldUnavailable));
+    assert_eq!(h.game.player_count(), 0, "every player left, saved");
+    assert_eq!(h.game.roster.pawns().count(), 0, "no pawn stands on the unloaded level");
     assert!(h.log.iter().any(|o| matches!(o, Output::WorldUnavailable { detail }
         if detail.contains("3 transitions in a row"))));
     let started = h.game.counters().transitions_started;
