@@ -270,6 +270,8 @@ struct Model {
     open: BTreeMap<ConnectionId, PlayerId>,
     /// The counters after the last step.
     counted: Tally,
+    /// The core declared the world unavailable: nothing starts or ends from then on.
+    unavailable: bool,
 }
 
 /// The newest transition, join and possessed pawn one connection was sent.
@@ -363,6 +365,7 @@ impl Model {
             latest: BTreeMap::new(),
             open: BTreeMap::new(),
             counted: Tally::default(),
+            unavailable: false,
         };
         model.after_step();
         model
@@ -450,6 +453,7 @@ impl Model {
             // The world is given up only once every client was told to close.
             Output::WorldUnavailable { .. } => {
                 assert!(self.open.is_empty(), "clients left open: {:?}", self.open.keys());
+                self.unavailable = true;
             }
         }
     }
@@ -716,7 +720,8 @@ impl Model {
 
     /// Leaves the world to settle: answers every load, finishes every stream, has every open
     /// connection report ready and acknowledge, and lets time pass. Every transition must then
-    /// end; with a travel route, which starts a new one after each end, one must end.
+    /// end; with a travel route, which starts a new one after each end, one must end; unless the
+    /// world was declared unavailable, after which none may run.
     fn settle(&mut self, route: bool) {
         let ended = |game: &Game| {
             let c = game.counters();
@@ -724,6 +729,11 @@ impl Model {
         };
         let before = ended(&self.game);
         for _ in 0..40 {
+            if self.unavailable {
+                // Given up: no transition runs, and none starts again.
+                assert_eq!(self.game.transition_id(), None, "a transition in an unavailable world");
+                return;
+            }
             let done = match route {
                 true => ended(&self.game) > before,
                 false => self.game.transition_id().is_none(),
@@ -743,6 +753,10 @@ impl Model {
             self.apply(&Op::Everyone(Msg::JoinReady(Id::Latest)));
             self.apply(&Op::Everyone(Msg::PossessionAcknowledged(Id::Latest)));
             self.apply(&Op::Advance(5_000));
+        }
+        if self.unavailable {
+            assert_eq!(self.game.transition_id(), None, "a transition in an unavailable world");
+            return;
         }
         match route {
             true => assert!(ended(&self.game) > before, "no route transition ends"),
