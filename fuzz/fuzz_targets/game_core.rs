@@ -636,6 +636,8 @@ impl Model {
             Op::Disconnect(k) if !self.connections.is_empty() => {
                 let connection = self.connection(*k);
                 let departure = Departure::lost("the fuzzer cut it");
+                // Gone from the client's side: the core owes it no close.
+                self.open.remove(&connection);
                 self.input(Input::Disconnected { connection, departure });
             }
             Op::Send(k, msg) if !self.connections.is_empty() => {
