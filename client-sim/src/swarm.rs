@@ -63,8 +63,10 @@ const READ_CHUNK: usize = 16 * 1024;
 /// Pause between a client vanishing and its relaunch.
 const RELAUNCH_PAUSE: Duration = Duration::from_millis(200);
 
-/// No relaunch starts this close to the end of the run.
-const RELAUNCH_QUIET: Duration = Duration::from_secs(4);
+/// No relaunch starts this close to the end of the run: longer than the server's default hello
+/// timeout (5 s) and a login after it, so a relaunch whose `Hello` a lossy path held up past
+/// that timeout can still log in again and be placed before the run ends.
+const RELAUNCH_QUIET: Duration = Duration::from_secs(10);
 
 /// Pause between attempts to reach the server again after a lost connection.
 const RECONNECT_PAUSE: Duration = Duration::from_millis(500);
