@@ -1,0 +1,24 @@
+//! gatehouse-client: the gatehouse game client as a library.
+//!
+//! A game links this crate (or, from an engine, its C ABI) instead of writing the protocol
+//! again from `docs/protocol.md`. At its core is [`Session`], a sans-IO state machine like
+//! quinn-proto's `Connection`: it carries out the protocol's duties (the `Hello`, the answers
+//! to every transition and join, the possession acknowledgements) and tells the game, as
+//! [`Event`]s named the way a game programmer thinks of them, what to do: show the loading
+//! screen, stream these levels, bind the camera to this pawn, drop the screen. The game answers
+//! with its inputs: [`Session::levels_streamed`], [`Session::request_restart`],
+//! [`Session::leave`]. `docs/client.md` is the integration guide.
+//!
+//! Modules: [`session`] (the state machine), [`screen`] (the loading screen's phases),
+//! [`event`] (what the game is told), `timers` (the session's deadlines).
+
+#![forbid(unsafe_code)]
+
+pub mod event;
+pub mod screen;
+pub mod session;
+mod timers;
+
+pub use event::{CloseReason, Event, WorldChange};
+pub use screen::{JoinScreen, JoinStage, Load, Screen, TransitionScreen, TransitionStage};
+pub use session::{InputError, Life, Session, SessionConfig};

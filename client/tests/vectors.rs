@@ -1,0 +1,151 @@
+//! The session against the protocol's test vectors (`docs/protocol-vectors.json`): every
+//! server frame, decoded by the codec, is taken by a session without a panic and gives the
+//! event its message stands for; and the frames the session writes for its duties are the
+//! vectors' client frames, byte for byte.
+
+// Test helpers build fixed, valid values; a failure is a broken test.
+#![allow(clippy::unwrap_used)]
+
+use std::path::PathBuf;
+use std::time::Instant;
+
+use gatehouse_client::{Event, Load, Session, SessionConfig};
+use gatehouse_protocol::{
+    FrameDecoder, JoinId, NodeId, PawnId, PlayerId, ServerMessage, TransitionId, encode_frame,
+};
+use serde_json::Value;
+
+fn vectors() -> Value {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/protocol-vectors.json");
+    let text = std::fs::read_to_string(&path).unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+fn unhex(text: &str) -> Vec<u8> {
+    (0..text.len()).step_by(2).map(|i| u8::from_str_radix(&text[i..i + 2], 16).unwrap()).collect()
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Every frame of `direction`, as (name, frame bytes).
+fn frames(direction: &str) -> Vec<(String, Vec<u8>)> {
+    let all = vectors();
+    let frames = all["frames"].as_array().unwrap().iter();
+    frames
+        .filter(|f| f["direction"] == direction)
+        .map(|f| (f["name"].as_str().unwrap().to_owned(), unhex(f["frame"].as_str().unwrap())))
+        .collect()
+}
+
+fn decode(frame: &[u8]) -> ServerMessage {
+    let mut decoder = FrameDecoder::new(65_536);
+    decoder.extend(frame);
+    decoder.next_message().unwrap().unwrap()
+}
+
+/// The client vector named `name`, as hex.
+fn client_vector(name: &str) -> String {
+    let (_, frame) = frames("client_to_server").into_iter().find(|(n, _)| n == name).unwrap();
+    hex(&frame)
+}
+
+fn welcomed(t0: Instant, token: &str) -> Session {
+    let mut s = Session::new(t0, SessionConfig::new(token));
+    let player_id = PlayerId::new("sim-0001").unwrap();
+    s.handle(t0, ServerMessage::Welcome { player_id, current_node: None, max_frame_len: 65_536 });
+    s
+}
+
+/// Every server vector frame reaches the game as the event its message stands for.
+#[test]
+fn every_server_vector_frame_gives_its_event() {
+    let server = frames("server_to_client");
+    assert!(server.len() >= 21, "one frame of every server message at least");
+    for (name, frame) in server {
+        let t0 = Instant::now();
+        let mut s = welcomed(t0, "a.b.c");
+        while s.poll_event().is_some() {}
+        s.handle(t0, decode(&frame));
+        let events: Vec<Event> = std::iter::from_fn(|| s.poll_event()).collect();
+        let given = |wanted: fn(&Event) -> bool| events.iter().any(wanted);
+        let ok = match name.as_str() {
+            // A second `Welcome` changes nothing.
+            "Welcome" => events.is_empty(),
+            "Rejected" => given(|e| matches!(e, Event::Rejected { .. })),
+            "FreezeCharacters" => given(|e| matches!(e, Event::TransitionStarted { .. })),
+            "ShowTransition" | "ShowJoin" => given(|e| matches!(e, Event::StreamLevels { .. })),
+            // An end of a load not on screen is stale: nothing.
+            "EndTransition" | "EndJoin" => events.is_empty(),
+            "TransitionFailed" => given(|e| matches!(e, Event::TransitionFailed { .. })),
+            "Possessed" => given(|e| matches!(e, Event::Possessed { .. })),
+            "Unpossessed" => given(|e| matches!(e, Event::Unpossessed { .. })),
+            // The vector's tags hold `State.Dead` for the welcomed player.
+            "AbilityTagsChanged" => given(|e| *e == Event::Died),
+            "KitsGranted" => given(|e| matches!(e, Event::KitsGranted { .. })),
+            "Error" => given(|e| matches!(e, Event::Refused { .. })),
+            "Closing" => given(|e| matches!(e, Event::Closed { .. })),
+            _ => given(|e| matches!(e, Event::World(_))),
+        };
+        assert!(ok, "{name}: {events:?}");
+    }
+}
+
+/// The session's duties, written as frames, are the vectors' client frames.
+#[test]
+fn the_sessions_frames_are_the_vectors_client_frames() {
+    let t0 = Instant::now();
+    let mut s = Session::new(t0, SessionConfig::new("a.b.c"));
+    let mut written = Vec::new();
+    let mut write = |s: &mut Session| {
+        while let Some(message) = s.poll_output() {
+            written.push(hex(&encode_frame(&message, 65_536).unwrap()));
+        }
+    };
+    write(&mut s);
+    let player_id = PlayerId::new("sim-0001").unwrap();
+    let node = NodeId::new("harbor").unwrap();
+    s.handle(
+        t0,
+        ServerMessage::Welcome {
+            player_id: player_id.clone(),
+            current_node: None,
+            max_frame_len: 65_536,
+        },
+    );
+    let join = ServerMessage::ShowJoin {
+        join_id: JoinId(4),
+        node: node.clone(),
+        levels: Vec::new(),
+        rooms: Vec::new(),
+    };
+    s.handle(t0, join);
+    s.levels_streamed(Load::Join(JoinId(4))).unwrap();
+    s.handle(t0, ServerMessage::Possessed { pawn_id: PawnId(42) });
+    s.handle(t0, ServerMessage::EndJoin { join_id: JoinId(4) });
+    let show = ServerMessage::ShowTransition {
+        transition_id: TransitionId(7),
+        target_node: node,
+        levels: Vec::new(),
+        rooms: Vec::new(),
+    };
+    s.handle(t0, show);
+    s.levels_streamed(Load::Transition(TransitionId(7))).unwrap();
+    let dead = vec![gatehouse_tags::catalog::STATE_DEAD];
+    s.handle(t0, ServerMessage::AbilityTagsChanged { player_id, tags: dead });
+    s.request_restart().unwrap();
+    s.leave(t0);
+    write(&mut s);
+    let names = [
+        "Hello",
+        "JoinReady",
+        "PossessionAcknowledged",
+        "TransitionShown",
+        "TransitionReady",
+        "RestartRequest",
+        "Leave",
+    ];
+    let expected: Vec<String> = names.iter().map(|n| client_vector(n)).collect();
+    assert_eq!(written, expected);
+}
