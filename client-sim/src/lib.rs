@@ -1,7 +1,10 @@
 //! gatehouse-client-sim: simulated game clients.
 //!
-//! - [`session`]: one client's transport duties as a sans-IO state machine following the
-//!   server's transitions; it drives a [`client::Client`] and feeds the session checks.
+//! - [`session`]: one simulated client: a `gatehouse-client` session (every protocol duty is
+//!   the library's) plus simulated streaming and restarts; it drives a [`client::Client`] (the
+//!   example game) and feeds the session checks.
+//! - [`misbehaving`]: a misbehaving client as a wrapper that rewrites a well-behaved session's
+//!   outputs.
 //! - [`client`]: the client's game side, sans-IO, where its layers are put together: the
 //!   replication of server messages into the [`domain`] objects, each change announced on a
 //!   `gatehouse_messaging` router ([`notifications`]); the feature [`adapters`] that listen there
@@ -27,13 +30,14 @@
 //! | layer | modules | imports |
 //! |---|---|---|
 //! | foundation | [`ids`], [`figures`], [`misbehaviour`] | nothing of the crate |
+//! | misbehaving | [`misbehaving`] | misbehaviour |
 //! | interval figures | [`interval`] | figures |
 //! | domain | [`domain`], [`notifications`] | `ids` |
 //! | adapters | [`adapters`] (with the shared [`adapters::ClientState`] and the outbox) | domain, notifications, ids, figures |
 //! | gates | [`gates`] (with the outbox pump) | adapters, domain, ids |
 //! | checks | [`checks`] | gates, adapters, domain, notifications, ids, figures |
 //! | game side | `replication`, [`client`] | all of the above |
-//! | transport | [`session`] | client, checks, figures |
+//! | transport | [`session`] (over `gatehouse_client::Session`) | client, checks, figures, misbehaving |
 //! | shell | [`swarm`], [`report`], [`wait`], the `gatehouse-sim` binary | session, figures |
 //!
 //! Replication writes the domain and announces; adapters read the domain and write the
@@ -54,6 +58,7 @@ mod game_side;
 pub mod gates;
 pub mod ids;
 pub mod interval;
+pub mod misbehaving;
 pub mod misbehaviour;
 pub mod notifications;
 mod replication;

@@ -1,21 +1,15 @@
-//! One simulated game client as a sans-IO state machine.
+//! One simulated game client: a `gatehouse-client` session plus simulated streaming and a
+//! simulated game, sans-IO.
 //!
-//! [`ClientSession`] follows the server's control messages the way a game client does: it
-//! raises the loading screen when characters freeze, streams the named levels for a simulated
-//! time and reports ready with the transition id, acknowledges every possession, drops the
-//! screen at the end of the transition. A stale message never applies to a newer transition.
-//! Logged in while no transition runs, it is taken through a join of its own: its screen goes
-//! up at `ShowJoin`, it streams the levels and rooms named, reports `JoinReady`, and drops the
-//! screen at `EndJoin`, after its pawn came; a transition starting meanwhile supersedes the join.
-//! It remembers the node it streamed, so the checks can tell a pawn placed before its level.
-//! What the contracts promise a client (the transition never ends before the client acknowledged
-//! its pawn, an own pawn lands where it is expected, …) is checked live by the session checks,
-//! which it feeds every message with what it expected.
-//!
-//! Below the transport, each session runs a [`Client`]: every server message is replicated into
-//! its domain objects and announced on its router, where the lifecycle adapters listen. The
-//! session tells it when to travel (a newer transition shown) and when the world begins play
-//! (its levels streamed). Its pawns and player states are the client's domain objects.
+//! [`ClientSession`] adds nothing to the protocol: the library's [`Session`] carries out every
+//! duty (the `Hello`, the answers to transitions and joins, the acknowledgements, the loading
+//! screen's phases) and tells this client, as [`Event`]s, what a game must do. This client does
+//! it the simulated way: streaming is a timer drawn from the seed, a death is restarted after a
+//! delay, and a full client's game side (domain objects, router, adapters, gates; the example
+//! game) is fed every message and told when to travel and when its world begins play. Around
+//! that it keeps the figures of the run and feeds the live session checks every message with
+//! what the client expected before it. A misbehaving client is the same session with its
+//! outputs rewritten ([`Misbehaving`]).
 //!
 //! Driven like the server core: [`ClientSession::handle`] with `now`, drain
 //! [`ClientSession::poll_output`], wake at [`ClientSession::poll_timeout`].
@@ -23,9 +17,8 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use gatehouse_protocol::{
-    ClientMessage, JoinId, NodeId, PawnId, PlayerId, ServerMessage, TransitionId,
-};
+use gatehouse_client::{Event, Load, Screen, Session, WorldChange};
+use gatehouse_protocol::{ClientMessage, NodeId, PawnId, PlayerId, ServerMessage};
 use rand::rngs::SmallRng;
 use rand::{RngExt as _, SeedableRng as _};
 
@@ -33,7 +26,8 @@ use crate::checks::session::{Expected, SessionChecks};
 use crate::client::{Client, ClientConfig};
 use crate::figures::{MarkKind, ScreenKind, ScreenTimes, SessionStats};
 use crate::game_side::{GameSide, GameStep};
-use crate::misbehaviour::{Misbehaviour, RESTART_SPAM_EVERY, TRANSPORT_MISBEHAVIOUR_AFTER};
+use crate::misbehaving::Misbehaving;
+use crate::misbehaviour::Misbehaviour;
 
 /// How a simulated client behaves.
 #[derive(Debug, Clone)]
@@ -46,12 +40,14 @@ pub struct SessionConfig {
     pub restart_after_death: Option<Duration>,
     /// A full client runs the whole client lifecycle (domain, router, adapters, gates, checks);
     /// a thin one only its protocol duties and the session checks, which need no lifecycle
-    /// (issue 11, "Thin and full clients").
+    /// (README, "Point simulated clients at it": most are thin).
     pub full: bool,
-    /// How this client misbehaves, if it does (issue 13 item 4); `None`: it follows the protocol.
-    /// The session carries out the kinds that are wrong messages; for the others it says when
-    /// they are due ([`ClientSession::take_transport_misbehaviour`]).
+    /// How this client misbehaves, if it does; `None`: it follows the protocol. The session
+    /// carries out the kinds that are wrong messages; for the others it says when they are due
+    /// ([`ClientSession::take_transport_misbehaviour`]).
     pub misbehaviour: Option<Misbehaviour>,
+    /// The session token its `Hello` carries (the harness in `tests/` verifies none).
+    pub token: String,
 }
 
 impl Default for SessionConfig {
@@ -62,88 +58,72 @@ impl Default for SessionConfig {
             restart_after_death: None,
             full: true,
             misbehaviour: None,
+            token: String::new(),
         }
     }
 }
 
-/// The loading screen while it is up.
-#[derive(Debug, Clone)]
-struct LoadingScreen {
+/// The simulated game's streaming: one load at a time, done at a drawn instant.
+#[derive(Debug)]
+struct Streaming {
+    rng: SmallRng,
+    /// The load being streamed and when it is done.
+    due: Option<(Load, Instant)>,
+}
+
+/// The simulated player's death and restart, as the report counts them.
+#[derive(Debug, Default)]
+struct Vitals {
+    /// Its player holds `State.Dead`.
+    dead: bool,
+    /// When to request a restart, while dead.
+    restart_at: Option<Instant>,
+    /// A restart was requested and its new pawn has not arrived yet.
+    respawning: bool,
+}
+
+/// The loading screen up, as the run's figures time it.
+#[derive(Debug, Clone, Copy)]
+struct ScreenFigure {
+    kind: ScreenKind,
     /// When the screen went up (kept across supersedes).
     raised_at: Instant,
-    /// The newest transition shown.
-    transition: TransitionId,
-    /// When that transition was first seen.
+    /// When the load now on it was first seen.
     shown_at: Instant,
-    /// Its destination, once known.
-    target: Option<NodeId>,
-    /// When streaming finishes, once it started.
-    ready_at: Option<Instant>,
-    /// Whether ready was reported for `transition`.
-    reported: bool,
-    /// When ready was reported for `transition`.
     ready_sent_at: Option<Instant>,
-    /// When the own pawn was possessed (or teleported) for `transition`.
+    /// When the own pawn was possessed (or teleported) for the load now on it.
     possessed_at: Option<Instant>,
 }
 
-/// The loading screen of a join, while it is up.
-#[derive(Debug, Clone)]
-struct JoinScreen {
-    /// The join.
-    id: JoinId,
-    /// The node it streams.
-    node: NodeId,
-    /// When the screen went up.
-    raised_at: Instant,
-    /// When streaming finishes.
-    ready_at: Instant,
-    /// Whether `JoinReady` was sent.
-    reported: bool,
-    /// When `JoinReady` was sent.
-    ready_sent_at: Option<Instant>,
-    /// When the own pawn was possessed.
-    possessed_at: Option<Instant>,
+impl ScreenFigure {
+    fn times(&self, ended: Instant) -> ScreenTimes {
+        ScreenTimes {
+            kind: self.kind,
+            shown: self.raised_at,
+            ready_sent: self.ready_sent_at,
+            possessed: self.possessed_at,
+            ended: Some(ended),
+        }
+    }
 }
 
 /// A simulated client session.
 #[derive(Debug)]
 pub struct ClientSession {
     config: SessionConfig,
-    rng: SmallRng,
-    player: Option<PlayerId>,
-    current_node: Option<NodeId>,
-    screen: Option<LoadingScreen>,
-    /// The join on screen (no transition is then).
-    join: Option<JoinScreen>,
-    /// The node this client streamed (its join's, or the transition's it reported ready for);
-    /// forgotten when a newer transition shows.
-    streamed: Option<NodeId>,
-    frozen: bool,
-    /// The pawn possessed for this client.
-    own_pawn: Option<PawnId>,
-    /// The pawn this client acknowledged.
+    /// The protocol: the library's session.
+    session: Session,
+    streaming: Streaming,
+    vitals: Vitals,
+    /// The pawn whose possession this client acknowledged (a never-acknowledging one has none).
     acknowledged: Option<PawnId>,
+    screen: Option<ScreenFigure>,
     /// The game side: domain objects, router, adapters, gates, checks, and the steps it has yet
     /// to run; `None` for a thin client.
     game: Option<GameSide>,
-    /// Whether this client's player holds `State.Dead`.
-    dead: bool,
-    /// When to request a restart, while dead.
-    restart_at: Option<Instant>,
-    /// A restart was requested and its new pawn has not arrived yet.
-    respawning: bool,
     /// The live checks of what the server promises this session.
     checks: SessionChecks,
-    /// The newest pawn seen spawned for another player (a wrong id for a stale-ids client).
-    foreign_pawn: Option<PawnId>,
-    /// The previous transition shown (a stale id for a stale-ids client).
-    previous_transition: Option<TransitionId>,
-    /// A restart-spam client's next `RestartRequest`.
-    spam_at: Option<Instant>,
-    /// When a transport misbehaviour is due if the client is not placed before; `None` before
-    /// `Welcome` and once it was taken.
-    transport_due_at: Option<Instant>,
+    misbehaving: Option<Misbehaving>,
     outputs: VecDeque<ClientMessage>,
     stats: SessionStats,
     /// The close code and reason the server announced in `Closing`, if it did.
@@ -151,227 +131,77 @@ pub struct ClientSession {
 }
 
 impl ClientSession {
-    /// A session that has not been welcomed yet, with the default game side (seeded from
-    /// `config.seed`) if `config.full`, else thin.
-    pub fn new(config: SessionConfig) -> Self {
+    /// A session started at `now` (its `Hello` is the first output), with the default game
+    /// side (seeded from `config.seed`) if `config.full`, else thin.
+    pub fn new(now: Instant, config: SessionConfig) -> Self {
         let client =
             ClientConfig { seed: config.seed ^ 0x5EED_0F0E_11A1_C0DE, ..ClientConfig::default() };
-        Self::with_client(config, client)
+        Self::with_client(now, config, client)
     }
 
-    /// A session that has not been welcomed yet, with the game side configured by `client` if
+    /// A session started at `now`, with the game side configured by `client` if
     /// `config.full`, else thin (no game side).
-    pub fn with_client(config: SessionConfig, client: ClientConfig) -> Self {
-        let rng = SmallRng::seed_from_u64(config.seed);
-        let game = config.full.then(|| GameSide::new(Client::new(client)));
-        ClientSession {
-            config,
-            rng,
-            player: None,
-            current_node: None,
-            screen: None,
-            join: None,
-            streamed: None,
-            frozen: false,
-            own_pawn: None,
+    pub fn with_client(now: Instant, config: SessionConfig, client: ClientConfig) -> Self {
+        let library = gatehouse_client::SessionConfig::new(config.token.clone());
+        let mut session = ClientSession {
+            session: Session::new(now, library),
+            streaming: Streaming { rng: SmallRng::seed_from_u64(config.seed), due: None },
+            vitals: Vitals::default(),
             acknowledged: None,
-            game,
-            dead: false,
-            restart_at: None,
-            respawning: false,
+            screen: None,
+            game: config.full.then(|| GameSide::new(Client::new(client))),
             checks: SessionChecks::default(),
-            foreign_pawn: None,
-            previous_transition: None,
-            spam_at: None,
-            transport_due_at: None,
+            misbehaving: config.misbehaviour.map(Misbehaving::new),
             outputs: VecDeque::new(),
             stats: SessionStats::default(),
             closing: None,
-        }
+            config,
+        };
+        session.pump(now);
+        session
     }
 
     /// Feeds one server message:
     /// 1. the game side's share is queued: it applies and announces it when
     ///    [`ClientSession::run_game_side`] runs, after the replies below were written;
     /// 2. the session checks compare it with what the client expected before this message;
-    /// 3. the transport duties run (loading screen, streaming, acknowledgements, restarts).
+    /// 3. the library's session carries out its duties, and this client does what its events
+    ///    say (streaming, figures, the game side's travels).
     pub fn handle(&mut self, now: Instant, message: ServerMessage) {
         if let Some(game) = &mut self.game {
             game.queue(now, GameStep::Replicate(message.clone()));
         }
         let errors_before = self.stats.errors.len();
+        let screen = self.session.screen();
         let expected = Expected {
-            player: self.player.as_ref(),
-            node: match &self.join {
-                Some(join) => Some(&join.node),
-                None => expected_node(self.screen.as_ref(), self.current_node.as_ref()),
+            player: self.session.player(),
+            node: self.session.destination(),
+            on_screen: match screen {
+                Screen::Transition(screen) => Some(screen.transition()),
+                _ => None,
             },
-            on_screen: self.screen.as_ref().map(|s| s.transition),
-            on_join: self.join.as_ref().map(|j| j.id),
-            streamed: self.streamed.as_ref(),
-            placed_pawn: self.own_pawn.is_some() && self.acknowledged == self.own_pawn,
+            on_join: match screen {
+                Screen::Join(screen) => Some(screen.join()),
+                _ => None,
+            },
+            streamed: self.session.streamed_node(),
+            placed_pawn: self.session.pawn().is_some() && self.acknowledged == self.session.pawn(),
         };
         self.checks.observe(&message, expected, &mut self.stats);
         if self.stats.errors.len() > errors_before {
             self.stats.marks.push((now, MarkKind::Error));
         }
-        match message {
-            ServerMessage::Welcome { player_id, current_node, .. } => {
-                self.player = Some(player_id);
-                self.current_node = current_node;
-                match self.config.misbehaviour {
-                    Some(Misbehaviour::RestartSpam) => self.spam_at = Some(now),
-                    Some(kind) if kind.is_transport() => {
-                        self.transport_due_at = Some(now + TRANSPORT_MISBEHAVIOUR_AFTER);
-                    }
-                    _ => {}
-                }
-            }
-            ServerMessage::FreezeCharacters { transition_id } => {
-                self.frozen = true;
-                self.see_transition(now, transition_id);
-            }
-            ServerMessage::ShowTransition { transition_id, target_node, levels, rooms } => {
-                if self.see_transition(now, transition_id) {
-                    // At once, before any streaming: the server sets aside a client that does
-                    // not answer within its response timeout (protocol version 5).
-                    self.outputs.push_back(ClientMessage::TransitionShown { transition_id });
-                    self.send_wrong_transition_ids(transition_id);
-                    // A newer destination: the client travels (the world for it loads now).
-                    if let Some(game) = &mut self.game {
-                        game.queue(now, GameStep::Travel(transition_id, target_node.clone()));
-                    }
-                    let streaming = self.streaming_time(levels.len(), rooms.len());
-                    if let Some(screen) = &mut self.screen {
-                        screen.target = Some(target_node);
-                        screen.ready_at = Some(now + streaming);
-                        screen.reported = false;
-                    }
-                }
-            }
-            ServerMessage::EndTransition { transition_id } => {
-                self.end_transition(now, transition_id)
-            }
-            ServerMessage::ShowJoin { join_id, node, levels, rooms } => {
-                if self.screen.is_none() {
-                    let streaming = self.streaming_time(levels.len(), rooms.len());
-                    self.stats.joins += 1;
-                    self.streamed = None;
-                    if self.config.misbehaviour == Some(Misbehaviour::StaleIds) {
-                        let unknown = JoinId(join_id.0.saturating_add(1000));
-                        self.outputs.push_back(ClientMessage::JoinReady { join_id: unknown });
-                    }
-                    let raised_at = self.join.as_ref().map_or(now, |j| j.raised_at);
-                    self.join = Some(JoinScreen {
-                        id: join_id,
-                        node,
-                        raised_at,
-                        ready_at: now + streaming,
-                        reported: false,
-                        ready_sent_at: None,
-                        possessed_at: None,
-                    });
-                }
-            }
-            ServerMessage::EndJoin { join_id } => self.end_join(now, join_id),
-            ServerMessage::TransitionFailed { transition_id, .. } => {
-                self.stats.transitions_failed += 1;
-                if let Some(screen) = &mut self.screen
-                    && screen.transition == transition_id
-                {
-                    // Its levels will never be used: drop the streaming, keep the screen up
-                    // for the recovery travel that follows.
-                    screen.ready_at = None;
-                    screen.target = None;
-                }
-            }
-            // The replicated world lives in the client's domain, applied above; errors, kits
-            // and placements are the checks'.
-            ServerMessage::Closing { code, reason } => self.closing = Some((code, reason)),
-            ServerMessage::PawnSpawned(view) => {
-                if self.player.as_ref().is_some_and(|me| *me != view.owner) {
-                    self.foreign_pawn = Some(view.pawn_id);
-                }
-            }
-            ServerMessage::Rejected { .. }
-            | ServerMessage::PlayerStateUpdated(_)
-            | ServerMessage::PlayerLeft { .. }
-            | ServerMessage::PawnDied { .. }
-            | ServerMessage::HealthChanged { .. }
-            | ServerMessage::KitsGranted { .. }
-            | ServerMessage::Error { .. } => {}
-            ServerMessage::PawnsTeleported { pawn_ids, .. } => {
-                // A kept pawn moved into the destination: it stands in for a possession.
-                if self.own_pawn.is_some_and(|own| pawn_ids.contains(own)) {
-                    self.note_possessed(now);
-                }
-            }
-            ServerMessage::PawnDestroyed { pawn_id } => {
-                if self.own_pawn == Some(pawn_id) {
-                    self.own_pawn = None;
-                }
-            }
-            ServerMessage::Possessed { pawn_id } => {
-                // The respawn's possession comes after the tags that say alive; one while still
-                // dead (a join's dead pawn, say) is not it, and the respawn is still to come.
-                if self.respawning && !self.dead {
-                    self.respawning = false;
-                    self.stats.respawns += 1;
-                    self.stats.marks.push((now, MarkKind::Respawn));
-                }
-                self.note_possessed(now);
-                self.own_pawn = Some(pawn_id);
-                match self.config.misbehaviour {
-                    Some(Misbehaviour::NeverAcknowledge) => return,
-                    Some(Misbehaviour::StaleIds) => {
-                        // Another player's pawn, and one never issued, before its own.
-                        let never_issued = PawnId(pawn_id.0.saturating_add(1 << 40));
-                        for wrong in self.foreign_pawn.into_iter().chain([never_issued]) {
-                            let message = ClientMessage::PossessionAcknowledged { pawn_id: wrong };
-                            self.outputs.push_back(message);
-                        }
-                    }
-                    _ => {}
-                }
-                // AcknowledgePossession: the camera and input are bound to this pawn now.
-                self.acknowledged = Some(pawn_id);
-                self.outputs.push_back(ClientMessage::PossessionAcknowledged { pawn_id });
-            }
-            ServerMessage::Unpossessed { pawn_id } => {
-                if self.own_pawn == Some(pawn_id) {
-                    self.own_pawn = None;
-                }
-            }
-            ServerMessage::AbilityTagsChanged { player_id, tags } => {
-                if Some(&player_id) == self.player.as_ref() {
-                    let dead = tags.contains(&gatehouse_tags::catalog::STATE_DEAD);
-                    if dead && !self.dead {
-                        self.stats.deaths += 1;
-                        self.stats.marks.push((now, MarkKind::Death));
-                    }
-                    // A relaunch may start dead (the server kept its player state): it restarts
-                    // as well, once.
-                    if dead && self.restart_at.is_none() && !self.respawning {
-                        self.restart_at = self.config.restart_after_death.map(|d| now + d);
-                    }
-                    if !dead {
-                        self.restart_at = None;
-                        // Alive again with no restart of ours: the server lost the player state
-                        // that held the death (it restarted), so no respawn will come for it.
-                        if self.dead && !self.respawning {
-                            self.stats.deaths_forgotten_by_server += 1;
-                        }
-                    }
-                    self.dead = dead;
-                }
-            }
+        if let Some(misbehaving) = &mut self.misbehaving {
+            misbehaving.observe(now, self.session.player(), &message);
         }
+        self.session.handle(now, message);
+        self.pump(now);
     }
 
     /// A relaunch of a client whose previous session ended dead (or waiting for its respawn):
     /// the server kept that death, already counted, and this session restarts from it.
     pub fn continue_dead(&mut self, dead: bool) {
-        self.dead = dead;
+        self.vitals.dead = dead;
     }
 
     /// Handles the streaming, restart and game-side deadlines that passed (the game side's
@@ -382,41 +212,28 @@ impl ClientSession {
         {
             game.queue(now, GameStep::Timers);
         }
-        if let Some(at) = self.spam_at.filter(|at| *at <= now) {
-            // Far above the refusal rate limit; a missed beat is not made up.
-            self.spam_at = Some((at + RESTART_SPAM_EVERY).max(now));
-            self.outputs.push_back(ClientMessage::RestartRequest);
+        if let Some(misbehaving) = &mut self.misbehaving {
+            misbehaving.handle_timeout(now, &mut self.outputs);
         }
-        if self.restart_at.is_some_and(|at| at <= now) {
-            self.restart_at = None;
-            if self.dead {
-                self.respawning = true;
-                self.outputs.push_back(ClientMessage::RestartRequest);
+        if self.vitals.restart_at.is_some_and(|at| at <= now) {
+            self.vitals.restart_at = None;
+            if self.vitals.dead && self.session.request_restart().is_ok() {
+                self.vitals.respawning = true;
             }
         }
-        if let Some(screen) = &mut self.screen
-            && !screen.reported
-            && screen.ready_at.is_some_and(|at| at <= now)
-        {
-            screen.reported = true;
-            screen.ready_sent_at = Some(now);
-            let transition_id = screen.transition;
-            self.streamed = screen.target.clone();
-            self.outputs.push_back(ClientMessage::TransitionReady { transition_id });
-            // The destination's levels are streamed: its world begins play.
-            if let Some(game) = &mut self.game {
-                game.queue(now, GameStep::BeginPlay);
-            }
+        if let Some((load, _)) = self.streaming.due.filter(|(_, at)| *at <= now) {
+            self.streaming.due = None;
+            self.streamed(now, load);
         }
-        if let Some(join) = &mut self.join
-            && !join.reported
-            && join.ready_at <= now
-        {
-            join.reported = true;
-            join.ready_sent_at = Some(now);
-            self.streamed = Some(join.node.clone());
-            self.outputs.push_back(ClientMessage::JoinReady { join_id: join.id });
-        }
+        self.session.handle_timeout(now);
+        self.pump(now);
+    }
+
+    /// Leaves at `now`: the library's session sends `Leave` (take it from
+    /// [`ClientSession::poll_output`]) and waits for the server's close.
+    pub fn leave(&mut self, now: Instant) {
+        self.session.leave(now);
+        self.pump(now);
     }
 
     /// Counts how long this session's connection took from dialling to `Welcome` (the shell
@@ -432,23 +249,21 @@ impl ClientSession {
 
     /// When [`ClientSession::handle_timeout`] is next needed.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let streaming = self.screen.as_ref().filter(|s| !s.reported).and_then(|s| s.ready_at);
-        let join = self.join.as_ref().filter(|j| !j.reported).map(|j| j.ready_at);
+        let streaming = self.streaming.due.map(|(_, at)| at);
         let client = self.game.as_ref().and_then(GameSide::poll_timeout);
-        let misbehaviour = [self.spam_at, self.transport_due_at];
-        [streaming, join, self.restart_at, client].into_iter().chain(misbehaviour).flatten().min()
+        let misbehaviour = self.misbehaving.as_ref().and_then(Misbehaving::poll_timeout);
+        [streaming, self.vitals.restart_at, client, misbehaviour, self.session.poll_timeout()]
+            .into_iter()
+            .flatten()
+            .min()
     }
 
     /// A transport misbehaviour (garbage or oversized frame, going silent) that is due at `now`:
-    /// once the client is placed, or [`TRANSPORT_MISBEHAVIOUR_AFTER`] after `Welcome`. Returned
-    /// once; the swarm carries it out on the connection.
+    /// once the client is placed, or [`crate::misbehaviour::TRANSPORT_MISBEHAVIOUR_AFTER`]
+    /// after `Welcome`. Returned once; the swarm carries it out on the connection.
     pub fn take_transport_misbehaviour(&mut self, now: Instant) -> Option<Misbehaviour> {
-        let due = self.transport_due_at?;
-        if !(self.is_placed() || due <= now) {
-            return None;
-        }
-        self.transport_due_at = None;
-        self.config.misbehaviour
+        let placed = self.is_placed();
+        self.misbehaving.as_mut()?.take_transport(now, placed)
     }
 
     /// How this session misbehaves, if it does.
@@ -458,38 +273,45 @@ impl ClientSession {
 
     /// The player id the server welcomed this client as.
     pub fn player(&self) -> Option<&PlayerId> {
-        self.player.as_ref()
+        self.session.player()
     }
 
-    /// The close code and reason the server announced before closing (`Closing`, issue 13
-    /// item 3), if it did: known even when a lossy path drops the CONNECTION_CLOSE.
+    /// The close code and reason the server announced before closing (`Closing`), if it did:
+    /// known even when a lossy path drops the CONNECTION_CLOSE.
     pub fn closing(&self) -> Option<(u32, &str)> {
         self.closing.as_ref().map(|(code, reason)| (*code, reason.as_str()))
     }
 
+    /// Whether the library's session is over (the server's `Closing`, or no `Welcome` in time).
+    pub fn is_closed(&self) -> bool {
+        self.session.is_closed()
+    }
+
     /// Placed: has a pawn whose possession it acknowledged, and no loading screen up.
     pub fn is_placed(&self) -> bool {
-        self.own_pawn.is_some() && self.acknowledged == self.own_pawn && !self.is_loading()
+        self.session.pawn().is_some()
+            && self.acknowledged == self.session.pawn()
+            && !self.is_loading()
     }
 
     /// The node this client streamed (its join's, or the transition's it reported ready for).
     pub fn streamed_node(&self) -> Option<&NodeId> {
-        self.streamed.as_ref()
+        self.session.streamed_node()
     }
 
     /// Whether the loading screen is up for a join of its own.
     pub fn is_joining(&self) -> bool {
-        self.join.is_some()
+        matches!(self.session.screen(), Screen::Join(_))
     }
 
     /// Whether the player is dead or waiting for its respawn.
     pub fn is_dead_or_respawning(&self) -> bool {
-        self.dead || self.respawning
+        self.vitals.dead || self.vitals.respawning
     }
 
     /// The pawn possessed for this client.
     pub fn own_pawn(&self) -> Option<PawnId> {
-        self.own_pawn
+        self.session.pawn()
     }
 
     /// Pawns this client knows of, owned by `player`: from its domain for a full client; a thin
@@ -497,7 +319,7 @@ impl ClientSession {
     pub fn pawns_owned_by(&self, player: &PlayerId) -> usize {
         match &self.game {
             Some(game) => game.client.domain().characters().owned_by(player).len(),
-            None if self.player.as_ref() == Some(player) => self.checks.own_pawns(),
+            None if self.player() == Some(player) => self.checks.own_pawns(),
             None => 0,
         }
     }
@@ -551,14 +373,13 @@ impl ClientSession {
 
     /// Whether the loading screen is up (for a transition or a join).
     pub fn is_loading(&self) -> bool {
-        self.screen.is_some() || self.join.is_some()
+        self.session.screen().is_up()
     }
 
     /// The loading screen up now, if any: its kind and when it went up (kept across
     /// supersedes).
     pub fn screen_up(&self) -> Option<(ScreenKind, Instant)> {
-        let transition = self.screen.as_ref().map(|s| (ScreenKind::Transition, s.raised_at));
-        transition.or_else(|| self.join.as_ref().map(|j| (ScreenKind::Join, j.raised_at)))
+        self.screen.map(|s| (s.kind, s.raised_at))
     }
 
     /// Records that a reply of this client left `delay` after its cause (the swarm times it:
@@ -576,30 +397,12 @@ impl ClientSession {
     /// the game side reports its gates (generations still waiting count as ended by the session,
     /// and every pending wait is listed with its blocking facts).
     pub fn finish(&mut self, now: Instant) -> SessionStats {
-        let raised = self.screen.as_ref().map(|s| s.raised_at);
-        if let Some(raised_at) = raised.or(self.join.as_ref().map(|j| j.raised_at)) {
-            let up = ms(now - raised_at);
-            self.stats.longest_loading_screen_ms = self.stats.longest_loading_screen_ms.max(up);
-        }
         // A screen still up ends with the session (a relaunch, a lost connection, the run's end):
         // its bar stops here, and it counts in no timing.
         if let Some(screen) = self.screen.take() {
-            self.stats.screens.push(ScreenTimes {
-                kind: ScreenKind::Transition,
-                shown: screen.raised_at,
-                ready_sent: screen.ready_sent_at,
-                possessed: screen.possessed_at,
-                ended: Some(now),
-            });
-        }
-        if let Some(join) = self.join.take() {
-            self.stats.screens.push(ScreenTimes {
-                kind: ScreenKind::Join,
-                shown: join.raised_at,
-                ready_sent: join.ready_sent_at,
-                possessed: join.possessed_at,
-                ended: Some(now),
-            });
+            let up = ms(now - screen.raised_at);
+            self.stats.longest_loading_screen_ms = self.stats.longest_loading_screen_ms.max(up);
+            self.stats.screens.push(screen.times(now));
         }
         self.run_game_side();
         if let Some(game) = &self.game {
@@ -609,13 +412,169 @@ impl ClientSession {
         self.stats.clone()
     }
 
+    /// Does what the library's session said, then passes its outputs through the misbehaviour.
+    fn pump(&mut self, now: Instant) {
+        while let Some(event) = self.session.poll_event() {
+            self.on_event(now, event);
+        }
+        while let Some(message) = self.session.poll_output() {
+            if let ClientMessage::PossessionAcknowledged { pawn_id } = message
+                && self.misbehaviour() != Some(Misbehaviour::NeverAcknowledge)
+            {
+                self.acknowledged = Some(pawn_id);
+            }
+            match &mut self.misbehaving {
+                Some(misbehaving) => misbehaving.rewrite(message, &mut self.outputs),
+                None => self.outputs.push_back(message),
+            }
+        }
+    }
+
+    fn on_event(&mut self, now: Instant, event: Event) {
+        match event {
+            Event::TransitionStarted { superseded, .. } => {
+                if superseded.is_some() {
+                    self.stats.transitions_superseded += 1;
+                }
+                self.raise(now, ScreenKind::Transition);
+            }
+            Event::StreamLevels { load, node, levels, rooms } => {
+                let streaming = self.streaming_time(levels.len(), rooms.len());
+                self.streaming.due = Some((load, now + streaming));
+                match load {
+                    // A newer destination: the client travels (the world for it loads now).
+                    Load::Transition(id) => self.queue(now, GameStep::Travel(id, node)),
+                    Load::Join(id) => {
+                        self.stats.joins += 1;
+                        self.raise(now, ScreenKind::Join);
+                        if let Some(misbehaving) = &mut self.misbehaving {
+                            misbehaving.join_shown(id, &mut self.outputs);
+                        }
+                    }
+                }
+            }
+            Event::CancelStreaming { load }
+                if self.streaming.due.is_some_and(|(streaming, _)| streaming == load) =>
+            {
+                self.streaming.due = None;
+            }
+            Event::TransitionFailed { .. } => self.stats.transitions_failed += 1,
+            Event::Possessed { .. } => {
+                // The respawn's possession comes after the tags that say alive; one while still
+                // dead (a join's dead pawn, say) is not it, and the respawn is still to come.
+                if self.vitals.respawning && !self.vitals.dead {
+                    self.vitals.respawning = false;
+                    self.stats.respawns += 1;
+                    self.stats.marks.push((now, MarkKind::Respawn));
+                }
+                self.note_possessed(now);
+            }
+            Event::HideLoadingScreen { load } => self.end_screen(now, load),
+            // A kept pawn moved into the destination: it stands in for a possession.
+            Event::World(WorldChange::PawnsTeleported { pawns, .. })
+                if self.session.pawn().is_some_and(|own| pawns.contains(own)) =>
+            {
+                self.note_possessed(now);
+            }
+            Event::World(WorldChange::TagsChanged { player, tags })
+                if self.session.player() == Some(&player) =>
+            {
+                self.own_tags(now, tags.contains(&gatehouse_tags::catalog::STATE_DEAD));
+            }
+            Event::Closed { reason: gatehouse_client::CloseReason::Server { code, reason } } => {
+                self.closing = Some((code, reason));
+            }
+            // The replicated world lives in the game side, fed above; the rest is the checks'.
+            _ => {}
+        }
+    }
+
+    /// The simulated game finished streaming `load` at `now`: the library reports it (unless
+    /// the screen moved on), and the destination's world begins play.
+    fn streamed(&mut self, now: Instant, load: Load) {
+        if self.session.levels_streamed(load).is_err() {
+            return;
+        }
+        if let Some(screen) = &mut self.screen {
+            screen.ready_sent_at = Some(now);
+        }
+        if let Load::Transition(_) = load {
+            self.queue(now, GameStep::BeginPlay);
+        }
+    }
+
+    /// The own player's tags said dead or alive.
+    fn own_tags(&mut self, now: Instant, dead: bool) {
+        let vitals = &mut self.vitals;
+        if dead && !vitals.dead {
+            self.stats.deaths += 1;
+            self.stats.marks.push((now, MarkKind::Death));
+        }
+        // A relaunch may start dead (the server kept its player state): it restarts as well,
+        // once.
+        if dead && vitals.restart_at.is_none() && !vitals.respawning {
+            vitals.restart_at = self.config.restart_after_death.map(|d| now + d);
+        }
+        if !dead {
+            vitals.restart_at = None;
+            // Alive again with no restart of ours: the server lost the player state that held
+            // the death (it restarted), so no respawn will come for it.
+            if vitals.dead && !vitals.respawning {
+                self.stats.deaths_forgotten_by_server += 1;
+            }
+        }
+        vitals.dead = dead;
+    }
+
+    /// A load came on the screen at `now`: the screen goes up (or stays up, its figure kept).
+    fn raise(&mut self, now: Instant, kind: ScreenKind) {
+        let raised_at = self.screen.map_or(now, |s| s.raised_at);
+        self.screen = Some(ScreenFigure {
+            kind,
+            raised_at,
+            shown_at: now,
+            ready_sent_at: None,
+            possessed_at: None,
+        });
+    }
+
+    /// The load on screen ended at `now`: its figures are recorded and the screen is down.
+    fn end_screen(&mut self, now: Instant, load: Load) {
+        let Some(screen) = self.screen.take() else { return };
+        if let Load::Transition(id) = load {
+            self.stats.transitions_ended.insert(id);
+            let timings = &mut self.stats.timings;
+            timings.shown_to_ended.record_between(screen.shown_at, now);
+            if let Some(ready) = screen.ready_sent_at {
+                timings.shown_to_ready_sent.record_between(screen.shown_at, ready);
+                if let Some(possessed) = screen.possessed_at {
+                    timings.ready_to_possessed.record_between(ready, possessed);
+                }
+            }
+            if let Some(possessed) = screen.possessed_at {
+                timings.possessed_to_ended.record_between(possessed, now);
+            }
+            // The server ends a transition without waiting for a client that joined during its
+            // spawn window: the client is in its destination world now, streamed or not, so
+            // that world begins play (a no-op once streaming already began it).
+            self.queue(now, GameStep::BeginPlay);
+        }
+        self.stats.screens.push(screen.times(now));
+        let up = ms(now - screen.raised_at);
+        self.stats.longest_loading_screen_ms = self.stats.longest_loading_screen_ms.max(up);
+    }
+
     /// The own pawn was possessed (or, kept, teleported) now: the screen on which it happened
     /// notes the first such instant.
     fn note_possessed(&mut self, now: Instant) {
         if let Some(screen) = &mut self.screen {
             screen.possessed_at.get_or_insert(now);
-        } else if let Some(join) = &mut self.join {
-            join.possessed_at.get_or_insert(now);
+        }
+    }
+
+    fn queue(&mut self, now: Instant, step: GameStep) {
+        if let Some(game) = &mut self.game {
+            game.queue(now, step);
         }
     }
 
@@ -633,130 +592,7 @@ impl ClientSession {
     fn draw_stream_time(&mut self) -> Duration {
         let (lo, hi) = self.config.stream_time;
         let (lo, hi) = (ms(lo), ms(hi).max(ms(lo)));
-        Duration::from_millis(self.rng.random_range(lo..=hi))
-    }
-
-    /// A stale-ids client, shown a newer transition `id`: reports ready for the previous one
-    /// (stale) and for one never started (unknown), before its own report.
-    fn send_wrong_transition_ids(&mut self, id: TransitionId) {
-        let previous = self.previous_transition.replace(id).filter(|p| *p != id);
-        if self.config.misbehaviour != Some(Misbehaviour::StaleIds) {
-            return;
-        }
-        let unknown = TransitionId(id.0.saturating_add(1000));
-        for wrong in previous.into_iter().chain([unknown]) {
-            self.outputs.push_back(ClientMessage::TransitionReady { transition_id: wrong });
-        }
-    }
-
-    /// Records a transition id seen in Freeze or Show; false if it is older than the screen's.
-    /// A newer transition supersedes a join on screen, and the client streams its destination
-    /// anew.
-    fn see_transition(&mut self, now: Instant, id: TransitionId) -> bool {
-        let newer = self.screen.as_ref().is_none_or(|s| id > s.transition);
-        if newer {
-            self.streamed = None;
-        }
-        match &mut self.screen {
-            None => {
-                let raised_at = self.join.take().map_or(now, |j| j.raised_at);
-                self.screen = Some(LoadingScreen {
-                    raised_at,
-                    transition: id,
-                    shown_at: now,
-                    target: None,
-                    ready_at: None,
-                    reported: false,
-                    ready_sent_at: None,
-                    possessed_at: None,
-                });
-                true
-            }
-            Some(screen) if id > screen.transition => {
-                // Superseded: keep the screen up, drop the old streaming.
-                self.stats.transitions_superseded += 1;
-                *screen = LoadingScreen {
-                    raised_at: screen.raised_at,
-                    transition: id,
-                    shown_at: now,
-                    target: None,
-                    ready_at: None,
-                    reported: false,
-                    ready_sent_at: None,
-                    possessed_at: None,
-                };
-                true
-            }
-            Some(screen) => id == screen.transition,
-        }
-    }
-
-    fn end_join(&mut self, now: Instant, id: JoinId) {
-        let Some(join) = &self.join else { return };
-        if join.id != id {
-            return;
-        }
-        self.stats.longest_loading_screen_ms =
-            self.stats.longest_loading_screen_ms.max(ms(now - join.raised_at));
-        self.stats.screens.push(ScreenTimes {
-            kind: ScreenKind::Join,
-            shown: join.raised_at,
-            ready_sent: join.ready_sent_at,
-            possessed: join.possessed_at,
-            ended: Some(now),
-        });
-        self.current_node = Some(join.node.clone());
-        self.join = None;
-    }
-
-    fn end_transition(&mut self, now: Instant, id: TransitionId) {
-        let Some(screen) = &self.screen else { return };
-        if id != screen.transition {
-            // An end for a superseded transition must never drop the newer one's screen.
-            return;
-        }
-        self.stats.transitions_ended.insert(id);
-        let timings = &mut self.stats.timings;
-        timings.shown_to_ended.record_between(screen.shown_at, now);
-        if let Some(ready) = screen.ready_sent_at {
-            timings.shown_to_ready_sent.record_between(screen.shown_at, ready);
-            if let Some(possessed) = screen.possessed_at {
-                timings.ready_to_possessed.record_between(ready, possessed);
-            }
-        }
-        if let Some(possessed) = screen.possessed_at {
-            timings.possessed_to_ended.record_between(possessed, now);
-        }
-        self.stats.screens.push(ScreenTimes {
-            kind: ScreenKind::Transition,
-            shown: screen.raised_at,
-            ready_sent: screen.ready_sent_at,
-            possessed: screen.possessed_at,
-            ended: Some(now),
-        });
-        self.stats.longest_loading_screen_ms =
-            self.stats.longest_loading_screen_ms.max(ms(now - screen.raised_at));
-        self.current_node = screen.target.clone().or(self.current_node.take());
-        self.screen = None;
-        self.frozen = false;
-        // The server ends a transition without waiting for a client that joined during its
-        // spawn window: the client is in its destination world now, streamed or not, so that
-        // world begins play (a no-op once streaming already began it).
-        if let Some(game) = &mut self.game {
-            game.queue(now, GameStep::BeginPlay);
-        }
-    }
-}
-
-/// The node an own pawn should land on now: the destination of the transition on screen, or the
-/// world's current node.
-fn expected_node<'a>(
-    screen: Option<&'a LoadingScreen>,
-    current_node: Option<&'a NodeId>,
-) -> Option<&'a NodeId> {
-    match screen {
-        Some(screen) => screen.target.as_ref(),
-        None => current_node,
+        Duration::from_millis(self.streaming.rng.random_range(lo..=hi))
     }
 }
 
@@ -767,7 +603,16 @@ fn ms(d: Duration) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gatehouse_protocol::{CharacterDef, LevelName, PawnIdRuns, PawnView};
+
+    /// A session started at `t0`, its `Hello` taken.
+    fn fresh(t0: Instant, config: SessionConfig) -> ClientSession {
+        let mut s = ClientSession::new(t0, config);
+        assert!(matches!(s.poll_output(), Some(ClientMessage::Hello { .. })));
+        s
+    }
+    use gatehouse_protocol::{CharacterDef, JoinId, LevelName, PawnIdRuns, PawnView, TransitionId};
+
+    use crate::misbehaviour::{RESTART_SPAM_EVERY, TRANSPORT_MISBEHAVIOUR_AFTER};
 
     /// `Welcome` for `player` on `node`, with the default frame limit.
     fn welcome(player: PlayerId, node: Option<NodeId>) -> ServerMessage {
@@ -809,14 +654,14 @@ mod tests {
         let tags = |dead: bool| own_tags(&me, dead);
         let config = restarting_after_death();
 
-        let mut forgotten = ClientSession::new(config.clone());
+        let mut forgotten = fresh(t0, config.clone());
         forgotten.continue_dead(true);
         forgotten.handle(t0, welcome(me.clone(), None));
         forgotten.handle(t0, tags(false));
         assert_eq!(forgotten.stats().deaths_forgotten_by_server, 1);
         assert!(!forgotten.is_dead_or_respawning());
 
-        let mut restarted = ClientSession::new(config);
+        let mut restarted = fresh(t0, config);
         restarted.handle(t0, welcome(me.clone(), None));
         restarted.handle(t0, tags(true));
         let restart = restarted.poll_timeout().unwrap();
@@ -836,7 +681,7 @@ mod tests {
         let me = PlayerId::new("sim-0000").unwrap();
         let tags = |dead: bool| own_tags(&me, dead);
         let config = restarting_after_death();
-        let mut s = ClientSession::new(config);
+        let mut s = fresh(t0, config);
         s.handle(t0, welcome(me.clone(), None));
         s.handle(t0, tags(true));
         let restart = s.poll_timeout().unwrap();
@@ -858,7 +703,7 @@ mod tests {
     #[test]
     fn it_answers_show_transition_at_once_before_streaming() {
         let t0 = Instant::now();
-        let mut s = ClientSession::new(SessionConfig::default());
+        let mut s = fresh(t0, SessionConfig::default());
         s.handle(t0, ServerMessage::FreezeCharacters { transition_id: TransitionId(1) });
         assert_eq!(s.poll_output(), None, "FreezeCharacters is not answered");
         s.handle(t0, show(1));
@@ -878,7 +723,8 @@ mod tests {
     #[test]
     fn it_reports_ready_for_the_shown_transition_after_streaming() {
         let t0 = Instant::now();
-        let mut s = ClientSession::new(SessionConfig::default());
+        let mut s = fresh(t0, SessionConfig::default());
+        s.handle(t0, welcome(PlayerId::new("me").unwrap(), None));
         s.handle(t0, ServerMessage::FreezeCharacters { transition_id: TransitionId(1) });
         s.handle(t0, show(1));
         assert_eq!(
@@ -900,10 +746,8 @@ mod tests {
     fn it_streams_a_transitions_rooms_after_its_levels_before_reporting_ready() {
         let t0 = Instant::now();
         let fixed = Duration::from_millis(100);
-        let mut s = ClientSession::new(SessionConfig {
-            stream_time: (fixed, fixed),
-            ..SessionConfig::default()
-        });
+        let mut s =
+            fresh(t0, SessionConfig { stream_time: (fixed, fixed), ..SessionConfig::default() });
         s.handle(t0, ServerMessage::FreezeCharacters { transition_id: TransitionId(1) });
         s.handle(
             t0,
@@ -920,7 +764,8 @@ mod tests {
     #[test]
     fn a_supersede_keeps_the_screen_and_reports_only_the_new_id() {
         let t0 = Instant::now();
-        let mut s = ClientSession::new(SessionConfig::default());
+        let mut s = fresh(t0, SessionConfig::default());
+        s.handle(t0, welcome(PlayerId::new("me").unwrap(), None));
         s.handle(t0, show(1));
         s.handle(t0, ServerMessage::FreezeCharacters { transition_id: TransitionId(2) });
         assert!(s.is_loading());
@@ -943,7 +788,7 @@ mod tests {
     /// came after it (nothing is counted before `next`: a join of the client's own may follow).
     fn ended_before_placed_after(next: ServerMessage) -> u64 {
         let t0 = Instant::now();
-        let mut s = ClientSession::new(SessionConfig::default());
+        let mut s = fresh(t0, SessionConfig::default());
         s.handle(t0, show(1));
         s.handle(t0, ServerMessage::EndTransition { transition_id: TransitionId(1) });
         assert_eq!(s.stats().ended_before_placed, 0, "a join of its own may follow");
@@ -961,7 +806,7 @@ mod tests {
     #[test]
     fn a_placed_end_and_a_stale_end_are_not_counted() {
         let t0 = Instant::now();
-        let mut s = ClientSession::new(SessionConfig::default());
+        let mut s = fresh(t0, SessionConfig::default());
         let me = PlayerId::new("me").unwrap();
         s.handle(t0, welcome(me.clone(), None));
         s.handle(t0, show(1));
@@ -981,7 +826,7 @@ mod tests {
     #[test]
     fn an_end_before_placement_as_the_last_message_is_counted() {
         let t0 = Instant::now();
-        let mut s = ClientSession::new(SessionConfig::default());
+        let mut s = fresh(t0, SessionConfig::default());
         s.handle(t0, show(1));
         s.handle(t0, ServerMessage::EndTransition { transition_id: TransitionId(1) });
         assert_eq!(s.finish(t0 + Duration::from_secs(1)).ended_before_placed, 1);
@@ -1003,7 +848,7 @@ mod tests {
     #[test]
     fn possession_is_acknowledged_and_the_client_is_placed_after_the_end() {
         let t0 = Instant::now();
-        let mut s = ClientSession::new(SessionConfig::default());
+        let mut s = fresh(t0, SessionConfig::default());
         let me = PlayerId::new("me").unwrap();
         s.handle(t0, welcome(me.clone(), None));
         s.handle(t0, show(1));
@@ -1054,7 +899,7 @@ mod tests {
     #[test]
     fn broken_server_promises_are_counted_by_the_session_checks() {
         let t0 = Instant::now();
-        let mut s = ClientSession::new(SessionConfig::default());
+        let mut s = fresh(t0, SessionConfig::default());
         let me = PlayerId::new("me").unwrap();
         let harbor = Some(NodeId::new("harbor").unwrap());
         s.handle(t0, welcome(me.clone(), harbor));
@@ -1090,7 +935,7 @@ mod tests {
     #[test]
     fn a_join_streams_then_reports_and_its_end_drops_the_screen() {
         let t0 = Instant::now();
-        let mut s = ClientSession::new(SessionConfig::default());
+        let mut s = fresh(t0, SessionConfig::default());
         let me = PlayerId::new("me").unwrap();
         s.handle(t0, welcome(me.clone(), None));
         s.handle(t0, join(4, "harbor", 1));
@@ -1113,7 +958,7 @@ mod tests {
     #[test]
     fn a_pawn_before_its_level_is_counted() {
         let t0 = Instant::now();
-        let mut s = ClientSession::new(SessionConfig::default());
+        let mut s = fresh(t0, SessionConfig::default());
         let me = PlayerId::new("me").unwrap();
         let harbor = Some(NodeId::new("harbor").unwrap());
         s.handle(t0, welcome(me.clone(), harbor));
@@ -1127,7 +972,7 @@ mod tests {
     #[test]
     fn only_an_end_for_a_transition_never_shown_is_an_error() {
         let t0 = Instant::now();
-        let mut s = ClientSession::new(SessionConfig::default());
+        let mut s = fresh(t0, SessionConfig::default());
         s.handle(t0, show(2));
         s.handle(t0, ServerMessage::EndTransition { transition_id: TransitionId(1) });
         assert!(s.stats().errors.is_empty());
@@ -1137,8 +982,8 @@ mod tests {
         assert!(s.stats().errors[0].contains("never shown"));
     }
 
-    fn thin() -> ClientSession {
-        ClientSession::new(SessionConfig { full: false, ..SessionConfig::default() })
+    fn thin(t0: Instant) -> ClientSession {
+        fresh(t0, SessionConfig { full: false, ..SessionConfig::default() })
     }
 
     /// Issue 11, item 1: a thin session has no game side and still does every protocol duty:
@@ -1146,7 +991,7 @@ mod tests {
     #[test]
     fn a_thin_session_follows_a_transition_without_a_game_side() {
         let t0 = Instant::now();
-        let mut s = thin();
+        let mut s = thin(t0);
         assert!(!s.is_full() && s.game_side().is_none());
         let me = PlayerId::new("me").unwrap();
         s.handle(t0, welcome(me.clone(), None));
@@ -1178,7 +1023,7 @@ mod tests {
     #[test]
     fn a_thin_session_counts_two_live_own_pawns() {
         let t0 = Instant::now();
-        let mut s = thin();
+        let mut s = thin(t0);
         let me = PlayerId::new("me").unwrap();
         let harbor = Some(NodeId::new("harbor").unwrap());
         s.handle(t0, welcome(me.clone(), harbor));
@@ -1200,7 +1045,7 @@ mod tests {
     #[test]
     fn ids_going_backwards_are_counted() {
         let t0 = Instant::now();
-        let mut s = thin();
+        let mut s = thin(t0);
         let me = PlayerId::new("me").unwrap();
         s.handle(t0, welcome(me.clone(), None));
         s.handle(t0, join(5, "harbor", 0));
@@ -1226,7 +1071,7 @@ mod tests {
         let t0 = Instant::now();
         let ms = Duration::from_millis;
         let config = SessionConfig { stream_time: (ms(100), ms(100)), ..SessionConfig::default() };
-        let mut s = ClientSession::new(SessionConfig { full: false, ..config });
+        let mut s = fresh(t0, SessionConfig { full: false, ..config });
         let me = PlayerId::new("me").unwrap();
         s.handle(t0, welcome(me.clone(), None));
         s.handle(t0, ServerMessage::FreezeCharacters { transition_id: TransitionId(1) });
@@ -1254,7 +1099,7 @@ mod tests {
         let t0 = Instant::now();
         let ms = Duration::from_millis;
         let config = SessionConfig { stream_time: (ms(10), ms(10)), ..SessionConfig::default() };
-        let mut s = ClientSession::new(SessionConfig { full: false, ..config });
+        let mut s = fresh(t0, SessionConfig { full: false, ..config });
         let me = PlayerId::new("me").unwrap();
         let harbor = Some(NodeId::new("harbor").unwrap());
         s.handle(t0, welcome(me.clone(), harbor));
@@ -1283,7 +1128,7 @@ mod tests {
     #[test]
     fn a_screen_cut_by_the_sessions_end_stops_there() {
         let t0 = Instant::now();
-        let mut s = thin();
+        let mut s = thin(t0);
         s.handle(t0, show(1));
         let end = t0 + Duration::from_secs(2);
         let stats = s.finish(end);
@@ -1297,7 +1142,7 @@ mod tests {
     #[test]
     fn an_error_is_marked_for_the_picture_and_a_clean_message_is_not() {
         let t0 = Instant::now();
-        let mut s = thin();
+        let mut s = thin(t0);
         let me = PlayerId::new("me").unwrap();
         s.handle(t0, welcome(me, None));
         s.record_connect_to_welcome(Duration::from_millis(12));
@@ -1312,10 +1157,10 @@ mod tests {
     /// counts none for another player.
     #[test]
     fn only_a_full_session_has_a_game_side() {
-        let full = ClientSession::new(SessionConfig::default());
-        assert!(full.is_full() && full.game_side().is_some());
         let t0 = Instant::now();
-        let mut s = thin();
+        let full = fresh(t0, SessionConfig::default());
+        assert!(full.is_full() && full.game_side().is_some());
+        let mut s = thin(t0);
         let (me, you) = (PlayerId::new("me").unwrap(), PlayerId::new("you").unwrap());
         s.handle(t0, welcome(me.clone(), None));
         s.handle(t0, own_pawn(1, &me, "harbor"));
@@ -1327,7 +1172,7 @@ mod tests {
     #[test]
     fn only_an_own_pawns_teleport_is_checked() {
         let t0 = Instant::now();
-        let mut s = thin();
+        let mut s = thin(t0);
         let (me, you) = (PlayerId::new("me").unwrap(), PlayerId::new("you").unwrap());
         let harbor = Some(NodeId::new("harbor").unwrap());
         s.handle(t0, welcome(me.clone(), harbor));
@@ -1355,7 +1200,7 @@ mod tests {
     #[test]
     fn a_rejection_is_an_error_of_the_session() {
         let t0 = Instant::now();
-        let mut s = thin();
+        let mut s = thin(t0);
         let reason = gatehouse_protocol::RejectReason::ServerFull;
         s.handle(t0, ServerMessage::Rejected { reason, detail: "full up".into() });
         let errors = &s.stats().errors;
@@ -1373,7 +1218,7 @@ mod tests {
     #[test]
     fn join_ends_are_checked_against_the_join_on_screen() {
         let t0 = Instant::now();
-        let mut s = thin();
+        let mut s = thin(t0);
         let me = PlayerId::new("me").unwrap();
         let harbor = Some(NodeId::new("harbor").unwrap());
         s.handle(t0, welcome(me, harbor));
@@ -1402,7 +1247,7 @@ mod tests {
     #[test]
     fn single_grants_pass_and_server_errors_are_counted() {
         let t0 = Instant::now();
-        let mut s = thin();
+        let mut s = thin(t0);
         let me = PlayerId::new("me").unwrap();
         s.handle(t0, welcome(me, None));
         let kit = gatehouse_tags::catalog::STATE_DEAD;
@@ -1418,9 +1263,9 @@ mod tests {
         );
     }
 
-    fn misbehaving(kind: Misbehaviour) -> ClientSession {
+    fn misbehaving(t0: Instant, kind: Misbehaviour) -> ClientSession {
         let config = SessionConfig { full: false, misbehaviour: Some(kind), ..Default::default() };
-        ClientSession::new(config)
+        fresh(t0, config)
     }
 
     fn drain(s: &mut ClientSession) -> Vec<ClientMessage> {
@@ -1432,8 +1277,9 @@ mod tests {
     #[test]
     fn a_restart_spammer_requests_restarts_every_twenty_ms_while_alive() {
         let t0 = Instant::now();
-        let mut s = misbehaving(Misbehaviour::RestartSpam);
-        assert_eq!(s.poll_timeout(), None, "nothing before Welcome");
+        let mut s = misbehaving(t0, Misbehaviour::RestartSpam);
+        let welcome_deadline = s.poll_timeout();
+        assert!(welcome_deadline > Some(t0 + RESTART_SPAM_EVERY), "no spam before Welcome");
         let me = PlayerId::new("me").unwrap();
         s.handle(t0, welcome(me, None));
         assert_eq!(s.poll_timeout(), Some(t0));
@@ -1449,7 +1295,7 @@ mod tests {
     #[test]
     fn a_stale_ids_client_sends_wrong_ids_beside_its_duties() {
         let t0 = Instant::now();
-        let mut s = misbehaving(Misbehaviour::StaleIds);
+        let mut s = misbehaving(t0, Misbehaviour::StaleIds);
         let (me, you) = (PlayerId::new("me").unwrap(), PlayerId::new("you").unwrap());
         s.handle(t0, welcome(me.clone(), None));
         s.handle(t0, join(4, "harbor", 0));
@@ -1474,7 +1320,7 @@ mod tests {
     #[test]
     fn a_never_acknowledging_client_sends_no_acknowledgement() {
         let t0 = Instant::now();
-        let mut s = misbehaving(Misbehaviour::NeverAcknowledge);
+        let mut s = misbehaving(t0, Misbehaviour::NeverAcknowledge);
         let me = PlayerId::new("me").unwrap();
         s.handle(t0, welcome(me.clone(), None));
         s.handle(t0, own_pawn(3, &me, "harbor"));
@@ -1491,7 +1337,7 @@ mod tests {
         let me = PlayerId::new("me").unwrap();
         let harbor = Some(NodeId::new("harbor").unwrap());
         let welcome = welcome(me.clone(), harbor);
-        let mut s = misbehaving(Misbehaviour::GarbageFrame);
+        let mut s = misbehaving(t0, Misbehaviour::GarbageFrame);
         assert_eq!(s.take_transport_misbehaviour(t0), None, "nothing before Welcome");
         s.handle(t0, welcome.clone());
         assert_eq!(s.take_transport_misbehaviour(t0), None);
@@ -1504,14 +1350,14 @@ mod tests {
         assert_eq!(s.take_transport_misbehaviour(t0), Some(Misbehaviour::GarbageFrame));
         assert_eq!(s.take_transport_misbehaviour(t0), None, "once");
 
-        let mut s = misbehaving(Misbehaviour::Silent);
+        let mut s = misbehaving(t0, Misbehaviour::Silent);
         s.handle(t0, welcome.clone());
         assert_eq!(s.poll_timeout(), Some(t0 + TRANSPORT_MISBEHAVIOUR_AFTER));
         assert_eq!(s.take_transport_misbehaviour(t0 + Duration::from_secs(2)), None);
         let due = t0 + TRANSPORT_MISBEHAVIOUR_AFTER;
         assert_eq!(s.take_transport_misbehaviour(due), Some(Misbehaviour::Silent));
 
-        let mut well = thin();
+        let mut well = thin(t0);
         well.handle(t0, welcome);
         assert_eq!(well.take_transport_misbehaviour(t0 + Duration::from_secs(60)), None);
     }

@@ -39,7 +39,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use gatehouse_protocol::token::{self, SessionClaims, TokenKey};
 use gatehouse_protocol::{
-    ClientMessage, CloseCode, FrameDecoder, PROTOCOL_VERSION, PlayerId, ServerMessage,
+    ClientMessage, CloseCode, FrameDecoder, PlayerId, ServerMessage,
 };
 use quinn::crypto::rustls::QuicClientConfig;
 use tokio::time::Instant;
@@ -728,9 +728,11 @@ async fn run_life(
         lost: None,
         server_close: None,
     };
-    let mut session = ClientSession::new(session_config);
-    session.continue_dead(dead);
     let dialled = Instant::now();
+    let token = mint_token(&config.token_key, player_id(index));
+    let mut session =
+        ClientSession::new(dialled.into_std(), SessionConfig { token, ..session_config });
+    session.continue_dead(dead);
     let mut welcomed = false;
     let mut reported = Reported::new(index);
     let progress = config.progress.as_deref();
@@ -757,13 +759,14 @@ async fn run_life(
             return life;
         }
     };
-    let hello = ClientMessage::Hello {
-        protocol_version: PROTOCOL_VERSION,
-        token: mint_token(&config.token_key, player_id(index)),
-    };
     let mut decoder = FrameDecoder::new(config.max_frame_len);
     let mut closed_by_server = false;
-    if write(&mut send, &hello, config.max_frame_len).await.is_err() {
+    // The session's first output is its `Hello`.
+    let sent = match session.poll_output() {
+        Some(hello) => write(&mut send, &hello, config.max_frame_len).await.is_ok(),
+        None => false,
+    };
+    if !sent {
         life.errors.push("could not send Hello".into());
         return life;
     }
@@ -902,7 +905,10 @@ async fn run_life(
         connection.close(quinn::VarInt::from_u32(CloseCode::Leave.code()), b"silent");
         life.failed = false;
     } else if settle {
-        let _ = write(&mut send, &ClientMessage::Leave, config.max_frame_len).await;
+        session.leave(Instant::now().into_std());
+        while let Some(leave) = session.poll_output() {
+            let _ = write(&mut send, &leave, config.max_frame_len).await;
+        }
         let _ = send.finish();
         let _ = tokio::time::timeout(LEAVE_TIMEOUT, connection.closed()).await;
         connection.close(quinn::VarInt::from_u32(CloseCode::Leave.code()), b"leave");
@@ -1193,8 +1199,9 @@ mod tests {
                 stream_time: (stream_time, stream_time),
                 ..Default::default()
             };
-            let mut session = ClientSession::new(config);
             let now = std::time::Instant::now();
+            let mut session = ClientSession::new(now, config);
+            assert!(matches!(session.poll_output(), Some(ClientMessage::Hello { .. })));
             let me = PlayerId::new("sim-0000").unwrap();
             session.handle(
                 now,
@@ -1334,10 +1341,11 @@ mod tests {
     #[test]
     fn progress_counts_connections_and_takes_them_back_at_the_end() {
         let progress = Progress::default();
-        let mut session = ClientSession::new(SessionConfig { full: false, ..Default::default() });
+        let now = std::time::Instant::now();
+        let thin = SessionConfig { full: false, ..Default::default() };
+        let mut session = ClientSession::new(now, thin);
         let mut reported = Reported::new(0);
         let me = PlayerId::new("sim-0000").unwrap();
-        let now = std::time::Instant::now();
         session.handle(
             now,
             ServerMessage::Welcome { player_id: me, current_node: None, max_frame_len: 65_536 },
@@ -1371,8 +1379,8 @@ mod tests {
         let start = std::time::Instant::now();
         let mut runs = Vec::new();
         for cut in [false, true] {
-            let mut session =
-                ClientSession::new(SessionConfig { full: false, ..Default::default() });
+            let thin = SessionConfig { full: false, ..Default::default() };
+            let mut session = ClientSession::new(start, thin);
             let mut reported = Reported::new(7);
             let me = PlayerId::new("sim-0007").unwrap();
             session.handle(
@@ -1398,7 +1406,8 @@ mod tests {
         assert!(cut.longest_loading_screen_ms <= start.elapsed().as_millis() as u64);
         // A screen that goes up and comes down between two updates is counted all the same,
         // with its own instants.
-        let mut session = ClientSession::new(SessionConfig { full: false, ..Default::default() });
+        let thin = SessionConfig { full: false, ..Default::default() };
+        let mut session = ClientSession::new(start, thin);
         let mut reported = Reported::new(8);
         let me = PlayerId::new("sim-0008").unwrap();
         session.handle(

@@ -172,8 +172,8 @@ pub enum CloseReason {
         /// The server's reason (peer text).
         reason: String,
     },
-    /// The client left ([`crate::Session::leave`]) and the server closed, or the leave's
-    /// linger ran out.
+    /// The client left ([`crate::Session::leave`]) and the connection ended without the
+    /// server's `Closing`, or the leave's linger ran out.
     Left,
     /// No `Welcome` came within [`crate::SessionConfig::welcome_timeout`].
     NoWelcome,

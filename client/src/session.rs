@@ -215,13 +215,9 @@ impl Session {
             ServerMessage::Error { code, detail } => {
                 self.events.push_back(Event::Refused { code, detail })
             }
+            // After a `Leave` too: the server's code (0, `Leave`) says the leave was taken.
             ServerMessage::Closing { code, reason } => {
-                let leaving = self.link == Link::Leaving;
-                self.close(if leaving {
-                    CloseReason::Left
-                } else {
-                    CloseReason::Server { code, reason }
-                });
+                self.close(CloseReason::Server { code, reason })
             }
             replicated => self.on_world(replicated),
         }

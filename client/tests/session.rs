@@ -361,7 +361,7 @@ fn no_welcome_within_the_timeout_closes_the_session() {
 }
 
 #[test]
-fn leave_sends_leave_and_closes_at_the_servers_close() {
+fn leave_sends_leave_once_and_closes_at_the_servers_close() {
     let t0 = Instant::now();
     let mut s = welcomed(t0);
     s.leave(t0);
@@ -369,7 +369,8 @@ fn leave_sends_leave_and_closes_at_the_servers_close() {
     assert_eq!(outputs(&mut s), [ClientMessage::Leave], "sent once");
     assert_eq!(s.request_restart(), Err(InputError::NotOpen));
     s.handle(t0, ServerMessage::Closing { code: 0, reason: "leave".into() });
-    assert_eq!(events(&mut s), [Event::Closed { reason: CloseReason::Left }]);
+    let closed = CloseReason::Server { code: 0, reason: "leave".into() };
+    assert_eq!(events(&mut s), [Event::Closed { reason: closed }]);
 }
 
 #[test]

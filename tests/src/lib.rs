@@ -99,6 +99,7 @@ impl TestServer {
                 restart_after_death: None,
                 full: true,
                 misbehaviour: None,
+                ..SessionConfig::default()
             },
             ..swarm_config(self.addr, self.cert.clone(), clients, duration)
         }

@@ -275,6 +275,7 @@ fn run() -> anyhow::Result<()> {
             }),
             full: true,
             misbehaviour: None,
+            ..SessionConfig::default()
         },
         relaunch_every: cli.relaunch_every.or(match cli.scenario {
             Scenario::Soak => Some(Duration::from_secs(12)),

@@ -95,13 +95,15 @@ impl Sim {
             restart_after_death: None,
             full: true,
             misbehaviour: None,
+            token: String::new(),
         };
         let ui = UiConfig {
             controller_delay: (Duration::from_millis(UI_MS), Duration::from_millis(UI_MS)),
             reset_every: ui_reset_every,
         };
+        let now = Instant::now();
         let mut session =
-            ClientSession::with_client(config, ClientConfig { ui, seed: 1, nameplates });
+            ClientSession::with_client(now, config, ClientConfig { ui, seed: 1, nameplates });
         let log: Log = Rc::default();
         let mut listeners = Lifetime::new("test");
         let (router, core) = session.client_mut().router_and_core();
@@ -156,7 +158,7 @@ impl Sim {
                 )
                 .unwrap(),
         );
-        Sim { session, now: Instant::now(), log, presented: Rc::default(), _listeners: listeners }
+        Sim { session, now, log, presented: Rc::default(), _listeners: listeners }
     }
 
     /// Also logs every Blueprint RepNotify of a remote pawn, in order with the gate events.

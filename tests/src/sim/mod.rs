@@ -262,8 +262,8 @@ impl Sim {
         let client = ClientId(self.clients.len());
         let connection = ConnectionId(client.0 as u64 + 1);
         let session = match options.client {
-            Some(game_side) => ClientSession::with_client(options.session, game_side),
-            None => ClientSession::new(options.session),
+            Some(game_side) => ClientSession::with_client(self.now, options.session, game_side),
+            None => ClientSession::new(self.now, options.session),
         };
         self.clients.push(SimClient {
             player: player.clone(),
@@ -276,7 +276,8 @@ impl Sim {
             end: End::Open,
         });
         self.record(Event::Connect { client, connection, player });
-        self.send_up(client, Up::Hello);
+        // Its session's first output is its `Hello`.
+        self.send_client_outputs(client);
         client
     }
 
@@ -799,6 +800,11 @@ impl Sim {
 
     /// One message `client` sends: kept back by a hold, or put on its link.
     fn client_sends(&mut self, client: ClientId, message: ClientMessage) {
+        if let ClientMessage::Hello { .. } = message {
+            // The sim has no tokens: a `Hello` logs in (the server's network driver's share).
+            self.send_up(client, Up::Hello);
+            return;
+        }
         let connection = self.clients[client.0].connection;
         self.record(Event::ClientSent { connection, message: message.clone() });
         match self.holds.divert_to_server(client, message) {
