@@ -38,9 +38,7 @@ use std::task::{Context, Wake, Waker};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use gatehouse_protocol::token::{self, SessionClaims, TokenKey};
-use gatehouse_protocol::{
-    ClientMessage, CloseCode, FrameDecoder, PlayerId, ServerMessage,
-};
+use gatehouse_protocol::{ClientMessage, CloseCode, FrameDecoder, PlayerId, ServerMessage};
 use quinn::crypto::rustls::QuicClientConfig;
 use tokio::time::Instant;
 

@@ -10,15 +10,18 @@
 //! [`Session::leave`]. `docs/client.md` is the integration guide.
 //!
 //! Modules: [`session`] (the state machine), [`screen`] (the loading screen's phases),
-//! [`event`] (what the game is told), `timers` (the session's deadlines).
+//! [`event`] (what the game is told), `timers` (the session's deadlines), and [`net`], the
+//! async shell that runs a session over QUIC ([`Client::connect`]).
 
 #![forbid(unsafe_code)]
 
 pub mod event;
+pub mod net;
 pub mod screen;
 pub mod session;
 mod timers;
 
 pub use event::{CloseReason, Event, WorldChange};
+pub use net::{Client, ConnectConfig, ConnectError};
 pub use screen::{JoinScreen, JoinStage, Load, Screen, TransitionScreen, TransitionStage};
 pub use session::{InputError, Life, Session, SessionConfig};

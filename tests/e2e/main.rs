@@ -2,6 +2,7 @@
 //! clients. One test binary, one module per subject.
 
 mod admin;
+mod library;
 mod malformed;
 mod misbehave;
 mod network;

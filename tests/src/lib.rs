@@ -314,3 +314,31 @@ pub async fn wait_for_snapshot(
     })
     .await
 }
+
+/// Waits until the boot travel is over: no transition in flight and a node streamed, so the
+/// next login is taken through a join of its own (docs/protocol.md 4.1).
+pub async fn wait_for_boot(handle: &GameHandle, limit: Duration) {
+    wait_for_snapshot(handle, limit, "the boot travel's end", |s| {
+        s.phase == "None" && s.streamed_node.is_some()
+    })
+    .await;
+}
+
+/// Travels to each of `nodes` in turn, each once `player` is placed and no transition runs
+/// (the first after its join, the next after the one before ended), each wait bounded by
+/// `limit`. For a client under test that must see transitions on cue.
+pub async fn travel_once_placed(
+    handle: &GameHandle,
+    player: &str,
+    nodes: &[&str],
+    limit: Duration,
+) {
+    for node in nodes {
+        wait_for_snapshot(handle, limit, "the player placed between transitions", |s| {
+            s.phase == "None" && s.players.iter().any(|p| p.player.as_str() == player && p.placed)
+        })
+        .await;
+        let node = gatehouse_protocol::NodeId::new(*node).expect("a valid node id");
+        assert!(handle.travel(node).await, "the travel was taken");
+    }
+}

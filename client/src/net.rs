@@ -1,0 +1,378 @@
+//! The async shell: one [`Session`] over a real QUIC connection (quinn, on tokio).
+//!
+//! [`Client::connect`] dials the server, opens the control stream and starts a driver task
+//! that owns the connection: it feeds what arrives to the session, wakes it at its deadlines,
+//! and writes what it says. The game reaches the session through the [`Client`]: events with
+//! [`Client::poll_event`] (never blocks) or [`Client::next_event`], inputs with
+//! [`Client::levels_streamed`], [`Client::request_restart`] and [`Client::leave`]. The session
+//! sits behind a mutex that neither side holds across an await, so a game thread and the driver
+//! task share it without a channel per input.
+//!
+//! The transport follows docs/protocol.md 1: TLS 1.3 trusting the certificate or CA given, ALPN
+//! `gatehouse/1`, keep-alives every 3 s and a 10 s idle timeout (the server's defaults).
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use gatehouse_protocol::{FrameDecoder, ServerMessage, encode_frame_into};
+use quinn::crypto::rustls::QuicClientConfig;
+use rustls::pki_types::CertificateDer;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+
+use crate::event::Event;
+use crate::screen::Load;
+use crate::session::{InputError, Session, SessionConfig};
+
+/// The frame limit before `Welcome` says the server's (bytes; docs/protocol.md 2).
+const DEFAULT_MAX_FRAME: usize = 65_536;
+
+/// Most bytes read from the control stream at once.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// Where and how to connect.
+#[derive(Clone)]
+pub struct ConnectConfig {
+    /// The server's UDP address.
+    pub server: SocketAddr,
+    /// The name the server's certificate must hold (`localhost` for the development one).
+    pub server_name: String,
+    /// The certificate to trust, DER or PEM: the server's own (the development
+    /// `data/dev-cert.der`) or the CA that signed it; several PEM certificates are all trusted.
+    pub trust: Vec<u8>,
+    /// The session token (docs/protocol.md 4, "Session tokens").
+    pub token: String,
+    /// QUIC keep-alive interval; default 3 s, as the server expects.
+    pub keep_alive: Duration,
+    /// QUIC idle timeout; default 10 s, as the server's.
+    pub idle_timeout: Duration,
+    /// How long the handshake and the stream's opening may take; default 10 s.
+    pub connect_timeout: Duration,
+}
+
+impl ConnectConfig {
+    /// A config with the default timeouts.
+    pub fn new(
+        server: SocketAddr,
+        server_name: impl Into<String>,
+        trust: Vec<u8>,
+        token: impl Into<String>,
+    ) -> Self {
+        ConnectConfig {
+            server,
+            server_name: server_name.into(),
+            trust,
+            token: token.into(),
+            keep_alive: Duration::from_secs(3),
+            idle_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl std::fmt::Debug for ConnectConfig {
+    // The token is a credential: never in a log.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ConnectConfig")
+            .field("server", &self.server)
+            .field("server_name", &self.server_name)
+            .field("keep_alive", &self.keep_alive)
+            .field("idle_timeout", &self.idle_timeout)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why [`Client::connect`] failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConnectError {
+    /// The certificate to trust could not be read as DER or PEM, or not trusted.
+    #[error("certificate to trust: {0}")]
+    Certificate(String),
+    /// TLS or QUIC could not be set up with it.
+    #[error("TLS setup: {0}")]
+    Tls(String),
+    /// The local UDP socket could not be bound.
+    #[error("cannot bind a UDP socket: {0}")]
+    Bind(std::io::Error),
+    /// The server could not be reached, refused the handshake, or the stream could not open.
+    #[error("cannot connect to {server}: {why}")]
+    Connect {
+        /// The server.
+        server: SocketAddr,
+        /// What quinn said.
+        why: String,
+    },
+    /// No handshake within [`ConnectConfig::connect_timeout`].
+    #[error("no answer from {0} within the connect timeout")]
+    TimedOut(SocketAddr),
+}
+
+/// The quinn client configuration the protocol asks for: TLS 1.3 trusting `trust` (DER or
+/// PEM), ALPN `gatehouse/1`, and the given keep-alive and idle timeout.
+///
+/// # Errors
+/// [`ConnectError::Certificate`] if `trust` holds no usable certificate, [`ConnectError::Tls`]
+/// if TLS cannot be set up.
+pub fn quic_config(
+    trust: &[u8],
+    keep_alive: Duration,
+    idle_timeout: Duration,
+) -> Result<quinn::ClientConfig, ConnectError> {
+    let certs: Vec<CertificateDer<'static>> = if trust.starts_with(b"-----BEGIN") {
+        use rustls::pki_types::pem::PemObject;
+        CertificateDer::pem_slice_iter(trust)
+            .collect::<Result<_, _>>()
+            .map_err(|e| ConnectError::Certificate(e.to_string()))?
+    } else {
+        vec![CertificateDer::from(trust.to_vec())]
+    };
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in certs {
+        roots.add(cert).map_err(|e| ConnectError::Certificate(e.to_string()))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut crypto = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| ConnectError::Tls(e.to_string()))?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    crypto.alpn_protocols = vec![gatehouse_protocol::ALPN.to_vec()];
+    let crypto =
+        QuicClientConfig::try_from(crypto).map_err(|e| ConnectError::Tls(e.to_string()))?;
+    let mut config = quinn::ClientConfig::new(Arc::new(crypto));
+    let mut transport = quinn::TransportConfig::default();
+    transport.keep_alive_interval(Some(keep_alive));
+    transport.max_idle_timeout(quinn::IdleTimeout::try_from(idle_timeout).ok());
+    config.transport_config(Arc::new(transport));
+    Ok(config)
+}
+
+/// What the game and the driver task share.
+#[derive(Debug)]
+struct Shared {
+    session: Mutex<Session>,
+    /// The game gave an input: the driver has something to write.
+    wake_driver: Notify,
+    /// The driver handled something: the game may have events.
+    wake_game: Notify,
+}
+
+impl Shared {
+    fn session(&self) -> MutexGuard<'_, Session> {
+        // A panic while holding the lock left the session as it was between two calls; every
+        // call leaves it consistent, so it is still usable.
+        self.session.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A connected client: the session over QUIC (module docs). Dropping it closes the connection.
+#[derive(Debug)]
+pub struct Client {
+    shared: Arc<Shared>,
+    driver: tokio::task::JoinHandle<()>,
+}
+
+impl Client {
+    /// Connects to the server, sends `Hello` and starts the driver task on the current tokio
+    /// runtime. `Welcome` (or the refusal) comes as the first events.
+    ///
+    /// # Errors
+    /// [`ConnectError`] if the certificate, TLS, the socket or the handshake fails.
+    pub async fn connect(config: ConnectConfig) -> Result<Client, ConnectError> {
+        let quic = quic_config(&config.trust, config.keep_alive, config.idle_timeout)?;
+        let bind: SocketAddr = if config.server.is_ipv6() {
+            SocketAddr::from(([0u16; 8], 0))
+        } else {
+            SocketAddr::from(([0u8; 4], 0))
+        };
+        let endpoint = quinn::Endpoint::client(bind).map_err(ConnectError::Bind)?;
+        let server = config.server;
+        let connecting = async {
+            let connection = endpoint
+                .connect_with(quic, server, &config.server_name)
+                .map_err(|e| ConnectError::Connect { server, why: e.to_string() })?
+                .await
+                .map_err(|e| ConnectError::Connect { server, why: e.to_string() })?;
+            let (send, recv) = connection
+                .open_bi()
+                .await
+                .map_err(|e| ConnectError::Connect { server, why: e.to_string() })?;
+            Ok::<_, ConnectError>((connection, send, recv))
+        };
+        let (connection, send, recv) = tokio::time::timeout(config.connect_timeout, connecting)
+            .await
+            .map_err(|_| ConnectError::TimedOut(server))??;
+        let session = Session::new(Instant::now().into_std(), SessionConfig::new(config.token));
+        let shared = Arc::new(Shared {
+            session: Mutex::new(session),
+            wake_driver: Notify::new(),
+            wake_game: Notify::new(),
+        });
+        let wire = Wire { endpoint, connection, send, recv };
+        let driver = tokio::spawn(drive(Arc::clone(&shared), wire));
+        Ok(Client { shared, driver })
+    }
+
+    /// The next event, if one is waiting; never blocks (a game loop calls it every frame).
+    pub fn poll_event(&self) -> Option<Event> {
+        self.shared.session().poll_event()
+    }
+
+    /// The next event, waiting for one; `None` once the session closed and every event was
+    /// taken.
+    pub async fn next_event(&self) -> Option<Event> {
+        loop {
+            {
+                let mut session = self.shared.session();
+                if let Some(event) = session.poll_event() {
+                    return Some(event);
+                }
+                if session.is_closed() {
+                    return None;
+                }
+            }
+            self.shared.wake_game.notified().await;
+        }
+    }
+
+    /// The game streamed `load` (docs: [`Session::levels_streamed`]).
+    ///
+    /// # Errors
+    /// As [`Session::levels_streamed`].
+    pub fn levels_streamed(&self, load: Load) -> Result<(), InputError> {
+        self.input(|session| session.levels_streamed(load))
+    }
+
+    /// Asks to respawn (docs: [`Session::request_restart`]).
+    ///
+    /// # Errors
+    /// As [`Session::request_restart`].
+    pub fn request_restart(&self) -> Result<(), InputError> {
+        self.input(Session::request_restart)
+    }
+
+    /// Leaves (docs: [`Session::leave`]); [`Event::Closed`] follows.
+    pub fn leave(&self) {
+        let now = Instant::now().into_std();
+        let _ = self.input(|session| {
+            session.leave(now);
+            Ok(())
+        });
+    }
+
+    /// Whether the session is over.
+    pub fn is_closed(&self) -> bool {
+        self.shared.session().is_closed()
+    }
+
+    fn input<T>(
+        &self,
+        give: impl FnOnce(&mut Session) -> Result<T, InputError>,
+    ) -> Result<T, InputError> {
+        let result = give(&mut self.shared.session());
+        self.shared.wake_driver.notify_one();
+        result
+    }
+}
+
+impl Drop for Client {
+    fn drop(&mut self) {
+        // The driver owns the connection; ending it closes the connection.
+        self.driver.abort();
+    }
+}
+
+/// The driver task's half: the connection and its control stream.
+struct Wire {
+    /// Kept so the socket lives as long as the connection.
+    endpoint: quinn::Endpoint,
+    connection: quinn::Connection,
+    send: quinn::SendStream,
+    recv: quinn::RecvStream,
+}
+
+/// The driver task: reads, wakes the session at its deadlines, writes what it says, until the
+/// session closes.
+async fn drive(shared: Arc<Shared>, mut wire: Wire) {
+    let mut decoder = FrameDecoder::new(DEFAULT_MAX_FRAME);
+    // The server's limit, both ways, once `Welcome` said it.
+    let mut max_frame = DEFAULT_MAX_FRAME;
+    let mut out = Vec::new();
+    loop {
+        // What the session has to say first: its `Hello`, then whatever the last wake caused.
+        out.clear();
+        let closed = {
+            let mut session = shared.session();
+            while let Some(message) = session.poll_output() {
+                // A message of ours always fits the server's limit; one that does not is
+                // dropped rather than sent broken.
+                let _ = encode_frame_into(&message, max_frame, &mut out);
+            }
+            session.is_closed()
+        };
+        if !out.is_empty() && wire.send.write_all(&out).await.is_err() {
+            let why = describe(&wire.connection, "the control stream could not be written");
+            shared.session().connection_lost(why);
+        }
+        shared.wake_game.notify_one();
+        if closed {
+            let _ = wire.send.finish();
+            wire.connection.close(quinn::VarInt::from_u32(0), b"leave");
+            wire.endpoint.wait_idle().await;
+            return;
+        }
+        let wake = shared.session().poll_timeout().map(Instant::from_std);
+        tokio::select! {
+            chunk = wire.recv.read_chunk(READ_CHUNK, true) => {
+                let mut session = shared.session();
+                match chunk {
+                    Ok(Some(chunk)) => {
+                        decoder.extend(&chunk.bytes);
+                        read_messages(&mut session, &mut decoder, &mut max_frame);
+                    }
+                    Ok(None) => session.connection_lost("the server finished the control stream"),
+                    Err(e) => session.connection_lost(describe(&wire.connection, &e.to_string())),
+                }
+            }
+            () = shared.wake_driver.notified() => {}
+            () = sleep_until(wake) => shared.session().handle_timeout(Instant::now().into_std()),
+        }
+    }
+}
+
+/// Feeds every whole frame `decoder` holds to the session; a frame that does not decode ends
+/// the session.
+fn read_messages(session: &mut Session, decoder: &mut FrameDecoder, max_frame: &mut usize) {
+    let now = Instant::now().into_std();
+    loop {
+        match decoder.next_message::<ServerMessage>() {
+            Ok(Some(message)) => {
+                if let ServerMessage::Welcome { max_frame_len, .. } = &message {
+                    // The server's limit from now on, both ways (docs/protocol.md 2).
+                    *max_frame = *max_frame_len as usize;
+                    decoder.set_max_len(*max_frame);
+                }
+                session.handle(now, message);
+            }
+            Ok(None) => return,
+            Err(e) => {
+                session.connection_lost(format!("a frame from the server does not decode: {e}"));
+                return;
+            }
+        }
+    }
+}
+
+/// Why the connection ended, as the transport says, or `fallback`.
+fn describe(connection: &quinn::Connection, fallback: &str) -> String {
+    connection.close_reason().map_or_else(|| fallback.to_owned(), |reason| reason.to_string())
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}

@@ -1,0 +1,107 @@
+//! `gatehouse-client` as a game uses it: `Client::connect` against a real server, the game's
+//! loop answering the events (stream with a short sleep, restart after a death), until it
+//! leaves.
+
+use std::time::Duration;
+
+use gatehouse_client::{Client, CloseReason, ConnectConfig, Event};
+use gatehouse_protocol::token::{self, DEV_TOKEN_KEY, SessionClaims, TokenKey};
+use gatehouse_protocol::{CloseCode, PlayerId};
+use gatehouse_tests::{TestServer, travel_once_placed, wait_for_boot, within, worlds};
+
+/// A token for `player` under the development key, valid for an hour.
+fn token(player: &str) -> String {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let claims = SessionClaims {
+        uid: PlayerId::new(player).unwrap(),
+        exp: now + 3600,
+        iat: Some(now),
+        usn: None,
+    };
+    token::mint(&TokenKey::new(DEV_TOKEN_KEY), &claims)
+}
+
+/// What the game loop saw.
+#[derive(Debug, Default)]
+struct Seen {
+    welcomed: bool,
+    joins_ended: usize,
+    transitions_ended: usize,
+    possessions: usize,
+    deaths: usize,
+    respawns: usize,
+    closed: Option<CloseReason>,
+    /// Every event, for a failure's message.
+    log: Vec<String>,
+}
+
+/// A game's loop: answers every event as a game must, leaves once it saw a join, two
+/// transitions and a restart after a death.
+async fn play(client: &Client, seen: &mut Seen) {
+    let mut left = false;
+    while let Some(event) = client.next_event().await {
+        seen.log.push(format!("{event:?}"));
+        match event {
+            Event::Welcomed { .. } => seen.welcomed = true,
+            Event::StreamLevels { load, .. } => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                // A newer load may have replaced it meanwhile: then it is refused, harmlessly.
+                let _ = client.levels_streamed(load);
+            }
+            Event::HideLoadingScreen { load: gatehouse_client::Load::Join(_) } => {
+                seen.joins_ended += 1
+            }
+            Event::HideLoadingScreen { .. } => seen.transitions_ended += 1,
+            Event::Possessed { .. } => seen.possessions += 1,
+            Event::Died => {
+                seen.deaths += 1;
+                client.request_restart().unwrap();
+            }
+            Event::Revived { restarted: true } => seen.respawns += 1,
+            Event::Closed { reason } => seen.closed = Some(reason),
+            _ => {}
+        }
+        let done = seen.joins_ended >= 1 && seen.transitions_ended >= 2 && seen.respawns >= 1;
+        if done && !left {
+            left = true;
+            client.leave();
+        }
+    }
+}
+
+/// A world that kills on its start node; the client logs in after the boot travel (a join of
+/// its own), then the test travels to the other node and back, each once it is placed.
+#[tokio::test]
+async fn a_library_client_plays_a_session_over_quic() {
+    let server = TestServer::start(worlds::HAZARDOUS).await;
+    wait_for_boot(&server.handle, Duration::from_secs(10)).await;
+    let trust = std::fs::read(&server.cert).unwrap();
+    let config = ConnectConfig::new(server.addr, "localhost", trust, token("lib-0001"));
+    let client = within(Duration::from_secs(10), "connect", Client::connect(config)).await.unwrap();
+    let handle = server.handle.clone();
+    let travels = tokio::spawn(async move {
+        let limit = Duration::from_secs(20);
+        travel_once_placed(&handle, "lib-0001", &["forest", "harbor"], limit).await;
+    });
+    let mut seen = Seen::default();
+    let played = tokio::time::timeout(Duration::from_secs(60), play(&client, &mut seen)).await;
+    travels.await.unwrap();
+    assert!(played.is_ok(), "the session did not end within 60 s: {seen:#?}");
+    assert!(seen.welcomed, "{seen:?}");
+    assert!(seen.joins_ended >= 1 && seen.transitions_ended >= 2, "{seen:?}");
+    assert!(seen.deaths >= 1 && seen.respawns >= 1 && seen.possessions >= 2, "{seen:?}");
+    let closed = seen.closed.unwrap();
+    assert_eq!(closed.close_code(), Some(CloseCode::Leave), "{closed:?}");
+    server.stop().await;
+}
+
+/// A certificate that is not one is refused before anything is sent.
+#[tokio::test]
+async fn a_client_with_an_unusable_certificate_is_refused_before_connecting() {
+    let addr = "127.0.0.1:9".parse().unwrap();
+    let config = ConnectConfig::new(addr, "localhost", b"-----BEGIN nonsense".to_vec(), "t");
+    let error = Client::connect(config).await.unwrap_err();
+    assert!(error.to_string().starts_with("certificate to trust"), "{error}");
+}
