@@ -14,12 +14,8 @@ fn token(player: &str) -> String {
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let claims = SessionClaims {
-        uid: PlayerId::new(player).unwrap(),
-        exp: now + 3600,
-        iat: Some(now),
-        usn: None,
-    };
+    let Ok(uid) = PlayerId::new(player) else { panic!("{player:?} is no player id") };
+    let claims = SessionClaims { uid, exp: now + 3600, iat: Some(now), usn: None };
     token::mint(&TokenKey::new(DEV_TOKEN_KEY), &claims)
 }
 
@@ -57,7 +53,7 @@ async fn play(client: &Client, seen: &mut Seen) {
             Event::Possessed { .. } => seen.possessions += 1,
             Event::Died => {
                 seen.deaths += 1;
-                client.request_restart().unwrap();
+                assert_eq!(client.request_restart(), Ok(()), "a dead player restarts");
             }
             Event::Revived { restarted: true } => seen.respawns += 1,
             Event::Closed { reason } => seen.closed = Some(reason),
