@@ -1,0 +1,358 @@
+//! [`GhEvent`]: a `gatehouse_client::Event` as one plain C struct, and the storage that keeps
+//! its strings and arrays alive until the next poll.
+
+use std::ffi::{CString, c_char};
+use std::ptr;
+
+use gatehouse_client::{CloseReason, Event, Load, WorldChange};
+
+/// What happened (docs/client.md, "Events"); which [`GhEvent`] fields are set depends on it.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GhEventKind {
+    /// No event (the struct was not written).
+    GhEventNone = 0,
+    /// Accepted: `player`, `node` (NULL before the server streamed one), `value` = the frame
+    /// limit in bytes.
+    GhEventWelcomed = 1,
+    /// Login refused: `code` = the reason's wire index, `text` = the server's detail. Closed
+    /// follows.
+    GhEventRejected = 2,
+    /// Raise the loading screen.
+    GhEventShowLoadingScreen = 3,
+    /// A transition started: freeze the characters. `transition`, `superseded` (0 if none).
+    GhEventTransitionStarted = 4,
+    /// Stream `names` (the levels), then `rooms`, of `node`; then call
+    /// `gh_client_levels_streamed` with `load`.
+    GhEventStreamLevels = 5,
+    /// Stop streaming for `load`.
+    GhEventCancelStreaming = 6,
+    /// The transition failed: `transition`, `code` = the reason's wire index, `text` = detail.
+    /// The screen stays up.
+    GhEventTransitionFailed = 7,
+    /// You control `pawn` now: bind the camera and input to it.
+    GhEventPossessed = 8,
+    /// You no longer control `pawn`.
+    GhEventUnpossessed = 9,
+    /// Drop the loading screen of `load`, unfreeze, enable input.
+    GhEventHideLoadingScreen = 10,
+    /// Your player died: call `gh_client_request_restart` to play on.
+    GhEventDied = 11,
+    /// Your player is alive again; `flag`: after your restart.
+    GhEventRevived = 12,
+    /// Kits granted to your player: `names`.
+    GhEventKitsGranted = 13,
+    /// The server refused a message: `code` = the error's wire index, `text` = detail.
+    GhEventRefused = 14,
+    /// A player state appeared or changed: `player`, `value` = team (0: none), `text` = its
+    /// character definition (NULL: none yet).
+    GhEventPlayerStateUpdated = 15,
+    /// That `player` left the world.
+    GhEventPlayerLeft = 16,
+    /// A pawn exists: `pawn`, `player` = its owner, `node`, `text` = character definition,
+    /// `flag` = alive.
+    GhEventPawnSpawned = 17,
+    /// `pawns` moved to `node`.
+    GhEventPawnsTeleported = 18,
+    /// The owner of `pawn` died.
+    GhEventPawnDied = 19,
+    /// `pawn` is gone.
+    GhEventPawnDestroyed = 20,
+    /// Every tag `player` holds now: `names`.
+    GhEventTagsChanged = 21,
+    /// `player`'s health is `value`.
+    GhEventHealthChanged = 22,
+    /// The session is over: `close`, and for a server close `code` (docs/protocol.md 6) and
+    /// `text` (its reason); for a lost connection `text` says why.
+    GhEventClosed = 23,
+}
+
+/// What a load on the loading screen is for.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GhLoadKind {
+    /// No load.
+    GhLoadNone = 0,
+    /// A transition; `id` is its transition id.
+    GhLoadTransition = 1,
+    /// The client's own join; `id` is its join id.
+    GhLoadJoin = 2,
+}
+
+/// A load, as `GH_EVENT_STREAM_LEVELS` names it and `gh_client_levels_streamed` takes it back.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GhLoad {
+    /// Transition or join.
+    pub kind: GhLoadKind,
+    /// Its id.
+    pub id: u64,
+}
+
+/// Why a session ended (`GH_EVENT_CLOSED`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum GhCloseKind {
+    /// Not closed.
+    GhCloseNone = 0,
+    /// The server closed with `code` and `text`.
+    GhCloseServer = 1,
+    /// The client left and the connection ended.
+    GhCloseLeft = 2,
+    /// No `Welcome` came in time.
+    GhCloseNoWelcome = 3,
+    /// The connection was lost; `text` says why.
+    GhCloseLost = 4,
+}
+
+/// One event as plain C data. Pointers are NULL when unset; every string is NUL-terminated
+/// UTF-8, and every pointer stays valid until the next `gh_client_poll_event` or
+/// `gh_client_free` on the same client.
+#[repr(C)]
+#[derive(Debug)]
+pub struct GhEvent {
+    /// What happened.
+    pub kind: GhEventKind,
+    /// The load (stream, cancel, hide).
+    pub load: GhLoad,
+    /// A transition id (started, failed).
+    pub transition: u64,
+    /// The transition a started one replaced on the screen; 0 if none.
+    pub superseded: u64,
+    /// A pawn id.
+    pub pawn: u64,
+    /// A player id.
+    pub player: *const c_char,
+    /// A node id.
+    pub node: *const c_char,
+    /// Names: the levels to stream, kits granted, or tags held.
+    pub names: *const *const c_char,
+    /// How many `names`.
+    pub names_len: usize,
+    /// The rooms to stream after the levels.
+    pub rooms: *const *const c_char,
+    /// How many `rooms`.
+    pub rooms_len: usize,
+    /// Pawn ids (teleported).
+    pub pawns: *const u64,
+    /// How many `pawns`.
+    pub pawns_len: usize,
+    /// A code: a wire index (reject reason, error code, failure reason) or a close code.
+    pub code: u32,
+    /// A number: health points, a team (0: none), or the frame limit in bytes.
+    pub value: u32,
+    /// A flag: restarted (revived), alive (pawn spawned).
+    pub flag: bool,
+    /// A text: the server's detail or reason, or a character definition.
+    pub text: *const c_char,
+    /// Why the session closed (`GH_EVENT_CLOSED`).
+    pub close: GhCloseKind,
+}
+
+impl GhEvent {
+    /// An event of `kind` with nothing else set.
+    pub(crate) fn empty(kind: GhEventKind) -> GhEvent {
+        GhEvent {
+            kind,
+            load: GhLoad { kind: GhLoadKind::GhLoadNone, id: 0 },
+            transition: 0,
+            superseded: 0,
+            pawn: 0,
+            player: ptr::null(),
+            node: ptr::null(),
+            names: ptr::null(),
+            names_len: 0,
+            rooms: ptr::null(),
+            rooms_len: 0,
+            pawns: ptr::null(),
+            pawns_len: 0,
+            code: 0,
+            value: 0,
+            flag: false,
+            text: ptr::null(),
+            close: GhCloseKind::GhCloseNone,
+        }
+    }
+}
+
+/// The strings and arrays of the last event given out: kept until the next poll.
+#[derive(Debug, Default)]
+pub(crate) struct Storage {
+    strings: Vec<CString>,
+    lists: Vec<Vec<*const c_char>>,
+    pawns: Vec<u64>,
+}
+
+impl Storage {
+    /// Forgets the last event's data.
+    pub(crate) fn clear(&mut self) {
+        self.strings.clear();
+        self.lists.clear();
+        self.pawns.clear();
+    }
+
+    /// Keeps `text` as a C string and points at it. A NUL inside (peer text may hold one)
+    /// becomes U+FFFD, so the string is never cut short silently.
+    fn string(&mut self, text: &str) -> *const c_char {
+        let text = CString::new(text.replace('\0', "\u{FFFD}")).unwrap_or_default();
+        // The CString's heap buffer does not move when the CString itself moves into the Vec.
+        let pointer = text.as_ptr();
+        self.strings.push(text);
+        pointer
+    }
+
+    /// Keeps each of `texts` and a list of pointers to them; returns the list and its length.
+    fn list<'a>(&mut self, texts: impl Iterator<Item = &'a str>) -> (*const *const c_char, usize) {
+        let list: Vec<*const c_char> = texts.map(|text| self.string(text)).collect();
+        let (pointer, len) = (list.as_ptr(), list.len());
+        self.lists.push(list);
+        (pointer, len)
+    }
+
+    /// `event` as C data, its strings kept here.
+    pub(crate) fn event(&mut self, event: Event) -> GhEvent {
+        use GhEventKind::*;
+        match event {
+            Event::Welcomed { player, node, max_frame_len } => GhEvent {
+                player: self.string(player.as_str()),
+                node: node.map_or(ptr::null(), |node| self.string(node.as_str())),
+                value: max_frame_len,
+                ..GhEvent::empty(GhEventWelcomed)
+            },
+            Event::Rejected { reason, detail } => GhEvent {
+                code: reason as u32,
+                text: self.string(&detail),
+                ..GhEvent::empty(GhEventRejected)
+            },
+            Event::ShowLoadingScreen => GhEvent::empty(GhEventShowLoadingScreen),
+            Event::TransitionStarted { transition, superseded } => GhEvent {
+                transition: transition.0,
+                superseded: superseded.map_or(0, |id| id.0),
+                ..GhEvent::empty(GhEventTransitionStarted)
+            },
+            Event::StreamLevels { load, node, levels, rooms } => {
+                let (names, names_len) = self.list(levels.iter().map(|l| l.as_str()));
+                let (rooms, rooms_len) = self.list(rooms.iter().map(|r| r.as_str()));
+                GhEvent {
+                    load: gh_load(load),
+                    node: self.string(node.as_str()),
+                    names,
+                    names_len,
+                    rooms,
+                    rooms_len,
+                    ..GhEvent::empty(GhEventStreamLevels)
+                }
+            }
+            Event::CancelStreaming { load } => {
+                GhEvent { load: gh_load(load), ..GhEvent::empty(GhEventCancelStreaming) }
+            }
+            Event::TransitionFailed { transition, reason, detail } => GhEvent {
+                transition: transition.0,
+                code: reason as u32,
+                text: self.string(&detail),
+                ..GhEvent::empty(GhEventTransitionFailed)
+            },
+            Event::Possessed { pawn } => {
+                GhEvent { pawn: pawn.0, ..GhEvent::empty(GhEventPossessed) }
+            }
+            Event::Unpossessed { pawn } => {
+                GhEvent { pawn: pawn.0, ..GhEvent::empty(GhEventUnpossessed) }
+            }
+            Event::HideLoadingScreen { load } => {
+                GhEvent { load: gh_load(load), ..GhEvent::empty(GhEventHideLoadingScreen) }
+            }
+            Event::Died => GhEvent::empty(GhEventDied),
+            Event::Revived { restarted } => {
+                GhEvent { flag: restarted, ..GhEvent::empty(GhEventRevived) }
+            }
+            Event::KitsGranted { kits } => {
+                let (names, names_len) = self.list(kits.iter().map(|k| k.name()));
+                GhEvent { names, names_len, ..GhEvent::empty(GhEventKitsGranted) }
+            }
+            Event::Refused { code, detail } => GhEvent {
+                code: code as u32,
+                text: self.string(&detail),
+                ..GhEvent::empty(GhEventRefused)
+            },
+            Event::World(change) => self.world(change),
+            Event::Closed { reason } => self.closed(reason),
+        }
+    }
+
+    fn world(&mut self, change: WorldChange) -> GhEvent {
+        use GhEventKind::*;
+        match change {
+            WorldChange::PlayerStateUpdated(view) => GhEvent {
+                player: self.string(view.player_id.as_str()),
+                value: view.team.map_or(0, |team| u32::from(team.0)),
+                text: view.character_def.map_or(ptr::null(), |def| self.string(def.as_str())),
+                ..GhEvent::empty(GhEventPlayerStateUpdated)
+            },
+            WorldChange::PlayerLeft { player } => GhEvent {
+                player: self.string(player.as_str()),
+                ..GhEvent::empty(GhEventPlayerLeft)
+            },
+            WorldChange::PawnSpawned(view) => GhEvent {
+                pawn: view.pawn_id.0,
+                player: self.string(view.owner.as_str()),
+                node: self.string(view.node.as_str()),
+                text: self.string(view.character_def.as_str()),
+                flag: view.alive,
+                ..GhEvent::empty(GhEventPawnSpawned)
+            },
+            WorldChange::PawnsTeleported { node, pawns } => {
+                self.pawns = pawns.iter().map(|pawn| pawn.0).collect();
+                GhEvent {
+                    node: self.string(node.as_str()),
+                    pawns: self.pawns.as_ptr(),
+                    pawns_len: self.pawns.len(),
+                    ..GhEvent::empty(GhEventPawnsTeleported)
+                }
+            }
+            WorldChange::PawnDied { pawn } => {
+                GhEvent { pawn: pawn.0, ..GhEvent::empty(GhEventPawnDied) }
+            }
+            WorldChange::PawnDestroyed { pawn } => {
+                GhEvent { pawn: pawn.0, ..GhEvent::empty(GhEventPawnDestroyed) }
+            }
+            WorldChange::TagsChanged { player, tags } => {
+                let (names, names_len) = self.list(tags.iter().map(|t| t.name()));
+                GhEvent {
+                    player: self.string(player.as_str()),
+                    names,
+                    names_len,
+                    ..GhEvent::empty(GhEventTagsChanged)
+                }
+            }
+            WorldChange::HealthChanged { player, health } => GhEvent {
+                player: self.string(player.as_str()),
+                value: health,
+                ..GhEvent::empty(GhEventHealthChanged)
+            },
+        }
+    }
+
+    fn closed(&mut self, reason: CloseReason) -> GhEvent {
+        let closed = GhEvent::empty(GhEventKind::GhEventClosed);
+        match reason {
+            CloseReason::Server { code, reason } => GhEvent {
+                close: GhCloseKind::GhCloseServer,
+                code,
+                text: self.string(&reason),
+                ..closed
+            },
+            CloseReason::Left => GhEvent { close: GhCloseKind::GhCloseLeft, ..closed },
+            CloseReason::NoWelcome => GhEvent { close: GhCloseKind::GhCloseNoWelcome, ..closed },
+            CloseReason::Lost { why } => {
+                GhEvent { close: GhCloseKind::GhCloseLost, text: self.string(&why), ..closed }
+            }
+        }
+    }
+}
+
+fn gh_load(load: Load) -> GhLoad {
+    match load {
+        Load::Transition(id) => GhLoad { kind: GhLoadKind::GhLoadTransition, id: id.0 },
+        Load::Join(id) => GhLoad { kind: GhLoadKind::GhLoadJoin, id: id.0 },
+    }
+}

@@ -1,0 +1,69 @@
+//! The C ABI's edges, called as C calls them: NULLs and bad arguments are refused with a
+//! status or a message, never followed.
+
+#![allow(clippy::unwrap_used, clippy::undocumented_unsafe_blocks)]
+
+use std::ffi::{CStr, CString, c_char};
+use std::ptr;
+
+use gatehouse_client_ffi::*;
+
+#[test]
+fn a_connect_with_a_bad_address_fails_with_a_message_naming_it() {
+    let address = CString::new("not an address").unwrap();
+    let name = CString::new("localhost").unwrap();
+    let token = CString::new("t").unwrap();
+    let certificate = b"-----BEGIN CERTIFICATE-----".to_vec();
+    let options = GhConnectOptions {
+        address: address.as_ptr(),
+        server_name: name.as_ptr(),
+        certificate: certificate.as_ptr(),
+        certificate_len: certificate.len(),
+        token: token.as_ptr(),
+        connect_timeout_ms: 0,
+    };
+    let mut error = [0 as c_char; 64];
+    let client = unsafe { gh_client_connect(&options, error.as_mut_ptr(), error.len()) };
+    assert!(client.is_null());
+    let message = unsafe { CStr::from_ptr(error.as_ptr()) }.to_str().unwrap();
+    assert!(message.starts_with("address \"not an address\""), "{message}");
+    assert!(message.len() < 64, "cut to the buffer with its NUL");
+}
+
+#[test]
+fn null_arguments_are_refused_not_followed() {
+    let mut error = [0 as c_char; 32];
+    assert!(unsafe { gh_client_connect(ptr::null(), error.as_mut_ptr(), error.len()) }.is_null());
+    let message = unsafe { CStr::from_ptr(error.as_ptr()) }.to_str().unwrap();
+    assert_eq!(message, "options is NULL");
+    let load = GhLoad { kind: GhLoadKind::GhLoadJoin, id: 1 };
+    let null = ptr::null_mut();
+    assert_eq!(unsafe { gh_client_poll_event(null, ptr::null_mut()) }, -1);
+    assert_eq!(unsafe { gh_client_levels_streamed(null, load) }, GhStatus::GhErrArgument);
+    assert_eq!(unsafe { gh_client_request_restart(null) }, GhStatus::GhErrArgument);
+    unsafe { gh_client_leave(null) };
+    unsafe { gh_client_free(null) };
+}
+
+#[test]
+fn a_minted_token_is_written_only_when_it_fits() {
+    let key = CString::new("key").unwrap();
+    let player = CString::new("c-0001").unwrap();
+    let len = unsafe { gh_dev_mint_token(key.as_ptr(), player.as_ptr(), 60, ptr::null_mut(), 0) };
+    assert!(len > 0);
+    let mut small = vec![1 as c_char; len as usize];
+    unsafe {
+        gh_dev_mint_token(key.as_ptr(), player.as_ptr(), 60, small.as_mut_ptr(), small.len())
+    };
+    assert!(small.iter().all(|b| *b == 1), "no room for the NUL: nothing written");
+    let mut fits = vec![1 as c_char; len as usize + 1];
+    unsafe { gh_dev_mint_token(key.as_ptr(), player.as_ptr(), 60, fits.as_mut_ptr(), fits.len()) };
+    let token = unsafe { CStr::from_ptr(fits.as_ptr()) }.to_str().unwrap();
+    assert_eq!(token.len() as i64, len);
+    assert_eq!(token.split('.').count(), 3, "a JWT");
+    let bad = CString::new("not a player id!").unwrap();
+    assert_eq!(
+        unsafe { gh_dev_mint_token(key.as_ptr(), bad.as_ptr(), 60, ptr::null_mut(), 0) },
+        -1
+    );
+}
