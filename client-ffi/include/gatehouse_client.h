@@ -59,7 +59,7 @@ typedef enum GhEventKind {
    */
   GH_EVENT_UNPOSSESSED = 9,
   /**
-   * Drop the loading screen of `load`, unfreeze, enable input.
+   * Drop the loading screen of `load`, enable input.
    */
   GH_EVENT_HIDE_LOADING_SCREEN = 10,
   /**
@@ -117,6 +117,12 @@ typedef enum GhEventKind {
    * `text` (its reason); for a lost connection `text` says why.
    */
   GH_EVENT_CLOSED = 23,
+  /**
+   * The transition on the screen ended (`transition`): unfreeze the characters. The screen
+   * drops with `GH_EVENT_HIDE_LOADING_SCREEN` if you were placed in it, or stays up for
+   * the join of your own that follows.
+   */
+  GH_EVENT_TRANSITION_ENDED = 24,
 } GhEventKind;
 
 /**

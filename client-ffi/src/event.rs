@@ -34,7 +34,7 @@ pub enum GhEventKind {
     GhEventPossessed = 8,
     /// You no longer control `pawn`.
     GhEventUnpossessed = 9,
-    /// Drop the loading screen of `load`, unfreeze, enable input.
+    /// Drop the loading screen of `load`, enable input.
     GhEventHideLoadingScreen = 10,
     /// Your player died: call `gh_client_request_restart` to play on.
     GhEventDied = 11,
@@ -65,6 +65,10 @@ pub enum GhEventKind {
     /// The session is over: `close`, and for a server close `code` (docs/protocol.md 6) and
     /// `text` (its reason); for a lost connection `text` says why.
     GhEventClosed = 23,
+    /// The transition on the screen ended (`transition`): unfreeze the characters. The screen
+    /// drops with `GH_EVENT_HIDE_LOADING_SCREEN` if you were placed in it, or stays up for
+    /// the join of your own that follows.
+    GhEventTransitionEnded = 24,
 }
 
 /// What a load on the loading screen is for.
@@ -257,6 +261,9 @@ impl Storage {
             }
             Event::Unpossessed { pawn } => {
                 GhEvent { pawn: pawn.0, ..GhEvent::empty(GhEventUnpossessed) }
+            }
+            Event::TransitionEnded { transition } => {
+                GhEvent { transition: transition.0, ..GhEvent::empty(GhEventTransitionEnded) }
             }
             Event::HideLoadingScreen { load } => {
                 GhEvent { load: gh_load(load), ..GhEvent::empty(GhEventHideLoadingScreen) }

@@ -176,8 +176,9 @@ impl ClientSession {
         let expected = Expected {
             player: self.session.player(),
             node: self.session.destination(),
+            // A transition that ended, its screen held for the join that follows, is over.
             on_screen: match screen {
-                Screen::Transition(screen) => Some(screen.transition()),
+                Screen::Transition(screen) if !screen.has_ended() => Some(screen.transition()),
                 _ => None,
             },
             on_join: match screen {
@@ -469,7 +470,8 @@ impl ClientSession {
                 }
                 self.note_possessed(now);
             }
-            Event::HideLoadingScreen { load } => self.end_screen(now, load),
+            Event::TransitionEnded { transition } => self.transition_ended(now, transition),
+            Event::HideLoadingScreen { .. } => self.screen_down(now),
             // A kept pawn moved into the destination: it stands in for a possession.
             Event::World(WorldChange::PawnsTeleported { pawns, .. })
                 if self.session.pawn().is_some_and(|own| pawns.contains(own)) =>
@@ -538,11 +540,11 @@ impl ClientSession {
         });
     }
 
-    /// The load on screen ended at `now`: its figures are recorded and the screen is down.
-    fn end_screen(&mut self, now: Instant, load: Load) {
-        let Some(screen) = self.screen.take() else { return };
-        if let Load::Transition(id) = load {
-            self.stats.transitions_ended.insert(id);
+    /// The transition on screen ended at `now`: its phases are timed, and the destination's
+    /// world begins play.
+    fn transition_ended(&mut self, now: Instant, id: gatehouse_protocol::TransitionId) {
+        self.stats.transitions_ended.insert(id);
+        if let Some(screen) = &self.screen {
             let timings = &mut self.stats.timings;
             timings.shown_to_ended.record_between(screen.shown_at, now);
             if let Some(ready) = screen.ready_sent_at {
@@ -554,11 +556,16 @@ impl ClientSession {
             if let Some(possessed) = screen.possessed_at {
                 timings.possessed_to_ended.record_between(possessed, now);
             }
-            // The server ends a transition without waiting for a client that joined during its
-            // spawn window: the client is in its destination world now, streamed or not, so
-            // that world begins play (a no-op once streaming already began it).
-            self.queue(now, GameStep::BeginPlay);
         }
+        // The server ends a transition without waiting for a client that joined during its
+        // spawn window: the client is in its destination world now, streamed or not, so that
+        // world begins play (a no-op once streaming already began it).
+        self.queue(now, GameStep::BeginPlay);
+    }
+
+    /// The loading screen came down at `now`: its bar is recorded for the run's picture.
+    fn screen_down(&mut self, now: Instant) {
+        let Some(screen) = self.screen.take() else { return };
         self.stats.screens.push(screen.times(now));
         let up = ms(now - screen.raised_at);
         self.stats.longest_loading_screen_ms = self.stats.longest_loading_screen_ms.max(up);

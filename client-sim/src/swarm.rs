@@ -1392,6 +1392,9 @@ mod tests {
             if cut {
                 reported.end(Some(&progress));
             } else {
+                // Placed in it, so its end drops the screen.
+                let possessed = ServerMessage::Possessed { pawn_id: gatehouse_protocol::PawnId(1) };
+                session.handle(start, possessed);
                 session
                     .handle(start, ServerMessage::EndTransition { transition_id: TransitionId(1) });
                 reported.update(Some(&progress), &session);
@@ -1415,6 +1418,8 @@ mod tests {
         reported.update(Some(&progress), &session);
         session.handle(start, show(2));
         let ended = start + Duration::from_millis(1500);
+        let possessed = ServerMessage::Possessed { pawn_id: gatehouse_protocol::PawnId(2) };
+        session.handle(start, possessed);
         session.handle(ended, ServerMessage::EndTransition { transition_id: TransitionId(2) });
         reported.update(Some(&progress), &session);
         let quick = progress.take_interval(ended, 3);

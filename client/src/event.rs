@@ -80,7 +80,14 @@ pub enum Event {
         /// The pawn.
         pawn: PawnId,
     },
-    /// Drop the loading screen of `load`, unfreeze the characters, enable input.
+    /// The transition on the screen ended: unfreeze the characters. If this client was placed
+    /// in it, [`Event::HideLoadingScreen`] follows at once; if not, the screen stays up for the
+    /// join of its own that follows (docs/protocol.md 4.2).
+    TransitionEnded {
+        /// The transition.
+        transition: TransitionId,
+    },
+    /// Drop the loading screen of `load`, enable input (the characters are unfrozen).
     HideLoadingScreen {
         /// The load that ended.
         load: Load,

@@ -38,6 +38,8 @@ pub struct TransitionScreen {
     pub(crate) transition: TransitionId,
     pub(crate) raised_at: Instant,
     pub(crate) stage: TransitionStage,
+    /// The own pawn was possessed, or kept and moved, on this screen.
+    pub(crate) placed: bool,
 }
 
 /// Where a transition's loading screen stands.
@@ -55,6 +57,14 @@ pub enum TransitionStage {
     Ready {
         /// The destination node.
         target: NodeId,
+    },
+    /// The transition ended before this client was placed in it (it logged in while the
+    /// transition waited for its players, or was set aside): the join of its own that the
+    /// server sends next comes on this same screen (docs/protocol.md 4.2), so the player never
+    /// sees the world without a pawn in between.
+    Ended {
+        /// The destination node, if it was known.
+        target: Option<NodeId>,
     },
 }
 
@@ -136,6 +146,11 @@ impl TransitionScreen {
     pub fn stage(&self) -> &TransitionStage {
         &self.stage
     }
+
+    /// Whether the transition ended and the screen waits for the client's own join.
+    pub fn has_ended(&self) -> bool {
+        matches!(self.stage, TransitionStage::Ended { .. })
+    }
 }
 
 impl TransitionStage {
@@ -146,6 +161,7 @@ impl TransitionStage {
             TransitionStage::Streaming { target } | TransitionStage::Ready { target } => {
                 Some(target)
             }
+            TransitionStage::Ended { target } => target.as_ref(),
         }
     }
 }

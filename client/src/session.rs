@@ -29,6 +29,11 @@ use crate::event::{CloseReason, Event, WorldChange};
 use crate::screen::{JoinScreen, JoinStage, Load, Screen, TransitionScreen, TransitionStage};
 use crate::timers::{Timer, TimerTable};
 
+/// Longest a loading screen is held after a transition ended without placing this client,
+/// waiting for the join of its own that the server sends right after the end (docs/protocol.md
+/// 4.2): past it the screen drops, so no server can leave the player behind it for good.
+pub const JOIN_AFTER_END: Duration = Duration::from_secs(2);
+
 /// How a session starts.
 #[derive(Clone, PartialEq, Eq)]
 pub struct SessionConfig {
@@ -186,7 +191,7 @@ impl Session {
                 self.on_show_transition(now, transition_id, target_node, levels, rooms)
             }
             ServerMessage::EndTransition { transition_id } => {
-                self.on_end(Load::Transition(transition_id))
+                self.on_end_transition(now, transition_id)
             }
             ServerMessage::ShowJoin { join_id, node, levels, rooms } => {
                 self.on_show_join(now, join_id, node, levels, rooms)
@@ -199,6 +204,7 @@ impl Session {
             }
             ServerMessage::Possessed { pawn_id } => {
                 self.pawn = Some(pawn_id);
+                self.note_placed();
                 self.outputs.push_back(ClientMessage::PossessionAcknowledged { pawn_id });
                 self.events.push_back(Event::Possessed { pawn: pawn_id });
             }
@@ -308,6 +314,7 @@ impl Session {
                 }
                 Timer::Welcome => {}
                 Timer::Leave => self.close(CloseReason::Left),
+                Timer::JoinAfterEnd => self.drop_held_screen(),
             }
         }
     }
@@ -399,6 +406,8 @@ impl Session {
         let (raised_at, superseded) = match &self.screen {
             Screen::Transition(screen) if id == screen.transition => return true,
             Screen::Transition(screen) if id < screen.transition => return false,
+            // An ended transition held for a join is not replaced: it is over.
+            Screen::Transition(screen) if screen.has_ended() => (screen.raised_at, None),
             Screen::Transition(screen) => (screen.raised_at, Some(screen.transition)),
             Screen::Join(screen) => (screen.raised_at, None),
             Screen::None => {
@@ -407,9 +416,11 @@ impl Session {
             }
         };
         self.cancel_streaming();
+        self.timers.stop(Timer::JoinAfterEnd);
         self.streamed = None;
         let stage = TransitionStage::AwaitingDestination;
-        self.screen = Screen::Transition(TransitionScreen { transition: id, raised_at, stage });
+        let screen = TransitionScreen { transition: id, raised_at, stage, placed: false };
+        self.screen = Screen::Transition(screen);
         self.events.push_back(Event::TransitionStarted { transition: id, superseded });
         true
     }
@@ -446,7 +457,13 @@ impl Session {
         rooms: Vec<LevelName>,
     ) {
         let raised_at = match &self.screen {
-            // A transition supersedes a join; a join never replaces a transition.
+            // The join that follows a transition which ended without placing this client: on
+            // the same screen.
+            Screen::Transition(screen) if screen.has_ended() => {
+                self.timers.stop(Timer::JoinAfterEnd);
+                screen.raised_at
+            }
+            // A transition supersedes a join; a join never replaces a transition in flight.
             Screen::Transition(_) => return,
             Screen::Join(screen) if screen.join == id => return,
             Screen::Join(screen) => screen.raised_at,
@@ -462,8 +479,33 @@ impl Session {
         self.events.push_back(Event::StreamLevels { load: Load::Join(id), node, levels, rooms });
     }
 
-    /// `EndTransition` or `EndJoin`: drops the screen if `load` is the one on it (an end of
-    /// anything else is stale and never drops a newer screen).
+    /// `EndTransition` for the transition on screen (any other is stale and never drops a
+    /// newer screen): the characters unfreeze; the screen drops if this client was placed in
+    /// it, and is held for the join that follows if not.
+    fn on_end_transition(&mut self, now: Instant, id: TransitionId) {
+        let Screen::Transition(screen) = &self.screen else { return };
+        if screen.transition != id || screen.has_ended() {
+            return;
+        }
+        let placed = screen.placed;
+        let target = screen.stage.target().cloned();
+        if let Some(node) = &target {
+            self.current_node = Some(node.clone());
+        }
+        // The server ended it without waiting for this client (docs/protocol.md 4.2): every
+        // streaming is still answered once, here by its cancel.
+        self.cancel_streaming();
+        self.events.push_back(Event::TransitionEnded { transition: id });
+        if placed {
+            self.screen = Screen::None;
+            self.events.push_back(Event::HideLoadingScreen { load: Load::Transition(id) });
+        } else if let Screen::Transition(screen) = &mut self.screen {
+            screen.stage = TransitionStage::Ended { target };
+            self.timers.set(Timer::JoinAfterEnd, now + JOIN_AFTER_END);
+        }
+    }
+
+    /// `EndJoin` for the join on screen (any other is stale): the screen drops.
     fn on_end(&mut self, load: Load) {
         if self.screen.load() != Some(load) {
             return;
@@ -471,11 +513,27 @@ impl Session {
         if let Some(node) = self.screen.destination() {
             self.current_node = Some(node.clone());
         }
-        // The server ended it without waiting for this client (docs/protocol.md 4.2): every
-        // streaming is still answered once, here by its cancel.
         self.cancel_streaming();
         self.screen = Screen::None;
         self.events.push_back(Event::HideLoadingScreen { load });
+    }
+
+    /// No join came to the screen held after a transition's end: it drops.
+    fn drop_held_screen(&mut self) {
+        if let Screen::Transition(screen) = &self.screen
+            && screen.has_ended()
+        {
+            let load = Load::Transition(screen.transition);
+            self.screen = Screen::None;
+            self.events.push_back(Event::HideLoadingScreen { load });
+        }
+    }
+
+    /// The own pawn was possessed, or kept and moved: the transition on screen placed it.
+    fn note_placed(&mut self) {
+        if let Screen::Transition(screen) = &mut self.screen {
+            screen.placed = true;
+        }
     }
 
     /// `TransitionFailed`: the streaming of that transition is given up; the screen stays up
@@ -521,6 +579,10 @@ impl Session {
             }
             ServerMessage::PawnSpawned(view) => WorldChange::PawnSpawned(view),
             ServerMessage::PawnsTeleported { node, pawn_ids } => {
+                // A kept pawn moved into the destination stands in for a possession.
+                if self.pawn.is_some_and(|own| pawn_ids.contains(own)) {
+                    self.note_placed();
+                }
                 WorldChange::PawnsTeleported { node, pawns: pawn_ids }
             }
             ServerMessage::PawnDied { pawn_id } => WorldChange::PawnDied { pawn: pawn_id },

@@ -16,13 +16,17 @@ pub(crate) enum Timer {
     /// After [`crate::Session::leave`], the server's close must have come by now
     /// ([`crate::SessionConfig::leave_linger`]); the session closes itself then.
     Leave = 1,
+    /// A transition ended before this client was placed, its screen held for the join of its
+    /// own that comes next: by now that join has come, or the screen drops
+    /// ([`crate::session::JOIN_AFTER_END`]).
+    JoinAfterEnd = 2,
 }
 
 /// How many timers there are.
-const TIMER_COUNT: usize = 2;
+const TIMER_COUNT: usize = 3;
 
 /// Every timer, in table order.
-const ALL: [Timer; TIMER_COUNT] = [Timer::Welcome, Timer::Leave];
+const ALL: [Timer; TIMER_COUNT] = [Timer::Welcome, Timer::Leave, Timer::JoinAfterEnd];
 
 /// A deadline per [`Timer`].
 #[derive(Debug, Default, Clone)]

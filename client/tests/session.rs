@@ -6,6 +6,7 @@
 
 use std::time::{Duration, Instant};
 
+use gatehouse_client::session::JOIN_AFTER_END;
 use gatehouse_client::{
     CloseReason, Event, InputError, Life, Load, Screen, Session, SessionConfig, TransitionStage,
     WorldChange,
@@ -206,27 +207,77 @@ fn a_stale_end_never_drops_a_newer_screen() {
     assert_eq!(events(&mut s), []);
     assert!(s.screen().is_up());
     s.levels_streamed(transition(4)).unwrap();
+    s.handle(t0, ServerMessage::Possessed { pawn_id: PawnId(1) });
+    drain(&mut s);
     s.handle(t0, end(4));
-    assert_eq!(events(&mut s), [Event::HideLoadingScreen { load: transition(4) }]);
+    let ended = Event::TransitionEnded { transition: TransitionId(4) };
+    assert_eq!(events(&mut s), [ended, Event::HideLoadingScreen { load: transition(4) }]);
     assert!(!s.screen().is_up());
     assert_eq!(s.destination(), Some(&node("harbor")), "the world is on the destination now");
 }
 
 /// An arrival the transition did not wait for (docs/protocol.md 4.2): the end comes while the
-/// game still streams; the streaming is cancelled before the screen drops.
+/// game still streams and before any pawn. The streaming is cancelled, the characters
+/// unfreeze, and the screen stays up for the join of its own that follows: the player never
+/// sees the world without a pawn.
 #[test]
-fn an_end_before_streaming_finished_cancels_the_streaming_first() {
+fn a_transition_that_ends_without_placing_the_client_holds_the_screen_for_its_join() {
     let t0 = Instant::now();
     let mut s = welcomed(t0);
     s.handle(t0, show(3, "crypt"));
     drain(&mut s);
     s.handle(t0, end(3));
     let load = transition(3);
-    assert_eq!(
-        events(&mut s),
-        [Event::CancelStreaming { load }, Event::HideLoadingScreen { load }]
-    );
+    let ended = Event::TransitionEnded { transition: TransitionId(3) };
+    assert_eq!(events(&mut s), [Event::CancelStreaming { load }, ended]);
+    assert!(s.screen().is_up(), "held for the join");
     assert_eq!(s.levels_streamed(load), Err(InputError::NotStreaming { load }));
+    s.handle(t0, end(3));
+    assert_eq!(events(&mut s), [], "an end is handled once");
+    s.handle(t0 + Duration::from_millis(5), show_join(7, "crypt"));
+    let (_, seen) = drain(&mut s);
+    assert!(
+        matches!(&seen[..], [Event::StreamLevels { load: Load::Join(JoinId(7)), .. }]),
+        "the join comes on the same screen, not a new one: {seen:?}"
+    );
+    assert_eq!(s.screen().raised_at(), Some(t0));
+    assert_eq!(s.poll_timeout(), None, "the hold's deadline is disarmed");
+}
+
+/// The hold is bounded: a join that never comes drops the screen after [`JOIN_AFTER_END`].
+#[test]
+fn a_held_screen_drops_if_no_join_comes() {
+    let t0 = Instant::now();
+    let mut s = welcomed(t0);
+    s.handle(t0, show(3, "crypt"));
+    s.handle(t0, end(3));
+    drain(&mut s);
+    assert_eq!(s.poll_timeout(), Some(t0 + JOIN_AFTER_END));
+    s.handle_timeout(t0 + JOIN_AFTER_END - Duration::from_millis(1));
+    assert!(s.screen().is_up());
+    s.handle_timeout(t0 + JOIN_AFTER_END);
+    assert_eq!(events(&mut s), [Event::HideLoadingScreen { load: transition(3) }]);
+    assert_eq!(s.destination(), Some(&node("crypt")));
+}
+
+/// A client set aside keeps its old pawn through the transition without being placed in it:
+/// its screen is held too. One whose kept pawn was moved into the destination was placed.
+#[test]
+fn only_a_pawn_possessed_or_moved_on_this_screen_places_the_client() {
+    let t0 = Instant::now();
+    let placed_by = |moved: bool| {
+        let mut s = welcomed(t0);
+        s.handle(t0, ServerMessage::Possessed { pawn_id: PawnId(9) });
+        s.handle(t0, show(3, "crypt"));
+        if moved {
+            let pawn_ids = gatehouse_protocol::PawnIdRuns::from_ids([PawnId(9)]);
+            s.handle(t0, ServerMessage::PawnsTeleported { node: node("crypt"), pawn_ids });
+        }
+        s.handle(t0, end(3));
+        !s.screen().is_up()
+    };
+    assert!(!placed_by(false), "an old pawn does not place it in the destination");
+    assert!(placed_by(true));
 }
 
 #[test]
