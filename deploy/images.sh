@@ -26,7 +26,7 @@ started=$(date +%s)
 RUSTFLAGS="${RUSTFLAGS:-} -C target-feature=+crt-static" \
 CARGO_PROFILE_RELEASE_DEBUG=0 CARGO_PROFILE_RELEASE_STRIP=debuginfo \
     cargo build --release --locked --target "$triple" \
-    -p gatehouse-server -p gatehouse-client-sim
+    -p gatehouse-server -p gatehouse-client-sim -p gatehouse-floor
 echo "static binaries built in $(( $(date +%s) - started )) s"
 for b in gatehouse-server gatehouse-sim; do
     # A dynamic binary would fail in a scratch image with a bare "no such file or directory".

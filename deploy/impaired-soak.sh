@@ -24,7 +24,7 @@ impair=${IMPAIR:-loss=5%,lag=100ms,jitter=20ms,reorder=1%,dup=1%}
 seed=${SEED:-1}
 
 if [ -z "${BIN_DIR:-}" ]; then
-    cargo build --release -q -p gatehouse-server -p gatehouse-client-sim
+    cargo build --release -q -p gatehouse-server -p gatehouse-client-sim -p gatehouse-floor
 fi
 bin=${BIN_DIR:-target/release}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/gatehouse-impaired.XXXXXX")

@@ -63,7 +63,7 @@ rate=${LOAD_CONNECT_RATE:-50}
 full_clients=${LOAD_FULL_CLIENTS:-0}
 
 if [ -z "${BIN_DIR:-}" ]; then
-    cargo build --release -q -p gatehouse-server -p gatehouse-client-sim
+    cargo build --release -q -p gatehouse-server -p gatehouse-client-sim -p gatehouse-floor
 fi
 bin=${BIN_DIR:-target/release}
 for b in gatehouse-server gatehouse-sim gatehouse-floor; do

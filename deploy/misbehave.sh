@@ -53,7 +53,7 @@ crowd_floor_ms=${CROWD_FLOOR_MS-30}
 port=${PORT:-7792}
 
 if [ -z "${BIN_DIR:-}" ]; then
-    cargo build --release -q -p gatehouse-server -p gatehouse-client-sim
+    cargo build --release -q -p gatehouse-server -p gatehouse-client-sim -p gatehouse-floor
 fi
 bin=${BIN_DIR:-target/release}
 for b in gatehouse-server gatehouse-sim; do

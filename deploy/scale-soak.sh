@@ -61,7 +61,7 @@ if [ "$(millis "$interval" INTERVAL)" -lt 1000 ]; then
 fi
 
 if [ -z "${BIN_DIR:-}" ]; then
-    cargo build --release -q -p gatehouse-server -p gatehouse-client-sim
+    cargo build --release -q -p gatehouse-server -p gatehouse-client-sim -p gatehouse-floor
 fi
 bin=${BIN_DIR:-target/release}
 dir=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/gatehouse-scale-soak.XXXXXX")}

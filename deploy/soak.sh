@@ -22,7 +22,7 @@ port=${PORT:-7790}
 admin_port=${ADMIN_PORT:-7791}
 
 if [ -z "${BIN_DIR:-}" ]; then
-    cargo build --release -q -p gatehouse-server -p gatehouse-client-sim
+    cargo build --release -q -p gatehouse-server -p gatehouse-client-sim -p gatehouse-floor
 fi
 bin=${BIN_DIR:-target/release}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/gatehouse-soak.XXXXXX")

@@ -16,13 +16,10 @@
 //!   [`interval`]: the swarm's figures over each interval of a long run.
 //! - [`misbehaviour`]: which clients of a swarm misbehave and how (issue 13 item 4); the session
 //!   and the swarm carry the kinds out, the report keeps those clients apart.
-//! - [`floor`]: the bare QUIC floor F(N) the load benchmark measures the product against (the
-//!   `gatehouse-floor` binary), straight or through the [`conditioner`]; it uses nothing else
-//!   of the crate but the swarm's QUIC runtime.
-//! - [`conditioner`]: a seeded network conditioner (loss, lag, jitter, reordering, duplication,
-//!   a bandwidth cap) as a UDP relay between clients and the server, in process in front of
-//!   the swarm (`gatehouse-sim --impair`) or alone (`gatehouse-sim proxy`); it uses nothing
-//!   else of the crate.
+//!
+//! Beside it, crates of their own: the network conditioner (`gatehouse-conditioner`, in process
+//! in front of the swarm with `gatehouse-sim --impair`, or alone with `gatehouse-sim proxy`) and
+//! the bare QUIC floor benchmark (`gatehouse-floor`).
 //!
 //! The layers, bottom to top; each module imports only from the lines above it (seed 000,
 //! "System boundary": the domain knows neither the registry nor the router):
@@ -50,10 +47,8 @@
 pub mod adapters;
 pub mod checks;
 pub mod client;
-pub mod conditioner;
 pub mod domain;
 pub mod figures;
-pub mod floor;
 mod game_side;
 pub mod gates;
 pub mod ids;

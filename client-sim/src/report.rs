@@ -17,11 +17,11 @@ mod misbehaving;
 
 pub use misbehaving::{KindSection, MisbehavingSection};
 
-use crate::conditioner::proxy::ProxyStats;
 use crate::figures::{
     Check, EndedBeforeGate, Figure, GateStats, RouteCounts, RouterFigures, SessionStats,
     TimingSummary, Timings, WireFigures, gate_figures, session_figures,
 };
+use gatehouse_conditioner::proxy::ProxyStats;
 
 /// What one client ended with.
 #[derive(Debug, Clone)]

@@ -31,19 +31,20 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Wake, Waker};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use gatehouse_client::ConnectError;
+use gatehouse_client::net::quic_config;
+use gatehouse_client::quic::{DriverRuntime, endpoint_config};
+use gatehouse_conditioner::proxy::ProxyHandle;
 use gatehouse_protocol::token::{self, SessionClaims, TokenKey};
 use gatehouse_protocol::{ClientMessage, CloseCode, FrameDecoder, PlayerId, ServerMessage};
-use quinn::crypto::rustls::QuicClientConfig;
 use tokio::time::Instant;
 
 use crate::SimError;
-use crate::conditioner::proxy::ProxyHandle;
 use crate::figures::{MarkKind, ScreenKind, SessionStats, WireFigures};
 use crate::interval::{IntervalFigures, IntervalReport};
 use crate::misbehaviour::{Misbehaviour, misbehaviour_of};
@@ -272,60 +273,11 @@ fn count_errors(progress: Option<&Progress>, errors: usize) {
     }
 }
 
-/// Parses a connect rate for a command line: a positive, finite number of clients per second
-/// (issue 11, "The connections are always driven": `--connect-rate`).
-///
-/// # Errors
-/// A message naming the value when it is not a number, or not positive and finite.
-pub fn parse_connect_rate(s: &str) -> Result<f64, String> {
-    let rate: f64 = s.trim().parse().map_err(|e| format!("{s:?}: {e}"))?;
-    if !(rate.is_finite() && rate > 0.0) {
-        return Err(format!("{s:?}: expected a positive number of clients per second"));
-    }
-    Ok(rate)
-}
-
 /// Whether client `offset` (0-based within the swarm) of `clients` is one of the `full` full
 /// clients: `full` of them, spread evenly over the indices, the first among them.
 pub fn is_full_client(offset: usize, clients: usize, full: usize) -> bool {
     let full = full.min(clients);
     clients > 0 && (offset * full) % clients < full
-}
-
-/// A quinn runtime that runs every endpoint and connection driver, timer and socket on a tokio
-/// runtime of its own, whatever runtime the caller is on, so the QUIC side keeps being driven
-/// while the sessions' thread is busy (issue 11, "The connections are always driven").
-#[derive(Debug, Clone)]
-pub struct DriverRuntime {
-    handle: tokio::runtime::Handle,
-}
-
-impl DriverRuntime {
-    /// Drives QUIC on the runtime of `handle`.
-    pub fn new(handle: tokio::runtime::Handle) -> Self {
-        DriverRuntime { handle }
-    }
-}
-
-impl quinn::Runtime for DriverRuntime {
-    fn new_timer(&self, at: std::time::Instant) -> Pin<Box<dyn quinn::AsyncTimer>> {
-        // A tokio timer belongs to the runtime it is made in.
-        let _inside = self.handle.enter();
-        quinn::TokioRuntime.new_timer(at)
-    }
-
-    fn spawn(&self, future: Pin<Box<dyn Future<Output = ()> + Send>>) {
-        self.handle.spawn(future);
-    }
-
-    fn wrap_udp_socket(
-        &self,
-        socket: std::net::UdpSocket,
-    ) -> std::io::Result<Arc<dyn quinn::AsyncUdpSocket>> {
-        // The socket registers with the I/O driver of the runtime it is wrapped in.
-        let _inside = self.handle.enter();
-        quinn::TokioRuntime.wrap_udp_socket(socket)
-    }
 }
 
 /// The player id of client `index`.
@@ -360,51 +312,13 @@ pub fn client_endpoint(
 /// [`SimError::Certificate`] if the certificate cannot be read or trusted, [`SimError::Tls`] if
 /// TLS cannot be set up.
 pub fn client_config(server_cert: &std::path::Path) -> Result<quinn::ClientConfig, SimError> {
-    let cert_bytes = std::fs::read(server_cert)
-        .map_err(|e| SimError::Certificate { path: server_cert.to_owned(), why: e.to_string() })?;
-    let mut roots = rustls::RootCertStore::empty();
-    let certs: Vec<rustls::pki_types::CertificateDer<'static>> =
-        if cert_bytes.starts_with(b"-----BEGIN") {
-            use rustls::pki_types::pem::PemObject;
-            rustls::pki_types::CertificateDer::pem_slice_iter(&cert_bytes)
-                .collect::<Result<_, _>>()
-                .map_err(|e| SimError::Certificate {
-                    path: server_cert.to_owned(),
-                    why: e.to_string(),
-                })?
-        } else {
-            vec![rustls::pki_types::CertificateDer::from(cert_bytes)]
-        };
-    for cert in certs {
-        roots.add(cert).map_err(|e| SimError::Certificate {
-            path: server_cert.to_owned(),
-            why: e.to_string(),
-        })?;
-    }
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut crypto = rustls::ClientConfig::builder_with_provider(provider)
-        .with_protocol_versions(&[&rustls::version::TLS13])
-        .map_err(|e| SimError::Tls(e.to_string()))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    crypto.alpn_protocols = vec![gatehouse_protocol::ALPN.to_vec()];
-    let crypto = QuicClientConfig::try_from(crypto).map_err(|e| SimError::Tls(e.to_string()))?;
-    let mut config = quinn::ClientConfig::new(Arc::new(crypto));
-    let mut transport = quinn::TransportConfig::default();
-    transport.keep_alive_interval(Some(Duration::from_secs(3)));
-    transport.max_idle_timeout(quinn::IdleTimeout::try_from(Duration::from_secs(10)).ok());
-    config.transport_config(Arc::new(transport));
-    Ok(config)
-}
-
-/// The endpoint-wide QUIC configuration of the sim's endpoints (clients and the floor's server
-/// alike): connection ids of 8 random bytes, as the server's. quinn's default ids hold 3 random
-/// bytes, so among many connections a new id can meet a live one and its packets go astray
-/// (issue 12 item 6).
-pub fn endpoint_config() -> quinn::EndpointConfig {
-    let mut config = quinn::EndpointConfig::default();
-    config.cid_generator(|| Box::new(quinn_proto::RandomConnectionIdGenerator::new(8)));
-    config
+    let certificate = |why: String| SimError::Certificate { path: server_cert.to_owned(), why };
+    let trust = std::fs::read(server_cert).map_err(|e| certificate(e.to_string()))?;
+    // The library's transport, as a game's client has it.
+    quic_config(&trust, Duration::from_secs(3), Duration::from_secs(10)).map_err(|e| match e {
+        ConnectError::Certificate(why) => certificate(why),
+        other => SimError::Tls(other.to_string()),
+    })
 }
 
 /// Binds a client endpoint on the wildcard address of `server`'s family, its socket given
@@ -1173,17 +1087,6 @@ mod tests {
         assert_eq!((0..7).filter(|&i| is_full_client(i, 7, 3)).count(), 3);
     }
 
-    /// `--connect-rate` takes a positive, finite number per second and names any other value.
-    #[test]
-    fn a_connect_rate_is_a_positive_finite_number() {
-        assert_eq!(parse_connect_rate(" 50 "), Ok(50.0));
-        assert_eq!(parse_connect_rate("0.5"), Ok(0.5));
-        for bad in ["0", "-5", "inf", "NaN", "abc"] {
-            let error = parse_connect_rate(bad).unwrap_err();
-            assert!(error.contains(bad), "{bad}: {error}");
-        }
-    }
-
     /// Issue 12 item 1, on the client's side: a client that streams nothing answers a
     /// `ShowTransition` with its `TransitionShown` and its `TransitionReady` in one chunk (one
     /// datagram for the server to read), the ready's zero-length deadline handled in the same
@@ -1293,7 +1196,7 @@ mod tests {
     impl Future for Gate {
         type Output = ();
 
-        fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> std::task::Poll<()> {
+        fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> std::task::Poll<()> {
             if self.open.get() {
                 return std::task::Poll::Ready(());
             }

@@ -11,12 +11,14 @@
 //!
 //! Modules: [`session`] (the state machine), [`screen`] (the loading screen's phases),
 //! [`event`] (what the game is told), `timers` (the session's deadlines), and [`net`], the
-//! async shell that runs a session over QUIC ([`Client::connect`]).
+//! async shell that runs a session over QUIC ([`Client::connect`]), with [`quic`], the QUIC
+//! plumbing it shares with endpoints that hold many connections.
 
 #![forbid(unsafe_code)]
 
 pub mod event;
 pub mod net;
+pub mod quic;
 pub mod screen;
 pub mod session;
 mod timers;

@@ -187,7 +187,10 @@ impl Client {
         } else {
             SocketAddr::from(([0u8; 4], 0))
         };
-        let endpoint = quinn::Endpoint::client(bind).map_err(ConnectError::Bind)?;
+        let socket = std::net::UdpSocket::bind(bind).map_err(ConnectError::Bind)?;
+        let runtime = Arc::new(quinn::TokioRuntime);
+        let endpoint = quinn::Endpoint::new(crate::quic::endpoint_config(), None, socket, runtime)
+            .map_err(ConnectError::Bind)?;
         let server = config.server;
         let connecting = async {
             let connection = endpoint

@@ -5,10 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use gatehouse_client_sim::conditioner::cli::start_in_process;
-use gatehouse_client_sim::conditioner::{Conditions, Impairment};
 use gatehouse_client_sim::report::SwarmReport;
 use gatehouse_client_sim::swarm::{client_config, mint_token, player_id, run_swarm_outcomes};
+use gatehouse_conditioner::cli::start_in_process;
+use gatehouse_conditioner::{Conditions, Impairment};
 use gatehouse_protocol::token::TokenKey;
 use gatehouse_protocol::{ClientMessage, CloseCode, NodeId, PROTOCOL_VERSION, ServerMessage};
 use gatehouse_tests::{TestServer, frames, wait_for_snapshot, within, worlds};

@@ -9,19 +9,18 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
-use gatehouse_client_sim::conditioner::cli::{
-    ImpairArgs, ProxyArgs, resolve, run_proxy, start_in_process,
-};
-use gatehouse_client_sim::conditioner::proxy::Proxy;
 use gatehouse_client_sim::figures::Micros;
 use gatehouse_client_sim::misbehaviour::{
     MisbehavingShare, Misbehaviour, parse_misbehaving, parse_misbehaviours,
 };
 use gatehouse_client_sim::report::{ClientOutcome, SwarmReport};
 use gatehouse_client_sim::session::SessionConfig;
-use gatehouse_client_sim::swarm::{Progress, SwarmConfig, parse_connect_rate, run_swarm_outcomes};
+use gatehouse_client_sim::swarm::{Progress, SwarmConfig, run_swarm_outcomes};
 use gatehouse_client_sim::timeline::{self, ClientTimeline};
 use gatehouse_client_sim::wait::wait_for_server;
+use gatehouse_conditioner::cli::parse_connect_rate;
+use gatehouse_conditioner::cli::{ImpairArgs, ProxyArgs, resolve, run_proxy, start_in_process};
+use gatehouse_conditioner::proxy::Proxy;
 use gatehouse_protocol::token::{DEV_TOKEN_KEY, TokenKey};
 
 /// Simulated gatehouse game clients.

@@ -1,5 +1,5 @@
 //! `gatehouse-floor`: the bare QUIC floor F(N) on this machine (issue 11, "The load
-//! benchmark"); see `gatehouse_client_sim::floor`.
+//! benchmark"); see the `gatehouse_floor` crate.
 
 #![forbid(unsafe_code)]
 
@@ -7,9 +7,8 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::Parser;
-use gatehouse_client_sim::conditioner::cli::ImpairArgs;
-use gatehouse_client_sim::floor::{FloorConfig, run_clients_child, run_floor};
-use gatehouse_client_sim::swarm::parse_connect_rate;
+use gatehouse_conditioner::cli::{ImpairArgs, parse_connect_rate};
+use gatehouse_floor::{FloorConfig, run_clients_child, run_floor};
 
 /// The bare QUIC floor F(N): a QUIC server and N clients over loopback, in one process (or two,
 /// with `--clients-process`, which also measures the server's memory per connection). Per

@@ -14,7 +14,7 @@ use rand::rngs::SmallRng;
 use rand::{RngExt as _, SeedableRng as _};
 use serde::Serialize;
 
-use super::Impairment;
+use crate::Impairment;
 
 /// What one direction did, counted in datagrams (issue 13 item 1: "the report says what it did").
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]

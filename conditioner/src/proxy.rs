@@ -19,8 +19,8 @@ use tokio::net::UdpSocket;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::Conditions;
-use super::link::{Link, LinkStats};
+use crate::Conditions;
+use crate::link::{Link, LinkStats};
 
 /// Datagrams queued from the front socket to one flow before the relay drops them (counted).
 const FLOW_QUEUE: usize = 4096;
@@ -363,7 +363,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::conditioner::Impairment;
+    use crate::Impairment;
 
     /// How long a test waits for a datagram.
     const WAIT: Duration = Duration::from_secs(5);

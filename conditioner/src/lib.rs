@@ -1,4 +1,4 @@
-//! A seeded network conditioner between clients and the server (issue 13 item 1): loss, lag,
+//! gatehouse-conditioner: a seeded network conditioner between clients and the server: loss, lag,
 //! jitter, reordering, duplication and a bandwidth cap, each per direction, in user space
 //! (kernel netem is not available where these run).
 //!
@@ -23,6 +23,8 @@
 //! | `dup_time` | the copy follows within up to this (default 10 ms) | `FakePacketDup_TimeMax` | — |
 //! | `rate` | bandwidth cap, bytes per second (`k`, `M` suffixes: ×1000) | `FakeRateLimit_Send/Recv_Rate` | — |
 //! | `queue` | under a cap, the longest a datagram may wait for the line before it is dropped (default 1 s) | — | — |
+
+#![forbid(unsafe_code)]
 
 pub mod cli;
 pub mod link;

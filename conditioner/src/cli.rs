@@ -10,8 +10,8 @@ use std::io::Write as _;
 
 use anyhow::Context as _;
 
-use super::proxy::{Proxy, ProxyStats};
-use super::{Conditions, Impairment};
+use crate::proxy::{Proxy, ProxyStats};
+use crate::{Conditions, Impairment};
 
 /// The impairment options: any of them puts a conditioner between the clients and the server.
 #[derive(Debug, Clone, clap::Args)]
@@ -174,4 +174,33 @@ pub fn resolve(server: &str) -> anyhow::Result<SocketAddr> {
         .with_context(|| format!("--server {server:?}: expected HOST:PORT"))?
         .next()
         .with_context(|| format!("--server {server:?} resolves to no address"))
+}
+
+/// Parses a connect rate for a command line (`--connect-rate` of the swarm and the floor
+/// benchmark): a positive, finite number of clients per second.
+///
+/// # Errors
+/// A message naming the value when it is not a number, or not positive and finite.
+pub fn parse_connect_rate(s: &str) -> Result<f64, String> {
+    let rate: f64 = s.trim().parse().map_err(|e| format!("{s:?}: {e}"))?;
+    if !(rate.is_finite() && rate > 0.0) {
+        return Err(format!("{s:?}: expected a positive number of clients per second"));
+    }
+    Ok(rate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `--connect-rate` takes a positive, finite number per second and names any other value.
+    #[test]
+    fn a_connect_rate_is_a_positive_finite_number() {
+        assert_eq!(parse_connect_rate(" 50 "), Ok(50.0));
+        assert_eq!(parse_connect_rate("0.5"), Ok(0.5));
+        for bad in ["0", "-5", "inf", "NaN", "abc"] {
+            let error = parse_connect_rate(bad).unwrap_err();
+            assert!(error.contains(bad), "{bad}: {error}");
+        }
+    }
 }

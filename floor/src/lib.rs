@@ -1,4 +1,4 @@
-//! The bare QUIC floor F(N) (issue 11, "The load benchmark"): what this machine's loopback,
+//! gatehouse-floor: the bare QUIC floor F(N) (README, "Soak and load"): what this machine's loopback,
 //! quinn and tokio cost for one server round trip to N clients, with nothing of the game in
 //! between. The load benchmark (`deploy/load.sh`) prints the product's transition times as
 //! ratios to it.
@@ -26,7 +26,7 @@
 //! cost per idle connection (issue 12 item 7).
 //!
 //! With [`FloorConfig::impair`], the clients reach the server through the swarm's network
-//! conditioner ([`crate::conditioner`], in the server's process): the floor of a round trip to
+//! conditioner (`gatehouse_conditioner`, in the server's process): the floor of a round trip to
 //! every client over that network, for the figures of an impaired run (`deploy/scale-soak.sh`).
 //! Each client endpoint is a flow of its own: `client_endpoints = clients` draws each client's
 //! losses apart.
@@ -34,6 +34,8 @@
 //! Everything is bounded: a client that does not get its welcome within `connect_timeout`, all
 //! clients not connected within the connect budget, a round not answered within
 //! `round_timeout`: each is a [`FloorError`] that says how far it got.
+
+#![forbid(unsafe_code)]
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr};
@@ -47,10 +49,10 @@ use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
 use serde::{Deserialize, Serialize};
 use tokio::sync::{mpsc, watch};
 
-use crate::conditioner::Conditions;
-use crate::conditioner::cli::start_in_process;
-use crate::conditioner::proxy::ProxyStats;
-use crate::swarm::DriverRuntime;
+use gatehouse_client::quic::{DriverRuntime, endpoint_config};
+use gatehouse_conditioner::Conditions;
+use gatehouse_conditioner::cli::start_in_process;
+use gatehouse_conditioner::proxy::ProxyStats;
 
 /// ALPN of the floor's connections: nothing here speaks the game protocol.
 const ALPN: &[u8] = b"gatehouse-floor/1";
@@ -404,7 +406,7 @@ pub fn run_floor(config: &FloorConfig) -> Result<FloorReport, FloorError> {
     let server_endpoint = {
         let _entered = server_rt.enter();
         quinn::Endpoint::new(
-            crate::swarm::endpoint_config(),
+            endpoint_config(),
             Some(server_config),
             server_socket,
             Arc::new(quinn::TokioRuntime),
@@ -821,13 +823,9 @@ impl QuicThread {
             if i == 0 {
                 buffers = buffer_sizes(&socket);
             }
-            let endpoint = quinn::Endpoint::new(
-                crate::swarm::endpoint_config(),
-                None,
-                socket,
-                quinn_runtime.clone(),
-            )
-            .map_err(|source| FloorError::Bind { addr: wildcard, source })?;
+            let endpoint =
+                quinn::Endpoint::new(endpoint_config(), None, socket, quinn_runtime.clone())
+                    .map_err(|source| FloorError::Bind { addr: wildcard, source })?;
             endpoints.push(endpoint);
         }
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -1199,9 +1197,9 @@ mod tests {
     /// (clients in another process) is not measured through it.
     #[test]
     fn a_floor_through_the_conditioner_is_slowed_by_it_and_reports_it() {
-        let lag = crate::conditioner::Impairment {
+        let lag = gatehouse_conditioner::Impairment {
             lag: Duration::from_millis(20),
-            ..crate::conditioner::Impairment::default()
+            ..gatehouse_conditioner::Impairment::default()
         };
         let mut config = FloorConfig::new(4);
         config.rounds = 3;
