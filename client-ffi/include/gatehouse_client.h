@@ -11,11 +11,152 @@
 #include <stdlib.h>
 
 /**
+ * Close codes (`GH_EVENT_CLOSED` with `GH_CLOSE_SERVER`: `code`; docs/protocol.md 6).
+ */
+#define GH_CLOSE_CODE_LEAVE 0
+
+/**
+ * The server is shutting down (reconnect later).
+ */
+#define GH_CLOSE_CODE_SHUTTING_DOWN 1
+
+/**
+ * The login was rejected (`GH_EVENT_REJECTED` said why).
+ */
+#define GH_CLOSE_CODE_REJECTED 2
+
+/**
+ * The client broke the protocol.
+ */
+#define GH_CLOSE_CODE_PROTOCOL_VIOLATION 3
+
+/**
+ * The server is full.
+ */
+#define GH_CLOSE_CODE_SERVER_FULL 4
+
+/**
+ * A newer connection of the same player replaced this one.
+ */
+#define GH_CLOSE_CODE_REPLACED 5
+
+/**
+ * The client did not report ready in time.
+ */
+#define GH_CLOSE_CODE_READY_TIMEOUT 6
+
+/**
+ * The client did not read what the server sent.
+ */
+#define GH_CLOSE_CODE_SLOW_CONSUMER 7
+
+/**
+ * No `Hello` in time.
+ */
+#define GH_CLOSE_CODE_HELLO_TIMEOUT 8
+
+/**
+ * Too many messages or refused requests.
+ */
+#define GH_CLOSE_CODE_ABUSE 9
+
+/**
+ * The world cannot be loaded; the server is ending.
+ */
+#define GH_CLOSE_CODE_WORLD_UNAVAILABLE 10
+
+/**
+ * Why a login was refused (`GH_EVENT_REJECTED`: `code`).
+ */
+#define GH_REJECT_UNSUPPORTED_VERSION 0
+
+/**
+ * The token was empty.
+ */
+#define GH_REJECT_MISSING_TOKEN 1
+
+/**
+ * The token is not a well-formed session token.
+ */
+#define GH_REJECT_MALFORMED_TOKEN 2
+
+/**
+ * The token's signature does not verify.
+ */
+#define GH_REJECT_BAD_SIGNATURE 3
+
+/**
+ * The token expired.
+ */
+#define GH_REJECT_EXPIRED 4
+
+/**
+ * The server is full.
+ */
+#define GH_REJECT_SERVER_FULL 5
+
+/**
+ * The server is shutting down.
+ */
+#define GH_REJECT_SHUTTING_DOWN 6
+
+/**
+ * The first message was not `Hello` (never from this library).
+ */
+#define GH_REJECT_HELLO_EXPECTED 7
+
+/**
+ * The token's times are out of bounds.
+ */
+#define GH_REJECT_TOKEN_LIFETIME 8
+
+/**
+ * This player logged in too often lately; try again in a few seconds.
+ */
+#define GH_REJECT_TOO_MANY_LOGINS 9
+
+/**
+ * Why the server refused a message (`GH_EVENT_REFUSED`: `code`).
+ */
+#define GH_ERROR_UNEXPECTED_MESSAGE 0
+
+/**
+ * A transition id the server never issued.
+ */
+#define GH_ERROR_UNKNOWN_TRANSITION 1
+
+/**
+ * A pawn id that is not one of yours.
+ */
+#define GH_ERROR_UNKNOWN_PAWN 2
+
+/**
+ * A restart while alive.
+ */
+#define GH_ERROR_RESTART_REJECTED 3
+
+/**
+ * Too many refused requests: further ones are dropped for a while.
+ */
+#define GH_ERROR_RATE_LIMITED 4
+
+/**
+ * A join id the server never issued.
+ */
+#define GH_ERROR_UNKNOWN_JOIN 5
+
+/**
+ * Why a transition failed (`GH_EVENT_TRANSITION_FAILED`: `code`): it ran for the server's
+ * maximum transition time.
+ */
+#define GH_TRANSITION_FAILURE_TIMED_OUT 0
+
+/**
  * What happened (docs/client.md, "Events"); which [`GhEvent`] fields are set depends on it.
  */
 typedef enum GhEventKind {
   /**
-   * No event (the struct was not written).
+   * The zero value; never given by `gh_client_poll_event`.
    */
   GH_EVENT_NONE = 0,
   /**
@@ -252,7 +393,8 @@ typedef struct GhLoad {
 /**
  * One event as plain C data. Pointers are NULL when unset; every string is NUL-terminated
  * UTF-8, and every pointer stays valid until the next `gh_client_poll_event` or
- * `gh_client_free` on the same client.
+ * `gh_client_free` on the same client (the other calls leave them alone). Ids start at 1: an
+ * id of 0 means none. docs/client.md, "Events in C", says which fields each kind sets.
  */
 typedef struct GhEvent {
   /**
@@ -320,6 +462,10 @@ typedef struct GhEvent {
    */
   bool flag;
   /**
+   * Whether `player` (or the owner of `pawn`) is your own player.
+   */
+  bool own;
+  /**
    * A text: the server's detail or reason, or a character definition.
    */
   const char *text;
@@ -339,9 +485,11 @@ extern "C" {
 uint32_t gh_protocol_version(void);
 
 /**
- * Connects to a server and sends `Hello`; blocks until connected or failed. Returns the
- * client, or NULL with a message in `error` (NUL-terminated, cut to `error_len` bytes; `error`
- * may be NULL).
+ * Connects to a server and sends `Hello`; blocks until connected or failed (at most the
+ * connect timeout), so call it from a loading thread if a frame must not wait; the client may
+ * then be handed to the game thread. Returns the client, or NULL with a message in `error`
+ * (NUL-terminated, cut to `error_len` bytes; `error` may be NULL). The options' strings and
+ * certificate are copied: free them when this returns.
  *
  * # Safety
  * `options` points at a valid `GhConnectOptions` whose strings are NUL-terminated and whose
@@ -355,7 +503,8 @@ struct GhClient *gh_client_connect(const struct GhConnectOptions *options,
 /**
  * Takes the next event without blocking: 1 if one was written to `event`, 0 if none is
  * waiting, -1 once the session closed and every event was taken (or an argument is NULL).
- * The strings and arrays of the event stay valid until the next call on this client.
+ * The strings and arrays of the event stay valid until the next `gh_client_poll_event` or
+ * `gh_client_free` on this client.
  *
  * # Safety
  * `client` is NULL or a live client from `gh_client_connect`; `event` is NULL or writable.
@@ -379,7 +528,10 @@ enum GhStatus gh_client_levels_streamed(struct GhClient *client, struct GhLoad l
 enum GhStatus gh_client_request_restart(struct GhClient *client);
 
 /**
- * Leaves the world: `Leave` is sent and `GH_EVENT_CLOSED` follows (within 2 s).
+ * Leaves the world: `Leave` is sent and `GH_EVENT_CLOSED` follows within 2 s; keep polling
+ * until `gh_client_poll_event` returns -1, then free the client (freeing at once may cut the
+ * `Leave` off). Before `GH_EVENT_WELCOMED` the session just closes; after `GH_EVENT_CLOSED`
+ * nothing happens.
  *
  * # Safety
  * `client` is NULL or a live client.

@@ -10,7 +10,7 @@ use gatehouse_client::{CloseReason, Event, Load, WorldChange};
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GhEventKind {
-    /// No event (the struct was not written).
+    /// The zero value; never given by `gh_client_poll_event`.
     GhEventNone = 0,
     /// Accepted: `player`, `node` (NULL before the server streamed one), `value` = the frame
     /// limit in bytes.
@@ -111,7 +111,8 @@ pub enum GhCloseKind {
 
 /// One event as plain C data. Pointers are NULL when unset; every string is NUL-terminated
 /// UTF-8, and every pointer stays valid until the next `gh_client_poll_event` or
-/// `gh_client_free` on the same client.
+/// `gh_client_free` on the same client (the other calls leave them alone). Ids start at 1: an
+/// id of 0 means none. docs/client.md, "Events in C", says which fields each kind sets.
 #[repr(C)]
 #[derive(Debug)]
 pub struct GhEvent {
@@ -147,6 +148,8 @@ pub struct GhEvent {
     pub value: u32,
     /// A flag: restarted (revived), alive (pawn spawned).
     pub flag: bool,
+    /// Whether `player` (or the owner of `pawn`) is your own player.
+    pub own: bool,
     /// A text: the server's detail or reason, or a character definition.
     pub text: *const c_char,
     /// Why the session closed (`GH_EVENT_CLOSED`).
@@ -173,6 +176,7 @@ impl GhEvent {
             code: 0,
             value: 0,
             flag: false,
+            own: false,
             text: ptr::null(),
             close: GhCloseKind::GhCloseNone,
         }
@@ -182,6 +186,8 @@ impl GhEvent {
 /// The strings and arrays of the last event given out: kept until the next poll.
 #[derive(Debug, Default)]
 pub(crate) struct Storage {
+    /// The player `Welcome` named: what `own` compares with.
+    me: Option<String>,
     strings: Vec<CString>,
     lists: Vec<Vec<*const c_char>>,
     pawns: Vec<u64>,
@@ -193,6 +199,10 @@ impl Storage {
         self.strings.clear();
         self.lists.clear();
         self.pawns.clear();
+    }
+
+    fn is_me(&self, player: &str) -> bool {
+        self.me.as_deref() == Some(player)
     }
 
     /// Keeps `text` as a C string and points at it. A NUL inside (peer text may hold one)
@@ -219,6 +229,10 @@ impl Storage {
         match event {
             Event::Welcomed { player, node, max_frame_len } => GhEvent {
                 player: self.string(player.as_str()),
+                own: {
+                    self.me = Some(player.as_str().to_owned());
+                    true
+                },
                 node: node.map_or(ptr::null(), |node| self.string(node.as_str())),
                 value: max_frame_len,
                 ..GhEvent::empty(GhEventWelcomed)
@@ -290,16 +304,19 @@ impl Storage {
         use GhEventKind::*;
         match change {
             WorldChange::PlayerStateUpdated(view) => GhEvent {
+                own: self.is_me(view.player_id.as_str()),
                 player: self.string(view.player_id.as_str()),
                 value: view.team.map_or(0, |team| u32::from(team.0)),
                 text: view.character_def.map_or(ptr::null(), |def| self.string(def.as_str())),
                 ..GhEvent::empty(GhEventPlayerStateUpdated)
             },
             WorldChange::PlayerLeft { player } => GhEvent {
+                own: self.is_me(player.as_str()),
                 player: self.string(player.as_str()),
                 ..GhEvent::empty(GhEventPlayerLeft)
             },
             WorldChange::PawnSpawned(view) => GhEvent {
+                own: self.is_me(view.owner.as_str()),
                 pawn: view.pawn_id.0,
                 player: self.string(view.owner.as_str()),
                 node: self.string(view.node.as_str()),
@@ -325,6 +342,7 @@ impl Storage {
             WorldChange::TagsChanged { player, tags } => {
                 let (names, names_len) = self.list(tags.iter().map(|t| t.name()));
                 GhEvent {
+                    own: self.is_me(player.as_str()),
                     player: self.string(player.as_str()),
                     names,
                     names_len,
@@ -332,6 +350,7 @@ impl Storage {
                 }
             }
             WorldChange::HealthChanged { player, health } => GhEvent {
+                own: self.is_me(player.as_str()),
                 player: self.string(player.as_str()),
                 value: health,
                 ..GhEvent::empty(GhEventHealthChanged)

@@ -81,15 +81,78 @@ impl From<Result<(), InputError>> for GhStatus {
     }
 }
 
+/// Close codes (`GH_EVENT_CLOSED` with `GH_CLOSE_SERVER`: `code`; docs/protocol.md 6).
+pub const GH_CLOSE_CODE_LEAVE: u32 = 0;
+/// The server is shutting down (reconnect later).
+pub const GH_CLOSE_CODE_SHUTTING_DOWN: u32 = 1;
+/// The login was rejected (`GH_EVENT_REJECTED` said why).
+pub const GH_CLOSE_CODE_REJECTED: u32 = 2;
+/// The client broke the protocol.
+pub const GH_CLOSE_CODE_PROTOCOL_VIOLATION: u32 = 3;
+/// The server is full.
+pub const GH_CLOSE_CODE_SERVER_FULL: u32 = 4;
+/// A newer connection of the same player replaced this one.
+pub const GH_CLOSE_CODE_REPLACED: u32 = 5;
+/// The client did not report ready in time.
+pub const GH_CLOSE_CODE_READY_TIMEOUT: u32 = 6;
+/// The client did not read what the server sent.
+pub const GH_CLOSE_CODE_SLOW_CONSUMER: u32 = 7;
+/// No `Hello` in time.
+pub const GH_CLOSE_CODE_HELLO_TIMEOUT: u32 = 8;
+/// Too many messages or refused requests.
+pub const GH_CLOSE_CODE_ABUSE: u32 = 9;
+/// The world cannot be loaded; the server is ending.
+pub const GH_CLOSE_CODE_WORLD_UNAVAILABLE: u32 = 10;
+
+/// Why a login was refused (`GH_EVENT_REJECTED`: `code`).
+pub const GH_REJECT_UNSUPPORTED_VERSION: u32 = 0;
+/// The token was empty.
+pub const GH_REJECT_MISSING_TOKEN: u32 = 1;
+/// The token is not a well-formed session token.
+pub const GH_REJECT_MALFORMED_TOKEN: u32 = 2;
+/// The token's signature does not verify.
+pub const GH_REJECT_BAD_SIGNATURE: u32 = 3;
+/// The token expired.
+pub const GH_REJECT_EXPIRED: u32 = 4;
+/// The server is full.
+pub const GH_REJECT_SERVER_FULL: u32 = 5;
+/// The server is shutting down.
+pub const GH_REJECT_SHUTTING_DOWN: u32 = 6;
+/// The first message was not `Hello` (never from this library).
+pub const GH_REJECT_HELLO_EXPECTED: u32 = 7;
+/// The token's times are out of bounds.
+pub const GH_REJECT_TOKEN_LIFETIME: u32 = 8;
+/// This player logged in too often lately; try again in a few seconds.
+pub const GH_REJECT_TOO_MANY_LOGINS: u32 = 9;
+
+/// Why the server refused a message (`GH_EVENT_REFUSED`: `code`).
+pub const GH_ERROR_UNEXPECTED_MESSAGE: u32 = 0;
+/// A transition id the server never issued.
+pub const GH_ERROR_UNKNOWN_TRANSITION: u32 = 1;
+/// A pawn id that is not one of yours.
+pub const GH_ERROR_UNKNOWN_PAWN: u32 = 2;
+/// A restart while alive.
+pub const GH_ERROR_RESTART_REJECTED: u32 = 3;
+/// Too many refused requests: further ones are dropped for a while.
+pub const GH_ERROR_RATE_LIMITED: u32 = 4;
+/// A join id the server never issued.
+pub const GH_ERROR_UNKNOWN_JOIN: u32 = 5;
+
+/// Why a transition failed (`GH_EVENT_TRANSITION_FAILED`: `code`): it ran for the server's
+/// maximum transition time.
+pub const GH_TRANSITION_FAILURE_TIMED_OUT: u32 = 0;
+
 /// The wire protocol version this library speaks.
 #[unsafe(no_mangle)]
 pub extern "C" fn gh_protocol_version() -> u32 {
     gatehouse_protocol::PROTOCOL_VERSION
 }
 
-/// Connects to a server and sends `Hello`; blocks until connected or failed. Returns the
-/// client, or NULL with a message in `error` (NUL-terminated, cut to `error_len` bytes; `error`
-/// may be NULL).
+/// Connects to a server and sends `Hello`; blocks until connected or failed (at most the
+/// connect timeout), so call it from a loading thread if a frame must not wait; the client may
+/// then be handed to the game thread. Returns the client, or NULL with a message in `error`
+/// (NUL-terminated, cut to `error_len` bytes; `error` may be NULL). The options' strings and
+/// certificate are copied: free them when this returns.
 ///
 /// # Safety
 /// `options` points at a valid `GhConnectOptions` whose strings are NUL-terminated and whose
@@ -154,7 +217,8 @@ unsafe fn connect(options: &GhConnectOptions) -> Result<GhClient, String> {
 
 /// Takes the next event without blocking: 1 if one was written to `event`, 0 if none is
 /// waiting, -1 once the session closed and every event was taken (or an argument is NULL).
-/// The strings and arrays of the event stay valid until the next call on this client.
+/// The strings and arrays of the event stay valid until the next `gh_client_poll_event` or
+/// `gh_client_free` on this client.
 ///
 /// # Safety
 /// `client` is NULL or a live client from `gh_client_connect`; `event` is NULL or writable.
@@ -210,7 +274,10 @@ pub unsafe extern "C" fn gh_client_request_restart(client: *mut GhClient) -> GhS
     client.client.request_restart().into()
 }
 
-/// Leaves the world: `Leave` is sent and `GH_EVENT_CLOSED` follows (within 2 s).
+/// Leaves the world: `Leave` is sent and `GH_EVENT_CLOSED` follows within 2 s; keep polling
+/// until `gh_client_poll_event` returns -1, then free the client (freeing at once may cut the
+/// `Leave` off). Before `GH_EVENT_WELCOMED` the session just closes; after `GH_EVENT_CLOSED`
+/// nothing happens.
 ///
 /// # Safety
 /// `client` is NULL or a live client.

@@ -67,3 +67,52 @@ fn a_minted_token_is_written_only_when_it_fits() {
         -1
     );
 }
+
+/// The C constants are the protocol's wire values.
+#[test]
+fn the_c_constants_are_the_wire_values() {
+    use gatehouse_protocol::{CloseCode, ErrorCode, RejectReason, TransitionFailure};
+    let closes = [
+        (GH_CLOSE_CODE_LEAVE, CloseCode::Leave),
+        (GH_CLOSE_CODE_SHUTTING_DOWN, CloseCode::ShuttingDown),
+        (GH_CLOSE_CODE_REJECTED, CloseCode::Rejected),
+        (GH_CLOSE_CODE_PROTOCOL_VIOLATION, CloseCode::ProtocolViolation),
+        (GH_CLOSE_CODE_SERVER_FULL, CloseCode::ServerFull),
+        (GH_CLOSE_CODE_REPLACED, CloseCode::Replaced),
+        (GH_CLOSE_CODE_READY_TIMEOUT, CloseCode::ReadyTimeout),
+        (GH_CLOSE_CODE_SLOW_CONSUMER, CloseCode::SlowConsumer),
+        (GH_CLOSE_CODE_HELLO_TIMEOUT, CloseCode::HelloTimeout),
+        (GH_CLOSE_CODE_ABUSE, CloseCode::Abuse),
+        (GH_CLOSE_CODE_WORLD_UNAVAILABLE, CloseCode::WorldUnavailable),
+    ];
+    for (c, code) in closes {
+        assert_eq!(c, code.code(), "{code:?}");
+    }
+    let rejects = [
+        (GH_REJECT_UNSUPPORTED_VERSION, RejectReason::UnsupportedVersion),
+        (GH_REJECT_MISSING_TOKEN, RejectReason::MissingToken),
+        (GH_REJECT_MALFORMED_TOKEN, RejectReason::MalformedToken),
+        (GH_REJECT_BAD_SIGNATURE, RejectReason::BadSignature),
+        (GH_REJECT_EXPIRED, RejectReason::Expired),
+        (GH_REJECT_SERVER_FULL, RejectReason::ServerFull),
+        (GH_REJECT_SHUTTING_DOWN, RejectReason::ShuttingDown),
+        (GH_REJECT_HELLO_EXPECTED, RejectReason::HelloExpected),
+        (GH_REJECT_TOKEN_LIFETIME, RejectReason::TokenLifetime),
+        (GH_REJECT_TOO_MANY_LOGINS, RejectReason::TooManyLogins),
+    ];
+    for (c, reason) in rejects {
+        assert_eq!(c, reason as u32, "{reason:?}");
+    }
+    let errors = [
+        (GH_ERROR_UNEXPECTED_MESSAGE, ErrorCode::UnexpectedMessage),
+        (GH_ERROR_UNKNOWN_TRANSITION, ErrorCode::UnknownTransition),
+        (GH_ERROR_UNKNOWN_PAWN, ErrorCode::UnknownPawn),
+        (GH_ERROR_RESTART_REJECTED, ErrorCode::RestartRejected),
+        (GH_ERROR_RATE_LIMITED, ErrorCode::RateLimited),
+        (GH_ERROR_UNKNOWN_JOIN, ErrorCode::UnknownJoin),
+    ];
+    for (c, code) in errors {
+        assert_eq!(c, code as u32, "{code:?}");
+    }
+    assert_eq!(GH_TRANSITION_FAILURE_TIMED_OUT, TransitionFailure::TimedOut as u32);
+}

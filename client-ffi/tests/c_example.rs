@@ -77,3 +77,24 @@ async fn c_example_plays_a_session() {
     assert!(output.status.success(), "the example failed: {:?}", output.status);
     server.stop().await;
 }
+
+/// The complete loop in C that `docs/client.md` shows compiles against the header as it is.
+#[test]
+fn the_guides_c_loop_compiles_against_the_header() {
+    let crate_dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let guide = std::fs::read_to_string(crate_dir.join("../docs/client.md")).unwrap();
+    let start = guide.find("```c\n").expect("a C block in docs/client.md") + "```c\n".len();
+    let end = start + guide[start..].find("```").expect("the C block ends");
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("loop.c");
+    std::fs::write(&source, &guide[start..end]).unwrap();
+    let output = Command::new(std::env::var("CC").unwrap_or_else(|_| "cc".into()))
+        .args(["-Wall", "-Werror", "-std=c11", "-c", "-I"])
+        .arg(crate_dir.join("include"))
+        .arg(&source)
+        .arg("-o")
+        .arg(dir.path().join("loop.o"))
+        .output()
+        .expect("a C compiler (cc)");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+}
