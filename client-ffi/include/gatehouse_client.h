@@ -220,17 +220,17 @@ typedef enum GhEventKind {
    */
   GH_EVENT_REFUSED = 14,
   /**
-   * A player state appeared or changed: `player`, `value` = team (0: none), `text` = its
-   * character definition (NULL: none yet).
+   * A player state appeared or changed: `player`, `own`, `value` = team (0: none), `text` =
+   * its character definition (NULL: none yet).
    */
   GH_EVENT_PLAYER_STATE_UPDATED = 15,
   /**
-   * That `player` left the world.
+   * That `player` left the world (`own`: yours).
    */
   GH_EVENT_PLAYER_LEFT = 16,
   /**
-   * A pawn exists: `pawn`, `player` = its owner, `node`, `text` = character definition,
-   * `flag` = alive.
+   * A pawn exists: `pawn`, `player` = its owner, `own` (yours), `node`, `text` = character
+   * definition, `flag` = alive.
    */
   GH_EVENT_PAWN_SPAWNED = 17,
   /**
@@ -246,11 +246,11 @@ typedef enum GhEventKind {
    */
   GH_EVENT_PAWN_DESTROYED = 20,
   /**
-   * Every tag `player` holds now: `names`.
+   * Every tag `player` holds now: `names`; `own`: yours.
    */
   GH_EVENT_TAGS_CHANGED = 21,
   /**
-   * `player`'s health is `value`.
+   * `player`'s health is `value`; `own`: yours.
    */
   GH_EVENT_HEALTH_CHANGED = 22,
   /**
@@ -406,7 +406,7 @@ typedef struct GhEvent {
    */
   struct GhLoad load;
   /**
-   * A transition id (started, failed).
+   * A transition id (started, ended, failed).
    */
   uint64_t transition;
   /**

@@ -44,13 +44,13 @@ pub enum GhEventKind {
     GhEventKitsGranted = 13,
     /// The server refused a message: `code` = the error's wire index, `text` = detail.
     GhEventRefused = 14,
-    /// A player state appeared or changed: `player`, `value` = team (0: none), `text` = its
-    /// character definition (NULL: none yet).
+    /// A player state appeared or changed: `player`, `own`, `value` = team (0: none), `text` =
+    /// its character definition (NULL: none yet).
     GhEventPlayerStateUpdated = 15,
-    /// That `player` left the world.
+    /// That `player` left the world (`own`: yours).
     GhEventPlayerLeft = 16,
-    /// A pawn exists: `pawn`, `player` = its owner, `node`, `text` = character definition,
-    /// `flag` = alive.
+    /// A pawn exists: `pawn`, `player` = its owner, `own` (yours), `node`, `text` = character
+    /// definition, `flag` = alive.
     GhEventPawnSpawned = 17,
     /// `pawns` moved to `node`.
     GhEventPawnsTeleported = 18,
@@ -58,9 +58,9 @@ pub enum GhEventKind {
     GhEventPawnDied = 19,
     /// `pawn` is gone.
     GhEventPawnDestroyed = 20,
-    /// Every tag `player` holds now: `names`.
+    /// Every tag `player` holds now: `names`; `own`: yours.
     GhEventTagsChanged = 21,
-    /// `player`'s health is `value`.
+    /// `player`'s health is `value`; `own`: yours.
     GhEventHealthChanged = 22,
     /// The session is over: `close`, and for a server close `code` (docs/protocol.md 6) and
     /// `text` (its reason); for a lost connection `text` says why.
@@ -120,7 +120,7 @@ pub struct GhEvent {
     pub kind: GhEventKind,
     /// The load (stream, cancel, hide).
     pub load: GhLoad,
-    /// A transition id (started, failed).
+    /// A transition id (started, ended, failed).
     pub transition: u64,
     /// The transition a started one replaced on the screen; 0 if none.
     pub superseded: u64,
