@@ -260,8 +260,8 @@ typedef enum GhEventKind {
   GH_EVENT_CLOSED = 23,
   /**
    * The transition on the screen ended (`transition`): unfreeze the characters. The screen
-   * drops with `GH_EVENT_HIDE_LOADING_SCREEN` if you were placed in it, or stays up for
-   * the join of your own that follows.
+   * drops with `GH_EVENT_HIDE_LOADING_SCREEN`, unless you control no pawn: then it stays up
+   * for the join of your own that follows.
    */
   GH_EVENT_TRANSITION_ENDED = 24,
 } GhEventKind;

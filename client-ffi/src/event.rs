@@ -66,8 +66,8 @@ pub enum GhEventKind {
     /// `text` (its reason); for a lost connection `text` says why.
     GhEventClosed = 23,
     /// The transition on the screen ended (`transition`): unfreeze the characters. The screen
-    /// drops with `GH_EVENT_HIDE_LOADING_SCREEN` if you were placed in it, or stays up for
-    /// the join of your own that follows.
+    /// drops with `GH_EVENT_HIDE_LOADING_SCREEN`, unless you control no pawn: then it stays up
+    /// for the join of your own that follows.
     GhEventTransitionEnded = 24,
 }
 

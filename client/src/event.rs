@@ -80,8 +80,8 @@ pub enum Event {
         /// The pawn.
         pawn: PawnId,
     },
-    /// The transition on the screen ended: unfreeze the characters. If this client was placed
-    /// in it, [`Event::HideLoadingScreen`] follows at once; if not, the screen stays up for the
+    /// The transition on the screen ended: unfreeze the characters. [`Event::HideLoadingScreen`]
+    /// follows at once, unless this client controls no pawn: then the screen stays up for the
     /// join of its own that follows (docs/protocol.md 4.2).
     TransitionEnded {
         /// The transition.

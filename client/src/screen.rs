@@ -38,8 +38,6 @@ pub struct TransitionScreen {
     pub(crate) transition: TransitionId,
     pub(crate) raised_at: Instant,
     pub(crate) stage: TransitionStage,
-    /// The own pawn was possessed, or kept and moved, on this screen.
-    pub(crate) placed: bool,
 }
 
 /// Where a transition's loading screen stands.
@@ -58,10 +56,10 @@ pub enum TransitionStage {
         /// The destination node.
         target: NodeId,
     },
-    /// The transition ended before this client was placed in it (it logged in while the
-    /// transition waited for its players, or was set aside): the join of its own that the
-    /// server sends next comes on this same screen (docs/protocol.md 4.2), so the player never
-    /// sees the world without a pawn in between.
+    /// The transition ended while this client controlled no pawn (it logged in while the
+    /// transition waited for its players): the join of its own that the server sends next
+    /// comes on this same screen (docs/protocol.md 4.2), so the player never sees the world
+    /// without a pawn in between.
     Ended {
         /// The destination node, if it was known.
         target: Option<NodeId>,

@@ -204,7 +204,6 @@ impl Session {
             }
             ServerMessage::Possessed { pawn_id } => {
                 self.pawn = Some(pawn_id);
-                self.note_placed();
                 self.outputs.push_back(ClientMessage::PossessionAcknowledged { pawn_id });
                 self.events.push_back(Event::Possessed { pawn: pawn_id });
             }
@@ -309,10 +308,8 @@ impl Session {
     pub fn handle_timeout(&mut self, now: Instant) {
         for timer in self.timers.take_expired(now) {
             match timer {
-                Timer::Welcome if self.link == Link::AwaitingWelcome => {
-                    self.close(CloseReason::NoWelcome)
-                }
-                Timer::Welcome => {}
+                // Armed only until `Welcome` (which stops it) or the close.
+                Timer::Welcome => self.close(CloseReason::NoWelcome),
                 Timer::Leave => self.close(CloseReason::Left),
                 Timer::JoinAfterEnd => self.drop_held_screen(),
             }
@@ -419,7 +416,7 @@ impl Session {
         self.timers.stop(Timer::JoinAfterEnd);
         self.streamed = None;
         let stage = TransitionStage::AwaitingDestination;
-        let screen = TransitionScreen { transition: id, raised_at, stage, placed: false };
+        let screen = TransitionScreen { transition: id, raised_at, stage };
         self.screen = Screen::Transition(screen);
         self.events.push_back(Event::TransitionStarted { transition: id, superseded });
         true
@@ -480,14 +477,15 @@ impl Session {
     }
 
     /// `EndTransition` for the transition on screen (any other is stale and never drops a
-    /// newer screen): the characters unfreeze; the screen drops if this client was placed in
-    /// it, and is held for the join that follows if not.
+    /// newer screen): the characters unfreeze, and the screen drops, unless this client
+    /// controls no pawn: then the transition ended without placing it (it logged in while the
+    /// transition waited for its players), and the join of its own that the server sends next
+    /// comes on the same screen (docs/protocol.md 4.2).
     fn on_end_transition(&mut self, now: Instant, id: TransitionId) {
         let Screen::Transition(screen) = &self.screen else { return };
         if screen.transition != id || screen.has_ended() {
             return;
         }
-        let placed = screen.placed;
         let target = screen.stage.target().cloned();
         if let Some(node) = &target {
             self.current_node = Some(node.clone());
@@ -496,7 +494,7 @@ impl Session {
         // streaming is still answered once, here by its cancel.
         self.cancel_streaming();
         self.events.push_back(Event::TransitionEnded { transition: id });
-        if placed {
+        if self.pawn.is_some() {
             self.screen = Screen::None;
             self.events.push_back(Event::HideLoadingScreen { load: Load::Transition(id) });
         } else if let Screen::Transition(screen) = &mut self.screen {
@@ -526,13 +524,6 @@ impl Session {
             let load = Load::Transition(screen.transition);
             self.screen = Screen::None;
             self.events.push_back(Event::HideLoadingScreen { load });
-        }
-    }
-
-    /// The own pawn was possessed, or kept and moved: the transition on screen placed it.
-    fn note_placed(&mut self) {
-        if let Screen::Transition(screen) = &mut self.screen {
-            screen.placed = true;
         }
     }
 
@@ -579,10 +570,6 @@ impl Session {
             }
             ServerMessage::PawnSpawned(view) => WorldChange::PawnSpawned(view),
             ServerMessage::PawnsTeleported { node, pawn_ids } => {
-                // A kept pawn moved into the destination stands in for a possession.
-                if self.pawn.is_some_and(|own| pawn_ids.contains(own)) {
-                    self.note_placed();
-                }
                 WorldChange::PawnsTeleported { node, pawns: pawn_ids }
             }
             ServerMessage::PawnDied { pawn_id } => WorldChange::PawnDied { pawn: pawn_id },

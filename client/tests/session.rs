@@ -125,7 +125,9 @@ fn welcome_tells_the_game_its_player_and_node() {
 #[test]
 fn the_token_never_shows_in_the_configs_debug() {
     let config = SessionConfig::new("secret.token.value");
-    assert!(!format!("{config:?}").contains("secret"));
+    let shown = format!("{config:?}");
+    assert!(!shown.contains("secret"), "{shown}");
+    assert!(shown.contains("welcome_timeout: 10s"), "the rest is shown: {shown}");
 }
 
 #[test]
@@ -161,6 +163,8 @@ fn ready_is_reported_only_once_the_game_streamed_the_load() {
     ));
     let again = s.levels_streamed(transition(3));
     assert_eq!(again, Err(InputError::NotStreaming { load: transition(3) }), "reported once");
+    let message = again.unwrap_err().to_string();
+    assert!(message.starts_with("transition 3 is not being streamed"), "{message}");
     assert_eq!(s.poll_output(), None);
 }
 
@@ -244,6 +248,38 @@ fn a_transition_that_ends_without_placing_the_client_holds_the_screen_for_its_jo
     assert_eq!(s.poll_timeout(), None, "the hold's deadline is disarmed");
 }
 
+/// A transition that starts while an ended one holds the screen replaces nothing: the held
+/// one is over.
+#[test]
+fn a_transition_after_a_held_end_supersedes_nothing() {
+    let t0 = Instant::now();
+    let mut s = welcomed(t0);
+    s.handle(t0, show(3, "crypt"));
+    s.handle(t0, end(3));
+    drain(&mut s);
+    s.handle(t0, freeze(4));
+    let started = Event::TransitionStarted { transition: TransitionId(4), superseded: None };
+    assert_eq!(events(&mut s), [started]);
+    assert_eq!(s.poll_timeout(), None, "the hold's deadline is disarmed");
+}
+
+/// The same join shown again changes nothing; a newer join replaces it on the same screen.
+#[test]
+fn a_repeated_join_is_ignored_and_a_newer_one_replaces_it() {
+    let t0 = Instant::now();
+    let mut s = welcomed(t0);
+    s.handle(t0, show_join(4, "crypt"));
+    drain(&mut s);
+    s.handle(t0, show_join(4, "crypt"));
+    assert_eq!(drain(&mut s), (vec![], vec![]));
+    s.handle(t0, show_join(5, "harbor"));
+    let (_, seen) = drain(&mut s);
+    let cancelled = Event::CancelStreaming { load: Load::Join(JoinId(4)) };
+    assert_eq!(seen.first(), Some(&cancelled), "{seen:?}");
+    assert!(matches!(&seen[1..], [Event::StreamLevels { load: Load::Join(JoinId(5)), .. }]));
+    assert_eq!(s.screen().load(), Some(Load::Join(JoinId(5))));
+}
+
 /// The hold is bounded: a join that never comes drops the screen after [`JOIN_AFTER_END`].
 #[test]
 fn a_held_screen_drops_if_no_join_comes() {
@@ -260,24 +296,23 @@ fn a_held_screen_drops_if_no_join_comes() {
     assert_eq!(s.destination(), Some(&node("crypt")));
 }
 
-/// A client set aside keeps its old pawn through the transition without being placed in it:
-/// its screen is held too. One whose kept pawn was moved into the destination was placed.
+/// Whether the screen is held at a transition's end depends on a pawn alone: one that
+/// controls a pawn (possessed in the transition, or kept from before and left where it stands
+/// or moved) is placed; one with none is owed a join.
 #[test]
-fn only_a_pawn_possessed_or_moved_on_this_screen_places_the_client() {
+fn only_a_client_with_no_pawn_is_held_at_the_end() {
     let t0 = Instant::now();
-    let placed_by = |moved: bool| {
+    let dropped_with = |pawn: bool| {
         let mut s = welcomed(t0);
-        s.handle(t0, ServerMessage::Possessed { pawn_id: PawnId(9) });
-        s.handle(t0, show(3, "crypt"));
-        if moved {
-            let pawn_ids = gatehouse_protocol::PawnIdRuns::from_ids([PawnId(9)]);
-            s.handle(t0, ServerMessage::PawnsTeleported { node: node("crypt"), pawn_ids });
+        if pawn {
+            s.handle(t0, ServerMessage::Possessed { pawn_id: PawnId(9) });
         }
+        s.handle(t0, show(3, "crypt"));
         s.handle(t0, end(3));
         !s.screen().is_up()
     };
-    assert!(!placed_by(false), "an old pawn does not place it in the destination");
-    assert!(placed_by(true));
+    assert!(dropped_with(true), "a kept pawn, even one no message moved, is placed");
+    assert!(!dropped_with(false));
 }
 
 #[test]
@@ -300,9 +335,15 @@ fn every_possession_is_acknowledged_and_placement_waits_for_the_end() {
     assert_eq!(sent, [ClientMessage::PossessionAcknowledged { pawn_id: PawnId(9) }]);
     let spawned = Event::World(WorldChange::PawnSpawned(view));
     assert_eq!(seen, [spawned, Event::Possessed { pawn: PawnId(9) }]);
+    assert_eq!(s.pawn(), Some(PawnId(9)));
+    s.handle(t0, ServerMessage::Unpossessed { pawn_id: PawnId(8) });
+    assert_eq!(s.pawn(), Some(PawnId(9)), "another pawn's unpossession changes nothing");
     assert!(!s.is_placed(), "the screen is still up");
     s.handle(t0, end(3));
     assert!(s.is_placed());
+    s.handle(t0, ServerMessage::Unpossessed { pawn_id: PawnId(9) });
+    assert_eq!(s.pawn(), None, "an unpossessed pawn is no longer controlled");
+    s.handle(t0, ServerMessage::Possessed { pawn_id: PawnId(9) });
     s.handle(t0, ServerMessage::PawnDestroyed { pawn_id: PawnId(9) });
     assert_eq!(s.pawn(), None, "a destroyed pawn is no longer controlled");
 }
@@ -377,7 +418,9 @@ fn a_restart_is_sent_only_while_dead_and_once() {
     assert_eq!(s.life(), Life::Alive, "another player's death is not ours");
     s.handle(t0, tags(me(), true));
     assert!(events(&mut s).contains(&Event::Died));
+    assert_eq!(s.life(), Life::Dead);
     s.request_restart().unwrap();
+    assert_eq!(s.life(), Life::Restarting);
     assert_eq!(s.request_restart(), Err(InputError::RestartPending));
     assert_eq!(outputs(&mut s), [ClientMessage::RestartRequest]);
     s.handle(t0, tags(me(), false));
@@ -439,8 +482,13 @@ fn leave_closes_at_its_linger_if_the_server_never_closes() {
 fn the_servers_closing_ends_the_session_with_its_code_and_nothing_after_is_handled() {
     let t0 = Instant::now();
     let mut s = welcomed(t0);
+    // A held screen arms a deadline; the close disarms every one.
+    s.handle(t0, show(3, "crypt"));
+    s.handle(t0, end(3));
+    drain(&mut s);
     let closing = ServerMessage::Closing { code: 6, reason: "client ready timeout".into() };
     s.handle(t0, closing);
+    assert_eq!(s.poll_timeout(), None, "nothing is due after the close");
     let (_, seen) = drain(&mut s);
     let [Event::Closed { reason }] = &seen[..] else { panic!("{seen:?}") };
     assert_eq!(reason.close_code(), Some(gatehouse_protocol::CloseCode::ReadyTimeout));
