@@ -200,7 +200,9 @@ unsafe fn connect(options: &GhConnectOptions) -> Result<GhClient, String> {
     // SAFETY: `certificate` is not NULL and holds `certificate_len` bytes (the contract).
     let trust = unsafe { std::slice::from_raw_parts(options.certificate, options.certificate_len) };
     let server: SocketAddr =
-        address.parse().map_err(|e| format!("address {address:?} is not host:port: {e}"))?;
+        address.parse().map_err(|e| {
+            format!("address {address:?} is not a numeric IP address and port, such as 127.0.0.1:7777 or [::1]:7777 ({e})")
+        })?;
     let mut config = ConnectConfig::new(server, server_name, trust.to_vec(), token);
     if options.connect_timeout_ms > 0 {
         config.connect_timeout = Duration::from_millis(u64::from(options.connect_timeout_ms));

@@ -197,7 +197,11 @@ impl Client {
                 .connect_with(quic, server, &config.server_name)
                 .map_err(|e| ConnectError::Connect { server, why: e.to_string() })?
                 .await
-                .map_err(|e| ConnectError::Connect { server, why: e.to_string() })?;
+                .map_err(|e| match e {
+                    // No answer at all: the same error as the connect timeout's.
+                    quinn::ConnectionError::TimedOut => ConnectError::TimedOut(server),
+                    e => ConnectError::Connect { server, why: e.to_string() },
+                })?;
             let (send, recv) = connection
                 .open_bi()
                 .await

@@ -101,3 +101,20 @@ async fn a_client_with_an_unusable_certificate_is_refused_before_connecting() {
     let error = Client::connect(config).await.unwrap_err();
     assert!(error.to_string().starts_with("certificate to trust"), "{error}");
 }
+
+/// A server that never answers: one error, the connect timeout's, whichever of the handshake's
+/// own timeout and the connect timeout comes first.
+#[tokio::test]
+async fn a_server_that_never_answers_fails_with_the_connect_timeout() {
+    // A bound socket that reads nothing: the handshake gets no answer.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let addr = silent.local_addr().unwrap();
+    let trust = TestServer::start(worlds::QUICK).await;
+    let cert = std::fs::read(&trust.cert).unwrap();
+    let mut config = ConnectConfig::new(addr, "localhost", cert, "t");
+    config.connect_timeout = Duration::from_millis(300);
+    let error = within(Duration::from_secs(10), "the timeout", Client::connect(config)).await;
+    let error = error.unwrap_err();
+    assert!(matches!(error, gatehouse_client::ConnectError::TimedOut(a) if a == addr), "{error}");
+    trust.stop().await;
+}

@@ -74,6 +74,9 @@ static void handle(GhClient *client, const GhEvent *event, struct seen *seen) {
         printf("welcomed as %s\n", event->player);
         seen->welcomed = 1;
         break;
+    case GH_EVENT_REJECTED:
+        printf("login refused (reason %u): %s\n", event->code, event->text);
+        break;
     case GH_EVENT_SHOW_LOADING_SCREEN:
         printf("loading screen up\n");
         break;
@@ -113,7 +116,8 @@ static void handle(GhClient *client, const GhEvent *event, struct seen *seen) {
         }
         break;
     case GH_EVENT_CLOSED:
-        printf("closed (kind %d, code %u)\n", (int)event->close, event->code);
+        printf("closed (kind %d, code %u): %s\n", (int)event->close, event->code,
+               event->text != NULL ? event->text : "");
         seen->closed_cleanly = (event->close == GH_CLOSE_SERVER && event->code == 0) ||
                                event->close == GH_CLOSE_LEFT;
         break;
