@@ -279,7 +279,7 @@ pub struct FloorReport {
 pub struct ServerMemory {
     /// Before any client connected (the runtime and the endpoint up), KiB.
     pub rss_kib_before: u64,
-    /// After the rounds and a settle of [`MEMORY_SETTLE`], every connection open, KiB.
+    /// After the rounds and a settle of `MEMORY_SETTLE`, every connection open, KiB.
     pub rss_kib_idle: u64,
     /// The difference per connection, KiB.
     pub kib_per_connection: f64,
