@@ -454,11 +454,8 @@ impl ClientSession {
                     }
                 }
             }
-            Event::CancelStreaming { load }
-                if self.streaming.due.is_some_and(|(streaming, _)| streaming == load) =>
-            {
-                self.streaming.due = None;
-            }
+            // The library cancels only the load it had this client stream.
+            Event::CancelStreaming { .. } => self.streaming.due = None,
             Event::TransitionFailed { .. } => self.stats.transitions_failed += 1,
             Event::Possessed { .. } => {
                 // The respawn's possession comes after the tags that say alive; one while still
@@ -1367,5 +1364,81 @@ mod tests {
         let mut well = thin(t0);
         well.handle(t0, welcome);
         assert_eq!(well.take_transport_misbehaviour(t0 + Duration::from_secs(60)), None);
+    }
+
+    /// The figures and the restart follow the session's events: a join and a failed transition
+    /// are counted, the server's close is kept, and only the own player's tags count: a death
+    /// once, a restart at exactly its delay, and alive tags neither.
+    #[test]
+    fn the_events_reach_the_figures_and_the_restart() {
+        let t0 = Instant::now();
+        let me = PlayerId::new("me").unwrap();
+        let mut s = fresh(t0, restarting_after_death());
+        s.handle(t0, welcome(me.clone(), None));
+        s.handle(t0, own_tags(&me, false));
+        assert_eq!(s.stats().deaths, 0, "alive tags are no death");
+        assert_eq!(s.poll_timeout(), None, "no restart due");
+        s.handle(t0, own_tags(&PlayerId::new("other").unwrap(), true));
+        assert_eq!(s.stats().deaths, 0, "another player's death is not ours");
+        s.handle(t0, own_tags(&me, true));
+        s.handle(t0 + Duration::from_millis(100), own_tags(&me, true));
+        assert_eq!(s.stats().deaths, 1, "one death, told twice");
+        let restart = Some(t0 + Duration::from_millis(500));
+        assert_eq!(s.poll_timeout(), restart, "500 ms after the death, not after its repeat");
+        s.handle(t0, join(3, "harbor", 0));
+        assert_eq!(s.stats().joins, 1);
+        let failed = ServerMessage::TransitionFailed {
+            transition_id: TransitionId(9),
+            reason: gatehouse_protocol::TransitionFailure::TimedOut,
+            detail: String::new(),
+        };
+        s.handle(t0, failed);
+        assert_eq!(s.stats().transitions_failed, 1);
+        s.handle(t0, ServerMessage::Closing { code: 6, reason: "late".into() });
+        assert_eq!(s.closing(), Some((6, "late")));
+    }
+
+    /// A teleport of another player's pawn during a transition is not this client's placement.
+    #[test]
+    fn only_the_own_pawns_teleport_times_the_placement() {
+        let t0 = Instant::now();
+        let me = PlayerId::new("me").unwrap();
+        let mut s = fresh(t0, SessionConfig::default());
+        s.handle(t0, welcome(me.clone(), None));
+        s.handle(t0, own_pawn(1, &me, "harbor"));
+        s.handle(t0, ServerMessage::Possessed { pawn_id: PawnId(1) });
+        s.handle(t0, show(1));
+        let pawn_ids = PawnIdRuns::from_ids([PawnId(7)]);
+        let node = NodeId::new("harbor").unwrap();
+        s.handle(t0, ServerMessage::PawnsTeleported { node, pawn_ids });
+        s.handle(t0, ServerMessage::EndTransition { transition_id: TransitionId(1) });
+        let screen = s.stats().screens.last().copied().unwrap();
+        assert_eq!(screen.possessed, None, "pawn 7 is not ours");
+    }
+
+    /// A transition that ended without placing the client is over even while its screen is
+    /// held for the join: an `EndJoin` with no join on screen is an error then.
+    #[test]
+    fn a_held_screen_is_no_transition_on_screen_for_the_checks() {
+        let t0 = Instant::now();
+        let mut s = fresh(t0, SessionConfig::default());
+        s.handle(t0, welcome(PlayerId::new("me").unwrap(), None));
+        s.handle(t0, show(1));
+        s.handle(t0, ServerMessage::EndTransition { transition_id: TransitionId(1) });
+        assert!(s.is_loading(), "held for the join");
+        let errors = s.stats().errors.len();
+        s.handle(t0, ServerMessage::EndJoin { join_id: JoinId(5) });
+        assert_eq!(s.stats().errors.len(), errors + 1, "{:?}", s.stats().errors);
+    }
+
+    /// Only the transport kinds are ever due on the connection.
+    #[test]
+    fn a_message_misbehaviour_is_never_due_on_the_transport() {
+        let t0 = Instant::now();
+        for kind in [Misbehaviour::StaleIds, Misbehaviour::NeverAcknowledge] {
+            let mut s = misbehaving(t0, kind);
+            s.handle(t0, welcome(PlayerId::new("me").unwrap(), None));
+            assert_eq!(s.take_transport_misbehaviour(t0 + Duration::from_secs(60)), None);
+        }
     }
 }
