@@ -227,16 +227,16 @@ impl Storage {
     pub(crate) fn event(&mut self, event: Event) -> GhEvent {
         use GhEventKind::*;
         match event {
-            Event::Welcomed { player, node, max_frame_len } => GhEvent {
-                player: self.string(player.as_str()),
-                own: {
-                    self.me = Some(player.as_str().to_owned());
-                    true
-                },
-                node: node.map_or(ptr::null(), |node| self.string(node.as_str())),
-                value: max_frame_len,
-                ..GhEvent::empty(GhEventWelcomed)
-            },
+            Event::Welcomed { player, node, max_frame_len } => {
+                self.me = Some(player.as_str().to_owned());
+                GhEvent {
+                    player: self.string(player.as_str()),
+                    own: true,
+                    node: node.map_or(ptr::null(), |node| self.string(node.as_str())),
+                    value: max_frame_len,
+                    ..GhEvent::empty(GhEventWelcomed)
+                }
+            }
             Event::Rejected { reason, detail } => GhEvent {
                 code: reason as u32,
                 text: self.string(&detail),

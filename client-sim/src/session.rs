@@ -419,14 +419,18 @@ impl ClientSession {
             self.on_event(now, event);
         }
         while let Some(message) = self.session.poll_output() {
-            if let ClientMessage::PossessionAcknowledged { pawn_id } = message
-                && self.misbehaviour() != Some(Misbehaviour::NeverAcknowledge)
-            {
-                self.acknowledged = Some(pawn_id);
-            }
+            let before = self.outputs.len();
             match &mut self.misbehaving {
                 Some(misbehaving) => misbehaving.rewrite(message, &mut self.outputs),
                 None => self.outputs.push_back(message),
+            }
+            // Acknowledged is what went out, whatever the misbehaviour made of it.
+            let own = self.session.pawn();
+            let sent_own_ack = self.outputs.range(before..).any(|sent| {
+                matches!(sent, ClientMessage::PossessionAcknowledged { pawn_id } if Some(*pawn_id) == own)
+            });
+            if sent_own_ack {
+                self.acknowledged = own;
             }
         }
     }

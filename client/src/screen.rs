@@ -6,6 +6,7 @@
 //! is on it (a join, or an older transition) without taking it down: the player sees one
 //! loading screen from the first freeze to the last end, never the world in between.
 
+use std::fmt;
 use std::time::Instant;
 
 use gatehouse_protocol::{JoinId, NodeId, TransitionId};
@@ -18,6 +19,16 @@ pub enum Load {
     Transition(TransitionId),
     /// The client's own join with this id (docs/protocol.md 4.1).
     Join(JoinId),
+}
+
+/// `transition 3`, `join 4`: how errors and logs name a load.
+impl fmt::Display for Load {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Load::Transition(id) => write!(f, "transition {}", id.0),
+            Load::Join(id) => write!(f, "join {}", id.0),
+        }
+    }
 }
 
 /// The loading screen now.

@@ -104,15 +104,6 @@ pub enum InputError {
     NotOpen,
 }
 
-impl fmt::Display for Load {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Load::Transition(id) => write!(f, "transition {}", id.0),
-            Load::Join(id) => write!(f, "join {}", id.0),
-        }
-    }
-}
-
 /// Where the connection stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Link {
