@@ -1,0 +1,328 @@
+//! One client's control stream: reading server messages into the session (with when each
+//! became readable, what a reply is timed from) and writing each wake's messages as one chunk.
+
+use std::future::Future;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Wake, Waker};
+
+use gatehouse_protocol::{ClientMessage, FrameDecoder, ServerMessage};
+use tokio::time::Instant;
+
+use super::READ_CHUNK;
+use crate::session::ClientSession;
+
+/// The read side of a life's control stream: its decoder, and when its data became readable.
+pub(super) struct Inbound {
+    recv: quinn::RecvStream,
+    decoder: FrameDecoder,
+    /// When the life dialled: connect → `Welcome` is timed from it.
+    dialled: Instant,
+    welcomed: bool,
+    /// When the QUIC driver last found the stream readable: what a reply is timed from.
+    readable: Arc<ReadStamp>,
+    /// After a full chunk more may wait in the stream, readable since the same wake: the next
+    /// read's cause unless a newer wake stamps it.
+    carried: Option<std::time::Instant>,
+}
+
+/// What one read of the control stream came to.
+pub(super) enum Read {
+    /// Messages were read and handed to the session; its replies answer what became readable
+    /// at `since`.
+    Messages { since: std::time::Instant },
+    /// The stream ended or failed, or the server sent a frame that does not decode (the error).
+    Closed(Option<String>),
+}
+
+impl Inbound {
+    /// The read side of `recv`, decoding with `decoder`, for a life that dialled at `dialled`.
+    pub(super) fn new(recv: quinn::RecvStream, decoder: FrameDecoder, dialled: Instant) -> Inbound {
+        Inbound {
+            recv,
+            decoder,
+            dialled,
+            welcomed: false,
+            readable: Arc::new(ReadStamp::default()),
+            carried: None,
+        }
+    }
+
+    /// Reads one chunk and hands every whole message in it to `session`. Cancel-safe: once the
+    /// chunk is read, the rest runs without waiting.
+    pub(super) async fn read(&mut self, session: &mut ClientSession) -> Read {
+        let chunk = match stamped(self.recv.read_chunk(READ_CHUNK, true), &self.readable).await {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) | Err(_) => return Read::Closed(None),
+        };
+        let since = self.readable.take().or(self.carried.take());
+        let since = since.unwrap_or_else(std::time::Instant::now);
+        if chunk.bytes.len() == READ_CHUNK {
+            self.carried = Some(since);
+        }
+        self.decoder.extend(&chunk.bytes);
+        loop {
+            match self.decoder.next_message::<ServerMessage>() {
+                Ok(Some(message)) => self.handle(session, message),
+                Ok(None) => return Read::Messages { since },
+                Err(e) => return Read::Closed(Some(format!("bad frame from the server: {e}"))),
+            }
+        }
+    }
+
+    fn handle(&mut self, session: &mut ClientSession, message: ServerMessage) {
+        let now = Instant::now();
+        if let ServerMessage::Welcome { max_frame_len, .. } = &message {
+            // The server's limit, both ways (docs/protocol.md 2).
+            self.decoder.set_max_len(*max_frame_len as usize);
+        }
+        session.handle(now.into_std(), message);
+        if !self.welcomed && session.player().is_some() {
+            self.welcomed = true;
+            session.record_connect_to_welcome(now - self.dialled);
+        }
+    }
+}
+
+/// Sleeps until `deadline`, or forever without one.
+pub(super) async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Writes `message` as one frame of at most `max` bytes.
+///
+/// # Errors
+/// `()` if it cannot be framed or the stream is closed.
+pub(super) async fn write(
+    send: &mut quinn::SendStream,
+    message: &ClientMessage,
+    max: usize,
+) -> Result<(), ()> {
+    let frame = gatehouse_protocol::encode_frame(message, max).map_err(|_| ())?;
+    send.write_all(&frame).await.map_err(|_| ())
+}
+
+/// What one wake of a session writes ([`wake_chunk`]).
+pub(super) struct Turn {
+    /// Every message the session had to send, framed, in order.
+    pub(super) chunk: Vec<u8>,
+    /// Whether one of them answers the server (`TransitionShown`, `TransitionReady`, `JoinReady`,
+    /// `PossessionAcknowledged`): a reply, timed from its cause.
+    pub(super) answers: bool,
+    /// The deadline handled first, if one was due.
+    pub(super) due: Option<std::time::Instant>,
+}
+
+/// What one wake of a session writes, as one chunk: first the deadlines already due at `now`
+/// are handled (a zero-length stream's ready), then every message the session has to send is
+/// framed, in order. So a client ready at once answers a `ShowTransition` with one datagram,
+/// as the server writes one chunk per wake (issue 12 item 1). A message that cannot be framed
+/// within `max` bytes is dropped and logged.
+pub(super) fn wake_chunk(session: &mut ClientSession, now: std::time::Instant, max: usize) -> Turn {
+    let due = session.poll_timeout().filter(|at| *at <= now);
+    if due.is_some() {
+        session.handle_timeout(now);
+    }
+    let mut turn = Turn { chunk: Vec::new(), answers: false, due };
+    while let Some(message) = session.poll_output() {
+        turn.answers |= is_answer(&message);
+        if let Err(e) = gatehouse_protocol::encode_frame_into(&message, max, &mut turn.chunk) {
+            tracing::warn!(error = %e, "a message of the session could not be framed; not sent");
+        }
+    }
+    turn
+}
+
+/// Whether `message` answers something the server sent or asked (what the reply delay times).
+fn is_answer(message: &ClientMessage) -> bool {
+    matches!(
+        message,
+        ClientMessage::TransitionShown { .. }
+            | ClientMessage::TransitionReady { .. }
+            | ClientMessage::JoinReady { .. }
+            | ClientMessage::PossessionAcknowledged { .. }
+    )
+}
+
+/// When the QUIC driver woke a read of the control stream that had nothing to give: the data
+/// became readable then, and waited from then until the sessions' thread took it. Set by the
+/// first wake after the read last found nothing to read. A wake that lands between the read
+/// finding nothing and the stamp's reset is lost: that reply is timed from when it was read, a
+/// little short.
+#[derive(Debug, Default)]
+struct ReadStamp {
+    /// The first wake not yet taken.
+    woken: Mutex<Option<std::time::Instant>>,
+    /// The waker of the read's task, to wake in turn.
+    task: Mutex<Option<Waker>>,
+}
+
+impl ReadStamp {
+    /// The first wake since the last take, if any.
+    fn take(&self) -> Option<std::time::Instant> {
+        self.woken.lock().unwrap_or_else(PoisonError::into_inner).take()
+    }
+}
+
+impl Wake for ReadStamp {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get_or_insert_with(std::time::Instant::now);
+        if let Some(task) = self.task.lock().unwrap_or_else(PoisonError::into_inner).as_ref() {
+            task.wake_by_ref();
+        }
+    }
+}
+
+/// Runs `read` with its wakes stamped ([`ReadStamp`]) before they reach the task.
+async fn stamped<F: Future>(read: F, stamp: &Arc<ReadStamp>) -> F::Output {
+    let mut read = std::pin::pin!(read);
+    std::future::poll_fn(|cx| {
+        {
+            let mut task = stamp.task.lock().unwrap_or_else(PoisonError::into_inner);
+            if !task.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *task = Some(cx.waker().clone());
+            }
+        }
+        let waker = Waker::from(stamp.clone());
+        let polled = read.as_mut().poll(&mut Context::from_waker(&waker));
+        if polled.is_pending() {
+            // Woken with nothing readable in order (a datagram ahead of a lost one, say): the
+            // network's delay, not the client's. The stamp starts from the next wake.
+            stamp.take();
+        }
+        polled
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use gatehouse_protocol::PlayerId;
+
+    use super::*;
+    use crate::session::SessionConfig;
+
+    /// Issue 12 item 1, on the client's side: a client that streams nothing answers a
+    /// `ShowTransition` with its `TransitionShown` and its `TransitionReady` in one chunk (one
+    /// datagram for the server to read), the ready's zero-length deadline handled in the same
+    /// wake; with a stream to wait for, the wake carries the `TransitionShown` alone.
+    #[test]
+    fn a_client_ready_at_once_answers_a_show_in_one_chunk() {
+        use gatehouse_protocol::{FrameDecoder, LevelName, NodeId, TransitionId};
+        let answers = |stream_time: Duration| {
+            let config = SessionConfig {
+                full: false,
+                stream_time: (stream_time, stream_time),
+                ..Default::default()
+            };
+            let now = std::time::Instant::now();
+            let mut session = ClientSession::new(now, config);
+            assert!(matches!(session.poll_output(), Some(ClientMessage::Hello { .. })));
+            let me = PlayerId::new("sim-0000").unwrap();
+            session.handle(
+                now,
+                ServerMessage::Welcome { player_id: me, current_node: None, max_frame_len: 65_536 },
+            );
+            session.handle(
+                now,
+                ServerMessage::ShowTransition {
+                    transition_id: TransitionId(4),
+                    target_node: NodeId::new("harbor").unwrap(),
+                    levels: vec![LevelName::new("harbor_docks").unwrap()],
+                    rooms: Vec::new(),
+                },
+            );
+            let mut decoder = FrameDecoder::new(1024);
+            let turn = wake_chunk(&mut session, now, 1024);
+            assert!(turn.answers, "a TransitionShown at least: a reply");
+            assert_eq!(turn.due.is_some(), stream_time.is_zero(), "the ready's deadline was due");
+            decoder.extend(&turn.chunk);
+            let mut messages = Vec::new();
+            while let Ok(Some(message)) = decoder.next_message::<ClientMessage>() {
+                messages.push(message);
+            }
+            messages
+        };
+        let shown = ClientMessage::TransitionShown { transition_id: TransitionId(4) };
+        let ready = ClientMessage::TransitionReady { transition_id: TransitionId(4) };
+        assert_eq!(answers(Duration::ZERO), vec![shown.clone(), ready]);
+        assert_eq!(answers(Duration::from_millis(50)), vec![shown]);
+    }
+    /// Only what answers the server is timed as a reply: a restart request, a leave or a
+    /// hello is the client's own initiative.
+    #[test]
+    fn only_answers_to_the_server_are_timed_as_replies() {
+        use gatehouse_protocol::{JoinId, PawnId, TransitionId};
+        let id = TransitionId(1);
+        let answers = [
+            ClientMessage::TransitionShown { transition_id: id },
+            ClientMessage::TransitionReady { transition_id: id },
+            ClientMessage::JoinReady { join_id: JoinId(2) },
+            ClientMessage::PossessionAcknowledged { pawn_id: PawnId(3) },
+        ];
+        assert!(answers.iter().all(is_answer));
+        let own = [ClientMessage::RestartRequest, ClientMessage::Leave];
+        assert!(!own.iter().any(is_answer));
+    }
+
+    /// A read that is pending until its test says so, keeping the waker it was last given.
+    struct Gate {
+        open: std::rc::Rc<std::cell::Cell<bool>>,
+        waker: std::rc::Rc<std::cell::RefCell<Option<Waker>>>,
+    }
+
+    impl Future for Gate {
+        type Output = ();
+
+        fn poll(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> std::task::Poll<()> {
+            if self.open.get() {
+                return std::task::Poll::Ready(());
+            }
+            *self.waker.borrow_mut() = Some(cx.waker().clone());
+            std::task::Poll::Pending
+        }
+    }
+
+    /// The read stamp keeps the first wake since the read last found nothing: the instant its
+    /// data became readable. A wake after which the read still finds nothing (a datagram ahead
+    /// of a lost one) is the network's delay, and is forgotten.
+    #[test]
+    fn a_read_stamp_keeps_the_first_wake_since_the_read_last_found_nothing() {
+        let stamp = Arc::new(ReadStamp::default());
+        let open = std::rc::Rc::new(std::cell::Cell::new(false));
+        let waker = std::rc::Rc::new(std::cell::RefCell::new(None::<Waker>));
+        let gate = Gate { open: open.clone(), waker: waker.clone() };
+        let mut read = std::pin::pin!(stamped(gate, &stamp));
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut poll = || read.as_mut().poll(&mut cx).is_ready();
+        assert!(!poll());
+        let wake = || waker.borrow().as_ref().expect("the read's waker").wake_by_ref();
+        // Woken with nothing readable in order: forgotten at the next poll.
+        wake();
+        assert!(stamp.woken.lock().unwrap().is_some(), "the wake is stamped");
+        assert!(!poll());
+        assert_eq!(stamp.take(), None, "a wake that brought nothing is the network's");
+        // Woken twice, then readable: the first wake is when the data was.
+        let before = std::time::Instant::now();
+        wake();
+        let first = *stamp.woken.lock().unwrap();
+        wake();
+        open.set(true);
+        assert!(poll());
+        let taken = stamp.take();
+        assert_eq!(taken, first, "the first wake is kept");
+        assert!(taken.is_some_and(|at| at >= before));
+        assert_eq!(stamp.take(), None, "taken once");
+    }
+}
