@@ -15,9 +15,11 @@
 
 use std::time::Instant;
 
+use gatehouse_client::world::Replication;
+use gatehouse_client::{Event, Load};
 use gatehouse_lifecycle::{ObjectId, Registry, ScopeToken};
 use gatehouse_messaging::{Channels, Lifetime, Router, RouterConfig};
-use gatehouse_protocol::{NodeId, PawnId, ServerMessage, TransitionId};
+use gatehouse_protocol::PawnId;
 use gatehouse_tags::GameplayTag;
 use gatehouse_tags::catalog::{
     LIFECYCLE_FACT_CHARACTER_INIT_GATE_OPENED,
@@ -94,28 +96,17 @@ impl Client {
         Client { router, core, checks, _game_instance: game_instance }
     }
 
-    /// Applies a server message, then announces it.
-    pub fn replicate(&mut self, now: Instant, message: &ServerMessage) {
+    /// Applies a session event to the replicated world, announcing each change as it lands.
+    pub fn replicate(&mut self, now: Instant, event: &Event) {
         self.enter(now);
-        replication::apply(&self.router, &mut self.core, message);
+        replication::replicate(&self.router, &mut self.core, Replication::of(event));
         self.leave();
     }
 
-    /// Travels for `transition` to `node`: tears the current world down, creates the next. Does
-    /// nothing if the current world was already created for `transition`.
-    pub fn travel(&mut self, now: Instant, transition: TransitionId, node: NodeId) {
-        if self.core.state.domain.world().and_then(|w| w.transition()) == Some(transition) {
-            return;
-        }
+    /// The game streamed `load`: a transition's destination world begins play.
+    pub fn levels_streamed(&mut self, now: Instant, load: Load) {
         self.enter(now);
-        replication::travel(&self.router, &mut self.core, Some(node), Some(transition));
-        self.leave();
-    }
-
-    /// The current world's levels streamed: it begins play.
-    pub fn begin_play(&mut self, now: Instant) {
-        self.enter(now);
-        replication::begin_play(&self.router, &mut self.core);
+        replication::replicate(&self.router, &mut self.core, Replication::levels_streamed(load));
         self.leave();
     }
 
@@ -138,10 +129,11 @@ impl Client {
         self.leave();
     }
 
-    /// Ends the login (the session closed). The world and its gates stay as they are.
+    /// Ends the login (the session ended without saying so: a relaunch, a lost connection).
+    /// The world and its gates stay as they are.
     pub fn end_session(&mut self, now: Instant) {
         self.enter(now);
-        replication::end_session(&self.router, &mut self.core);
+        replication::replicate(&self.router, &mut self.core, Replication::session_ended());
         self.leave();
     }
 
@@ -341,8 +333,10 @@ mod tests {
     use std::rc::Rc;
     use std::time::{Duration, Instant};
 
+    use gatehouse_client::WorldChange;
+    use gatehouse_client::world::Notice;
     use gatehouse_messaging::{Listen, Match};
-    use gatehouse_protocol::{CharacterDef, NodeId, PawnView, PlayerStateView, ServerMessage};
+    use gatehouse_protocol::{CharacterDef, NodeId, PawnView, PlayerStateView};
 
     use gatehouse_protocol::{PlayerId, TeamId};
 
@@ -361,22 +355,22 @@ mod tests {
         PlayerId::new(name).unwrap()
     }
 
-    fn player_state(who: &str, team: u8) -> ServerMessage {
-        ServerMessage::PlayerStateUpdated(PlayerStateView {
+    fn player_state(who: &str, team: u8) -> Event {
+        Event::World(WorldChange::PlayerStateUpdated(PlayerStateView {
             player_id: player(who),
             team: Some(TeamId(team)),
             character_def: Some(CharacterDef::new("Vanguard").unwrap()),
-        })
+        }))
     }
 
-    fn spawn(pawn: u64, owner: &str) -> ServerMessage {
-        ServerMessage::PawnSpawned(PawnView {
+    fn spawn(pawn: u64, owner: &str) -> Event {
+        Event::World(WorldChange::PawnSpawned(PawnView {
             pawn_id: PawnId(pawn),
             owner: player(owner),
             character_def: CharacterDef::new("Vanguard").unwrap(),
             node: NodeId::new("harbor").unwrap(),
             alive: true,
-        })
+        }))
     }
 
     /// Seed 000, "Pawn team presentation": live local control is the final authority.
@@ -403,24 +397,22 @@ mod tests {
         let harbor = Some(NodeId::new("harbor").unwrap());
         client.replicate(
             t0,
-            &ServerMessage::Welcome {
-                player_id: player("me"),
-                current_node: harbor,
-                max_frame_len: 65_536,
-            },
+            &Event::Welcomed { player: player("me"), node: harbor, max_frame_len: 65_536 },
         );
         client.replicate(t0, &player_state("me", 1));
         client.replicate(at(50), &player_state("carol", 2));
         client.handle_timeout(at(100));
         client.replicate(at(100), &spawn(1, "me"));
-        client.replicate(at(100), &ServerMessage::Possessed { pawn_id: PawnId(1) });
+        client.replicate(at(100), &Event::Possessed { pawn: PawnId(1) });
         client.replicate(at(100), &spawn(3, "carol"));
         assert_eq!(*log.borrow(), [(1, 1)], "carol's widget controller is still building");
 
         // Replication applied the unpossession; its notification has not reached the adapters
         // when carol's widget controller completes and the cached facts wake pawn 3's request.
         let (_, core) = client.router_and_core();
-        assert!(core.state.domain.characters.unpossess(PawnId(1)));
+        let mut unpossession = Replication::of(&Event::Unpossessed { pawn: PawnId(1) });
+        let applied = unpossession.next(&mut core.state.domain.replica, at(150));
+        assert_eq!(applied, Some(Notice::Unpossessed(PawnId(1))));
         client.handle_timeout(at(150));
         assert!(client.is_character_init_gate_open(PawnId(3)), "carol's gate did open");
         assert_eq!(*log.borrow(), [(1, 1)], "nothing presented to a viewer that lost control");
@@ -429,7 +421,7 @@ mod tests {
         announce(router, core, UNPOSSESSED, &PawnNotice { pawn: PawnId(1) });
 
         client.replicate(at(200), &spawn(4, "me"));
-        client.replicate(at(200), &ServerMessage::Possessed { pawn_id: PawnId(4) });
+        client.replicate(at(200), &Event::Possessed { pawn: PawnId(4) });
         assert_eq!(*log.borrow(), [(1, 1), (3, 4), (4, 4)]);
         let stats = client.gate_stats();
         assert_eq!(stats.gate_violations, 0, "{:?}", stats.violation_samples);

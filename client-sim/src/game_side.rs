@@ -11,19 +11,17 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use gatehouse_protocol::{NodeId, ServerMessage, TransitionId};
+use gatehouse_client::{Event, Load};
 
 use crate::client::Client;
 
 /// One thing the game side has yet to do.
 #[derive(Debug)]
 pub(crate) enum GameStep {
-    /// Apply and announce a server message.
-    Replicate(ServerMessage),
-    /// A newer destination was shown: travel to its world.
-    Travel(TransitionId, NodeId),
-    /// The destination's levels are streamed (or the screen came down): its world begins play.
-    BeginPlay,
+    /// Apply and announce what a session event changes in the replicated world.
+    Replicate(Event),
+    /// The simulated game streamed this load: a transition's destination begins play.
+    Streamed(Load),
     /// The game side's own deadlines that passed.
     Timers,
 }
@@ -64,9 +62,8 @@ impl GameSide {
     pub(crate) fn run(&mut self) {
         while let Some((at, step)) = self.pending.pop_front() {
             match step {
-                GameStep::Replicate(message) => self.client.replicate(at, &message),
-                GameStep::Travel(transition, node) => self.client.travel(at, transition, node),
-                GameStep::BeginPlay => self.client.begin_play(at),
+                GameStep::Replicate(event) => self.client.replicate(at, &event),
+                GameStep::Streamed(load) => self.client.levels_streamed(at, load),
                 GameStep::Timers => {
                     if self.client.poll_timeout().is_some_and(|due| due <= at) {
                         self.client.handle_timeout(at);

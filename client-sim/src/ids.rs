@@ -9,10 +9,11 @@
 //! registry, the router or a domain object.
 
 use std::collections::BTreeMap;
-use std::fmt;
 
 use gatehouse_lifecycle::ObjectId;
 use gatehouse_protocol::{PawnId, PlayerId};
+
+pub use gatehouse_client::world::WorldId;
 
 /// The kind of object an id names (its top byte).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -80,16 +81,6 @@ pub const LOGIN: ObjectId = make(ObjectKind::Login, 0);
 
 /// The one local player of a simulated client: the viewer of every remote pawn.
 pub const LOCAL_PLAYER: ObjectId = make(ObjectKind::LocalPlayer, 0);
-
-/// The serial of a world this client created: 1 for the first, one more per travel.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct WorldId(pub u64);
-
-impl fmt::Display for WorldId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "world#{}", self.0)
-    }
-}
 
 /// The object of world `world`.
 pub const fn world_object(world: WorldId) -> ObjectId {

@@ -6,7 +6,7 @@
 //! screen's phases) and tells this client, as [`Event`]s, what a game must do. This client does
 //! it the simulated way: streaming is a timer drawn from the seed, a death is restarted after a
 //! delay, and a full client's game side (domain objects, router, adapters, gates; the example
-//! game) is fed every message and told when to travel and when its world begins play. Around
+//! game) is fed every event, and told when the simulated streaming finished. Around
 //! that it keeps the figures of the run and feeds the live session checks every message with
 //! what the client expected before it. A misbehaving client is the same session with its
 //! outputs rewritten ([`Misbehaving`]).
@@ -162,15 +162,13 @@ impl ClientSession {
     }
 
     /// Feeds one server message:
-    /// 1. the game side's share is queued: it applies and announces it when
-    ///    [`ClientSession::run_game_side`] runs, after the replies below were written;
-    /// 2. the session checks compare it with what the client expected before this message;
-    /// 3. the library's session carries out its duties, and this client does what its events
-    ///    say (streaming, figures, the game side's travels).
+    /// 1. the session checks compare it with what the client expected before this message;
+    /// 2. the library's session carries out its duties, and this client does what its events
+    ///    say (streaming, figures);
+    /// 3. each event's share of the game side is queued: the replicated world applies and
+    ///    announces it when [`ClientSession::run_game_side`] runs, after the replies were
+    ///    written.
     pub fn handle(&mut self, now: Instant, message: ServerMessage) {
-        if let Some(game) = &mut self.game {
-            game.queue(now, GameStep::Replicate(message.clone()));
-        }
         let errors_before = self.stats.errors.len();
         let screen = self.session.screen();
         let expected = Expected {
@@ -436,6 +434,10 @@ impl ClientSession {
     }
 
     fn on_event(&mut self, now: Instant, event: Event) {
+        // The game side's share: what the event changes in the replicated world.
+        if let Some(game) = &mut self.game {
+            game.queue(now, GameStep::Replicate(event.clone()));
+        }
         match event {
             Event::TransitionStarted { superseded, .. } => {
                 if superseded.is_some() {
@@ -443,12 +445,12 @@ impl ClientSession {
                 }
                 self.raise(now, ScreenKind::Transition);
             }
-            Event::StreamLevels { load, node, levels, rooms } => {
+            Event::StreamLevels { load, levels, rooms, .. } => {
                 let streaming = self.streaming_time(levels.len(), rooms.len());
                 self.streaming.due = Some((load, now + streaming));
                 match load {
-                    // A newer destination: the client travels (the world for it loads now).
-                    Load::Transition(id) => self.queue(now, GameStep::Travel(id, node)),
+                    // A newer destination: the game side travels (the world for it loads now).
+                    Load::Transition(_) => {}
                     Load::Join(id) => {
                         self.stats.joins += 1;
                         self.raise(now, ScreenKind::Join);
@@ -501,9 +503,7 @@ impl ClientSession {
         if let Some(screen) = &mut self.screen {
             screen.ready_sent_at = Some(now);
         }
-        if let Load::Transition(_) = load {
-            self.queue(now, GameStep::BeginPlay);
-        }
+        self.queue(now, GameStep::Streamed(load));
     }
 
     /// The own player's tags said dead or alive.
@@ -558,10 +558,6 @@ impl ClientSession {
                 timings.possessed_to_ended.record_between(possessed, now);
             }
         }
-        // The server ends a transition without waiting for a client that joined during its
-        // spawn window: the client is in its destination world now, streamed or not, so that
-        // world begins play (a no-op once streaming already began it).
-        self.queue(now, GameStep::BeginPlay);
     }
 
     /// The loading screen came down at `now`: its bar is recorded for the run's picture.

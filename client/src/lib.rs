@@ -12,7 +12,9 @@
 //! Modules: [`session`] (the state machine), [`screen`] (the loading screen's phases),
 //! [`event`] (what the game is told), `timers` (the session's deadlines), and [`net`], the
 //! async shell that runs a session over QUIC ([`Client::connect`]), with [`quic`], the QUIC
-//! plumbing it shares with endpoints that hold many connections.
+//! plumbing it shares with endpoints that hold many connections. On top, [`world`] keeps the
+//! replicated world as the game's objects from the session's events and names each change as
+//! a notification for a `gatehouse-messaging` router.
 
 #![forbid(unsafe_code)]
 
@@ -22,8 +24,15 @@ pub mod quic;
 pub mod screen;
 pub mod session;
 mod timers;
+pub mod world;
 
 pub use event::{CloseReason, Event, WorldChange};
 pub use net::{Client, ConnectConfig, ConnectError};
 pub use screen::{JoinScreen, JoinStage, Load, Screen, TransitionScreen, TransitionStage};
 pub use session::{InputError, Life, Session, SessionConfig};
+
+/// The integration guide, `docs/client.md`, whose Rust examples compile as doctests so the
+/// guide cannot fall behind the API.
+#[doc = include_str!("../../docs/client.md")]
+#[cfg(doctest)]
+pub struct Guide;

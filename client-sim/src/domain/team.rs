@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use gatehouse_protocol::{PlayerId, TeamId};
 
-use super::player_state::is_valid_team;
+use super::is_valid_team;
 
 /// One change of a cached team.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -225,6 +225,16 @@ impl Sim {
         });
     }
 
+    /// A later session of this game (the game side outlives it) is welcomed as `who` on
+    /// `harbor`: its `Welcomed` reaches the game side directly.
+    pub(crate) fn welcome_in_new_session(&mut self, who: &str) {
+        let node = Some(NodeId::new("harbor").unwrap());
+        let welcomed =
+            gatehouse_client::Event::Welcomed { player: player(who), node, max_frame_len: 65_536 };
+        let now = self.now;
+        self.client_mut().replicate(now, &welcomed);
+    }
+
     pub(crate) fn player_state(&mut self, who: &str, team: Option<u8>, def: Option<&str>) {
         self.send(ServerMessage::PlayerStateUpdated(PlayerStateView {
             player_id: player(who),
@@ -278,6 +288,12 @@ impl Sim {
 
     pub(crate) fn ability_tags(&mut self, who: &str) {
         self.send(ServerMessage::AbilityTagsChanged { player_id: player(who), tags: vec![] });
+    }
+
+    /// Ability tags that say dead (`State.Dead`) or alive (none).
+    pub(crate) fn ability_tags_dead(&mut self, who: &str, dead: bool) {
+        let tags = if dead { vec![gatehouse_tags::catalog::STATE_DEAD] } else { vec![] };
+        self.send(ServerMessage::AbilityTagsChanged { player_id: player(who), tags });
     }
 
     pub(crate) fn died(&mut self, pawn: u64) {

@@ -10,7 +10,6 @@ use gatehouse_client_sim::gates::{
 use gatehouse_client_sim::ids::{LOCAL_PLAYER, LOGIN};
 use gatehouse_lifecycle::{Requirement, WaitStatus};
 use gatehouse_messaging::{Listen, Match};
-use gatehouse_protocol::{NodeId, ServerMessage};
 use gatehouse_tags::catalog::*;
 
 use crate::common::*;
@@ -63,12 +62,9 @@ fn a_replaced_login_session_gets_a_new_login_generation() {
         registry.wait_for_all(old, "Online.Profile", &requirements, state, |_, _| {}).unwrap();
     assert_eq!(status, WaitStatus::Pending);
 
-    // The session is replaced: the server welcomes this client as another player.
-    sim.send(ServerMessage::Welcome {
-        player_id: player(CAROL),
-        current_node: Some(NodeId::new("harbor").unwrap()),
-        max_frame_len: 65_536,
-    });
+    // The session is replaced: a new session of this game welcomes it as another player (the
+    // game side outlives its sessions; one session takes one `Welcome`).
+    sim.welcome_in_new_session(CAROL);
     let registry = sim.client().registry();
     let new = registry.token(LOGIN).unwrap();
     assert_ne!(new, old, "a new session is a new login generation");
@@ -77,11 +73,7 @@ fn a_replaced_login_session_gets_a_new_login_generation() {
     assert!(!registry.is_pending(LOGIN, "Online.Profile"), "the old session's wait is retired");
 
     // The same session welcomed again is no replacement.
-    sim.send(ServerMessage::Welcome {
-        player_id: player(CAROL),
-        current_node: Some(NodeId::new("harbor").unwrap()),
-        max_frame_len: 65_536,
-    });
+    sim.welcome_in_new_session(CAROL);
     assert_eq!(sim.client().registry().token(LOGIN), Some(new));
 }
 

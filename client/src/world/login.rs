@@ -1,8 +1,7 @@
-//! The login (the seed's Nakama connection subsystem): whether this client's session token was
-//! validated, and as which player.
+//! The login: whether this client's session token was validated, and as which player.
 //!
 //! Owns the login state only. The server validates the token; its `Welcome` is the validated
-//! login-success state. Nothing here knows of the login fact that the login adapter publishes.
+//! login-success state. Nothing here knows of what a game publishes when it changes.
 
 use gatehouse_protocol::PlayerId;
 

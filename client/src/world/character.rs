@@ -2,18 +2,17 @@
 //!
 //! Owns each pawn's replicated view, its network role on this client, whether it has begun play
 //! in the current world, whether this client acknowledged its possession, and its local
-//! movement state while characters are frozen (seed 001: gravity does not replicate, so every
-//! client zeroes it on every pawn; input is disabled only on the locally controlled pawn). It
-//! knows nothing of readiness facts, gates, the registry or the router: the character adapter
-//! observes it.
+//! movement state while characters are frozen (docs/client.md, "Events": gravity does not
+//! replicate, so every client zeroes it on every pawn; input is disabled only on the locally
+//! controlled pawn). It knows nothing of readiness facts, gates, the registry or the router:
+//! those observe it through the notifications.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use gatehouse_protocol::{CharacterDef, NodeId, PawnId, PawnView, PlayerId};
 
-/// A character's network role on this client (Unreal's `ENetRole` as the seed routes it).
+/// A character's network role on this client (as Unreal's `ENetRole` names them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum NetRole {
     /// No relationship: an own pawn after unpossession, waiting for its destruction.
     None,
@@ -128,7 +127,7 @@ pub enum Spawned {
 pub struct Characters {
     by_pawn: BTreeMap<PawnId, Character>,
     /// The pawns whose role is autonomous proxy (this client's own), so finding the local
-    /// viewer's pawn does not walk every character (issue 11: a full client among a thousand).
+    /// viewer's pawn does not walk every character (a client among thousands of players).
     autonomous: BTreeSet<PawnId>,
     /// The pawns of each owner, so a player's notice finds its pawns without walking every
     /// character.
@@ -374,9 +373,9 @@ mod tests {
         assert!(!characters.get(PawnId(1)).unwrap().is_alive());
     }
 
-    /// Seed 001: "Freezing happens on every machine: GravityScale does not replicate, so each
-    /// client zeroes it locally or the frozen pawn falls. Input is disabled only where the pawn
-    /// is locally controlled."
+    /// Freezing happens on every machine: gravity does not replicate, so each client zeroes it
+    /// locally or the frozen pawn falls. Input is disabled only where the pawn is locally
+    /// controlled.
     #[test]
     fn freezing_zeroes_gravity_on_every_pawn_and_disables_input_only_on_the_local_one() {
         let me = PlayerId::new("me").unwrap();

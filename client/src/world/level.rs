@@ -2,13 +2,14 @@
 //! destination through begin-play to its teardown when the client travels on.
 //!
 //! Owns the world's identity, destination and phase. It does not know which scopes or listeners
-//! live under it; the world adapter retires those when it is torn down.
+//! live under it; whoever scoped them retires them when it is torn down
+//! ([`super::Notice::WorldTornDown`]).
 
 use std::time::Instant;
 
 use gatehouse_protocol::{NodeId, TransitionId};
 
-use crate::ids::WorldId;
+use super::WorldId;
 
 /// Where a world is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

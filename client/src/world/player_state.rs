@@ -1,5 +1,5 @@
-//! Player states: every player's replicated state as this client holds it (team processing,
-//! CharacterDef and health).
+//! Player states: every player's replicated state as this client holds it (team, CharacterDef,
+//! health and ability tags).
 //!
 //! Owns the per-player state and says what an update changed. It knows nothing of the team cache,
 //! the UI, facts or gates; those observe it.
@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use gatehouse_protocol::{CharacterDef, PlayerId, PlayerStateView, TeamId};
+use gatehouse_tags::GameplayTag;
 
 /// One player's state.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -15,6 +16,7 @@ pub struct PlayerState {
     team: Option<TeamId>,
     character_def: Option<CharacterDef>,
     health: Option<u32>,
+    tags: Option<Vec<GameplayTag>>,
 }
 
 impl PlayerState {
@@ -38,9 +40,16 @@ impl PlayerState {
         self.character_def.as_ref()
     }
 
-    /// The replicated health, once a health change arrived.
+    /// The replicated health, once a health change arrived; until then full health, which the
+    /// game knows from its own data (docs/protocol.md 5, `HealthChanged`).
     pub fn health(&self) -> Option<u32> {
         self.health
+    }
+
+    /// Every tag its ability state holds (states and active effects), as last replicated;
+    /// `None` until the first tags message (none, per docs/protocol.md 5, `HealthChanged`).
+    pub fn tags(&self) -> Option<&[GameplayTag]> {
+        self.tags.as_deref()
     }
 }
 
@@ -116,7 +125,13 @@ impl PlayerStates {
                 };
                 self.by_player.insert(
                     player_id.clone(),
-                    PlayerState { player: player_id, team, character_def, health: None },
+                    PlayerState {
+                        player: player_id,
+                        team,
+                        character_def,
+                        health: None,
+                        tags: None,
+                    },
                 );
                 change
             }
@@ -129,6 +144,18 @@ impl PlayerStates {
         let Some(state) = self.by_player.get_mut(player) else { return false };
         let changed = state.health != Some(health);
         state.health = Some(health);
+        changed
+    }
+
+    /// Applies replicated ability tags. Returns whether they changed anything: false for the
+    /// same set again, or for a player whose state this client does not hold; the first tags
+    /// of a player state always change it.
+    pub(crate) fn set_tags(&mut self, player: &PlayerId, tags: &[GameplayTag]) -> bool {
+        let Some(state) = self.by_player.get_mut(player) else { return false };
+        let changed = state.tags.as_deref() != Some(tags);
+        if changed {
+            state.tags = Some(tags.to_vec());
+        }
         changed
     }
 

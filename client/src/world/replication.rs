@@ -1,0 +1,212 @@
+//! Replication into the replica: a session [`Event`] (or a game input) becomes a few steps, and
+//! each step is applied to the [`Replica`] just before its notices are handed out, one at a
+//! time. So the game can announce each notice (and run whatever follows it) before the next
+//! change lands, and a listener always sees the world as of its notice.
+//!
+//! Which event changes what (docs/client.md, "The replicated world"): `Welcomed` logs in, then
+//! creates the world the client enters and begins its play; `TransitionStarted` freezes the
+//! characters; a transition's `StreamLevels` shows its destination and travels (the world is
+//! torn down and the destination's created); the game's `levels_streamed` for a transition, or
+//! its `TransitionEnded`, begins the destination's play (after unfreezing, for the end);
+//! `Possessed`, `Unpossessed` and every `World` change apply as replicated; `Rejected` and
+//! `Closed` end the login. Every other event changes nothing here.
+
+use std::collections::VecDeque;
+use std::time::Instant;
+
+use gatehouse_protocol::{NodeId, PawnId, PlayerId, TransitionId};
+
+use super::{Notice, Replica, Spawned};
+use crate::event::{Event, WorldChange};
+use crate::screen::Load;
+
+/// One change of the replica.
+#[derive(Debug, Clone)]
+enum Step {
+    LogIn(PlayerId),
+    LogOut,
+    Travel { node: Option<NodeId>, transition: Option<TransitionId> },
+    BeginPlay,
+    Shown(TransitionId),
+    Freeze(TransitionId),
+    Unfreeze(TransitionId),
+    Possess(PawnId),
+    Unpossess(PawnId),
+    Change(WorldChange),
+}
+
+/// The changes one event (or input) makes to a [`Replica`], applied one at a time by
+/// [`Replication::next`].
+#[derive(Debug, Default)]
+pub struct Replication {
+    steps: VecDeque<Step>,
+    /// The notices of the step applied last, not handed out yet.
+    notices: VecDeque<Notice>,
+}
+
+impl Replication {
+    /// What `event` changes.
+    pub fn of(event: &Event) -> Replication {
+        let steps = match event {
+            Event::Welcomed { player, node, .. } => vec![
+                Step::LogIn(player.clone()),
+                Step::Travel { node: node.clone(), transition: None },
+                Step::BeginPlay,
+            ],
+            Event::Rejected { .. } | Event::Closed { .. } => vec![Step::LogOut],
+            Event::TransitionStarted { transition, .. } => vec![Step::Freeze(*transition)],
+            Event::StreamLevels { load: Load::Transition(id), node, .. } => vec![
+                Step::Shown(*id),
+                Step::Travel { node: Some(node.clone()), transition: Some(*id) },
+            ],
+            Event::TransitionEnded { transition } => {
+                // The server may end a transition without waiting for a client that joined
+                // during it: the client is in its destination world now, streamed or not.
+                vec![Step::Unfreeze(*transition), Step::BeginPlay]
+            }
+            Event::Possessed { pawn } => vec![Step::Possess(*pawn)],
+            Event::Unpossessed { pawn } => vec![Step::Unpossess(*pawn)],
+            Event::World(change) => vec![Step::Change(change.clone())],
+            _ => Vec::new(),
+        };
+        Replication { steps: steps.into(), notices: VecDeque::new() }
+    }
+
+    /// What the game's report that it streamed `load` changes: a transition's destination
+    /// begins play (a join's world already plays).
+    pub fn levels_streamed(load: Load) -> Replication {
+        let steps = match load {
+            Load::Transition(_) => vec![Step::BeginPlay],
+            Load::Join(_) => Vec::new(),
+        };
+        Replication { steps: steps.into(), notices: VecDeque::new() }
+    }
+
+    /// What the end of the session changes when no event said so (the connection was dropped,
+    /// a relaunch): the login ends.
+    pub fn session_ended() -> Replication {
+        Replication { steps: VecDeque::from([Step::LogOut]), notices: VecDeque::new() }
+    }
+
+    /// The next notice, applying the next change to `replica` (at `now`) when the last one's
+    /// notices are all out; `None` once every change is applied and announced.
+    pub fn next(&mut self, replica: &mut Replica, now: Instant) -> Option<Notice> {
+        while self.notices.is_empty() {
+            let step = self.steps.pop_front()?;
+            self.apply(replica, now, step);
+        }
+        self.notices.pop_front()
+    }
+
+    /// Applies every change left to `replica`, handing each notice to `announce` as it goes.
+    /// Returns how many notices there were.
+    pub fn run(
+        mut self,
+        replica: &mut Replica,
+        now: Instant,
+        mut announce: impl FnMut(&Notice),
+    ) -> usize {
+        let mut count = 0;
+        while let Some(notice) = self.next(replica, now) {
+            announce(&notice);
+            count += 1;
+        }
+        count
+    }
+
+    fn apply(&mut self, replica: &mut Replica, now: Instant, step: Step) {
+        let notices = &mut self.notices;
+        match step {
+            Step::LogIn(player) => {
+                if replica.log_in(player.clone()) {
+                    notices.push_back(Notice::LoginSucceeded(player));
+                } else {
+                    // A repeated welcome: the client is in its world already.
+                    self.steps.clear();
+                }
+            }
+            Step::LogOut => notices.extend(replica.log_out().map(Notice::LoginEnded)),
+            Step::Travel { node, transition } => {
+                let travelled = replica.travel(now, node, transition);
+                notices.extend(travelled.torn_down.map(Notice::WorldTornDown));
+                notices.push_back(Notice::WorldCreated(travelled.created));
+            }
+            Step::BeginPlay => notices.extend(replica.begin_play(now).map(Notice::WorldBeganPlay)),
+            Step::Shown(id) => notices.push_back(Notice::TransitionShown(id)),
+            Step::Freeze(id) => {
+                replica.characters.set_frozen(true);
+                notices.push_back(Notice::CharactersFrozen(id));
+            }
+            Step::Unfreeze(id) => {
+                replica.characters.set_frozen(false);
+                notices.push_back(Notice::CharactersUnfrozen(id));
+                notices.push_back(Notice::TransitionEnded(id));
+            }
+            Step::Possess(pawn) => {
+                if replica.characters.possess(pawn) {
+                    notices.push_back(Notice::Possessed(pawn));
+                }
+            }
+            Step::Unpossess(pawn) => {
+                if replica.characters.unpossess(pawn) {
+                    notices.push_back(Notice::Unpossessed(pawn));
+                }
+            }
+            Step::Change(change) => apply_change(replica, change, notices),
+        }
+    }
+}
+
+/// Applies one replicated change; a duplicate (nothing changed) makes no notice.
+fn apply_change(replica: &mut Replica, change: WorldChange, notices: &mut VecDeque<Notice>) {
+    match change {
+        WorldChange::PlayerStateUpdated(view) => {
+            let player = view.player_id.clone();
+            let change = replica.apply_player_state(view);
+            if !change.is_duplicate() {
+                notices.push_back(Notice::PlayerStateChanged(player, change));
+            }
+        }
+        WorldChange::PlayerLeft { player } => {
+            if replica.player_states.remove(&player).is_some() {
+                notices.push_back(Notice::PlayerStateRemoved(player));
+            }
+        }
+        WorldChange::PawnSpawned(view) => {
+            let pawn = view.pawn_id;
+            let local = replica.local_player().cloned();
+            let playing = replica.is_playing();
+            if replica.characters.spawn(view, local.as_ref(), playing) == Spawned::New {
+                notices.push_back(Notice::PawnSpawned(pawn));
+            }
+        }
+        WorldChange::PawnsTeleported { node, pawns } => {
+            // One replicated move per pawn, as if each had come alone.
+            for pawn in pawns.iter() {
+                if replica.characters.teleport(pawn, node.clone()) {
+                    notices.push_back(Notice::PawnTeleported(pawn));
+                }
+            }
+        }
+        WorldChange::PawnDied { pawn } => {
+            if replica.characters.die(pawn) {
+                notices.push_back(Notice::PawnDied(pawn));
+            }
+        }
+        WorldChange::PawnDestroyed { pawn } => {
+            if replica.characters.destroy(pawn).is_some() {
+                notices.push_back(Notice::PawnDestroyed(pawn));
+            }
+        }
+        WorldChange::TagsChanged { player, tags } => {
+            if replica.player_states.set_tags(&player, &tags) {
+                notices.push_back(Notice::AbilityTagsChanged(player));
+            }
+        }
+        WorldChange::HealthChanged { player, health } => {
+            if replica.player_states.set_health(&player, health) {
+                notices.push_back(Notice::HealthChanged(player));
+            }
+        }
+    }
+}
