@@ -51,7 +51,7 @@ pub mod domain;
 pub mod figures;
 mod game_side;
 pub mod gates;
-pub mod ids;
+pub use gatehouse_client::gates::ids;
 pub mod interval;
 pub mod misbehaving;
 pub mod misbehaviour;

@@ -14,11 +14,13 @@
 //! async shell that runs a session over QUIC ([`Client::connect`]), with [`quic`], the QUIC
 //! plumbing it shares with endpoints that hold many connections. On top, [`world`] keeps the
 //! replicated world as the game's objects from the session's events and names each change as
-//! a notification for a `gatehouse-messaging` router.
+//! a notification for a `gatehouse-messaging` router, and [`gates`] names the public lifecycle
+//! gates a game opens on those objects and lets its code subscribe to them.
 
 #![forbid(unsafe_code)]
 
 pub mod event;
+pub mod gates;
 pub mod net;
 pub mod quic;
 pub mod screen;

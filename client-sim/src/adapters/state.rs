@@ -13,6 +13,7 @@
 use std::collections::VecDeque;
 use std::time::Instant;
 
+use gatehouse_client::gates::Subscriptions;
 use gatehouse_lifecycle::{ObjectId, Registry, ScopeToken};
 use gatehouse_messaging::Lifetime;
 use gatehouse_protocol::PlayerId;
@@ -32,6 +33,8 @@ use super::rep_notify::RepNotifies;
 pub struct ClientCore {
     pub(crate) registry: Registry<ClientState>,
     pub(crate) state: ClientState,
+    /// The public gate subscriptions made so far (they name each one's wait).
+    pub(crate) subscriptions: Subscriptions,
 }
 
 /// The scopes of the current world that every adapter needs.
@@ -63,8 +66,6 @@ pub struct ClientState {
     pub(crate) pawn_team: PawnTeamRequests,
     /// The widget/team gate's readiness period.
     pub(crate) local_player_gate: LocalPlayerGate,
-    /// Public gate subscriptions made so far: the gates number their request names with it.
-    pub(crate) subscriptions: u64,
     /// Work that needs the router, in the order it arose.
     pub(crate) outbox: VecDeque<Dispatch>,
     /// The outbox is being pumped: a nested pump returns at once.
@@ -81,6 +82,7 @@ impl ClientCore {
     pub(crate) fn new(domain: Domain, now: Instant) -> ClientCore {
         ClientCore {
             registry: Registry::new(),
+            subscriptions: Subscriptions::default(),
             state: ClientState {
                 now,
                 domain,
@@ -90,7 +92,6 @@ impl ClientCore {
                 rep_notifies: RepNotifies::default(),
                 pawn_team: PawnTeamRequests::default(),
                 local_player_gate: LocalPlayerGate::default(),
-                subscriptions: 0,
                 outbox: VecDeque::new(),
                 pumping: false,
                 stats: GateStats::default(),
@@ -141,12 +142,12 @@ impl ClientState {
                 .player_state_ids
                 .player_of(object)
                 .map_or_else(|| object.to_string(), |p| format!("player state {p}")),
-            Some(ObjectKind::World) => format!("world#{}", object.get() & ids::NUMBER_MASK),
+            Some(ObjectKind::World) => format!("world#{}", ids::number_of(object)),
             Some(ObjectKind::LocalPlayer) => "local player".to_owned(),
             Some(ObjectKind::Login) => "login".to_owned(),
             Some(ObjectKind::GameInstance) => "game instance".to_owned(),
             Some(ObjectKind::Listener) => {
-                format!("listener #{}", object.get() & ids::NUMBER_MASK)
+                format!("listener #{}", ids::number_of(object))
             }
             _ => object.to_string(),
         }

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use gatehouse_lifecycle::ObjectId;
 use gatehouse_protocol::{PawnId, PlayerId};
 
-pub use gatehouse_client::world::WorldId;
+pub use crate::world::WorldId;
 
 /// The kind of object an id names (its top byte).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -21,7 +21,7 @@ pub use gatehouse_client::world::WorldId;
 pub enum ObjectKind {
     /// The game instance: the lifetime that survives travel.
     GameInstance,
-    /// The login (the seed's Nakama connection subsystem).
+    /// The login (the game's online-session subsystem).
     Login,
     /// The local player (the viewer whose dispatch the remote gate waits for).
     LocalPlayer,
@@ -67,7 +67,12 @@ impl ObjectKind {
 
 const SHIFT: u32 = 56;
 /// The bits of an id that hold its number.
-pub(crate) const NUMBER_MASK: u64 = (1 << SHIFT) - 1;
+const NUMBER_MASK: u64 = (1 << SHIFT) - 1;
+
+/// The number of `object` within its kind: a world's serial, a pawn's id, a listener's number.
+pub const fn number_of(object: ObjectId) -> u64 {
+    object.get() & NUMBER_MASK
+}
 
 const fn make(kind: ObjectKind, number: u64) -> ObjectId {
     ObjectId::new((kind.tag() << SHIFT) | (number & NUMBER_MASK))
@@ -76,10 +81,10 @@ const fn make(kind: ObjectKind, number: u64) -> ObjectId {
 /// The game instance: lifetime of the login fact, survives every travel.
 pub const GAME_INSTANCE: ObjectId = make(ObjectKind::GameInstance, 0);
 
-/// The login object (the seed's `UNakamaConnectionSubsystem`), scoped under the game instance.
+/// The login object (the game's online-session subsystem), scoped under the game instance.
 pub const LOGIN: ObjectId = make(ObjectKind::Login, 0);
 
-/// The one local player of a simulated client: the viewer of every remote pawn.
+/// The one local player of a client: the viewer of every remote pawn.
 pub const LOCAL_PLAYER: ObjectId = make(ObjectKind::LocalPlayer, 0);
 
 /// The object of world `world`.

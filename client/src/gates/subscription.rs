@@ -1,4 +1,4 @@
-//! Public gate subscriptions (seed 000, "Blueprint API" and `RegisterForLifecycleGateNative`).
+//! Public gate subscriptions: how a game's code waits for a gate on one object.
 //!
 //! A subscription is a guarded registry wait on one fact of one subject generation:
 //! - owned by the subject's scope, so it is one-shot for that generation and retired with it
@@ -12,15 +12,14 @@
 //! never hit another subscription.
 
 use gatehouse_lifecycle::{
-    Generation, LifecycleError, ObjectId, RequestName, Requirement, ScopeToken, WaitStatus,
+    Generation, LifecycleError, ObjectId, Registry, RequestName, Requirement, ScopeToken,
+    WaitStatus,
 };
 use gatehouse_tags::GameplayTag;
 use gatehouse_tags::catalog::{
     LIFECYCLE_GATE_CHARACTER_LOCAL_READY, LIFECYCLE_GATE_CHARACTER_REMOTE_READY,
     LIFECYCLE_GATE_LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY,
 };
-
-use crate::adapters::{ClientCore, ClientState};
 
 /// The documented public gates. Matching is exact: a parent tag is no gate.
 pub const PUBLIC_GATES: [GameplayTag; 3] = [
@@ -86,52 +85,76 @@ impl GateSubscription {
     }
 }
 
-/// Registers a one-shot `callback` for `fact` on `subject`'s current generation, guarded by
-/// `listener`. Public callers go through [`register_public`]; `fact` is not checked here.
-pub(crate) fn register(
-    core: &mut ClientCore,
-    listener: ObjectId,
-    subject: ObjectId,
-    fact: GameplayTag,
-    callback: impl FnOnce(&mut ClientState, GateFired) + 'static,
-) -> Result<GateSubscription, GateError> {
-    let guard = core.registry.token(listener).ok_or(GateError::ListenerGone(listener))?;
-    let token = core.registry.token(subject).ok_or(GateError::SubjectGone(subject))?;
-    core.state.subscriptions += 1;
-    let request = RequestName::from(format!("Gate.Subscription.{}", core.state.subscriptions));
-    let status = core.registry.wait_for_all_guarded(
-        token,
-        request.clone(),
-        guard,
-        &[Requirement::new(token, fact)],
-        &mut core.state,
-        move |_, state| callback(state, GateFired { gate: fact, subject: token }),
-    )?;
-    Ok(GateSubscription {
-        subject,
-        generation: token.generation(),
-        request,
-        delivered: status == WaitStatus::Delivered,
-    })
+/// The subscriptions a client made: it names each one's wait uniquely.
+#[derive(Debug, Default)]
+pub struct Subscriptions {
+    made: u64,
 }
 
-/// [`register`] for a documented public gate only.
-pub(crate) fn register_public(
-    core: &mut ClientCore,
-    listener: ObjectId,
-    subject: ObjectId,
-    gate: GameplayTag,
-    callback: impl FnOnce(&mut ClientState, GateFired) + 'static,
-) -> Result<GateSubscription, GateError> {
-    if !PUBLIC_GATES.contains(&gate) {
-        return Err(GateError::NotAPublicGate(gate));
+impl Subscriptions {
+    /// Subscribes a one-shot `callback` to the public `gate` on `subject`'s current generation
+    /// in `registry`, guarded by `listener`: it runs during this call if the gate is already
+    /// open (cached on the subject), and is retired without running when the subject's
+    /// generation or the listener's scope goes, or when [`cancel`]led.
+    ///
+    /// # Errors
+    /// [`GateError::NotAPublicGate`] for a tag that is not exactly one of [`PUBLIC_GATES`];
+    /// [`GateError::ListenerGone`] or [`GateError::SubjectGone`] for an object with no current
+    /// scope; [`GateError::Registry`] if the registry refused the wait.
+    pub fn subscribe<S>(
+        &mut self,
+        registry: &mut Registry<S>,
+        state: &mut S,
+        listener: ObjectId,
+        subject: ObjectId,
+        gate: GameplayTag,
+        callback: impl FnOnce(&mut S, GateFired) + 'static,
+    ) -> Result<GateSubscription, GateError> {
+        if !PUBLIC_GATES.contains(&gate) {
+            return Err(GateError::NotAPublicGate(gate));
+        }
+        self.subscribe_to_fact(registry, state, listener, subject, gate, callback)
     }
-    register(core, listener, subject, gate, callback)
+
+    /// As [`Subscriptions::subscribe`], for any `fact` a game publishes on its objects (a
+    /// gate of its own, or a fact such as a character's `InitGateOpened`): not checked against
+    /// the public gates.
+    ///
+    /// # Errors
+    /// As [`Subscriptions::subscribe`], except [`GateError::NotAPublicGate`].
+    pub fn subscribe_to_fact<S>(
+        &mut self,
+        registry: &mut Registry<S>,
+        state: &mut S,
+        listener: ObjectId,
+        subject: ObjectId,
+        fact: GameplayTag,
+        callback: impl FnOnce(&mut S, GateFired) + 'static,
+    ) -> Result<GateSubscription, GateError> {
+        let guard = registry.token(listener).ok_or(GateError::ListenerGone(listener))?;
+        let token = registry.token(subject).ok_or(GateError::SubjectGone(subject))?;
+        self.made += 1;
+        let request = RequestName::from(format!("Gate.Subscription.{}", self.made));
+        let status = registry.wait_for_all_guarded(
+            token,
+            request.clone(),
+            guard,
+            &[Requirement::new(token, fact)],
+            state,
+            move |_, state| callback(state, GateFired { gate: fact, subject: token }),
+        )?;
+        Ok(GateSubscription {
+            subject,
+            generation: token.generation(),
+            request,
+            delivered: status == WaitStatus::Delivered,
+        })
+    }
 }
 
 /// Cancels a pending subscription; false if it already ran, was retired or was cancelled.
-pub(crate) fn cancel(core: &mut ClientCore, subscription: &GateSubscription) -> bool {
-    let current = core.registry.token(subscription.subject).map(ScopeToken::generation);
+pub fn cancel<S>(registry: &mut Registry<S>, subscription: &GateSubscription) -> bool {
+    let current = registry.token(subscription.subject).map(ScopeToken::generation);
     current == Some(subscription.generation)
-        && core.registry.cancel(subscription.subject, subscription.request.as_str())
+        && registry.cancel(subscription.subject, subscription.request.as_str())
 }
