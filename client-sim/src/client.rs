@@ -194,7 +194,8 @@ impl Client {
         gate: GameplayTag,
         callback: impl FnOnce(&mut ClientState, GateFired) + 'static,
     ) -> Result<GateSubscription, GateError> {
-        let result = gates::register_public(&mut self.core, listener, subject, gate, callback);
+        let ClientCore { registry, state, subscriptions } = &mut self.core;
+        let result = subscriptions.subscribe(registry, state, listener, subject, gate, callback);
         pump(&self.router, &mut self.core);
         result
     }
@@ -212,14 +213,16 @@ impl Client {
     ) -> Result<GateSubscription, GateError> {
         let subject = pawn_object(pawn);
         let fact = LIFECYCLE_FACT_CHARACTER_INIT_GATE_OPENED;
-        let result = gates::register(&mut self.core, listener, subject, fact, callback);
+        let ClientCore { registry, state, subscriptions } = &mut self.core;
+        let result =
+            subscriptions.subscribe_to_fact(registry, state, listener, subject, fact, callback);
         pump(&self.router, &mut self.core);
         result
     }
 
     /// Cancels a pending subscription; false if it already ran or was retired.
     pub fn cancel_gate_subscription(&mut self, subscription: &GateSubscription) -> bool {
-        gates::cancel(&mut self.core, subscription)
+        gatehouse_client::gates::cancel(&mut self.core.registry, subscription)
     }
 
     /// Scopes a consumer's listener object under the current world (so it goes with the world),

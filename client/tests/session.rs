@@ -4,26 +4,21 @@
 // Test helpers build fixed, valid values; a failure is a broken test.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::time::{Duration, Instant};
 
+use common::{me, node, show};
 use gatehouse_client::session::JOIN_AFTER_END;
 use gatehouse_client::{
     CloseReason, Event, InputError, Life, Load, Screen, Session, SessionConfig, TransitionStage,
     WorldChange,
 };
 use gatehouse_protocol::{
-    CharacterDef, ClientMessage, JoinId, LevelName, NodeId, PawnId, PawnView, PlayerId,
-    ServerMessage, TransitionFailure, TransitionId,
+    CharacterDef, ClientMessage, JoinId, LevelName, PawnId, PawnView, PlayerId, ServerMessage,
+    TransitionFailure, TransitionId,
 };
 use gatehouse_tags::catalog::STATE_DEAD;
-
-fn node(name: &str) -> NodeId {
-    NodeId::new(name).unwrap()
-}
-
-fn me() -> PlayerId {
-    PlayerId::new("sim-0001").unwrap()
-}
 
 /// A welcomed session on `harbor`, its `Hello` and `Welcome` drained.
 fn welcomed(t0: Instant) -> Session {
@@ -42,15 +37,6 @@ fn welcomed(t0: Instant) -> Session {
 
 fn freeze(id: u64) -> ServerMessage {
     ServerMessage::FreezeCharacters { transition_id: TransitionId(id) }
-}
-
-fn show(id: u64, target: &str) -> ServerMessage {
-    ServerMessage::ShowTransition {
-        transition_id: TransitionId(id),
-        target_node: node(target),
-        levels: vec![LevelName::new(format!("{target}_docks")).unwrap()],
-        rooms: Vec::new(),
-    }
 }
 
 fn end(id: u64) -> ServerMessage {

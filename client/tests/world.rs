@@ -5,29 +5,23 @@
 // Test helpers build fixed, valid values; a failure is a broken test.
 #![allow(clippy::unwrap_used)]
 
+mod common;
+
 use std::time::Instant;
 
+use common::{me, node, show};
 use gatehouse_client::world::{
     self, NetRole, Notice, PAWN_SPAWNED, PawnNotice, Replica, Replication, WorldId, WorldPhase,
 };
 use gatehouse_client::{Event, Load, Session, SessionConfig};
 use gatehouse_messaging::{Channels, Listen, Match, Router, RouterConfig};
 use gatehouse_protocol::{
-    CharacterDef, LevelName, NodeId, PawnId, PawnView, PlayerId, PlayerStateView, ServerMessage,
-    TeamId, TransitionId,
+    CharacterDef, PawnId, PawnView, PlayerId, PlayerStateView, ServerMessage, TeamId, TransitionId,
 };
 use gatehouse_tags::catalog::STATE_DEAD;
 
-fn node(name: &str) -> NodeId {
-    NodeId::new(name).unwrap()
-}
-
 fn player(name: &str) -> PlayerId {
     PlayerId::new(name).unwrap()
-}
-
-fn me() -> PlayerId {
-    player("sim-0001")
 }
 
 fn welcome() -> ServerMessage {
@@ -35,15 +29,6 @@ fn welcome() -> ServerMessage {
         player_id: me(),
         current_node: Some(node("harbor")),
         max_frame_len: 65_536,
-    }
-}
-
-fn show(id: u64, target: &str) -> ServerMessage {
-    ServerMessage::ShowTransition {
-        transition_id: TransitionId(id),
-        target_node: node(target),
-        levels: vec![LevelName::new(format!("{target}_docks")).unwrap()],
-        rooms: Vec::new(),
     }
 }
 

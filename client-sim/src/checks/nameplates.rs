@@ -10,7 +10,6 @@ use gatehouse_tags::catalog::{
 };
 
 use crate::adapters::{CHARACTER_SCOPED, ClientCore, Route, hold};
-use crate::gates;
 use crate::ids::pawn_object;
 
 use super::GateChecks;
@@ -40,7 +39,8 @@ pub(crate) fn listen(
                 account.subscription_fired(fired_gate, &mut state.stats)
             });
         };
-        match gates::register_public(core, pawn, pawn, gate, callback) {
+        let ClientCore { registry, state, subscriptions } = &mut *core;
+        match subscriptions.subscribe(registry, state, pawn, pawn, gate, callback) {
             Ok(_) => checks.run(&mut core.state, |account, state| {
                 account.subscribed(notice.token, &mut state.stats);
             }),

@@ -11,11 +11,7 @@ pub(crate) mod character;
 pub(crate) mod local_player;
 mod pump;
 
-use gatehouse_lifecycle::ObjectId;
 use gatehouse_messaging::Channels;
-use gatehouse_tags::GameplayTag;
-
-use crate::adapters::{ClientCore, ClientState};
 
 pub use character::{
     CharacterGateOpened, LOCAL_CHARACTER_INIT_GATE_OPENED, REMOTE_CHARACTER_INIT_GATE_OPENED,
@@ -36,34 +32,4 @@ pub fn declare_channels(
         .declare(LOCAL_CHARACTER_INIT_GATE_OPENED)?
         .declare(REMOTE_CHARACTER_INIT_GATE_OPENED)?
         .declare(LOCAL_PLAYER_WIDGET_CONTROLLER_AND_TEAM_READY)
-}
-
-/// Subscribes `callback` to the public `gate` on `subject`, guarded by `listener`
-/// ([`gatehouse_client::gates::Subscriptions::subscribe`]).
-pub(crate) fn register_public(
-    core: &mut ClientCore,
-    listener: ObjectId,
-    subject: ObjectId,
-    gate: GameplayTag,
-    callback: impl FnOnce(&mut ClientState, GateFired) + 'static,
-) -> Result<GateSubscription, GateError> {
-    let ClientCore { registry, state, subscriptions } = core;
-    subscriptions.subscribe(registry, state, listener, subject, gate, callback)
-}
-
-/// As [`register_public`], for any fact on `subject`, unchecked.
-pub(crate) fn register(
-    core: &mut ClientCore,
-    listener: ObjectId,
-    subject: ObjectId,
-    fact: GameplayTag,
-    callback: impl FnOnce(&mut ClientState, GateFired) + 'static,
-) -> Result<GateSubscription, GateError> {
-    let ClientCore { registry, state, subscriptions } = core;
-    subscriptions.subscribe_to_fact(registry, state, listener, subject, fact, callback)
-}
-
-/// Cancels a pending subscription; false if it already ran, was retired or was cancelled.
-pub(crate) fn cancel(core: &mut ClientCore, subscription: &GateSubscription) -> bool {
-    gatehouse_client::gates::cancel(&mut core.registry, subscription)
 }

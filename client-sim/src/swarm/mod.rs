@@ -349,6 +349,26 @@ fn on_own_thread<F: Future<Output = ClientOutcome>>(
     Ok(outcome)
 }
 
+/// A session of `config`, welcomed as `player` at `now` with no node (its `Hello` still to be
+/// taken), for the swarm's tests.
+#[cfg(test)]
+fn welcomed(
+    now: std::time::Instant,
+    config: SessionConfig,
+    player: &str,
+) -> crate::session::ClientSession {
+    use gatehouse_protocol::ServerMessage;
+    let mut session = crate::session::ClientSession::new(now, config);
+    // A test's own fixed, valid player id.
+    #[allow(clippy::unwrap_used)]
+    let player_id = PlayerId::new(player).unwrap();
+    session.handle(
+        now,
+        ServerMessage::Welcome { player_id, current_node: None, max_frame_len: 65_536 },
+    );
+    session
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

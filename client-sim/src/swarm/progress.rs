@@ -153,7 +153,7 @@ pub(super) fn count_errors(progress: Option<&Progress>, errors: usize) {
 mod tests {
     use std::time::Duration;
 
-    use gatehouse_protocol::{PlayerId, ServerMessage};
+    use gatehouse_protocol::ServerMessage;
 
     use super::*;
     use crate::session::SessionConfig;
@@ -165,13 +165,8 @@ mod tests {
         let progress = Progress::default();
         let now = std::time::Instant::now();
         let thin = SessionConfig { full: false, ..Default::default() };
-        let mut session = ClientSession::new(now, thin);
+        let mut session = super::super::welcomed(now, thin, "sim-0000");
         let mut reported = Reported::new(0);
-        let me = PlayerId::new("sim-0000").unwrap();
-        session.handle(
-            now,
-            ServerMessage::Welcome { player_id: me, current_node: None, max_frame_len: 65_536 },
-        );
         session.handle(
             now,
             ServerMessage::EndTransition { transition_id: gatehouse_protocol::TransitionId(9) },
@@ -202,13 +197,8 @@ mod tests {
         let mut runs = Vec::new();
         for cut in [false, true] {
             let thin = SessionConfig { full: false, ..Default::default() };
-            let mut session = ClientSession::new(start, thin);
+            let mut session = super::super::welcomed(start, thin, "sim-0007");
             let mut reported = Reported::new(7);
-            let me = PlayerId::new("sim-0007").unwrap();
-            session.handle(
-                start,
-                ServerMessage::Welcome { player_id: me, current_node: None, max_frame_len: 65_536 },
-            );
             session.handle(start, show(1));
             reported.update(Some(&progress), &session);
             let up = progress.take_interval(std::time::Instant::now(), 1);
@@ -232,13 +222,8 @@ mod tests {
         // A screen that goes up and comes down between two updates is counted all the same,
         // with its own instants.
         let thin = SessionConfig { full: false, ..Default::default() };
-        let mut session = ClientSession::new(start, thin);
+        let mut session = super::super::welcomed(start, thin, "sim-0008");
         let mut reported = Reported::new(8);
-        let me = PlayerId::new("sim-0008").unwrap();
-        session.handle(
-            start,
-            ServerMessage::Welcome { player_id: me, current_node: None, max_frame_len: 65_536 },
-        );
         reported.update(Some(&progress), &session);
         session.handle(start, show(2));
         let ended = start + Duration::from_millis(1500);

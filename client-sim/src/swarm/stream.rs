@@ -208,8 +208,6 @@ async fn stamped<F: Future>(read: F, stamp: &Arc<ReadStamp>) -> F::Output {
 mod tests {
     use std::time::Duration;
 
-    use gatehouse_protocol::PlayerId;
-
     use super::*;
     use crate::session::SessionConfig;
 
@@ -227,13 +225,8 @@ mod tests {
                 ..Default::default()
             };
             let now = std::time::Instant::now();
-            let mut session = ClientSession::new(now, config);
+            let mut session = super::super::welcomed(now, config, "sim-0000");
             assert!(matches!(session.poll_output(), Some(ClientMessage::Hello { .. })));
-            let me = PlayerId::new("sim-0000").unwrap();
-            session.handle(
-                now,
-                ServerMessage::Welcome { player_id: me, current_node: None, max_frame_len: 65_536 },
-            );
             session.handle(
                 now,
                 ServerMessage::ShowTransition {

@@ -1,0 +1,23 @@
+//! Values the session's and the replicated world's tests both build.
+
+use gatehouse_protocol::{LevelName, NodeId, PlayerId, ServerMessage, TransitionId};
+
+/// The node named `name`.
+pub(crate) fn node(name: &str) -> NodeId {
+    NodeId::new(name).unwrap()
+}
+
+/// The player these tests are welcomed as.
+pub(crate) fn me() -> PlayerId {
+    PlayerId::new("sim-0001").unwrap()
+}
+
+/// `ShowTransition` of transition `id` to `target`, with one level and no rooms.
+pub(crate) fn show(id: u64, target: &str) -> ServerMessage {
+    ServerMessage::ShowTransition {
+        transition_id: TransitionId(id),
+        target_node: node(target),
+        levels: vec![LevelName::new(format!("{target}_docks")).unwrap()],
+        rooms: Vec::new(),
+    }
+}
