@@ -156,6 +156,25 @@ fn a_transition_ended_before_the_client_streamed_begins_the_destinations_play() 
     assert!(game.replica.is_playing());
 }
 
+/// A streamed report for a transition whose world is no longer current (a newer transition
+/// replaced it) begins no play; the current destination's own report does.
+#[test]
+fn a_streamed_report_for_a_replaced_transition_begins_no_play() {
+    let mut game = Game::new();
+    game.handle(welcome());
+    game.handle(ServerMessage::FreezeCharacters { transition_id: TransitionId(6) });
+    game.handle(show(6, "marsh"));
+    game.handle(ServerMessage::FreezeCharacters { transition_id: TransitionId(7) });
+    game.handle(show(7, "forest"));
+    let streamed = |game: &mut Game, id| {
+        let mut replication = Replication::levels_streamed(Load::Transition(TransitionId(id)));
+        std::iter::from_fn(|| replication.next(&mut game.replica, game.t0)).collect::<Vec<_>>()
+    };
+    assert!(streamed(&mut game, 6).is_empty());
+    assert!(!game.replica.is_playing());
+    assert_eq!(streamed(&mut game, 7), [Notice::WorldBeganPlay(WorldId(3))]);
+}
+
 /// A stale end (of a transition no longer on screen) unfreezes nothing.
 #[test]
 fn a_stale_end_unfreezes_nothing() {

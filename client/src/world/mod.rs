@@ -4,9 +4,9 @@
 //!
 //! The truth is always in the [`Replica`]; a notice only names what changed, so a listener
 //! that attaches late samples the replica and is as correct as one that heard every notice.
-//! [`Replication`] applies an event one change at a time: each change is applied just before
-//! its notice is handed out, so a listener sees the world as of its notice (docs/client.md,
-//! "The replicated world").
+//! [`Replication`] applies an event one change at a time and hands out a change's notices
+//! before it applies the next, so a listener sees the world after its notice's change and
+//! before the next (docs/client.md, "The replicated world").
 //!
 //! A game announces each notice on its router ([`Notice::broadcast`], or through its own
 //! [`Announce`] when it runs more after each notice, such as a gate pump). Nothing here knows

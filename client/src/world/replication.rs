@@ -1,13 +1,15 @@
-//! Replication into the replica: a session [`Event`] (or a game input) becomes a few steps, and
-//! each step is applied to the [`Replica`] just before its notices are handed out, one at a
-//! time. So the game can announce each notice (and run whatever follows it) before the next
-//! change lands, and a listener always sees the world as of its notice.
+//! Replication into the replica: a session [`Event`] (or a game input) becomes a few changes,
+//! and each change is applied to the [`Replica`] only once the notices of the one before it
+//! were all handed out. So the game can announce each notice (and run whatever follows it)
+//! before the next change lands, and a listener sees the world after its notice's change and
+//! before the next.
 //!
 //! Which event changes what (docs/client.md, "The replicated world"): `Welcomed` logs in, then
 //! creates the world the client enters and begins its play; `TransitionStarted` freezes the
 //! characters; a transition's `StreamLevels` shows its destination and travels (the world is
-//! torn down and the destination's created); the game's `levels_streamed` for a transition, or
-//! its `TransitionEnded`, begins the destination's play (after unfreezing, for the end);
+//! torn down and the destination's created); the game's `levels_streamed` for the transition
+//! whose world is current, or its `TransitionEnded`, begins the destination's play (after
+//! unfreezing, for the end);
 //! `Possessed`, `Unpossessed` and every `World` change apply as replicated; `Rejected` and
 //! `Closed` end the login. Every other event changes nothing here.
 
@@ -16,7 +18,7 @@ use std::time::Instant;
 
 use gatehouse_protocol::{NodeId, PawnId, PlayerId, TransitionId};
 
-use super::{Notice, Replica, Spawned};
+use super::{Notice, Replica, Spawned, World};
 use crate::event::{Event, WorldChange};
 use crate::screen::Load;
 
@@ -25,8 +27,13 @@ use crate::screen::Load;
 enum Step {
     LogIn(PlayerId),
     LogOut,
-    Travel { node: Option<NodeId>, transition: Option<TransitionId> },
+    Travel {
+        node: Option<NodeId>,
+        transition: Option<TransitionId>,
+    },
     BeginPlay,
+    /// Begin play only if the current world is this transition's destination.
+    BeginPlayOf(TransitionId),
     Shown(TransitionId),
     Freeze(TransitionId),
     Unfreeze(TransitionId),
@@ -73,10 +80,11 @@ impl Replication {
     }
 
     /// What the game's report that it streamed `load` changes: a transition's destination
-    /// begins play (a join's world already plays).
+    /// begins play, if it is the current world (a report for an older transition changes
+    /// nothing; a join's world already plays).
     pub fn levels_streamed(load: Load) -> Replication {
         let steps = match load {
-            Load::Transition(_) => vec![Step::BeginPlay],
+            Load::Transition(id) => vec![Step::BeginPlayOf(id)],
             Load::Join(_) => Vec::new(),
         };
         Replication { steps: steps.into(), notices: VecDeque::new() }
@@ -132,6 +140,11 @@ impl Replication {
                 notices.push_back(Notice::WorldCreated(travelled.created));
             }
             Step::BeginPlay => notices.extend(replica.begin_play(now).map(Notice::WorldBeganPlay)),
+            Step::BeginPlayOf(id) => {
+                if replica.world().and_then(World::transition) == Some(id) {
+                    notices.extend(replica.begin_play(now).map(Notice::WorldBeganPlay));
+                }
+            }
             Step::Shown(id) => notices.push_back(Notice::TransitionShown(id)),
             Step::Freeze(id) => {
                 replica.characters.set_frozen(true);
