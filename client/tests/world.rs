@@ -11,7 +11,8 @@ use std::time::Instant;
 
 use common::{me, node, show};
 use gatehouse_client::world::{
-    self, NetRole, Notice, PAWN_SPAWNED, PawnNotice, Replica, Replication, WorldId, WorldPhase,
+    self, Login, NetRole, Notice, PAWN_SPAWNED, PawnNotice, Replica, Replication, WorldId,
+    WorldPhase,
 };
 use gatehouse_client::{Event, Load, Session, SessionConfig};
 use gatehouse_messaging::{Channels, Listen, Match, Router, RouterConfig};
@@ -245,6 +246,35 @@ fn duplicates_make_no_notice() {
     let left = game.handle(ServerMessage::PlayerLeft { player_id: you.clone() });
     assert_eq!(left, [Notice::PlayerStateRemoved(you.clone())]);
     assert!(game.replica.player_states().get(&you).is_none());
+}
+
+/// The replica says who logged in and which player state is theirs; world serials read as
+/// `world#N`.
+#[test]
+fn the_login_and_the_local_player_state_follow_the_session() {
+    let mut game = Game::new();
+    assert_eq!(game.replica.login(), &Login::Pending);
+    game.handle(welcome());
+    assert_eq!(game.replica.login(), &Login::Succeeded { player: me() });
+    assert!(game.replica.local_player_state().is_none(), "not replicated yet");
+    game.handle(player_state(player("sim-0002"), 2));
+    assert!(game.replica.local_player_state().is_none(), "another player's");
+    game.handle(player_state(me(), 1));
+    assert_eq!(game.replica.local_player_state().unwrap().player(), &me());
+    assert_eq!(WorldId(3).to_string(), "world#3");
+}
+
+/// A session the game dropped without `Closed` ends the login when told, once.
+#[test]
+fn a_dropped_session_ends_the_login_once() {
+    let mut game = Game::new();
+    game.handle(welcome());
+    let mut ended = Replication::session_ended();
+    assert_eq!(ended.next(&mut game.replica, game.t0), Some(Notice::LoginEnded(me())));
+    assert_eq!(ended.next(&mut game.replica, game.t0), None);
+    assert_eq!(game.replica.login(), &Login::Ended);
+    let mut again = Replication::session_ended();
+    assert_eq!(again.next(&mut game.replica, game.t0), None, "ended once");
 }
 
 /// A refused login and a closed session end the login once.

@@ -147,6 +147,21 @@ mod tests {
         assert_eq!(ObjectKind::of(ObjectId::new(3)), None);
     }
 
+    /// An id's number comes back out of it, and a player state's id names its player.
+    #[test]
+    fn an_ids_number_and_a_player_states_player_are_recovered() {
+        assert_eq!(number_of(world_object(WorldId(42))), 42);
+        assert_eq!(number_of(pawn_object(PawnId(9))), 9);
+        assert_eq!(number_of(listener_object(7)), 7);
+        let mut ids = PlayerStateIds::default();
+        let a = PlayerId::new("a").unwrap();
+        let b = PlayerId::new("b").unwrap();
+        let (of_a, of_b) = (ids.intern(&a), ids.intern(&b));
+        assert_eq!(ids.player_of(of_a), Some(&a));
+        assert_eq!(ids.player_of(of_b), Some(&b));
+        assert_eq!(ids.player_of(pawn_object(PawnId(1))), None);
+    }
+
     #[test]
     fn a_player_state_keeps_its_id_for_the_session() {
         let mut ids = PlayerStateIds::default();

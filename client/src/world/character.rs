@@ -368,9 +368,29 @@ mod tests {
         assert!(!characters.teleport(PawnId(1), NodeId::new("harbor").unwrap()), "already there");
         assert!(characters.teleport(PawnId(1), NodeId::new("marsh").unwrap()));
         assert!(!characters.teleport(PawnId(9), NodeId::new("marsh").unwrap()), "unknown pawn");
+        assert!(characters.get(PawnId(1)).unwrap().is_alive());
         assert!(characters.die(PawnId(1)));
         assert!(!characters.die(PawnId(1)), "a duplicate death is no change");
         assert!(!characters.get(PawnId(1)).unwrap().is_alive());
+    }
+
+    /// What the set says of itself follows its spawns and destructions, and the freeze.
+    #[test]
+    fn the_set_counts_and_lists_its_characters() {
+        let mut characters = Characters::default();
+        assert!(characters.is_empty());
+        assert_eq!((characters.len(), characters.iter().count()), (0, 0));
+        characters.spawn(view(2, "you"), None, true);
+        characters.spawn(view(1, "me"), None, true);
+        assert!(!characters.is_empty());
+        assert_eq!(characters.len(), 2);
+        let pawns: Vec<PawnId> = characters.iter().map(Character::pawn).collect();
+        assert_eq!(pawns, [PawnId(1), PawnId(2)], "by pawn id");
+        characters.destroy(PawnId(2));
+        assert_eq!(characters.len(), 1);
+        assert!(!characters.are_frozen());
+        characters.set_frozen(true);
+        assert!(characters.are_frozen());
     }
 
     /// Freezing happens on every machine: gravity does not replicate, so each client zeroes it

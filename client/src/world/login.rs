@@ -35,3 +35,21 @@ impl Login {
         matches!(self, Login::Succeeded { .. })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Only a login that succeeded is active, and only it names its player.
+    #[test]
+    fn only_a_succeeded_login_is_active_and_names_its_player() {
+        let me = PlayerId::new("me").unwrap();
+        let succeeded = Login::Succeeded { player: me.clone() };
+        assert!(succeeded.is_active());
+        assert_eq!(succeeded.player(), Some(&me));
+        for over in [Login::Pending, Login::Ended] {
+            assert!(!over.is_active());
+            assert_eq!(over.player(), None);
+        }
+    }
+}

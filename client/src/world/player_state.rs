@@ -191,6 +191,42 @@ mod tests {
         assert!(!is_valid_team(TeamId(0)));
     }
 
+    /// A player state reads back what was replicated; team 0 is a team not processed.
+    #[test]
+    fn a_player_state_reads_back_what_was_replicated() {
+        let p = PlayerId::new("p").unwrap();
+        let mut states = PlayerStates::default();
+        assert!(states.is_empty());
+        assert_eq!((states.len(), states.iter().count()), (0, 0));
+        states.apply(view(Some(0), None));
+        let state = states.get(&p).unwrap();
+        assert_eq!(
+            (state.player(), state.team(), state.character_def()),
+            (&p, Some(TeamId(0)), None)
+        );
+        assert!(!state.is_team_processed(), "team 0 is no team");
+        states.apply(view(Some(2), Some("Medic")));
+        let state = states.get(&p).unwrap();
+        let medic = CharacterDef::new("Medic").unwrap();
+        assert_eq!((state.team(), state.character_def()), (Some(TeamId(2)), Some(&medic)));
+        assert!(state.is_team_processed());
+        assert!(!states.is_empty());
+        assert_eq!(states.len(), 1);
+        assert_eq!(states.iter().map(PlayerState::player).collect::<Vec<_>>(), [&p]);
+    }
+
+    /// An update is a duplicate only when it changed nothing at all.
+    #[test]
+    fn an_update_is_a_duplicate_only_when_nothing_changed() {
+        let duplicate = |appeared, team, character_def| {
+            PlayerStateChange { appeared, team, character_def }.is_duplicate()
+        };
+        assert!(duplicate(false, false, false));
+        assert!(!duplicate(true, false, false));
+        assert!(!duplicate(false, true, false));
+        assert!(!duplicate(false, false, true));
+    }
+
     #[test]
     fn health_is_kept_across_updates_and_duplicates_change_nothing() {
         let p = PlayerId::new("p").unwrap();

@@ -106,22 +106,6 @@ impl Replication {
         self.notices.pop_front()
     }
 
-    /// Applies every change left to `replica`, handing each notice to `announce` as it goes.
-    /// Returns how many notices there were.
-    pub fn run(
-        mut self,
-        replica: &mut Replica,
-        now: Instant,
-        mut announce: impl FnMut(&Notice),
-    ) -> usize {
-        let mut count = 0;
-        while let Some(notice) = self.next(replica, now) {
-            announce(&notice);
-            count += 1;
-        }
-        count
-    }
-
     fn apply(&mut self, replica: &mut Replica, now: Instant, step: Step) {
         let notices = &mut self.notices;
         match step {
