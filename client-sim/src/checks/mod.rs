@@ -308,9 +308,8 @@ impl Account {
     /// controller or valid team is gone now.
     fn period_maybe_closed(&mut self, domain: &Domain) {
         let Some(me) = domain.local_player() else { return };
-        let holds = domain.local_player_state().is_some()
-            && domain.ui().is_ready(me)
-            && domain.teams().team_of(me).is_some();
+        // Both go with the player state: its widget controller and cached team.
+        let holds = domain.ui().is_ready(me) && domain.teams().team_of(me).is_some();
         if !holds {
             self.period_open = false;
         }

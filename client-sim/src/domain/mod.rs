@@ -39,11 +39,6 @@ impl Domain {
         }
     }
 
-    /// The replicated world.
-    pub fn replica(&self) -> &Replica {
-        &self.replica
-    }
-
     /// The login.
     pub fn login(&self) -> &Login {
         self.replica.login()
@@ -52,11 +47,6 @@ impl Domain {
     /// The player this client is, once logged in.
     pub fn local_player(&self) -> Option<&PlayerId> {
         self.replica.local_player()
-    }
-
-    /// The local player's controlled player state, once replicated.
-    pub fn local_player_state(&self) -> Option<&PlayerState> {
-        self.replica.local_player_state()
     }
 
     /// The current world.
@@ -102,10 +92,9 @@ impl Domain {
         use gatehouse_client::world::Notice;
         match notice {
             Notice::LoginSucceeded(_) => self.ui.arm_resets(now),
-            // A travel rebuilds the UI before its first notice: the teardown, or for the first
-            // world (nothing to tear down) its creation.
+            // A travel rebuilds the UI before its first notice, the teardown (the first world
+            // has no controllers to rebuild).
             Notice::WorldTornDown(_) => self.ui.rebuild(now),
-            Notice::WorldCreated(world) if world.0 == 1 => self.ui.rebuild(now),
             Notice::PlayerStateChanged(player, change) => {
                 if change.appeared {
                     self.ui.track(now, player);

@@ -364,3 +364,19 @@ fn the_specialised_queries_and_waits_follow_the_gates() {
         "a late subscriber replays from the cached gate, not from the non-replaying delegate"
     );
 }
+
+/// A player who left is forgotten by the example game's own objects before anyone hears of it:
+/// its cached team and its widget controller go with its player state.
+#[test]
+fn a_player_who_left_is_forgotten_by_the_team_cache_and_the_ui() {
+    let mut sim = Sim::new();
+    sim.ready_pair();
+    let bob = player(BOB);
+    let domain = sim.client().domain();
+    assert!(domain.teams().team_of(&bob).is_some() && domain.ui().is_ready(&bob));
+    sim.send(gatehouse_protocol::ServerMessage::PlayerLeft { player_id: bob.clone() });
+    let domain = sim.client().domain();
+    assert!(domain.player_states().get(&bob).is_none());
+    assert_eq!(domain.teams().team_of(&bob), None);
+    assert!(!domain.ui().is_ready(&bob));
+}
