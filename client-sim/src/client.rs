@@ -5,11 +5,13 @@
 //! where the layers are put together: it declares every layer's channels, attaches the adapters
 //! and the checks, and its methods are the only entry points: each sets the time, changes the
 //! domain through `replication` (which announces on the router), and returns once every
-//! notification and gate dispatch it caused has been delivered. The transport session
-//! ([`crate::session::ClientSession`]) decides when to travel and when a world begins play; this
+//! notification and gate dispatch it caused has been delivered. It is fed the library session's
+//! events and the simulated streaming's reports ([`crate::session::ClientSession`] queues them);
+//! which change each makes is the library's replication (`gatehouse_client::world`), and this
 //! type decides nothing about the network.
 //!
-//! Data flow: server message → domain objects → router notification → adapters → registry facts
+//! Data flow: session event → replicated world and the example game's UI and team cache →
+//! router notification → adapters → registry facts
 //! → gate callbacks → outbox → dispatch (delegate broadcast, gate tag, subscriptions) → live
 //! checks → [`GateStats`].
 

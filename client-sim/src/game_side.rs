@@ -1,5 +1,5 @@
 //! A full session's game side, behind its protocol duties: the [`ClientSession`] queues what
-//! the game side must do with each message and deadline ([`GameStep`]), and the shell runs the
+//! the game side must do with each event, streamed report and deadline ([`GameStep`]), and the shell runs the
 //! queue ([`GameSide::run`]) after it has written the session's replies. A game side does
 //! O(players) work at a travel or a UI rebuild (every remote pawn's gates torn down and
 //! registered again); run first, it held the client's `TransitionShown` or acknowledgement

@@ -72,10 +72,22 @@ impl Game {
         let events: Vec<Event> = std::iter::from_fn(|| self.session.poll_event()).collect();
         events.iter().flat_map(|event| self.replica.replicate(self.t0, event)).collect()
     }
+
+    /// Transition `id` to `target` starts (freeze, then show); returns the show's notices.
+    fn travel(&mut self, id: u64, target: &str) -> Vec<Notice> {
+        self.handle(ServerMessage::FreezeCharacters { transition_id: TransitionId(id) });
+        self.handle(show(id, target))
+    }
+
+    /// The game reports transition `id`'s levels streamed to the replica; returns the notices.
+    fn streamed(&mut self, id: u64) -> Vec<Notice> {
+        let mut replication = Replication::levels_streamed(Load::Transition(TransitionId(id)));
+        std::iter::from_fn(|| replication.next(&mut self.replica, self.t0)).collect()
+    }
 }
 
 /// A welcome logs in, then creates the world the client enters, then begins its play; each
-/// change is applied just before its notice is handed out, not before.
+/// change lands only once the notices before it are out.
 #[test]
 fn a_welcome_logs_in_then_creates_and_plays_the_world_one_change_per_notice() {
     let mut game = Game::new();
@@ -125,13 +137,8 @@ fn a_transition_freezes_travels_and_plays_its_destination_once_streamed() {
     assert!(!game.replica.is_playing(), "the destination loads");
     assert!(!game.replica.characters().get(PawnId(1)).unwrap().has_begun_play());
 
-    let load = Load::Transition(TransitionId(2));
-    game.session.levels_streamed(load).unwrap();
-    let streamed: Vec<Notice> = {
-        let mut replication = Replication::levels_streamed(load);
-        std::iter::from_fn(|| replication.next(&mut game.replica, game.t0)).collect()
-    };
-    assert_eq!(streamed, [Notice::WorldBeganPlay(WorldId(2))]);
+    game.session.levels_streamed(Load::Transition(TransitionId(2))).unwrap();
+    assert_eq!(game.streamed(2), [Notice::WorldBeganPlay(WorldId(2))]);
     assert!(game.replica.characters().get(PawnId(1)).unwrap().has_begun_play());
 
     let ended = game.handle(ServerMessage::EndTransition { transition_id: TransitionId(2) });
@@ -150,8 +157,7 @@ fn a_transition_freezes_travels_and_plays_its_destination_once_streamed() {
 fn a_transition_ended_before_the_client_streamed_begins_the_destinations_play() {
     let mut game = Game::new();
     game.handle(welcome());
-    game.handle(ServerMessage::FreezeCharacters { transition_id: TransitionId(3) });
-    game.handle(show(3, "marsh"));
+    game.travel(3, "marsh");
     let ended = game.handle(ServerMessage::EndTransition { transition_id: TransitionId(3) });
     assert_eq!(ended.last(), Some(&Notice::WorldBeganPlay(WorldId(2))), "{ended:?}");
     assert!(game.replica.is_playing());
@@ -163,17 +169,11 @@ fn a_transition_ended_before_the_client_streamed_begins_the_destinations_play() 
 fn a_streamed_report_for_a_replaced_transition_begins_no_play() {
     let mut game = Game::new();
     game.handle(welcome());
-    game.handle(ServerMessage::FreezeCharacters { transition_id: TransitionId(6) });
-    game.handle(show(6, "marsh"));
-    game.handle(ServerMessage::FreezeCharacters { transition_id: TransitionId(7) });
-    game.handle(show(7, "forest"));
-    let streamed = |game: &mut Game, id| {
-        let mut replication = Replication::levels_streamed(Load::Transition(TransitionId(id)));
-        std::iter::from_fn(|| replication.next(&mut game.replica, game.t0)).collect::<Vec<_>>()
-    };
-    assert!(streamed(&mut game, 6).is_empty());
+    game.travel(6, "marsh");
+    game.travel(7, "forest");
+    assert!(game.streamed(6).is_empty());
     assert!(!game.replica.is_playing());
-    assert_eq!(streamed(&mut game, 7), [Notice::WorldBeganPlay(WorldId(3))]);
+    assert_eq!(game.streamed(7), [Notice::WorldBeganPlay(WorldId(3))]);
 }
 
 /// A stale end (of a transition no longer on screen) unfreezes nothing.

@@ -16,7 +16,7 @@ use gatehouse_protocol::PlayerId;
 
 pub use gatehouse_client::world::{
     Character, Characters, Login, NetRole, PlayerState, PlayerStateChange, PlayerStates, Replica,
-    Spawned, World, WorldPhase, is_valid_team,
+    World, WorldPhase, is_valid_team,
 };
 pub use team::{TeamCache, TeamChange};
 pub use ui::{UiConfig, UiEvents, UiSubsystem};

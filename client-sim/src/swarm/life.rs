@@ -456,7 +456,7 @@ enum Misbehaved {
     StayedSilent,
 }
 
-/// Carries out a transport misbehaviour (issue 13 item 4) on the control stream: a frame whose
+/// Carries out a transport misbehaviour (a hostile client's) on the control stream: a frame whose
 /// body does not decode, a header announcing a body far above any maximum frame length, or
 /// silence (no read, no write; QUIC keeps the connection alive) until the server closes the
 /// connection or `until` passes.

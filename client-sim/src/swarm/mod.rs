@@ -18,7 +18,7 @@
 //! with its own current-thread runtime; [`run_swarm_outcomes`] stays an ordinary `Send` future
 //! that waits for that thread's result, so callers can spawn it anywhere.
 //!
-//! The QUIC side never waits for the sessions (issue 11, "The connections are always driven"):
+//! The QUIC side never waits for the sessions, or a busy sessions' thread would idle them out:
 //! the client endpoints and every connection's driver (keep-alives, acknowledgements, loss
 //! recovery) run on a runtime of their own ([`DriverRuntime`]), so however long the sessions'
 //! thread is busy, no connection idles out. Clients share an endpoint per
@@ -121,13 +121,13 @@ pub struct SwarmConfig {
     pub connect_rate: Option<f64>,
     /// Live counts for a progress display, updated as the run goes; `None`: not kept.
     pub progress: Option<Arc<Progress>>,
-    /// A network conditioner between the clients and the server (issue 13 item 1): the clients
-    /// dial its address instead of `server`, each from a UDP socket of its own registered under
-    /// the client's index, so a client's drops depend on the seed and its index alone.
+    /// A network conditioner between the clients and the server (loss, lag, reordering): the
+    /// clients dial its address instead of `server`, each from a UDP socket of its own registered
+    /// under the client's index, so a client's drops depend on the seed and its index alone.
     /// `None`: straight to the server.
     pub conditioner: Option<ProxyHandle>,
-    /// How many of the clients misbehave (issue 13 item 4), spread over the indices from the
-    /// last one (see [`misbehaviour_of`]); a misbehaving client is always thin. 0: none.
+    /// How many of the clients misbehave (as hostile clients would), spread over the indices
+    /// from the last one (see [`misbehaviour_of`]); a misbehaving client is always thin. 0: none.
     pub misbehaving: usize,
     /// The kinds the misbehaving clients are given, in turn; empty: none misbehaves.
     /// `session.misbehaviour` is ignored: this and `misbehaving` decide.

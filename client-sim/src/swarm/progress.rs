@@ -8,7 +8,7 @@ use crate::figures::ScreenKind;
 use crate::interval::{IntervalFigures, IntervalReport};
 use crate::session::ClientSession;
 
-/// Live counts of a running swarm, for a progress line (issue 11, "Progress"), and the figures
+/// Live counts of a running swarm, for a progress line during a long run, and the figures
 /// of the current interval ([`IntervalFigures`]): updated by the clients as they go, read by
 /// whoever displays them.
 #[derive(Debug, Default)]

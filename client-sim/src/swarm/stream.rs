@@ -118,8 +118,8 @@ pub(super) struct Turn {
 /// What one wake of a session writes, as one chunk: first the deadlines already due at `now`
 /// are handled (a zero-length stream's ready), then every message the session has to send is
 /// framed, in order. So a client ready at once answers a `ShowTransition` with one datagram,
-/// as the server writes one chunk per wake (issue 12 item 1). A message that cannot be framed
-/// within `max` bytes is dropped and logged.
+/// as the server writes one chunk per wake (fewer datagrams to read). A message that cannot be
+/// framed within `max` bytes is dropped and logged.
 pub(super) fn wake_chunk(session: &mut ClientSession, now: std::time::Instant, max: usize) -> Turn {
     let due = session.poll_timeout().filter(|at| *at <= now);
     if due.is_some() {

@@ -115,7 +115,7 @@ impl Character {
 
 /// What a `PawnSpawned` did to the set of characters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Spawned {
+pub(crate) enum Spawned {
     /// A character this client did not know.
     New,
     /// A duplicate notification for a known pawn: its view was refreshed, nothing else.

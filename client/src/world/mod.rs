@@ -24,9 +24,10 @@ mod replication;
 use std::fmt;
 use std::time::Instant;
 
-use gatehouse_protocol::{NodeId, PlayerId, PlayerStateView, TransitionId};
+use gatehouse_protocol::{NodeId, PlayerId, TransitionId};
 
-pub use character::{Character, Characters, NetRole, Spawned};
+use character::Spawned;
+pub use character::{Character, Characters, NetRole};
 pub use level::{World, WorldPhase};
 pub use login::Login;
 pub use notify::{
@@ -53,11 +54,11 @@ impl fmt::Display for WorldId {
 
 /// What a travel did to the worlds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Travelled {
+struct Travelled {
     /// The world torn down, if there was one.
-    pub torn_down: Option<WorldId>,
+    torn_down: Option<WorldId>,
     /// The world created for the destination.
-    pub created: WorldId,
+    created: WorldId,
 }
 
 /// The client's copy of the replicated world: the login, the current world, every player
@@ -163,10 +164,5 @@ impl Replica {
         }
         self.characters.set_begun_play(true);
         Some(world.id())
-    }
-
-    /// Applies a replicated player state.
-    fn apply_player_state(&mut self, view: PlayerStateView) -> PlayerStateChange {
-        self.player_states.apply(view)
     }
 }

@@ -159,7 +159,7 @@ fn apply_change(replica: &mut Replica, change: WorldChange, notices: &mut VecDeq
     match change {
         WorldChange::PlayerStateUpdated(view) => {
             let player = view.player_id.clone();
-            let change = replica.apply_player_state(view);
+            let change = replica.player_states.apply(view);
             if !change.is_duplicate() {
                 notices.push_back(Notice::PlayerStateChanged(player, change));
             }
