@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The impaired soak (issue 13 item 2): the soak world (hazards, a dungeon, a travel every 4 s)
+# The impaired soak (docs/testing.md): the soak world (hazards, a dungeon, a travel every 4 s)
 # and simulated clients with churn (deaths, restarts 500 ms later, relaunches about every 12 s),
 # twice with the same seed through the in-process network conditioner: once clean (`--impair
 # none`, the same relay path), once impaired (default: 5 % loss, 100 ± 20 ms lag, 1 %

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The impaired soak's table (deploy/impaired-soak.sh, issue 13 item 2): a clean run and an
+"""The impaired soak's table (deploy/impaired-soak.sh; docs/testing.md): a clean run and an
 impaired run of the same seed side by side, from each run's gatehouse-sim report and the server's
 GET /state; fails if the server counted a ready timeout, a settle timeout or a failed transition
 in either run.

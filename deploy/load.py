@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The load benchmark's measurements and table (deploy/load.sh; issue 11, "The load benchmark").
+"""The load benchmark's measurements and table (deploy/load.sh; docs/performance.md).
 
 Python 3 standard library only. load.sh calls it as
 

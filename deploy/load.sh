@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The load benchmark (issue 11, "The load benchmark"). For each N (64, 256 and 1000 by default):
+# The load benchmark (docs/performance.md). For each N (64, 256 and 1000 by default):
 #
 # 1. the bare QUIC floor F(N): gatehouse-floor, N clients, one 64-byte message written to every
 #    client's stream per round and every reply awaited, same runtime flavour as the server;

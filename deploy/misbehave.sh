@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Misbehaving clients among well-behaved ones (issue 13 item 4). Two runs on release binaries,
-# each a fresh server on config/load-server.toml (the zero-stream load world, a travel every 3 s)
-# with its own data dir:
+# Misbehaving clients among well-behaved ones (docs/testing.md; docs/spec/transitions.md T9).
+# Two runs on release binaries, each a fresh server on config/load-server.toml (the zero-stream
+# load world, a travel every 3 s) with its own data dir:
 #
 # 1. clean:       CLIENTS well-behaved clients (200 by default);
 # 2. misbehaving: the same CLIENTS clients, of which BAD misbehave (40 by default: a fifth),
@@ -113,7 +113,7 @@ run clean "$clients" 0
 run misbehaving "$clients" "$bad"
 
 echo
-echo "misbehaving clients (issue 13 item 4): $clients clients in both runs, $bad of them" \
+echo "misbehaving clients: $clients clients in both runs, $bad of them" \
     "misbehaving ($kinds) in the second; $(nproc) cores, connect rate $rate/s, $duration" \
     "each, client_ready_timeout_ms $ready_ms, spawn_settle_timeout_ms $settle_ms," \
     "client_response_timeout_ms $response_ms, client_response_crowd_floor_ms ${crowd_floor_ms:-unset}"

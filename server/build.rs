@@ -4,7 +4,7 @@
 //!   by the test runner as ignored, with the reason, instead of silently passing;
 //! - with the `agones` feature, generates the server side of the Agones SDK (`sdk.proto` and
 //!   `beta.proto`, copied from the agones crate into `tests/agones/proto`) for the fake SDK
-//!   server of the agones test (issue 15 item 3). Needs `protoc` and its well-known types
+//!   server of the agones test. Needs `protoc` and its well-known types
 //!   (Debian `protobuf-compiler`, `libprotobuf-dev`), as the agones crate's own build does.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

@@ -182,9 +182,9 @@ impl Client {
     // --- Public gates ---------------------------------------------------------------------
 
     /// Subscribes `callback` to the public `gate` on `subject`'s current generation, guarded by
-    /// `listener` (seed 000, `RegisterForLifecycleGateNative`). One-shot; runs during this call
-    /// if the gate is already open; retired without running when the subject's generation or
-    /// the listener goes, or when cancelled.
+    /// `listener` (docs/spec/gates.md G12). One-shot; runs during this call if the gate is already
+    /// open; retired without running when the subject's generation or the listener goes, or when
+    /// cancelled.
     ///
     /// # Errors
     /// [`GateError`] for a tag that is not exactly a public gate, or a listener or subject with
@@ -272,9 +272,10 @@ impl Client {
         &self.router
     }
 
-    /// The registry and its caller state, to compose facts natively (seed 000, "Native API":
-    /// `wait_for_all` over scopes the adapters created). Callbacks registered here must not
-    /// expect the router; what they need dispatched, they record in their own state.
+    /// The registry and its caller state, to compose facts natively (the registry's own API,
+    /// docs/spec/gates.md G2: `wait_for_all` over scopes the adapters created). Callbacks
+    /// registered here must not expect the router; what they need dispatched, they record in their
+    /// own state.
     pub fn registry_and_state(&mut self) -> (&mut Registry<ClientState>, &mut ClientState) {
         (&mut self.core.registry, &mut self.core.state)
     }
@@ -378,10 +379,10 @@ mod tests {
         }))
     }
 
-    /// Seed 000, "Pawn team presentation": live local control is the final authority.
-    /// Replication has unpossessed the viewer's pawn, and before that notification reaches the
-    /// adapters (the same step) a cached fact wakes a request: it is refused, nothing is presented
-    /// to the viewer that lost control, and the replacement pawn presents again.
+    /// Pawn team presentation: live local control is the final authority. Replication has
+    /// unpossessed the viewer's pawn, and before that notification reaches the adapters (the same
+    /// step) a cached fact wakes a request: it is refused, nothing is presented to the viewer that
+    /// lost control, and the replacement pawn presents again.
     #[test]
     fn a_presentation_woken_after_the_viewer_lost_control_in_the_same_step_is_refused() {
         let t0 = Instant::now();

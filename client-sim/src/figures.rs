@@ -185,7 +185,7 @@ macro_rules! session_figures {
 }
 
 /// Declares a struct carrying the game side's figures: the lifecycle gates, the adapters'
-/// deferrals and presentations, and every violation of seed 000's runtime expectations.
+/// deferrals and presentations, and every violation of the gates' contract (docs/spec/gates.md).
 macro_rules! gate_figures {
     ($($definition:tt)*) => {
         $crate::figures::declare_figures! {
@@ -238,7 +238,7 @@ macro_rules! gate_figures {
                 /// Waits still pending when a session was ended by a relaunch (counted, not
                 /// listed).
                 pending_waits_at_relaunch: Sum, "waits left by relaunches", Any;
-                /// Violations of the seed's runtime expectations.
+                /// Violations of the gates' contract (docs/spec/gates.md).
                 gate_violations: Sum, "gate violations", Zero;
             }
             $($definition)*
@@ -410,8 +410,8 @@ declare_figures! {
         /// Times quinn's congestion controller cut its window for a loss.
         congestion_events: Sum, "congestion events", Any;
     }
-    /// What the client's QUIC connections carried, from quinn's own connection statistics (issue
-    /// 11, "The load benchmark": bytes on the wire per client per transition).
+    /// What the client's QUIC connections carried, from quinn's own connection statistics
+    /// (docs/performance.md, "The load benchmark": bytes on the wire per client per transition).
     #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
     pub struct WireFigures {
         [figures]
@@ -420,12 +420,12 @@ declare_figures! {
 
 /// A latency distribution in µs at microsecond resolution: an HDR histogram (3 significant
 /// figures, 1 µs to an hour), so a thousand clients' samples are counted, not stored and sorted
-/// (issue 11, "Timings worth reading").
+/// (docs/simulator.md, "Reading the report").
 ///
 /// A session records a handful of samples per transition, and each has several of these: the
 /// first [`KEPT_SAMPLES`] are kept as they are, and the histogram (a quarter of a megabyte of
 /// counters, zeroed) is made only when they overflow. One per session made at login cost the
-/// swarm's session thread seconds of page faults at 200 logins per second (issue 12).
+/// swarm's session thread seconds of page faults at 200 logins per second.
 #[derive(Debug, Clone, Default)]
 pub struct Micros {
     /// The samples while there are at most [`KEPT_SAMPLES`], µs; empty once spilled.
@@ -542,10 +542,10 @@ pub struct TimingSummary {
     pub max_us: u64,
 }
 
-/// The client-side phases of a loading screen and of a login, as a client sees them (issue 11,
-/// "Timings worth reading"). A transition counts into each phase it went through: one superseded
-/// or still up at the end counts only its completed phases; a kept pawn's teleport stands in for
-/// its possession.
+/// The client-side phases of a loading screen and of a login, as a client sees them
+/// (docs/simulator.md, "Reading the report"). A transition counts into each phase it went through:
+/// one superseded or still up at the end counts only its completed phases; a kept pawn's teleport
+/// stands in for its possession.
 #[derive(Debug, Clone, Default)]
 pub struct Timings {
     /// From dialling the server to its `Welcome`.
@@ -578,16 +578,16 @@ impl Timings {
     }
 }
 
-/// Which kind of loading screen (issue 11, "A picture of the run").
+/// Which kind of loading screen (docs/simulator.md, "The timeline").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum ScreenKind {
-    /// A transition's screen (seed 001, "Phased Level Transitions").
+    /// A transition's screen (docs/spec/transitions.md T3).
     Transition,
-    /// A join's screen: a player who logged in while no transition ran (issue 10, item 1).
+    /// A join's screen: a player who logged in while no transition ran (docs/spec/sessions.md S5).
     Join,
 }
 
-/// Something that happened to a client at one instant (issue 11, "A picture of the run").
+/// Something that happened to a client at one instant (docs/simulator.md, "The timeline").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum MarkKind {
     /// Its player gained `State.Dead`.
@@ -637,8 +637,8 @@ session_figures! {
         /// What its connections carried.
         pub wire: WireFigures,
         [figures]
-        /// The lifecycle gates: what opened, for which pawn generations, and every violation of
-        /// the seed's runtime expectations.
+        /// The lifecycle gates: what opened, for which pawn generations, and every violation of the
+        /// gates' contract (docs/spec/gates.md).
         pub gates: GateStats,
     }
 }
@@ -731,8 +731,8 @@ mod tests {
         assert_eq!((r.broadcasts, r.listeners_max), (3, 7));
     }
 
-    /// Issue 11, item 3: a latency histogram counts each sample at microsecond resolution,
-    /// summarises it in µs, combines with another, and sums up to all zeros when empty.
+    /// A latency histogram counts each sample at microsecond resolution, summarises it in µs,
+    /// combines with another, and sums up to all zeros when empty.
     #[test]
     fn micros_count_and_summarise_samples_in_microseconds() {
         let mut a = Micros::default();
@@ -751,8 +751,8 @@ mod tests {
         assert_eq!((a.count(), a.summary().min_us), (4, 0), "a negative span counts as 0");
     }
 
-    /// Issue 12: a distribution keeps its first samples as they are and makes its histogram
-    /// only when they overflow; either way, and combined either way, it sums up the same.
+    /// A distribution keeps its first samples as they are and makes its histogram only when they
+    /// overflow; either way, and combined either way, it sums up the same.
     #[test]
     fn micros_make_their_histogram_only_past_the_kept_samples() {
         let (mut few, mut many) = (Micros::default(), Micros::default());

@@ -9,20 +9,21 @@
 //!   replication of server messages into the [`domain`] objects, each change announced on a
 //!   `gatehouse_messaging` router ([`notifications`]); the feature [`adapters`] that listen there
 //!   and publish facts into a `gatehouse_lifecycle` registry; the public [`gates`] and their
-//!   dispatch; and the live [`checks`] of seed 000's runtime expectations and of the session
-//!   contract.
+//!   dispatch; and the live [`checks`] of the gates' contract (docs/spec/gates.md) and of the
+//!   session contract.
 //! - [`swarm`]: the async shell running many sessions over real QUIC.
 //! - [`report`]: what they saw, as text and JSON, from the [`figures`] every layer counts;
 //!   [`interval`]: the swarm's figures over each interval of a long run.
-//! - [`misbehaviour`]: which clients of a swarm misbehave and how (issue 13 item 4); the session
-//!   and the swarm carry the kinds out, the report keeps those clients apart.
+//! - [`misbehaviour`]: which clients of a swarm misbehave and how (docs/testing.md, "Misbehaving
+//!   clients"); the session and the swarm carry the kinds out, the report keeps those clients
+//!   apart.
 //!
 //! Beside it, crates of their own: the network conditioner (`gatehouse-conditioner`, in process
 //! in front of the swarm with `gatehouse-sim --impair`, or alone with `gatehouse-sim proxy`) and
 //! the bare QUIC floor benchmark (`gatehouse-floor`).
 //!
-//! The layers, bottom to top; each module imports only from the lines above it (seed 000,
-//! "System boundary": the domain knows neither the registry nor the router):
+//! The layers, bottom to top; each module imports only from the lines above it (docs/spec/gates.md
+//! G13: the domain knows neither the registry nor the router):
 //!
 //! | layer | modules | imports |
 //! |---|---|---|

@@ -1,5 +1,5 @@
-//! Misbehaving clients among well-behaved ones (issue 13 item 4): which clients of a swarm
-//! misbehave, how, and what the protocol answers each kind with.
+//! Misbehaving clients among well-behaved ones (docs/testing.md, "Misbehaving clients"): which
+//! clients of a swarm misbehave, how, and what the protocol answers each kind with.
 //!
 //! A misbehaving client still logs in with a valid token; then it breaks the protocol in one way,
 //! drawn from its place in the swarm. The session ([`crate::session`]) carries out the kinds that
@@ -200,8 +200,8 @@ pub fn misbehaviour_of(
 mod tests {
     use super::*;
 
-    /// Issue 13 item 4: K of N clients misbehave, spread over the indices, each kind given as
-    /// evenly as K allows; K above N makes every client misbehave, 0 none.
+    /// K of N clients misbehave, spread over the indices, each kind given as evenly as K allows; K
+    /// above N makes every client misbehave, 0 none.
     #[test]
     fn k_misbehaving_clients_are_spread_with_every_kind() {
         let kinds = Misbehaviour::ALL;

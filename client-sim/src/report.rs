@@ -41,8 +41,8 @@ pub struct ClientOutcome {
     pub stats: SessionStats,
     /// Connection-level errors (refused, closed by the server, unreachable).
     pub errors: Vec<String>,
-    /// How it misbehaved, if it did (issue 13 item 4): its figures then go to the report's
-    /// `misbehaving` section only.
+    /// How it misbehaved, if it did: its figures then go to the report's `misbehaving` section
+    /// only.
     pub misbehaviour: Option<crate::misbehaviour::Misbehaviour>,
     /// The close code of ours the server last closed one of its connections with, if any.
     pub server_close: Option<CloseCode>,
@@ -134,19 +134,19 @@ session_figures! {
         pub timings: TimingsSection,
         /// What all clients' connections carried.
         pub wire: WireFigures,
-        /// What the network conditioner between the clients and the server did to their
-        /// datagrams (issue 13 item 1), beside `wire`'s losses as quinn saw them; absent without
-        /// one.
+        /// What the network conditioner between the clients and the server did to their datagrams
+        /// (docs/testing.md, "A bad network"), beside `wire`'s losses as quinn saw them; absent
+        /// without one.
         #[serde(skip_serializing_if = "Option::is_none")]
         pub network: Option<ProxyStats>,
-        /// The lifecycle gates over the full clients (seed 000's runtime expectations).
+        /// The lifecycle gates over the full clients (the gates' contract, docs/spec/gates.md).
         pub gates: GatesSection,
-        /// What the full clients' routers carried (seed 002: every notification went through
-        /// them).
+        /// What the full clients' routers carried (docs/spec/router.md R13: every notification went
+        /// through them).
         pub router: RouterFigures,
         /// Every gate wait still pending when a session ended, with what blocks it.
         pub pending_waits: Vec<String>,
-        /// What the misbehaving clients got (issue 13 item 4), apart from every figure above.
+        /// What the misbehaving clients got, apart from every figure above.
         pub misbehaving: MisbehavingSection,
     }
 }

@@ -40,7 +40,7 @@ pub struct SessionConfig {
     pub restart_after_death: Option<Duration>,
     /// A full client runs the whole client lifecycle (domain, router, adapters, gates, checks);
     /// a thin one only its protocol duties and the session checks, which need no lifecycle
-    /// (README, "Point simulated clients at it": most are thin).
+    /// (docs/simulator.md: most are thin).
     pub full: bool,
     /// How this client misbehaves, if it does; `None`: it follows the protocol. The session
     /// carries out the kinds that are wrong messages; for the others it says when they are due
@@ -701,9 +701,9 @@ mod tests {
         assert_eq!((stats.deaths, stats.respawns, stats.deaths_forgotten_by_server), (1, 1, 0));
     }
 
-    /// Protocol version 5 (issue 13 item 4): `ShowTransition` is answered at once, before any
-    /// streaming, and only once per transition (a second `ShowTransition` of the same id is
-    /// not answered again).
+    /// Protocol version 5 (the response timeout of docs/spec/transitions.md T9): `ShowTransition`
+    /// is answered at once, before any streaming, and only once per transition (a second
+    /// `ShowTransition` of the same id is not answered again).
     #[test]
     fn it_answers_show_transition_at_once_before_streaming() {
         let t0 = Instant::now();
@@ -836,8 +836,8 @@ mod tests {
         assert_eq!(s.finish(t0 + Duration::from_secs(1)).ended_before_placed, 1);
     }
 
-    /// Issue 12: a player who logged in while the transition waited for its clients is not
-    /// waited for; the end is followed at once by a join of its own (docs/protocol.md 4.2).
+    /// docs/spec/sessions.md S7: a player who logged in while the transition waited for its clients
+    /// is not waited for; the end is followed at once by a join of its own (docs/protocol.md 4.2).
     #[test]
     fn an_end_before_placement_followed_by_a_join_of_its_own_is_not_counted() {
         let join = ServerMessage::ShowJoin {
@@ -933,9 +933,9 @@ mod tests {
         }
     }
 
-    /// Issue 10, item 1: a join raises the screen, streams its levels then its rooms, reports
-    /// `JoinReady`, and drops the screen at its end, once the pawn is acknowledged; the pawn is
-    /// on the node it streamed.
+    /// docs/spec/sessions.md S5: a join raises the screen, streams its levels then its rooms,
+    /// reports `JoinReady`, and drops the screen at its end, once the pawn is acknowledged; the
+    /// pawn is on the node it streamed.
     #[test]
     fn a_join_streams_then_reports_and_its_end_drops_the_screen() {
         let t0 = Instant::now();
@@ -990,8 +990,8 @@ mod tests {
         fresh(t0, SessionConfig { full: false, ..SessionConfig::default() })
     }
 
-    /// Issue 11, item 1: a thin session has no game side and still does every protocol duty:
-    /// it streams, reports ready, acknowledges its pawn and is placed at the end.
+    /// A thin session has no game side and still does every protocol duty: it streams, reports
+    /// ready, acknowledges its pawn and is placed at the end.
     #[test]
     fn a_thin_session_follows_a_transition_without_a_game_side() {
         let t0 = Instant::now();
@@ -1043,9 +1043,9 @@ mod tests {
         assert_eq!(s.pawns_owned_by(&me), 2);
     }
 
-    /// Issue 11, item 1: ids never go backwards. A transition id below one shown, a join id below
-    /// one shown, and a new own pawn whose id is not above the last are each counted with an
-    /// error; the same id again (`FreezeCharacters` then `ShowTransition`) is not.
+    /// Ids never go backwards. A transition id below one shown, a join id below one shown, and a
+    /// new own pawn whose id is not above the last are each counted with an error; the same id
+    /// again (`FreezeCharacters` then `ShowTransition`) is not.
     #[test]
     fn ids_going_backwards_are_counted() {
         let t0 = Instant::now();
@@ -1067,9 +1067,9 @@ mod tests {
         assert!(s.stats().errors.iter().filter(|e| e.contains("backwards")).count() == 3);
     }
 
-    /// Issue 11, item 3: each phase of a transition is timed as the client sees it, in µs:
-    /// shown -> ready sent, ready -> possessed, possessed -> ended and shown -> ended; the screen
-    /// is kept for the run's picture with the same instants.
+    /// Each phase of a transition is timed as the client sees it, in µs: shown -> ready sent,
+    /// ready -> possessed, possessed -> ended and shown -> ended; the screen is kept for the run's
+    /// picture with the same instants.
     #[test]
     fn the_phases_of_a_transition_are_timed_as_the_client_sees_them() {
         let t0 = Instant::now();
@@ -1214,11 +1214,11 @@ mod tests {
         );
     }
 
-    /// Issue 10, item 1, from the client's side: a join's end names the join on screen and comes
-    /// once the client is placed. An end before placement is counted; an end of a join that is no
-    /// longer on screen (superseded) is stale and ignored, as is one while only a transition's
-    /// screen is up; an end with nothing on screen is an error. The same join id shown again is
-    /// not an id going backwards.
+    /// docs/spec/sessions.md S5, from the client's side: a join's end names the join on screen and
+    /// comes once the client is placed. An end before placement is counted; an end of a join that
+    /// is no longer on screen (superseded) is stale and ignored, as is one while only a
+    /// transition's screen is up; an end with nothing on screen is an error. The same join id shown
+    /// again is not an id going backwards.
     #[test]
     fn join_ends_are_checked_against_the_join_on_screen() {
         let t0 = Instant::now();
@@ -1276,8 +1276,8 @@ mod tests {
         std::iter::from_fn(|| s.poll_output()).collect()
     }
 
-    /// Issue 13 item 4: a restart-spam client sends `RestartRequest` from its `Welcome` on, every
-    /// 20 ms, alive as it is, and says when the next one is due.
+    /// A restart-spam client sends `RestartRequest` from its `Welcome` on, every 20 ms, alive as it
+    /// is, and says when the next one is due.
     #[test]
     fn a_restart_spammer_requests_restarts_every_twenty_ms_while_alive() {
         let t0 = Instant::now();
@@ -1293,9 +1293,9 @@ mod tests {
         assert_eq!(drain(&mut s), [ClientMessage::RestartRequest, ClientMessage::RestartRequest]);
     }
 
-    /// Issue 13 item 4: a stale-ids client reports ready for the previous transition and for
-    /// one never started, acknowledges another player's pawn and one never issued before its
-    /// own, and reports a join never started; its own duties still follow.
+    /// A stale-ids client reports ready for the previous transition and for one never started,
+    /// acknowledges another player's pawn and one never issued before its own, and reports a join
+    /// never started; its own duties still follow.
     #[test]
     fn a_stale_ids_client_sends_wrong_ids_beside_its_duties() {
         let t0 = Instant::now();
@@ -1319,8 +1319,7 @@ mod tests {
         assert_eq!(drain(&mut s), [ack(7), ack(8 + (1 << 40)), ack(8)]);
     }
 
-    /// Issue 13 item 4: a client that never acknowledges sends nothing for its possession and is
-    /// never placed.
+    /// A client that never acknowledges sends nothing for its possession and is never placed.
     #[test]
     fn a_never_acknowledging_client_sends_no_acknowledgement() {
         let t0 = Instant::now();
@@ -1333,8 +1332,8 @@ mod tests {
         assert!(!s.is_placed());
     }
 
-    /// Issue 13 item 4: a transport misbehaviour is due once the client is placed, or 3 s after
-    /// `Welcome`, and is handed out once; a well-behaved client never has one.
+    /// A transport misbehaviour is due once the client is placed, or 3 s after `Welcome`, and is
+    /// handed out once; a well-behaved client never has one.
     #[test]
     fn a_transport_misbehaviour_is_due_once_placed_or_after_three_seconds() {
         let t0 = Instant::now();

@@ -1,7 +1,7 @@
-//! `gatehouse-sim --wait`: wait until the server answers before the swarm starts (issue 15 item
-//! 6), so a server started in the background a moment earlier is not a race. It waits for the
-//! server's certificate file (a first start writes it) and then for one QUIC handshake to
-//! complete, retrying every [`RETRY`], all within the limit.
+//! `gatehouse-sim --wait`: wait until the server answers before the swarm starts
+//! (docs/simulator.md), so a server started in the background a moment earlier is not a race. It
+//! waits for the server's certificate file (a first start writes it) and then for one QUIC
+//! handshake to complete, retrying every [`RETRY`], all within the limit.
 
 use std::net::SocketAddr;
 use std::path::Path;

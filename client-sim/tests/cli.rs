@@ -1,6 +1,6 @@
 //! The `gatehouse-sim` binary against a real server on loopback: its report, text and JSON.
 
-#![allow(clippy::unwrap_used)] // tests unwrap freely (STYLE 7)
+#![allow(clippy::unwrap_used)] // tests unwrap freely
 
 use std::process::Command;
 
@@ -8,8 +8,8 @@ use gatehouse_tests::{TestServer, worlds};
 
 const SIM: &str = env!("CARGO_BIN_EXE_gatehouse-sim");
 
-/// A short version of the issue's acceptance run: 8 clients for 4 s, 4 of them full and 4 thin,
-/// report every client placed, at least one transition completed and no error, in text and in
+/// A short version of a full swarm run (docs/simulator.md): 8 clients for 4 s, 4 of them full and 4
+/// thin, report every client placed, at least one transition completed and no error, in text and in
 /// JSON, with the phase timings in µs and the gates counted for the full clients.
 #[test]
 fn the_sim_binary_reports_every_client_placed() {
@@ -87,8 +87,9 @@ fn the_sim_binary_reports_every_client_placed() {
     assert!(down >= transitions, "{down} screens down, {transitions} transitions ended");
     let replies: u64 = lines.iter().map(|l| l["reply_delay"]["count"].as_u64().unwrap()).sum();
     assert_eq!(replies, timings["reply_delay"]["count"].as_u64().unwrap(), "{lines:?}");
-    // Seed 000 in every full client: a local gate for each one's pawn, no violation, every pawn
-    // generation accounted for; seed 002: the notifications went through each one's router.
+    // The gates (docs/spec/gates.md) in every full client: a local gate for each one's pawn, no
+    // violation, every pawn generation accounted for; the router (docs/spec/router.md R13): the
+    // notifications went through each one's router.
     let gates = &report["gates"];
     assert_eq!(gates["gate_violations"], 0, "{report}");
     assert_eq!(gates["every_generation_accounted"], true, "{report}");
@@ -184,8 +185,7 @@ fn flags_that_cannot_hold_are_refused_before_the_run() {
     assert!(stderr.contains("--config /nonexistent/server.toml"), "{stderr}");
 }
 
-/// Issue 13 item 1: a bad impairment spec is refused before the run, naming the flag, the knob
-/// and why.
+/// A bad impairment spec is refused before the run, naming the flag, the knob and why.
 #[test]
 fn a_bad_impairment_names_the_flag_and_the_knob() {
     let run = |args: &[&str]| Command::new(SIM).args(args).output().unwrap();
@@ -201,9 +201,9 @@ fn a_bad_impairment_names_the_flag_and_the_knob() {
     }
 }
 
-/// Issue 13 item 1: `gatehouse-sim proxy` alone between clients and a real server. A swarm
-/// pointed at the proxy instead of the server is placed through it, and the proxy reports what
-/// it did: every client a flow, the datagrams it dropped at 10 % loss each way.
+/// `gatehouse-sim proxy` alone between clients and a real server. A swarm pointed at the proxy
+/// instead of the server is placed through it, and the proxy reports what it did: every client a
+/// flow, the datagrams it dropped at 10 % loss each way.
 #[test]
 fn the_proxy_alone_relays_clients_to_the_server_and_reports_what_it_did() {
     let dir = tempfile::tempdir().unwrap();
@@ -251,8 +251,8 @@ fn the_proxy_alone_relays_clients_to_the_server_and_reports_what_it_did() {
     runtime.block_on(server.stop());
 }
 
-/// Issue 13 item 4: `--misbehaving` takes a count or a share and `--misbehaviours` a list of
-/// kinds; a value that is neither is refused with what was expected, before any run.
+/// `--misbehaving` takes a count or a share and `--misbehaviours` a list of kinds; a value that is
+/// neither is refused with what was expected, before any run.
 #[test]
 fn misbehaving_flags_are_parsed_and_bad_values_refused() {
     let run = |args: &[&str]| Command::new(SIM).args(args).output().unwrap();
@@ -272,8 +272,8 @@ fn misbehaving_flags_are_parsed_and_bad_values_refused() {
     assert!(stderr.contains("/nonexistent/cert.der"), "{stderr}");
 }
 
-/// Issue 13 item 1: without `--duration`, `gatehouse-sim proxy` relays until it is told to stop
-/// (SIGTERM or Ctrl-C), then prints what it did and exits 0.
+/// Without `--duration`, `gatehouse-sim proxy` relays until it is told to stop (SIGTERM or Ctrl-C),
+/// then prints what it did and exits 0.
 #[cfg(unix)]
 #[test]
 fn the_proxy_runs_until_sigterm_then_reports() {

@@ -1,4 +1,4 @@
-//! The conditioner's command-line side (issue 13 item 1): the `--impair` options of
+//! The conditioner's command-line side: the `--impair` options of
 //! `gatehouse-sim`, and `gatehouse-sim proxy`, the conditioner alone between any client and the
 //! server.
 

@@ -35,9 +35,9 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-/// What a conditioner does to the datagrams of one direction (issue 13 item 1). Shares are
-/// fractions in `0.0..=1.0` (a spec writes them as percentages); the default passes every
-/// datagram untouched at once.
+/// What a conditioner does to the datagrams of one direction (docs/testing.md, "A bad
+/// network"). Shares are fractions in `0.0..=1.0` (a spec writes them as percentages); the
+/// default passes every datagram untouched at once.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Impairment {
     /// Share of datagrams dropped.

@@ -1,4 +1,4 @@
-//! One direction of one flow, sans-IO (issue 13 item 1): datagrams are offered with `now`, held,
+//! One direction of one flow, sans-IO: datagrams are offered with `now`, held,
 //! and polled out at their exact release instants; it never reads the clock or touches a socket.
 //!
 //! Every datagram draws the same five numbers from the link's generator whatever happens to it,
@@ -16,7 +16,7 @@ use serde::Serialize;
 
 use crate::Impairment;
 
-/// What one direction did, counted in datagrams (issue 13 item 1: "the report says what it did").
+/// What one direction did, counted in datagrams (the report says what the conditioner did).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct LinkStats {
     /// Datagrams offered to the link.

@@ -1,4 +1,4 @@
-//! The conditioner's UDP shell (issue 13 item 1): a relay between QUIC clients and the server.
+//! The conditioner's UDP shell: a relay between QUIC clients and the server.
 //! Each client address is a flow with a socket of its own towards the server (so the server
 //! sees one peer per client, as without the relay) and two [`Link`]s, up and down. A flow is a
 //! task that wakes on a datagram from either side or at the next release instant, never on a
@@ -36,7 +36,7 @@ const FLOW_IDLE: Duration = Duration::from_secs(60);
 /// Keys of flows not registered start here, so they never meet a client index.
 const UNREGISTERED_KEYS: u64 = 1 << 32;
 
-/// What the proxy did, both directions summed over its flows (issue 13 item 1).
+/// What the proxy did, both directions summed over its flows.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct ProxyStats {
     /// Client addresses seen.

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Validates gatehouse's Agones manifests offline (issue 15 item 3).
+"""Validates gatehouse's Agones manifests offline (docs/operations.md, "Under Agones").
 
 Each document of each manifest is checked against the openAPIV3Schema of the Agones CRD of its
 kind (crds.yaml beside this file, extracted unchanged from Agones' install manifest), as

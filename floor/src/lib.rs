@@ -1,4 +1,4 @@
-//! gatehouse-floor: the bare QUIC floor F(N) (README, "Soak and load"): what this machine's loopback,
+//! gatehouse-floor: the bare QUIC floor F(N) (docs/performance.md): what this machine's loopback,
 //! quinn and tokio cost for one server round trip to N clients, with nothing of the game in
 //! between. The load benchmark (`deploy/load.sh`) prints the product's transition times as
 //! ratios to it.
@@ -23,7 +23,7 @@
 //! (`gatehouse-floor --clients-child`, told what to do as JSON on its stdin, answering what it
 //! measured on its stdout), so this process is the server alone, and it reads its own VmRSS
 //! before any client and after the rounds: the memory floor M(N), what quinn, rustls and tokio
-//! cost per idle connection (issue 12 item 7).
+//! cost per idle connection (docs/performance.md).
 //!
 //! With [`FloorConfig::impair`], the clients reach the server through the swarm's network
 //! conditioner (`gatehouse_conditioner`, in the server's process): the floor of a round trip to
@@ -76,7 +76,7 @@ const MAX_SPREAD: Duration = Duration::from_secs(24 * 3600);
 /// The longest connect or round timeout (longer ones would overflow the deadlines).
 const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 
-/// What a floor run does (issue 11, "The load benchmark").
+/// What a floor run does (docs/performance.md, "The load benchmark").
 #[derive(Debug, Clone)]
 pub struct FloorConfig {
     /// Clients, N (at least 1).
@@ -238,7 +238,7 @@ pub struct UdpBuffers {
     pub client_recv: usize,
 }
 
-/// What a floor run measured (issue 11, "The load benchmark"). Serialised as the JSON of
+/// What a floor run measured (docs/performance.md, "The load benchmark"). Serialised as the JSON of
 /// `gatehouse-floor --json`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct FloorReport {

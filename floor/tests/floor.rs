@@ -1,7 +1,7 @@
 //! The `gatehouse-floor` binary: the bare QUIC floor, its clients on threads or in a child
-//! process (the memory floor of the load benchmark, issue 12 item 7).
+//! process (the memory floor M(N) of the load benchmark, docs/performance.md).
 
-#![allow(clippy::unwrap_used)] // tests unwrap freely (STYLE 7)
+#![allow(clippy::unwrap_used)] // tests unwrap freely
 
 use std::io::Write;
 use std::process::{Command, Stdio};

@@ -1,4 +1,4 @@
-//! Fuzz target: the frame decoder (issue 13 item 5), on the bytes a peer controls.
+//! Fuzz target: the frame decoder, on the bytes a peer controls.
 //!
 //! The input is a frame limit, a plan of chunk sizes and a byte stream. The stream is fed to
 //! `FrameDecoder` in those chunks, draining `ClientMessage`s after each, as a connection task

@@ -1,4 +1,4 @@
-//! Fuzz target: the game core (issue 13 item 5), driven through its public API only.
+//! Fuzz target: the game core, driven through its public API only.
 //!
 //! The fuzz bytes decode (with `arbitrary`) into rules, a world and a sequence of operations:
 //! logins and relaunches, disconnects, every client message (with current, stale and made-up

@@ -1,4 +1,4 @@
-//! Fuzz target: the session-token verifier (issue 13 item 5), `token::verify`, on the token a
+//! Fuzz target: the session-token verifier, `token::verify`, on the token a
 //! peer sends in `Hello` and on any configured key.
 //!
 //! Checked:

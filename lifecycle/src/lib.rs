@@ -1,5 +1,5 @@
-//! The client lifecycle gate registry of seed 000: object-scoped readiness facts and one-shot
-//! AND-gates over them.
+//! The client lifecycle gate registry (docs/spec/gates.md G1–G10): object-scoped readiness facts
+//! and one-shot AND-gates over them.
 //!
 //! Producers (feature adapters) publish small facts, each a
 //! [`GameplayTag`](gatehouse_tags::GameplayTag) cached on one object's scope; consumers wait for

@@ -1,11 +1,11 @@
 //! Property test: the registry against a naive reference model over random operation sequences.
 //!
 //! The model stores waits in a plain list and finds them by scanning; the registry uses its
-//! indexes. Both follow the seed's delivery rules (cached facts, one-shot, replacement by name,
-//! retirement on reset, a FIFO pump that callbacks feed without re-entering it). Callbacks in
-//! the generated sequences perform nested operations too, so the reentrancy rules are compared
-//! as well. After every step the observable state must agree and the registry's indexes must be
-//! consistent.
+//! indexes. Both follow the delivery rules of docs/spec/gates.md (cached facts, one-shot,
+//! replacement by name, retirement on reset, a FIFO pump that callbacks feed without re-entering
+//! it). Callbacks in the generated sequences perform nested operations too, so the reentrancy rules
+//! are compared as well. After every step the observable state must agree and the registry's
+//! indexes must be consistent.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
@@ -564,9 +564,9 @@ fn op() -> impl Strategy<Value = Op> {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
 
-    /// Seed 000, "Registry contract": the indexed registry behaves as the naive model of the
-    /// contract over any sequence of scopes, resets, publications, waits, cancellations and
-    /// nested operations from callbacks.
+    /// docs/spec/gates.md G1–G10: the indexed registry behaves as the naive model of the contract
+    /// over any sequence of scopes, resets, publications, waits, cancellations and nested
+    /// operations from callbacks.
     #[test]
     fn registry_matches_the_reference_model(ops in prop::collection::vec(op(), 1..80)) {
         let mut harness = Harness::new();

@@ -1,6 +1,6 @@
 //! The registry: scopes and facts joined to waits, and the pump that delivers callbacks.
 //!
-//! It owns the delivery rules of the seed's "Registry contract": a callback is removed from the
+//! It owns the registry's delivery rules (docs/spec/gates.md G2–G5): a callback is removed from the
 //! waiter table before it runs, runs only while every requirement holds, and updates made from
 //! inside a callback are drained by the outermost call after the callback returns. Storage and
 //! indexing live in `scopes.rs` and `waiters.rs`; this module only orchestrates them.

@@ -1,13 +1,13 @@
-//! Criterion benchmarks of the router (DESIGN section 8): one broadcast to 1, 10 and 1,000
+//! Criterion benchmarks of the router (docs/testing.md): one broadcast to 1, 10 and 1,000
 //! listeners, exact on the channel, and hierarchical from four levels above it
 //! (`Message.Test` hearing `Message.Test.Depth1.Depth2.Depth3.Depth4`). Throughput is counted in
 //! deliveries, so criterion's element rate gives the cost per delivery.
 //!
 //! The floor is a plain call loop over `Vec<Box<dyn Fn>>` doing the same work per listener
-//! (`PlainLoop`, DESIGN section 9: figures as ratios). After criterion's groups, the benchmark
-//! measures each router shape against that loop in interleaved rounds (so both see the same
-//! machine load) and prints the ratio of the fastest rounds per listener count; the target is at most 3 x at 10
-//! and 1,000 listeners, exact and hierarchical.
+//! (`PlainLoop`; figures are ratios to it, so they hold on any machine). After criterion's
+//! groups, the benchmark measures each router shape against that loop in interleaved rounds (so
+//! both see the same machine load) and prints the ratio of the fastest rounds per listener
+//! count; the target is at most 3 x at 10 and 1,000 listeners, exact and hierarchical.
 //!
 //! Bounded run: `cargo bench -p gatehouse-messaging --bench broadcast -- --warm-up-time 1
 //! --measurement-time 2`.

@@ -1,6 +1,7 @@
 //! Delivery: how one message reaches its listeners, and how a sticky message reaches a late one.
 //!
-//! Contract (the seed's MB-11 and MB-12, and the "during delivery" rules):
+//! Contract (docs/spec/router.md R10 and R11, MB-11 and MB-12, with R2 and R12 as they apply
+//! during a delivery):
 //! - delivery is synchronous and follows global registration order across every list the
 //!   channel's walk visits (its exact and hierarchical lists, then each ancestor's hierarchical
 //!   list);
@@ -347,8 +348,8 @@ impl<C: 'static> Router<C> {
         }
     }
 
-    /// Skips a listener the message does not fit: counted and logged as an error, as the seed's
-    /// typed path logs it (seed 002 section 2), in both APIs.
+    /// Skips a listener the message does not fit: counted and logged as an error, the same way in
+    /// both APIs (docs/spec/router.md R2).
     #[cold]
     #[inline(never)]
     fn skip(

@@ -1,12 +1,12 @@
-//! gatehouse's tag-addressed message router (seed 002, DESIGN section 6).
+//! gatehouse's tag-addressed message router (docs/spec/router.md).
 //!
 //! A publish/subscribe router where the channel is a [`GameplayTag`](gatehouse_tags::GameplayTag)
 //! under the `Message` root and the message a typed payload. Publisher and listener never
 //! reference each other; their whole contract is the pair (channel, payload type), and both
-//! halves are declared once and checked. The seed lists what its model bus does wrong; each item
-//! is designed out here and pinned by a test in `tests/failure_modes.rs`:
+//! halves are declared once and checked. `docs/spec/router.md` names the ways such a bus fails
+//! quietly (MB-01 …); each is designed out here and pinned by a test in `tests/failure_modes.rs`:
 //!
-//! | seed | here |
+//! | failure mode | here |
 //! |---|---|
 //! | MB-01 removal by a channel-local id hits another listener | [`ListenerId`]s are process-wide serials, never reused; removal finds the record by serial in its own list |
 //! | MB-02 typed and scripted paths disagree on types | one rule ([`Payload::PARENT`] chain), called by both APIs; one test matrix runs both |
@@ -100,7 +100,7 @@
 //! - **Types.** One rule: a payload sent as `S` is read as `E` when `S` is `E` or declares `E`
 //!   as an ancestor ([`Payload::PARENT`], [`Derives`]). A broadcast whose payload does not fit
 //!   the channel's type is refused with an error; a listener whose type does not fit is skipped,
-//!   logged as an error (as the seed's typed path logs it) and counted ([`Stats::mismatches`],
+//!   logged as an error (docs/spec/router.md R2) and counted ([`Stats::mismatches`],
 //!   [`Report::mismatched`]), in both APIs; a registration
 //!   that no channel it matches could ever serve is refused.
 //! - **Callbacks** are `Fn(&mut Delivery<'_, C>, &T)`: state lives in the caller's `C`, lent by

@@ -439,7 +439,7 @@ impl<C: 'static> Router<C> {
     pub(crate) fn refuse_broadcast(&self, error: Error) -> Error {
         bump(&self.shared.stats.refused_broadcasts);
         if matches!(error, Error::PayloadMismatch { .. }) {
-            // A payload-type mismatch is an error, as the seed's typed path logs it.
+            // A payload-type mismatch is an error, logged as one (docs/spec/router.md R2).
             tracing::error!(%error, "broadcast refused");
         } else {
             tracing::warn!(%error, "broadcast refused");

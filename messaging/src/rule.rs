@@ -1,4 +1,4 @@
-//! The one type rule, shared by the typed and the dynamic API (seed 002, sections 2 and 5).
+//! The one type rule, shared by the typed and the dynamic API (docs/spec/router.md R2, R3).
 //!
 //! A message whose payload was sent as type `S` may be read as type `E` exactly when `S` is `E`
 //! or `E` is one of the ancestors `S` declares ([`crate::Payload::PARENT`]). There is no third

@@ -1,8 +1,8 @@
-//! The declared parent chain's bound (seed 002, the one type rule): a chain of
-//! [`MAX_DERIVATION`] + 1 types (16 steps up) is accepted and delivers to its root; one type
-//! more is refused when declared, with the limit in the error.
+//! The declared parent chain's bound (the one type rule, docs/spec/router.md R2): a chain of
+//! [`MAX_DERIVATION`] + 1 types (16 steps up) is accepted and delivers to its root; one type more
+//! is refused when declared, with the limit in the error.
 
-#![allow(clippy::unwrap_used)] // tests unwrap freely (STYLE 7)
+#![allow(clippy::unwrap_used)] // tests unwrap freely
 
 use gatehouse_messaging::{
     Channel, Channels, Derives, Error, Listen, Match, Parent, Payload, Router, RouterConfig,

@@ -1,7 +1,7 @@
-//! One test per failure mode of seed 002 (MB-01 to MB-13; the seed does not describe MB-04),
-//! each showing that it cannot happen here and failing if the guard that prevents it were removed.
+//! One test per failure mode of docs/spec/router.md (MB-01 to MB-13; there is no MB-04), each
+//! showing that it cannot happen here and failing if the guard that prevents it were removed.
 
-#![allow(clippy::unwrap_used)] // tests unwrap freely (STYLE 7)
+#![allow(clippy::unwrap_used)] // tests unwrap freely
 
 mod common;
 
@@ -28,10 +28,10 @@ fn logger<T: gatehouse_messaging::Payload>(
     router.listen(log, on, move |d, _| d.state().push(name.to_owned())).unwrap()
 }
 
-/// Seed 002 section 3 (MB-01): a stale listener was removed by a channel-local id using the
-/// broadcast channel instead of the ancestor being visited, hitting whichever listener held the
-/// same id there. Here ids are process-wide serials, never reused, and removal looks in the
-/// record's own list, so removing one listener (during a parent walk, by a stale id, by another
+/// docs/spec/router.md R1 (MB-01). The failure: a stale listener was removed by a channel-local id
+/// using the broadcast channel instead of the ancestor being visited, hitting whichever listener
+/// held the same id there. Here ids are process-wide serials, never reused, and removal looks in
+/// the record's own list, so removing one listener (during a parent walk, by a stale id, by another
 /// router's id) never removes another.
 #[test]
 fn mb_01_removing_a_listener_never_removes_another() {
@@ -84,9 +84,9 @@ fn router_without_listeners() -> Router<Log> {
     router(false)
 }
 
-/// Seed 002 section 5 (MB-02): the C++ path accepted derived payloads and logged mismatches,
-/// the Blueprint path demanded equality and skipped silently. Here both APIs call one rule: a
-/// base-type listener receives a derived payload in both, a narrower one is skipped loudly
+/// docs/spec/router.md R2 (MB-02). The failure: the C++ path accepted derived payloads and logged
+/// mismatches, the Blueprint path demanded equality and skipped silently. Here both APIs call one
+/// rule: a base-type listener receives a derived payload in both, a narrower one is skipped loudly
 /// (warned and counted) in both. (The full matrix is `tests/matrix.rs`.)
 #[test]
 fn mb_02_both_apis_apply_one_type_rule_and_report_mismatches_alike() {
@@ -138,9 +138,9 @@ fn mb_02_both_apis_apply_one_type_rule_and_report_mismatches_alike() {
     assert_eq!((report.delivered, report.mismatched, warnings), (2, 2, 2));
 }
 
-/// Seed 002 section 2 (MB-03): a listener registered with no expected type bypassed the type
-/// check entirely. Here every listener names a declared payload type: the dynamic API refuses
-/// an empty or unknown name, and a value is never reinterpreted as a type it is not.
+/// docs/spec/router.md R3 (MB-03). The failure: a listener registered with no expected type
+/// bypassed the type check entirely. Here every listener names a declared payload type: the dynamic
+/// API refuses an empty or unknown name, and a value is never reinterpreted as a type it is not.
 #[test]
 fn mb_03_no_listener_and_no_broadcast_bypasses_the_type_check() {
     let router: Router<Log> = router(false);
@@ -181,10 +181,10 @@ fn mb_03_no_listener_and_no_broadcast_bypasses_the_type_check() {
     assert_eq!(router.stats().refused_broadcasts, 2);
 }
 
-/// Seed 002 section 4 (MB-05): hierarchical matching existed but the registration path everyone
-/// used dropped the match type, so it was never reachable. Here every way of registering takes
-/// a `Match` (there is no default) and reaches the same registration path, so each one can
-/// listen hierarchically.
+/// docs/spec/router.md R4 (MB-05). The failure: hierarchical matching existed but the registration
+/// path everyone used dropped the match type, so it was never reachable. Here every way of
+/// registering takes a `Match` (there is no default) and reaches the same registration path, so
+/// each one can listen hierarchically.
 #[test]
 fn mb_05_hierarchical_matching_is_reachable_from_every_registration_path() {
     let router: Router<Log> = router(false);
@@ -211,11 +211,11 @@ fn mb_05_hierarchical_matching_is_reachable_from_every_registration_path() {
     assert_eq!(log, ["|", "channel", "tag", "dynamic", "|"]);
 }
 
-/// Seed 002 section 6 (MB-06): an options-struct registration with no callback returned an
-/// invalid handle and logged nothing. Here the callback is a required argument (a registration
-/// without one does not compile: see the `compile_fail` example on `Router::listen`), a handle
-/// only comes from a successful registration, and a registration that could never receive a
-/// message is refused with an error instead of producing a listener that never fires.
+/// docs/spec/router.md R5 (MB-06). The failure: an options-struct registration with no callback
+/// returned an invalid handle and logged nothing. Here the callback is a required argument (a
+/// registration without one does not compile: see the `compile_fail` example on `Router::listen`),
+/// a handle only comes from a successful registration, and a registration that could never receive
+/// a message is refused with an error instead of producing a listener that never fires.
 #[test]
 fn mb_06_registration_never_yields_a_dead_handle() {
     let router: Router<Log> = router(false);
@@ -247,10 +247,10 @@ fn mb_06_registration_never_yields_a_dead_handle() {
     assert_eq!(router.listener_count(), 1);
 }
 
-/// Seed 002 section 6 (MB-07): an async listener noticed its owner's death only while handling
-/// a message, so on a quiet channel its record waited for traffic. Here an owner holds its
-/// handle; when the owner goes away the record, and the callback with everything it captured,
-/// is gone at once, with no message sent.
+/// docs/spec/router.md R6 (MB-07). The failure: an async listener noticed its owner's death only
+/// while handling a message, so on a quiet channel its record waited for traffic. Here an owner
+/// holds its handle; when the owner goes away the record, and the callback with everything it
+/// captured, is gone at once, with no message sent.
 #[test]
 fn mb_07_an_owner_going_away_removes_its_records_at_once() {
     struct Widget {
@@ -274,9 +274,9 @@ fn mb_07_an_owner_going_away_removes_its_records_at_once() {
     assert_eq!(router.stats().broadcasts, 0);
 }
 
-/// Seed 002 section 6 (MB-08): the listener map was cleared only at game-instance teardown, so
-/// records from a travelled-away world persisted for the session. Here a world is a `Lifetime`;
-/// retiring it removes every record it holds at once, while the router lives on.
+/// docs/spec/router.md R7 (MB-08). The failure: the listener map was cleared only at game-instance
+/// teardown, so records from a travelled-away world persisted for the session. Here a world is a
+/// `Lifetime`; retiring it removes every record it holds at once, while the router lives on.
 #[test]
 fn mb_08_retiring_a_world_removes_its_records_at_once() {
     let router: Router<Log> = router(true);
@@ -316,9 +316,9 @@ fn mb_08_retiring_a_world_removes_its_records_at_once() {
     assert_eq!(log, ["session"]);
 }
 
-/// Seed 002 section 6 (MB-09): a static accessor asserted on the world and the subsystem, and
-/// was called from destruction paths. Here there is no global: a router is a value, handles
-/// reach it weakly, and every teardown order is harmless.
+/// docs/spec/router.md R8 (MB-09). The failure: a static accessor asserted on the world and the
+/// subsystem, and was called from destruction paths. Here there is no global: a router is a value,
+/// handles reach it weakly, and every teardown order is harmless.
 #[test]
 fn mb_09_there_is_no_global_accessor_and_any_teardown_order_is_harmless() {
     // Handles and lifetimes outliving their router.
@@ -354,10 +354,10 @@ fn mb_09_there_is_no_global_accessor_and_any_teardown_order_is_harmless() {
     assert!(log.is_empty());
 }
 
-/// Seed 002 section 9 (MB-10): one channel string was declared independently at four sites and
-/// worked only because the engine deduplicated strings. Here a channel is a catalog tag bound
-/// to its payload type once; a second declaration, a conflicting `Channel<T>`, an unknown name
-/// and an undeclared tag are each refused, at registration and at broadcast, naming the tag.
+/// docs/spec/router.md R9 (MB-10). The failure: one channel string was declared independently at
+/// four sites and worked only because the engine deduplicated strings. Here a channel is a catalog
+/// tag bound to its payload type once; a second declaration, a conflicting `Channel<T>`, an unknown
+/// name and an undeclared tag are each refused, at registration and at broadcast, naming the tag.
 #[test]
 fn mb_10_each_channel_is_declared_once_and_anything_else_is_refused() {
     let mut channels = Channels::new();
@@ -423,9 +423,10 @@ fn mb_10_each_channel_is_declared_once_and_anything_else_is_refused() {
     assert_eq!(router.listener_count(), 0);
 }
 
-/// Seed 002 section 8 (MB-11): no ordering guarantee, and removal by swap-with-last reordered
-/// listeners. Here delivery follows registration order across exact and hierarchical listeners
-/// at every level, and removal (outside or during a delivery) keeps the order of the rest.
+/// docs/spec/router.md R10 (MB-11). The failure: no ordering guarantee, and removal by
+/// swap-with-last reordered listeners. Here delivery follows registration order across exact and
+/// hierarchical listeners at every level, and removal (outside or during a delivery) keeps the
+/// order of the rest.
 #[test]
 fn mb_11_delivery_follows_registration_order_and_removal_keeps_it() {
     let router: Router<Log> = router(false);
@@ -493,9 +494,9 @@ fn mb_11_delivery_follows_registration_order_and_removal_keeps_it() {
     assert_eq!(log, ["1", "2", "3", "6", "7"]);
 }
 
-/// Seed 002 section 8 (MB-12): broadcasting from a callback was supported with no recursion
-/// guard, so a cycle in the channel graph recursed without bound. Here nesting is bounded by
-/// the configured depth: the delivery that would go deeper is refused with an error naming the
+/// docs/spec/router.md R11 (MB-12). The failure: broadcasting from a callback was supported with no
+/// recursion guard, so a cycle in the channel graph recursed without bound. Here nesting is bounded
+/// by the configured depth: the delivery that would go deeper is refused with an error naming the
 /// channel and the limit (logged and counted), the outer deliveries complete, and the depth is
 /// restored afterwards.
 #[test]
@@ -530,9 +531,10 @@ fn mb_12_reentrant_broadcasting_is_bounded_with_a_clear_error() {
     assert_eq!(results.len(), 4);
 }
 
-/// Seed 002 section 8 (MB-13): no sticky or replay messages, so a late subscriber could not get
-/// the last value. Here a channel declared sticky replays its last message to every listener
-/// that registers later (exact or hierarchical, oldest channel first); a plain channel does not.
+/// docs/spec/router.md R12 (MB-13). The failure: no sticky or replay messages, so a late subscriber
+/// could not get the last value. Here a channel declared sticky replays its last message to every
+/// listener that registers later (exact or hierarchical, oldest channel first); a plain channel
+/// does not.
 #[test]
 fn mb_13_sticky_channels_replay_the_last_message_to_late_listeners() {
     let mut channels = Channels::new();

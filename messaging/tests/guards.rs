@@ -1,13 +1,13 @@
-//! Every guard of the router pinned by a behaviour (issue 16): each test here fails if the guard
-//! it names were removed or inverted (`cargo mutants` finds no surviving change to it), and the
-//! latent gaps the issue found are closed: a sticky message has a lifetime and can be cleared,
-//! and a payload-type mismatch is logged as an error.
+//! Every guard of the router pinned by a behaviour: each test here fails if the guard it names
+//! were removed or inverted (`cargo mutants` finds no surviving change to it), and two latent
+//! gaps are closed: a sticky message has a lifetime and can be cleared, and a payload-type
+//! mismatch is logged as an error.
 //!
 //! Log levels are observed with `common::capture_logs`: a `tracing` subscriber of the test's own,
 //! installed on the test's thread for one call, that records the level and the text of every
 //! event.
 
-#![allow(clippy::unwrap_used)] // tests unwrap freely (STYLE 7)
+#![allow(clippy::unwrap_used)] // tests unwrap freely
 
 mod common;
 
@@ -223,8 +223,8 @@ fn the_statistics_count_every_delivery_replay_mismatch_and_refusal() {
     assert!(format!("{router:?}").contains("listeners: 4"), "{router:?}");
 }
 
-/// Seed 002 section 2: "types unrelated: logged as an error, listener skipped, broadcast
-/// continues", in both APIs (one rule, one report). The level is read from a capturing
+/// docs/spec/router.md R2: types unrelated: logged as an error, listener skipped, broadcast
+/// continues, in both APIs (one rule, one report). The level is read from a capturing
 /// subscriber: every mismatch event is at ERROR, none at WARN.
 #[test]
 fn a_payload_type_mismatch_is_logged_as_an_error_in_both_apis() {
@@ -264,9 +264,9 @@ fn a_payload_type_mismatch_is_logged_as_an_error_in_both_apis() {
     assert!(logged.iter().any(|l| l.level == Level::ERROR && l.text.contains("broadcast refused")));
 }
 
-/// Seed 000 (no source-world callback after travel) over seed 002's MB-13: a sticky message
-/// broadcast in a world belongs to that world. Once the world retires, a listener registering in
-/// the next world is not handed it.
+/// No callback from a world after travelling away (docs/spec/gates.md G7) over MB-13
+/// (docs/spec/router.md R12): a sticky message broadcast in a world belongs to that world. Once
+/// the world retires, a listener registering in the next world is not handed it.
 #[test]
 fn a_sticky_message_broadcast_in_a_world_is_not_replayed_after_the_world_retires() {
     let router: Router<Log> = router(true);

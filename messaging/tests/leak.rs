@@ -1,7 +1,7 @@
-//! Seed 002 section 6 (MB-07, MB-08): many worlds created, used and retired leave the listener
-//! count at its baseline, and every callback (with what it captured) is freed.
+//! docs/spec/router.md R6 and R7 (MB-07, MB-08): many worlds created, used and retired leave the
+//! listener count at its baseline, and every callback (with what it captured) is freed.
 
-#![allow(clippy::unwrap_used)] // tests unwrap freely (STYLE 7)
+#![allow(clippy::unwrap_used)] // tests unwrap freely
 
 mod common;
 
@@ -18,8 +18,8 @@ struct Session {
     world: Option<Lifetime>,
 }
 
-/// Seed 002 section 6: a thousand worlds, each registering typed, dynamic, hierarchical and
-/// sticky-replayed listeners (some from inside callbacks), broadcasting, then retiring.
+/// docs/spec/router.md R6 and R7: a thousand worlds, each registering typed, dynamic, hierarchical
+/// and sticky-replayed listeners (some from inside callbacks), broadcasting, then retiring.
 #[test]
 fn many_worlds_created_used_and_retired_leave_the_listener_count_at_its_baseline() {
     let router: Router<Session> = router(true);

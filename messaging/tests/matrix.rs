@@ -1,6 +1,6 @@
-//! Seed 002 section 5 (MB-02, MB-03): one test matrix, run through both APIs with identical
-//! expectations. One table of cases; each case runs once through the typed API and once through
-//! the dynamic API, and both runs must match the table (and so each other).
+//! docs/spec/router.md R2 and R3 (MB-02, MB-03): one test matrix, run through both APIs with
+//! identical expectations. One table of cases; each case runs once through the typed API and once
+//! through the dynamic API, and both runs must match the table (and so each other).
 //!
 //! The message is always `Spawned` (derives from `Notice`) on `Message.Test.Ping`, broadcast
 //! twice (messages 1 and 2). The subject listener varies:
@@ -12,7 +12,7 @@
 //!   (registered by another listener's callback);
 //! - whether `Message.Test.Ping` is sticky.
 
-#![allow(clippy::unwrap_used)] // tests unwrap freely (STYLE 7)
+#![allow(clippy::unwrap_used)] // tests unwrap freely
 
 mod common;
 
@@ -253,7 +253,7 @@ fn run(case: &Case, api: Api) -> Outcome {
     Outcome { expect, warnings_at_least_mismatches: loud }
 }
 
-/// Seed 002 section 5: every case of the table, through the typed and the dynamic API.
+/// docs/spec/router.md R2: every case of the table, through the typed and the dynamic API.
 #[test]
 fn one_matrix_through_both_apis_with_identical_expectations() {
     assert_eq!(CASES.len(), 2 * 4 * 3 * 2, "every combination is in the table once");

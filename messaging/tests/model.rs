@@ -1,9 +1,9 @@
-//! Seed 002 section 8 (MB-11, and the delivery contract): a property test comparing the router
+//! docs/spec/router.md R10 (MB-11, and the delivery contract): a property test comparing the router
 //! with a simple reference model. The model is a list of listeners in registration order; a
 //! broadcast snapshots the live matching ones and calls each that is still live when its turn
 //! comes; a sticky channel replays its last message to a listener when it registers.
 
-#![allow(clippy::unwrap_used)] // tests unwrap freely (STYLE 7)
+#![allow(clippy::unwrap_used)] // tests unwrap freely
 
 mod common;
 
@@ -211,8 +211,9 @@ fn real_router() -> Router<Real> {
 }
 
 proptest! {
-    /// Seed 002 section 8: delivery order, removal and registration during delivery, and sticky
-    /// replay agree with the reference model for any sequence of operations, through either API.
+    /// docs/spec/router.md R10 and R12: delivery order, removal and registration during delivery,
+    /// and sticky replay agree with the reference model for any sequence of operations, through
+    /// either API.
     #[test]
     fn delivery_agrees_with_the_reference_model(ops in proptest::collection::vec(op(), 1..60)) {
         let router = real_router();

@@ -120,7 +120,7 @@ named_id!(
     "player id"
 );
 named_id!(
-    /// A world-map node from `config/world.toml` (seed 001, The World-Map Gate).
+    /// A world-map node from `config/world.toml` (docs/spec/transitions.md T1).
     NodeId,
     "node id"
 );
@@ -130,7 +130,7 @@ named_id!(
     "level name"
 );
 named_id!(
-    /// A character definition (the pawn class a player state selects; seed 000 `CharacterDef`).
+    /// A character definition (the pawn class a player state selects).
     CharacterDef,
     "character def"
 );

@@ -1,6 +1,6 @@
 //! What crosses the gatehouse wire, and nothing else.
 //!
-//! - [`messages`]: the control-channel messages of DESIGN §3, client to server and back.
+//! - [`messages`]: the control-channel messages of docs/protocol.md, client to server and back.
 //! - [`ids`]: the ids those messages carry; [`runs`]: sets of pawn ids as runs of consecutive ids.
 //! - [`codec`]: framing (`u32` little-endian length + bincode body) with a size limit; the one
 //!   module that knows the encoding.
@@ -36,19 +36,19 @@ pub use runs::{PawnIdRun, PawnIdRuns, RunsError};
 /// gained `UnknownJoin`.
 ///
 /// Version 3 (incompatible with 2): `PawnTeleported` (index 8) became `PawnsTeleported`, every
-/// pawn one spawn pass moves to a node in one message (issue 12 item 2).
+/// pawn one spawn pass moves to a node in one message.
 ///
 /// Version 4: the server sends `Closing` (index 20), the close code and reason, last on the
-/// stream before it closes a connection (issue 13 item 3); a version-3 client would fail to
-/// decode it.
+/// stream before it closes a connection (docs/protocol.md section 6); a version-3 client would
+/// fail to decode it.
 ///
 /// Version 5: a client answers every `ShowTransition` at once with `TransitionShown` (client
 /// index 6); a server sets aside a client that does not answer within its response timeout
-/// (issue 13 item 4), so a version-4 client would be set aside at every transition.
+/// (docs/spec/transitions.md T9), so a version-4 client would be set aside at every transition.
 ///
 /// Version 6 (incompatible with 5): `PawnsTeleported` names its pawns as runs of consecutive ids
 /// ([`PawnIdRuns`]), so a transition that moves every kept pawn costs each client a few bytes,
-/// not 8 per pawn (issue 12 item 2).
+/// not 8 per pawn.
 ///
 /// Version 7: `RejectReason::TokenLifetime` and `TooManyLogins` (docs/protocol.md 4, "Session
 /// tokens"); a version-6 client fails to decode them, only when it is refused.
@@ -74,7 +74,8 @@ pub enum CloseCode {
     Leave = 0,
     /// The server is shutting down.
     ShuttingDown = 1,
-    /// `Hello` was refused (bad token or version); a `Rejected` message preceded the close.
+    /// `Hello` was refused (a bad token or version, or too many logins of one player); a
+    /// `Rejected` message preceded the close.
     Rejected = 2,
     /// The peer sent bytes that are not valid frames or messages.
     ProtocolViolation = 3,

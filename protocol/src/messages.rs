@@ -1,4 +1,4 @@
-//! The control-channel messages (DESIGN §3).
+//! The control-channel messages (docs/protocol.md section 5).
 //!
 //! One bidirectional QUIC stream per connection carries these, reliable and ordered, because
 //! phase order matters. Every message that refers to a transition or a pawn carries its id, so a
@@ -24,19 +24,19 @@ pub enum ClientMessage {
         /// The session token, in JWT compact form.
         token: String,
     },
-    /// The client finished streaming the levels of this transition (seed 001
-    /// `Server_ReportTransitionReady`). A report for a superseded transition is ignored.
+    /// The client finished streaming the levels of this transition. A report for a superseded
+    /// transition is ignored (docs/spec/transitions.md T5).
     TransitionReady {
         /// The transition the client streamed for.
         transition_id: TransitionId,
     },
-    /// The owning client accepted this pawn (seed 001 `AcknowledgePossession`): it is now the
-    /// player's camera and input target. Only then does the server count the player as placed.
+    /// The owning client accepted this pawn: it is now the player's camera and input target.
+    /// Only then does the server count the player as placed (docs/spec/transitions.md T8).
     PossessionAcknowledged {
         /// The pawn the client now controls.
         pawn_id: PawnId,
     },
-    /// Respawn after death (seed 001 `Server_RestartLevel`). Accepted only while the player's
+    /// Respawn after death (docs/spec/transitions.md T13). Accepted only while the player's
     /// ability state holds `State.Dead`; otherwise answered with [`ErrorCode::RestartRejected`].
     RestartRequest,
     /// The client is leaving; the server removes the player and closes with
@@ -53,7 +53,7 @@ pub enum ClientMessage {
     /// [`ServerMessage::ShowTransition`], before any streaming. It proves the client is
     /// responsive; one that does not send it within the server's response timeout is set aside
     /// from the transition (nothing waits for it) and placed by a join of its own afterwards
-    /// (issue 13 item 4). One for a superseded transition is ignored.
+    /// (docs/spec/transitions.md T9). One for a superseded transition is ignored.
     TransitionShown {
         /// The transition whose `ShowTransition` arrived.
         transition_id: TransitionId,
@@ -82,15 +82,15 @@ pub enum ServerMessage {
         /// A human-readable explanation.
         detail: String,
     },
-    /// Freeze every character (seed 001 `Multicast_FreezeCharacters`): each client zeroes gravity
-    /// on every pawn locally and disables input only on its locally controlled pawn.
+    /// Freeze every character (docs/spec/transitions.md T12): each client zeroes gravity on every
+    /// pawn locally and disables input only on its locally controlled pawn.
     FreezeCharacters {
         /// The transition that froze them.
         transition_id: TransitionId,
     },
-    /// Show the loading screen and stream these levels (seed 001 `Multicast_ShowTransition`). A
-    /// second `ShowTransition` while the screen is up supersedes the first: keep the screen, drop
-    /// the old streaming, stream the new levels and report ready with the new id.
+    /// Show the loading screen and stream these levels. A second `ShowTransition` while the
+    /// screen is up supersedes the first (docs/spec/transitions.md T5): keep the screen, drop the
+    /// old streaming, stream the new levels and report ready with the new id.
     ShowTransition {
         /// The transition to report ready for.
         transition_id: TransitionId,
@@ -102,7 +102,7 @@ pub enum ServerMessage {
         /// (empty for a node that is not a dungeon; version 8).
         rooms: Vec<LevelName>,
     },
-    /// Unfreeze every character and hide the loading screen (seed 001 `Multicast_EndTransition`).
+    /// Unfreeze every character and hide the loading screen (docs/spec/transitions.md T7, T12).
     EndTransition {
         /// The transition that ended.
         transition_id: TransitionId,
@@ -118,11 +118,11 @@ pub enum ServerMessage {
     /// A pawn exists (replicated to every client; the owner's is an autonomous proxy, the others
     /// simulated proxies).
     PawnSpawned(PawnView),
-    /// Pawns moved to another node (level-transition spawn requests; seed 001 Stale-Node
-    /// Discard: a player who already has a pawn is teleported, not spawned twice). Every pawn
+    /// Pawns moved to another node (level-transition spawn requests; a player who already has a
+    /// pawn is teleported, not spawned twice: docs/spec/transitions.md T4). Every pawn
     /// one spawn pass moves to a node comes in one message of at most
     /// [`MAX_TELEPORT_RUNS_PER_MESSAGE`](crate::MAX_TELEPORT_RUNS_PER_MESSAGE) runs (protocol 3;
-    /// as runs of ids since protocol 6; issue 12 item 2).
+    /// as runs of ids since protocol 6).
     PawnsTeleported {
         /// Where they stand now.
         node: NodeId,
@@ -165,9 +165,9 @@ pub enum ServerMessage {
         /// Health now, 0 ..= max.
         health: u32,
     },
-    /// Sent to the owning client only: ability kits granted to your player state (seed 001,
-    /// the ability-kit latch). Granted at most once per kit per player state; a relaunch is
-    /// told every kit its player holds, once (docs/protocol.md 4.3).
+    /// Sent to the owning client only: ability kits granted to your player state (the
+    /// ability-kit latch, docs/spec/transitions.md T15, T16). Granted at most once per kit per
+    /// player state; a relaunch is told every kit its player holds, once (docs/protocol.md 4.3).
     KitsGranted {
         /// The kits granted by this grant.
         kits: Vec<GameplayTag>,
@@ -215,9 +215,9 @@ pub enum ServerMessage {
         detail: String,
     },
     /// The server is closing this connection, with the application close code and reason its
-    /// CONNECTION_CLOSE will carry (issue 13 item 3). It comes last on this stream, which is
-    /// delivered reliably, because a lossy path can drop the CONNECTION_CLOSE itself, and a
-    /// client that missed it would otherwise learn of the close only at its idle timeout.
+    /// CONNECTION_CLOSE will carry (docs/protocol.md section 6). It comes last on this stream,
+    /// which is delivered reliably, because a lossy path can drop the CONNECTION_CLOSE itself,
+    /// and a client that missed it would otherwise learn of the close only at its idle timeout.
     Closing {
         /// The application close code (`CloseCode`, docs/protocol.md §6).
         code: u32,
@@ -304,7 +304,7 @@ pub enum ErrorCode {
     UnknownJoin,
 }
 
-/// Names for logs (issue 15 item 5: no Debug formatting in log fields): the variant's name.
+/// Names for logs (no Debug formatting in log fields): the variant's name.
 macro_rules! display_by_name {
     ($($name:ident),*) => {$(
         impl std::fmt::Display for $name {

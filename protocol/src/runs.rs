@@ -1,5 +1,5 @@
 //! Sets of pawn ids as runs of consecutive ids: how `PawnsTeleported` names the pawns it moves
-//! (protocol 6; issue 12 item 2).
+//! (protocol 6).
 //!
 //! The server hands out pawn ids in order, so the pawns one spawn pass moves are mostly one run:
 //! a transition that teleports 1,000 kept pawns costs each client 12 bytes, not 8,000. Decoding
@@ -69,9 +69,9 @@ pub enum RunsError {
     },
 }
 
-/// A set of pawn ids as ascending, separated runs of consecutive ids (seed 001 Stale-Node
-/// Discard's teleports, batched; protocol 6). On the wire: a list of [`PawnIdRun`]s. Built
-/// with [`PawnIdRuns::from_ids`]; decoding checks the shape (see [`RunsError`]).
+/// A set of pawn ids as ascending, separated runs of consecutive ids (the teleports of
+/// docs/spec/transitions.md T4, batched; protocol 6). On the wire: a list of [`PawnIdRun`]s.
+/// Built with [`PawnIdRuns::from_ids`]; decoding checks the shape (see [`RunsError`]).
 #[derive(Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(try_from = "Vec<PawnIdRun>", into = "Vec<PawnIdRun>")]
 pub struct PawnIdRuns(Vec<PawnIdRun>);

@@ -1,4 +1,4 @@
-//! Log field values without Debug noise (issue 15 item 5): an operator filtering logs reads
+//! Log field values without Debug noise: an operator filtering logs reads
 //! `pawn=7` or `pawn=none`, and `kits=Kit.A,Kit.B`, never `Some(PawnId(7))` or `["Kit.A"]`.
 
 use std::fmt;

@@ -1,7 +1,7 @@
-//! The server's metrics (issue 15 item 1): one [`Metrics`] registry per [`Server`](crate::Server)
-//! (no global recorder: several servers run in one test process), served by the admin
-//! endpoint's `GET /metrics` in the Prometheus text format (version 0.0.4), every family with
-//! its `HELP`.
+//! The server's metrics (the families are listed in docs/operations.md, "Metrics"): one
+//! [`Metrics`] registry per [`Server`](crate::Server) (no global recorder: several servers run
+//! in one test process), served by the admin endpoint's `GET /metrics` in the Prometheus text
+//! format (version 0.0.4), every family with its `HELP`.
 //!
 //! Who records what, so the sans-IO core never touches a metric:
 //!
@@ -53,7 +53,7 @@ fn store_histogram() -> Histogram {
 }
 
 /// Every metric of one server, and the registry that encodes them. Cheap to clone: clones
-/// share the metrics. Issue 15 item 1.
+/// share the metrics.
 #[derive(Debug, Clone)]
 pub struct Metrics {
     inner: Arc<Inner>,
@@ -133,9 +133,9 @@ impl Metrics {
     }
 }
 
-/// What the game task records from the core's [`Observation`]s (issue 15 item 1).
+/// What the game task records from the core's [`Observation`]s.
 #[derive(Debug, Clone)]
-// prometheus-client's family types, spelled out: no type aliases (STYLE 8).
+// prometheus-client's family types, spelled out: no type aliases, so a reader sees the real type.
 #[allow(clippy::type_complexity)]
 pub struct GameMetrics {
     phase: Family<[(&'static str, &'static str); 1], Histogram, fn() -> Histogram>,
@@ -247,7 +247,7 @@ impl CloseSide {
     }
 }
 
-/// What the net side records (issue 15 item 1).
+/// What the net side records.
 #[derive(Debug, Clone)]
 pub struct NetMetrics {
     closes: Family<[(&'static str, &'static str); 2], Counter>,
@@ -340,7 +340,7 @@ pub fn close_code_name(code: CloseCode) -> &'static str {
     }
 }
 
-/// What the store worker records (issue 15 item 1). [`StoreMetrics::default`] is detached: it
+/// What the store worker records. [`StoreMetrics::default`] is detached: it
 /// records into metrics no registry encodes (for workers started without a [`Metrics`]).
 #[derive(Debug, Clone)]
 pub struct StoreMetrics {

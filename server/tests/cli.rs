@@ -85,7 +85,7 @@ fn the_server_binary_serves_clients_and_exits_0_on_sigterm() {
     assert_eq!(streamed["fields"]["node"], "forest", "the boot travel went to the restored node");
 }
 
-/// Issue 3: a process killed with SIGKILL right after a save was acknowledged has that save on
+/// A process killed with SIGKILL right after a save was acknowledged has that save on
 /// restart. The store logs each acknowledged save; the test kills the server as soon as it
 /// sees one, then reads the store.
 #[test]
@@ -151,7 +151,7 @@ fn help_explains_each_flag() {
     }
 }
 
-/// The logs say what an operator filters on (issue 15 item 5): the first line names the version,
+/// The logs say what an operator filters on: the first line names the version,
 /// config file and world; the certificate is logged once; an operator travel is logged; a
 /// transition's end carries its outcome and duration; `player left` carries the close code and
 /// reason; and no field value is Debug-formatted (`Some(..)`, `None`, `[..]`, quoted strings).

@@ -1,4 +1,4 @@
-//! Config errors as an operator meets them at start (issue 15 item 4): one line naming the
+//! Config errors as an operator meets them at start: one line naming the
 //! dotted key, where its value came from (the file and line, an environment variable or a flag),
 //! what was expected and what was found; one JSON object when the logs are JSON.
 
@@ -79,7 +79,7 @@ fn a_config_error_is_one_json_object_when_the_logs_are_json() {
     assert_eq!(json["found"], "5 bytes");
 }
 
-/// issue 15 item 3: an orchestrator this build lacks stops the server at start, naming the key,
+/// An orchestrator this build lacks stops the server at start, naming the key,
 /// the flag that chose it and the feature to build with; an unknown one names the choices.
 #[cfg(not(feature = "agones"))]
 #[test]

@@ -185,7 +185,7 @@ mod tests {
         assert_eq!(STATE_DEAD.parent().unwrap().name(), "State");
     }
 
-    /// Issue 6: matching is on whole segments. Checked for every pair of catalog tags against
+    /// Matching is on whole segments. Checked for every pair of catalog tags against
     /// the string rule, including `Message.Test.Ping` and `Message.Test.PingReply`, whose names
     /// share a prefix without a dot boundary.
     #[test]

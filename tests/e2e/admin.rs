@@ -48,7 +48,7 @@ async fn the_admin_endpoint_reports_state_and_starts_travels() {
     server.stop().await;
 }
 
-/// The Prometheus families `/metrics` must serve (issue 15 item 1), with their types.
+/// The Prometheus families `/metrics` must serve (docs/operations.md, "Metrics"), with their types.
 const FAMILIES: &[(&str, SampleType)] = &[
     ("gatehouse_transition_phase_duration_seconds", SampleType::Histogram),
     ("gatehouse_transition_duration_seconds", SampleType::Histogram),
@@ -117,8 +117,8 @@ fn histogram_count(scrape: &Scrape, name: &str, label: Option<(&str, &str)>) -> 
     buckets.iter().find(|b| b.less_than.is_infinite()).map_or(0.0, |b| b.count)
 }
 
-/// Issue 15 item 1: every family is served with its `HELP` and its type, and after a travel
-/// the transitions completed, the transition duration histogram, the ready reports and the
+/// docs/operations.md, "Metrics": every family is served with its `HELP` and its type, and after a
+/// travel the transitions completed, the transition duration histogram, the ready reports and the
 /// store loads have counts.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_parse_with_help_and_type_for_every_family() {
@@ -187,8 +187,8 @@ fn closes_total(scrape: &Scrape) -> f64 {
     closes.map(|s| if let Value::Counter(v) = s.value { v } else { 0.0 }).sum()
 }
 
-/// Issue 15 item 2: `/ready` is 503, naming the boot transition, until the boot transition
-/// ends; then 200. `/health` is 200 throughout.
+/// docs/operations.md, "Admin endpoint": `/ready` is 503, naming the boot transition, until the
+/// boot transition ends; then 200. `/health` is 200 throughout.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ready_is_503_until_the_boot_transition_ends() {
     let server = TestServer::start(SLOW_BOOT).await;
@@ -205,11 +205,11 @@ async fn ready_is_503_until_the_boot_transition_ends() {
     server.stop().await;
 }
 
-/// Issue 15 item 2: from the start of the drain until the process exits, the admin endpoint
-/// answers, `/ready` with 503 `draining` and `/health` with 200 `draining`. A client that logs
-/// in (after the boot transition, so the server is ready) and stops reading (it grants no
-/// flow-control credit) holds the drain open for the connections' drain timeout, so the drain
-/// is observed while it runs.
+/// docs/operations.md, "Admin endpoint": from the start of the drain until the process exits, the
+/// admin endpoint answers, `/ready` with 503 `draining` and `/health` with 200 `draining`. A client
+/// that logs in (after the boot transition, so the server is ready) and stops reading (it grants no
+/// flow-control credit) holds the drain open for the connections' drain timeout, so the drain is
+/// observed while it runs.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ready_is_503_during_a_drain() {
     let server = TestServer::start(SLOW_BOOT).await;

@@ -172,9 +172,8 @@ async fn log_in_through(
     .await
 }
 
-/// Issue 12 item 6: the handshake has a budget of its own, and the hello timeout counts from its
-/// end. A handshake held up for longer than the hello timeout (but within the handshake
-/// timeout) still logs in.
+/// The handshake has a budget of its own, and the hello timeout counts from its end. A handshake
+/// held up for longer than the hello timeout (but within the handshake timeout) still logs in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_handshake_does_not_eat_the_hellos_budget() {
     let config = "[network]\nhandshake_timeout_ms = 10000\nhello_timeout_ms = 1000\n";
@@ -185,7 +184,7 @@ async fn a_slow_handshake_does_not_eat_the_hellos_budget() {
     server.stop().await;
 }
 
-/// Issue 12 item 6, the other side: a handshake that does not finish within the handshake
+/// The handshake's budget, the other side: a handshake that does not finish within the handshake
 /// timeout is abandoned; the client never gets in.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_handshake_beyond_its_budget_is_abandoned() {

@@ -1,7 +1,8 @@
-//! Issue 13 item 4, small enough for a debug build: 40 simulated clients of which a fifth
-//! misbehave (restart spam, stale and unknown ids, garbage and oversized frames, never
-//! acknowledging, going silent), on the load world (a travel every 3 s), for 15 s. The 200-client
-//! benchmark against a run without them is `deploy/misbehave.sh`.
+//! The misbehaving-clients run (docs/testing.md, "Misbehaving clients"), small enough for a debug
+//! build: 40 simulated clients of which a fifth misbehave (restart spam, stale and unknown ids,
+//! garbage and oversized frames, never acknowledging, going silent), on the load world (a travel
+//! every 3 s), for 15 s. The 200-client benchmark against a run without them is
+//! `deploy/misbehave.sh`.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -21,17 +22,17 @@ const SERVER: &str = "[network]\nmax_players = 128\nmax_pending_per_ip = 128\n\
     [game]\nclient_ready_timeout_ms = 2000\nspawn_settle_timeout_ms = 2000\n\
     client_response_timeout_ms = 1500\nclient_response_crowd_floor_ms = 300\n";
 
-/// Issue 13 item 4: among 8 misbehaving clients of 40, every well-behaved client is placed at
-/// every transition from the first it saw end to the last (none ends before its pawn is
-/// acknowledged), with no error and every invariant counter 0; no transition fails. Each
-/// misbehaving client gets what the protocol says: restart spam is closed as abuse, a garbage
-/// or oversized frame as a protocol violation, a silent client and one that never acknowledges
-/// are kicked at the client-ready and settle timeouts (`ReadyTimeout`), and stale and unknown ids
-/// are refused (`UnknownTransition`, `UnknownPawn`, `UnknownJoin`) without a close. The guards
-/// this pins: a silent client is set aside and one that never acknowledges is excused at the
-/// response timeout (protocol version 5), so neither holds a transition to its settle timeout;
-/// both are kicked later, and no well-behaved client is set aside (it would then see a
-/// transition end before it was placed).
+/// No client can wedge a transition (docs/spec/transitions.md T9): among 8 misbehaving clients of
+/// 40, every well-behaved client is placed at every transition from the first it saw end to the
+/// last (none ends before its pawn is acknowledged), with no error and every invariant counter 0;
+/// no transition fails. Each misbehaving client gets what the protocol says: restart spam is closed
+/// as abuse, a garbage or oversized frame as a protocol violation, a silent client and one that
+/// never acknowledges are kicked at the client-ready and settle timeouts (`ReadyTimeout`), and
+/// stale and unknown ids are refused (`UnknownTransition`, `UnknownPawn`, `UnknownJoin`) without a
+/// close. The guards this pins: a silent client is set aside and one that never acknowledges is
+/// excused at the response timeout (protocol version 5), so neither holds a transition to its
+/// settle timeout; both are kicked later, and no well-behaved client is set aside (it would then
+/// see a transition end before it was placed).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn well_behaved_clients_are_placed_at_every_transition_among_misbehaving_ones() {
     let server = TestServer::start_with(SERVER, worlds::LOAD).await;

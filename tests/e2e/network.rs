@@ -1,6 +1,6 @@
-//! A bad network between real clients and a real server (issue 13): the seeded conditioner of
-//! `gatehouse_client_sim::conditioner` in front of the swarm or of raw clients. Cut-offs, a
-//! kick on a lossy path, and the short impaired soak that CI runs.
+//! A bad network between real clients and a real server (docs/testing.md, "A bad network"): the
+//! seeded conditioner of `gatehouse_client_sim::conditioner` in front of the swarm or of raw
+//! clients. Cut-offs, a kick on a lossy path, and the short impaired soak that CI runs.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,19 +13,19 @@ use gatehouse_protocol::token::TokenKey;
 use gatehouse_protocol::{ClientMessage, CloseCode, NodeId, PROTOCOL_VERSION, ServerMessage};
 use gatehouse_tests::{TestServer, frames, wait_for_snapshot, within, worlds};
 
-/// The impairment of issue 13 item 2, each way: 5 % loss, 100 ± 20 ms lag, 1 % reordering,
-/// 1 % duplication.
+/// The impairment of the impaired soak (docs/testing.md), each way: 5 % loss, 100 ± 20 ms lag, 1 %
+/// reordering, 1 % duplication.
 const BAD_NETWORK: &str = "loss=5%,lag=100ms,jitter=20ms,reorder=1%,dup=1%";
 
 fn impairment(spec: &str) -> Impairment {
     Impairment::parse(spec).unwrap_or_else(|e| panic!("{e}"))
 }
 
-/// The short impaired soak of issue 13 item 6: 16 clients with the soak scenario's churn
-/// (deaths, restarts 500 ms later, relaunches about every 12 s) on the soak world for 30 s,
+/// The short impaired soak (docs/testing.md, "A bad network"): 16 clients with the soak scenario's
+/// churn (deaths, restarts 500 ms later, relaunches about every 12 s) on the soak world for 30 s,
 /// every datagram through the conditioner at 5 % loss, 100 ± 20 ms lag, 1 % reordering and 1 %
-/// duplication each way. Every transition completes, every death is respawned, no client is
-/// kicked or errs, every invariant figure is 0; the conditioner did what it was told.
+/// duplication each way. Every transition completes, every death is respawned, no client is kicked
+/// or errs, every invariant figure is 0; the conditioner did what it was told.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixteen_clients_soak_thirty_seconds_through_a_lossy_laggy_network() {
     let server = TestServer::start(worlds::SOAK).await;
@@ -57,10 +57,10 @@ async fn sixteen_clients_soak_thirty_seconds_through_a_lossy_laggy_network() {
     server.stop().await;
 }
 
-/// Issue 13 item 3: a client whose traffic is cut completely while the others wait for it
-/// holds them only until the server's idle timeout closes its connection (2 s here), not until
-/// the client-ready timeout (10 minutes here); when the cut heals, the client comes back as a
-/// reconnect, its kept player state restored, and is placed.
+/// docs/spec/transitions.md T9 and docs/spec/sessions.md S9: a client whose traffic is cut
+/// completely while the others wait for it holds them only until the server's idle timeout closes
+/// its connection (2 s here), not until the client-ready timeout (10 minutes here); when the cut
+/// heals, the client comes back as a reconnect, its kept player state restored, and is placed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_cut_off_while_others_wait_holds_them_only_until_the_idle_timeout() {
     let config = "[network]\nidle_timeout_ms = 2000\nkeep_alive_ms = 500\n\
@@ -174,11 +174,11 @@ async fn never_ready(
     Ok(code)
 }
 
-/// Issue 13 item 3: a client kicked (`ReadyTimeout`) while its path loses a fifth of its
-/// datagrams each way learns the close code within about a second of the kick, not at its idle
-/// timeout (30 s here): the code comes in a `Closing` message on the reliable stream before the
-/// CONNECTION_CLOSE, which a lossy path may drop. Twelve such clients at once; every one must
-/// learn it (without `Closing`, about one in five would wait for its idle timeout).
+/// docs/protocol.md section 6 (the `Closing` message): a client kicked (`ReadyTimeout`) while its
+/// path loses a fifth of its datagrams each way learns the close code within about a second of the
+/// kick, not at its idle timeout (30 s here): the code comes in a `Closing` message on the reliable
+/// stream before the CONNECTION_CLOSE, which a lossy path may drop. Twelve such clients at once;
+/// every one must learn it (without `Closing`, about one in five would wait for its idle timeout).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_client_kicked_on_a_lossy_path_learns_its_close_code_at_once() {
     let config = "[game]\nclient_ready_timeout_ms = 1000\nclient_ready_policy = \"kick\"\n";

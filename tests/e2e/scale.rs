@@ -1,7 +1,7 @@
-//! Issue 11's scale run, small enough for a debug build: 64 simulated clients, 8 of them full,
-//! dialling at 100 per second, on a zero-stream world that travels every 3 s, for 15 s. The
-//! release-build short version (200 clients, 20 s) is `.ci/scale`; the thousand-client run and
-//! the load benchmark are `deploy/load.sh`.
+//! The scale run (docs/performance.md, "The load benchmark"), small enough for a debug build: 64
+//! simulated clients, 8 of them full, dialling at 100 per second, on a zero-stream world that
+//! travels every 3 s, for 15 s. The release-build short version (200 clients, 20 s) is `.ci/scale`;
+//! the thousand-client run and the load benchmark are `deploy/load.sh`.
 
 use std::collections::BTreeSet;
 use std::time::Duration;

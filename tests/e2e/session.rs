@@ -109,9 +109,9 @@ async fn read_until(
     .await
 }
 
-/// Issue 10, item 1, end to end over real QUIC: a player who logs in after the boot transition
-/// is told the current node's levels (`ShowJoin`), has no pawn while it has not reported them
-/// streamed, and gets its pawn, on that node, only after `JoinReady`; its join ends once it
+/// docs/spec/sessions.md S5, end to end over real QUIC: a player who logs in after the boot
+/// transition is told the current node's levels (`ShowJoin`), has no pawn while it has not reported
+/// them streamed, and gets its pawn, on that node, only after `JoinReady`; its join ends once it
 /// acknowledged the pawn.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_late_joiner_streams_before_its_pawn_exists() {

@@ -1,7 +1,7 @@
-//! The soak run of issue 4 in CI: 16 simulated clients with the `soak` scenario's churn
-//! (restart 500 ms after dying, disconnect and relaunch about every 12 s) on the soak world,
-//! with its hazards, dungeon and a travel every 4 s, for 40 s, plus operator travels in quick
-//! pairs so transitions are superseded under load. Longer and larger runs are `deploy/soak.sh`.
+//! The soak run in CI (docs/testing.md, "Soak"): 16 simulated clients with the `soak` scenario's
+//! churn (restart 500 ms after dying, disconnect and relaunch about every 12 s) on the soak world,
+//! with its hazards, dungeon and a travel every 4 s, for 40 s, plus operator travels in quick pairs
+//! so transitions are superseded under load. Longer and larger runs are `deploy/soak.sh`.
 
 use std::time::Duration;
 

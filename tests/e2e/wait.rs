@@ -1,4 +1,4 @@
-//! `gatehouse-sim --wait` (issue 15 item 6): a swarm started before its server waits for it
+//! `gatehouse-sim --wait` (docs/simulator.md): a swarm started before its server waits for it
 //! instead of failing, and gives up with the address named when no server comes.
 
 use std::net::SocketAddr;

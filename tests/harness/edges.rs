@@ -1,6 +1,6 @@
-//! The edges of the contract (issue 10), across both sides: a joiner streams before its pawn
-//! exists, nothing comes before `Welcome`, a relaunch reports ready for itself and keeps its
-//! death.
+//! The edges of the contract (docs/spec/sessions.md), across both sides: a joiner streams before
+//! its pawn exists, nothing comes before `Welcome`, a relaunch reports ready for itself and keeps
+//! its death.
 
 use gatehouse_protocol::{ClientMessage, ServerMessage};
 use gatehouse_tests::sim::{Sim, SimConfig};
@@ -11,10 +11,10 @@ fn is_join_ready(m: &ClientMessage) -> bool {
     matches!(m, ClientMessage::JoinReady { .. })
 }
 
-/// Issue 10, item 1 (seed 001, "Why This Architecture": a pawn must never appear before the
-/// level it stands on, on any machine): a player who logs in while no transition runs is told
-/// the node's levels, streams them, and only then gets its pawn; the player already in the
-/// world is not frozen; the joiner's checks find no pawn on a node it had not streamed.
+/// docs/spec/sessions.md S5 and docs/spec/transitions.md T1 (a pawn must never appear before the
+/// level it stands on, on any machine): a player who logs in while no transition runs is told the
+/// node's levels, streams them, and only then gets its pawn; the player already in the world is not
+/// frozen; the joiner's checks find no pawn on a node it had not streamed.
 #[test]
 fn a_late_joiner_streams_before_its_pawn_exists() {
     let mut sim = Sim::new(SimConfig::new(PLAIN, 31));
@@ -41,9 +41,9 @@ fn a_late_joiner_streams_before_its_pawn_exists() {
     assert_clean(&sim, bob);
 }
 
-/// Issue 10, item 6: nothing before `Welcome`: a relaunch's first frame is its `Welcome`,
-/// although the server broadcast its old pawn's `PawnDestroyed` and its own `PlayerLeft` in
-/// the same step.
+/// docs/spec/sessions.md S2, nothing before `Welcome`: a relaunch's first frame is its `Welcome`,
+/// although the server broadcast its old pawn's `PawnDestroyed` and its own `PlayerLeft` in the
+/// same step.
 #[test]
 fn a_relaunch_gets_welcome_before_anything_else() {
     let mut sim = Sim::new(SimConfig::new(PLAIN, 32));

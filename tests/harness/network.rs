@@ -37,10 +37,11 @@ fn lossy_session(seed: u64) -> Sim {
     sim
 }
 
-/// DESIGN §9 "A conditioned network" over seed 001's whole transition lifecycle: with 60 ms
-/// of lag, 40 ms of jitter and one transmission in ten lost (each retransmitted a timeout
-/// later, head-of-line blocking the stream), every transition still ends with every player
-/// placed, none at the settle timeout, and no client sees a contract broken.
+/// A conditioned network (docs/testing.md, "A bad network") over the whole transition lifecycle
+/// (docs/spec/transitions.md T3): with 60 ms of lag, 40 ms of jitter and one transmission in ten
+/// lost (each retransmitted a timeout later, head-of-line blocking the stream), every transition
+/// still ends with every player placed, none at the settle timeout, and no client sees a contract
+/// broken.
 #[test]
 fn a_laggy_lossy_session_still_places_everyone() {
     let sim = lossy_session(71);
@@ -61,9 +62,9 @@ fn a_laggy_lossy_session_still_places_everyone() {
     }
 }
 
-/// Issue 9 "The same seed gives the same run": every delivery, input, timeout and output of a
-/// lossy session happens at the same simulated instant, in the same order, in two runs with one
-/// seed; another seed gives another run.
+/// The same seed gives the same run: every delivery, input, timeout and output of a lossy session
+/// happens at the same simulated instant, in the same order, in two runs with one seed; another
+/// seed gives another run.
 #[test]
 fn the_same_seed_gives_the_same_run() {
     let trace = |seed| -> Vec<TraceEvent> { lossy_session(seed).trace().to_vec() };

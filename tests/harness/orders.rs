@@ -1,6 +1,6 @@
-//! Arrival orders on the client (seed 000, "Local character requirements" hold in either
-//! order): possession of the own pawn before or after the player-state update that carries its
-//! CharacterDef.
+//! Arrival orders on the client (the local character requirements of docs/spec/gates.md G14 hold in
+//! either order): possession of the own pawn before or after the player-state update that carries
+//! its CharacterDef.
 
 use gatehouse_tests::sim::{Sim, SimConfig};
 
@@ -46,15 +46,16 @@ fn boot_with(first: First) -> Sim {
     sim
 }
 
-/// Seed 000, "Local character requirements" (player state CharacterDef ready, the pawn's
-/// CharacterDef matching, possession acknowledged): the CharacterDef first, as the server sends.
+/// docs/spec/gates.md G14, the local character requirements (player state CharacterDef ready, the
+/// pawn's CharacterDef matching, possession acknowledged): the CharacterDef first, as the server
+/// sends.
 #[test]
 fn the_local_gate_opens_when_the_character_def_arrives_before_possession() {
     boot_with(First::CharacterDef);
 }
 
-/// Seed 000, the same requirements in the other order: the possession first, the CharacterDef
-/// late; the gate waits for it, then opens once.
+/// docs/spec/gates.md G14, the same requirements in the other order: the possession first, the
+/// CharacterDef late; the gate waits for it, then opens once.
 #[test]
 fn the_local_gate_opens_when_possession_arrives_before_the_character_def() {
     boot_with(First::Possession);

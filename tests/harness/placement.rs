@@ -1,6 +1,6 @@
-//! Placed means acknowledged (DESIGN §4): the server counts a player as placed only once its
-//! client's `PossessionAcknowledged` arrives, so the loading screen never drops onto an
-//! unpossessed camera, and a client that never acknowledges cannot hold a transition forever.
+//! Placed means acknowledged (docs/spec/transitions.md T8): the server counts a player as placed
+//! only once its client's `PossessionAcknowledged` arrives, so the loading screen never drops onto
+//! an unpossessed camera, and a client that never acknowledges cannot hold a transition forever.
 
 use gatehouse_protocol::{ClientMessage, CloseCode, TransitionId};
 use gatehouse_tests::sim::{Conditions, Sim, SimConfig};
@@ -16,9 +16,9 @@ fn acknowledgements_waited_for(seed: u64) -> SimConfig {
     config
 }
 
-/// Seed 001, "Camera stuck unpossessed after a transition" (the settle-hold waits for
-/// placement), with DESIGN §4's "placed means acknowledged": the transition does not end while
-/// the acknowledgement is still on its way, and ends in the step it arrives.
+/// No camera left unpossessed after a transition: the settle-hold waits for placement
+/// (docs/spec/transitions.md T7), and placed means acknowledged (T8): the transition does not end
+/// while the acknowledgement is still on its way, and ends in the step it arrives.
 #[test]
 fn a_client_is_placed_only_after_its_acknowledgement_arrives() {
     let mut sim = Sim::new(acknowledgements_waited_for(11));
@@ -47,8 +47,9 @@ fn a_client_is_placed_only_after_its_acknowledgement_arrives() {
     assert_clean(&sim, ann);
 }
 
-/// Seed 001, "Camera stuck unpossessed after a transition": with two clients, the transition
-/// waits for the slower acknowledgement, here one carried by a slow uplink (not a hold).
+/// docs/spec/transitions.md T7 and T8 (no camera left unpossessed after a transition): with two
+/// clients, the transition waits for the slower acknowledgement, here one carried by a slow uplink
+/// (not a hold).
 #[test]
 fn a_transition_ends_only_after_the_slowest_acknowledgement_arrives() {
     let mut sim = Sim::new(SimConfig::new(PLAIN, 12));
@@ -73,9 +74,9 @@ fn a_transition_ends_only_after_the_slowest_acknowledgement_arrives() {
     }
 }
 
-/// DESIGN §4 "No client can wedge a transition" (seed 001's settle timeout, 15 s): a client that
-/// never acknowledges its pawn is kicked at the settle timeout under the kick policy, and the
-/// others' loading screens drop then, with them placed.
+/// docs/spec/transitions.md T9, no client can wedge a transition (the settle timeout of T7, 15 s):
+/// a client that never acknowledges its pawn is kicked at the settle timeout under the kick policy,
+/// and the others' loading screens drop then, with them placed.
 #[test]
 fn a_client_that_never_acknowledges_is_kicked_at_the_settle_timeout() {
     let mut sim = Sim::new(acknowledgements_waited_for(13));

@@ -1,6 +1,6 @@
-//! Death respawn across both sides (seed 001, "Per-Controller Death Respawn"): a hazard kills,
-//! the client asks to restart, the server possesses a new pawn, and the client's pawn-bound
-//! gates open again for the new pawn's generation.
+//! Death respawn across both sides (docs/spec/transitions.md T13): a hazard kills, the client asks
+//! to restart, the server possesses a new pawn, and the client's pawn-bound gates open again for
+//! the new pawn's generation.
 
 use gatehouse_client_sim::session::SessionConfig;
 use gatehouse_protocol::{ClientMessage, PawnId, ServerMessage};
@@ -8,11 +8,12 @@ use gatehouse_tests::sim::{Sim, SimConfig};
 
 use crate::common::*;
 
-/// Seed 001, "HUD and input dead after respawn" (AcknowledgePossession rebinds the pawn-bound
-/// UI on every possession), with seed 000's "Callback never fires after respawn": after a
-/// death and a restart, the client acknowledges the new pawn and its local character gate
-/// (`Lifecycle.Gate.Character.LocalReady`) opens for the new generation; the server counts the
-/// player placed only once that acknowledgement arrives, and the dead pawn goes last.
+/// No HUD or input left dead after a respawn: acknowledging possession rebinds the pawn-bound UI on
+/// every possession (docs/spec/transitions.md T8, T14), and a subscription belongs to one pawn
+/// generation (docs/spec/gates.md G6, G12): after a death and a restart, the client acknowledges
+/// the new pawn and its local character gate (`Lifecycle.Gate.Character.LocalReady`) opens for the
+/// new generation; the server counts the player placed only once that acknowledgement arrives, and
+/// the dead pawn goes last.
 #[test]
 fn a_respawn_rebinds_the_hud_to_the_new_pawn() {
     let mut config = SimConfig::new(HAZARDOUS, 51);

@@ -1,6 +1,6 @@
-//! The phased transition seen from both sides (seed 001, "Transition Lifecycle"): a travel
-//! that supersedes one in flight while clients stream, a late `EndTransition` of an older
-//! transition, and a ready report arriving before or after the server waits for clients.
+//! The phased transition seen from both sides (docs/spec/transitions.md T3, T5): a travel that
+//! supersedes one in flight while clients stream, a late `EndTransition` of an older transition,
+//! and a ready report arriving before or after the server waits for clients.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -84,8 +84,8 @@ fn assert_ended_on_the_new_transition(sim: &Sim, ann: ClientId, bob: ClientId) {
     assert_eq!(reports, vec![&ClientMessage::TransitionReady { transition_id: TransitionId(2) }]);
 }
 
-/// Seed 001, "A new travel arriving mid-transition supersedes the in-flight one — client
-/// tracking resets but the screen stays up": a ready report for the old transition that
+/// docs/spec/transitions.md T5: a travel arriving mid-transition supersedes the in-flight one;
+/// client tracking resets but the screen stays up. A ready report for the old transition that
 /// arrived before the travel does not count for the new one.
 #[test]
 fn a_supersede_while_clients_stream_ends_them_on_the_new_transition() {
@@ -96,8 +96,9 @@ fn a_supersede_while_clients_stream_ends_them_on_the_new_transition() {
     assert_ended_on_the_new_transition(&sim, ann, bob);
 }
 
-/// Seed 001, the same supersede in the other arrival order: the old transition's ready report
-/// reaches the server after the travel, is recognised as stale and ignored (DESIGN §3).
+/// docs/spec/transitions.md T5, the same supersede in the other arrival order: the old transition's
+/// ready report reaches the server after the travel, is recognised as stale and ignored
+/// (docs/spec/sessions.md S12).
 #[test]
 fn a_ready_report_for_a_superseded_transition_is_ignored() {
     let (sim, ann, bob) = supersede_while_streaming(OldReady::AfterTravel);
@@ -126,8 +127,8 @@ fn a_ready_report_for_a_superseded_transition_is_ignored() {
     assert_ended_on_the_new_transition(&sim, ann, bob);
 }
 
-/// Seed 001, "Transition Lifecycle" (a newer transition keeps the screen up) with DESIGN §3 (a
-/// late message is recognised by its id): an `EndTransition` of an older transition that
+/// docs/spec/transitions.md T5 (a newer transition keeps the screen up) with docs/spec/sessions.md
+/// S12 (a late message is recognised by its id): an `EndTransition` of an older transition that
 /// arrives after a newer one was shown is ignored; the client stays loading until the newer
 /// transition ends.
 #[test]
@@ -181,16 +182,17 @@ fn ready_report_run(stream: Duration) -> (Duration, Duration) {
     (ready, streamed)
 }
 
-/// Seed 001, "WaitingForClients — each client reports ready": a report that arrives while the
-/// server is still streaming is kept for its transition and counts when the server gets there.
+/// docs/spec/transitions.md T3 (WaitingForClients: each client reports ready): a report that
+/// arrives while the server is still streaming is kept for its transition and counts when the
+/// server gets there.
 #[test]
 fn a_ready_report_before_the_server_waits_for_clients_is_kept() {
     let (ready, streamed) = ready_report_run(ms(10));
     assert!(ready < streamed, "the client was ready first");
 }
 
-/// Seed 001, the other arrival order: the server waits for clients, and the report completes
-/// the transition when it arrives.
+/// docs/spec/transitions.md T3, the other arrival order: the server waits for clients, and the
+/// report completes the transition when it arrives.
 #[test]
 fn a_ready_report_after_the_server_waits_for_clients_completes_it() {
     let (ready, streamed) = ready_report_run(ms(900));

@@ -1,6 +1,6 @@
 //! The character adapter: routes each pawn to the local or the remote character gate by its
 //! network role, scopes one generation per pawn relationship, mirrors the character facts, and
-//! registers the gate with the seed's exact requirements (seed 000, "Character readiness").
+//! registers the gate with the exact requirements of docs/spec/gates.md G14.
 //!
 //! - Routing is exclusive: a generation is routed once, and a pawn whose role changes is retired
 //!   and scoped again (a new generation), so one generation never opens both gates.
@@ -44,9 +44,9 @@ pub enum Route {
     Remote,
 }
 
-/// The seed's routing rule, which never asks "is it locally controlled" during early begin-play:
-/// autonomous proxy is local, simulated proxy is remote, authority follows its controller and
-/// stays unresolved without one; a pawn with no relationship is unresolved.
+/// The routing rule (docs/spec/gates.md G14), which never asks "is it locally controlled" during
+/// early begin-play: autonomous proxy is local, simulated proxy is remote, authority follows its
+/// controller and stays unresolved without one; a pawn with no relationship is unresolved.
 pub fn route(role: NetRole) -> Option<Route> {
     match role {
         NetRole::AutonomousProxy => Some(Route::Local),
@@ -120,8 +120,8 @@ pub(crate) struct CharacterRecord {
     /// The generation.
     pub(crate) token: ScopeToken,
     pub(crate) route: Route,
-    /// The gate callback ran for this generation (the seed's `bClientInitGateOpened`), set before
-    /// any external callback.
+    /// The gate callback ran for this generation (an Unreal game's `bClientInitGateOpened`), set
+    /// before any external callback.
     pub(crate) latched: bool,
     /// Its dispatch passed revalidation and began: from here on, before the delegate runs,
     /// `IsCharacterInitGateOpen` reads true for this generation.
@@ -402,8 +402,8 @@ fn announce_retired(
 mod tests {
     use super::*;
 
-    /// Seed 000, "Local versus remote routing": each role has one route, and authority without a
-    /// controller stays unresolved.
+    /// docs/spec/gates.md G14: each role has one route, and authority without a controller stays
+    /// unresolved.
     #[test]
     fn routing_is_by_role_and_exclusive() {
         assert_eq!(route(NetRole::AutonomousProxy), Some(Route::Local));

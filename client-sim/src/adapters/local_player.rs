@@ -1,5 +1,5 @@
-//! `Lifecycle.Gate.LocalPlayer.WidgetControllerAndTeamReady` (seed 000): the world-scoped
-//! `Lifecycle.Fact.LocalPlayer.TeamReady` and the local player state's
+//! `Lifecycle.Gate.LocalPlayer.WidgetControllerAndTeamReady` (docs/spec/gates.md G15): the
+//! world-scoped `Lifecycle.Fact.LocalPlayer.TeamReady` and the local player state's
 //! `Lifecycle.Fact.UI.WidgetControllerReady`, for the same local controlled player state. No pawn,
 //! possession, CharacterDef or character gate; a remote player state cannot satisfy it.
 //!

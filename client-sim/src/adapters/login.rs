@@ -1,9 +1,9 @@
 //! The login adapter: mirrors the validated login state onto `Lifecycle.Fact.Nakama.LoginSucceeded`
 //! on the login object, scoped under the game instance, so travel never clears it; the end of
-//! the login retires the scope, and so does its replacement by another session (seed 000, login
-//! fact: "authentication loss, session replacement, shutdown ... closes or retires it"), so the
-//! new session's fact lives in a new generation and no wait on the old one survives. It never
-//! touches world scopes, and no world teardown touches it.
+//! the login retires the scope, and so does its replacement by another session (authentication
+//! loss, session replacement and shutdown each close or retire the login fact), so the new
+//! session's fact lives in a new generation and no wait on the old one survives. It never touches
+//! world scopes, and no world teardown touches it.
 
 use gatehouse_messaging::{Lifetime, Router};
 use gatehouse_tags::catalog::LIFECYCLE_FACT_NAKAMA_LOGIN_SUCCEEDED;

@@ -1,6 +1,6 @@
 //! Feature adapters: they observe the domain objects through router notifications and by
 //! sampling current state when they attach to a world, and publish readiness facts into the
-//! lifecycle registry (seed 000, "System boundary": producers → adapters → registry).
+//! lifecycle registry (docs/spec/gates.md G13: producers → adapters → registry).
 //!
 //! Two adapters live as long as the game instance: the world adapter (which attaches and
 //! detaches the others at each world's creation and teardown) and the login adapter. The others

@@ -1,8 +1,8 @@
-//! The pawn team presentation adapter (seed 000, "Pawn team presentation"): a pawn's team is
-//! presented to the local viewer (`DispatchTeamPresentation`, the
-//! [`PAWN_TEAM_PRESENTATION`] broadcast) once both the target and the local viewer have a valid
-//! team assignment, a ready widget controller, and an opened character-init gate on their current
-//! pawns. Every pawn generation is a target, the viewer's own included.
+//! The pawn team presentation adapter: a pawn's team is presented to the local viewer
+//! (`DispatchTeamPresentation`, the [`PAWN_TEAM_PRESENTATION`] broadcast) once both the target and
+//! the local viewer have a valid team assignment, a ready widget controller, and an opened
+//! character-init gate on their current pawns. Every pawn generation is a target, the viewer's own
+//! included.
 //!
 //! - One request per target pawn generation, owned by its scope and named
 //!   [`PAWN_PRESENTATION`]. Its requirements span four scopes (the target's pawn and player state,

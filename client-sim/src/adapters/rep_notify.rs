@@ -1,6 +1,7 @@
-//! The character adapter's deferred Blueprint RepNotifies (seed 000, "Remote character
-//! requirements": on remote release, the adapter broadcasts `OnRemoteCharacterInitGateOpened`,
-//! replays deferred Blueprint RepNotifies, and publishes `Lifecycle.Gate.Character.RemoteReady`).
+//! The character adapter's deferred Blueprint RepNotifies (docs/spec/gates.md G14, the remote
+//! character requirements: on remote release, the adapter broadcasts
+//! `OnRemoteCharacterInitGateOpened`, replays deferred Blueprint RepNotifies, and publishes
+//! `Lifecycle.Gate.Character.RemoteReady`).
 //!
 //! A Blueprint RepNotify is the presentation-side notice that replicated state about a remote pawn
 //! (its node, its death) or about its owner's player state (team and CharacterDef, ability tags,
@@ -208,8 +209,8 @@ fn deferred_count(phase: &Phase) -> usize {
 mod tests {
     use super::*;
 
-    /// Seed 000, "Remote character requirements" (deferred RepNotifies), bounded: however many
-    /// notices arrive, a generation holds one per kind, each at the place of its latest arrival.
+    /// docs/spec/gates.md G14 (deferred RepNotifies), bounded: however many notices arrive, a
+    /// generation holds one per kind, each at the place of its latest arrival.
     #[test]
     fn deferral_coalesces_per_kind_at_the_latest_arrival() {
         use RepNotifyKind::*;

@@ -113,7 +113,7 @@ impl ClientCore {
 
     /// `IsCharacterInitGateOpen`: whether `pawn`'s current generation has opened its character
     /// gate. It reads true from the moment the gate is latched and revalidated, before any
-    /// external callback runs (seed 000: the adapter latches before it broadcasts
+    /// external callback runs (docs/spec/gates.md G14: the adapter latches before it broadcasts
     /// `OnLocalCharacterInitGateOpened`), so a delegate listener already sees it open; the
     /// `InitGateOpened` fact follows once the dispatch path completes.
     pub fn is_character_init_gate_open(&self, pawn: gatehouse_protocol::PawnId) -> bool {

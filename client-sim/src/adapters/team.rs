@@ -1,7 +1,7 @@
 //! The team adapter: mirrors the team cache onto `Lifecycle.Fact.Team.AssignmentReady` (each
 //! player state) and `Lifecycle.Fact.LocalPlayer.TeamReady` (the world, for the local player),
 //! and sends the presentation-only team change once the player state's widget controller is
-//! ready (seed 000, "Presentation-only OnTeamChanged").
+//! ready (docs/spec/gates.md G16).
 //!
 //! The cache changes at once; the presentation waits. A change arriving while one waits replaces
 //! it (same owner and request name), and the presentation reads the team cached when it is sent,

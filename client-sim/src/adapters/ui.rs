@@ -1,8 +1,7 @@
 //! The UI adapter: mirrors the UI subsystem's widget-controller readiness onto
 //! `Lifecycle.Fact.UI.WidgetControllerReady` on each player state, closing it at a tracking
-//! reset, and samples every player state when it attaches (seed 000, "UI and team readiness").
-//! It reads the UI subsystem and never drives it; scoping player states is the player-state
-//! adapter's job.
+//! reset, and samples every player state when it attaches (docs/spec/gates.md G13). It reads the UI
+//! subsystem and never drives it; scoping player states is the player-state adapter's job.
 
 use gatehouse_messaging::{Lifetime, Router};
 use gatehouse_protocol::PlayerId;

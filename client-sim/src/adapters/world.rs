@@ -1,7 +1,7 @@
 //! The world adapter: attaches the world adapters when a world is created, publishes
 //! `Lifecycle.Fact.World.BeginPlay` when it begins play, and at teardown retires every scope the
 //! world is the lifetime of and every listener its [`Lifetime`](gatehouse_messaging::Lifetime)
-//! holds (seed 000, "world cleanup").
+//! holds (docs/spec/gates.md G7).
 //!
 //! Its creation and teardown listeners live as long as the game instance; its begin-play
 //! listener is attached to each world like the other adapters.

@@ -113,8 +113,8 @@ struct Cli {
     /// shown -> ended.
     #[arg(long, value_name = "FILE.svg")]
     timeline: Option<PathBuf>,
-    /// How many clients misbehave (issue 13 item 4): a count, or a share such as 20%. They are
-    /// spread over the indices from the last one, always thin, each given a kind from
+    /// How many clients misbehave: a count, or a share such as 20%. They are spread over the
+    /// indices from the last one, always thin, each given a kind from
     /// --misbehaviours in turn: restart-spam (RestartRequest far above the rate limit),
     /// stale-ids (stale and unknown transition, pawn and join ids beside its duties),
     /// garbage-frame and oversized-frame (once placed), never-acknowledge (no possession is

@@ -1,11 +1,10 @@
-//! Live checks of seed 000's runtime expectations, run in every simulated client ("Verification
-//! coverage": one local event per local pawn generation, one remote event per remote pawn
-//! generation, no source-world callback after travel; and the widget/team gate once per
-//! readiness period). They also check the remote generations' Blueprint RepNotifies (sent only
-//! once the remote gate dispatched; replayed ones before any live one and before the RemoteReady
-//! subscribers; at most one replay per kind) and the pawn team presentation (never for a stale
-//! generation or viewer, never with a team other than the one cached, never twice for an
-//! unchanged relationship).
+//! Live checks of the gates' contract (docs/spec/gates.md), run in every simulated client: one
+//! local event per local pawn generation, one remote event per remote pawn generation, no
+//! source-world callback after travel; and the widget/team gate once per readiness period. They
+//! also check the remote generations' Blueprint RepNotifies (sent only once the remote gate
+//! dispatched; replayed ones before any live one and before the RemoteReady subscribers; at most
+//! one replay per kind) and the pawn team presentation (never for a stale generation or viewer,
+//! never with a team other than the one cached, never twice for an unchanged relationship).
 //!
 //! The checks listen on the router, like any consumer: the character adapter's generation
 //! announcements, the gate delegates, and the domain notifications that open and close a

@@ -1,4 +1,5 @@
-//! Live checks of what the server promises one client session (seed 001 as a client sees it):
+//! Live checks of what the server promises one client session (docs/spec/transitions.md and
+//! docs/spec/sessions.md as a client sees them):
 //! - an own pawn lands on the node the client expects: the destination of the transition on
 //!   screen (or of its join), or the world's current node;
 //! - an own pawn lands only on a node the client streamed (its join's, or the transition's it
@@ -18,7 +19,7 @@
 //! ([`Expected`]); the checks count into [`SessionStats`] and change nothing else, so the session
 //! keeps only its transport duties. None of them needs the client lifecycle: the checks keep
 //! their own account of the client's own pawns, so a thin client (one with no game side) runs
-//! them too (issue 11, "Thin and full clients").
+//! them too (docs/simulator.md).
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -1,4 +1,4 @@
-//! The team cache (the seed's TeamSubsystem): each player state's processed team, updated the
+//! The team cache (an Unreal game's TeamSubsystem): each player state's processed team, updated the
 //! moment a team arrives.
 //!
 //! Owns the cache and reports each change with its old and new team (the raw `OnTeamChanged`).

@@ -1,4 +1,4 @@
-//! The UI subsystem (the seed's `UTankUISubsystem`): one widget controller per player state,
+//! The UI subsystem (an Unreal game's `UTankUISubsystem`): one widget controller per player state,
 //! each becoming ready asynchronously after a seeded random delay, and a tracking reset now and
 //! then that rebuilds them all.
 //!

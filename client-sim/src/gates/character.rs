@@ -1,19 +1,19 @@
-//! Dispatch of the character gates, in the seed's order (seed 000, "Local character
-//! requirements", "Remote character requirements").
+//! Dispatch of the character gates, in the order of docs/spec/gates.md G14 (the local and the
+//! remote character requirements).
 //!
-//! Local: the adapter latched the generation in the gate callback (the seed's
-//! `bClientInitGateOpened`, set before any external callback); here, after revalidating live
-//! state, the generation is marked open (so `IsCharacterInitGateOpen` reads true inside the
-//! delegate), `OnLocalCharacterInitGateOpened` is broadcast, then the dispatch path is complete: the
+//! Local: the adapter latched the generation in the gate callback (an Unreal game's
+//! `bClientInitGateOpened`, set before any external callback); here, after revalidating live state,
+//! the generation is marked open (so `IsCharacterInitGateOpen` reads true inside the delegate),
+//! `OnLocalCharacterInitGateOpened` is broadcast, then the dispatch path is complete: the
 //! character's `InitGateOpened` fact and `Lifecycle.Gate.Character.LocalReady` are published
-//! (public subscriptions run), and only then `LocalDispatchReturned` on the local viewer, which
-//! may release remote gates. Remote: the same without the viewer fact, with
-//! `Lifecycle.Gate.Character.RemoteReady`, and with the generation's deferred Blueprint
-//! RepNotifies replayed, in arrival order, right after `OnRemoteCharacterInitGateOpened` and
-//! before the dispatch path completes (so before any RemoteReady subscriber runs). Cached facts
-//! woke the gate; live state decides: a retired generation is dropped silently (stale work), and
-//! a current one whose live state disagrees with its facts is a violation. The requirements are
-//! the character adapter's; this module never registers a wait.
+//! (public subscriptions run), and only then `LocalDispatchReturned` on the local viewer, which may
+//! release remote gates. Remote: the same without the viewer fact, with
+//! `Lifecycle.Gate.Character.RemoteReady`, and with the generation's deferred Blueprint RepNotifies
+//! replayed, in arrival order, right after `OnRemoteCharacterInitGateOpened` and before the
+//! dispatch path completes (so before any RemoteReady subscriber runs). Cached facts woke the gate;
+//! live state decides: a retired generation is dropped silently (stale work), and a current one
+//! whose live state disagrees with its facts is a violation. The requirements are the character
+//! adapter's; this module never registers a wait.
 
 use gatehouse_lifecycle::ScopeToken;
 use gatehouse_messaging::{Channel, Payload, Router};

@@ -1,9 +1,10 @@
-//! The dispatch of `Lifecycle.Gate.LocalPlayer.WidgetControllerAndTeamReady` (seed 000): once the
-//! local player adapter latched a readiness period, `OnLocalPlayerWidgetControllerAndTeamReady` is
-//! broadcast, then the gate is cached on the world and the local player state (public
-//! subscriptions run). Cached facts woke it; live state decides: a period that is no longer the
-//! current one is dropped, and one whose live state disagrees is a violation. The requirements and
-//! the period are the adapter's; this module never registers a wait.
+//! The dispatch of `Lifecycle.Gate.LocalPlayer.WidgetControllerAndTeamReady` (docs/spec/gates.md
+//! G15): once the local player adapter latched a readiness period,
+//! `OnLocalPlayerWidgetControllerAndTeamReady` is broadcast, then the gate is cached on the world
+//! and the local player state (public subscriptions run). Cached facts woke it; live state decides:
+//! a period that is no longer the current one is dropped, and one whose live state disagrees is a
+//! violation. The requirements and the period are the adapter's; this module never registers a
+//! wait.
 
 use gatehouse_lifecycle::ScopeToken;
 use gatehouse_messaging::{Channel, Payload, Router};

@@ -1,6 +1,6 @@
-//! The public gates of seed 000 and their dispatch: the character gates, the local player's
-//! widget/team gate, subscriptions to them, and the pump that performs what the adapters left in
-//! the outbox.
+//! The public gates (docs/spec/gates.md G11–G16) and their dispatch: the character gates, the local
+//! player's widget/team gate, subscriptions to them, and the pump that performs what the adapters
+//! left in the outbox.
 //!
 //! This module owns what consumers see: the gate delegates on the router, the gate tags as cached
 //! facts on their subjects, the subscriptions ([`GateSubscription`]), and the order in which a

@@ -2,10 +2,10 @@
 //! notification is announced (broadcast, then pump).
 //!
 //! [`pump`] runs after every announcement and performs each [`Dispatch`] in order, with the
-//! router at hand: for a character gate, the seed's sequence (broadcast the delegate, replay a
-//! remote generation's deferred RepNotifies, publish the public gate tag, publish the local
-//! viewer's dispatch-returned fact); for the adapters' own work, their announcements and
-//! presentations. Nothing else in the client drains the outbox.
+//! router at hand: for a character gate, the sequence of docs/spec/gates.md G14 (broadcast the
+//! delegate, replay a remote generation's deferred RepNotifies, publish the public gate tag,
+//! publish the local viewer's dispatch-returned fact); for the adapters' own work, their
+//! announcements and presentations. Nothing else in the client drains the outbox.
 
 use gatehouse_messaging::{Channel, Payload, Router};
 

@@ -1,7 +1,8 @@
-//! The report's `misbehaving` section (issue 13 item 4): what the misbehaving clients got, kept
-//! apart from the well-behaved clients' figures. They are expected to be refused, closed or
-//! kicked; what is judged is only that each ended as the protocol answers its kind
-//! ([`crate::misbehaviour::Misbehaviour::allows`]) and that the server broke no invariant even for them.
+//! The report's `misbehaving` section (docs/simulator.md, "Misbehaving clients"): what the
+//! misbehaving clients got, kept apart from the well-behaved clients' figures. They are expected to
+//! be refused, closed or kicked; what is judged is only that each ended as the protocol answers its
+//! kind ([`crate::misbehaviour::Misbehaviour::allows`]) and that the server broke no invariant even
+//! for them.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -156,8 +157,8 @@ mod tests {
         }
     }
 
-    /// Issue 13 item 4: closes are counted per kind by code; an end the kind does not allow and
-    /// an invariant a misbehaving client saw broken are problems; `ended_before_placed` is not.
+    /// Closes are counted per kind by code; an end the kind does not allow and an invariant a
+    /// misbehaving client saw broken are problems; `ended_before_placed` is not.
     #[test]
     fn misbehaving_clients_are_judged_by_what_their_kind_allows() {
         let mut spam = misbehaving(3, Misbehaviour::RestartSpam, Some(CloseCode::Abuse));

@@ -373,8 +373,8 @@ fn welcomed(
 mod tests {
     use super::*;
 
-    /// Issue 11, item 1: `--full-clients K` makes exactly K of N clients full, spread over the
-    /// indices, the first among them; K above N makes them all full, 0 none.
+    /// `--full-clients K` makes exactly K of N clients full, spread over the indices, the first
+    /// among them; K above N makes them all full, 0 none.
     #[test]
     fn k_full_clients_are_spread_over_the_swarm() {
         let full: Vec<usize> = (0..1000).filter(|&i| is_full_client(i, 1000, 16)).collect();

@@ -158,8 +158,7 @@ mod tests {
     use super::*;
     use crate::session::SessionConfig;
 
-    /// Issue 11, item 4: the progress counts follow each connection, and a connection's end
-    /// takes back what it added.
+    /// The progress counts follow each connection, and a connection's end takes back what it added.
     #[test]
     fn progress_counts_connections_and_takes_them_back_at_the_end() {
         let progress = Progress::default();

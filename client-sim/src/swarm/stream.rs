@@ -211,10 +211,10 @@ mod tests {
     use super::*;
     use crate::session::SessionConfig;
 
-    /// Issue 12 item 1, on the client's side: a client that streams nothing answers a
-    /// `ShowTransition` with its `TransitionShown` and its `TransitionReady` in one chunk (one
-    /// datagram for the server to read), the ready's zero-length deadline handled in the same
-    /// wake; with a stream to wait for, the wake carries the `TransitionShown` alone.
+    /// Batching, on the client's side: a client that streams nothing answers a `ShowTransition`
+    /// with its `TransitionShown` and its `TransitionReady` in one chunk (one datagram for the
+    /// server to read), the ready's zero-length deadline handled in the same wake; with a stream to
+    /// wait for, the wake carries the `TransitionShown` alone.
     #[test]
     fn a_client_ready_at_once_answers_a_show_in_one_chunk() {
         use gatehouse_protocol::{FrameDecoder, LevelName, NodeId, TransitionId};

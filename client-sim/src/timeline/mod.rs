@@ -1,5 +1,5 @@
 //! A picture of a run: what each client's loading screens, deaths, respawns, relaunches and
-//! errors looked like over time (issue 11, "A picture of the run").
+//! errors looked like over time (docs/simulator.md, "The timeline").
 //!
 //! The session records its screens and marks as they happen ([`ClientTimeline`], times in µs
 //! from the swarm's start); the swarm collects them; [`svg::render`] draws one row per client

@@ -1,6 +1,6 @@
-//! Draws a run's [`ClientTimeline`] rows as one SVG picture (issue 11, "A picture of the run"):
-//! a header with the title and legend, one row per client with its loading screens as bars
-//! split by phase and its marks as glyphs, and below it the histogram of shown → ended.
+//! Draws a run's [`ClientTimeline`] rows as one SVG picture (docs/simulator.md, "The timeline"): a
+//! header with the title and legend, one row per client with its loading screens as bars split by
+//! phase and its marks as glyphs, and below it the histogram of shown → ended.
 //!
 //! It owns only the drawing; it never reads a clock and does I/O only in [`render`]. It uses
 //! `plotters` without its `ttf` feature, so no font is ever loaded: the SVG backend writes each
@@ -18,10 +18,10 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use super::{ClientTimeline, MarkKind, ScreenBar, ScreenKind};
 
 /// The most client rows [`pick_rows`] keeps by default: about 60 rows keep the picture under
-/// 1,300 px tall (issue 11, "A picture of the run").
+/// 1,300 px tall.
 pub const MAX_ROWS: usize = 60;
 
-/// Why a picture could not be drawn or written (issue 11, "A picture of the run").
+/// Why a picture could not be drawn or written.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum TimelineError {
@@ -39,9 +39,9 @@ pub enum TimelineError {
     },
 }
 
-/// Which rows to draw (issue 11, "A picture of the run"): every client when there are at most
-/// `max_rows`, otherwise an even sample by index plus the slowest (by
-/// [`ClientTimeline::slowest_screen_us`]), in index order, at most `max_rows`.
+/// Which rows to draw: every client when there are at most `max_rows`, otherwise an even sample by
+/// index plus the slowest (by [`ClientTimeline::slowest_screen_us`]), in index order, at most
+/// `max_rows`.
 ///
 /// A quarter of the rows (at least one) go to the slowest clients, ties broken by the lower
 /// index; the rest are spread evenly over the remaining clients by index. `max_rows == 0`
@@ -72,7 +72,7 @@ pub fn pick_rows(all: &[ClientTimeline], max_rows: usize) -> Vec<&ClientTimeline
     sorted.into_iter().zip(keep).filter_map(|(c, k)| k.then_some(c)).collect()
 }
 
-/// Renders the picture to an SVG string (issue 11, "A picture of the run").
+/// Renders the picture to an SVG string.
 ///
 /// One row per client in `rows` (top to bottom in the given order), time across in seconds
 /// from the run's start (`0..=run_us`, µs). Each [`ScreenBar`] is a bar split by phase, one
@@ -114,8 +114,7 @@ pub fn render_svg(
     Ok(out)
 }
 
-/// [`render_svg`], written to `path` (issue 11, "A picture of the run"; the swarm's
-/// `--timeline FILE.svg`).
+/// [`render_svg`], written to `path` (the swarm's `--timeline FILE.svg`).
 ///
 /// # Errors
 /// [`TimelineError::Draw`] as [`render_svg`]; [`TimelineError::Write`], naming `path`, if the

@@ -1,6 +1,6 @@
-//! Seed 000, "Adding a fact or gate": the automation coverage the checklist asks of every fact and
-//! gate, at the adapter and gate level: ready-before-register, both arrival orders, duplicate
-//! source notifications, replacement generations and world cleanup (the last is in `coverage`).
+//! What every new fact or gate is tested for (docs/spec/gates.md G13), at the adapter and gate
+//! level: ready-before-register, both arrival orders, duplicate source notifications, replacement
+//! generations and world cleanup (the last is in `coverage`).
 
 use gatehouse_client_sim::adapters::LOCAL_GATE;
 use gatehouse_client_sim::ids::{LOCAL_PLAYER, pawn_object};
@@ -10,8 +10,8 @@ use gatehouse_tags::catalog::*;
 
 use crate::common::*;
 
-/// Seed 000, "Ready-before-register behavior": a subscription to a gate already cached runs
-/// during registration (public subscriptions replay).
+/// docs/spec/gates.md G3 and G12, ready-before-register: a subscription to a gate already cached
+/// runs during registration (public subscriptions replay).
 #[test]
 fn a_subscription_to_an_open_gate_runs_during_registration() {
     let mut sim = Sim::new();
@@ -26,9 +26,9 @@ fn a_subscription_to_an_open_gate_runs_during_registration() {
     assert!(late.was_delivered_at_registration(), "the widget/team gate replays too");
 }
 
-/// Seed 000, "Adding a fact or gate": publish by sampling current state as well as events. A new
-/// world samples every pawn and player state that already exists, so its gates open without any
-/// further server message.
+/// docs/spec/gates.md G13: publish by sampling current state as well as events. A new world samples
+/// every pawn and player state that already exists, so its gates open without any further server
+/// message.
 #[test]
 fn a_new_world_opens_its_gates_from_sampled_state_alone() {
     let mut sim = Sim::new();
@@ -42,8 +42,9 @@ fn a_new_world_opens_its_gates_from_sampled_state_alone() {
     assert_ne!([sim.generation(1), sim.generation(2)], first, "new generations in the new world");
 }
 
-/// Seed 000, "Adding a fact or gate": both arrival orders. The local gate opens whether the
-/// player state or the pawn arrives first, and waits for the CharacterDef the save resolves.
+/// docs/spec/gates.md G2 and G14, for every new fact or gate: both arrival orders. The local gate
+/// opens whether the player state or the pawn arrives first, and waits for the CharacterDef the
+/// save resolves.
 #[test]
 fn the_local_gate_opens_whether_the_player_state_or_the_pawn_arrives_first() {
     // Pawn first.
@@ -73,9 +74,9 @@ fn the_local_gate_opens_whether_the_player_state_or_the_pawn_arrives_first() {
     assert_eq!(sim.gate_events(), [Event::WidgetTeam, Event::Local(1)]);
 }
 
-/// Seed 000, "Adding a fact or gate": duplicate source notifications. Repeated player-state
-/// updates, spawns, possessions and widget-controller readiness open each gate once, in one
-/// generation.
+/// docs/spec/gates.md G2, for every new fact or gate: duplicate source notifications. Repeated
+/// player-state updates, spawns, possessions and widget-controller readiness open each gate once,
+/// in one generation.
 #[test]
 fn duplicate_source_notifications_open_each_gate_once() {
     let mut sim = Sim::new();
@@ -100,10 +101,10 @@ fn duplicate_source_notifications_open_each_gate_once() {
     assert_eq!(stats.gate_violations, 0);
 }
 
-/// Seed 000, "Relationship reset" and "Adding a fact or gate": replacement generations.
-/// Unpossession retires the pawn scope and revokes the local viewer's dispatch-returned fact, so
-/// a remote pawn arriving meanwhile waits; a re-possessed pawn and a replacement pawn each open
-/// in a new generation; work holding the old token is refused.
+/// docs/spec/gates.md G6 and G7, for every new fact or gate: replacement generations. Unpossession
+/// retires the pawn scope and revokes the local viewer's dispatch-returned fact, so a remote pawn
+/// arriving meanwhile waits; a re-possessed pawn and a replacement pawn each open in a new
+/// generation; work holding the old token is refused.
 #[test]
 fn a_replacement_relationship_needs_and_gets_a_new_generation() {
     let mut sim = Sim::new();
@@ -144,9 +145,9 @@ fn a_replacement_relationship_needs_and_gets_a_new_generation() {
     assert_eq!(sim.client().gate_stats().gate_violations, 0);
 }
 
-/// Seed 000, "Local versus remote routing": routing is exclusive. A pawn whose role changes (a
-/// simulated proxy this client comes to possess) is retired and routed again in a new
-/// generation, so no generation ever opens both character gates.
+/// docs/spec/gates.md G14: routing is exclusive. A pawn whose role changes (a simulated proxy this
+/// client comes to possess) is retired and routed again in a new generation, so no generation ever
+/// opens both character gates.
 #[test]
 fn a_pawn_whose_role_changes_is_routed_again_in_a_new_generation() {
     let mut sim = Sim::new();

@@ -1,5 +1,5 @@
-//! Seed 000, "Verification coverage": the items of the list that live at the adapter and gate
-//! level (the registry-level items are `lifecycle/tests/registry/coverage.rs`).
+//! The rules of docs/spec/gates.md that live at the adapter and gate level (the registry-level ones
+//! are `lifecycle/tests/registry/coverage.rs`).
 
 use std::cell::Cell;
 use std::rc::Rc;
@@ -14,8 +14,8 @@ use gatehouse_tags::catalog::*;
 
 use crate::common::*;
 
-/// Seed 000, "Verification coverage": local-before-remote character ordering, in both arrival
-/// orders of the local and the remote pawn.
+/// docs/spec/gates.md G14: local-before-remote character ordering, in both arrival orders of the
+/// local and the remote pawn.
 #[test]
 fn the_remote_gate_opens_only_after_the_local_dispatch_returned_in_both_arrival_orders() {
     // Remote pawn ready first: it waits for the local viewer.
@@ -57,7 +57,7 @@ fn the_remote_gate_opens_only_after_the_local_dispatch_returned_in_both_arrival_
     assert!(sim.client().is_character_init_gate_open(PawnId(2)));
 }
 
-/// Seed 000, "Verification coverage": exact subject/tag filtering and multiple subscriptions.
+/// docs/spec/gates.md G12: exact subject/tag filtering and multiple subscriptions.
 #[test]
 fn subscriptions_fire_only_for_their_subject_and_exact_gate() {
     let mut sim = Sim::new();
@@ -105,8 +105,8 @@ fn subscriptions_fire_only_for_their_subject_and_exact_gate() {
     );
 }
 
-/// Seed 000, "Verification coverage": invalid listener cancellation (a listener that is not
-/// valid is refused; a listener that goes away prunes its subscription; a handle cancels).
+/// docs/spec/gates.md G8 and G12: invalid listener cancellation (a listener that is not valid is
+/// refused; a listener that goes away prunes its subscription; a handle cancels).
 #[test]
 fn invalid_listeners_are_refused_and_departed_ones_are_pruned() {
     let mut sim = Sim::new();
@@ -142,9 +142,9 @@ fn invalid_listeners_are_refused_and_departed_ones_are_pruned() {
     assert_eq!(sim.events(), [Event::Local(1), Event::Remote(2), Event::Fired("kept", 2)]);
 }
 
-/// Seed 000, "Verification coverage": team-presentation prerequisite arrival orders. Team before
-/// UI: the presentation waits for the widget controller. UI before team: it follows the team at
-/// once. Either way it carries the team cached when it is sent.
+/// docs/spec/gates.md G16: team-presentation prerequisite arrival orders. Team before UI: the
+/// presentation waits for the widget controller. UI before team: it follows the team at once.
+/// Either way it carries the team cached when it is sent.
 #[test]
 fn the_team_presentation_waits_for_the_widget_controller_in_both_arrival_orders() {
     let mut sim = Sim::new();
@@ -169,8 +169,8 @@ fn the_team_presentation_waits_for_the_widget_controller_in_both_arrival_orders(
     );
 }
 
-/// Seed 000, "Presentation-only OnTeamChanged": repeated changes while waiting replace the pending
-/// request, so the eventual broadcast uses the current cached team, once.
+/// docs/spec/gates.md G16, the presentation-only team change: repeated changes while waiting
+/// replace the pending request, so the eventual broadcast uses the current cached team, once.
 #[test]
 fn repeated_team_changes_while_waiting_present_only_the_current_team() {
     let mut sim = Sim::new();
@@ -186,9 +186,9 @@ fn repeated_team_changes_while_waiting_present_only_the_current_team() {
     assert_eq!(sim.client().gate_stats().team_changes, 4);
 }
 
-/// Seed 000, "Verification coverage": local widget/team gate reopening after UI reset; once per
-/// continuous readiness period; a valid-to-valid team change is not a new period; team loss and
-/// player-state replacement close it; a remote player state cannot satisfy it.
+/// docs/spec/gates.md G15: local widget/team gate reopening after UI reset; once per continuous
+/// readiness period; a valid-to-valid team change is not a new period; team loss and player-state
+/// replacement close it; a remote player state cannot satisfy it.
 #[test]
 fn the_local_widget_and_team_gate_reopens_after_a_ui_reset() {
     let mut sim = Sim::new();
@@ -229,9 +229,9 @@ fn the_local_widget_and_team_gate_reopens_after_a_ui_reset() {
     assert_eq!(sim.client().gate_stats().gate_violations, 0);
 }
 
-/// Seed 000, "Verification coverage": login fact composition and lifetime differences. The login
-/// fact lives under the game instance and survives travel; the world's begin-play fact does not;
-/// a composition of both waits again only for the new world.
+/// docs/spec/gates.md G7 and G16: login fact composition and lifetime differences. The login fact
+/// lives under the game instance and survives travel; the world's begin-play fact does not; a
+/// composition of both waits again only for the new world.
 #[test]
 fn the_login_fact_survives_travel_and_the_world_facts_do_not() {
     let mut sim = Sim::new();
@@ -282,7 +282,7 @@ fn the_login_fact_survives_travel_and_the_world_facts_do_not() {
     assert!(registry.token(GAME_INSTANCE).is_none(), "the game instance is a lifetime only");
 }
 
-/// Seed 000, "Verification coverage": world lifetime cleanup. Travel retires every scope, wait,
+/// docs/spec/gates.md G7 and G16: world lifetime cleanup. Travel retires every scope, wait,
 /// subscription and listener of the old world; nothing from it runs afterwards; the router's
 /// listener count stays flat however many worlds come and go.
 #[test]
@@ -335,8 +335,8 @@ fn token_pawn(token: gatehouse_lifecycle::ScopeToken) -> u64 {
     gatehouse_client_sim::ids::pawn_of(token.object()).unwrap().0
 }
 
-/// Seed 000, "Specialized compatibility APIs": the cached queries and the native convenience
-/// wait follow the gates; the delegates (router channels) announce without replaying.
+/// The compatibility APIs: the cached queries and the native convenience wait follow the gates; the
+/// delegates (router channels) announce without replaying.
 #[test]
 fn the_specialised_queries_and_waits_follow_the_gates() {
     let mut sim = Sim::new();

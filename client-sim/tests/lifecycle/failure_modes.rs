@@ -1,5 +1,5 @@
-//! Seed 000, "Failure modes and debugging": the rows about adapters and gates, each shown not to
-//! happen here (or, for the debugging rows, the check the table names shown to work).
+//! The debugging cases of docs/spec/gates.md about adapters and gates, each shown not to happen
+//! here (or, for a debugging aid, shown to work).
 
 use gatehouse_client_sim::adapters::REMOTE_GATE;
 use gatehouse_client_sim::ids::pawn_object;
@@ -9,8 +9,8 @@ use gatehouse_tags::catalog::*;
 
 use crate::common::*;
 
-/// Seed 000, "Failure modes": callback fires for the wrong pawn. A subscription is filtered by
-/// its subject: another pawn's gate, even of the same kind and owner class, never triggers it.
+/// docs/spec/gates.md G12: a callback must not fire for the wrong pawn. A subscription is filtered
+/// by its subject: another pawn's gate, even of the same kind and owner class, never triggers it.
 #[test]
 fn a_pawn_subscription_never_fires_for_another_pawns_gate() {
     let mut sim = Sim::new();
@@ -30,9 +30,9 @@ fn a_pawn_subscription_never_fires_for_another_pawns_gate() {
     assert!(sim.events().contains(&Event::Fired("carol's nameplate", 3)));
 }
 
-/// Seed 000, "Failure modes": remote pawn appears stuck. `blocking_facts` (and the pending-wait
-/// listing printed at the end of a run) names every missing remote requirement: team, class
-/// match, presentation, the local viewer's dispatch.
+/// docs/spec/gates.md G9 and G14: a remote pawn that appears stuck. `blocking_facts` (and the
+/// pending-wait listing printed at the end of a run) names every missing remote requirement: team,
+/// class match, presentation, the local viewer's dispatch.
 #[test]
 fn a_stuck_remote_pawn_names_each_missing_fact() {
     let mut sim = Sim::new();
@@ -62,9 +62,10 @@ fn a_stuck_remote_pawn_names_each_missing_fact() {
     }
 }
 
-/// Seed 000, "Failure modes": team UI misses its initial colour. The team cache is set before the
-/// widget controller exists; a consumer of the raw event would have had nothing to colour. The
-/// presentation-only change arrives after the controller is ready, with the current team.
+/// docs/spec/gates.md G16: the team UI must not miss its initial colour. The team cache is set
+/// before the widget controller exists; a consumer of the raw event would have had nothing to
+/// colour. The presentation-only change arrives after the controller is ready, with the current
+/// team.
 #[test]
 fn the_team_ui_gets_its_initial_colour_from_the_presentation_change() {
     let mut sim = Sim::new();
@@ -79,9 +80,9 @@ fn the_team_ui_gets_its_initial_colour_from_the_presentation_change() {
     assert_eq!(sim.events().last(), Some(&Event::Presented(BOB.into(), Some(2))));
 }
 
-/// Seed 000, "Failure modes": callback never fires after respawn. A subscription belongs to one
-/// generation: the dead pawn's is retired with it (its handle no longer cancels anything), and the
-/// consumer registers again for the replacement's new generation.
+/// docs/spec/gates.md G6 and G12: a callback that never fires after a respawn. A subscription
+/// belongs to one generation: the dead pawn's is retired with it (its handle no longer cancels
+/// anything), and the consumer registers again for the replacement's new generation.
 #[test]
 fn a_callback_for_the_old_generation_never_fires_and_the_replacement_needs_its_own() {
     let mut sim = Sim::new();
@@ -102,9 +103,9 @@ fn a_callback_for_the_old_generation_never_fires_and_the_replacement_needs_its_o
     assert!(sim.client().is_character_init_gate_open(PawnId(1)), "yet its gate did open");
 }
 
-/// Seed 000, "Failure modes": nothing runs on a dedicated server — by design. The lifecycle
-/// subsystem is a client thing: the server crate does not depend on the registry (or on the
-/// simulated client) at all.
+/// docs/spec/gates.md G13: nothing runs on a dedicated server, by design. The lifecycle subsystem
+/// is a client thing: the server crate does not depend on the registry (or on the simulated client)
+/// at all.
 #[test]
 fn the_dedicated_server_does_not_depend_on_the_lifecycle_registry() {
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../server/Cargo.toml");

@@ -1,5 +1,5 @@
-//! Issue 16: latent contract gaps of seed 000 that the server and the simulated client happen not
-//! to reach, each shown by the arrival order or the call that reaches it.
+//! Latent gaps in the gates' contract (docs/spec/gates.md) that the server and the simulated client
+//! happen not to reach, each shown by the arrival order or the call that reaches it.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -14,8 +14,8 @@ use gatehouse_tags::catalog::*;
 
 use crate::common::*;
 
-/// Seed 000, "Relationship reset": unpossession revokes the local viewer's dispatch-returned fact
-/// "when applicable". When the new possession arrives before the old pawn's unpossession, the new
+/// docs/spec/gates.md G7 and G14: unpossession revokes the local viewer's dispatch-returned fact
+/// when applicable. When the new possession arrives before the old pawn's unpossession, the new
 /// local pawn has already returned its dispatch; the old pawn's retirement must not revoke it, or
 /// every remote pawn arriving afterwards stays stuck until the next local dispatch.
 #[test]
@@ -44,9 +44,9 @@ fn a_newer_local_pawn_keeps_the_viewers_dispatch_returned_when_the_old_one_is_un
     assert!(!sim.client().registry().is_ready_on(LOCAL_PLAYER, returned));
 }
 
-/// Seed 000, login fact: "session replacement ... closes or retires it". A login session replaced
-/// by another gets a new login generation, so a wait composed on the old session's login fact is
-/// retired with it instead of surviving into the new session.
+/// The login fact is closed or retired when its session is replaced (docs/spec/gates.md G6). A
+/// login session replaced by another gets a new login generation, so a wait composed on the old
+/// session's login fact is retired with it instead of surviving into the new session.
 #[test]
 fn a_replaced_login_session_gets_a_new_login_generation() {
     let mut sim = Sim::new();
@@ -80,8 +80,8 @@ fn a_replaced_login_session_gets_a_new_login_generation() {
 /// What a delegate listener saw: which delegate, the pawn, whether the gate read open.
 type Seen = (&'static str, u64, bool);
 
-/// Seed 000, "Local character requirements": "before external callbacks, the adapter latches
-/// bClientInitGateOpened. It then broadcasts OnLocalCharacterInitGateOpened". So inside the
+/// docs/spec/gates.md G14: before external callbacks, the adapter latches the generation (an Unreal
+/// game's `bClientInitGateOpened`), then broadcasts `OnLocalCharacterInitGateOpened`. So inside the
 /// delegate, `IsCharacterInitGateOpen` already reads true; the same holds for the remote gate.
 #[test]
 fn inside_the_character_gate_delegates_the_gate_reads_open() {

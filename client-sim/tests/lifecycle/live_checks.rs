@@ -1,8 +1,8 @@
-//! The runtime expectations every simulated client checks live (seed 000, "Verification
-//! coverage", last paragraph): one local event per local pawn generation, one remote event per
-//! remote pawn generation, local before remote, no callback from a world after travel, and the
-//! widget/team gate once per readiness period. A forged delegate broadcast on the client's router
-//! shows that each is caught; a scripted run shows a clean client reports none.
+//! The runtime expectations every simulated client checks live (docs/spec/gates.md G7, G12, G14,
+//! G15): one local event per local pawn generation, one remote event per remote pawn generation,
+//! local before remote, no callback from a world after travel, and the widget/team gate once per
+//! readiness period. A forged delegate broadcast on the client's router shows that each is caught;
+//! a scripted run shows a clean client reports none.
 
 use std::time::Duration;
 
@@ -82,7 +82,7 @@ fn travelled_pair(sim: &mut Sim) -> (WorldId, WorldId) {
     (old, current)
 }
 
-/// Seed 000, runtime expectation: one local gate event per local pawn generation.
+/// docs/spec/gates.md G12 and G14: one local gate event per local pawn generation.
 #[test]
 fn a_second_local_event_for_one_generation_is_a_violation() {
     let mut sim = Sim::new();
@@ -95,7 +95,7 @@ fn a_second_local_event_for_one_generation_is_a_violation() {
     assert!(violations(&sim) >= 2, "and a local generation never opens the remote gate");
 }
 
-/// Seed 000, runtime expectation: local before remote.
+/// docs/spec/gates.md G14: local before remote.
 #[test]
 fn a_remote_event_before_the_local_dispatch_is_a_violation() {
     let mut sim = Sim::new();
@@ -110,7 +110,7 @@ fn a_remote_event_before_the_local_dispatch_is_a_violation() {
     assert!(stats.violation_samples[0].contains("before the local viewer"), "{stats:?}");
 }
 
-/// Seed 000, runtime expectation: no callback from a world after travelling away.
+/// docs/spec/gates.md G7: no callback from a world after travelling away.
 #[test]
 fn an_event_from_a_world_travelled_away_from_is_a_violation() {
     let mut sim = Sim::new();
@@ -123,7 +123,7 @@ fn an_event_from_a_world_travelled_away_from_is_a_violation() {
     assert_eq!(violations(&sim), 1);
 }
 
-/// Seed 000, runtime expectation: the widget/team gate once per readiness period.
+/// docs/spec/gates.md G15: the widget/team gate once per readiness period.
 #[test]
 fn a_second_widget_team_event_in_one_period_is_a_violation() {
     let mut sim = Sim::new();
@@ -132,8 +132,8 @@ fn a_second_widget_team_event_in_one_period_is_a_violation() {
     assert_eq!(violations(&sim), 1);
 }
 
-/// Seed 000, "Pawn team presentation" (runtime): a presentation for a stale generation, or with a
-/// team other than the one cached, is a violation.
+/// Pawn team presentation (runtime): a presentation for a stale generation, or with a team other
+/// than the one cached, is a violation.
 #[test]
 fn a_pawn_team_presentation_for_a_stale_generation_or_a_mismatched_team_is_a_violation() {
     let mut sim = Sim::new();
@@ -161,8 +161,8 @@ fn a_pawn_team_presentation_for_a_stale_generation_or_a_mismatched_team_is_a_vio
     assert!(stale, "{:?}", stats.violation_samples);
 }
 
-/// Seed 000, "Remote character requirements" (runtime): a RepNotify before its remote gate
-/// opened, or replayed after a live one, is a violation.
+/// docs/spec/gates.md G14, the remote character requirements (runtime): a RepNotify before its
+/// remote gate opened, or replayed after a live one, is a violation.
 #[test]
 fn a_rep_notify_before_its_gate_or_replayed_after_a_live_one_is_a_violation() {
     let mut sim = Sim::new();
@@ -191,8 +191,8 @@ fn a_rep_notify_before_its_gate_or_replayed_after_a_live_one_is_a_violation() {
     assert!(sim.client().gate_stats().violation_samples[1].contains("replayed after a live one"));
 }
 
-/// Seed 000, runtime expectations: a generation that ends before its facts all arrived
-/// (destroyed, world torn down, session ended) is counted apart, never as a violation.
+/// A generation that ends before its facts all arrived (destroyed, world torn down, session ended)
+/// is counted apart, never as a violation.
 #[test]
 fn generations_that_end_before_their_gate_are_counted_apart() {
     let mut sim = Sim::new();
@@ -211,8 +211,8 @@ fn generations_that_end_before_their_gate_are_counted_apart() {
     assert_eq!(stats.accounted(), stats.pawn_generations, "every generation accounted for");
 }
 
-/// Seed 000, "Verification coverage" (runtime): a scripted run with joins, UI resets, a respawn,
-/// a player leaving mid-gate and travels opens a gate for every pawn generation that lived long
+/// docs/spec/gates.md as a whole (runtime): a scripted run with joins, UI resets, a respawn, a
+/// player leaving mid-gate and travels opens a gate for every pawn generation that lived long
 /// enough, fires every public subscription once, presents every pawn's team, accounts for every
 /// deferred RepNotify, and keeps the router's listener count flat.
 #[test]
@@ -263,10 +263,10 @@ fn a_scripted_run_opens_a_gate_for_every_pawn_generation() {
     assert_eq!(stats.rep_notifies_deferred, settled, "every deferred RepNotify accounted for");
 }
 
-/// Seed 000, "World begin-play": a transition can end before this client finished streaming (the
-/// server does not wait for a client that joined during its spawn window). The screen drops, the
-/// destination world begins play, and its gates open; no generation is left waiting in a world
-/// that never plays.
+/// World begin-play after an arrival (docs/spec/sessions.md S7): a transition can end before this
+/// client finished streaming (the server does not wait for a client that joined during its spawn
+/// window). The screen drops, the destination world begins play, and its gates open; no generation
+/// is left waiting in a world that never plays.
 #[test]
 fn a_transition_that_ends_before_streaming_finished_still_begins_play() {
     let mut sim = Sim::new();
@@ -286,7 +286,7 @@ fn a_transition_that_ends_before_streaming_finished_still_begins_play() {
     assert_eq!(sim.client().gate_stats().gate_violations, 0);
 }
 
-/// Seed 000, "Failure modes" (remote pawn appears stuck), at run level: a generation still
+/// docs/spec/gates.md G9 (a remote pawn that appears stuck), at run level: a generation still
 /// waiting after five seconds in a world that existed as long is reported stuck at the end, with
 /// its pending wait listed; it is not a violation.
 #[test]
@@ -314,8 +314,8 @@ fn every_world_created_is_counted() {
     assert_eq!(sim.client().gate_stats().worlds_created, 2);
 }
 
-/// Seed 000, "Local player widget controller and team" (runtime): the gate event needs both
-/// facts live; a widget controller without a valid team is a violation.
+/// docs/spec/gates.md G15 (runtime): the gate event needs both facts live; a widget controller
+/// without a valid team is a violation.
 #[test]
 fn a_widget_team_event_without_a_team_is_a_violation() {
     let mut sim = Sim::new();
@@ -329,8 +329,8 @@ fn a_widget_team_event_without_a_team_is_a_violation() {
     assert!(stats.violation_samples[0].contains("team not ready"), "{stats:?}");
 }
 
-/// Seed 000, runtime expectation: no callback from a world after travelling away, also when the
-/// gate event names the current world but its generation lives in a world travelled away from.
+/// docs/spec/gates.md G7: no callback from a world after travelling away, also when the gate event
+/// names the current world but its generation lives in a world travelled away from.
 #[test]
 fn a_gate_event_for_a_generation_of_an_old_world_is_a_violation_whatever_world_it_names() {
     let mut sim = Sim::new();
@@ -343,9 +343,9 @@ fn a_gate_event_for_a_generation_of_an_old_world_is_a_violation_whatever_world_i
     assert!(travelled, "{:?}", stats.violation_samples);
 }
 
-/// Seed 000, runtime expectation: local before remote, where the local dispatch counts only if
-/// it returned in the current world: a local gate that opened for a generation of an old world
-/// does not let a remote gate open.
+/// docs/spec/gates.md G14: local before remote, where the local dispatch counts only if it returned
+/// in the current world: a local gate that opened for a generation of an old world does not let a
+/// remote gate open.
 #[test]
 fn a_local_dispatch_from_an_old_world_does_not_count_before_a_remote_gate() {
     let mut sim = Sim::new();
@@ -388,9 +388,9 @@ fn samples_contain(sim: &Sim, text: &str) -> bool {
     sim.client().gate_stats().violation_samples.iter().any(|v| v.contains(text))
 }
 
-/// Seed 000, runtime expectations: a generation that ends before its gate is counted under the
-/// reason it ended: a local generation unpossessed while it waits for its widget controller, and
-/// another player's pawn whose remote generation is rerouted when this client possesses it.
+/// A generation that ends before its gate is counted under the reason it ended: a local generation
+/// unpossessed while it waits for its widget controller, and another player's pawn whose remote
+/// generation is rerouted when this client possesses it.
 #[test]
 fn a_generation_ended_before_its_gate_is_counted_under_its_reason() {
     let mut sim = Sim::new();
@@ -424,8 +424,8 @@ fn subscriptions_and_team_presentations_are_counted() {
     assert_eq!(stats.team_presentations, presented);
 }
 
-/// Seed 000, "Remote character requirements" (runtime): Blueprint RepNotifies are for remote
-/// generations only; one for a local generation is a violation.
+/// docs/spec/gates.md G14 (runtime): Blueprint RepNotifies are for remote generations only; one for
+/// a local generation is a violation.
 #[test]
 fn a_rep_notify_for_a_local_generation_is_a_violation() {
     let mut sim = Sim::new();
@@ -435,9 +435,8 @@ fn a_rep_notify_for_a_local_generation_is_a_violation() {
     assert!(samples_contain(&sim, "for a local generation"));
 }
 
-/// Seed 000, "Remote character requirements" (runtime): a deferred RepNotify is replayed at most
-/// once per kind (coalesced); a second replay of one kind is a violation, while a replay of
-/// another kind is not.
+/// docs/spec/gates.md G14 (runtime): a deferred RepNotify is replayed at most once per kind
+/// (coalesced); a second replay of one kind is a violation, while a replay of another kind is not.
 #[test]
 fn a_second_replay_of_one_rep_notify_kind_is_a_violation() {
     let mut sim = Sim::new();
@@ -450,8 +449,8 @@ fn a_second_replay_of_one_rep_notify_kind_is_a_violation() {
     assert!(samples_contain(&sim, "replayed twice for one kind"));
 }
 
-/// Seed 000, "Remote character requirements" (runtime): replayed RepNotifies come before the
-/// RemoteReady subscribers; one replayed after they ran is a violation.
+/// docs/spec/gates.md G14 (runtime): replayed RepNotifies come before the RemoteReady subscribers;
+/// one replayed after they ran is a violation.
 #[test]
 fn a_replay_after_the_remote_ready_subscribers_ran_is_a_violation() {
     let mut sim = Sim::with_nameplates();
@@ -462,8 +461,8 @@ fn a_replay_after_the_remote_ready_subscribers_ran_is_a_violation() {
     assert!(samples_contain(&sim, "replayed after its RemoteReady subscribers ran"));
 }
 
-/// Seed 000, "Pawn team presentation" (runtime): the viewer is the local pawn's generation; a
-/// presentation whose viewer is a remote generation, even one whose gate opened, is a violation.
+/// Pawn team presentation (runtime): the viewer is the local pawn's generation; a presentation
+/// whose viewer is a remote generation, even one whose gate opened, is a violation.
 #[test]
 fn a_pawn_team_presentation_with_a_remote_viewer_is_a_violation() {
     let mut sim = Sim::new();
@@ -473,9 +472,9 @@ fn a_pawn_team_presentation_with_a_remote_viewer_is_a_violation() {
     assert!(samples_contain(&sim, "for a stale viewer generation"));
 }
 
-/// Seed 000, "Pawn team presentation" (runtime): a target's team is presented only once its
-/// gate opened; a presentation for a generation still waiting (carol's pawn, her widget
-/// controller still building) is a violation.
+/// Pawn team presentation (runtime): a target's team is presented only once its gate opened; a
+/// presentation for a generation still waiting (carol's pawn, her widget controller still building)
+/// is a violation.
 #[test]
 fn a_pawn_team_presentation_before_the_targets_gate_opened_is_a_violation() {
     let mut sim = Sim::new();
@@ -494,9 +493,9 @@ fn a_pawn_team_presentation_before_the_targets_gate_opened_is_a_violation() {
     );
 }
 
-/// Seed 000, runtime expectation: one remote event per remote pawn generation, seen by its
-/// public subscribers too: a subscription that fires twice for one generation is a violation
-/// (here the nameplate subscribed twice, after a forged second announcement).
+/// docs/spec/gates.md G12 and G14: one remote event per remote pawn generation, seen by its public
+/// subscribers too: a subscription that fires twice for one generation is a violation (here the
+/// nameplate subscribed twice, after a forged second announcement).
 #[test]
 fn a_public_subscription_firing_twice_for_one_generation_is_a_violation() {
     let mut sim = Sim::with_nameplates();
@@ -518,9 +517,9 @@ fn a_public_subscription_firing_twice_for_one_generation_is_a_violation() {
     );
 }
 
-/// Seed 000, "one-shot AND-gates": a generation whose gate latched is never armed again. After a
-/// UI reset drops a fact it required (and the adapter re-samples every character), neither
-/// latched generation has a wait pending again: the gate stays latched, not re-registered.
+/// docs/spec/gates.md G2 (one-shot AND-gates): a generation whose gate latched is never armed
+/// again. After a UI reset drops a fact it required (and the adapter re-samples every character),
+/// neither latched generation has a wait pending again: the gate stays latched, not re-registered.
 #[test]
 fn a_latched_generation_is_not_armed_again_when_a_fact_drops() {
     use gatehouse_client_sim::adapters::{LOCAL_GATE, REMOTE_GATE};
@@ -540,8 +539,8 @@ fn a_latched_generation_is_not_armed_again_when_a_fact_drops() {
     assert!(sim.client().gate_stats().ui_resets >= 1, "the UI reset happened");
 }
 
-/// Seed 000, "Relationship reset": a player state that leaves ends its scope, so nothing waits
-/// on it any more and a new one would be a new generation.
+/// docs/spec/gates.md G7: a player state that leaves ends its scope, so nothing waits on it any
+/// more and a new one would be a new generation.
 #[test]
 fn a_player_who_leaves_ends_its_player_state_scope() {
     let mut sim = Sim::new();
@@ -610,9 +609,8 @@ fn force_gate(sim: &mut Sim, pawn: u64, request: &str) {
     sim.health(ME, 99);
 }
 
-/// Seed 000, "Remote character requirements": facts wake the gate, live state decides. A remote
-/// gate woken while the pawn's class does not match its owner's CharacterDef does not open and
-/// is reported.
+/// docs/spec/gates.md G14: facts wake the gate, live state decides. A remote gate woken while the
+/// pawn's class does not match its owner's CharacterDef does not open and is reported.
 #[test]
 fn a_remote_gate_woken_against_live_state_does_not_open() {
     use gatehouse_client_sim::adapters::REMOTE_GATE;
@@ -630,8 +628,8 @@ fn a_remote_gate_woken_against_live_state_does_not_open() {
     assert!(samples_contain(&sim, "class mismatch"), "{:?}", sim.client().gate_stats());
 }
 
-/// Seed 000, "World begin-play": a gate woken while its world is still streaming (not playing)
-/// does not open and is reported as such.
+/// World begin-play: a gate woken while its world is still streaming (not playing) does not open
+/// and is reported as such.
 #[test]
 fn a_gate_woken_before_its_world_plays_does_not_open() {
     use gatehouse_client_sim::adapters::LOCAL_GATE;
@@ -652,9 +650,8 @@ fn local_player_gate_scopes(
     (token_of(sim, ME), world)
 }
 
-/// Seed 000, "Local player widget controller and team": facts wake the gate, live state decides.
-/// Woken by a team fact that live state contradicts (no team), it does not dispatch and is
-/// reported.
+/// docs/spec/gates.md G15: facts wake the gate, live state decides. Woken by a team fact that live
+/// state contradicts (no team), it does not dispatch and is reported.
 #[test]
 fn a_widget_team_gate_woken_against_live_state_is_reported() {
     use gatehouse_tags::catalog::LIFECYCLE_FACT_LOCAL_PLAYER_TEAM_READY;
@@ -690,9 +687,9 @@ fn a_widget_team_gate_closed_before_its_dispatch_does_nothing() {
     assert_eq!(stats.widget_controller_and_team_ready_opened, 0);
 }
 
-/// Seed 000, "Team presentation": the presentation-only team change waits for the widget
-/// controller, and live state decides: woken by a widget fact set ahead of the widget controller,
-/// nothing is presented.
+/// docs/spec/gates.md G16: the presentation-only team change waits for the widget controller, and
+/// live state decides: woken by a widget fact set ahead of the widget controller, nothing is
+/// presented.
 #[test]
 fn a_team_presentation_woken_before_the_widget_controller_presents_nothing() {
     use gatehouse_tags::catalog::LIFECYCLE_FACT_UI_WIDGET_CONTROLLER_READY;

@@ -1,7 +1,7 @@
-//! Seed 000, "Pawn team presentation": a pawn's team is presented to the local viewer once both
-//! the target and the viewer have a valid team assignment, a ready widget controller and an
-//! opened character-init gate on their current pawns; cached facts wake the request, live state
-//! remains the final authority.
+//! Pawn team presentation: a pawn's team is presented to the local viewer once both the target and
+//! the viewer have a valid team assignment, a ready widget controller and an opened character-init
+//! gate on their current pawns; cached facts wake the request, live state remains the final
+//! authority.
 
 use gatehouse_client_sim::adapters::PAWN_PRESENTATION;
 use gatehouse_client_sim::ids::pawn_object;
@@ -36,8 +36,9 @@ fn violations(sim: &Sim) -> Vec<String> {
     sim.client().gate_stats().violation_samples.clone()
 }
 
-/// Seed 000, "Pawn team presentation" with "Adding a fact or gate" (both arrival orders): the
-/// presentation follows whichever side becomes ready last, the viewer or the target.
+/// Pawn team presentation, in both arrival orders (as for every new fact or gate,
+/// docs/spec/gates.md G13): the presentation follows whichever side becomes ready last, the viewer
+/// or the target.
 #[test]
 fn the_pawn_team_presentation_waits_for_target_and_viewer_in_both_arrival_orders() {
     // The viewer first: its own pawn is presented to it, then bob's once bob is ready.
@@ -87,9 +88,9 @@ fn the_pawn_team_presentation_waits_for_target_and_viewer_in_both_arrival_orders
     assert_eq!((refused(&sim), violations(&sim)), (0, vec![]));
 }
 
-/// Seed 000, "Pawn team presentation": a team change while the request waits replaces it (the
-/// target's or the viewer's), so the one presentation made carries the teams cached now, and
-/// live state never has to refuse a stale one.
+/// Pawn team presentation: a team change while the request waits replaces it (the target's or the
+/// viewer's), so the one presentation made carries the teams cached now, and live state never has
+/// to refuse a stale one.
 #[test]
 fn a_team_change_while_waiting_replaces_the_pawn_team_request() {
     let mut sim = Sim::new();
@@ -114,10 +115,10 @@ fn a_team_change_while_waiting_replaces_the_pawn_team_request() {
     assert_eq!((refused(&sim), violations(&sim)), (0, vec![]));
 }
 
-/// Seed 000, "Pawn team presentation": the callback revalidates the team cache. One message both
-/// completes bob's remote gate (his CharacterDef) and changes his team: the request that the
-/// cached facts woke carries the old team, so live state refuses it, and it is registered again
-/// for the current team. The old team is never presented.
+/// Pawn team presentation: the callback revalidates the team cache. One message both completes
+/// bob's remote gate (his CharacterDef) and changes his team: the request that the cached facts
+/// woke carries the old team, so live state refuses it, and it is registered again for the current
+/// team. The old team is never presented.
 #[test]
 fn live_state_refuses_a_presentation_woken_with_a_team_changed_in_the_same_step() {
     let mut sim = Sim::new();
@@ -145,8 +146,8 @@ fn live_state_refuses_a_presentation_woken_with_a_team_changed_in_the_same_step(
     assert_eq!(violations(&sim), Vec::<String>::new());
 }
 
-/// Seed 000, "Pawn team presentation" with "Relationship reset": a presentation belongs to the
-/// target's and the viewer's generations. Duplicate notifications and a UI rebuild present
+/// Pawn team presentation with a relationship reset (docs/spec/gates.md G7): a presentation belongs
+/// to the target's and the viewer's generations. Duplicate notifications and a UI rebuild present
 /// nothing again; a new viewer generation presents every target again, a new target generation
 /// presents itself.
 #[test]
@@ -181,9 +182,9 @@ fn a_new_pawn_generation_needs_a_new_pawn_team_presentation() {
     assert_eq!((refused(&sim), violations(&sim)), (0, vec![]));
 }
 
-/// Seed 000, "Pawn team presentation" with "Verification coverage" (world lifetime cleanup):
-/// travel retires a waiting request with its world's scopes; nothing of the old world is ever
-/// presented, and the new world presents its own generations.
+/// Pawn team presentation with world lifetime cleanup (docs/spec/gates.md G7): travel retires a
+/// waiting request with its world's scopes; nothing of the old world is ever presented, and the new
+/// world presents its own generations.
 #[test]
 fn world_teardown_cancels_a_waiting_pawn_team_presentation() {
     let mut sim = Sim::new();
@@ -214,10 +215,10 @@ fn world_teardown_cancels_a_waiting_pawn_team_presentation() {
     assert_eq!(violations(&sim), Vec::<String>::new());
 }
 
-/// Seed 000, "Pawn team presentation": the viewer is the pawn the local player controls, its
-/// possession acknowledged. The local player's own pawn before its possession, or another
-/// player's pawn this client possesses, is no viewer: no request names it, nothing is presented
-/// against it. Once the own pawn is possessed, it presents.
+/// Pawn team presentation: the viewer is the pawn the local player controls, its possession
+/// acknowledged. The local player's own pawn before its possession, or another player's pawn this
+/// client possesses, is no viewer: no request names it, nothing is presented against it. Once the
+/// own pawn is possessed, it presents.
 #[test]
 fn only_a_possessed_pawn_of_the_local_player_is_the_viewer() {
     let mut sim = Sim::new();
@@ -241,11 +242,11 @@ fn only_a_possessed_pawn_of_the_local_player_is_the_viewer() {
     assert_eq!(refused(&sim), 0);
 }
 
-/// Seed 000, "Pawn team presentation": cached facts wake the request, live state decides. A
-/// request woken by facts that live state contradicts (set ahead of the widget controller and
-/// the gate) is refused once, and not registered again for the very same request:
-/// its facts are stale, and registering it again would wake it again at once. The next
-/// relationship notification (here a UI rebuild) registers it again, and it presents.
+/// Pawn team presentation: cached facts wake the request, live state decides. A request woken by
+/// facts that live state contradicts (set ahead of the widget controller and the gate) is refused
+/// once, and not registered again for the very same request: its facts are stale, and registering
+/// it again would wake it again at once. The next relationship notification (here a UI rebuild)
+/// registers it again, and it presents.
 #[test]
 fn a_request_refused_on_stale_facts_waits_for_the_next_notification() {
     // Registering the refused request again would wake and refuse it forever: bounded, so that
@@ -293,9 +294,9 @@ fn refused_on_stale_facts() {
     assert_eq!(refused(&sim), 1);
 }
 
-/// Seed 000, "Pawn team presentation": the target's gate must be open for its live role. A
-/// request woken by a gate fact set ahead of a gate that cannot open (the pawn's class does not
-/// match its owner's CharacterDef) is refused, and nothing is presented.
+/// Pawn team presentation: the target's gate must be open for its live role. A request woken by a
+/// gate fact set ahead of a gate that cannot open (the pawn's class does not match its owner's
+/// CharacterDef) is refused, and nothing is presented.
 #[test]
 fn a_request_woken_for_a_target_whose_gate_is_shut_is_refused() {
     let mut sim = Sim::new();

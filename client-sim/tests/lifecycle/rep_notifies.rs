@@ -1,7 +1,7 @@
-//! Seed 000, "Remote character requirements": on remote release, the adapter broadcasts
-//! `OnRemoteCharacterInitGateOpened`, replays deferred Blueprint RepNotifies, and publishes
-//! `Lifecycle.Gate.Character.RemoteReady`. Here a Blueprint RepNotify is the presentation notice
-//! that replicated state about a remote pawn or its owner's player state changed.
+//! docs/spec/gates.md G14, the remote character requirements: on remote release, the adapter
+//! broadcasts `OnRemoteCharacterInitGateOpened`, replays deferred Blueprint RepNotifies, and
+//! publishes `Lifecycle.Gate.Character.RemoteReady`. Here a Blueprint RepNotify is the presentation
+//! notice that replicated state about a remote pawn or its owner's player state changed.
 
 use gatehouse_client_sim::adapters::RepNotifyKind::{self, *};
 use gatehouse_protocol::PawnId;
@@ -25,10 +25,10 @@ fn remote_pawn_waiting() -> Sim {
     sim
 }
 
-/// Seed 000, "Remote character requirements": RepNotifies of a remote generation are deferred
-/// while its gate is closed (its state already applied, the notice held), then replayed in
-/// arrival order after `OnRemoteCharacterInitGateOpened` and before the RemoteReady subscribers
-/// run; local-before-remote ordering still holds.
+/// docs/spec/gates.md G14: RepNotifies of a remote generation are deferred while its gate is closed
+/// (its state already applied, the notice held), then replayed in arrival order after
+/// `OnRemoteCharacterInitGateOpened` and before the RemoteReady subscribers run;
+/// local-before-remote ordering still holds.
 #[test]
 fn rep_notifies_before_the_remote_gate_are_replayed_in_order_before_remote_ready() {
     let mut sim = remote_pawn_waiting();
@@ -67,8 +67,8 @@ fn rep_notifies_before_the_remote_gate_are_replayed_in_order_before_remote_ready
     assert_eq!(stats.gate_violations, 0, "{:?}", stats.violation_samples);
 }
 
-/// Seed 000, "Remote character requirements": once the remote gate released, a RepNotify is sent
-/// as it arrives, never deferred; a local pawn has none.
+/// docs/spec/gates.md G14: once the remote gate released, a RepNotify is sent as it arrives, never
+/// deferred; a local pawn has none.
 #[test]
 fn rep_notifies_after_the_remote_gate_opened_are_sent_at_once() {
     let mut sim = remote_pawn_waiting();
@@ -92,9 +92,9 @@ fn rep_notifies_after_the_remote_gate_opened_are_sent_at_once() {
     assert_eq!(stats.gate_violations, 0, "{:?}", stats.violation_samples);
 }
 
-/// Seed 000, "Remote character requirements" with "Relationship reset": a generation retired
-/// before its gate opened (destroyed, or its world torn down) discards its deferred RepNotifies;
-/// no replacement generation ever replays them.
+/// docs/spec/gates.md G14 with a relationship reset (G7): a generation retired before its gate
+/// opened (destroyed, or its world torn down) discards its deferred RepNotifies; no replacement
+/// generation ever replays them.
 #[test]
 fn a_generation_retired_before_its_gate_discards_its_deferred_rep_notifies() {
     let mut sim = remote_pawn_waiting();
@@ -117,8 +117,8 @@ fn a_generation_retired_before_its_gate_discards_its_deferred_rep_notifies() {
     assert_eq!(stats.gate_violations, 0, "{:?}", stats.violation_samples);
 }
 
-/// Seed 000, "Remote character requirements": a notice arriving in the very step that releases the
-/// gate (the owner's CharacterDef completes the class match) is deferred and replayed, not lost.
+/// docs/spec/gates.md G14: a notice arriving in the very step that releases the gate (the owner's
+/// CharacterDef completes the class match) is deferred and replayed, not lost.
 #[test]
 fn the_notice_that_completes_the_remote_gate_is_replayed_not_lost() {
     let mut sim = Sim::new();
@@ -135,8 +135,8 @@ fn the_notice_that_completes_the_remote_gate_is_replayed_not_lost() {
     assert_eq!(sim.events(), [Event::Remote(2), rep(2, PlayerState, true)]);
 }
 
-/// Seed 000, "Remote character requirements", bounded: however long the gate waits and however
-/// many notices arrive, a generation holds one per kind, and replays each kind once.
+/// docs/spec/gates.md G14, bounded: however long the gate waits and however many notices arrive, a
+/// generation holds one per kind, and replays each kind once.
 #[test]
 fn a_flood_of_rep_notifies_before_the_gate_stays_one_per_kind() {
     let mut sim = remote_pawn_waiting();
@@ -176,8 +176,8 @@ fn a_batched_teleport_moves_and_announces_every_pawn_in_id_order() {
     assert_eq!(sim.rep_events(), [rep(2, Movement, false), rep(3, Movement, false)]);
 }
 
-/// Seed 000, "Remote character requirements": RepNotifies still deferred when the session ends
-/// (their remote gate never opened) are counted apart, one per kind coalesced.
+/// docs/spec/gates.md G14: RepNotifies still deferred when the session ends (their remote gate
+/// never opened) are counted apart, one per kind coalesced.
 #[test]
 fn rep_notifies_still_deferred_at_the_end_are_counted() {
     let mut sim = remote_pawn_waiting();

@@ -1,4 +1,4 @@
-//! `gatehouse-floor`: the bare QUIC floor F(N) on this machine (issue 11, "The load
+//! `gatehouse-floor`: the bare QUIC floor F(N) on this machine (docs/performance.md, "The load
 //! benchmark"); see the `gatehouse_floor` crate.
 
 #![forbid(unsafe_code)]

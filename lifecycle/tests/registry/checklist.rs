@@ -1,5 +1,4 @@
-//! Seed 000, "Adding a fact or gate": the automation coverage the checklist asks of every new
-//! fact or gate, at registry level.
+//! What every new fact or gate is tested for (docs/spec/gates.md G13), at registry level.
 
 use gatehouse_lifecycle::{Registry, ScopeToken, WaitStatus};
 use gatehouse_tags::GameplayTag;
@@ -7,8 +6,8 @@ use gatehouse_tags::catalog::*;
 
 use crate::common::*;
 
-/// The widget/team gate of seed 000: world-scoped local team plus the local player state's
-/// widget controller, and (to make orders interesting) the player state's team processing.
+/// The widget/team gate (docs/spec/gates.md G15): world-scoped local team plus the local player
+/// state's widget controller, and (to make orders interesting) the player state's team processing.
 fn widget_and_team(world: ScopeToken, player: ScopeToken) -> [(ScopeToken, GameplayTag); 3] {
     [
         (world, LIFECYCLE_FACT_LOCAL_PLAYER_TEAM_READY),
@@ -17,7 +16,8 @@ fn widget_and_team(world: ScopeToken, player: ScopeToken) -> [(ScopeToken, Gamep
     ]
 }
 
-/// Seed 000, "Adding a fact or gate": ready-before-register, with part of the set cached.
+/// docs/spec/gates.md G3, for every new fact or gate: ready-before-register, with part of the set
+/// cached.
 #[test]
 fn facts_cached_before_registration_count_toward_the_gate() {
     let (mut gates, mut log) = registry();
@@ -42,8 +42,8 @@ fn facts_cached_before_registration_count_toward_the_gate() {
     assert_eq!(log, ["open"]);
 }
 
-/// Seed 000, "Adding a fact or gate": both arrival orders (every order of three facts, with the
-/// registration before, between and after them).
+/// Every new fact or gate: both arrival orders (every order of three facts, with the registration
+/// before, between and after them; docs/spec/gates.md G2).
 #[test]
 fn the_gate_opens_exactly_at_the_last_fact_in_every_arrival_order() {
     const ORDERS: [[usize; 3]; 6] =
@@ -76,7 +76,8 @@ fn the_gate_opens_exactly_at_the_last_fact_in_every_arrival_order() {
     }
 }
 
-/// Seed 000, "Adding a fact or gate": duplicate source notifications.
+/// docs/spec/gates.md G2 (a gate opens exactly once), for every new fact or gate: duplicate source
+/// notifications.
 #[test]
 fn duplicate_source_notifications_wake_nothing_and_deliver_nothing_twice() {
     let (mut gates, mut log) = registry();
@@ -104,7 +105,7 @@ fn duplicate_source_notifications_wake_nothing_and_deliver_nothing_twice() {
     assert_eq!(log, ["open"]);
 }
 
-/// Seed 000, "Adding a fact or gate": replacement generations.
+/// Every new fact or gate: replacement generations (docs/spec/gates.md G6, G7).
 #[test]
 fn a_replacement_generation_starts_without_the_old_facts() {
     let (mut gates, mut log) = registry();
@@ -131,8 +132,8 @@ fn a_replacement_generation_starts_without_the_old_facts() {
     assert_eq!(log, ["second generation"]);
 }
 
-/// Seed 000, "Adding a fact or gate": world cleanup retires waits owned outside the world that
-/// reference it, and nothing else of their owner.
+/// Every new fact or gate: world cleanup (docs/spec/gates.md G7) retires waits owned outside the
+/// world that reference it, and nothing else of their owner.
 #[test]
 fn world_cleanup_retires_waits_that_reference_the_world_from_outside_it() {
     let (mut gates, mut log) = registry();

@@ -1,4 +1,5 @@
-//! Shared fixtures: object ids named after the seed's subjects, and callbacks that log.
+//! Shared fixtures: object ids named after the game objects the gates observe, and callbacks that
+//! log.
 
 use gatehouse_lifecycle::{ObjectId, Registry, Requirement, ScopeToken};
 use gatehouse_tags::GameplayTag;

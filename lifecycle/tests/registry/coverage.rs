@@ -1,11 +1,11 @@
-//! Seed 000, "Verification coverage": the registry-level items of the list.
+//! The registry-level rules of docs/spec/gates.md, one test (or more) each.
 
 use gatehouse_lifecycle::{LifecycleError, WaitStatus};
 use gatehouse_tags::catalog::*;
 
 use crate::common::*;
 
-/// Seed 000, "Verification coverage": AND semantics.
+/// docs/spec/gates.md G2: AND semantics.
 #[test]
 fn gate_opens_only_when_every_requirement_is_ready() {
     let (mut gates, mut log) = registry();
@@ -30,7 +30,7 @@ fn gate_opens_only_when_every_requirement_is_ready() {
     assert_eq!(log, ["open"], "the last fact opens the gate exactly once");
 }
 
-/// Seed 000, "Verification coverage": object identity isolation.
+/// docs/spec/gates.md G1: object identity isolation.
 #[test]
 fn a_fact_on_another_object_does_not_satisfy_a_requirement() {
     let (mut gates, mut log) = registry();
@@ -55,7 +55,7 @@ fn a_fact_on_another_object_does_not_satisfy_a_requirement() {
     assert_eq!(log, ["pawn ready"]);
 }
 
-/// Seed 000, "Verification coverage": cached ready-before-register delivery.
+/// docs/spec/gates.md G3: cached ready-before-register delivery.
 #[test]
 fn cached_facts_are_delivered_during_registration() {
     let (mut gates, mut log) = registry();
@@ -76,7 +76,7 @@ fn cached_facts_are_delivered_during_registration() {
     assert_eq!(gates.pending_wait_count(), 0);
 }
 
-/// Seed 000, "Verification coverage": one-shot delivery.
+/// docs/spec/gates.md G2: one-shot delivery.
 #[test]
 fn a_delivered_wait_does_not_fire_again() {
     let (mut gates, mut log) = registry();
@@ -99,7 +99,7 @@ fn a_delivered_wait_does_not_fire_again() {
     assert_eq!(gates.pending_wait_count(), 0);
 }
 
-/// Seed 000, "Verification coverage": named-request replacement.
+/// docs/spec/gates.md G4: named-request replacement.
 #[test]
 fn registering_the_same_name_replaces_the_pending_request() {
     let (mut gates, mut log) = registry();
@@ -118,7 +118,7 @@ fn registering_the_same_name_replaces_the_pending_request() {
     assert_eq!(gates.counters().replaced, 1);
 }
 
-/// Seed 000, "Registry contract": different names are independent.
+/// docs/spec/gates.md G4: different names are independent.
 #[test]
 fn different_request_names_are_independent() {
     let (mut gates, mut log) = registry();
@@ -133,7 +133,7 @@ fn different_request_names_are_independent() {
     assert_eq!(log, ["b"]);
 }
 
-/// Seed 000, "Registry contract": a completed name may be registered again.
+/// docs/spec/gates.md G4: a completed name may be registered again.
 #[test]
 fn a_completed_request_name_may_register_again() {
     let (mut gates, mut log) = registry();
@@ -148,7 +148,7 @@ fn a_completed_request_name_may_register_again() {
     assert_eq!(log, ["first", "second"]);
 }
 
-/// Seed 000, "Verification coverage": reentrant reset.
+/// docs/spec/gates.md G5 and G7: reentrant reset.
 #[test]
 fn resetting_a_scope_from_a_callback_retires_waits_woken_by_the_same_publication() {
     let (mut gates, mut log) = registry();
@@ -169,7 +169,7 @@ fn resetting_a_scope_from_a_callback_retires_waits_woken_by_the_same_publication
     assert_eq!(gates.counters().retired, 1);
 }
 
-/// Seed 000, "Verification coverage": stale-generation rejection.
+/// docs/spec/gates.md G6: stale-generation rejection.
 #[test]
 fn a_token_from_a_reset_scope_is_refused_by_set_ready() {
     let (mut gates, mut log) = registry();
@@ -192,7 +192,7 @@ fn a_token_from_a_reset_scope_is_refused_by_set_ready() {
     assert_eq!(gates.counters().stale_rejections, 1);
 }
 
-/// Seed 000, "Verification coverage": world lifetime cleanup.
+/// docs/spec/gates.md G7: world lifetime cleanup.
 #[test]
 fn world_teardown_retires_every_scope_and_wait_of_that_world() {
     let (mut gates, mut log) = registry();
@@ -238,7 +238,7 @@ fn world_teardown_retires_every_scope_and_wait_of_that_world() {
     assert_eq!(log, ["next world"], "no callback from the world travelled away from");
 }
 
-/// Seed 000, "Verification coverage": login fact composition and lifetime differences.
+/// docs/spec/gates.md G7: login fact composition and lifetime differences.
 #[test]
 fn a_game_instance_login_fact_survives_world_teardown_and_composes_with_the_next_world() {
     let (mut gates, mut log) = registry();
@@ -295,7 +295,7 @@ fn a_game_instance_login_fact_survives_world_teardown_and_composes_with_the_next
     assert_eq!(log, ["next world"]);
 }
 
-/// Seed 000, "Verification coverage": invalid listener cancellation.
+/// docs/spec/gates.md G8: invalid listener cancellation.
 #[test]
 fn a_guarded_wait_is_cancelled_when_its_listener_goes() {
     let (mut gates, mut log) = registry();
@@ -315,7 +315,7 @@ fn a_guarded_wait_is_cancelled_when_its_listener_goes() {
     assert_eq!(log, ["unguarded"], "the gone listener's callback never runs");
 }
 
-/// Seed 000, "Verification coverage": invalid listener cancellation, at registration.
+/// docs/spec/gates.md G8: invalid listener cancellation, at registration.
 #[test]
 fn a_guarded_wait_whose_listener_is_already_gone_is_refused() {
     let (mut gates, mut log) = registry();

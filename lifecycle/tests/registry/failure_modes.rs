@@ -1,5 +1,5 @@
-//! Seed 000, "Failure modes and debugging": each row the registry can express. The rows about
-//! adapters (wrong-pawn multicasts, remote pawns stuck on missing viewer facts, team colours,
+//! The debugging cases of docs/spec/gates.md that the registry can express (G3, G6, G9). The cases
+//! about adapters (wrong-pawn multicasts, remote pawns stuck on missing viewer facts, team colours,
 //! dedicated servers) belong to the client simulator.
 
 use gatehouse_lifecycle::{LifecycleError, WaitStatus};
@@ -7,8 +7,7 @@ use gatehouse_tags::catalog::*;
 
 use crate::common::*;
 
-/// Seed 000, "Failure modes and debugging": callback never fires → `GetBlockingFacts` names what
-/// is missing.
+/// docs/spec/gates.md G9: callback never fires → `GetBlockingFacts` names what is missing.
 #[test]
 fn a_wait_that_never_fires_names_its_missing_facts() {
     let (mut gates, mut log) = registry();
@@ -39,8 +38,8 @@ fn a_wait_that_never_fires_names_its_missing_facts() {
     assert!(log.is_empty());
 }
 
-/// Seed 000, "Failure modes and debugging": callback never fires because of a wrong subject;
-/// the blocking requirement names the subject it waits on.
+/// docs/spec/gates.md G9: callback never fires because of a wrong subject; the blocking requirement
+/// names the subject it waits on.
 #[test]
 fn a_wait_on_the_wrong_subject_shows_that_subject_in_its_blocking_facts() {
     let (mut gates, mut log) = registry();
@@ -63,8 +62,8 @@ fn a_wait_on_the_wrong_subject_shows_that_subject_in_its_blocking_facts() {
     assert!(log.is_empty());
 }
 
-/// Seed 000, "Failure modes and debugging": callback fired during registration because all facts
-/// were already cached; caller state must be prepared before registering.
+/// docs/spec/gates.md G3: callback fired during registration because all facts were already cached;
+/// caller state must be prepared before registering.
 #[test]
 fn a_callback_with_cached_facts_runs_before_the_registration_returns() {
     let (mut gates, mut log) = registry();
@@ -90,8 +89,8 @@ fn a_callback_with_cached_facts_runs_before_the_registration_returns() {
     assert_eq!(log, ["caller prepared", "callback", "after registration"]);
 }
 
-/// Seed 000, "Failure modes and debugging": callback fires twice only through two independent
-/// subscriptions or an intentionally reopened readiness period.
+/// docs/spec/gates.md G2 and G4: callback fires twice only through two independent subscriptions or
+/// an intentionally reopened readiness period.
 #[test]
 fn a_callback_fires_twice_only_through_two_subscriptions_or_a_reopened_period() {
     let (mut gates, mut log) = registry();
@@ -110,8 +109,8 @@ fn a_callback_fires_twice_only_through_two_subscriptions_or_a_reopened_period() 
     assert_eq!(log, ["sub 1", "sub 2", "period 2"]);
 }
 
-/// Seed 000, "Failure modes and debugging": callback never fires after respawn because the
-/// consumer retained an old generation; it must acquire the replacement's scope and register.
+/// docs/spec/gates.md G6: callback never fires after respawn because the consumer retained an old
+/// generation; it must acquire the replacement's scope and register.
 #[test]
 fn a_consumer_holding_the_old_generation_is_refused_after_respawn() {
     let (mut gates, mut log) = registry();
@@ -175,8 +174,8 @@ fn a_consumer_holding_the_old_generation_is_refused_after_respawn() {
     assert_eq!(log, ["new pawn"]);
 }
 
-/// Seed 000, "Failure modes and debugging": old async work opens a new pawn → capture the
-/// original token and let `SetReady` reject it after reset.
+/// docs/spec/gates.md G6: old async work opens a new pawn → capture the original token and let
+/// `SetReady` reject it after reset.
 #[test]
 fn old_async_work_cannot_open_the_replacement_pawn() {
     let (mut gates, mut log) = registry();

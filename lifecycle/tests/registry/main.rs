@@ -1,9 +1,10 @@
-//! Contract tests of the lifecycle gate registry (seed 000), built as one test binary.
+//! Contract tests of the lifecycle gate registry (docs/spec/gates.md G1–G10), built as one test
+//! binary.
 //!
-//! One module per part of the seed: the "Verification coverage" list, the "Adding a fact or
-//! gate" checklist, the "Failure modes and debugging" table, the reentrancy rules of the
-//! "Registry contract", and scopes, generations and refusals. Every test names the behaviour it
-//! pins and cites the seed section it covers.
+//! One module per part of the contract: `coverage` (the rules one by one), `checklist` (what
+//! every new fact or gate is tested for), `failure_modes` (the debugging cases: G3, G6, G9),
+//! `reentrancy` (G5), and `scopes` (scopes, generations and refusals). Every test names the
+//! behaviour it pins and cites the rule it covers.
 
 mod checklist;
 mod common;

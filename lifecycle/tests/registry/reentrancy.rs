@@ -1,6 +1,6 @@
-//! Seed 000, "Registry contract": the callback is removed before it runs, so cancellation,
-//! reset, publication and registration from inside it are safe, and nested updates are drained
-//! by the outer pump after it returns.
+//! docs/spec/gates.md G5: the callback is removed before it runs, so cancellation, reset,
+//! publication and registration from inside it are safe, and nested updates are drained by the
+//! outer pump after it returns.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
@@ -9,7 +9,7 @@ use gatehouse_tags::catalog::*;
 
 use crate::common::*;
 
-/// Seed 000, "Registry contract": reentrant cancellation of the running request.
+/// docs/spec/gates.md G5: reentrant cancellation of the running request.
 #[test]
 fn a_callback_cancelling_itself_finds_nothing_pending() {
     let (mut gates, mut log) = registry();
@@ -35,8 +35,7 @@ fn a_callback_cancelling_itself_finds_nothing_pending() {
     assert_eq!(gates.counters().cancelled, 0);
 }
 
-/// Seed 000, "Registry contract": reentrant cancellation of another request woken by the same
-/// publication.
+/// docs/spec/gates.md G5: reentrant cancellation of another request woken by the same publication.
 #[test]
 fn a_callback_cancelling_another_woken_wait_prevents_its_delivery() {
     let (mut gates, mut log) = registry();
@@ -54,7 +53,7 @@ fn a_callback_cancelling_another_woken_wait_prevents_its_delivery() {
     assert_eq!(gates.pending_wait_count(), 0);
 }
 
-/// Seed 000, "Registry contract": reentrant reset of the running wait's own owner.
+/// docs/spec/gates.md G5: reentrant reset of the running wait's own owner.
 #[test]
 fn a_callback_may_reset_its_own_owner() {
     let (mut gates, mut log) = registry();
@@ -73,7 +72,7 @@ fn a_callback_may_reset_its_own_owner() {
     assert_eq!(gates.pending_wait_count(), 0);
 }
 
-/// Seed 000, "Registry contract": nested publication is drained after the callback returns.
+/// docs/spec/gates.md G5: nested publication is drained after the callback returns.
 #[test]
 fn a_publication_from_a_callback_is_delivered_after_the_callback_returns() {
     let (mut gates, mut log) = registry();
@@ -113,8 +112,8 @@ fn a_publication_from_a_callback_is_delivered_after_the_callback_returns() {
     assert_eq!(log, ["local dispatch begins", "local dispatch returns", "remote released"]);
 }
 
-/// Seed 000, "Registry contract" and "Ready-before-register behavior": a registration with
-/// cached facts from inside a callback is queued, then delivered after the callback returns.
+/// docs/spec/gates.md G5 with G3 (ready-before-register): a registration with cached facts from
+/// inside a callback is queued, then delivered after the callback returns.
 #[test]
 fn a_registration_with_cached_facts_from_a_callback_runs_after_the_callback_returns() {
     let (mut gates, mut log) = registry();
@@ -134,8 +133,8 @@ fn a_registration_with_cached_facts_from_a_callback_runs_after_the_callback_retu
     assert_eq!(gates.pending_wait_count(), 0);
 }
 
-/// Seed 000, "Registry contract": a callback may register its own request name again (the
-/// running wait is no longer pending, so the new one is not replaced or removed).
+/// docs/spec/gates.md G5 and G4: a callback may register its own request name again (the running
+/// wait is no longer pending, so the new one is not replaced or removed).
 #[test]
 fn a_callback_may_register_its_own_request_name_again() {
     let (mut gates, mut log) = registry();
@@ -168,8 +167,8 @@ fn a_callback_may_register_its_own_request_name_again() {
     assert_eq!(log, ["assigned", "processed"]);
 }
 
-/// Seed 000, "Registry contract": nested updates drain in the order they were caused, after
-/// the waits the outer publication had already woken.
+/// docs/spec/gates.md G5: nested updates drain in the order they were caused, after the waits the
+/// outer publication had already woken.
 #[test]
 fn nested_updates_drain_in_the_order_they_were_caused() {
     let (mut gates, mut log) = registry();
@@ -208,7 +207,7 @@ fn nested_updates_drain_in_the_order_they_were_caused() {
     assert_eq!(log, ["a", "d", "b", "c"]);
 }
 
-/// Seed 000, "Registry contract": a wait queued behind a callback is delivered only if its facts
+/// docs/spec/gates.md G5 and G10: a wait queued behind a callback is delivered only if its facts
 /// still hold when its turn comes.
 #[test]
 fn a_fact_closed_by_a_callback_holds_back_a_wait_already_woken() {
@@ -231,8 +230,8 @@ fn a_fact_closed_by_a_callback_holds_back_a_wait_already_woken() {
     assert_eq!(log, ["ui reset", "present"]);
 }
 
-/// Seed 000, "Registry contract": delivery survives a panicking callback (the panic propagates
-/// to the caller; the registry does not stay stuck mid-drain).
+/// docs/spec/gates.md G5: delivery survives a panicking callback (the panic propagates to the
+/// caller; the registry does not stay stuck mid-drain).
 #[test]
 fn a_panicking_callback_leaves_the_registry_delivering() {
     let (mut gates, mut log) = registry();

@@ -1,12 +1,12 @@
-//! Seed 000, "Registry contract" and "Generations and stale asynchronous work": scopes,
-//! lifetimes, generations, readiness queries, refusals and introspection.
+//! Scopes, lifetimes, generations, readiness queries, refusals and introspection
+//! (docs/spec/gates.md, G1 and G6 above all).
 
 use gatehouse_lifecycle::{LifecycleError, ObjectId, WaitStatus};
 use gatehouse_tags::catalog::*;
 
 use crate::common::*;
 
-/// Seed 000, "Registry contract": `Scope(Object, Lifetime)` returns the current token.
+/// docs/spec/gates.md G1: `Scope(Object, Lifetime)` returns the current token.
 #[test]
 fn rescoping_with_the_same_lifetime_keeps_the_generation_facts_and_waits() {
     let (mut gates, mut log) = registry();
@@ -29,8 +29,7 @@ fn rescoping_with_the_same_lifetime_keeps_the_generation_facts_and_waits() {
     assert_eq!(gates.scope_count(), 1);
 }
 
-/// Seed 000, "Registry contract": presenting an object with a different lifetime resets its
-/// old scope.
+/// docs/spec/gates.md G1: presenting an object with a different lifetime resets its old scope.
 #[test]
 fn rescoping_with_a_different_lifetime_resets_the_old_scope() {
     let (mut gates, mut log) = registry();
@@ -57,8 +56,8 @@ fn rescoping_with_a_different_lifetime_resets_the_old_scope() {
     assert_eq!(gates.reset_lifetime(NEXT_WORLD), 1);
 }
 
-/// Seed 000, "Generations and stale asynchronous work": a scope created after a reset never
-/// reuses the generation of the one before, so the old token stays refused.
+/// docs/spec/gates.md G6: a scope created after a reset never reuses the generation of the one
+/// before, so the old token stays refused.
 #[test]
 fn generations_are_never_reused_after_a_reset() {
     let (mut gates, mut log) = registry();
@@ -75,8 +74,8 @@ fn generations_are_never_reused_after_a_reset() {
     assert!(!gates.is_ready_on(PLAYER_STATE, LIFECYCLE_FACT_PLAYER_STATE_TEAM_READY));
 }
 
-/// Seed 000, "Registry contract": `SetReady(Token, Tag, false)` closes a reversible fact in the
-/// same generation.
+/// docs/spec/gates.md G10: `SetReady(Token, Tag, false)` closes a reversible fact in the same
+/// generation.
 #[test]
 fn closing_a_fact_keeps_the_generation_and_blocks_later_waits() {
     let (mut gates, mut log) = registry();
@@ -96,7 +95,7 @@ fn closing_a_fact_keeps_the_generation_and_blocks_later_waits() {
     assert_eq!(log, ["open"], "reopened in the same generation");
 }
 
-/// Seed 000, "Registry contract": `IsReady(Requirement)` and `IsReady(Object, Tag)`.
+/// docs/spec/gates.md G1: `IsReady(Requirement)` and `IsReady(Object, Tag)`.
 #[test]
 fn readiness_is_queried_by_requirement_and_by_object() {
     let (mut gates, mut log) = registry();
@@ -117,8 +116,8 @@ fn readiness_is_queried_by_requirement_and_by_object() {
     assert!(!gates.is_ready_on(OTHER_PAWN, LIFECYCLE_FACT_CHARACTER_PRESENTATION_READY));
 }
 
-/// Seed 000, "Registry contract": a wait is accepted only when the owner and every requirement
-/// token are current; a refusal says what was expected and what arrived, and changes nothing.
+/// docs/spec/gates.md G6: a wait is accepted only when the owner and every requirement token are
+/// current; a refusal says what was expected and what arrived, and changes nothing.
 #[test]
 fn waits_with_stale_tokens_are_refused_and_change_nothing() {
     let (mut gates, mut log) = registry();
@@ -164,7 +163,7 @@ fn waits_with_stale_tokens_are_refused_and_change_nothing() {
     assert_eq!(log, ["pending"], "a refused registration did not replace the pending one");
 }
 
-/// Seed 000, "Registry contract": an empty AND-set is refused rather than opened at once.
+/// docs/spec/gates.md G2: an empty AND-set is refused rather than opened at once.
 #[test]
 fn a_wait_without_requirements_is_refused() {
     let (mut gates, mut log) = registry();
@@ -180,8 +179,8 @@ fn a_wait_without_requirements_is_refused() {
     assert!(log.is_empty());
 }
 
-/// Seed 000, "Registry contract": publishing wakes only the waits that reference the fact on that
-/// object, however many others are pending.
+/// docs/spec/gates.md G10: publishing wakes only the waits that reference the fact on that object,
+/// however many others are pending.
 #[test]
 fn publishing_examines_only_waits_that_reference_the_fact() {
     let (mut gates, mut log) = registry();
@@ -216,7 +215,7 @@ fn publishing_examines_only_waits_that_reference_the_fact() {
     assert_eq!(gates.pending_wait_count(), 1_000);
 }
 
-/// Seed 000, "Registry contract": `Cancel(Owner, RequestName)` removes one pending request.
+/// docs/spec/gates.md G4: `Cancel(Owner, RequestName)` removes one pending request.
 #[test]
 fn cancel_removes_only_the_named_request_of_that_owner() {
     let (mut gates, mut log) = registry();
@@ -234,8 +233,8 @@ fn cancel_removes_only_the_named_request_of_that_owner() {
     assert_eq!(gates.counters().cancelled, 1);
 }
 
-/// Seed 000, "Failure modes and debugging": at the end of a run every pending wait can be
-/// listed with what blocks it, in registration order, and the counts show no leak.
+/// docs/spec/gates.md G9: at the end of a run every pending wait can be listed with what blocks it,
+/// in registration order, and the counts show no leak.
 #[test]
 fn pending_waits_are_listed_in_registration_order_with_their_blockers() {
     let (mut gates, mut log) = registry();

@@ -2,10 +2,10 @@
 //!
 //! | route | answer |
 //! |---|---|
-//! | `GET /health` | liveness (issue 15 item 2): `200 ok` while the game loop answers a ping within [`HEALTH_BOUND`]; `200 draining` once shutdown began (an orderly drain is not a failure); otherwise `503` naming why (`game loop stalled`, `game stopped`) |
-//! | `GET /ready` | readiness (issue 15 item 2): `200 ready` once the endpoint listens, the store is open, the boot transition ended, and shutdown has not begun; otherwise `503` with one line naming what is missing (`not ready: …`), or `draining` from the start of shutdown until the process exits |
+//! | `GET /health` | liveness: `200 ok` while the game loop answers a ping within [`HEALTH_BOUND`]; `200 draining` once shutdown began (an orderly drain is not a failure); otherwise `503` naming why (`game loop stalled`, `game stopped`) |
+//! | `GET /ready` | readiness: `200 ready` once the endpoint listens, the store is open, the boot transition ended, and shutdown has not begun; otherwise `503` with one line naming what is missing (`not ready: …`), or `draining` from the start of shutdown until the process exits |
 //! | `GET /state` | (needs the admin token when one is configured: it lists every player) the game snapshot as JSON, built at most once a second (a request within a second of the last build gets that one, unless a `POST /travel` came between): phase, transition, pending spawns with kind and node, players with pawn / placed / dead, unplaced players, in-flight loads, counters, and `recent_transition_timings`: the last 256 transitions that ended, each with `transition_id`, `players`, `started_to_all_ready_us`, `all_ready_to_ended_us`, `whole_us`, `settle_timed_out` |
-//! | `GET /metrics` | every metric family of [`crate::metrics`] in the Prometheus text format 0.0.4, each with `HELP` (issue 15 item 1): transition, phase, client-ready, spawn-wait and store histograms; transitions, closes, refused logins, saves and spawn refusals by label; players, placed players, pending connections and spawns, loads in flight; the core's decision counters; build info; process CPU and memory |
+//! | `GET /metrics` | every metric family of [`crate::metrics`] in the Prometheus text format 0.0.4, each with `HELP` (docs/operations.md, "Metrics"): transition, phase, client-ready, spawn-wait and store histograms; transitions, closes, refused logins, saves and spawn refusals by label; players, placed players, pending connections and spawns, loads in flight; the core's decision counters; build info; process CPU and memory |
 //! | `POST /travel/{node}` | starts a travel to `node`: `202`, or `404` naming an unknown node; `401` without the admin token when one is configured; without one, `403` unless the request's `Host` is a loopback name |
 //!
 //! `/health`, `/ready` and `/metrics` are open. `/state` and a route that changes the game need
@@ -18,7 +18,8 @@
 //!
 //! It only reads snapshots and sends travel requests to the game task; it holds no game state.
 //! It keeps answering through the whole shutdown drain and stops last, so an orchestrator sees
-//! `/ready` fail as soon as the drain starts (issue 15 item 2).
+//! `/ready` fail as soon as the drain starts and stops routing to it, without restarting it
+//! (`/health` stays 200).
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -56,7 +57,7 @@ const SAMPLE_BOUND: Duration = Duration::from_secs(2);
 /// build one per request.
 const STATE_REUSE: Duration = Duration::from_secs(1);
 
-/// What `/ready` reads (issue 15 item 2): set by the server as it starts, and by the game task
+/// What `/ready` reads: set by the server as it starts, and by the game task
 /// when the boot transition ends. Shared; every flag only ever goes one way except the store's.
 #[derive(Debug, Default)]
 pub struct Probes {
@@ -203,7 +204,7 @@ struct AdminState {
     state: Arc<tokio::sync::Mutex<Option<(tokio::time::Instant, bytes::Bytes)>>>,
 }
 
-/// What [`serve`] needs besides its listener (issue 15).
+/// What [`serve`] needs besides its listener.
 #[derive(Debug, Clone)]
 pub struct AdminContext {
     /// The game task.
@@ -514,7 +515,7 @@ mod tests {
         (status, String::from_utf8(body.to_vec()).unwrap())
     }
 
-    /// Issue 15 item 2: not ready names every missing condition, in one line.
+    /// Not ready names every missing condition, in one line.
     #[tokio::test]
     async fn ready_names_what_is_missing_until_listening_store_and_boot() {
         let (game, _task) = answering_game();
@@ -535,7 +536,7 @@ mod tests {
         assert_eq!((status, body.as_str()), (StatusCode::OK, "ready\n"));
     }
 
-    /// Issue 15 item 2: once shutdown begins, `/ready` is 503 whatever the probes say.
+    /// Once shutdown begins, `/ready` is 503 whatever the probes say.
     #[tokio::test]
     async fn ready_is_503_once_shutdown_begins() {
         let (game, _task) = answering_game();
@@ -543,7 +544,7 @@ mod tests {
         assert_eq!((status, body.as_str()), (StatusCode::SERVICE_UNAVAILABLE, "draining\n"));
     }
 
-    /// Issue 15 item 2: an orderly drain is not a liveness failure, even once the game task
+    /// An orderly drain is not a liveness failure, even once the game task
     /// has ended.
     #[tokio::test]
     async fn health_says_draining_rather_than_failing_during_a_drain() {
@@ -554,7 +555,7 @@ mod tests {
         assert_eq!((status, body.as_str()), (StatusCode::OK, "draining\n"));
     }
 
-    /// Issue 15 item 2: live while the game loop answers; 503 once it stopped.
+    /// Live while the game loop answers; 503 once it stopped.
     #[tokio::test]
     async fn health_is_ok_while_the_game_loop_answers_and_503_once_it_stopped() {
         let (game, task) = answering_game();
@@ -567,8 +568,8 @@ mod tests {
         assert_eq!((status, body.as_str()), (StatusCode::SERVICE_UNAVAILABLE, "game stopped\n"));
     }
 
-    /// Issue 15 item 2: a game loop that takes pings but never answers is stalled: `/health`
-    /// fails after [`HEALTH_BOUND`] instead of hanging.
+    /// A game loop that takes pings but never answers is stalled: `/health` fails after
+    /// [`HEALTH_BOUND`] instead of hanging.
     #[tokio::test(start_paused = true)]
     async fn health_is_503_when_the_game_loop_stalls() {
         let (events, _held_never_read) = mpsc::channel(8);

@@ -136,7 +136,7 @@ impl AdminConfig {
     }
 }
 
-/// `[fleet]`: the orchestrator that runs this server, if any (issue 15 item 3).
+/// `[fleet]`: the orchestrator that runs this server, if any (docs/operations.md).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FleetConfig {
@@ -167,7 +167,7 @@ impl Default for FleetConfig {
     }
 }
 
-/// Which orchestrator runs the server (`fleet.orchestrator`, issue 15 item 3).
+/// Which orchestrator runs the server (`fleet.orchestrator`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -203,7 +203,7 @@ pub struct NetworkConfig {
     #[serde(rename = "keep_alive_ms", deserialize_with = "millis")]
     pub keep_alive: Duration,
     /// `handshake_timeout_ms`: a QUIC handshake not finished this long after accept is
-    /// abandoned (issue 12 item 6: its own budget, apart from the `Hello`'s).
+    /// abandoned (a budget of its own: a handshake slowed by loss does not eat the `Hello`'s).
     #[serde(rename = "handshake_timeout_ms", deserialize_with = "millis")]
     pub handshake_timeout: Duration,
     /// `hello_timeout_ms`: a connection that has not sent its stream and `Hello` this long after
@@ -375,7 +375,7 @@ impl AuthConfig {
     }
 }
 
-/// What to do with a client that never reports ready (DESIGN §4).
+/// What to do with a client that never reports ready (docs/spec/transitions.md T9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ClientReadyPolicy {
@@ -391,13 +391,13 @@ pub enum ClientReadyPolicy {
 pub struct GameConfig {
     /// `world`: the world-map file, relative to this config file.
     pub world: PathBuf,
-    /// `spawn_settle_timeout_ms`: the settle-hold bound once nothing is loading (seed 001,
-    /// default 15 s).
+    /// `spawn_settle_timeout_ms`: the settle-hold bound once nothing is loading (default 15 s;
+    /// docs/spec/transitions.md T7).
     #[serde(rename = "spawn_settle_timeout_ms", deserialize_with = "millis")]
     pub spawn_settle_timeout: Duration,
     /// `spawn_retry_ms`: retry delay when a node's spawn points are not registered and no event
-    /// will announce them (seed 001, default 100 ms); an announced registration runs waiting
-    /// spawns at once (issue 12 item 4).
+    /// will announce them (default 100 ms); an announced registration runs waiting spawns at
+    /// once (docs/spec/transitions.md T2, T11).
     #[serde(rename = "spawn_retry_ms", deserialize_with = "millis")]
     pub spawn_retry: Duration,
     /// `client_ready_timeout_ms`: how long a client may take to report ready once it was shown a
@@ -410,7 +410,7 @@ pub struct GameConfig {
     /// streaming: `TransitionShown` after `ShowTransition`, `PossessionAcknowledged` after
     /// `Possessed` (default 2 s). A client that misses it is not waited for: set aside from the
     /// transition, or excused from placement; the longer timeouts still apply the policy
-    /// (issue 13 item 4).
+    /// (docs/spec/transitions.md T9).
     #[serde(rename = "client_response_timeout_ms", deserialize_with = "millis")]
     pub client_response_timeout: Duration,
     /// `client_response_crowd_floor_ms`: unset by default. When set, the crowd rule cuts the
@@ -419,7 +419,7 @@ pub struct GameConfig {
     /// as the slowest of those answers took, but at least this and at most
     /// `client_response_timeout_ms`. For crowds on alike paths (one region, a LAN, loopback),
     /// where a client far behind its peers is silent, not slow; a player on a much longer path
-    /// than the rest would be set aside at every transition (issue 13 item 4).
+    /// than the rest would be set aside at every transition (docs/spec/transitions.md T9).
     #[serde(rename = "client_response_crowd_floor_ms", deserialize_with = "optional_millis")]
     pub client_response_crowd_floor: Option<Duration>,
     /// `transition_max_ms`: the hard bound on one transition, from its start, whatever its
@@ -850,7 +850,7 @@ impl ServerConfig {
         self.check_store()
     }
 
-    /// `[fleet]` checks (issue 15 item 3).
+    /// `[fleet]` checks.
     fn check_fleet(&self) -> Result<(), ConfigError> {
         let f = &self.fleet;
         if !f.orchestrator.is_built() {
@@ -1201,7 +1201,7 @@ mod tests {
         assert!(err.contains("url") && err.contains("sqlite:PATH"), "{err}");
     }
 
-    /// Issue 12 item 7: 1 to 10 datagrams per send (quinn's own most), 4 by default.
+    /// 1 to 10 datagrams per send (quinn's own most), 4 by default.
     #[test]
     fn gso_segments_are_between_1_and_10() {
         assert_eq!(parse("").unwrap().network.gso_segments, 4);
@@ -1218,7 +1218,7 @@ mod tests {
         }
     }
 
-    /// Issue 12: the replication interval is 0 (off) to 1,000 ms, 50 by default.
+    /// The replication interval is 0 (off) to 1,000 ms, 50 by default (docs/protocol.md 4.4).
     #[test]
     fn the_replication_interval_is_at_most_a_second() {
         assert_eq!(parse("").unwrap().network.replication_interval, Duration::from_millis(50));
@@ -1280,7 +1280,7 @@ mod tests {
         assert!(!format!("{c:?}").contains("admin-secret"));
     }
 
-    /// issue 15 item 3: the orchestrator key, and its refusal in a build without it.
+    /// The orchestrator key, and its refusal in a build without it.
     #[test]
     fn the_orchestrator_defaults_to_none_and_agones_needs_its_feature() {
         let c = parse("").unwrap();

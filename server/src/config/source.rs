@@ -1,4 +1,4 @@
-//! Where a configuration value came from, so an error blames the right place (issue 15 item 4):
+//! Where a configuration value came from, so an error blames the right place:
 //! a line of the config file, an environment variable, a command-line flag, or the default.
 //!
 //! [`Sources`] maps dotted keys (`network.max_players`, `node[2].levels[0].stream_ms`) to their

@@ -1,4 +1,5 @@
-//! `config/world.toml`: the world map (seed 001 "The World-Map Gate"; DESIGN §1).
+//! `config/world.toml`: the world map the world-map gate reads (docs/spec/transitions.md T1).
+//! Level streaming on the server is simulated: a level takes the time given here.
 //!
 //! Nodes with the levels that stream for them and how long each takes, the spawn points that
 //! register some time after a node's levels stream, dungeon rooms that stream after client
@@ -21,7 +22,7 @@ pub struct WorldMap {
     /// `start_node`: where the boot travel goes when no session save names a node.
     pub start_node: NodeId,
     /// `world_map`: whether a world map governs the session (default true). With `false` the
-    /// map is standalone (the seed's PIE test maps): the world-map gate always allows spawns.
+    /// map is standalone (a test map, docs/spec/transitions.md T1): the gate always allows spawns.
     #[serde(default = "yes", rename = "world_map")]
     pub governs_session: bool,
     /// `[travel]`: an optional route travelled at a fixed interval.
@@ -33,23 +34,23 @@ pub struct WorldMap {
     /// `[[hazard]]`: damage-over-time hazards.
     #[serde(default, rename = "hazard")]
     pub hazards: Vec<Hazard>,
-    /// `[[preset]]`: the read-only preset catalog (seed 001: a relaunch plays "a saved
-    /// character, or a read-only preset").
+    /// `[[preset]]`: the read-only preset catalog (a player plays its saved character, or a
+    /// read-only preset).
     #[serde(rename = "preset")]
     pub presets: Vec<PresetSpec>,
     /// `default_preset`: the preset a player without a save starts from.
     pub default_preset: String,
-    /// `startup_kits`: kits granted once per session at the first possession (seed 001
-    /// `bStartupKitsGranted`).
+    /// `startup_kits`: kits granted once per session at the first possession, never again
+    /// (docs/spec/transitions.md T15, T16).
     #[serde(default)]
     pub startup_kits: Vec<GameplayTag>,
     /// `max_health`: a player's health after login and after each respawn.
     #[serde(default = "hundred")]
     pub max_health: u32,
     /// `rebalance_teams`: whether every travel evens out teams 1 and 2 and then swaps one pair
-    /// of players, so clients keep exercising the presentation-only team change (seed 000).
-    /// Default false: teams change only at login, which joins the smaller team. The soak world
-    /// turns it on.
+    /// of players, so clients keep exercising the presentation-only team change
+    /// (docs/spec/gates.md G16). Default false: teams change only at login, which joins the
+    /// smaller team. The soak world turns it on.
     #[serde(default)]
     pub rebalance_teams: bool,
 }
@@ -91,7 +92,7 @@ pub struct NodeSpec {
     #[serde(default, rename = "jitter_ms", deserialize_with = "millis")]
     pub jitter: Duration,
     /// `spawn_points_register_ms`: the node's spawn points register this long after its levels
-    /// stream; until then spawning there retries (seed 001, Honest Spawn Refusal).
+    /// stream; until then a spawn there stays queued (docs/spec/transitions.md T2).
     #[serde(default, rename = "spawn_points_register_ms", deserialize_with = "millis")]
     pub spawn_points_register: Duration,
     /// `rooms`: if present the node is a dungeon whose rooms stream after its levels, and it is
@@ -111,8 +112,8 @@ pub struct LevelSpec {
     pub stream: Duration,
 }
 
-/// `[[hazard]]`: a damage-over-time source on one node (seed 001: the DoT that killed the player
-/// is a finite-duration effect that `ResetForRespawn` strips).
+/// `[[hazard]]`: a damage-over-time source on one node (a finite-duration effect, so a respawn
+/// strips the one that killed the player: docs/spec/transitions.md T13).
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Hazard {

@@ -1,4 +1,4 @@
-//! The Agones orchestrator (issue 15 item 3, `agones` cargo feature): the [`Orchestrator`]
+//! The Agones orchestrator (`agones` cargo feature; docs/operations.md): the [`Orchestrator`]
 //! over the `agones` crate's [`Sdk`], a gRPC client of the SDK sidecar in the pod.
 //!
 //! One task owns the SDK; the game loop only hands it work through channels and never waits:

@@ -1,4 +1,5 @@
-//! Fleet orchestration (issue 15 item 3): what the server tells the orchestrator that runs it.
+//! Fleet orchestration: what the server tells the orchestrator that runs it (docs/operations.md,
+//! "Under Agones").
 //!
 //! The core and the shell know only the [`Orchestrator`] trait: the server is ready, it is
 //! healthy, a player connected or left, it has drained. [`Standalone`] (the default) tells no
@@ -35,7 +36,7 @@ use tokio::time::Instant;
 use crate::config::{FleetConfig, OrchestratorKind};
 use crate::game::ConnectionId;
 
-/// Why the orchestrator could not be reached at start (issue 15 item 3).
+/// Why the orchestrator could not be reached at start.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FleetError {
@@ -55,7 +56,7 @@ pub enum FleetError {
     },
 }
 
-/// What the server tells the orchestrator that runs it (issue 15 item 3). Every method but
+/// What the server tells the orchestrator that runs it. Every method but
 /// [`Orchestrator::shutdown`] must return at once, without I/O: the game loop calls them.
 pub trait Orchestrator: Send + Sync + std::fmt::Debug {
     /// The server is ready for players: its boot transition has ended and the endpoint accepts.
@@ -74,7 +75,7 @@ pub trait Orchestrator: Send + Sync + std::fmt::Debug {
 }
 
 /// No orchestrator: a server run by hand, by a container runtime or under a supervisor that
-/// uses the admin endpoint (issue 15 item 3). Every method does nothing.
+/// uses the admin endpoint. Every method does nothing.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Standalone;
 

@@ -1,5 +1,5 @@
-//! The ability system of one player state (seed 001, "Possession-vs-Init Ordering" and
-//! `ResetForRespawn`).
+//! The ability system of one player state: the kit latches (docs/spec/transitions.md T15, T16)
+//! and the reset before a respawn (T13).
 //!
 //! It lives on the player state, not the pawn, so it outlives every pawn: death state, effects
 //! and the kit-grant latches persist across a respawn. That cuts both ways, which is why
@@ -44,10 +44,10 @@ pub(crate) struct AbilityState {
     effects: Vec<ActiveEffect>,
     health: u32,
     max_health: u32,
-    /// Startup kits granted this session (seed 001 `bStartupKitsGranted`); set at the first
+    /// Startup kits granted this session (docs/spec/transitions.md T15); set at the first
     /// possession (`InitAbilityActorInfo`).
     startup_kits_granted: bool,
-    /// Composed kits granted (seed 001 `bComposedKitsGranted`): the self-latch that makes the
+    /// Composed kits granted (docs/spec/transitions.md T15): the self-latch that makes the
     /// two entry points collapse to one grant.
     composed_kits_granted: bool,
     /// Every kit granted this session.
@@ -234,8 +234,8 @@ mod tests {
     const STARTUP: &[GameplayTag] = &[KIT_STARTUP_MOVEMENT];
     const KITS: &[GameplayTag] = &[KIT_COMPOSED_VANGUARD];
 
-    /// Seed 001: on a dedicated-server join the preset resolves before possession; the grant
-    /// happens at possession.
+    /// docs/spec/transitions.md T15: on a dedicated-server join the preset resolves before
+    /// possession; the grant happens at possession.
     #[test]
     fn kits_are_granted_at_possession_when_the_preset_resolved_first() {
         let mut a = AbilityState::new(100);
@@ -244,7 +244,7 @@ mod tests {
         assert_eq!(granted, vec![KIT_STARTUP_MOVEMENT, KIT_COMPOSED_VANGUARD]);
     }
 
-    /// Seed 001: on a PlayPreset relaunch possession runs first with no preset; the provider
+    /// T15: on a PlayPreset relaunch possession runs first with no preset; the provider
     /// performs the grant once the preset resolves.
     #[test]
     fn kits_are_granted_at_preset_resolution_when_possession_came_first() {
@@ -254,7 +254,7 @@ mod tests {
         assert!(a.initialize_provider(KITS).is_empty(), "latched");
     }
 
-    /// Seed 001: a respawn re-running InitAbilityActorInfo does not re-grant.
+    /// T16: a respawn re-running InitAbilityActorInfo does not re-grant.
     #[test]
     fn a_respawn_never_re_grants() {
         let mut a = AbilityState::new(100);
@@ -262,7 +262,7 @@ mod tests {
         assert!(a.init_ability_actor_info(STARTUP, Some(KITS)).is_empty());
     }
 
-    /// Seed 001: "a preset with zero kits still latches".
+    /// T15: a preset with zero kits still latches.
     #[test]
     fn a_preset_with_zero_kits_still_latches() {
         let mut a = AbilityState::new(100);
@@ -282,7 +282,7 @@ mod tests {
         }
     }
 
-    /// Issue 10, item 5: a finite effect rests while paused and keeps the time it had left.
+    /// T12: a finite effect rests while paused and keeps the time it had left.
     #[test]
     fn a_paused_effect_neither_ticks_nor_expires_and_resumes_with_its_time_left() {
         let t0 = Instant::now();

@@ -1,8 +1,8 @@
 //! Answers awaited from players, each by when it was asked for: an index the game keeps as it
-//! asks and as answers come, so the earliest deadline is found without a scan of every player
-//! (issue 12 item 3). It sees no roster and emits nothing.
+//! asks and as answers come, so the earliest deadline is found without a scan of every player.
+//! It sees no roster and emits nothing.
 //!
-//! The game keeps these (issue 13 item 4):
+//! The game keeps these (docs/spec/transitions.md T9: no client can wedge a transition):
 //! - possessions awaiting their client's acknowledgement, with two bounds: the response
 //!   timeout (an acknowledgement needs no streaming, so a client that misses it is excused from
 //!   placement and nothing waits for it any more) and the settle timeout (the client-ready

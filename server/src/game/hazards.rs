@@ -1,5 +1,5 @@
-//! Hazards, effect ticks and death (seed 001: a finite-duration damage-over-time effect on the
-//! persistent player state kills the player; at 0 health the ability state gains `State.Dead`).
+//! Hazards, effect ticks and death: a finite-duration damage-over-time effect on the persistent
+//! player state kills the player; at 0 health the ability state gains `State.Dead`.
 //!
 //! Every hazard periodically afflicts the next living pawn on its node that it is not already
 //! afflicting (round robin, so runs are reproducible). Hazards rest while a transition is in
@@ -94,7 +94,7 @@ impl Game {
     /// A transition starting or ending changes what every player should be: those two steps
     /// (once per transition) visit every player. Any other step can put only the players it
     /// touched out of step (a join started or ended, a login), so only those are visited: the
-    /// sync costs what the step changed, not the number of players (issue 12 item 3).
+    /// sync costs what the step changed, not the number of players.
     pub(crate) fn sync_effect_pauses(&mut self, now: Instant) {
         let in_transition = self.transition.current().is_some();
         let mut touched = self.joins.take_touched();

@@ -1,6 +1,6 @@
-//! Joins: a player who logs in while no transition runs streams before it gets a pawn (seed 001,
-//! "Why This Architecture": a pawn must never appear before the level it stands on, on any
-//! machine).
+//! Joins: a player who logs in while no transition runs streams before it gets a pawn
+//! (docs/spec/sessions.md S5; docs/spec/transitions.md T1: a pawn must never appear before the
+//! level it stands on, on any machine).
 //!
 //! ```text
 //! login ── ShowJoin{join, node, levels, rooms} ──> the joiner's loading screen goes up
@@ -15,8 +15,8 @@
 //! sees no roster and emits nothing: the game acts on what its methods return.
 //!
 //! The game asks after every step for the earliest client-ready deadline and the joins to
-//! release, so both are indexes kept as joins change (issue 12 item 3: no scan of every join per
-//! step): the joins still streaming ordered by when they were shown, and the joins loaded.
+//! release, so both are indexes kept as joins change (no scan of every join per step): the
+//! joins still streaming ordered by when they were shown, and the joins loaded.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
@@ -53,7 +53,8 @@ pub(crate) struct Joins {
     /// The joins whose client streamed its node.
     loaded: BTreeSet<PlayerId>,
     /// Players whose join started or ended since the pause sync last took them: the only
-    /// players outside a transition whose effects can be out of step (issue 12 item 3).
+    /// players outside a transition whose effects can be out of step (the sync visits only
+    /// these).
     touched: BTreeSet<PlayerId>,
     next_id: u64,
     /// Joins visited by walks over every join (the complexity tests read it).
@@ -112,8 +113,7 @@ impl Joins {
         self.joins.keys().inspect(|_| self.visits.set(self.visits.get().wrapping_add(1)))
     }
 
-    /// Joins the walks over every join visited so far (issue 12 item 3, for the complexity
-    /// tests).
+    /// Joins the walks over every join visited so far (for the complexity tests).
     #[cfg(test)]
     pub(crate) fn visits(&self) -> u64 {
         self.visits.get()

@@ -1,5 +1,6 @@
 //! Observations: durations and decisions the core measured from the `now` it was given, for the
-//! shell to record as metrics (issue 15 item 1). The core never touches a metric itself.
+//! shell to record as metrics (docs/operations.md, "Metrics"). The core never touches a metric
+//! itself.
 //!
 //! [`Observations`] is a bounded queue: the shell drains it every wake with
 //! [`Game::poll_observation`](super::Game::poll_observation); a core nobody drains (a scenario
@@ -11,7 +12,7 @@ use std::time::Duration;
 /// How many undrained observations are kept; older ones are dropped first.
 pub(crate) const OBSERVATIONS_KEPT: usize = 4096;
 
-/// Something the core measured or decided, for metrics (issue 15 item 1).
+/// Something the core measured or decided, for metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Observation {
@@ -54,7 +55,7 @@ pub enum Observation {
     },
 }
 
-/// How a transition ended (issue 15 item 1, "transitions by outcome").
+/// How a transition ended (the `outcome` label of the transition metrics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum TransitionOutcome {
@@ -92,7 +93,7 @@ impl TransitionOutcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum SpawnRefusal {
-    /// The level-ready gate refused the pawn (seed 001, Honest Spawn Refusal).
+    /// The level-ready gate refused the pawn (docs/spec/transitions.md T2: kept queued).
     LevelNotReady,
     /// The node had no registered spawn point: a retry is scheduled.
     NoSpawnPoint,

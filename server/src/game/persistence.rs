@@ -1,6 +1,7 @@
-//! Player and session saves as the game core sees them (seed 001: the relaunched player's
-//! saved preset and kits arrive asynchronously, after possession may already have happened;
-//! the world's node is stale until the session save restores it).
+//! Player and session saves as the game core sees them: the relaunched player's saved preset
+//! and kits arrive asynchronously, after possession may already have happened
+//! (docs/spec/transitions.md T15), and the world's node is stale until the session save
+//! restores it (T4).
 //!
 //! The core never touches the store: it asks for loads and saves with outputs and hears back
 //! with inputs. A load that fails leaves the player playing the default preset, unsaved
@@ -26,7 +27,7 @@ use crate::store::{LoadOutcome, PlayerSave, Preset, SessionSave};
 #[derive(Debug)]
 pub(crate) struct Session {
     /// The session's current node: where the world is, or was told to be. Captured by spawn
-    /// requests made before a travel resolves its destination (seed 001, Stale-Node Discard).
+    /// requests made before a travel resolves its destination (docs/spec/transitions.md T4).
     node: NodeId,
     save: SessionState,
     kept: KeptStates,
@@ -100,8 +101,8 @@ enum SessionState {
 
 /// The player states of players who left recently, kept for a relaunch for the configured
 /// retention (as engines keep inactive player states): death, effects, latches and team come
-/// back with the player, and its class lets it spawn before its save reloads (the seed's
-/// PlayPreset relaunch: possession before the preset provider resolves).
+/// back with the player, and its class lets it spawn before its save reloads (a PlayPreset
+/// relaunch: possession before the preset provider resolves).
 #[derive(Debug, Default)]
 struct KeptStates {
     /// Who left, oldest first (a player appears once: a second departure moves it last).
@@ -184,8 +185,8 @@ impl Game {
         };
         let (def, kits) = self.resolve_preset(id, &preset);
         let Some(mut player) = self.roster.player_mut(id) else { return };
-        // What clients were told already: only a change is replicated (issue 12: admitting N
-        // players must not cost more frames than the facts that changed).
+        // What clients were told already: only a change is replicated (admitting N players
+        // must not cost more frames than the facts that changed).
         let (view_before, tags_before) = (player.view(), player.abilities.tags());
         player.persistence = persistence;
         player.inventory = inventory;
@@ -370,7 +371,7 @@ impl Game {
 
     /// Saves every player and the session at the node the world stands on: the players' saves
     /// as one output, so ending a transition costs the game task one store request, not one
-    /// per player (issue 12 item 5). Nothing waits for them.
+    /// per player. Nothing waits for them.
     pub(crate) fn save_all(&mut self, node: NodeId) {
         let saves: Vec<PlayerSave> =
             self.roster.ids().filter_map(|id| self.player_save(id, Some(node.clone()))).collect();

@@ -1,5 +1,5 @@
 //! Spawn attempts: the spawn manager's work over the roster, the spawn queue and the world-map
-//! gate (seed 001, `UPlayerSpawnManager`, "The World-Map Gate", "Honest Spawn Refusal").
+//! gate (docs/spec/transitions.md T1 and T2).
 //!
 //! A spawn goes through the default-pawn gate and may silently produce nothing; the attempt
 //! checks that a pawn actually resulted instead of assuming it. A request for a player who
@@ -8,8 +8,8 @@
 //! its replacement.
 //!
 //! A pawn is placed for a player only on the node its client reported streamed (its join, or
-//! the transition in flight): never a pawn before its level, on any machine (seed 001, "Why
-//! This Architecture"). The report wakes the queue.
+//! the transition in flight): never a pawn before its level, on any machine
+//! (docs/spec/transitions.md T1). The report wakes the queue.
 
 use std::time::Instant;
 
@@ -26,7 +26,7 @@ pub(crate) enum Attempt {
     /// A pawn was spawned and possessed.
     Spawned,
     /// The player's pawn moved to the request's node; the caller replicates every pawn moved
-    /// by one pass in one `PawnsTeleported` (issue 12 item 2).
+    /// by one pass in one `PawnsTeleported`, not a frame per pawn.
     Teleported(PawnId),
     /// Keep it; the node is not streamed or the gate refused: a ready callback retries.
     Wait,
@@ -160,7 +160,7 @@ impl Game {
     }
 
     /// `SpawnDefaultPawnFor`: creates a pawn, or returns `None` while the level-ready gate says
-    /// no (seed 001, The World-Map Gate: the first line of defence) or the player's client has
+    /// no (docs/spec/transitions.md T1: the first line of defence) or the player's client has
     /// not streamed the node. A player whose restored player state holds `State.Dead` gets a
     /// dead pawn: only `RestartRequest` clears death.
     fn spawn_default_pawn_for(&mut self, player: &PlayerId, node: &NodeId) -> Option<PawnId> {

@@ -1,6 +1,6 @@
 //! One player and one pawn: the records the roster (`roster.rs`) keeps.
 //!
-//! A [`Player`] is one logged-in connection (the seed's PlayerController) together with its
+//! A [`Player`] is one logged-in connection (Unreal's PlayerController) together with its
 //! player state: team, CharacterDef, preset, ability system, inventory, and where its save
 //! stands. A [`Pawn`] is owned by a player and stands on a node; the player possesses at most
 //! one pawn at a time, and a dead pawn lingers (unpossessed) until its replacement exists.
@@ -25,7 +25,7 @@ use crate::store::{InventoryItem, Preset};
 /// Where a player's save stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Persistence {
-    /// Its load is in flight (seed `WillAutoLoad`): the preset is not known yet.
+    /// Its load is in flight: the preset is not known yet.
     Loading {
         /// Names the load; a reply with another ticket is stale.
         ticket: u64,
@@ -58,10 +58,10 @@ pub(crate) struct Player {
     /// The pawn class; unknown until the save loads (or a relaunch remembers it). No pawn is
     /// spawned for a player without one.
     pub(crate) character_def: Option<CharacterDef>,
-    /// The preset, once resolved (seed `ActivePreset`).
+    /// The preset, once resolved.
     pub(crate) preset: Option<ResolvedPreset>,
     pub(crate) persistence: Persistence,
-    /// Belongs to the player (the seed's controller); survives pawn swaps.
+    /// Belongs to the player (its controller, not the pawn); survives pawn swaps.
     pub(crate) inventory: Vec<InventoryItem>,
     /// Equipment tags (infinite effects on the ability system).
     pub(crate) equipment: Vec<GameplayTag>,
@@ -71,14 +71,14 @@ pub(crate) struct Player {
     /// The pawn this player possesses.
     pub(crate) pawn: Option<PawnId>,
     /// The pawn the owning client acknowledged possession of. The player is placed only when
-    /// this equals `pawn` (DESIGN §4: placed means acknowledged).
+    /// this equals `pawn` (docs/spec/transitions.md T8: placed means acknowledged).
     pub(crate) acknowledged: Option<PawnId>,
     /// The last pawns possessed for this player (kept across a relaunch): an acknowledgement
     /// of one of them that is not `pawn` is stale; of any other pawn, refused.
     pub(crate) possessed: RecentPawns,
     /// The node whose levels this player's client reported streamed (its join, or the
     /// transition in flight), forgotten when a transition starts: a pawn is placed for it only
-    /// there (seed 001: never a pawn before its level, on any machine).
+    /// there (docs/spec/transitions.md T1: never a pawn before its level, on any machine).
     pub(crate) loaded: Option<NodeId>,
     /// The client left a possession unacknowledged for a whole settle timeout under the
     /// `proceed` policy: settle-holds do not wait for it until it acknowledges a pawn.

@@ -1,4 +1,4 @@
-//! Per-player death respawn (seed 001, "Per-Controller Death Respawn").
+//! Per-player death respawn (docs/spec/transitions.md T13 and T14).
 //!
 //! ```text
 //! RestartRequest (gated on State.Dead)

@@ -11,8 +11,9 @@
 //!
 //! Cost: the checks the game makes after every input (everyone placed? everyone's effects
 //! paused? which team is smaller?) read [`Books`] the roster keeps up to date as players join,
-//! leave and change, never a scan of every player (issue 12). Every change to a player goes
-//! through [`PlayerMut`], which updates the books when it is dropped.
+//! leave and change, never a scan of every player, so one input's work does not grow with the
+//! number of players. Every change to a player goes through [`PlayerMut`], which updates the
+//! books when it is dropped.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::ops::{Deref, DerefMut};
@@ -47,7 +48,7 @@ pub(crate) struct Roster {
     /// is the one way a player is frozen and its effects not yet paused).
     logins: Vec<PlayerId>,
     /// Player and pawn records visited by whole-roster walks: the complexity tests read it
-    /// (issue 12 item 3: no input may walk every player).
+    /// (no input may walk every player).
     visits: Visits,
 }
 
@@ -79,7 +80,7 @@ struct Books {
     /// Players on team 1 and on team 2.
     teams: [usize; 2],
     /// Each player's next finite-effect event (a tick or an expiry), in time order: the effects
-    /// timer reads the first without a walk of every player (issue 12 item 3).
+    /// timer reads the first without a walk of every player.
     effect_events: BTreeSet<(Instant, PlayerId)>,
 }
 
@@ -483,7 +484,7 @@ mod tests {
         assert_eq!(lone.books.teams, [1, 0]);
     }
 
-    /// Issue 12: the counts the per-input checks read (unplaced players, paused effects, team
+    /// The counts the per-input checks read (unplaced players, paused effects, team
     /// sizes) agree with a scan of every player after joins, every kind of change, a
     /// rebalance and departures.
     #[test]

@@ -38,12 +38,12 @@ pub struct GameSnapshot {
     pub awaited_placements: Vec<PlayerId>,
     /// The players the last settle timeout ended a transition without.
     pub last_settle_timeout_unplaced: Vec<PlayerId>,
-    /// How long each of the last 256 transitions that ended took on the server, oldest first:
-    /// start → every client ready → ended, µs, from the core's own `now` (issue 11, the load
-    /// benchmark's "server: last ready → ended"). A failed or superseded transition is not in
-    /// it. Core time only: a transition that ends in the step of the last ready report (every
-    /// player kept its pawn and was teleported) counts 0 from all ready to ended, whatever that
-    /// step cost, and the shell gives one `now` to a whole batch of inputs.
+    /// How long each of the last 256 transitions that ended took on the server, oldest first: start
+    /// → every client ready → ended, µs, from the core's own `now` (the load benchmark's "server:
+    /// last ready → ended", docs/performance.md). A failed or superseded transition is not in it.
+    /// Core time only: a transition that ends in the step of the last ready report (every player
+    /// kept its pawn and was teleported) counts 0 from all ready to ended, whatever that step cost,
+    /// and the shell gives one `now` to a whole batch of inputs.
     pub recent_transition_timings: Vec<TransitionTiming>,
     /// Decision counters.
     pub counters: Counters,

@@ -1,9 +1,9 @@
-//! The spawn queue (seed 001, `UPlayerSpawnManager`): pending spawn requests, oldest first.
+//! The spawn queue (Unreal's `UPlayerSpawnManager`): pending spawn requests, oldest first.
 //!
 //! Outside the Completing phase of a transition, spawn requests queue; `OnReadyToSpawn` (or a
 //! late ready callback inside Completing) processes them. A request whose node has no
 //! registered spawn point yet stays queued with a retry; a spawn refused by the level-ready
-//! gate stays queued too and is never counted as done (seed 001, Honest Spawn Refusal). A
+//! gate stays queued too and is never counted as done (docs/spec/transitions.md T2). A
 //! player has at most one pending request.
 //!
 //! [`SpawnQueue`] owns the requests and whether something woke it since the last processing
@@ -17,10 +17,9 @@ use gatehouse_protocol::{NodeId, PlayerId};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub enum SpawnKind {
     /// The possession-time spawn of a player who joined during a transition; it captures the
-    /// node known at login, which may be stale (seed 001, Stale-Node Discard).
+    /// node known at login, which may be stale (docs/spec/transitions.md T4).
     Initial,
-    /// A player joining while no transition runs, or the death-respawn fallback (seed 001
-    /// `GetLateJoinContext`).
+    /// A player joining while no transition runs, or the death-respawn fallback.
     LateJoin,
     /// A player who already has a pawn moves to the transition's node: a teleport, never a
     /// second pawn.
@@ -45,7 +44,7 @@ pub(crate) struct SpawnRequest {
     pub(crate) node: NodeId,
     /// When it was queued (for [`Observation::SpawnPlaced`](super::Observation)).
     pub(crate) queued: std::time::Instant,
-    /// The request's span: every attempt at it logs inside it (DESIGN §4).
+    /// The request's span: every attempt at it logs inside it, so its story reads in one place.
     span: tracing::Span,
 }
 

@@ -1,4 +1,4 @@
-//! Simulated level streaming and the world-map gate (seed 001, "The World-Map Gate").
+//! Simulated level streaming and the world-map gate (docs/spec/transitions.md T1).
 //!
 //! The core does not stream anything itself: it asks the shell to ([`super::Output::Stream`])
 //! and hears back by [`LoadId`]. A completion whose load is no longer the one in flight (its
@@ -35,7 +35,7 @@ pub(crate) enum Rooms {
     Ready,
 }
 
-/// The spawn points of the streamed node (seed 001, "Honest Spawn Refusal"; issue 12 item 4).
+/// The spawn points of the streamed node (docs/spec/transitions.md T2).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum SpawnPoints {
     /// Not registered yet; their registration will be reported
@@ -181,7 +181,7 @@ impl WorldStreaming {
         }
     }
 
-    /// `IsLevelReadyForSpawn` (seed 001, The World-Map Gate): may a pawn be placed on `node`?
+    /// `IsLevelReadyForSpawn` (docs/spec/transitions.md T1): may a pawn be placed on `node`?
     ///
     /// - an active dungeon is ready only when its rooms are;
     /// - with a world map governing the session: not while nothing is streamed (the boot travel
@@ -199,7 +199,7 @@ impl WorldStreaming {
         self.streamed_node() == Some(node)
     }
 
-    /// `IsLoadInFlight` (seed 001, Loading-Screen Settle-Hold): world-map streaming in progress,
+    /// `IsLoadInFlight` (docs/spec/transitions.md T7): world-map streaming in progress,
     /// or an active dungeon whose rooms are not ready.
     pub(crate) fn is_load_in_flight(&self) -> bool {
         self.node_load.is_some() || matches!(self.rooms, Rooms::Streaming(_))
@@ -234,16 +234,15 @@ mod tests {
         NodeId::new(s).unwrap()
     }
 
-    /// Seed 001, The World-Map Gate: "a world map governs the session, no dungeon is active,
-    /// and nothing is streamed yet" refuses.
+    /// T1 (docs/spec/transitions.md): a world map governs the session, no dungeon is active and
+    /// nothing is streamed yet: refused.
     #[test]
     fn the_gate_refuses_while_a_world_map_governs_and_nothing_is_streamed() {
         let s = WorldStreaming::new(true);
         assert!(!s.is_level_ready_for_spawn(&node("a")));
     }
 
-    /// Seed 001: "a requested world-map node is ready only when the currently streamed node
-    /// matches".
+    /// T1: a requested world-map node is ready only when the currently streamed node matches.
     #[test]
     fn the_gate_allows_only_the_streamed_node() {
         let mut s = WorldStreaming::new(true);
@@ -253,7 +252,7 @@ mod tests {
         assert!(!s.is_level_ready_for_spawn(&node("b")));
     }
 
-    /// Seed 001: "an active dungeon is ready only when its rooms are ready".
+    /// T1: an active dungeon is ready only when its rooms are ready.
     #[test]
     fn an_active_dungeon_is_ready_only_when_its_rooms_are() {
         let mut s = WorldStreaming::new(true);
@@ -267,8 +266,8 @@ mod tests {
         assert!(!s.is_load_in_flight());
     }
 
-    /// Seed 001: "With no world-map or dungeon subsystem managing levels at all (standalone test
-    /// maps), it falls through to ready".
+    /// T1: with no world map or dungeon managing levels at all (a standalone test map), the gate
+    /// is always ready.
     #[test]
     fn a_standalone_map_is_always_ready() {
         let s = WorldStreaming::new(false);

@@ -9,11 +9,10 @@ use std::time::Instant;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Timer {
     /// Re-run spawn processing: a node's spawn points are not registered and no event will
-    /// announce them (seed 001, "ProcessPendingSpawns ... schedules a 0.1s retry"; a
-    /// registration that is announced wakes the queue itself, issue 12 item 4).
+    /// announce them (`[game] spawn_retry_ms`, 100 ms; a registration that is announced wakes
+    /// the queue itself, no retry poll: docs/spec/transitions.md T2).
     SpawnRetry = 0,
-    /// The settle-hold deadline of a transition in Completing (seed 001, Loading-Screen
-    /// Settle-Hold).
+    /// The settle-hold deadline of a transition in Completing (docs/spec/transitions.md T7).
     SpawnSettle = 1,
     /// The earliest client-ready deadline among players that have not reported ready.
     ClientReady = 2,
@@ -24,11 +23,11 @@ pub(crate) enum Timer {
     /// The hard maximum of the transition in flight (`[game] transition_max_ms`).
     TransitionLimit = 5,
     /// The earliest deadline of a possession not acknowledged yet, a settle timeout after it
-    /// (issue 13 item 4).
+    /// (docs/spec/transitions.md T9).
     PossessionAck = 6,
     /// The earliest response deadline: a client shown a transition that has not answered
     /// `TransitionShown`, or possessed a pawn it has not acknowledged, a response timeout after
-    /// (issue 13 item 4).
+    /// (docs/spec/transitions.md T9).
     ClientResponse = 7,
 }
 

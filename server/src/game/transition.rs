@@ -1,4 +1,4 @@
-//! The phased transition (seed 001, "Transition Lifecycle" and "Loading-Screen Settle-Hold").
+//! The phased transition (docs/spec/transitions.md T3 and T7).
 //!
 //! ```text
 //! None ─start─> Freezing ─destination resolved─> Loading ─node streamed─> WaitingForClients
@@ -18,7 +18,7 @@
 //! [`TIMINGS_KEPT`] transitions that ended ([`TransitionTiming`]). A [`Transition`] owns its
 //! ready and excused sets, when each player was shown it, and its deadlines: the client-ready
 //! deadline is WaitingForClients' start plus the timeout, the settle deadline is the Completing
-//! phase's data. Phases are types (STYLE 4): each [`Phase`] variant holds only its own data,
+//! phase's data. Phases are types: each [`Phase`] variant holds only its own data,
 //! and a phase step consumes the old phase and returns the next. Nothing here sees the roster
 //! or emits outputs; the game tells it who is present (the players at the start, then each
 //! login and each departure) and acts on what these methods return.
@@ -56,14 +56,14 @@ use super::awaited::Awaited;
 use super::observe::{Observation, Observations, TransitionOutcome};
 use crate::config::TravelRoute;
 
-/// The crowd rule's quorum (issue 13 item 4), as (part, whole): once this share of the players
-/// asked to answer a transition have answered it, the crowd's answer time is known (the slowest
-/// of those measured answers, about the 90th percentile), and the rest are late at
-/// [`RESPONSE_CROWD_FACTOR`] times it. On loopback the slowest well-behaved answer came within
-/// 1.3 times that percentile in every measured transition (`deploy/misbehave.sh`); a client
-/// that answers nothing is set aside about when its peers' slowest would have answered, not a
-/// fixed timeout later. When more than one in ten never answer (a partition, say), the quorum
-/// is never reached and the plain response timeout applies.
+/// The crowd rule's quorum (docs/spec/transitions.md T9), as (part, whole): once this share of the
+/// players asked to answer a transition have answered it, the crowd's answer time is known (the
+/// slowest of those measured answers, about the 90th percentile), and the rest are late at
+/// [`RESPONSE_CROWD_FACTOR`] times it. On loopback the slowest well-behaved answer came within 1.3
+/// times that percentile in every measured transition (`deploy/misbehave.sh`); a client that
+/// answers nothing is set aside about when its peers' slowest would have answered, not a fixed
+/// timeout later. When more than one in ten never answer (a partition, say), the quorum is never
+/// reached and the plain response timeout applies.
 pub(crate) const RESPONSE_QUORUM: (usize, usize) = (9, 10);
 
 /// How many times the crowd's answer time a client may take to answer under the crowd rule
@@ -73,8 +73,8 @@ pub(crate) const RESPONSE_CROWD_FACTOR: u32 = 2;
 /// Where a travel goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum Destination {
-    /// The session's current node, known once the session save settles (the seed's
-    /// `TravelToCurrentNode`: the boot travel).
+    /// The session's current node, known once the session save settles
+    /// (`TravelToCurrentNode`: the boot travel; docs/spec/transitions.md T4).
     SessionNode,
     /// A named node (route travel, operator travel).
     Node(NodeId),
@@ -102,7 +102,7 @@ pub(crate) struct Freezing {
     /// The player saves in flight at the start (player, load ticket), not yet seen settled.
     /// A save a later login asks for is not waited for: at 200 logins/s some save is always
     /// loading, and waiting for each held the travel until logins stopped (3.8 s at 2,000
-    /// clients; issue 12).
+    /// clients).
     saves: VecDeque<(PlayerId, u64)>,
 }
 
@@ -177,7 +177,7 @@ pub(crate) struct Transition {
     /// Players that answered `ShowTransition` (`TransitionShown`, or a ready report).
     answered: BTreeSet<PlayerId>,
     /// Players shown the transition whose answer is awaited, by when `ShowTransition` went to
-    /// them (issue 13 item 4).
+    /// them (docs/spec/transitions.md T9).
     unanswered: Awaited,
     /// Players whose answer came while it was awaited, so how long it took is known (not an
     /// answer that came before `ShowTransition`, nor one from a player set aside).
@@ -218,8 +218,8 @@ pub(crate) struct Transition {
 }
 
 impl Transition {
-    /// Whether spawning must wait for `OnReadyToSpawn` (seed 001 `IsTransitionInProgress`:
-    /// Completing deliberately counts as spawnable).
+    /// Whether spawning must wait for `OnReadyToSpawn` (`IsTransitionInProgress`: Completing
+    /// deliberately counts as spawnable, docs/spec/transitions.md T6).
     fn blocks_spawns(&self) -> bool {
         !matches!(self.phase, Phase::Completing(_))
     }
@@ -323,7 +323,7 @@ pub(crate) const TIMINGS_KEPT: usize = 256;
 /// How long one transition that ended took, as the server's core saw it, from the `now` it was
 /// given (the core never reads a clock). In the admin endpoint's `GET /state` under
 /// `recent_transition_timings`, oldest first; the load benchmark (`deploy/load.sh`) reads the
-/// last-ready → ended figure from it (issue 11, "The load benchmark").
+/// last-ready → ended figure from it (docs/performance.md, "The load benchmark").
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct TransitionTiming {
     /// The transition.
@@ -532,8 +532,8 @@ impl Transitions {
     }
 
     /// `player` left: it is no longer waited for, and its ready report (or excuse) belonged to
-    /// the connection that left, so a relaunch reports for itself (issue 10: readiness belongs
-    /// to the connection).
+    /// the connection that left, so a relaunch reports for itself (docs/spec/sessions.md S10:
+    /// readiness belongs to the connection).
     pub(crate) fn forget(&mut self, player: &PlayerId) {
         if let Some(t) = &mut self.current {
             t.ready.remove(player);

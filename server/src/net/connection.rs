@@ -67,7 +67,7 @@ pub(super) struct Settings {
     pub(super) send_queue_frames: usize,
     /// `network.message_burst` and `message_rate_per_s`: what a logged-in client may send.
     pub(super) message_budget: Rate,
-    /// Closes and refused logins (issue 15 item 1).
+    /// Closes and refused logins, counted for `/metrics`.
     pub(super) metrics: NetMetrics,
 }
 
@@ -810,7 +810,7 @@ const BATCH_BYTES: usize = 64 * 1024;
 /// at most about [`BATCH_BYTES`] (a lone frame is passed on without a copy); and the close that
 /// ended the batch, if one did. The chunk is allocated at its exact size: QUIC keeps it until
 /// the peer acknowledges it, and a thousand connections each holding a mostly empty 64 KiB
-/// buffer is memory per idle client (issue 12 item 7).
+/// buffer is memory per idle client.
 fn batch(first: Bytes, queue: &mut SendQueueRx) -> (Bytes, Option<CloseCode>) {
     let mut frames: Vec<Bytes> = Vec::new();
     let mut len = first.len();

@@ -1,5 +1,4 @@
-//! The network's own thread (issue 12 item 6: admission must read the socket as fast as
-//! datagrams come).
+//! The network's own thread (admission must read the socket as fast as datagrams come).
 //!
 //! The network driver ([`super::network`]) does the socket I/O, the QUIC state machines, their
 //! timers and every connection's stream, for every connection, in one task. On the server's main

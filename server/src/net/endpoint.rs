@@ -95,7 +95,7 @@ pub const CONNECTION_ID_LEN: usize = 8;
 /// forged ids cheaply), 16.7 million values. With a thousand connections, several ids each, a
 /// retry's new id meets a live connection's about once in 3,000 handshakes; the client's next
 /// `Initial` is then routed to that connection, which drops it, until the client gives up. That
-/// was the "connect timed out" loss at 1,000 and 2,000 clients (issue 12 item 6).
+/// was the "connect timed out" loss at 1,000 and 2,000 clients (docs/performance.md).
 pub fn endpoint_config() -> quinn::EndpointConfig {
     let mut config = quinn::EndpointConfig::default();
     config.cid_generator(connection_id_generator);
@@ -109,8 +109,8 @@ fn connection_id_generator() -> Box<dyn quinn::ConnectionIdGenerator> {
 
 #[cfg(test)]
 mod tests {
-    /// Issue 12 item 6: the server's connection ids do not meet. 200,000 ids of 3 random bytes
-    /// (quinn's default) would hold about a thousand repeats; of 8 random bytes, none.
+    /// The server's connection ids do not meet. 200,000 ids of 3 random bytes (quinn's
+    /// default) would hold about a thousand repeats; of 8 random bytes, none.
     #[test]
     fn connection_ids_are_random_enough_not_to_meet_among_many_connections() {
         let mut generator = super::connection_id_generator();

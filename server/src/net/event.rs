@@ -3,10 +3,10 @@
 //! Up: the driver reports each connection's [`ConnectionEvent`]s, in the order they happened on
 //! that connection, on the channel whose sender it was given. Down: the game task answers a
 //! logged-in connection through the [`SendQueue`] that came with its login: one write per game
-//! step at most, holding every frame that step made for the connection (issue 12 item 1), and
-//! bounded by frames, so a client that does not read is found as early as before. A queue that
-//! has something new rings the driver's [`Doorbell`] once, with its connection's key; the driver
-//! takes what waits on its next turn.
+//! step at most, holding every frame that step made for the connection (fewer writes and
+//! datagrams), and bounded by frames, so a client that does not read is found as early as
+//! before. A queue that has something new rings the driver's [`Doorbell`] once, with its
+//! connection's key; the driver takes what waits on its next turn.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -107,7 +107,7 @@ impl Doorbell {
 ///
 /// A deque under a mutex rather than a channel: the writer takes everything it can at each
 /// turn, so the queue is empty between game steps, and an empty deque holds no memory where a
-/// channel keeps its blocks for as long as the connection lives (issue 12 item 7).
+/// channel keeps its blocks for as long as the connection lives (memory per idle client).
 #[derive(Debug)]
 pub(crate) struct SendQueue {
     shared: Arc<Shared>,
@@ -401,8 +401,8 @@ mod tests {
         assert!(rx.is_finished());
     }
 
-    /// Issue 12 item 7: a queue the writer drained holds no more than a few slots, however
-    /// many writes waited in it.
+    /// A queue the writer drained holds no more than a few slots, however many writes waited
+    /// in it (memory per idle client).
     #[test]
     fn a_drained_queue_gives_back_its_room() {
         let (tx, mut rx, _heard) = queue(64);

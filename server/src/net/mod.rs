@@ -1,6 +1,6 @@
 //! The network side: the UDP socket, the QUIC endpoint and every connection, driven by one task
 //! on the network's own thread (quinn-proto's state machines, without quinn's per-connection
-//! tasks: issue 12 item 7).
+//! tasks, which cost memory per idle client).
 //!
 //! | file | owns |
 //! |---|---|

@@ -5,7 +5,7 @@
 //! Why not quinn's async layer: it gives every connection a task, a mutex, a channel of
 //! endpoint events (two 6.5 KiB blocks for the connection's life), a send buffer as large as its
 //! largest send, and the game's reader and writer tasks on top; 37 KiB per idle connection at
-//! 1,000 clients, where the QUIC state machine and its TLS session are 17 (issue 12 item 7).
+//! 1,000 clients, where the QUIC state machine and its TLS session are 17 (docs/performance.md).
 //! Here a connection is its state machine and what [`Connection`] keeps, one send buffer serves
 //! every connection, and a connection is driven only when a datagram, a timer or the game's
 //! doorbell concerns it.

@@ -60,10 +60,10 @@ const UPDATE_PLAYERS_END: &str = ") UPDATE players SET node = v.node, \
 /// (`COLLATE "C"`, the order Rust sorts the ids in, whatever the database's collation).
 const LOCK_PLAYERS: &str = "SELECT player_id FROM players WHERE player_id IN (";
 const LOCK_PLAYERS_END: &str = ") ORDER BY player_id COLLATE \"C\" FOR UPDATE";
-/// Most rows one multi-row statement writes: 10 bound values a row keeps it far below the
-/// parameter limits (SQLite 32,766, PostgreSQL 65,535). Every shape of statement stays prepared
-/// on each pooled connection, about 0.9 KiB a row on SQLite: 256 rows a statement kept 3.9 KiB
-/// per client prepared at 1,000 clients, 64 keep 1.5 (issue 12 item 7), for a dozen more
+/// Most rows one multi-row statement writes: 10 bound values a row keeps it far below the parameter
+/// limits (SQLite 32,766, PostgreSQL 65,535). Every shape of statement stays prepared on each
+/// pooled connection, about 0.9 KiB a row on SQLite: 256 rows a statement kept 3.9 KiB per client
+/// prepared at 1,000 clients, 64 keep 1.5 (docs/performance.md, 2026-12-04), for a dozen more
 /// statements per thousand saves.
 const ROWS_PER_STATEMENT: usize = 64;
 /// Most ids one PostgreSQL lock statement names (one bound value each).
@@ -156,13 +156,13 @@ fn write_order(writes: &mut [(usize, PlayerWrite)]) {
 
 /// The runs of `writes` (in [`write_order`]) that one statement each writes: consecutive writes
 /// of one kind (first saves, or updates), at most [`ROWS_PER_STATEMENT`], never one player
-/// twice (its second save is based on the version its first writes). Issue 12 item 5: a
-/// thousand saves are a handful of statements, not a thousand round trips to the store.
+/// twice (its second save is based on the version its first writes). So a thousand saves are a
+/// handful of statements, not a thousand round trips to the store.
 ///
 /// Every run is a power of two long, largest first (a run of 40 is written as 32 and 8 rows):
 /// each row count is a statement the pool keeps prepared on every connection, so a server
 /// keeps at most seven shapes of each kind, not one for every count from 1 to
-/// [`ROWS_PER_STATEMENT`] that its batches happened to have (issue 12 item 7).
+/// [`ROWS_PER_STATEMENT`] that its batches happened to have.
 fn statement_runs(writes: &[(usize, PlayerWrite)]) -> Vec<Range<usize>> {
     let mut runs = Vec::new();
     let mut start = 0;
@@ -305,7 +305,7 @@ impl Store {
     /// Writes many player saves in one transaction (one commit, so one fsync on the embedded
     /// store): each applies only if the stored version is its own `version` (0: nothing
     /// stored), and stores `version + 1`. The answer holds one result per save, in the order given: the new
-    /// version, or why that save alone was not written. Issue 12 item 5.
+    /// version, or why that save alone was not written.
     ///
     /// A conflict or an unwritable value refuses only its own save; the others still commit.
     /// The saves are written a run of rows per statement ([`statement_runs`]), in
@@ -498,8 +498,8 @@ impl Store {
         self.batch_statements.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Statements the batches of player writes ran so far (issue 12 item 5: a statement per
-    /// run of rows, not per save).
+    /// Statements the batches of player writes ran so far (a statement per run of rows, not per
+    /// save).
     #[cfg(test)]
     fn batch_statements(&self) -> u64 {
         self.batch_statements.load(Ordering::Relaxed)
@@ -600,7 +600,7 @@ mod tests {
         writes
     }
 
-    /// Issue 12 item 5: updates run before first saves, each kind in player-id order, a run
+    /// Updates run before first saves, each kind in player-id order, a run
     /// holds at most `ROWS_PER_STATEMENT` rows and never one player twice.
     #[test]
     fn a_run_of_rows_is_one_kind_at_most_a_statements_rows_and_each_player_once() {
@@ -623,7 +623,7 @@ mod tests {
         assert_eq!(statement_runs(&[]), Vec::<Range<usize>>::new());
     }
 
-    /// Issue 12 item 7: however many saves a batch holds, each statement writes a power of two
+    /// However many saves a batch holds, each statement writes a power of two
     /// rows (at most seven shapes of each kind stay prepared), largest first, the runs cover the
     /// batch in order, and a run of n rows costs at most one statement per bit of n.
     #[test]
@@ -645,7 +645,7 @@ mod tests {
         }
     }
 
-    /// Issue 12 item 5 (the regression pin): a thousand saves cost a statement per run of
+    /// The regression pin: a thousand saves cost a statement per run of
     /// rows, not one per save; a conflict adds only its own version read.
     #[tokio::test]
     async fn a_thousand_saves_are_a_statement_per_run_of_rows() {

@@ -1,5 +1,6 @@
-//! The save model: what is persisted per player and per session (seed 001: the relaunched
-//! player's saved node, preset and kits arrive asynchronously, after possession).
+//! The save model: what is persisted per player and per session. The relaunched player's saved
+//! node, preset and kits arrive asynchronously, after possession (docs/spec/transitions.md T4,
+//! T15).
 //!
 //! Pure data shared by the game core (which decides what to load and save) and the store
 //! (which reads and writes it). Nothing here does I/O.
@@ -19,7 +20,7 @@ pub struct PlayerSave {
     pub node: Option<NodeId>,
     /// The character the player plays.
     pub preset: Preset,
-    /// Inventory: belongs to the player (the seed's controller); survives pawn swaps.
+    /// Inventory: belongs to the player (its controller, not the pawn); survives pawn swaps.
     pub inventory: Vec<InventoryItem>,
     /// Equipment: belongs to the player state; each entry is an infinite-duration effect
     /// (e.g. `Effect.Equipment.Armor`) that survives respawn.
@@ -29,7 +30,7 @@ pub struct PlayerSave {
     pub version: u64,
 }
 
-/// The character a player plays (seed 001: "a saved character, or a read-only preset").
+/// The character a player plays: a saved character, or a read-only preset.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Preset {
     /// A saved character: its definition and composed kits are written back with the save.

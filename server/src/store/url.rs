@@ -214,7 +214,7 @@ pub fn redact(url: &str) -> String {
 mod tests {
     use super::*;
 
-    /// A mistyped scheme is no reason to print the password (review of issue 15 item 4).
+    /// A mistyped scheme is no reason to print the password.
     #[test]
     fn a_url_that_does_not_parse_never_shows_its_password() {
         for url in [

@@ -1,5 +1,5 @@
-//! The server under Agones (issue 15 item 3), against a fake SDK sidecar that speaks the agones
-//! crate's own protocol ([`fake_sdk`]). Needs the `agones` feature:
+//! The server under Agones (docs/operations.md, "Under Agones"), against a fake SDK sidecar
+//! that speaks the agones crate's own protocol ([`fake_sdk`]). Needs the `agones` feature:
 //! `cargo test -p gatehouse-server --features agones --test agones`.
 //!
 //! The order pinned here (see `server/src/fleet/mod.rs`): Health pings start with the game loop,

@@ -34,7 +34,7 @@ impl Backend {
     /// unless run with `--ignored`) or its server refuses the schema.
     pub(crate) async fn postgres() -> Backend {
         let base = std::env::var(POSTGRES_ENV).unwrap_or_else(|_| {
-            panic!("set {POSTGRES_ENV} to run the PostgreSQL tests (README, \"PostgreSQL tests\")")
+            panic!("set {POSTGRES_ENV} to run the PostgreSQL tests (docs/testing.md, \"PostgreSQL tests\")")
         });
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().subsec_nanos();

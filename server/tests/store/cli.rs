@@ -1,5 +1,5 @@
-//! `gatehouse-server saves list` and `saves show PLAYER` as an operator runs them (issue 3:
-//! "Operator commands").
+//! `gatehouse-server saves list` and `saves show PLAYER` as an operator runs them
+//! (docs/operations.md, "Player saves").
 
 use std::process::{Command, Output};
 

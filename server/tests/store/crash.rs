@@ -1,5 +1,5 @@
 //! A process killed with SIGKILL right after a save was acknowledged has that save when the
-//! store is opened again (issue 3: "an end-to-end test that really kills the process").
+//! store is opened again (an end-to-end test that really kills the process).
 //!
 //! The killed process is this test binary run again in child mode: it opens the store, saves
 //! one player over and over and prints `acknowledged N` after each save returns. The parent

@@ -1,7 +1,7 @@
 //! The player-save store against real backends: one suite, run on the embedded store always
 //! and on PostgreSQL when `GATEHOUSE_TEST_POSTGRES_URL` names a server (otherwise its half is
 //! reported as ignored, with the reason). Also the SIGKILL crash test and the `saves`
-//! operator commands. Issue 3, "Tests".
+//! operator commands (docs/operations.md, "Player saves").
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -31,7 +31,7 @@ macro_rules! on_both_backends {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 #[cfg_attr(
                     not(gatehouse_postgres_tests),
-                    ignore = "PostgreSQL skipped: GATEHOUSE_TEST_POSTGRES_URL is not set (README, \"PostgreSQL tests\")"
+                    ignore = "PostgreSQL skipped: GATEHOUSE_TEST_POSTGRES_URL is not set (docs/testing.md, \"PostgreSQL tests\")"
                 )]
                 async fn $name() {
                     let backend = crate::backends::Backend::postgres().await;
@@ -67,7 +67,7 @@ mod postgres_only {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     #[cfg_attr(
         not(gatehouse_postgres_tests),
-        ignore = "PostgreSQL skipped: GATEHOUSE_TEST_POSTGRES_URL is not set (README, \"PostgreSQL tests\")"
+        ignore = "PostgreSQL skipped: GATEHOUSE_TEST_POSTGRES_URL is not set (docs/testing.md, \"PostgreSQL tests\")"
     )]
     async fn overlapping_batches_of_two_processes_finish_without_a_deadlock() {
         let backend = crate::backends::Backend::postgres().await;

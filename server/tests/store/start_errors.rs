@@ -1,5 +1,5 @@
 //! A store that cannot be used stops the start with an error naming it (password redacted),
-//! never a panic (issue 3: "a corrupt or unreachable store gives a clear start-up error").
+//! never a panic: a corrupt or unreachable store gives a clear start-up error.
 
 use gatehouse_server::store::{Store, StoreError, StoreUrl};
 
@@ -50,7 +50,7 @@ async fn an_unreachable_postgres_server_is_a_clear_start_error_without_the_passw
 #[tokio::test]
 #[cfg_attr(
     not(gatehouse_postgres_tests),
-    ignore = "PostgreSQL skipped: GATEHOUSE_TEST_POSTGRES_URL is not set (README, \"PostgreSQL tests\")"
+    ignore = "PostgreSQL skipped: GATEHOUSE_TEST_POSTGRES_URL is not set (docs/testing.md, \"PostgreSQL tests\")"
 )]
 async fn a_refused_postgres_login_is_a_clear_start_error_without_the_password() {
     let base = std::env::var(POSTGRES_ENV).unwrap();

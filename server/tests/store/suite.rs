@@ -1,5 +1,5 @@
 //! The store contract, written once and run on both backends (see `on_both_backends!` in
-//! `main.rs`): issue 3, "Tests".
+//! `main.rs`).
 
 use gatehouse_protocol::{CharacterDef, NodeId, PlayerId};
 use gatehouse_server::store::{InventoryItem, PlayerSave, Preset, SessionSave, Store, StoreError};
@@ -187,7 +187,7 @@ pub(crate) async fn a_stale_version_is_a_conflict_and_writes_nothing(b: &Backend
     store.close().await;
 }
 
-/// Issue 12 item 5: a batch of saves is written in one call, each save answered in the order
+/// A batch of saves is written in one call, each save answered in the order
 /// given with its new version, and each chained from its own stored version.
 pub(crate) async fn a_batch_of_saves_lands_with_one_result_each(b: &Backend) {
     let store = b.open().await;
@@ -207,7 +207,7 @@ pub(crate) async fn a_batch_of_saves_lands_with_one_result_each(b: &Backend) {
     store.close().await;
 }
 
-/// Issue 12 item 5: a conflict, or a value the schema cannot hold, refuses only its own save
+/// A conflict, or a value the schema cannot hold, refuses only its own save
 /// in a batch; the others commit.
 pub(crate) async fn a_conflict_in_a_batch_refuses_only_that_save(b: &Backend) {
     let store = b.open().await;
@@ -232,7 +232,7 @@ pub(crate) async fn a_conflict_in_a_batch_refuses_only_that_save(b: &Backend) {
     store.close().await;
 }
 
-/// Issue 12 item 5: a batch larger than one statement's rows, mixing first saves and updates,
+/// A batch larger than one statement's rows, mixing first saves and updates,
 /// with conflicts among both and a player saved twice in a row (its second save based on its
 /// first), lands exactly as the same saves one by one would.
 pub(crate) async fn a_large_mixed_batch_lands_as_the_saves_one_by_one_would(b: &Backend) {
@@ -274,7 +274,7 @@ pub(crate) async fn a_large_mixed_batch_lands_as_the_saves_one_by_one_would(b: &
     store.close().await;
 }
 
-/// Issue 12 item 5: a player's first save and the save based on it, in one batch, both apply
+/// A player's first save and the save based on it, in one batch, both apply
 /// (the batch keeps a player's saves together and in order, whatever their kinds).
 pub(crate) async fn a_first_save_and_the_save_based_on_it_in_one_batch_both_apply(b: &Backend) {
     let store = b.open().await;
@@ -307,7 +307,7 @@ async fn blocked_by(observer: &mut sqlx::PgConnection, blocker: i32) -> i32 {
     }
 }
 
-/// Issue 12 item 5, PostgreSQL: two processes save overlapping players in batches shaped as
+/// PostgreSQL: two processes save overlapping players in batches shaped as
 /// the store worker makes them (distinct players; updates and first saves). P updates `o-3` and
 /// first-saves `o-1` and `o-2`, and is held between the two by another session's uncommitted
 /// `o-1`; A first-saves `o-2` and, stale, `o-3`. A waits for P before it writes anything, so
@@ -345,7 +345,7 @@ pub(crate) async fn overlapping_batches_of_two_processes_finish_without_a_deadlo
     assert_eq!(conflicts, 2, "A's first saves meet P's rows: {a:?}");
 }
 
-/// Issue 12 item 5: a batch is one transaction: when one of its writes fails, none of the
+/// A batch is one transaction: when one of its writes fails, none of the
 /// batch is written, and the failure is the batch's (a single save's names its player).
 pub(crate) async fn a_batch_that_fails_as_a_whole_writes_nothing(b: &Backend) {
     let store = b.open().await;

@@ -1,9 +1,9 @@
 //! The in-memory control stream of one connection: one reliable, ordered queue per direction,
 //! with seeded latency and loss.
 //!
-//! The control channel is one QUIC stream (DESIGN §3), so a lost message is not gone: it is
-//! retransmitted one retransmission timeout later (doubling at each further loss), and every
-//! message sent after it waits behind it (head-of-line blocking). That is the whole model: a
+//! The control channel is one QUIC stream (docs/protocol.md section 1), so a lost message is not
+//! gone: it is retransmitted one retransmission timeout later (doubling at each further loss), and
+//! every message sent after it waits behind it (head-of-line blocking). That is the whole model: a
 //! message sent at `t` is delivered at `max(t + latency + jitter + retransmissions, the delivery
 //! time of the message before it)`. Owns the queues and the draws; knows nothing of messages.
 
@@ -16,8 +16,8 @@ use rand::rngs::StdRng;
 /// Retransmissions of one message at most by default, so even a loss rate of 1 delivers.
 pub(crate) const MAX_RETRANSMISSIONS: u32 = 8;
 
-/// The network conditions of one direction of a connection (DESIGN §9 names them as game
-/// developers do: lag, jitter, packet loss).
+/// The network conditions of one direction of a connection, named as game developers name them:
+/// lag, jitter, packet loss (docs/testing.md, "A bad network").
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Conditions {
     /// One-way delay of every message.

@@ -1,10 +1,9 @@
-//! Arrivals (issue 12, docs/protocol.md 4.2): a player who first logs in once a transition
-//! waits for its clients (WaitingForClients or Completing) follows it, but the transition does
-//! not wait for it, so a steady stream of logins cannot hold a transition open. Its ready
-//! report, if it comes before the end, places it in the spawn window; otherwise a join of its
-//! own places it right after `EndTransition`. Players present at the start, those who logged
-//! in while the server loaded, and their relaunches are still waited for. Both orders are
-//! tested.
+//! Arrivals (docs/spec/sessions.md S7, docs/protocol.md 4.2): a player who first logs in once a
+//! transition waits for its clients (WaitingForClients or Completing) follows it, but the
+//! transition does not wait for it, so a steady stream of logins cannot hold a transition open. Its
+//! ready report, if it comes before the end, places it in the spawn window; otherwise a join of its
+//! own places it right after `EndTransition`. Players present at the start, those who logged in
+//! while the server loaded, and their relaunches are still waited for. Both orders are tested.
 
 use gatehouse_protocol::{ServerMessage, TransitionId};
 

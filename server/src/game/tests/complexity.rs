@@ -1,7 +1,7 @@
-//! Complexity pins (issue 12 item 3): one input's work on the game task does not grow with the
-//! number of players. Each test runs the same scenario at two sizes and counts the player,
-//! pawn and join records that walks over every one of them visited during the measured input:
-//! a per-input step that scans all players shows up as a count that grows with them.
+//! Complexity pins: one input's work on the game task does not grow with the number of players.
+//! Each test runs the same scenario at two sizes and counts the player, pawn and join records that
+//! walks over every one of them visited during the measured input: a per-input step that scans all
+//! players shows up as a count that grows with them.
 
 use std::time::Duration;
 
@@ -150,7 +150,7 @@ fn a_login_during_a_transition_does_not_walk_every_player() {
     );
 }
 
-/// A login while Freezing waits for a save (issue 12): whether the travel may resolve is asked
+/// A login while Freezing waits for a save: whether the travel may resolve is asked
 /// of the saves it awaits, not of every player, after every input.
 #[test]
 fn a_login_while_the_travel_waits_for_a_save_does_not_walk_every_player() {

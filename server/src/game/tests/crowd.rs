@@ -1,7 +1,7 @@
-//! The crowd rule (issue 13 item 4, `[game] client_response_crowd_floor_ms`): once nine in ten
-//! of the clients shown a transition have answered it, the rest may take twice as long as the
-//! slowest of those answers took, at least the floor and at most the response timeout.
-//! A silent client is set aside about when its peers' slowest would have answered.
+//! The crowd rule (docs/spec/transitions.md T9, `[game] client_response_crowd_floor_ms`): once nine
+//! in ten of the clients shown a transition have answered it, the rest may take twice as long as
+//! the slowest of those answers took, at least the floor and at most the response timeout. A silent
+//! client is set aside about when its peers' slowest would have answered.
 
 use std::time::Duration;
 

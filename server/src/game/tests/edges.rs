@@ -1,6 +1,7 @@
-//! The edges of the contract (issue 10): reconnects, a hard bound on every transition,
-//! effects under the loading screen, refusals as documented; and the tests that pin the core's
-//! guards (issue 10, item 8), each named after what its guard keeps true.
+//! The edges of the contract (docs/spec/sessions.md, docs/spec/transitions.md): reconnects, a
+//! hard bound on every transition, effects under the loading screen, refusals as documented; and
+//! the tests that pin the core's guards (every guard has a test that fails without it:
+//! docs/testing.md, "Mutation testing"), each named after what its guard keeps true.
 
 use std::time::Duration;
 
@@ -31,7 +32,7 @@ fn errors(h: &Harness, c: ConnectionId, code: ErrorCode) -> usize {
         .count()
 }
 
-// --- Item 2: readiness belongs to the connection --------------------------------------------
+// --- S10: readiness belongs to the connection -----------------------------------------------
 
 /// Readiness belongs to the connection (docs/protocol.md 4.3): a player who relaunches while the
 /// server still loads the destination does not inherit its old connection's ready report; the
@@ -53,10 +54,10 @@ fn a_relaunch_while_the_server_loads_reports_ready_for_itself() {
     assert_eq!(phase(&h), "Completing");
 }
 
-// --- Item 3: the player state outlives the connection ----------------------------------------
+// --- S9: the player state outlives the connection --------------------------------------------
 
-/// Issue 10, item 3: death does not launder away through a reconnect: `State.Dead` and the
-/// effect that killed the player come back with it, its pawn is a dead one, and only
+/// docs/spec/sessions.md S9 and S11: death does not launder away through a reconnect: `State.Dead`
+/// and the effect that killed the player come back with it, its pawn is a dead one, and only
 /// `RestartRequest` clears death.
 #[test]
 fn a_relaunch_keeps_death_and_the_effect_that_killed_it() {
@@ -116,7 +117,7 @@ fn a_relaunch_keeps_its_team_and_is_told_its_kits_once() {
     assert_eq!(h.player("a").abilities.granted_kits(), held, "nothing granted twice");
 }
 
-/// Issue 10, item 3: past the retention the player state is gone: a fresh one.
+/// sessions.md S9: past the retention the player state is gone: a fresh one.
 #[test]
 fn a_player_state_is_kept_only_for_the_retention() {
     let mut h = Harness::booted();
@@ -193,10 +194,10 @@ fn a_dead_relaunch_is_possessed_acknowledged_and_ends_its_join() {
     );
 }
 
-// --- Item 4: a hard upper bound on every transition ------------------------------------------
+// --- T10: a hard upper bound on every transition ---------------------------------------------
 
-/// Issue 10, item 4: the travel back after a failed transition goes to the node of the last
-/// transition that completed, not to the world's start node.
+/// docs/spec/transitions.md T10: the travel back after a failed transition goes to the node of the
+/// last transition that completed, not to the world's start node.
 #[test]
 fn a_failed_transition_travels_back_to_the_last_completed_node_not_the_start() {
     let mut h = Harness::booted();
@@ -277,7 +278,7 @@ fn a_transition_that_ends_starts_the_failure_count_again() {
     assert_eq!(h.closed(a), None, "never two failures in a row");
 }
 
-/// Issue 10, item 4: rooms that never finish streaming hold Completing until the hard maximum;
+/// T10: rooms that never finish streaming hold Completing until the hard maximum;
 /// then the transition fails explicitly (`TransitionFailed`, id and reason), nobody is
 /// spawned into the unloaded level, it is counted, and the server travels back to the last
 /// good node, where everyone is placed again.
@@ -311,7 +312,7 @@ fn a_transition_that_never_ends_fails_at_its_maximum_and_travels_back() {
     assert!(h.ended(recovery), "a's pawn is teleported back: placed, ended");
 }
 
-/// Issue 10, item 4: Loading is bounded too: a node that never streams fails its transition.
+/// T10: Loading is bounded too: a node that never streams fails its transition.
 #[test]
 fn a_node_that_never_streams_fails_its_transition_at_the_maximum() {
     let mut h = Harness::booted();
@@ -323,7 +324,7 @@ fn a_node_that_never_streams_fails_its_transition_at_the_maximum() {
     assert_ne!(h.game.transition_id(), Some(t));
 }
 
-// --- Item 5: effects rest under the loading screen --------------------------------------------
+// --- T12: effects rest under the loading screen -----------------------------------------------
 
 /// How often the poison of [`placed_and_poisoned`] ticks.
 const POISON_TICK: Duration = Duration::from_millis(100);
@@ -336,7 +337,7 @@ fn placed_and_poisoned() -> (Harness, ConnectionId) {
     (h, a)
 }
 
-/// Issue 10, item 5: a finite effect already applied does not tick while characters are frozen
+/// T12: a finite effect already applied does not tick while characters are frozen
 /// (nobody dies behind the loading screen), and resumes with its time left on release.
 #[test]
 fn finite_effects_pause_while_frozen_and_resume_on_release() {
@@ -359,9 +360,9 @@ fn finite_effects_pause_while_frozen_and_resume_on_release() {
     assert_eq!(h.player("a").abilities.health(), 50, "the 7 ticks it had left, and no more");
 }
 
-/// Issue 10, item 5, for a join: a joiner's effects rest for the length of its own join (its
-/// loading screen), while players already in the world keep theirs running; its join's end
-/// resumes them.
+/// The same for a join (docs/protocol.md 4.3): a joiner's effects rest for the length of its own
+/// join (its loading screen), while players already in the world keep theirs running; its join's
+/// end resumes them.
 #[test]
 fn a_joiners_effects_rest_for_the_length_of_its_join_only() {
     let mut h = Harness::booted();
@@ -395,9 +396,9 @@ fn a_relaunchs_kept_effect_ticks_again_once_its_join_releases_it() {
     assert_eq!(h.player("a").abilities.health(), 90, "its next tick, 50 ms after release");
 }
 
-// --- Item 7: refusals as documented ------------------------------------------------------------
+// --- Refusals as documented (docs/protocol.md 5) -----------------------------------------------
 
-/// Issue 10, item 7: `PossessionAcknowledged` for another player's pawn is answered
+/// T8: `PossessionAcknowledged` for another player's pawn is answered
 /// `Error { UnknownPawn }` (docs/protocol.md); for its own old pawn it is ignored.
 #[test]
 fn an_acknowledgement_of_another_players_pawn_is_refused_unknown_pawn() {
@@ -410,7 +411,7 @@ fn an_acknowledgement_of_another_players_pawn_is_refused_unknown_pawn() {
     assert_eq!(errors(&h, a, ErrorCode::UnknownPawn), 2);
 }
 
-/// Issue 10, item 7: an acknowledgement of the player's own old pawn (before its respawn) is
+/// T8: an acknowledgement of the player's own old pawn (before its respawn) is
 /// stale: counted and ignored, no error.
 #[test]
 fn an_acknowledgement_of_the_players_own_old_pawn_is_ignored_as_stale() {
@@ -495,7 +496,7 @@ fn a_relaunch_storm_past_the_login_burst_is_refused_and_changes_nothing() {
     assert_eq!(h.closed(last), Some(CloseCode::Replaced));
 }
 
-/// Issue 10, item 7: the refusal rate limit is per player: a reconnect does not reset it.
+/// docs/protocol.md 5: the refusal rate limit is per player: a reconnect does not reset it.
 #[test]
 fn the_refusal_rate_limit_survives_a_reconnect() {
     let mut h = Harness::booted();
@@ -511,11 +512,11 @@ fn the_refusal_rate_limit_survives_a_reconnect() {
     assert_eq!(errors(&h, again, ErrorCode::RateLimited), 1);
 }
 
-// --- Item 8: the guards, each pinned ---------------------------------------------------------
+// --- The guards, each pinned -----------------------------------------------------------------
 
-/// Guard: spawns are not allowed in WaitingForClients (seed 001, The Spawn Window: only
-/// Completing is spawnable). A player who joins while the server waits for clients is spawned
-/// only in Completing, even once it reported ready itself.
+/// Guard: spawns are not allowed in WaitingForClients (T6: only Completing is spawnable). A player
+/// who joins while the server waits for clients is spawned only in Completing, even once it
+/// reported ready itself.
 #[test]
 fn no_spawn_happens_in_waiting_for_clients() {
     let mut h = Harness::booted();
@@ -532,7 +533,7 @@ fn no_spawn_happens_in_waiting_for_clients() {
 }
 
 /// Guard: a load finishing in Completing pushes the settle deadline to a full timeout after it
-/// (seed 001: the settle timeout counts from the end of the last load). A joiner that logged
+/// (T7: the settle timeout counts from the end of the last load). A joiner that logged
 /// in while the server loaded the crypt (so the transition waits for it), spawned once the
 /// rooms are in and never acknowledging its pawn, stays unplaced with nothing loading.
 #[test]
@@ -592,7 +593,7 @@ fn the_request_that_moves_an_existing_pawn_is_a_teleport() {
     assert_eq!(h.game.counters().pawns_teleported, 1);
 }
 
-/// Guard: the discard before travel drops only initial spawns (seed 001, Stale-Node Discard);
+/// Guard: the discard before travel drops only initial spawns (T4);
 /// a respawn queued for the destination survives it.
 #[test]
 fn the_discard_before_travel_drops_only_initial_spawns() {

@@ -46,10 +46,10 @@ fn the_boot_transition_ends_only_once_every_player_acknowledged_its_pawn() {
     assert_eq!(h.pawns_of("b"), 1);
 }
 
-/// Issue 10, item 1 (seed 001, "Why This Architecture": never a pawn before its level, on any
-/// machine): a player who logs in while no transition runs is told the current node's levels
-/// in a join of its own, gets its pawn only once it reported them streamed, and its join ends
-/// once it acknowledged the pawn. Nobody else is frozen for it.
+/// docs/spec/sessions.md S5 (and docs/spec/transitions.md T1: never a pawn before its level, on any
+/// machine): a player who logs in while no transition runs is told the current node's levels in a
+/// join of its own, gets its pawn only once it reported them streamed, and its join ends once it
+/// acknowledged the pawn. Nobody else is frozen for it.
 #[test]
 fn a_joiner_streams_the_current_node_before_it_gets_a_pawn() {
     let mut h = Harness::booted();
@@ -84,7 +84,7 @@ fn a_joiner_streams_the_current_node_before_it_gets_a_pawn() {
     assert_eq!(h.game.counters().joins_completed, 2, "a's and late's");
 }
 
-/// Issue 10, item 1: the rooms of a dungeon are named in the join too.
+/// S5: the rooms of a dungeon are named in the join too.
 #[test]
 fn a_joiner_on_a_dungeon_is_told_its_rooms() {
     let mut h = Harness::booted();
@@ -152,7 +152,7 @@ fn a_welcome_tells_the_servers_frame_limit() {
     );
 }
 
-/// Issue 10, item 1: a transition starting during a join supersedes it: the joiner follows the
+/// S6: a transition starting during a join supersedes it: the joiner follows the
 /// transition, and a report for the old join is stale.
 #[test]
 fn a_transition_supersedes_a_join_and_the_joiner_follows_it() {

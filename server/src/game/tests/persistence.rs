@@ -1,5 +1,5 @@
-//! Seed 001 "Possession-vs-Init Ordering" (the kit latch, both orders) and the persistence flow:
-//! preset resolution, failed loads, saves, the session's node.
+//! The kit latch in both orders (docs/spec/transitions.md T15) and the persistence flow: preset
+//! resolution, failed loads, saves, the session's node.
 
 use gatehouse_protocol::{ClientMessage, ServerMessage};
 use gatehouse_tags::GameplayTag;
@@ -63,7 +63,7 @@ fn a_player_is_not_spawned_before_its_character_def_is_known() {
     assert!(h.possessed(a).is_some(), "the load completion retried the spawn");
 }
 
-/// Seed 001, dedicated-server join: the preset resolves first; possession performs the grant,
+/// T15, dedicated-server join: the preset resolves first; possession performs the grant,
 /// once, with the startup kits.
 #[test]
 fn kits_are_granted_once_at_possession_when_the_preset_resolved_first() {
@@ -74,7 +74,7 @@ fn kits_are_granted_once_at_possession_when_the_preset_resolved_first() {
     assert_eq!(h.game.counters().kit_grants, 1);
 }
 
-/// Seed 001, PlayPreset relaunch: possession runs first with no preset (the relaunch remembers
+/// T15, PlayPreset relaunch: possession runs first with no preset (the relaunch remembers
 /// its class); the provider performs the composed grant once the preset resolves.
 #[test]
 fn kits_are_granted_once_at_preset_resolution_when_possession_came_first() {
@@ -95,7 +95,7 @@ fn kits_are_granted_once_at_preset_resolution_when_possession_came_first() {
     assert_eq!(kits(&h, a).len(), 2, "the respawn re-grants nothing");
 }
 
-/// Seed 001: "a preset with zero kits still latches".
+/// T15: a preset with zero kits still latches.
 #[test]
 fn a_preset_with_zero_kits_still_latches() {
     let mut h = booted_holding();
@@ -159,7 +159,7 @@ fn players_are_saved_when_a_transition_completes_and_when_they_leave() {
     );
 }
 
-/// Issue 12 item 5: a transition's end saves its N players with one output (one store
+/// A transition's end saves its N players with one output (one store
 /// request), not N; each player is still saved once, at the new node, and counted.
 #[test]
 fn a_transitions_end_saves_every_player_with_one_output() {
@@ -243,10 +243,10 @@ fn the_session_save_restores_the_worlds_node_before_the_boot_travel() {
     );
 }
 
-/// Issue 12 (admission sends about 3N² frames): a resolved load replicates only what changed.
-/// A save without equipment leaves the ability tags as clients know them: no
-/// `AbilityTagsChanged`; the class it resolves is a player-state change: one
-/// `PlayerStateUpdated`. A save with equipment changes the tags: they are replicated.
+/// A resolved load replicates only what changed (else admitting N players sends about 3N² frames).
+/// A save without equipment leaves the ability tags as clients know them: no `AbilityTagsChanged`;
+/// the class it resolves is a player-state change: one `PlayerStateUpdated`. A save with equipment
+/// changes the tags: they are replicated.
 #[test]
 fn a_resolved_load_replicates_only_what_changed() {
     let count =
@@ -324,10 +324,10 @@ fn a_new_players_preset_is_chosen_by_its_id_reproducibly() {
     );
 }
 
-/// Seed 001 ("the server travels only after persistence settles") against a stream of logins
-/// (issue 12): the travel waits for the player saves in flight when the transition started, and
-/// not for a save asked for by a login during Freezing. At 200 logins/s some save was always
-/// loading, and the travel waited until logins stopped (3.8 s at 2,000 clients).
+/// T4 (the server travels only after persistence settles) against a stream of logins: the travel
+/// waits for the player saves in flight when the transition started, and not for a save asked for
+/// by a login during Freezing. At 200 logins/s some save was always loading, and the travel waited
+/// until logins stopped (3.8 s at 2,000 clients).
 #[test]
 fn a_save_asked_for_after_the_transition_started_does_not_hold_the_travel() {
     let mut h = booted_holding();

@@ -246,7 +246,8 @@ proptest! {
         ..ProptestConfig::default()
     })]
 
-    /// Seed 001's invariants under any interleaving of the inputs the core can receive.
+    /// The spawn and transition contract (docs/spec/transitions.md) under any interleaving of the
+    /// inputs the core can receive.
     #[test]
     fn the_contract_holds_under_any_interleaving(ops in proptest::collection::vec(op(), 1..60)) {
         let mut m = Model::new();

@@ -1,4 +1,8 @@
-//! Seed 001 "Per-Controller Death Respawn" and the ability-system rows of "Symptoms and Causes".
+//! Per-player death respawn (docs/spec/transitions.md T13, T14), and what a respawn must not
+//! keep or give again: death, the effect that killed, a second kit grant (T16).
+//!
+//! A `Symptom "…"` is what a player would see if the guard broke, as the table in
+//! docs/spec/transitions.md ("Symptoms") names it.
 
 use std::time::Duration;
 
@@ -97,8 +101,8 @@ fn a_respawn_strips_finite_effects_and_keeps_infinite_ones() {
     assert!(!h.player("a").is_dead(), "the respawned player is not killed again by the old DoT");
 }
 
-/// Ordering note: "ResetForRespawn() runs before UnPossess, so the respawned pawn is possessed
-/// by an ASC already cleared of death state."
+/// T13: `ResetForRespawn` runs before UnPossess, so the respawned pawn is possessed by an
+/// ability system already cleared of death state.
 #[test]
 fn reset_for_respawn_runs_before_unpossess() {
     let mut h = Harness::booted();
@@ -114,7 +118,7 @@ fn reset_for_respawn_runs_before_unpossess() {
     assert!(cleared < unpossessed);
 }
 
-/// Ordering note: "The dead pawn is destroyed last, after the new one exists."
+/// T13: the dead pawn is destroyed last, after the new one exists.
 #[test]
 fn the_dead_pawn_is_destroyed_after_the_new_pawn_exists() {
     let mut h = Harness::booted();
@@ -131,7 +135,7 @@ fn the_dead_pawn_is_destroyed_after_the_new_pawn_exists() {
     assert_eq!(h.pawns_of("a"), 1);
 }
 
-/// Ordering note: the respawn "deliberately bypasses the transition and its settle-hold".
+/// T13: the respawn deliberately bypasses the transition and its settle-hold.
 #[test]
 fn a_respawn_needs_no_transition_and_no_loading_screen() {
     let mut h = Harness::booted();
@@ -146,10 +150,9 @@ fn a_respawn_needs_no_transition_and_no_loading_screen() {
     )));
 }
 
-/// "The fallback closes a real ordering hazard ... RestartPlayer has no retry of its own":
-/// when the restart is refused (here: the node's spawn points are not registered), the request
-/// goes through the spawn manager, whose retry places the player; the dead pawn lingers until
-/// then.
+/// T14: `RestartPlayer` has no retry of its own, so when the restart is refused (here: the node's
+/// spawn points are not registered), the request goes through the spawn manager, whose retry places
+/// the player; the dead pawn lingers until then.
 #[test]
 fn a_refused_respawn_is_queued_through_the_spawn_manager_and_retried() {
     let mut h = Harness::booted();

@@ -1,9 +1,9 @@
-//! The response timeout (issue 13 item 4): what needs no streaming (`TransitionShown` after
-//! `ShowTransition`, `PossessionAcknowledged` after `Possessed`) must come within
-//! `[game] client_response_timeout_ms`, or nothing waits for that client any more. A client
-//! that does not answer is set aside from the transition and placed by a join of its own after
-//! it; one that does not acknowledge is excused from placement. The longer timeouts still apply
-//! the client-ready policy. Each behaviour is tested in both arrival orders.
+//! The response timeout (docs/spec/transitions.md T9): what needs no streaming (`TransitionShown`
+//! after `ShowTransition`, `PossessionAcknowledged` after `Possessed`) must come within `[game]
+//! client_response_timeout_ms`, or nothing waits for that client any more. A client that does not
+//! answer is set aside from the transition and placed by a join of its own after it; one that does
+//! not acknowledge is excused from placement. The longer timeouts still apply the client-ready
+//! policy. Each behaviour is tested in both arrival orders.
 
 use std::time::Duration;
 

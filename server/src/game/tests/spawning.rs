@@ -1,5 +1,8 @@
-//! Seed 001 "The Spawn Window", "The World-Map Gate", "Honest Spawn Refusal" and "Stale-Node
-//! Discard".
+//! Spawning (docs/spec/transitions.md): the world-map gate (T1), honest spawn refusal (T2), the
+//! stale-node discard (T4) and the spawn window (T6).
+//!
+//! A `Symptom "…"` is what a player would see if the guard broke, as the table in
+//! docs/spec/transitions.md ("Symptoms") names it.
 
 use std::time::Duration;
 
@@ -22,8 +25,7 @@ fn the_default_pawn_is_refused_while_a_world_map_governs_and_nothing_is_streamed
     assert_eq!(h.pawns_of("a"), 0);
 }
 
-/// The World-Map Gate: "a requested world-map node is ready only when the currently streamed
-/// node matches".
+/// T1: a requested world-map node is ready only when the currently streamed node matches.
 #[test]
 fn the_default_pawn_is_refused_on_a_node_other_than_the_streamed_one() {
     let mut h = Harness::booted();
@@ -37,7 +39,7 @@ fn the_default_pawn_is_refused_on_a_node_other_than_the_streamed_one() {
 
 /// The server's own gate: the default pawn is refused on a ready level for a player whose
 /// client has not reported that node streamed (a pawn never appears before the level it
-/// stands on, on any machine: seed 001, "Why This Architecture").
+/// stands on, on any machine: T1).
 #[test]
 fn the_default_pawn_is_refused_until_the_players_client_streamed_the_node() {
     let mut h = Harness::booted();
@@ -49,7 +51,7 @@ fn the_default_pawn_is_refused_until_the_players_client_streamed_the_node() {
     assert!(h.game.restart_player_at_player_start(h.now, &pid("a"), &node("harbor")).is_some());
 }
 
-/// The World-Map Gate: with no world map managing levels (a standalone map) spawns are allowed.
+/// T1: with no world map managing levels (a standalone map) spawns are allowed.
 #[test]
 fn a_standalone_map_allows_the_default_pawn_before_anything_streams() {
     let world =
@@ -60,7 +62,7 @@ fn a_standalone_map_allows_the_default_pawn_before_anything_streams() {
     assert!(h.game.restart_player_at_player_start(h.now, &pid("a"), &node("harbor")).is_some());
 }
 
-/// The Spawn Window: outside Completing, spawn requests queue; OnReadyToSpawn owns the spawn.
+/// T6: outside Completing, spawn requests queue; OnReadyToSpawn owns the spawn.
 #[test]
 fn spawn_requests_queue_outside_completing() {
     let mut h = Harness::new();
@@ -73,10 +75,9 @@ fn spawn_requests_queue_outside_completing() {
     assert!(h.possessed(a).is_some(), "spawned by OnReadyToSpawn in Completing");
 }
 
-/// The Spawn Window: a ready callback arriving during Completing (dungeon rooms streaming after
-/// client readiness) spawns directly instead of deferring to an OnReadyToSpawn already past.
-/// Also Honest Spawn Refusal: before the rooms are in, the refused spawn stays queued and the
-/// player unplaced.
+/// T6: a ready callback arriving during Completing (dungeon rooms streaming after client
+/// readiness) spawns directly instead of deferring to an OnReadyToSpawn already past. Also T2:
+/// before the rooms are in, the refused spawn stays queued and the player unplaced.
 #[test]
 fn dungeon_rooms_that_stream_after_readiness_spawn_directly_in_completing() {
     let mut h = Harness::booted();
@@ -105,7 +106,7 @@ fn dungeon_rooms_that_stream_after_readiness_spawn_directly_in_completing() {
     assert!(h.ended(t));
 }
 
-/// Honest Spawn Refusal: `RestartPlayerAtPlayerStart` refused by the gate leaves no pawn, and
+/// T2: `RestartPlayerAtPlayerStart` refused by the gate leaves no pawn, and
 /// the request is kept (not dropped as done) until a later ready callback places it.
 #[test]
 fn a_refused_spawn_is_kept_queued_and_never_counted_as_done() {
@@ -128,10 +129,9 @@ fn a_refused_spawn_is_kept_queued_and_never_counted_as_done() {
     assert_eq!(h.pawns_of("a"), 1, "the kept request spawned once the gate opened");
 }
 
-/// Issue 13 item 5, caught by the `game_core` fuzz target's check of counters against
-/// observations: a spawn the level-ready gate refuses is one refusal in the metrics as in the
-/// counters (it was observed twice, so
-/// `gatehouse_spawn_refusals_by_cause_total{cause="level_not_ready"}` counted double).
+/// A spawn the level-ready gate refuses is one refusal in the metrics as in the counters (it
+/// was observed twice, so `gatehouse_spawn_refusals_by_cause_total{cause="level_not_ready"}`
+/// counted double).
 #[test]
 fn a_refused_spawn_is_observed_once_as_it_is_counted_once() {
     let mut h = Harness::booted();
@@ -166,9 +166,8 @@ fn a_placed_spawn_is_observed_with_its_time_in_the_queue() {
     assert_eq!(h.game.counters().transitions_completed, 1);
 }
 
-/// Honest Spawn Refusal: "ProcessPendingSpawns similarly re-queues when no spawn point is
-/// found yet"; issue 12 item 4: the registration is the event that runs it, no retry poll.
-/// Order: every client ready, then the spawn points register.
+/// T2: a spawn that finds no spawn point yet is re-queued, and the registration is the event
+/// that runs it, no retry poll. Order: every client ready, then the spawn points register.
 #[test]
 fn a_spawn_waiting_for_spawn_points_runs_when_they_register() {
     let mut h = Harness::new();
@@ -216,7 +215,7 @@ fn a_stale_spawn_point_registration_is_ignored() {
     assert!(h.possessed(a).is_some());
 }
 
-/// Issue 12 item 4: the retry timer only for what no event announces. Spawn points that are
+/// T2: the retry timer only for what no event announces. Spawn points that are
 /// gone without an event (the test hook) requeue the spawn with the 100 ms retry.
 #[test]
 fn spawn_points_gone_without_an_event_are_retried_on_the_timer() {
@@ -275,9 +274,8 @@ fn stale_initial_spawns_are_discarded_before_travel_and_requeued_against_the_res
     assert_eq!(h.game.counters().settle_timeouts, 0);
 }
 
-/// Stale-Node Discard: "A player who already received a match-start default pawn is covered
-/// too — the re-queue produces a LevelTransition (teleport) request for them rather than a
-/// second spawn."
+/// T4: a player who already received a match-start default pawn is covered too: the re-queue
+/// produces a LevelTransition (teleport) request for it rather than a second spawn.
 #[test]
 fn a_player_who_already_has_a_pawn_is_teleported_not_spawned_twice() {
     let mut h = Harness::booted();
@@ -293,7 +291,7 @@ fn a_player_who_already_has_a_pawn_is_teleported_not_spawned_twice() {
     assert!(h.broadcasts().contains(&teleported));
 }
 
-/// Issue 12 item 2: every pawn a spawn pass moves to a node is replicated in one
+/// Every pawn a spawn pass moves to a node is replicated in one
 /// `PawnsTeleported`, not one message per player; consecutive pawn ids go as one run (protocol 6).
 #[test]
 fn a_transitions_teleports_go_out_in_one_message() {

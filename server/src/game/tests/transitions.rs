@@ -1,6 +1,6 @@
-//! Seed 001 "Transition Lifecycle" and "Loading-Screen Settle-Hold", plus DESIGN §4 (no client
-//! can wedge a transition): supersede and disconnect in every phase, early and stale ready
-//! reports, the client-ready timeout, the settle-hold and its timeout.
+//! The phased transition and its settle-hold, and no client can wedge a transition
+//! (docs/spec/transitions.md T3, T5, T7, T9): supersede and disconnect in every phase, early
+//! and stale ready reports, the client-ready timeout, the settle-hold and its timeout.
 
 use std::time::Duration;
 
@@ -47,9 +47,9 @@ fn boot_with_b_unacknowledged(
     (h, t, a, b)
 }
 
-/// Seed 001: "A new travel arriving mid-transition supersedes the in-flight one — client
-/// tracking resets but the screen stays up". Phase: Freezing (the boot travel waits for the
-/// session save).
+/// T5: a new travel arriving mid-transition supersedes the in-flight one; client tracking
+/// resets but the screen stays up. Phase: Freezing (the boot travel waits for the session
+/// save).
 #[test]
 fn a_travel_supersedes_a_transition_in_freezing() {
     let mut h = Harness::holding_loads(WORLD);
@@ -171,8 +171,8 @@ fn a_disconnect_in_completing_does_not_wedge_the_transition() {
     assert!(h.ended(t));
 }
 
-/// DESIGN §4: a ready report for the transition in flight is kept even while the server is
-/// still loading.
+/// A ready report for the transition in flight is kept even while the server is still
+/// loading.
 #[test]
 fn an_early_ready_report_is_kept_until_waiting_for_clients() {
     let mut h = Harness::booted();
@@ -197,7 +197,7 @@ fn a_stale_ready_report_is_ignored_without_an_error() {
     assert!(h.game.counters().stale_ignored >= 1);
 }
 
-/// DESIGN §4, kick policy: a client that never reports ready is closed at the client-ready
+/// T9, kick policy: a client that never reports ready is closed at the client-ready
 /// timeout and the transition proceeds without it.
 #[test]
 fn a_client_that_never_reports_ready_is_kicked_at_the_timeout() {
@@ -214,7 +214,7 @@ fn a_client_that_never_reports_ready_is_kicked_at_the_timeout() {
     assert_eq!(h.game.counters().ready_timeouts, 1);
 }
 
-/// DESIGN §4, proceed policy: the transition goes on without the report; the client stays.
+/// T9, proceed policy: the transition goes on without the report; the client stays.
 #[test]
 fn under_the_proceed_policy_a_silent_client_stays_and_the_transition_goes_on() {
     let mut h = booted_proceeding();
@@ -279,8 +279,8 @@ fn under_the_proceed_policy_a_silent_joiner_is_left_waiting_without_a_pawn() {
     assert!(h.player("b").is_placed());
 }
 
-/// Seed 001 settle-hold: "finish anyway, logging an unplaced-player warning" at the timeout
-/// when nothing is loading; the warning names the unplaced players.
+/// T7, the settle-hold: at the timeout, with nothing loading, the transition ends anyway and a
+/// warning names the unplaced players.
 #[test]
 fn the_settle_timeout_ends_a_wedged_transition_and_names_the_unplaced_players() {
     let (mut h, t, _, _) = boot_with_b_unacknowledged(rules());
@@ -293,8 +293,8 @@ fn the_settle_timeout_ends_a_wedged_transition_and_names_the_unplaced_players() 
     assert_eq!(snapshot.last_settle_timeout_unplaced, vec![pid("b")]);
 }
 
-/// Seed 001: "IsLoadInFlight() keeps extending the deadline so a [slow] stream ... is not
-/// mistaken for a wedge": dungeon rooms streaming for longer than the settle timeout.
+/// T7: `IsLoadInFlight` keeps extending the deadline, so a slow stream is not mistaken for a
+/// wedge: dungeon rooms streaming for longer than the settle timeout.
 #[test]
 fn a_load_in_flight_extends_the_settle_deadline() {
     let mut h = Harness::booted();
@@ -314,7 +314,7 @@ fn a_load_in_flight_extends_the_settle_deadline() {
     assert_eq!(h.game.counters().settle_timeouts, 0);
 }
 
-/// DESIGN §2: no polling; the transition ends in the step in which its last player is placed.
+/// T11: no polling; the transition ends in the step in which its last player is placed.
 #[test]
 fn the_transition_ends_in_the_step_its_last_player_is_placed() {
     let mut h = Harness::new();
@@ -327,7 +327,7 @@ fn the_transition_ends_in_the_step_its_last_player_is_placed() {
     assert!(h.ended(t), "no time passed between the acknowledgement and the end");
 }
 
-/// Seed 001: characters freeze on every machine and the loading screen holds through a
+/// T12 and T5: characters freeze on every machine and the loading screen holds through a
 /// supersede: clients see Freeze for each id and exactly one End, for the newest.
 #[test]
 fn clients_see_one_end_for_the_newest_transition_after_a_supersede() {
@@ -545,10 +545,10 @@ fn under_the_proceed_policy_later_transitions_do_not_wait_for_a_client_that_neve
     assert!(!h.player("b").placement_excused, "an acknowledgement ends the excuse");
 }
 
-/// Issue 13 item 4: a client that never acknowledges the pawn of its join is dealt with a settle
-/// timeout after that possession, where nobody waits for it: under the kick policy it is closed
-/// before the next travel, which then ends without waiting for it (before, it carried its
-/// unacknowledged pawn into that travel and held it for a whole settle timeout).
+/// T9: a client that never acknowledges the pawn of its join is dealt with a settle timeout after
+/// that possession, where nobody waits for it: under the kick policy it is closed before the next
+/// travel, which then ends without waiting for it (before, it carried its unacknowledged pawn into
+/// that travel and held it for a whole settle timeout).
 #[test]
 fn a_joiner_that_never_acknowledges_is_kicked_before_it_can_hold_a_transition() {
     let mut h = Harness::booted();
@@ -568,7 +568,7 @@ fn a_joiner_that_never_acknowledges_is_kicked_before_it_can_hold_a_transition() 
     assert_eq!(h.game.counters().settle_timeouts, 0);
 }
 
-/// Issue 13 item 4, the proceed policy: the joiner that never acknowledges stays, excused at its
+/// T9, the proceed policy: the joiner that never acknowledges stays, excused at its
 /// deadline, so the next travel does not wait for its placement; an acknowledgement ends the
 /// excuse, and an acknowledged possession has no deadline.
 #[test]
@@ -629,8 +629,8 @@ fn a_transition_is_observed_phase_by_phase_and_at_its_end() {
     );
 }
 
-/// Issue 11, the load benchmark: each transition that ends is timed from the core's own `now`:
-/// start → every client ready (the last ready report) → ended (the last acknowledgement). A
+/// The load benchmark (docs/performance.md): each transition that ends is timed from the core's own
+/// `now`: start → every client ready (the last ready report) → ended (the last acknowledgement). A
 /// travel whose players all keep their pawns (teleported) ends in the step of the last report.
 #[test]
 fn an_ended_transition_is_timed_from_start_to_last_ready_to_end() {
@@ -674,7 +674,7 @@ fn an_ended_transition_is_timed_from_start_to_last_ready_to_end() {
     assert_eq!(timing.whole_us, 50_000);
 }
 
-// --- A settle timeout with a teleport still pending (issue 13 item 5, found by `game_core`) ---
+// --- A settle timeout with a teleport still pending (T7: the kept pawn is withdrawn) ---
 
 /// `a` placed on harbor, then a travel to forest whose node streamed but whose spawn points
 /// have not registered: Completing, with `a`'s teleport waiting for them.

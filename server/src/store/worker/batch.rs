@@ -1,5 +1,5 @@
 //! One attempt of a batch of player saves: every save of the batch in one transaction
-//! ([`SaveBackend::save_players`]), each judged on its own (issue 12 item 5).
+//! ([`SaveBackend::save_players`]), each judged on its own.
 //!
 //! Owns the per-save verdict of an attempt: written, conflict (recognised as this save's own
 //! earlier write after an uncertain attempt), refused, retry, or given up. Does not own lanes,

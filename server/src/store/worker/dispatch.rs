@@ -220,7 +220,7 @@ impl<B: SaveBackend> Dispatcher<B> {
             lane.queue.push_back(job);
         } else {
             // An idle lane's queue is empty: the job starts without passing through it, so a
-            // lane that never has two jobs at once never allocates one (issue 12 item 7).
+            // lane that never has two jobs at once never allocates one.
             self.start(&key, job);
         }
     }

@@ -24,7 +24,7 @@ pub(super) struct Ctx<B> {
     pub(super) settings: StoreSettings,
     pub(super) replies: mpsc::UnboundedSender<StoreReply>,
     pub(super) pending: Arc<watch::Sender<usize>>,
-    /// Store latencies and save outcomes (issue 15 item 1).
+    /// Store latencies and save outcomes (docs/operations.md, "Metrics").
     pub(super) metrics: StoreMetrics,
 }
 

@@ -24,7 +24,7 @@
 //!   transaction ([`SaveBackend::save_players`], which writes them a few hundred rows per
 //!   statement), keeping every rule above per save: its own
 //!   attempts, timeout budget, rebasing, conflict and recognition. A save whose attempt failed
-//!   waits `save_retry` in its lane, then joins whatever batch starts next. Issue 12 item 5.
+//!   waits `save_retry` in its lane, then joins whatever batch starts next.
 //!
 //! `dispatch` owns the lanes and deadlines; `job` runs a load or a session save to its reply;
 //! `batch` runs one attempt of a batch of player saves.
@@ -59,7 +59,7 @@ pub trait SaveBackend: Send + Sync + 'static {
         player: &PlayerId,
     ) -> impl Future<Output = Result<Option<PlayerSave>, StoreError>> + Send;
     /// As [`Store::save_players`]: every save in one transaction, one result per save in the
-    /// order given; the outer error is the transaction's (issue 12 item 5).
+    /// order given; the outer error is the transaction's.
     fn save_players(
         &self,
         saves: &[PlayerSave],
@@ -139,7 +139,7 @@ pub enum StoreRequest {
     /// Write many players' saves, each as [`StoreRequest::SavePlayer`] would (in its player's
     /// lane, in order); answered once, with [`StoreReply::PlayersSaved`], when every one has
     /// finished. One request for a transition's end, so the game task submits once, not once
-    /// per player (issue 12 item 5).
+    /// per player.
     SavePlayers(Vec<PlayerSave>),
     /// Load a session's save (by session name); answered with [`StoreReply::SessionLoaded`].
     LoadSession(String),
@@ -253,7 +253,7 @@ impl StoreWorker {
     }
 
     /// As [`StoreWorker::spawn`], recording store latencies and save outcomes in `metrics`
-    /// (issue 15 item 1).
+    /// (docs/operations.md, "Metrics").
     pub fn spawn_measured<B, E, F>(
         backend: B,
         settings: StoreSettings,

@@ -487,7 +487,7 @@ async fn the_worker_finishes_queued_saves_before_it_stops() {
     assert_eq!(replies, 3);
 }
 
-// Issue 12 item 5: saves batched, one transaction for many players.
+// Saves batched, one transaction for many players.
 
 async fn next_batch_saved(rx: &mut mpsc::Receiver<StoreReply>) -> Vec<(String, SaveOutcome)> {
     match next(rx).await {
