@@ -8,11 +8,16 @@
 //! - [`store`]: player and session saves, and the worker that runs them off the game task.
 //! - [`admin`]: the operator HTTP endpoint (probes, state, metrics, travel).
 //! - [`metrics`]: the server's metric families, one registry per [`Server`].
+//! - [`ops`]: what the binary runs besides the server: the admin probe, the saves printer, the
+//!   log installation and the signals.
 //! - [`fleet`]: the orchestrator that runs the server (Agones, with the `agones` feature), told
 //!   Ready, Health from the game loop, the connected players and Shutdown.
 //! - `shell`: the game task, the one task that owns the [`game::Game`]: it feeds it
 //!   connection events and its own events (streaming, store replies, operator requests) and
 //!   carries its outputs out.
+//! - [`world`]: the [`World`](world::World) a game supplies (level streaming, spawn points, the
+//!   pawns' bodies) behind one trait; [`world::SimulatedWorld`], a timer from the world map, is
+//!   the default (docs/embedding.md).
 //!
 //! Data flows one way: net → game → outputs. [`Server`] is the whole server; the binary only
 //! parses the CLI, loads config, installs tracing and calls [`Server::bind`] then
@@ -27,6 +32,7 @@ pub mod fleet;
 pub mod game;
 pub mod metrics;
 pub mod net;
+pub mod ops;
 mod rate;
 mod shell;
 pub mod store;
@@ -48,6 +54,8 @@ use game::{Game, GameRules};
 use metrics::Metrics;
 use net::{ConnectionEvent, NetError, Network};
 pub use shell::GameHandle;
+pub use shell::world;
+use shell::world::{SimulatedWorld, World};
 use shell::{Effects, ShellEvent};
 use store::{Store, StoreError, StoreHandle, StoreSettings, StoreWorker};
 
@@ -71,7 +79,7 @@ pub enum ServerError {
     /// The player store could not be opened (the message names its URL, password redacted).
     #[error(transparent)]
     Store(#[from] StoreError),
-    /// The orchestrator `[fleet]` names could not be reached (issue 15 item 3).
+    /// The orchestrator `[fleet]` names could not be reached.
     #[error(transparent)]
     Fleet(#[from] fleet::FleetError),
     /// The admin endpoint could not bind.
@@ -128,6 +136,20 @@ impl Server {
     /// # Errors
     /// [`ServerError`] naming what could not be opened or bound.
     pub async fn bind(config: &ServerConfig, world: WorldMap) -> Result<Server, ServerError> {
+        let simulated = SimulatedWorld::new(Arc::new(world.clone()));
+        Self::bind_with_world(config, world, simulated).await
+    }
+
+    /// [`Server::bind`] with a game's own [`World`] in place of the simulated one: it streams
+    /// the levels `map` names and hears of every pawn (docs/embedding.md).
+    ///
+    /// # Errors
+    /// [`ServerError`] naming what could not be opened or bound.
+    pub async fn bind_with_world(
+        config: &ServerConfig,
+        world: WorldMap,
+        game_world: impl World,
+    ) -> Result<Server, ServerError> {
         for warning in config.exposure_warnings() {
             tracing::warn!("{warning}");
         }
@@ -150,7 +172,7 @@ impl Server {
         let identity = net::tls::load_identity(&config.tls, &config.data_dir)?;
         let (origin, fingerprint) = (identity.origin.clone(), identity.fingerprint());
         let server_config = net::server_config(identity, network)?;
-        // Logged once, here (issue 15 item 5): a development certificate is trusted by clients
+        // Logged once, here: a development certificate is trusted by clients
         // with `--server-cert`, a configured one by its chain.
         tracing::info!(certificate = %origin.display(), %fingerprint,
             development = config.tls.certificate.is_none(), "certificate accepted");
@@ -183,6 +205,7 @@ impl Server {
         )?;
         let effects = Effects {
             events: events_tx,
+            world: shell::WorldSlot(Box::new(game_world)),
             store: store_handle.clone(),
             session: config.store.session.clone(),
             max_frame_len: network.max_frame_len,

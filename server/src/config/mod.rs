@@ -5,6 +5,7 @@
 //! environment variable, flag) and what was expected and found. Paths inside a config file are
 //! relative to that file's directory. Nothing here touches the network or the game.
 
+mod overrides;
 mod server;
 mod source;
 mod world;
@@ -12,6 +13,7 @@ mod world;
 use crate::fields::PeerText;
 use std::path::{Path, PathBuf};
 
+pub use overrides::{Override, Overrides, SECRET_VARIABLES};
 pub use server::{
     AdminConfig, AuthConfig, ClientReadyPolicy, DEV_TOKEN_KEY, FleetConfig, GameConfig, LogFormat,
     MIN_FRAME_LEN, NetworkConfig, OrchestratorKind, ServerConfig, StoreConfig, TlsConfig,
@@ -19,7 +21,8 @@ pub use server::{
 pub use source::{Sources, ValueSource};
 pub use world::{Hazard, LevelSpec, NodeSpec, PresetSpec, TravelRoute, WorldMap};
 
-/// Why a configuration was refused. Every message is one line (issue 15 item 4).
+/// Why a configuration was refused. Every message is one line, as the server prints it at start
+/// (docs/operations.md).
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {

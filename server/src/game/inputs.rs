@@ -19,7 +19,7 @@ use super::players::{Player, RefusalVerdict, RefusalWindow};
 use super::spawn::SpawnKind;
 use super::streaming::Streamed;
 use super::transition::{Destination, Phase, ReadyReport};
-use super::{ConnectionId, Departure, Game, LoadId, LoginRefusal, Observation, Output};
+use super::{ConnectionId, Departure, Game, LoadId, LoginRefusal, Observation, Output, StreamPart};
 
 impl Game {
     /// A login of a player still connected on `old`: that connection is closed and its player
@@ -197,9 +197,9 @@ impl Game {
         }
         if arrival {
             // The transition already waits for its clients (or its spawn window is open). A
-            // stream of arrivals must not hold it open (issue 12), so nothing waits for this
-            // one: its ready report, if it comes in time, queues its spawn in the window;
-            // otherwise a join places it after the end.
+            // stream of arrivals must not hold it open (docs/spec/sessions.md S7), so nothing
+            // waits for this one: its ready report, if it comes in time, queues its spawn in
+            // the window; otherwise a join places it after the end.
             if let Some(mut p) = self.roster.player_mut(id) {
                 p.placement_excused = true;
             }
@@ -242,7 +242,7 @@ impl Game {
     /// Removes the player on `connection` (saved first) and its pawns; its player state is
     /// kept for a relaunch. The advance pass then re-evaluates everything that waited for it
     /// (its save load, its ready report, its placement), so no departed client can wedge a
-    /// transition (DESIGN §4).
+    /// transition (docs/spec/transitions.md T9).
     pub(crate) fn remove_player(
         &mut self,
         now: Instant,
@@ -347,7 +347,8 @@ impl Game {
     }
 
     /// `TransitionShown`: the client answered `ShowTransition`, so the transition does not set
-    /// it aside (issue 13 item 4). Superseded ids are ignored, ids never issued refused.
+    /// it aside (the response timeout, docs/spec/transitions.md T9). Superseded ids are
+    /// ignored, ids never issued refused (docs/spec/sessions.md S12).
     fn handle_transition_shown(
         &mut self,
         now: Instant,
@@ -440,7 +441,7 @@ impl Game {
     }
 
     /// `AcknowledgePossession`: the player is placed once its client acknowledged the pawn it
-    /// possesses (DESIGN §4: placed means acknowledged).
+    /// possesses (docs/spec/transitions.md T8: placed means acknowledged).
     fn handle_possession_acknowledged(
         &mut self,
         now: Instant,
@@ -530,7 +531,7 @@ impl Game {
                 if let Some(spec) = self.world.node(&node).filter(|n| n.is_dungeon()).cloned() {
                     let rooms = self.streaming.begin_rooms();
                     let what = format!("dungeon rooms of {node}");
-                    self.stream(rooms, what, &spec.rooms, spec.jitter, None);
+                    self.stream(rooms, node.clone(), StreamPart::Rooms, &spec.rooms, what);
                 }
                 if self.transition.node_streamed(&node, now) {
                     tracing::info!(
@@ -551,7 +552,7 @@ impl Game {
 
     /// A ready callback (dungeon rooms ready, a fixed level streamed): every player gets a
     /// request, and the queue is woken. In Completing that spawns directly rather than
-    /// deferring to an OnReadyToSpawn that already happened (seed 001, The Spawn Window); a
+    /// deferring to an OnReadyToSpawn that already happened (docs/spec/transitions.md T6); a
     /// finished load also pushes the settle deadline forward.
     fn on_level_ready(&mut self, now: Instant) {
         self.ensure_spawns_queued_for_all_players(now);

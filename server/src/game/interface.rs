@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use gatehouse_protocol::{ClientMessage, CloseCode, NodeId, PlayerId, ServerMessage};
+use gatehouse_protocol::{ClientMessage, CloseCode, LevelName, NodeId, PlayerId, ServerMessage};
 
 use super::LoadId;
 use crate::config::{AuthConfig, ClientReadyPolicy, GameConfig, NetworkConfig};
@@ -17,9 +17,11 @@ pub struct ConnectionId(pub u64);
 /// The rules the core needs from configuration: limits and the timeouts of the contracts.
 #[derive(Debug, Clone)]
 pub struct GameRules {
-    /// The settle-hold bound once nothing is loading (seed 001 `SpawnSettleTimeout`, 15 s).
+    /// The settle-hold bound once nothing is loading (`[game] spawn_settle_timeout_ms`, 15 s;
+    /// docs/spec/transitions.md T7).
     pub spawn_settle_timeout: Duration,
-    /// Retry delay when spawn points have not registered (seed 001, 100 ms).
+    /// Retry delay when spawn points have not registered (`[game] spawn_retry_ms`, 100 ms;
+    /// docs/spec/transitions.md T2).
     pub spawn_retry: Duration,
     /// How long a client may take to report ready for a transition waiting for clients.
     pub client_ready_timeout: Duration,
@@ -27,12 +29,13 @@ pub struct GameRules {
     pub client_ready_policy: ClientReadyPolicy,
     /// How long a client may take to answer what needs no streaming (`TransitionShown`,
     /// `PossessionAcknowledged`) before nothing waits for it (`[game]
-    /// client_response_timeout_ms`, issue 13 item 4).
+    /// client_response_timeout_ms`, docs/spec/transitions.md T9).
     pub client_response_timeout: Duration,
-    /// The crowd rule's floor (`[game] client_response_crowd_floor_ms`, issue 13 item 4): when
-    /// set, once nine in ten of the clients shown a transition have answered it, the rest, and
-    /// every possession acknowledgement awaited meanwhile, may take twice as long as the slowest
-    /// of those answers took, but at least this (and at most `client_response_timeout`).
+    /// The crowd rule's floor (`[game] client_response_crowd_floor_ms`, docs/spec/transitions.md
+    /// T9): when set, once nine in ten of the clients shown a transition have answered it, the
+    /// rest, and every possession acknowledgement awaited meanwhile, may take twice as long as
+    /// the slowest of those answers took, but at least this (and at most
+    /// `client_response_timeout`).
     /// `None`: the response timeout alone.
     pub client_response_crowd_floor: Option<Duration>,
     /// Players logged in at once; a login beyond it is refused with `ServerFull`.
@@ -108,8 +111,9 @@ pub enum Input {
         /// The request, as named in [`StreamRequest::load`].
         load: LoadId,
     },
-    /// The spawn points of a streamed node registered: spawns waiting for them run now (issue
-    /// 12 item 4). A report for another load than the streamed node's is ignored.
+    /// The spawn points of a streamed node registered: spawns waiting for them run now, no retry
+    /// poll (docs/spec/transitions.md T2). A report for another load than the streamed node's is
+    /// ignored.
     SpawnPointsRegistered {
         /// The request that streamed the node.
         load: LoadId,
@@ -119,7 +123,7 @@ pub enum Input {
         /// The destination.
         node: NodeId,
     },
-    /// A player's save load finished (seed `OnLoadCompleted`).
+    /// A player's save load finished.
     PlayerLoaded {
         /// Whose.
         player: PlayerId,
@@ -157,9 +161,9 @@ pub enum Output {
         /// Why.
         code: CloseCode,
     },
-    /// Simulate streaming: report [`Input::Streamed`] for `load` after `duration` plus up to
-    /// `jitter` (uniformly at random), then, if `spawn_points_after` is set, report
-    /// [`Input::SpawnPointsRegistered`] that much later.
+    /// Stream a node's levels or a dungeon's rooms (the game's world does it, docs/embedding.md):
+    /// answered with [`Input::Streamed`] for its `load`, then, for a node's levels,
+    /// [`Input::SpawnPointsRegistered`].
     Stream(StreamRequest),
     /// Load a player's save and answer with [`Input::PlayerLoaded`] carrying `ticket`, always:
     /// a failure or timeout is [`LoadOutcome::Failed`].
@@ -174,7 +178,7 @@ pub enum Output {
     SavePlayer(PlayerSave),
     /// Write many players' saves, each as [`Output::SavePlayer`] would: a transition's end and
     /// the shutdown drain save every player with one output, carried to the store as one
-    /// request (issue 12 item 5).
+    /// request.
     SavePlayers(Vec<PlayerSave>),
     /// Load the session save and answer with [`Input::SessionLoaded`].
     LoadSession,
@@ -195,23 +199,32 @@ pub enum Output {
     },
 }
 
-/// A simulated streaming request (DESIGN §1: level streaming on the server is simulated).
+/// A streaming request: which levels of which node the world must stream (docs/embedding.md).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StreamRequest {
-    /// Names the request in the completion input.
+    /// Names the request in the reports that answer it.
     pub load: LoadId,
-    /// What streams, for logs.
+    /// The world-map node.
+    pub node: NodeId,
+    /// Its levels, or its rooms (a dungeon's, once its levels are in).
+    pub part: StreamPart,
+    /// The levels to stream, in the world map's order; they stream together.
+    pub levels: Vec<LevelName>,
+    /// What streams, for logs ("node harbor", "dungeon rooms of crypt").
     pub what: String,
-    /// Stream time: the slowest of the levels streaming together.
-    pub duration: Duration,
-    /// Extra random delay, at most this much.
-    pub jitter: Duration,
-    /// Spawn points register this long after the levels stream; `None` for dungeon rooms.
-    pub spawn_points_after: Option<Duration>,
 }
 
-/// Counters of decisions, for metrics and the admin endpoint (DESIGN §4: every decision is
-/// observable).
+/// Which part of a node a [`StreamRequest`] streams.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StreamPart {
+    /// The node's levels: once in, the node's spawn points register.
+    Levels,
+    /// A dungeon's rooms, streamed after its levels; they register no spawn points.
+    Rooms,
+}
+
+/// Counters of decisions, for metrics and the admin endpoint: every decision is observable
+/// (docs/operations.md, "Metrics").
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct Counters {
     /// Players that logged in.
@@ -242,10 +255,10 @@ pub struct Counters {
     /// Clients that missed the client-ready timeout.
     pub ready_timeouts: u64,
     /// Clients set aside from a transition: they did not answer `ShowTransition` within the
-    /// response timeout (issue 13 item 4).
+    /// response timeout (docs/spec/transitions.md T9).
     pub clients_set_aside: u64,
     /// Possessions not acknowledged within the response timeout: their players were excused
-    /// from placement (issue 13 item 4).
+    /// from placement (docs/spec/transitions.md T9).
     pub acknowledgements_late: u64,
     /// Pawns spawned.
     pub pawns_spawned: u64,
@@ -253,8 +266,8 @@ pub struct Counters {
     pub pawns_teleported: u64,
     /// Pawns withdrawn (destroyed) as a transition ended because they stood on a level no
     /// longer streamed: a kept pawn whose teleport never ran (a settle timeout, or its client
-    /// set aside) and a dead pawn left there; their players each get a join (issue 13 items 4
-    /// and 5).
+    /// set aside) and a dead pawn left there; their players each get a join
+    /// (docs/spec/transitions.md T7, T9).
     pub pawns_withdrawn: u64,
     /// Spawns refused by the level-ready gate and kept queued (honest refusal).
     pub spawn_refusals: u64,
@@ -279,7 +292,7 @@ pub struct Counters {
     pub saves_requested: u64,
 }
 
-/// Why a player's connection ended, as `player left` logs it (issue 15 item 5): the close code
+/// Why a player's connection ended, as `player left` logs it (docs/operations.md): the close code
 /// when the connection was closed with one (by the server or by the client), and what happened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Departure {
@@ -315,7 +328,7 @@ impl Departure {
 impl Counters {
     /// Every counter as `(field name, description, value)`, in declaration order: what
     /// `/metrics` reports as `gatehouse_<field>_total` with the description as its `HELP`
-    /// (issue 15 item 1).
+    /// (docs/operations.md, "Metrics").
     pub fn described(&self) -> [(&'static str, &'static str, u64); 28] {
         [
             ("logins", "Players that logged in.", self.logins),

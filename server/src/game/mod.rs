@@ -1,4 +1,4 @@
-//! The authoritative game core: a sans-IO state machine (DESIGN §2).
+//! The authoritative game core: a sans-IO state machine (docs/architecture.md).
 //!
 //! [`Game`] is driven in this order (the quinn-proto `Connection` habit):
 //!
@@ -6,7 +6,7 @@
 //! 2. drain what it wants done with [`Game::poll_output`] until `None`;
 //! 3. wake it at [`Game::poll_timeout`] with [`Game::handle_timeout`], then drain again.
 //!
-//! It never sleeps, spawns tasks or touches a socket, so every ordering of the seeds can be
+//! It never sleeps, spawns tasks or touches a socket, so every ordering of its inputs can be
 //! tested deterministically with explicit time.
 //!
 //! # Layout: a coordinator over owned sub-states
@@ -52,9 +52,9 @@
 //! one pass, `Game::advance`, which moves the game on with the re-checks in this fixed order:
 //!
 //! 1. **resolve the destination**: Freezing → Loading once the session save and every
-//!    player save in flight when the transition started settled (not those of later logins:
-//!    issue 12); stale spawn requests are discarded just before (seed 001, Stale-Node
-//!    Discard);
+//!    player save in flight when the transition started settled (not those of later logins,
+//!    so a stream of logins cannot hold it); stale spawn requests are discarded just before
+//!    (docs/spec/transitions.md T4);
 //! 2. **the all-ready check**: WaitingForClients → Completing once every present player
 //!    reported ready or is excused; OnReadyToSpawn queues a request for every player;
 //! 3. **process pending spawns**, if a step woke the queue (a queued request, a ready callback,
@@ -118,7 +118,9 @@ use gatehouse_protocol::{ServerMessage, TransitionId};
 
 use crate::config::WorldMap;
 
-pub use interface::{ConnectionId, Counters, Departure, GameRules, Input, Output, StreamRequest};
+pub use interface::{
+    ConnectionId, Counters, Departure, GameRules, Input, Output, StreamPart, StreamRequest,
+};
 pub use observe::{LoginRefusal, Observation, SpawnRefusal, TransitionOutcome};
 pub use snapshot::{GameSnapshot, PendingSpawn, PlayerSnapshot};
 pub use spawn::SpawnKind;
@@ -159,7 +161,7 @@ pub struct Game {
     prompt_acknowledgements: Awaited,
     /// Clients set aside for not answering `ShowTransition`, by when: nothing waits for them,
     /// in this transition or any later one, until they send anything; the client-ready
-    /// timeout from then applies the policy to them (issue 13 item 4).
+    /// timeout from then applies the policy to them (docs/spec/transitions.md T9).
     unresponsive: Awaited,
     /// Level streaming and the world-map gate.
     streaming: WorldStreaming,
@@ -244,7 +246,7 @@ impl Game {
             Input::Streamed { load } => self.handle_streamed(now, load),
             Input::SpawnPointsRegistered { load } => {
                 if self.streaming.spawn_points_registered(load) {
-                    // The event a waiting spawn needs: no retry poll (issue 12 item 4).
+                    // The event a waiting spawn needs: no retry poll (docs/spec/transitions.md T2).
                     self.spawns.wake();
                 }
             }
@@ -283,9 +285,10 @@ impl Game {
         self.outputs.pop_front()
     }
 
-    /// The next observation for metrics, if any (issue 15 item 1): phase and transition
-    /// durations, ready and spawn waits, refusals, each measured from the `now` the core was
-    /// given. Drain it after each step; undrained, only the newest few thousand are kept.
+    /// The next observation for metrics, if any (docs/operations.md, "Metrics"): phase and
+    /// transition durations, ready and spawn waits, refusals, each measured from the `now` the
+    /// core was given. Drain it after each step; undrained, only the newest few thousand are
+    /// kept.
     pub fn poll_observation(&mut self) -> Option<Observation> {
         self.transition.poll_observation().or_else(|| self.observations.pop())
     }

@@ -20,7 +20,8 @@ use super::spawn::SpawnRequest;
 use super::timers::Timer;
 use super::transition::{Destination, Phase, Transition};
 use super::{
-    ConnectionId, Departure, Game, LoadId, Observation, Output, SpawnRefusal, StreamRequest,
+    ConnectionId, Departure, Game, LoadId, Observation, Output, SpawnRefusal, StreamPart,
+    StreamRequest,
 };
 use crate::config::LevelSpec;
 use gatehouse_protocol::LevelName;
@@ -100,24 +101,18 @@ impl Game {
         }
     }
 
-    /// Asks the shell to stream `levels` as load `load` (described `what`): they stream
-    /// together, so it takes the slowest one's time, plus up to `jitter`.
+    /// Asks the world to stream `levels`, the `part` of `node`, as load `load` (described
+    /// `what`).
     pub(super) fn stream(
         &mut self,
         load: LoadId,
-        what: String,
+        node: NodeId,
+        part: StreamPart,
         levels: &[LevelSpec],
-        jitter: Duration,
-        spawn_points_after: Option<Duration>,
+        what: String,
     ) {
-        let duration = levels.iter().map(|l| l.stream).max().unwrap_or_default();
-        self.outputs.push_back(Output::Stream(StreamRequest {
-            load,
-            what,
-            duration,
-            jitter,
-            spawn_points_after,
-        }));
+        let levels = level_names(levels);
+        self.outputs.push_back(Output::Stream(StreamRequest { load, node, part, levels, what }));
     }
 
     /// The world's `rebalance_teams` setting: a team change at every travel, so the
@@ -131,11 +126,11 @@ impl Game {
     }
 
     /// Step 1, Freezing → Loading once the session save and every player save in flight at the
-    /// start settled (seed 001: the server travels only after persistence settles; a login's
-    /// save asked for later is not waited for, issue 12). Right before travelling,
-    /// pending initial spawns are discarded: they captured a node that may be stale, and
-    /// OnReadyToSpawn re-queues every pawnless player against the resolved node (seed 001,
-    /// Stale-Node Discard).
+    /// start settled (docs/spec/transitions.md T4: the server travels only after persistence
+    /// settles; a login's save asked for later is not waited for, so a stream of logins cannot
+    /// hold the travel). Right before travelling, pending initial spawns are discarded: they
+    /// captured a node that may be stale, and OnReadyToSpawn re-queues every pawnless player
+    /// against the resolved node (T4 again).
     pub(super) fn resolve_destination(&mut self, now: Instant) {
         let Some(transition_id) = self.transition_id() else { return };
         if self.session.is_loading() || !self.awaited_saves_settled() {
@@ -164,7 +159,7 @@ impl Game {
         self.session.set_node(target.clone());
         let load = self.streaming.begin_node(target.clone());
         let what = format!("node {target}");
-        self.stream(load, what, &spec.levels, spec.jitter, Some(spec.spawn_points_register));
+        self.stream(load, target.clone(), StreamPart::Levels, &spec.levels, what);
         self.broadcast(ServerMessage::ShowTransition {
             transition_id,
             target_node: target,
@@ -389,10 +384,10 @@ impl Game {
     }
 
     /// At the end of a transition: a kept pawn whose teleport to `target` never ran (a settle
-    /// timeout with it pending, found by the fuzz target `game_core`, issue 13 item 5; or its
-    /// client set aside, item 4) stands on a level no longer streamed, and the loading screen
-    /// is about to drop. Its pawn is destroyed and its request dropped, so nobody stands in the
-    /// void (seed 001, "Why This Architecture"); the player is then unplaced (named with the
+    /// timeout with it pending, docs/spec/transitions.md T7; or its client set aside, T9)
+    /// stands on a level no longer streamed, and the loading screen is about to drop. Its pawn
+    /// is destroyed and its request dropped, so nobody stands in the void (T1: never a pawn
+    /// on a level that is not streamed); the player is then unplaced (named with the
     /// others at a settle timeout) and placed by a join of its own.
     /// A dead pawn left there awaiting its replacement is destroyed too. Looks only at
     /// `candidates`; returns those whose possessed pawn was withdrawn.
@@ -482,20 +477,20 @@ impl Game {
             .response_timeout(rules.client_response_timeout, rules.client_response_crowd_floor)
     }
 
-    /// The acknowledgement timer (issue 13 item 4): the client-ready policy for every player
-    /// whose client has not acknowledged the pawn it was possessed a settle timeout ago, wherever
-    /// the possession happened (a join, a respawn, a transition). Dealt with where it was
-    /// possessed, a client that never acknowledges cannot carry its unacknowledged pawn into the
-    /// next transition and hold it for a settle timeout.
+    /// The acknowledgement timer (docs/spec/transitions.md T9): the client-ready policy for every
+    /// player whose client has not acknowledged the pawn it was possessed a settle timeout ago,
+    /// wherever the possession happened (a join, a respawn, a transition). Dealt with where it
+    /// was possessed, a client that never acknowledges cannot carry its unacknowledged pawn into
+    /// the next transition and hold it for a settle timeout.
     pub(crate) fn handle_acknowledgement_timeouts(&mut self, now: Instant) {
         let late = self.acknowledgements.late(now, self.rules.spawn_settle_timeout);
         self.apply_client_ready_policy(now, late, Lapse::NeverAcknowledged);
     }
 
-    /// The response timer (issue 13 item 4): what needs no streaming did not come within the
-    /// response timeout (cut by the crowd rule while a transition in flight has a crowd answer
-    /// time: the same clients answer on the same paths), so nothing waits for it any more, and
-    /// the longer timeouts still apply the client-ready policy:
+    /// The response timer (docs/spec/transitions.md T9): what needs no streaming did not come
+    /// within the response timeout (cut by the crowd rule while a transition in flight has a
+    /// crowd answer time: the same clients answer on the same paths), so nothing waits for it
+    /// any more, and the longer timeouts still apply the client-ready policy:
     /// - a client shown the transition that has not answered `TransitionShown` is set aside:
     ///   the transition no longer waits for its ready report nor places it; at its end, its
     ///   pawn, left on the old level, is withdrawn and a join of its own places it. A ready

@@ -1,5 +1,5 @@
-//! Carrying the core's outputs out: frames to the connection writers, streaming to the
-//! simulated streamer, loads and saves to the store worker.
+//! Carrying the core's outputs out: frames to the connection writers, streaming requests and
+//! what happened to pawns to the [`World`], loads and saves to the store worker.
 //!
 //! The [`Carrier`] holds the logged-in connections and never the core, so it cannot feed the
 //! core while the core is being drained: an input it has to make up (a load that could not be
@@ -7,7 +7,7 @@
 //!
 //! Frames are not handed to a writer one by one: each connection's frames of one drain are
 //! appended to its pending write and flushed as one write at the end of the drain
-//! ([`Carrier::flush`], issue 12 item 1); a broadcast is encoded once and appended to every
+//! ([`Carrier::flush`]); a broadcast is encoded once and appended to every
 //! welcomed connection's.
 //!
 //! Replicated player and pawn state is not urgent (docs/protocol.md §4.4): a connection whose
@@ -35,7 +35,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::ShellEvent;
-use super::streaming::simulate_streaming;
+use super::world::{self, World, WorldReports};
 use crate::admin::Probes;
 use crate::game::{ConnectionId, Departure, Input, Output};
 use crate::metrics::Metrics;
@@ -45,8 +45,10 @@ use crate::store::{LoadOutcome, SessionSave, StoreHandle, StoreRequest};
 /// Where the game task sends what it cannot do itself.
 #[derive(Debug)]
 pub(crate) struct Effects {
-    /// Its own event queue, for simulated streaming completions.
+    /// Its own event queue, for the world's reports.
     pub(crate) events: mpsc::Sender<ShellEvent>,
+    /// The game's world: it streams, and hears of every pawn spawned, moved or destroyed.
+    pub(crate) world: WorldSlot,
     /// The store worker.
     pub(crate) store: StoreHandle,
     /// This world's session save name.
@@ -54,13 +56,22 @@ pub(crate) struct Effects {
     /// Largest frame body, bytes.
     pub(crate) max_frame_len: usize,
     /// The server's metrics: the game task records the core's observations, the carrier the
-    /// closes it makes (issue 15 item 1).
+    /// closes it makes (docs/operations.md, "Metrics").
     pub(crate) metrics: Metrics,
-    /// What `/ready` reads: the game task marks the boot transition's end (issue 15 item 2).
+    /// What `/ready` reads: the game task marks the boot transition's end (docs/operations.md).
     pub(crate) probes: Arc<Probes>,
     /// `network.replication_interval_ms`: how long a [`deferrable`] broadcast may wait for the
     /// next write to its connection; zero writes every frame at the end of its drain.
     pub(crate) replication_interval: Duration,
+}
+
+/// The game's [`World`], boxed (a game supplies its own type).
+pub(crate) struct WorldSlot(pub(crate) Box<dyn World>);
+
+impl std::fmt::Debug for WorldSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("World")
+    }
 }
 
 /// A logged-in connection as the game task sees it.
@@ -251,6 +262,7 @@ impl Carrier {
                 }
             }
             Output::Broadcast { message } => {
+                world::observe(self.effects.world.0.as_mut(), &message);
                 let urgent = self.effects.replication_interval.is_zero() || !deferrable(&message);
                 // Encoded once; only to welcomed connections.
                 if let Some(frame) = encode(&message, max_frame_len) {
@@ -267,7 +279,10 @@ impl Carrier {
                     close_after_queued(&peer, code);
                 }
             }
-            Output::Stream(request) => simulate_streaming(request, self.effects.events.clone()),
+            Output::Stream(request) => {
+                let reports = WorldReports::new(self.effects.events.clone());
+                self.effects.world.0.stream(request, reports);
+            }
             Output::LoadPlayer { player, ticket } => {
                 let request = StoreRequest::LoadPlayer { player: player.clone(), ticket };
                 if let Err(e) = self.effects.store.submit(request) {

@@ -1,10 +1,10 @@
-//! The game task: the one task that owns the [`Game`] (DESIGN §2, one writer).
+//! The game task: the one task that owns the [`Game`] (one writer: docs/architecture.md).
 //!
 //! | file | owns |
 //! |---|---|
 //! | `mod` | the wake loop, the drain, the game task's own events, [`GameHandle`] |
 //! | `carry` | carrying outputs out: frames to the connection writers (a broadcast encoded once), closes (forced after 2 s), loads and saves to the store worker |
-//! | `streaming` | the simulated level streamer |
+//! | `world` | the [`World`](world::World) trait a game supplies, its reports back, and the default [`SimulatedWorld`](world::SimulatedWorld) |
 //!
 //! Data flows one way, net → game → outputs. In: the connection events of `net` on one
 //! queue, and on the game task's own queue ([`ShellEvent`]) streaming completions, store
@@ -21,16 +21,16 @@
 //!    could not take, a slow consumer's disconnect) are queued, fed after the drain and drained
 //!    in turn until neither is left, so the core is never fed mid-drain;
 //! 4. record the core's observations in the metrics, and mark the boot transition's end for
-//!    `/ready` (issue 15);
+//!    `/ready` (docs/operations.md, "Admin endpoint");
 //! 5. re-arm the one timer from `poll_timeout` and the replication deadline, and wait.
 //!
 //! Beside the core, the [`FleetLink`] hears of logins and departures, and has a timer of its
 //! own: the orchestrator's Health ping, sent from this loop (so a stalled loop stops the pings)
 //! and due whatever the core is doing, long loads included; after each drain it tells Ready
-//! once the boot transition has ended (issue 15 item 3).
+//! once the boot transition has ended (docs/operations.md, "Under Agones").
 
 mod carry;
-mod streaming;
+pub mod world;
 
 #[cfg(test)]
 mod tests;
@@ -48,7 +48,7 @@ use crate::net::ConnectionEvent;
 use crate::store::StoreReply;
 
 use carry::Carrier;
-pub(crate) use carry::Effects;
+pub(crate) use carry::{Effects, WorldSlot};
 
 /// Events taken from each queue per wake, at most.
 const BATCH: usize = 256;
@@ -56,7 +56,8 @@ const BATCH: usize = 256;
 /// What reaches the game task on its own queue (connection events have theirs).
 #[derive(Debug)]
 pub(crate) enum ShellEvent {
-    /// Simulated streaming finished, or spawn points registered.
+    /// An input for the core from beside the network: the world's reports (levels streamed,
+    /// spawn points registered).
     Core(Input),
     /// An operator asked for a travel.
     Travel {
@@ -166,7 +167,7 @@ pub(crate) enum GameEnd {
 }
 
 /// Records what the core observed since the last wake, and marks the boot transition's end the
-/// first time no transition is in flight (issue 15 items 1 and 2).
+/// first time no transition is in flight (for `/metrics` and `/ready`: docs/operations.md).
 fn record(game: &mut Game, metrics: &Metrics, probes: &Probes) {
     while let Some(observation) = game.poll_observation() {
         metrics.game().observe(observation);
@@ -208,7 +209,7 @@ fn take_ready<T>(queue: &mut mpsc::Receiver<T>, into: &mut Vec<T>) {
 /// (encoded into its connections' frames, written at the flush) before the next: the core's
 /// queue holds one input's outputs at most, never a whole batch's. A login replicates the whole
 /// world to its newcomer (O(N) messages), so a batch of logins held as outputs would be O(N²)
-/// in memory, and the queue keeps the capacity it grew to (issue 12 item 7).
+/// in memory, and the queue keeps the capacity it grew to.
 fn feed_connections(
     core: &mut impl Core,
     carrier: &mut Carrier,
@@ -342,7 +343,7 @@ impl GameHandle {
     }
 
     /// Whether the game task answers: its loop is running (it may take a while to answer if
-    /// the loop is busy; bound the wait). Issue 15 item 2.
+    /// the loop is busy; bound the wait). What `/health` asks (docs/operations.md).
     pub async fn ping(&self) -> bool {
         let (tx, rx) = oneshot::channel();
         if self.events.send(ShellEvent::Ping(tx)).await.is_err() {
@@ -352,7 +353,7 @@ impl GameHandle {
     }
 
     /// The core's gauges and counters for `/metrics`, or `None` if the game task has stopped.
-    /// Issue 15 item 1.
+    /// (docs/operations.md, "Metrics").
     pub async fn sample(&self) -> Option<CoreSample> {
         let (tx, rx) = oneshot::channel();
         self.events.send(ShellEvent::Sample(tx)).await.ok()?;

@@ -84,8 +84,10 @@ fn effects_every(
     store: StoreHandle,
     replication_interval: Duration,
 ) -> Effects {
+    let map = WorldMap::parse(std::path::Path::new("shell-test-world.toml"), WORLD).unwrap();
     Effects {
         events,
+        world: super::WorldSlot(Box::new(super::world::SimulatedWorld::new(Arc::new(map)))),
         store,
         session: "test-world".into(),
         max_frame_len: gatehouse_protocol::codec::DEFAULT_MAX_FRAME_LEN,
@@ -187,8 +189,8 @@ fn written(rx: &mut net::SendQueueRx) -> Vec<ServerMessage> {
     out
 }
 
-/// Issue 9 item 2: inputs the game task makes up while carrying outputs are fed after the
-/// drain, never into it; what they produce is carried in the same wake.
+/// Inputs the game task makes up while carrying outputs are fed after the drain, never into it
+/// (docs/architecture.md, "The game task"); what they produce is carried in the same wake.
 #[tokio::test]
 async fn loads_the_store_cannot_take_are_answered_failed_after_the_drain() {
     let (events, _own) = mpsc::channel(8);
@@ -340,7 +342,7 @@ async fn a_travel_through_the_handle_streams_and_the_drain_saves_the_session() {
     assert_eq!(saved.map(|s| s.node), Some(node("forest")));
 }
 
-/// Issue 10, item 6: nothing before `Welcome`. A connection registered (its login arrived)
+/// docs/spec/sessions.md S2: nothing before `Welcome`. A connection registered (its login arrived)
 /// while a broadcast of an earlier input is still queued, as in one batch of inputs or a
 /// relaunch's replacement, gets `Welcome` first, then only what was broadcast after it.
 #[tokio::test]
@@ -388,7 +390,7 @@ async fn a_new_connection_gets_welcome_before_any_broadcast() {
     assert_eq!(written(&mut old_rx), vec![welcome, earlier, later], "the older one gets both");
 }
 
-/// Issue 12 item 1: every frame one drain carries for a connection goes to its writer as one
+/// Every frame one drain carries for a connection goes to its writer as one
 /// write, in output order (sends and broadcasts alike), counted as that many frames.
 #[tokio::test]
 async fn a_drains_frames_for_one_connection_are_one_write() {
@@ -433,7 +435,7 @@ async fn close_all_flushes_each_connection_then_closes_it() {
     assert_eq!(carrier.peer_count(), 0);
 }
 
-/// Issue 12 item 7: a batch of connection events is fed one at a time, each input's outputs
+/// A batch of connection events is fed one at a time, each input's outputs
 /// taken into the carrier before the next is fed, so the core's queue never holds a whole
 /// batch's outputs (a login replicates the whole world: a batch of logins held would be O(N²)).
 /// Here each of 50 messages makes 20 outputs; no input is fed with any output still queued, and
@@ -494,9 +496,9 @@ fn one_welcomed_peer(interval: Duration) -> (Carrier, ConnectionId, net::SendQue
     (carrier, connection, rx, kept)
 }
 
-/// Issue 12 (admission at 200 logins/s): broadcasts of replicated state carried in several
-/// drains wait for the replication deadline, set by the first of them, then go to the writer
-/// as one write, in order; not a moment before the deadline.
+/// Broadcasts of replicated state carried in several drains (a burst of logins) wait for the
+/// replication deadline, set by the first of them, then go to the writer as one write, in
+/// order; not a moment before the deadline (docs/protocol.md 4.4).
 #[tokio::test]
 async fn replicated_state_waits_for_the_replication_deadline_then_goes_as_one_write() {
     let (mut carrier, _, mut rx, _kept) = one_welcomed_peer(REPLICATION_INTERVAL);

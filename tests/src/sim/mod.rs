@@ -1,6 +1,6 @@
 //! A deterministic harness for both sides: the real [`Game`] and N real [`ClientSession`]s
 //! connected in memory, on simulated time, with per-message latency and loss drawn from one
-//! seed (quinn-proto's test `Pair` is the model; STYLE 10).
+//! seed (quinn-proto's test `Pair` is the model).
 //!
 //! [`Sim`] plays both shells. The server's: it logs a connection in when its `Hello` arrives,
 //! carries the core's outputs to the clients' links (a broadcast to every connection whose
@@ -43,6 +43,7 @@ use gatehouse_protocol::{ClientMessage, CloseCode, NodeId, PlayerId, ServerMessa
 use gatehouse_server::config::{AuthConfig, GameConfig, NetworkConfig, WorldMap};
 use gatehouse_server::game::{ConnectionId, Departure, Game, GameRules, Input, LoadId, Output};
 use gatehouse_server::store::{LoadOutcome, PlayerSave, SessionSave};
+use gatehouse_server::world::SimulatedWorld;
 use rand::rngs::StdRng;
 use rand::{RngExt as _, SeedableRng as _};
 
@@ -184,6 +185,8 @@ pub struct Sim {
     base: Instant,
     now: Instant,
     game: Game,
+    /// The server's world: the simulated one's timings, drawn from this run's seed.
+    streamer: SimulatedWorld,
     clients: Vec<SimClient>,
     /// Connections whose `Hello` arrived and that the server has not closed, in id order.
     accepted: BTreeMap<ConnectionId, ClientId>,
@@ -209,13 +212,16 @@ impl Sim {
         let world = WorldMap::parse(Path::new("sim-world.toml"), &config.world)
             .unwrap_or_else(|e| panic!("the simulated world: {e}"));
         let base = Instant::now();
-        let game = Game::new(config.rules.clone(), Arc::new(world), base);
+        let world = Arc::new(world);
+        let streamer = SimulatedWorld::new(world.clone());
+        let game = Game::new(config.rules.clone(), world, base);
         let mut sim = Sim {
             rng: StdRng::seed_from_u64(config.seed),
             config,
             base,
             now: base,
             game,
+            streamer,
             clients: Vec::new(),
             accepted: BTreeMap::new(),
             logged_in: BTreeMap::new(),
@@ -719,10 +725,13 @@ impl Sim {
                     }
                 }
                 Output::Stream(request) => {
-                    let jitter = self.draw_between(Duration::ZERO, request.jitter);
-                    let streamed = self.now + request.duration + jitter;
+                    let Some(timing) = self.streamer.timing(&request) else {
+                        panic!("the core streamed {}, which the world lacks", request.node);
+                    };
+                    let jitter = self.draw_between(Duration::ZERO, timing.jitter);
+                    let streamed = self.now + timing.duration + jitter;
                     self.schedule(streamed, Scheduled::Streamed(request.load));
-                    if let Some(after) = request.spawn_points_after {
+                    if let Some(after) = timing.spawn_points_after {
                         let registered = Scheduled::SpawnPointsRegistered(request.load);
                         self.schedule(streamed + after, registered);
                     }

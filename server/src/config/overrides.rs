@@ -1,0 +1,244 @@
+//! What the command line and the `GATEHOUSE_*` environment variables set over the config file.
+//! Each value is recorded as the source of the key it sets, so an error blames the flag or the
+//! variable rather than the file.
+
+use clap::ValueEnum as _;
+
+use super::{ConfigError, LogFormat, OrchestratorKind, ServerConfig, ValueSource};
+use crate::admin::AdminToken;
+use crate::store::StoreUrl;
+
+/// One value from the command line, as typed, and whether its flag or its variable gave it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Override {
+    /// The value as typed.
+    pub value: String,
+    /// The flag or the environment variable it came from.
+    pub source: ValueSource,
+}
+
+/// The values the command line sets (flags, or their `GATEHOUSE_*` variables), each `None`
+/// when not given. [`ServerConfig::apply`] checks and applies them.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Overrides {
+    /// `--bind` / `GATEHOUSE_BIND`: `network.bind`.
+    pub bind: Option<Override>,
+    /// `--data-dir` / `GATEHOUSE_DATA_DIR`: `data_dir`.
+    pub data_dir: Option<Override>,
+    /// `--log-format` / `GATEHOUSE_LOG_FORMAT`: `log_format`.
+    pub log_format: Option<Override>,
+    /// `--world` / `GATEHOUSE_WORLD`: `game.world`.
+    pub world: Option<Override>,
+    /// `--admin-bind` / `GATEHOUSE_ADMIN_BIND`: `admin.bind`, or `off` for `admin.enabled`.
+    pub admin_bind: Option<Override>,
+    /// `--orchestrator` / `GATEHOUSE_ORCHESTRATOR`: `fleet.orchestrator`.
+    pub orchestrator: Option<Override>,
+}
+
+/// The variables that have no flag, because their values are secrets (a flag is readable by
+/// every user of the machine) or paths to them: each, and the key it sets.
+pub const SECRET_VARIABLES: [(&str, &str); 5] = [
+    ("GATEHOUSE_TOKEN_KEY", "auth.token_key"),
+    ("GATEHOUSE_ADMIN_TOKEN", "admin.token"),
+    ("GATEHOUSE_TLS_CERTIFICATE", "tls.certificate"),
+    ("GATEHOUSE_TLS_PRIVATE_KEY", "tls.private_key"),
+    ("GATEHOUSE_STORE_URL", "store.url"),
+];
+
+impl ServerConfig {
+    /// Loads the config file at `path`, applies `overrides` and the secret variables of this
+    /// process's environment ([`SECRET_VARIABLES`]) over it, then checks the whole.
+    ///
+    /// # Errors
+    /// [`ConfigError`]: the file cannot be read or parsed, or a value (from the file, a flag or
+    /// a variable) is refused; the message names the key and where the value came from.
+    pub fn load_with(
+        path: &std::path::Path,
+        overrides: &Overrides,
+    ) -> Result<ServerConfig, ConfigError> {
+        let mut config = ServerConfig::load(path)?;
+        config.apply(overrides)?;
+        config.apply_environment(|var| std::env::var(var).ok())?;
+        config.check()?;
+        Ok(config)
+    }
+
+    /// Applies the command line's values over this config, each recorded as its key's source.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the key and the flag or variable, for a value that does
+    /// not parse (an address, a log format, an orchestrator).
+    pub fn apply(&mut self, overrides: &Overrides) -> Result<(), ConfigError> {
+        if let Some(o) = &overrides.bind {
+            self.set_source("network.bind", o.source.clone());
+            self.network.bind = o.value.parse().map_err(|_| {
+                self.invalid(
+                    "network.bind",
+                    "an address such as 0.0.0.0:7777 or 127.0.0.1:0",
+                    format!("{:?}", o.value),
+                )
+            })?;
+        }
+        if let Some(o) = &overrides.data_dir {
+            self.set_source("data_dir", o.source.clone());
+            self.data_dir = o.value.clone().into();
+        }
+        if let Some(o) = &overrides.log_format {
+            self.set_source("log_format", o.source.clone());
+            self.log_format = LogFormat::from_str(&o.value, true).map_err(|_| {
+                self.invalid("log_format", "human or json", format!("{:?}", o.value))
+            })?;
+        }
+        if let Some(o) = &overrides.world {
+            self.set_source("game.world", o.source.clone());
+            self.game.world = o.value.clone().into();
+        }
+        if let Some(o) = &overrides.admin_bind {
+            self.set_source("admin.bind", o.source.clone());
+            self.set_source("admin.enabled", o.source.clone());
+            if o.value == "off" {
+                self.admin.enabled = false;
+            } else {
+                self.admin.bind = o.value.parse().map_err(|_| {
+                    self.invalid(
+                        "admin.bind",
+                        "ADDR:PORT, e.g. 127.0.0.1:7778, or off",
+                        format!("{:?}", o.value),
+                    )
+                })?;
+                self.admin.enabled = true;
+            }
+        }
+        if let Some(o) = &overrides.orchestrator {
+            self.set_source("fleet.orchestrator", o.source.clone());
+            self.fleet.orchestrator = OrchestratorKind::from_str(&o.value, true).map_err(|_| {
+                self.invalid("fleet.orchestrator", "none or agones", format!("{:?}", o.value))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// Applies the secret variables ([`SECRET_VARIABLES`]) that `var` finds (the process's
+    /// environment, or a test's table), each recorded as its key's source.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming the key and the variable, for an admin token or a store
+    /// URL that is refused. A refused secret is never quoted back.
+    pub fn apply_environment(
+        &mut self,
+        var: impl Fn(&str) -> Option<String>,
+    ) -> Result<(), ConfigError> {
+        let env = |name: &str| ValueSource::Env { var: name.to_owned() };
+        if let Some(key) = var("GATEHOUSE_TOKEN_KEY") {
+            self.set_source("auth.token_key", env("GATEHOUSE_TOKEN_KEY"));
+            self.auth.token_key = key;
+        }
+        if let Some(token) = var("GATEHOUSE_ADMIN_TOKEN") {
+            self.set_source("admin.token", env("GATEHOUSE_ADMIN_TOKEN"));
+            let token =
+                AdminToken::parse(&token).map_err(|why| self.invalid("admin.token", why, ""))?;
+            self.admin.token = Some(token);
+        }
+        // A certificate mounted from a secret (deploy/agones/fleet.yaml); paths as given.
+        if let Some(path) = var("GATEHOUSE_TLS_CERTIFICATE") {
+            self.set_source("tls.certificate", env("GATEHOUSE_TLS_CERTIFICATE"));
+            self.tls.certificate = Some(path.into());
+        }
+        if let Some(path) = var("GATEHOUSE_TLS_PRIVATE_KEY") {
+            self.set_source("tls.private_key", env("GATEHOUSE_TLS_PRIVATE_KEY"));
+            self.tls.private_key = Some(path.into());
+        }
+        if let Some(url) = var("GATEHOUSE_STORE_URL") {
+            self.set_source("store.url", env("GATEHOUSE_STORE_URL"));
+            self.store.url =
+                StoreUrl::parse(&url).map_err(|e| self.invalid("store.url", e.to_string(), ""))?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flag(value: &str, flag: &str) -> Option<Override> {
+        Some(Override { value: value.into(), source: ValueSource::Flag { flag: flag.into() } })
+    }
+
+    #[test]
+    fn a_bad_flag_value_names_its_key_and_its_flag() {
+        let mut config = ServerConfig::default();
+        let overrides = Overrides { bind: flag("nowhere", "--bind"), ..Overrides::default() };
+        let error = config.apply(&overrides).unwrap_err().to_string();
+        assert!(error.contains("network.bind") && error.contains("--bind"), "{error}");
+        assert!(error.contains("\"nowhere\""), "{error}");
+    }
+
+    #[test]
+    fn flags_set_their_keys_and_admin_bind_off_disables_the_endpoint() {
+        let mut config = ServerConfig::default();
+        let overrides = Overrides {
+            bind: flag("127.0.0.1:0", "--bind"),
+            data_dir: flag("/tmp/d", "--data-dir"),
+            log_format: flag("JSON", "--log-format"),
+            world: flag("w.toml", "--world"),
+            admin_bind: flag("off", "--admin-bind"),
+            orchestrator: flag("none", "--orchestrator"),
+        };
+        config.apply(&overrides).unwrap();
+        assert_eq!(config.network.bind.to_string(), "127.0.0.1:0");
+        assert_eq!(config.data_dir, std::path::PathBuf::from("/tmp/d"));
+        assert_eq!(config.log_format, LogFormat::Json);
+        assert_eq!(config.game.world, std::path::PathBuf::from("w.toml"));
+        assert!(!config.admin.enabled);
+        let on =
+            Overrides { admin_bind: flag("127.0.0.1:9", "--admin-bind"), ..Overrides::default() };
+        config.apply(&on).unwrap();
+        assert!(config.admin.enabled);
+        assert_eq!(config.admin.bind.to_string(), "127.0.0.1:9");
+    }
+
+    #[test]
+    fn a_refused_admin_token_from_the_environment_names_the_variable_and_hides_the_value() {
+        let mut config = ServerConfig::default();
+        let error = config
+            .apply_environment(|var| {
+                (var == "GATEHOUSE_ADMIN_TOKEN").then(|| "short-secret".into())
+            })
+            .unwrap_err()
+            .to_string();
+        assert!(
+            error.contains("admin.token") && error.contains("GATEHOUSE_ADMIN_TOKEN"),
+            "{error}"
+        );
+        assert!(!error.contains("short-secret"), "a refused secret is never quoted: {error}");
+    }
+
+    #[test]
+    fn every_secret_variable_sets_its_key() {
+        let mut config = ServerConfig::default();
+        let values = |var: &str| match var {
+            "GATEHOUSE_TOKEN_KEY" => Some("k".repeat(40)),
+            "GATEHOUSE_ADMIN_TOKEN" => Some("a".repeat(20)),
+            "GATEHOUSE_TLS_CERTIFICATE" => Some("cert.pem".into()),
+            "GATEHOUSE_TLS_PRIVATE_KEY" => Some("key.pem".into()),
+            "GATEHOUSE_STORE_URL" => Some("sqlite:other.db".into()),
+            _ => None,
+        };
+        config.apply_environment(values).unwrap();
+        assert_eq!(config.auth.token_key, "k".repeat(40));
+        assert!(config.admin.token.is_some());
+        assert_eq!(config.tls.certificate, Some("cert.pem".into()));
+        assert_eq!(config.tls.private_key, Some("key.pem".into()));
+        for (var, key) in SECRET_VARIABLES {
+            let error = ServerConfig::default()
+                .apply_environment(|v| (v == var).then(|| "x".into()))
+                .err()
+                .map(|e| e.to_string());
+            // Only the checked secrets can be refused; each refusal names its key.
+            if let Some(error) = error {
+                assert!(error.contains(key) && error.contains(var), "{error}");
+            }
+        }
+    }
+}

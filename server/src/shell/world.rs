@@ -1,0 +1,156 @@
+//! The world a game supplies, behind the [`World`] trait the game task calls
+//! (docs/embedding.md).
+//!
+//! The game core decides *when* levels stream and pawns are placed; the world does the
+//! streaming and owns the pawns' bodies. The game task asks it to stream a node's levels (or a
+//! dungeon's rooms) and hands it a [`WorldReports`] to answer with: the levels are in, then the
+//! node's spawn points can take pawns. It also tells the world every pawn that was spawned,
+//! moved or destroyed, as the clients are told.
+//!
+//! [`SimulatedWorld`] is the default: streaming is a timer from `config/world.toml` (a level's
+//! `stream_ms`, plus up to the node's `jitter_ms`), and spawn points register
+//! `spawn_points_register_ms` after the levels are in.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use gatehouse_protocol::{NodeId, PawnId, PlayerId, ServerMessage};
+use rand::RngExt as _;
+use tokio::sync::mpsc;
+
+use super::ShellEvent;
+use crate::config::WorldMap;
+use crate::game::{Input, LoadId, StreamPart, StreamRequest};
+
+/// The world of a game, as the game task drives it (docs/embedding.md). Every method runs on
+/// the game task: start work and return, never block.
+pub trait World: Send + 'static {
+    /// Streams what `request` names. Report through `reports`: [`WorldReports::streamed`] once
+    /// the levels are in, then, for a node's levels ([`StreamPart::Levels`]),
+    /// [`WorldReports::spawn_points_registered`] once the node can take pawns. Until the
+    /// first, no pawn is placed on the node; until the second, spawns there wait.
+    ///
+    /// A request may be superseded (a newer travel): reports for it are then ignored, so there
+    /// is nothing to cancel. A world that never reports leaves the transition to its hard
+    /// maximum (`game.transition_max_ms`), which fails it and travels back.
+    fn stream(&mut self, request: StreamRequest, reports: WorldReports);
+
+    /// A pawn was spawned for `player` on `node`. Nothing by default.
+    fn pawn_spawned(&mut self, pawn: PawnId, player: &PlayerId, node: &NodeId) {
+        let _ = (pawn, player, node);
+    }
+
+    /// Pawns were moved to `node` (a transition's teleports). Nothing by default.
+    fn pawns_moved(&mut self, node: &NodeId, pawns: &[PawnId]) {
+        let _ = (node, pawns);
+    }
+
+    /// A pawn was destroyed (its player left, or respawned). Nothing by default.
+    fn pawn_destroyed(&mut self, pawn: PawnId) {
+        let _ = pawn;
+    }
+}
+
+/// Where a [`World`] reports back to the game task. Cheap to clone; send from any task.
+#[derive(Debug, Clone)]
+pub struct WorldReports {
+    events: mpsc::Sender<ShellEvent>,
+}
+
+impl WorldReports {
+    pub(super) fn new(events: mpsc::Sender<ShellEvent>) -> Self {
+        WorldReports { events }
+    }
+
+    /// The levels of the request `load` are in. Returns false once the server has stopped
+    /// (nobody listens any more).
+    pub async fn streamed(&self, load: LoadId) -> bool {
+        self.events.send(ShellEvent::Core(Input::Streamed { load })).await.is_ok()
+    }
+
+    /// The spawn points of the node that `load` streamed registered: pawns can be placed
+    /// there. Returns false once the server has stopped.
+    pub async fn spawn_points_registered(&self, load: LoadId) -> bool {
+        self.events.send(ShellEvent::Core(Input::SpawnPointsRegistered { load })).await.is_ok()
+    }
+}
+
+/// Tells `world` what a broadcast says happened to pawns.
+pub(super) fn observe(world: &mut dyn World, message: &ServerMessage) {
+    match message {
+        ServerMessage::PawnSpawned(view) => {
+            world.pawn_spawned(view.pawn_id, &view.owner, &view.node)
+        }
+        ServerMessage::PawnsTeleported { node, pawn_ids } => {
+            let pawns: Vec<PawnId> = pawn_ids.iter().collect();
+            world.pawns_moved(node, &pawns);
+        }
+        ServerMessage::PawnDestroyed { pawn_id } => world.pawn_destroyed(*pawn_id),
+        _ => {}
+    }
+}
+
+/// The default world: level streaming is a timer from the world map (a level's `stream_ms`,
+/// the slowest of those streaming together, plus up to the node's `jitter_ms` at random), and
+/// a node's spawn points register its `spawn_points_register_ms` after its levels are in.
+#[derive(Debug, Clone)]
+pub struct SimulatedWorld {
+    map: Arc<WorldMap>,
+}
+
+/// How long the simulated world takes over one [`StreamRequest`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamTiming {
+    /// The slowest of the levels streaming together (`stream_ms`).
+    pub duration: Duration,
+    /// Up to this much more, drawn uniformly at random (the node's `jitter_ms`).
+    pub jitter: Duration,
+    /// The spawn points register this long after the levels are in
+    /// (`spawn_points_register_ms`); `None` for a dungeon's rooms.
+    pub spawn_points_after: Option<Duration>,
+}
+
+impl SimulatedWorld {
+    /// The simulated world of `map`.
+    pub fn new(map: Arc<WorldMap>) -> Self {
+        SimulatedWorld { map }
+    }
+
+    /// How long `request` takes, from the world map; `None` for a node the map lacks. (The
+    /// deterministic test harness draws the jitter from its own seed with this.)
+    pub fn timing(&self, request: &StreamRequest) -> Option<StreamTiming> {
+        let node = self.map.node(&request.node)?;
+        let (levels, spawn_points_after) = match request.part {
+            StreamPart::Levels => (&node.levels, Some(node.spawn_points_register)),
+            StreamPart::Rooms => (&node.rooms, None),
+        };
+        let duration = levels.iter().map(|l| l.stream).max().unwrap_or_default();
+        Some(StreamTiming { duration, jitter: node.jitter, spawn_points_after })
+    }
+}
+
+impl World for SimulatedWorld {
+    fn stream(&mut self, request: StreamRequest, reports: WorldReports) {
+        let Some(timing) = self.timing(&request) else {
+            // The core travels only to nodes of this map.
+            tracing::error!(node = %request.node, "streaming a node the world map lacks");
+            return;
+        };
+        let jitter_ms = timing.jitter.as_millis() as u64;
+        let extra = if jitter_ms > 0 { rand::rng().random_range(0..=jitter_ms) } else { 0 };
+        let duration = timing.duration + Duration::from_millis(extra);
+        let spawn_points_after = timing.spawn_points_after;
+        tracing::debug!(load = %request.load, what = %request.what,
+            duration_ms = crate::fields::millis(duration), "streaming");
+        tokio::spawn(async move {
+            tokio::time::sleep(duration).await;
+            if !reports.streamed(request.load).await {
+                return;
+            }
+            if let Some(after) = spawn_points_after {
+                tokio::time::sleep(after).await;
+                reports.spawn_points_registered(request.load).await;
+            }
+        });
+    }
+}
