@@ -5,6 +5,8 @@
 //! - [`net`]: the UDP socket, the QUIC endpoint and every connection in one driver task on the
 //!   network's thread, authentication; it reports connection events to the game task and
 //!   imports nothing from it.
+//! - [`model`]: the save model (player and session saves, load outcomes), pure data the core
+//!   and the store share.
 //! - [`store`]: player and session saves, and the worker that runs them off the game task.
 //! - [`admin`]: the operator HTTP endpoint (probes, state, metrics, travel).
 //! - [`metrics`]: the server's metric families, one registry per [`Server`].
@@ -31,8 +33,10 @@ mod fields;
 pub mod fleet;
 pub mod game;
 pub mod metrics;
+pub mod model;
 pub mod net;
 pub mod ops;
+mod probes;
 mod rate;
 mod shell;
 pub mod store;
@@ -47,12 +51,12 @@ use gatehouse_protocol::{CloseCode, NodeId};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use admin::Probes;
 use config::{ServerConfig, WorldMap};
 use fleet::{FleetLink, Orchestrator};
 use game::{Game, GameRules};
 use metrics::Metrics;
 use net::{ConnectionEvent, NetError, Network};
+use probes::Probes;
 pub use shell::GameHandle;
 pub use shell::world;
 use shell::world::{SimulatedWorld, World};

@@ -16,11 +16,14 @@
 //!
 //! Durations are in seconds; every histogram has fixed buckets ([`TRANSITION_BUCKETS`],
 //! [`STORE_BUCKETS`]).
+//!
+//! Each subsystem declares its own families ([`NetMetrics`] in `net`, [`StoreMetrics`] in
+//! `store`, [`GameMetrics`] here for the game task); this module assembles them into one
+//! registry, so no subsystem imports it.
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use gatehouse_protocol::CloseCode;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
@@ -30,7 +33,8 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::game::{Counters, Observation, SpawnRefusal, TransitionOutcome};
-use crate::store::SaveOutcome;
+pub use crate::net::{CloseSide, NetMetrics, close_code_name};
+pub use crate::store::{STORE_BUCKETS, StoreMetrics};
 
 /// The `Content-Type` of `GET /metrics`: the Prometheus text format, version 0.0.4.
 pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
@@ -40,16 +44,8 @@ pub const CONTENT_TYPE: &str = prometheus_client::encoding::prometheus_text::CON
 pub const TRANSITION_BUCKETS: [f64; 15] =
     [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 15.0, 30.0, 60.0, 120.0];
 
-/// Bucket bounds of the store latency histograms, seconds: from 0.5 ms to 10 s.
-pub const STORE_BUCKETS: [f64; 14] =
-    [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
-
 fn transition_histogram() -> Histogram {
     Histogram::new(TRANSITION_BUCKETS)
-}
-
-fn store_histogram() -> Histogram {
-    Histogram::new(STORE_BUCKETS)
 }
 
 /// Every metric of one server, and the registry that encodes them. Cheap to clone: clones
@@ -228,179 +224,6 @@ impl GameMetrics {
     }
 }
 
-/// Which side closed a connection, for `gatehouse_connection_closes_total`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum CloseSide {
-    /// The server closed it with one of our close codes.
-    Server,
-    /// The client closed it (with a close code of ours, or another) or it timed out.
-    Client,
-}
-
-impl CloseSide {
-    fn as_str(self) -> &'static str {
-        match self {
-            CloseSide::Server => "server",
-            CloseSide::Client => "client",
-        }
-    }
-}
-
-/// What the net side records.
-#[derive(Debug, Clone)]
-pub struct NetMetrics {
-    closes: Family<[(&'static str, &'static str); 2], Counter>,
-    logins_refused: Family<[(&'static str, &'static str); 1], Counter>,
-    pending: Gauge,
-}
-
-impl NetMetrics {
-    fn register(
-        registry: &mut Registry,
-        logins_refused: Family<[(&'static str, &'static str); 1], Counter>,
-    ) -> Self {
-        let m = NetMetrics { closes: Family::default(), logins_refused, pending: Gauge::default() };
-        for code in ALL_CLOSE_CODES {
-            drop(m.closes.get_or_create(&[("code", close_code_name(code)), ("side", "server")]));
-        }
-        registry.register(
-            "gatehouse_connection_closes",
-            "Connections closed, by close code (leave, shutting_down, rejected, protocol_violation, server_full, replaced, ready_timeout, slow_consumer, hello_timeout, abuse; timed_out or other for a client side without one of ours) and by the side that closed (server, client)",
-            m.closes.clone(),
-        );
-        registry.register(
-            "gatehouse_pending_connections",
-            "Connections accepted that have not logged in yet (each holds a pending slot)",
-            m.pending.clone(),
-        );
-        m
-    }
-
-    /// Counts a connection closed by `side` with `code`.
-    pub fn count_close(&self, code: CloseCode, side: CloseSide) {
-        self.count_close_named(close_code_name(code), side);
-    }
-
-    /// Counts a connection closed by `side` for a reason outside [`CloseCode`] (`timed_out`,
-    /// `other`).
-    pub fn count_close_named(&self, code: &'static str, side: CloseSide) {
-        self.closes.get_or_create(&[("code", code), ("side", side.as_str())]).inc();
-    }
-
-    /// Counts a `Hello` refused for `reason` (a label value such as `bad_signature`).
-    pub fn count_login_refused(&self, reason: &'static str) {
-        self.logins_refused.get_or_create(&[("reason", reason)]).inc();
-    }
-
-    /// Sets how many connections hold a pending slot.
-    pub fn set_pending_connections(&self, pending: usize) {
-        self.pending.set(i64::try_from(pending).unwrap_or(i64::MAX));
-    }
-
-    /// How many connections hold a pending slot, as last set (the gauge's value, without
-    /// encoding the whole registry: the driver's harness reads it after every fuzz run).
-    #[cfg(any(test, feature = "fuzzing"))]
-    pub(crate) fn pending_connections(&self) -> i64 {
-        self.pending.get()
-    }
-}
-
-/// Every close code, for the families that list each one from the start.
-const ALL_CLOSE_CODES: [CloseCode; 11] = [
-    CloseCode::Leave,
-    CloseCode::ShuttingDown,
-    CloseCode::Rejected,
-    CloseCode::ProtocolViolation,
-    CloseCode::ServerFull,
-    CloseCode::Replaced,
-    CloseCode::ReadyTimeout,
-    CloseCode::SlowConsumer,
-    CloseCode::HelloTimeout,
-    CloseCode::Abuse,
-    CloseCode::WorldUnavailable,
-];
-
-/// A close code's label value: its name in snake case.
-pub fn close_code_name(code: CloseCode) -> &'static str {
-    match code {
-        CloseCode::Leave => "leave",
-        CloseCode::ShuttingDown => "shutting_down",
-        CloseCode::Rejected => "rejected",
-        CloseCode::ProtocolViolation => "protocol_violation",
-        CloseCode::ServerFull => "server_full",
-        CloseCode::Replaced => "replaced",
-        CloseCode::ReadyTimeout => "ready_timeout",
-        CloseCode::SlowConsumer => "slow_consumer",
-        CloseCode::HelloTimeout => "hello_timeout",
-        CloseCode::Abuse => "abuse",
-        CloseCode::WorldUnavailable => "world_unavailable",
-        // A code added to the protocol later, until it is named here.
-        _ => "other",
-    }
-}
-
-/// What the store worker records. [`StoreMetrics::default`] is detached: it
-/// records into metrics no registry encodes (for workers started without a [`Metrics`]).
-#[derive(Debug, Clone)]
-pub struct StoreMetrics {
-    save: Histogram,
-    load: Histogram,
-    saves: Family<[(&'static str, &'static str); 1], Counter>,
-}
-
-impl Default for StoreMetrics {
-    fn default() -> Self {
-        StoreMetrics { save: store_histogram(), load: store_histogram(), saves: Family::default() }
-    }
-}
-
-impl StoreMetrics {
-    fn register(registry: &mut Registry) -> Self {
-        let m = StoreMetrics::default();
-        for outcome in ["ok", "retried", "given_up", "conflict"] {
-            drop(m.saves.get_or_create(&[("outcome", outcome)]));
-        }
-        registry.register(
-            "gatehouse_store_save_seconds",
-            "Store write latency, seconds: one write transaction (a batch of player saves, or a session save), each attempt",
-            m.save.clone(),
-        );
-        registry.register(
-            "gatehouse_store_load_seconds",
-            "Store read latency, seconds: one load of a player's or the session's save, each attempt",
-            m.load.clone(),
-        );
-        registry.register(
-            "gatehouse_saves",
-            "Saves finished (each player save of a batch counts), by outcome: ok (written at the first attempt), retried (written after a failed attempt), given_up (not written after every attempt, or refused), conflict (another writer saved first)",
-            m.saves.clone(),
-        );
-        m
-    }
-
-    /// Records one write transaction's latency.
-    pub fn observe_save(&self, took: Duration) {
-        self.save.observe(seconds(took));
-    }
-
-    /// Records one load attempt's latency.
-    pub fn observe_load(&self, took: Duration) {
-        self.load.observe(seconds(took));
-    }
-
-    /// Counts a finished save by its outcome.
-    pub fn count_save(&self, outcome: &SaveOutcome) {
-        let label = match outcome {
-            SaveOutcome::Saved { attempts, .. } if *attempts <= 1 => "ok",
-            SaveOutcome::Saved { .. } => "retried",
-            SaveOutcome::Conflict { .. } => "conflict",
-            SaveOutcome::Failed { .. } => "given_up",
-        };
-        self.saves.get_or_create(&[("outcome", label)]).inc();
-    }
-}
-
 /// The core's state at one instant, taken by the game task when `/metrics` is scraped.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct CoreSample {
@@ -557,6 +380,9 @@ fn seconds(duration: Duration) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::net::ALL_CLOSE_CODES;
+    use crate::store::SaveOutcome;
+    use gatehouse_protocol::CloseCode;
 
     /// Every close code the protocol defines has a series of its own, under its own name: none
     /// is counted as `other`, and no two share a label.

@@ -24,7 +24,6 @@
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -43,8 +42,10 @@ use crate::metrics::{self, Metrics};
 pub mod fuzzing;
 mod serve;
 
+pub use crate::config::{AdminToken, ConnectionLimits};
+pub use crate::probes::Probes;
+pub use serve::LOOPBACK_RESERVE;
 pub(crate) use serve::raise_open_files_limit;
-pub use serve::{ConnectionLimits, LOOPBACK_RESERVE};
 
 /// How long `/health` waits for the game loop to answer before calling it stalled.
 pub const HEALTH_BOUND: Duration = Duration::from_secs(2);
@@ -56,117 +57,6 @@ const SAMPLE_BOUND: Duration = Duration::from_secs(2);
 /// snapshot costs the game task O(players), and a client polling in a loop must not make it
 /// build one per request.
 const STATE_REUSE: Duration = Duration::from_secs(1);
-
-/// What `/ready` reads: set by the server as it starts, and by the game task
-/// when the boot transition ends. Shared; every flag only ever goes one way except the store's.
-#[derive(Debug, Default)]
-pub struct Probes {
-    listening: AtomicBool,
-    store_open: AtomicBool,
-    booted: AtomicBool,
-}
-
-impl Probes {
-    /// The QUIC endpoint accepts connections.
-    pub fn mark_listening(&self) {
-        self.listening.store(true, Ordering::Release);
-    }
-
-    /// The player store is open (`true`) or closed (`false`).
-    pub fn set_store_open(&self, open: bool) {
-        self.store_open.store(open, Ordering::Release);
-    }
-
-    /// The boot transition ended (the core's first transition is no longer in flight).
-    pub fn mark_booted(&self) {
-        self.booted.store(true, Ordering::Release);
-    }
-
-    /// Whether the boot transition ended.
-    pub fn booted(&self) -> bool {
-        self.booted.load(Ordering::Acquire)
-    }
-
-    /// What keeps the server from being ready, in a fixed order; empty when ready.
-    fn missing(&self) -> Vec<&'static str> {
-        let mut missing = Vec::new();
-        if !self.listening.load(Ordering::Acquire) {
-            missing.push("not listening");
-        }
-        if !self.store_open.load(Ordering::Acquire) {
-            missing.push("store not open");
-        }
-        if !self.booted() {
-            missing.push("boot transition not done");
-        }
-        missing
-    }
-}
-
-/// The bearer token that routes changing the game (`POST /travel`) require: `admin.token` in
-/// the config file, or `GATEHOUSE_ADMIN_TOKEN` (never a command-line flag, which other users
-/// can read). At least [`AdminToken::MIN_LEN`] printable ASCII characters; `Debug` never shows
-/// it.
-///
-/// Read from the config file as it is and checked by [`AdminToken::check`] with the other keys,
-/// so a refused token is never quoted back in a parse error.
-#[derive(Clone, PartialEq, Eq, serde::Deserialize)]
-#[serde(transparent)]
-pub struct AdminToken(String);
-
-impl AdminToken {
-    /// The shortest token accepted, in bytes.
-    pub const MIN_LEN: usize = 16;
-
-    /// A checked token (see [`AdminToken::check`]).
-    ///
-    /// # Errors
-    /// What is wrong with it, without quoting it.
-    pub fn parse(token: &str) -> Result<AdminToken, String> {
-        let token = AdminToken(token.to_owned());
-        token.check()?;
-        Ok(token)
-    }
-
-    /// Checks the token: at least [`Self::MIN_LEN`] bytes, printable ASCII without spaces (it
-    /// travels in an HTTP header).
-    ///
-    /// # Errors
-    /// What is wrong with it, without quoting it.
-    pub fn check(&self) -> Result<(), String> {
-        if self.0.len() < Self::MIN_LEN {
-            return Err(format!(
-                "must be at least {} bytes long, found {}",
-                Self::MIN_LEN,
-                self.0.len()
-            ));
-        }
-        if !self.0.bytes().all(|b| b.is_ascii_graphic()) {
-            return Err("must be printable ASCII without spaces".into());
-        }
-        Ok(())
-    }
-
-    /// The token as an `Authorization: Bearer` value needs it (for `gatehouse-server probe`).
-    pub fn bearer(&self) -> &str {
-        &self.0
-    }
-
-    /// Whether `presented` is this token, in time independent of where they differ.
-    fn accepts(&self, presented: &[u8]) -> bool {
-        use sha2::Digest as _;
-        // Comparing digests hides the token's length and where a guess goes wrong.
-        let want = sha2::Sha256::digest(self.0.as_bytes());
-        let got = sha2::Sha256::digest(presented);
-        want.iter().zip(got.iter()).fold(0u8, |diff, (a, b)| diff | (a ^ b)) == 0
-    }
-}
-
-impl std::fmt::Debug for AdminToken {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("AdminToken(<redacted>)")
-    }
-}
 
 /// A bound admin endpoint, with the token its guarded routes require and the bounds on its
 /// connections.
@@ -411,6 +301,8 @@ async fn travel(
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::Ordering;
+
     use super::*;
     use crate::shell::ShellEvent;
     use tokio::sync::mpsc;

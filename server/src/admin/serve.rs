@@ -18,6 +18,8 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::config::ConnectionLimits;
+
 /// Connections kept for loopback peers beyond `admin.max_connections`: the health check and
 /// an operator's probe on the same host.
 pub const LOOPBACK_RESERVE: usize = 4;
@@ -31,27 +33,6 @@ const WARN_EVERY: Duration = Duration::from_secs(10);
 
 /// How long in-flight requests may finish once the endpoint stops.
 const STOP_GRACE: Duration = Duration::from_secs(1);
-
-/// The bounds on the admin endpoint's connections (`[admin]`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConnectionLimits {
-    /// `max_connections`: open connections at once, beyond [`LOOPBACK_RESERVE`] for loopback.
-    pub max_connections: usize,
-    /// `header_timeout_ms`: the bound on a request head, and on an idle keep-alive connection.
-    pub header_timeout: Duration,
-    /// `connection_timeout_ms`: the bound on a whole connection.
-    pub connection_timeout: Duration,
-}
-
-impl Default for ConnectionLimits {
-    fn default() -> Self {
-        Self {
-            max_connections: 64,
-            header_timeout: Duration::from_secs(5),
-            connection_timeout: Duration::from_secs(30),
-        }
-    }
-}
 
 /// Counts what is logged at most every [`WARN_EVERY`].
 #[derive(Debug, Default)]

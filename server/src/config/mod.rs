@@ -5,20 +5,25 @@
 //! environment variable, flag) and what was expected and found. Paths inside a config file are
 //! relative to that file's directory. Nothing here touches the network or the game.
 
+mod admin;
 mod overrides;
 mod server;
 mod source;
+mod store_url;
 mod world;
 
 use crate::fields::PeerText;
 use std::path::{Path, PathBuf};
 
+pub use admin::{AdminToken, ConnectionLimits};
 pub use overrides::{Override, Overrides, SECRET_VARIABLES};
 pub use server::{
     AdminConfig, AuthConfig, ClientReadyPolicy, DEV_TOKEN_KEY, FleetConfig, GameConfig, LogFormat,
     MIN_FRAME_LEN, NetworkConfig, OrchestratorKind, ServerConfig, StoreConfig, TlsConfig,
 };
 pub use source::{Sources, ValueSource};
+pub(crate) use store_url::Resolved;
+pub use store_url::{DEFAULT_STORE_URL, StoreUrl, StoreUrlError, redact};
 pub use world::{Hazard, LevelSpec, NodeSpec, PresetSpec, TravelRoute, WorldMap};
 
 /// Why a configuration was refused. Every message is one line, as the server prints it at start

@@ -4,9 +4,9 @@
 
 use clap::ValueEnum as _;
 
+use super::AdminToken;
+use super::StoreUrl;
 use super::{ConfigError, LogFormat, OrchestratorKind, ServerConfig, ValueSource};
-use crate::admin::AdminToken;
-use crate::store::StoreUrl;
 
 /// One value from the command line, as typed, and whether its flag or its variable gave it.
 #[derive(Debug, Clone, PartialEq, Eq)]

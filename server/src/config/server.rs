@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use serde::Deserialize;
 
+use super::StoreUrl;
+use super::admin::{AdminToken, ConnectionLimits};
 use super::{ConfigError, Sources, ValueSource, beside, millis, optional_millis, parse_toml};
-use crate::admin::{AdminToken, ConnectionLimits};
-use crate::store::StoreUrl;
 
 pub use gatehouse_protocol::token::DEV_TOKEN_KEY;
 use gatehouse_protocol::token::TokenLimits;
@@ -255,18 +255,6 @@ pub struct NetworkConfig {
 }
 
 impl NetworkConfig {
-    /// The pending caps and the handshake rate per address group.
-    pub(crate) fn admission_rules(&self) -> crate::net::AdmissionRules {
-        crate::net::AdmissionRules {
-            max_pending: self.max_pending_connections,
-            max_per_group: self.max_pending_per_ip,
-            handshakes: crate::rate::Rate {
-                burst: self.handshake_burst,
-                interval: Duration::from_secs(1) / self.handshakes_per_ip_per_s.max(1),
-            },
-        }
-    }
-
     /// One connection's message budget: `message_burst` in a row, then `message_rate_per_s`.
     pub(crate) fn message_budget(&self) -> crate::rate::Rate {
         crate::rate::Rate {

@@ -7,7 +7,7 @@ use gatehouse_protocol::{ClientMessage, CloseCode, LevelName, NodeId, PlayerId, 
 
 use super::LoadId;
 use crate::config::{AuthConfig, ClientReadyPolicy, GameConfig, NetworkConfig};
-use crate::store::{LoadOutcome, PlayerSave, SessionSave};
+use crate::model::{LoadOutcome, PlayerSave, SessionSave};
 
 /// Identifies one network connection; assigned by the network driver as it accepts, never reused
 /// within a process.

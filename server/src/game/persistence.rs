@@ -21,7 +21,7 @@ use super::abilities::{ActiveEffect, EffectDuration};
 use super::players::{KeptState, Persistence, ResolvedPreset};
 use super::{Game, Output};
 use crate::fields::Joined;
-use crate::store::{LoadOutcome, PlayerSave, Preset, SessionSave};
+use crate::model::{LoadOutcome, PlayerSave, Preset, SessionSave};
 
 /// The session: the world's node and its save.
 #[derive(Debug)]

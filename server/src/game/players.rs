@@ -20,7 +20,7 @@ use gatehouse_tags::GameplayTag;
 
 use super::ConnectionId;
 use super::abilities::AbilityState;
-use crate::store::{InventoryItem, Preset};
+use crate::model::{InventoryItem, Preset};
 
 /// Where a player's save stands.
 #[derive(Debug, Clone, PartialEq, Eq)]

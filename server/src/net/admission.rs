@@ -20,7 +20,8 @@ use std::net::{IpAddr, Ipv6Addr};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use crate::metrics::NetMetrics;
+use super::NetMetrics;
+use crate::config::NetworkConfig;
 use crate::rate::{Rate, Rates};
 
 /// Refusals are logged at most this often, with how many there were.
@@ -141,6 +142,20 @@ impl PendingSlot {
         let mut p = Admission::lock(&self.pending);
         if let Some(slot) = p.per_group.get_mut(&self.group).and_then(|s| s.get_mut(&self.seq)) {
             *slot = None;
+        }
+    }
+}
+
+impl AdmissionRules {
+    /// The pending caps and the handshake rate per address group of `network`.
+    pub(crate) fn of(network: &NetworkConfig) -> Self {
+        AdmissionRules {
+            max_pending: network.max_pending_connections,
+            max_per_group: network.max_pending_per_ip,
+            handshakes: Rate {
+                burst: network.handshake_burst,
+                interval: Duration::from_secs(1) / network.handshakes_per_ip_per_s.max(1),
+            },
         }
     }
 }

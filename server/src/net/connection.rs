@@ -34,9 +34,9 @@ use quinn_proto::{ConnectionError, Dir, Event, ReadError, StreamEvent, StreamId,
 
 use super::admission::PendingSlot;
 use super::event::{ConnectionEvent, Doorbell, Outbound, QueueKey, SendQueueRx, send_queue};
+use super::{CloseSide, NetMetrics};
 use crate::fields::PeerText;
 use crate::game::{ConnectionId, Departure};
-use crate::metrics::{CloseSide, NetMetrics};
 use crate::rate::{Bucket, Rate};
 
 /// Largest chunk read from the stream at once, bytes.

@@ -28,6 +28,7 @@ mod endpoint;
 mod event;
 #[cfg(any(test, feature = "fuzzing"))]
 pub mod fuzzing;
+mod metrics;
 mod network;
 mod socket;
 pub mod tls;
@@ -35,7 +36,6 @@ pub mod tls;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
-pub(crate) use admission::AdmissionRules;
 pub use driver::DriverThread;
 pub use endpoint::{
     CONNECTION_ID_LEN, bind_socket, endpoint_config, server_config, transport_config,
@@ -43,6 +43,9 @@ pub use endpoint::{
 pub(crate) use event::{ConnectionEvent, QueueError, SendQueue};
 #[cfg(test)]
 pub(crate) use event::{Outbound, QueueKey, SendQueueRx, test_queue};
+#[cfg(test)]
+pub(crate) use metrics::ALL_CLOSE_CODES;
+pub use metrics::{CloseSide, NetMetrics, close_code_name};
 pub(crate) use network::Network;
 
 /// Why the network side could not start.

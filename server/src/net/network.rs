@@ -42,14 +42,14 @@ use quinn_proto::{ConnectionHandle, DatagramEvent, EndpointEvent, Incoming};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::admission::{Admission, Admitted};
+use super::NetMetrics;
+use super::admission::{Admission, AdmissionRules, Admitted};
 use super::connection::{Connection, Context, Outbox, Settings};
 use super::event::{ConnectionEvent, Doorbell, QueueKey};
 use super::socket::{Datagram, UdpSocket};
 use super::{DriverThread, NetError, endpoint};
 use crate::config::NetworkConfig;
 use crate::game::ConnectionId;
-use crate::metrics::NetMetrics;
 
 /// Socket batches read per wake, at most: the rest waits for the next wake, after the
 /// connections that the first batches concern have answered.
@@ -221,7 +221,7 @@ impl Network {
             !socket.may_fragment(),
             None,
         );
-        let admission = Admission::new(network.admission_rules(), metrics.clone());
+        let admission = Admission::new(AdmissionRules::of(network), metrics.clone());
         let settings = Settings {
             tokens,
             max_frame_len: network.max_frame_len,

@@ -36,10 +36,10 @@ use tokio::time::Instant;
 
 use super::ShellEvent;
 use super::world::{self, World, WorldReports};
-use crate::admin::Probes;
 use crate::game::{ConnectionId, Departure, Input, Output};
 use crate::metrics::Metrics;
 use crate::net::{QueueError, SendQueue};
+use crate::probes::Probes;
 use crate::store::{LoadOutcome, SessionSave, StoreHandle, StoreRequest};
 
 /// Where the game task sends what it cannot do itself.

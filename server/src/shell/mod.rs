@@ -40,11 +40,11 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::admin::Probes;
 use crate::fleet::FleetLink;
 use crate::game::{Game, GameSnapshot, Input, Output};
 use crate::metrics::{CoreSample, Metrics};
 use crate::net::ConnectionEvent;
+use crate::probes::Probes;
 use crate::store::StoreReply;
 
 use carry::Carrier;

@@ -24,10 +24,10 @@ use super::codec::{
     PlayerColumns, PlayerRow, SessionRow, player_columns, player_from_row, player_key,
     session_from_row, session_key, version_column,
 };
-use super::model::{PlayerSave, SessionSave};
 use super::schema::{self, Dialect};
-use super::url::Resolved;
 use super::{StoreError, StoreUrl};
+use crate::config::Resolved;
+use crate::model::{PlayerSave, SessionSave};
 
 /// How long opening may take to get its first connection.
 const OPEN_TIMEOUT: Duration = Duration::from_secs(10);

@@ -10,7 +10,7 @@ use gatehouse_tags::GameplayTag;
 use sqlx::{ColumnIndex, Decode, FromRow, Row, Type};
 
 use super::StoreError;
-use super::model::{InventoryItem, PlayerSave, Preset, SessionSave};
+use crate::model::{InventoryItem, PlayerSave, Preset, SessionSave};
 
 /// `players.preset_kind` of a saved character.
 const KIND_CHARACTER: &str = "character";

@@ -133,3 +133,9 @@ impl StoreError {
         }
     }
 }
+
+impl From<crate::config::StoreUrlError> for StoreError {
+    fn from(e: crate::config::StoreUrlError) -> Self {
+        StoreError::InvalidUrl { url: e.url, why: e.why }
+    }
+}

@@ -3,7 +3,7 @@
 //! reads it, and a save written to columns and read back.
 
 use super::codec::{PlayerRow, player_columns, player_from_row};
-use super::model::PlayerSave;
+use crate::model::PlayerSave;
 
 /// A `players` row's columns, whatever they hold.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -16,16 +16,16 @@ mod codec;
 mod error;
 #[cfg(feature = "fuzzing")]
 pub mod fuzzing;
-pub mod model;
+mod metrics;
 mod schema;
-mod url;
 mod worker;
 
+pub use crate::config::{DEFAULT_STORE_URL, StoreUrl, StoreUrlError, redact};
+pub use crate::model::{InventoryItem, LoadOutcome, PlayerSave, Preset, SessionSave};
 pub use backend::Store;
 pub use error::StoreError;
-pub use model::{InventoryItem, PlayerSave, Preset, SessionSave};
-pub use url::{DEFAULT_STORE_URL, StoreUrl, redact};
+pub use metrics::{STORE_BUCKETS, StoreMetrics};
 pub use worker::{
-    LoadOutcome, SAVE_BATCH_MAX, SaveBackend, SaveOutcome, StoreHandle, StoreReply, StoreRequest,
-    StoreSettings, StoreWorker,
+    SAVE_BATCH_MAX, SaveBackend, SaveOutcome, StoreHandle, StoreReply, StoreRequest, StoreSettings,
+    StoreWorker,
 };

@@ -229,7 +229,7 @@ impl Harness {
             message_budget: network.message_budget(),
             metrics: net.clone(),
         };
-        let admission = Admission::new(network.admission_rules(), net);
+        let admission = Admission::new(AdmissionRules::of(&network), net);
         let (events_tx, events_rx) = mpsc::channel(setup.events);
         let driver = Driver::new(endpoint, MemWire::default(), settings, admission, events_tx);
 

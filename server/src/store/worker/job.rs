@@ -11,7 +11,7 @@ use tokio::time::Instant;
 
 use gatehouse_protocol::PlayerId;
 
-use crate::metrics::StoreMetrics;
+use crate::store::StoreMetrics;
 
 use super::{
     LoadOutcome, PlayerSave, SaveBackend, SaveOutcome, SessionSave, StoreError, StoreReply,

@@ -43,9 +43,9 @@ use gatehouse_protocol::PlayerId;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinHandle;
 
-use super::model::{PlayerSave, SessionSave};
+use super::StoreMetrics;
 use super::{Store, StoreError};
-use crate::metrics::StoreMetrics;
+use crate::model::{LoadOutcome, PlayerSave, SessionSave};
 pub use batch::SAVE_BATCH_MAX;
 use dispatch::Dispatcher;
 use job::Ctx;
@@ -186,17 +186,6 @@ pub enum StoreReply {
         /// Whether it was written.
         outcome: SaveOutcome,
     },
-}
-
-/// How a load ended.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum LoadOutcome<T> {
-    /// The save exists.
-    Found(T),
-    /// Nothing was ever saved under this key.
-    NotFound,
-    /// The store failed, or did not answer within `load_timeout`; the reason, for logs.
-    Failed(String),
 }
 
 /// How a save ended.

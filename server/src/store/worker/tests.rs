@@ -7,7 +7,7 @@ use gatehouse_protocol::{CharacterDef, NodeId};
 use tokio::time::Instant;
 
 use super::*;
-use crate::store::model::{InventoryItem, Preset};
+use crate::model::{InventoryItem, Preset};
 
 const SETTINGS: StoreSettings = StoreSettings {
     load_timeout: Duration::from_secs(5),

@@ -1,7 +1,7 @@
 //! Store URLs (`store.url`): which backend and where, parsed once; shown only with any password
 //! redacted.
 //!
-//! Owns the URL grammar and the redaction. Opens nothing: [`super::Store::open`] does.
+//! Owns the URL grammar and the redaction. Opens nothing: `crate::store::Store::open` does.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -9,7 +9,15 @@ use std::str::FromStr;
 
 use sqlx::postgres::PgConnectOptions;
 
-use super::StoreError;
+/// Why a store URL was refused: the URL, password redacted, and what was wrong.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid store url {url}: {why}")]
+pub struct StoreUrlError {
+    /// The URL, password redacted.
+    pub url: String,
+    /// What was expected and what was found.
+    pub why: String,
+}
 
 /// The default `store.url`: the embedded store, file `saves.db` in the data dir.
 pub const DEFAULT_STORE_URL: &str = "sqlite:saves.db";
@@ -29,7 +37,7 @@ enum Target {
     Postgres(String),
 }
 
-/// A [`StoreUrl`] resolved against the data dir: what [`super::Store::open`] connects to.
+/// A [`StoreUrl`] resolved against the data dir: what `crate::store::Store::open` connects to.
 pub(crate) enum Resolved {
     /// The SQLite file.
     Embedded(PathBuf),
@@ -41,11 +49,11 @@ impl StoreUrl {
     /// Parses a store URL.
     ///
     /// # Errors
-    /// [`StoreError::InvalidUrl`] (naming the URL without its password) for an unknown scheme,
+    /// [`StoreUrlError`] (naming the URL without its password) for an unknown scheme,
     /// an empty or in-memory SQLite path, SQLite query parameters, or a PostgreSQL URL its
     /// driver refuses.
-    pub fn parse(url: &str) -> Result<StoreUrl, StoreError> {
-        let invalid = |why: String| StoreError::InvalidUrl { url: redact(url), why };
+    pub fn parse(url: &str) -> Result<StoreUrl, StoreUrlError> {
+        let invalid = |why: String| StoreUrlError { url: redact(url), why };
         if let Some(rest) = url.strip_prefix("sqlite:") {
             let path = rest.strip_prefix("//").unwrap_or(rest);
             if path.is_empty() {
@@ -95,12 +103,12 @@ impl StoreUrl {
     }
 
     /// What to connect to.
-    pub(crate) fn resolve(&self, data_dir: &Path) -> Result<Resolved, StoreError> {
+    pub(crate) fn resolve(&self, data_dir: &Path) -> Result<Resolved, StoreUrlError> {
         match &self.0 {
             Target::Embedded(path) => Ok(Resolved::Embedded(data_dir.join(path))),
             Target::Postgres(url) => PgConnectOptions::from_str(url)
                 .map(|options| Resolved::Postgres(Box::new(options)))
-                .map_err(|e| StoreError::InvalidUrl { url: redact(url), why: e.to_string() }),
+                .map_err(|e| StoreUrlError { url: redact(url), why: e.to_string() }),
         }
     }
 }
@@ -112,15 +120,15 @@ impl Default for StoreUrl {
 }
 
 impl FromStr for StoreUrl {
-    type Err = StoreError;
-    fn from_str(url: &str) -> Result<Self, StoreError> {
+    type Err = StoreUrlError;
+    fn from_str(url: &str) -> Result<Self, StoreUrlError> {
         StoreUrl::parse(url)
     }
 }
 
 impl TryFrom<String> for StoreUrl {
-    type Error = StoreError;
-    fn try_from(url: String) -> Result<Self, StoreError> {
+    type Error = StoreUrlError;
+    fn try_from(url: String) -> Result<Self, StoreUrlError> {
         StoreUrl::parse(&url)
     }
 }

@@ -3,7 +3,7 @@
 //! T15).
 //!
 //! Pure data shared by the game core (which decides what to load and save) and the store
-//! (which reads and writes it). Nothing here does I/O.
+//! (which reads and writes it), so neither imports the other. Nothing here does I/O.
 
 use gatehouse_protocol::{CharacterDef, NodeId, PlayerId};
 use gatehouse_tags::GameplayTag;
@@ -66,4 +66,15 @@ pub struct SessionSave {
     pub node: NodeId,
     /// Bumped by every save.
     pub version: u64,
+}
+
+/// How a load ended.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LoadOutcome<T> {
+    /// The save exists.
+    Found(T),
+    /// Nothing was ever saved under this key.
+    NotFound,
+    /// The store failed, or did not answer within `load_timeout`; the reason, for logs.
+    Failed(String),
 }
