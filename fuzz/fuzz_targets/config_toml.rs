@@ -12,7 +12,7 @@
 
 use std::path::Path;
 
-use gatehouse_server::config::{ConfigError, ServerConfig, WorldMap};
+use gatehouse_server::config::{ConfigError, ServerConfig, parse_world};
 use libfuzzer_sys::fuzz_target;
 
 /// The refusal's text is one line, and its JSON says the same.
@@ -32,7 +32,7 @@ fuzz_target!(|text: &str| {
         }
         Err(error) => check_refusal(&error),
     }
-    if let Err(error) = WorldMap::parse(Path::new("fuzz/world.toml"), text) {
+    if let Err(error) = parse_world(Path::new("fuzz/world.toml"), text) {
         check_refusal(&error);
     }
 });

@@ -21,7 +21,7 @@
 //!
 //! At the end the world is left to settle (every load answered, every stream finished, every
 //! client ready and acknowledging): every transition must then end, as in the property test of
-//! `server/src/game/tests/properties.rs`, which this target follows.
+//! `game/src/tests/properties.rs`, which this target follows.
 
 #![no_main]
 #![forbid(unsafe_code)]
@@ -35,7 +35,7 @@ use arbitrary::Arbitrary;
 use gatehouse_protocol::{
     ClientMessage, JoinId, NodeId, PawnId, PlayerId, ServerMessage, TransitionId,
 };
-use gatehouse_server::config::{ClientReadyPolicy, WorldMap};
+use gatehouse_server::config::{ClientReadyPolicy, WorldMap, parse_world};
 use gatehouse_server::game::{
     ConnectionId, Counters, Departure, Game, GameRules, Input, LoadId, LoginRefusal, Observation,
     Output, SpawnRefusal, StreamRequest, TransitionOutcome,
@@ -227,7 +227,7 @@ impl Setup {
                 100 + u32::from(interval)
             ));
         }
-        WorldMap::parse(Path::new("fuzz-world.toml"), &text).expect("the fuzz world parses")
+        parse_world(Path::new("fuzz-world.toml"), &text).expect("the fuzz world parses")
     }
 }
 

@@ -27,17 +27,20 @@
 
 #![forbid(unsafe_code)]
 
+/// The game core, a crate of its own (`gatehouse-game`): the compiler keeps it free of the
+/// network, the store and the runtime.
+pub use gatehouse_game as game;
+/// The save model the core and the store share (`gatehouse_game::model`).
+pub use gatehouse_game::model;
+use gatehouse_game::{fields, rate};
+
 pub mod admin;
 pub mod config;
-mod fields;
 pub mod fleet;
-pub mod game;
 pub mod metrics;
-pub mod model;
 pub mod net;
 pub mod ops;
 mod probes;
-mod rate;
 mod shell;
 pub mod store;
 
@@ -53,7 +56,7 @@ use tokio_util::sync::CancellationToken;
 
 use config::{ServerConfig, WorldMap};
 use fleet::{FleetLink, Orchestrator};
-use game::{Game, GameRules};
+use game::Game;
 use metrics::Metrics;
 use net::{ConnectionEvent, NetError, Network};
 use probes::Probes;
@@ -218,7 +221,7 @@ impl Server {
             replication_interval: network.replication_interval,
         };
         let nodes = world.nodes.iter().map(|n| n.id.clone()).collect();
-        let rules = GameRules::from_config(&config.game, &config.auth, network);
+        let rules = crate::config::game_rules(&config.game, &config.auth, network);
         let game = Game::new(rules, Arc::new(world), tokio::time::Instant::now().into_std());
         let orchestrator = fleet::connect(&config.fleet).await?;
         let health_every = match config.fleet.orchestrator {

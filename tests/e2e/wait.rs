@@ -7,7 +7,7 @@ use std::time::Duration;
 use gatehouse_client_sim::SimError;
 use gatehouse_client_sim::wait::wait_for_server;
 use gatehouse_server::Server;
-use gatehouse_server::config::{ServerConfig, WorldMap};
+use gatehouse_server::config::{ServerConfig, parse_world};
 use gatehouse_tests::within;
 use gatehouse_tests::worlds::QUICK;
 use tokio_util::sync::CancellationToken;
@@ -35,7 +35,7 @@ async fn a_swarm_started_before_its_server_waits_for_it() {
     config.network.bind = addr;
     config.data_dir = dir.path().to_owned();
     config.admin.enabled = false;
-    let world = WorldMap::parse(&dir.path().join("world.toml"), QUICK).expect("the quick world");
+    let world = parse_world(&dir.path().join("world.toml"), QUICK).expect("the quick world");
     let server = Server::bind(&config, world).await.expect("the server binds");
     let shutdown = CancellationToken::new();
     let task = tokio::spawn(server.run(shutdown.clone()));

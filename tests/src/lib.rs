@@ -24,7 +24,7 @@ use gatehouse_client_sim::session::SessionConfig;
 use gatehouse_client_sim::swarm::SwarmConfig;
 use gatehouse_protocol::token::{DEV_TOKEN_KEY, TokenKey};
 use gatehouse_protocol::{ClientMessage, CloseCode, FrameDecoder, RejectReason, ServerMessage};
-use gatehouse_server::config::{ServerConfig, WorldMap};
+use gatehouse_server::config::{ServerConfig, parse_world};
 use gatehouse_server::{GameHandle, Server};
 use tokio_util::sync::CancellationToken;
 
@@ -65,7 +65,7 @@ impl TestServer {
         config.data_dir = data_dir.path().to_owned();
         config.admin.bind = "127.0.0.1:0".parse().expect("an address");
         let world =
-            WorldMap::parse(&data_dir.path().join("world.toml"), world).expect("valid test world");
+            parse_world(&data_dir.path().join("world.toml"), world).expect("valid test world");
         let server = Server::bind(&config, world).await.expect("the server binds");
         let addr = server.local_addr().expect("a bound address");
         let admin = server.admin_addr().expect("the admin endpoint is on");

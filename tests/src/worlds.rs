@@ -38,10 +38,10 @@ pub fn with_route(world: &str, route: &[&str], interval_ms: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gatehouse_server::config::WorldMap;
+    use gatehouse_server::config::{WorldMap, parse_world};
 
     fn parses(name: &str, text: &str) -> WorldMap {
-        WorldMap::parse(std::path::Path::new(name), text)
+        parse_world(std::path::Path::new(name), text)
             .unwrap_or_else(|e| panic!("{name} does not parse: {e}"))
     }
 

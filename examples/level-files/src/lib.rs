@@ -233,7 +233,7 @@ pub async fn run_session(
     use gatehouse_client_sim::session::SessionConfig;
     use gatehouse_client_sim::swarm::{SwarmConfig, run_swarm};
     use gatehouse_protocol::token::{DEV_TOKEN_KEY, TokenKey};
-    use gatehouse_server::config::{ServerConfig, WorldMap};
+    use gatehouse_server::config::{ServerConfig, load_world};
     use std::time::Duration;
 
     let data = tempfile::tempdir()?;
@@ -241,7 +241,7 @@ pub async fn run_session(
     config.network.bind = ([127, 0, 0, 1], 0).into();
     config.admin.enabled = false;
     config.data_dir = data.path().to_owned();
-    let map = WorldMap::load(&dir.join("world.toml"))?;
+    let map = load_world(&dir.join("world.toml"))?;
     let world = LevelFiles::new(dir.join("levels"));
     let server = gatehouse_server::Server::bind_with_world(&config, map, world.clone()).await?;
     let addr = server.local_addr()?;

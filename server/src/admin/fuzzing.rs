@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::{AdminContext, AdminToken, Probes, router};
 use crate::GameHandle;
-use crate::config::{AuthConfig, GameConfig, NetworkConfig, WorldMap};
+use crate::config::{AuthConfig, GameConfig, NetworkConfig, parse_world};
 use crate::game::{Game, GameRules, Input};
 use crate::metrics::Metrics;
 use crate::shell::{ShellEvent, sample};
@@ -25,11 +25,11 @@ const WORLD: &str = include_str!("../../../tests/worlds/quick.toml");
 /// The token or the world refused, as text.
 pub fn routes(token: Option<&str>) -> Result<Router, String> {
     let token = token.map(AdminToken::parse).transpose()?;
-    let world = WorldMap::parse(std::path::Path::new("fuzz-world.toml"), WORLD)
-        .map_err(|e| e.to_string())?;
+    let world =
+        parse_world(std::path::Path::new("fuzz-world.toml"), WORLD).map_err(|e| e.to_string())?;
     let nodes = world.nodes.iter().map(|n| n.id.clone()).collect();
     let network = NetworkConfig { max_players: 8, ..NetworkConfig::default() };
-    let rules = GameRules::from_config(&GameConfig::default(), &AuthConfig::default(), &network);
+    let rules = crate::config::game_rules(&GameConfig::default(), &AuthConfig::default(), &network);
     let mut game = Game::new(rules, Arc::new(world), std::time::Instant::now());
     let (events, mut rx) = mpsc::channel(64);
     tokio::spawn(async move {

@@ -341,8 +341,8 @@ mod tests {
     /// A game task that answers snapshots with a real game's, counting them.
     fn snapshotting_game() -> (GameHandle, Arc<std::sync::atomic::AtomicUsize>) {
         let world = include_str!("../../../tests/worlds/quick.toml");
-        let world = crate::config::WorldMap::parse(std::path::Path::new("w.toml"), world).unwrap();
-        let rules = crate::game::GameRules::from_config(
+        let world = crate::config::parse_world(std::path::Path::new("w.toml"), world).unwrap();
+        let rules = crate::config::game_rules(
             &crate::config::GameConfig::default(),
             &crate::config::AuthConfig::default(),
             &crate::config::NetworkConfig { max_players: 8, ..Default::default() },

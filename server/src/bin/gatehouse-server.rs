@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::{ArgMatches, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 use gatehouse_server::Server;
 use gatehouse_server::config::{
-    ConfigError, LogFormat, Override, Overrides, ServerConfig, ValueSource, WorldMap,
+    ConfigError, LogFormat, Override, Overrides, ServerConfig, ValueSource, load_world,
 };
 use gatehouse_server::ops::{self, SavesQuery};
 use tokio_util::sync::CancellationToken;
@@ -157,7 +157,7 @@ fn run(cli: &Cli, matches: &ArgMatches) -> Result<(), Failure> {
     // whoever asks, nor a public key admit anyone as anyone.
     config.check_admin_exposure()?;
     config.check_key_exposure()?;
-    let world = WorldMap::load(&config.game.world).map_err(|e| match e {
+    let world = load_world(&config.game.world).map_err(|e| match e {
         // A world file that cannot be read is the value of `game.world` (a flag, a variable
         // or a file line): blame that.
         ConfigError::Read { path, source } => config.invalid(

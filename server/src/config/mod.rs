@@ -24,7 +24,9 @@ pub use server::{
 pub use source::{Sources, ValueSource};
 pub(crate) use store_url::Resolved;
 pub use store_url::{DEFAULT_STORE_URL, StoreUrl, StoreUrlError, redact};
-pub use world::{Hazard, LevelSpec, NodeSpec, PresetSpec, TravelRoute, WorldMap};
+pub use world::{
+    Hazard, LevelSpec, NodeSpec, PresetSpec, TravelRoute, WorldMap, load_world, parse_world,
+};
 
 /// Why a configuration was refused. Every message is one line, as the server prints it at start
 /// (docs/operations.md).
@@ -139,22 +141,36 @@ fn beside(file: &Path, relative: &Path) -> PathBuf {
     file.parent().unwrap_or(Path::new(".")).join(relative)
 }
 
-/// The longest duration any `*_ms` key accepts: one day, in ms. Far beyond any sensible timeout,
-/// and small enough that adding it to a clock reading can never overflow.
-const MAX_MILLIS: u64 = 86_400_000;
-
-/// Deserialises a whole number of milliseconds, at most [`MAX_MILLIS`], into a `Duration`.
-fn millis<'de, D: serde::Deserializer<'de>>(d: D) -> Result<std::time::Duration, D::Error> {
-    let ms = <u64 as serde::Deserialize>::deserialize(d)?;
-    if ms > MAX_MILLIS {
-        return Err(serde::de::Error::custom(format!("at most {MAX_MILLIS} ms (one day)")));
-    }
-    Ok(std::time::Duration::from_millis(ms))
-}
+use gatehouse_game::world::millis;
 
 /// [`millis`] for a key that may be left out (the field is `None` then).
 fn optional_millis<'de, D: serde::Deserializer<'de>>(
     d: D,
 ) -> Result<Option<std::time::Duration>, D::Error> {
     millis(d).map(Some)
+}
+
+/// The core's rules from the `[game]` section, the login rate of `[auth]`, and the player cap
+/// and frame limit of `[network]`.
+pub fn game_rules(
+    game: &GameConfig,
+    auth: &AuthConfig,
+    network: &NetworkConfig,
+) -> gatehouse_game::GameRules {
+    gatehouse_game::GameRules {
+        spawn_settle_timeout: game.spawn_settle_timeout,
+        spawn_retry: game.spawn_retry,
+        client_ready_timeout: game.client_ready_timeout,
+        client_ready_policy: game.client_ready_policy,
+        client_response_timeout: game.client_response_timeout,
+        client_response_crowd_floor: game.client_response_crowd_floor,
+        max_players: network.max_players,
+        transition_max: game.transition_max,
+        player_state_retention: game.player_state_retention,
+        login_burst: auth.login_burst,
+        login_interval: auth.login_interval,
+        // The configuration keeps it at most 1 MiB.
+        max_frame_len: u32::try_from(network.max_frame_len).unwrap_or(u32::MAX),
+        max_failed_transitions: game.max_failed_transitions,
+    }
 }

@@ -9,6 +9,7 @@ use serde::Deserialize;
 use super::StoreUrl;
 use super::admin::{AdminToken, ConnectionLimits};
 use super::{ConfigError, Sources, ValueSource, beside, millis, optional_millis, parse_toml};
+pub use gatehouse_game::ClientReadyPolicy;
 
 pub use gatehouse_protocol::token::DEV_TOKEN_KEY;
 use gatehouse_protocol::token::TokenLimits;
@@ -361,16 +362,6 @@ impl AuthConfig {
     pub fn token_limits(&self) -> TokenLimits {
         TokenLimits { max_lifetime_s: self.max_token_lifetime_s, clock_skew_s: self.clock_skew_s }
     }
-}
-
-/// What to do with a client that never reports ready (docs/spec/transitions.md T9).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ClientReadyPolicy {
-    /// Disconnect it with close code `ReadyTimeout`; the transition proceeds without it.
-    Kick,
-    /// Keep it connected and proceed without its report; it still gets a pawn.
-    Proceed,
 }
 
 /// `[game]`.

@@ -13,9 +13,9 @@ use tokio_util::sync::CancellationToken;
 
 use super::carry::{Carrier, Effects};
 use super::{Core, GameHandle, ShellEvent, carry_outputs, feed_connections, run_game};
-use crate::config::{AuthConfig, GameConfig, NetworkConfig, WorldMap};
+use crate::config::{AuthConfig, GameConfig, NetworkConfig, parse_world};
 use crate::fleet::{FleetLink, Standalone};
-use crate::game::{ConnectionId, Game, GameRules, GameSnapshot, Input, Output};
+use crate::game::{ConnectionId, Game, GameSnapshot, Input, Output};
 use crate::net::{self, ConnectionEvent};
 use crate::store::{
     LoadOutcome, PlayerSave, SaveBackend, SessionSave, StoreError, StoreHandle, StoreSettings,
@@ -84,7 +84,7 @@ fn effects_every(
     store: StoreHandle,
     replication_interval: Duration,
 ) -> Effects {
-    let map = WorldMap::parse(std::path::Path::new("shell-test-world.toml"), WORLD).unwrap();
+    let map = parse_world(std::path::Path::new("shell-test-world.toml"), WORLD).unwrap();
     Effects {
         events,
         world: super::WorldSlot(Box::new(super::world::SimulatedWorld::new(Arc::new(map)))),
@@ -282,9 +282,9 @@ struct Running {
 }
 
 fn start_game_task() -> Running {
-    let world = WorldMap::parse(std::path::Path::new("shell-test-world.toml"), WORLD).unwrap();
+    let world = parse_world(std::path::Path::new("shell-test-world.toml"), WORLD).unwrap();
     let network = NetworkConfig { max_players: 8, ..NetworkConfig::default() };
-    let rules = GameRules::from_config(&GameConfig::default(), &AuthConfig::default(), &network);
+    let rules = crate::config::game_rules(&GameConfig::default(), &AuthConfig::default(), &network);
     let game = Game::new(rules, Arc::new(world), Instant::now().into_std());
     let (events_tx, events) = mpsc::channel(64);
     let memory = Arc::new(Memory::default());

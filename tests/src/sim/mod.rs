@@ -40,7 +40,7 @@ use std::time::{Duration, Instant};
 use gatehouse_client_sim::client::ClientConfig;
 use gatehouse_client_sim::session::{ClientSession, SessionConfig};
 use gatehouse_protocol::{ClientMessage, CloseCode, NodeId, PlayerId, ServerMessage};
-use gatehouse_server::config::{AuthConfig, GameConfig, NetworkConfig, WorldMap};
+use gatehouse_server::config::{AuthConfig, GameConfig, NetworkConfig, parse_world};
 use gatehouse_server::game::{ConnectionId, Departure, Game, GameRules, Input, LoadId, Output};
 use gatehouse_server::store::{LoadOutcome, PlayerSave, SessionSave};
 use gatehouse_server::world::SimulatedWorld;
@@ -95,7 +95,7 @@ impl SimConfig {
         SimConfig {
             seed,
             world: world.to_owned(),
-            rules: GameRules::from_config(
+            rules: gatehouse_server::config::game_rules(
                 &GameConfig::default(),
                 &AuthConfig::default(),
                 &NetworkConfig { max_players: 64, ..NetworkConfig::default() },
@@ -209,7 +209,7 @@ impl Sim {
     /// # Panics
     /// If the world text is not a valid world map.
     pub fn new(config: SimConfig) -> Sim {
-        let world = WorldMap::parse(Path::new("sim-world.toml"), &config.world)
+        let world = parse_world(Path::new("sim-world.toml"), &config.world)
             .unwrap_or_else(|e| panic!("the simulated world: {e}"));
         let base = Instant::now();
         let world = Arc::new(world);

@@ -13,7 +13,7 @@ use gatehouse_tags::catalog::{
 };
 
 use super::*;
-use crate::store::{PlayerSave, Preset};
+use crate::model::{PlayerSave, Preset};
 
 fn restart(h: &mut Harness, c: ConnectionId) {
     h.send(c, ClientMessage::RestartRequest);
@@ -50,9 +50,9 @@ fn a_respawn_clears_state_dead() {
     // And the respawned player takes damage again (a dead one is immune).
     let now = h.now;
     let mut player = h.game.roster.player_mut(&pid("a")).unwrap();
-    player.abilities.apply(crate::game::abilities::ActiveEffect {
+    player.abilities.apply(crate::abilities::ActiveEffect {
         tag: gatehouse_tags::catalog::EFFECT_DAMAGE_OVER_TIME_POISON,
-        duration: crate::game::abilities::EffectDuration::Finite {
+        duration: crate::abilities::EffectDuration::Finite {
             expires: now + Duration::from_millis(100),
             next_tick: now + Duration::from_millis(50),
             tick: Duration::from_millis(50),
@@ -165,7 +165,7 @@ fn a_refused_respawn_is_queued_through_the_spawn_manager_and_retried() {
     assert_eq!(pending.len(), 1);
     assert_eq!(
         (pending[0].kind, pending[0].node.clone()),
-        (crate::game::SpawnKind::LateJoin, node("harbor"))
+        (crate::SpawnKind::LateJoin, node("harbor"))
     );
     assert!(h.game.roster.pawn(dead).is_some(), "the dead pawn stays until its replacement exists");
     let load = h.game.streaming.streamed_load().unwrap();

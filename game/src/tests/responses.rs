@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use gatehouse_protocol::{ClientMessage, CloseCode, ErrorCode, ServerMessage, TransitionId};
 
-use crate::config::ClientReadyPolicy;
+use crate::ClientReadyPolicy;
 
 use super::*;
 
@@ -636,7 +636,7 @@ fn a_transition_shown_in_freezing_counts_and_nobody_is_asked_before_the_resolve(
     h.send(a, ClientMessage::TransitionShown { transition_id: t });
     h.advance(RESPONSE * 3);
     assert_eq!(h.game.counters().clients_set_aside, 0, "nothing asked in Freezing");
-    h.answer_load("c", crate::store::LoadOutcome::NotFound);
+    h.answer_load("c", crate::model::LoadOutcome::NotFound);
     assert_eq!(h.game.snapshot().phase, "Loading");
     h.advance(RESPONSE);
     // b, c and d did not answer; a did (in Freezing).
@@ -684,7 +684,7 @@ fn a_client_set_aside_that_reports_ready_in_freezing_is_waited_for_again() {
     let t2 = travel(&mut h, "harbor");
     assert!(h.player("b").placement_excused, "set aside from the start");
     h.send(b, ClientMessage::TransitionReady { transition_id: t2 });
-    h.answer_load("c", crate::store::LoadOutcome::NotFound);
+    h.answer_load("c", crate::model::LoadOutcome::NotFound);
     h.stream_node("harbor");
     for x in [a, b, c] {
         answer(&mut h, x);

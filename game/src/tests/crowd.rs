@@ -286,7 +286,7 @@ fn answers_before_show_transition_do_not_make_a_quorum_of_one_measured_answer() 
     for &c in &crowd[..18] {
         h.send(c, ClientMessage::TransitionShown { transition_id: t });
     }
-    h.answer_load("loading", crate::store::LoadOutcome::NotFound);
+    h.answer_load("loading", crate::model::LoadOutcome::NotFound);
     h.stream_node("forest");
     assert_eq!(h.game.snapshot().phase, "WaitingForClients");
     h.advance(MS);

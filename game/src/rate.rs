@@ -11,33 +11,33 @@ use std::time::{Duration, Instant};
 
 /// Keys kept before the first sweep of full buckets; later sweeps run at twice what the last
 /// one kept.
-pub(crate) const FIRST_SWEEP_AT: usize = 1024;
+pub const FIRST_SWEEP_AT: usize = 1024;
 
 /// `burst` events in a row, then one per `interval`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Rate {
+pub struct Rate {
     /// Events allowed at once from a full bucket (at least 1 is used).
-    pub(crate) burst: u32,
+    pub burst: u32,
     /// Past the burst, one event per this long.
-    pub(crate) interval: Duration,
+    pub interval: Duration,
 }
 
 /// One bucket of a [`Rate`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Bucket {
+pub struct Bucket {
     /// When the bucket is full again.
     full_at: Instant,
 }
 
 impl Bucket {
     /// A full bucket at `now`.
-    pub(crate) fn full(now: Instant) -> Self {
+    pub fn full(now: Instant) -> Self {
         Self { full_at: now }
     }
 
     /// One event at `now`: `Ok` counts it; `Err` holds how long until one more would be
     /// allowed, and counts nothing.
-    pub(crate) fn take(&mut self, now: Instant, rate: Rate) -> Result<(), Duration> {
+    pub fn take(&mut self, now: Instant, rate: Rate) -> Result<(), Duration> {
         let next = self.full_at.max(now) + rate.interval;
         let limit = now + rate.interval * rate.burst.max(1);
         if next > limit {
@@ -48,7 +48,7 @@ impl Bucket {
     }
 
     /// Whether it is full at `now`: it holds nothing worth keeping.
-    pub(crate) fn is_full(&self, now: Instant) -> bool {
+    pub fn is_full(&self, now: Instant) -> bool {
         self.full_at <= now
     }
 }
@@ -58,7 +58,7 @@ impl Bucket {
 /// forgotten at the next sweep, which runs once the map doubled since the last one; so the map
 /// holds at most the keys seen within the last `burst` intervals, amortised O(1) a call.
 #[derive(Debug)]
-pub(crate) struct Rates<K> {
+pub struct Rates<K> {
     rate: Rate,
     buckets: HashMap<K, Bucket>,
     sweep_at: usize,
@@ -66,13 +66,13 @@ pub(crate) struct Rates<K> {
 
 impl<K: Hash + Eq + Clone> Rates<K> {
     /// Every key held to `rate`.
-    pub(crate) fn new(rate: Rate) -> Self {
+    pub fn new(rate: Rate) -> Self {
         Self { rate, buckets: HashMap::new(), sweep_at: FIRST_SWEEP_AT }
     }
 
     /// One event of `key` at `now`: `Ok` counts it; `Err` holds how long until one more would
     /// be allowed, and counts nothing.
-    pub(crate) fn take(&mut self, key: &K, now: Instant) -> Result<(), Duration> {
+    pub fn take(&mut self, key: &K, now: Instant) -> Result<(), Duration> {
         let mut bucket = self.buckets.get(key).copied().unwrap_or(Bucket::full(now));
         bucket.take(now, self.rate)?;
         if self.buckets.len() >= self.sweep_at {
@@ -83,9 +83,8 @@ impl<K: Hash + Eq + Clone> Rates<K> {
         Ok(())
     }
 
-    /// How many keys are kept.
-    #[cfg(test)]
-    pub(crate) fn kept(&self) -> usize {
+    /// How many keys are kept (what a flood of keys can make the limiter hold).
+    pub fn kept(&self) -> usize {
         self.buckets.len()
     }
 }

@@ -8,8 +8,8 @@ use gatehouse_protocol::{ClientMessage, CloseCode, PawnId, ServerMessage, Transi
 use gatehouse_tags::catalog::EFFECT_DAMAGE_OVER_TIME_POISON;
 
 use super::*;
-use crate::game::{Observation, TransitionOutcome};
-use crate::store::SessionSave;
+use crate::model::SessionSave;
+use crate::{Observation, TransitionOutcome};
 
 fn travel(h: &mut Harness, to: &str) -> TransitionId {
     h.input(Input::Travel { node: node(to) });

@@ -18,8 +18,8 @@ use gatehouse_protocol::{PlayerId, ServerMessage};
 use super::Game;
 use super::abilities::{ActiveEffect, EffectDuration};
 use super::timers::Timer;
-use crate::config::WorldMap;
 use crate::fields::OrNone;
+use crate::world::WorldMap;
 
 /// The schedule of one hazard from the world file.
 #[derive(Debug, Clone)]

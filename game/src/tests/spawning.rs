@@ -9,10 +9,10 @@ use std::time::Duration;
 use gatehouse_protocol::{ClientMessage, PawnIdRuns, ServerMessage};
 
 use super::*;
-use crate::game::streaming::LoadId;
-use crate::game::timers::Timer;
-use crate::game::{Observation, SpawnKind, SpawnRefusal};
-use crate::store::SessionSave;
+use crate::model::SessionSave;
+use crate::streaming::LoadId;
+use crate::timers::Timer;
+use crate::{Observation, SpawnKind, SpawnRefusal};
 
 /// Symptom "Black void on boot": `SpawnDefaultPawnFor` returns nothing while a world map
 /// governs the session, no dungeon is active and nothing is streamed.

@@ -25,12 +25,13 @@ use gatehouse_protocol::{
 };
 
 use super::{ConnectionId, Departure, Game, GameRules, Input, LoadId, Output, StreamRequest};
-use crate::config::{ClientReadyPolicy, WorldMap};
-use crate::store::LoadOutcome;
+use crate::ClientReadyPolicy;
+use crate::model::LoadOutcome;
+use crate::world::WorldMap;
 
 /// Two plain nodes and a dungeon; spawn points register 50 ms after a node streams. The file is
 /// the test worlds' one home (`tests/worlds/`), shared with every other test crate.
-pub(super) const WORLD: &str = include_str!("../../../../tests/worlds/core.toml");
+pub(super) const WORLD: &str = include_str!("../../../tests/worlds/core.toml");
 
 /// A poison hazard on `harbor` that kills a 100-health player: 50 damage every 100 ms for
 /// 300 ms, exposing someone every 500 ms.
@@ -106,7 +107,7 @@ impl Harness {
     }
 
     fn build(world: &str, rules: GameRules, auto_load: bool) -> Self {
-        let world = WorldMap::parse(std::path::Path::new("test-world.toml"), world).unwrap();
+        let world = WorldMap::from_toml(world).unwrap();
         let now = Instant::now();
         let game = Game::new(rules, Arc::new(world), now);
         let mut h = Harness {
@@ -162,7 +163,7 @@ impl Harness {
     pub(super) fn answer_load(
         &mut self,
         player: &str,
-        outcome: LoadOutcome<crate::store::PlayerSave>,
+        outcome: LoadOutcome<crate::model::PlayerSave>,
     ) {
         let i = self.loads.iter().position(|(p, _)| p.as_str() == player).expect("a held load");
         let (player, ticket) = self.loads.remove(i);
@@ -170,7 +171,7 @@ impl Harness {
     }
 
     /// Answers the held session load.
-    pub(super) fn answer_session(&mut self, outcome: LoadOutcome<crate::store::SessionSave>) {
+    pub(super) fn answer_session(&mut self, outcome: LoadOutcome<crate::model::SessionSave>) {
         assert!(std::mem::take(&mut self.session_load), "a held session load");
         self.input(Input::SessionLoaded { outcome });
     }

@@ -23,14 +23,14 @@ use super::{
     ConnectionId, Departure, Game, LoadId, Observation, Output, SpawnRefusal, StreamPart,
     StreamRequest,
 };
-use crate::config::LevelSpec;
+use crate::world::LevelSpec;
 use gatehouse_protocol::LevelName;
 
 /// The names of `levels`, in order, as `ShowTransition` and `ShowJoin` carry them.
 pub(super) fn level_names(levels: &[LevelSpec]) -> Vec<LevelName> {
     levels.iter().map(|l| l.name.clone()).collect()
 }
-use crate::config::ClientReadyPolicy;
+use crate::ClientReadyPolicy;
 use crate::fields::Joined;
 
 /// Why a client falls under the client-ready policy.

@@ -14,7 +14,6 @@ pub(crate) const OBSERVATIONS_KEPT: usize = 4096;
 
 /// Something the core measured or decided, for metrics.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
 pub enum Observation {
     /// A transition left `phase` (to the next phase, or ending, failing or being superseded in
     /// it) after `duration` in it.
@@ -57,7 +56,6 @@ pub enum Observation {
 
 /// How a transition ended (the `outcome` label of the transition metrics).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
 pub enum TransitionOutcome {
     /// Every player placed.
     Completed,
@@ -91,7 +89,6 @@ impl TransitionOutcome {
 
 /// Why a spawn attempt was refused and kept queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
 pub enum SpawnRefusal {
     /// The level-ready gate refused the pawn (docs/spec/transitions.md T2: kept queued).
     LevelNotReady,
@@ -114,7 +111,6 @@ impl SpawnRefusal {
 
 /// Why the core refused a login.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
 pub enum LoginRefusal {
     /// The server holds its player cap.
     ServerFull,

@@ -6,7 +6,7 @@ use gatehouse_tags::GameplayTag;
 use gatehouse_tags::catalog::{KIT_COMPOSED_VANGUARD, KIT_STARTUP_MOVEMENT};
 
 use super::*;
-use crate::store::{PlayerSave, Preset, SessionSave};
+use crate::model::{PlayerSave, Preset, SessionSave};
 
 fn save(player: &str, preset: Preset) -> PlayerSave {
     PlayerSave {

@@ -54,7 +54,7 @@ use serde::Serialize;
 
 use super::awaited::Awaited;
 use super::observe::{Observation, Observations, TransitionOutcome};
-use crate::config::TravelRoute;
+use crate::world::TravelRoute;
 
 /// The crowd rule's quorum (docs/spec/transitions.md T9), as (part, whole): once this share of the
 /// players asked to answer a transition have answered it, the crowd's answer time is known (the

@@ -173,7 +173,7 @@ fn an_arrival_whose_save_is_still_loading_does_not_hold_the_transition() {
     assert!(h.ended(t), "every participant is placed; the arrival's save load is not awaited");
     assert!(h.shown_join(late).is_some(), "a join of its own follows the end");
     assert_eq!(h.game.snapshot().pending_spawns.len(), 0, "its old request went with the end");
-    h.answer_load("late", crate::store::LoadOutcome::NotFound);
+    h.answer_load("late", crate::model::LoadOutcome::NotFound);
     placed_by_its_join(&mut h, late);
 }
 

@@ -4,7 +4,7 @@
 use std::fmt;
 
 /// An optional value: the value, or `none`.
-pub(crate) struct OrNone<T>(pub(crate) Option<T>);
+pub struct OrNone<T>(pub Option<T>);
 
 impl<T: fmt::Display> fmt::Display for OrNone<T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -16,7 +16,7 @@ impl<T: fmt::Display> fmt::Display for OrNone<T> {
 }
 
 /// A list: its items joined by commas, or `none` when empty.
-pub(crate) struct Joined<'a, T>(pub(crate) &'a [T]);
+pub struct Joined<'a, T>(pub &'a [T]);
 
 impl<T: fmt::Display> fmt::Display for Joined<'_, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -35,16 +35,16 @@ impl<T: fmt::Display> fmt::Display for Joined<'_, T> {
 
 /// Longest text a peer controls that reaches a log field, in characters; the rest is cut and
 /// its length given instead.
-pub(crate) const PEER_TEXT_MAX_CHARS: usize = 200;
+pub const PEER_TEXT_MAX_CHARS: usize = 200;
 
 /// Text a peer controls (a close reason, a refused token's detail) as a log field: control and
 /// line-breaking characters escaped (`\n`, `\u{1b}`, `\u{2028}`) so a peer can never start a
 /// log line of its own, and cut to [`PEER_TEXT_MAX_CHARS`] characters so it cannot fill the log.
-pub(crate) struct PeerText<'a>(pub(crate) &'a str);
+pub struct PeerText<'a>(pub &'a str);
 
 impl PeerText<'_> {
     /// The escaped, capped text of `bytes` (invalid UTF-8 replaced).
-    pub(crate) fn of_bytes(bytes: &[u8]) -> String {
+    pub fn of_bytes(bytes: &[u8]) -> String {
         PeerText(&String::from_utf8_lossy(bytes)).to_string()
     }
 }
@@ -78,7 +78,7 @@ fn breaks_a_line(c: char) -> bool {
 }
 
 /// A duration in whole milliseconds, as a number field (tracing logs a `u128` as a string).
-pub(crate) fn millis(duration: std::time::Duration) -> u64 {
+pub fn millis(duration: std::time::Duration) -> u64 {
     u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
 }
 

@@ -9,7 +9,7 @@ use gatehouse_protocol::{ClientMessage, TransitionId};
 
 use super::arrivals::completing_with;
 use super::*;
-use crate::store::LoadOutcome;
+use crate::model::LoadOutcome;
 
 /// A booted harness with `a` and `b` placed, travelling to the forest; the server streamed it,
 /// so the transition waits for its clients. Returns the harness, the transition, `a` and `b`.

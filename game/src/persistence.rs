@@ -405,7 +405,7 @@ mod tests {
     use gatehouse_protocol::TeamId;
 
     use super::*;
-    use crate::game::abilities::AbilityState;
+    use crate::abilities::AbilityState;
 
     fn left_at(at: Instant) -> KeptState {
         KeptState {

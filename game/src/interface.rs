@@ -6,7 +6,6 @@ use std::time::Duration;
 use gatehouse_protocol::{ClientMessage, CloseCode, LevelName, NodeId, PlayerId, ServerMessage};
 
 use super::LoadId;
-use crate::config::{AuthConfig, ClientReadyPolicy, GameConfig, NetworkConfig};
 use crate::model::{LoadOutcome, PlayerSave, SessionSave};
 
 /// Identifies one network connection; assigned by the network driver as it accepts, never reused
@@ -59,27 +58,15 @@ pub struct GameRules {
     pub max_failed_transitions: u32,
 }
 
-impl GameRules {
-    /// The rules from the `[game]` section, the login rate of `[auth]`, and the player cap and
-    /// frame limit of `[network]`.
-    pub fn from_config(game: &GameConfig, auth: &AuthConfig, network: &NetworkConfig) -> Self {
-        Self {
-            spawn_settle_timeout: game.spawn_settle_timeout,
-            spawn_retry: game.spawn_retry,
-            client_ready_timeout: game.client_ready_timeout,
-            client_ready_policy: game.client_ready_policy,
-            client_response_timeout: game.client_response_timeout,
-            client_response_crowd_floor: game.client_response_crowd_floor,
-            max_players: network.max_players,
-            transition_max: game.transition_max,
-            player_state_retention: game.player_state_retention,
-            login_burst: auth.login_burst,
-            login_interval: auth.login_interval,
-            // The configuration keeps it at most 1 MiB.
-            max_frame_len: u32::try_from(network.max_frame_len).unwrap_or(u32::MAX),
-            max_failed_transitions: game.max_failed_transitions,
-        }
-    }
+/// What to do with a client that never reports ready (`[game] client_ready_policy`,
+/// docs/spec/transitions.md T9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ClientReadyPolicy {
+    /// Disconnect it with close code `ReadyTimeout`; the transition proceeds without it.
+    Kick,
+    /// Keep it connected and proceed without its report; it still gets a pawn.
+    Proceed,
 }
 
 /// Something that happened outside the core.

@@ -1,4 +1,11 @@
-//! The authoritative game core: a sans-IO state machine (docs/architecture.md).
+//! `gatehouse-game`: the authoritative game core of the gatehouse server, a sans-IO state
+//! machine (docs/architecture.md). It depends on the wire protocol and the gameplay tags only:
+//! no network, no store, no clock, no async runtime, and the compiler holds that line. The
+//! server (`gatehouse-server`) feeds it and carries its outputs out.
+//!
+//! Besides [`Game`]: the world map it reads ([`world`]), the save model it asks the store for
+//! ([`model`]), the token bucket its rate limits use ([`rate`]) and the log-field helpers its
+//! logs use ([`fields`]), which the server shares.
 //!
 //! [`Game`] is driven in this order (the quinn-proto `Connection` habit):
 //!
@@ -87,6 +94,8 @@
 //! older connection of the same player is the old connection's departure, then the login; and
 //! each due timer is its own step, in the timer table's order.
 
+#![forbid(unsafe_code)]
+
 mod abilities;
 mod awaited;
 mod hazards;
@@ -107,6 +116,11 @@ mod streaming;
 mod timers;
 mod transition;
 
+pub mod fields;
+pub mod model;
+pub mod rate;
+pub mod world;
+
 #[cfg(test)]
 mod tests;
 
@@ -116,10 +130,11 @@ use std::time::Instant;
 
 use gatehouse_protocol::{ServerMessage, TransitionId};
 
-use crate::config::WorldMap;
+use crate::world::WorldMap;
 
 pub use interface::{
-    ConnectionId, Counters, Departure, GameRules, Input, Output, StreamPart, StreamRequest,
+    ClientReadyPolicy, ConnectionId, Counters, Departure, GameRules, Input, Output, StreamPart,
+    StreamRequest,
 };
 pub use observe::{LoginRefusal, Observation, SpawnRefusal, TransitionOutcome};
 pub use snapshot::{GameSnapshot, PendingSpawn, PlayerSnapshot};

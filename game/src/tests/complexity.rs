@@ -8,7 +8,7 @@ use std::time::Duration;
 use gatehouse_protocol::ClientMessage;
 
 use super::{Harness, WORLD, node, rules};
-use crate::game::{GameRules, Input};
+use crate::{GameRules, Input};
 
 /// A booted harness on the core world with `players` placed (each joined between transitions).
 fn with_players(players: usize) -> Harness {

@@ -1,0 +1,309 @@
+//! The world map (`config/world.toml`): which nodes exist, the levels that stream for each (and
+//! a dungeon's rooms), when their spawn points register, the hazards, the presets and an optional
+//! travel route. The core reads it to decide what streams and where pawns may stand
+//! (docs/spec/transitions.md T1); the world behind the server streams what it names
+//! (docs/embedding.md).
+//!
+//! Plain data and its own checks. Reading a file, and naming the line of a refused key, is the
+//! server's config (`gatehouse_server::config::load_world`).
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use gatehouse_protocol::{CharacterDef, LevelName, NodeId};
+use gatehouse_tags::GameplayTag;
+use serde::Deserialize;
+
+/// The longest duration any `*_ms` key accepts: one day, in ms. Far beyond any sensible
+/// timeout, and small enough that adding it to a clock reading can never overflow.
+pub const MAX_MILLIS: u64 = 86_400_000;
+
+/// Deserialises a whole number of milliseconds, at most [`MAX_MILLIS`], into a `Duration`: the
+/// one unit of every `*_ms` key of the config files.
+///
+/// # Errors
+/// The deserializer's, or "at most 86400000 ms (one day)".
+pub fn millis<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let ms = <u64 as Deserialize>::deserialize(d)?;
+    if ms > MAX_MILLIS {
+        return Err(serde::de::Error::custom(format!("at most {MAX_MILLIS} ms (one day)")));
+    }
+    Ok(Duration::from_millis(ms))
+}
+
+/// What is wrong with a world map: the dotted key at fault (`node[2].levels`, `start_node`) and
+/// what was expected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorldProblem {
+    /// The dotted key.
+    pub key: String,
+    /// What is wrong, in plain words.
+    pub why: String,
+}
+
+impl std::fmt::Display for WorldProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "invalid {}: {}", self.key, self.why)
+    }
+}
+
+impl std::error::Error for WorldProblem {}
+
+/// The checked world map.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorldMap {
+    /// `start_node`: where the boot travel goes when no session save names a node.
+    pub start_node: NodeId,
+    /// `world_map`: whether a world map governs the session (default true). With `false` the
+    /// map is standalone (a test map, docs/spec/transitions.md T1): the gate always allows spawns.
+    #[serde(default = "yes", rename = "world_map")]
+    pub governs_session: bool,
+    /// `[travel]`: an optional route travelled at a fixed interval.
+    #[serde(default)]
+    pub travel: Option<TravelRoute>,
+    /// `[[node]]`: every node of the map.
+    #[serde(rename = "node")]
+    pub nodes: Vec<NodeSpec>,
+    /// `[[hazard]]`: damage-over-time hazards.
+    #[serde(default, rename = "hazard")]
+    pub hazards: Vec<Hazard>,
+    /// `[[preset]]`: the read-only preset catalog (a player plays its saved character, or a
+    /// read-only preset).
+    #[serde(rename = "preset")]
+    pub presets: Vec<PresetSpec>,
+    /// `default_preset`: the preset a player without a save starts from.
+    pub default_preset: String,
+    /// `startup_kits`: kits granted once per session at the first possession, never again
+    /// (docs/spec/transitions.md T15, T16).
+    #[serde(default)]
+    pub startup_kits: Vec<GameplayTag>,
+    /// `max_health`: a player's health after login and after each respawn.
+    #[serde(default = "hundred")]
+    pub max_health: u32,
+    /// `rebalance_teams`: whether every travel evens out teams 1 and 2 and then swaps one pair
+    /// of players, so clients keep exercising the presentation-only team change
+    /// (docs/spec/gates.md G16). Default false: teams change only at login, which joins the
+    /// smaller team. The soak world turns it on.
+    #[serde(default)]
+    pub rebalance_teams: bool,
+}
+
+/// `[[preset]]`: a read-only character preset.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PresetSpec {
+    /// `name`: how saves refer to it.
+    pub name: String,
+    /// `character_def`: the pawn class it plays.
+    pub character_def: CharacterDef,
+    /// `kits`: its composed ability kits (may be empty: a preset with zero kits still latches).
+    #[serde(default)]
+    pub kits: Vec<GameplayTag>,
+}
+
+/// `[travel]`: the server travels to the next node of `route` every `interval_ms`, cycling.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TravelRoute {
+    /// `route`: node ids, visited in order, then again from the first.
+    pub route: Vec<NodeId>,
+    /// `interval_ms`: time between the start of one route travel and the next.
+    #[serde(rename = "interval_ms", deserialize_with = "millis")]
+    pub interval: Duration,
+}
+
+/// `[[node]]`: one world-map node.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSpec {
+    /// `id`: unique node id.
+    pub id: NodeId,
+    /// `levels`: what streams for this node; they stream together, so the node is streamed
+    /// when the slowest finishes.
+    pub levels: Vec<LevelSpec>,
+    /// `jitter_ms`: each streaming request takes up to this much longer, uniformly at random.
+    #[serde(default, rename = "jitter_ms", deserialize_with = "millis")]
+    pub jitter: Duration,
+    /// `spawn_points_register_ms`: the node's spawn points register this long after its levels
+    /// stream; until then a spawn there stays queued (docs/spec/transitions.md T2).
+    #[serde(default, rename = "spawn_points_register_ms", deserialize_with = "millis")]
+    pub spawn_points_register: Duration,
+    /// `rooms`: if present the node is a dungeon whose rooms stream after its levels, and it is
+    /// ready for spawns only when every room has streamed.
+    #[serde(default)]
+    pub rooms: Vec<LevelSpec>,
+}
+
+/// A streamable level and its simulated stream time.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LevelSpec {
+    /// `name`: level name, sent to clients.
+    pub name: LevelName,
+    /// `stream_ms`: how long streaming it takes on the server.
+    #[serde(rename = "stream_ms", deserialize_with = "millis")]
+    pub stream: Duration,
+}
+
+/// `[[hazard]]`: a damage-over-time source on one node (a finite-duration effect, so a respawn
+/// strips the one that killed the player: docs/spec/transitions.md T13).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hazard {
+    /// `node`: where the hazard is.
+    pub node: NodeId,
+    /// `effect`: the effect tag applied (declared in `config/tags.toml`).
+    pub effect: GameplayTag,
+    /// `damage_per_tick`: health removed at each tick.
+    pub damage_per_tick: u32,
+    /// `tick_ms`: time between ticks.
+    #[serde(rename = "tick_ms", deserialize_with = "millis")]
+    pub tick: Duration,
+    /// `duration_ms`: the effect's finite duration.
+    #[serde(rename = "duration_ms", deserialize_with = "millis")]
+    pub duration: Duration,
+    /// `exposure_ms`: every this often the hazard afflicts the next living pawn on its node
+    /// that it is not already afflicting (round robin).
+    #[serde(rename = "exposure_ms", deserialize_with = "millis")]
+    pub exposure: Duration,
+}
+
+fn yes() -> bool {
+    true
+}
+
+fn hundred() -> u32 {
+    100
+}
+
+impl WorldMap {
+    /// Parses and checks world-map text (TOML), for tests and tools; the server reads its file
+    /// with `gatehouse_server::config::load_world`, whose errors name the line.
+    ///
+    /// # Errors
+    /// [`WorldProblem`]: the text is not a world map (`key` is empty then), or [`Self::check`]
+    /// refuses it.
+    pub fn from_toml(text: &str) -> Result<WorldMap, WorldProblem> {
+        let world: WorldMap = toml::from_str(text)
+            .map_err(|e| WorldProblem { key: String::new(), why: e.message().to_owned() })?;
+        world.check()?;
+        Ok(world)
+    }
+
+    /// Checks what the types alone cannot: unique ids, every reference declared, non-zero
+    /// bounds.
+    ///
+    /// # Errors
+    /// The first [`WorldProblem`] found: the dotted key at fault and what is wrong.
+    pub fn check(&self) -> Result<(), WorldProblem> {
+        let invalid = |key: String, why: String| WorldProblem { key, why };
+        if self.nodes.is_empty() {
+            return Err(invalid("node".into(), "declare at least one [[node]]".into()));
+        }
+        let mut ids = HashSet::new();
+        for (i, node) in self.nodes.iter().enumerate() {
+            if !ids.insert(&node.id) {
+                return Err(invalid(
+                    format!("node[{i}].id"),
+                    format!("{} is declared twice", node.id),
+                ));
+            }
+            if node.levels.is_empty() {
+                return Err(invalid(format!("node[{i}].levels"), "list at least one level".into()));
+            }
+        }
+        let known = |id: &NodeId| ids.contains(id);
+        if !known(&self.start_node) {
+            return Err(invalid(
+                "start_node".into(),
+                format!("{} is not a declared node", self.start_node),
+            ));
+        }
+        if let Some(travel) = &self.travel {
+            if travel.route.is_empty() {
+                return Err(invalid("travel.route".into(), "list at least one node".into()));
+            }
+            if let Some((i, id)) = travel.route.iter().enumerate().find(|(_, id)| !known(id)) {
+                return Err(invalid(
+                    format!("travel.route[{i}]"),
+                    format!("{id} is not a declared node"),
+                ));
+            }
+            if travel.interval < Duration::from_millis(100) {
+                return Err(invalid("travel.interval_ms".into(), "must be at least 100".into()));
+            }
+        }
+        let mut preset_names = HashSet::new();
+        for (i, preset) in self.presets.iter().enumerate() {
+            if !preset_names.insert(preset.name.as_str()) {
+                return Err(invalid(
+                    format!("preset[{i}].name"),
+                    format!("{} is declared twice", preset.name),
+                ));
+            }
+            if let Some(kit) = preset.kits.iter().find(|k| !k.is_declared()) {
+                return Err(invalid(
+                    format!("preset[{i}].kits"),
+                    format!("{kit} is not a declared tag"),
+                ));
+            }
+        }
+        if let Some(kit) = self.startup_kits.iter().find(|k| !k.is_declared()) {
+            return Err(invalid("startup_kits".into(), format!("{kit} is not a declared tag")));
+        }
+        if !preset_names.contains(self.default_preset.as_str()) {
+            return Err(invalid(
+                "default_preset".into(),
+                format!("{} is not a declared [[preset]]", self.default_preset),
+            ));
+        }
+        if self.max_health == 0 {
+            return Err(invalid("max_health".into(), "must be at least 1".into()));
+        }
+        for (i, hazard) in self.hazards.iter().enumerate() {
+            let key = |k: &str| format!("hazard[{i}].{k}");
+            if !known(&hazard.node) {
+                return Err(invalid(
+                    key("node"),
+                    format!("{} is not a declared node", hazard.node),
+                ));
+            }
+            if !hazard.effect.is_declared() {
+                return Err(invalid(
+                    key("effect"),
+                    format!("{} is not a declared tag", hazard.effect),
+                ));
+            }
+            if hazard.tick.is_zero() || hazard.duration.is_zero() || hazard.exposure.is_zero() {
+                return Err(invalid(
+                    key("tick_ms"),
+                    "tick_ms, duration_ms and exposure_ms must be above 0 (a hazard effect has a finite duration)".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The node with this id.
+    pub fn node(&self, id: &NodeId) -> Option<&NodeSpec> {
+        self.nodes.iter().find(|n| &n.id == id)
+    }
+
+    /// The preset with this name.
+    pub fn preset(&self, name: &str) -> Option<&PresetSpec> {
+        self.presets.iter().find(|p| p.name == name)
+    }
+
+    /// The default preset (checked to exist at load).
+    pub fn default_preset(&self) -> Option<&PresetSpec> {
+        self.preset(&self.default_preset)
+    }
+}
+
+impl NodeSpec {
+    /// Whether this node is a dungeon (it has rooms).
+    pub fn is_dungeon(&self) -> bool {
+        !self.rooms.is_empty()
+    }
+}
