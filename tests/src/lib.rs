@@ -22,7 +22,6 @@ use std::time::Duration;
 
 use gatehouse_client_sim::session::SessionConfig;
 use gatehouse_client_sim::swarm::SwarmConfig;
-use gatehouse_protocol::token::{DEV_TOKEN_KEY, TokenKey};
 use gatehouse_protocol::{ClientMessage, CloseCode, FrameDecoder, RejectReason, ServerMessage};
 use gatehouse_server::config::{ServerConfig, parse_world};
 use gatehouse_server::{GameHandle, Server};
@@ -136,25 +135,9 @@ pub fn swarm_config(
     duration: Duration,
 ) -> SwarmConfig {
     SwarmConfig {
-        server,
-        server_name: "localhost".into(),
-        server_cert: cert,
-        clients,
-        first_index: 0,
-        duration,
-        token_key: TokenKey::new(DEV_TOKEN_KEY),
-        session: SessionConfig::default(),
-        max_frame_len: gatehouse_protocol::codec::DEFAULT_MAX_FRAME_LEN,
-        connect_timeout: Duration::from_secs(10),
-        relaunch_every: None,
-        settle_grace: Duration::from_secs(5),
-        // Every test client runs the whole lifecycle: the e2e tests check its gates.
-        full_clients: clients,
-        connect_rate: None,
-        progress: None,
-        conditioner: None,
-        misbehaving: 0,
+        // A test that asks for misbehaving clients gets every kind in turn.
         misbehaviours: gatehouse_client_sim::misbehaviour::Misbehaviour::ALL.to_vec(),
+        ..SwarmConfig::new(server, cert, clients, duration)
     }
 }
 

@@ -134,6 +134,41 @@ pub struct SwarmConfig {
     pub misbehaviours: Vec<Misbehaviour>,
 }
 
+impl SwarmConfig {
+    /// `clients` clients (the first is index 0) against the server at `server`, trusting the
+    /// certificate file `server_cert` under the name `localhost`, staying `duration`: the
+    /// default client session, the shipped development token key, every client full, all
+    /// dialling at once, no relaunches, conditioner or misbehaviour, a 10 s connect bound and
+    /// a 5 s settle grace. Change the fields for anything else.
+    pub fn new(
+        server: SocketAddr,
+        server_cert: PathBuf,
+        clients: usize,
+        duration: Duration,
+    ) -> SwarmConfig {
+        SwarmConfig {
+            server,
+            server_name: "localhost".into(),
+            server_cert,
+            clients,
+            first_index: 0,
+            duration,
+            token_key: TokenKey::new(gatehouse_protocol::token::DEV_TOKEN_KEY),
+            session: SessionConfig::default(),
+            max_frame_len: gatehouse_protocol::codec::DEFAULT_MAX_FRAME_LEN,
+            connect_timeout: Duration::from_secs(10),
+            relaunch_every: None,
+            settle_grace: Duration::from_secs(5),
+            full_clients: clients,
+            connect_rate: None,
+            progress: None,
+            conditioner: None,
+            misbehaving: 0,
+            misbehaviours: Vec::new(),
+        }
+    }
+}
+
 /// Whether client `offset` (0-based within the swarm) of `clients` is one of the `full` full
 /// clients: `full` of them, spread evenly over the indices, the first among them.
 pub fn is_full_client(offset: usize, clients: usize, full: usize) -> bool {

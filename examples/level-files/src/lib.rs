@@ -230,11 +230,8 @@ pub async fn run_session(
     clients: usize,
     duration: std::time::Duration,
 ) -> Result<Session, SessionError> {
-    use gatehouse_client_sim::session::SessionConfig;
     use gatehouse_client_sim::swarm::{SwarmConfig, run_swarm};
-    use gatehouse_protocol::token::{DEV_TOKEN_KEY, TokenKey};
     use gatehouse_server::config::{ServerConfig, load_world};
-    use std::time::Duration;
 
     let data = tempfile::tempdir()?;
     let mut config = ServerConfig::default();
@@ -247,26 +244,8 @@ pub async fn run_session(
     let addr = server.local_addr()?;
     let shutdown = tokio_util::sync::CancellationToken::new();
     let running = tokio::spawn(server.run(shutdown.clone()));
-    let swarm = SwarmConfig {
-        server: addr,
-        server_name: "localhost".into(),
-        server_cert: data.path().join("dev-cert.der"),
-        clients,
-        first_index: 0,
-        duration,
-        token_key: TokenKey::new(DEV_TOKEN_KEY),
-        session: SessionConfig::default(),
-        max_frame_len: gatehouse_protocol::codec::DEFAULT_MAX_FRAME_LEN,
-        connect_timeout: Duration::from_secs(10),
-        relaunch_every: None,
-        settle_grace: Duration::from_secs(5),
-        full_clients: clients,
-        connect_rate: None,
-        progress: None,
-        conditioner: None,
-        misbehaving: 0,
-        misbehaviours: Vec::new(),
-    };
+    let cert = data.path().join("dev-cert.der");
+    let swarm = SwarmConfig::new(addr, cert, clients, duration);
     let report = run_swarm(swarm).await;
     shutdown.cancel();
     let stopped = running.await.map_err(|e| std::io::Error::other(e.to_string()))?;
