@@ -210,73 +210,96 @@ pub enum StreamPart {
     Rooms,
 }
 
-/// Counters of decisions, for metrics and the admin endpoint: every decision is observable
-/// (docs/operations.md, "Metrics").
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Counters {
+/// Declares [`Counters`] once: each counter is a field, and its doc comment is also the `HELP`
+/// of its metric (`gatehouse_<name>_total`, docs/operations.md "Metrics"), so the two cannot
+/// drift apart.
+macro_rules! counters {
+    ($($(#[doc = $doc:literal])+ $name:ident,)+) => {
+        /// Counters of decisions, for metrics and the admin endpoint: every decision is
+        /// observable (docs/operations.md, "Metrics").
+        #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+        pub struct Counters {
+            $($(#[doc = $doc])+ pub $name: u64,)+
+        }
+
+        impl Counters {
+            /// How many counters there are.
+            pub const COUNT: usize = [$(stringify!($name)),+].len();
+
+            /// Every counter as `(field name, description, value)`, in declaration order: what
+            /// `/metrics` reports as `gatehouse_<field>_total` with the description (the
+            /// field's doc comment, on one line) as its `HELP`.
+            pub fn described(&self) -> [(&'static str, &'static str, u64); Self::COUNT] {
+                [$((stringify!($name), concat!($($doc),+).trim_ascii_start(), self.$name),)+]
+            }
+        }
+    };
+}
+
+counters! {
     /// Players that logged in.
-    pub logins: u64,
+    logins,
     /// Logins refused because the server was full.
-    pub logins_refused_full: u64,
+    logins_refused_full,
     /// Logins that replaced an older connection of the same player.
-    pub logins_replaced: u64,
+    logins_replaced,
     /// Transitions started.
-    pub transitions_started: u64,
+    transitions_started,
     /// Transitions superseded by a newer travel before they ended.
-    pub transitions_superseded: u64,
+    transitions_superseded,
     /// Transitions that ended with every player placed.
-    pub transitions_completed: u64,
+    transitions_completed,
     /// Transitions that ended at the settle timeout with players unplaced.
-    pub settle_timeouts: u64,
+    settle_timeouts,
     /// Transitions that reached the hard maximum and failed (`TransitionFailed`).
-    pub transitions_failed: u64,
+    transitions_failed,
     /// Joins started: players who logged in while no transition ran, streaming before their
     /// pawn.
-    pub joins_started: u64,
+    joins_started,
     /// Joins that ended with the joiner placed.
-    pub joins_completed: u64,
+    joins_completed,
     /// Relaunches whose kept player state was restored.
-    pub player_states_restored: u64,
+    player_states_restored,
     /// Settle deadlines pushed forward because a load was in flight.
-    pub settle_extensions: u64,
+    settle_extensions,
     /// Clients that missed the client-ready timeout.
-    pub ready_timeouts: u64,
+    ready_timeouts,
     /// Clients set aside from a transition: they did not answer `ShowTransition` within the
     /// response timeout (docs/spec/transitions.md T9).
-    pub clients_set_aside: u64,
+    clients_set_aside,
     /// Possessions not acknowledged within the response timeout: their players were excused
     /// from placement (docs/spec/transitions.md T9).
-    pub acknowledgements_late: u64,
+    acknowledgements_late,
     /// Pawns spawned.
-    pub pawns_spawned: u64,
+    pawns_spawned,
     /// Pawns teleported by a level-transition request.
-    pub pawns_teleported: u64,
+    pawns_teleported,
     /// Pawns withdrawn (destroyed) as a transition ended because they stood on a level no
     /// longer streamed: a kept pawn whose teleport never ran (a settle timeout, or its client
     /// set aside) and a dead pawn left there; their players each get a join
     /// (docs/spec/transitions.md T7, T9).
-    pub pawns_withdrawn: u64,
+    pawns_withdrawn,
     /// Spawns refused by the level-ready gate and kept queued (honest refusal).
-    pub spawn_refusals: u64,
+    spawn_refusals,
     /// Spawn attempts that found no registered spawn point and scheduled a retry.
-    pub spawn_point_retries: u64,
+    spawn_point_retries,
     /// Initial-spawn requests discarded before a travel (stale node).
-    pub initial_spawns_discarded: u64,
+    initial_spawns_discarded,
     /// Messages or completions ignored because they named a superseded transition or an old
     /// pawn or load.
-    pub stale_ignored: u64,
+    stale_ignored,
     /// Client messages refused with an `Error`.
-    pub client_errors: u64,
+    client_errors,
     /// Players that died.
-    pub deaths: u64,
+    deaths,
     /// Respawns accepted.
-    pub respawns: u64,
+    respawns,
     /// Kit grants sent (each a distinct set of kits, at most once per kit per session).
-    pub kit_grants: u64,
+    kit_grants,
     /// Save loads that failed or timed out.
-    pub load_failures: u64,
-    /// Player saves requested from the store (each save of an [`Output::SavePlayers`] counts).
-    pub saves_requested: u64,
+    load_failures,
+    /// Player saves requested from the store (each save of a `SavePlayers` counts).
+    saves_requested,
 }
 
 /// Why a player's connection ended, as `player left` logs it (docs/operations.md): the close code
@@ -312,120 +335,29 @@ impl Departure {
     }
 }
 
-impl Counters {
-    /// Every counter as `(field name, description, value)`, in declaration order: what
-    /// `/metrics` reports as `gatehouse_<field>_total` with the description as its `HELP`
-    /// (docs/operations.md, "Metrics").
-    pub fn described(&self) -> [(&'static str, &'static str, u64); 28] {
-        [
-            ("logins", "Players that logged in.", self.logins),
-            (
-                "logins_refused_full",
-                "Logins refused because the server was full.",
-                self.logins_refused_full,
-            ),
-            (
-                "logins_replaced",
-                "Logins that replaced an older connection of the same player.",
-                self.logins_replaced,
-            ),
-            ("transitions_started", "Transitions started.", self.transitions_started),
-            (
-                "transitions_superseded",
-                "Transitions superseded by a newer travel before they ended.",
-                self.transitions_superseded,
-            ),
-            (
-                "transitions_completed",
-                "Transitions that ended with every player placed.",
-                self.transitions_completed,
-            ),
-            (
-                "settle_timeouts",
-                "Transitions that ended at the settle timeout with players unplaced.",
-                self.settle_timeouts,
-            ),
-            (
-                "transitions_failed",
-                "Transitions that reached the hard maximum and failed (`TransitionFailed`).",
-                self.transitions_failed,
-            ),
-            (
-                "joins_started",
-                "Joins started: players who logged in while no transition ran, streaming before their pawn.",
-                self.joins_started,
-            ),
-            ("joins_completed", "Joins that ended with the joiner placed.", self.joins_completed),
-            (
-                "player_states_restored",
-                "Relaunches whose kept player state was restored.",
-                self.player_states_restored,
-            ),
-            (
-                "settle_extensions",
-                "Settle deadlines pushed forward because a load was in flight.",
-                self.settle_extensions,
-            ),
-            (
-                "ready_timeouts",
-                "Clients that missed the client-ready timeout.",
-                self.ready_timeouts,
-            ),
-            (
-                "clients_set_aside",
-                "Clients set aside from a transition: no TransitionShown within the response timeout.",
-                self.clients_set_aside,
-            ),
-            (
-                "acknowledgements_late",
-                "Possessions not acknowledged within the response timeout (excused from placement).",
-                self.acknowledgements_late,
-            ),
-            ("pawns_spawned", "Pawns spawned.", self.pawns_spawned),
-            (
-                "pawns_teleported",
-                "Pawns teleported by a level-transition request.",
-                self.pawns_teleported,
-            ),
-            (
-                "pawns_withdrawn",
-                "Pawns withdrawn as a transition ended because they stood on a level no longer streamed.",
-                self.pawns_withdrawn,
-            ),
-            (
-                "spawn_refusals",
-                "Spawns refused by the level-ready gate and kept queued (honest refusal).",
-                self.spawn_refusals,
-            ),
-            (
-                "spawn_point_retries",
-                "Spawn attempts that found no registered spawn point and scheduled a retry.",
-                self.spawn_point_retries,
-            ),
-            (
-                "initial_spawns_discarded",
-                "Initial-spawn requests discarded before a travel (stale node).",
-                self.initial_spawns_discarded,
-            ),
-            (
-                "stale_ignored",
-                "Messages or completions ignored because they named a superseded transition or an old pawn or load.",
-                self.stale_ignored,
-            ),
-            ("client_errors", "Client messages refused with an `Error`.", self.client_errors),
-            ("deaths", "Players that died.", self.deaths),
-            ("respawns", "Respawns accepted.", self.respawns),
-            (
-                "kit_grants",
-                "Kit grants sent (each a distinct set of kits, at most once per kit per session).",
-                self.kit_grants,
-            ),
-            ("load_failures", "Save loads that failed or timed out.", self.load_failures),
-            (
-                "saves_requested",
-                "Player saves requested from the store (each save of an `SavePlayers` counts).",
-                self.saves_requested,
-            ),
-        ]
+#[cfg(test)]
+mod tests {
+    use super::Counters;
+
+    /// Each counter's doc comment is its metric's `HELP`: one line, no leading space, a
+    /// sentence; and every field is described once, by its own name, with its own value.
+    #[test]
+    fn every_counter_is_described_once_by_its_doc_comment() {
+        let counters = Counters { settle_timeouts: 7, ..Counters::default() };
+        let described = counters.described();
+        assert_eq!(described.len(), Counters::COUNT);
+        let mut names: Vec<&str> = described.iter().map(|(name, _, _)| *name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), Counters::COUNT, "a counter described twice");
+        for (name, help, _) in described {
+            assert!(!help.starts_with(' ') && !help.contains('\n'), "{name}: {help:?}");
+            assert!(help.ends_with('.'), "{name}: {help:?}");
+        }
+        let settle = described.iter().find(|(name, _, _)| *name == "settle_timeouts");
+        assert_eq!(
+            settle.map(|(_, help, value)| (*help, *value)),
+            Some(("Transitions that ended at the settle timeout with players unplaced.", 7))
+        );
     }
 }
