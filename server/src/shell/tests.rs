@@ -662,3 +662,42 @@ async fn the_game_task_writes_waiting_replicated_state_at_its_deadline() {
     running.shutdown.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(5), running.task).await;
 }
+
+/// A world that records what the carrier tells it.
+#[derive(Clone, Default)]
+struct RecordingWorld(Arc<Mutex<Vec<String>>>);
+
+impl super::world::World for RecordingWorld {
+    fn stream(&mut self, request: crate::game::StreamRequest, _: super::world::WorldReports) {
+        self.0.lock().unwrap().push(format!("stream {}", request.what));
+    }
+    fn pawn_destroyed(&mut self, pawn: gatehouse_protocol::PawnId) {
+        self.0.lock().unwrap().push(format!("destroyed {}", pawn.0));
+    }
+}
+
+/// The carrier hands the core's streaming requests to the game's world, and tells it of the
+/// pawns a broadcast changes (docs/embedding.md).
+#[tokio::test]
+async fn the_carrier_hands_streaming_and_pawn_changes_to_the_world() {
+    let (events, _own) = mpsc::channel(8);
+    let memory = Arc::new(Memory::default());
+    let (store, _worker) = StoreWorker::spawn(memory, SETTINGS, events.clone(), ShellEvent::Store);
+    let told = RecordingWorld::default();
+    let mut effects = effects(events, store);
+    effects.world = super::WorldSlot(Box::new(told.clone()));
+    let mut carrier = Carrier::new(effects);
+    let request = crate::game::StreamRequest {
+        load: crate::game::LoadId(3),
+        node: node("harbor"),
+        part: crate::game::StreamPart::Levels,
+        levels: Vec::new(),
+        what: "node harbor".into(),
+    };
+    let mut made_up = Vec::new();
+    carrier.carry(Output::Stream(request), &mut made_up);
+    let destroyed = ServerMessage::PawnDestroyed { pawn_id: gatehouse_protocol::PawnId(8) };
+    carrier.carry(Output::Broadcast { message: destroyed }, &mut made_up);
+    assert_eq!(*told.0.lock().unwrap(), ["stream node harbor", "destroyed 8"]);
+    assert!(made_up.is_empty());
+}

@@ -154,3 +154,95 @@ impl World for SimulatedWorld {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use gatehouse_protocol::{CharacterDef, PawnIdRuns, PawnView};
+
+    use super::*;
+
+    #[derive(Default)]
+    struct Told(Vec<String>);
+
+    impl World for Told {
+        fn stream(&mut self, request: StreamRequest, _: WorldReports) {
+            self.0.push(format!("stream {}", request.what));
+        }
+        fn pawn_spawned(&mut self, pawn: PawnId, player: &PlayerId, node: &NodeId) {
+            self.0.push(format!("spawned {} of {player} on {node}", pawn.0));
+        }
+        fn pawns_moved(&mut self, node: &NodeId, pawns: &[PawnId]) {
+            let ids: Vec<String> = pawns.iter().map(|p| p.0.to_string()).collect();
+            self.0.push(format!("moved {} to {node}", ids.join(",")));
+        }
+        fn pawn_destroyed(&mut self, pawn: PawnId) {
+            self.0.push(format!("destroyed {}", pawn.0));
+        }
+    }
+
+    fn node(s: &str) -> NodeId {
+        NodeId::new(s).unwrap()
+    }
+
+    /// The world hears of every pawn a broadcast spawns, moves or destroys, and of nothing else.
+    #[test]
+    fn the_world_is_told_every_pawn_spawned_moved_and_destroyed() {
+        let mut world = Told::default();
+        let spawned = ServerMessage::PawnSpawned(PawnView {
+            pawn_id: PawnId(4),
+            owner: PlayerId::new("p1").unwrap(),
+            character_def: CharacterDef::new("Vanguard").unwrap(),
+            node: node("harbor"),
+            alive: true,
+        });
+        observe(&mut world, &spawned);
+        let pawn_ids = PawnIdRuns::from_ids([PawnId(4), PawnId(5), PawnId(9)]);
+        observe(&mut world, &ServerMessage::PawnsTeleported { node: node("forest"), pawn_ids });
+        observe(&mut world, &ServerMessage::PawnDestroyed { pawn_id: PawnId(5) });
+        observe(&mut world, &ServerMessage::PawnDied { pawn_id: PawnId(4) });
+        assert_eq!(
+            world.0,
+            ["spawned 4 of p1 on harbor", "moved 4,5,9 to forest", "destroyed 5"],
+            "a death is not the world's business: the pawn stays"
+        );
+    }
+
+    const MAP: &str = r#"
+start_node = "crypt"
+default_preset = "V"
+[[preset]]
+name = "V"
+character_def = "Vanguard"
+[[node]]
+id = "crypt"
+levels = [{ name = "gate", stream_ms = 400 }, { name = "stairs", stream_ms = 900 }]
+rooms = [{ name = "hall", stream_ms = 1500 }, { name = "vault", stream_ms = 1200 }]
+jitter_ms = 200
+spawn_points_register_ms = 150
+"#;
+
+    fn request(node_id: &str, part: StreamPart) -> StreamRequest {
+        StreamRequest {
+            load: LoadId(1),
+            node: node(node_id),
+            part,
+            levels: Vec::new(),
+            what: String::new(),
+        }
+    }
+
+    /// A node's levels take the slowest level's time and then register spawn points; its rooms
+    /// take the slowest room's and register none; a node the map lacks has no timing.
+    #[test]
+    fn the_simulated_world_takes_the_slowest_level_and_registers_spawn_points_after_levels_only() {
+        let world = SimulatedWorld::new(Arc::new(WorldMap::from_toml(MAP).unwrap()));
+        let levels = world.timing(&request("crypt", StreamPart::Levels)).unwrap();
+        assert_eq!(levels.duration, Duration::from_millis(900));
+        assert_eq!(levels.jitter, Duration::from_millis(200));
+        assert_eq!(levels.spawn_points_after, Some(Duration::from_millis(150)));
+        let rooms = world.timing(&request("crypt", StreamPart::Rooms)).unwrap();
+        assert_eq!(rooms.duration, Duration::from_millis(1500));
+        assert_eq!(rooms.spawn_points_after, None);
+        assert_eq!(world.timing(&request("atlantis", StreamPart::Levels)), None);
+    }
+}
