@@ -241,4 +241,30 @@ mod tests {
             }
         }
     }
+
+    /// The file is read first, the flags go over it, and the whole is checked: a value the file
+    /// sets survives, a flag wins over the file, and a refused file value names its key.
+    #[test]
+    fn load_with_reads_the_file_then_applies_the_flags_then_checks() {
+        let dir = std::env::temp_dir().join(format!("gatehouse-load-with-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("server.toml");
+        std::fs::write(&file, "[network]\nbind = \"127.0.0.1:7001\"\nmax_players = 12\n").unwrap();
+        let config = ServerConfig::load_with(&file, &Overrides::default()).unwrap();
+        assert_eq!(
+            (config.network.bind.to_string(), config.network.max_players),
+            ("127.0.0.1:7001".into(), 12)
+        );
+        let overrides =
+            Overrides { bind: flag("127.0.0.1:7002", "--bind"), ..Overrides::default() };
+        let config = ServerConfig::load_with(&file, &overrides).unwrap();
+        assert_eq!(
+            (config.network.bind.to_string(), config.network.max_players),
+            ("127.0.0.1:7002".into(), 12)
+        );
+        std::fs::write(&file, "[network]\nmax_players = 0\n").unwrap();
+        let error = ServerConfig::load_with(&file, &Overrides::default()).unwrap_err().to_string();
+        assert!(error.contains("network.max_players"), "{error}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

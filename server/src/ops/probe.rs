@@ -127,6 +127,7 @@ mod tests {
         assert_eq!(probe("0.0.0.0:7778"), "127.0.0.1:7778");
         assert_eq!(probe("[::]:7778"), "[::1]:7778");
         assert_eq!(probe("10.1.2.3:7778"), "10.1.2.3:7778");
+        assert_eq!(probe("[2001:db8::1]:7778"), "[2001:db8::1]:7778");
     }
 
     /// Serves one canned answer on an ephemeral loopback port; returns the address and the

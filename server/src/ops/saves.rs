@@ -239,4 +239,41 @@ mod tests {
         assert!(error.to_string().contains("nowhere"), "{error}");
         assert!(!config.data_dir.exists(), "reading must not create the store");
     }
+
+    /// Against a real embedded store: `list` shows the saved player and the session, `show`
+    /// every field of one save, and a player never saved or a bad id is an error naming it.
+    #[test]
+    fn saves_are_read_from_the_store_the_config_names() {
+        let dir = std::env::temp_dir().join(format!("gatehouse-saves-read-{}", std::process::id()));
+        let mut config = ServerConfig::default();
+        config.data_dir = dir.clone();
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let store = Store::open(&config.store.url, &config.data_dir).await.unwrap();
+            let save = PlayerSave { version: 0, ..character() };
+            store.save_player(&save).await.unwrap();
+            let session = SessionSave {
+                session: "main".into(),
+                node: NodeId::new("harbor").unwrap(),
+                version: 0,
+            };
+            store.save_session(&session).await.unwrap();
+            store.close().await;
+        });
+        let list = saves(&config, &SavesQuery::List).unwrap();
+        assert!(list.contains("sim-0001  harbor  character Vanguard"), "{list}");
+        assert!(
+            list.contains("1 player\n") && list.contains("session main: node harbor"),
+            "{list}"
+        );
+        let show = saves(&config, &SavesQuery::Show("sim-0001".into())).unwrap();
+        assert!(show.contains("inventory  rope x2"), "{show}");
+        let missing = saves(&config, &SavesQuery::Show("nobody".into())).unwrap_err();
+        assert!(
+            matches!(missing, SavesError::NoSave { .. }) && missing.to_string().contains("nobody")
+        );
+        let bad = saves(&config, &SavesQuery::Show("bad id!".into())).unwrap_err();
+        assert!(matches!(bad, SavesError::BadPlayer { .. }), "{bad}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -245,4 +245,56 @@ spawn_points_register_ms = 150
         assert_eq!(rooms.spawn_points_after, None);
         assert_eq!(world.timing(&request("atlantis", StreamPart::Levels)), None);
     }
+
+    /// A report reaches the game task's queue as the core's input, and says false once
+    /// nobody listens (the server stopped).
+    #[tokio::test]
+    async fn reports_reach_the_game_task_and_say_when_it_is_gone() {
+        let (events, mut queue) = mpsc::channel(4);
+        let reports = WorldReports::new(events);
+        assert!(reports.streamed(LoadId(2)).await);
+        assert!(reports.spawn_points_registered(LoadId(2)).await);
+        let first = queue.try_recv().ok();
+        let second = queue.try_recv().ok();
+        assert!(
+            matches!(first, Some(ShellEvent::Core(Input::Streamed { load: LoadId(2) }))),
+            "{first:?}"
+        );
+        assert!(
+            matches!(
+                second,
+                Some(ShellEvent::Core(Input::SpawnPointsRegistered { load: LoadId(2) }))
+            ),
+            "{second:?}"
+        );
+        drop(queue);
+        assert!(!reports.streamed(LoadId(3)).await);
+        assert!(!reports.spawn_points_registered(LoadId(3)).await);
+    }
+
+    /// The simulated world reports a node's levels streamed after the slowest level's time,
+    /// then its spawn points after their delay; rooms register none. (Time is paused: no
+    /// jitter here, the map has none.)
+    #[tokio::test(start_paused = true)]
+    async fn the_simulated_world_reports_levels_then_spawn_points_on_time() {
+        let map = MAP.replace("jitter_ms = 200\n", "");
+        let mut world = SimulatedWorld::new(Arc::new(WorldMap::from_toml(&map).unwrap()));
+        let (events, mut queue) = mpsc::channel(8);
+        world.stream(request("crypt", StreamPart::Levels), WorldReports::new(events.clone()));
+        let start = tokio::time::Instant::now();
+        let streamed = queue.recv().await;
+        assert!(matches!(streamed, Some(ShellEvent::Core(Input::Streamed { .. }))), "{streamed:?}");
+        assert_eq!(start.elapsed(), Duration::from_millis(900), "the slowest level");
+        let registered = queue.recv().await;
+        assert!(
+            matches!(registered, Some(ShellEvent::Core(Input::SpawnPointsRegistered { .. }))),
+            "{registered:?}"
+        );
+        assert_eq!(start.elapsed(), Duration::from_millis(1050), "150 ms after the levels");
+        world.stream(request("crypt", StreamPart::Rooms), WorldReports::new(events));
+        let rooms = queue.recv().await;
+        assert!(matches!(rooms, Some(ShellEvent::Core(Input::Streamed { .. }))), "{rooms:?}");
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        assert!(queue.try_recv().is_err(), "rooms register no spawn points");
+    }
 }
