@@ -272,6 +272,11 @@ spawn_points_register_ms = 150
         assert!(!reports.spawn_points_registered(LoadId(3)).await);
     }
 
+    /// The next event on the game task's queue, within 10 s of (paused) time.
+    async fn next(queue: &mut mpsc::Receiver<ShellEvent>) -> Option<ShellEvent> {
+        tokio::time::timeout(Duration::from_secs(10), queue.recv()).await.ok().flatten()
+    }
+
     /// The simulated world reports a node's levels streamed after the slowest level's time,
     /// then its spawn points after their delay; rooms register none. (Time is paused: no
     /// jitter here, the map has none.)
@@ -282,17 +287,17 @@ spawn_points_register_ms = 150
         let (events, mut queue) = mpsc::channel(8);
         world.stream(request("crypt", StreamPart::Levels), WorldReports::new(events.clone()));
         let start = tokio::time::Instant::now();
-        let streamed = queue.recv().await;
+        let streamed = next(&mut queue).await;
         assert!(matches!(streamed, Some(ShellEvent::Core(Input::Streamed { .. }))), "{streamed:?}");
         assert_eq!(start.elapsed(), Duration::from_millis(900), "the slowest level");
-        let registered = queue.recv().await;
+        let registered = next(&mut queue).await;
         assert!(
             matches!(registered, Some(ShellEvent::Core(Input::SpawnPointsRegistered { .. }))),
             "{registered:?}"
         );
         assert_eq!(start.elapsed(), Duration::from_millis(1050), "150 ms after the levels");
         world.stream(request("crypt", StreamPart::Rooms), WorldReports::new(events));
-        let rooms = queue.recv().await;
+        let rooms = next(&mut queue).await;
         assert!(matches!(rooms, Some(ShellEvent::Core(Input::Streamed { .. }))), "{rooms:?}");
         tokio::time::sleep(Duration::from_secs(5)).await;
         assert!(queue.try_recv().is_err(), "rooms register no spawn points");
