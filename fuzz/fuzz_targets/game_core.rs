@@ -38,7 +38,7 @@ use gatehouse_protocol::{
 use gatehouse_server::config::{ClientReadyPolicy, WorldMap, parse_world};
 use gatehouse_server::game::{
     ConnectionId, Counters, Departure, Game, GameRules, Input, LoadId, LoginRefusal, Observation,
-    Output, SpawnRefusal, StreamRequest, TransitionOutcome,
+    Output, SpawnRefusal, StreamPart, StreamRequest, TransitionOutcome,
 };
 use gatehouse_server::store::{InventoryItem, LoadOutcome, PlayerSave, Preset, SessionSave};
 use gatehouse_tags::catalog::ALL_DECLARED;
@@ -320,7 +320,6 @@ impl Tally {
                 TransitionOutcome::SettleTimeout => self.settle_timeouts += 1,
                 TransitionOutcome::Superseded => self.superseded += 1,
                 TransitionOutcome::Failed => self.failed += 1,
-                _ => {}
             },
             Observation::LoginRefused { reason: LoginRefusal::ServerFull } => {
                 self.logins_refused_full += 1
@@ -422,7 +421,7 @@ impl Model {
     fn follow(&mut self, out: Output) {
         match out {
             Output::Stream(req) => {
-                if req.spawn_points_after.is_some() {
+                if req.part == StreamPart::Levels {
                     // A node load: the current level is unloaded from here on.
                     self.streamed = None;
                     self.node_load = Some((req.load, None));

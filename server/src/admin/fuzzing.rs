@@ -10,7 +10,7 @@ use tokio_util::sync::CancellationToken;
 use super::{AdminContext, AdminToken, Probes, router};
 use crate::GameHandle;
 use crate::config::{AuthConfig, GameConfig, NetworkConfig, parse_world};
-use crate::game::{Game, GameRules, Input};
+use crate::game::{Game, Input};
 use crate::metrics::Metrics;
 use crate::shell::{ShellEvent, sample};
 
