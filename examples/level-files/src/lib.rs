@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use gatehouse_protocol::{LevelName, NodeId, PawnId, PlayerId};
+use gatehouse_protocol::{LevelName, NodeId, PawnId, PawnIdRuns, PlayerId};
 use gatehouse_server::game::{StreamPart, StreamRequest};
 use gatehouse_server::world::{World, WorldReports};
 use serde::Deserialize;
@@ -96,6 +96,12 @@ pub struct WorldState {
     pub pawns_destroyed: usize,
 }
 
+/// The world's state; a panic while holding the lock leaves plain counters behind, so they are
+/// read on.
+fn lock(state: &Mutex<WorldState>) -> std::sync::MutexGuard<'_, WorldState> {
+    state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// A world whose levels are files in a directory.
 #[derive(Debug, Clone)]
 pub struct LevelFiles {
@@ -115,8 +121,7 @@ impl LevelFiles {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, WorldState> {
-        // A panic while holding the lock leaves plain counters behind; keep reading them.
-        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+        lock(&self.state)
     }
 }
 
@@ -134,7 +139,7 @@ impl World for LevelFiles {
             let mut points = Vec::new();
             let mut failed = false;
             {
-                let mut state = state.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                let mut state = lock(&state);
                 for level in read {
                     match level {
                         Ok(level) => {
@@ -173,14 +178,14 @@ impl World for LevelFiles {
         state.pawns_spawned += 1;
     }
 
-    fn pawns_moved(&mut self, node: &NodeId, pawns: &[PawnId]) {
+    fn pawns_moved(&mut self, node: &NodeId, pawns: &PawnIdRuns) {
         let mut state = self.lock();
-        for pawn in pawns {
-            if let Some((_, at)) = state.pawns.get_mut(pawn) {
+        for pawn in pawns.iter() {
+            if let Some((_, at)) = state.pawns.get_mut(&pawn) {
                 *at = node.clone();
             }
+            state.pawns_moved += 1;
         }
-        state.pawns_moved += pawns.len();
     }
 
     fn pawn_destroyed(&mut self, pawn: PawnId) {

@@ -16,7 +16,7 @@ use crate::fields::PeerText;
 use std::path::{Path, PathBuf};
 
 pub use admin::{AdminToken, ConnectionLimits};
-pub use overrides::{Override, Overrides, SECRET_VARIABLES};
+pub use overrides::{Override, Overrides};
 pub use server::{
     AdminConfig, AuthConfig, ClientReadyPolicy, DEV_TOKEN_KEY, FleetConfig, GameConfig, LogFormat,
     MIN_FRAME_LEN, NetworkConfig, OrchestratorKind, ServerConfig, StoreConfig, TlsConfig,

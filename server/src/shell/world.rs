@@ -14,7 +14,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use gatehouse_protocol::{NodeId, PawnId, PlayerId, ServerMessage};
+use gatehouse_protocol::{NodeId, PawnId, PawnIdRuns, PlayerId, ServerMessage};
 use rand::RngExt as _;
 use tokio::sync::mpsc;
 
@@ -41,7 +41,7 @@ pub trait World: Send + 'static {
     }
 
     /// Pawns were moved to `node` (a transition's teleports). Nothing by default.
-    fn pawns_moved(&mut self, node: &NodeId, pawns: &[PawnId]) {
+    fn pawns_moved(&mut self, node: &NodeId, pawns: &PawnIdRuns) {
         let _ = (node, pawns);
     }
 
@@ -81,10 +81,7 @@ pub(super) fn observe(world: &mut dyn World, message: &ServerMessage) {
         ServerMessage::PawnSpawned(view) => {
             world.pawn_spawned(view.pawn_id, &view.owner, &view.node)
         }
-        ServerMessage::PawnsTeleported { node, pawn_ids } => {
-            let pawns: Vec<PawnId> = pawn_ids.iter().collect();
-            world.pawns_moved(node, &pawns);
-        }
+        ServerMessage::PawnsTeleported { node, pawn_ids } => world.pawns_moved(node, pawn_ids),
         ServerMessage::PawnDestroyed { pawn_id } => world.pawn_destroyed(*pawn_id),
         _ => {}
     }
@@ -157,7 +154,7 @@ impl World for SimulatedWorld {
 
 #[cfg(test)]
 mod tests {
-    use gatehouse_protocol::{CharacterDef, PawnIdRuns, PawnView};
+    use gatehouse_protocol::{CharacterDef, PawnView};
 
     use super::*;
 
@@ -171,7 +168,7 @@ mod tests {
         fn pawn_spawned(&mut self, pawn: PawnId, player: &PlayerId, node: &NodeId) {
             self.0.push(format!("spawned {} of {player} on {node}", pawn.0));
         }
-        fn pawns_moved(&mut self, node: &NodeId, pawns: &[PawnId]) {
+        fn pawns_moved(&mut self, node: &NodeId, pawns: &PawnIdRuns) {
             let ids: Vec<String> = pawns.iter().map(|p| p.0.to_string()).collect();
             self.0.push(format!("moved {} to {node}", ids.join(",")));
         }
