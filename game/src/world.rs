@@ -307,3 +307,56 @@ impl NodeSpec {
         !self.rooms.is_empty()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MAP: &str = "start_node = \"a\"\ndefault_preset = \"V\"\n[[preset]]\nname = \"V\"\ncharacter_def = \"Vanguard\"\n[[node]]\nid = \"a\"\nlevels = [{ name = \"a_main\", stream_ms = 10 }]\n";
+
+    fn problem(extra: &str) -> Option<WorldProblem> {
+        WorldMap::from_toml(&format!("{MAP}{extra}")).err()
+    }
+
+    /// A route travels at least every 100 ms; a hazard needs every one of its times above 0;
+    /// the key at fault is named, and shown as `invalid KEY: WHY`.
+    #[test]
+    fn the_checks_bound_the_route_interval_and_every_hazard_time() {
+        let route = |ms: u32| problem(&format!("[travel]\nroute = [\"a\"]\ninterval_ms = {ms}\n"));
+        assert_eq!(route(100), None);
+        let slow = route(99).map(|p| p.to_string());
+        assert_eq!(slow.as_deref(), Some("invalid travel.interval_ms: must be at least 100"));
+        let hazard = |tick: u32, duration: u32, exposure: u32| {
+            problem(&format!(
+                "[[hazard]]\nnode = \"a\"\neffect = \"Effect.DamageOverTime.Poison\"\ndamage_per_tick = 1\ntick_ms = {tick}\nduration_ms = {duration}\nexposure_ms = {exposure}\n"
+            ))
+        };
+        assert_eq!(hazard(1, 1, 1), None);
+        for (tick, duration, exposure) in [(0, 1, 1), (1, 0, 1), (1, 1, 0)] {
+            let refused = hazard(tick, duration, exposure).map(|p| p.key);
+            assert_eq!(
+                refused.as_deref(),
+                Some("hazard[0].tick_ms"),
+                "{tick} {duration} {exposure}"
+            );
+        }
+    }
+
+    /// `*_ms` keys take at most a day; `max_health` defaults to 100; presets and dungeons are
+    /// found by what the map declares.
+    #[test]
+    fn durations_defaults_and_lookups_follow_the_map() {
+        let day = |ms: u64| problem(&format!("[travel]\nroute = [\"a\"]\ninterval_ms = {ms}\n"));
+        assert_eq!(day(MAX_MILLIS), None);
+        assert!(day(MAX_MILLIS + 1).is_some_and(|p| p.why.contains("one day")));
+        let world = WorldMap::from_toml(MAP).unwrap();
+        assert_eq!(world.max_health, 100);
+        assert_eq!(world.default_preset().map(|p| p.name.as_str()), Some("V"));
+        assert!(world.preset("W").is_none());
+        let node = world.node(&NodeId::new("a").unwrap()).unwrap();
+        assert!(!node.is_dungeon());
+        let dungeon = format!("{MAP}rooms = [{{ name = \"a_room\", stream_ms = 10 }}]\n");
+        let world = WorldMap::from_toml(&dungeon).unwrap();
+        assert!(world.node(&NodeId::new("a").unwrap()).unwrap().is_dungeon());
+    }
+}
