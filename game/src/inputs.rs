@@ -25,11 +25,11 @@ impl Game {
     /// A login of a player still connected on `old`: that connection is closed and its player
     /// removed (a relaunch replaces the old connection entirely).
     pub(crate) fn replace_connection(&mut self, now: Instant, old: ConnectionId) {
-        self.counters.logins_replaced += 1;
+        self.out.counters.logins_replaced += 1;
         if let Some(player) = self.roster.player_on(old) {
             tracing::info!(%player, "login replaces an older connection of the same player");
         }
-        self.outputs.push_back(Output::Close { connection: old, code: CloseCode::Replaced });
+        self.out.push(Output::Close { connection: old, code: CloseCode::Replaced });
         self.remove_player(now, old, Departure::closed(CloseCode::Replaced));
     }
 
@@ -41,10 +41,10 @@ impl Game {
         connection: ConnectionId,
         id: &PlayerId,
     ) -> bool {
-        let Err(wait) = self.logins.admit(id, now) else {
+        let Err(wait) = self.roster.admit_login(id, now) else {
             return true;
         };
-        self.observations.push(Observation::LoginRefused { reason: LoginRefusal::TooManyLogins });
+        self.out.observe(Observation::LoginRefused { reason: LoginRefusal::TooManyLogins });
         tracing::info!(player = %id, connection = connection.0,
             retry_after_ms = crate::fields::millis(wait), "login refused: too many logins");
         self.send(
@@ -58,7 +58,7 @@ impl Game {
                 ),
             },
         );
-        self.outputs.push_back(Output::Close { connection, code: CloseCode::Rejected });
+        self.out.push(Output::Close { connection, code: CloseCode::Rejected });
         false
     }
 
@@ -66,7 +66,7 @@ impl Game {
     /// player joins (with the player state it left, if it relaunches within the retention),
     /// hears of everything already replicated, and is admitted.
     pub(crate) fn handle_login(&mut self, now: Instant, connection: ConnectionId, id: PlayerId) {
-        if self.unavailable.is_some() {
+        if self.transition.unavailable().is_some() {
             // The server is stopping: nothing to join.
             self.send(
                 connection,
@@ -75,12 +75,12 @@ impl Game {
                     detail: "the world is unavailable and the server is stopping".into(),
                 },
             );
-            self.outputs.push_back(Output::Close { connection, code: CloseCode::ShuttingDown });
+            self.out.push(Output::Close { connection, code: CloseCode::ShuttingDown });
             return;
         }
         if self.roster.len() >= self.rules.max_players {
-            self.counters.logins_refused_full += 1;
-            self.observations.push(Observation::LoginRefused { reason: LoginRefusal::ServerFull });
+            self.out.counters.logins_refused_full += 1;
+            self.out.observe(Observation::LoginRefused { reason: LoginRefusal::ServerFull });
             self.send(
                 connection,
                 ServerMessage::Rejected {
@@ -91,10 +91,10 @@ impl Game {
                     ),
                 },
             );
-            self.outputs.push_back(Output::Close { connection, code: CloseCode::ServerFull });
+            self.out.push(Output::Close { connection, code: CloseCode::ServerFull });
             return;
         }
-        self.counters.logins += 1;
+        self.out.counters.logins += 1;
         let ticket = self.begin_player_load(&id);
         let mut player = Player::new(
             id.clone(),
@@ -108,7 +108,7 @@ impl Game {
         let kept = self.session.take_kept(&id, now, self.rules.player_state_retention);
         let restored = kept.is_some();
         if let Some(kept) = kept {
-            self.counters.player_states_restored += 1;
+            self.out.counters.player_states_restored += 1;
             tracing::info!(player = %id, dead = kept.abilities.is_dead(),
                 "relaunch: the kept player state is restored");
             player.restore(kept);
@@ -221,7 +221,7 @@ impl Game {
             .map(|n| (level_names(&n.levels), level_names(&n.rooms)))
             .unwrap_or_default();
         let join_id = self.joins.start(id.clone(), node.clone(), now);
-        self.counters.joins_started += 1;
+        self.out.counters.joins_started += 1;
         tracing::info!(player = %id, join = %join_id, %node, "join: streaming before its pawn");
         self.send(connection, ServerMessage::ShowJoin { join_id, node, levels, rooms });
     }
@@ -297,7 +297,7 @@ impl Game {
             }
             ClientMessage::RestartRequest => self.handle_restart_request(now, connection, &id),
             ClientMessage::Leave => {
-                self.outputs.push_back(Output::Close { connection, code: CloseCode::Leave });
+                self.out.push(Output::Close { connection, code: CloseCode::Leave });
                 self.remove_player(now, connection, Departure::closed(CloseCode::Leave));
             }
             ClientMessage::JoinReady { join_id } => {
@@ -317,7 +317,7 @@ impl Game {
         code: ErrorCode,
         detail: String,
     ) {
-        self.counters.client_errors += 1;
+        self.out.counters.client_errors += 1;
         tracing::debug!(connection = connection.0, %code, %detail, "client message refused");
         // Per player, not per connection: a reconnect does not reset the window.
         let verdict = match self.roster.player_on(connection).cloned() {
@@ -340,7 +340,7 @@ impl Game {
             RefusalVerdict::Drop => {}
             RefusalVerdict::Close => {
                 tracing::warn!(connection = connection.0, "too many refused requests; closing");
-                self.outputs.push_back(Output::Close { connection, code: CloseCode::Abuse });
+                self.out.push(Output::Close { connection, code: CloseCode::Abuse });
                 self.remove_player(now, connection, Departure::closed(CloseCode::Abuse));
             }
         }
@@ -359,7 +359,7 @@ impl Game {
         match self.transition.record_shown(player, id, now) {
             ReadyReport::Kept => self.answered(player),
             ReadyReport::NoTransition | ReadyReport::Superseded => {
-                self.counters.stale_ignored += 1;
+                self.out.counters.stale_ignored += 1;
                 tracing::debug!(player = %player, stale = %id, "TransitionShown for a transition no longer in flight ignored");
             }
             ReadyReport::NeverIssued => self.refuse(
@@ -426,9 +426,9 @@ impl Game {
                     self.queue_spawn_request(now, player.clone(), kind, target);
                 }
             }
-            ReadyReport::NoTransition => self.counters.stale_ignored += 1,
+            ReadyReport::NoTransition => self.out.counters.stale_ignored += 1,
             ReadyReport::Superseded => {
-                self.counters.stale_ignored += 1;
+                self.out.counters.stale_ignored += 1;
                 tracing::debug!(player = %player, stale = %id, "ready report for a superseded transition ignored");
             }
             ReadyReport::NeverIssued => self.refuse(
@@ -465,7 +465,7 @@ impl Game {
         drop(player);
         if stale {
             // An acknowledgement for a pawn this player no longer possesses: stale, ignore.
-            self.counters.stale_ignored += 1;
+            self.out.counters.stale_ignored += 1;
         } else {
             // Another player's pawn, or one never issued.
             self.refuse(
@@ -497,7 +497,7 @@ impl Game {
                 self.queue_spawn_request(now, player.clone(), SpawnKind::LateJoin, node);
             }
             JoinReport::Stale => {
-                self.counters.stale_ignored += 1;
+                self.out.counters.stale_ignored += 1;
                 tracing::debug!(%player, stale = %join_id, "report for a join no longer in flight ignored");
             }
             JoinReport::NeverIssued => self.refuse(
@@ -523,7 +523,7 @@ impl Game {
     pub(crate) fn handle_streamed(&mut self, now: Instant, load: LoadId) {
         match self.streaming.complete(load) {
             Streamed::Stale => {
-                self.counters.stale_ignored += 1;
+                self.out.counters.stale_ignored += 1;
                 tracing::debug!(%load, "stale streaming completion ignored");
             }
             Streamed::Node(node) => {

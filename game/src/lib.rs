@@ -104,6 +104,7 @@ mod interface;
 mod joins;
 mod logins;
 mod observe;
+mod outbox;
 mod pass;
 mod persistence;
 mod placement;
@@ -124,7 +125,6 @@ pub mod world;
 #[cfg(test)]
 mod tests;
 
-use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -143,10 +143,10 @@ pub use streaming::LoadId;
 pub use transition::TransitionTiming;
 
 use awaited::Awaited;
-use hazards::Hazards;
+use hazards::{EffectEvent, Effects};
 use joins::Joins;
 use logins::LoginRate;
-use observe::Observations;
+use outbox::Outbox;
 use persistence::Session;
 use roster::Roster;
 use spawn::SpawnQueue;
@@ -167,8 +167,6 @@ pub struct Game {
     transition: Transitions,
     /// The joins in flight.
     joins: Joins,
-    /// How often each player id logged in lately.
-    logins: LoginRate,
     /// Possessions awaiting their client's acknowledgement, for the settle timeout (the
     /// client-ready policy).
     acknowledgements: Awaited,
@@ -182,19 +180,12 @@ pub struct Game {
     streaming: WorldStreaming,
     /// The session's node and save.
     session: Session,
-    /// Hazard schedules.
-    hazards: Hazards,
-    /// Whether the effect pauses were last brought in step with a transition in flight: when
-    /// this differs from now, every player's pause is synced (`hazards.rs`).
-    pauses_follow_transition: bool,
+    /// Hazard schedules and the effect pauses.
+    effects: Effects,
     timers: TimerTable,
-    outputs: VecDeque<Output>,
-    counters: Counters,
-    /// Spawn and login observations (the transition sub-state keeps its own).
-    observations: Observations,
-    /// Set once the world is unavailable (`max_failed_transitions` transitions in a row
-    /// failed), with what failed: no transition starts and no login is admitted again.
-    unavailable: Option<String>,
+    /// Outputs, spawn and login observations (the transition sub-state keeps its own), and
+    /// the counters.
+    out: Outbox,
 }
 
 impl Game {
@@ -203,14 +194,12 @@ impl Game {
     /// session save settles.
     pub fn new(rules: GameRules, world: Arc<WorldMap>, now: Instant) -> Self {
         let mut game = Game {
-            logins: LoginRate::new(rules.login_burst, rules.login_interval),
+            roster: Roster::new(LoginRate::new(rules.login_burst, rules.login_interval)),
             rules,
             streaming: WorldStreaming::new(world.governs_session),
             session: Session::new(world.start_node.clone()),
-            hazards: Hazards::new(&world, now),
-            pauses_follow_transition: false,
+            effects: Effects::new(&world, now),
             world,
-            roster: Roster::default(),
             spawns: SpawnQueue::default(),
             transition: Transitions::default(),
             joins: Joins::default(),
@@ -218,16 +207,13 @@ impl Game {
             prompt_acknowledgements: Awaited::default(),
             unresponsive: Awaited::default(),
             timers: TimerTable::default(),
-            outputs: VecDeque::new(),
-            counters: Counters::default(),
-            observations: Observations::default(),
-            unavailable: None,
+            out: Outbox::default(),
         };
         if let Some(route) = &game.world.travel {
             game.timers.set(Timer::RouteTravel, now + route.interval);
         }
         game.rearm_effects_timer();
-        game.outputs.push_back(Output::LoadSession);
+        game.out.push(Output::LoadSession);
         game.start_transition(now, Destination::SessionNode);
         game.advance(now);
         game
@@ -297,7 +283,7 @@ impl Game {
 
     /// The next output, if any.
     pub fn poll_output(&mut self) -> Option<Output> {
-        self.outputs.pop_front()
+        self.out.next_output()
     }
 
     /// The next observation for metrics, if any (docs/operations.md, "Metrics"): phase and
@@ -305,7 +291,7 @@ impl Game {
     /// core was given. Drain it after each step; undrained, only the newest few thousand are
     /// kept.
     pub fn poll_observation(&mut self) -> Option<Observation> {
-        self.transition.poll_observation().or_else(|| self.observations.pop())
+        self.transition.poll_observation().or_else(|| self.out.next_observation())
     }
 
     /// When the core next needs [`Game::handle_timeout`], if ever.
@@ -331,7 +317,7 @@ impl Game {
 
     /// Decision counters.
     pub fn counters(&self) -> &Counters {
-        &self.counters
+        &self.out.counters
     }
 
     /// Logged-in players.
@@ -384,17 +370,59 @@ impl Game {
                 break;
             }
         }
-        self.sync_effect_pauses(now);
+        let in_transition = self.transition.current().is_some();
+        if self.effects.sync_pauses(now, in_transition, &mut self.roster, &mut self.joins) {
+            // Something was paused or resumed: the next effect event moved.
+            self.rearm_effects_timer();
+        }
         self.arm_transition_timers();
+    }
+
+    /// The effects timer: due hazards expose and due effects run (`hazards.rs`); what happened
+    /// is replicated to everyone and deaths are counted.
+    fn handle_effects(&mut self, now: Instant) {
+        let frozen = self.transition.current().is_some();
+        let streamed = self.streaming.streamed_node();
+        let events = self.effects.run(now, &self.world, &mut self.roster, frozen, streamed);
+        for event in events {
+            match event {
+                EffectEvent::Tags { player, tags } => {
+                    self.broadcast(ServerMessage::AbilityTagsChanged { player_id: player, tags })
+                }
+                EffectEvent::Health { player, health } => {
+                    self.broadcast(ServerMessage::HealthChanged { player_id: player, health })
+                }
+                EffectEvent::Died { pawn, .. } => {
+                    self.out.counters.deaths += 1;
+                    if let Some(pawn_id) = pawn {
+                        self.broadcast(ServerMessage::PawnDied { pawn_id });
+                    }
+                }
+            }
+        }
+        self.rearm_effects_timer();
+    }
+
+    /// Arms the effects timer at the earliest hazard exposure or effect event.
+    pub(crate) fn rearm_effects_timer(&mut self) {
+        self.timers.arm(Timer::Effects, self.effects.next_event(&self.roster));
+    }
+
+    /// Whether every player's effects are paused exactly when its character is frozen (a walk
+    /// of every player): the harness checks it after every step.
+    #[cfg(test)]
+    pub(crate) fn effect_pauses_in_sync(&self) -> bool {
+        let in_transition = self.transition.current().is_some();
+        hazards::pauses_in_sync(&self.roster, &self.joins, in_transition)
     }
 
     /// Queues `message` for `connection`.
     fn send(&mut self, connection: ConnectionId, message: ServerMessage) {
-        self.outputs.push_back(Output::Send { connection, message });
+        self.out.push(Output::Send { connection, message });
     }
 
     /// Queues `message` for every logged-in player.
     fn broadcast(&mut self, message: ServerMessage) {
-        self.outputs.push_back(Output::Broadcast { message });
+        self.out.push(Output::Broadcast { message });
     }
 }

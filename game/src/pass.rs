@@ -48,17 +48,17 @@ impl Game {
     /// transition), and every client's streamed node is forgotten: each streams the
     /// destination and reports it. The advance pass resolves the destination.
     pub(crate) fn start_transition(&mut self, now: Instant, destination: Destination) {
-        if let Some(why) = &self.unavailable {
+        if let Some(why) = self.transition.unavailable() {
             tracing::warn!(unavailable = %why, "no travel: the world is unavailable");
             return;
         }
         let target = self.target_of(&destination);
         let (id, superseded) =
             self.transition.start(now, destination, target.clone(), self.roster.ids());
-        self.counters.transitions_started += 1;
+        self.out.counters.transitions_started += 1;
         if let Some(old) = superseded {
             self.end_excuses(&old);
-            self.counters.transitions_superseded += 1;
+            self.out.counters.transitions_superseded += 1;
             let duration_ms = crate::fields::millis(now.saturating_duration_since(old.started));
             tracing::info!(old = %old.id, new = %id, node = %target, phase = %old.phase.name(),
                 outcome = %"superseded", duration_ms,
@@ -112,7 +112,7 @@ impl Game {
         what: String,
     ) {
         let levels = level_names(levels);
-        self.outputs.push_back(Output::Stream(StreamRequest { load, node, part, levels, what }));
+        self.out.push(Output::Stream(StreamRequest { load, node, part, levels, what }));
     }
 
     /// The world's `rebalance_teams` setting: a team change at every travel, so the
@@ -146,14 +146,14 @@ impl Game {
         self.transition.resolve(target.clone(), now);
         let discarded = self.spawns.discard_pending(SpawnKind::Initial);
         if discarded > 0 {
-            self.counters.initial_spawns_discarded += discarded as u64;
+            self.out.counters.initial_spawns_discarded += discarded as u64;
             tracing::info!(discarded, "discarded stale initial spawn requests before travel");
         }
         // Requests a superseded transition (or the world before this travel) left for another
         // node would never be placed: drop them too; OnReadyToSpawn re-queues their players.
         let superseded = self.spawns.discard_not_for(&target);
         if superseded > 0 {
-            self.counters.stale_ignored += superseded as u64;
+            self.out.counters.stale_ignored += superseded as u64;
             tracing::info!(superseded, "dropped spawn requests for another node before travel");
         }
         self.session.set_node(target.clone());
@@ -219,8 +219,8 @@ impl Game {
             }
         }
         if retry {
-            self.counters.spawn_point_retries += 1;
-            self.observations.push(Observation::SpawnRefused { cause: SpawnRefusal::NoSpawnPoint });
+            self.out.counters.spawn_point_retries += 1;
+            self.out.observe(Observation::SpawnRefused { cause: SpawnRefusal::NoSpawnPoint });
             self.timers.set_earliest(Timer::SpawnRetry, now + self.rules.spawn_retry);
         }
     }
@@ -228,7 +228,7 @@ impl Game {
     /// Observes that `request`, queued at its `queued`, was placed at `now`.
     fn observe_placed(&mut self, request: &SpawnRequest, now: Instant) {
         let waited = now.saturating_duration_since(request.queued);
-        self.observations.push(Observation::SpawnPlaced { waited });
+        self.out.observe(Observation::SpawnPlaced { waited });
     }
 
     /// Step 4: a join ends once its joiner is placed (it acknowledged its pawn): `EndJoin`
@@ -242,7 +242,7 @@ impl Game {
             .collect();
         for (player, join_id) in placed {
             self.joins.remove(&player);
-            self.counters.joins_completed += 1;
+            self.out.counters.joins_completed += 1;
             tracing::info!(%player, join = %join_id, "joiner placed; join ended");
             if let Some(connection) = self.roster.connection_of(&player) {
                 self.send(connection, ServerMessage::EndJoin { join_id });
@@ -266,7 +266,7 @@ impl Game {
         if self.is_transition_load_in_flight() {
             // A slow load of its own is progress, not a wedge; each is bounded (the shell's
             // streaming, the store's load timeout) and the set it can come from only shrinks.
-            self.counters.settle_extensions += 1;
+            self.out.counters.settle_extensions += 1;
             self.transition.hold_until(now + self.rules.spawn_settle_timeout);
             return;
         }
@@ -303,7 +303,7 @@ impl Game {
         // is withdrawn first.
         let withdrawn = self.withdraw_stranded_pawns(&candidates, &t.target);
         if timed_out {
-            self.counters.settle_timeouts += 1;
+            self.out.counters.settle_timeouts += 1;
             let unplaced: Vec<PlayerId> =
                 self.roster.players().filter(|p| !p.is_placed()).map(|p| p.id.clone()).collect();
             let names: Vec<&str> = unplaced.iter().map(PlayerId::as_str).collect();
@@ -312,7 +312,7 @@ impl Game {
                 "settle timeout with nothing loading: ending the transition with players unplaced");
             self.transition.record_unplaced(unplaced);
         } else {
-            self.counters.transitions_completed += 1;
+            self.out.counters.transitions_completed += 1;
             tracing::info!(
                 outcome = %"completed",
                 duration_ms,
@@ -421,7 +421,7 @@ impl Game {
                 tracing::warn!(%player, pawn = %pawn_id,
                     "transition ends with this pawn on a level no longer streamed: withdrawn");
                 if self.roster.destroy_pawn(pawn_id) {
-                    self.counters.pawns_withdrawn += 1;
+                    self.out.counters.pawns_withdrawn += 1;
                     self.broadcast(ServerMessage::PawnDestroyed { pawn_id });
                 }
             }
@@ -501,7 +501,7 @@ impl Game {
         let timeout = self.answer_timeout();
         let timeout_ms = crate::fields::millis(timeout);
         for player in self.transition.unanswered(now, timeout) {
-            self.counters.clients_set_aside += 1;
+            self.out.counters.clients_set_aside += 1;
             self.unresponsive.ask(&player, now);
             tracing::warn!(%player, timeout_ms,
                 "client did not answer ShowTransition in time; set aside: nothing waits for it");
@@ -509,7 +509,7 @@ impl Game {
         }
         for player in self.prompt_acknowledgements.late(now, timeout) {
             self.prompt_acknowledgements.forget(&player);
-            self.counters.acknowledgements_late += 1;
+            self.out.counters.acknowledgements_late += 1;
             tracing::warn!(%player, timeout_ms,
                 "client did not acknowledge its pawn in time; settle-holds no longer wait for it");
             if let Some(mut p) = self.roster.player_mut(&player) {
@@ -556,7 +556,7 @@ impl Game {
             self.unresponsive.ask(player, now);
         }
         let entered = t.span.enter();
-        self.counters.transitions_failed += 1;
+        self.out.counters.transitions_failed += 1;
         let detail = format!(
             "transition {} to {} did not end within {} ms (phase {}; loading: {})",
             t.id,
@@ -601,11 +601,11 @@ impl Game {
             "the world is unavailable: closing every client with WorldUnavailable and stopping");
         let connections: Vec<ConnectionId> = self.roster.players().map(|p| p.connection).collect();
         for connection in connections {
-            self.outputs.push_back(Output::Close { connection, code: CloseCode::WorldUnavailable });
+            self.out.push(Output::Close { connection, code: CloseCode::WorldUnavailable });
             self.remove_player(now, connection, Departure::closed(CloseCode::WorldUnavailable));
         }
-        self.outputs.push_back(Output::WorldUnavailable { detail: detail.clone() });
-        self.unavailable = Some(detail);
+        self.out.push(Output::WorldUnavailable { detail: detail.clone() });
+        self.transition.declare_unavailable(detail);
     }
 
     /// The players the transition in flight waits for in its phase: those that owe a ready
@@ -633,7 +633,7 @@ impl Game {
     fn apply_client_ready_policy(&mut self, now: Instant, players: Vec<PlayerId>, lapse: Lapse) {
         for player in players {
             let Some(connection) = self.roster.connection_of(&player) else { continue };
-            self.counters.ready_timeouts += 1;
+            self.out.counters.ready_timeouts += 1;
             match (self.rules.client_ready_policy, lapse) {
                 (ClientReadyPolicy::Kick, _) => {
                     match lapse {
@@ -644,8 +644,7 @@ impl Game {
                             tracing::warn!(%player, "client never acknowledged its pawn; kicked")
                         }
                     }
-                    self.outputs
-                        .push_back(Output::Close { connection, code: CloseCode::ReadyTimeout });
+                    self.out.push(Output::Close { connection, code: CloseCode::ReadyTimeout });
                     let why = match lapse {
                         Lapse::NeverReady => "client-ready timeout: never reported ready",
                         Lapse::NeverAcknowledged => {

@@ -147,7 +147,7 @@ impl Game {
     /// `WillAutoLoad`: asks for the player's save; returns the load's ticket.
     pub(crate) fn begin_player_load(&mut self, player: &PlayerId) -> u64 {
         let ticket = self.roster.allocate_ticket();
-        self.outputs.push_back(Output::LoadPlayer { player: player.clone(), ticket });
+        self.out.push(Output::LoadPlayer { player: player.clone(), ticket });
         ticket
     }
 
@@ -161,7 +161,7 @@ impl Game {
     ) {
         let Some(player) = self.roster.player(id) else { return };
         if player.persistence != (Persistence::Loading { ticket }) {
-            self.counters.stale_ignored += 1;
+            self.out.counters.stale_ignored += 1;
             return;
         }
         let (preset, persistence, inventory, equipment) = match outcome {
@@ -176,7 +176,7 @@ impl Game {
                 Vec::new(),
             ),
             LoadOutcome::Failed(reason) => {
-                self.counters.load_failures += 1;
+                self.out.counters.load_failures += 1;
                 tracing::warn!(player = %id, %reason,
                     "save load failed: playing the default preset, and this session is not saved");
                 let default = Preset::ReadOnly { name: self.world.default_preset.clone() };
@@ -221,7 +221,7 @@ impl Game {
             self.broadcast(ServerMessage::AbilityTagsChanged { player_id: id.clone(), tags });
         }
         if !granted.is_empty() {
-            self.counters.kit_grants += 1;
+            self.out.counters.kit_grants += 1;
             self.send(connection, ServerMessage::KitsGranted { kits: granted });
         }
         // The class is known now: a spawn that waited for it can go.
@@ -248,7 +248,7 @@ impl Game {
                 Some(0)
             }
             LoadOutcome::Failed(reason) => {
-                self.counters.load_failures += 1;
+                self.out.counters.load_failures += 1;
                 tracing::warn!(%reason, "session load failed; starting at the start node, and the session is not saved");
                 None
             }
@@ -364,8 +364,8 @@ impl Game {
     /// process wrote still does.
     pub(crate) fn save_player(&mut self, id: &PlayerId, node: Option<NodeId>) {
         if let Some(save) = self.player_save(id, node) {
-            self.counters.saves_requested += 1;
-            self.outputs.push_back(Output::SavePlayer(save));
+            self.out.counters.saves_requested += 1;
+            self.out.push(Output::SavePlayer(save));
         }
     }
 
@@ -376,11 +376,11 @@ impl Game {
         let saves: Vec<PlayerSave> =
             self.roster.ids().filter_map(|id| self.player_save(id, Some(node.clone()))).collect();
         if !saves.is_empty() {
-            self.counters.saves_requested += saves.len() as u64;
-            self.outputs.push_back(Output::SavePlayers(saves));
+            self.out.counters.saves_requested += saves.len() as u64;
+            self.out.push(Output::SavePlayers(saves));
         }
         if let Some(version) = self.session.save_version() {
-            self.outputs.push_back(Output::SaveSession { node, version });
+            self.out.push(Output::SaveSession { node, version });
         }
     }
 

@@ -131,9 +131,8 @@ impl Game {
         match self.restart_player_at_player_start(now, &request.player, &request.node) {
             Some(_) => Attempt::Spawned,
             None => {
-                self.counters.spawn_refusals += 1;
-                self.observations
-                    .push(Observation::SpawnRefused { cause: SpawnRefusal::LevelNotReady });
+                self.out.counters.spawn_refusals += 1;
+                self.out.observe(Observation::SpawnRefused { cause: SpawnRefusal::LevelNotReady });
                 tracing::info!(player = %request.player, node = %request.node,
                     "spawn refused by the level-ready gate; kept queued");
                 Attempt::Wait
@@ -171,7 +170,7 @@ impl Game {
         let (character_def, alive) = (p.character_def.clone()?, !p.is_dead());
         let view = self.roster.create_pawn(player, character_def, node, alive).view();
         tracing::info!(%player, pawn = %view.pawn_id, %node, alive, "pawn spawned");
-        self.counters.pawns_spawned += 1;
+        self.out.counters.pawns_spawned += 1;
         let id = view.pawn_id;
         self.broadcast(ServerMessage::PawnSpawned(view));
         if !alive {
@@ -193,7 +192,7 @@ impl Game {
         self.prompt_acknowledgements.ask(player, now);
         self.send(connection, ServerMessage::Possessed { pawn_id: pawn });
         if !granted.is_empty() {
-            self.counters.kit_grants += 1;
+            self.out.counters.kit_grants += 1;
             self.send(connection, ServerMessage::KitsGranted { kits: granted });
         }
         if let Some(dead) = dead
@@ -208,16 +207,15 @@ impl Game {
     /// the move is the caller's (it batches them).
     fn teleport_pawn(&mut self, pawn_id: PawnId, node: &NodeId) -> bool {
         if !self.streaming.is_level_ready_for_spawn(node) {
-            self.counters.spawn_refusals += 1;
-            self.observations
-                .push(Observation::SpawnRefused { cause: SpawnRefusal::LevelNotReady });
+            self.out.counters.spawn_refusals += 1;
+            self.out.observe(Observation::SpawnRefused { cause: SpawnRefusal::LevelNotReady });
             return false;
         }
         let Some(pawn) = self.roster.pawn_mut(pawn_id) else {
             return false;
         };
         pawn.node = node.clone();
-        self.counters.pawns_teleported += 1;
+        self.out.counters.pawns_teleported += 1;
         tracing::debug!(pawn = %pawn_id, %node, "pawn teleported");
         true
     }

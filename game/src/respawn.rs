@@ -54,7 +54,7 @@ impl Game {
             player.dead_pawn = dead;
         }
         drop(player);
-        self.counters.respawns += 1;
+        self.out.counters.respawns += 1;
         tracing::info!(player = %id, dead_pawn = %OrNone(dead), "respawn requested");
         self.broadcast(ServerMessage::AbilityTagsChanged { player_id: id.clone(), tags });
         self.broadcast(ServerMessage::HealthChanged { player_id: id.clone(), health });

@@ -22,6 +22,7 @@ use std::time::Instant;
 use gatehouse_protocol::{CharacterDef, NodeId, PawnId, PlayerId, TeamId, TransitionId};
 
 use super::ConnectionId;
+use super::logins::LoginRate;
 use super::players::{Pawn, Player, RefusalVerdict, RefusalWindow};
 
 /// Logged-in players, their connections and their pawns.
@@ -39,6 +40,9 @@ pub(crate) struct Roster {
     next_pawn: u64,
     /// The ticket of the next save load.
     next_ticket: u64,
+    /// How often each player id logged in lately (`logins.rs`): a login past it is refused
+    /// before it changes the roster.
+    login_rate: LoginRate,
     /// Refused requests per player in its current window, kept while the player is away
     /// until the window is over.
     refusals: HashMap<PlayerId, RefusalWindow>,
@@ -169,9 +173,12 @@ impl Drop for PlayerMut<'_> {
     }
 }
 
-impl Default for Roster {
-    fn default() -> Self {
+impl Roster {
+    /// An empty roster whose player ids may each log in at `logins` (`[game] login_burst`,
+    /// `login_interval_ms`).
+    pub(crate) fn new(logins: LoginRate) -> Self {
         Roster {
+            login_rate: logins,
             players: BTreeMap::new(),
             connections: HashMap::new(),
             pawns: BTreeMap::new(),
@@ -187,6 +194,16 @@ impl Default for Roster {
 }
 
 impl Roster {
+    /// Whether `player` may log in at `now` (`logins.rs`): `Ok` counts the login; `Err` holds
+    /// how long until one more would be admitted, and counts nothing.
+    pub(crate) fn admit_login(
+        &mut self,
+        player: &PlayerId,
+        now: Instant,
+    ) -> Result<(), std::time::Duration> {
+        self.login_rate.admit(player, now)
+    }
+
     /// Logged-in players.
     pub(crate) fn len(&self) -> usize {
         self.players.len()
@@ -431,6 +448,11 @@ impl Roster {
 mod tests {
     use super::*;
 
+    /// A login rate no test here reaches.
+    fn test_rate() -> LoginRate {
+        LoginRate::new(u32::MAX, std::time::Duration::ZERO)
+    }
+
     fn pid(s: &str) -> PlayerId {
         PlayerId::new(s).unwrap()
     }
@@ -465,20 +487,20 @@ mod tests {
     /// player has nobody to swap with.
     #[test]
     fn a_rebalance_moves_nobody_for_the_odd_player_and_swaps_only_across_two_teams() {
-        let mut roster = Roster::default();
+        let mut roster = Roster::new(test_rate());
         roster.join(player("a", 1, 1));
         roster.join(player("b", 2, 1));
         roster.join(player("c", 3, 2));
         let changed = roster.rebalance_teams(TransitionId(1));
         assert_eq!(changed.len(), 2, "one pair swapped, nobody moved: {changed:?}");
         assert_eq!(roster.books.teams, [2, 1]);
-        let mut mirror = Roster::default();
+        let mut mirror = Roster::new(test_rate());
         mirror.join(player("a", 1, 2));
         mirror.join(player("b", 2, 2));
         mirror.join(player("c", 3, 1));
         assert_eq!(mirror.rebalance_teams(TransitionId(1)).len(), 2, "the same from team 2");
         assert_eq!(mirror.books.teams, [1, 2]);
-        let mut lone = Roster::default();
+        let mut lone = Roster::new(test_rate());
         lone.join(player("a", 1, 1));
         assert!(lone.rebalance_teams(TransitionId(1)).is_empty());
         assert_eq!(lone.books.teams, [1, 0]);
@@ -490,7 +512,7 @@ mod tests {
     #[test]
     fn the_books_agree_with_a_scan_after_every_change() {
         let t0 = Instant::now();
-        let mut roster = Roster::default();
+        let mut roster = Roster::new(test_rate());
         let check =
             |roster: &Roster, step: &str| assert_eq!(books(roster), recount(roster), "{step}");
         for (i, name) in ["a", "b", "c", "d"].into_iter().enumerate() {
@@ -537,7 +559,7 @@ mod tests {
     /// player stays unplaced (both records are).
     #[test]
     fn a_second_join_of_the_same_id_keeps_the_books_in_agreement_with_a_scan() {
-        let mut roster = Roster::default();
+        let mut roster = Roster::new(test_rate());
         roster.join(player("a", 0, 1));
         roster.join(player("a", 1, 1));
         assert_eq!(books(&roster), recount(&roster));
@@ -549,7 +571,7 @@ mod tests {
     #[test]
     fn a_departure_removes_exactly_its_own_pawns() {
         let t0 = Instant::now();
-        let mut roster = Roster::default();
+        let mut roster = Roster::new(test_rate());
         roster.join(player("a", 1, 1));
         roster.join(player("b", 2, 2));
         let (def, node) = (CharacterDef::new("Vanguard").unwrap(), NodeId::new("harbor").unwrap());

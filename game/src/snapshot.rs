@@ -119,6 +119,6 @@ pub(super) fn take(game: &Game) -> GameSnapshot {
         players,
         last_settle_timeout_unplaced: game.transition.last_unplaced().to_vec(),
         recent_transition_timings: game.transition.timings().cloned().collect(),
-        counters: game.counters.clone(),
+        counters: game.counters().clone(),
     }
 }

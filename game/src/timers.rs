@@ -71,11 +71,6 @@ impl TimerTable {
         self.deadlines[timer as usize] = at;
     }
 
-    /// Disarms `timer`.
-    pub(crate) fn stop(&mut self, timer: Timer) {
-        self.deadlines[timer as usize] = None;
-    }
-
     /// When `timer` is armed for, if it is.
     #[cfg(test)]
     pub(crate) fn deadline(&self, timer: Timer) -> Option<Instant> {
@@ -109,10 +104,10 @@ mod tests {
 
     use super::*;
 
-    /// `set_earliest` keeps a deadline armed earlier and takes one that comes sooner; `stop`
+    /// `set_earliest` keeps a deadline armed earlier and takes one that comes sooner; `arm` with none
     /// disarms.
     #[test]
-    fn set_earliest_keeps_the_sooner_deadline_and_stop_disarms() {
+    fn set_earliest_keeps_the_sooner_deadline_and_arming_none_disarms() {
         let t0 = Instant::now();
         let mut timers = TimerTable::default();
         timers.set_earliest(Timer::SpawnRetry, t0 + Duration::from_millis(100));
@@ -120,7 +115,7 @@ mod tests {
         assert_eq!(timers.deadline(Timer::SpawnRetry), Some(t0 + Duration::from_millis(100)));
         timers.set_earliest(Timer::SpawnRetry, t0 + Duration::from_millis(50));
         assert_eq!(timers.deadline(Timer::SpawnRetry), Some(t0 + Duration::from_millis(50)));
-        timers.stop(Timer::SpawnRetry);
+        timers.arm(Timer::SpawnRetry, None);
         assert_eq!(timers.deadline(Timer::SpawnRetry), None, "stopped");
     }
 }

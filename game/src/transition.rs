@@ -384,6 +384,9 @@ pub(crate) struct Transitions {
     last_good: Option<NodeId>,
     /// Transitions in a row that failed at their hard maximum, since the last that ended.
     failed_in_a_row: u32,
+    /// Set once the world is unavailable (`max_failed_transitions` transitions in a row
+    /// failed), with what failed: no transition starts and no login is admitted again.
+    unavailable: Option<String>,
     /// The timings of the last [`TIMINGS_KEPT`] transitions that ended, oldest first.
     timings: VecDeque<TransitionTiming>,
     /// Phase and transition durations, ready reports, for the shell's metrics.
@@ -399,6 +402,7 @@ impl Default for Transitions {
             last_unplaced: Vec::new(),
             last_good: None,
             failed_in_a_row: 0,
+            unavailable: None,
             timings: VecDeque::new(),
             observations: Observations::default(),
         }
@@ -406,6 +410,16 @@ impl Default for Transitions {
 }
 
 impl Transitions {
+    /// What made the world unavailable, once it is: no transition starts after that.
+    pub(crate) fn unavailable(&self) -> Option<&str> {
+        self.unavailable.as_deref()
+    }
+
+    /// The world is unavailable from now on, because of `detail`.
+    pub(crate) fn declare_unavailable(&mut self, detail: String) {
+        self.unavailable = Some(detail);
+    }
+
     /// The transition in flight.
     pub(crate) fn current(&self) -> Option<&Transition> {
         self.current.as_ref()
