@@ -183,6 +183,10 @@ impl Game {
         let (transition_id, target) = (t.id, t.target.clone());
         let freezing = matches!(t.phase, Phase::Freezing(_));
         let arrival = self.transition.show(id, now);
+        if !freezing {
+            // `ShowTransition` goes to it now; past Freezing it went to the others already.
+            self.responses.ask_shown(id, now);
+        }
         self.send(connection, ServerMessage::FreezeCharacters { transition_id });
         if !freezing {
             let (levels, rooms) = self
@@ -258,9 +262,7 @@ impl Game {
         // Its ready report belonged to the connection that left.
         self.transition.forget(&id);
         self.joins.remove(&id);
-        self.acknowledgements.forget(&id);
-        self.prompt_acknowledgements.forget(&id);
-        self.unresponsive.forget(&id);
+        self.responses.left(&id);
         self.session.keep(id.clone(), player.keep(now), self.rules.player_state_retention);
         self.spawns.remove_player(&id);
         for pawn_id in pawns {
@@ -356,8 +358,11 @@ impl Game {
         player: &PlayerId,
         id: gatehouse_protocol::TransitionId,
     ) {
-        match self.transition.record_shown(player, id, now) {
-            ReadyReport::Kept => self.answered(player),
+        match self.transition.classify(id) {
+            ReadyReport::Kept => {
+                self.responses.answer_shown(player, now);
+                self.answered(player);
+            }
             ReadyReport::NoTransition | ReadyReport::Superseded => {
                 self.out.counters.stale_ignored += 1;
                 tracing::debug!(player = %player, stale = %id, "TransitionShown for a transition no longer in flight ignored");
@@ -377,7 +382,7 @@ impl Game {
     /// A stale or unknown id proves nothing: a client that only ever sends those stays
     /// unresponsive and is kicked on time.
     fn answered(&mut self, player: &PlayerId) {
-        self.unresponsive.forget(player);
+        self.responses.heard_from(player);
     }
 
     /// `Server_ReportTransitionReady`: keeps reports for the current id whatever the phase,
@@ -395,6 +400,8 @@ impl Game {
         let returning = self.transition.is_set_aside(player) && !arrival;
         match self.transition.record_ready(player, id, now) {
             ReadyReport::Kept => {
+                // A ready report answers `ShowTransition` too.
+                self.responses.answer_shown(player, now);
                 self.answered(player);
                 // Back in: its placement is waited for again, unless the spawn window is open
                 // (there the placements awaited only leave, docs/protocol.md 4.2: it is placed
@@ -456,8 +463,7 @@ impl Game {
             player.acknowledge(pawn_id);
             drop(player);
             self.answered(id);
-            self.acknowledgements.forget(id);
-            self.prompt_acknowledgements.forget(id);
+            self.responses.forget_acknowledgement(id);
             tracing::debug!(player = %id, pawn = %pawn_id, "possession acknowledged");
             return;
         }

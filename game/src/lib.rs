@@ -110,6 +110,7 @@ mod persistence;
 mod placement;
 mod players;
 mod respawn;
+mod responses;
 mod roster;
 mod snapshot;
 mod spawn;
@@ -142,12 +143,12 @@ pub use spawn::SpawnKind;
 pub use streaming::LoadId;
 pub use transition::TransitionTiming;
 
-use awaited::Awaited;
 use hazards::{EffectEvent, Effects};
 use joins::Joins;
 use logins::LoginRate;
 use outbox::Outbox;
 use persistence::Session;
+use responses::Responses;
 use roster::Roster;
 use spawn::SpawnQueue;
 use streaming::WorldStreaming;
@@ -167,15 +168,9 @@ pub struct Game {
     transition: Transitions,
     /// The joins in flight.
     joins: Joins,
-    /// Possessions awaiting their client's acknowledgement, for the settle timeout (the
-    /// client-ready policy).
-    acknowledgements: Awaited,
-    /// The same until the response timeout excuses them from placement (or they answer).
-    prompt_acknowledgements: Awaited,
-    /// Clients set aside for not answering `ShowTransition`, by when: nothing waits for them,
-    /// in this transition or any later one, until they send anything; the client-ready
-    /// timeout from then applies the policy to them (docs/spec/transitions.md T9).
-    unresponsive: Awaited,
+    /// The answers awaited from clients, their bounds and the crowd rule
+    /// (docs/spec/transitions.md T9).
+    responses: Responses,
     /// Level streaming and the world-map gate.
     streaming: WorldStreaming,
     /// The session's node and save.
@@ -203,9 +198,7 @@ impl Game {
             spawns: SpawnQueue::default(),
             transition: Transitions::default(),
             joins: Joins::default(),
-            acknowledgements: Awaited::default(),
-            prompt_acknowledgements: Awaited::default(),
-            unresponsive: Awaited::default(),
+            responses: Responses::default(),
             timers: TimerTable::default(),
             out: Outbox::default(),
         };

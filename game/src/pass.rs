@@ -55,6 +55,7 @@ impl Game {
         let target = self.target_of(&destination);
         let (id, superseded) =
             self.transition.start(now, destination, target.clone(), self.roster.ids());
+        self.responses.forget_shown();
         self.out.counters.transitions_started += 1;
         if let Some(old) = superseded {
             self.end_excuses(&old);
@@ -83,7 +84,7 @@ impl Game {
         }
         self.roster.forget_loaded_levels();
         // A client still unresponsive is not waited for again: set aside from the start.
-        let unresponsive: Vec<PlayerId> = self.unresponsive.players().cloned().collect();
+        let unresponsive: Vec<PlayerId> = self.responses.unresponsive().cloned().collect();
         for player in &unresponsive {
             self.set_aside(player);
         }
@@ -143,7 +144,17 @@ impl Game {
             tracing::error!(node = %target, "transition target is not a world node");
             return;
         };
-        self.transition.resolve(target.clone(), now);
+        if self.transition.resolve(target.clone(), now) {
+            // `ShowTransition` goes to everyone present now: each owes an answer.
+            let asked: Vec<PlayerId> = self
+                .transition
+                .current()
+                .map(|t| t.asked_to_answer().cloned().collect())
+                .unwrap_or_default();
+            for player in &asked {
+                self.responses.ask_shown(player, now);
+            }
+        }
         let discarded = self.spawns.discard_pending(SpawnKind::Initial);
         if discarded > 0 {
             self.out.counters.initial_spawns_discarded += discarded as u64;
@@ -289,6 +300,7 @@ impl Game {
     fn finish_transition(&mut self, now: Instant, timed_out: bool) {
         let players = self.roster.len();
         let Some(t) = self.transition.finish(now, players, timed_out) else { return };
+        self.responses.forget_shown();
         let _entered = t.span.enter();
         let duration_ms = crate::fields::millis(now.saturating_duration_since(t.started));
         // Who may have been left behind: anyone at a settle timeout; otherwise only the players
@@ -360,6 +372,7 @@ impl Game {
     /// its ready report, its spawn request or its placement; a join places it afterwards.
     fn set_aside(&mut self, player: &PlayerId) {
         self.transition.set_aside(player);
+        self.responses.set_aside(player);
         self.spawns.remove_player(player);
         if let Some(mut p) = self.roster.player_mut(player) {
             p.placement_excused = true;
@@ -426,8 +439,7 @@ impl Game {
                 }
             }
             if pawn.is_some() {
-                self.acknowledgements.forget(&player);
-                self.prompt_acknowledgements.forget(&player);
+                self.responses.forget_acknowledgement(&player);
                 self.spawns.remove_player(&player);
                 withdrawn.push(player);
             }
@@ -455,26 +467,24 @@ impl Game {
         let timeout = self.rules.client_ready_timeout;
         let ready = self.transition.client_ready_deadline(timeout);
         let joins = self.joins.ready_deadline(timeout);
-        let unresponsive = self.unresponsive.deadline(timeout);
+        let unresponsive = self.responses.unresponsive_deadline(timeout);
         self.timers
             .arm(Timer::ClientReady, ready.into_iter().chain(joins).chain(unresponsive).min());
         self.timers.arm(Timer::SpawnSettle, self.transition.settle_deadline());
         let limit = self.transition.limit_deadline(self.rules.transition_max);
         self.timers.arm(Timer::TransitionLimit, limit);
-        let acknowledgement = self.acknowledgements.deadline(self.rules.spawn_settle_timeout);
+        let acknowledgement = self.responses.settle_deadline(self.rules.spawn_settle_timeout);
         self.timers.arm(Timer::PossessionAck, acknowledgement);
-        let answer_timeout = self.answer_timeout();
-        let shown = self.transition.response_deadline(answer_timeout);
-        let prompt = self.prompt_acknowledgements.deadline(answer_timeout);
-        self.timers.arm(Timer::ClientResponse, shown.into_iter().chain(prompt).min());
+        let answer = self.responses.answer_deadline(self.answer_timeout());
+        self.timers.arm(Timer::ClientResponse, answer);
     }
 
     /// How long a client may take to answer what needs no streaming now: the response timeout,
     /// cut by the crowd rule while the transition in flight has a crowd answer time.
     fn answer_timeout(&self) -> Duration {
         let rules = &self.rules;
-        self.transition
-            .response_timeout(rules.client_response_timeout, rules.client_response_crowd_floor)
+        self.responses
+            .answer_timeout(rules.client_response_timeout, rules.client_response_crowd_floor)
     }
 
     /// The acknowledgement timer (docs/spec/transitions.md T9): the client-ready policy for every
@@ -483,7 +493,7 @@ impl Game {
     /// was possessed, a client that never acknowledges cannot carry its unacknowledged pawn into
     /// the next transition and hold it for a settle timeout.
     pub(crate) fn handle_acknowledgement_timeouts(&mut self, now: Instant) {
-        let late = self.acknowledgements.late(now, self.rules.spawn_settle_timeout);
+        let late = self.responses.late_settle(now, self.rules.spawn_settle_timeout);
         self.apply_client_ready_policy(now, late, Lapse::NeverAcknowledged);
     }
 
@@ -500,15 +510,14 @@ impl Game {
     pub(crate) fn handle_response_timeouts(&mut self, now: Instant) {
         let timeout = self.answer_timeout();
         let timeout_ms = crate::fields::millis(timeout);
-        for player in self.transition.unanswered(now, timeout) {
+        for player in self.responses.late_shown(now, timeout) {
             self.out.counters.clients_set_aside += 1;
-            self.unresponsive.ask(&player, now);
+            self.responses.unresponsive_from(&player, now);
             tracing::warn!(%player, timeout_ms,
                 "client did not answer ShowTransition in time; set aside: nothing waits for it");
             self.set_aside(&player);
         }
-        for player in self.prompt_acknowledgements.late(now, timeout) {
-            self.prompt_acknowledgements.forget(&player);
+        for player in self.responses.take_late_prompt(now, timeout) {
             self.out.counters.acknowledgements_late += 1;
             tracing::warn!(%player, timeout_ms,
                 "client did not acknowledge its pawn in time; settle-holds no longer wait for it");
@@ -525,11 +534,8 @@ impl Game {
         let mut late: BTreeSet<PlayerId> =
             self.transition.late_players(now, timeout).into_iter().collect();
         late.extend(self.joins.late(now, timeout));
-        for player in self.unresponsive.late(now, timeout) {
-            // Its deadline is spent whatever the policy does with it.
-            self.unresponsive.forget(&player);
-            late.insert(player);
-        }
+        // Their deadline is spent whatever the policy does with them.
+        late.extend(self.responses.take_late_unresponsive(now, timeout));
         self.apply_client_ready_policy(now, late.into_iter().collect(), Lapse::NeverReady);
     }
 
@@ -551,9 +557,10 @@ impl Game {
         let loads = self.loads_in_flight();
         let held = self.players_held_by_the_transition();
         let Some((t, failed_in_a_row)) = self.transition.fail(now) else { return };
+        self.responses.forget_shown();
         self.end_excuses(&t);
         for player in &held {
-            self.unresponsive.ask(player, now);
+            self.responses.unresponsive_from(player, now);
         }
         let entered = t.span.enter();
         self.out.counters.transitions_failed += 1;
@@ -682,7 +689,7 @@ impl Game {
                         p.placement_excused = true;
                     }
                     // Excused until it acknowledges: its deadline is spent.
-                    self.acknowledgements.forget(&player);
+                    self.responses.settle_spent(&player);
                 }
             }
         }

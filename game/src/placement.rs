@@ -188,8 +188,7 @@ impl Game {
         let (granted, dead) = p.possess(pawn, &self.world.startup_kits);
         let connection = p.connection;
         drop(p);
-        self.acknowledgements.ask(player, now);
-        self.prompt_acknowledgements.ask(player, now);
+        self.responses.possessed(player, now);
         self.send(connection, ServerMessage::Possessed { pawn_id: pawn });
         if !granted.is_empty() {
             self.out.counters.kit_grants += 1;

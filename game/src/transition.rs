@@ -52,23 +52,8 @@ use std::time::{Duration, Instant};
 use gatehouse_protocol::{NodeId, PlayerId, TransitionId};
 use serde::Serialize;
 
-use super::awaited::Awaited;
 use super::observe::{Observation, Observations, TransitionOutcome};
 use crate::world::TravelRoute;
-
-/// The crowd rule's quorum (docs/spec/transitions.md T9), as (part, whole): once this share of the
-/// players asked to answer a transition have answered it, the crowd's answer time is known (the
-/// slowest of those measured answers, about the 90th percentile), and the rest are late at
-/// [`RESPONSE_CROWD_FACTOR`] times it. On loopback the slowest well-behaved answer came within 1.3
-/// times that percentile in every measured transition (`deploy/misbehave.sh`); a client that
-/// answers nothing is set aside about when its peers' slowest would have answered, not a fixed
-/// timeout later. When more than one in ten never answer (a partition, say), the quorum is never
-/// reached and the plain response timeout applies.
-pub(crate) const RESPONSE_QUORUM: (usize, usize) = (9, 10);
-
-/// How many times the crowd's answer time a client may take to answer under the crowd rule
-/// (see [`RESPONSE_QUORUM`]).
-pub(crate) const RESPONSE_CROWD_FACTOR: u32 = 2;
 
 /// Where a travel goes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -174,19 +159,6 @@ pub(crate) struct Transition {
     /// Players the transition proceeds without (they missed the client-ready timeout under the
     /// `proceed` policy).
     excused: BTreeSet<PlayerId>,
-    /// Players that answered `ShowTransition` (`TransitionShown`, or a ready report).
-    answered: BTreeSet<PlayerId>,
-    /// Players shown the transition whose answer is awaited, by when `ShowTransition` went to
-    /// them (docs/spec/transitions.md T9).
-    unanswered: Awaited,
-    /// Players whose answer came while it was awaited, so how long it took is known (not an
-    /// answer that came before `ShowTransition`, nor one from a player set aside).
-    measured: BTreeSet<PlayerId>,
-    /// The longest of those measured answers.
-    slowest: Duration,
-    /// The slowest measured answer when the measured answers reached [`RESPONSE_QUORUM`] of
-    /// those asked: the crowd's answer time, for the crowd rule.
-    crowd: Option<Duration>,
     /// Players that missed the response timeout: nothing in this transition waits for them
     /// until a ready report of theirs brings them back.
     set_aside: BTreeSet<PlayerId>,
@@ -232,41 +204,14 @@ impl Transition {
             && !self.arrivals.contains(player)
     }
 
-    /// `player` answered `ShowTransition` at `now`: its answer is awaited no more. The first
-    /// answer that brings the measured answers to [`RESPONSE_QUORUM`] of those asked sets the
-    /// crowd's answer time: the slowest measured answer, so players asked at different times
-    /// (joiners, relaunches) do not leave it to one fast answer.
-    fn answer(&mut self, player: &PlayerId, now: Instant) {
-        self.answered.insert(player.clone());
-        let Some(asked) = self.unanswered.forget(player) else { return };
-        self.measured.insert(player.clone());
-        self.slowest = self.slowest.max(now.saturating_duration_since(asked));
-        let (part, whole) = RESPONSE_QUORUM;
-        let measured = self.measured.len();
-        let quorum = measured * whole >= (measured + self.unanswered.len()) * part;
-        if self.crowd.is_none() && quorum {
-            self.crowd = Some(self.slowest);
-        }
-    }
-
-    /// How long a client shown this transition may take to answer it: `timeout`, or under the
-    /// crowd rule (`crowd_floor` set, the quorum reached) [`RESPONSE_CROWD_FACTOR`] times the
-    /// crowd's answer time, at least `crowd_floor` and at most `timeout`.
-    fn response_timeout(&self, timeout: Duration, crowd_floor: Option<Duration>) -> Duration {
-        match (self.crowd, crowd_floor) {
-            (Some(crowd), Some(floor)) => (crowd * RESPONSE_CROWD_FACTOR).max(floor).min(timeout),
-            _ => timeout,
-        }
-    }
-
     /// The present players that still owe a ready report, in id order.
     pub(crate) fn owing(&self) -> impl Iterator<Item = &PlayerId> {
         self.owing.iter()
     }
 
-    /// Whether `ShowTransition` went out (past Freezing).
-    fn is_resolved(&self) -> bool {
-        self.resolved_at.is_some()
+    /// The present players not set aside: those `ShowTransition` asks an answer of.
+    pub(crate) fn asked_to_answer(&self) -> impl Iterator<Item = &PlayerId> {
+        self.shown.keys().filter(|p| !self.set_aside.contains(*p))
     }
 
     /// Whether `player` was set aside (it missed the response timeout).
@@ -466,11 +411,6 @@ impl Transitions {
             phase: Phase::Freezing(Freezing { destination, saves: VecDeque::new() }),
             ready: BTreeSet::new(),
             excused: BTreeSet::new(),
-            answered: BTreeSet::new(),
-            unanswered: Awaited::default(),
-            measured: BTreeSet::new(),
-            slowest: Duration::ZERO,
-            crowd: None,
             set_aside: BTreeSet::new(),
             arrivals: BTreeSet::new(),
             shown,
@@ -498,10 +438,6 @@ impl Transitions {
         }
         t.shown.insert(player.clone(), now);
         t.update_owing(player);
-        // `ShowTransition` goes to it now if the destination is known, else at resolve.
-        if t.is_resolved() && !t.answered.contains(player) {
-            t.unanswered.ask(player, now);
-        }
         arrival
     }
 
@@ -519,9 +455,8 @@ impl Transitions {
             Err(report) => return report,
         };
         let first = t.ready.insert(player.clone());
-        // A ready report answers `ShowTransition` too, and brings a client that was set aside
-        // back in: it has streamed the destination after all.
-        t.answer(player, now);
+        // A ready report brings a client that was set aside back in: it has streamed the
+        // destination after all.
         t.set_aside.remove(player);
         t.update_owing(player);
         let shown = t.resolved_at.zip(t.shown.get(player)).map(|(r, s)| r.max(*s));
@@ -552,9 +487,6 @@ impl Transitions {
         if let Some(t) = &mut self.current {
             t.ready.remove(player);
             t.excused.remove(player);
-            t.answered.remove(player);
-            t.measured.remove(player);
-            t.unanswered.forget(player);
             t.set_aside.remove(player);
             t.arrivals.remove(player);
             t.shown.remove(player);
@@ -578,51 +510,20 @@ impl Transitions {
         self.last_good.as_ref()
     }
 
-    /// `TransitionShown` from `player` for `id` at `now`: a report for the current id is kept
-    /// whatever the phase (it may come before `ShowTransition`, from the id in
-    /// `FreezeCharacters`); a client set aside stays aside until it reports ready.
-    pub(crate) fn record_shown(
-        &mut self,
-        player: &PlayerId,
-        id: TransitionId,
-        now: Instant,
-    ) -> ReadyReport {
+    /// What a `TransitionShown` naming `id` is: for the transition in flight (kept whatever
+    /// the phase: it may come before `ShowTransition`, from the id in `FreezeCharacters`),
+    /// stale, or never issued. The answer itself is the responses' (`responses.rs`).
+    pub(crate) fn classify(&mut self, id: TransitionId) -> ReadyReport {
         match self.named(id) {
-            Ok(t) => {
-                t.answer(player, now);
-                ReadyReport::Kept
-            }
+            Ok(_) => ReadyReport::Kept,
             Err(report) => report,
         }
-    }
-
-    /// How long a client shown the transition in flight may take to answer it: the response
-    /// `timeout`, cut by the crowd rule when `crowd_floor` is set (see [`RESPONSE_QUORUM`]).
-    pub(crate) fn response_timeout(
-        &self,
-        timeout: Duration,
-        crowd_floor: Option<Duration>,
-    ) -> Duration {
-        self.current.as_ref().map_or(timeout, |t| t.response_timeout(timeout, crowd_floor))
-    }
-
-    /// When the earliest client shown the transition in flight without answering reaches
-    /// `timeout` (its response timeout, from [`Transitions::response_timeout`]).
-    pub(crate) fn response_deadline(&self, timeout: Duration) -> Option<Instant> {
-        self.current.as_ref()?.unanswered.deadline(timeout)
-    }
-
-    /// The present players whose answer to `ShowTransition` is `timeout` or more late at
-    /// `now`, oldest first.
-    pub(crate) fn unanswered(&self, now: Instant, timeout: Duration) -> Vec<PlayerId> {
-        self.current.as_ref().map(|t| t.unanswered.late(now, timeout)).unwrap_or_default()
     }
 
     /// Sets `player` aside from the transition in flight: it is asked nothing more and the
     /// transition no longer waits for its ready report.
     pub(crate) fn set_aside(&mut self, player: &PlayerId) {
         if let Some(t) = &mut self.current {
-            t.unanswered.forget(player);
             t.set_aside.insert(player.clone());
             t.update_owing(player);
         }
@@ -693,16 +594,6 @@ impl Transitions {
         t.span.record("node", tracing::field::display(&target));
         t.target = target;
         t.resolved_at = Some(now);
-        // `ShowTransition` goes to everyone present now: each owes an answer.
-        let asked: Vec<PlayerId> = t
-            .shown
-            .keys()
-            .filter(|p| !t.answered.contains(*p) && !t.set_aside.contains(*p))
-            .cloned()
-            .collect();
-        for player in &asked {
-            t.unanswered.ask(player, now);
-        }
         self.step(now, |phase| match phase {
             Phase::Freezing(freezing) => Ok(Phase::Loading(freezing.resolved())),
             other => Err(other),

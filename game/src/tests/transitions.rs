@@ -583,8 +583,8 @@ fn under_the_proceed_policy_a_joiner_that_never_acknowledges_is_excused_at_its_d
     h.advance(Duration::from_secs(15));
     assert_eq!(h.closed(b), None);
     assert!(h.player("b").placement_excused);
-    assert!(!h.game.acknowledgements.is_awaited(&pid("b")), "its deadline is spent");
-    assert!(!h.game.acknowledgements.is_awaited(&pid("a")), "a acknowledged");
+    assert!(!h.game.responses.awaits_acknowledgement(&pid("b")), "its deadline is spent");
+    assert!(!h.game.responses.awaits_acknowledgement(&pid("a")), "a acknowledged");
     let next = travel(&mut h, "forest");
     h.stream_node("forest");
     h.ready(a);
