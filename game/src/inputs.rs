@@ -15,11 +15,13 @@ use gatehouse_protocol::{
 
 use super::joins::JoinReport;
 use super::pass::level_names;
+use super::persistence::{self, PlayerLoad};
 use super::players::{Player, RefusalVerdict, RefusalWindow};
 use super::spawn::SpawnKind;
 use super::streaming::Streamed;
 use super::transition::{Destination, Phase, ReadyReport};
 use super::{ConnectionId, Departure, Game, LoadId, LoginRefusal, Observation, Output, StreamPart};
+use crate::model::{LoadOutcome, PlayerSave, SessionSave};
 
 impl Game {
     /// A login of a player still connected on `old`: that connection is closed and its player
@@ -95,7 +97,9 @@ impl Game {
             return;
         }
         self.out.counters.logins += 1;
-        let ticket = self.begin_player_load(&id);
+        // `WillAutoLoad`: the player's save is asked for now.
+        let ticket = self.roster.allocate_ticket();
+        self.out.push(Output::LoadPlayer { player: id.clone(), ticket });
         let mut player = Player::new(
             id.clone(),
             connection,
@@ -513,6 +517,46 @@ impl Game {
                 format!("join {join_id} was never started"),
             ),
         }
+    }
+
+    /// `OnLoadCompleted` for a player (`persistence.rs`): its preset resolved; what clients
+    /// were told is replicated where it changed, and the queue is woken (the class is known
+    /// now: a spawn that waited for it can go).
+    pub(crate) fn handle_player_loaded(
+        &mut self,
+        id: &PlayerId,
+        ticket: u64,
+        outcome: LoadOutcome<PlayerSave>,
+    ) {
+        let load =
+            persistence::apply_player_load(&self.world, &mut self.roster, id, ticket, outcome);
+        let PlayerLoad::Applied { failed, connection, view, tags, granted } = load else {
+            self.out.counters.stale_ignored += 1;
+            return;
+        };
+        if failed {
+            self.out.counters.load_failures += 1;
+        }
+        if let Some(view) = view {
+            self.broadcast(ServerMessage::PlayerStateUpdated(view));
+        }
+        if let Some(tags) = tags {
+            self.broadcast(ServerMessage::AbilityTagsChanged { player_id: id.clone(), tags });
+        }
+        if !granted.is_empty() {
+            self.out.counters.kit_grants += 1;
+            self.send(connection, ServerMessage::KitsGranted { kits: granted });
+        }
+        self.spawns.wake();
+    }
+
+    /// `OnLoadCompleted` for the session (`persistence.rs`): the world's node is known now.
+    pub(crate) fn handle_session_loaded(&mut self, outcome: LoadOutcome<SessionSave>) {
+        let Some(failed) = self.session.apply_load(&self.world, outcome) else { return };
+        if failed {
+            self.out.counters.load_failures += 1;
+        }
+        self.spawns.wake();
     }
 
     /// An operator's travel: it supersedes any transition in flight.

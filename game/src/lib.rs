@@ -129,7 +129,7 @@ mod tests;
 use std::sync::Arc;
 use std::time::Instant;
 
-use gatehouse_protocol::{ServerMessage, TransitionId};
+use gatehouse_protocol::{NodeId, PlayerId, ServerMessage, TransitionId};
 
 use crate::world::WorldMap;
 
@@ -407,6 +407,34 @@ impl Game {
     pub(crate) fn effect_pauses_in_sync(&self) -> bool {
         let in_transition = self.transition.current().is_some();
         hazards::pauses_in_sync(&self.roster, &self.joins, in_transition)
+    }
+
+    /// Every load in flight, described for operators: streaming, the session save, player
+    /// saves.
+    fn loads_in_flight(&self) -> Vec<String> {
+        self.session.loads_in_flight(&self.roster, &self.streaming)
+    }
+
+    /// Saves a player at `node`, if its save loaded (a failed load is never saved over).
+    fn save_player(&mut self, id: &PlayerId, node: Option<NodeId>) {
+        if let Some(save) = persistence::player_save(&self.roster, id, node) {
+            self.out.counters.saves_requested += 1;
+            self.out.push(Output::SavePlayer(save));
+        }
+    }
+
+    /// Saves every player and the session at the node the world stands on: the players' saves
+    /// as one output, so ending a transition costs the game task one store request, not one
+    /// per player. Nothing waits for them.
+    fn save_all(&mut self, node: NodeId) {
+        let (saves, session) = self.session.saves_at(&self.roster, &node);
+        if !saves.is_empty() {
+            self.out.counters.saves_requested += saves.len() as u64;
+            self.out.push(Output::SavePlayers(saves));
+        }
+        if let Some(version) = session {
+            self.out.push(Output::SaveSession { node, version });
+        }
     }
 
     /// Queues `message` for `connection`.

@@ -13,6 +13,7 @@ use gatehouse_protocol::{
     TransitionId,
 };
 
+use super::persistence;
 use super::placement::Attempt;
 use super::players::{Persistence, Player};
 use super::spawn::SpawnKind;
@@ -92,6 +93,15 @@ impl Game {
         if self.world.rebalance_teams {
             self.rebalance_teams(id);
         }
+    }
+
+    /// Whether the player saves the transition in Freezing waits for (those in flight when it
+    /// started) have settled: a player gone, or loaded under that ticket, settled it.
+    fn awaited_saves_settled(&mut self) -> bool {
+        let roster = &self.roster;
+        self.transition.awaited_saves_settled(|player, ticket| {
+            roster.player(player).is_some_and(|p| p.persistence == Persistence::Loading { ticket })
+        })
     }
 
     /// The node `destination` names now (the session's node for `SessionNode`).
@@ -274,7 +284,7 @@ impl Game {
         if now < settle_deadline {
             return;
         }
-        if self.is_transition_load_in_flight() {
+        if persistence::transition_load_in_flight(&self.roster, &self.streaming) {
             // A slow load of its own is progress, not a wedge; each is bounded (the shell's
             // streaming, the store's load timeout) and the set it can come from only shrinks.
             self.out.counters.settle_extensions += 1;

@@ -15,13 +15,17 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use gatehouse_protocol::{CharacterDef, NodeId, PlayerId, ServerMessage};
+use gatehouse_protocol::{CharacterDef, NodeId, PlayerId, PlayerStateView};
+use gatehouse_tags::GameplayTag;
 
+use super::ConnectionId;
 use super::abilities::{ActiveEffect, EffectDuration};
 use super::players::{KeptState, Persistence, ResolvedPreset};
-use super::{Game, Output};
+use super::roster::Roster;
+use super::streaming::WorldStreaming;
 use crate::fields::Joined;
 use crate::model::{LoadOutcome, PlayerSave, Preset, SessionSave};
+use crate::world::WorldMap;
 
 /// The session: the world's node and its save.
 #[derive(Debug)]
@@ -143,101 +147,114 @@ impl KeptStates {
     }
 }
 
-impl Game {
-    /// `WillAutoLoad`: asks for the player's save; returns the load's ticket.
-    pub(crate) fn begin_player_load(&mut self, player: &PlayerId) -> u64 {
-        let ticket = self.roster.allocate_ticket();
-        self.out.push(Output::LoadPlayer { player: player.clone(), ticket });
-        ticket
-    }
+/// What a player's save load changed, for the game to replicate.
+#[derive(Debug)]
+pub(crate) enum PlayerLoad {
+    /// Not the load the player waits for (it left, or relaunched since): nothing changed.
+    Stale,
+    /// The preset resolved (`failed`: from the default preset after a failed load).
+    Applied {
+        /// Whether the load failed (the player plays the default preset, unsaved).
+        failed: bool,
+        /// The player's connection.
+        connection: ConnectionId,
+        /// Its player state, if what clients were told changed.
+        view: Option<PlayerStateView>,
+        /// Its ability tags, if they changed.
+        tags: Option<Vec<GameplayTag>>,
+        /// Kits granted now (possession had already happened).
+        granted: Vec<GameplayTag>,
+    },
+}
 
-    /// `OnLoadCompleted` for a player: resolve the preset; the advance pass then retries
-    /// everything that waited on it.
-    pub(crate) fn handle_player_loaded(
+/// `OnLoadCompleted` for `id`'s load `ticket` in `world`: resolves the preset on its player
+/// state in `roster` (a failed load plays the default one, unsaved) and grants the composed
+/// kits if possession already happened. Returns what changed.
+pub(crate) fn apply_player_load(
+    world: &WorldMap,
+    roster: &mut Roster,
+    id: &PlayerId,
+    ticket: u64,
+    outcome: LoadOutcome<PlayerSave>,
+) -> PlayerLoad {
+    let Some(player) = roster.player(id) else { return PlayerLoad::Stale };
+    if player.persistence != (Persistence::Loading { ticket }) {
+        return PlayerLoad::Stale;
+    }
+    let failed = matches!(outcome, LoadOutcome::Failed(_));
+    let (preset, persistence, inventory, equipment) = match outcome {
+        LoadOutcome::Found(save) => {
+            let version = save.version;
+            (save.preset, Persistence::Loaded { version }, save.inventory, save.equipment)
+        }
+        LoadOutcome::NotFound => (
+            new_player_preset(world, id),
+            Persistence::Loaded { version: 0 },
+            Vec::new(),
+            Vec::new(),
+        ),
+        LoadOutcome::Failed(reason) => {
+            tracing::warn!(player = %id, %reason,
+                "save load failed: playing the default preset, and this session is not saved");
+            let default = Preset::ReadOnly { name: world.default_preset.clone() };
+            (default, Persistence::Disabled, Vec::new(), Vec::new())
+        }
+    };
+    let (def, kits) = resolve_preset(world, id, &preset);
+    let Some(mut player) = roster.player_mut(id) else { return PlayerLoad::Stale };
+    // What clients were told already: only a change is replicated (admitting N players must
+    // not cost more frames than the facts that changed).
+    let (view_before, tags_before) = (player.view(), player.abilities.tags());
+    player.persistence = persistence;
+    player.inventory = inventory;
+    for tag in &equipment {
+        if !player.abilities.has_effect(*tag) {
+            player.abilities.apply(ActiveEffect { tag: *tag, duration: EffectDuration::Infinite });
+        }
+    }
+    player.equipment = equipment;
+    match &player.character_def {
+        None => player.character_def = Some(def),
+        Some(current) if *current != def => {
+            // A relaunch spawned with the remembered class; keep it for this session so the
+            // pawn and its player state agree.
+            tracing::info!(player = %id, remembered = %current, saved = %def,
+                "saved character def differs from the remembered one; keeping the pawn's");
+        }
+        Some(_) => {}
+    }
+    player.preset = Some(ResolvedPreset { source: preset, kits: kits.clone() });
+    // InitializeProvider: grants the composed kits if possession already happened.
+    let granted = player.abilities.initialize_provider(&kits);
+    let (connection, view, tags) = (player.connection, player.view(), player.abilities.tags());
+    drop(player);
+    tracing::info!(player = %id, kits = %Joined(&kits), "preset resolved");
+    PlayerLoad::Applied {
+        failed,
+        connection,
+        view: (view != view_before).then_some(view),
+        tags: (tags != tags_before).then_some(tags),
+        granted,
+    }
+}
+
+impl Session {
+    /// `OnLoadCompleted` for the session in `world`: the world's node is known now. Returns
+    /// whether the load failed (the session is then never saved); `None` if no session load
+    /// was awaited.
+    pub(crate) fn apply_load(
         &mut self,
-        id: &PlayerId,
-        ticket: u64,
-        outcome: LoadOutcome<PlayerSave>,
-    ) {
-        let Some(player) = self.roster.player(id) else { return };
-        if player.persistence != (Persistence::Loading { ticket }) {
-            self.out.counters.stale_ignored += 1;
-            return;
-        }
-        let (preset, persistence, inventory, equipment) = match outcome {
-            LoadOutcome::Found(save) => {
-                let version = save.version;
-                (save.preset, Persistence::Loaded { version }, save.inventory, save.equipment)
-            }
-            LoadOutcome::NotFound => (
-                self.new_player_preset(id),
-                Persistence::Loaded { version: 0 },
-                Vec::new(),
-                Vec::new(),
-            ),
-            LoadOutcome::Failed(reason) => {
-                self.out.counters.load_failures += 1;
-                tracing::warn!(player = %id, %reason,
-                    "save load failed: playing the default preset, and this session is not saved");
-                let default = Preset::ReadOnly { name: self.world.default_preset.clone() };
-                (default, Persistence::Disabled, Vec::new(), Vec::new())
-            }
-        };
-        let (def, kits) = self.resolve_preset(id, &preset);
-        let Some(mut player) = self.roster.player_mut(id) else { return };
-        // What clients were told already: only a change is replicated (admitting N players
-        // must not cost more frames than the facts that changed).
-        let (view_before, tags_before) = (player.view(), player.abilities.tags());
-        player.persistence = persistence;
-        player.inventory = inventory;
-        for tag in &equipment {
-            if !player.abilities.has_effect(*tag) {
-                player
-                    .abilities
-                    .apply(ActiveEffect { tag: *tag, duration: EffectDuration::Infinite });
-            }
-        }
-        player.equipment = equipment;
-        match &player.character_def {
-            None => player.character_def = Some(def),
-            Some(current) if *current != def => {
-                // A relaunch spawned with the remembered class; keep it for this session so the
-                // pawn and its player state agree.
-                tracing::info!(player = %id, remembered = %current, saved = %def,
-                    "saved character def differs from the remembered one; keeping the pawn's");
-            }
-            Some(_) => {}
-        }
-        player.preset = Some(ResolvedPreset { source: preset, kits: kits.clone() });
-        // InitializeProvider: grants the composed kits if possession already happened.
-        let granted = player.abilities.initialize_provider(&kits);
-        let (connection, view, tags) = (player.connection, player.view(), player.abilities.tags());
-        drop(player);
-        tracing::info!(player = %id, kits = %Joined(&kits), "preset resolved");
-        if view != view_before {
-            self.broadcast(ServerMessage::PlayerStateUpdated(view));
-        }
-        if tags != tags_before {
-            self.broadcast(ServerMessage::AbilityTagsChanged { player_id: id.clone(), tags });
-        }
-        if !granted.is_empty() {
-            self.out.counters.kit_grants += 1;
-            self.send(connection, ServerMessage::KitsGranted { kits: granted });
-        }
-        // The class is known now: a spawn that waited for it can go.
-        self.spawns.wake();
-    }
-
-    /// `OnLoadCompleted` for the session: the world's node is known now.
-    pub(crate) fn handle_session_loaded(&mut self, outcome: LoadOutcome<SessionSave>) {
-        if !self.session.is_loading() {
-            return;
+        world: &WorldMap,
+        outcome: LoadOutcome<SessionSave>,
+    ) -> Option<bool> {
+        if !self.is_loading() {
+            return None;
         }
         let version = match outcome {
             LoadOutcome::Found(save) => {
-                if self.world.node(&save.node).is_some() {
+                if world.node(&save.node).is_some() {
                     tracing::info!(node = %save.node, "session save restores the world's node");
-                    self.session.set_node(save.node);
+                    self.set_node(save.node);
                 } else {
                     tracing::warn!(node = %save.node, "session save names a node this world lacks; starting at the start node");
                 }
@@ -248,40 +265,33 @@ impl Game {
                 Some(0)
             }
             LoadOutcome::Failed(reason) => {
-                self.out.counters.load_failures += 1;
                 tracing::warn!(%reason, "session load failed; starting at the start node, and the session is not saved");
                 None
             }
         };
-        self.session.settle(version);
-        self.spawns.wake();
+        self.settle(version);
+        Some(version.is_none())
     }
 
-    /// Whether the session save and every player's save have settled: no load in flight, for
-    /// the settle-hold and the operators' snapshot (the travel waits only for the saves in
-    /// flight at its start: [`Game::awaited_saves_settled`]).
-    pub(crate) fn persistence_settled(&self) -> bool {
-        !self.session.is_loading()
-            && self.roster.players().all(|p| !matches!(p.persistence, Persistence::Loading { .. }))
+    /// Whether the session save and every save of a player in `roster` have settled: no load
+    /// in flight, for the operators' snapshot.
+    pub(crate) fn settled(&self, roster: &Roster) -> bool {
+        !self.is_loading()
+            && roster.players().all(|p| !matches!(p.persistence, Persistence::Loading { .. }))
     }
 
-    /// Whether the player saves the transition in Freezing waits for (those in flight when it
-    /// started) have settled: a player gone, or loaded under that ticket, settled it.
-    pub(crate) fn awaited_saves_settled(&mut self) -> bool {
-        let roster = &self.roster;
-        self.transition.awaited_saves_settled(|player, ticket| {
-            roster.player(player).is_some_and(|p| p.persistence == Persistence::Loading { ticket })
-        })
-    }
-
-    /// Every load in flight, described for operators: streaming, the session save, player
-    /// saves.
-    pub(crate) fn loads_in_flight(&self) -> Vec<String> {
-        let mut out = self.streaming.loads_in_flight();
-        if self.session.is_loading() {
+    /// Every load in flight, described for operators: `streaming`'s, the session save, the
+    /// saves of players in `roster`.
+    pub(crate) fn loads_in_flight(
+        &self,
+        roster: &Roster,
+        streaming: &WorldStreaming,
+    ) -> Vec<String> {
+        let mut out = streaming.loads_in_flight();
+        if self.is_loading() {
             out.push("session save".into());
         }
-        for p in self.roster.players() {
+        for p in roster.players() {
             if let Persistence::Loading { ticket } = p.persistence {
                 out.push(format!("save of {} (ticket {ticket})", p.id));
             }
@@ -289,115 +299,94 @@ impl Game {
         out
     }
 
-    /// Whether any save load is in flight (for the operators' snapshot).
-    pub(crate) fn is_save_load_in_flight(&self) -> bool {
-        !self.persistence_settled()
-    }
-
-    /// Whether a load the transition in flight waits for is in flight: progress that extends
-    /// its settle-hold (docs/protocol.md 4.2, "Progress"). Those are its node's streaming (the
-    /// levels, a dungeon's rooms) and the save of a player whose placement it waits for (one
-    /// neither placed nor excused: a first login's pawn class comes with its save). A save an
-    /// arrival asked for is not one: the transition does not wait for arrivals, so a login or
-    /// relaunch once it waits for its clients can never push its deadline. The saves in
-    /// flight when it started settled before it resolved its destination. Scans the roster:
-    /// asked only at a settle deadline.
-    pub(crate) fn is_transition_load_in_flight(&self) -> bool {
-        self.streaming.is_load_in_flight()
-            || self.roster.players().any(|p| {
-                !p.is_placed_or_excused() && matches!(p.persistence, Persistence::Loading { .. })
-            })
-    }
-
-    /// The preset a player without a save starts with: a saved character or a read-only preset
-    /// from the catalog, chosen by the player id so runs are reproducible.
-    fn new_player_preset(&self, id: &PlayerId) -> Preset {
-        let hash =
-            id.as_str().bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
-        let presets = &self.world.presets;
-        let Some(spec) = presets.get(hash as usize % presets.len().max(1)) else {
-            return Preset::ReadOnly { name: self.world.default_preset.clone() };
-        };
-        if hash % 2 == 0 {
-            Preset::Character { character_def: spec.character_def.clone(), kits: spec.kits.clone() }
-        } else {
-            Preset::ReadOnly { name: spec.name.clone() }
-        }
-    }
-
-    /// The character def and kits a preset stands for. An unknown read-only preset falls back
-    /// to the default one, loudly.
-    fn resolve_preset(
+    /// The saves of every player in `roster` at `node` (those whose save loaded), and the
+    /// session's node and version if the session is saved at all.
+    pub(crate) fn saves_at(
         &self,
-        id: &PlayerId,
-        preset: &Preset,
-    ) -> (CharacterDef, Vec<gatehouse_tags::GameplayTag>) {
-        match preset {
-            Preset::Character { character_def, kits } => (character_def.clone(), kits.clone()),
-            Preset::ReadOnly { name } => {
-                let spec = self.world.preset(name).or_else(|| {
-                    tracing::warn!(player = %id, preset = %name, "unknown read-only preset; using the default");
-                    self.world.default_preset()
-                });
-                match spec {
-                    Some(spec) => (spec.character_def.clone(), spec.kits.clone()),
-                    None => (self.fallback_character_def(), Vec::new()),
-                }
+        roster: &Roster,
+        node: &NodeId,
+    ) -> (Vec<PlayerSave>, Option<u64>) {
+        let saves =
+            roster.ids().filter_map(|id| player_save(roster, id, Some(node.clone()))).collect();
+        (saves, self.save_version())
+    }
+}
+
+/// Whether a load the transition in flight waits for is in flight: progress that extends its
+/// settle-hold (docs/protocol.md 4.2, "Progress"). Those are its node's `streaming` (the
+/// levels, a dungeon's rooms) and the save of a player in `roster` whose placement it waits for
+/// (one neither placed nor excused: a first login's pawn class comes with its save). A save an
+/// arrival asked for is not one: the transition does not wait for arrivals, so a login or
+/// relaunch once it waits for its clients can never push its deadline. The saves in flight when
+/// it started settled before it resolved its destination. Scans the roster: asked only at a
+/// settle deadline.
+pub(crate) fn transition_load_in_flight(roster: &Roster, streaming: &WorldStreaming) -> bool {
+    streaming.is_load_in_flight()
+        || roster.players().any(|p| {
+            !p.is_placed_or_excused() && matches!(p.persistence, Persistence::Loading { .. })
+        })
+}
+
+/// The preset a player without a save starts with: a saved character or a read-only preset
+/// from `world`'s catalog, chosen by the player id so runs are reproducible.
+fn new_player_preset(world: &WorldMap, id: &PlayerId) -> Preset {
+    let hash = id.as_str().bytes().fold(0u32, |h, b| h.wrapping_mul(31).wrapping_add(u32::from(b)));
+    let presets = &world.presets;
+    let Some(spec) = presets.get(hash as usize % presets.len().max(1)) else {
+        return Preset::ReadOnly { name: world.default_preset.clone() };
+    };
+    if hash % 2 == 0 {
+        Preset::Character { character_def: spec.character_def.clone(), kits: spec.kits.clone() }
+    } else {
+        Preset::ReadOnly { name: spec.name.clone() }
+    }
+}
+
+/// The character def and kits a preset stands for in `world`. An unknown read-only preset
+/// falls back to the default one, loudly.
+fn resolve_preset(
+    world: &WorldMap,
+    id: &PlayerId,
+    preset: &Preset,
+) -> (CharacterDef, Vec<GameplayTag>) {
+    match preset {
+        Preset::Character { character_def, kits } => (character_def.clone(), kits.clone()),
+        Preset::ReadOnly { name } => {
+            let spec = world.preset(name).or_else(|| {
+                tracing::warn!(player = %id, preset = %name, "unknown read-only preset; using the default");
+                world.default_preset()
+            });
+            match spec {
+                Some(spec) => (spec.character_def.clone(), spec.kits.clone()),
+                // The world's default preset is checked to exist when the world loads.
+                None => (world.presets[0].character_def.clone(), Vec::new()),
             }
         }
     }
+}
 
-    /// The CharacterDef of the world's default preset, for a player with none of its own.
-    fn fallback_character_def(&self) -> CharacterDef {
-        // The world's default preset is checked to exist when the world loads.
-        self.world
-            .default_preset()
-            .map(|p| p.character_def.clone())
-            .unwrap_or_else(|| self.world.presets[0].character_def.clone())
-    }
-
-    /// Saves a player at `node`, if its save loaded (a failed load is never saved over).
-    ///
-    /// Every save of a session carries the version its load found: the store worker, which
-    /// applies one player's saves in order, bases each on the newest version it wrote itself,
-    /// so a save it gave up on never makes the next one conflict, while a version another
-    /// process wrote still does.
-    pub(crate) fn save_player(&mut self, id: &PlayerId, node: Option<NodeId>) {
-        if let Some(save) = self.player_save(id, node) {
-            self.out.counters.saves_requested += 1;
-            self.out.push(Output::SavePlayer(save));
-        }
-    }
-
-    /// Saves every player and the session at the node the world stands on: the players' saves
-    /// as one output, so ending a transition costs the game task one store request, not one
-    /// per player. Nothing waits for them.
-    pub(crate) fn save_all(&mut self, node: NodeId) {
-        let saves: Vec<PlayerSave> =
-            self.roster.ids().filter_map(|id| self.player_save(id, Some(node.clone()))).collect();
-        if !saves.is_empty() {
-            self.out.counters.saves_requested += saves.len() as u64;
-            self.out.push(Output::SavePlayers(saves));
-        }
-        if let Some(version) = self.session.save_version() {
-            self.out.push(Output::SaveSession { node, version });
-        }
-    }
-
-    /// A player's save at `node`, if its save loaded (a failed load is never saved over).
-    fn player_save(&self, id: &PlayerId, node: Option<NodeId>) -> Option<PlayerSave> {
-        let player = self.roster.player(id)?;
-        let Persistence::Loaded { version } = &player.persistence else { return None };
-        let preset = player.preset.as_ref()?;
-        Some(PlayerSave {
-            player: id.clone(),
-            node,
-            preset: preset.source.clone(),
-            inventory: player.inventory.clone(),
-            equipment: player.equipment.clone(),
-            version: *version,
-        })
-    }
+/// A player's save at `node`, if its save loaded (a failed load is never saved over).
+///
+/// Every save of a session carries the version its load found: the store worker, which applies
+/// one player's saves in order, bases each on the newest version it wrote itself, so a save it
+/// gave up on never makes the next one conflict, while a version another process wrote still
+/// does.
+pub(crate) fn player_save(
+    roster: &Roster,
+    id: &PlayerId,
+    node: Option<NodeId>,
+) -> Option<PlayerSave> {
+    let player = roster.player(id)?;
+    let Persistence::Loaded { version } = &player.persistence else { return None };
+    let preset = player.preset.as_ref()?;
+    Some(PlayerSave {
+        player: id.clone(),
+        node,
+        preset: preset.source.clone(),
+        inventory: player.inventory.clone(),
+        equipment: player.equipment.clone(),
+        version: *version,
+    })
 }
 
 #[cfg(test)]

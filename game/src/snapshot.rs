@@ -101,7 +101,7 @@ pub(super) fn take(game: &Game) -> GameSnapshot {
         transition_id: current.map(|t| t.id),
         transition_target: current.map(|t| t.target.clone()),
         streamed_node: game.streaming.streamed_node().cloned(),
-        load_in_flight: game.streaming.is_load_in_flight() || game.is_save_load_in_flight(),
+        load_in_flight: game.streaming.is_load_in_flight() || !game.session.settled(&game.roster),
         loads_in_flight: game.loads_in_flight(),
         pending_spawns: game
             .spawns
