@@ -109,7 +109,6 @@ mod pass;
 mod persistence;
 mod placement;
 mod players;
-mod respawn;
 mod responses;
 mod roster;
 mod snapshot;
@@ -407,6 +406,12 @@ impl Game {
     pub(crate) fn effect_pauses_in_sync(&self) -> bool {
         let in_transition = self.transition.current().is_some();
         hazards::pauses_in_sync(&self.roster, &self.joins, in_transition)
+    }
+
+    /// The node a spawn outside a transition goes to (`GetCurrentSpawnNodeID`): the streamed
+    /// node, or the session's before anything streamed.
+    fn current_spawn_node(&self) -> NodeId {
+        self.streaming.streamed_node().cloned().unwrap_or_else(|| self.session.node().clone())
     }
 
     /// Every load in flight, described for operators: streaming, the session save, player

@@ -14,7 +14,7 @@ use gatehouse_protocol::{
 };
 
 use super::persistence;
-use super::placement::Attempt;
+use super::placement::{Attempt, Placement, Spawned};
 use super::players::{Persistence, Player};
 use super::spawn::SpawnKind;
 use super::spawn::SpawnRequest;
@@ -215,10 +215,14 @@ impl Game {
         let mut teleported: Vec<(NodeId, Vec<PawnId>)> = Vec::new();
         for request in self.spawns.take_all() {
             let span = request.span().clone();
-            match span.in_scope(|| self.attempt_spawn(now, &request)) {
+            match span.in_scope(|| self.placement().attempt(&request)) {
                 Attempt::Done => {}
-                Attempt::Spawned => self.observe_placed(&request, now),
+                Attempt::Spawned(spawned) => {
+                    self.announce_spawn(now, spawned);
+                    self.observe_placed(&request, now);
+                }
                 Attempt::Teleported(pawn) => {
+                    self.out.counters.pawns_teleported += 1;
                     self.observe_placed(&request, now);
                     match teleported.iter_mut().find(|(n, _)| *n == request.node) {
                         Some((_, pawns)) => pawns.push(pawn),
@@ -226,6 +230,12 @@ impl Game {
                     }
                 }
                 Attempt::Wait => self.spawns.keep(request),
+                Attempt::Refused => {
+                    self.out.counters.spawn_refusals += 1;
+                    self.out
+                        .observe(Observation::SpawnRefused { cause: SpawnRefusal::LevelNotReady });
+                    self.spawns.keep(request);
+                }
                 Attempt::Retry => {
                     retry = true;
                     self.spawns.keep(request);
@@ -243,6 +253,104 @@ impl Game {
             self.out.counters.spawn_point_retries += 1;
             self.out.observe(Observation::SpawnRefused { cause: SpawnRefusal::NoSpawnPoint });
             self.timers.set_earliest(Timer::SpawnRetry, now + self.rules.spawn_retry);
+        }
+    }
+
+    /// `QueueSpawnRequest`: queue, and wake the queue, which the advance pass processes unless a
+    /// transition owns spawning.
+    pub(crate) fn queue_spawn_request(
+        &mut self,
+        now: Instant,
+        player: PlayerId,
+        kind: SpawnKind,
+        node: NodeId,
+    ) {
+        if self.spawns.has_request_for(&player) {
+            tracing::debug!(%player, %kind, "spawn request not queued: one is already pending");
+        } else if self.transition.is_set_aside(&player) {
+            // Nothing in the transition waits for it: its join places it afterwards.
+            tracing::debug!(%player, %kind, "spawn request not queued: set aside");
+        } else {
+            tracing::debug!(%player, %kind, %node, "spawn request queued");
+            self.spawns.queue(SpawnRequest::new(player, kind, node, now));
+        }
+        self.spawns.wake();
+    }
+
+    /// `EnsureSpawnsQueuedForAllPlayers`: a request for every player without one that is
+    /// pawnless (initial spawn) or whose pawn stands on another node than the transition's (or
+    /// the session's) node (level transition).
+    pub(crate) fn ensure_spawns_queued_for_all_players(&mut self, now: Instant) {
+        let node =
+            self.transition.current().map_or_else(|| self.session.node(), |t| &t.target).clone();
+        let mut new = Vec::new();
+        for player in self.roster.players() {
+            // A client set aside is placed by a join of its own once the transition ends; an
+            // arrival's request is queued by its own ready report, or a join places it too.
+            if self.spawns.has_request_for(&player.id)
+                || self.transition.is_set_aside(&player.id)
+                || self.transition.is_arrival(&player.id)
+            {
+                continue;
+            }
+            match self.roster.possessed_pawn(&player.id) {
+                None => new.push(SpawnRequest::new(
+                    player.id.clone(),
+                    SpawnKind::Initial,
+                    node.clone(),
+                    now,
+                )),
+                Some(pawn) if pawn.node != node => new.push(SpawnRequest::new(
+                    player.id.clone(),
+                    SpawnKind::LevelTransition,
+                    node.clone(),
+                    now,
+                )),
+                Some(_) => {}
+            }
+        }
+        self.spawns.extend(new);
+    }
+
+    /// The spawn manager's view: the roster it places pawns in, the streaming state and the
+    /// world it reads (`placement.rs`).
+    fn placement(&mut self) -> Placement<'_> {
+        Placement { roster: &mut self.roster, streaming: &self.streaming, world: &self.world }
+    }
+
+    /// `RestartPlayerAtPlayerStart` for `player` on `node` at `now`: the pawn it spawns, if the
+    /// gates allowed one (announced as [`Game::announce_spawn`] says).
+    pub(crate) fn restart_player_at_player_start(
+        &mut self,
+        now: Instant,
+        player: &PlayerId,
+        node: &NodeId,
+    ) -> Option<PawnId> {
+        let spawned = self.placement().restart_at_player_start(player, node)?;
+        let pawn = spawned.pawn.pawn_id;
+        self.announce_spawn(now, spawned);
+        Some(pawn)
+    }
+
+    /// A pawn was spawned and possessed at `now`: every client hears of the pawn (and of its
+    /// death, if its player is dead), its player's client of the possession and the kits it
+    /// granted, and every client of the dead pawn it replaced; its acknowledgement is awaited.
+    fn announce_spawn(&mut self, now: Instant, spawned: Spawned) {
+        let Spawned { player, connection, pawn, granted, replaced } = spawned;
+        self.out.counters.pawns_spawned += 1;
+        let (pawn_id, alive) = (pawn.pawn_id, pawn.alive);
+        self.broadcast(ServerMessage::PawnSpawned(pawn));
+        if !alive {
+            self.broadcast(ServerMessage::PawnDied { pawn_id });
+        }
+        self.responses.possessed(&player, now);
+        self.send(connection, ServerMessage::Possessed { pawn_id });
+        if !granted.is_empty() {
+            self.out.counters.kit_grants += 1;
+            self.send(connection, ServerMessage::KitsGranted { kits: granted });
+        }
+        if let Some(dead) = replaced {
+            self.broadcast(ServerMessage::PawnDestroyed { pawn_id: dead });
         }
     }
 
