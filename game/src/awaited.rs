@@ -2,14 +2,7 @@
 //! asks and as answers come, so the earliest deadline is found without a scan of every player.
 //! It sees no roster and emits nothing.
 //!
-//! The game keeps these (docs/spec/transitions.md T9: no client can wedge a transition):
-//! - possessions awaiting their client's acknowledgement, with two bounds: the response
-//!   timeout (an acknowledgement needs no streaming, so a client that misses it is excused from
-//!   placement and nothing waits for it any more) and the settle timeout (the client-ready
-//!   policy, wherever the possession happened: a join, a respawn, a transition);
-//! - per transition, the players shown it that have not answered `TransitionShown` (or
-//!   reported ready): one that misses the response timeout is set aside;
-//! - the clients set aside and silent since, for the client-ready timeout.
+//! `Responses` (`responses.rs`) keeps four of these, one per kind of answer and bound.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};

@@ -18,39 +18,44 @@
 //!
 //! # Layout: a coordinator over owned sub-states
 //!
-//! `Game` holds the configuration, one field per sub-state, the timer table, the output queue
-//! and the counters. Each sub-state owns its collections and their indexes, which change only
-//! through its own methods; it sees no other sub-state and emits no output. The records a
-//! collection holds (a `Player`, a `Pawn`) are plain data: the coordinator reads and edits their
-//! fields through the roster's `player_mut`/`pawn_mut`, and names the repeated edits as methods
-//! on the record:
+//! `Game` holds twelve fields: the rules and the world map, one field per sub-state, the timer
+//! table and the outbox. Each sub-state owns its collections and their indexes, which change
+//! only through its own methods; it emits no output. The records a collection holds (a
+//! `Player`, a `Pawn`) are plain data: the coordinator reads and edits their fields through
+//! the roster's `player_mut`/`pawn_mut`, and names the repeated edits as methods on the record.
 //!
 //! - `Roster` (`roster.rs`): logged-in players and their player states (`players.rs`), the
-//!   connection index, the pawns, pawn ids and save-load tickets;
+//!   connection index, the pawns, pawn ids and save-load tickets, and how often each player id
+//!   logged in lately (`logins.rs`);
 //! - `SpawnQueue` (`spawn.rs`): pending spawn requests, and whether something woke the queue;
-//! - `Transitions` (`transition.rs`): the transition in flight (its phase, its ready and
-//!   excused sets, when each player was shown it, its deadlines), transition ids, the route
-//!   schedule, the last node a transition reached;
+//! - `Transitions` (`transition.rs`): the transition in flight (its phase, its ready, excused
+//!   and set-aside sets, when each player was shown it, its deadlines), transition ids, the
+//!   route schedule, the last node a transition reached, and whether the world is unavailable;
 //! - `Joins` (`joins.rs`): the joins in flight (a player who logs in while no transition runs
 //!   streams its node before it gets a pawn) and the join ids;
-//! - `LoginRate` (`logins.rs`): how often each player id logged in lately;
-//! - `Awaited` (`awaited.rs`): answers awaited from players by when they were asked: the
-//!   possessions awaiting their client's acknowledgement (two bounds: the response timeout
-//!   excuses, the settle timeout applies the policy) and, per transition, the players that have
-//!   not answered `ShowTransition`;
+//! - `Responses` (`responses.rs`): every answer awaited from clients, with its bound (the
+//!   `ShowTransition` answers, the acknowledgements of possessions at the answer and the settle
+//!   timeouts, the clients unresponsive since they were set aside) and the crowd rule;
 //! - `WorldStreaming` (`streaming.rs`): what is streamed and streaming; the world-map gate;
 //! - `Session` (`persistence.rs`): the session's node and save; the kept player states of
 //!   recently departed players;
-//! - `Hazards` (`hazards.rs`): when each hazard next afflicts someone;
-//! - `AbilityState` (`abilities.rs`, one per player state): tags, effects, health, kit latches;
-//! - `TimerTable` (`timers.rs`): the named deadlines behind [`Game::poll_timeout`].
+//! - `Effects` (`hazards.rs`): when each hazard next afflicts someone, and whether the effect
+//!   pauses follow a transition (the effects themselves are on each player state's
+//!   `AbilityState`, `abilities.rs`);
+//! - `TimerTable` (`timers.rs`): the named deadlines behind [`Game::poll_timeout`];
+//! - `Outbox` (`outbox.rs`): outputs, observations and counters not yet taken by the shell.
 //!
-//! The `impl Game` blocks join them. This file holds every public method and the advance pass;
-//! `inputs.rs` has one handler per input and client message; `pass.rs` the steps of the pass,
-//! the start of a transition and the client-ready policy; `placement.rs` the spawn attempts
-//! (the world-map gate, pawn creation, possession, teleports); `respawn.rs`, `persistence.rs`
-//! and `hazards.rs` the respawn, the saves and the effects; `snapshot.rs` the operators' view.
-//! The public boundary types (inputs, outputs, rules, counters) are in `interface.rs`.
+//! Where a room's work needs more than its own state, it borrows what it needs and returns
+//! what happened as facts, which the coordinator replicates and counts: a spawn attempt is
+//! `placement.rs`'s `Placement` over the roster and the streaming state (`Attempt`,
+//! `Spawned`); a save load is `persistence.rs`'s `apply_player_load` (`PlayerLoad`); an
+//! effects step is `Effects::run` (`EffectEvent`s).
+//!
+//! The `impl Game` blocks are in three files. This one holds every public method, the step
+//! dispatch, the advance pass and the output helpers; `inputs.rs` has one handler per input and
+//! client message; `pass.rs` the steps of the pass, the start and end of a transition, the
+//! timeouts and the client-ready policy. `snapshot.rs` is the operators' view; the public
+//! boundary types (inputs, outputs, rules, counters) are in `interface.rs`.
 //!
 //! # One step: record, then advance
 //!

@@ -1,6 +1,7 @@
 //! The steps of the advance pass, in the order `Game::advance` runs them (the `game` module
-//! documentation says why that order), the start of a transition, its failure at the hard
-//! maximum, and the client-ready policy.
+//! documentation says why that order); the spawn queue's requests and the announcement of a
+//! spawn; the start and end of a transition, its failure at the hard maximum; the timeouts of
+//! the answers awaited from clients, and the client-ready policy.
 //!
 //! Only `Game::advance` calls the steps. Each one reads the sub-states, acts if its condition
 //! holds, and records what it did; none calls another.
