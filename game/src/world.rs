@@ -177,6 +177,11 @@ fn hundred() -> u32 {
     100
 }
 
+/// A [`WorldProblem`]: the dotted key at fault and what is wrong with it.
+fn invalid(key: impl Into<String>, why: impl Into<String>) -> WorldProblem {
+    WorldProblem { key: key.into(), why: why.into() }
+}
+
 impl WorldMap {
     /// Parses and checks world-map text (TOML), for tests and tools; the server reads its file
     /// with `gatehouse_server::config::load_world`, whose errors name the line.
@@ -197,9 +202,19 @@ impl WorldMap {
     /// # Errors
     /// The first [`WorldProblem`] found: the dotted key at fault and what is wrong.
     pub fn check(&self) -> Result<(), WorldProblem> {
-        let invalid = |key: String, why: String| WorldProblem { key, why };
+        let ids = self.check_nodes()?;
+        self.check_start_node(&ids)?;
+        self.check_travel(&ids)?;
+        let preset_names = self.check_presets()?;
+        self.check_new_player(&preset_names)?;
+        self.check_hazards(&ids)
+    }
+
+    /// At least one node, each with a unique id and at least one level; gives the declared ids,
+    /// against which the other checks resolve every node reference.
+    fn check_nodes(&self) -> Result<HashSet<&NodeId>, WorldProblem> {
         if self.nodes.is_empty() {
-            return Err(invalid("node".into(), "declare at least one [[node]]".into()));
+            return Err(invalid("node", "declare at least one [[node]]"));
         }
         let mut ids = HashSet::new();
         for (i, node) in self.nodes.iter().enumerate() {
@@ -210,30 +225,47 @@ impl WorldMap {
                 ));
             }
             if node.levels.is_empty() {
-                return Err(invalid(format!("node[{i}].levels"), "list at least one level".into()));
+                return Err(invalid(format!("node[{i}].levels"), "list at least one level"));
             }
         }
-        let known = |id: &NodeId| ids.contains(id);
-        if !known(&self.start_node) {
+        Ok(ids)
+    }
+
+    /// `start_node` is a declared node.
+    fn check_start_node(&self, ids: &HashSet<&NodeId>) -> Result<(), WorldProblem> {
+        if !ids.contains(&self.start_node) {
             return Err(invalid(
-                "start_node".into(),
+                "start_node",
                 format!("{} is not a declared node", self.start_node),
             ));
         }
-        if let Some(travel) = &self.travel {
-            if travel.route.is_empty() {
-                return Err(invalid("travel.route".into(), "list at least one node".into()));
-            }
-            if let Some((i, id)) = travel.route.iter().enumerate().find(|(_, id)| !known(id)) {
-                return Err(invalid(
-                    format!("travel.route[{i}]"),
-                    format!("{id} is not a declared node"),
-                ));
-            }
-            if travel.interval < Duration::from_millis(100) {
-                return Err(invalid("travel.interval_ms".into(), "must be at least 100".into()));
-            }
+        Ok(())
+    }
+
+    /// `[travel]`, if present: a route of at least one node, every one declared, and an
+    /// interval of at least 100 ms.
+    fn check_travel(&self, ids: &HashSet<&NodeId>) -> Result<(), WorldProblem> {
+        let Some(travel) = &self.travel else {
+            return Ok(());
+        };
+        if travel.route.is_empty() {
+            return Err(invalid("travel.route", "list at least one node"));
         }
+        if let Some((i, id)) = travel.route.iter().enumerate().find(|(_, id)| !ids.contains(id)) {
+            return Err(invalid(
+                format!("travel.route[{i}]"),
+                format!("{id} is not a declared node"),
+            ));
+        }
+        if travel.interval < Duration::from_millis(100) {
+            return Err(invalid("travel.interval_ms", "must be at least 100"));
+        }
+        Ok(())
+    }
+
+    /// Each `[[preset]]`: a unique name and declared kits; gives the names, which
+    /// `default_preset` must be one of.
+    fn check_presets(&self) -> Result<HashSet<&str>, WorldProblem> {
         let mut preset_names = HashSet::new();
         for (i, preset) in self.presets.iter().enumerate() {
             if !preset_names.insert(preset.name.as_str()) {
@@ -249,21 +281,33 @@ impl WorldMap {
                 ));
             }
         }
+        Ok(preset_names)
+    }
+
+    /// What a player starts a session with: declared `startup_kits`, a `default_preset` among
+    /// `preset_names`, and a `max_health` of at least 1.
+    fn check_new_player(&self, preset_names: &HashSet<&str>) -> Result<(), WorldProblem> {
         if let Some(kit) = self.startup_kits.iter().find(|k| !k.is_declared()) {
-            return Err(invalid("startup_kits".into(), format!("{kit} is not a declared tag")));
+            return Err(invalid("startup_kits", format!("{kit} is not a declared tag")));
         }
         if !preset_names.contains(self.default_preset.as_str()) {
             return Err(invalid(
-                "default_preset".into(),
+                "default_preset",
                 format!("{} is not a declared [[preset]]", self.default_preset),
             ));
         }
         if self.max_health == 0 {
-            return Err(invalid("max_health".into(), "must be at least 1".into()));
+            return Err(invalid("max_health", "must be at least 1"));
         }
+        Ok(())
+    }
+
+    /// Each `[[hazard]]`: on a declared node, applying a declared effect tag, with its tick,
+    /// duration and exposure each above 0 (a hazard effect has a finite duration).
+    fn check_hazards(&self, ids: &HashSet<&NodeId>) -> Result<(), WorldProblem> {
         for (i, hazard) in self.hazards.iter().enumerate() {
             let key = |k: &str| format!("hazard[{i}].{k}");
-            if !known(&hazard.node) {
+            if !ids.contains(&hazard.node) {
                 return Err(invalid(
                     key("node"),
                     format!("{} is not a declared node", hazard.node),
@@ -278,7 +322,7 @@ impl WorldMap {
             if hazard.tick.is_zero() || hazard.duration.is_zero() || hazard.exposure.is_zero() {
                 return Err(invalid(
                     key("tick_ms"),
-                    "tick_ms, duration_ms and exposure_ms must be above 0 (a hazard effect has a finite duration)".into(),
+                    "tick_ms, duration_ms and exposure_ms must be above 0 (a hazard effect has a finite duration)",
                 ));
             }
         }

@@ -157,32 +157,10 @@ impl Server {
         world: WorldMap,
         game_world: impl World,
     ) -> Result<Server, ServerError> {
-        for warning in config.exposure_warnings() {
-            tracing::warn!("{warning}");
-        }
-        // Before anything opens a file: the endpoints, the store and the network share it.
-        match admin::raise_open_files_limit() {
-            Ok(limit) => tracing::info!(limit, "open-files limit"),
-            Err(e) => tracing::warn!(error = %e, "the open-files limit could not be raised"),
-        }
-        let network = &config.network;
+        prepare_process(config);
         // Ports first: a port in use fails the start before anything is written to disk.
-        let socket = net::bind_socket(network.bind, network.udp_buffer_bytes)?;
-        let admin = match config.admin.enabled {
-            true => Some(
-                admin::bind(&config.admin)
-                    .await
-                    .map_err(|source| ServerError::Admin { addr: config.admin.bind, source })?,
-            ),
-            false => None,
-        };
-        let identity = net::tls::load_identity(&config.tls, &config.data_dir)?;
-        let (origin, fingerprint) = (identity.origin.clone(), identity.fingerprint());
-        let server_config = net::server_config(identity, network)?;
-        // Logged once, here: a development certificate is trusted by clients
-        // with `--server-cert`, a configured one by its chain.
-        tracing::info!(certificate = %origin.display(), %fingerprint,
-            development = config.tls.certificate.is_none(), "certificate accepted");
+        let (socket, admin) = bind_ports(config).await?;
+        let server_config = load_certificate(config)?;
         let drivers = net::DriverThread::start()?;
         let store = Store::open(&config.store.url, &config.data_dir).await?;
         tracing::info!(store = %store.location(), "player store open");
@@ -197,39 +175,23 @@ impl Server {
             ShellEvent::Store,
         );
         let (net_tx, from_net) = mpsc::channel(EVENT_QUEUE);
-        let tokens = TokenCheck {
-            key: TokenKey::new(config.auth.token_key.as_bytes()),
-            limits: config.auth.token_limits(),
-        };
-        let network_side = Network::new(
-            socket,
-            server_config,
-            network,
-            tokens,
-            net_tx,
-            metrics.net().clone(),
-            &drivers,
-        )?;
+        let network = prepare_network(config, socket, server_config, net_tx, &metrics, &drivers)?;
         let effects = Effects {
             events: events_tx,
             world: shell::WorldSlot(Box::new(game_world)),
             store: store_handle.clone(),
             session: config.store.session.clone(),
-            max_frame_len: network.max_frame_len,
+            max_frame_len: config.network.max_frame_len,
             metrics: metrics.clone(),
             probes: probes.clone(),
-            replication_interval: network.replication_interval,
+            replication_interval: config.network.replication_interval,
         };
         let nodes = world.nodes.iter().map(|n| n.id.clone()).collect();
-        let rules = crate::config::game_rules(&config.game, &config.auth, network);
+        let rules = crate::config::game_rules(&config.game, &config.auth, &config.network);
         let game = Game::new(rules, Arc::new(world), tokio::time::Instant::now().into_std());
-        let orchestrator = fleet::connect(&config.fleet).await?;
-        let health_every = match config.fleet.orchestrator {
-            config::OrchestratorKind::None => None,
-            config::OrchestratorKind::Agones => Some(config.fleet.health_interval),
-        };
+        let (orchestrator, health_every) = connect_fleet(config).await?;
         Ok(Server {
-            network: network_side,
+            network,
             drivers,
             game,
             from_net,
@@ -374,4 +336,84 @@ impl Server {
             Err(e) => Err(ServerError::GameTask(e.to_string())),
         }
     }
+}
+
+/// Logs the config's exposure warnings, then raises the open-files limit: before anything
+/// opens a file, since the endpoints, the store and the network share it.
+fn prepare_process(config: &ServerConfig) {
+    for warning in config.exposure_warnings() {
+        tracing::warn!("{warning}");
+    }
+    match admin::raise_open_files_limit() {
+        Ok(limit) => tracing::info!(limit, "open-files limit"),
+        Err(e) => tracing::warn!(error = %e, "the open-files limit could not be raised"),
+    }
+}
+
+/// Binds the UDP socket and, if enabled, the admin endpoint's TCP listener.
+async fn bind_ports(
+    config: &ServerConfig,
+) -> Result<(std::net::UdpSocket, Option<admin::AdminListener>), ServerError> {
+    let socket = net::bind_socket(config.network.bind, config.network.udp_buffer_bytes)?;
+    let admin = match config.admin.enabled {
+        true => Some(
+            admin::bind(&config.admin)
+                .await
+                .map_err(|source| ServerError::Admin { addr: config.admin.bind, source })?,
+        ),
+        false => None,
+    };
+    Ok((socket, admin))
+}
+
+/// Loads the certificate (the configured one, or the development one in the data directory)
+/// and builds the QUIC endpoint's configuration from it.
+fn load_certificate(config: &ServerConfig) -> Result<quinn::ServerConfig, ServerError> {
+    let identity = net::tls::load_identity(&config.tls, &config.data_dir)?;
+    let (origin, fingerprint) = (identity.origin.clone(), identity.fingerprint());
+    let server_config = net::server_config(identity, &config.network)?;
+    // Logged once, here: a development certificate is trusted by clients
+    // with `--server-cert`, a configured one by its chain.
+    tracing::info!(certificate = %origin.display(), %fingerprint,
+        development = config.tls.certificate.is_none(), "certificate accepted");
+    Ok(server_config)
+}
+
+/// Prepares the network side on the bound socket (`run` starts it): its socket registered
+/// with the driver thread, each `Hello`'s token checked with `auth.token_key`, connection
+/// events sent to the game task on `net_tx`.
+fn prepare_network(
+    config: &ServerConfig,
+    socket: std::net::UdpSocket,
+    server_config: quinn::ServerConfig,
+    net_tx: mpsc::Sender<ConnectionEvent>,
+    metrics: &Metrics,
+    drivers: &net::DriverThread,
+) -> Result<Network, ServerError> {
+    let tokens = TokenCheck {
+        key: TokenKey::new(config.auth.token_key.as_bytes()),
+        limits: config.auth.token_limits(),
+    };
+    Ok(Network::new(
+        socket,
+        server_config,
+        &config.network,
+        tokens,
+        net_tx,
+        metrics.net().clone(),
+        drivers,
+    )?)
+}
+
+/// Connects to the orchestrator `[fleet]` names, and says how often the game loop pings its
+/// health (`None` without an orchestrator).
+async fn connect_fleet(
+    config: &ServerConfig,
+) -> Result<(Arc<dyn Orchestrator>, Option<Duration>), ServerError> {
+    let orchestrator = fleet::connect(&config.fleet).await?;
+    let health_every = match config.fleet.orchestrator {
+        config::OrchestratorKind::None => None,
+        config::OrchestratorKind::Agones => Some(config.fleet.health_interval),
+    };
+    Ok((orchestrator, health_every))
 }

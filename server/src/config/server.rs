@@ -27,6 +27,11 @@ const MAX_GSO_SEGMENTS: usize = 10;
 /// is no longer live state.
 const MAX_REPLICATION_INTERVAL: Duration = Duration::from_secs(1);
 
+/// A duration as the checks' messages show it, in whole milliseconds (`250 ms`).
+fn ms(d: Duration) -> String {
+    format!("{} ms", d.as_millis())
+}
+
 /// The whole server configuration (`config/server.toml`), checked.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -623,7 +628,28 @@ impl ServerConfig {
     /// [`ConfigError::Invalid`] naming the key, where its value came from, what was expected
     /// and what was found.
     pub fn check(&self) -> Result<(), ConfigError> {
-        let ms = |d: Duration| format!("{} ms", d.as_millis());
+        self.check_network()?;
+        self.check_tls()?;
+        self.check_admin()?;
+        self.check_auth()?;
+        self.check_game()?;
+        self.check_fleet()?;
+        self.check_store()
+    }
+
+    /// `[network]` checks: timeouts, sizes, admission and rate limits, the send path, then
+    /// the flow-control windows (the first refusal wins, so this order is the errors' order).
+    fn check_network(&self) -> Result<(), ConfigError> {
+        self.check_network_timeouts()?;
+        self.check_network_sizes()?;
+        self.check_network_admission()?;
+        self.check_network_sending()?;
+        self.check_network_windows()
+    }
+
+    /// `[network]` timeouts: each above 0, and the keep-alive below the idle timeout (a ping
+    /// sent no sooner would let a quiet but live connection close).
+    fn check_network_timeouts(&self) -> Result<(), ConfigError> {
         let n = &self.network;
         if n.idle_timeout.is_zero() {
             return Err(self.invalid("network.idle_timeout_ms", "more than 0 ms", "0 ms"));
@@ -644,6 +670,13 @@ impl ServerConfig {
         if n.handshake_timeout.is_zero() {
             return Err(self.invalid("network.handshake_timeout_ms", "more than 0 ms", "0 ms"));
         }
+        Ok(())
+    }
+
+    /// `[network]` sizes: the player cap, the frame length and the socket buffer, each within
+    /// what the protocol can carry and the server needs.
+    fn check_network_sizes(&self) -> Result<(), ConfigError> {
+        let n = &self.network;
         // One transition's teleports name every player's pawn in one set of pawn ids, which a
         // client refuses past `MAX_PAWNS_PER_SET` (protocol 6).
         let most = gatehouse_protocol::runs::MAX_PAWNS_PER_SET;
@@ -669,6 +702,13 @@ impl ServerConfig {
                 format!("{} bytes", n.udp_buffer_bytes),
             ));
         }
+        Ok(())
+    }
+
+    /// `[network]` admission and rate limits: each pending-connection cap and burst admits at
+    /// least one, and each rate is between 1 and a million a second.
+    fn check_network_admission(&self) -> Result<(), ConfigError> {
+        let n = &self.network;
         if n.max_pending_connections == 0 {
             return Err(self.invalid("network.max_pending_connections", "at least 1", "0"));
         }
@@ -695,6 +735,13 @@ impl ServerConfig {
         if n.max_pending_per_ip == 0 {
             return Err(self.invalid("network.max_pending_per_ip", "at least 1", "0"));
         }
+        Ok(())
+    }
+
+    /// `[network]` send path: a send queue of at least one frame, a GSO batch quinn can build,
+    /// and a replication interval of at most a second.
+    fn check_network_sending(&self) -> Result<(), ConfigError> {
+        let n = &self.network;
         if n.send_queue_frames == 0 {
             return Err(self.invalid("network.send_queue_frames", "at least 1 frame", "0"));
         }
@@ -712,6 +759,13 @@ impl ServerConfig {
                 ms(n.replication_interval),
             ));
         }
+        Ok(())
+    }
+
+    /// `[network]` flow-control windows: a stream window of at least 4 KiB, and a connection
+    /// window no smaller than one stream's (or the connection's would cap every stream).
+    fn check_network_windows(&self) -> Result<(), ConfigError> {
+        let n = &self.network;
         if n.stream_receive_window < 4096 {
             return Err(self.invalid(
                 "network.stream_receive_window",
@@ -729,6 +783,11 @@ impl ServerConfig {
                 format!("{} bytes", n.connection_receive_window),
             ));
         }
+        Ok(())
+    }
+
+    /// `[tls]` checks: the certificate and its private key are given together or not at all.
+    fn check_tls(&self) -> Result<(), ConfigError> {
         if self.tls.certificate.is_some() != self.tls.private_key.is_some() {
             let (set, unset) = match self.tls.certificate {
                 Some(_) => ("tls.certificate", "tls.private_key"),
@@ -740,6 +799,12 @@ impl ServerConfig {
                 "nothing",
             ));
         }
+        Ok(())
+    }
+
+    /// `[admin]` checks: at least one connection, a header timeout within the connection
+    /// timeout, and a token (if set) that `AdminToken::check` accepts.
+    fn check_admin(&self) -> Result<(), ConfigError> {
         let admin = &self.admin;
         if admin.max_connections == 0 {
             return Err(self.invalid("admin.max_connections", "at least 1", "0"));
@@ -758,6 +823,11 @@ impl ServerConfig {
             // Never quoted: the found part says what is wrong, not what it is.
             token.check().map_err(|why| self.invalid("admin.token", why, ""))?;
         }
+        Ok(())
+    }
+
+    /// `[auth]` checks: token lifetime, clock skew, the login rate and the token key's length.
+    fn check_auth(&self) -> Result<(), ConfigError> {
         let a = &self.auth;
         if a.max_token_lifetime_s == 0 {
             return Err(self.invalid("auth.max_token_lifetime_s", "more than 0 s", "0 s"));
@@ -782,6 +852,12 @@ impl ServerConfig {
                 format!("{} bytes", self.auth.token_key.len()),
             ));
         }
+        Ok(())
+    }
+
+    /// `[game]` checks: each timeout above 0, the crowd floor within the response timeout, a
+    /// transition maximum above the settle timeout, and at least one failed transition allowed.
+    fn check_game(&self) -> Result<(), ConfigError> {
         let g = &self.game;
         if g.spawn_retry.is_zero() {
             return Err(self.invalid("game.spawn_retry_ms", "more than 0 ms", "0 ms"));
@@ -825,8 +901,7 @@ impl ServerConfig {
                 "0",
             ));
         }
-        self.check_fleet()?;
-        self.check_store()
+        Ok(())
     }
 
     /// `[fleet]` checks.
