@@ -601,7 +601,9 @@ impl ServerConfig {
         }
         if self.tls.certificate.is_none() && !bind.ip().is_loopback() {
             warnings.push(format!(
-                "network.bind {bind} is not loopback and no tls.certificate is set: clients can                  only trust the generated development certificate by its file or fingerprint;                  mount a real certificate and set tls.certificate and tls.private_key"
+                "network.bind {bind} is not loopback and no tls.certificate is set: clients can \
+                 only trust the generated development certificate by its file or fingerprint; \
+                 mount a real certificate and set tls.certificate and tls.private_key"
             ));
         }
         warnings
@@ -1080,6 +1082,8 @@ mod tests {
         assert_eq!(warnings.len(), 2, "{warnings:?}");
         assert!(warnings[0].contains("INSECURE"), "{warnings:?}");
         assert!(warnings[1].contains("no tls.certificate"), "{warnings:?}");
+        // One line of plain prose: no run of spaces from a broken line continuation.
+        assert!(warnings.iter().all(|w| !w.contains("  ")), "{warnings:?}");
         let c = parse(
             "[network]\nbind = \"0.0.0.0:7777\"\n[auth]\ntoken_key = \"an-operator-key-of-enough-bytes\"\n\
              [tls]\ncertificate = \"c.pem\"\nprivate_key = \"k.pem\"\n",
