@@ -363,7 +363,11 @@ impl Game {
         }
         let node = self.current_spawn_node();
         let registered = SpawnPointsOn::Streamed(SpawnPoints::Registered);
-        let restarted = if self.streaming.spawn_points_on(&node) == registered {
+        // Outside a transition's spawn window the spawn queue owns spawning
+        // (docs/spec/transitions.md T6): the respawn waits there for OnReadyToSpawn.
+        let restarted = if !self.transition.blocks_spawns()
+            && self.streaming.spawn_points_on(&node) == registered
+        {
             self.restart_player_at_player_start(now, id, &node)
         } else {
             None

@@ -286,3 +286,26 @@ fn a_hazard_does_not_afflict_a_player_who_already_carries_its_effect() {
         "one effect, applied at 100 ms, ticking at 200 to 500 ms; not one more per exposure"
     );
 }
+
+/// T6 and T13: a respawn asked for while a transition waits for its clients does not spawn
+/// outside the spawn window, even for a client that already streamed the destination: the
+/// request waits in the queue, and the new pawn comes on the destination once the transition
+/// reaches Completing.
+#[test]
+fn a_respawn_during_a_transition_waits_for_its_spawn_window() {
+    let mut h = Harness::booted();
+    let (a, b) = (h.placed("a"), h.placed("b"));
+    let dead = h.possessed(a);
+    h.kill("a");
+    h.input(Input::Travel { node: node("forest") });
+    h.stream_node("forest");
+    h.ready(a);
+    restart(&mut h, a);
+    assert!(!h.player("a").is_dead(), "ResetForRespawn ran at once");
+    assert_eq!(h.possessed(a), dead, "no pawn outside the spawn window");
+    assert!(h.game.spawns.has_request_for(&pid("a")), "the respawn waits in the queue");
+    h.ready(b);
+    let pawn = h.possessed(a).expect("a new pawn in the spawn window");
+    assert_ne!(Some(pawn), dead);
+    assert_eq!(h.game.roster.pawn(pawn).map(|p| p.node.clone()), Some(node("forest")));
+}
