@@ -122,6 +122,31 @@ fn an_invalid_config_fails_at_start_naming_the_key() {
     assert!(stderr.contains("network.keep_alive_ms"), "{stderr}");
 }
 
+/// A config file that cannot be read stops the server with the flag or variable that named
+/// it, and the default file is called the default.
+#[test]
+fn an_unreadable_config_file_names_where_its_path_came_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.toml");
+    let out = Command::new(SERVER).arg("--config").arg(&missing).output().unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("--config {}: cannot read it", missing.display())),
+        "{stderr}"
+    );
+    let out = Command::new(SERVER).env("GATEHOUSE_CONFIG", &missing).output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains(&format!("GATEHOUSE_CONFIG={}", missing.display())), "{stderr}");
+    let out = Command::new(SERVER)
+        .current_dir(dir.path())
+        .env_remove("GATEHOUSE_CONFIG")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("the default config file config/server.toml"), "{stderr}");
+}
+
 /// A world file naming an unknown start node stops the server with the key named.
 #[test]
 fn an_invalid_world_fails_at_start_naming_the_key() {

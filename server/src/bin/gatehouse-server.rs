@@ -132,7 +132,8 @@ fn main() -> std::process::ExitCode {
 type Failure = Box<dyn std::error::Error + Send + Sync>;
 
 fn run(cli: &Cli, matches: &ArgMatches) -> Result<(), Failure> {
-    let config = ServerConfig::load_with(&cli.config, &overrides(cli, matches))?;
+    let config = ServerConfig::load_with(&cli.config, &overrides(cli, matches))
+        .map_err(|e| blame_config_source(e, matches))?;
     match &cli.command {
         Some(Command::Saves { action }) => {
             ops::install_tracing(config.log_format, "warn");
@@ -190,6 +191,19 @@ fn run(cli: &Cli, matches: &ArgMatches) -> Result<(), Failure> {
         server.run(shutdown).await?;
         Ok(())
     })
+}
+
+/// A config file that cannot be read is the value of `--config`, of `GATEHOUSE_CONFIG` or the
+/// default: the error names which, as every other bad value's does.
+fn blame_config_source(e: ConfigError, matches: &ArgMatches) -> Failure {
+    let ConfigError::Read { path, source } = e else { return e.into() };
+    let path = path.display();
+    let from = match matches.value_source("config") {
+        Some(clap::parser::ValueSource::CommandLine) => format!("--config {path}"),
+        Some(clap::parser::ValueSource::EnvVariable) => format!("GATEHOUSE_CONFIG={path}"),
+        _ => format!("the default config file {path} (set --config or GATEHOUSE_CONFIG)"),
+    };
+    format!("{from}: cannot read it: {source}").into()
 }
 
 /// The flags (or their variables) that override the config file, each with its source.
