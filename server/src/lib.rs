@@ -375,7 +375,7 @@ fn load_certificate(config: &ServerConfig) -> Result<quinn::ServerConfig, Server
     // Logged once, here: a development certificate is trusted by clients
     // with `--server-cert`, a configured one by its chain.
     tracing::info!(certificate = %origin.display(), %fingerprint,
-        development = config.tls.certificate.is_none(), "certificate accepted");
+        development = config.tls.certificate.is_none(), "certificate loaded");
     Ok(server_config)
 }
 

@@ -69,7 +69,8 @@ fn development_identity(data_dir: &Path) -> Result<ServerIdentity, NetError> {
         std::fs::create_dir_all(data_dir).map_err(|e| cert_error(data_dir, e.to_string()))?;
         write_private(&key_path, &key)?;
         std::fs::write(&cert_path, &cert).map_err(|e| cert_error(&cert_path, e.to_string()))?;
-        tracing::debug!(certificate = %cert_path.display(), "generated a development certificate");
+        // Worth an operator's notice: clients that pinned the old one must be given this one.
+        tracing::info!(certificate = %cert_path.display(), "generated a new development certificate");
         ServerIdentity {
             chain: vec![CertificateDer::from(cert)],
             key: PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key)),
