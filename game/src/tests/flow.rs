@@ -378,8 +378,10 @@ fn the_scrape_gauges_count_placed_players_pending_spawns_and_loads_in_flight() {
     let mut h = Harness::new();
     let a = h.login("a");
     assert_eq!(h.game.load_count(), 1, "the boot node is streaming");
+    assert!(h.game.snapshot().load_in_flight);
     h.stream_node("harbor");
     assert_eq!(h.game.load_count(), 0);
+    assert!(!h.game.snapshot().load_in_flight, "the saves settled and nothing streams");
     assert_eq!(h.game.pending_spawn_count(), 1, "a's spawn waits for Completing");
     assert_eq!(h.game.placed_player_count(), 0);
     h.ready(a);

@@ -763,3 +763,22 @@ fn a_client_set_aside_on_the_destination_keeps_its_pawn_and_gets_no_join() {
         h.received(b).iter().filter(|m| matches!(m, ServerMessage::ShowJoin { .. })).count();
     assert_eq!(joins, 1, "only the join it logged in with");
 }
+
+/// An answer belongs to the transition it answered: a client that answered one transition and
+/// is silent in the next is set aside in the next at the response timeout, like any other.
+#[test]
+fn an_answer_to_one_transition_does_not_answer_the_next() {
+    let (mut h, first, a, b) = two_placed_then_travel();
+    for c in [a, b] {
+        answer(&mut h, c);
+        h.ready(c);
+    }
+    assert!(h.ended(first));
+    let second = travel(&mut h, "harbor");
+    h.stream_node("harbor");
+    answer(&mut h, a);
+    h.ready(a);
+    h.advance(RESPONSE);
+    assert!(h.ended(second), "b, silent in this transition, was set aside at its response timeout");
+    assert_eq!(h.game.counters().clients_set_aside, 1);
+}
