@@ -259,11 +259,11 @@ fn the_connection_a_full_socket_blocked_sends_the_rest_once_writable() {
     harness.driver.socket.full.set(true);
     let before = harness.driver.socket.transmits.get();
     harness.driver.turn(harness.now, &mut Vec::new());
-    assert!(harness.driver.blocked.is_some());
+    assert!(harness.driver.sending.blocked.is_some());
     assert!(!harness.driver.has_work_left(), "the socket's writability wakes it, nothing else");
     // A wake while the socket is still full keeps the blocked transmit.
     harness.driver.turn(harness.now, &mut Vec::new());
-    assert!(harness.driver.blocked.is_some());
+    assert!(harness.driver.sending.blocked.is_some());
     assert_eq!(harness.driver.socket.transmits.get(), before);
     harness.driver.socket.full.set(false);
     // The writable branch, then whatever that turn left.
@@ -272,7 +272,7 @@ fn the_connection_a_full_socket_blocked_sends_the_rest_once_writable() {
         harness.driver.turn(harness.now, &mut Vec::new());
     }
     assert!(harness.driver.socket.transmits.get() - before >= 5, "the blocked one and the rest");
-    assert!(harness.driver.blocked.is_none());
+    assert!(harness.driver.sending.blocked.is_none());
 }
 
 /// A client cut off from the server is lost at the idle timeout (a QUIC timer the driver runs):
@@ -785,16 +785,16 @@ fn a_send_refused_for_another_reason_is_dropped_not_held() {
     outbound.try_send_frames(left("p2"), 1).unwrap();
     harness.driver.socket.fail_next.set(1);
     harness.driver.turn(harness.now, &mut Vec::new());
-    assert!(harness.driver.blocked.is_none(), "a fresh transmit");
+    assert!(harness.driver.sending.blocked.is_none(), "a fresh transmit");
 
     outbound.try_send_frames(left("p3"), 1).unwrap();
     harness.driver.socket.full.set(true);
     harness.driver.turn(harness.now, &mut Vec::new());
-    assert!(harness.driver.blocked.is_some());
+    assert!(harness.driver.sending.blocked.is_some());
     harness.driver.socket.full.set(false);
     harness.driver.socket.fail_next.set(1);
     harness.driver.turn(harness.now, &mut Vec::new());
-    assert!(harness.driver.blocked.is_none(), "a transmit that waited for room");
+    assert!(harness.driver.sending.blocked.is_none(), "a transmit that waited for room");
 
     harness.run_for(Duration::from_secs(1));
     let left_players: Vec<&str> = harness
