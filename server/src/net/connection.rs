@@ -21,6 +21,10 @@
 //! The game hears a logged-in connection's `Login`, then every message the client sent, then
 //! one `Disconnected`, however the connection ends: a client that closes it, times out or stops
 //! reading has what it sent before handed over first.
+//!
+//! How a connection ends is one state, [`Ending`] (open, closing, the client stopped reading,
+//! lost with its departure unread, ended); every close at once goes through
+//! [`Connection::end_as`] with its cause ([`Exit`]).
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -34,6 +38,7 @@ use quinn_proto::{ConnectionError, Dir, Event, ReadError, StreamEvent, StreamId,
 
 use super::admission::PendingSlot;
 use super::event::{ConnectionEvent, Doorbell, Outbound, QueueKey, SendQueueRx, send_queue};
+use super::network::Marks;
 use super::{CloseSide, NetMetrics};
 use crate::fields::PeerText;
 use crate::game::{ConnectionId, Departure};
@@ -131,13 +136,15 @@ pub(super) struct Context<'a> {
     pub(super) draining: bool,
 }
 
-/// Where a connection is in its login.
+/// Where a connection is in its login. The handshake and the `Hello` each have a deadline,
+/// held by their own phase: the others have none.
 #[derive(Debug)]
 enum Login {
-    /// The QUIC handshake is under way.
-    Handshaking(PendingSlot),
-    /// Waiting for the stream and the `Hello`; the slot is held (dropping it frees it).
-    AwaitingHello { _slot: PendingSlot },
+    /// The QUIC handshake is under way, due by `by` (the handshake timeout from accept).
+    Handshaking { slot: PendingSlot, by: Instant },
+    /// Waiting for the stream and the `Hello`, due by `by` (the hello timeout from the
+    /// handshake's end); the slot is held (dropping it frees it).
+    AwaitingHello { slot: PendingSlot, by: Instant },
     /// The `Hello` was refused: `Rejected` is on its way and the connection closes after it.
     Refused,
     /// The game knows the player. `queue` is the writer's end of its send queue until the
@@ -145,18 +152,184 @@ enum Login {
     LoggedIn { queue: Option<SendQueueRx>, reported: bool },
 }
 
-/// How far a close that waits for the last frames has come.
+impl Login {
+    /// When the handshake or the `Hello` is due, while one is awaited.
+    fn deadline(&self) -> Option<Instant> {
+        match self {
+            Login::Handshaking { by, .. } | Login::AwaitingHello { by, .. } => Some(*by),
+            Login::Refused | Login::LoggedIn { .. } => None,
+        }
+    }
+}
+
+/// How a connection ends: the one state that says whether it is open, on its way out, or over.
+/// Each way out is a transition of it, made in one place each: [`Ending::set_stage`] and
+/// [`Ending::force_by`] start a close and move it along (in `write`, `take_turn` and
+/// `on_hello`), [`Connection::writer_gone`] goes to `Stopped`, [`Connection::end_as`] to `Lost`
+/// or `Ended`, and [`Connection::report`] from `Lost` to `Ended`.
+///
+/// ```text
+/// Open ─┬─ a close queued, a Hello refused ─> Closing ─ acknowledged, or at `by` ─> Ended
+///       ├─ the client stopped reading ──────> Stopped ─ what it sent is read ────> Ended
+///       └─ lost while logged in ────────────> Lost ──── what it sent is read ────> Ended
+/// ```
+///
+/// A close not yet taken from the game's queue gives way to `Stopped`; one taken is carried
+/// out at once when the client stops reading. Any state but `Lost` and `Ended` may also end at
+/// once: a close the game asks for now, a bad frame, the message budget, eviction, shutdown,
+/// a loss.
+#[derive(Debug)]
+enum Ending {
+    /// Open: no close under way.
+    Open,
+    /// A close the server carries out behind what it is writing.
+    Closing(Close),
+    /// The client stopped reading the stream (STOP_SENDING, or a write refused for another
+    /// reason than flow control): nothing more reaches it, and the connection closes with
+    /// `ProtocolViolation` once what the client sent before is read
+    /// ([`Connection::end_if_done`]). A close begun after it (a `Hello` read in the same step,
+    /// then refused, or logged in and closed by the game) is kept, and carried out if it gets
+    /// there first.
+    Stopped(Option<Close>),
+    /// Lost (the client closed it, or it timed out) while logged in: nothing more is sent or
+    /// counted; the game hears this departure once what the client sent before is read
+    /// ([`Connection::read`]).
+    Lost(Departure),
+    /// Closed by either side, or lost and reported: it only waits for QUIC to drain.
+    Ended,
+}
+
+/// A close the server carries out behind what it is writing: how far it has come, and when it
+/// is carried out whatever is still unwritten.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Closing {
-    /// No close under way.
-    No,
+struct Close {
+    stage: Stage,
+    /// Closed at this point whatever is still being written: [`FORCED_CLOSE_AFTER`] from the
+    /// game's ring, or [`CLOSE_FLUSH`] from a refusal or the stream's finish. `None` for a close
+    /// taken from the queue before its ring was.
+    by: Option<Instant>,
+}
+
+/// How far a close has come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Stage {
+    /// The game queued a close, or dropped its queue, behind frames not yet written: forced at
+    /// the close's `by` if the client does not take them.
+    Queued,
     /// `Closing` goes out once what is being written is.
     Write(CloseCode),
     /// `Closing` is being written; the stream finishes after it.
     Finish(CloseCode),
-    /// The stream is finished: the connection closes once the peer has every byte, or at
-    /// `close_by`.
+    /// The stream is finished: the connection closes once the peer has every byte, or at the
+    /// close's `by`.
     Flushing(CloseCode),
+}
+
+impl Stage {
+    /// The close code, once the close is taken from the queue.
+    fn code(self) -> Option<CloseCode> {
+        match self {
+            Stage::Queued => None,
+            Stage::Write(code) | Stage::Finish(code) | Stage::Flushing(code) => Some(code),
+        }
+    }
+}
+
+impl Ending {
+    /// Whether it is closed (by either side) or lost: nothing more is written or counted.
+    fn is_over(&self) -> bool {
+        matches!(self, Ending::Lost(_) | Ending::Ended)
+    }
+
+    /// The close under way, if one is.
+    fn close(&self) -> Option<Close> {
+        match self {
+            Ending::Closing(close) | Ending::Stopped(Some(close)) => Some(*close),
+            Ending::Open | Ending::Stopped(None) | Ending::Lost(_) | Ending::Ended => None,
+        }
+    }
+
+    /// The stage of the close under way, if one is.
+    fn stage(&self) -> Option<Stage> {
+        self.close().map(|close| close.stage)
+    }
+
+    /// The code of the close under way, once it is taken from the queue.
+    fn code(&self) -> Option<CloseCode> {
+        self.stage().and_then(Stage::code)
+    }
+
+    /// The close under way, to change; one is begun (with no deadline) if none is. Nothing
+    /// for a connection that is over.
+    fn close_or_begin(&mut self, stage: Stage) -> Option<&mut Close> {
+        if let Ending::Open = self {
+            *self = Ending::Closing(Close { stage, by: None });
+        }
+        match self {
+            Ending::Stopped(close) => Some(close.get_or_insert(Close { stage, by: None })),
+            Ending::Closing(close) => Some(close),
+            Ending::Open | Ending::Lost(_) | Ending::Ended => None,
+        }
+    }
+
+    /// The close under way reaches `stage` (begun there if none was).
+    fn set_stage(&mut self, stage: Stage) {
+        if let Some(close) = self.close_or_begin(stage) {
+            close.stage = stage;
+        }
+    }
+
+    /// The close under way is carried out by `at` at the latest; a close the game queued is
+    /// begun if none was.
+    fn force_by(&mut self, at: Instant) {
+        if let Some(close) = self.close_or_begin(Stage::Queued) {
+            close.by = Some(close.by.map_or(at, |by| by.min(at)));
+        }
+    }
+
+    /// The departure a lost connection still owes the game, taken: it is over then.
+    fn take_departure(&mut self) -> Option<Departure> {
+        match std::mem::replace(self, Ending::Ended) {
+            Ending::Lost(departure) => Some(departure),
+            other => {
+                *self = other;
+                None
+            }
+        }
+    }
+}
+
+/// How a connection ends at once: the cause given to [`Connection::end_as`].
+#[derive(Debug)]
+enum Exit<'a> {
+    /// The server closes it with one of its codes and a reason (cut to fit a packet), counted
+    /// in `gatehouse_connection_closes_total`.
+    Close(CloseCode, &'a str),
+    /// The endpoint is shutting: closed with `code` and its reason, uncounted (the connections
+    /// the game closed are closed already).
+    Shut(CloseCode),
+    /// Closed as an abandoned QUIC connection is (code 0, no reason), uncounted; the game hears
+    /// nothing (it never heard of the connection, or heard its end).
+    Abandon,
+    /// QUIC lost it: the client closed it, or it timed out. Counted by its reason.
+    Lost(ConnectionError),
+}
+
+impl Exit<'_> {
+    /// A close with `code` and the code's own reason.
+    fn code(code: CloseCode) -> Exit<'static> {
+        Exit::Close(code, code.reason())
+    }
+}
+
+/// Reading the client's stream: what is buffered, and whether more may come.
+#[derive(Debug)]
+struct Reader {
+    decoder: FrameDecoder,
+    /// Reading stopped because the game's queue was full; the driver resumes it.
+    paused: bool,
+    /// The client finished its stream (or reset it): nothing more to read.
+    done: bool,
 }
 
 /// One connection, owned by the driver. The QUIC state machine is boxed with it: 6 KiB that a
@@ -165,44 +338,21 @@ enum Closing {
 pub(super) struct Connection {
     /// The QUIC state machine.
     pub(super) quic: quinn_proto::Connection,
-    id: ConnectionId,
+    /// The driver's slot and the game's id for it ([`QueueKey::connection`]).
     key: QueueKey,
     /// `connection` with its id and the client's address: every log line of this connection.
     span: tracing::Span,
     login: Login,
     /// The client's bidirectional stream, once it opened it.
     stream: Option<StreamId>,
-    decoder: FrameDecoder,
+    reader: Reader,
     /// The messages it may still send ([`Settings::message_budget`]).
     budget: Bucket,
     /// Taken from the queue and not yet all accepted by the stream.
     writing: Option<Bytes>,
-    closing: Closing,
-    /// The handshake or the `Hello` is due by then.
-    login_by: Option<Instant>,
-    /// Closed at this point whatever is still being written.
-    close_by: Option<Instant>,
-    /// Reading stopped because the game's queue was full; the driver resumes it.
-    read_paused: bool,
-    /// The client finished its stream (or reset it): nothing more to read.
-    read_done: bool,
-    /// The client stopped reading what the server writes (STOP_SENDING, or a write refused
-    /// for another reason than flow control): the connection closes once what it sent before
-    /// is read.
-    write_stopped: bool,
-    /// Closed by the server, or lost: nothing more is counted or sent.
-    ended: bool,
-    /// Lost (the client closed it, or it timed out) while logged in: the departure the game
-    /// hears once what the client sent before is read ([`Connection::read`]).
-    unread_departure: Option<Departure>,
-    /// The wake this connection holds in the driver's timer set.
-    pub(super) armed: Option<Instant>,
-    /// Listed for the driver's next pass (events to take, datagrams to send).
-    pub(super) listed: bool,
-    /// Counted in the driver's open connections (until it ends).
-    pub(super) counted_open: bool,
-    /// On the driver's list of connections waiting for room to read.
-    pub(super) awaiting_room: bool,
+    ending: Ending,
+    /// The driver's bookkeeping; nothing here reads or writes it.
+    pub(super) marks: Marks,
 }
 
 impl Connection {
@@ -219,48 +369,41 @@ impl Connection {
         let span = tracing::info_span!("connection", id = id.0, remote = %quic.remote_address());
         Connection {
             quic,
-            id,
             key: QueueKey { slot, connection: id },
             span,
-            login: Login::Handshaking(pending),
+            login: Login::Handshaking { slot: pending, by: now + settings.handshake_timeout },
             stream: None,
-            decoder: FrameDecoder::new(settings.max_frame_len),
+            reader: Reader {
+                decoder: FrameDecoder::new(settings.max_frame_len),
+                paused: false,
+                done: false,
+            },
             budget: Bucket::full(now),
             writing: None,
-            closing: Closing::No,
-            login_by: Some(now + settings.handshake_timeout),
-            close_by: None,
-            read_paused: false,
-            read_done: false,
-            write_stopped: false,
-            ended: false,
-            unread_departure: None,
-            armed: None,
-            listed: false,
-            counted_open: true,
-            awaiting_room: false,
+            ending: Ending::Open,
+            marks: Marks::default(),
         }
     }
 
     /// The game's id for it.
     pub(super) fn id(&self) -> ConnectionId {
-        self.id
+        self.key.connection
     }
 
     /// Whether it is closed (by either side) or lost: it only waits to drain, and to hand the
     /// game what a lost client sent ([`Connection::is_done`]).
     pub(super) fn is_ended(&self) -> bool {
-        self.ended
+        self.ending.is_over()
     }
 
     /// Whether the driver may forget it once QUIC has drained it: nothing is left for the game.
     pub(super) fn is_done(&self) -> bool {
-        self.ended && self.unread_departure.is_none()
+        matches!(self.ending, Ending::Ended)
     }
 
     /// Whether reading waits for room in the game's queue.
     pub(super) fn is_read_paused(&self) -> bool {
-        self.read_paused
+        self.reader.paused
     }
 
     /// Whether a chunk is still being written (the stream would not take all of it).
@@ -269,9 +412,11 @@ impl Connection {
         self.writing.is_some()
     }
 
-    /// The earliest of the QUIC timers and this connection's own deadlines.
+    /// The earliest of the QUIC timers and this connection's own deadlines (the handshake's or
+    /// the `Hello`'s, a close's).
     pub(super) fn next_timeout(&mut self) -> Option<Instant> {
-        [self.quic.poll_timeout(), self.login_by, self.close_by].into_iter().flatten().min()
+        let close_by = self.ending.close().and_then(|close| close.by);
+        [self.quic.poll_timeout(), self.login.deadline(), close_by].into_iter().flatten().min()
     }
 
     /// Runs what is due at `ctx.now`: the QUIC timers, the login deadline, a close that waited
@@ -282,31 +427,29 @@ impl Connection {
         if self.quic.poll_timeout().is_some_and(|at| at <= now) {
             self.quic.handle_timeout(now);
         }
-        if self.login_by.is_some_and(|at| at <= now) {
-            self.login_by = None;
+        if self.login.deadline().is_some_and(|at| at <= now) {
             match self.login {
-                Login::Handshaking(_) => {
+                Login::Handshaking { .. } => {
                     tracing::debug!("handshake not finished within the handshake timeout");
-                    self.close_silently(now);
+                    self.end_as(ctx, Exit::Abandon);
                 }
                 Login::AwaitingHello { .. } => {
                     let reason = "no Hello within the hello timeout";
                     tracing::debug!("{reason}: closing");
-                    self.close(ctx, CloseCode::HelloTimeout, reason);
+                    self.end_as(ctx, Exit::Close(CloseCode::HelloTimeout, reason));
                 }
                 Login::Refused | Login::LoggedIn { .. } => {}
             }
         }
-        if self.close_by.is_some_and(|at| at <= now) {
-            self.close_by = None;
-            match self.closing {
-                Closing::Write(code) | Closing::Finish(code) | Closing::Flushing(code) => {
-                    self.close(ctx, code, code.reason());
-                }
+        if let Some(close) = self.ending.close()
+            && close.by.is_some_and(|at| at <= now)
+        {
+            match close.stage.code() {
+                Some(code) => self.end_as(ctx, Exit::code(code)),
                 // Forced before the close itself was taken from the queue, or the game dropped
                 // the queue and what it queued last is still not written.
-                Closing::No => match self.queued_close_code() {
-                    Some(code) => self.close(ctx, code, code.reason()),
+                None => match self.queued_close_code() {
+                    Some(code) => self.end_as(ctx, Exit::code(code)),
                     None => self.close_dropped(ctx),
                 },
             }
@@ -315,7 +458,8 @@ impl Connection {
     }
 
     /// Takes what QUIC has for the application (the handshake's end, the stream, a loss), then
-    /// reads and writes what can be.
+    /// reads and writes what can be, then ends the connection if nothing more will come of it
+    /// ([`Connection::end_if_done`]).
     pub(super) fn step(&mut self, ctx: &mut Context<'_>) {
         let _entered = self.span.clone().entered();
         while let Some(event) = self.quic.poll() {
@@ -323,10 +467,6 @@ impl Connection {
         }
         self.read(ctx);
         self.write(ctx);
-        if self.write_stopped && !self.read_paused && !self.ended {
-            // What the client sent before it stopped reading went up first.
-            self.protocol_violation(ctx, "the client stopped reading the stream");
-        }
         self.end_if_done(ctx);
     }
 
@@ -339,13 +479,13 @@ impl Connection {
         };
         let turn = queue.take_turn();
         if let Some(code) = turn.close_now {
-            self.close(ctx, code, code.reason());
+            self.end_as(ctx, Exit::code(code));
             return;
         }
         // A client that does not read holds a queued close, or what the game queued before it
         // dropped its end, no longer than this.
         if turn.close_queued || turn.sender_gone {
-            self.close_by_at_most(ctx.now + FORCED_CLOSE_AFTER);
+            self.ending.force_by(ctx.now + FORCED_CLOSE_AFTER);
         }
         self.step(ctx);
     }
@@ -355,25 +495,20 @@ impl Connection {
     /// drain; the game closes the logged-in ones.
     pub(super) fn drain(&mut self, ctx: &mut Context<'_>) {
         let _entered = self.span.clone().entered();
-        if let Login::Handshaking(_) | Login::AwaitingHello { .. } = self.login {
-            let reason = CloseCode::ShuttingDown.reason();
-            self.close(ctx, CloseCode::ShuttingDown, reason);
+        if let Login::Handshaking { .. } | Login::AwaitingHello { .. } = self.login {
+            self.end_as(ctx, Exit::code(CloseCode::ShuttingDown));
         }
     }
 
     /// The endpoint is closing: closes with `code` whatever the connection is doing, uncounted
     /// (the connections the game closed are closed already).
     pub(super) fn shut(&mut self, ctx: &mut Context<'_>, code: CloseCode) {
-        if self.ended {
-            return;
-        }
-        self.quic.close(ctx.now, VarInt::from_u32(code.code()), reason_bytes(code.reason()));
-        self.end(ctx, Departure::lost("closed by the server"));
+        self.end_as(ctx, Exit::Shut(code));
     }
 
     /// Reading had paused for room in the game's queue; there is room again.
     pub(super) fn resume_reading(&mut self, ctx: &mut Context<'_>) {
-        self.read_paused = false;
+        self.reader.paused = false;
         self.step(ctx);
     }
 
@@ -381,18 +516,14 @@ impl Connection {
         match event {
             Event::Connected => {
                 // A draining server accepts no connection, and closed those in their handshake.
-                if let Login::Handshaking(slot) = std::mem::replace(&mut self.login, Login::Refused)
+                if let Login::Handshaking { slot, .. } =
+                    std::mem::replace(&mut self.login, Login::Refused)
                 {
-                    self.login = Login::AwaitingHello { _slot: slot };
-                    self.login_by = Some(ctx.now + ctx.settings.hello_timeout);
+                    let by = ctx.now + ctx.settings.hello_timeout;
+                    self.login = Login::AwaitingHello { slot, by };
                 }
             }
-            Event::ConnectionLost { reason } => {
-                if !self.ended {
-                    count_reason(&ctx.settings.metrics, &reason);
-                    self.lost(ctx, departure_of(&reason));
-                }
-            }
+            Event::ConnectionLost { reason } => self.end_as(ctx, Exit::Lost(reason)),
             Event::Stream(StreamEvent::Opened { dir: Dir::Bi }) => {
                 while let Some(id) = self.quic.streams().accept(Dir::Bi) {
                     // One bidirectional stream is allowed (the transport parameters).
@@ -401,8 +532,8 @@ impl Connection {
             }
             Event::Stream(StreamEvent::Finished { id }) if Some(id) == self.stream => {
                 // Every byte written, `Closing` last, is acknowledged.
-                if let Closing::Flushing(code) = self.closing {
-                    self.close(ctx, code, code.reason());
+                if let Some(Stage::Flushing(code)) = self.ending.stage() {
+                    self.end_as(ctx, Exit::code(code));
                 }
             }
             Event::Stream(StreamEvent::Stopped { id, .. }) if Some(id) == self.stream => {
@@ -416,22 +547,10 @@ impl Connection {
         }
     }
 
-    /// The connection was lost (the client closed it, or it timed out): nothing more is sent;
-    /// a logged-in client's departure waits until what it sent before is read, and is then
-    /// reported ([`Connection::read`]).
-    fn lost(&mut self, ctx: &mut Context<'_>, departure: Departure) {
-        if let Login::LoggedIn { reported: false, .. } = self.login {
-            self.wind_up();
-            self.unread_departure = Some(departure);
-        } else {
-            self.end(ctx, departure);
-        }
-    }
-
     /// Whether what the stream holds still goes to the game: the connection is open, or lost
     /// with its departure still to report.
     fn reads(&self) -> bool {
-        (!self.ended || self.unread_departure.is_some()) && !matches!(self.login, Login::Refused)
+        !matches!(self.ending, Ending::Ended) && !matches!(self.login, Login::Refused)
     }
 
     /// Decodes what the stream holds, reading more while the game's queue has room (a logged-in
@@ -442,10 +561,10 @@ impl Connection {
         while self.reads() {
             let logged_in = matches!(self.login, Login::LoggedIn { .. });
             if logged_in && !ctx.outbox.has_room() {
-                self.read_paused = true;
+                self.reader.paused = true;
                 return;
             }
-            match self.decoder.next_message::<ClientMessage>() {
+            match self.reader.decoder.next_message::<ClientMessage>() {
                 Ok(Some(message)) => {
                     self.on_message(ctx, message);
                     continue;
@@ -456,13 +575,13 @@ impl Connection {
                     return;
                 }
             }
-            if self.read_done {
+            if self.reader.done {
                 self.stream_ended(ctx);
                 return;
             }
             if !self.read_chunks(id) {
                 // Everything the client sent is read.
-                if let Some(departure) = self.unread_departure.take() {
+                if let Some(departure) = self.ending.take_departure() {
                     self.report(ctx, departure);
                 }
                 return;
@@ -474,18 +593,18 @@ impl Connection {
     fn read_chunks(&mut self, id: StreamId) -> bool {
         let mut recv = self.quic.recv_stream(id);
         let Ok(mut chunks) = recv.read(true) else {
-            self.read_done = true;
+            self.reader.done = true;
             return true;
         };
         let mut got = false;
         loop {
             match chunks.next(READ_CHUNK) {
                 Ok(Some(chunk)) => {
-                    self.decoder.extend(&chunk.bytes);
+                    self.reader.decoder.extend(&chunk.bytes);
                     got = true;
                 }
                 Ok(None) | Err(ReadError::Reset(_)) => {
-                    self.read_done = true;
+                    self.reader.done = true;
                     got = true;
                     break;
                 }
@@ -505,15 +624,16 @@ impl Connection {
                     self.over_budget(ctx);
                     return;
                 }
-                ctx.outbox.push(ConnectionEvent::Message { connection: self.id, message })
+                ctx.outbox.push(ConnectionEvent::Message { connection: self.id(), message })
             }
             Login::AwaitingHello { .. } => self.on_hello(ctx, message),
-            Login::Handshaking(_) | Login::Refused => {}
+            Login::Handshaking { .. } | Login::Refused => {}
         }
     }
 
+    /// A `Hello` while one is awaited: logged in (the game hears it), or refused with
+    /// `Rejected` and a close after it, bounded by [`CLOSE_FLUSH`].
     fn on_hello(&mut self, ctx: &mut Context<'_>, hello: ClientMessage) {
-        self.login_by = None;
         let checked = check_hello(&ctx.settings.tokens, hello).and_then(|player| {
             if ctx.draining {
                 Err(Refusal {
@@ -531,10 +651,9 @@ impl Connection {
                 let (outbound, queue) =
                     send_queue(ctx.settings.send_queue_frames, ctx.doorbell.clone(), self.key);
                 let login = Login::LoggedIn { queue: Some(queue), reported: false };
-                let event = ConnectionEvent::Login { connection: self.id, player, outbound };
+                let event = ConnectionEvent::Login { connection: self.id(), player, outbound };
                 // The slot goes with the login: the player cap bounds it once the game takes it.
-                let Login::AwaitingHello { _slot: slot } =
-                    std::mem::replace(&mut self.login, login)
+                let Login::AwaitingHello { slot, .. } = std::mem::replace(&mut self.login, login)
                 else {
                     unreachable!("a Hello is read only while one is awaited (on_message)");
                 };
@@ -551,8 +670,8 @@ impl Connection {
                     gatehouse_protocol::encode_frame(&rejected, ctx.settings.max_frame_len)
                         .ok()
                         .map(Bytes::from);
-                self.closing = Closing::Write(refusal.code);
-                self.close_by = Some(ctx.now + CLOSE_FLUSH);
+                self.ending.set_stage(Stage::Write(refusal.code));
+                self.ending.force_by(ctx.now + CLOSE_FLUSH);
             }
         }
     }
@@ -560,22 +679,22 @@ impl Connection {
     /// The client finished (or reset) its stream: between frames a lost connection, inside
     /// one a protocol violation.
     fn stream_ended(&mut self, ctx: &mut Context<'_>) {
-        if let Err(e) = self.decoder.finish() {
+        if let Err(e) = self.reader.decoder.finish() {
             self.protocol_violation(ctx, &e.to_string());
             return;
         }
         match self.login {
             Login::LoggedIn { reported: false, .. } => {
-                let departure = self.unread_departure.take().unwrap_or_else(|| {
+                let departure = self.ending.take_departure().unwrap_or_else(|| {
                     Departure::lost("the client finished its stream without Leave")
                 });
                 self.report(ctx, departure);
             }
             Login::AwaitingHello { .. } => {
                 tracing::debug!("closed by the client before its Hello");
-                self.close_silently(ctx.now);
+                self.end_as(ctx, Exit::Abandon);
             }
-            Login::Handshaking(_) | Login::Refused | Login::LoggedIn { .. } => {}
+            Login::Handshaking { .. } | Login::Refused | Login::LoggedIn { .. } => {}
         }
     }
 
@@ -591,25 +710,25 @@ impl Connection {
         );
         tracing::info!(%reason, "message budget spent; closing this connection");
         self.report(ctx, Departure::closed_because(CloseCode::Abuse, reason.clone()));
-        self.close(ctx, CloseCode::Abuse, &reason);
+        self.end_as(ctx, Exit::Close(CloseCode::Abuse, &reason));
     }
 
     /// Evicted from a full pending table for a newcomer (docs/security.md, "The front door"):
     /// a connection that has not logged in yet is closed with `ServerFull`; one that logged in
     /// meanwhile holds no slot and stays.
     pub(super) fn evict(&mut self, ctx: &mut Context<'_>) {
-        if matches!(self.login, Login::Handshaking(_) | Login::AwaitingHello { .. }) {
+        if matches!(self.login, Login::Handshaking { .. } | Login::AwaitingHello { .. }) {
             tracing::debug!("evicted from the full pending table for a newer connection");
-            self.close(
-                ctx,
-                CloseCode::ServerFull,
-                "evicted: too many connections have not logged in",
-            );
+            let reason = "evicted: too many connections have not logged in";
+            self.end_as(ctx, Exit::Close(CloseCode::ServerFull, reason));
         }
     }
 
+    /// A frame that does not decode, or a client that stopped reading: closed with
+    /// `ProtocolViolation` and `error` as the reason, the game hearing it as the departure; a
+    /// lost client's last bytes change nothing (its own departure is reported).
     fn protocol_violation(&mut self, ctx: &mut Context<'_>, error: &str) {
-        if let Some(departure) = self.unread_departure.take() {
+        if let Some(departure) = self.ending.take_departure() {
             // The client had left already: its last bytes change nothing.
             tracing::debug!(%error, "a bad frame after the client left");
             self.report(ctx, departure);
@@ -623,14 +742,14 @@ impl Connection {
         }
         let departure = Departure::closed_because(CloseCode::ProtocolViolation, error);
         self.report(ctx, departure);
-        self.close(ctx, CloseCode::ProtocolViolation, error);
+        self.end_as(ctx, Exit::Close(CloseCode::ProtocolViolation, error));
     }
 
     /// Writes what is being written, then what the game queued, then a close's `Closing`,
     /// as far as the stream takes it; the rest waits for the stream to be writable.
     fn write(&mut self, ctx: &mut Context<'_>) {
         let Some(id) = self.stream else { return };
-        while !self.ended {
+        while !self.ending.is_over() {
             if let Some(mut chunk) = self.writing.take() {
                 match self.quic.send_stream(id).write_chunks(std::slice::from_mut(&mut chunk)) {
                     Ok(written) if written.chunks == 1 => continue,
@@ -644,27 +763,27 @@ impl Connection {
                     }
                 }
             }
-            match self.closing {
-                Closing::Write(code) => {
+            match self.ending.stage() {
+                Some(Stage::Write(code)) => {
                     let closing =
                         ServerMessage::Closing { code: code.code(), reason: code.reason().into() };
                     self.writing = gatehouse_protocol::encode_frame(&closing, CLOSING_FRAME_LEN)
                         .ok()
                         .map(Bytes::from);
-                    self.closing = Closing::Finish(code);
+                    self.ending.set_stage(Stage::Finish(code));
                     continue;
                 }
-                Closing::Finish(code) => {
+                Some(Stage::Finish(code)) => {
                     if self.quic.send_stream(id).finish().is_err() {
-                        self.close(ctx, code, code.reason());
+                        self.end_as(ctx, Exit::code(code));
                         return;
                     }
-                    self.closing = Closing::Flushing(code);
-                    self.close_by_at_most(ctx.now + CLOSE_FLUSH);
+                    self.ending.set_stage(Stage::Flushing(code));
+                    self.ending.force_by(ctx.now + CLOSE_FLUSH);
                     return;
                 }
-                Closing::Flushing(_) => return,
-                Closing::No => {}
+                Some(Stage::Flushing(_)) => return,
+                Some(Stage::Queued) | None => {}
             }
             let Login::LoggedIn { queue: Some(queue), .. } = &mut self.login else { return };
             match queue.try_recv() {
@@ -672,36 +791,30 @@ impl Connection {
                     let (chunk, close_with) = batch(bytes, queue);
                     self.writing = Some(chunk);
                     if let Some(code) = close_with {
-                        self.closing = Closing::Write(code);
+                        self.ending.set_stage(Stage::Write(code));
                     }
                 }
-                Some(Outbound::Close(code)) => self.closing = Closing::Write(code),
+                Some(Outbound::Close(code)) => self.ending.set_stage(Stage::Write(code)),
                 None => return,
             }
         }
     }
 
     /// The stream can take nothing more (the client stopped it): the game's writes are refused
-    /// from now on; a close under way closes at once, and otherwise the connection closes as
-    /// soon as what the client sent before is read ([`Connection::step`]), not at a forced
-    /// close's deadline: with nothing left to write, none is needed.
+    /// from now on; a close under way closes at once, and otherwise the connection is
+    /// [`Ending::Stopped`], closed as soon as what the client sent before is read
+    /// ([`Connection::end_if_done`]), not at a forced close's deadline: with nothing left to
+    /// write, none is needed.
     fn writer_gone(&mut self, ctx: &mut Context<'_>) {
         self.writing = None;
-        self.write_stopped = true;
         if let Login::LoggedIn { queue, .. } = &mut self.login {
             *queue = None;
         }
-        match self.closing {
-            Closing::Write(code) | Closing::Finish(code) | Closing::Flushing(code) => {
-                self.close(ctx, code, code.reason());
-            }
-            Closing::No => self.close_by = None,
+        match self.ending.code() {
+            Some(code) => self.end_as(ctx, Exit::code(code)),
+            None if !self.ending.is_over() => self.ending = Ending::Stopped(None),
+            None => {}
         }
-    }
-
-    /// Makes `close_by` no later than `at`.
-    fn close_by_at_most(&mut self, at: Instant) {
-        self.close_by = Some(self.close_by.map_or(at, |by| by.min(at)));
     }
 
     /// Whether the game heard this connection's disconnect.
@@ -718,11 +831,17 @@ impl Connection {
         })
     }
 
-    /// A logged-in connection whose queue the game dropped closes once what it queued is
-    /// written ([`Connection::close_dropped`]). A queue the writer gave up (the client stopped reading) is not the game's doing: that
-    /// close is [`Connection::step`]'s.
+    /// The end of a step: ends a connection nothing more will come of. One whose client
+    /// stopped reading closes once what it sent before went up (unless reading waits for room
+    /// in the game's queue); a logged-in one whose queue the game dropped closes once what it
+    /// queued is written ([`Connection::close_dropped`]).
     fn end_if_done(&mut self, ctx: &mut Context<'_>) {
-        if self.ended || self.closing != Closing::No || self.writing.is_some() {
+        if let Ending::Stopped(_) = self.ending
+            && !self.reader.paused
+        {
+            self.protocol_violation(ctx, "the client stopped reading the stream");
+        }
+        if self.ending.is_over() || self.ending.code().is_some() || self.writing.is_some() {
             return;
         }
         let Login::LoggedIn { queue: Some(queue), .. } = &self.login else { return };
@@ -737,63 +856,79 @@ impl Connection {
     /// to it again, so it closes with `ShuttingDown`.
     fn close_dropped(&mut self, ctx: &mut Context<'_>) {
         if self.is_reported() {
-            self.close_silently(ctx.now);
+            self.end_as(ctx, Exit::Abandon);
         } else {
             tracing::debug!("the game task dropped the connection without a close");
-            let code = CloseCode::ShuttingDown;
-            self.close(ctx, code, code.reason());
+            self.end_as(ctx, Exit::code(CloseCode::ShuttingDown));
         }
     }
 
-    /// Closes with one of our codes and a reason (truncated to fit a packet), counted in
-    /// `gatehouse_connection_closes_total` unless it had ended already; the game hears the
-    /// disconnect if it has not.
-    fn close(&mut self, ctx: &mut Context<'_>, code: CloseCode, reason: &str) {
-        if self.ended {
+    /// Ends the connection now, as `exit` says: the one way into [`Ending::Lost`] and
+    /// [`Ending::Ended`]. Nothing for one that is over already. The game hears the disconnect
+    /// if it has not (a lost client's once what it sent before is read); the pending slot and
+    /// the writer's queue go, nothing is left to write, no deadline of ours is kept.
+    fn end_as(&mut self, ctx: &mut Context<'_>, exit: Exit<'_>) {
+        if self.ending.is_over() {
             return;
         }
-        ctx.settings.metrics.count_close(code, CloseSide::Server);
-        self.quic.close(ctx.now, VarInt::from_u32(code.code()), reason_bytes(reason));
-        self.end(ctx, Departure::lost("closed by the server"));
-    }
-
-    /// Closes as an abandoned QUIC connection does (code 0, no reason), uncounted.
-    fn close_silently(&mut self, now: Instant) {
-        if self.ended {
-            return;
+        let departure = match exit {
+            Exit::Close(code, reason) => {
+                ctx.settings.metrics.count_close(code, CloseSide::Server);
+                self.quic.close(ctx.now, VarInt::from_u32(code.code()), reason_bytes(reason));
+                Some(Departure::lost("closed by the server"))
+            }
+            Exit::Shut(code) => {
+                let reason = reason_bytes(code.reason());
+                self.quic.close(ctx.now, VarInt::from_u32(code.code()), reason);
+                Some(Departure::lost("closed by the server"))
+            }
+            Exit::Abandon => {
+                self.quic.close(ctx.now, VarInt::from_u32(0), Bytes::new());
+                None
+            }
+            Exit::Lost(reason) => {
+                count_reason(&ctx.settings.metrics, &reason);
+                let departure = departure_of(&reason);
+                if let Login::LoggedIn { reported: false, .. } = self.login {
+                    // Reported once what the client sent before is read (`read`).
+                    self.wind_up();
+                    self.ending = Ending::Lost(departure);
+                    return;
+                }
+                Some(departure)
+            }
+        };
+        if let Some(departure) = departure {
+            self.report(ctx, departure);
         }
-        self.quic.close(now, VarInt::from_u32(0), Bytes::new());
-        self.wind_up();
-    }
-
-    /// The connection is over: the game hears it (once), then [`Connection::wind_up`].
-    fn end(&mut self, ctx: &mut Context<'_>, departure: Departure) {
-        self.report(ctx, departure);
         self.wind_up();
     }
 
     /// Nothing is left to do but drain: the pending slot and the writer's queue go, nothing is
-    /// left to write, no deadline of ours is kept.
+    /// left to write or read, no deadline of ours is kept.
     fn wind_up(&mut self) {
-        self.ended = true;
+        self.ending = Ending::Ended;
         self.writing = None;
-        self.closing = Closing::No;
-        self.login_by = None;
-        self.close_by = None;
-        self.read_paused = false;
+        self.reader.paused = false;
         self.login = match std::mem::replace(&mut self.login, Login::Refused) {
             Login::LoggedIn { reported, .. } => Login::LoggedIn { queue: None, reported },
             // Dropping the slot frees it.
-            Login::Handshaking(_) | Login::AwaitingHello { .. } | Login::Refused => Login::Refused,
+            Login::Handshaking { .. } | Login::AwaitingHello { .. } | Login::Refused => {
+                Login::Refused
+            }
         };
     }
 
-    /// Tells the game a logged-in connection ended, once.
+    /// Tells the game a logged-in connection ended, once; a lost one's departure is then no
+    /// longer owed (this one replaces it).
     fn report(&mut self, ctx: &mut Context<'_>, departure: Departure) {
-        self.unread_departure = None;
+        if let Ending::Lost(_) = self.ending {
+            self.ending = Ending::Ended;
+        }
         if let Login::LoggedIn { reported: reported @ false, .. } = &mut self.login {
             *reported = true;
-            ctx.outbox.push(ConnectionEvent::Disconnected { connection: self.id, departure });
+            let connection = self.key.connection;
+            ctx.outbox.push(ConnectionEvent::Disconnected { connection, departure });
         }
     }
 }
@@ -921,7 +1056,7 @@ fn departure_of(reason: &ConnectionError) -> Departure {
 }
 
 /// Counts a close the client made, or a timeout; the server's own closes are counted by
-/// [`Connection::close`].
+/// [`Connection::end_as`].
 fn count_reason(metrics: &NetMetrics, reason: &ConnectionError) {
     match reason {
         ConnectionError::LocallyClosed => {}

@@ -35,6 +35,9 @@ pub struct NetMetrics {
 }
 
 impl NetMetrics {
+    /// Registers the network's families in `registry` (the close counts, every server-side
+    /// code at 0 from the start; the pending connections), with `logins_refused`, which the
+    /// game's refusals count in too.
     pub(crate) fn register(
         registry: &mut Registry,
         logins_refused: Family<[(&'static str, &'static str); 1], Counter>,

@@ -145,29 +145,59 @@ struct Driver<W = UdpSocket> {
     connections: HashMap<usize, Box<Connection>>,
     /// `(deadline, handle)` of every connection's next wake.
     timers: BTreeSet<(Instant, usize)>,
-    /// Connections to drive in this wake's pass, each once (`Connection::listed`).
+    /// Connections to drive in this wake's pass, each once ([`Marks::listed`]).
     listed: Vec<usize>,
     /// Connections whose reading waits for room in the game's queue, in the order they paused
-    /// (each once: `Connection::awaiting_room`). A handle reused since by a new connection
+    /// (each once: [`Marks::awaiting_room`]). A handle reused since by a new connection
     /// gets a resume it did not need, which only reads what it has.
     paused: Vec<usize>,
-    /// Connections not ended (`Connection::counted_open`), published on `open`.
+    /// Connections not ended ([`Marks::counted_open`]), published on `open`.
     open_count: usize,
     /// The game task's queue of connection events.
     events: mpsc::Sender<ConnectionEvent>,
     rings: mpsc::UnboundedReceiver<QueueKey>,
     next_id: u64,
     shutting: bool,
-    /// The one buffer every connection's datagrams are built in.
-    send_buffer: Vec<u8>,
-    /// A transmit the socket would not take yet, with its bytes and its connection.
-    blocked: Option<(quinn_proto::Transmit, Vec<u8>, usize)>,
+    /// The connections' datagrams on their way out.
+    sending: Sending,
     /// Datagrams read in this wake.
     received: Vec<Datagram>,
     /// Where stateless answers (retries, refusals, version negotiation) are built.
     response_buffer: Vec<u8>,
-    send_errors: SendErrors,
     open: watch::Sender<usize>,
+}
+
+/// The driver's bookkeeping of one connection, kept with it so that one lookup serves the
+/// connection and its place in the driver's lists. Only the driver reads or writes it.
+#[derive(Debug, Default)]
+pub(super) struct Marks {
+    /// The wake it holds in the driver's timer set.
+    armed: Option<Instant>,
+    /// Listed for the driver's next pass (events to take, datagrams to send).
+    listed: bool,
+    /// Counted in the driver's open connections (until it ends).
+    counted_open: bool,
+    /// On the driver's list of connections waiting for room to read.
+    awaiting_room: bool,
+}
+
+/// What every connection's datagrams go out through, beside the socket.
+#[derive(Debug, Default)]
+struct Sending {
+    /// The one buffer every connection's datagrams are built in.
+    buffer: Vec<u8>,
+    /// A transmit the socket would not take yet, with its bytes and its connection's handle.
+    blocked: Option<(quinn_proto::Transmit, Vec<u8>, usize)>,
+    errors: SendErrors,
+}
+
+/// Whether a connection goes on the list again after its turn in a pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    /// Nothing left for this pass.
+    Done,
+    /// Datagrams left (the pass's limit, or a full socket).
+    Again,
 }
 
 impl<W> std::fmt::Debug for Driver<W> {
@@ -308,11 +338,9 @@ impl<W: Wire> Driver<W> {
             rings,
             next_id: 1,
             shutting: false,
-            send_buffer: Vec::new(),
-            blocked: None,
+            sending: Sending::default(),
             received: Vec::new(),
             response_buffer: Vec::new(),
-            send_errors: SendErrors::default(),
             open: watch::Sender::new(0),
         }
     }
@@ -339,7 +367,7 @@ impl<W: Wire> Driver<W> {
     /// is full: its writability wakes the driver). Readers still paused need no wake of their
     /// own: they wait for the game's queue to take the outbox's events, which is a wake.
     fn has_work_left(&self) -> bool {
-        !self.listed.is_empty() && self.blocked.is_none()
+        !self.listed.is_empty() && self.sending.blocked.is_none()
     }
 }
 
@@ -360,7 +388,7 @@ impl Driver<UdpSocket> {
                 // The permit is dropped at once: the driver is the queue's one sender, so the
                 // send after it finds the room (or the game task is gone: nothing to wait for).
                 _ = self.events.reserve(), if !self.common.outbox.is_empty() => Wake::Room,
-                _ = self.socket.writable(), if self.blocked.is_some() => Wake::Writable,
+                _ = self.socket.writable(), if self.sending.blocked.is_some() => Wake::Writable,
                 _ = self.socket.readable() => Wake::Readable,
                 _ = self.rings.recv_many(&mut rings, RINGS_PER_WAKE) => Wake::Rings,
                 () = sleep_until(next_timer), if next_timer.is_some() => Wake::Timer,
@@ -388,8 +416,8 @@ impl Driver<UdpSocket> {
 impl<W: Wire> Driver<W> {
     /// Lists `handle` for this wake's pass.
     fn list(listed: &mut Vec<usize>, connection: &mut Connection, handle: usize) {
-        if !connection.listed {
-            connection.listed = true;
+        if !connection.marks.listed {
+            connection.marks.listed = true;
             listed.push(handle);
         }
     }
@@ -492,6 +520,7 @@ impl<W: Wire> Driver<W> {
                 let mut connection =
                     Box::new(Connection::new(quic, id, handle.0, slot, now, &self.common.settings));
                 Self::list(&mut self.listed, &mut connection, handle.0);
+                connection.marks.counted_open = true;
                 self.open_count += 1;
                 self.connections.insert(handle.0, connection);
             }
@@ -511,7 +540,7 @@ impl<W: Wire> Driver<W> {
         if let Err(e) = self.socket.send(transmit, contents)
             && e.kind() != io::ErrorKind::WouldBlock
         {
-            self.send_errors.note(now, &e);
+            self.sending.errors.note(now, &e);
         }
     }
 
@@ -523,120 +552,82 @@ impl<W: Wire> Driver<W> {
             self.timers.pop_first();
             let Driver { connections, common, listed, .. } = self;
             let Some(connection) = connections.get_mut(&handle) else { continue };
-            connection.armed = None;
+            connection.marks.armed = None;
             connection.handle_timeout(&mut common.at(now));
             Self::list(listed, connection, handle);
         }
     }
 
-    /// Drives every listed connection: endpoint events both ways, its step, its datagrams out
-    /// (until the socket is full), its timer; forgets it once drained.
+    /// Drives every listed connection once, in the order listed ([`Driver::drive`]), after the
+    /// transmit the socket refused last time; while the socket still refuses it, nobody is
+    /// driven. A connection left with work is listed again, behind the others.
     fn pass(&mut self, now: Instant) {
-        if let Some((transmit, bytes, handle)) = self.blocked.take() {
-            match self.socket.send(&transmit, &bytes) {
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    self.blocked = Some((transmit, bytes, handle));
-                    return;
-                }
-                Err(e) => self.send_errors.note(now, &e),
-                Ok(()) => {}
-            }
+        if !self.sending.send_blocked(now, &self.socket) {
+            return;
         }
         let mut listed = std::mem::take(&mut self.listed);
         let mut again = Vec::new();
-        let mut socket_full = false;
         for handle in listed.drain(..) {
-            let Driver {
-                connections,
-                endpoint,
-                common,
-                socket,
-                send_buffer,
-                blocked,
-                timers,
-                paused,
-                open_count,
-                send_errors,
-                ..
-            } = self;
-            let Some(connection) = connections.get_mut(&handle) else { continue };
-            if socket_full {
-                // Driven once the socket takes datagrams again.
+            if self.drive(now, handle) == Next::Again {
                 again.push(handle);
-                continue;
-            }
-            connection.listed = false;
-            exchange_endpoint_events(endpoint, connection, handle);
-            connection.step(&mut common.at(now));
-            exchange_endpoint_events(endpoint, connection, handle);
-            let mut sent = 0;
-            loop {
-                if sent == TRANSMITS_PER_PASS {
-                    connection.listed = true;
-                    again.push(handle);
-                    break;
-                }
-                send_buffer.clear();
-                let Some(transmit) =
-                    connection.quic.poll_transmit(now, socket.max_segments(), send_buffer)
-                else {
-                    break;
-                };
-                sent += 1;
-                let contents = &send_buffer[..transmit.size.min(send_buffer.len())];
-                match socket.send(&transmit, contents) {
-                    Ok(()) => {}
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        *blocked = Some((transmit, std::mem::take(send_buffer), handle));
-                        socket_full = true;
-                        // It may have more to send once the blocked transmit is out.
-                        connection.listed = true;
-                        again.push(handle);
-                        break;
-                    }
-                    Err(e) => send_errors.note(now, &e),
-                }
-            }
-            exchange_endpoint_events(endpoint, connection, handle);
-            if connection.is_ended() && connection.counted_open {
-                connection.counted_open = false;
-                *open_count -= 1;
-            }
-            if connection.is_read_paused() && !connection.awaiting_room {
-                connection.awaiting_room = true;
-                paused.push(handle);
-            }
-            // A lost client's last messages may still wait for room in the game's queue. (Done
-            // means ended: it was counted out of the open connections above.)
-            if connection.quic.is_drained() && connection.is_done() {
-                if let Some(at) = connection.armed.take() {
-                    timers.remove(&(at, handle));
-                }
-                connections.remove(&handle);
-                // Only now may the endpoint reuse the handle.
-                endpoint.handle_event(ConnectionHandle(handle), EndpointEvent::drained());
-                continue;
-            }
-            let next = connection.next_timeout();
-            if next != connection.armed {
-                if let Some(at) = connection.armed.take() {
-                    timers.remove(&(at, handle));
-                }
-                if let Some(at) = next {
-                    timers.insert((at, handle));
-                }
-                connection.armed = next;
             }
         }
+        self.list_again(again, listed);
+    }
+
+    /// One listed connection's turn in the pass: endpoint events both ways, its step, its
+    /// datagrams out, its marks (counted out once ended, listed among the paused readers), then
+    /// forgotten once QUIC drained it, or its timer re-armed. `Again` when it has datagrams
+    /// left, or was not driven because the socket is full; a connection gone since it was
+    /// listed is passed over.
+    fn drive(&mut self, now: Instant, handle: usize) -> Next {
+        let Driver {
+            connections,
+            endpoint,
+            common,
+            socket,
+            sending,
+            timers,
+            paused,
+            open_count,
+            ..
+        } = self;
+        let Some(connection) = connections.get_mut(&handle) else { return Next::Done };
+        if sending.blocked.is_some() {
+            // Driven once the socket takes datagrams again.
+            return Next::Again;
+        }
+        connection.marks.listed = false;
+        exchange_endpoint_events(endpoint, connection, handle);
+        connection.step(&mut common.at(now));
+        exchange_endpoint_events(endpoint, connection, handle);
+        let next = sending.transmit(now, socket, connection, handle);
+        exchange_endpoint_events(endpoint, connection, handle);
+        update_marks(connection, handle, open_count, paused);
+        // A lost client's last messages may still wait for room in the game's queue. (Done
+        // means ended: it was counted out of the open connections just now.)
+        if connection.quic.is_drained() && connection.is_done() {
+            disarm(timers, connection, handle);
+            connections.remove(&handle);
+            // Only now may the endpoint reuse the handle.
+            endpoint.handle_event(ConnectionHandle(handle), EndpointEvent::drained());
+        } else {
+            rearm(timers, connection, handle);
+        }
+        next
+    }
+
+    /// Lists the connections of `again` that are still there for the next pass; `room` is the
+    /// pass's emptied list, kept for its capacity when nothing is listed.
+    fn list_again(&mut self, again: Vec<usize>, room: Vec<usize>) {
         for handle in again {
             if let Some(connection) = self.connections.get_mut(&handle) {
-                connection.listed = true;
+                connection.marks.listed = true;
                 self.listed.push(handle);
             }
         }
-        // An empty list keeps its room for the next pass.
         if self.listed.is_empty() {
-            self.listed = listed;
+            self.listed = room;
         }
     }
 
@@ -665,7 +656,7 @@ impl<W: Wire> Driver<W> {
             resumed += 1;
             // Gone since (drained): nothing to resume.
             let Some(connection) = connections.get_mut(&handle) else { continue };
-            connection.awaiting_room = false;
+            connection.marks.awaiting_room = false;
             connection.resume_reading(&mut common.at(now));
             Self::list(listed, connection, handle);
         }
@@ -693,7 +684,8 @@ impl<W: Wire> Driver<W> {
 }
 
 /// Passes the connection's endpoint events to the endpoint, and the endpoint's answers back;
-/// all but the last one (drained), which [`Driver::pass`] passes when it forgets the connection.
+/// all but the last one (drained), which [`Driver::drive`] passes when it forgets the
+/// connection.
 fn exchange_endpoint_events(
     endpoint: &mut quinn_proto::Endpoint,
     connection: &mut Connection,
@@ -706,6 +698,92 @@ fn exchange_endpoint_events(
         if let Some(answer) = endpoint.handle_event(ConnectionHandle(handle), event) {
             connection.quic.handle_event(answer);
         }
+    }
+}
+
+impl Sending {
+    /// Sends the transmit `socket` would not take last time; false while it still will not
+    /// (the transmit is kept).
+    fn send_blocked<W: Wire>(&mut self, now: Instant, socket: &W) -> bool {
+        let Some((transmit, bytes, handle)) = self.blocked.take() else { return true };
+        match socket.send(&transmit, &bytes) {
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                self.blocked = Some((transmit, bytes, handle));
+                return false;
+            }
+            Err(e) => self.errors.note(now, &e),
+            Ok(()) => {}
+        }
+        true
+    }
+
+    /// Sends `connection`'s datagrams through `socket`, at most [`TRANSMITS_PER_PASS`]; a
+    /// failed send is counted and lost (QUIC sends it again). `Again` when it may have more:
+    /// the limit was reached, or the socket was full (the transmit it refused is kept, and
+    /// goes first in the next pass).
+    fn transmit<W: Wire>(
+        &mut self,
+        now: Instant,
+        socket: &W,
+        connection: &mut Connection,
+        handle: usize,
+    ) -> Next {
+        for _ in 0..TRANSMITS_PER_PASS {
+            self.buffer.clear();
+            let segments = socket.max_segments();
+            let Some(transmit) = connection.quic.poll_transmit(now, segments, &mut self.buffer)
+            else {
+                return Next::Done;
+            };
+            let contents = &self.buffer[..transmit.size.min(self.buffer.len())];
+            match socket.send(&transmit, contents) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.blocked = Some((transmit, std::mem::take(&mut self.buffer), handle));
+                    // It may have more to send once the blocked transmit is out.
+                    return Next::Again;
+                }
+                Err(e) => self.errors.note(now, &e),
+            }
+        }
+        Next::Again
+    }
+}
+
+/// After a connection's turn: counts it out of `open_count` once it ended, and puts it on
+/// `paused` once its reading waits for room in the game's queue (each once).
+fn update_marks(
+    connection: &mut Connection,
+    handle: usize,
+    open_count: &mut usize,
+    paused: &mut Vec<usize>,
+) {
+    if connection.is_ended() && connection.marks.counted_open {
+        connection.marks.counted_open = false;
+        *open_count -= 1;
+    }
+    if connection.is_read_paused() && !connection.marks.awaiting_room {
+        connection.marks.awaiting_room = true;
+        paused.push(handle);
+    }
+}
+
+/// Takes `connection`'s wake out of `timers`.
+fn disarm(timers: &mut BTreeSet<(Instant, usize)>, connection: &mut Connection, handle: usize) {
+    if let Some(at) = connection.marks.armed.take() {
+        timers.remove(&(at, handle));
+    }
+}
+
+/// Moves `connection`'s wake in `timers` to its next timeout, if that changed.
+fn rearm(timers: &mut BTreeSet<(Instant, usize)>, connection: &mut Connection, handle: usize) {
+    let next = connection.next_timeout();
+    if next != connection.marks.armed {
+        disarm(timers, connection, handle);
+        if let Some(at) = next {
+            timers.insert((at, handle));
+        }
+        connection.marks.armed = next;
     }
 }
 

@@ -33,7 +33,9 @@ pub(crate) const MAX_STEPS: usize = 10_000;
 /// The server's socket: datagrams the test delivers, datagrams the driver sent.
 #[derive(Default)]
 pub(crate) struct MemWire {
+    /// Datagrams for the driver, oldest first.
     pub(crate) inbox: VecDeque<Datagram>,
+    /// Datagrams the driver sent, each its whole contents, for the client to take.
     pub(crate) sent: RefCell<Vec<Vec<u8>>>,
     /// Transmits the socket took.
     pub(crate) transmits: Cell<usize>,
@@ -73,8 +75,11 @@ impl Wire for MemWire {
 
 /// The client: its endpoint, its connection, its stream and what it read.
 pub(crate) struct Client {
+    /// The client's QUIC endpoint.
     pub(crate) endpoint: quinn_proto::Endpoint,
+    /// The client's side of the connection.
     pub(crate) quic: quinn_proto::Connection,
+    /// The bidirectional stream it opened, once it did.
     pub(crate) stream: Option<StreamId>,
     /// Whether it reads what the server writes.
     pub(crate) reading: bool,
@@ -82,8 +87,11 @@ pub(crate) struct Client {
     pub(crate) cut: bool,
     /// The next datagrams to cross, either way, that are lost.
     pub(crate) lose_next: usize,
+    /// Decodes what the server wrote.
     pub(crate) decoder: FrameDecoder,
+    /// The messages the server wrote, in order.
     pub(crate) read: Vec<ServerMessage>,
+    /// Why the connection was lost, once it was.
     pub(crate) lost: Option<ConnectionError>,
 }
 
@@ -115,13 +123,21 @@ impl Default for Setup {
     }
 }
 
+/// A network driver and one client over an in-memory wire, on an explicit clock.
 pub(crate) struct Harness {
+    /// The driver under test.
     pub(super) driver: Driver<MemWire>,
+    /// The client (a new one for each dial).
     pub(crate) client: Client,
+    /// The game task's end of the driver's queue of connection events.
     pub(crate) events: mpsc::Receiver<ConnectionEvent>,
+    /// The clock: every call into the driver or the client is at this instant.
     pub(crate) now: Instant,
+    /// The metrics the driver counts closes, refusals and pending connections in.
     pub(crate) metrics: Metrics,
+    /// The driver's network configuration.
     pub(crate) network: NetworkConfig,
+    /// How it was set up.
     pub(crate) setup: Setup,
     /// The server's certificate, which the clients trust.
     pub(crate) cert: CertificateDer<'static>,
@@ -310,7 +326,7 @@ impl Harness {
     pub(crate) fn driver_wakes(&self) -> bool {
         let driver = &self.driver;
         !driver.socket.inbox.is_empty()
-            || (driver.blocked.is_some() && !driver.socket.full.get())
+            || (driver.sending.blocked.is_some() && !driver.socket.full.get())
             || (!driver.common.outbox.is_empty() && driver.events.capacity() > 0)
             || !driver.rings.is_empty()
             || driver.has_work_left()

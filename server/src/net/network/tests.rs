@@ -259,11 +259,11 @@ fn the_connection_a_full_socket_blocked_sends_the_rest_once_writable() {
     harness.driver.socket.full.set(true);
     let before = harness.driver.socket.transmits.get();
     harness.driver.turn(harness.now, &mut Vec::new());
-    assert!(harness.driver.blocked.is_some());
+    assert!(harness.driver.sending.blocked.is_some());
     assert!(!harness.driver.has_work_left(), "the socket's writability wakes it, nothing else");
     // A wake while the socket is still full keeps the blocked transmit.
     harness.driver.turn(harness.now, &mut Vec::new());
-    assert!(harness.driver.blocked.is_some());
+    assert!(harness.driver.sending.blocked.is_some());
     assert_eq!(harness.driver.socket.transmits.get(), before);
     harness.driver.socket.full.set(false);
     // The writable branch, then whatever that turn left.
@@ -272,7 +272,7 @@ fn the_connection_a_full_socket_blocked_sends_the_rest_once_writable() {
         harness.driver.turn(harness.now, &mut Vec::new());
     }
     assert!(harness.driver.socket.transmits.get() - before >= 5, "the blocked one and the rest");
-    assert!(harness.driver.blocked.is_none());
+    assert!(harness.driver.sending.blocked.is_none());
 }
 
 /// A client cut off from the server is lost at the idle timeout (a QUIC timer the driver runs):
@@ -785,16 +785,16 @@ fn a_send_refused_for_another_reason_is_dropped_not_held() {
     outbound.try_send_frames(left("p2"), 1).unwrap();
     harness.driver.socket.fail_next.set(1);
     harness.driver.turn(harness.now, &mut Vec::new());
-    assert!(harness.driver.blocked.is_none(), "a fresh transmit");
+    assert!(harness.driver.sending.blocked.is_none(), "a fresh transmit");
 
     outbound.try_send_frames(left("p3"), 1).unwrap();
     harness.driver.socket.full.set(true);
     harness.driver.turn(harness.now, &mut Vec::new());
-    assert!(harness.driver.blocked.is_some());
+    assert!(harness.driver.sending.blocked.is_some());
     harness.driver.socket.full.set(false);
     harness.driver.socket.fail_next.set(1);
     harness.driver.turn(harness.now, &mut Vec::new());
-    assert!(harness.driver.blocked.is_none(), "a transmit that waited for room");
+    assert!(harness.driver.sending.blocked.is_none(), "a transmit that waited for room");
 
     harness.run_for(Duration::from_secs(1));
     let left_players: Vec<&str> = harness
@@ -982,4 +982,40 @@ fn events_for_a_game_task_that_is_gone_are_dropped() {
     harness.send(&restart());
     harness.settle();
     assert!(harness.driver.common.outbox.is_empty());
+}
+
+/// A newcomer that finds the pending table full takes the slot of a connection that has not
+/// logged in: that one is closed with `ServerFull` (counted, and counted out of the open
+/// connections), and the newcomer gets in.
+#[test]
+fn a_full_pending_table_evicts_a_connection_still_awaiting_its_hello_for_a_newcomer() {
+    let mut harness = Harness::dialing(Setup::default());
+    // One pending slot in all; two per address, so the newcomer is not refused for its own.
+    harness.driver.admission = Admission::with_caps(1, 2, harness.metrics.net().clone());
+    harness.handshake();
+    assert_eq!(harness.driver.open_count, 1);
+
+    harness.client = Client::dial(&harness.cert, harness.setup, harness.now, &harness.network, 3);
+    harness.handshake();
+    assert_eq!(harness.server_closes("server_full"), 1);
+    assert_eq!(harness.driver.open_count, 1, "the evicted one is out, the newcomer in");
+    assert_eq!(harness.metric("gatehouse_pending_connections"), 1);
+}
+
+/// A client that stops reading in the same wake as its hello deadline is closed once, with
+/// `HelloTimeout`: the stop that QUIC reports after the close changes nothing.
+#[test]
+fn a_stop_reported_after_the_connection_closed_changes_nothing() {
+    let mut harness = Harness::new(Setup::default());
+    let hello = harness.network.hello_timeout;
+    harness.run_for(hello - Duration::from_millis(100));
+    let id = harness.client.stream.unwrap();
+    harness.client.quic.recv_stream(id).stop(VarInt::from_u32(0)).unwrap();
+    assert!(harness.client_out(), "the stop waits in the driver's socket");
+    harness.now += Duration::from_millis(200);
+    harness.driver.turn(harness.now, &mut Vec::new());
+    harness.settle();
+    assert_eq!(harness.closed_with(), Some(u64::from(CloseCode::HelloTimeout.code())));
+    assert_eq!(harness.server_closes("hello_timeout"), 1);
+    assert_eq!(harness.server_closes("protocol_violation"), 0);
 }
