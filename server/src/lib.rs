@@ -370,12 +370,13 @@ async fn bind_ports(
 /// and builds the QUIC endpoint's configuration from it.
 fn load_certificate(config: &ServerConfig) -> Result<quinn::ServerConfig, ServerError> {
     let identity = net::tls::load_identity(&config.tls, &config.data_dir)?;
-    let (origin, fingerprint) = (identity.origin.clone(), identity.fingerprint());
+    let (origin, fingerprint, generated) =
+        (identity.origin.clone(), identity.fingerprint(), identity.generated);
     let server_config = net::server_config(identity, &config.network)?;
     // Logged once, here: a development certificate is trusted by clients
     // with `--server-cert`, a configured one by its chain.
     tracing::info!(certificate = %origin.display(), %fingerprint,
-        development = config.tls.certificate.is_none(), "certificate loaded");
+        development = config.tls.certificate.is_none(), generated, "certificate loaded");
     Ok(server_config)
 }
 
