@@ -309,3 +309,23 @@ fn a_respawn_during_a_transition_waits_for_its_spawn_window() {
     assert_ne!(Some(pawn), dead);
     assert_eq!(h.game.roster.pawn(pawn).map(|p| p.node.clone()), Some(node("forest")));
 }
+
+/// T8 and T13: a respawn outside a transition's spawn window excuses nothing. A player who
+/// respawned and has not acknowledged its new pawn when a transition opens its window is waited
+/// for like any other unplaced player.
+#[test]
+fn a_respawn_outside_the_spawn_window_leaves_the_player_awaited() {
+    let mut h = Harness::booted();
+    let (a, b) = (h.placed("a"), h.placed("b"));
+    h.kill("a");
+    restart(&mut h, a);
+    let respawned = h.possessed(a).expect("a new pawn at once: no transition in flight");
+    h.input(Input::Travel { node: node("forest") });
+    let t = h.transition();
+    h.stream_node("forest");
+    h.ready(a);
+    h.ready(b);
+    assert!(!h.ended(t), "a's new pawn is not acknowledged yet");
+    h.send(a, ClientMessage::PossessionAcknowledged { pawn_id: respawned });
+    assert!(h.ended(t));
+}
