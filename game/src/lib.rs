@@ -47,7 +47,7 @@
 //!
 //! Where a room's work needs more than its own state, it borrows what it needs and returns
 //! what happened as facts, which the coordinator replicates and counts: a spawn attempt is
-//! `placement.rs`'s `Placement` over the roster and the streaming state (`Attempt`,
+//! `placement.rs`'s `Placement` over the roster, the streaming state and the world (`Attempt`,
 //! `Spawned`); a save load is `persistence.rs`'s `apply_player_load` (`PlayerLoad`); an
 //! effects step is `Effects::run` (`EffectEvent`s).
 //!

@@ -71,7 +71,10 @@ fn development_identity(data_dir: &Path) -> Result<ServerIdentity, NetError> {
     } else {
         let (cert, key) = generate_development()
             .map_err(|e| cert_error(&cert_path, format!("cannot generate: {e}")))?;
-        std::fs::create_dir_all(data_dir).map_err(|e| cert_error(data_dir, e.to_string()))?;
+        std::fs::create_dir_all(data_dir).map_err(|e| {
+            let why = format!("cannot create the data directory (data_dir, --data-dir): {e}");
+            cert_error(data_dir, why)
+        })?;
         write_private(&key_path, &key)?;
         std::fs::write(&cert_path, &cert).map_err(|e| cert_error(&cert_path, e.to_string()))?;
         tracing::debug!(certificate = %cert_path.display(), "generated a development certificate");
@@ -156,6 +159,16 @@ mod tests {
         assert_eq!(first.fingerprint(), second.fingerprint());
         assert_eq!(first.fingerprint().len(), 32 * 3 - 1);
         assert!(first.generated && !second.generated, "generated at first use only");
+    }
+
+    #[test]
+    fn a_data_directory_that_cannot_be_created_is_named_as_the_data_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("a-file");
+        std::fs::write(&file, b"not a directory").unwrap();
+        let err = load_identity(&TlsConfig::default(), &file).unwrap_err().to_string();
+        assert!(err.contains("data directory (data_dir, --data-dir)"), "{err}");
+        assert!(err.contains(&file.display().to_string()), "{err}");
     }
 
     #[test]
