@@ -231,9 +231,6 @@ async fn run_life(dial: &Dial<'_>, session: SessionConfig, end: LifeEnd, dead: b
     let mut life = Life::new(dead);
     let config = dial.config;
     let dialled = Instant::now();
-    let token = mint_token(&config.token_key, player_id(dial.index));
-    let mut session = ClientSession::new(dialled.into_std(), SessionConfig { token, ..session });
-    session.continue_dead(dead);
     let (connection, mut send, recv) = match connect(dial).await {
         Ok(parts) => parts,
         Err(why) => {
@@ -242,6 +239,13 @@ async fn run_life(dial: &Dial<'_>, session: SessionConfig, end: LifeEnd, dead: b
             return life;
         }
     };
+    // The session starts once the connection is up, as a game's would: the connect timeout
+    // bounds the dial, and the session's `Welcome` timeout only the server's answer (a dial
+    // slower than that through a lossy path must not close the session before it begins).
+    let token = mint_token(&config.token_key, player_id(dial.index));
+    let now = Instant::now().into_std();
+    let mut session = ClientSession::new(now, SessionConfig { token, ..session });
+    session.continue_dead(dead);
     // The session's first output is its `Hello`.
     let sent = match session.poll_output() {
         Some(hello) => write(&mut send, &hello, config.max_frame_len).await.is_ok(),
