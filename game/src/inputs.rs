@@ -431,7 +431,7 @@ impl Game {
         match self.transition.classify(id) {
             ReadyReport::Kept => {
                 self.responses.answer_shown(player, now);
-                self.answered(player);
+                self.responses.heard_from(player);
             }
             ReadyReport::NoTransition | ReadyReport::Superseded => {
                 self.out.counters.stale_ignored += 1;
@@ -444,15 +444,6 @@ impl Game {
                 format!("transition {id} was never started"),
             ),
         }
-    }
-
-    /// `player` answered what it was sent now (a `TransitionShown` or ready report for the
-    /// transition in flight, a report for its join, an acknowledgement of its pawn): it follows
-    /// the protocol again, so it is no longer unresponsive and later transitions ask it again.
-    /// A stale or unknown id proves nothing: a client that only ever sends those stays
-    /// unresponsive and is kicked on time.
-    fn answered(&mut self, player: &PlayerId) {
-        self.responses.heard_from(player);
     }
 
     /// `Server_ReportTransitionReady`: keeps reports for the current id whatever the phase,
@@ -472,7 +463,7 @@ impl Game {
             ReadyReport::Kept => {
                 // A ready report answers `ShowTransition` too.
                 self.responses.answer_shown(player, now);
-                self.answered(player);
+                self.responses.heard_from(player);
                 // Back in: its placement is waited for again, unless the spawn window is open
                 // (there the placements awaited only leave, docs/protocol.md 4.2: it is placed
                 // in the window, but not waited for).
@@ -532,7 +523,7 @@ impl Game {
         if player.pawn == Some(pawn_id) {
             player.acknowledge(pawn_id);
             drop(player);
-            self.answered(id);
+            self.responses.heard_from(id);
             self.responses.forget_acknowledgement(id);
             tracing::debug!(player = %id, pawn = %pawn_id, "possession acknowledged");
             return;
@@ -566,7 +557,7 @@ impl Game {
         match self.joins.report(player, join_id) {
             JoinReport::Loaded(node) => {
                 tracing::debug!(%player, join = %join_id, "joiner streamed its node");
-                self.answered(player);
+                self.responses.heard_from(player);
                 if let Some(mut p) = self.roster.player_mut(player) {
                     p.loaded = Some(node.clone());
                 }

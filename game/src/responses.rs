@@ -122,8 +122,11 @@ impl Responses {
         self.unresponsive.ask(player, now);
     }
 
-    /// `player` answered something it was sent: it follows the protocol again, so it is no
-    /// longer unresponsive.
+    /// `player` answered what it was sent (a `TransitionShown` or ready report for the
+    /// transition in flight, a report for its join, an acknowledgement of its pawn): it follows
+    /// the protocol again, so it is no longer unresponsive and later transitions ask it again.
+    /// A stale or unknown id proves nothing: a client that only ever sends those stays
+    /// unresponsive and is kicked on time.
     pub(crate) fn heard_from(&mut self, player: &PlayerId) {
         self.unresponsive.forget(player);
     }
