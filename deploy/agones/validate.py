@@ -5,11 +5,15 @@ Each document of each manifest is checked against the openAPIV3Schema of the Ago
 kind (crds.yaml beside this file, extracted unchanged from Agones' install manifest), as
 `kubectl apply --validate=strict` would on a cluster: apiVersion and kind must name a served
 version of a known CRD, and a field the schema does not list is an error (the API server would
-silently drop it). Then what the schemas cannot know: the Fleet's `players` List holds
-network.max_players values, its health period leaves room for missed pings, and the
-FleetAutoscaler scales that Fleet.
+silently drop it). The kinds that are no Agones CRD (GameServerAllocation, served by the Agones
+controller; PodMonitor; cert-manager's Certificate) are checked against the part of their
+schema written here (HAND_SCHEMAS), as strictly. Then what the schemas cannot know: the
+Fleet's `players` List holds network.max_players values, its health period leaves room for
+missed pings, the FleetAutoscaler scales that Fleet, the allocation selects that Fleet and its
+List, the PodMonitor scrapes the Fleet's admin port, the admin endpoint has its token, and the
+Certificate fills the Secret the Fleet mounts.
 
-    deploy/agones/validate.py                   # fleet.yaml and fleetautoscaler.yaml
+    deploy/agones/validate.py                   # every manifest of deploy/agones
     deploy/agones/validate.py FILE...           # those files
     deploy/agones/validate.py --self-test       # broken copies of the manifests are refused
 
@@ -26,7 +30,115 @@ import yaml
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent.parent
-MANIFESTS = [HERE / "fleet.yaml", HERE / "fleetautoscaler.yaml"]
+MANIFESTS = [
+    HERE / "fleet.yaml",
+    HERE / "fleetautoscaler.yaml",
+    HERE / "allocation.yaml",
+    HERE / "podmonitor.yaml",
+    HERE / "certificate.yaml",
+]
+LABELS = {"type": "object", "additionalProperties": {"type": "string"}}
+# The fields these manifests may use of the kinds that are no Agones CRD, from the APIs'
+# reference documentation; `strict` closes every object.
+HAND_SCHEMAS = {
+    ("allocation.agones.dev/v1", "GameServerAllocation"): {
+        "type": "object",
+        "required": ["spec"],
+        "properties": {
+            "spec": {
+                "type": "object",
+                "required": ["selectors"],
+                "properties": {
+                    "selectors": {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {
+                            "type": "object",
+                            "properties": {
+                                "matchLabels": LABELS,
+                                "gameServerState": {"enum": ["Ready", "Allocated"]},
+                                "lists": {
+                                    "type": "object",
+                                    "additionalProperties": {
+                                        "type": "object",
+                                        "properties": {
+                                            "containsValue": {"type": "string"},
+                                            "minAvailableCapacity": {"type": "integer", "minimum": 0},
+                                            "maxAvailableCapacity": {"type": "integer", "minimum": 0},
+                                        },
+                                    },
+                                },
+                            },
+                        },
+                    },
+                    "scheduling": {"enum": ["Packed", "Distributed"]},
+                    "metadata": {
+                        "type": "object",
+                        "properties": {"labels": LABELS, "annotations": LABELS},
+                    },
+                },
+            }
+        },
+    },
+    ("monitoring.coreos.com/v1", "PodMonitor"): {
+        "type": "object",
+        "required": ["spec"],
+        "properties": {
+            "spec": {
+                "type": "object",
+                "required": ["selector", "podMetricsEndpoints"],
+                "properties": {
+                    "selector": {"type": "object", "properties": {"matchLabels": LABELS}},
+                    "podMetricsEndpoints": {
+                        "type": "array",
+                        "minItems": 1,
+                        "items": {
+                            "type": "object",
+                            "required": ["port"],
+                            "properties": {
+                                "port": {"type": "string"},
+                                "path": {"type": "string"},
+                                "interval": {"type": "string", "pattern": "^[0-9]+(ms|s|m)$"},
+                            },
+                        },
+                    },
+                },
+            }
+        },
+    },
+    ("cert-manager.io/v1", "Certificate"): {
+        "type": "object",
+        "required": ["spec"],
+        "properties": {
+            "spec": {
+                "type": "object",
+                "required": ["secretName", "issuerRef"],
+                "properties": {
+                    "secretName": {"type": "string"},
+                    "dnsNames": {"type": "array", "items": {"type": "string"}},
+                    "duration": {"type": "string"},
+                    "renewBefore": {"type": "string"},
+                    "privateKey": {
+                        "type": "object",
+                        "properties": {
+                            "algorithm": {"enum": ["RSA", "ECDSA", "Ed25519"]},
+                            "size": {"type": "integer"},
+                        },
+                    },
+                    "issuerRef": {
+                        "type": "object",
+                        "required": ["name"],
+                        "properties": {
+                            "name": {"type": "string"},
+                            "kind": {"type": "string"},
+                            "group": {"type": "string"},
+                        },
+                    },
+                },
+            }
+        },
+    },
+}
 # The config file the image runs with (deploy/Dockerfile: GATEHOUSE_CONFIG) and its defaults.
 SERVER_CONFIG = REPO / "config" / "server.toml"
 DEFAULT_MAX_PLAYERS = 256
@@ -45,6 +157,8 @@ def load_crds(path):
                 if version.get("served"):
                     key = (f"{spec['group']}/{version['name']}", spec["names"]["kind"])
                     schemas[key] = strict(version["schema"]["openAPIV3Schema"])
+    for key, schema in HAND_SCHEMAS.items():
+        schemas[key] = strict(schema)
     return schemas
 
 
@@ -83,7 +197,7 @@ def schema_errors(doc, schemas):
     key = (doc.get("apiVersion"), doc.get("kind"))
     if key not in schemas:
         known = ", ".join(f"{v} {k}" for v, k in sorted(schemas))
-        return [f"apiVersion {key[0]!r} kind {key[1]!r} is no served Agones CRD ({known})"]
+        return [f"apiVersion {key[0]!r} kind {key[1]!r} is no served Agones CRD nor known kind ({known})"]
     validator = jsonschema.Draft7Validator(schemas[key])
     errors = []
     for error in sorted(validator.iter_errors(doc), key=lambda e: list(e.absolute_path)):
@@ -128,13 +242,110 @@ def gatehouse_errors(docs):
         ports = spec.get("ports") or []
         if not any(p.get("protocol") == "UDP" and p.get("containerPort") == 7777 for p in ports):
             errors.append(f"Fleet {name}: no UDP port 7777 (the QUIC endpoint)")
+    for name, fleet in fleets.items():
+        errors += admin_errors(name, fleet)
     for doc in docs:
         if doc.get("kind") == "FleetAutoscaler" and doc["spec"].get("fleetName") not in fleets:
             errors.append(
                 f"FleetAutoscaler {doc['metadata'].get('name')}: fleetName "
                 f"{doc['spec'].get('fleetName')!r} is not a Fleet of these manifests"
             )
+        if doc.get("kind") == "GameServerAllocation":
+            errors += allocation_errors(doc, fleets)
+        if doc.get("kind") == "PodMonitor":
+            errors += pod_monitor_errors(doc, fleets)
+        if doc.get("kind") == "Certificate":
+            errors += certificate_errors(doc, fleets)
     return errors
+
+
+def pod(fleet):
+    """The pod template of a Fleet's game servers."""
+    return fleet["spec"]["template"]["spec"].get("template") or {}
+
+
+def server_container(fleet):
+    """The gatehouse-server container of a Fleet's pod (the first one)."""
+    containers = (pod(fleet).get("spec") or {}).get("containers") or [{}]
+    return containers[0]
+
+
+def env_of(container):
+    return {e.get("name"): e for e in container.get("env") or []}
+
+
+def admin_errors(name, fleet):
+    """The admin endpoint of a Fleet: bound on the port the container declares and the
+    scrape annotation names, with its token from a Secret (beyond loopback it is required)."""
+    container = server_container(fleet)
+    env = env_of(container)
+    bind = (env.get("GATEHOUSE_ADMIN_BIND") or {}).get("value")
+    if bind is None:
+        return []
+    errors = []
+    port = int(bind.rsplit(":", 1)[1])
+    named = {p.get("name"): p for p in container.get("ports") or []}
+    if (named.get("admin") or {}).get("containerPort") != port:
+        errors.append(f"Fleet {name}: GATEHOUSE_ADMIN_BIND {bind} is not the container port `admin`")
+    annotations = pod(fleet).get("metadata", {}).get("annotations") or {}
+    if annotations.get("prometheus.io/port") not in (None, str(port)):
+        errors.append(
+            f"Fleet {name}: prometheus.io/port {annotations['prometheus.io/port']} is not the "
+            f"admin port {port}"
+        )
+    if not bind.startswith("127.") and "secretKeyRef" not in (env.get("GATEHOUSE_ADMIN_TOKEN") or {}).get("valueFrom", {}):
+        errors.append(
+            f"Fleet {name}: the admin endpoint binds {bind} without GATEHOUSE_ADMIN_TOKEN from a "
+            "Secret (the server refuses to start)"
+        )
+    return errors
+
+
+def allocation_errors(doc, fleets):
+    """Each selector of a GameServerAllocation names a Fleet of these manifests and Lists it
+    declares."""
+    errors = []
+    for i, selector in enumerate(doc["spec"]["selectors"]):
+        fleet = (selector.get("matchLabels") or {}).get("agones.dev/fleet")
+        if fleet not in fleets:
+            errors.append(
+                f"GameServerAllocation: selectors[{i}].matchLabels agones.dev/fleet {fleet!r} "
+                "is not a Fleet of these manifests"
+            )
+            continue
+        declared = fleets[fleet]["spec"]["template"]["spec"].get("lists") or {}
+        for name in selector.get("lists") or {}:
+            if name not in declared:
+                errors.append(
+                    f"GameServerAllocation: selectors[{i}].lists.{name} is no List of Fleet {fleet}"
+                )
+    return errors
+
+
+def pod_monitor_errors(doc, fleets):
+    """A PodMonitor selects the pods of a Fleet and scrapes a port their container names."""
+    selector = doc["spec"]["selector"].get("matchLabels") or {}
+    name = doc["metadata"].get("name")
+    for fleet in fleets.values():
+        labels = pod(fleet).get("metadata", {}).get("labels") or {}
+        if selector.items() <= labels.items():
+            ports = {p.get("name") for p in server_container(fleet).get("ports") or []}
+            return [
+                f"PodMonitor {name}: port {e['port']!r} is no named port of the Fleet's container"
+                for e in doc["spec"]["podMetricsEndpoints"]
+                if e["port"] not in ports
+            ]
+    return [f"PodMonitor {name}: selector {selector} matches no Fleet's pods"]
+
+
+def certificate_errors(doc, fleets):
+    """A Certificate fills a Secret that a Fleet mounts."""
+    secret = doc["spec"]["secretName"]
+    for fleet in fleets.values():
+        volumes = (pod(fleet).get("spec") or {}).get("volumes") or []
+        if any((v.get("secret") or {}).get("secretName") == secret for v in volumes):
+            return []
+    return [f"Certificate {doc['metadata'].get('name')}: secretName {secret!r} is mounted by no Fleet"]
 
 
 def validate(named_docs, schemas):
@@ -204,6 +415,48 @@ def self_test(schemas):
         "a health period shorter than two pings",
         lambda d: d["Fleet"]["spec"]["template"]["spec"]["health"].update(periodSeconds=1),
         "periodSeconds",
+    )
+    failures += broken(
+        "an allocation of another fleet",
+        lambda d: d["GameServerAllocation"]["spec"]["selectors"][0]["matchLabels"].update(
+            {"agones.dev/fleet": "other"}
+        ),
+        "agones.dev/fleet",
+    )
+    failures += broken(
+        "an allocation selecting a List the Fleet lacks",
+        lambda d: d["GameServerAllocation"]["spec"]["selectors"][0].update(
+            lists={"seats": {"minAvailableCapacity": 1}}
+        ),
+        "lists.seats",
+    )
+    failures += broken(
+        "an allocation of a Shutdown server",
+        lambda d: d["GameServerAllocation"]["spec"]["selectors"][1].update(gameServerState="Shutdown"),
+        "gameServerState",
+    )
+    failures += broken(
+        "a PodMonitor on a port the pod lacks",
+        lambda d: d["PodMonitor"]["spec"]["podMetricsEndpoints"][0].update(port="metrics"),
+        "port 'metrics'",
+    )
+    failures += broken(
+        "a Certificate for a Secret nobody mounts",
+        lambda d: d["Certificate"]["spec"].update(secretName="other-tls"),
+        "other-tls",
+    )
+    failures += broken(
+        "an admin endpoint beyond loopback without its token",
+        lambda d: server_container(d["Fleet"])["env"].__setitem__(
+            slice(None),
+            [e for e in server_container(d["Fleet"])["env"] if e["name"] != "GATEHOUSE_ADMIN_TOKEN"],
+        ),
+        "GATEHOUSE_ADMIN_TOKEN",
+    )
+    failures += broken(
+        "a scrape annotation on another port",
+        lambda d: pod(d["Fleet"])["metadata"]["annotations"].update({"prometheus.io/port": "9090"}),
+        "prometheus.io/port",
     )
     return failures
 

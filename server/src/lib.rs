@@ -55,7 +55,7 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use config::{ServerConfig, WorldMap};
-use fleet::{FleetLink, Orchestrator};
+use fleet::{FleetLink, FleetPolicy, Orchestrator};
 use game::Game;
 use metrics::Metrics;
 use net::{ConnectionEvent, NetError, Network};
@@ -129,9 +129,9 @@ pub struct Server {
     nodes: BTreeSet<NodeId>,
     metrics: Metrics,
     probes: Arc<Probes>,
-    /// The orchestrator, and how often the game loop pings it (`None`: no orchestrator).
+    /// The orchestrator, and what the game loop tells it when (`[fleet]`).
     orchestrator: Arc<dyn Orchestrator>,
-    health_every: Option<Duration>,
+    fleet_policy: FleetPolicy,
 }
 
 impl Server {
@@ -160,7 +160,7 @@ impl Server {
         prepare_process(config);
         // Ports first: a port in use fails the start before anything is written to disk.
         let (socket, admin) = bind_ports(config).await?;
-        let server_config = load_certificate(config)?;
+        let (server_config, fingerprint) = load_certificate(config)?;
         let drivers = net::DriverThread::start()?;
         let store = Store::open(&config.store.url, &config.data_dir).await?;
         tracing::info!(store = %store.location(), "player store open");
@@ -189,7 +189,7 @@ impl Server {
         let nodes = world.nodes.iter().map(|n| n.id.clone()).collect();
         let rules = crate::config::game_rules(&config.game, &config.auth, &config.network);
         let game = Game::new(rules, Arc::new(world), tokio::time::Instant::now().into_std());
-        let (orchestrator, health_every) = connect_fleet(config).await?;
+        let orchestrator = connect_fleet(config, &fingerprint).await?;
         Ok(Server {
             network,
             drivers,
@@ -206,7 +206,7 @@ impl Server {
             metrics,
             probes,
             orchestrator,
-            health_every,
+            fleet_policy: FleetPolicy::from_config(&config.fleet),
         })
     }
 
@@ -275,7 +275,7 @@ impl Server {
             metrics,
             probes,
             orchestrator,
-            health_every,
+            fleet_policy,
         } = self;
         let mut network = network.start(&drivers, shutdown.clone());
         tracing::info!(addr = %network.local_addr(), "listening");
@@ -292,7 +292,7 @@ impl Server {
             tokio::spawn(admin::serve(listener, context, stop_admin.clone()))
         });
         probes.mark_listening();
-        let link = FleetLink::new(orchestrator.clone(), health_every);
+        let link = FleetLink::new(orchestrator.clone(), fleet_policy, tokio::time::Instant::now());
         let game_task =
             tokio::spawn(shell::run_game(game, from_net, events, effects, link, shutdown.clone()));
         // 1. and 2. (the network driver sees `shutdown` too). A game task that ends on its own
@@ -367,8 +367,9 @@ async fn bind_ports(
 }
 
 /// Loads the certificate (the configured one, or the development one in the data directory)
-/// and builds the QUIC endpoint's configuration from it.
-fn load_certificate(config: &ServerConfig) -> Result<quinn::ServerConfig, ServerError> {
+/// and builds the QUIC endpoint's configuration from it; returns it with the certificate's
+/// SHA-256 fingerprint.
+fn load_certificate(config: &ServerConfig) -> Result<(quinn::ServerConfig, String), ServerError> {
     let identity = net::tls::load_identity(&config.tls, &config.data_dir)?;
     let (origin, fingerprint, generated) =
         (identity.origin.clone(), identity.fingerprint(), identity.generated);
@@ -377,7 +378,7 @@ fn load_certificate(config: &ServerConfig) -> Result<quinn::ServerConfig, Server
     // with `--server-cert`, a configured one by its chain.
     tracing::info!(certificate = %origin.display(), %fingerprint,
         development = config.tls.certificate.is_none(), generated, "certificate loaded");
-    Ok(server_config)
+    Ok((server_config, fingerprint))
 }
 
 /// Prepares the network side on the bound socket (`run` starts it): its socket registered
@@ -406,15 +407,11 @@ fn prepare_network(
     )?)
 }
 
-/// Connects to the orchestrator `[fleet]` names, and says how often the game loop pings its
-/// health (`None` without an orchestrator).
+/// Connects to the orchestrator `[fleet]` names, giving it the certificate's `fingerprint` to
+/// publish.
 async fn connect_fleet(
     config: &ServerConfig,
-) -> Result<(Arc<dyn Orchestrator>, Option<Duration>), ServerError> {
-    let orchestrator = fleet::connect(&config.fleet).await?;
-    let health_every = match config.fleet.orchestrator {
-        config::OrchestratorKind::None => None,
-        config::OrchestratorKind::Agones => Some(config.fleet.health_interval),
-    };
-    Ok((orchestrator, health_every))
+    fingerprint: &str,
+) -> Result<Arc<dyn Orchestrator>, ServerError> {
+    Ok(fleet::connect(&config.fleet, fingerprint).await?)
 }

@@ -18,8 +18,9 @@ use std::path::{Path, PathBuf};
 pub use admin::{AdminToken, ConnectionLimits};
 pub use overrides::{Override, Overrides};
 pub use server::{
-    AdminConfig, AuthConfig, ClientReadyPolicy, DEV_TOKEN_KEY, FleetConfig, GameConfig, LogFormat,
-    MIN_FRAME_LEN, NetworkConfig, OrchestratorKind, ServerConfig, StoreConfig, TlsConfig,
+    AdminConfig, Allocation, AuthConfig, ClientReadyPolicy, DEV_TOKEN_KEY, FleetConfig, GameConfig,
+    LogFormat, MIN_FRAME_LEN, NetworkConfig, OrchestratorKind, ServerConfig, StoreConfig,
+    TlsConfig, WhenEmpty,
 };
 pub use source::{Sources, ValueSource};
 pub(crate) use store_url::Resolved;

@@ -160,6 +160,23 @@ pub struct FleetConfig {
     /// Shutdown at the end of a drain waits at most three times this.
     #[serde(rename = "sdk_timeout_ms", deserialize_with = "millis")]
     pub sdk_timeout: Duration,
+    /// `allocation`: who moves the server from Ready to Allocated (docs/operations.md,
+    /// "Allocation"): `self` (default: the server, when its first player logs in) or
+    /// `matchmaker` (only a `GameServerAllocation`).
+    pub allocation: Allocation,
+    /// `when_empty`: what the server does once it has had players and none has been logged in
+    /// for `empty_linger_ms` (docs/operations.md, "Allocation"): `ready` (default: back to the
+    /// pool), `shutdown` (drain and exit; the orchestrator replaces it) or `stay`.
+    pub when_empty: WhenEmpty,
+    /// `empty_linger_ms`: how long the server waits, empty, before `when_empty` applies
+    /// (default 60000 ms); a login during it cancels it.
+    #[serde(rename = "empty_linger_ms", deserialize_with = "millis")]
+    pub empty_linger: Duration,
+    /// `publish_certificate_fingerprint`: under Agones, set the annotation
+    /// `agones.dev/sdk-gatehouse-certificate-sha256` to the SHA-256 fingerprint of the
+    /// server's certificate before Ready, for clients that pin it (default true;
+    /// docs/security.md, "Trust in a fleet").
+    pub publish_certificate_fingerprint: bool,
 }
 
 impl Default for FleetConfig {
@@ -169,8 +186,46 @@ impl Default for FleetConfig {
             health_interval: Duration::from_secs(2),
             agones_sdk_port: None,
             sdk_timeout: Duration::from_secs(5),
+            allocation: Allocation::OnFirstLogin,
+            when_empty: WhenEmpty::Ready,
+            empty_linger: Duration::from_secs(60),
+            publish_certificate_fingerprint: true,
         }
     }
+}
+
+/// Who moves the server from Ready to Allocated (`fleet.allocation`; docs/operations.md,
+/// "Allocation"). Under Agones, an Allocated game server is never removed by a scale-down or a
+/// rolling update.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[non_exhaustive]
+pub enum Allocation {
+    /// `self`: the server allocates itself when its first player logs in (and again after
+    /// each return to Ready); a matchmaker may allocate it first, which changes nothing.
+    #[default]
+    #[serde(rename = "self")]
+    OnFirstLogin,
+    /// `matchmaker`: only a `GameServerAllocation` allocates the server; it never calls
+    /// Allocate itself, so a player who dials a Ready server directly does not protect it.
+    #[serde(rename = "matchmaker")]
+    Matchmaker,
+}
+
+/// What an empty server does once `fleet.empty_linger_ms` has passed with no player logged in
+/// (`fleet.when_empty`; docs/operations.md, "Allocation").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum WhenEmpty {
+    /// Back to the pool: under Agones, Ready again (a scale-down may then remove it, and a
+    /// matchmaker may allocate it again). A persistent world's choice.
+    #[default]
+    Ready,
+    /// Drain and exit (under Agones, Shutdown at the end of the drain; the Fleet replaces it
+    /// with a fresh server). A session's or a match's choice.
+    Shutdown,
+    /// Nothing: the server stays as it is (Allocated, under Agones).
+    Stay,
 }
 
 /// Which orchestrator runs the server (`fleet.orchestrator`).

@@ -4,10 +4,12 @@
 //! One task owns the SDK; the game loop only hands it work through channels and never waits:
 //! - Health: a channel of one slot (a ping already waiting is as good as two), forwarded onto
 //!   the SDK's Health stream, which is opened again if the sidecar dropped it;
-//! - Ready and the players: a `watch` of what should be true (ready or not, who is connected);
-//!   the task makes Agones agree with it (Ready once, then the `players` List: removals before
-//!   additions, so a full list frees its room first) and tries again every second after a
-//!   failed call. Memory is bounded by the players connected, however slow the sidecar; a stay
+//! - Ready, the allocation and the players: a `watch` of what should be true (ready or not,
+//!   allocated or released, who is connected); the task makes Agones agree with it (Ready
+//!   once, then Allocate or Ready again for the latest allocation or release, then the
+//!   `players` List: removals before additions, so a full list frees its room first) and tries
+//!   again every second after a failed call. A release and an allocation in quick succession
+//!   come down to the later one. Memory is bounded by the players connected, however slow the sidecar; a stay
 //!   shorter than a round trip to the sidecar may never show in the list;
 //! - Shutdown: a request the task answers once the list is brought up to date and Shutdown sent.
 //!
@@ -32,14 +34,28 @@ use crate::config::FleetConfig;
 /// `network.max_players`).
 pub(crate) const PLAYERS_LIST: &str = "players";
 
-/// Delay before trying again after a failed Ready or list call.
+/// The annotation key the certificate's fingerprint is published under; Agones prefixes it,
+/// so the GameServer shows `agones.dev/sdk-gatehouse-certificate-sha256`.
+pub(crate) const FINGERPRINT_ANNOTATION: &str = "gatehouse-certificate-sha256";
+
+/// Delay before trying again after a failed Ready, Allocate or list call.
 const RETRY: Duration = Duration::from_secs(1);
 
 /// What Agones should know.
 #[derive(Debug, Clone, Default, PartialEq)]
 struct Wanted {
     ready: bool,
+    /// The latest allocation or release; the count tells a release from the one before it.
+    occupancy: Occupancy,
     players: BTreeSet<String>,
+}
+
+/// The latest allocation (`allocated`) or release (not), numbered: a Ready again after a
+/// matchmaker's allocation is a change although the server never allocated itself.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Occupancy {
+    changes: u64,
+    allocated: bool,
 }
 
 /// The Agones orchestrator: channels to the task that owns the SDK.
@@ -56,15 +72,27 @@ pub(crate) struct Agones {
 impl Agones {
     /// Connects to the SDK sidecar (`fleet.agones_sdk_port`, else `AGONES_SDK_GRPC_PORT`, else
     /// 9357, on localhost; the SDK retries for up to 30 s) and starts the task that owns it.
-    pub(crate) async fn connect(config: &FleetConfig) -> Result<Agones, FleetError> {
+    ///
+    /// With `fleet.publish_certificate_fingerprint`, the certificate's `fingerprint` is set as
+    /// the annotation [`FINGERPRINT_ANNOTATION`] before anything else, so a GameServer that
+    /// can be allocated always shows it (docs/security.md, "Trust in a fleet").
+    pub(crate) async fn connect(
+        config: &FleetConfig,
+        fingerprint: &str,
+    ) -> Result<Agones, FleetError> {
         let port = match config.agones_sdk_port {
             Some(port) => port.to_string(),
             None => std::env::var("AGONES_SDK_GRPC_PORT").unwrap_or_else(|_| "9357".into()),
         };
-        let sdk = Sdk::new(config.agones_sdk_port, None)
-            .await
-            .map_err(|e| FleetError::Agones { port: port.clone(), why: describe(&e) })?;
+        let failed = |why: String| FleetError::Agones { port: port.clone(), why };
+        let mut sdk =
+            Sdk::new(config.agones_sdk_port, None).await.map_err(|e| failed(describe(&e)))?;
         tracing::info!(%port, "connected to the Agones SDK sidecar");
+        if config.publish_certificate_fingerprint {
+            let annotate = sdk.set_annotation(FINGERPRINT_ANNOTATION, fingerprint);
+            bounded(config.sdk_timeout, annotate).await.map_err(failed)?;
+            tracing::info!(%fingerprint, "published the certificate's fingerprint");
+        }
         let (health, health_rx) = mpsc::channel(1);
         let (wanted, wanted_rx) = watch::channel(Wanted::default());
         let (shutdown, shutdown_rx) = oneshot::channel();
@@ -102,6 +130,14 @@ impl Orchestrator for Agones {
         });
     }
 
+    fn allocate(&self) {
+        self.wanted.send_modify(|w| w.occupancy.change(true));
+    }
+
+    fn release(&self) {
+        self.wanted.send_modify(|w| w.occupancy.change(false));
+    }
+
     fn shutdown(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         // A poisoned lock only means another caller panicked; the sender is still good.
         let sender = self.shutdown.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -116,6 +152,13 @@ impl Orchestrator for Agones {
                 tracing::warn!("the Agones SDK did not finish Shutdown in time");
             }
         })
+    }
+}
+
+impl Occupancy {
+    fn change(&mut self, allocated: bool) {
+        self.changes += 1;
+        self.allocated = allocated;
     }
 }
 
@@ -193,7 +236,8 @@ impl SdkTask {
         }
     }
 
-    /// Makes Agones agree with `want`: Ready first, then the removals, then the additions.
+    /// Makes Agones agree with `want`: Ready first, then the latest allocation or release,
+    /// then the removals, then the additions. Nothing is allocated or released before Ready.
     /// Returns whether a call failed (and should be tried again).
     async fn update(&mut self, want: &Wanted) -> bool {
         let mut failed = false;
@@ -207,6 +251,23 @@ impl SdkTask {
                 Err(why) => {
                     tracing::warn!(%why, "Agones Ready failed; trying again");
                     return true;
+                }
+            }
+        }
+        if self.told.ready && want.occupancy != self.told.occupancy {
+            let (call, name) = if want.occupancy.allocated {
+                (bounded(timeout, self.sdk.allocate()).await, "Allocate")
+            } else {
+                (bounded(timeout, self.sdk.ready()).await, "Ready (released)")
+            };
+            match call {
+                Ok(()) => {
+                    self.told.occupancy = want.occupancy;
+                    tracing::info!(call = name, "told Agones");
+                }
+                Err(why) => {
+                    tracing::warn!(call = name, %why, "Agones call failed; trying again");
+                    failed = true;
                 }
             }
         }

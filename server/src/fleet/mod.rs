@@ -16,10 +16,17 @@
 //!    through the boot travel and any long load (Agones starts counting after the fleet's
 //!    `health.initialDelaySeconds`, whatever the state), so they come before Ready;
 //! 2. Ready once the boot transition has ended, with the endpoint accepting;
-//! 3. a player is connected from its first logged-in connection until its last one ends (a
+//! 3. the first player to log in allocates the server (`fleet.allocation = "self"`), before it
+//!    is counted connected;
+//! 4. a player is connected from its first logged-in connection until its last one ends (a
 //!    relaunch that logs in again before the old connection ends stays connected);
-//! 4. at the drain, every player still connected leaves, the pings stop with the game loop, and
-//!    Shutdown comes last, at the end of the drain.
+//! 5. once the last player has left and nobody has logged in for `fleet.empty_linger_ms`, the
+//!    server is released (Ready again), drains and exits, or stays (`fleet.when_empty`);
+//! 6. at the drain, every player still connected leaves, the pings stop with the game loop, and
+//!    Shutdown comes last, at the end of the drain. A drain is never followed by a release.
+//!
+//! docs/operations.md, "Allocation", says why a server with players is never removed by a
+//! scale-down or a rolling update.
 
 #[cfg(feature = "agones")]
 mod agones;
@@ -33,7 +40,7 @@ use std::time::Duration;
 use gatehouse_protocol::PlayerId;
 use tokio::time::Instant;
 
-use crate::config::{FleetConfig, OrchestratorKind};
+use crate::config::{Allocation, FleetConfig, OrchestratorKind, WhenEmpty};
 use crate::game::ConnectionId;
 
 /// Why the orchestrator could not be reached at start.
@@ -69,6 +76,13 @@ pub trait Orchestrator: Send + Sync + std::fmt::Debug {
     fn player_connected(&self, player: &PlayerId);
     /// `player`'s last logged-in connection ended.
     fn player_disconnected(&self, player: &PlayerId);
+    /// The server has a player again and allocates itself (`fleet.allocation = "self"`): under
+    /// Agones, Allocate, so no scale-down or rolling update removes it. Told before the
+    /// player is.
+    fn allocate(&self);
+    /// The server has been empty for `fleet.empty_linger_ms` and goes back to the pool
+    /// (`fleet.when_empty = "ready"`): under Agones, Ready again.
+    fn release(&self);
     /// The server has drained and is about to exit: told last, once. The future ends when the
     /// orchestrator was told or gave up (the implementation bounds it).
     fn shutdown(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>>;
@@ -84,35 +98,90 @@ impl Orchestrator for Standalone {
     fn health(&self) {}
     fn player_connected(&self, _player: &PlayerId) {}
     fn player_disconnected(&self, _player: &PlayerId) {}
+    fn allocate(&self) {}
+    fn release(&self) {}
     fn shutdown(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
         Box::pin(std::future::ready(()))
     }
 }
 
 /// Starts the orchestrator `config` names: [`Standalone`], or the Agones SDK client (which
-/// waits for its sidecar, up to the SDK's 30 s).
+/// waits for its sidecar, up to the SDK's 30 s, then publishes the certificate's `fingerprint`
+/// when `fleet.publish_certificate_fingerprint` says so).
 ///
 /// # Errors
 /// [`FleetError::NotBuilt`] for an orchestrator left out of this build, [`FleetError::Agones`]
 /// if the sidecar cannot be reached.
-pub async fn connect(config: &FleetConfig) -> Result<Arc<dyn Orchestrator>, FleetError> {
+pub async fn connect(
+    config: &FleetConfig,
+    fingerprint: &str,
+) -> Result<Arc<dyn Orchestrator>, FleetError> {
     match config.orchestrator {
         OrchestratorKind::None => Ok(Arc::new(Standalone)),
         #[cfg(feature = "agones")]
-        OrchestratorKind::Agones => Ok(Arc::new(agones::Agones::connect(config).await?)),
+        OrchestratorKind::Agones => {
+            Ok(Arc::new(agones::Agones::connect(config, fingerprint).await?))
+        }
         #[cfg(not(feature = "agones"))]
-        OrchestratorKind::Agones => Err(FleetError::NotBuilt("agones")),
+        OrchestratorKind::Agones => {
+            let _ = fingerprint;
+            Err(FleetError::NotBuilt("agones"))
+        }
     }
+}
+
+/// What the game task's [`FleetLink`] does, from `[fleet]`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct FleetPolicy {
+    /// How often the game loop pings (`None`: no orchestrator, no pings).
+    pub(crate) health_every: Option<Duration>,
+    /// Whether the server allocates itself at its first login.
+    pub(crate) allocation: Allocation,
+    /// What an empty server does after the linger.
+    pub(crate) when_empty: WhenEmpty,
+    /// How long the server stays empty before `when_empty` applies.
+    pub(crate) empty_linger: Duration,
+}
+
+impl FleetPolicy {
+    /// The policy `config` sets: pings only under an orchestrator.
+    pub(crate) fn from_config(config: &FleetConfig) -> Self {
+        let health_every = match config.orchestrator {
+            OrchestratorKind::None => None,
+            OrchestratorKind::Agones => Some(config.health_interval),
+        };
+        FleetPolicy {
+            health_every,
+            allocation: config.allocation,
+            when_empty: config.when_empty,
+            empty_linger: config.empty_linger,
+        }
+    }
+}
+
+/// What the game task does after [`FleetLink::handle_timeout`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use]
+pub(crate) enum FleetStep {
+    /// Go on serving.
+    Serve,
+    /// The server has been empty for the linger and `fleet.when_empty = "shutdown"`: drain
+    /// and exit, as if asked to stop.
+    Drain,
 }
 
 /// The game task's side of the orchestrator: decides when to call it.
 #[derive(Debug)]
 pub(crate) struct FleetLink {
     orchestrator: Arc<dyn Orchestrator>,
-    /// `None` for [`Standalone`]: no pings to time.
-    health_every: Option<Duration>,
+    policy: FleetPolicy,
     next_health: Instant,
     ready_told: bool,
+    /// Whether the server allocated itself since it was last Ready.
+    allocated: bool,
+    /// When the empty server's linger ends (`None`: players are connected, the server never
+    /// had any, it drained, or the linger already applied).
+    empty_until: Option<Instant>,
     /// Logged-in connections and their players.
     logged_in: HashMap<ConnectionId, PlayerId>,
     /// Logged-in connections per connected player (more than one only briefly, while a
@@ -121,29 +190,48 @@ pub(crate) struct FleetLink {
 }
 
 impl FleetLink {
-    /// A link to `orchestrator`, pinging every `health_every` from now (`None`: never).
-    pub(crate) fn new(orchestrator: Arc<dyn Orchestrator>, health_every: Option<Duration>) -> Self {
+    /// A link to `orchestrator` under `policy`, pinging from `now`.
+    pub(crate) fn new(
+        orchestrator: Arc<dyn Orchestrator>,
+        policy: FleetPolicy,
+        now: Instant,
+    ) -> Self {
         FleetLink {
             orchestrator,
-            health_every,
-            next_health: Instant::now(),
+            policy,
+            next_health: now,
             ready_told: false,
+            allocated: false,
+            empty_until: None,
             logged_in: HashMap::new(),
             connections: BTreeMap::new(),
         }
     }
 
-    /// When the next Health ping is due, if any are sent.
+    /// When the link next has something to do: a Health ping or the end of the linger.
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        self.health_every.map(|_| self.next_health)
+        let health = self.policy.health_every.map(|_| self.next_health);
+        match (health, self.empty_until) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
-    /// Pings if one is due at `now`, and schedules the next.
-    pub(crate) fn handle_timeout(&mut self, now: Instant) {
-        let Some(every) = self.health_every else { return };
-        if now >= self.next_health {
+    /// Pings if one is due at `now`, and schedules the next; applies `fleet.when_empty` if the
+    /// linger has ended.
+    pub(crate) fn handle_timeout(&mut self, now: Instant) -> FleetStep {
+        if let Some(every) = self.policy.health_every
+            && now >= self.next_health
+        {
             self.orchestrator.health();
             self.next_health = now + every;
+        }
+        match self.empty_until {
+            Some(until) if now >= until => {
+                self.empty_until = None;
+                self.empty()
+            }
+            _ => FleetStep::Serve,
         }
     }
 
@@ -157,11 +245,23 @@ impl FleetLink {
         }
     }
 
-    /// `connection` logged in as `player`.
-    pub(crate) fn handle_login(&mut self, connection: ConnectionId, player: &PlayerId) {
+    /// `connection` logged in as `player`. The server's first player allocates it (under
+    /// `fleet.allocation = "self"`) before being counted connected; any login ends a linger.
+    pub(crate) fn handle_login(
+        &mut self,
+        connection: ConnectionId,
+        player: &PlayerId,
+        now: Instant,
+    ) {
         if let Some(previous) = self.logged_in.insert(connection, player.clone()) {
             // A connection logs in once; should it ever again, count its old player out.
-            self.leave(&previous);
+            self.leave(&previous, now);
+        }
+        self.empty_until = None;
+        if self.policy.allocation == Allocation::OnFirstLogin && !self.allocated {
+            self.allocated = true;
+            tracing::info!(%player, "first player: allocating the server");
+            self.orchestrator.allocate();
         }
         let count = self.connections.entry(player.clone()).or_insert(0);
         *count += 1;
@@ -170,28 +270,51 @@ impl FleetLink {
         }
     }
 
-    /// `connection` ended; nothing if it never logged in.
-    pub(crate) fn handle_disconnected(&mut self, connection: ConnectionId) {
+    /// `connection` ended at `now`; nothing if it never logged in.
+    pub(crate) fn handle_disconnected(&mut self, connection: ConnectionId, now: Instant) {
         if let Some(player) = self.logged_in.remove(&connection) {
-            self.leave(&player);
+            self.leave(&player, now);
         }
     }
 
-    /// The drain closed every connection: every player still connected has left.
+    /// The drain closed every connection: every player still connected has left. No linger
+    /// starts: a draining server is never released.
     pub(crate) fn handle_drain(&mut self) {
         self.logged_in.clear();
+        self.empty_until = None;
         for player in std::mem::take(&mut self.connections).into_keys() {
             self.orchestrator.player_disconnected(&player);
         }
     }
 
-    fn leave(&mut self, player: &PlayerId) {
+    fn leave(&mut self, player: &PlayerId, now: Instant) {
         if let Some(count) = self.connections.get_mut(player) {
             *count -= 1;
             if *count == 0 {
                 self.connections.remove(player);
                 self.orchestrator.player_disconnected(player);
+                if self.connections.is_empty() && self.policy.when_empty != WhenEmpty::Stay {
+                    self.empty_until = Some(now + self.policy.empty_linger);
+                }
             }
+        }
+    }
+
+    /// The linger has ended with nobody logged in.
+    fn empty(&mut self) -> FleetStep {
+        let linger_ms = self.policy.empty_linger.as_millis();
+        match self.policy.when_empty {
+            WhenEmpty::Ready => {
+                tracing::info!(linger_ms, "empty since the linger: back to the pool");
+                self.allocated = false;
+                self.orchestrator.release();
+                FleetStep::Serve
+            }
+            WhenEmpty::Shutdown => {
+                tracing::info!(linger_ms, "empty since the linger: draining (fleet.when_empty)");
+                FleetStep::Drain
+            }
+            WhenEmpty::Stay => FleetStep::Serve,
         }
     }
 }
@@ -228,15 +351,41 @@ mod tests {
         fn player_disconnected(&self, player: &PlayerId) {
             self.push(format!("-{player}"));
         }
+        fn allocate(&self) {
+            self.push("allocate".into());
+        }
+        fn release(&self) {
+            self.push("release".into());
+        }
         fn shutdown(&self) -> Pin<Box<dyn Future<Output = ()> + Send + '_>> {
             self.push("shutdown".into());
             Box::pin(std::future::ready(()))
         }
     }
 
+    const LINGER: Duration = Duration::from_secs(60);
+
+    fn policy(allocation: Allocation, when_empty: WhenEmpty) -> FleetPolicy {
+        FleetPolicy {
+            health_every: Some(Duration::from_secs(1)),
+            allocation,
+            when_empty,
+            empty_linger: LINGER,
+        }
+    }
+
+    fn link_with(policy: FleetPolicy, now: Instant) -> (Arc<Recorder>, FleetLink) {
+        let recorder = Arc::new(Recorder::default());
+        let mut link = FleetLink::new(recorder.clone(), policy, now);
+        link.handle_step(false);
+        assert_eq!(recorder.take(), ["ready"]);
+        (recorder, link)
+    }
+
     fn recorded_link() -> (Arc<Recorder>, FleetLink) {
         let recorder = Arc::new(Recorder::default());
-        (recorder.clone(), FleetLink::new(recorder, Some(Duration::from_secs(1))))
+        let policy = policy(Allocation::Matchmaker, WhenEmpty::Stay);
+        (recorder.clone(), FleetLink::new(recorder, policy, Instant::now()))
     }
 
     fn player(name: &str) -> PlayerId {
@@ -260,14 +409,14 @@ mod tests {
     fn health_pings_follow_the_interval() {
         let (calls, mut link) = recorded_link();
         let start = Instant::now();
-        link.handle_timeout(start);
-        link.handle_timeout(start + Duration::from_millis(500));
+        let _ = link.handle_timeout(start);
+        let _ = link.handle_timeout(start + Duration::from_millis(500));
         assert_eq!(link.poll_timeout(), Some(start + Duration::from_secs(1)));
-        link.handle_timeout(start + Duration::from_secs(1));
+        let _ = link.handle_timeout(start + Duration::from_secs(1));
         assert_eq!(calls.take(), ["health", "health"]);
         let (calls, mut standalone) = recorded_link();
-        standalone.health_every = None;
-        standalone.handle_timeout(start);
+        standalone.policy.health_every = None;
+        let _ = standalone.handle_timeout(start);
         assert_eq!(standalone.poll_timeout(), None);
         assert!(calls.take().is_empty());
     }
@@ -277,17 +426,125 @@ mod tests {
     #[test]
     fn a_player_is_connected_from_its_first_login_to_its_last_disconnect() {
         let (calls, mut link) = recorded_link();
-        link.handle_login(ConnectionId(1), &player("ada"));
-        link.handle_login(ConnectionId(2), &player("ada"));
-        link.handle_disconnected(ConnectionId(1));
-        link.handle_disconnected(ConnectionId(9));
+        let now = Instant::now();
+        link.handle_login(ConnectionId(1), &player("ada"), now);
+        link.handle_login(ConnectionId(2), &player("ada"), now);
+        link.handle_disconnected(ConnectionId(1), now);
+        link.handle_disconnected(ConnectionId(9), now);
         assert_eq!(calls.take(), ["+ada"]);
-        link.handle_disconnected(ConnectionId(2));
-        link.handle_disconnected(ConnectionId(2));
+        link.handle_disconnected(ConnectionId(2), now);
+        link.handle_disconnected(ConnectionId(2), now);
         assert_eq!(calls.take(), ["-ada"]);
-        link.handle_login(ConnectionId(3), &player("bo"));
-        link.handle_login(ConnectionId(4), &player("cy"));
+        link.handle_login(ConnectionId(3), &player("bo"), now);
+        link.handle_login(ConnectionId(4), &player("cy"), now);
         link.handle_drain();
         assert_eq!(calls.take(), ["+bo", "+cy", "-bo", "-cy"]);
+    }
+
+    /// Under `allocation = "self"` the first player allocates the server, before it is
+    /// counted; the second does not, nor does the first again while the server is allocated.
+    #[test]
+    fn the_first_player_allocates_the_server_before_it_is_counted() {
+        let now = Instant::now();
+        let (calls, mut link) = link_with(policy(Allocation::OnFirstLogin, WhenEmpty::Stay), now);
+        link.handle_login(ConnectionId(1), &player("ada"), now);
+        link.handle_login(ConnectionId(2), &player("bo"), now);
+        link.handle_disconnected(ConnectionId(1), now);
+        link.handle_disconnected(ConnectionId(2), now);
+        link.handle_login(ConnectionId(3), &player("ada"), now);
+        assert_eq!(calls.take(), ["allocate", "+ada", "+bo", "-ada", "-bo", "+ada"]);
+    }
+
+    /// Under `allocation = "matchmaker"` the server never allocates itself.
+    #[test]
+    fn a_matchmaker_allocated_server_never_allocates_itself() {
+        let now = Instant::now();
+        let (calls, mut link) = link_with(policy(Allocation::Matchmaker, WhenEmpty::Ready), now);
+        link.policy.health_every = None;
+        link.handle_login(ConnectionId(1), &player("ada"), now);
+        link.handle_disconnected(ConnectionId(1), now);
+        let _ = link.handle_timeout(now + LINGER);
+        link.handle_login(ConnectionId(2), &player("ada"), now + LINGER);
+        assert_eq!(calls.take(), ["+ada", "-ada", "release", "+ada"]);
+    }
+
+    /// The last player's departure starts the linger; at its end the server goes back to the
+    /// pool, once, and the next first player allocates it again.
+    #[test]
+    fn an_empty_server_is_released_after_the_linger_and_allocated_again_by_its_next_player() {
+        let now = Instant::now();
+        let (calls, mut link) = link_with(policy(Allocation::OnFirstLogin, WhenEmpty::Ready), now);
+        link.handle_login(ConnectionId(1), &player("ada"), now);
+        let left = now + Duration::from_secs(5);
+        link.handle_disconnected(ConnectionId(1), left);
+        assert_eq!(link.poll_timeout(), Some(now), "the ping is due first");
+        let _ = link.handle_timeout(now);
+        assert_eq!(link.poll_timeout(), Some(now + Duration::from_secs(1)));
+        link.policy.health_every = None;
+        assert_eq!(link.poll_timeout(), Some(left + LINGER), "the linger's end is a deadline");
+        assert_eq!(link.handle_timeout(left + LINGER - Duration::from_millis(1)), FleetStep::Serve);
+        assert_eq!(calls.take(), ["allocate", "+ada", "-ada", "health"], "not before the linger");
+        assert_eq!(link.handle_timeout(left + LINGER), FleetStep::Serve);
+        assert_eq!(link.handle_timeout(left + LINGER * 2), FleetStep::Serve);
+        assert_eq!(calls.take(), ["release"], "released once");
+        assert_eq!(link.poll_timeout(), None);
+        link.handle_login(ConnectionId(2), &player("bo"), left + LINGER * 2);
+        assert_eq!(calls.take(), ["allocate", "+bo"]);
+    }
+
+    /// A login during the linger cancels it, in either order with a relaunch's old connection.
+    #[test]
+    fn a_login_during_the_linger_keeps_the_server_allocated() {
+        let now = Instant::now();
+        let (calls, mut link) = link_with(policy(Allocation::OnFirstLogin, WhenEmpty::Ready), now);
+        link.policy.health_every = None;
+        link.handle_login(ConnectionId(1), &player("ada"), now);
+        link.handle_disconnected(ConnectionId(1), now);
+        link.handle_login(ConnectionId(2), &player("ada"), now + Duration::from_secs(30));
+        assert_eq!(link.poll_timeout(), None, "the linger is cancelled");
+        assert_eq!(link.handle_timeout(now + LINGER * 2), FleetStep::Serve);
+        // A relaunch: the new connection logs in before the old one ends.
+        link.handle_login(ConnectionId(3), &player("ada"), now + LINGER * 2);
+        link.handle_disconnected(ConnectionId(2), now + LINGER * 2);
+        assert_eq!(link.poll_timeout(), None, "ada is still connected");
+        assert_eq!(calls.take(), ["allocate", "+ada", "-ada", "+ada"]);
+    }
+
+    /// `when_empty = "shutdown"`: the linger's end asks the game task to drain.
+    #[test]
+    fn an_empty_server_drains_after_the_linger_when_told_to_shut_down() {
+        let now = Instant::now();
+        let (calls, mut link) =
+            link_with(policy(Allocation::OnFirstLogin, WhenEmpty::Shutdown), now);
+        link.policy.health_every = None;
+        link.handle_login(ConnectionId(1), &player("ada"), now);
+        link.handle_disconnected(ConnectionId(1), now);
+        assert_eq!(link.handle_timeout(now + LINGER), FleetStep::Drain);
+        assert_eq!(calls.take(), ["allocate", "+ada", "-ada"], "no release before a drain");
+    }
+
+    /// `when_empty = "stay"` starts no linger; a server that never had a player starts none
+    /// either; a drain cancels one.
+    #[test]
+    fn no_linger_without_a_departure_under_stay_or_after_a_drain() {
+        let now = Instant::now();
+        let (_, mut stay) = link_with(policy(Allocation::OnFirstLogin, WhenEmpty::Stay), now);
+        stay.policy.health_every = None;
+        stay.handle_login(ConnectionId(1), &player("ada"), now);
+        stay.handle_disconnected(ConnectionId(1), now);
+        assert_eq!(stay.poll_timeout(), None);
+        let (_, mut fresh) = link_with(policy(Allocation::OnFirstLogin, WhenEmpty::Ready), now);
+        fresh.policy.health_every = None;
+        assert_eq!(fresh.poll_timeout(), None, "never had a player");
+        let (calls, mut drained) =
+            link_with(policy(Allocation::OnFirstLogin, WhenEmpty::Ready), now);
+        drained.policy.health_every = None;
+        drained.handle_login(ConnectionId(1), &player("ada"), now);
+        drained.handle_login(ConnectionId(2), &player("bo"), now);
+        drained.handle_disconnected(ConnectionId(1), now);
+        drained.handle_drain();
+        assert_eq!(drained.poll_timeout(), None);
+        assert_eq!(drained.handle_timeout(now + LINGER), FleetStep::Serve);
+        assert_eq!(calls.take(), ["allocate", "+ada", "+bo", "-ada", "-bo"]);
     }
 }

@@ -40,7 +40,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::fleet::FleetLink;
+use crate::fleet::{FleetLink, FleetStep};
 use crate::game::{Game, GameSnapshot, Input, Output};
 use crate::metrics::{CoreSample, Metrics};
 use crate::net::ConnectionEvent;
@@ -142,8 +142,12 @@ pub(crate) async fn run_game(
             break;
         }
         // Checked on every wake, like the core's timer: a busy queue never starves the pings.
-        fleet.handle_timeout(Instant::now());
+        // An empty server told to shut down drains as if asked (docs/operations.md,
+        // "Allocation").
         fleet.handle_step(game.transition_id().is_some());
+        if fleet.handle_timeout(Instant::now()) == FleetStep::Drain {
+            break;
+        }
     }
     game.drain();
     carry_outputs(&mut game, &mut carrier, &mut made_up);
@@ -234,7 +238,7 @@ fn feed_connection(
     match event {
         ConnectionEvent::Login { connection, player, outbound } => {
             carrier.add_peer(connection, outbound);
-            fleet.handle_login(connection, &player);
+            fleet.handle_login(connection, &player, Instant::from_std(now));
             game.handle(now, Input::Login { connection, player });
         }
         ConnectionEvent::Message { connection, message } => {
@@ -242,7 +246,7 @@ fn feed_connection(
         }
         ConnectionEvent::Disconnected { connection, departure } => {
             carrier.remove_peer(connection);
-            fleet.handle_disconnected(connection);
+            fleet.handle_disconnected(connection, Instant::from_std(now));
             game.handle(now, Input::Disconnected { connection, departure });
         }
     }

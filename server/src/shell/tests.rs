@@ -293,7 +293,8 @@ fn start_game_task() -> Running {
     let (net_tx, from_net) = mpsc::channel(64);
     let shutdown = CancellationToken::new();
     let effects = effects(events_tx.clone(), store.clone());
-    let fleet = FleetLink::new(Arc::new(Standalone), None);
+    let fleet =
+        FleetLink::new(Arc::new(Standalone), standalone_policy(), tokio::time::Instant::now());
     let task = tokio::spawn(run_game(game, from_net, events, effects, fleet, shutdown.clone()));
     Running { handle: GameHandle { events: events_tx }, store, memory, shutdown, task, net: net_tx }
 }
@@ -443,7 +444,8 @@ async fn close_all_flushes_each_connection_then_closes_it() {
 #[tokio::test]
 async fn a_batch_of_inputs_is_carried_input_by_input_not_held_in_the_core() {
     let mut carrier = memory_carrier();
-    let mut fleet = FleetLink::new(Arc::new(Standalone), None);
+    let mut fleet =
+        FleetLink::new(Arc::new(Standalone), standalone_policy(), tokio::time::Instant::now());
     let mut core = FakeCore::new(Vec::new(), |input| {
         let Input::Message { connection, .. } = input else { return Vec::new() };
         (0..20).map(|_| Output::Send { connection: *connection, message: a_message() }).collect()
@@ -700,4 +702,12 @@ async fn the_carrier_hands_streaming_and_pawn_changes_to_the_world() {
     carrier.carry(Output::Broadcast { message: destroyed }, &mut made_up);
     assert_eq!(*told.0.lock().unwrap(), ["stream node harbor", "destroyed 8"]);
     assert!(made_up.is_empty());
+}
+
+/// The fleet policy of a server run by hand: no pings, nothing done when empty.
+fn standalone_policy() -> crate::fleet::FleetPolicy {
+    crate::fleet::FleetPolicy::from_config(&crate::config::FleetConfig {
+        when_empty: crate::config::WhenEmpty::Stay,
+        ..crate::config::FleetConfig::default()
+    })
 }
