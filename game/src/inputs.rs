@@ -127,8 +127,12 @@ impl Game {
         // The login's one INFO line (docs/operations.md, "Logs"), in the caller's span: the
         // server's is the connection's, which adds the client's address. Its other steps are
         // DEBUG.
+        // A relaunch also says whether it comes back dead and the class it spawns as; a new
+        // player's class comes with its save (`preset resolved`, DEBUG).
+        let class = player.character_def.as_ref().map(tracing::field::display);
         tracing::info!(parent: caller, player = %id, connection = connection.0,
-            relaunch = restored, "player logged in");
+            relaunch = restored, dead = player.abilities.is_dead(), character_def = class,
+            "player logged in");
         self.send(
             connection,
             ServerMessage::Welcome {
@@ -272,7 +276,7 @@ impl Game {
         let node = self.roster.possessed_pawn(&id).map(|pawn| pawn.node.clone());
         self.save_player(&id, node);
         let Some((player, pawns)) = self.roster.leave(connection, now) else { return };
-        tracing::info!(player = %id, close_code = departure.code_field(),
+        tracing::info!(player = %id, connection = connection.0, close_code = departure.code_field(),
             reason = %departure.reason, "player left");
         // Its ready report belonged to the connection that left.
         self.transition.forget(&id);
