@@ -164,15 +164,15 @@ log_after() {
 # LO (the latest of each player's first "player left" since SINCE), or "none".
 dropped_after() {
     local at
-    at=$(server_log "$1" "select(.fields.message == \"player left\" and ($(in_swarm_jq "$2"))) | \"\(.fields.player) \(.timestamp)\"" |
+    at=$(server_log "$1" "select(.message == \"player left\" and ($(in_swarm_jq "$2"))) | \"\(.player) \(.timestamp)\"" |
         awk '!seen[$1]++ { print $2 }' | sort | sed -n '$p')
     [ -n "$at" ] || { echo none; return; }
     awk -v ms=$(($(date -d "$at" +%s%3N) - $(date -d "$1" +%s%3N))) 'BEGIN { printf "%.1f", ms / 1000 }'
 }
-in_swarm_jq() { echo "(.fields.player // \"\" | ltrimstr(\"sim-\") | tonumber? // -1) as \$i | \$i >= $1 and \$i < $1 + 100"; }
+in_swarm_jq() { echo "(.player // \"\" | ltrimstr(\"sim-\") | tonumber? // -1) as \$i | \$i >= $1 and \$i < $1 + 100"; }
 # logins_since SINCE LO: distinct players of swarm LO that logged in since SINCE.
 logins_since() {
-    server_log "$1" "select(.fields.message == \"player logged in\") | .fields.player" |
+    server_log "$1" "select(.message == \"player logged in\") | .player" |
         awk -v lo="$2" '{ i = substr($0, 5) + 0 } i >= lo && i < lo + 100' | sort -u | wc -l
 }
 # swarm_back SINCE LO...: every client of each swarm logged in again since SINCE, and is placed.
@@ -257,7 +257,7 @@ note "transition $waiting_id released after the kill (polled)" "$(since "$t") s 
 wait_until 20 "swarms b and c placed after the release" all_placed 100 200
 wait_until $((idle_s + margin_s)) "swarm a's players dropped" gone 0
 note "  swarm a's players dropped (server log)" "$(dropped_after "$kill_at" 0) s after the kill"
-note "  the transition ended (server log)" "$(log_after "$kill_at" '.fields.message == "every player placed; transition ended"') s after the kill"
+note "  the transition ended (server log)" "$(log_after "$kill_at" '.message == "every player placed; transition ended"') s after the kill"
 t=$(now_ms)
 docker start "$sim_a" >/dev/null
 wait_until 30 "swarm a placed again" all_placed 0
@@ -300,10 +300,10 @@ note "churn over; the swarms run on for" "$left_s s"
 exit_code=$(docker events --since "$restart_at" --until "$(stamp)" --filter "container=$server" \
     --filter event=die --format '{{index .Actor.Attributes "exitCode"}}' | sed -n 1p)
 [ "$exit_code" = 0 ] || fail "the restarted server's old process exited with '${exit_code}', not 0"
-left=$(server_log "$restart_at" 'select(.fields.message == "store drained") | .fields.left' | sed -n 1p)
+left=$(server_log "$restart_at" 'select(.message == "store drained") | .left' | sed -n 1p)
 [ "$left" = 0 ] || fail "the restart's drain left '${left}' saves, not 0"
 restored=$(server_log "$restart_at" \
-    'select(.fields.message == "session save restores the world'"'"'s node") | .fields.node' | sed -n 1p)
+    'select(.message == "session save restores the world'"'"'s node") | .node' | sed -n 1p)
 [ -n "$restored" ] || fail "no session save restored after the restart"
 # The drain saves the node the world stands on, or the one it was told to go to: a travel may
 # have started between the state read above and the signal.
@@ -318,7 +318,7 @@ for s in a b c; do
     note "  swarm $s clients that reported the lost connection" "$(lost_since "${!c}" "$restart_at")/$clients"
 done
 failures=$(server_log "$restart_at" \
-    'select(.level == "WARN" and (.fields.message // "" | test("save|load"))) | .fields.message' | sort | uniq -c)
+    'select(.level == "WARN" and (.message // "" | test("save|load"))) | .message' | sort | uniq -c)
 [ -z "$failures" ] || fail "save or load failures after the restart: $failures"
 
 step "reports: each swarm's run ends, its report clean (--check)"
@@ -349,8 +349,8 @@ docker rm -f "$sim_d" >/dev/null # its clients would keep trying to reconnect
 exit_code=$(docker inspect -f '{{.State.ExitCode}}' "$server")
 [ "$exit_code" = 0 ] || fail "the server exited with $exit_code, not 0"
 drained=$(server_log "$stop_at" \
-    'select(.fields.message == "draining: saving every player and the session") | .fields.players' | sed -n 1p)
-left=$(server_log "$stop_at" 'select(.fields.message == "store drained") | .fields.left' | sed -n 1p)
+    'select(.message == "draining: saving every player and the session") | .players' | sed -n 1p)
+left=$(server_log "$stop_at" 'select(.message == "store drained") | .left' | sed -n 1p)
 [ "$drained" = "$clients" ] || fail "the drain saved '${drained}' players, not the $clients connected"
 [ "$left" = 0 ] || fail "the drain left '${left}' saves, not 0"
 note "exit code / players saved at the drain / saves left" "$exit_code / $drained / $left"

@@ -178,7 +178,7 @@ def log_addr(log, message):
         with open(log) as f:
             for line in f:
                 try:
-                    fields = json.loads(line).get("fields", {})
+                    fields = json.loads(line)
                 except ValueError:
                     continue
                 if fields.get("message") == message and "addr" in fields:
@@ -302,8 +302,8 @@ def log_ready_to_ended_us(log, ids):
                     continue
                 try:
                     entry = json.loads(line)
-                    message = entry["fields"]["message"]
-                    tid = entry["span"]["id"]
+                    message = entry["message"]
+                    tid = entry["transition"]
                     at = datetime.fromisoformat(entry["timestamp"]).timestamp()
                 except (ValueError, KeyError, TypeError):
                     continue

@@ -155,7 +155,7 @@ for name in runs:
     with open(f"{d}/server-{name}.log") as f:
         for line in f:
             try:
-                fields = json.loads(line).get("fields", {})
+                fields = json.loads(line)
             except ValueError:
                 continue
             message = fields.get("message", "")

@@ -290,6 +290,20 @@ impl SwarmReport {
         report
     }
 
+    /// The verdict of the run, the one `gatehouse-sim --check` exits on and the JSON report's
+    /// `clean` and `problems` say: both read it here, so they cannot disagree.
+    pub fn verdict(&self) -> Verdict {
+        let problems = self.problems();
+        Verdict { clean: problems.is_empty(), problems }
+    }
+
+    /// The report as `--report-json` writes it: [`Verdict`] and [`RunInfo`] at the top, then
+    /// every field of the report (docs/simulator.md, "The JSON report").
+    pub fn to_json(&self, run: &RunInfo) -> serde_json::Result<String> {
+        let Verdict { clean, problems } = self.verdict();
+        serde_json::to_string_pretty(&ReportFile { clean, problems, run, report: self })
+    }
+
     /// What `gatehouse-sim --check` refuses, described (empty: the report is clean): a
     /// well-behaved client not connected or not placed at the end, any error, a death without
     /// its respawn, a figure declared [`Check::Zero`] above 0, a pawn generation not accounted
@@ -330,6 +344,75 @@ impl SwarmReport {
         out.extend(self.misbehaving.problems());
         out
     }
+}
+
+/// Whether a run is clean, and if not, why: what `--check` exits on and what the JSON report
+/// says at its top ([`SwarmReport::verdict`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Verdict {
+    /// No problem found: `--check` exits 0.
+    pub clean: bool,
+    /// Each problem found, in plain words (`0/8 clients connected`, `gate_violations = 1`);
+    /// empty when clean.
+    pub problems: Vec<String>,
+}
+
+/// How a run was made, for a reader of the JSON report that was not there: what ran, with which
+/// options, against which server, when and for how long. The binary reads the clock and the
+/// command line; the swarm itself never does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RunInfo {
+    /// The simulator's version (its crate's).
+    pub version: String,
+    /// Every option of the run as it took effect, given or default, by its long name without
+    /// dashes, as text (`"clients": "8"`, `"duration": "30s"`).
+    pub options: std::collections::BTreeMap<String, String>,
+    /// The command line as given, program name first.
+    pub argv: Vec<String>,
+    /// The seed of the clients' draws (`--seed`).
+    pub seed: u64,
+    /// The seed of the network conditioner's draws, when `--impair` runs one.
+    pub impair_seed: Option<u64>,
+    /// The server's address the clients dialled, as resolved (`127.0.0.1:7777`).
+    pub server: String,
+    /// When the run started, RFC 3339 in UTC to the second (`2026-12-06T16:08:41Z`).
+    pub started_at: String,
+    /// How long the run took, start to the last client's end, in milliseconds.
+    pub duration_ms: u64,
+}
+
+impl RunInfo {
+    /// The run metadata of a run that started at `started` (the wall clock, read by the
+    /// caller) and took `took`; `options`, `argv`, seeds and server as [`RunInfo`] says.
+    pub fn new(
+        options: std::collections::BTreeMap<String, String>,
+        argv: Vec<String>,
+        seeds: (u64, Option<u64>),
+        server: std::net::SocketAddr,
+        started: std::time::SystemTime,
+        took: std::time::Duration,
+    ) -> RunInfo {
+        RunInfo {
+            version: env!("CARGO_PKG_VERSION").to_owned(),
+            options,
+            argv,
+            seed: seeds.0,
+            impair_seed: seeds.1,
+            server: server.to_string(),
+            started_at: humantime::format_rfc3339_seconds(started).to_string(),
+            duration_ms: u64::try_from(took.as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+}
+
+/// The JSON report's top level: the verdict and the run first, then the report's own fields.
+#[derive(Serialize)]
+struct ReportFile<'a> {
+    clean: bool,
+    problems: Vec<String>,
+    run: &'a RunInfo,
+    #[serde(flatten)]
+    report: &'a SwarmReport,
 }
 
 /// Writes one line per figure: its label padded to `width`, then its value.
@@ -642,6 +725,68 @@ wire.lost_packets number
         assert_eq!(report.gates.pending_waits_at_end, 2);
         assert_eq!(report.timings.shown_to_ended.count, 4);
         assert_eq!((report.full_clients, report.thin_clients), (2, 0));
+    }
+
+    fn run_info() -> RunInfo {
+        let options = [("clients", "1"), ("duration", "30s"), ("seed", "7")];
+        RunInfo::new(
+            options.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect(),
+            vec!["gatehouse-sim".into(), "--clients".into(), "1".into()],
+            (7, Some(9)),
+            "127.0.0.1:7777".parse().unwrap(),
+            std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_796_573_321),
+            std::time::Duration::from_micros(30_250_900),
+        )
+    }
+
+    fn clean_outcome() -> ClientOutcome {
+        let mut clean = outcome(0);
+        clean.stats.errors.clear();
+        clean.stats.gates.violation_samples.clear();
+        clean
+    }
+
+    #[test]
+    fn the_report_says_clean_when_check_passes() {
+        let report = SwarmReport::from_outcomes(&[clean_outcome()]);
+        assert_eq!(report.verdict(), Verdict { clean: true, problems: vec![] });
+        let json: serde_json::Value =
+            serde_json::from_str(&report.to_json(&run_info()).unwrap()).unwrap();
+        assert_eq!(json["clean"], true);
+        assert_eq!(json["problems"], serde_json::json!([]));
+        assert_eq!(json["clients_placed"], 1, "the report's own fields stay at the top");
+    }
+
+    #[test]
+    fn the_report_lists_the_problems_check_finds() {
+        let mut broken = clean_outcome();
+        broken.placed = false;
+        broken.stats.gates.gate_violations = 1;
+        let report = SwarmReport::from_outcomes(&[broken]);
+        let verdict = report.verdict();
+        assert!(!verdict.clean);
+        assert_eq!(verdict.problems, ["0/1 clients placed at the end", "gate_violations = 1"]);
+        assert_eq!(verdict.problems, report.problems(), "--check reads the same list");
+        let json: serde_json::Value =
+            serde_json::from_str(&report.to_json(&run_info()).unwrap()).unwrap();
+        assert_eq!(json["clean"], false);
+        assert_eq!(json["problems"], serde_json::json!(verdict.problems));
+    }
+
+    #[test]
+    fn the_report_carries_the_run_metadata() {
+        let report = SwarmReport::from_outcomes(&[clean_outcome()]);
+        let json: serde_json::Value =
+            serde_json::from_str(&report.to_json(&run_info()).unwrap()).unwrap();
+        let run = &json["run"];
+        assert_eq!(run["version"], env!("CARGO_PKG_VERSION"));
+        assert_eq!(run["started_at"], "2026-12-06T16:08:41Z");
+        assert_eq!(run["duration_ms"], 30_250);
+        assert_eq!(run["seed"], 7);
+        assert_eq!(run["impair_seed"], 9);
+        assert_eq!(run["server"], "127.0.0.1:7777");
+        assert_eq!(run["options"]["duration"], "30s");
+        assert_eq!(run["argv"], serde_json::json!(["gatehouse-sim", "--clients", "1"]));
     }
 
     /// `--check` refuses every figure declared `Check::Zero` above 0, by its JSON name, and

@@ -54,6 +54,15 @@ fn the_sim_binary_reports_every_client_placed() {
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&report_path).unwrap()).unwrap();
     assert_eq!(report["clients_connected"], 8, "{report}");
+    // The verdict --check exited on, and how the run was made (docs/simulator.md).
+    assert_eq!(report["clean"], true, "{report}");
+    assert_eq!(report["problems"], serde_json::json!([]), "{report}");
+    assert_eq!(report["run"]["server"], addr.to_string(), "{report}");
+    assert_eq!(report["run"]["seed"], 1, "{report}");
+    assert_eq!(report["run"]["options"]["clients"], "8", "{report}");
+    assert_eq!(report["run"]["options"]["duration"], "4s", "{report}");
+    assert!(report["run"]["started_at"].as_str().unwrap().ends_with('Z'), "{report}");
+    assert!(report["run"]["duration_ms"].as_u64().unwrap() >= 4000, "{report}");
     assert_eq!(report["clients_placed"], 8, "{report}");
     assert_eq!(report["errors"], 0, "{report}");
     assert!(report["transitions_completed"].as_u64().unwrap() >= 1, "{report}");
@@ -128,6 +137,8 @@ fn an_unreachable_server_is_reported_not_hung() {
     assert_eq!(report["clients_connected"], 0, "{report}");
     assert_eq!(report["errors"], 1, "{report}");
     assert!(report["error_samples"][0].as_str().unwrap().contains("connect timed out"), "{report}");
+    assert_eq!(report["clean"], false, "{report}");
+    assert_eq!(report["problems"][0], "0/1 clients connected", "{report}");
 
     // The same run with --check fails, naming what was not clean.
     let out = Command::new(SIM)
@@ -139,6 +150,39 @@ fn an_unreachable_server_is_reported_not_hung() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(err.contains("not clean") && err.contains("0/1 clients connected"), "{err}");
+}
+
+/// `--log-format json`: every line the simulator writes on stderr, its logs (the `log` crate's
+/// too, through tracing) and the error that stopped it, is one flat JSON object in the server's
+/// shape (docs/operations.md, "Logs").
+#[test]
+fn the_sim_logs_flat_json_lines_with_log_format_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let cert = dir.path().join("cert.der");
+    std::fs::write(&cert, b"not a certificate").unwrap();
+    let out = Command::new(SIM)
+        .args(["--log-format", "json", "--server", "127.0.0.1:9", "--clients", "1"])
+        .args(["--duration", "1s", "--progress", "never", "--server-cert"])
+        .arg(&cert)
+        .env("RUST_LOG", "debug")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "a certificate that does not parse stops the run");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<serde_json::Value> = err
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect();
+    let last = lines.last().unwrap();
+    assert_eq!(last["level"], "ERROR", "{err}");
+    assert!(last["message"].as_str().unwrap().contains("certificate"), "{err}");
+    for line in &lines {
+        let object = line.as_object().unwrap();
+        for key in ["timestamp", "level", "target", "message"] {
+            assert!(object.get(key).is_some_and(|k| k.is_string()), "{key} in {line}");
+        }
+        assert!(object.values().all(|v| !v.is_object() && !v.is_array()), "{line}");
+    }
 }
 
 /// The value printed on the report line labelled `label`.

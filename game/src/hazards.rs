@@ -21,7 +21,6 @@ use gatehouse_tags::GameplayTag;
 use super::abilities::{ActiveEffect, EffectDuration};
 use super::joins::Joins;
 use super::roster::Roster;
-use crate::fields::OrNone;
 use crate::world::WorldMap;
 
 /// The schedule of one hazard from the world file.
@@ -239,7 +238,7 @@ fn advance_effects(
         events.push(EffectEvent::Health { player: id.clone(), health });
     }
     if outcome.died {
-        tracing::info!(player = %id, pawn = %OrNone(pawn), "player died");
+        tracing::info!(player = %id, pawn = pawn.map(|p| p.0), "player died");
         if let Some(p) = pawn.and_then(|pawn_id| roster.pawn_mut(pawn_id)) {
             p.die();
         }

@@ -21,7 +21,6 @@ use super::spawn::SpawnKind;
 use super::streaming::{SpawnPoints, SpawnPointsOn, Streamed};
 use super::transition::{Destination, Phase, ReadyReport};
 use super::{ConnectionId, Departure, Game, LoadId, LoginRefusal, Observation, Output, StreamPart};
-use crate::fields::OrNone;
 use crate::model::{LoadOutcome, PlayerSave, SessionSave};
 
 impl Game {
@@ -30,7 +29,7 @@ impl Game {
     pub(crate) fn replace_connection(&mut self, now: Instant, old: ConnectionId) {
         self.out.counters.logins_replaced += 1;
         if let Some(player) = self.roster.player_on(old) {
-            tracing::info!(%player, "login replaces an older connection of the same player");
+            tracing::debug!(%player, "login replaces an older connection of the same player");
         }
         self.out.push(Output::Close { connection: old, code: CloseCode::Replaced });
         self.remove_player(now, old, Departure::closed(CloseCode::Replaced));
@@ -67,8 +66,15 @@ impl Game {
 
     /// A connection authenticated as `id`: refused when the server is full; otherwise the
     /// player joins (with the player state it left, if it relaunches within the retention),
-    /// hears of everything already replicated, and is admitted.
-    pub(crate) fn handle_login(&mut self, now: Instant, connection: ConnectionId, id: PlayerId) {
+    /// hears of everything already replicated, and is admitted. Its one INFO line is logged in
+    /// `caller`, the span [`Game::handle`] was called in.
+    pub(crate) fn handle_login(
+        &mut self,
+        now: Instant,
+        connection: ConnectionId,
+        id: PlayerId,
+        caller: &tracing::Span,
+    ) {
         if self.transition.unavailable().is_some() {
             // The server is stopping: nothing to join.
             self.send(
@@ -114,11 +120,19 @@ impl Game {
         let restored = kept.is_some();
         if let Some(kept) = kept {
             self.out.counters.player_states_restored += 1;
-            tracing::info!(player = %id, dead = kept.abilities.is_dead(),
+            tracing::debug!(player = %id, dead = kept.abilities.is_dead(),
                 "relaunch: the kept player state is restored");
             player.restore(kept);
         }
-        tracing::info!(player = %id, connection = connection.0, "player logged in");
+        // The login's one INFO line (docs/operations.md, "Logs"), in the caller's span: the
+        // server's is the connection's, which adds the client's address. Its other steps are
+        // DEBUG.
+        // A relaunch also says whether it comes back dead and the class it spawns as; a new
+        // player's class comes with its save (`preset resolved`, DEBUG).
+        let class = player.character_def.as_ref().map(tracing::field::display);
+        tracing::info!(parent: caller, player = %id, connection = connection.0,
+            relaunch = restored, dead = player.abilities.is_dead(), character_def = class,
+            "player logged in");
         self.send(
             connection,
             ServerMessage::Welcome {
@@ -231,7 +245,7 @@ impl Game {
             .unwrap_or_default();
         let join_id = self.joins.start(id.clone(), node.clone(), now);
         self.out.counters.joins_started += 1;
-        tracing::info!(player = %id, join = %join_id, %node, "join: streaming before its pawn");
+        tracing::debug!(player = %id, join = join_id.0, %node, "join: streaming before its pawn");
         self.send(connection, ServerMessage::ShowJoin { join_id, node, levels, rooms });
     }
 
@@ -262,7 +276,7 @@ impl Game {
         let node = self.roster.possessed_pawn(&id).map(|pawn| pawn.node.clone());
         self.save_player(&id, node);
         let Some((player, pawns)) = self.roster.leave(connection, now) else { return };
-        tracing::info!(player = %id, close_code = %departure.code_field(),
+        tracing::info!(player = %id, connection = connection.0, close_code = departure.code_field(),
             reason = %departure.reason, "player left");
         // Its ready report belonged to the connection that left.
         self.transition.forget(&id);
@@ -355,7 +369,7 @@ impl Game {
         }
         drop(player);
         self.out.counters.respawns += 1;
-        tracing::info!(player = %id, dead_pawn = %OrNone(dead), "respawn requested");
+        tracing::info!(player = %id, dead_pawn = dead.map(|p| p.0), "respawn requested");
         self.broadcast(ServerMessage::AbilityTagsChanged { player_id: id.clone(), tags });
         self.broadcast(ServerMessage::HealthChanged { player_id: id.clone(), health });
         if let Some(pawn_id) = dead {
@@ -435,7 +449,7 @@ impl Game {
             }
             ReadyReport::NoTransition | ReadyReport::Superseded => {
                 self.out.counters.stale_ignored += 1;
-                tracing::debug!(player = %player, stale = %id, "TransitionShown for a transition no longer in flight ignored");
+                tracing::debug!(player = %player, stale = id.0, "TransitionShown for a transition no longer in flight ignored");
             }
             ReadyReport::NeverIssued => self.refuse(
                 now,
@@ -497,7 +511,7 @@ impl Game {
             ReadyReport::NoTransition => self.out.counters.stale_ignored += 1,
             ReadyReport::Superseded => {
                 self.out.counters.stale_ignored += 1;
-                tracing::debug!(player = %player, stale = %id, "ready report for a superseded transition ignored");
+                tracing::debug!(player = %player, stale = id.0, "ready report for a superseded transition ignored");
             }
             ReadyReport::NeverIssued => self.refuse(
                 now,
@@ -525,7 +539,7 @@ impl Game {
             drop(player);
             self.responses.heard_from(id);
             self.responses.forget_acknowledgement(id);
-            tracing::debug!(player = %id, pawn = %pawn_id, "possession acknowledged");
+            tracing::debug!(player = %id, pawn = pawn_id.0, "possession acknowledged");
             return;
         }
         let stale = player.possessed.contains(&pawn_id);
@@ -556,7 +570,7 @@ impl Game {
     ) {
         match self.joins.report(player, join_id) {
             JoinReport::Loaded(node) => {
-                tracing::debug!(%player, join = %join_id, "joiner streamed its node");
+                tracing::debug!(%player, join = join_id.0, "joiner streamed its node");
                 self.responses.heard_from(player);
                 if let Some(mut p) = self.roster.player_mut(player) {
                     p.loaded = Some(node.clone());
@@ -565,7 +579,7 @@ impl Game {
             }
             JoinReport::Stale => {
                 self.out.counters.stale_ignored += 1;
-                tracing::debug!(%player, stale = %join_id, "report for a join no longer in flight ignored");
+                tracing::debug!(%player, stale = join_id.0, "report for a join no longer in flight ignored");
             }
             JoinReport::NeverIssued => self.refuse(
                 now,
@@ -631,7 +645,7 @@ impl Game {
         match self.streaming.complete(load) {
             Streamed::Stale => {
                 self.out.counters.stale_ignored += 1;
-                tracing::debug!(%load, "stale streaming completion ignored");
+                tracing::debug!(load = load.0, "stale streaming completion ignored");
             }
             Streamed::Node(node) => {
                 tracing::info!(%node, "node streamed");

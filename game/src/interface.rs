@@ -329,9 +329,10 @@ impl Departure {
         Departure { code: None, reason: reason.into() }
     }
 
-    /// The close code for a log field: its number, or `none`.
-    pub(crate) fn code_field(&self) -> crate::fields::OrNone<u32> {
-        crate::fields::OrNone(self.code.map(CloseCode::code))
+    /// The close code for a log field: its number, or no field when the connection ended
+    /// without one.
+    pub(crate) fn code_field(&self) -> Option<u32> {
+        self.code.map(CloseCode::code)
     }
 }
 

@@ -219,6 +219,9 @@ impl Game {
     /// Feeds one input: its handler records what happened, then the advance pass moves the
     /// game on (module documentation, "One step").
     pub fn handle(&mut self, now: Instant, input: Input) {
+        // The caller's span (the server's: the connection's id and address), for the line a
+        // login logs; every other line of the step is in the transition's.
+        let caller = tracing::Span::current();
         let span = self.transition.span();
         let _entered = span.enter();
         if let Input::Login { connection, player } = &input
@@ -236,7 +239,9 @@ impl Game {
             self.advance(now);
         }
         match input {
-            Input::Login { connection, player } => self.handle_login(now, connection, player),
+            Input::Login { connection, player } => {
+                self.handle_login(now, connection, player, &caller)
+            }
             Input::Disconnected { connection, departure } => {
                 self.handle_disconnect(now, connection, departure)
             }

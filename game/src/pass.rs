@@ -63,7 +63,7 @@ impl Game {
             self.end_excuses(&old);
             self.out.counters.transitions_superseded += 1;
             let duration_ms = crate::fields::millis(now.saturating_duration_since(old.started));
-            tracing::info!(old = %old.id, new = %id, node = %target, phase = %old.phase.name(),
+            tracing::info!(old = old.id.0, new = id.0, node = %target, phase = %old.phase.name(),
                 outcome = %"superseded", duration_ms,
                 "travel supersedes the transition in flight; the loading screen stays up");
         }
@@ -373,7 +373,7 @@ impl Game {
         for (player, join_id) in placed {
             self.joins.remove(&player);
             self.out.counters.joins_completed += 1;
-            tracing::info!(%player, join = %join_id, "joiner placed; join ended");
+            tracing::debug!(%player, join = join_id.0, "joiner placed; join ended");
             if let Some(connection) = self.roster.connection_of(&player) {
                 self.send(connection, ServerMessage::EndJoin { join_id });
             }
@@ -550,7 +550,7 @@ impl Game {
                 }
             }
             for pawn_id in pawn.into_iter().chain(dead) {
-                tracing::warn!(%player, pawn = %pawn_id,
+                tracing::warn!(%player, pawn = pawn_id.0,
                     "transition ends with this pawn on a level no longer streamed: withdrawn");
                 if self.roster.destroy_pawn(pawn_id) {
                     self.out.counters.pawns_withdrawn += 1;

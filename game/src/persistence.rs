@@ -228,7 +228,7 @@ pub(crate) fn apply_player_load(
     let granted = player.abilities.initialize_provider(&kits);
     let (connection, view, tags) = (player.connection, player.view(), player.abilities.tags());
     drop(player);
-    tracing::info!(player = %id, kits = %Joined(&kits), "preset resolved");
+    tracing::debug!(player = %id, kits = %Joined(&kits), "preset resolved");
     PlayerLoad::Applied {
         failed,
         connection,

@@ -105,7 +105,7 @@ impl Placement<'_> {
         match self.restart_at_player_start(&request.player, &request.node) {
             Some(spawned) => Attempt::Spawned(spawned),
             None => {
-                tracing::info!(player = %request.player, node = %request.node,
+                tracing::debug!(player = %request.player, node = %request.node,
                     "spawn refused by the level-ready gate; kept queued");
                 Attempt::Refused
             }
@@ -139,7 +139,7 @@ impl Placement<'_> {
         let p = self.roster.player(player)?;
         let (character_def, alive) = (p.character_def.clone()?, !p.is_dead());
         let view = self.roster.create_pawn(player, character_def, node, alive).view();
-        tracing::info!(%player, pawn = %view.pawn_id, %node, alive, "pawn spawned");
+        tracing::debug!(%player, pawn = view.pawn_id.0, %node, alive, "pawn spawned");
         Some(view)
     }
 
@@ -153,7 +153,7 @@ impl Placement<'_> {
         drop(p);
         let replaced = dead.filter(|dead| self.roster.destroy_pawn(*dead));
         if let Some(dead) = replaced {
-            tracing::info!(%player, pawn = %dead, "dead pawn destroyed after its replacement exists");
+            tracing::info!(%player, pawn = dead.0, "dead pawn destroyed after its replacement exists");
         }
         Some(Spawned { player: player.clone(), connection, pawn, granted, replaced })
     }
@@ -168,7 +168,7 @@ impl Placement<'_> {
             return Attempt::Wait;
         };
         pawn.node = node.clone();
-        tracing::debug!(pawn = %pawn_id, %node, "pawn teleported");
+        tracing::debug!(pawn = pawn_id.0, %node, "pawn teleported");
         Attempt::Teleported(pawn_id)
     }
 }

@@ -402,7 +402,7 @@ impl Transitions {
             self.observe_end(old, now, TransitionOutcome::Superseded);
         }
         // A root span: a transition that supersedes another is its sibling, not its child.
-        let span = tracing::info_span!(parent: None, "transition", id = id.0, node = tracing::field::Empty);
+        let span = tracing::info_span!(parent: None, "transition", transition = id.0, node = tracing::field::Empty);
         let shown: BTreeMap<PlayerId, Instant> = players.map(|p| (p.clone(), now)).collect();
         let owing = shown.keys().cloned().collect();
         self.current = Some(Transition {

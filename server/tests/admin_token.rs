@@ -74,8 +74,8 @@ fn start_on(dir: &Path, bind: &str, admin_bind: &str, envs: &[(&str, &str)]) -> 
         let line = lines.next().expect("the server logged its admin address").unwrap();
         let Ok(v) = serde_json::from_str::<serde_json::Value>(&line) else { continue };
         logged.push(v.clone());
-        if v["fields"]["message"] == "admin endpoint listening" {
-            let addr: SocketAddr = v["fields"]["addr"].as_str().unwrap().parse().unwrap();
+        if v["message"] == "admin endpoint listening" {
+            let addr: SocketAddr = v["addr"].as_str().unwrap().parse().unwrap();
             break SocketAddr::from(([127, 0, 0, 1], addr.port()));
         }
     };
@@ -156,7 +156,7 @@ fn an_operator_key_serves_beyond_loopback_and_the_development_certificate_is_war
     let running = start_on(dir.path(), "0.0.0.0:0", "127.0.0.1:0", &key);
     let warned = running.logged.iter().any(|v| {
         v["level"] == "WARN"
-            && v["fields"]["message"].as_str().is_some_and(|m| m.contains("no tls.certificate"))
+            && v["message"].as_str().is_some_and(|m| m.contains("no tls.certificate"))
     });
     assert!(warned, "{:?}", running.logged);
     assert_eq!(http(running.admin, "GET", "/health", "").0, 200);

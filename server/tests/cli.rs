@@ -57,8 +57,7 @@ fn the_server_binary_serves_clients_and_exits_0_on_sigterm() {
     // An operator travel, so the world's node is no longer the start node.
     assert!(server.admin_request("POST", "/travel/forest").contains("travelling to forest"));
     server.wait_for("the travel to end", |v| {
-        v["fields"]["message"] == "every player placed; transition ended"
-            && v["span"]["node"] == "forest"
+        v["message"] == "every player placed; transition ended" && v["node"] == "forest"
     });
 
     let started = Instant::now();
@@ -77,12 +76,12 @@ fn the_server_binary_serves_clients_and_exits_0_on_sigterm() {
     // A restarted server restores the session's node before its boot travel.
     let mut restarted = start(dir.path(), &[]);
     let resolved = restarted.wait_for("the session save to load", |v| {
-        v["fields"]["message"] == "session save restores the world's node"
+        v["message"] == "session save restores the world's node"
     });
-    assert_eq!(resolved["fields"]["node"], "forest", "{resolved}");
-    let streamed = restarted
-        .wait_for("the boot node to stream", |v| v["fields"]["message"] == "node streamed");
-    assert_eq!(streamed["fields"]["node"], "forest", "the boot travel went to the restored node");
+    assert_eq!(resolved["node"], "forest", "{resolved}");
+    let streamed =
+        restarted.wait_for("the boot node to stream", |v| v["message"] == "node streamed");
+    assert_eq!(streamed["node"], "forest", "the boot travel went to the restored node");
 }
 
 /// A process killed with SIGKILL right after a save was acknowledged has that save on
@@ -98,12 +97,12 @@ fn a_save_acknowledged_before_sigkill_survives_it() {
     };
     // The boot transition's end saves every player; the first acknowledged save is enough.
     let saved = server.wait_for("an acknowledged player save", |v| {
-        v["fields"]["message"] == "saved" && v["span"]["player"].is_string()
+        v["message"] == "saved" && v["player"].is_string()
     });
     server.signal("-KILL");
     let status = server.wait_exit(Duration::from_secs(10));
     assert_eq!(status.code(), None, "killed by a signal, no drain");
-    let player = saved["span"]["player"].as_str().unwrap().to_owned();
+    let player = saved["player"].as_str().unwrap().to_owned();
     let text = saves(dir.path(), &["show", &player]);
     assert!(text.contains("node       harbor"), "{text}");
     assert!(text.contains("version    1"), "{text}");
@@ -188,38 +187,71 @@ fn the_logs_say_what_an_operator_filters_on() {
     assert!(outcomes.iter().all(|o| o.placed && o.errors.is_empty()), "{outcomes:?}");
     assert!(server.admin_request("POST", "/travel/forest").contains("travelling to forest"));
     let ended = server.wait_for("the travel to end", |v| {
-        v["fields"]["message"] == "every player placed; transition ended"
-            && v["span"]["node"] == "forest"
+        v["message"] == "every player placed; transition ended" && v["node"] == "forest"
     });
     server.signal("-TERM");
     assert_eq!(server.wait_exit(Duration::from_secs(10)).code(), Some(0));
     let lines = server.lines().to_vec();
 
-    let first = &lines[0]["fields"];
+    let first = &lines[0];
     assert_eq!(first["message"], "gatehouse-server starting", "{first}");
     assert_eq!(first["version"], env!("CARGO_PKG_VERSION"));
     assert!(first["config"].as_str().unwrap().ends_with("server.toml"), "{first}");
     assert!(first["world"].as_str().unwrap().ends_with("world.toml"), "{first}");
 
-    let certificates = lines.iter().filter(|v| v["fields"]["certificate"].is_string()).count();
+    let certificates = lines.iter().filter(|v| v["certificate"].is_string()).count();
     assert_eq!(certificates, 1, "the certificate is logged once");
 
-    assert!(lines.iter().any(|v| v["fields"]["message"] == "operator travel requested"
-        && v["fields"]["node"] == "forest"));
+    assert!(
+        lines.iter().any(|v| v["message"] == "operator travel requested" && v["node"] == "forest")
+    );
 
-    assert_eq!(ended["fields"]["outcome"], "completed", "{ended}");
-    assert!(ended["fields"]["duration_ms"].is_u64(), "{ended}");
+    assert_eq!(ended["outcome"], "completed", "{ended}");
+    assert!(ended["duration_ms"].is_u64(), "{ended}");
 
     // The swarm's clients leave with `Leave` at the end of their run: close code 0.
-    let left: Vec<_> = lines.iter().filter(|v| v["fields"]["message"] == "player left").collect();
+    let left: Vec<_> = lines.iter().filter(|v| v["message"] == "player left").collect();
     assert_eq!(left.len(), 4, "every client left once");
     for v in left {
-        assert_eq!(v["fields"]["close_code"], "0", "{v}");
-        assert_eq!(v["fields"]["reason"], "leave", "{v}");
+        assert_eq!(v["close_code"], 0, "{v}");
+        assert_eq!(v["reason"], "leave", "{v}");
+    }
+
+    // A login is one INFO line, with the client's address, its connection and whether it
+    // relaunched; its other steps are DEBUG. Departures are one INFO line too.
+    let logins: Vec<_> = lines.iter().filter(|v| v["message"] == "player logged in").collect();
+    assert_eq!(logins.len(), 4, "one line per login");
+    for login in logins {
+        let player = &login["player"];
+        let info: Vec<&str> = lines
+            .iter()
+            .filter(|v| v["level"] == "INFO" && v["player"] == *player)
+            .map(|v| v["message"].as_str().unwrap_or_default())
+            .collect();
+        assert_eq!(info, ["player logged in", "player left"], "{player}'s INFO lines");
+        let remote = login["remote"].as_str().unwrap_or_default();
+        assert!(remote.parse::<std::net::SocketAddr>().is_ok(), "{login}");
+        assert!(login["connection"].is_u64(), "{login}");
+        assert_eq!(login["relaunch"], false, "{login}");
+    }
+
+    // Every line has one flat shape, its ids numbers (docs/operations.md, "Logs").
+    let ids = ["connection", "pawn", "dead_pawn", "join", "transition", "old", "new", "stale"];
+    for v in &lines {
+        let object = v.as_object().unwrap_or_else(|| panic!("not a JSON object: {v}"));
+        for key in ["timestamp", "level", "target", "message"] {
+            assert!(object.get(key).is_some_and(|k| k.is_string()), "{key} in {v}");
+        }
+        for (name, value) in object {
+            assert!(!value.is_object() && !value.is_array(), "{name} is not flat in {v}");
+            if ids.contains(&name.as_str()) || name == "load" || name == "close_code" {
+                assert!(value.is_u64(), "{name} is not a number in {v}");
+            }
+        }
     }
 
     for v in &lines {
-        for (name, value) in v["fields"].as_object().unwrap() {
+        for (name, value) in v.as_object().unwrap() {
             let Some(text) = value.as_str() else { continue };
             let debugged = text.starts_with("Some(")
                 || text == "None"

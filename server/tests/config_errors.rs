@@ -73,8 +73,8 @@ fn a_config_error_is_one_json_object_when_the_logs_are_json() {
     let json: serde_json::Value = serde_json::from_str(err.trim_end()).expect("a JSON line");
     assert_eq!(json["level"], "ERROR");
     assert_eq!(json["key"], "auth.token_key");
-    assert_eq!(json["origin"]["kind"], "env");
-    assert_eq!(json["origin"]["var"], "GATEHOUSE_TOKEN_KEY");
+    assert_eq!(json["origin_kind"], "env");
+    assert_eq!(json["origin_var"], "GATEHOUSE_TOKEN_KEY");
     assert_eq!(json["expected"], "a key of at least 16 bytes");
     assert_eq!(json["found"], "5 bytes");
 }

@@ -90,9 +90,10 @@ impl ServerProcess {
         let (tx, log) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Ok(v) = serde_json::from_str::<serde_json::Value>(&line)
-                    && tx.send(v).is_err()
-                {
+                // A line that is not JSON is kept as a string, for a test to find.
+                let v = serde_json::from_str::<serde_json::Value>(&line)
+                    .unwrap_or(serde_json::Value::String(line));
+                if tx.send(v).is_err() {
                     break;
                 }
             }
@@ -100,13 +101,12 @@ impl ServerProcess {
         let unset: SocketAddr = "0.0.0.0:0".parse().expect("an address");
         let mut server = ServerProcess { child, log, seen: Vec::new(), addr: unset, admin: unset };
         let addr_of = |v: serde_json::Value| {
-            v["fields"]["addr"].as_str().unwrap_or_default().parse().expect("a logged address")
+            v["addr"].as_str().unwrap_or_default().parse().expect("a logged address")
         };
-        server.addr =
-            addr_of(server.wait_for("its address", |v| v["fields"]["message"] == "listening"));
-        server.admin = addr_of(server.wait_for("its admin address", |v| {
-            v["fields"]["message"] == "admin endpoint listening"
-        }));
+        server.addr = addr_of(server.wait_for("its address", |v| v["message"] == "listening"));
+        server.admin = addr_of(
+            server.wait_for("its admin address", |v| v["message"] == "admin endpoint listening"),
+        );
         server
     }
 

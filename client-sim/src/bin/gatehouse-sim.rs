@@ -8,12 +8,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context as _;
-use clap::Parser;
+use clap::{ArgMatches, CommandFactory as _, FromArgMatches as _, Parser};
 use gatehouse_client_sim::figures::Micros;
 use gatehouse_client_sim::misbehaviour::{
     MisbehavingShare, Misbehaviour, parse_misbehaving, parse_misbehaviours,
 };
-use gatehouse_client_sim::report::{ClientOutcome, SwarmReport};
+use gatehouse_client_sim::report::{ClientOutcome, RunInfo, SwarmReport};
 use gatehouse_client_sim::session::SessionConfig;
 use gatehouse_client_sim::swarm::{Progress, SwarmConfig, run_swarm_outcomes};
 use gatehouse_client_sim::timeline::{self, ClientTimeline};
@@ -21,6 +21,7 @@ use gatehouse_client_sim::wait::wait_for_server;
 use gatehouse_conditioner::cli::parse_connect_rate;
 use gatehouse_conditioner::cli::{ImpairArgs, ProxyArgs, resolve, run_proxy, start_in_process};
 use gatehouse_conditioner::proxy::Proxy;
+use gatehouse_logs::LogFormat;
 use gatehouse_protocol::token::{DEV_TOKEN_KEY, TokenKey};
 
 /// Simulated gatehouse game clients.
@@ -59,9 +60,14 @@ struct Cli {
     /// Name the certificate is checked against.
     #[arg(long, default_value = "localhost", value_name = "NAME")]
     server_name: String,
-    /// Write the JSON report here.
+    /// Write the JSON report here: the report, its verdict (`clean`, `problems`) and how the run
+    /// was made (`run`).
     #[arg(long, value_name = "PATH")]
     report_json: Option<PathBuf>,
+    /// Log output on stderr: human-readable lines, or one flat JSON object per line in the
+    /// server's shape (docs/operations.md, "Logs"). The report itself goes to stdout.
+    #[arg(long, default_value = "human", value_parser = parse_log_format, value_name = "human|json", global = true)]
+    log_format: LogFormat,
     /// Simulated stream time per level, uniformly in MIN..MAX milliseconds.
     #[arg(long, default_value = "50..250", value_parser = parse_range, value_name = "MIN..MAX")]
     stream_ms: (Duration, Duration),
@@ -184,6 +190,10 @@ fn parse_kinds(s: &str) -> Result<Kinds, String> {
 }
 
 /// An interval of --interval-json: at least a second, so the lines stay readable figures.
+fn parse_log_format(s: &str) -> Result<LogFormat, String> {
+    LogFormat::parse(s).ok_or_else(|| format!("expected human or json, found {s}"))
+}
+
 fn parse_interval(s: &str) -> Result<Duration, String> {
     let d = humantime::parse_duration(s).map_err(|e| format!("{s:?}: {e}"))?;
     if d < Duration::from_secs(1) {
@@ -217,25 +227,37 @@ struct AuthSection {
 }
 
 fn main() -> std::process::ExitCode {
-    match run() {
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    let format = cli.log_format;
+    // The server's set-up and line shape (the shared `gatehouse-logs` crate).
+    gatehouse_logs::install(format, "warn");
+    match run(cli, &matches) {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // With JSON logs, the error that stopped the run is a log line like the others.
+            match format {
+                LogFormat::Json => {
+                    let message = format!("{e:#}");
+                    let line = gatehouse_logs::line_now(
+                        tracing::Level::ERROR,
+                        "gatehouse_sim",
+                        &message,
+                        [],
+                    );
+                    eprintln!("{line}");
+                }
+                LogFormat::Human => eprintln!("error: {e:#}"),
+            }
             std::process::ExitCode::FAILURE
         }
     }
 }
 
-fn run() -> anyhow::Result<()> {
-    let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
     if let Some(Command::Proxy(args)) = cli.command {
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .enable_all()
@@ -293,12 +315,14 @@ fn run() -> anyhow::Result<()> {
         misbehaviours: cli.misbehaviours.0.clone(),
     };
     let conditions = cli.impair.conditions();
+    let impaired = conditions.is_some();
     let impair_seed = cli.impair.impair_seed.unwrap_or(cli.seed);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
     let started = std::time::Instant::now();
+    let started_at = std::time::SystemTime::now();
     let clients = config.clients as u64;
     let progress = config.progress.clone();
     let show = cli.progress == ProgressMode::Auto;
@@ -352,16 +376,39 @@ fn run() -> anyhow::Result<()> {
         draw_timeline(path, &outcomes, started, run_us)?;
     }
     if let Some(path) = &cli.report_json {
-        let json = serde_json::to_string_pretty(&report)?;
+        let run = RunInfo::new(
+            effective_options(matches),
+            std::env::args().collect(),
+            (cli.seed, impaired.then_some(impair_seed)),
+            server,
+            started_at,
+            started.elapsed(),
+        );
+        let json = report.to_json(&run)?;
         std::fs::write(path, json).with_context(|| format!("cannot write {}", path.display()))?;
     }
     if cli.check {
-        let problems = report.problems();
-        if !problems.is_empty() {
-            anyhow::bail!("the report is not clean:\n  {}", problems.join("\n  "));
+        // The verdict the JSON report's `clean` and `problems` say too.
+        let verdict = report.verdict();
+        if !verdict.clean {
+            anyhow::bail!("the report is not clean:\n  {}", verdict.problems.join("\n  "));
         }
     }
     Ok(())
+}
+
+/// Every option of the run as it took effect (given or default), by its long name, for the
+/// JSON report's `run.options`; several values are joined by commas.
+fn effective_options(matches: &ArgMatches) -> std::collections::BTreeMap<String, String> {
+    let command = Cli::command();
+    let mut options = std::collections::BTreeMap::new();
+    for arg in command.get_arguments() {
+        let id = arg.get_id().as_str();
+        let Ok(Some(values)) = matches.try_get_raw(id) else { continue };
+        let values: Vec<String> = values.map(|v| v.to_string_lossy().into_owned()).collect();
+        options.insert(arg.get_long().unwrap_or(id).to_owned(), values.join(","));
+    }
+    options
 }
 
 /// Refuses, before anything runs, flags that would make the run mean something else than asked:

@@ -230,9 +230,11 @@ fn overrides(cli: &Cli, matches: &ArgMatches) -> Overrides {
     }
 }
 
-/// Prints the error that stopped the process on stderr: one line, or one JSON object when the
-/// logs are JSON (`--log-format json`, or `log_format = "json"` in the config file), so a log
-/// collector reads it like every other line.
+/// Prints the error that stopped the process on stderr: one line, or one JSON log line in the
+/// shape of every other when the logs are JSON, so a log collector reads it like every other
+/// line. An error may come before the config is loaded (or be the config's), so the format is
+/// `--log-format` / `GATEHOUSE_LOG_FORMAT` when given, else the config file's `log_format` if the
+/// file reads at all, else human (docs/operations.md, "Logs").
 fn report(cli: &Cli, e: &(dyn std::error::Error + 'static)) {
     let json = match cli.log_format.as_deref() {
         Some(format) => format.eq_ignore_ascii_case("json"),

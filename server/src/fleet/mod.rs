@@ -260,7 +260,7 @@ impl FleetLink {
         self.empty_until = None;
         if self.policy.allocation == Allocation::OnFirstLogin && !self.allocated {
             self.allocated = true;
-            tracing::info!(%player, "first player: allocating the server");
+            tracing::debug!(%player, "first player: allocating the server");
             self.orchestrator.allocate();
         }
         let count = self.connections.entry(player.clone()).or_insert(0);

@@ -366,7 +366,8 @@ impl Connection {
         now: Instant,
         settings: &Settings,
     ) -> Connection {
-        let span = tracing::info_span!("connection", id = id.0, remote = %quic.remote_address());
+        let span =
+            tracing::info_span!("connection", connection = id.0, remote = %quic.remote_address());
         Connection {
             quic,
             key: QueueKey { slot, connection: id },
@@ -651,7 +652,12 @@ impl Connection {
                 let (outbound, queue) =
                     send_queue(ctx.settings.send_queue_frames, ctx.doorbell.clone(), self.key);
                 let login = Login::LoggedIn { queue: Some(queue), reported: false };
-                let event = ConnectionEvent::Login { connection: self.id(), player, outbound };
+                let event = ConnectionEvent::Login {
+                    connection: self.id(),
+                    player,
+                    outbound,
+                    span: self.span.clone(),
+                };
                 // The slot goes with the login: the player cap bounds it once the game takes it.
                 let Login::AwaitingHello { slot, .. } = std::mem::replace(&mut self.login, login)
                 else {
@@ -1190,7 +1196,12 @@ mod tests {
         let (outbound, _queue, _heard) = test_queue(4, ConnectionId(1));
         let player = gatehouse_protocol::PlayerId::new("p1").unwrap();
         outbox.push_login(
-            ConnectionEvent::Login { connection: ConnectionId(1), player, outbound },
+            ConnectionEvent::Login {
+                connection: ConnectionId(1),
+                player,
+                outbound,
+                span: tracing::Span::none(),
+            },
             slot,
         );
         assert!(admission.admits(ip).is_none(), "the login still holds the one slot");

@@ -29,6 +29,9 @@ pub(crate) enum ConnectionEvent {
         player: PlayerId,
         /// The writer's queue, in order.
         outbound: SendQueue,
+        /// The connection's span (its id and the client's address): the game handles the login
+        /// in it, so the login's log line says where the client is (docs/operations.md, "Logs").
+        span: tracing::Span,
     },
     /// A logged-in connection sent a message.
     Message {

@@ -256,7 +256,7 @@ impl Game {
     /// Rule 2 for one event, then what the game task does with it.
     fn hear(&mut self, event: ConnectionEvent) {
         match event {
-            ConnectionEvent::Login { connection, player, outbound } => {
+            ConnectionEvent::Login { connection, player, outbound, .. } => {
                 assert!(
                     !self.open.contains_key(&connection) && !self.gone.contains(&connection),
                     "{connection:?} logged in twice"

@@ -3,8 +3,8 @@
 //!
 //! - [`probe`]: one GET to the admin endpoint of a running server (the container health check);
 //! - [`saves`]: the player store as an operator reads it;
-//! - [`install_tracing`], [`describe`] and [`start_error_json`]: logs, and the start-up error in
-//!   the logs' own shape;
+//! - [`install_tracing`], [`describe`] and [`start_error_json`]: logs (the `gatehouse-logs`
+//!   crate's), and the start-up error in the logs' own shape;
 //! - [`stop_on_signal`]: the first SIGTERM or Ctrl-C drains, a second exits at once.
 //!
 //! The command line itself (clap) stays in the binary; what it overrides in the config is
@@ -20,19 +20,18 @@ pub use signals::stop_on_signal;
 
 use crate::config::{ConfigError, LogFormat};
 
-/// Installs the process's tracing subscriber: logs on stderr, as `format` says, filtered by
-/// `RUST_LOG` or else at `default_level` (`info`, `warn`, …). Call once, first thing.
+/// Installs the process's tracing subscriber: logs on stderr, as `format` says (JSON: one flat
+/// object per line, docs/operations.md "Logs"), filtered by `RUST_LOG` or else at
+/// `default_level` (`info`, `warn`, …). Call once, first thing.
 pub fn install_tracing(format: LogFormat, default_level: &str) {
-    use std::io::IsTerminal as _;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::stderr().is_terminal());
+    gatehouse_logs::install(logs_format(format), default_level);
+}
+
+/// The shared log crate's name for `format`.
+fn logs_format(format: LogFormat) -> gatehouse_logs::LogFormat {
     match format {
-        LogFormat::Human => builder.init(),
-        LogFormat::Json => builder.json().with_current_span(true).init(),
+        LogFormat::Human => gatehouse_logs::LogFormat::Human,
+        LogFormat::Json => gatehouse_logs::LogFormat::Json,
     }
 }
 
@@ -52,13 +51,36 @@ pub fn describe(e: &(dyn std::error::Error + 'static)) -> String {
     out
 }
 
-/// The error that stopped the start as one JSON log object, for a server whose logs are JSON:
-/// a config error keeps its fields (key, source, line), anything else is a message.
-pub fn start_error_json(e: &(dyn std::error::Error + 'static)) -> serde_json::Value {
-    match e.downcast_ref::<ConfigError>() {
-        Some(config) => config.to_json(),
-        None => serde_json::json!({ "level": "ERROR", "message": describe(e) }),
-    }
+/// The error that stopped the start as one JSON log line in the shape of every other
+/// (docs/operations.md, "Logs"): `timestamp`, `level` `ERROR`, `target` `gatehouse_server`,
+/// `message` (the error on one line), and a config error's fields flat beside them (`key`,
+/// `origin_kind`, `origin_var`, `origin_line`, …, `expected`, `found`).
+pub fn start_error_json(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut fields = Vec::new();
+    let message = match e.downcast_ref::<ConfigError>() {
+        Some(config) => {
+            let serde_json::Value::Object(object) = config.to_json() else {
+                return start_error_line(describe(e), fields);
+            };
+            for (key, value) in object {
+                match value {
+                    // Flat: `origin: {kind, var}` is `origin_kind`, `origin_var`.
+                    serde_json::Value::Object(inner) => fields.extend(
+                        inner.into_iter().map(|(name, value)| (format!("{key}_{name}"), value)),
+                    ),
+                    _ if key == "level" || key == "message" => {}
+                    value => fields.push((key, value)),
+                }
+            }
+            config.to_string()
+        }
+        None => describe(e),
+    };
+    start_error_line(message, fields)
+}
+
+fn start_error_line(message: String, fields: Vec<(String, serde_json::Value)>) -> String {
+    gatehouse_logs::line_now(tracing::Level::ERROR, "gatehouse_server", &message, fields)
 }
 
 /// The `log_format` a config file asks for, if the file can be read at all: how to report an
@@ -94,9 +116,33 @@ mod tests {
 
     #[test]
     fn a_start_error_that_is_not_a_config_error_is_a_json_message() {
-        let json = start_error_json(&Outer(Inner));
+        let line = start_error_json(&Outer(Inner));
+        let json: serde_json::Value = serde_json::from_str(&line).unwrap();
         assert_eq!(json["level"], "ERROR");
+        assert_eq!(json["target"], "gatehouse_server");
         assert_eq!(json["message"], "cannot open the store sqlite:x: disk full");
+        assert!(json["timestamp"].as_str().unwrap().ends_with('Z'), "{line}");
+    }
+
+    #[test]
+    fn a_config_error_at_start_is_one_flat_json_line_with_its_fields() {
+        let e = ConfigError::Invalid {
+            key: "network.bind".into(),
+            origin: crate::config::ValueSource::Env { var: "GATEHOUSE_BIND".into() },
+            expected: "an address".into(),
+            found: "nowhere".into(),
+        };
+        let line = start_error_json(&e);
+        assert_eq!(line.lines().count(), 1);
+        let json: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(json["level"], "ERROR");
+        assert_eq!(json["message"], e.to_string());
+        assert_eq!(json["key"], "network.bind");
+        assert_eq!(json["origin_kind"], "env");
+        assert_eq!(json["origin_var"], "GATEHOUSE_BIND");
+        assert_eq!(json["found"], "nowhere");
+        let values = json.as_object().unwrap().values();
+        assert!(values.into_iter().all(|v| !v.is_object() && !v.is_array()), "flat: {line}");
     }
 
     #[test]

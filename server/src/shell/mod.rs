@@ -236,10 +236,11 @@ fn feed_connection(
     event: ConnectionEvent,
 ) {
     match event {
-        ConnectionEvent::Login { connection, player, outbound } => {
+        ConnectionEvent::Login { connection, player, outbound, span } => {
             carrier.add_peer(connection, outbound);
             fleet.handle_login(connection, &player, Instant::from_std(now));
-            game.handle(now, Input::Login { connection, player });
+            // In the connection's span: the login's log line carries the client's address.
+            span.in_scope(|| game.handle(now, Input::Login { connection, player }));
         }
         ConnectionEvent::Message { connection, message } => {
             game.handle(now, Input::Message { connection, message });

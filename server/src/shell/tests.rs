@@ -632,7 +632,12 @@ async fn the_game_task_writes_waiting_replicated_state_at_its_deadline() {
         let player = PlayerId::new(name).unwrap();
         let connection = ConnectionId(i as u64 + 1);
         let (outbound, rx, rings) = net::test_queue(1024, connection);
-        running.net.send(ConnectionEvent::Login { connection, player, outbound }).await.unwrap();
+        let span = tracing::Span::none();
+        running
+            .net
+            .send(ConnectionEvent::Login { connection, player, outbound, span })
+            .await
+            .unwrap();
         until(&handle, "the login", |s| s.players.len() == i + 1).await;
         queues.push((rx, rings));
     }

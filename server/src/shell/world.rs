@@ -137,7 +137,7 @@ impl World for SimulatedWorld {
         let extra = if jitter_ms > 0 { rand::rng().random_range(0..=jitter_ms) } else { 0 };
         let duration = timing.duration + Duration::from_millis(extra);
         let spawn_points_after = timing.spawn_points_after;
-        tracing::debug!(load = %request.load, what = %request.what,
+        tracing::debug!(load = request.load.0, what = %request.what,
             duration_ms = crate::fields::millis(duration), "streaming");
         tokio::spawn(async move {
             tokio::time::sleep(duration).await;

@@ -283,7 +283,7 @@ impl Harness {
         self.send(&hello());
         self.settle();
         match self.events.try_recv() {
-            Ok(ConnectionEvent::Login { connection, player, outbound }) => {
+            Ok(ConnectionEvent::Login { connection, player, outbound, .. }) => {
                 assert_eq!(player.as_str(), "p1");
                 (outbound, connection)
             }

@@ -156,8 +156,11 @@ async fn judge<B: SaveBackend>(
                     learned: Learned::Saved { base, new: next },
                 };
             }
-            tracing::warn!(expected, found = %crate::fields::OrNone(found),
-                "save conflict: another writer saved meanwhile; not retried");
+            tracing::warn!(
+                expected,
+                found,
+                "save conflict: another writer saved meanwhile; not retried"
+            );
             let outcome = SaveOutcome::Conflict { expected, found };
             Attempted::Finished { pending, outcome, learned: Learned::Nothing }
         }

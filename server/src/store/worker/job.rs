@@ -281,7 +281,7 @@ async fn save_with_retry<B: SaveBackend>(
                 }
                 tracing::warn!(
                     expected,
-                    found = %crate::fields::OrNone(found),
+                    found,
                     "save conflict: another writer saved meanwhile; not retried"
                 );
                 return (SaveOutcome::Conflict { expected, found }, Learned::Nothing);
