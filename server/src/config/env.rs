@@ -107,7 +107,7 @@ pub fn config_keys() -> Vec<String> {
     flatten(&value).into_iter().map(|(key, _)| key).collect()
 }
 
-/// The scalar leaves of a serialised config, each with its dotted key, in the types' order.
+/// The scalar leaves of a serialised config, each with its dotted key, sorted by key.
 pub(super) fn flatten(value: &serde_json::Value) -> Vec<(String, serde_json::Value)> {
     let mut leaves = Vec::new();
     let serde_json::Value::Object(top) = value else { return leaves };
@@ -137,7 +137,7 @@ pub struct Setting {
 }
 
 impl ServerConfig {
-    /// Every key's effective value and where it came from, in the config types' order;
+    /// Every key's effective value and where it came from, sorted by key;
     /// secrets redacted (the token key, the admin token, a store URL's password).
     pub fn effective(&self) -> Vec<Setting> {
         let value = serde_json::to_value(self).unwrap_or_default();
@@ -233,10 +233,10 @@ fn unknown(entry: &EnvValue, keys: &BTreeSet<String>) -> ConfigError {
         format!("one of the {within} keys {}", in_section.join(", "))
     };
     ConfigError::Invalid {
-        key: entry.var.clone(),
+        key: entry.key(),
         origin: entry.source(),
         expected,
-        found: format!("the unknown key {}", entry.key()),
+        found: "a key config/server.toml does not have (a typo?)".to_owned(),
     }
 }
 
@@ -531,7 +531,7 @@ mod tests {
         {
             let err = config_variables(&env(&[(var, "5")])).unwrap_err().to_string();
             assert!(err.contains(&format!("environment variable {var}")), "{err}");
-            assert!(err.contains("unknown key"), "{err}");
+            assert!(err.contains("does not have"), "{err}");
         }
         let err = config_variables(&env(&[("GATEHOUSE_NETWORK__MAX_PLAYERZ", "5")]))
             .unwrap_err()
