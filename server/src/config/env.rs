@@ -304,10 +304,10 @@ mod tests {
         keys
     }
 
-    /// Walks every key `config/server.toml` documents, sets each from its
-    /// `GATEHOUSE_<SECTION>__<KEY>` variable (or, for the keys older than that rule, its legacy
-    /// variable) over an empty file, and finds each blamed on its variable with the value the
-    /// shipped file gives it: full coverage, and the documented keys are the types' keys.
+    /// Walks every key `config/server.toml` documents (set or commented out), sets each from
+    /// its `GATEHOUSE_<SECTION>__<KEY>` variable over an empty file, and finds each blamed on
+    /// its variable with the value the shipped file gives it: full coverage, and the documented
+    /// keys are exactly the types' keys.
     #[test]
     fn every_key_can_be_set_from_the_environment() {
         let documented = documented_keys();
