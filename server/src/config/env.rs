@@ -121,6 +121,8 @@ pub(super) fn flatten(value: &serde_json::Value) -> Vec<(String, serde_json::Val
             _ => leaves.push((key.clone(), value.clone())),
         }
     }
+    // Whatever order serde_json's map keeps (its `preserve_order` feature changes it).
+    leaves.sort_by(|a, b| a.0.cmp(&b.0));
     leaves
 }
 
