@@ -60,7 +60,7 @@ pub struct GameRules {
 
 /// What to do with a client that never reports ready (`[game] client_ready_policy`,
 /// docs/spec/transitions.md T9).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Deserialize, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ClientReadyPolicy {
     /// Disconnect it with close code `ReadyTimeout`; the transition proceeds without it.

@@ -18,17 +18,85 @@ use serde::Deserialize;
 /// timeout, and small enough that adding it to a clock reading can never overflow.
 pub const MAX_MILLIS: u64 = 86_400_000;
 
-/// Deserialises a whole number of milliseconds, at most [`MAX_MILLIS`], into a `Duration`: the
-/// one unit of every `*_ms` key of the config files.
+/// The forms every duration key accepts, as errors name them (docs/operations.md,
+/// "Configuration").
+pub const DURATION_FORMS: &str = "a duration: a whole number in the key's unit, or a string with a unit such as \"250ms\", \"10s\", \"2m\" or \"1h 30m\"";
+
+/// Deserialises a `*_ms` key into a `Duration`, at most [`MAX_MILLIS`]: a whole number of
+/// milliseconds (`250`), or a string with a unit that `humantime` reads (`"250ms"`, `"10s"`,
+/// `"2m"`); the unit of every `*_ms` key of the config files (docs/operations.md).
 ///
 /// # Errors
-/// The deserializer's, or "at most 86400000 ms (one day)".
+/// The deserializer's (naming [`DURATION_FORMS`]), or "at most 86400000 ms (one day)".
 pub fn millis<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
-    let ms = <u64 as Deserialize>::deserialize(d)?;
-    if ms > MAX_MILLIS {
+    let duration = d.deserialize_any(DurationVisitor { unit: Duration::from_millis(1) })?;
+    if duration > Duration::from_millis(MAX_MILLIS) {
         return Err(serde::de::Error::custom(format!("at most {MAX_MILLIS} ms (one day)")));
     }
-    Ok(Duration::from_millis(ms))
+    Ok(duration)
+}
+
+/// Deserialises a `*_s` key into whole seconds: a whole number of seconds (`60`), or a string
+/// with a unit (`"1m"`, `"24h"`, `"7days"`) that comes to whole seconds (docs/operations.md).
+/// A number beyond `u32::MAX` seconds reads as `u32::MAX` (the key's own check bounds it).
+///
+/// # Errors
+/// The deserializer's (naming [`DURATION_FORMS`]), or "whole seconds" for a string with a
+/// fraction of a second.
+pub fn seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+    let duration = d.deserialize_any(DurationVisitor { unit: Duration::from_secs(1) })?;
+    if duration.subsec_nanos() != 0 {
+        return Err(serde::de::Error::custom(format!(
+            "whole seconds, as a number (60) or a string such as \"1m\", found {}",
+            humantime::format_duration(duration)
+        )));
+    }
+    Ok(duration.as_secs())
+}
+
+/// Reads a duration written as a whole number of `unit`s or as a string with a unit.
+struct DurationVisitor {
+    /// What a bare number counts.
+    unit: Duration,
+}
+
+impl serde::de::Visitor<'_> for DurationVisitor {
+    type Value = Duration;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(DURATION_FORMS)
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Duration, E> {
+        // Beyond `u32` units is beyond any key's most (a day): saturate and let the caller
+        // refuse it by its own bound.
+        Ok(self.unit.saturating_mul(u32::try_from(n).unwrap_or(u32::MAX)))
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Duration, E> {
+        match u64::try_from(n) {
+            Ok(n) => self.visit_u64(n),
+            Err(_) => Err(E::invalid_value(serde::de::Unexpected::Signed(n), &self)),
+        }
+    }
+
+    fn visit_u128<E: serde::de::Error>(self, n: u128) -> Result<Duration, E> {
+        self.visit_u64(u64::try_from(n).unwrap_or(u64::MAX))
+    }
+
+    fn visit_i128<E: serde::de::Error>(self, n: i128) -> Result<Duration, E> {
+        match u128::try_from(n) {
+            Ok(n) => self.visit_u128(n),
+            Err(_) => {
+                Err(E::invalid_value(serde::de::Unexpected::Other("a negative number"), &self))
+            }
+        }
+    }
+
+    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<Duration, E> {
+        humantime::parse_duration(text.trim())
+            .map_err(|_| E::invalid_value(serde::de::Unexpected::Str(text), &self))
+    }
 }
 
 /// What is wrong with a world map: the dotted key at fault (`node[2].levels`, `start_node`) and
@@ -384,6 +452,27 @@ mod tests {
                 "{tick} {duration} {exposure}"
             );
         }
+    }
+
+    /// Every `*_ms` key takes whole milliseconds or a string with a unit, and refuses anything
+    /// else naming the accepted forms.
+    #[test]
+    fn durations_accept_human_units_and_integer_ms() {
+        let interval = |value: &str| {
+            let text = format!("{}[travel]\nroute = [\"a\"]\ninterval_ms = {value}\n", MAP);
+            WorldMap::from_toml(&text).map(|w| w.travel.map(|t| t.interval))
+        };
+        let secs = |s: u64| Ok(Some(Duration::from_secs(s)));
+        assert_eq!(interval("2000").map_err(|e| e.to_string()), secs(2));
+        assert_eq!(interval("\"2s\"").map_err(|e| e.to_string()), secs(2));
+        assert_eq!(interval("\"2000ms\"").map_err(|e| e.to_string()), secs(2));
+        assert_eq!(interval("\"1m 30s\"").map_err(|e| e.to_string()), secs(90));
+        for bad in ["\"soon\"", "\"10\"", "-5", "true"] {
+            let err = interval(bad).map(|_| ()).unwrap_err().to_string();
+            assert!(err.contains("\"250ms\"") && err.contains("whole number"), "{bad}: {err}");
+        }
+        let err = interval("\"2d\"").map(|_| ()).unwrap_err().to_string();
+        assert!(err.contains("one day"), "{err}");
     }
 
     /// `*_ms` keys take at most a day; `max_health` defaults to 100; presets and dungeons are

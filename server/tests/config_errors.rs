@@ -101,3 +101,83 @@ fn a_world_file_that_cannot_be_read_is_blamed_on_where_it_was_named() {
     let err = refused(&shipped_config(), &[], &env);
     assert!(err.contains("from environment variable GATEHOUSE_WORLD"), "{err}");
 }
+
+/// The binary with `config` as its config file, a clean environment plus `envs`, and `args`;
+/// run to its end.
+fn run(config: &Path, args: &[&str], envs: &[(&str, &str)]) -> Output {
+    Command::new(SERVER)
+        .env_clear()
+        .envs(envs.iter().copied())
+        .args(args)
+        .arg("--config")
+        .arg(config)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn config_check_accepts_the_shipped_config_without_serving() {
+    let out = run(&shipped_config(), &["config", "check"], &[]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout} {}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(stdout.lines().count(), 1, "{stdout}");
+    assert!(stdout.starts_with("config OK: ") && stdout.contains("world.toml"), "{stdout}");
+}
+
+#[test]
+fn config_check_exits_nonzero_on_a_bad_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("server.toml");
+    std::fs::write(&file, "[network]\nmax_players = \"many\"\n").unwrap();
+    let err = refused(&file, &["config", "check"], &[]);
+    assert!(err.contains("invalid network.max_players from"), "{err}");
+    assert!(err.contains("server.toml:2"), "{err}");
+    // What only the start refuses, `config check` refuses too: a missing world file, a
+    // certificate that cannot be read, the development key beyond loopback, an unknown variable.
+    std::fs::write(&file, "[game]\nworld = \"missing.toml\"\n").unwrap();
+    let err = refused(&file, &["config", "check"], &[]);
+    assert!(err.contains("invalid game.world from"), "{err}");
+    let shipped = shipped_config();
+    let tls = [
+        ("GATEHOUSE_TLS__CERTIFICATE", "/nonexistent/cert.pem"),
+        ("GATEHOUSE_TLS__PRIVATE_KEY", "/nonexistent/key.pem"),
+    ];
+    let err = refused(&shipped, &["config", "check"], &tls);
+    assert!(err.contains("/nonexistent/cert.pem"), "{err}");
+    let err =
+        refused(&shipped, &["config", "check"], &[("GATEHOUSE_NETWORK__BIND", "0.0.0.0:7777")]);
+    assert!(err.contains("invalid auth.token_key"), "{err}");
+    let err = refused(&shipped, &["config", "check"], &[("GATEHOUSE_NETWORK__MAX_PLAYERZ", "9")]);
+    assert!(err.contains("environment variable GATEHOUSE_NETWORK__MAX_PLAYERZ"), "{err}");
+}
+
+#[test]
+fn config_show_redacts_secrets() {
+    let envs = [
+        ("GATEHOUSE_TOKEN_KEY", "token-secret-key-0123456789"),
+        ("GATEHOUSE_ADMIN__TOKEN", "admin-secret-token-1234"),
+        ("GATEHOUSE_STORE_URL", "postgres://gate:hunter2@127.0.0.1/saves"),
+        ("GATEHOUSE_NETWORK__IDLE_TIMEOUT_MS", "20s"),
+    ];
+    let out = run(&shipped_config(), &["config", "show", "--bind", "127.0.0.1:9"], &envs);
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{shown} {}", String::from_utf8_lossy(&out.stderr));
+    for secret in ["token-secret", "admin-secret", "hunter2"] {
+        assert!(!shown.contains(secret), "{secret} in {shown}");
+    }
+    let line = |key: &str| shown.lines().find(|l| l.starts_with(&format!("{key} ="))).unwrap();
+    assert!(line("auth.token_key").ends_with("# env GATEHOUSE_TOKEN_KEY"), "{shown}");
+    assert!(line("admin.token").contains("<redacted>"), "{shown}");
+    assert!(line("store.url").contains("postgres://gate:***@127.0.0.1/saves"), "{shown}");
+    assert!(line("network.idle_timeout_ms").contains("= 20000"), "{shown}");
+    assert!(line("network.bind").ends_with("# flag --bind"), "{shown}");
+    assert!(line("network.max_players").contains("server.toml:"), "{shown}");
+    assert!(line("tls.certificate").ends_with("# default"), "{shown}");
+}
+
+#[test]
+fn a_legacy_variable_and_its_new_name_both_set_are_refused_naming_both() {
+    let envs = [("GATEHOUSE_BIND", "127.0.0.1:0"), ("GATEHOUSE_NETWORK__BIND", "127.0.0.1:1")];
+    let err = refused(&shipped_config(), &["config", "check"], &envs);
+    assert!(err.contains("GATEHOUSE_BIND") && err.contains("GATEHOUSE_NETWORK__BIND"), "{err}");
+}

@@ -10,7 +10,7 @@ use std::time::Duration;
 use clap::{ArgMatches, CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 use gatehouse_server::Server;
 use gatehouse_server::config::{
-    ConfigError, LogFormat, Override, Overrides, ServerConfig, ValueSource, load_world,
+    ConfigError, LogFormat, Override, Overrides, ServerConfig, ValueSource, WorldMap, load_world,
 };
 use gatehouse_server::ops::{self, SavesQuery};
 use tokio_util::sync::CancellationToken;
@@ -18,6 +18,11 @@ use tokio_util::sync::CancellationToken;
 /// The environment variables, listed under `--help`.
 const ENVIRONMENT: &str = "\
 Environment:
+  GATEHOUSE_<SECTION>__<KEY>  any key of the config file, e.g. GATEHOUSE_NETWORK__MAX_PLAYERS=512,
+                        GATEHOUSE_STORE__URL; a top-level key is GATEHOUSE_<KEY>, e.g.
+                        GATEHOUSE_LOG_FORMAT. Precedence: flag > variable > file > default.
+                        An unknown GATEHOUSE_* variable is an error. Durations take 250ms, 10s,
+                        2m as well as the key's unit. `config show` prints where each came from.
   GATEHOUSE_TOKEN_KEY   session-token (HS256) key; overrides auth.token_key (required beyond
                         loopback: the shipped development key is refused there)
   GATEHOUSE_STORE_URL   player store, sqlite:PATH or postgres://...; overrides [store] url
@@ -28,6 +33,8 @@ Environment:
                         when the admin endpoint binds beyond loopback)
   GATEHOUSE_CONFIG, GATEHOUSE_BIND, GATEHOUSE_DATA_DIR, GATEHOUSE_LOG_FORMAT, GATEHOUSE_WORLD,
   GATEHOUSE_ADMIN_BIND, GATEHOUSE_ORCHESTRATOR  the flags above
+                        (the names above also work; one set together with its
+                        GATEHOUSE_<SECTION>__<KEY> name, e.g. GATEHOUSE_NETWORK__BIND, is an error)
   AGONES_SDK_GRPC_PORT  the Agones SDK sidecar's port (set by Agones; fleet.agones_sdk_port wins)
   RUST_LOG              log filter, e.g. info or gatehouse_server=debug (default info)
 Keep keys and passwords out of the command line, where other users can read them.
@@ -37,7 +44,9 @@ a second one exits at once.";
 /// The gatehouse authoritative dedicated game server: players connect over QUIC, travel between
 /// world-map nodes through loading transitions, and are spawned only where levels have streamed.
 ///
-/// Flags and GATEHOUSE_* environment variables override the config file.
+/// Flags and GATEHOUSE_* environment variables override the config file: every key can be set
+/// as GATEHOUSE_<SECTION>__<KEY> (see below); `config check` checks it all without serving,
+/// `config show` prints each value and where it came from.
 #[derive(Debug, Parser)]
 #[command(version, about, long_about = None, after_help = ENVIRONMENT)]
 struct Cli {
@@ -52,16 +61,16 @@ struct Cli {
     config: PathBuf,
     /// UDP address to listen on, e.g. 0.0.0.0:7777 or 127.0.0.1:0 for an ephemeral port.
     /// Overrides `network.bind`.
-    #[arg(long, env = "GATEHOUSE_BIND", value_name = "ADDR")]
+    #[arg(long, env = "GATEHOUSE_BIND", value_name = "ADDR", global = true)]
     bind: Option<String>,
     /// Directory for the development certificate and the embedded store. Overrides `data_dir`.
     #[arg(long, env = "GATEHOUSE_DATA_DIR", value_name = "DIR", global = true)]
     data_dir: Option<String>,
     /// Log output: human-readable lines or one JSON object per line. Overrides `log_format`.
-    #[arg(long, env = "GATEHOUSE_LOG_FORMAT", value_name = "human|json")]
+    #[arg(long, env = "GATEHOUSE_LOG_FORMAT", value_name = "human|json", global = true)]
     log_format: Option<String>,
     /// World-map file (TOML). Overrides `game.world`.
-    #[arg(long, env = "GATEHOUSE_WORLD", value_name = "FILE")]
+    #[arg(long, env = "GATEHOUSE_WORLD", value_name = "FILE", global = true)]
     world: Option<String>,
     /// TCP address of the admin HTTP endpoint (health, state, metrics, travel), e.g.
     /// 127.0.0.1:7778; `off` disables it. Overrides `admin.bind` / `admin.enabled`. Beyond
@@ -71,7 +80,7 @@ struct Cli {
     /// The fleet orchestrator to tell Ready, Health, the players and Shutdown: none, or agones
     /// (a server built with the `agones` feature, beside the Agones SDK sidecar). Overrides
     /// `fleet.orchestrator`.
-    #[arg(long, env = "GATEHOUSE_ORCHESTRATOR", value_name = "none|agones")]
+    #[arg(long, env = "GATEHOUSE_ORCHESTRATOR", value_name = "none|agones", global = true)]
     orchestrator: Option<String>,
     /// Without a command: run the server.
     #[command(subcommand)]
@@ -81,6 +90,13 @@ struct Cli {
 /// Operator commands.
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Check the configuration, or print it, without serving (docs/operations.md,
+    /// "Configuration").
+    Config {
+        /// What to do with it.
+        #[command(subcommand)]
+        action: ConfigCommand,
+    },
     /// Inspect the player-save store that `[store] url` (or GATEHOUSE_STORE_URL) names.
     Saves {
         /// What to print.
@@ -99,6 +115,18 @@ enum Command {
               value_parser = clap::value_parser!(u64).range(1..=600_000))]
         timeout_ms: u64,
     },
+}
+
+/// `config` commands.
+#[derive(Debug, Subcommand)]
+enum ConfigCommand {
+    /// Load and check everything the server checks at start (the config with its flags and
+    /// variables, the world file, the TLS certificate and key, the token key and admin token
+    /// beyond loopback) without binding a port: one line and exit 0, or the error and exit 1.
+    Check,
+    /// Print every key's effective value and where it came from (file:line, variable, flag,
+    /// default), secrets redacted.
+    Show,
 }
 
 /// `saves` commands.
@@ -135,6 +163,22 @@ fn run(cli: &Cli, matches: &ArgMatches) -> Result<(), Failure> {
     let config = ServerConfig::load_with(&cli.config, &overrides(cli, matches))
         .map_err(|e| blame_config_source(e, matches))?;
     match &cli.command {
+        Some(Command::Config { action: ConfigCommand::Show }) => {
+            return Ok(print_stdout(&config.show())?);
+        }
+        Some(Command::Config { action: ConfigCommand::Check }) => {
+            let world = preflight(&config)?;
+            if config.tls.certificate.is_some() {
+                gatehouse_server::net::tls::load_identity(&config.tls, &config.data_dir)?;
+            }
+            let line = format!(
+                "config OK: {} (world {}, {} nodes)\n",
+                cli.config.display(),
+                config.game.world.display(),
+                world.nodes.len()
+            );
+            return Ok(print_stdout(&line)?);
+        }
         Some(Command::Saves { action }) => {
             ops::install_tracing(config.log_format, "warn");
             let query = match action {
@@ -154,20 +198,7 @@ fn run(cli: &Cli, matches: &ArgMatches) -> Result<(), Failure> {
         }
         None => {}
     }
-    // Before anything binds: an endpoint other hosts can reach must not move players for
-    // whoever asks, nor a public key admit anyone as anyone.
-    config.check_admin_exposure()?;
-    config.check_key_exposure()?;
-    let world = load_world(&config.game.world).map_err(|e| match e {
-        // A world file that cannot be read is the value of `game.world` (a flag, a variable
-        // or a file line): blame that.
-        ConfigError::Read { path, source } => config.invalid(
-            "game.world",
-            "a readable world file",
-            format!("{}: {source}", path.display()),
-        ),
-        other => other,
-    })?;
+    let world = preflight(&config)?;
     ops::install_tracing(config.log_format, "info");
     // The first line says what runs, on which config and world.
     tracing::info!(version = %env!("CARGO_PKG_VERSION"), config = %cli.config.display(),
@@ -191,6 +222,25 @@ fn run(cli: &Cli, matches: &ArgMatches) -> Result<(), Failure> {
         server.run(shutdown).await?;
         Ok(())
     })
+}
+
+/// What the server checks before anything binds, and `config check` with it: an endpoint
+/// other hosts can reach must not move players for whoever asks, nor a public key admit anyone
+/// as anyone; the world file must load.
+fn preflight(config: &ServerConfig) -> Result<WorldMap, Failure> {
+    config.check_admin_exposure()?;
+    config.check_key_exposure()?;
+    let world = load_world(&config.game.world).map_err(|e| match e {
+        // A world file that cannot be read is the value of `game.world` (a flag, a variable
+        // or a file line): blame that.
+        ConfigError::Read { path, source } => config.invalid(
+            "game.world",
+            "a readable world file",
+            format!("{}: {source}", path.display()),
+        ),
+        other => other,
+    })?;
+    Ok(world)
 }
 
 /// A config file that cannot be read is the value of `--config`, of `GATEHOUSE_CONFIG` or the

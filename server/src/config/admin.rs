@@ -14,6 +14,13 @@ use std::time::Duration;
 #[serde(transparent)]
 pub struct AdminToken(String);
 
+/// Serialises as `<redacted>`: a serialised config never carries the token (`config show`).
+impl serde::Serialize for AdminToken {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(super::REDACTED)
+    }
+}
+
 impl AdminToken {
     /// The shortest token accepted, in bytes.
     pub const MIN_LEN: usize = 16;

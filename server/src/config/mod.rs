@@ -6,6 +6,7 @@
 //! relative to that file's directory. Nothing here touches the network or the game.
 
 mod admin;
+mod env;
 mod overrides;
 mod server;
 mod source;
@@ -16,6 +17,10 @@ use crate::fields::PeerText;
 use std::path::{Path, PathBuf};
 
 pub use admin::{AdminToken, ConnectionLimits};
+pub use env::{
+    Environment, LEGACY_VARIABLES, NON_CONFIG_PREFIXES, NON_CONFIG_VARIABLES, PREFIX, Setting,
+    config_keys, process_environment, variable_for,
+};
 pub use overrides::{Override, Overrides};
 pub use server::{
     AdminConfig, Allocation, AuthConfig, ClientReadyPolicy, DEV_TOKEN_KEY, FleetConfig, GameConfig,
@@ -103,35 +108,128 @@ fn read_text(path: &Path) -> Result<String, ConfigError> {
 /// Deserialises TOML text that came from `path` (used for errors only). A value of the wrong
 /// type names its dotted key and line (`serde_path_to_error` tracks the key).
 fn parse_toml<T: serde::de::DeserializeOwned>(path: &Path, text: &str) -> Result<T, ConfigError> {
-    let syntax = |e: toml::de::Error| ConfigError::Syntax {
+    parse_layered(path, text, &[], &Sources::of_file(path, text))
+}
+
+/// [`parse_toml`] with `overlay`'s values (environment variables) laid over the file's keys
+/// before the one deserialisation, so the types' checks apply to them too; `sources` knows
+/// which keys the overlay set, and an error about one blames its variable.
+///
+/// A variable's value is read as a TOML value when it is one (`512`, `true`, `"text"`), else as
+/// text (`0.0.0.0:7777`, `10s`); a value read as a number or a boolean where the key wants text
+/// is read again as text (`GATEHOUSE_STORE__SESSION=2026`).
+fn parse_layered<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    text: &str,
+    overlay: &[env::EnvValue],
+    sources: &Sources,
+) -> Result<T, ConfigError> {
+    let mut as_text = std::collections::BTreeSet::new();
+    loop {
+        let deserializer = if overlay.is_empty() {
+            toml::de::Deserializer::parse(text).map_err(|e| syntax(path, text, &e))?
+        } else {
+            let mut document =
+                toml::de::DeTable::parse(text).map_err(|e| syntax(path, text, &e))?;
+            for entry in overlay {
+                lay_over(document.get_mut(), entry, as_text.contains(&entry.key()));
+            }
+            toml::de::Deserializer::from(document)
+        };
+        let error = match serde_path_to_error::deserialize(deserializer) {
+            Ok(value) => return Ok(value),
+            Err(error) => error,
+        };
+        let key = error.path().to_string();
+        let typed = overlay.iter().any(|o| o.key() == key && typed_value(&o.value).is_some());
+        if typed && error.inner().message().starts_with("invalid type") && as_text.insert(key) {
+            continue;
+        }
+        return Err(refusal(path, text, sources, &error));
+    }
+}
+
+/// The syntax error of a file that is not TOML, naming its line.
+fn syntax(path: &Path, text: &str, e: &toml::de::Error) -> ConfigError {
+    ConfigError::Syntax {
         path: path.to_owned(),
         line: e.span().map_or(1, |span| source::line_of(text, span.start)),
         message: PeerText(&e.message().trim().replace('\n', " ")).to_string(),
+    }
+}
+
+/// A variable's value as a TOML number, boolean, list or quoted string, when it is one.
+fn typed_value(value: &str) -> Option<toml::de::DeValue<'_>> {
+    let parsed = toml::de::DeValue::parse(value).ok()?.into_inner();
+    match parsed {
+        toml::de::DeValue::Datetime(_) | toml::de::DeValue::Table(_) => None,
+        other => Some(other),
+    }
+}
+
+/// Sets `entry`'s key in `document`, as text when `as_text`, making its section if the file
+/// has none. A section the file made something else than a table is left for the
+/// deserialisation to refuse.
+fn lay_over<'i>(document: &mut toml::de::DeTable<'i>, entry: &'i env::EnvValue, as_text: bool) {
+    use std::borrow::Cow;
+    // The value comes from no line of the file: an empty span (the refusal blames the
+    // variable, whatever the span).
+    fn spanned<T>(value: T) -> toml::Spanned<T> {
+        toml::Spanned::new(0..0, value)
+    }
+    let value = match typed_value(&entry.value) {
+        Some(value) if !as_text => value,
+        _ => toml::de::DeValue::String(Cow::Borrowed(entry.value.as_str())),
     };
-    let deserializer = toml::de::Deserializer::parse(text).map_err(syntax)?;
-    serde_path_to_error::deserialize(deserializer).map_err(|e| {
-        let key = e.path().to_string();
-        let line = e.inner().span().map(|span| source::line_of(text, span.start));
-        let (expected, mut found) = source::describe_serde(e.inner().message());
-        let sources = Sources::of_file(path, text);
-        if found.is_empty() {
-            // A parser's own message says what is wrong, not what it read: the file does.
-            found = sources.written(&key).unwrap_or_default().to_owned();
+    let table = match &entry.section {
+        None => document,
+        Some(section) => {
+            let empty = toml::de::DeValue::Table(toml::de::DeTable::new());
+            let slot = document
+                .entry(spanned(Cow::Borrowed(section.as_str())))
+                .or_insert_with(|| spanned(empty));
+            match slot.get_mut() {
+                toml::de::DeValue::Table(table) => table,
+                _ => return,
+            }
         }
-        let origin = match line.or_else(|| sources.line(&key)) {
-            Some(line) => ValueSource::File { path: path.to_owned(), line: Some(line) },
-            None => sources.of(&key),
-        };
-        // The file's text may hold control characters (a quoted key with `\r`): the refusal
-        // stays one line.
-        let line_safe = |text: String| PeerText(&text).to_string();
-        ConfigError::Invalid {
-            key: line_safe(key),
-            origin,
-            expected: line_safe(expected),
-            found: line_safe(found),
-        }
-    })
+    };
+    table.insert(spanned(Cow::Borrowed(entry.name.as_str())), spanned(value));
+}
+
+/// The refusal of a value the types refused: its dotted key, where it came from (a variable
+/// that set it, else its line in the file), what was expected and found.
+fn refusal(
+    path: &Path,
+    text: &str,
+    sources: &Sources,
+    e: &serde_path_to_error::Error<toml::de::Error>,
+) -> ConfigError {
+    let key = e.path().to_string();
+    let (expected, mut found) = source::describe_serde(e.inner().message());
+    if found.is_empty() {
+        // A parser's own message says what is wrong, not what it read: the file does.
+        found = sources.written(&key).unwrap_or_default().to_owned();
+    }
+    let line = e.inner().span().map(|span| source::line_of(text, span.start));
+    let origin = match line.or_else(|| sources.line(&key)) {
+        _ if sources.is_overridden(&key) => sources.of(&key),
+        Some(line) => ValueSource::File { path: path.to_owned(), line: Some(line) },
+        None => sources.of(&key),
+    };
+    if sources.is_secret(&key) && !found.is_empty() && sources.is_overridden(&key) {
+        // A refused secret from the environment is never quoted back.
+        found = "a value not shown (a secret)".to_owned();
+    }
+    // The file's text may hold control characters (a quoted key with `\r`): the refusal
+    // stays one line.
+    let line_safe = |text: String| PeerText(&text).to_string();
+    ConfigError::Invalid {
+        key: line_safe(key),
+        origin,
+        expected: line_safe(expected),
+        found: line_safe(found),
+    }
 }
 
 /// Resolves `relative` against the directory holding `file`.
@@ -142,7 +240,7 @@ fn beside(file: &Path, relative: &Path) -> PathBuf {
     file.parent().unwrap_or(Path::new(".")).join(relative)
 }
 
-use gatehouse_game::world::millis;
+use gatehouse_game::world::{millis, seconds};
 
 /// [`millis`] for a key that may be left out (the field is `None` then).
 fn optional_millis<'de, D: serde::Deserializer<'de>>(
@@ -150,6 +248,30 @@ fn optional_millis<'de, D: serde::Deserializer<'de>>(
 ) -> Result<Option<std::time::Duration>, D::Error> {
     millis(d).map(Some)
 }
+
+/// Serialises a `*_ms` key's duration as whole milliseconds (`config show`).
+fn ser_millis<S: serde::Serializer>(d: &std::time::Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+/// [`ser_millis`] for a key that may be unset.
+fn ser_optional_millis<S: serde::Serializer>(
+    d: &Option<std::time::Duration>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => ser_millis(d, s),
+        None => s.serialize_none(),
+    }
+}
+
+/// Serialises a secret as `<redacted>`: a serialised config never carries one.
+fn ser_secret<T, S: serde::Serializer>(_: &T, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(REDACTED)
+}
+
+/// What `config show` prints in place of a secret.
+pub const REDACTED: &str = "<redacted>";
 
 /// The core's rules from the `[game]` section, the login rate of `[auth]`, and the player cap
 /// and frame limit of `[network]`.

@@ -35,20 +35,74 @@ pub struct Overrides {
     pub orchestrator: Option<Override>,
 }
 
+impl Overrides {
+    /// These flags, and for each flag not given, its legacy variable in `env` (`--bind`, else
+    /// `GATEHOUSE_BIND`): a flag wins over the environment (docs/operations.md).
+    pub fn or_environment(&self, env: &super::Environment) -> Overrides {
+        let pick = |given: &Option<Override>, var: &str| {
+            given.clone().or_else(|| {
+                env.get(var).map(|value| Override {
+                    value: value.clone(),
+                    source: ValueSource::Env { var: var.to_owned() },
+                })
+            })
+        };
+        Overrides {
+            bind: pick(&self.bind, "GATEHOUSE_BIND"),
+            data_dir: pick(&self.data_dir, "GATEHOUSE_DATA_DIR"),
+            log_format: pick(&self.log_format, "GATEHOUSE_LOG_FORMAT"),
+            world: pick(&self.world, "GATEHOUSE_WORLD"),
+            admin_bind: pick(&self.admin_bind, "GATEHOUSE_ADMIN_BIND"),
+            orchestrator: pick(&self.orchestrator, "GATEHOUSE_ORCHESTRATOR"),
+        }
+    }
+}
+
 impl ServerConfig {
-    /// Loads the config file at `path`, applies `overrides` and the secret variables of this
-    /// process's environment (see [`Self::apply_environment`]) over it, then checks the whole.
+    /// Loads the config file at `path` with this process's environment: see
+    /// [`Self::load_from`].
     ///
     /// # Errors
-    /// [`ConfigError`]: the file cannot be read or parsed, or a value (from the file, a flag or
-    /// a variable) is refused; the message names the key and where the value came from.
+    /// [`ConfigError`], as [`Self::load_from`]'s, or a `GATEHOUSE_*` variable that is not
+    /// UTF-8.
     pub fn load_with(
         path: &std::path::Path,
         overrides: &Overrides,
     ) -> Result<ServerConfig, ConfigError> {
-        let mut config = ServerConfig::load(path)?;
-        config.apply(overrides)?;
-        config.apply_environment(|var| std::env::var(var).ok())?;
+        Self::load_from(path, overrides, &super::process_environment()?)
+    }
+
+    /// Loads the config file at `path`, lays the `GATEHOUSE_<SECTION>__<KEY>` variables of
+    /// `env` over it, then the flags of `overrides` (each flag not given taken from its legacy
+    /// variable in `env`), then the legacy secret variables ([`Self::apply_environment`]), and
+    /// checks the whole: a flag wins over the environment, the environment over the file, the
+    /// file over the default (docs/operations.md, "Configuration").
+    ///
+    /// # Errors
+    /// [`ConfigError`]: the file cannot be read or parsed, a variable names no key, or a value
+    /// (from the file, a flag or a variable) is refused; the message names the key and where
+    /// the value came from.
+    pub fn load_from(
+        path: &std::path::Path,
+        overrides: &Overrides,
+        env: &super::Environment,
+    ) -> Result<ServerConfig, ConfigError> {
+        Self::load_text(path, &super::read_text(path)?, overrides, env)
+    }
+
+    /// [`Self::load_from`] on config text as if read from `path`.
+    ///
+    /// # Errors
+    /// As [`Self::load_from`]'s, but for reading the file.
+    pub fn load_text(
+        path: &std::path::Path,
+        text: &str,
+        overrides: &Overrides,
+        env: &super::Environment,
+    ) -> Result<ServerConfig, ConfigError> {
+        let mut config = ServerConfig::parse_with_environment(path, text, env)?;
+        config.apply(&overrides.or_environment(env))?;
+        config.apply_environment(|var| env.get(var).cloned())?;
         config.check()?;
         Ok(config)
     }

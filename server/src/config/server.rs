@@ -4,11 +4,15 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use super::StoreUrl;
 use super::admin::{AdminToken, ConnectionLimits};
-use super::{ConfigError, Sources, ValueSource, beside, millis, optional_millis, parse_toml};
+use super::env::{self, Environment};
+use super::{
+    ConfigError, Sources, ValueSource, beside, millis, optional_millis, parse_layered, seconds,
+    ser_millis, ser_optional_millis, ser_secret,
+};
 pub use gatehouse_game::ClientReadyPolicy;
 
 pub use gatehouse_protocol::token::DEV_TOKEN_KEY;
@@ -33,7 +37,7 @@ fn ms(d: Duration) -> String {
 }
 
 /// The whole server configuration (`config/server.toml`), checked.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct ServerConfig {
     /// `[network]`: the QUIC endpoint.
@@ -69,7 +73,7 @@ pub struct ServerConfig {
 }
 
 /// `[admin]`: the operator HTTP endpoint (health, state, metrics, travel).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AdminConfig {
     /// `enabled`: serve it at all.
@@ -86,11 +90,19 @@ pub struct AdminConfig {
     pub max_connections: usize,
     /// `header_timeout_ms`: how long a connection may take to send a request head, and stay
     /// idle between requests (default 5 s).
-    #[serde(rename = "header_timeout_ms", deserialize_with = "millis")]
+    #[serde(
+        rename = "header_timeout_ms",
+        deserialize_with = "millis",
+        serialize_with = "ser_millis"
+    )]
     pub header_timeout: Duration,
     /// `connection_timeout_ms`: how long one connection may last, whatever it does (default
     /// 30 s).
-    #[serde(rename = "connection_timeout_ms", deserialize_with = "millis")]
+    #[serde(
+        rename = "connection_timeout_ms",
+        deserialize_with = "millis",
+        serialize_with = "ser_millis"
+    )]
     pub connection_timeout: Duration,
 }
 
@@ -143,7 +155,7 @@ impl AdminConfig {
 }
 
 /// `[fleet]`: the orchestrator that runs this server, if any (docs/operations.md).
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct FleetConfig {
     /// `orchestrator`: `none` (default) or `agones` (needs the `agones` cargo feature).
@@ -151,14 +163,18 @@ pub struct FleetConfig {
     pub orchestrator: OrchestratorKind,
     /// `health_interval_ms`: how often the game loop pings the orchestrator's health check
     /// (default 2000 ms; keep it well below the Fleet's `health.periodSeconds`).
-    #[serde(rename = "health_interval_ms", deserialize_with = "millis")]
+    #[serde(
+        rename = "health_interval_ms",
+        deserialize_with = "millis",
+        serialize_with = "ser_millis"
+    )]
     pub health_interval: Duration,
     /// `agones_sdk_port`: TCP port of the Agones SDK sidecar on localhost; unset, the SDK
     /// reads `AGONES_SDK_GRPC_PORT` (which Agones sets in the pod), else 9357.
     pub agones_sdk_port: Option<u16>,
     /// `sdk_timeout_ms`: the bound on each call to the orchestrator (default 5000 ms); the
     /// Shutdown at the end of a drain waits at most three times this.
-    #[serde(rename = "sdk_timeout_ms", deserialize_with = "millis")]
+    #[serde(rename = "sdk_timeout_ms", deserialize_with = "millis", serialize_with = "ser_millis")]
     pub sdk_timeout: Duration,
     /// `allocation`: who moves the server from Ready to Allocated (docs/operations.md,
     /// "Allocation"): `self` (default: the server, when its first player logs in) or
@@ -229,7 +245,7 @@ pub enum WhenEmpty {
 }
 
 /// Which orchestrator runs the server (`fleet.orchestrator`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum OrchestratorKind {
@@ -252,24 +268,36 @@ impl OrchestratorKind {
 }
 
 /// `[network]`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct NetworkConfig {
     /// `bind`: UDP address of the QUIC endpoint.
     pub bind: SocketAddr,
     /// `idle_timeout_ms`: a connection silent this long is closed.
-    #[serde(rename = "idle_timeout_ms", deserialize_with = "millis")]
+    #[serde(
+        rename = "idle_timeout_ms",
+        deserialize_with = "millis",
+        serialize_with = "ser_millis"
+    )]
     pub idle_timeout: Duration,
     /// `keep_alive_ms`: ping interval; must be below the idle timeout.
-    #[serde(rename = "keep_alive_ms", deserialize_with = "millis")]
+    #[serde(rename = "keep_alive_ms", deserialize_with = "millis", serialize_with = "ser_millis")]
     pub keep_alive: Duration,
     /// `handshake_timeout_ms`: a QUIC handshake not finished this long after accept is
     /// abandoned (a budget of its own: a handshake slowed by loss does not eat the `Hello`'s).
-    #[serde(rename = "handshake_timeout_ms", deserialize_with = "millis")]
+    #[serde(
+        rename = "handshake_timeout_ms",
+        deserialize_with = "millis",
+        serialize_with = "ser_millis"
+    )]
     pub handshake_timeout: Duration,
     /// `hello_timeout_ms`: a connection that has not sent its stream and `Hello` this long after
     /// its handshake finished is closed (`HelloTimeout`).
-    #[serde(rename = "hello_timeout_ms", deserialize_with = "millis")]
+    #[serde(
+        rename = "hello_timeout_ms",
+        deserialize_with = "millis",
+        serialize_with = "ser_millis"
+    )]
     pub hello_timeout: Duration,
     /// `max_players`: logged-in players at once, 1 to 65,536 (a transition's teleports name every
     /// pawn in one set of ids, protocol 6); beyond it `Hello` is refused (server full).
@@ -292,7 +320,11 @@ pub struct NetworkConfig {
     /// `replication_interval_ms`: how long a broadcast of replicated player or pawn state may
     /// wait to share a write with the next ones to its client (docs/protocol.md §4.4), 0 to
     /// 1,000 ms; 0 writes it at the end of the game step that made it.
-    #[serde(rename = "replication_interval_ms", deserialize_with = "millis")]
+    #[serde(
+        rename = "replication_interval_ms",
+        deserialize_with = "millis",
+        serialize_with = "ser_millis"
+    )]
     pub replication_interval: Duration,
     /// `max_pending_connections`: connections that have not logged in yet, at once; beyond it
     /// new ones are refused at the QUIC level.
@@ -352,7 +384,7 @@ impl Default for NetworkConfig {
 }
 
 /// `[tls]`.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Default, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct TlsConfig {
     /// `certificate`: DER or PEM certificate chain file; with `private_key`, used as given.
@@ -362,10 +394,11 @@ pub struct TlsConfig {
 }
 
 /// `[auth]`.
-#[derive(Clone, Deserialize)]
+#[derive(Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct AuthConfig {
     /// `token_key`: the HS256 key session tokens are signed with (the issuer's key).
+    #[serde(serialize_with = "ser_secret")]
     pub token_key: String,
     /// `insecure_development_key`: serve with the shipped development key on an address other
     /// hosts can reach (`network.bind` not loopback), where anyone can mint a token for any
@@ -373,16 +406,22 @@ pub struct AuthConfig {
     pub insecure_development_key: bool,
     /// `max_token_lifetime_s`: the longest life a session token may claim, seconds (default a
     /// day); a leaked token is worth no more (docs/protocol.md 4, "Session tokens").
+    #[serde(deserialize_with = "seconds")]
     pub max_token_lifetime_s: u64,
     /// `clock_skew_s`: how far the token issuer's clock may be from this server's, seconds
     /// (default 60).
+    #[serde(deserialize_with = "seconds")]
     pub clock_skew_s: u64,
     /// `login_burst`: how many logins one player may make in a row (default 5) before it is
     /// held to one per `login_interval_ms`; more are refused `TooManyLogins` and change
     /// nothing (docs/protocol.md 4, "Session tokens").
     pub login_burst: u32,
     /// `login_interval_ms`: past the burst, one login per this long per player (default 2 s).
-    #[serde(rename = "login_interval_ms", deserialize_with = "millis")]
+    #[serde(
+        rename = "login_interval_ms",
+        deserialize_with = "millis",
+        serialize_with = "ser_millis"
+    )]
     pub login_interval: Duration,
 }
 
@@ -425,23 +464,31 @@ impl AuthConfig {
 }
 
 /// `[game]`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct GameConfig {
     /// `world`: the world-map file, relative to this config file.
     pub world: PathBuf,
     /// `spawn_settle_timeout_ms`: the settle-hold bound once nothing is loading (default 15 s;
     /// docs/spec/transitions.md T7).
-    #[serde(rename = "spawn_settle_timeout_ms", deserialize_with = "millis")]
+    #[serde(
+        rename = "spawn_settle_timeout_ms",
+        deserialize_with = "millis",
+        serialize_with = "ser_millis"
+    )]
     pub spawn_settle_timeout: Duration,
     /// `spawn_retry_ms`: retry delay when a node's spawn points are not registered and no event
     /// will announce them (default 100 ms); an announced registration runs waiting spawns at
     /// once (docs/spec/transitions.md T2, T11).
-    #[serde(rename = "spawn_retry_ms", deserialize_with = "millis")]
+    #[serde(rename = "spawn_retry_ms", deserialize_with = "millis", serialize_with = "ser_millis")]
     pub spawn_retry: Duration,
     /// `client_ready_timeout_ms`: how long a client may take to report ready once it was shown a
     /// transition that is waiting for clients.
-    #[serde(rename = "client_ready_timeout_ms", deserialize_with = "millis")]
+    #[serde(
+        rename = "client_ready_timeout_ms",
+        deserialize_with = "millis",
+        serialize_with = "ser_millis"
+    )]
     pub client_ready_timeout: Duration,
     /// `client_ready_policy`: `kick` or `proceed`.
     pub client_ready_policy: ClientReadyPolicy,
@@ -450,7 +497,11 @@ pub struct GameConfig {
     /// `Possessed` (default 2 s). A client that misses it is not waited for: set aside from the
     /// transition, or excused from placement; the longer timeouts still apply the policy
     /// (docs/spec/transitions.md T9).
-    #[serde(rename = "client_response_timeout_ms", deserialize_with = "millis")]
+    #[serde(
+        rename = "client_response_timeout_ms",
+        deserialize_with = "millis",
+        serialize_with = "ser_millis"
+    )]
     pub client_response_timeout: Duration,
     /// `client_response_crowd_floor_ms`: unset by default. When set, the crowd rule cuts the
     /// response timeout: once nine in ten of the clients shown a transition have answered it,
@@ -459,13 +510,21 @@ pub struct GameConfig {
     /// `client_response_timeout_ms`. For crowds on alike paths (one region, a LAN, loopback),
     /// where a client far behind its peers is silent, not slow; a player on a much longer path
     /// than the rest would be set aside at every transition (docs/spec/transitions.md T9).
-    #[serde(rename = "client_response_crowd_floor_ms", deserialize_with = "optional_millis")]
+    #[serde(
+        rename = "client_response_crowd_floor_ms",
+        deserialize_with = "optional_millis",
+        serialize_with = "ser_optional_millis"
+    )]
     pub client_response_crowd_floor: Option<Duration>,
     /// `transition_max_ms`: the hard bound on one transition, from its start, whatever its
     /// phase and however often its settle-hold was extended; a transition that reaches it fails
     /// (`TransitionFailed`) and the server travels back to the last node a transition reached
     /// (default 120 s; above `spawn_settle_timeout_ms`).
-    #[serde(rename = "transition_max_ms", deserialize_with = "millis")]
+    #[serde(
+        rename = "transition_max_ms",
+        deserialize_with = "millis",
+        serialize_with = "ser_millis"
+    )]
     pub transition_max: Duration,
     /// `max_failed_transitions`: transitions in a row that may fail at `transition_max_ms` (a
     /// travel and its recovery travels) before the world is unavailable: every client is closed
@@ -475,7 +534,11 @@ pub struct GameConfig {
     /// `player_state_retention_ms`: how long a leaving player's player state (team, ability
     /// tags and effects, health, kit latches, class) is kept for a relaunch, as engines keep
     /// inactive player states (default 300 s; 0 keeps nothing).
-    #[serde(rename = "player_state_retention_ms", deserialize_with = "millis")]
+    #[serde(
+        rename = "player_state_retention_ms",
+        deserialize_with = "millis",
+        serialize_with = "ser_millis"
+    )]
     pub player_state_retention: Duration,
 }
 
@@ -497,7 +560,7 @@ impl Default for GameConfig {
 }
 
 /// `[store]`.
-#[derive(Debug, Clone, Deserialize)]
+#[derive(Debug, Clone, Deserialize, Serialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct StoreConfig {
     /// `url`: `sqlite:PATH` for the embedded store (a relative path is inside `data_dir`;
@@ -508,15 +571,23 @@ pub struct StoreConfig {
     pub session: String,
     /// `load_timeout_ms`: a load not answered this long after it was asked for fails (the
     /// player plays unsaved); also bounds each save attempt.
-    #[serde(rename = "load_timeout_ms", deserialize_with = "millis")]
+    #[serde(
+        rename = "load_timeout_ms",
+        deserialize_with = "millis",
+        serialize_with = "ser_millis"
+    )]
     pub load_timeout: Duration,
     /// `save_retry_ms`: delay between attempts of a failed save.
-    #[serde(rename = "save_retry_ms", deserialize_with = "millis")]
+    #[serde(rename = "save_retry_ms", deserialize_with = "millis", serialize_with = "ser_millis")]
     pub save_retry: Duration,
     /// `save_attempts`: attempts per save, the first included, before it is given up (logged).
     pub save_attempts: u32,
     /// `drain_timeout_ms`: how long shutdown waits for pending saves.
-    #[serde(rename = "drain_timeout_ms", deserialize_with = "millis")]
+    #[serde(
+        rename = "drain_timeout_ms",
+        deserialize_with = "millis",
+        serialize_with = "ser_millis"
+    )]
     pub drain_timeout: Duration,
 }
 
@@ -534,7 +605,7 @@ impl Default for StoreConfig {
 }
 
 /// Log output format.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum LogFormat {
     /// Readable lines for a terminal.
@@ -580,12 +651,43 @@ impl ServerConfig {
     /// # Errors
     /// [`ConfigError`] naming the key, its line in `path`, and what was expected and found.
     pub fn parse(path: &Path, text: &str) -> Result<Self, ConfigError> {
-        let mut config: ServerConfig = parse_toml(path, text)?;
-        config.sources = Sources::of_file(path, text);
-        config.game.world = beside(path, &config.game.world);
-        config.tls.certificate = config.tls.certificate.map(|p| beside(path, &p));
-        config.tls.private_key = config.tls.private_key.map(|p| beside(path, &p));
+        let config = Self::parse_with_environment(path, text, &Environment::new())?;
         config.check()?;
+        Ok(config)
+    }
+
+    /// Parses config text as if read from `path`, with every `GATEHOUSE_<SECTION>__<KEY>`
+    /// variable of `env` over the file's keys (docs/operations.md, "Configuration"), without
+    /// the cross-key checks ([`Self::check`]). Paths from the file are resolved against its
+    /// directory; paths from a variable are used as given.
+    ///
+    /// # Errors
+    /// [`ConfigError`] naming the key and where its value came from (the file's line, or the
+    /// variable): an unknown variable, a legacy variable set with its new name, a value refused.
+    pub fn parse_with_environment(
+        path: &Path,
+        text: &str,
+        env: &Environment,
+    ) -> Result<Self, ConfigError> {
+        let overlay = env::config_variables(env)?;
+        let mut sources = Sources::of_file(path, text);
+        for entry in &overlay {
+            sources.set_written(&entry.key(), entry.source(), &entry.value);
+        }
+        let mut config: ServerConfig = parse_layered(path, text, &overlay, &sources)?;
+        config.sources = sources;
+        let from_file = |config: &ServerConfig, key: &str| {
+            !matches!(config.sources.of(key), ValueSource::Env { .. } | ValueSource::Flag { .. })
+        };
+        if from_file(&config, "game.world") {
+            config.game.world = beside(path, &config.game.world);
+        }
+        if from_file(&config, "tls.certificate") {
+            config.tls.certificate = config.tls.certificate.map(|p| beside(path, &p));
+        }
+        if from_file(&config, "tls.private_key") {
+            config.tls.private_key = config.tls.private_key.map(|p| beside(path, &p));
+        }
         Ok(config)
     }
 

@@ -102,6 +102,24 @@ impl Sources {
         }
     }
 
+    /// Records that `key` was set to `written` by `source` after the file was read (an
+    /// environment variable's value, quoted back in errors unless a secret).
+    pub(super) fn set_written(&mut self, key: &str, source: ValueSource, written: &str) {
+        self.overrides.insert(key.to_owned(), source);
+        self.values.insert(key.to_owned(), written.to_owned());
+    }
+
+    /// Whether `key` was set after the file was read (by a variable or a flag).
+    pub fn is_overridden(&self, key: &str) -> bool {
+        self.overrides.contains_key(key)
+    }
+
+    /// Whether `key` holds a secret, or may (a key, a token, a URL that may carry a password):
+    /// never quoted back nor shown.
+    pub fn is_secret(&self, key: &str) -> bool {
+        ["key", "token", "url", "password"].iter().any(|word| key.contains(word))
+    }
+
     /// The line of `key` in the file, if it is written there.
     pub fn line(&self, key: &str) -> Option<usize> {
         self.lines.get(key).copied()
@@ -110,8 +128,7 @@ impl Sources {
     /// The value of `key` as the file writes it, if it is a scalar written there and not a
     /// secret (a key, a token, a URL that may carry a password): those are never quoted back.
     pub fn written(&self, key: &str) -> Option<&str> {
-        let secret = ["key", "token", "url", "password"].iter().any(|word| key.contains(word));
-        if secret {
+        if self.is_secret(key) {
             return None;
         }
         self.values.get(key).map(String::as_str)

@@ -140,6 +140,13 @@ impl<'de> serde::Deserialize<'de> for StoreUrl {
     }
 }
 
+/// Serialises as [`Display`](fmt::Display) shows it: any password redacted (`config show`).
+impl serde::Serialize for StoreUrl {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
 impl fmt::Display for StoreUrl {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.0 {

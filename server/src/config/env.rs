@@ -1,0 +1,566 @@
+//! Every key of `config/server.toml` from the environment: `GATEHOUSE_<SECTION>__<KEY>` (a
+//! double underscore between the section and the key; a top-level key is `GATEHOUSE_<KEY>`),
+//! e.g. `GATEHOUSE_NETWORK__MAX_PLAYERS=512` (docs/operations.md, "Configuration").
+//!
+//! The variables are laid over the file's parsed document before it is deserialised once, so
+//! every check and every error applies to them as to the file, blaming the variable. The keys
+//! are the config types' own (their serialised form), not a list kept by hand. The variables
+//! older than this rule (`GATEHOUSE_BIND`, `GATEHOUSE_TOKEN_KEY`, ...) keep their meaning
+//! ([`LEGACY_VARIABLES`]); one set together with its new name is refused, naming both.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use super::{ConfigError, ServerConfig, ValueSource};
+
+/// The environment as the loader reads it: each variable's name and value. The process's
+/// own is [`process_environment`]; a test passes a table.
+pub type Environment = BTreeMap<String, String>;
+
+/// The prefix of every variable the server reads.
+pub const PREFIX: &str = "GATEHOUSE_";
+
+/// The variables older than the `GATEHOUSE_<SECTION>__<KEY>` rule, and the key each sets. The
+/// first six are also the flags' variables (`--bind`, ...); the rest have no flag, because they
+/// hold secrets or paths to them. `GATEHOUSE_ADMIN_BIND` also takes `off` (`admin.enabled =
+/// false`).
+pub const LEGACY_VARIABLES: &[(&str, &str)] = &[
+    ("GATEHOUSE_BIND", "network.bind"),
+    ("GATEHOUSE_DATA_DIR", "data_dir"),
+    ("GATEHOUSE_LOG_FORMAT", "log_format"),
+    ("GATEHOUSE_WORLD", "game.world"),
+    ("GATEHOUSE_ADMIN_BIND", "admin.bind"),
+    ("GATEHOUSE_ORCHESTRATOR", "fleet.orchestrator"),
+    ("GATEHOUSE_TOKEN_KEY", "auth.token_key"),
+    ("GATEHOUSE_ADMIN_TOKEN", "admin.token"),
+    ("GATEHOUSE_TLS_CERTIFICATE", "tls.certificate"),
+    ("GATEHOUSE_TLS_PRIVATE_KEY", "tls.private_key"),
+    ("GATEHOUSE_STORE_URL", "store.url"),
+];
+
+/// `GATEHOUSE_*` variables that are not config keys: the config file's own path, and those of
+/// the tests and tools (never refused as unknown keys).
+pub const NON_CONFIG_VARIABLES: &[&str] = &[
+    "GATEHOUSE_CONFIG",
+    "GATEHOUSE_VALGRIND",
+    "GATEHOUSE_WRITE_HEADER",
+    "GATEHOUSE_WRITE_VECTORS",
+];
+
+/// Prefixes of non-config variables: the tests' (`GATEHOUSE_TEST_POSTGRES_URL`, the crash
+/// test's child process).
+pub const NON_CONFIG_PREFIXES: &[&str] = &["GATEHOUSE_TEST_", "GATEHOUSE_CRASH_CHILD_"];
+
+/// One key set by a `GATEHOUSE_<SECTION>__<KEY>` variable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct EnvValue {
+    /// The variable.
+    pub(super) var: String,
+    /// The section (`network`), or `None` for a top-level key.
+    pub(super) section: Option<String>,
+    /// The key inside its section (`max_players`).
+    pub(super) name: String,
+    /// The value as set.
+    pub(super) value: String,
+}
+
+impl EnvValue {
+    /// The dotted key, e.g. `network.max_players`.
+    pub(super) fn key(&self) -> String {
+        match &self.section {
+            Some(section) => format!("{section}.{}", self.name),
+            None => self.name.clone(),
+        }
+    }
+
+    /// Where the value came from.
+    pub(super) fn source(&self) -> ValueSource {
+        ValueSource::Env { var: self.var.clone() }
+    }
+}
+
+/// This process's `GATEHOUSE_*` variables.
+///
+/// # Errors
+/// [`ConfigError::Invalid`] naming a variable whose value is not UTF-8.
+pub fn process_environment() -> Result<Environment, ConfigError> {
+    let mut env = Environment::new();
+    for (name, value) in std::env::vars_os() {
+        let Some(name) = name.to_str().filter(|name| name.starts_with(PREFIX)) else { continue };
+        let Ok(value) = value.into_string() else {
+            return Err(ConfigError::Invalid {
+                key: name.to_owned(),
+                origin: ValueSource::Env { var: name.to_owned() },
+                expected: "UTF-8 text".into(),
+                found: "bytes that are not UTF-8".into(),
+            });
+        };
+        env.insert(name.to_owned(), value);
+    }
+    Ok(env)
+}
+
+/// Every dotted key of `config/server.toml`, as the config types serialise: `data_dir`,
+/// `network.bind`, ... (each settable as `GATEHOUSE_<SECTION>__<KEY>`).
+pub fn config_keys() -> Vec<String> {
+    let value = serde_json::to_value(ServerConfig::default()).unwrap_or_default();
+    flatten(&value).into_iter().map(|(key, _)| key).collect()
+}
+
+/// The scalar leaves of a serialised config, each with its dotted key, sorted by key.
+pub(super) fn flatten(value: &serde_json::Value) -> Vec<(String, serde_json::Value)> {
+    let mut leaves = Vec::new();
+    let serde_json::Value::Object(top) = value else { return leaves };
+    for (key, value) in top {
+        match value {
+            serde_json::Value::Object(section) => {
+                for (name, value) in section {
+                    leaves.push((format!("{key}.{name}"), value.clone()));
+                }
+            }
+            _ => leaves.push((key.clone(), value.clone())),
+        }
+    }
+    // Whatever order serde_json's map keeps (its `preserve_order` feature changes it).
+    leaves.sort_by(|a, b| a.0.cmp(&b.0));
+    leaves
+}
+
+/// One effective value of a loaded config, for `config show` (docs/operations.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Setting {
+    /// The dotted key, e.g. `network.bind`.
+    pub key: String,
+    /// The value as TOML writes it (durations in the key's unit), `<redacted>` for a secret,
+    /// and `(unset)` for an optional key nobody set.
+    pub value: String,
+    /// Where it came from: the file's line, a variable, a flag, the default.
+    pub source: ValueSource,
+}
+
+impl ServerConfig {
+    /// Every key's effective value and where it came from, sorted by key;
+    /// secrets redacted (the token key, the admin token, a store URL's password).
+    pub fn effective(&self) -> Vec<Setting> {
+        let value = serde_json::to_value(self).unwrap_or_default();
+        flatten(&value)
+            .into_iter()
+            .map(|(key, value)| {
+                let value = match value {
+                    serde_json::Value::Null => "(unset)".to_owned(),
+                    _ if key == "auth.token_key" && self.auth.is_development_key() => {
+                        format!("{} (the shipped development key)", super::REDACTED)
+                    }
+                    other => other.to_string(),
+                };
+                Setting { source: self.source_of(&key), key, value }
+            })
+            .collect()
+    }
+
+    /// [`Self::effective`] as `config show` prints it: one `key = value  # origin` line each.
+    pub fn show(&self) -> String {
+        let settings = self.effective();
+        let width = settings.iter().map(|s| s.key.len() + s.value.len()).max().unwrap_or(0);
+        let mut out = String::new();
+        for Setting { key, value, source } in settings {
+            let origin = match source {
+                ValueSource::Default { .. } => "default".to_owned(),
+                ValueSource::Env { var } => format!("env {var}"),
+                other => other.to_string(),
+            };
+            let pad = width.saturating_sub(key.len() + value.len());
+            // Writing to a `String` cannot fail.
+            let _ = writeln!(out, "{key} = {value}{:pad$}  # {origin}", "");
+        }
+        out
+    }
+}
+
+/// The variable that sets `key` under the `GATEHOUSE_<SECTION>__<KEY>` rule.
+pub fn variable_for(key: &str) -> String {
+    format!("{PREFIX}{}", key.replace('.', "__").to_ascii_uppercase())
+}
+
+/// The `GATEHOUSE_<SECTION>__<KEY>` variables of `env`, each checked against the config's keys;
+/// the legacy variables, the non-config ones and other programs' are left out.
+///
+/// # Errors
+/// [`ConfigError::Invalid`] naming the variable: one that names no key (a typo), or a legacy
+/// variable and its new name both set.
+pub(super) fn config_variables(env: &Environment) -> Result<Vec<EnvValue>, ConfigError> {
+    let keys: BTreeSet<String> = config_keys().into_iter().collect();
+    let mut found = Vec::new();
+    for (var, value) in env {
+        let Some(rest) = var.strip_prefix(PREFIX) else { continue };
+        let legacy = LEGACY_VARIABLES.iter().any(|(name, _)| name == var);
+        let other = NON_CONFIG_VARIABLES.contains(&var.as_str())
+            || NON_CONFIG_PREFIXES.iter().any(|prefix| var.starts_with(prefix));
+        if legacy || other {
+            continue;
+        }
+        let lower = rest.to_ascii_lowercase();
+        let (section, name) = match lower.split_once("__") {
+            Some((section, name)) => (Some(section.to_owned()), name.to_owned()),
+            None => (None, lower.clone()),
+        };
+        let entry = EnvValue { var: var.clone(), section, name, value: value.clone() };
+        if !keys.contains(&entry.key()) {
+            return Err(unknown(&entry, &keys));
+        }
+        found.push(entry);
+    }
+    refuse_both_names(env, &found)?;
+    Ok(found)
+}
+
+/// The refusal of a variable that names no key: the keys of its section, or the sections.
+fn unknown(entry: &EnvValue, keys: &BTreeSet<String>) -> ConfigError {
+    let in_section: Vec<&str> = keys
+        .iter()
+        .filter_map(|key| match &entry.section {
+            Some(section) => key.strip_prefix(section.as_str())?.strip_prefix('.'),
+            None => (!key.contains('.')).then_some(key.as_str()),
+        })
+        .collect();
+    let expected = if in_section.is_empty() {
+        let sections: BTreeSet<&str> =
+            keys.iter().filter_map(|k| k.split_once('.')).map(|(s, _)| s).collect();
+        format!(
+            "GATEHOUSE_<SECTION>__<KEY> naming a key of config/server.toml, the sections being {}",
+            sections.into_iter().collect::<Vec<_>>().join(", ")
+        )
+    } else {
+        let within = entry.section.as_deref().map_or("top-level".to_owned(), |s| format!("[{s}]"));
+        format!("one of the {within} keys {}", in_section.join(", "))
+    };
+    ConfigError::Invalid {
+        key: entry.key(),
+        origin: entry.source(),
+        expected,
+        found: "a key config/server.toml does not have (a typo?)".to_owned(),
+    }
+}
+
+/// Refuses a legacy variable set together with the new name of its key (or, for
+/// `GATEHOUSE_ADMIN_BIND`, of `admin.enabled`): which one wins would be a guess.
+fn refuse_both_names(env: &Environment, found: &[EnvValue]) -> Result<(), ConfigError> {
+    for (legacy, key) in LEGACY_VARIABLES {
+        if !env.contains_key(*legacy) {
+            continue;
+        }
+        let clash = found.iter().find(|entry| {
+            let set = entry.key();
+            set == *key || (*legacy == "GATEHOUSE_ADMIN_BIND" && set == "admin.enabled")
+        });
+        if let Some(entry) = clash {
+            return Err(ConfigError::Invalid {
+                key: entry.key(),
+                origin: entry.source(),
+                expected: format!(
+                    "one variable for it, but {legacy} and {} are both set (unset one)",
+                    entry.var
+                ),
+                found: String::new(),
+            });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::Overrides;
+    use super::*;
+    use std::path::Path;
+    use std::time::Duration;
+
+    fn env(pairs: &[(&str, &str)]) -> Environment {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    /// `text` as `conf/server.toml`, with `pairs` as the environment and no flags.
+    fn load(text: &str, pairs: &[(&str, &str)]) -> Result<ServerConfig, ConfigError> {
+        let path = Path::new("conf/server.toml");
+        ServerConfig::load_text(path, text, &Overrides::default(), &env(pairs))
+    }
+
+    /// Every key `config/server.toml` documents (set or commented out), with the value it
+    /// shows, in TOML: `network.max_players` → `256`.
+    fn documented_keys() -> Vec<(String, String)> {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/server.toml");
+        let text = std::fs::read_to_string(path).unwrap();
+        let mut section = String::new();
+        let mut keys = Vec::new();
+        for line in text.lines() {
+            if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                section = format!("{name}.");
+                continue;
+            }
+            let line = line.strip_prefix("# ").unwrap_or(line);
+            let Some((key, value)) = line.split_once(" = ") else { continue };
+            if key.chars().all(|c| c.is_ascii_lowercase() || c == '_') && !key.is_empty() {
+                keys.push((format!("{section}{key}"), value.trim().to_owned()));
+            }
+        }
+        keys
+    }
+
+    /// Walks every key `config/server.toml` documents (set or commented out), sets each from
+    /// its `GATEHOUSE_<SECTION>__<KEY>` variable over an empty file, and finds each blamed on
+    /// its variable with the value the shipped file gives it: full coverage, and the documented
+    /// keys are exactly the types' keys.
+    #[test]
+    fn every_key_can_be_set_from_the_environment() {
+        let documented = documented_keys();
+        let mut names: Vec<String> = documented.iter().map(|(k, _)| k.clone()).collect();
+        let mut keys = config_keys();
+        names.sort();
+        keys.sort();
+        assert_eq!(names, keys, "config/server.toml documents every key, and no other");
+        let mut vars = Vec::new();
+        for (key, value) in &documented {
+            let var = variable_for(key);
+            let legacy = LEGACY_VARIABLES.iter().any(|(name, _)| *name == var);
+            let value = match key.as_str() {
+                "admin.token" => "an-admin-token-of-enough-bytes".to_owned(),
+                "auth.token_key" => "an-operator-key-of-enough-bytes".to_owned(),
+                // `GATEHOUSE_DATA_DIR` and `GATEHOUSE_LOG_FORMAT` are also the flags'
+                // variables, whose values are text, never TOML.
+                _ if legacy => value.trim_matches('"').to_owned(),
+                _ => value.clone(),
+            };
+            vars.push((key.clone(), var, value));
+        }
+        let pairs: Vec<(&str, &str)> =
+            vars.iter().map(|(_, var, value)| (var.as_str(), value.as_str())).collect();
+        let config = load("", &pairs).unwrap();
+        for (key, var, _) in &vars {
+            assert_eq!(config.source_of(key), ValueSource::Env { var: var.clone() }, "{key}");
+        }
+        assert_eq!(config.network.max_players, 256);
+        assert_eq!(config.game.client_response_crowd_floor, Some(Duration::from_millis(30)));
+        assert_eq!(config.fleet.agones_sdk_port, Some(9357));
+        assert_eq!(config.tls.certificate, Some("/etc/gatehouse/cert.pem".into()));
+        assert!(config.admin.token.is_some());
+        // The shipped file's values, from the environment alone, are the shipped file's config.
+        let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/server.toml");
+        let file = ServerConfig::load(&shipped).unwrap();
+        let differs = [
+            "tls.",
+            "admin.token",
+            "auth.token_key",
+            "game.client_response_crowd_floor_ms",
+            "fleet.agones_sdk_port",
+            "game.world",
+        ];
+        for (from_env, from_file) in config.effective().iter().zip(file.effective()) {
+            if differs.iter().any(|d| from_env.key.starts_with(d)) {
+                continue;
+            }
+            assert_eq!((&from_env.key, &from_env.value), (&from_file.key, &from_file.value));
+        }
+    }
+
+    #[test]
+    fn the_environment_wins_over_the_file_and_a_flag_over_the_environment() {
+        let text = "[network]\nbind = \"127.0.0.1:7001\"\nmax_players = 12\n";
+        let vars = [
+            ("GATEHOUSE_NETWORK__BIND", "127.0.0.1:7002"),
+            ("GATEHOUSE_NETWORK__MAX_PLAYERS", "512"),
+        ];
+        let config = load(text, &vars).unwrap();
+        assert_eq!(config.network.bind.to_string(), "127.0.0.1:7002");
+        assert_eq!(config.network.max_players, 512);
+        let flag = super::super::Override {
+            value: "127.0.0.1:7003".into(),
+            source: ValueSource::Flag { flag: "--bind".into() },
+        };
+        let overrides = Overrides { bind: Some(flag), ..Overrides::default() };
+        let config =
+            ServerConfig::load_text(Path::new("s.toml"), text, &overrides, &env(&vars)).unwrap();
+        assert_eq!(config.network.bind.to_string(), "127.0.0.1:7003");
+        assert_eq!(config.source_of("network.bind").to_string(), "flag --bind");
+        assert_eq!(config.network.max_players, 512);
+    }
+
+    #[test]
+    fn a_bad_value_from_the_environment_names_the_variable() {
+        let err =
+            load("[network]\nmax_players = 12\n", &[("GATEHOUSE_NETWORK__MAX_PLAYERS", "many")])
+                .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "invalid network.max_players from environment variable \
+             GATEHOUSE_NETWORK__MAX_PLAYERS: expected a whole number (0 or more), found the \
+             string \"many\""
+        );
+        // A cross-key check blames the variable too, with the value it set.
+        let err = load("", &[("GATEHOUSE_NETWORK__MAX_PLAYERS", "0")]).unwrap_err().to_string();
+        assert!(err.contains("invalid network.max_players from environment variable GATEHOUSE_NETWORK__MAX_PLAYERS"), "{err}");
+        let err =
+            load("", &[("GATEHOUSE_GAME__CLIENT_READY_POLICY", "wait")]).unwrap_err().to_string();
+        assert!(
+            err.contains("GATEHOUSE_GAME__CLIENT_READY_POLICY") && err.contains("kick"),
+            "{err}"
+        );
+        let err = load("", &[("GATEHOUSE_AUTH__INSECURE_DEVELOPMENT_KEY", "yes")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("true or false")
+                && err.contains("GATEHOUSE_AUTH__INSECURE_DEVELOPMENT_KEY"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_refused_secret_from_the_environment_is_never_quoted() {
+        let err = load("", &[("GATEHOUSE_ADMIN__TOKEN", "short-secret")]).unwrap_err().to_string();
+        assert!(err.contains("admin.token") && err.contains("GATEHOUSE_ADMIN__TOKEN"), "{err}");
+        assert!(!err.contains("short-secret"), "{err}");
+        let err =
+            load("", &[("GATEHOUSE_STORE__URL", "mysql://u:pw-9@h/db")]).unwrap_err().to_string();
+        assert!(err.contains("GATEHOUSE_STORE__URL") && !err.contains("pw-9"), "{err}");
+    }
+
+    /// A value that reads as a number or a boolean where the key wants text is text; a path
+    /// from a variable is used as given, one from the file beside the file.
+    #[test]
+    fn values_are_read_as_the_key_wants_them() {
+        let config = load(
+            "",
+            &[
+                ("GATEHOUSE_STORE__SESSION", "2026"),
+                ("GATEHOUSE_ADMIN__TOKEN", "1234567890123456789"),
+                ("GATEHOUSE_GAME__WORLD", "maps/w.toml"),
+                ("GATEHOUSE_STORE__URL", "\"sqlite:other.db\""),
+            ],
+        )
+        .unwrap();
+        assert_eq!(config.store.session, "2026");
+        assert_eq!(config.admin.token.as_ref().map(|t| t.bearer()), Some("1234567890123456789"));
+        assert_eq!(config.game.world, std::path::PathBuf::from("maps/w.toml"));
+        assert_eq!(config.store.url.to_string(), "sqlite:other.db");
+        assert_eq!(load("", &[]).unwrap().game.world, std::path::PathBuf::from("conf/world.toml"));
+    }
+
+    #[test]
+    fn durations_accept_human_units_and_integer_ms() {
+        let config = load(
+            "[network]\nidle_timeout_ms = \"20s\"\nkeep_alive_ms = 2500\n[auth]\nmax_token_lifetime_s = \"2h\"\n",
+            &[("GATEHOUSE_GAME__SPAWN_RETRY_MS", "250ms"), ("GATEHOUSE_AUTH__CLOCK_SKEW_S", "2m"), ("GATEHOUSE_STORE__SAVE_RETRY_MS", "750")],
+        )
+        .unwrap();
+        assert_eq!(config.network.idle_timeout, Duration::from_secs(20));
+        assert_eq!(config.network.keep_alive, Duration::from_millis(2500));
+        assert_eq!(config.game.spawn_retry, Duration::from_millis(250));
+        assert_eq!(config.store.save_retry, Duration::from_millis(750));
+        assert_eq!(config.auth.max_token_lifetime_s, 7200);
+        assert_eq!(config.auth.clock_skew_s, 120);
+        // A bad duration names the key, where it came from and the forms accepted.
+        let err = load("[network]\nidle_timeout_ms = \"soon\"\n", &[]).unwrap_err().to_string();
+        assert!(
+            err.starts_with(
+                "invalid network.idle_timeout_ms from conf/server.toml:2: expected a duration"
+            ),
+            "{err}"
+        );
+        assert!(err.contains("\"250ms\"") && err.contains("found the string \"soon\""), "{err}");
+        let err = load("", &[("GATEHOUSE_NETWORK__IDLE_TIMEOUT_MS", "10 parsecs")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(
+                "environment variable GATEHOUSE_NETWORK__IDLE_TIMEOUT_MS: expected a duration"
+            ),
+            "{err}"
+        );
+        let err = load("[auth]\nclock_skew_s = \"1500ms\"\n", &[]).unwrap_err().to_string();
+        assert!(err.contains("auth.clock_skew_s") && err.contains("whole seconds"), "{err}");
+        // The cross-key checks see the durations however they were written.
+        let err = load("[network]\nidle_timeout_ms = \"1s\"\nkeep_alive_ms = \"1s\"\n", &[])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("network.keep_alive_ms"), "{err}");
+    }
+
+    #[test]
+    fn config_show_redacts_secrets() {
+        let config = load(
+            "[auth]\ntoken_key = \"file-secret-key-0123456789\"\n",
+            &[
+                ("GATEHOUSE_ADMIN_TOKEN", "admin-secret-token-1234"),
+                ("GATEHOUSE_STORE__URL", "postgres://gate:hunter2@127.0.0.1/saves"),
+                ("GATEHOUSE_NETWORK__MAX_PLAYERS", "512"),
+            ],
+        )
+        .unwrap();
+        let shown = config.show();
+        for secret in ["file-secret", "admin-secret", "hunter2"] {
+            assert!(!shown.contains(secret), "{secret} in {shown}");
+        }
+        assert!(shown.contains("auth.token_key = \"<redacted>\""), "{shown}");
+        assert!(shown.contains("# conf/server.toml:2"), "{shown}");
+        assert!(shown.contains("admin.token = \"<redacted>\""), "{shown}");
+        assert!(shown.contains("# env GATEHOUSE_ADMIN_TOKEN"), "{shown}");
+        assert!(shown.contains("postgres://gate:***@127.0.0.1/saves"), "{shown}");
+        let line = shown.lines().find(|l| l.starts_with("network.max_players")).unwrap();
+        assert!(
+            line.contains("= 512") && line.ends_with("# env GATEHOUSE_NETWORK__MAX_PLAYERS"),
+            "{line}"
+        );
+        let line = shown.lines().find(|l| l.starts_with("network.idle_timeout_ms")).unwrap();
+        assert!(line.contains("= 10000") && line.ends_with("# default"), "{line}");
+        assert!(shown.contains("tls.certificate = (unset)"), "{shown}");
+    }
+
+    #[test]
+    fn the_keys_come_from_the_config_types() {
+        let keys = config_keys();
+        for key in
+            ["data_dir", "log_format", "network.max_players", "auth.token_key", "tls.certificate"]
+        {
+            assert!(keys.iter().any(|k| k == key), "{key} in {keys:?}");
+        }
+        assert_eq!(variable_for("network.max_players"), "GATEHOUSE_NETWORK__MAX_PLAYERS");
+        assert_eq!(variable_for("log_format"), "GATEHOUSE_LOG_FORMAT");
+    }
+
+    #[test]
+    fn an_unknown_gatehouse_variable_is_an_error_naming_it() {
+        for var in ["GATEHOUSE_NETWORK__MAX_PLAYERZ", "GATEHOUSE_NETWORKS__BIND", "GATEHOUSE_NOPE"]
+        {
+            let err = config_variables(&env(&[(var, "5")])).unwrap_err().to_string();
+            assert!(err.contains(&format!("environment variable {var}")), "{err}");
+            assert!(err.contains("does not have"), "{err}");
+        }
+        let err = config_variables(&env(&[("GATEHOUSE_NETWORK__MAX_PLAYERZ", "5")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("max_players"), "the section's keys are listed: {err}");
+    }
+
+    #[test]
+    fn non_config_and_legacy_variables_are_not_refused() {
+        let vars = env(&[
+            ("GATEHOUSE_CONFIG", "c.toml"),
+            ("GATEHOUSE_TEST_POSTGRES_URL", "postgres://x"),
+            ("GATEHOUSE_CRASH_CHILD_URL", "x"),
+            ("GATEHOUSE_BIND", "127.0.0.1:1"),
+            ("GATEHOUSE_TOKEN_KEY", "k"),
+            ("PATH", "/bin"),
+        ]);
+        assert_eq!(config_variables(&vars).unwrap(), Vec::new());
+    }
+
+    #[test]
+    fn a_legacy_variable_and_its_new_name_both_set_are_refused_naming_both() {
+        let vars =
+            env(&[("GATEHOUSE_BIND", "127.0.0.1:1"), ("GATEHOUSE_NETWORK__BIND", "127.0.0.1:2")]);
+        let err = config_variables(&vars).unwrap_err().to_string();
+        assert!(err.contains("GATEHOUSE_BIND") && err.contains("GATEHOUSE_NETWORK__BIND"), "{err}");
+        let vars = env(&[("GATEHOUSE_ADMIN_BIND", "off"), ("GATEHOUSE_ADMIN__ENABLED", "true")]);
+        assert!(config_variables(&vars).is_err());
+    }
+}
