@@ -164,8 +164,8 @@ pub(crate) fn tls_failure(source: &sqlx::Error) -> Option<&'static str> {
     };
     Some(match rustls_error {
         Some(Rustls::InvalidCertificate(CertificateError::UnknownIssuer)) => {
-            "the server's certificate is not signed by a trusted CA (the `sslrootcert` file, \
-             else the system's roots)"
+            "the server's certificate is not signed by a trusted CA (one in the `sslrootcert` \
+             file or the system's roots)"
         }
         Some(Rustls::InvalidCertificate(
             CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
