@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use gatehouse_server::store::{Store, StoreError, StoreUrl};
 use sqlx::Connection as _;
 
-use crate::backends::{Backend, POSTGRES_ENV};
+use crate::backends::Backend;
 
 /// The variable that names the TLS-only PostgreSQL server for the tests.
 const TLS_URL_ENV: &str = "GATEHOUSE_TEST_POSTGRES_TLS_URL";
@@ -178,19 +178,30 @@ async fn a_plaintext_connection_is_refused_by_a_server_that_requires_tls() {
     assert_no_password(&text, &url);
 }
 
-/// `sslmode=require` against a server without TLS (the plain test server): a clear start
-/// error, never a silent fall-back to plaintext.
+/// `sslmode=require` against a server without TLS: a clear start error, never a silent
+/// fall-back to plaintext. The server is a stand-in on 127.0.0.1 that answers PostgreSQL's TLS
+/// request with "no" (`N`), as a server with `ssl = off` does, so no real server is needed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(
-    not(gatehouse_postgres_tests),
-    ignore = "PostgreSQL skipped: GATEHOUSE_TEST_POSTGRES_URL is not set (docs/testing.md, \"PostgreSQL tests\")"
-)]
 async fn sslmode_require_against_a_server_without_tls_is_a_clear_error() {
-    let base = std::env::var(POSTGRES_ENV).unwrap();
-    let url = with_params(&base, "sslmode=require");
+    use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let no_tls = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        // SSLRequest: length 8, code 80877103.
+        let mut request = [0u8; 8];
+        socket.read_exact(&mut request).await.unwrap();
+        assert_eq!(request, [0, 0, 0, 8, 4, 210, 22, 47], "expected PostgreSQL's SSLRequest");
+        socket.write_all(b"N").await.unwrap();
+        // Keep the socket open until the client gives up.
+        let _ = socket.read(&mut [0u8; 1]).await;
+    });
+    let url = format!("postgres://gate:hunter2@127.0.0.1:{port}/saves?sslmode=require");
     let err = Store::open(&StoreUrl::parse(&url).unwrap(), Path::new("unused")).await.unwrap_err();
     let text = err.to_string();
     assert!(matches!(err, StoreError::OpenTls { .. }), "{text}");
     assert!(text.contains("does not offer TLS"), "says why: {text}");
+    assert!(text.contains("postgres://gate:***@127.0.0.1"), "names the url: {text}");
     assert_no_password(&text, &url);
+    tokio::time::timeout(std::time::Duration::from_secs(10), no_tls).await.unwrap().unwrap();
 }
