@@ -1,7 +1,9 @@
 //! Build script:
 //! - tells the store tests whether a PostgreSQL server was given
 //!   (`GATEHOUSE_TEST_POSTGRES_URL`). Without one, the PostgreSQL half of the suite is reported
-//!   by the test runner as ignored, with the reason, instead of silently passing;
+//!   by the test runner as ignored, with the reason, instead of silently passing; the same for
+//!   the TLS tests and a server that requires TLS (`GATEHOUSE_TEST_POSTGRES_TLS_URL` with its
+//!   CA file in `GATEHOUSE_TEST_POSTGRES_TLS_CA`, both needed);
 //! - with the `agones` feature, generates the server side of the Agones SDK (`sdk.proto` and
 //!   `beta.proto`, copied from the agones crate into `tests/agones/proto`) for the fake SDK
 //!   server of the agones test. Needs `protoc` and its well-known types
@@ -9,10 +11,17 @@
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo::rustc-check-cfg=cfg(gatehouse_postgres_tests)");
+    println!("cargo::rustc-check-cfg=cfg(gatehouse_postgres_tls_tests)");
     println!("cargo::rerun-if-env-changed=GATEHOUSE_TEST_POSTGRES_URL");
+    println!("cargo::rerun-if-env-changed=GATEHOUSE_TEST_POSTGRES_TLS_URL");
+    println!("cargo::rerun-if-env-changed=GATEHOUSE_TEST_POSTGRES_TLS_CA");
     println!("cargo::rerun-if-changed=build.rs");
-    if std::env::var_os("GATEHOUSE_TEST_POSTGRES_URL").is_some_and(|url| !url.is_empty()) {
+    let set = |name: &str| std::env::var_os(name).is_some_and(|value| !value.is_empty());
+    if set("GATEHOUSE_TEST_POSTGRES_URL") {
         println!("cargo::rustc-cfg=gatehouse_postgres_tests");
+    }
+    if set("GATEHOUSE_TEST_POSTGRES_TLS_URL") && set("GATEHOUSE_TEST_POSTGRES_TLS_CA") {
+        println!("cargo::rustc-cfg=gatehouse_postgres_tls_tests");
     }
     #[cfg(feature = "agones")]
     fake_agones_sdk()?;

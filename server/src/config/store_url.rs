@@ -2,6 +2,9 @@
 //! redacted.
 //!
 //! Owns the URL grammar and the redaction. Opens nothing: `crate::store::Store::open` does.
+//! A PostgreSQL URL's file parameters (`sslrootcert`, `sslcert`, `sslkey`) are resolved
+//! against the data dir, as a SQLite path is, and checked when the store is opened
+//! (docs/operations.md, "PostgreSQL over TLS").
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -23,7 +26,8 @@ pub struct StoreUrlError {
 pub const DEFAULT_STORE_URL: &str = "sqlite:saves.db";
 
 /// Where player saves live: the embedded store (a SQLite file, `sqlite:PATH`, relative paths
-/// resolved against the data dir) or a PostgreSQL server (`postgres://USER:PASSWORD@HOST/DB`).
+/// resolved against the data dir) or a PostgreSQL server (`postgres://USER:PASSWORD@HOST/DB`,
+/// with `sslmode` and `sslrootcert` for TLS; a relative `sslrootcert` is in the data dir too).
 ///
 /// `Display` and `Debug` never show a password.
 #[derive(Clone, PartialEq, Eq)]
@@ -50,8 +54,8 @@ impl StoreUrl {
     ///
     /// # Errors
     /// [`StoreUrlError`] (naming the URL without its password) for an unknown scheme,
-    /// an empty or in-memory SQLite path, SQLite query parameters, or a PostgreSQL URL its
-    /// driver refuses.
+    /// an empty or in-memory SQLite path, SQLite query parameters, an unknown `sslmode`, an
+    /// empty file parameter (`sslrootcert=`), or a PostgreSQL URL its driver refuses.
     pub fn parse(url: &str) -> Result<StoreUrl, StoreUrlError> {
         let invalid = |why: String| StoreUrlError { url: redact(url), why };
         if let Some(rest) = url.strip_prefix("sqlite:") {
@@ -74,6 +78,7 @@ impl StoreUrl {
             return Ok(StoreUrl(Target::Embedded(PathBuf::from(path))));
         }
         if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            check_postgres_parameters(url).map_err(invalid)?;
             PgConnectOptions::from_str(url).map_err(|e| invalid(e.to_string()))?;
             return Ok(StoreUrl(Target::Postgres(url.to_owned())));
         }
@@ -102,15 +107,149 @@ impl StoreUrl {
         }
     }
 
-    /// What to connect to.
+    /// What to connect to. A PostgreSQL URL's file parameters are resolved against `data_dir`
+    /// and each file is read once here, so a missing or unreadable one is an error naming the
+    /// parameter and the file (the driver reads them again for each connection).
     pub(crate) fn resolve(&self, data_dir: &Path) -> Result<Resolved, StoreUrlError> {
         match &self.0 {
             Target::Embedded(path) => Ok(Resolved::Embedded(data_dir.join(path))),
-            Target::Postgres(url) => PgConnectOptions::from_str(url)
-                .map(|options| Resolved::Postgres(Box::new(options)))
-                .map_err(|e| StoreUrlError { url: redact(url), why: e.to_string() }),
+            Target::Postgres(url) => {
+                let invalid = |why: String| StoreUrlError { url: redact(url), why };
+                let mut options =
+                    PgConnectOptions::from_str(url).map_err(|e| invalid(e.to_string()))?;
+                for file in file_parameters(url, data_dir) {
+                    file.check().map_err(invalid)?;
+                    options = match file.kind {
+                        FileKind::RootCert => options.ssl_root_cert(&file.path),
+                        FileKind::ClientCert => options.ssl_client_cert(&file.path),
+                        FileKind::ClientKey => options.ssl_client_key(&file.path),
+                    };
+                }
+                Ok(Resolved::Postgres(Box::new(options)))
+            }
         }
     }
+}
+
+/// The `sslmode` values PostgreSQL's driver knows.
+const SSL_MODES: [&str; 6] = ["disable", "allow", "prefer", "require", "verify-ca", "verify-full"];
+
+/// What a file parameter of a PostgreSQL URL names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum FileKind {
+    /// The CA certificates that verify the server (`sslrootcert`).
+    RootCert,
+    /// The client's certificate (`sslcert`).
+    ClientCert,
+    /// The client certificate's private key (`sslkey`).
+    ClientKey,
+}
+
+impl FileKind {
+    /// The kind a URL parameter names, under each spelling the driver accepts.
+    fn of(key: &str) -> Option<FileKind> {
+        match key {
+            "sslrootcert" | "ssl-root-cert" | "ssl-ca" => Some(FileKind::RootCert),
+            "sslcert" | "ssl-cert" => Some(FileKind::ClientCert),
+            "sslkey" | "ssl-key" => Some(FileKind::ClientKey),
+            _ => None,
+        }
+    }
+
+    fn what(self) -> &'static str {
+        match self {
+            FileKind::RootCert => "CA file",
+            FileKind::ClientCert => "client certificate file",
+            FileKind::ClientKey => "client key file",
+        }
+    }
+}
+
+/// A file a PostgreSQL URL names, resolved against the data dir.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct FileParameter {
+    /// The parameter as spelled in the URL, e.g. `sslrootcert`.
+    key: String,
+    kind: FileKind,
+    /// The file, absolute when the data dir is.
+    path: PathBuf,
+}
+
+impl FileParameter {
+    /// Reads the file: it must exist and be readable, and a CA file must hold at least one
+    /// PEM certificate. The error names the parameter and the file.
+    fn check(&self) -> Result<(), String> {
+        let FileParameter { key, kind, path } = self;
+        let what = kind.what();
+        let data = std::fs::read(path).map_err(|e| {
+            format!(
+                "`{key}`: cannot read the {what} {}: {e} (a relative path is in the data dir)",
+                path.display()
+            )
+        })?;
+        if *kind == FileKind::RootCert {
+            use rustls::pki_types::{CertificateDer, pem::PemObject as _};
+            let certificates = CertificateDer::pem_slice_iter(&data).collect::<Result<Vec<_>, _>>();
+            match certificates {
+                Ok(certificates) if !certificates.is_empty() => {}
+                Ok(_) => {
+                    return Err(format!(
+                        "`{key}`: expected PEM certificates (-----BEGIN CERTIFICATE-----) in the {what} {}, found none",
+                        path.display()
+                    ));
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "`{key}`: expected PEM certificates in the {what} {}, found an unreadable one: {e}",
+                        path.display()
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The URL's query parameters, decoded; none when it is not a URL (the driver says why).
+fn query_pairs(url: &str) -> Vec<(String, String)> {
+    match url::Url::parse(url) {
+        Ok(parsed) => parsed.query_pairs().map(|(k, v)| (k.into_owned(), v.into_owned())).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Refuses what the driver would take without a clear word: an unknown `sslmode`, and a file
+/// parameter with no file.
+fn check_postgres_parameters(url: &str) -> Result<(), String> {
+    for (key, value) in query_pairs(url) {
+        if (key == "sslmode" || key == "ssl-mode") && !SSL_MODES.contains(&value.as_str()) {
+            return Err(format!(
+                "expected `{key}` to be one of {}, found {value:?}",
+                SSL_MODES.join(", ")
+            ));
+        }
+        if let Some(kind) = FileKind::of(&key)
+            && value.is_empty()
+        {
+            return Err(format!(
+                "expected a path to the {} after `{key}=`, found none",
+                kind.what()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The files the URL names, each kind once (the last spelling wins, as in the driver), a
+/// relative path resolved against `data_dir`.
+fn file_parameters(url: &str, data_dir: &Path) -> Vec<FileParameter> {
+    let mut files: Vec<FileParameter> = Vec::new();
+    for (key, value) in query_pairs(url) {
+        let Some(kind) = FileKind::of(&key) else { continue };
+        files.retain(|file| file.kind != kind);
+        files.push(FileParameter { key, kind, path: data_dir.join(value) });
+    }
+    files
 }
 
 impl Default for StoreUrl {
@@ -276,6 +415,72 @@ mod tests {
             let err = StoreUrl::parse(url).unwrap_err().to_string();
             assert!(err.contains(why), "{url}: {err}");
             assert!(!err.contains("secret"), "{url}: {err}");
+        }
+    }
+
+    #[test]
+    fn postgres_tls_parameters_are_accepted() {
+        for mode in SSL_MODES {
+            let url = format!("postgres://u:pw@db.example.com/saves?sslmode={mode}");
+            StoreUrl::parse(&url).unwrap_or_else(|e| panic!("{url}: {e}"));
+        }
+        let url = "postgres://u:pw@db.example.com/saves?sslmode=verify-full&sslrootcert=ca.pem";
+        assert_eq!(
+            StoreUrl::parse(url).unwrap().to_string(),
+            "postgres://u:***@db.example.com/saves?sslmode=verify-full&sslrootcert=ca.pem"
+        );
+    }
+
+    #[test]
+    fn unusable_tls_parameters_are_refused_naming_the_key() {
+        for (url, why) in [
+            ("postgres://u:secret@h/db?sslmode=verify_full", "expected `sslmode` to be one of"),
+            ("postgres://u:secret@h/db?sslmode=verify-full&sslrootcert=", "`sslrootcert=`"),
+            ("postgres://u:secret@h/db?ssl-ca=", "the CA file after `ssl-ca=`"),
+        ] {
+            let err = StoreUrl::parse(url).unwrap_err().to_string();
+            assert!(err.contains(why), "{url}: {err}");
+            assert!(!err.contains("secret"), "{url}: {err}");
+        }
+    }
+
+    #[test]
+    fn file_parameters_are_resolved_against_the_data_dir_the_last_spelling_winning() {
+        let url = "postgres://h/db?sslrootcert=first.pem&ssl-ca=certs/ca.pem&sslcert=%2Fetc%2Fc.pem\
+                   &sslkey=k.pem&sslmode=verify-full";
+        let files = file_parameters(url, Path::new("/data"));
+        let found: Vec<(&str, FileKind, &Path)> =
+            files.iter().map(|f| (f.key.as_str(), f.kind, f.path.as_path())).collect();
+        assert_eq!(
+            found,
+            [
+                ("ssl-ca", FileKind::RootCert, Path::new("/data/certs/ca.pem")),
+                ("sslcert", FileKind::ClientCert, Path::new("/etc/c.pem")),
+                ("sslkey", FileKind::ClientKey, Path::new("/data/k.pem")),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_ca_file_that_is_missing_or_holds_no_certificate_is_refused_naming_key_and_file() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("empty.pem"), "not a certificate\n").unwrap();
+        std::fs::create_dir(dir.path().join("a-dir.pem")).unwrap();
+        for (name, why) in [
+            ("missing.pem", "cannot read the CA file"),
+            ("empty.pem", "expected PEM certificates"),
+            ("a-dir.pem", "cannot read the CA file"),
+        ] {
+            let url = StoreUrl::parse(&format!(
+                "postgres://u:secret@h/db?sslmode=verify-full&sslrootcert={name}"
+            ))
+            .unwrap();
+            let Err(err) = url.resolve(dir.path()) else { panic!("{name} was accepted") };
+            let err = err.to_string();
+            assert!(err.contains("`sslrootcert`"), "{name}: {err}");
+            assert!(err.contains(&dir.path().join(name).display().to_string()), "{name}: {err}");
+            assert!(err.contains(why), "{name}: {err}");
+            assert!(!err.contains("secret"), "{name}: {err}");
         }
     }
 

@@ -258,7 +258,8 @@ impl Store {
     /// # Errors
     /// Every error names the store, password redacted: [`StoreError::CreateDir`],
     /// [`StoreError::Open`] (unreachable server, refused login, a file that is not a
-    /// database), [`StoreError::OpenTimeout`], [`StoreError::Migrate`] (including a store
+    /// database), [`StoreError::OpenTls`] (no TLS, an untrusted certificate),
+    /// [`StoreError::OpenTimeout`], [`StoreError::Migrate`] (including a store
     /// whose schema is newer than this server).
     pub async fn open(url: &StoreUrl, data_dir: &Path) -> Result<Store, StoreError> {
         let location: Arc<str> = url.describe(data_dir).into();
@@ -563,7 +564,10 @@ async fn connect<C>(
 ) -> Result<C, StoreError> {
     match tokio::time::timeout(OPEN_TIMEOUT, attempt).await {
         Ok(Ok(conn)) => Ok(conn),
-        Ok(Err(source)) => Err(StoreError::Open { url: location.to_owned(), source }),
+        Ok(Err(source)) => match super::error::tls_failure(&source) {
+            Some(why) => Err(StoreError::OpenTls { url: location.to_owned(), why, source }),
+            None => Err(StoreError::Open { url: location.to_owned(), source }),
+        },
         Err(_) => Err(StoreError::OpenTimeout {
             url: location.to_owned(),
             after_ms: u64::try_from(OPEN_TIMEOUT.as_millis()).unwrap_or(u64::MAX),

@@ -34,6 +34,18 @@ pub enum StoreError {
         /// The driver's error.
         source: sqlx::Error,
     },
+    /// The TLS connection to the store could not be set up: the server offers no TLS, or its
+    /// certificate is not trusted or does not name the host (docs/operations.md,
+    /// "PostgreSQL over TLS").
+    #[error("cannot open the store {url}: TLS failed: {why}: {source}")]
+    OpenTls {
+        /// The store, password redacted.
+        url: String,
+        /// What the failure most likely means, in the operator's words.
+        why: &'static str,
+        /// The driver's error.
+        source: sqlx::Error,
+    },
     /// The store did not answer while opening.
     #[error("cannot open the store {url}: expected an answer within {after_ms} ms, found none")]
     OpenTimeout {
@@ -123,6 +135,8 @@ impl StoreError {
                 _ => false,
             },
             StoreError::OpenTimeout { .. } | StoreError::Open { .. } => true,
+            // A certificate that is not trusted stays so; a handshake cut short may not.
+            StoreError::OpenTls { source, .. } => tls_failure(source) == Some(TLS_OTHER),
             StoreError::InvalidUrl { .. }
             | StoreError::CreateDir { .. }
             | StoreError::Migrate { .. }
@@ -132,6 +146,43 @@ impl StoreError {
             | StoreError::WorkerStopped => false,
         }
     }
+}
+
+/// Said of a TLS failure that is not one of the certificate's.
+const TLS_OTHER: &str = "the TLS handshake with the server failed";
+
+/// What a failure to connect means when TLS is its cause, in the operator's words (the driver
+/// names rustls' reason, `UnknownIssuer`, not what to do about it); `None` when TLS is not the
+/// cause. rustls' errors come wrapped in an I/O error when the handshake fails, in a TLS error
+/// when it cannot start.
+pub(crate) fn tls_failure(source: &sqlx::Error) -> Option<&'static str> {
+    use rustls::{CertificateError, Error as Rustls};
+    let rustls_error = match source {
+        sqlx::Error::Tls(inner) => inner.downcast_ref::<Rustls>(),
+        sqlx::Error::Io(io) => io.get_ref().and_then(|inner| inner.downcast_ref::<Rustls>()),
+        _ => None,
+    };
+    Some(match rustls_error {
+        Some(Rustls::InvalidCertificate(CertificateError::UnknownIssuer)) => {
+            "the server's certificate is not signed by a trusted CA (one in the `sslrootcert` \
+             file or the system's roots)"
+        }
+        Some(Rustls::InvalidCertificate(
+            CertificateError::NotValidForName | CertificateError::NotValidForNameContext { .. },
+        )) => "the server's certificate does not name the host in the store url (verify-full)",
+        Some(Rustls::InvalidCertificate(
+            CertificateError::Expired | CertificateError::ExpiredContext { .. },
+        )) => "the server's certificate has expired",
+        Some(Rustls::InvalidCertificate(_)) => "the server's certificate was refused",
+        Some(_) => TLS_OTHER,
+        None => match source {
+            sqlx::Error::Tls(inner) if inner.to_string().contains("does not support TLS") => {
+                "the server does not offer TLS, and the store url's sslmode requires it"
+            }
+            sqlx::Error::Tls(_) => TLS_OTHER,
+            _ => return None,
+        },
+    })
 }
 
 impl From<crate::config::StoreUrlError> for StoreError {

@@ -36,6 +36,14 @@ impl Backend {
         let base = std::env::var(POSTGRES_ENV).unwrap_or_else(|_| {
             panic!("set {POSTGRES_ENV} to run the PostgreSQL tests (docs/testing.md, \"PostgreSQL tests\")")
         });
+        Backend::postgres_at(base).await
+    }
+
+    /// A fresh schema in the database `base` names (with its TLS parameters, if any).
+    ///
+    /// # Panics
+    /// When that server refuses the schema.
+    pub(crate) async fn postgres_at(base: String) -> Backend {
         static NEXT: AtomicU32 = AtomicU32::new(0);
         let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().subsec_nanos();
         let schema = format!(

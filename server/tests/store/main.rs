@@ -1,7 +1,8 @@
 //! The player-save store against real backends: one suite, run on the embedded store always
 //! and on PostgreSQL when `GATEHOUSE_TEST_POSTGRES_URL` names a server (otherwise its half is
-//! reported as ignored, with the reason). Also the SIGKILL crash test and the `saves`
-//! operator commands (docs/operations.md, "Player saves").
+//! reported as ignored, with the reason). Also the SIGKILL crash test, the `saves`
+//! operator commands (docs/operations.md, "Player saves") and the store over TLS to a server
+//! that requires it (`tls.rs`, when `GATEHOUSE_TEST_POSTGRES_TLS_URL` names one).
 
 // Test code: a failed unwrap is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -11,6 +12,7 @@ mod cli;
 mod crash;
 mod start_errors;
 mod suite;
+mod tls;
 
 /// Declares each listed `module::test` twice, in `embedded` and `postgres`, each on a fresh
 /// store of its own.

@@ -66,3 +66,22 @@ async fn a_refused_postgres_login_is_a_clear_start_error_without_the_password() 
     assert!(err.contains("password authentication failed"), "says why: {err}");
     assert!(!err.contains("not-the-password-42"), "never the password: {err}");
 }
+
+/// A CA file that is not there stops the start before any connection: the error names the
+/// parameter and the file, resolved against the data dir, and never the password.
+#[tokio::test]
+async fn a_missing_ca_file_is_a_clear_start_error_naming_sslrootcert_and_the_file() {
+    let data_dir = tempfile::tempdir().unwrap();
+    let url = StoreUrl::parse(
+        "postgres://gate:hunter2@127.0.0.1:1/saves?sslmode=verify-full&sslrootcert=certs/ca.pem",
+    )
+    .unwrap();
+    let err = Store::open(&url, data_dir.path()).await.unwrap_err();
+    let text = err.to_string();
+    assert!(matches!(err, StoreError::InvalidUrl { .. }), "{text}");
+    assert!(text.contains("`sslrootcert`"), "names the parameter: {text}");
+    let file = data_dir.path().join("certs/ca.pem");
+    assert!(text.contains(&file.display().to_string()), "names the file: {text}");
+    assert!(text.contains("No such file"), "says why: {text}");
+    assert!(!text.contains("hunter2"), "never the password: {text}");
+}
