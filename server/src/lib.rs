@@ -189,7 +189,7 @@ impl Server {
         let nodes = world.nodes.iter().map(|n| n.id.clone()).collect();
         let rules = crate::config::game_rules(&config.game, &config.auth, &config.network);
         let game = Game::new(rules, Arc::new(world), tokio::time::Instant::now().into_std());
-        let (orchestrator, health_every) = connect_fleet(config).await?;
+        let (orchestrator, health_every) = connect_fleet(config, &metrics).await?;
         Ok(Server {
             network,
             drivers,
@@ -410,8 +410,9 @@ fn prepare_network(
 /// health (`None` without an orchestrator).
 async fn connect_fleet(
     config: &ServerConfig,
+    metrics: &Metrics,
 ) -> Result<(Arc<dyn Orchestrator>, Option<Duration>), ServerError> {
-    let orchestrator = fleet::connect(&config.fleet).await?;
+    let orchestrator = fleet::connect(&config.fleet, metrics.fleet().clone()).await?;
     let health_every = match config.fleet.orchestrator {
         config::OrchestratorKind::None => None,
         config::OrchestratorKind::Agones => Some(config.fleet.health_interval),

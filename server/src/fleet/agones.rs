@@ -11,8 +11,9 @@
 //!   shorter than a round trip to the sidecar may never show in the list;
 //! - Shutdown: a request the task answers once the list is brought up to date and Shutdown sent.
 //!
-//! Every SDK call is bounded by `fleet.sdk_timeout_ms`; a failure is logged and never stops
-//! the server.
+//! Every SDK call is bounded by `fleet.sdk_timeout_ms`; a failure is logged, counted in
+//! `gatehouse_fleet_sdk_errors_total{call}` (docs/operations.md, "Metrics") and never stops the
+//! server.
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -25,7 +26,7 @@ use gatehouse_protocol::PlayerId;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
-use super::{FleetError, Orchestrator};
+use super::{FleetError, FleetMetrics, Orchestrator, SdkCall};
 use crate::config::FleetConfig;
 
 /// The Agones List holding the connected players' ids (the Fleet declares it, with capacity
@@ -55,8 +56,12 @@ pub(crate) struct Agones {
 
 impl Agones {
     /// Connects to the SDK sidecar (`fleet.agones_sdk_port`, else `AGONES_SDK_GRPC_PORT`, else
-    /// 9357, on localhost; the SDK retries for up to 30 s) and starts the task that owns it.
-    pub(crate) async fn connect(config: &FleetConfig) -> Result<Agones, FleetError> {
+    /// 9357, on localhost; the SDK retries for up to 30 s) and starts the task that owns it,
+    /// which counts its failed calls in `metrics`.
+    pub(crate) async fn connect(
+        config: &FleetConfig,
+        metrics: FleetMetrics,
+    ) -> Result<Agones, FleetError> {
         let port = match config.agones_sdk_port {
             Some(port) => port.to_string(),
             None => std::env::var("AGONES_SDK_GRPC_PORT").unwrap_or_else(|_| "9357".into()),
@@ -68,7 +73,7 @@ impl Agones {
         let (health, health_rx) = mpsc::channel(1);
         let (wanted, wanted_rx) = watch::channel(Wanted::default());
         let (shutdown, shutdown_rx) = oneshot::channel();
-        let task = SdkTask { sdk, timeout: config.sdk_timeout, told: Wanted::default() };
+        let task = SdkTask { sdk, timeout: config.sdk_timeout, told: Wanted::default(), metrics };
         tokio::spawn(task.run(health_rx, wanted_rx, shutdown_rx));
         Ok(Agones {
             health,
@@ -125,6 +130,8 @@ struct SdkTask {
     timeout: Duration,
     /// What Agones was told and acknowledged.
     told: Wanted,
+    /// Where failed calls are counted.
+    metrics: FleetMetrics,
 }
 
 impl SdkTask {
@@ -158,10 +165,12 @@ impl SdkTask {
                     }
                     // Ends the Health stream: no ping after Shutdown.
                     drop(pings.take());
-                    match tokio::time::timeout(self.timeout, self.sdk.shutdown()).await {
-                        Ok(Ok(())) => tracing::info!("told Agones: Shutdown"),
-                        Ok(Err(e)) => tracing::warn!(error = %describe(&e), "Agones Shutdown failed"),
-                        Err(_) => tracing::warn!("Agones Shutdown timed out"),
+                    match bounded(self.timeout, self.sdk.shutdown()).await {
+                        Ok(()) => tracing::info!("told Agones: Shutdown"),
+                        Err(why) => {
+                            self.metrics.count_error(SdkCall::Shutdown);
+                            tracing::warn!(%why, "Agones Shutdown failed");
+                        }
                     }
                     let _ = done.send(());
                     return;
@@ -186,6 +195,7 @@ impl SdkTask {
         match stream.try_send(()) {
             Ok(()) | Err(mpsc::error::TrySendError::Full(())) => {}
             Err(mpsc::error::TrySendError::Closed(())) => {
+                self.metrics.count_error(SdkCall::Health);
                 tracing::warn!("the Agones Health stream ended; opening it again");
                 let stream = pings.insert(self.sdk.health_check());
                 let _ = stream.try_send(());
@@ -205,6 +215,7 @@ impl SdkTask {
                     tracing::info!("told Agones: Ready");
                 }
                 Err(why) => {
+                    self.metrics.count_error(SdkCall::Ready);
                     tracing::warn!(%why, "Agones Ready failed; trying again");
                     return true;
                 }
@@ -219,6 +230,7 @@ impl SdkTask {
                     self.told.players.remove(&player);
                 }
                 Err(why) => {
+                    self.metrics.count_error(SdkCall::List);
                     tracing::warn!(%player, %why, "Agones: cannot remove the player from the `players` list");
                     failed = true;
                 }
@@ -230,6 +242,7 @@ impl SdkTask {
                     self.told.players.insert(player);
                 }
                 Err(why) => {
+                    self.metrics.count_error(SdkCall::List);
                     tracing::warn!(%player, %why, "Agones: cannot add the player to the `players` list");
                     failed = true;
                 }

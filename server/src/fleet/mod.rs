@@ -23,6 +23,7 @@
 
 #[cfg(feature = "agones")]
 mod agones;
+mod metrics;
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -35,6 +36,7 @@ use tokio::time::Instant;
 
 use crate::config::{FleetConfig, OrchestratorKind};
 use crate::game::ConnectionId;
+pub use metrics::{FleetMetrics, SdkCall};
 
 /// Why the orchestrator could not be reached at start.
 #[derive(Debug, thiserror::Error)]
@@ -95,11 +97,18 @@ impl Orchestrator for Standalone {
 /// # Errors
 /// [`FleetError::NotBuilt`] for an orchestrator left out of this build, [`FleetError::Agones`]
 /// if the sidecar cannot be reached.
-pub async fn connect(config: &FleetConfig) -> Result<Arc<dyn Orchestrator>, FleetError> {
+///
+/// Its failed SDK calls are counted in `metrics` (docs/operations.md, "Metrics").
+pub async fn connect(
+    config: &FleetConfig,
+    metrics: FleetMetrics,
+) -> Result<Arc<dyn Orchestrator>, FleetError> {
+    #[cfg(not(feature = "agones"))]
+    let _ = metrics;
     match config.orchestrator {
         OrchestratorKind::None => Ok(Arc::new(Standalone)),
         #[cfg(feature = "agones")]
-        OrchestratorKind::Agones => Ok(Arc::new(agones::Agones::connect(config).await?)),
+        OrchestratorKind::Agones => Ok(Arc::new(agones::Agones::connect(config, metrics).await?)),
         #[cfg(not(feature = "agones"))]
         OrchestratorKind::Agones => Err(FleetError::NotBuilt("agones")),
     }
