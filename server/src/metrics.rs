@@ -231,13 +231,13 @@ impl GameMetrics {
         );
         registry.register(
             "gatehouse_game_loop_lag_seconds",
-            "How late the game task woke for a timer it had armed (the core's, the replication deadline, the orchestrator's health ping), seconds past the deadline: a busy or starved game loop",
+            "How late the game task woke, seconds past the earliest deadline it slept towards (the core's timer, the replication deadline, the orchestrator's health ping), at each wake once that deadline had passed: a busy or starved game loop",
             m.loop_lag.clone(),
         );
         m
     }
 
-    /// Records that the game task woke `lag` after the deadline it slept until.
+    /// Records that the game task woke `lag` after the earliest deadline it slept towards.
     pub fn observe_loop_lag(&self, lag: Duration) {
         self.loop_lag.observe(seconds(lag));
     }
