@@ -1,4 +1,8 @@
 //! Build script:
+//! - sets `GATEHOUSE_REVISION`, the git commit `gatehouse_build_info` names (docs/operations.md,
+//!   "Metrics"): `GATEHOUSE_REVISION` from the build's environment if set (a container build
+//!   from a tarball, `deploy/images.sh`), else `git rev-parse --short=12 HEAD`, else `unknown`.
+//!   It is built again when the commit changes (`HEAD`, the branch it points to, packed refs);
 //! - tells the store tests whether a PostgreSQL server was given
 //!   (`GATEHOUSE_TEST_POSTGRES_URL`). Without one, the PostgreSQL half of the suite is reported
 //!   by the test runner as ignored, with the reason, instead of silently passing; the same for
@@ -23,6 +27,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if set("GATEHOUSE_TEST_POSTGRES_TLS_URL") && set("GATEHOUSE_TEST_POSTGRES_TLS_CA") {
         println!("cargo::rustc-cfg=gatehouse_postgres_tls_tests");
     }
+    println!("cargo::rustc-env=GATEHOUSE_REVISION={}", revision());
     #[cfg(feature = "agones")]
     fake_agones_sdk()?;
     Ok(())
@@ -43,4 +48,64 @@ fn fake_agones_sdk() -> Result<(), Box<dyn std::error::Error>> {
         ],
     )?;
     Ok(())
+}
+
+/// The revision to report: `GATEHOUSE_REVISION` if set, else the checkout's commit, else
+/// `unknown`; only ASCII letters, digits, `.`, `-` and `_`, at most 64 (a label value anyone
+/// can read; anything else is `unknown`).
+fn revision() -> String {
+    println!("cargo::rerun-if-env-changed=GATEHOUSE_REVISION");
+    let given = std::env::var("GATEHOUSE_REVISION").ok().filter(|r| !r.trim().is_empty());
+    let found = given.or_else(git_revision).map(|r| r.trim().to_owned());
+    match found {
+        Some(r)
+            if r.len() <= 64
+                && r.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)) =>
+        {
+            r
+        }
+        _ => "unknown".to_owned(),
+    }
+}
+
+/// `git rev-parse --short=12 HEAD` in the package's directory, with `rerun-if-changed` on the
+/// files that move when the commit does; `None` without git or outside a checkout.
+fn git_revision() -> Option<String> {
+    let head = git(&["rev-parse", "--short=12", "HEAD"])?;
+    // `--git-path` resolves a worktree's own HEAD and the shared refs alike.
+    let head_file = git(&["rev-parse", "--path-format=absolute", "--git-path", "HEAD"])?;
+    watch(&head_file);
+    if let Ok(text) = std::fs::read_to_string(&head_file)
+        && let Some(branch) = text.trim().strip_prefix("ref: ")
+        && let Some(branch_file) =
+            git(&["rev-parse", "--path-format=absolute", "--git-path", branch])
+    {
+        watch(&branch_file);
+    }
+    if let Some(packed) = git(&["rev-parse", "--path-format=absolute", "--git-path", "packed-refs"])
+    {
+        watch(&packed);
+    }
+    Some(head)
+}
+
+/// `rerun-if-changed` on `path` if it exists (a missing one would rebuild every time).
+fn watch(path: &str) {
+    if std::path::Path::new(path).exists() {
+        println!("cargo::rerun-if-changed={path}");
+    }
+}
+
+/// What `git args` prints, trimmed; `None` if git is missing or fails.
+fn git(args: &[&str]) -> Option<String> {
+    let out = std::process::Command::new("git")
+        .args(args)
+        .current_dir(std::env::var_os("CARGO_MANIFEST_DIR")?)
+        .output()
+        .ok()?;
+    if !out.status.success() {
+        return None;
+    }
+    let text = String::from_utf8(out.stdout).ok()?.trim().to_owned();
+    (!text.is_empty()).then_some(text)
 }

@@ -349,6 +349,18 @@ impl Game {
         self.transition.current().map(|t| t.id)
     }
 
+    /// The phase of the transition in flight (`Freezing`, `Loading`, `WaitingForClients`,
+    /// `Completing`), or `None` between transitions: the snapshot's `phase`, without the rest of
+    /// the snapshot (for scrapes: docs/operations.md, "Metrics").
+    pub fn phase_name(&self) -> &'static str {
+        self.transition.current().map_or("None", |t| t.phase.name())
+    }
+
+    /// The node whose levels are streamed now, if any (the snapshot's `streamed_node`).
+    pub fn streamed_node(&self) -> Option<&NodeId> {
+        self.streaming.streamed_node()
+    }
+
     /// The advance pass that ends every step (module documentation, "One step"):
     ///
     /// 1. resolve the destination (Freezing → Loading);

@@ -97,10 +97,10 @@ pub(super) fn take(game: &Game) -> GameSnapshot {
         })
         .collect();
     GameSnapshot {
-        phase: current.map_or("None", |t| t.phase.name()),
+        phase: game.phase_name(),
         transition_id: current.map(|t| t.id),
         transition_target: current.map(|t| t.target.clone()),
-        streamed_node: game.streaming.streamed_node().cloned(),
+        streamed_node: game.streamed_node().cloned(),
         load_in_flight: game.streaming.is_load_in_flight() || !game.session.settled(&game.roster),
         loads_in_flight: game.loads_in_flight(),
         pending_spawns: game

@@ -189,7 +189,7 @@ impl Server {
         let nodes = world.nodes.iter().map(|n| n.id.clone()).collect();
         let rules = crate::config::game_rules(&config.game, &config.auth, &config.network);
         let game = Game::new(rules, Arc::new(world), tokio::time::Instant::now().into_std());
-        let orchestrator = connect_fleet(config, &fingerprint).await?;
+        let orchestrator = connect_fleet(config, &fingerprint, &metrics).await?;
         Ok(Server {
             network,
             drivers,
@@ -412,6 +412,7 @@ fn prepare_network(
 async fn connect_fleet(
     config: &ServerConfig,
     fingerprint: &str,
+    metrics: &Metrics,
 ) -> Result<Arc<dyn Orchestrator>, ServerError> {
-    Ok(fleet::connect(&config.fleet, fingerprint).await?)
+    Ok(fleet::connect(&config.fleet, fingerprint, metrics.fleet().clone()).await?)
 }

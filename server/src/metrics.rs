@@ -8,14 +8,16 @@
 //! | recorded by | families |
 //! |---|---|
 //! | the game task, from the core's [`Observation`]s | `gatehouse_transition_phase_duration_seconds{phase}`, `gatehouse_transition_duration_seconds{outcome}`, `gatehouse_client_ready_seconds`, `gatehouse_spawn_queue_wait_seconds`, `gatehouse_transitions_ended_total{outcome}`, `gatehouse_spawn_refusals_total{cause}`, `gatehouse_logins_refused_total{reason="server_full"}` |
-//! | the net side | `gatehouse_connection_closes_total{code,side}`, `gatehouse_logins_refused_total{reason}` (token, version, hello, draining), `gatehouse_pending_connections` |
+//! | the game task, from its own wakes | `gatehouse_game_loop_lag_seconds` |
+//! | the net side | `gatehouse_connection_closes_total{code,side}`, `gatehouse_logins_refused_total{reason}` (token, version, hello, draining), `gatehouse_pending_connections`, and quinn's path statistics summed over every connection: `gatehouse_quic_rtt_seconds`, `gatehouse_quic_sent_packets_total`, `gatehouse_quic_lost_packets_total`, `gatehouse_quic_lost_bytes_total`, `gatehouse_quic_congestion_events_total` |
 //! | the store worker | `gatehouse_store_save_seconds`, `gatehouse_store_load_seconds`, `gatehouse_saves_total{outcome}` |
-//! | a sample of the core taken at scrape time | `gatehouse_players`, `gatehouse_placed_players`, `gatehouse_pending_spawns`, `gatehouse_loads_in_flight`, and the core's other decision counters as `gatehouse_<counter>_total` |
-//! | the process, read from `/proc/self` at scrape time (Linux) | `process_cpu_seconds_total`, `process_resident_memory_bytes`, `process_virtual_memory_bytes`, `process_threads` |
-//! | constant | `gatehouse_build_info{version}` (always 1) |
+//! | the orchestrator's SDK task (`agones` feature; the family is there, at 0, without it) | `gatehouse_fleet_sdk_errors_total{call}` |
+//! | a sample of the core taken at scrape time | `gatehouse_players`, `gatehouse_placed_players`, `gatehouse_pending_spawns`, `gatehouse_loads_in_flight`, `gatehouse_transition_phase{phase}`, `gatehouse_world_node_info{node}`, and the core's other decision counters as `gatehouse_<counter>_total` |
+//! | the process, read from `/proc` at scrape time (Linux) | `process_cpu_seconds_total`, `process_resident_memory_bytes`, `process_virtual_memory_bytes`, `process_threads`, `process_start_time_seconds`, `process_open_fds`, `process_max_fds` |
+//! | constant | `gatehouse_build_info{version,revision}` (always 1) |
 //!
 //! Durations are in seconds; every histogram has fixed buckets ([`TRANSITION_BUCKETS`],
-//! [`STORE_BUCKETS`]).
+//! [`STORE_BUCKETS`], [`LAG_BUCKETS`], [`RTT_BUCKETS`]).
 //!
 //! Each subsystem declares its own families ([`NetMetrics`] in `net`, [`StoreMetrics`] in
 //! `store`, [`GameMetrics`] here for the game task); this module assembles them into one
@@ -26,14 +28,18 @@ use std::time::Duration;
 
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use gatehouse_protocol::NodeId;
+
+pub use crate::fleet::{FleetMetrics, SdkCall};
 use crate::game::{Counters, Observation, SpawnRefusal, TransitionOutcome};
-pub use crate::net::{CloseSide, NetMetrics, close_code_name};
+pub use crate::net::{CloseSide, NetMetrics, QuicSample, RTT_BUCKETS, close_code_name};
 pub use crate::store::{STORE_BUCKETS, StoreMetrics};
 
 /// The `Content-Type` of `GET /metrics`: the Prometheus text format, version 0.0.4.
@@ -48,6 +54,20 @@ fn transition_histogram() -> Histogram {
     Histogram::new(TRANSITION_BUCKETS)
 }
 
+/// Bucket bounds of `gatehouse_game_loop_lag_seconds`, seconds: from 0.1 ms (a timer on time)
+/// to 1 s (a loop stalled behind a long drain or a starved runtime).
+pub const LAG_BUCKETS: [f64; 13] =
+    [0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0];
+
+/// The git commit the server was built from (12 hex digits), `GATEHOUSE_REVISION` at build time
+/// if set, or `unknown` (a build outside a git checkout): `gatehouse_build_info`'s `revision`
+/// label (docs/operations.md, "Metrics"). Set by `server/build.rs`.
+pub const REVISION: &str = env!("GATEHOUSE_REVISION");
+
+/// The phases `gatehouse_transition_phase` lists, each with a series of its own: `None` between
+/// transitions, then a transition's four phases in order.
+pub const PHASES: [&str; 5] = ["None", "Freezing", "Loading", "WaitingForClients", "Completing"];
+
 /// Every metric of one server, and the registry that encodes them. Cheap to clone: clones
 /// share the metrics.
 #[derive(Debug, Clone)]
@@ -61,6 +81,7 @@ struct Inner {
     game: GameMetrics,
     net: NetMetrics,
     store: StoreMetrics,
+    fleet: FleetMetrics,
     sample: Arc<Mutex<CoreSample>>,
 }
 
@@ -84,17 +105,20 @@ impl Metrics {
         let game = GameMetrics::register(&mut registry, logins_refused.clone());
         let net = NetMetrics::register(&mut registry, logins_refused);
         let store = StoreMetrics::register(&mut registry);
-        let build = Family::<[(&'static str, &'static str); 1], Gauge>::default();
-        build.get_or_create(&[("version", env!("CARGO_PKG_VERSION"))]).set(1);
+        let fleet = FleetMetrics::register(&mut registry);
+        let build = Family::<[(&'static str, &'static str); 2], Gauge>::default();
+        build
+            .get_or_create(&[("version", env!("CARGO_PKG_VERSION")), ("revision", REVISION)])
+            .set(1);
         registry.register(
             "gatehouse_build_info",
-            "The running gatehouse-server build: its version as a label, the value always 1",
+            "The running gatehouse-server build: its version and git revision (unknown when built outside a git checkout) as labels, the value always 1",
             build,
         );
         let sample = Arc::new(Mutex::new(CoreSample::default()));
         registry.register_collector(Box::new(CoreCollector { sample: sample.clone() }));
         registry.register_collector(Box::new(ProcessCollector));
-        Metrics { inner: Arc::new(Inner { registry, game, net, store, sample }) }
+        Metrics { inner: Arc::new(Inner { registry, game, net, store, fleet, sample }) }
     }
 
     /// What the game task records.
@@ -110,6 +134,11 @@ impl Metrics {
     /// What the store worker records.
     pub fn store(&self) -> &StoreMetrics {
         &self.inner.store
+    }
+
+    /// What the orchestrator's SDK task records.
+    pub fn fleet(&self) -> &FleetMetrics {
+        &self.inner.fleet
     }
 
     /// Keeps `sample` as the core's state to report from now on.
@@ -141,6 +170,7 @@ pub struct GameMetrics {
     transitions_ended: Family<[(&'static str, &'static str); 1], Counter>,
     spawn_refusals: Family<[(&'static str, &'static str); 1], Counter>,
     logins_refused: Family<[(&'static str, &'static str); 1], Counter>,
+    loop_lag: Histogram,
 }
 
 impl GameMetrics {
@@ -156,8 +186,9 @@ impl GameMetrics {
             transitions_ended: Family::default(),
             spawn_refusals: Family::default(),
             logins_refused,
+            loop_lag: Histogram::new(LAG_BUCKETS),
         };
-        for phase in ["Freezing", "Loading", "WaitingForClients", "Completing"] {
+        for phase in &PHASES[1..] {
             drop(m.phase.get_or_create(&[("phase", phase)]));
         }
         for outcome in TransitionOutcome::ALL {
@@ -198,7 +229,17 @@ impl GameMetrics {
             "Spawn attempts refused and kept queued, by cause: level_not_ready (the level-ready gate), no_spawn_point (no registered spawn point; retried)",
             m.spawn_refusals.clone(),
         );
+        registry.register(
+            "gatehouse_game_loop_lag_seconds",
+            "How late the game task woke, seconds past the earliest deadline it slept towards (the core's timer, the replication deadline, the orchestrator's health ping), at each wake once that deadline had passed: a busy or starved game loop",
+            m.loop_lag.clone(),
+        );
         m
+    }
+
+    /// Records that the game task woke `lag` after the earliest deadline it slept towards.
+    pub fn observe_loop_lag(&self, lag: Duration) {
+        self.loop_lag.observe(seconds(lag));
     }
 
     /// Records one observation of the core.
@@ -237,6 +278,11 @@ pub struct CoreSample {
     pub loads_in_flight: usize,
     /// The core's decision counters.
     pub counters: Counters,
+    /// The transition phase, one of [`PHASES`] (empty before the first sample: every phase's
+    /// series is then 0).
+    pub phase: &'static str,
+    /// The node whose levels are streamed now (`gatehouse_world_node_info`), if any.
+    pub node: Option<NodeId>,
 }
 
 /// Encodes the last [`CoreSample`]: its gauges, and the decision counters no labelled family
@@ -268,6 +314,26 @@ impl Collector for CoreCollector {
             let metric = encoder.encode_descriptor(name, help, None, gauge.metric_type())?;
             gauge.encode(metric)?;
         }
+        let mut family = encoder.encode_descriptor(
+            "gatehouse_transition_phase",
+            "The transition phase now: 1 for the current one (None between transitions; Freezing, Loading, WaitingForClients, Completing), 0 for the others",
+            None,
+            MetricType::Gauge,
+        )?;
+        for phase in PHASES {
+            let gauge = ConstGauge::new(i64::from(sample.phase == phase));
+            gauge.encode(family.encode_family(&[("phase", phase)])?)?;
+        }
+        let mut family = encoder.encode_descriptor(
+            "gatehouse_world_node_info",
+            "The world node whose levels are streamed now, as the node label, the value always 1 (no series before the first node is streamed)",
+            None,
+            MetricType::Gauge,
+        )?;
+        if let Some(node) = &sample.node {
+            let gauge = ConstGauge::new(1_i64);
+            gauge.encode(family.encode_family(&[("node", node.as_str())])?)?;
+        }
         for (field, help, value) in sample.counters.described() {
             if COUNTERS_IN_FAMILIES.contains(&field) {
                 continue;
@@ -292,8 +358,9 @@ const COUNTERS_IN_FAMILIES: [&str; 7] = [
     "spawn_point_retries",
 ];
 
-/// Reads the process's CPU time and memory from `/proc/self` at each scrape (Linux; elsewhere,
-/// or if the files cannot be read, these families are left out).
+/// Reads the process's CPU time, memory, start time and file descriptors from `/proc` at each
+/// scrape (Linux; elsewhere, or if the files cannot be read, these families are left out; the
+/// start time alone if `/proc/stat` cannot be read, the descriptor limit alone if unlimited).
 #[derive(Debug)]
 struct ProcessCollector;
 
@@ -320,10 +387,28 @@ impl Collector for ProcessCollector {
                 process.virtual_bytes,
             ),
             ("process_threads", "Threads of the process.", process.threads),
+            ("process_open_fds", "Open file descriptors of the process.", process.open_fds),
         ];
-        for (name, help, value) in gauges {
+        let max_fds = process.max_fds.map(|max| {
+            (
+                "process_max_fds",
+                "The process's limit on open file descriptors (its soft RLIMIT_NOFILE).",
+                max,
+            )
+        });
+        for (name, help, value) in gauges.into_iter().chain(max_fds) {
             let gauge = ConstGauge::new(i64::try_from(value).unwrap_or(i64::MAX));
             let metric = encoder.encode_descriptor(name, help, None, gauge.metric_type())?;
+            gauge.encode(metric)?;
+        }
+        if let Some(start) = process.start_time_seconds {
+            let gauge = ConstGauge::new(start);
+            let metric = encoder.encode_descriptor(
+                "process_start_time_seconds",
+                "When the process started, seconds since the Unix epoch.",
+                None,
+                gauge.metric_type(),
+            )?;
             gauge.encode(metric)?;
         }
         Ok(())
@@ -334,27 +419,41 @@ impl Collector for ProcessCollector {
 /// every architecture Linux runs a server on).
 const USER_HZ: f64 = 100.0;
 
-/// What `/proc/self/stat` and `/proc/self/status` say about the process.
+/// What `/proc/self/stat`, `/proc/self/status`, `/proc/self/limits`, `/proc/self/fd` and
+/// `/proc/stat` say about the process.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct ProcessStats {
     cpu_seconds: f64,
     resident_bytes: u64,
     virtual_bytes: u64,
     threads: u64,
+    /// Seconds since the Unix epoch (`None` without the boot time of `/proc/stat`).
+    start_time_seconds: Option<f64>,
+    open_fds: u64,
+    /// `None` when unlimited.
+    max_fds: Option<u64>,
 }
 
 impl ProcessStats {
     fn read() -> Option<ProcessStats> {
         let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
         let status = std::fs::read_to_string("/proc/self/status").ok()?;
-        Self::parse(&stat, &status)
+        let limits = std::fs::read_to_string("/proc/self/limits").ok()?;
+        // One entry per descriptor (the directory's own handle is one more while it is read).
+        let open_fds = std::fs::read_dir("/proc/self/fd").ok()?.count().saturating_sub(1);
+        let mut stats = Self::parse(&stat, &status)?;
+        stats.open_fds = u64::try_from(open_fds).unwrap_or(u64::MAX);
+        stats.max_fds = max_open_files(&limits);
+        stats.start_time_seconds = std::fs::read_to_string("/proc/stat")
+            .ok()
+            .and_then(|system| start_time_seconds(&stat, &system));
+        Some(stats)
     }
 
-    /// Parses the two files' text; `None` if a field is missing.
+    /// Parses the two files' text; `None` if a field is missing. The start time and the file
+    /// descriptors, read from other files, are left empty.
     fn parse(stat: &str, status: &str) -> Option<ProcessStats> {
-        // The command name (field 2) is in parentheses and may hold spaces: count after it.
-        let (_, after) = stat.rsplit_once(')')?;
-        let fields: Vec<&str> = after.split_whitespace().collect();
+        let fields = stat_fields_after_name(stat)?;
         // Fields 14 and 15 (utime, stime) are the 12th and 13th after the name; field 20
         // (num_threads) the 18th.
         let ticks = |i: usize| fields.get(i)?.parse::<u64>().ok();
@@ -369,8 +468,34 @@ impl ProcessStats {
             resident_bytes: kib("VmRSS:")?,
             virtual_bytes: kib("VmSize:")?,
             threads,
+            start_time_seconds: None,
+            open_fds: 0,
+            max_fds: None,
         })
     }
+}
+
+/// The fields of `/proc/self/stat` after the command name (field 2, in parentheses, may hold
+/// spaces): field 3 is the first.
+fn stat_fields_after_name(stat: &str) -> Option<Vec<&str>> {
+    let (_, after) = stat.rsplit_once(')')?;
+    Some(after.split_whitespace().collect())
+}
+
+/// When the process started, seconds since the Unix epoch: the boot time (`btime` of
+/// `/proc/stat`) plus the process's start (field 22 of `/proc/self/stat`, ticks since boot).
+fn start_time_seconds(stat: &str, system: &str) -> Option<f64> {
+    let fields = stat_fields_after_name(stat)?;
+    let ticks = fields.get(19)?.parse::<u64>().ok()?;
+    let boot = system.lines().find_map(|l| l.strip_prefix("btime "))?.trim().parse::<u64>().ok()?;
+    Some(boot as f64 + ticks as f64 / USER_HZ)
+}
+
+/// The soft limit on open files from `/proc/self/limits` (`Max open files  1024  1048576  files`);
+/// `None` if unlimited or missing.
+fn max_open_files(limits: &str) -> Option<u64> {
+    let line = limits.lines().find_map(|l| l.strip_prefix("Max open files"))?;
+    line.split_whitespace().next()?.parse::<u64>().ok()
 }
 
 fn seconds(duration: Duration) -> f64 {
@@ -408,6 +533,165 @@ mod tests {
         assert_eq!(stats.threads, 7);
         assert_eq!(stats.resident_bytes, 51200 * 1024);
         assert_eq!(stats.virtual_bytes, 204800 * 1024);
+    }
+
+    #[test]
+    fn process_start_time_and_descriptor_limit_are_parsed() {
+        // Field 22 (starttime) is 12345 ticks after boot.
+        let stat = "4242 (gatehouse) S 1 4242 4242 0 -1 4194560 900 0 0 0 250 50 0 0 20 0 7 0 12345 2000000 3000";
+        let system = "cpu  1 2 3 4\nbtime 1765000000\nprocesses 99\n";
+        assert_eq!(start_time_seconds(stat, system), Some(1_765_000_000.0 + 123.45));
+        assert_eq!(start_time_seconds(stat, "cpu 1 2 3\n"), None, "no boot time");
+        let limits = "Limit                     Soft Limit           Hard Limit           Units\n\
+            Max processes             63439                63439                processes\n\
+            Max open files            1024                 1048576              files\n";
+        assert_eq!(max_open_files(limits), Some(1024));
+        let unlimited =
+            "Max open files            unlimited            unlimited            files\n";
+        assert_eq!(max_open_files(unlimited), None);
+    }
+
+    /// On Linux the process families are there, named in base units, and plausible.
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn process_start_time_and_file_descriptors_are_exported() {
+        let text = Metrics::new().encode().unwrap();
+        let value = |name: &str| -> f64 {
+            let line = text
+                .lines()
+                .find(|l| l.starts_with(&format!("{name} ")))
+                .unwrap_or_else(|| panic!("no {name}:\n{text}"));
+            line.rsplit(' ').next().unwrap().parse().unwrap()
+        };
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs_f64();
+        let started = value("process_start_time_seconds");
+        assert!(started > now - 86_400.0 && started <= now + 1.0, "{started} vs {now}");
+        assert!(value("process_open_fds") >= 3.0, "stdin, stdout, stderr at least");
+        assert!(text.contains("# TYPE process_cpu_seconds_total counter"), "{text}");
+        if let Some(max) = text.lines().find(|l| l.starts_with("process_max_fds ")) {
+            assert!(value("process_max_fds") >= value("process_open_fds"), "{max}");
+        }
+    }
+
+    #[test]
+    fn build_info_has_a_revision() {
+        let text = Metrics::new().encode().unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("gatehouse_build_info{"))
+            .unwrap_or_else(|| panic!("no build info:\n{text}"));
+        assert!(line.contains(&format!("revision=\"{REVISION}\"")), "{line}");
+        assert!(line.ends_with(" 1"), "{line}");
+        assert!(!REVISION.is_empty());
+        // A commit of 12 hex digits, or what GATEHOUSE_REVISION said, or `unknown`.
+        assert!(
+            REVISION.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b)),
+            "{REVISION}"
+        );
+    }
+
+    #[test]
+    fn metrics_report_the_transition_phase() {
+        let metrics = Metrics::new();
+        let text = metrics.encode().unwrap();
+        for phase in PHASES {
+            let line = format!("gatehouse_transition_phase{{phase=\"{phase}\"}} 0");
+            assert!(text.contains(&line), "before any sample, {line}:\n{text}");
+        }
+        assert!(text.contains("# TYPE gatehouse_world_node_info gauge"), "{text}");
+        assert!(!text.contains("gatehouse_world_node_info{"), "no node yet:\n{text}");
+
+        metrics.set_core_sample(CoreSample {
+            phase: "Loading",
+            node: Some(NodeId::new("harbor").unwrap()),
+            ..CoreSample::default()
+        });
+        let text = metrics.encode().unwrap();
+        for phase in PHASES {
+            let value = u8::from(phase == "Loading");
+            let line = format!("gatehouse_transition_phase{{phase=\"{phase}\"}} {value}");
+            assert!(text.contains(&line), "{line}:\n{text}");
+        }
+        assert!(text.contains("gatehouse_world_node_info{node=\"harbor\"} 1"), "{text}");
+        assert_eq!(text.matches("gatehouse_world_node_info{").count(), 1, "{text}");
+    }
+
+    #[test]
+    fn game_loop_lag_is_counted_in_its_buckets() {
+        let metrics = Metrics::new();
+        metrics.game().observe_loop_lag(Duration::from_micros(300));
+        metrics.game().observe_loop_lag(Duration::from_millis(40));
+        let text = metrics.encode().unwrap();
+        assert!(text.contains("gatehouse_game_loop_lag_seconds_count 2"), "{text}");
+        assert!(text.contains("gatehouse_game_loop_lag_seconds_bucket{le=\"0.0005\"} 1"), "{text}");
+        assert!(text.contains("gatehouse_game_loop_lag_seconds_bucket{le=\"0.05\"} 2"), "{text}");
+    }
+
+    #[test]
+    fn quic_rtt_and_loss_are_exported_without_per_connection_labels() {
+        let metrics = Metrics::new();
+        let net = metrics.net();
+        // Two connections, the first sampled twice: its counts are added as differences.
+        let a1 = QuicSample {
+            rtt: Duration::from_millis(30),
+            sent_packets: 100,
+            lost_packets: 2,
+            lost_bytes: 2400,
+            congestion_events: 1,
+        };
+        let a2 = QuicSample {
+            rtt: Duration::from_millis(35),
+            sent_packets: 150,
+            lost_packets: 3,
+            lost_bytes: 3600,
+            congestion_events: 1,
+        };
+        let b = QuicSample {
+            rtt: Duration::from_millis(3),
+            sent_packets: 10,
+            lost_packets: 0,
+            lost_bytes: 0,
+            congestion_events: 0,
+        };
+        net.record_quic(&QuicSample::default(), &a1, true);
+        net.record_quic(&a1, &a2, true);
+        net.record_quic(&QuicSample::default(), &b, true);
+        // The last record of a closed connection adds its counts, not its RTT.
+        net.record_quic(&b, &QuicSample { sent_packets: 12, ..b }, false);
+        let text = metrics.encode().unwrap();
+        for line in [
+            "gatehouse_quic_rtt_seconds_count 3",
+            "gatehouse_quic_rtt_seconds_bucket{le=\"0.005\"} 1",
+            "gatehouse_quic_rtt_seconds_bucket{le=\"0.04\"} 3",
+            "gatehouse_quic_sent_packets_total 162",
+            "gatehouse_quic_lost_packets_total 3",
+            "gatehouse_quic_lost_bytes_total 3600",
+            "gatehouse_quic_congestion_events_total 1",
+        ] {
+            assert!(text.contains(line), "{line}:\n{text}");
+        }
+        // One series per family (the histogram's buckets aside): no connection label.
+        for line in text.lines().filter(|l| l.starts_with("gatehouse_quic_")) {
+            let labels = line.split_once('{').map_or("", |(_, rest)| rest);
+            assert!(labels.is_empty() || labels.starts_with("le="), "{line}");
+        }
+    }
+
+    #[test]
+    fn fleet_sdk_errors_are_listed_by_call_from_the_start() {
+        let metrics = Metrics::new();
+        let text = metrics.encode().unwrap();
+        for call in ["ready", "allocate", "health", "list", "shutdown"] {
+            let line = format!("gatehouse_fleet_sdk_errors_total{{call=\"{call}\"}} 0");
+            assert!(text.contains(&line), "{line}:\n{text}");
+        }
+        metrics.fleet().count_error(SdkCall::List);
+        assert_eq!(metrics.fleet().errors(SdkCall::List), 1);
+        let text = metrics.encode().unwrap();
+        assert!(text.contains("gatehouse_fleet_sdk_errors_total{call=\"list\"} 1"), "{text}");
     }
 
     #[test]

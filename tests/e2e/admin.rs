@@ -68,9 +68,20 @@ const FAMILIES: &[(&str, SampleType)] = &[
     ("gatehouse_pending_spawns", SampleType::Gauge),
     ("gatehouse_loads_in_flight", SampleType::Gauge),
     ("gatehouse_build_info", SampleType::Gauge),
+    ("gatehouse_transition_phase", SampleType::Gauge),
+    ("gatehouse_world_node_info", SampleType::Gauge),
+    ("gatehouse_game_loop_lag_seconds", SampleType::Histogram),
+    ("gatehouse_quic_rtt_seconds", SampleType::Histogram),
+    ("gatehouse_quic_sent_packets_total", SampleType::Counter),
+    ("gatehouse_quic_lost_packets_total", SampleType::Counter),
+    ("gatehouse_quic_lost_bytes_total", SampleType::Counter),
+    ("gatehouse_quic_congestion_events_total", SampleType::Counter),
+    ("gatehouse_fleet_sdk_errors_total", SampleType::Counter),
     ("process_cpu_seconds_total", SampleType::Counter),
     ("process_resident_memory_bytes", SampleType::Gauge),
     ("process_virtual_memory_bytes", SampleType::Gauge),
+    ("process_start_time_seconds", SampleType::Gauge),
+    ("process_open_fds", SampleType::Gauge),
 ];
 
 /// `/metrics` read with a real Prometheus text-format parser: the families and their types
@@ -99,6 +110,19 @@ fn counter(scrape: &Scrape, name: &str, label: (&str, &str)) -> f64 {
         .map(|s| match s.value {
             Value::Counter(v) => v,
             ref other => panic!("{name} is not a counter: {other:?}"),
+        })
+        .unwrap_or_else(|| panic!("no sample {name}{{{}=\"{}\"}}", label.0, label.1))
+}
+
+/// The value of the gauge sample `name{label="value"}`.
+fn gauge(scrape: &Scrape, name: &str, label: (&str, &str)) -> f64 {
+    scrape
+        .samples
+        .iter()
+        .find(|s| s.metric == name && s.labels.get(label.0) == Some(label.1))
+        .map(|s| match s.value {
+            Value::Gauge(v) => v,
+            ref other => panic!("{name} is not a gauge: {other:?}"),
         })
         .unwrap_or_else(|| panic!("no sample {name}{{{}=\"{}\"}}", label.0, label.1))
 }
@@ -163,6 +187,25 @@ async fn metrics_parse_with_help_and_type_for_every_family() {
     assert!(histogram_count(&scrape, "gatehouse_store_load_seconds", None) >= 1.0);
     let build = scrape.samples.iter().find(|s| s.metric == "gatehouse_build_info").unwrap();
     assert_eq!(build.labels.get("version"), Some(env!("CARGO_PKG_VERSION")));
+    let revision = build.labels.get("revision").unwrap_or_default();
+    assert!(!revision.is_empty(), "build_info has a revision: {:?}", build.labels);
+    // Between transitions: None is the phase, and the node is the travel's destination.
+    let phase = |name: &str| gauge(&scrape, "gatehouse_transition_phase", ("phase", name));
+    assert_eq!(phase("None"), 1.0, "{text}");
+    for other in ["Freezing", "Loading", "WaitingForClients", "Completing"] {
+        assert_eq!(phase(other), 0.0, "{other}: {text}");
+    }
+    assert_eq!(gauge(&scrape, "gatehouse_world_node_info", ("node", "forest")), 1.0, "{text}");
+    assert!(histogram_count(&scrape, "gatehouse_game_loop_lag_seconds", None) >= 1.0);
+    // Each connection's round-trip time is sampled once its handshake is over; no series has a
+    // label but the buckets' `le` (no per-connection label).
+    assert!(histogram_count(&scrape, "gatehouse_quic_rtt_seconds", None) >= 2.0, "{text}");
+    for sample in scrape.samples.iter().filter(|s| s.metric.starts_with("gatehouse_quic_")) {
+        assert!(sample.labels.is_empty(), "{}: {:?}", sample.metric, sample.labels);
+    }
+    let sent = scrape.samples.iter().find(|s| s.metric == "gatehouse_quic_sent_packets_total");
+    assert!(matches!(sent.map(|s| &s.value), Some(Value::Counter(n)) if *n > 0.0), "{text}");
+    assert_eq!(counter(&scrape, "gatehouse_fleet_sdk_errors_total", ("call", "ready")), 0.0);
     within(Duration::from_secs(20), "the swarm", swarm).await.unwrap().unwrap();
     // Both clients left with `Leave`: each connection is counted once, whichever side's close
     // came first (the count lands when the close does).

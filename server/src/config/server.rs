@@ -213,7 +213,7 @@ impl Default for FleetConfig {
 /// Who moves the server from Ready to Allocated (`fleet.allocation`; docs/operations.md,
 /// "Allocation"). Under Agones, an Allocated game server is never removed by a scale-down or a
 /// rolling update.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[non_exhaustive]
 pub enum Allocation {
     /// `self`: the server allocates itself when its first player logs in (and again after
@@ -229,7 +229,7 @@ pub enum Allocation {
 
 /// What an empty server does once `fleet.empty_linger_ms` has passed with no player logged in
 /// (`fleet.when_empty`; docs/operations.md, "Allocation").
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum WhenEmpty {

@@ -13,8 +13,9 @@
 //!   shorter than a round trip to the sidecar may never show in the list;
 //! - Shutdown: a request the task answers once the list is brought up to date and Shutdown sent.
 //!
-//! Every SDK call is bounded by `fleet.sdk_timeout_ms`; a failure is logged and never stops
-//! the server.
+//! Every SDK call is bounded by `fleet.sdk_timeout_ms`; a failure is logged, counted in
+//! `gatehouse_fleet_sdk_errors_total{call}` (docs/operations.md, "Metrics") and never stops the
+//! server.
 
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -27,7 +28,7 @@ use gatehouse_protocol::PlayerId;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
 
-use super::{FleetError, Orchestrator};
+use super::{FleetError, FleetMetrics, Orchestrator, SdkCall};
 use crate::config::FleetConfig;
 
 /// The Agones List holding the connected players' ids (the Fleet declares it, with capacity
@@ -71,7 +72,8 @@ pub(crate) struct Agones {
 
 impl Agones {
     /// Connects to the SDK sidecar (`fleet.agones_sdk_port`, else `AGONES_SDK_GRPC_PORT`, else
-    /// 9357, on localhost; the SDK retries for up to 30 s) and starts the task that owns it.
+    /// 9357, on localhost; the SDK retries for up to 30 s) and starts the task that owns it,
+    /// which counts its failed calls in `metrics`.
     ///
     /// With `fleet.publish_certificate_fingerprint`, the certificate's `fingerprint` is set as
     /// the annotation [`FINGERPRINT_ANNOTATION`] before anything else, so a GameServer that
@@ -79,6 +81,7 @@ impl Agones {
     pub(crate) async fn connect(
         config: &FleetConfig,
         fingerprint: &str,
+        metrics: FleetMetrics,
     ) -> Result<Agones, FleetError> {
         let port = match config.agones_sdk_port {
             Some(port) => port.to_string(),
@@ -96,7 +99,7 @@ impl Agones {
         let (health, health_rx) = mpsc::channel(1);
         let (wanted, wanted_rx) = watch::channel(Wanted::default());
         let (shutdown, shutdown_rx) = oneshot::channel();
-        let task = SdkTask { sdk, timeout: config.sdk_timeout, told: Wanted::default() };
+        let task = SdkTask { sdk, timeout: config.sdk_timeout, told: Wanted::default(), metrics };
         tokio::spawn(task.run(health_rx, wanted_rx, shutdown_rx));
         Ok(Agones {
             health,
@@ -168,6 +171,8 @@ struct SdkTask {
     timeout: Duration,
     /// What Agones was told and acknowledged.
     told: Wanted,
+    /// Where failed calls are counted.
+    metrics: FleetMetrics,
 }
 
 impl SdkTask {
@@ -201,10 +206,12 @@ impl SdkTask {
                     }
                     // Ends the Health stream: no ping after Shutdown.
                     drop(pings.take());
-                    match tokio::time::timeout(self.timeout, self.sdk.shutdown()).await {
-                        Ok(Ok(())) => tracing::info!("told Agones: Shutdown"),
-                        Ok(Err(e)) => tracing::warn!(error = %describe(&e), "Agones Shutdown failed"),
-                        Err(_) => tracing::warn!("Agones Shutdown timed out"),
+                    match bounded(self.timeout, self.sdk.shutdown()).await {
+                        Ok(()) => tracing::info!("told Agones: Shutdown"),
+                        Err(why) => {
+                            self.metrics.count_error(SdkCall::Shutdown);
+                            tracing::warn!(%why, "Agones Shutdown failed");
+                        }
                     }
                     let _ = done.send(());
                     return;
@@ -229,6 +236,7 @@ impl SdkTask {
         match stream.try_send(()) {
             Ok(()) | Err(mpsc::error::TrySendError::Full(())) => {}
             Err(mpsc::error::TrySendError::Closed(())) => {
+                self.metrics.count_error(SdkCall::Health);
                 tracing::warn!("the Agones Health stream ended; opening it again");
                 let stream = pings.insert(self.sdk.health_check());
                 let _ = stream.try_send(());
@@ -249,16 +257,17 @@ impl SdkTask {
                     tracing::info!("told Agones: Ready");
                 }
                 Err(why) => {
+                    self.metrics.count_error(SdkCall::Ready);
                     tracing::warn!(%why, "Agones Ready failed; trying again");
                     return true;
                 }
             }
         }
         if self.told.ready && want.occupancy != self.told.occupancy {
-            let (call, name) = if want.occupancy.allocated {
-                (bounded(timeout, self.sdk.allocate()).await, "Allocate")
+            let (call, name, counted) = if want.occupancy.allocated {
+                (bounded(timeout, self.sdk.allocate()).await, "Allocate", SdkCall::Allocate)
             } else {
-                (bounded(timeout, self.sdk.ready()).await, "Ready (released)")
+                (bounded(timeout, self.sdk.ready()).await, "Ready (released)", SdkCall::Ready)
             };
             match call {
                 Ok(()) => {
@@ -267,6 +276,7 @@ impl SdkTask {
                 }
                 Err(why) => {
                     tracing::warn!(call = name, %why, "Agones call failed; trying again");
+                    self.metrics.count_error(counted);
                     failed = true;
                 }
             }
@@ -280,6 +290,7 @@ impl SdkTask {
                     self.told.players.remove(&player);
                 }
                 Err(why) => {
+                    self.metrics.count_error(SdkCall::List);
                     tracing::warn!(%player, %why, "Agones: cannot remove the player from the `players` list");
                     failed = true;
                 }
@@ -291,6 +302,7 @@ impl SdkTask {
                     self.told.players.insert(player);
                 }
                 Err(why) => {
+                    self.metrics.count_error(SdkCall::List);
                     tracing::warn!(%player, %why, "Agones: cannot add the player to the `players` list");
                     failed = true;
                 }

@@ -30,6 +30,7 @@
 
 #[cfg(feature = "agones")]
 mod agones;
+mod metrics;
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -42,6 +43,7 @@ use tokio::time::Instant;
 
 use crate::config::{Allocation, FleetConfig, OrchestratorKind, WhenEmpty};
 use crate::game::ConnectionId;
+pub use metrics::{FleetMetrics, SdkCall};
 
 /// Why the orchestrator could not be reached at start.
 #[derive(Debug, thiserror::Error)]
@@ -107,26 +109,27 @@ impl Orchestrator for Standalone {
 
 /// Starts the orchestrator `config` names: [`Standalone`], or the Agones SDK client (which
 /// waits for its sidecar, up to the SDK's 30 s, then publishes the certificate's `fingerprint`
-/// when `fleet.publish_certificate_fingerprint` says so).
+/// when `fleet.publish_certificate_fingerprint` says so). Its failed SDK calls are counted in
+/// `metrics` (docs/operations.md, "Metrics").
 ///
 /// # Errors
 /// [`FleetError::NotBuilt`] for an orchestrator left out of this build, [`FleetError::Agones`]
-/// if the sidecar cannot be reached.
+/// if the sidecar cannot be reached or refuses the fingerprint.
 pub async fn connect(
     config: &FleetConfig,
     fingerprint: &str,
+    metrics: FleetMetrics,
 ) -> Result<Arc<dyn Orchestrator>, FleetError> {
+    #[cfg(not(feature = "agones"))]
+    let _ = (metrics, fingerprint);
     match config.orchestrator {
         OrchestratorKind::None => Ok(Arc::new(Standalone)),
         #[cfg(feature = "agones")]
         OrchestratorKind::Agones => {
-            Ok(Arc::new(agones::Agones::connect(config, fingerprint).await?))
+            Ok(Arc::new(agones::Agones::connect(config, fingerprint, metrics).await?))
         }
         #[cfg(not(feature = "agones"))]
-        OrchestratorKind::Agones => {
-            let _ = fingerprint;
-            Err(FleetError::NotBuilt("agones"))
-        }
+        OrchestratorKind::Agones => Err(FleetError::NotBuilt("agones")),
     }
 }
 

@@ -38,8 +38,9 @@ use quinn_proto::{ConnectionError, Dir, Event, ReadError, StreamEvent, StreamId,
 
 use super::admission::PendingSlot;
 use super::event::{ConnectionEvent, Doorbell, Outbound, QueueKey, SendQueueRx, send_queue};
+use super::metrics::QUIC_SAMPLE_EVERY;
 use super::network::Marks;
-use super::{CloseSide, NetMetrics};
+use super::{CloseSide, NetMetrics, QuicSample};
 use crate::fields::PeerText;
 use crate::game::{ConnectionId, Departure};
 use crate::rate::{Bucket, Rate};
@@ -351,6 +352,10 @@ pub(super) struct Connection {
     /// Taken from the queue and not yet all accepted by the stream.
     writing: Option<Bytes>,
     ending: Ending,
+    /// quinn's path statistics as last recorded in the metrics, and when they are next due
+    /// ([`Connection::sample_quic`]).
+    quic_recorded: QuicSample,
+    quic_sample_due: Instant,
     /// The driver's bookkeeping; nothing here reads or writes it.
     pub(super) marks: Marks,
 }
@@ -382,6 +387,8 @@ impl Connection {
             budget: Bucket::full(now),
             writing: None,
             ending: Ending::Open,
+            quic_recorded: QuicSample::default(),
+            quic_sample_due: now,
             marks: Marks::default(),
         }
     }
@@ -466,6 +473,7 @@ impl Connection {
         while let Some(event) = self.quic.poll() {
             self.on_event(ctx, event);
         }
+        self.sample_quic(ctx);
         self.read(ctx);
         self.write(ctx);
         self.end_if_done(ctx);
@@ -505,6 +513,31 @@ impl Connection {
     /// (the connections the game closed are closed already).
     pub(super) fn shut(&mut self, ctx: &mut Context<'_>, code: CloseCode) {
         self.end_as(ctx, Exit::Shut(code));
+    }
+
+    /// Records quinn's path statistics in the metrics (docs/operations.md, "Metrics"): once the
+    /// handshake is over and while the connection is open, at most every [`QUIC_SAMPLE_EVERY`]
+    /// (the first time at the first step after the handshake): the round-trip time observed, the
+    /// packet counts added since the last record. O(1), and a comparison when not due.
+    fn sample_quic(&mut self, ctx: &Context<'_>) {
+        if ctx.now < self.quic_sample_due || self.ending.is_over() {
+            return;
+        }
+        if !matches!(self.login, Login::AwaitingHello { .. } | Login::LoggedIn { .. }) {
+            return;
+        }
+        self.quic_sample_due = ctx.now + QUIC_SAMPLE_EVERY;
+        let now = QuicSample::of(&self.quic.stats());
+        ctx.settings.metrics.record_quic(&self.quic_recorded, &now, true);
+        self.quic_recorded = now;
+    }
+
+    /// The driver forgets the connection: the packet counts since the last record are added
+    /// (the round-trip time is not observed again), so every packet it sent is counted.
+    pub(super) fn record_quic_end(&mut self, metrics: &NetMetrics) {
+        let now = QuicSample::of(&self.quic.stats());
+        metrics.record_quic(&self.quic_recorded, &now, false);
+        self.quic_recorded = now;
     }
 
     /// Reading had paused for room in the game's queue; there is room again.

@@ -45,7 +45,7 @@ pub(crate) use event::{ConnectionEvent, QueueError, SendQueue};
 pub(crate) use event::{Outbound, QueueKey, SendQueueRx, test_queue};
 #[cfg(test)]
 pub(crate) use metrics::ALL_CLOSE_CODES;
-pub use metrics::{CloseSide, NetMetrics, close_code_name};
+pub use metrics::{CloseSide, NetMetrics, QuicSample, RTT_BUCKETS, close_code_name};
 pub(crate) use network::Network;
 
 /// Why the network side could not start.

@@ -607,6 +607,7 @@ impl<W: Wire> Driver<W> {
         // A lost client's last messages may still wait for room in the game's queue. (Done
         // means ended: it was counted out of the open connections just now.)
         if connection.quic.is_drained() && connection.is_done() {
+            connection.record_quic_end(&common.settings.metrics);
             disarm(timers, connection, handle);
             connections.remove(&handle);
             // Only now may the endpoint reuse the handle.

@@ -24,6 +24,10 @@
 //!    `/ready` (docs/operations.md, "Admin endpoint");
 //! 5. re-arm the one timer from `poll_timeout` and the replication deadline, and wait.
 //!
+//! A wake at or after the earliest deadline it slept towards records how late it came, past
+//! that deadline, in `gatehouse_game_loop_lag_seconds` (docs/operations.md, "Metrics"): a loop
+//! busy draining or a runtime short of threads shows there before the players notice.
+//!
 //! Beside the core, the [`FleetLink`] hears of logins and departures, and has a timer of its
 //! own: the orchestrator's Health ping, sent from this loop (so a stalled loop stops the pings)
 //! and due whatever the core is doing, long loads included; after each drain it tells Ready
@@ -115,6 +119,15 @@ pub(crate) async fn run_game(
             _ = sleep_until(health_due) => {}
             _ = sleep_until(replication_due) => {}
         }
+        // How late this wake is for the earliest deadline it slept towards, once that has
+        // passed (woken by the timer itself, or by an input at or after it: either way the
+        // timer is served now).
+        let woke = Instant::now();
+        if let Some(due) = [deadline, health_due, replication_due].into_iter().flatten().min()
+            && due <= woke
+        {
+            metrics.game().observe_loop_lag(woke - due);
+        }
         // Whatever else has arrived: neither queue waits behind the other.
         take_ready(&mut net, &mut from_net);
         take_ready(&mut events, &mut from_own);
@@ -189,6 +202,8 @@ pub(crate) fn sample(game: &Game) -> CoreSample {
         pending_spawns: game.pending_spawn_count(),
         loads_in_flight: game.load_count(),
         counters: game.counters().clone(),
+        phase: game.phase_name(),
+        node: game.streamed_node().cloned(),
     }
 }
 

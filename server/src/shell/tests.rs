@@ -279,9 +279,17 @@ struct Running {
     task: tokio::task::JoinHandle<super::GameEnd>,
     /// The connection-event queue, held open as the listener does.
     net: mpsc::Sender<ConnectionEvent>,
+    /// The metrics the game task records in.
+    metrics: crate::metrics::Metrics,
 }
 
 fn start_game_task() -> Running {
+    start_game_task_pinging(None)
+}
+
+/// [`start_game_task`], with the orchestrator's Health pinged every `health_every`: a timer of
+/// the game task's own that fires whatever the core does.
+fn start_game_task_pinging(health_every: Option<Duration>) -> Running {
     let world = parse_world(std::path::Path::new("shell-test-world.toml"), WORLD).unwrap();
     let network = NetworkConfig { max_players: 8, ..NetworkConfig::default() };
     let rules = crate::config::game_rules(&GameConfig::default(), &AuthConfig::default(), &network);
@@ -293,10 +301,19 @@ fn start_game_task() -> Running {
     let (net_tx, from_net) = mpsc::channel(64);
     let shutdown = CancellationToken::new();
     let effects = effects(events_tx.clone(), store.clone());
-    let fleet =
-        FleetLink::new(Arc::new(Standalone), standalone_policy(), tokio::time::Instant::now());
+    let metrics = effects.metrics.clone();
+    let policy = crate::fleet::FleetPolicy { health_every, ..standalone_policy() };
+    let fleet = FleetLink::new(Arc::new(Standalone), policy, tokio::time::Instant::now());
     let task = tokio::spawn(run_game(game, from_net, events, effects, fleet, shutdown.clone()));
-    Running { handle: GameHandle { events: events_tx }, store, memory, shutdown, task, net: net_tx }
+    Running {
+        handle: GameHandle { events: events_tx },
+        store,
+        memory,
+        shutdown,
+        task,
+        net: net_tx,
+        metrics,
+    }
 }
 
 /// Snapshots until `done` holds, letting simulated time run between them (at most 10 s).
@@ -341,6 +358,55 @@ async fn a_travel_through_the_handle_streams_and_the_drain_saves_the_session() {
     assert_eq!(running.store.drain(Duration::from_secs(5)).await, 0, "every save written");
     let saved = running.memory.sessions.lock().unwrap().get("test-world").cloned();
     assert_eq!(saved.map(|s| s.node), Some(node("forest")));
+}
+
+/// docs/operations.md, "Metrics": a wake for one of the game task's timers (here the Health
+/// ping's, every 100 ms through the 1 s boot) is observed in the lag histogram, on paused time
+/// exactly on time.
+#[tokio::test(start_paused = true)]
+async fn game_loop_lag_is_observed() {
+    let running = start_game_task_pinging(Some(Duration::from_millis(100)));
+    until(&running.handle, "the boot travel", |s| {
+        s.phase == "None" && s.streamed_node == Some(node("harbor"))
+    })
+    .await;
+    let text = running.metrics.encode().unwrap();
+    let count = text
+        .lines()
+        .find_map(|l| l.strip_prefix("gatehouse_game_loop_lag_seconds_count "))
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or_else(|| panic!("no lag count:\n{text}"));
+    assert!(count >= 1, "a timer woke the game task:\n{text}");
+    // Paused time wakes every timer at its deadline: each lag is under the first bucket.
+    let first = format!("gatehouse_game_loop_lag_seconds_bucket{{le=\"0.0001\"}} {count}");
+    assert!(text.contains(&first), "{first}:\n{text}");
+    running.shutdown.cancel();
+    running.task.await.unwrap();
+}
+
+/// docs/operations.md, "Metrics": the game task's sample for `/metrics` names the transition
+/// phase and the node streamed, from the core's own view.
+#[tokio::test(start_paused = true)]
+async fn the_sample_names_the_transition_phase_and_the_world_node() {
+    let running = start_game_task();
+    let handle = running.handle.clone();
+    until(&handle, "the boot travel", |s| {
+        s.phase == "None" && s.streamed_node == Some(node("harbor"))
+    })
+    .await;
+    let sample = handle.sample().await.unwrap();
+    assert_eq!((sample.phase, sample.node), ("None", Some(node("harbor"))));
+    assert!(handle.travel(node("forest")).await);
+    let sample = handle.sample().await.unwrap();
+    let snapshot = handle.snapshot().await.unwrap();
+    assert_eq!(sample.phase, snapshot.phase, "the sample's phase is the snapshot's");
+    assert_ne!(sample.phase, "None", "the travel started at once");
+    running.metrics.set_core_sample(sample.clone());
+    let text = running.metrics.encode().unwrap();
+    let line = format!("gatehouse_transition_phase{{phase=\"{}\"}} 1", sample.phase);
+    assert!(text.contains(&line), "{line}:\n{text}");
+    running.shutdown.cancel();
+    running.task.await.unwrap();
 }
 
 /// docs/spec/sessions.md S2: nothing before `Welcome`. A connection registered (its login arrived)

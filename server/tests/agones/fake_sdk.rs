@@ -5,7 +5,8 @@
 //! a value already there or removing one that is not is refused. It keeps the GameServer's
 //! state as Agones moves it (Scheduled, Ready, Allocated) and its annotations, and plays the
 //! allocator too: [`FakeSdk::allocate_ready`] allocates the game server as a
-//! `GameServerAllocation` selecting Ready servers would.
+//! `GameServerAllocation` selecting Ready servers would. It can be told to refuse the next
+//! Ready calls ([`FakeSdk::refuse_ready`]), as a sidecar that is not up yet does.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -61,6 +62,8 @@ struct State {
     /// The GameServer's state as Agones would show it.
     game_server: GameServerState,
     annotations: BTreeMap<String, String>,
+    /// Ready calls still to refuse (each recorded, then answered `Unavailable`).
+    refuse_ready: usize,
 }
 
 /// The states of a GameServer the fake moves through (Agones' names).
@@ -135,6 +138,11 @@ impl FakeSdk {
         self.recorder.state.lock().unwrap().calls.clone()
     }
 
+    /// Refuses the next `calls` Ready calls with `Unavailable` (still recording them).
+    pub(crate) fn refuse_ready(&self, calls: usize) {
+        self.recorder.state.lock().unwrap().refuse_ready = calls;
+    }
+
     /// The values of `list` now.
     pub(crate) fn list(&self, list: &str) -> Vec<String> {
         self.recorder.state.lock().unwrap().lists.get(list).cloned().unwrap_or_default()
@@ -193,6 +201,16 @@ impl FakeSdk {
 #[tonic::async_trait]
 impl sdk::sdk_server::Sdk for Recorder {
     async fn ready(&self, _: Request<sdk::Empty>) -> Result<Response<sdk::Empty>, Status> {
+        let refuse = {
+            let mut state = self.state.lock().unwrap();
+            let refuse = state.refuse_ready > 0;
+            state.refuse_ready = state.refuse_ready.saturating_sub(1);
+            refuse
+        };
+        if refuse {
+            self.record(Call::Ready);
+            return Err(Status::unavailable("the fake refuses this Ready"));
+        }
         // From Scheduled, or back from Allocated (Agones allows both).
         self.record_move(Call::Ready, GameServerState::Ready);
         Ok(Response::new(sdk::Empty {}))

@@ -19,7 +19,7 @@ use std::time::Duration;
 use fake_sdk::{Call, FakeSdk, GameServerState};
 use gatehouse_client_sim::swarm::{player_id, run_swarm_outcomes};
 use gatehouse_tests::worlds::SLOW_BOOT;
-use gatehouse_tests::{TestServer, within};
+use gatehouse_tests::{TestServer, http, within};
 
 const PLAYERS: &str = "players";
 const FINGERPRINT: &str = "gatehouse-certificate-sha256";
@@ -241,5 +241,39 @@ async fn the_fingerprint_is_published_only_when_asked() {
     let server = ready_server(&fake, &config).await;
     server.stop().await;
     assert_eq!(fake.annotation(FINGERPRINT), None);
+    fake.stop().await;
+}
+
+/// docs/operations.md, "Metrics": a Ready the sidecar refuses is counted in
+/// `gatehouse_fleet_sdk_errors_total{call="ready"}` and tried again a second later; the other
+/// calls stay at 0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_sdk_call_is_counted_by_call() {
+    let fake = FakeSdk::start().await;
+    fake.refuse_ready(1);
+    let config = format!(
+        "[fleet]\norchestrator = \"agones\"\nagones_sdk_port = {}\nhealth_interval_ms = 100\n\
+         sdk_timeout_ms = 2000\n",
+        fake.port
+    );
+    let server = within(
+        Duration::from_secs(40),
+        "the server to connect to the SDK and bind",
+        TestServer::start_with(&config, SLOW_BOOT),
+    )
+    .await;
+    fake.wait_for(Duration::from_secs(15), "Ready refused, then told again", |calls| {
+        count(calls, &Call::Ready) >= 2
+    })
+    .await;
+    let (status, text) = http(server.admin, "GET", "/metrics").await;
+    assert_eq!(status, 200, "{text}");
+    for (call, errors) in [("ready", 1), ("allocate", 0), ("health", 0), ("list", 0), ("shutdown", 0)] {
+        let line = format!("gatehouse_fleet_sdk_errors_total{{call=\"{call}\"}} {errors}");
+        assert!(text.contains(&line), "{line}:\n{text}");
+    }
+    server.stop().await;
+    fake.wait_for(Duration::from_secs(10), "Shutdown", |calls| calls.contains(&Call::Shutdown))
+        .await;
     fake.stop().await;
 }
