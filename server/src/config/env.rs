@@ -42,6 +42,8 @@ pub const LEGACY_VARIABLES: &[(&str, &str)] = &[
 /// the tests and tools (never refused as unknown keys).
 pub const NON_CONFIG_VARIABLES: &[&str] = &[
     "GATEHOUSE_CONFIG",
+    // The build's revision (server/build.rs): a container build may leave it set.
+    "GATEHOUSE_REVISION",
     "GATEHOUSE_VALGRIND",
     "GATEHOUSE_WRITE_HEADER",
     "GATEHOUSE_WRITE_VECTORS",

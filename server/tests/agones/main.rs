@@ -268,7 +268,9 @@ async fn a_refused_sdk_call_is_counted_by_call() {
     .await;
     let (status, text) = http(server.admin, "GET", "/metrics").await;
     assert_eq!(status, 200, "{text}");
-    for (call, errors) in [("ready", 1), ("allocate", 0), ("health", 0), ("list", 0), ("shutdown", 0)] {
+    for (call, errors) in
+        [("ready", 1), ("allocate", 0), ("health", 0), ("list", 0), ("shutdown", 0)]
+    {
         let line = format!("gatehouse_fleet_sdk_errors_total{{call=\"{call}\"}} {errors}");
         assert!(text.contains(&line), "{line}:\n{text}");
     }
