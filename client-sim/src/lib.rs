@@ -82,6 +82,10 @@ pub enum SimError {
     /// TLS setup failed.
     #[error("TLS setup failed: {0}")]
     Tls(String),
+    /// `--server-fingerprint`: the server presents a certificate that does not match the pin
+    /// (docs/simulator.md).
+    #[error("server certificate pin: {0}")]
+    Pin(String),
     /// The clients' thread or runtime could not be started, or ended without a result.
     #[error("client runtime: {0}")]
     Runtime(String),

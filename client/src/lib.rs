@@ -12,7 +12,8 @@
 //! Modules: [`session`] (the state machine), [`screen`] (the loading screen's phases),
 //! [`event`] (what the game is told), `timers` (the session's deadlines), and [`net`], the
 //! async shell that runs a session over QUIC ([`Client::connect`]), with [`quic`], the QUIC
-//! plumbing it shares with endpoints that hold many connections. On top, [`world`] keeps the
+//! plumbing it shares with endpoints that hold many connections, and [`pin`], trusting a server
+//! by its certificate's fingerprint. On top, [`world`] keeps the
 //! replicated world as the game's objects from the session's events and names each change as
 //! a notification for a `gatehouse-messaging` router, and [`gates`] names the public lifecycle
 //! gates a game opens on those objects and lets its code subscribe to them.
@@ -22,6 +23,7 @@
 pub mod event;
 pub mod gates;
 pub mod net;
+pub mod pin;
 pub mod quic;
 pub mod screen;
 pub mod session;
@@ -30,6 +32,7 @@ pub mod world;
 
 pub use event::{CloseReason, Event, WorldChange};
 pub use net::{Client, ConnectConfig, ConnectError};
+pub use pin::{CertificatePin, PinError};
 pub use screen::{JoinScreen, JoinStage, Load, Screen, TransitionScreen, TransitionStage};
 pub use session::{InputError, Life, Session, SessionConfig};
 

@@ -8,8 +8,9 @@
 //! sits behind a mutex that neither side holds across an await, so a game thread and the driver
 //! task share it without a channel per input.
 //!
-//! The transport follows docs/protocol.md 1: TLS 1.3 trusting the certificate or CA given, ALPN
-//! `gatehouse/1`, keep-alives every 3 s and a 10 s idle timeout (the server's defaults).
+//! The transport follows docs/protocol.md 1: TLS 1.3 trusting the certificate or CA given (or,
+//! with a [`CertificatePin`], exactly the certificate it names), ALPN `gatehouse/1`, keep-alives
+//! every 3 s and a 10 s idle timeout (the server's defaults).
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
@@ -22,6 +23,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::event::Event;
+use crate::pin::{CertificatePin, PinVerifier};
 use crate::screen::Load;
 use crate::session::{InputError, Session, SessionConfig};
 
@@ -36,11 +38,18 @@ const READ_CHUNK: usize = 64 * 1024;
 pub struct ConnectConfig {
     /// The server's UDP address.
     pub server: SocketAddr,
-    /// The name the server's certificate must hold (`localhost` for the development one).
+    /// The name the server's certificate must hold (`localhost` for the development one). With
+    /// a [`pin`](Self::pin) it is only sent (TLS SNI), not checked, but must still be a valid
+    /// DNS name or IP address.
     pub server_name: String,
     /// The certificate to trust, DER or PEM: the server's own (the development
     /// `data/dev-cert.der`) or the CA that signed it; several PEM certificates are all trusted.
+    /// Ignored (and may be empty) when [`pin`](Self::pin) is set.
     pub trust: Vec<u8>,
+    /// Trust exactly the server certificate with this SHA-256 fingerprint instead of `trust`:
+    /// neither the chain nor the name is checked, the handshake's signature is (docs/client.md,
+    /// "Pinning the server's certificate"). Default `None`.
+    pub pin: Option<CertificatePin>,
     /// The session token (docs/protocol.md 4, "Session tokens").
     pub token: String,
     /// QUIC keep-alive interval; default 3 s, as the server expects.
@@ -63,11 +72,20 @@ impl ConnectConfig {
             server,
             server_name: server_name.into(),
             trust,
+            pin: None,
             token: token.into(),
             keep_alive: Duration::from_secs(3),
             idle_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(10),
         }
+    }
+
+    /// The same config, trusting exactly the certificate `pin` names (see
+    /// [`pin`](Self::pin)).
+    #[must_use]
+    pub fn with_pin(mut self, pin: CertificatePin) -> Self {
+        self.pin = Some(pin);
+        self
     }
 }
 
@@ -77,6 +95,7 @@ impl std::fmt::Debug for ConnectConfig {
         f.debug_struct("ConnectConfig")
             .field("server", &self.server)
             .field("server_name", &self.server_name)
+            .field("pin", &self.pin)
             .field("keep_alive", &self.keep_alive)
             .field("idle_timeout", &self.idle_timeout)
             .finish_non_exhaustive()
@@ -103,6 +122,21 @@ pub enum ConnectError {
         server: SocketAddr,
         /// What quinn said.
         why: String,
+    },
+    /// With [`ConnectConfig::pin`]: the server presented a certificate whose fingerprint is not
+    /// the pin (a stale pin, or another server at that address; docs/client.md, "Pinning the
+    /// server's certificate").
+    #[error(
+        "the certificate of {server} does not match the pin: its SHA-256 is {presented}, the pin \
+         is {pin}"
+    )]
+    PinMismatch {
+        /// The server.
+        server: SocketAddr,
+        /// The pin the client was given.
+        pin: CertificatePin,
+        /// The fingerprint of the certificate the server presented.
+        presented: CertificatePin,
     },
     /// No handshake within [`ConnectConfig::connect_timeout`].
     #[error("no answer from {0} within the connect timeout")]
@@ -133,11 +167,54 @@ pub fn quic_config(
         roots.add(cert).map_err(|e| ConnectError::Certificate(e.to_string()))?;
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut crypto = rustls::ClientConfig::builder_with_provider(provider)
+    let crypto = rustls::ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(|e| ConnectError::Tls(e.to_string()))?
         .with_root_certificates(roots)
         .with_no_client_auth();
+    transport(crypto, keep_alive, idle_timeout)
+}
+
+/// As [`quic_config`], but trusting exactly the server certificate whose SHA-256 fingerprint is
+/// `pin`: neither its chain nor its name is checked, the TLS 1.3 handshake signature is
+/// (docs/client.md, "Pinning the server's certificate"). A server presenting another
+/// certificate fails the handshake with an error saying it does not match the pin.
+///
+/// # Errors
+/// [`ConnectError::Tls`] if TLS cannot be set up.
+pub fn quic_config_pinned(
+    pin: CertificatePin,
+    keep_alive: Duration,
+    idle_timeout: Duration,
+) -> Result<quinn::ClientConfig, ConnectError> {
+    pinned(pin, keep_alive, idle_timeout).map(|(config, _)| config)
+}
+
+/// [`quic_config_pinned`] and its verifier, which tells afterwards whether it refused a
+/// certificate.
+fn pinned(
+    pin: CertificatePin,
+    keep_alive: Duration,
+    idle_timeout: Duration,
+) -> Result<(quinn::ClientConfig, Arc<PinVerifier>), ConnectError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let verifier = Arc::new(PinVerifier::new(pin, Arc::clone(&provider)));
+    let crypto = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .map_err(|e| ConnectError::Tls(e.to_string()))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::clone(&verifier) as _)
+        .with_no_client_auth();
+    Ok((transport(crypto, keep_alive, idle_timeout)?, verifier))
+}
+
+/// The quinn configuration over the TLS one `crypto`: the gatehouse ALPN, the keep-alive and
+/// the idle timeout.
+fn transport(
+    mut crypto: rustls::ClientConfig,
+    keep_alive: Duration,
+    idle_timeout: Duration,
+) -> Result<quinn::ClientConfig, ConnectError> {
     crypto.alpn_protocols = vec![gatehouse_protocol::ALPN.to_vec()];
     let crypto =
         QuicClientConfig::try_from(crypto).map_err(|e| ConnectError::Tls(e.to_string()))?;
@@ -179,9 +256,22 @@ impl Client {
     /// runtime. `Welcome` (or the refusal) comes as the first events.
     ///
     /// # Errors
-    /// [`ConnectError`] if the certificate, TLS, the socket or the handshake fails.
+    /// [`ConnectError`] if the certificate, TLS, the socket or the handshake fails; with a pin,
+    /// [`ConnectError::PinMismatch`] if the server's certificate is not the pinned one.
     pub async fn connect(config: ConnectConfig) -> Result<Client, ConnectError> {
-        let quic = quic_config(&config.trust, config.keep_alive, config.idle_timeout)?;
+        let (quic, verifier) = match config.pin {
+            Some(pin) => {
+                let (quic, verifier) = pinned(pin, config.keep_alive, config.idle_timeout)?;
+                (quic, Some(verifier))
+            }
+            None => (quic_config(&config.trust, config.keep_alive, config.idle_timeout)?, None),
+        };
+        // A handshake the pin refused, told as such rather than as TLS's alert.
+        let refused = |verifier: &Option<Arc<PinVerifier>>| {
+            let presented = verifier.as_ref().and_then(|v| v.refused())?;
+            let pin = config.pin?;
+            Some(ConnectError::PinMismatch { server: config.server, pin, presented })
+        };
         let bind: SocketAddr = if config.server.is_ipv6() {
             SocketAddr::from(([0u16; 8], 0))
         } else {
@@ -200,7 +290,8 @@ impl Client {
                 .map_err(|e| match e {
                     // No answer at all: the same error as the connect timeout's.
                     quinn::ConnectionError::TimedOut => ConnectError::TimedOut(server),
-                    e => ConnectError::Connect { server, why: e.to_string() },
+                    e => refused(&verifier)
+                        .unwrap_or_else(|| ConnectError::Connect { server, why: e.to_string() }),
                 })?;
             let (send, recv) = connection
                 .open_bi()

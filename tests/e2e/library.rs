@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use gatehouse_client::{Client, CloseReason, ConnectConfig, Event};
+use gatehouse_client::{CertificatePin, Client, CloseReason, ConnectConfig, Event};
 use gatehouse_protocol::token::{self, DEV_TOKEN_KEY, SessionClaims, TokenKey};
 use gatehouse_protocol::{CloseCode, PlayerId};
 use gatehouse_tests::{TestServer, travel_once_placed, wait_for_boot, within, worlds};
@@ -117,4 +117,64 @@ async fn a_server_that_never_answers_fails_with_the_connect_timeout() {
     let error = error.unwrap_err();
     assert!(matches!(error, gatehouse_client::ConnectError::TimedOut(a) if a == addr), "{error}");
     trust.stop().await;
+}
+
+/// The pin of the certificate file `path` (DER): its SHA-256, computed here with sha2 rather than
+/// by the library under test.
+fn pin_of(path: &std::path::Path) -> CertificatePin {
+    use sha2::Digest as _;
+    let der = std::fs::read(path).unwrap();
+    CertificatePin::from_bytes(sha2::Sha256::digest(&der).into())
+}
+
+/// A client given the server's fingerprint and no certificate connects and is welcomed
+/// (docs/client.md, "Pinning the server's certificate").
+#[tokio::test]
+async fn a_pinned_client_connects_to_the_server_whose_certificate_matches() {
+    let server = TestServer::start(worlds::QUICK).await;
+    let pin = pin_of(&server.cert);
+    // As a matchmaker hands it over: the canonical text, parsed.
+    let pin = CertificatePin::parse(&pin.to_string()).unwrap();
+    let config =
+        ConnectConfig::new(server.addr, "localhost", Vec::new(), token("pin-0001")).with_pin(pin);
+    let client = within(Duration::from_secs(10), "connect", Client::connect(config)).await.unwrap();
+    let welcomed = within(Duration::from_secs(10), "Welcome", async {
+        while let Some(event) = client.next_event().await {
+            if matches!(event, Event::Welcomed { .. }) {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert!(welcomed, "the session closed before Welcome");
+    client.leave();
+    within(Duration::from_secs(10), "the close", async {
+        while client.next_event().await.is_some() {}
+    })
+    .await;
+    server.stop().await;
+}
+
+/// A client pinned to one server's certificate refuses another server (its own generated
+/// certificate): the handshake fails, saying the certificate does not match the pin.
+#[tokio::test]
+async fn a_pinned_client_refuses_a_server_with_another_certificate() {
+    let pinned = TestServer::start(worlds::QUICK).await;
+    let other = TestServer::start(worlds::QUICK).await;
+    let pin = pin_of(&pinned.cert);
+    assert_ne!(pin, pin_of(&other.cert), "each test server generates its own certificate");
+    let config =
+        ConnectConfig::new(other.addr, "localhost", Vec::new(), token("pin-0002")).with_pin(pin);
+    let error = within(Duration::from_secs(10), "the refusal", Client::connect(config)).await;
+    let error = error.unwrap_err();
+    assert!(
+        matches!(error, gatehouse_client::ConnectError::PinMismatch { pin: p, presented, .. }
+            if p == pin && presented == pin_of(&other.cert)),
+        "{error}"
+    );
+    assert!(error.to_string().contains("does not match the pin"), "{error}");
+    assert!(error.to_string().contains(&pin.to_string()), "names the pin: {error}");
+    other.stop().await;
+    pinned.stop().await;
 }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use clap::{ArgMatches, CommandFactory as _, FromArgMatches as _, Parser};
+use gatehouse_client::CertificatePin;
 use gatehouse_client_sim::figures::Micros;
 use gatehouse_client_sim::misbehaviour::{
     MisbehavingShare, Misbehaviour, parse_misbehaving, parse_misbehaviours,
@@ -17,7 +18,7 @@ use gatehouse_client_sim::report::{ClientOutcome, RunInfo, SwarmReport};
 use gatehouse_client_sim::session::SessionConfig;
 use gatehouse_client_sim::swarm::{Progress, SwarmConfig, run_swarm_outcomes};
 use gatehouse_client_sim::timeline::{self, ClientTimeline};
-use gatehouse_client_sim::wait::wait_for_server;
+use gatehouse_client_sim::wait::{wait_for_pinned_server, wait_for_server};
 use gatehouse_conditioner::cli::parse_connect_rate;
 use gatehouse_conditioner::cli::{ImpairArgs, ProxyArgs, resolve, run_proxy, start_in_process};
 use gatehouse_conditioner::proxy::Proxy;
@@ -57,6 +58,12 @@ struct Cli {
     /// --config.
     #[arg(long, value_name = "PATH")]
     server_cert: Option<PathBuf>,
+    /// Instead of --server-cert, trust exactly the server certificate with this SHA-256
+    /// fingerprint: colon-separated hex as the server's start line logs it (`certificate loaded
+    /// ... fingerprint=AB:CD:...`) and Agones publishes it, or 64 plain hex digits. Neither the
+    /// chain nor --server-name is checked, the handshake's signature is.
+    #[arg(long, value_name = "HEX", conflicts_with = "server_cert")]
+    server_fingerprint: Option<CertificatePin>,
     /// Name the certificate is checked against.
     #[arg(long, default_value = "localhost", value_name = "NAME")]
     server_name: String,
@@ -283,6 +290,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
         server,
         server_name: cli.server_name.clone(),
         server_cert,
+        server_pin: cli.server_fingerprint,
         clients: cli.clients as usize,
         first_index: cli.first_index,
         duration: cli.duration,
@@ -335,7 +343,10 @@ fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
         let mut config = config;
         if let Some(limit) = wait {
             let (server, name) = (config.server, config.server_name.clone());
-            let waited = wait_for_server(server, &name, &config.server_cert, limit).await?;
+            let waited = match config.server_pin {
+                Some(pin) => wait_for_pinned_server(server, &name, pin, limit).await?,
+                None => wait_for_server(server, &name, &config.server_cert, limit).await?,
+            };
             eprintln!("server at {server} answered after {:.1} s", waited.as_secs_f64());
         }
         // The conditioner lives as long as the run; the swarm dials it.

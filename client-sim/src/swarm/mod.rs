@@ -38,9 +38,9 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use gatehouse_client::ConnectError;
-use gatehouse_client::net::quic_config;
+use gatehouse_client::net::{quic_config, quic_config_pinned};
 use gatehouse_client::quic::{DriverRuntime, endpoint_config};
+use gatehouse_client::{CertificatePin, ConnectError};
 use gatehouse_conditioner::proxy::ProxyHandle;
 use gatehouse_protocol::PlayerId;
 use gatehouse_protocol::token::{self, SessionClaims, TokenKey};
@@ -90,8 +90,12 @@ pub struct SwarmConfig {
     pub server: SocketAddr,
     /// The name the server certificate is checked against.
     pub server_name: String,
-    /// The certificate to trust (DER or PEM), e.g. the server's `dev-cert.der`.
+    /// The certificate to trust (DER or PEM), e.g. the server's `dev-cert.der`; not read when
+    /// `server_pin` is set.
     pub server_cert: PathBuf,
+    /// Trust exactly the server certificate with this SHA-256 fingerprint instead of
+    /// `server_cert` (`--server-fingerprint`; docs/simulator.md). `None`: the file.
+    pub server_pin: Option<CertificatePin>,
     /// How many clients.
     pub clients: usize,
     /// Index of the first client; client `i` is player `sim-{i:04}`, stable across runs.
@@ -150,6 +154,7 @@ impl SwarmConfig {
             server,
             server_name: "localhost".into(),
             server_cert,
+            server_pin: None,
             clients,
             first_index: 0,
             duration,
@@ -215,6 +220,23 @@ pub fn client_config(server_cert: &std::path::Path) -> Result<quinn::ClientConfi
         ConnectError::Certificate(why) => certificate(why),
         other => SimError::Tls(other.to_string()),
     })
+}
+
+/// The client configuration of a swarm: as [`client_config`] for `server_cert`, or, with a
+/// `pin`, trusting exactly the certificate it names (the library's
+/// [`quic_config_pinned`]; `server_cert` is not read).
+///
+/// # Errors
+/// As [`client_config`].
+pub fn swarm_client_config(
+    server_cert: &std::path::Path,
+    pin: Option<CertificatePin>,
+) -> Result<quinn::ClientConfig, SimError> {
+    match pin {
+        Some(pin) => quic_config_pinned(pin, Duration::from_secs(3), Duration::from_secs(10))
+            .map_err(|e| SimError::Tls(e.to_string())),
+        None => client_config(server_cert),
+    }
 }
 
 /// Binds a client endpoint on the wildcard address of `server`'s family, its socket given
@@ -295,7 +317,7 @@ async fn run_clients(
     config: SwarmConfig,
     quic: Arc<DriverRuntime>,
 ) -> Result<Vec<ClientOutcome>, SimError> {
-    let client_config = client_config(&config.server_cert)?;
+    let client_config = swarm_client_config(&config.server_cert, config.server_pin)?;
     // Behind a conditioner every client has a socket (a flow) of its own.
     let per_endpoint = if config.conditioner.is_some() { 1 } else { CLIENTS_PER_ENDPOINT };
     let endpoints = (0..config.clients.div_ceil(per_endpoint).max(1))
