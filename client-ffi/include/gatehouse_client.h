@@ -501,6 +501,26 @@ struct GhClient *gh_client_connect(const struct GhConnectOptions *options,
                                    size_t error_len);
 
 /**
+ * As [`gh_client_connect`], but trusting exactly the server certificate whose SHA-256
+ * fingerprint is `fingerprint` (NUL-terminated: colon-separated hex as the server logs it,
+ * `AB:CD:...`, or 64 plain hex digits, either case) instead of `options.certificate`, which
+ * may then be NULL and is ignored. Neither the certificate's chain nor `server_name` is
+ * checked, the handshake's signature is; under Agones the fingerprint is the GameServer
+ * annotation `agones.dev/sdk-gatehouse-certificate-sha256` (docs/client.md, "Pinning the
+ * server's certificate"). A malformed fingerprint fails with a message naming the problem, a
+ * server with another certificate with one saying it does not match the pin. A NULL
+ * `fingerprint` is [`gh_client_connect`].
+ *
+ * # Safety
+ * As [`gh_client_connect`], except that `options.certificate` may be NULL when `fingerprint`
+ * is not; `fingerprint` is NULL or a NUL-terminated string.
+ */
+struct GhClient *gh_client_connect_pinned(const struct GhConnectOptions *options,
+                                          const char *fingerprint,
+                                          char *error,
+                                          size_t error_len);
+
+/**
  * Takes the next event without blocking: 1 if one was written to `event`, 0 if none is
  * waiting, -1 once the session closed and every event was taken (or an argument is NULL).
  * The strings and arrays of the event stay valid until the next `gh_client_poll_event` or

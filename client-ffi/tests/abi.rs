@@ -116,3 +116,94 @@ fn the_c_constants_are_the_wire_values() {
     }
     assert_eq!(GH_TRANSITION_FAILURE_TIMED_OUT, TransitionFailure::TimedOut as u32);
 }
+
+/// `gh_client_connect_pinned` with a malformed fingerprint fails before dialling, naming the
+/// problem; the certificate may be NULL when pinned (docs/client.md, "Pinning the server's
+/// certificate").
+#[test]
+fn a_malformed_fingerprint_is_refused_naming_the_problem() {
+    let address = CString::new("127.0.0.1:9").unwrap();
+    let name = CString::new("localhost").unwrap();
+    let token = CString::new("t").unwrap();
+    let options = GhConnectOptions {
+        address: address.as_ptr(),
+        server_name: name.as_ptr(),
+        certificate: ptr::null(),
+        certificate_len: 0,
+        token: token.as_ptr(),
+        connect_timeout_ms: 0,
+    };
+    let fingerprint = CString::new("AB:CD:EX").unwrap();
+    let mut error = [0 as c_char; 256];
+    let client = unsafe {
+        gh_client_connect_pinned(&options, fingerprint.as_ptr(), error.as_mut_ptr(), error.len())
+    };
+    assert!(client.is_null());
+    let message = unsafe { CStr::from_ptr(error.as_ptr()) }.to_str().unwrap();
+    assert!(message.starts_with("fingerprint: "), "{message}");
+    assert!(message.contains("'X' at position 8"), "{message}");
+    // Without a fingerprint the certificate is required, as gh_client_connect's.
+    let client =
+        unsafe { gh_client_connect_pinned(&options, ptr::null(), error.as_mut_ptr(), error.len()) };
+    assert!(client.is_null());
+    let message = unsafe { CStr::from_ptr(error.as_ptr()) }.to_str().unwrap();
+    assert_eq!(message, "certificate is NULL");
+}
+
+/// A C client given the server's fingerprint and no certificate is welcomed; one given another
+/// fingerprint is refused with a message saying the certificate does not match the pin.
+#[test]
+fn a_pinned_c_client_connects_only_to_the_server_whose_certificate_matches() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let server =
+        runtime.block_on(gatehouse_tests::TestServer::start(gatehouse_tests::worlds::QUICK));
+    let der = std::fs::read(&server.cert).unwrap();
+    let pin = gatehouse_client::CertificatePin::of_certificate(&der).to_string();
+    let address = CString::new(server.addr.to_string()).unwrap();
+    let name = CString::new("localhost").unwrap();
+    let mut minted = [0 as c_char; 512];
+    let key = CString::new(gatehouse_protocol::token::DEV_TOKEN_KEY).unwrap();
+    let player = CString::new("c-pin-0001").unwrap();
+    let len = unsafe {
+        gh_dev_mint_token(key.as_ptr(), player.as_ptr(), 600, minted.as_mut_ptr(), minted.len())
+    };
+    assert!(len > 0 && (len as usize) < minted.len());
+    let options = GhConnectOptions {
+        address: address.as_ptr(),
+        server_name: name.as_ptr(),
+        certificate: ptr::null(),
+        certificate_len: 0,
+        token: minted.as_ptr(),
+        connect_timeout_ms: 5000,
+    };
+    let mut error = [0 as c_char; 512];
+
+    let wrong = CString::new("00".repeat(32)).unwrap();
+    let client = unsafe {
+        gh_client_connect_pinned(&options, wrong.as_ptr(), error.as_mut_ptr(), error.len())
+    };
+    assert!(client.is_null());
+    let message = unsafe { CStr::from_ptr(error.as_ptr()) }.to_str().unwrap();
+    assert!(message.contains("does not match the pin"), "{message}");
+
+    let fingerprint = CString::new(pin).unwrap();
+    let client = unsafe {
+        gh_client_connect_pinned(&options, fingerprint.as_ptr(), error.as_mut_ptr(), error.len())
+    };
+    let message = unsafe { CStr::from_ptr(error.as_ptr()) }.to_str().unwrap_or_default();
+    assert!(!client.is_null(), "{message}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let mut welcomed = false;
+    while !welcomed && std::time::Instant::now() < deadline {
+        let mut event = std::mem::MaybeUninit::<GhEvent>::uninit();
+        match unsafe { gh_client_poll_event(client, event.as_mut_ptr()) } {
+            1 => welcomed = unsafe { event.assume_init() }.kind == GhEventKind::GhEventWelcomed,
+            0 => std::thread::sleep(std::time::Duration::from_millis(10)),
+            _ => break,
+        }
+    }
+    assert!(welcomed, "no GH_EVENT_WELCOMED within 10 s");
+    unsafe { gh_client_leave(client) };
+    unsafe { gh_client_free(client) };
+    runtime.block_on(server.stop());
+}

@@ -351,3 +351,42 @@ fn spawn_proxy(
     std::io::BufRead::read_line(&mut stderr, &mut first).unwrap();
     (proxy, first, stderr)
 }
+
+/// `--server-fingerprint` (docs/simulator.md): the swarm trusts the server by its certificate's
+/// SHA-256 instead of a file; a fingerprint of another certificate stops `--wait` at once naming
+/// the pin, a malformed one is refused naming the problem, and it excludes `--server-cert`.
+#[test]
+fn the_sim_trusts_a_server_by_its_fingerprint() {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let server = runtime.block_on(TestServer::start(worlds::QUICK));
+    let addr = server.addr.to_string();
+    let pin =
+        gatehouse_client::CertificatePin::of_certificate(&std::fs::read(&server.cert).unwrap());
+    let run = |args: &[&str]| Command::new(SIM).args(args).output().unwrap();
+    let common = ["--server", &addr, "--clients", "2", "--progress", "never", "--wait", "10s"];
+    let pin_text = pin.to_string();
+    let out =
+        run(&[&common[..], &["--duration", "3s", "--check", "--server-fingerprint", &pin_text]]
+            .concat());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(printed(&text, "clients placed"), Some("2/2"), "{text}");
+
+    let other = gatehouse_client::CertificatePin::from_bytes([0xAB; 32]).to_string();
+    let started = std::time::Instant::now();
+    let out = run(&[&common[..], &["--duration", "1s", "--server-fingerprint", &other]].concat());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("does not match the pin") && stderr.contains(&other), "{stderr}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(8), "not waited out: {stderr}");
+
+    let out = run(&["--server-fingerprint", "AB:CD:G0"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("--server-fingerprint") && stderr.contains("position 7"), "{stderr}");
+    let out = run(&["--server-fingerprint", &pin_text, "--server-cert", "cert.der"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("cannot be used with"), "{stderr}");
+    runtime.block_on(server.stop());
+}

@@ -123,7 +123,7 @@ async fn a_server_that_never_answers_fails_with_the_connect_timeout() {
 /// by the library under test.
 fn pin_of(path: &std::path::Path) -> CertificatePin {
     use sha2::Digest as _;
-    let der = std::fs::read(path).unwrap();
+    let der = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
     CertificatePin::from_bytes(sha2::Sha256::digest(&der).into())
 }
 
