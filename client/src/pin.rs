@@ -323,4 +323,94 @@ mod tests {
         assert_eq!(verifier.refused(), Some(CertificatePin::of_certificate(&other)));
         assert!(!verifier.supported_verify_schemes().is_empty());
     }
+
+    /// A server that presents `cert` and signs the handshake with `key` (PKCS#8 DER), whether
+    /// or not they belong together.
+    #[derive(Debug)]
+    struct Presenting(Arc<rustls::sign::CertifiedKey>);
+
+    impl rustls::server::ResolvesServerCert for Presenting {
+        fn resolve(
+            &self,
+            _hello: rustls::server::ClientHello<'_>,
+        ) -> Option<Arc<rustls::sign::CertifiedKey>> {
+            Some(Arc::clone(&self.0))
+        }
+    }
+
+    /// A TLS 1.3 handshake in memory between a client pinned to `pin` and a server presenting
+    /// `cert` signed with `key`: the client's error, if any.
+    fn handshake(pin: CertificatePin, cert: &[u8], key: &[u8]) -> Result<(), rustls::Error> {
+        use rustls::pki_types::PrivateKeyDer;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let key = PrivateKeyDer::try_from(key.to_vec()).unwrap();
+        let signing = provider.key_provider.load_private_key(key).unwrap();
+        // Unchecked on purpose: the key may not be the certificate's.
+        let certified =
+            rustls::sign::CertifiedKey::new(vec![CertificateDer::from(cert.to_vec())], signing);
+        let server = rustls::ServerConfig::builder_with_provider(Arc::clone(&provider))
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::new(Presenting(Arc::new(certified))));
+        let verifier = Arc::new(PinVerifier::new(pin, Arc::clone(&provider)));
+        let client = rustls::ClientConfig::builder_with_provider(provider)
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .unwrap()
+            .dangerous()
+            .with_custom_certificate_verifier(verifier)
+            .with_no_client_auth();
+        let name = ServerName::try_from("localhost").unwrap();
+        let mut client = rustls::ClientConnection::new(Arc::new(client), name).unwrap();
+        let mut server = rustls::ServerConnection::new(Arc::new(server)).unwrap();
+        // Bounded: a TLS 1.3 handshake takes a few flights.
+        for _ in 0..10 {
+            let mut flight = Vec::new();
+            while client.wants_write() {
+                client.write_tls(&mut flight).unwrap();
+            }
+            let mut read = &flight[..];
+            while !read.is_empty() {
+                server.read_tls(&mut read).unwrap();
+            }
+            // The server's own errors (the client's alert) are not what is asked.
+            if server.process_new_packets().is_err() {
+                break;
+            }
+            let mut flight = Vec::new();
+            while server.wants_write() {
+                server.write_tls(&mut flight).unwrap();
+            }
+            let mut read = &flight[..];
+            while !read.is_empty() {
+                client.read_tls(&mut read).unwrap();
+            }
+            client.process_new_packets()?;
+            if !client.is_handshaking() {
+                return Ok(());
+            }
+        }
+        panic!("the handshake neither completed nor failed");
+    }
+
+    #[test]
+    fn the_verifier_checks_the_handshake_signature_with_the_pinned_certificates_key() {
+        let pinned = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        let other = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+        let cert = pinned.cert.der().to_vec();
+        let pin = CertificatePin::of_certificate(&cert);
+        // The pinned certificate with its own key: accepted.
+        handshake(pin, &cert, &pinned.signing_key.serialize_der()).unwrap();
+        // The pinned certificate (public, sent to every client) with another key: the
+        // signature does not verify.
+        let error = handshake(pin, &cert, &other.signing_key.serialize_der()).unwrap_err();
+        assert!(
+            matches!(error, rustls::Error::InvalidCertificate(CertificateError::BadSignature)),
+            "{error:?}"
+        );
+        // Another certificate with its own key: refused by the pin.
+        let another = other.cert.der().to_vec();
+        let error = handshake(pin, &another, &other.signing_key.serialize_der()).unwrap_err();
+        assert!(error.to_string().contains("does not match the pin"), "{error}");
+    }
 }
