@@ -165,21 +165,9 @@ pub unsafe extern "C" fn gh_client_connect(
     error: *mut c_char,
     error_len: usize,
 ) -> *mut GhClient {
-    // SAFETY: the caller promises `options` is NULL or valid (this function's contract).
-    let Some(options) = (unsafe { options.as_ref() }) else {
-        // SAFETY: `error` is NULL or has `error_len` writable bytes (the contract).
-        unsafe { write_error(error, error_len, "options is NULL") };
-        return std::ptr::null_mut();
-    };
-    // SAFETY: the contract above covers every pointer in `options`; no pin.
-    match unsafe { connect(options, std::ptr::null()) } {
-        Ok(client) => Box::into_raw(Box::new(client)),
-        Err(why) => {
-            // SAFETY: `error` is NULL or has `error_len` writable bytes (the contract).
-            unsafe { write_error(error, error_len, &why) };
-            std::ptr::null_mut()
-        }
-    }
+    // SAFETY: this function's contract is `gh_client_connect_pinned`'s with a NULL
+    // fingerprint, which that function accepts.
+    unsafe { gh_client_connect_pinned(options, std::ptr::null(), error, error_len) }
 }
 
 /// As [`gh_client_connect`], but trusting exactly the server certificate whose SHA-256

@@ -517,6 +517,29 @@ mod tests {
         assert!(shown.contains("tls.certificate = (unset)"), "{shown}");
     }
 
+    /// `config show` writes every duration in the unit its key names (`_ms`, `_s`), as an
+    /// integer that reads back, whether it was set with units or not.
+    #[test]
+    fn config_show_writes_every_duration_in_its_keys_unit() {
+        let config = load("[fleet]\nempty_linger_ms = \"90s\"\n", &[]).unwrap();
+        let shown = config.show();
+        let durations: Vec<&str> = shown
+            .lines()
+            .filter(|l| {
+                l.split(' ').next().is_some_and(|k| k.ends_with("_ms") || k.ends_with("_s"))
+            })
+            .collect();
+        assert!(durations.len() > 20, "{shown}");
+        for line in durations {
+            let value = line.split(" = ").nth(1).and_then(|v| v.split_whitespace().next());
+            assert!(
+                value.is_some_and(|v| v == "(unset)" || v.parse::<u64>().is_ok()),
+                "not an integer: {line}"
+            );
+        }
+        assert!(shown.contains("fleet.empty_linger_ms = 90000 "), "{shown}");
+    }
+
     #[test]
     fn the_keys_come_from_the_config_types() {
         let keys = config_keys();

@@ -186,7 +186,11 @@ pub struct FleetConfig {
     pub when_empty: WhenEmpty,
     /// `empty_linger_ms`: how long the server waits, empty, before `when_empty` applies
     /// (default 60000 ms); a login during it cancels it.
-    #[serde(rename = "empty_linger_ms", deserialize_with = "millis")]
+    #[serde(
+        rename = "empty_linger_ms",
+        deserialize_with = "millis",
+        serialize_with = "ser_millis"
+    )]
     pub empty_linger: Duration,
     /// `publish_certificate_fingerprint`: under Agones, set the annotation
     /// `agones.dev/sdk-gatehouse-certificate-sha256` to the SHA-256 fingerprint of the
