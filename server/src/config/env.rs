@@ -564,6 +564,26 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("max_players"), "the section's keys are listed: {err}");
+        let err = config_variables(&env(&[("GATEHOUSE_DATADIR", "d")])).unwrap_err().to_string();
+        assert!(err.contains("top-level keys") && err.contains("data_dir"), "{err}");
+        assert!(!err.contains("network."), "only the top-level keys are listed: {err}");
+    }
+
+    /// `config show` says when the token key is the shipped development one, and lines up its
+    /// origins in one column.
+    #[test]
+    fn config_show_marks_the_development_key_and_aligns_the_origins() {
+        let shown = load("", &[]).unwrap().show();
+        assert!(
+            shown.contains("auth.token_key = <redacted> (the shipped development key)"),
+            "{shown}"
+        );
+        let own = load("[auth]\ntoken_key = \"an-operators-own-key-0123\"\n", &[]).unwrap().show();
+        assert!(!own.contains("development key"), "{own}");
+        let columns: BTreeSet<usize> = shown.lines().filter_map(|line| line.find("  # ")).collect();
+        assert_eq!(columns.len(), 1, "one column of origins: {shown}");
+        let widest = shown.lines().any(|l| l.find("  # ").is_some_and(|i| !l[..i].ends_with(' ')));
+        assert!(widest, "the column is as narrow as the widest line allows: {shown}");
     }
 
     #[test]

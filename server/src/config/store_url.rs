@@ -305,19 +305,16 @@ impl fmt::Debug for StoreUrl {
 /// user-info part (`user:PASSWORD@host`) and a `password=` query parameter.
 pub fn redact(url: &str) -> String {
     const MASK: &str = "***";
-    let (before_query, query) = match url.split_once('?') {
-        Some((head, query)) => (head, Some(query)),
-        None => (url, None),
-    };
     let mut out = String::with_capacity(url.len());
-    match before_query.split_once("://") {
+    match url.split_once("://") {
+        // The userinfo ends at the last `@`: a password typed with a `/`, `?` or `#` in it (not
+        // percent-encoded) must not end it early. An `@` in the query masks more than needed,
+        // never less.
         Some((scheme, rest)) => {
-            let authority_end = rest.find(['/', '#']).unwrap_or(rest.len());
-            let (authority, path) = rest.split_at(authority_end);
             out.push_str(scheme);
             out.push_str("://");
-            match authority.rsplit_once('@') {
-                Some((userinfo, host)) => {
+            let tail = match rest.rsplit_once('@') {
+                Some((userinfo, tail)) => {
                     match userinfo.split_once(':') {
                         Some((user, _password)) => {
                             out.push_str(user);
@@ -327,46 +324,77 @@ pub fn redact(url: &str) -> String {
                         None => out.push_str(userinfo),
                     }
                     out.push('@');
-                    out.push_str(host);
+                    tail
                 }
-                None => out.push_str(authority),
-            }
-            out.push_str(path);
+                None => rest,
+            };
+            push_masking_query(&mut out, tail, MASK);
         }
         // Not a URL we can read (`postgres:/user:pw@host`, `user:pw`): an embedded path is
         // shown, anything else is masked from its first `:` up to its last `@` (or to the end),
         // so a mistyped scheme never prints a password.
-        None if before_query.starts_with("sqlite:") => out.push_str(before_query),
-        None => match before_query.split_once(':') {
+        None if url.starts_with("sqlite:") => push_masking_query(&mut out, url, MASK),
+        None => match url.split_once(':') {
             Some((head, rest)) => {
                 out.push_str(head);
                 out.push(':');
                 out.push_str(MASK);
                 if let Some((_, host)) = rest.rsplit_once('@') {
                     out.push('@');
-                    out.push_str(host);
+                    push_masking_query(&mut out, host, MASK);
                 }
             }
-            None => out.push_str(before_query),
+            None => out.push_str(url),
         },
     }
-    if let Some(query) = query {
-        out.push('?');
-        let pairs: Vec<String> = query
-            .split('&')
-            .map(|pair| match pair.split_once('=') {
-                Some((key, _)) if key.eq_ignore_ascii_case("password") => format!("{key}={MASK}"),
-                _ => pair.to_owned(),
-            })
-            .collect();
-        out.push_str(&pairs.join("&"));
-    }
     out
+}
+
+/// Writes `text` to `out` with the value of every `password` and `sslpassword` query
+/// parameter masked.
+fn push_masking_query(out: &mut String, text: &str, mask: &str) {
+    let Some((head, query)) = text.split_once('?') else {
+        out.push_str(text);
+        return;
+    };
+    out.push_str(head);
+    out.push('?');
+    let pairs: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((key, _))
+                if key.eq_ignore_ascii_case("password")
+                    || key.eq_ignore_ascii_case("sslpassword") =>
+            {
+                format!("{key}={mask}")
+            }
+            _ => pair.to_owned(),
+        })
+        .collect();
+    out.push_str(&pairs.join("&"));
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A password typed with a `/`, `?`, `#` or `@` in it (not percent-encoded) is masked
+    /// whole, and so is an `sslpassword` parameter.
+    #[test]
+    fn a_password_with_a_slash_question_mark_or_hash_is_never_shown() {
+        for (url, shown) in [
+            ("postgres://gate:se/cret1@127.0.0.1/db", "postgres://gate:***@127.0.0.1/db"),
+            ("postgres://gate:se?cret2@127.0.0.1/db", "postgres://gate:***@127.0.0.1/db"),
+            ("postgres://gate:se#cret3@127.0.0.1/db", "postgres://gate:***@127.0.0.1/db"),
+            ("postgres://gate:se@cret4@127.0.0.1/db?x=1", "postgres://gate:***@127.0.0.1/db?x=1"),
+            (
+                "postgres://gate@h/db?sslmode=verify-full&sslpassword=cret5",
+                "postgres://gate@h/db?sslmode=verify-full&sslpassword=***",
+            ),
+        ] {
+            assert_eq!(redact(url), shown);
+        }
+    }
 
     /// A mistyped scheme is no reason to print the password.
     #[test]
