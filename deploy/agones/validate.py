@@ -21,6 +21,7 @@ Needs PyYAML and jsonschema (.ci/agones-manifests installs them). Exit 0 when va
 """
 
 import copy
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -215,12 +216,65 @@ def server_settings():
     return max_players, health
 
 
+def millis(text):
+    """A duration as the server reads it from the environment: an integer of ms, or a number
+    with a unit (ms, s, m, h); None if it is neither."""
+    m = re.fullmatch(r"\s*(\d+)\s*(ms|s|m|h)?\s*", str(text))
+    if not m:
+        return None
+    scale = {None: 1, "ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}[m.group(2)]
+    return int(m.group(1)) * scale
+
+
+def fleet_settings(fleet, errors, name):
+    """(max_players, health_interval_ms) the Fleet's server runs with: the config file's,
+    overridden by the container's GATEHOUSE_NETWORK__MAX_PLAYERS and
+    GATEHOUSE_FLEET__HEALTH_INTERVAL_MS."""
+    max_players, health_ms = server_settings()
+    env = env_of(server_container(fleet))
+    players = (env.get("GATEHOUSE_NETWORK__MAX_PLAYERS") or {}).get("value")
+    if players is not None:
+        if str(players).strip().isdigit():
+            max_players = int(players)
+        else:
+            errors.append(f"Fleet {name}: GATEHOUSE_NETWORK__MAX_PLAYERS {players!r} is no number")
+    health = (env.get("GATEHOUSE_FLEET__HEALTH_INTERVAL_MS") or {}).get("value")
+    if health is not None:
+        if millis(health) is None:
+            errors.append(f"Fleet {name}: GATEHOUSE_FLEET__HEALTH_INTERVAL_MS {health!r} is no duration")
+        else:
+            health_ms = millis(health)
+    return max_players, health_ms
+
+
+def secret_errors(name, fleet):
+    """The Secret volumes the server reads must be readable by the image's user (uid 10001):
+    world-readable, or group-readable with fsGroup 10001."""
+    errors = []
+    spec = pod(fleet).get("spec") or {}
+    fs_group = (spec.get("securityContext") or {}).get("fsGroup")
+    for volume in spec.get("volumes") or []:
+        secret = volume.get("secret")
+        if secret is None:
+            continue
+        mode = secret.get("defaultMode", 0o644)
+        if mode & 0o004 or (mode & 0o040 and fs_group == 10001):
+            continue
+        errors.append(
+            f"Fleet {name}: the Secret volume {volume.get('name')!r} (defaultMode {mode:o}) is not "
+            "readable by the server's uid 10001: set securityContext.fsGroup 10001 and a "
+            "group-readable defaultMode such as 0440"
+        )
+    return errors
+
+
 def gatehouse_errors(docs):
     """The checks the schemas cannot make, across the manifests' documents."""
     errors = []
-    max_players, health_ms = server_settings()
     fleets = {d["metadata"]["name"]: d for d in docs if d.get("kind") == "Fleet"}
     for name, fleet in fleets.items():
+        max_players, health_ms = fleet_settings(fleet, errors, name)
+        errors += secret_errors(name, fleet)
         spec = fleet["spec"]["template"]["spec"]
         players = (spec.get("lists") or {}).get("players")
         if players is None:
@@ -228,7 +282,8 @@ def gatehouse_errors(docs):
         elif players.get("capacity") != max_players:
             errors.append(
                 f"Fleet {name}: lists.players.capacity is {players.get('capacity')}, expected "
-                f"network.max_players ({max_players}) of {SERVER_CONFIG.relative_to(REPO)}"
+                f"network.max_players ({max_players}) of {SERVER_CONFIG.relative_to(REPO)} and "
+                "the container's GATEHOUSE_NETWORK__MAX_PLAYERS"
             )
         health = spec.get("health") or {}
         if health.get("disabled"):
@@ -279,23 +334,24 @@ def admin_errors(name, fleet):
     scrape annotation names, with its token from a Secret (beyond loopback it is required)."""
     container = server_container(fleet)
     env = env_of(container)
-    bind = (env.get("GATEHOUSE_ADMIN_BIND") or {}).get("value")
+    bind = (env.get("GATEHOUSE_ADMIN__BIND") or env.get("GATEHOUSE_ADMIN_BIND") or {}).get("value")
     if bind is None:
         return []
     errors = []
     port = int(bind.rsplit(":", 1)[1])
     named = {p.get("name"): p for p in container.get("ports") or []}
     if (named.get("admin") or {}).get("containerPort") != port:
-        errors.append(f"Fleet {name}: GATEHOUSE_ADMIN_BIND {bind} is not the container port `admin`")
+        errors.append(f"Fleet {name}: GATEHOUSE_ADMIN__BIND {bind} is not the container port `admin`")
     annotations = pod(fleet).get("metadata", {}).get("annotations") or {}
     if annotations.get("prometheus.io/port") not in (None, str(port)):
         errors.append(
             f"Fleet {name}: prometheus.io/port {annotations['prometheus.io/port']} is not the "
             f"admin port {port}"
         )
-    if not bind.startswith("127.") and "secretKeyRef" not in (env.get("GATEHOUSE_ADMIN_TOKEN") or {}).get("valueFrom", {}):
+    token = env.get("GATEHOUSE_ADMIN__TOKEN") or env.get("GATEHOUSE_ADMIN_TOKEN") or {}
+    if not bind.startswith("127.") and "secretKeyRef" not in token.get("valueFrom", {}):
         errors.append(
-            f"Fleet {name}: the admin endpoint binds {bind} without GATEHOUSE_ADMIN_TOKEN from a "
+            f"Fleet {name}: the admin endpoint binds {bind} without GATEHOUSE_ADMIN__TOKEN from a "
             "Secret (the server refuses to start)"
         )
     return errors
@@ -449,9 +505,32 @@ def self_test(schemas):
         "an admin endpoint beyond loopback without its token",
         lambda d: server_container(d["Fleet"])["env"].__setitem__(
             slice(None),
-            [e for e in server_container(d["Fleet"])["env"] if e["name"] != "GATEHOUSE_ADMIN_TOKEN"],
+            [
+                e
+                for e in server_container(d["Fleet"])["env"]
+                if e["name"] not in ("GATEHOUSE_ADMIN__TOKEN", "GATEHOUSE_ADMIN_TOKEN")
+            ],
         ),
-        "GATEHOUSE_ADMIN_TOKEN",
+        "GATEHOUSE_ADMIN__TOKEN",
+    )
+    failures += broken(
+        "more players than the List holds, from the container's environment",
+        lambda d: server_container(d["Fleet"])["env"].append(
+            {"name": "GATEHOUSE_NETWORK__MAX_PLAYERS", "value": "512"}
+        ),
+        "GATEHOUSE_NETWORK__MAX_PLAYERS",
+    )
+    failures += broken(
+        "a health interval from the environment too long for the health period",
+        lambda d: server_container(d["Fleet"])["env"].append(
+            {"name": "GATEHOUSE_FLEET__HEALTH_INTERVAL_MS", "value": "10s"}
+        ),
+        "periodSeconds",
+    )
+    failures += broken(
+        "a certificate Secret the server's user cannot read",
+        lambda d: pod(d["Fleet"])["spec"]["securityContext"].pop("fsGroup"),
+        "not readable by the server",
     )
     failures += broken(
         "a scrape annotation on another port",

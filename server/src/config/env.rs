@@ -260,7 +260,8 @@ fn refuse_both_names(env: &Environment, found: &[EnvValue]) -> Result<(), Config
                 key: entry.key(),
                 origin: entry.source(),
                 expected: format!(
-                    "one variable for it, but {legacy} and {} are both set (unset one)",
+                    "one variable for it, but {legacy} and {} are both set (unset one; to \
+                     override an image's ENV, set the one it sets)",
                     entry.var
                 ),
                 found: String::new(),
