@@ -273,6 +273,7 @@ mod tests {
         assert_eq!(pin.as_bytes()[31], 0xFF);
         assert_eq!(pin.to_string(), CANONICAL);
         assert_eq!(pin.to_string().len(), 95);
+        assert_eq!(format!("{pin:?}"), format!("CertificatePin({CANONICAL})"));
         let lower = CANONICAL.to_lowercase();
         assert_eq!(CertificatePin::parse(&lower).unwrap(), pin);
         let plain = CANONICAL.replace(':', "");
