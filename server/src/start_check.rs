@@ -7,8 +7,9 @@
 //!   is refused there), or the development one if the data dir holds it already;
 //! - the store's files: a PostgreSQL URL's `sslrootcert` (and `sslcert`, `sslkey`), read and
 //!   parsed as opening the store does;
-//! - the data dir: an existing writable directory, or a path whose nearest existing ancestor
-//!   is a writable directory (the start creates it).
+//! - the data dir (and the embedded store's directory, when outside it): an existing writable
+//!   directory, or a path whose nearest existing ancestor is a writable directory (the start
+//!   creates it).
 
 use std::path::{Path, PathBuf};
 
@@ -24,6 +25,15 @@ use crate::net::{self, NetError};
 /// `store.url`, `data_dir`), where its value came from, and what was wrong.
 pub fn check_start(config: &ServerConfig) -> Result<(), ServerError> {
     check_data_dir(config)?;
+    // The embedded store's file may be outside the data dir (`sqlite:///var/lib/g/saves.db`):
+    // the start creates its directory too.
+    let store_dir = config.store.url.embedded_path(&config.data_dir);
+    if let Some(dir) = store_dir.as_deref().and_then(Path::parent)
+        && !dir.as_os_str().is_empty()
+        && !dir.starts_with(&config.data_dir)
+    {
+        check_creatable(config, "store.url", dir, "the embedded store's directory")?;
+    }
     check_identity(config)?;
     config
         .store
@@ -85,17 +95,29 @@ pub(crate) fn blame_tls_pair(config: &ServerConfig, e: NetError) -> ServerError 
 /// Checks that the start can use or create the data dir: an existing writable directory, or
 /// a path whose nearest existing ancestor is a writable directory. Creates nothing.
 fn check_data_dir(config: &ServerConfig) -> Result<(), ConfigError> {
-    let dir = &config.data_dir;
+    check_creatable(config, "data_dir", &config.data_dir, "the data dir")
+}
+
+/// Checks that `dir` (the value of `key`, or derived from it) is a writable directory, or
+/// that its nearest existing ancestor is one, where the start would create `what`.
+fn check_creatable(
+    config: &ServerConfig,
+    key: &str,
+    dir: &Path,
+    what: &str,
+) -> Result<(), ConfigError> {
     let refuse = |found: String| {
         config.invalid(
-            "data_dir",
-            "a writable directory, or a path whose nearest existing directory is writable (the \
-             data dir would be created there)",
+            key,
+            format!(
+                "a writable directory, or a path whose nearest existing directory is writable \
+                 ({what} would be created there)"
+            ),
             found,
         )
     };
     let (existing, would_create) = match nearest_existing(dir) {
-        Some(existing) => (existing.clone(), existing != *dir),
+        Some(existing) => (existing.clone(), existing != dir),
         None => return Err(refuse(format!("{}: no part of it exists", dir.display()))),
     };
     let shown = if would_create {
@@ -190,5 +212,18 @@ mod tests {
         assert!(err.contains("would be created") && err.contains("is not a directory"), "{err}");
         let err = check_data_dir(&config_with_data_dir(Path::new("/proc/nope"))).unwrap_err();
         assert!(err.to_string().contains("/proc is not writable"), "{err}");
+    }
+
+    #[test]
+    fn an_embedded_store_outside_the_data_dir_is_checked_as_the_store_url() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut config = config_with_data_dir(dir.path());
+        config.store.url = crate::config::StoreUrl::parse("sqlite:///proc/nope/saves.db").unwrap();
+        let err = check_start(&config).unwrap_err().to_string();
+        assert!(err.starts_with("invalid store.url from"), "{err}");
+        assert!(err.contains("embedded store's directory") && err.contains("/proc"), "{err}");
+        config.store.url = crate::config::StoreUrl::parse("sqlite:sub/saves.db").unwrap();
+        check_start(&config).unwrap();
+        assert!(!dir.path().join("sub").exists(), "nothing is created");
     }
 }
