@@ -26,10 +26,21 @@ pub const DURATION_FORMS: &str = "a duration: a whole number in the key's unit, 
 /// milliseconds (`250`), or a string with a unit that `humantime` reads (`"250ms"`, `"10s"`,
 /// `"2m"`); the unit of every `*_ms` key of the config files (docs/operations.md).
 ///
+/// A string that does not come to whole milliseconds (`"100us"`, `"1ms 500us"`) is refused:
+/// the keys keep whole milliseconds, and `"100us"` would otherwise read as 0.
+///
 /// # Errors
-/// The deserializer's (naming [`DURATION_FORMS`]), or "at most 86400000 ms (one day)".
+/// The deserializer's (naming [`DURATION_FORMS`]), "whole milliseconds" for a string with a
+/// fraction of a millisecond, or "at most 86400000 ms (one day)".
 pub fn millis<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let duration = d.deserialize_any(DurationVisitor { unit: Duration::from_millis(1) })?;
+    if duration.subsec_nanos() % 1_000_000 != 0 {
+        // No "found": the server's refusal quotes the value as written.
+        return Err(serde::de::Error::custom(
+            "whole milliseconds, as a number (250) or a string such as \"250ms\" or \"10s\" \
+             (no fraction of a millisecond)",
+        ));
+    }
     if duration > Duration::from_millis(MAX_MILLIS) {
         return Err(serde::de::Error::custom(format!("at most {MAX_MILLIS} ms (one day)")));
     }
@@ -46,10 +57,10 @@ pub fn millis<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Err
 pub fn seconds<'de, D: serde::Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
     let duration = d.deserialize_any(DurationVisitor { unit: Duration::from_secs(1) })?;
     if duration.subsec_nanos() != 0 {
-        return Err(serde::de::Error::custom(format!(
-            "whole seconds, as a number (60) or a string such as \"1m\", found {}",
-            humantime::format_duration(duration)
-        )));
+        // No "found": the server's refusal quotes the value as written.
+        return Err(serde::de::Error::custom(
+            "whole seconds, as a number (60) or a string such as \"1m\" (no fraction of a second)",
+        ));
     }
     Ok(duration.as_secs())
 }
@@ -473,6 +484,28 @@ mod tests {
         }
         let err = interval("\"2d\"").map(|_| ()).unwrap_err().to_string();
         assert!(err.contains("one day"), "{err}");
+    }
+
+    /// A `*_ms` key refuses what is not a whole number of milliseconds, naming the forms it
+    /// takes, as a `*_s` key refuses a fraction of a second: `"100us"` would read as 0.
+    #[test]
+    fn a_duration_below_a_millisecond_is_refused() {
+        let interval = |value: &str| {
+            let text = format!("{MAP}[travel]\nroute = [\"a\"]\ninterval_ms = {value}\n");
+            WorldMap::from_toml(&text).map(|w| w.travel.map(|t| t.interval))
+        };
+        for bad in ["\"100us\"", "\"1s 500us\"", "\"1ns\""] {
+            let err = interval(bad).map(|_| ()).unwrap_err().to_string();
+            assert!(
+                err.contains("whole milliseconds") && err.contains("\"250ms\""),
+                "{bad}: {err}"
+            );
+            assert!(!err.contains("  "), "{bad}: {err}");
+        }
+        assert_eq!(
+            interval("\"1s 500ms\"").map_err(|e| e.to_string()),
+            Ok(Some(Duration::from_millis(1500)))
+        );
     }
 
     /// `*_ms` keys take at most a day; `max_health` defaults to 100; presets and dungeons are

@@ -14,6 +14,8 @@
 //!   log installation and the signals.
 //! - [`fleet`]: the orchestrator that runs the server (Agones, with the `agones` feature), told
 //!   Ready, Health from the game loop, the connected players and Shutdown.
+//! - `start_check`: what `config check` reads besides the config and the world
+//!   ([`check_start`]): the TLS identity, the store's files, the data dir.
 //! - `shell`: the game task, the one task that owns the [`game::Game`]: it feeds it
 //!   connection events and its own events (streaming, store replies, operator requests) and
 //!   carries its outputs out.
@@ -42,6 +44,7 @@ pub mod net;
 pub mod ops;
 mod probes;
 mod shell;
+mod start_check;
 pub mod store;
 
 use std::collections::BTreeSet;
@@ -64,6 +67,7 @@ pub use shell::GameHandle;
 pub use shell::world;
 use shell::world::{SimulatedWorld, World};
 use shell::{Effects, ShellEvent};
+pub use start_check::check_start;
 use store::{Store, StoreError, StoreHandle, StoreSettings, StoreWorker};
 
 /// How long shutdown waits for connections to deliver their close, then for the endpoint.
@@ -370,10 +374,13 @@ async fn bind_ports(
 /// and builds the QUIC endpoint's configuration from it; returns it with the certificate's
 /// SHA-256 fingerprint.
 fn load_certificate(config: &ServerConfig) -> Result<(quinn::ServerConfig, String), ServerError> {
-    let identity = net::tls::load_identity(&config.tls, &config.data_dir)?;
+    // A configured file's error names its key and where its value came from.
+    let identity = net::tls::load_identity(&config.tls, &config.data_dir)
+        .map_err(|e| start_check::blame_tls_file(config, e))?;
     let (origin, fingerprint, generated) =
         (identity.origin.clone(), identity.fingerprint(), identity.generated);
-    let server_config = net::server_config(identity, &config.network)?;
+    let server_config = net::server_config(identity, &config.network)
+        .map_err(|e| start_check::blame_tls_pair(config, e))?;
     // Logged once, here: a development certificate is trusted by clients
     // with `--server-cert`, a configured one by its chain.
     tracing::info!(certificate = %origin.display(), %fingerprint,

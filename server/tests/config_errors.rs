@@ -181,3 +181,139 @@ fn a_legacy_variable_and_its_new_name_both_set_are_refused_naming_both() {
     let err = refused(&shipped_config(), &["config", "check"], &envs);
     assert!(err.contains("GATEHOUSE_BIND") && err.contains("GATEHOUSE_NETWORK__BIND"), "{err}");
 }
+
+/// The binary's `config check` with `envs` over the shipped config, its data dir in `data`.
+fn check(data: &Path, envs: &[(&str, &str)]) -> Output {
+    let data = data.to_str().unwrap();
+    let mut all = vec![("GATEHOUSE_DATA_DIR", data)];
+    all.extend_from_slice(envs);
+    run(&shipped_config(), &["config", "check"], &all)
+}
+
+/// The one error line of a `config check` that must fail.
+fn check_refused(data: &Path, envs: &[(&str, &str)]) -> String {
+    let out = check(data, envs);
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(1), "refused: {stderr}");
+    assert!(out.stdout.is_empty(), "no OK line: {}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(stderr.trim_end().lines().count(), 1, "one line: {stderr}");
+    stderr
+}
+
+/// The start reads a PostgreSQL URL's CA file before it connects: `config check` reads it
+/// too, and refuses one that is missing or holds no PEM certificate, never showing the
+/// password.
+#[test]
+fn config_check_refuses_a_missing_store_ca_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = "postgres://gate:hunter2@127.0.0.1/saves?sslmode=verify-full&sslrootcert=/nope.pem";
+    let err = check_refused(dir.path(), &[("GATEHOUSE_STORE_URL", url)]);
+    assert!(err.contains("invalid store.url from environment variable GATEHOUSE_STORE_URL"));
+    assert!(err.contains("`sslrootcert`") && err.contains("/nope.pem"), "{err}");
+    assert!(!err.contains("hunter2"), "{err}");
+    let not_pem = dir.path().join("ca.pem");
+    std::fs::write(&not_pem, "not a certificate\n").unwrap();
+    let url = format!(
+        "postgres://gate:hunter2@127.0.0.1/saves?sslmode=verify-full&sslrootcert={}",
+        not_pem.display()
+    );
+    let err = check_refused(dir.path(), &[("GATEHOUSE_STORE__URL", &url)]);
+    assert!(err.contains("GATEHOUSE_STORE__URL") && err.contains("expected PEM"), "{err}");
+    assert!(!err.contains("hunter2"), "{err}");
+}
+
+/// A certificate and a private key, each PEM, from two different key pairs.
+fn certificate_and_key(dir: &Path, matching: bool) -> (String, String) {
+    let first = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let second = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    let key = if matching { &first.signing_key } else { &second.signing_key };
+    let (cert_path, key_path) = (dir.join("cert.pem"), dir.join("key.pem"));
+    std::fs::write(&cert_path, first.cert.pem()).unwrap();
+    std::fs::write(&key_path, key.serialize_pem()).unwrap();
+    (cert_path.display().to_string(), key_path.display().to_string())
+}
+
+/// The start builds the QUIC endpoint's TLS configuration from the certificate and its key,
+/// which refuses a key of another pair: `config check` builds it too.
+#[test]
+fn config_check_refuses_a_private_key_that_does_not_match_its_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = certificate_and_key(dir.path(), false);
+    let tls = [("GATEHOUSE_TLS__CERTIFICATE", cert.as_str()), ("GATEHOUSE_TLS__PRIVATE_KEY", &key)];
+    let err = check_refused(dir.path(), &tls);
+    assert!(
+        err.contains(
+            "invalid tls.private_key from environment variable GATEHOUSE_TLS__PRIVATE_KEY"
+        ),
+        "{err}"
+    );
+    assert!(err.contains(&format!("the private key of tls.certificate {cert}")), "{err}");
+    assert!(err.contains("environment variable GATEHOUSE_TLS__CERTIFICATE"), "{err}");
+    // The pair's own key passes.
+    let (cert, key) = certificate_and_key(dir.path(), true);
+    let tls = [("GATEHOUSE_TLS__CERTIFICATE", cert.as_str()), ("GATEHOUSE_TLS__PRIVATE_KEY", &key)];
+    let out = check(dir.path(), &tls);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+/// The start creates the data dir: `config check` refuses one that cannot be created, naming
+/// where it came from, and creates nothing.
+#[test]
+fn config_check_refuses_a_data_dir_that_cannot_be_created() {
+    let err = check_refused(Path::new("/proc/nope"), &[]);
+    assert!(err.contains("invalid data_dir from environment variable GATEHOUSE_DATA_DIR"), "{err}");
+    assert!(err.contains("would be created") && err.contains("/proc is not writable"), "{err}");
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"x").unwrap();
+    let err = check_refused(&file.join("data"), &[]);
+    assert!(err.contains("is not a directory"), "{err}");
+    // A data dir that does not exist yet under a writable one passes, and is not created.
+    let fresh = dir.path().join("new/data");
+    let out = check(&fresh, &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(!dir.path().join("new").exists(), "config check creates nothing");
+}
+
+/// A TLS file that cannot be read names its key and where its value came from, at
+/// `config check` and at the start.
+#[test]
+fn a_tls_file_error_names_its_key_and_where_it_came_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, _) = certificate_and_key(dir.path(), true);
+    let tls =
+        [("GATEHOUSE_TLS_CERTIFICATE", cert.as_str()), ("GATEHOUSE_TLS_PRIVATE_KEY", "/nope")];
+    let err = check_refused(dir.path(), &tls);
+    assert!(
+        err.contains(
+            "invalid tls.private_key from environment variable GATEHOUSE_TLS_PRIVATE_KEY: \
+                      expected a readable private key file (DER or PEM), found /nope: "
+        ),
+        "{err}"
+    );
+    let data = dir.path().to_str().unwrap();
+    let envs = [("GATEHOUSE_DATA_DIR", data), ("GATEHOUSE_TLS_PRIVATE_KEY", "/nope")];
+    let mut envs = envs.to_vec();
+    envs.push(("GATEHOUSE_TLS_CERTIFICATE", &cert));
+    // The start logs a few lines before it reads the certificate; its error is the last.
+    let args = ["--bind", "127.0.0.1:0", "--admin-bind", "off"];
+    let out = run(&shipped_config(), &args, &envs);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let err = stderr.trim_end().lines().last().unwrap_or_default();
+    assert!(
+        err.starts_with(
+            "error: invalid tls.private_key from environment variable \
+                         GATEHOUSE_TLS_PRIVATE_KEY: expected a readable private key file"
+        ),
+        "{stderr}"
+    );
+    let file = dir.path().join("server.toml");
+    std::fs::write(&file, "[tls]\ncertificate = \"/nope.pem\"\nprivate_key = \"key.pem\"\n")
+        .unwrap();
+    let world = shipped_config().with_file_name("world.toml");
+    let envs = [("GATEHOUSE_DATA_DIR", data), ("GATEHOUSE_WORLD", world.to_str().unwrap())];
+    let err = refused(&file, &["config", "check"], &envs);
+    let at = format!("invalid tls.certificate from {}:2", file.display());
+    assert!(err.contains(&at) && err.contains("/nope.pem"), "{err}");
+}

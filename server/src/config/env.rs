@@ -141,18 +141,22 @@ pub struct Setting {
 }
 
 impl ServerConfig {
-    /// Every key's effective value and where it came from, sorted by key;
-    /// secrets redacted (the token key, the admin token, a store URL's password).
+    /// Every key's effective value and where it came from, sorted by key; the secrets of
+    /// [`super::SECRET_KEYS`] redacted (the token key, the admin token, a store URL's password).
     pub fn effective(&self) -> Vec<Setting> {
         let value = serde_json::to_value(self).unwrap_or_default();
         flatten(&value)
             .into_iter()
             .map(|(key, value)| {
+                let hidden = super::secrecy(&key) == Some(super::Secrecy::Hidden);
                 let value = match value {
                     serde_json::Value::Null => "(unset)".to_owned(),
                     _ if key == "auth.token_key" && self.auth.is_development_key() => {
                         format!("{} (the shipped development key)", super::REDACTED)
                     }
+                    // Whatever the type serialises, a secret key shows no value
+                    // (`super::SECRET_KEYS`); a store URL serialises with its password redacted.
+                    _ if hidden => format!("\"{}\"", super::REDACTED),
                     other => other.to_string(),
                 };
                 Setting { source: self.source_of(&key), key, value }
@@ -417,6 +421,36 @@ mod tests {
         );
     }
 
+    /// Only the keys of `SECRET_KEYS` are secrets: any other bad value is quoted back, whatever
+    /// its name holds ("token", "key", "url").
+    #[test]
+    fn a_bad_non_secret_value_is_quoted_back() {
+        let err =
+            load("", &[("GATEHOUSE_AUTH__MAX_TOKEN_LIFETIME_S", "-5s")]).unwrap_err().to_string();
+        assert!(
+            err.contains("GATEHOUSE_AUTH__MAX_TOKEN_LIFETIME_S") && err.contains("-5s"),
+            "{err}"
+        );
+        assert!(!err.contains("not shown"), "{err}");
+        let err = load("", &[("GATEHOUSE_AUTH__INSECURE_DEVELOPMENT_KEY", "yes")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("true or false") && err.contains("yes"), "{err}");
+        assert!(!err.contains("not shown"), "{err}");
+        let err = load("[auth]\nmax_token_lifetime_s = \"soon\"\n", &[]).unwrap_err().to_string();
+        assert!(err.contains("\"soon\""), "{err}");
+        // The secrets themselves stay hidden, and `config show` hides the same list.
+        let shown =
+            load("", &[("GATEHOUSE_ADMIN__TOKEN", "admin-secret-token-1234")]).unwrap().show();
+        for (key, secrecy) in super::super::SECRET_KEYS {
+            let line = shown.lines().find(|l| l.starts_with(&format!("{key} ="))).unwrap();
+            if *secrecy == super::super::Secrecy::Hidden {
+                assert!(line.contains("<redacted>"), "{line}");
+            }
+        }
+        assert!(!shown.contains("admin-secret"), "{shown}");
+    }
+
     #[test]
     fn a_refused_secret_from_the_environment_is_never_quoted() {
         let err = load("", &[("GATEHOUSE_ADMIN__TOKEN", "short-secret")]).unwrap_err().to_string();
@@ -486,6 +520,23 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.contains("network.keep_alive_ms"), "{err}");
+    }
+
+    /// `100us` would read as 0 ms, which the key refuses: a `*_ms` key takes whole
+    /// milliseconds only, and says so.
+    #[test]
+    fn a_duration_below_a_millisecond_is_refused() {
+        let err = load("", &[("GATEHOUSE_GAME__SPAWN_RETRY_MS", "100us")]).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "invalid game.spawn_retry_ms from environment variable GATEHOUSE_GAME__SPAWN_RETRY_MS: \
+             expected whole milliseconds, as a number (250) or a string such as \"250ms\" or \
+             \"10s\" (no fraction of a millisecond), found 100us"
+        );
+        let err = load("[network]\nidle_timeout_ms = \"1s 500us\"\n", &[]).unwrap_err().to_string();
+        assert!(err.contains("conf/server.toml:2") && err.contains("whole milliseconds"), "{err}");
+        let ok = load("", &[("GATEHOUSE_GAME__SPAWN_RETRY_MS", "1ms")]).unwrap();
+        assert_eq!(ok.game.spawn_retry, Duration::from_millis(1));
     }
 
     #[test]

@@ -27,7 +27,7 @@ pub use server::{
     LogFormat, MIN_FRAME_LEN, NetworkConfig, OrchestratorKind, ServerConfig, StoreConfig,
     TlsConfig, WhenEmpty,
 };
-pub use source::{Sources, ValueSource};
+pub use source::{SECRET_KEYS, Secrecy, Sources, ValueSource, secrecy};
 pub(crate) use store_url::Resolved;
 pub use store_url::{DEFAULT_STORE_URL, StoreUrl, StoreUrlError, redact};
 pub use world::{
@@ -208,8 +208,12 @@ fn refusal(
     let key = e.path().to_string();
     let (expected, mut found) = source::describe_serde(e.inner().message());
     if found.is_empty() {
-        // A parser's own message says what is wrong, not what it read: the file does.
-        found = sources.written(&key).unwrap_or_default().to_owned();
+        // A parser's own message says what is wrong, not what it read: the file (or the
+        // variable) does, unless the message quotes it already (a store URL's, redacted).
+        found = sources
+            .written(&key)
+            .filter(|written| !expected.contains(written.as_str()))
+            .unwrap_or_default();
     }
     let line = e.inner().span().map(|span| source::line_of(text, span.start));
     let origin = match line.or_else(|| sources.line(&key)) {
@@ -217,8 +221,8 @@ fn refusal(
         Some(line) => ValueSource::File { path: path.to_owned(), line: Some(line) },
         None => sources.of(&key),
     };
-    if sources.is_secret(&key) && !found.is_empty() && sources.is_overridden(&key) {
-        // A refused secret from the environment is never quoted back.
+    if source::secrecy(&key) == Some(Secrecy::Hidden) && !found.is_empty() {
+        // A refused secret is never quoted back, wherever it came from ([`SECRET_KEYS`]).
         found = "a value not shown (a secret)".to_owned();
     }
     // The file's text may hold control characters (a quoted key with `\r`): the refusal

@@ -170,7 +170,8 @@ pub struct FleetConfig {
     )]
     pub health_interval: Duration,
     /// `agones_sdk_port`: TCP port of the Agones SDK sidecar on localhost; unset, the SDK
-    /// reads `AGONES_SDK_GRPC_PORT` (which Agones sets in the pod), else 9357.
+    /// reads `AGONES_SDK_GRPC_PORT` (which Agones sets in the pod), else 9357. 1 to 65535.
+    #[serde(deserialize_with = "optional_port")]
     pub agones_sdk_port: Option<u16>,
     /// `sdk_timeout_ms`: the bound on each call to the orchestrator (default 5000 ms); the
     /// Shutdown at the end of a drain waits at most three times this.
@@ -217,7 +218,7 @@ impl Default for FleetConfig {
 /// Who moves the server from Ready to Allocated (`fleet.allocation`; docs/operations.md,
 /// "Allocation"). Under Agones, an Allocated game server is never removed by a scale-down or a
 /// rolling update.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[non_exhaustive]
 pub enum Allocation {
     /// `self`: the server allocates itself when its first player logs in (and again after
@@ -233,7 +234,7 @@ pub enum Allocation {
 
 /// What an empty server does once `fleet.empty_linger_ms` has passed with no player logged in
 /// (`fleet.when_empty`; docs/operations.md, "Allocation").
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum WhenEmpty {
@@ -246,6 +247,87 @@ pub enum WhenEmpty {
     Shutdown,
     /// Nothing: the server stays as it is (Allocated, under Agones).
     Stay,
+}
+
+/// Deserialises a TCP port, 1 to 65535, for a key that may be left out (`None` then).
+fn optional_port<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<u16>, D::Error> {
+    d.deserialize_any(PortVisitor).map(Some)
+}
+
+/// Reads a port: a whole number from 1 to 65535.
+struct PortVisitor;
+
+impl serde::de::Visitor<'_> for PortVisitor {
+    type Value = u16;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a port, 1 to 65535")
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<u16, E> {
+        match u16::try_from(n) {
+            Ok(port) if port != 0 => Ok(port),
+            _ => Err(E::invalid_value(serde::de::Unexpected::Unsigned(n), &self)),
+        }
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<u16, E> {
+        match u64::try_from(n) {
+            Ok(n) => self.visit_u64(n),
+            Err(_) => Err(E::invalid_value(serde::de::Unexpected::Signed(n), &self)),
+        }
+    }
+}
+
+/// A key whose value is one of a few names: read from a string only, and any other value
+/// (`1`, `true`) refused naming every allowed name, as a wrong name is.
+trait Named: Sized + Copy + 'static {
+    /// Each name as the config file writes it, with its value.
+    const NAMES: &'static [(&'static str, Self)];
+}
+
+impl Named for Allocation {
+    const NAMES: &'static [(&'static str, Self)] =
+        &[("self", Allocation::OnFirstLogin), ("matchmaker", Allocation::Matchmaker)];
+}
+
+impl Named for WhenEmpty {
+    const NAMES: &'static [(&'static str, Self)] = &[
+        ("ready", WhenEmpty::Ready),
+        ("shutdown", WhenEmpty::Shutdown),
+        ("stay", WhenEmpty::Stay),
+    ];
+}
+
+/// Reads a [`Named`] value, naming the allowed names whatever was found.
+struct NamedVisitor<T>(std::marker::PhantomData<T>);
+
+impl<T: Named> serde::de::Visitor<'_> for NamedVisitor<T> {
+    type Value = T;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<String> = T::NAMES.iter().map(|(name, _)| format!("`{name}`")).collect();
+        write!(f, "one of {}", names.join(", "))
+    }
+
+    fn visit_str<E: serde::de::Error>(self, text: &str) -> Result<T, E> {
+        match T::NAMES.iter().find(|(name, _)| *name == text) {
+            Some((_, value)) => Ok(*value),
+            None => Err(E::invalid_value(serde::de::Unexpected::Str(text), &self)),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Allocation {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(NamedVisitor(std::marker::PhantomData))
+    }
+}
+
+impl<'de> Deserialize<'de> for WhenEmpty {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(NamedVisitor(std::marker::PhantomData))
+    }
 }
 
 /// Which orchestrator runs the server (`fleet.orchestrator`).
@@ -736,7 +818,10 @@ impl ServerConfig {
             return Err(self.invalid(
                 "auth.token_key",
                 format!(
-                    "your token issuer's key, since network.bind {bind} is not loopback: with                      the shipped development key anyone can mint a token for any player (set                      auth.token_key or GATEHOUSE_TOKEN_KEY; auth.insecure_development_key =                      true serves it anyway)"
+                    "your token issuer's key, since network.bind {bind} is not loopback: with \
+                     the shipped development key anyone can mint a token for any player (set \
+                     auth.token_key or GATEHOUSE_TOKEN_KEY; auth.insecure_development_key = \
+                     true serves it anyway)"
                 ),
                 "the shipped development key",
             ));
@@ -1531,5 +1616,146 @@ mod tests {
     fn the_debug_output_never_shows_the_token_key() {
         let c = parse("[auth]\ntoken_key = \"super-secret-key-1234\"\n").unwrap();
         assert!(!format!("{c:?}").contains("super-secret"));
+    }
+}
+
+#[cfg(test)]
+mod message_tests {
+    use super::*;
+    use crate::config::Overrides;
+
+    /// `text` as `conf/server.toml` with `vars` as the environment, checked as at start.
+    fn refused(text: &str, vars: &[(&str, &str)]) -> String {
+        let env: Environment = vars.iter().map(|(k, v)| ((*k).into(), (*v).into())).collect();
+        let path = Path::new("conf/server.toml");
+        let config = match ServerConfig::load_text(path, text, &Overrides::default(), &env) {
+            Ok(config) => config,
+            Err(e) => return e.to_string(),
+        };
+        match config.check_admin_exposure().and_then(|()| config.check_key_exposure()) {
+            Ok(()) => panic!("accepted: {text} {vars:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    /// No refusal of the checks holds a run of spaces (a string continuation that kept the
+    /// next line's indentation): one refusal per check, and the config module's sources read
+    /// for a string literal with such a run.
+    #[test]
+    fn no_config_error_message_holds_two_spaces_in_a_row() {
+        let cases: &[(&str, &[(&str, &str)])] = &[
+            ("", &[("GATEHOUSE_NETWORK__BIND", "0.0.0.0:7777")]),
+            ("", &[("GATEHOUSE_ADMIN__BIND", "0.0.0.0:7778")]),
+            ("[network]\nidle_timeout_ms = 0\n", &[]),
+            ("[network]\nkeep_alive_ms = 20000\n", &[]),
+            ("[network]\nhello_timeout_ms = 0\n", &[]),
+            ("[network]\nhandshake_timeout_ms = 0\n", &[]),
+            ("[network]\nmax_players = 0\n", &[]),
+            ("[network]\nmax_frame_len = 1\n", &[]),
+            ("[network]\nudp_buffer_bytes = 1\n", &[]),
+            ("[network]\nmax_pending_connections = 0\n", &[]),
+            ("[network]\nhandshake_burst = 0\n", &[]),
+            ("[network]\nhandshakes_per_ip_per_s = 0\n", &[]),
+            ("[network]\nmessage_burst = 0\n", &[]),
+            ("[network]\nmessage_rate_per_s = 0\n", &[]),
+            ("[network]\nmax_pending_per_ip = 0\n", &[]),
+            ("[network]\nsend_queue_frames = 0\n", &[]),
+            ("[network]\ngso_segments = 11\n", &[]),
+            ("[network]\nreplication_interval_ms = 2000\n", &[]),
+            ("[network]\nstream_receive_window = 1\n", &[]),
+            ("[network]\nconnection_receive_window = 4096\n", &[]),
+            ("[tls]\ncertificate = \"c.pem\"\n", &[]),
+            ("[admin]\nmax_connections = 0\n", &[]),
+            ("[admin]\nheader_timeout_ms = 0\n", &[]),
+            ("[admin]\ntoken = \"short\"\n", &[]),
+            ("[auth]\nmax_token_lifetime_s = 0\n", &[]),
+            ("[auth]\nclock_skew_s = 7200\n", &[]),
+            ("[auth]\nlogin_burst = 0\n", &[]),
+            ("[auth]\nlogin_interval_ms = 0\n", &[]),
+            ("[auth]\ntoken_key = \"short\"\n", &[]),
+            ("[auth]\nclock_skew_s = \"1500ms\"\n", &[]),
+            ("[game]\nspawn_retry_ms = 0\n", &[]),
+            ("[game]\nspawn_retry_ms = \"100us\"\n", &[]),
+            ("[game]\nspawn_settle_timeout_ms = 0\n", &[]),
+            ("[game]\nclient_ready_timeout_ms = 0\n", &[]),
+            ("[game]\nclient_response_timeout_ms = 0\n", &[]),
+            ("[game]\nclient_response_crowd_floor_ms = 0\n", &[]),
+            ("[game]\ntransition_max_ms = 1\n", &[]),
+            ("[game]\nmax_failed_transitions = 0\n", &[]),
+            ("[fleet]\nhealth_interval_ms = 0\n", &[]),
+            ("[fleet]\nsdk_timeout_ms = 0\n", &[]),
+            ("[fleet]\nwhen_empty = 1\n", &[]),
+            ("[fleet]\nagones_sdk_port = 70000\n", &[]),
+            ("[store]\nsession = \"\"\n", &[]),
+            ("[store]\nload_timeout_ms = 0\n", &[]),
+            ("[store]\nsave_retry_ms = 0\n", &[]),
+            ("[store]\nsave_attempts = 0\n", &[]),
+            ("[store]\ndrain_timeout_ms = 0\n", &[]),
+            ("[store]\nurl = \"mysql://u:p@h/db\"\n", &[]),
+        ];
+        for (text, vars) in cases {
+            let err = refused(text, vars);
+            assert!(err.starts_with("invalid "), "{text}: {err}");
+            assert!(!err.contains("  "), "two spaces in a row: {err}");
+        }
+        let sources = [
+            include_str!("admin.rs"),
+            include_str!("env.rs"),
+            include_str!("mod.rs"),
+            include_str!("overrides.rs"),
+            include_str!("server.rs"),
+            include_str!("source.rs"),
+            include_str!("store_url.rs"),
+            include_str!("world.rs"),
+        ];
+        let run = [" "; 3].concat();
+        for line in sources.iter().flat_map(|text| text.lines()) {
+            let code = line.trim_start();
+            if code.starts_with("//") {
+                continue;
+            }
+            // A run of spaces inside a string literal: after a quote or a word, not indentation.
+            let quoted = code.split('"').skip(1).step_by(2);
+            for literal in quoted {
+                assert!(!literal.contains(&run), "a run of spaces in a message: {line}");
+            }
+        }
+    }
+
+    /// A key that takes one of a few names says which, whatever type it was given.
+    #[test]
+    fn an_enum_key_of_the_wrong_type_lists_its_values() {
+        let err = refused("", &[("GATEHOUSE_FLEET__WHEN_EMPTY", "1")]);
+        assert!(err.contains("environment variable GATEHOUSE_FLEET__WHEN_EMPTY"), "{err}");
+        assert!(err.contains("one of \"ready\", \"shutdown\", \"stay\""), "{err}");
+        let err = refused("", &[("GATEHOUSE_FLEET__ALLOCATION", "true")]);
+        assert!(err.contains("one of \"self\", \"matchmaker\""), "{err}");
+        let err = refused("[fleet]\nwhen_empty = 1\n", &[]);
+        assert!(err.contains("conf/server.toml:2") && err.contains("\"stay\""), "{err}");
+        assert!(err.contains("found the number 1"), "{err}");
+        let err = refused("[fleet]\nallocation = \"nobody\"\n", &[]);
+        assert!(err.contains("\"matchmaker\"") && err.contains("nobody"), "{err}");
+        let c = ServerConfig::parse(
+            Path::new("s.toml"),
+            "[fleet]\nwhen_empty = \"shutdown\"\nallocation = \"matchmaker\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            (c.fleet.when_empty, c.fleet.allocation),
+            (WhenEmpty::Shutdown, Allocation::Matchmaker)
+        );
+        let shown = c.show();
+        assert!(shown.contains("fleet.when_empty = \"shutdown\""), "{shown}");
+    }
+
+    /// `fleet.agones_sdk_port` is a port: 1 to 65535, and says so.
+    #[test]
+    fn the_agones_sdk_port_is_a_port_from_1_to_65535() {
+        for value in ["70000", "0", "-1"] {
+            let err = refused("", &[("GATEHOUSE_FLEET__AGONES_SDK_PORT", value)]);
+            assert!(err.contains("expected a port, 1 to 65535, found"), "{value}: {err}");
+        }
+        let c = ServerConfig::parse(Path::new("s.toml"), "[fleet]\nagones_sdk_port = 65535\n");
+        assert_eq!(c.unwrap().fleet.agones_sdk_port, Some(65535));
     }
 }

@@ -52,6 +52,30 @@ impl fmt::Display for ValueSource {
     }
 }
 
+/// How a secret key's value is kept out of errors and `config show`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Secrecy {
+    /// Never shown: `config show` prints `<redacted>`, an error never quotes it.
+    Hidden,
+    /// A URL that may carry a password: shown with the password replaced by `***`.
+    Redacted,
+}
+
+/// The keys of `config/server.toml` that hold secrets, declared once for the errors and
+/// `config show` (docs/operations.md, "Configuration"). Every other key's value is quoted back
+/// in an error about it.
+pub const SECRET_KEYS: &[(&str, Secrecy)] = &[
+    ("auth.token_key", Secrecy::Hidden),
+    ("admin.token", Secrecy::Hidden),
+    ("store.url", Secrecy::Redacted),
+];
+
+/// How `key`'s value is kept secret, if it is one of [`SECRET_KEYS`].
+pub fn secrecy(key: &str) -> Option<Secrecy> {
+    SECRET_KEYS.iter().find(|(secret, _)| *secret == key).map(|(_, secrecy)| *secrecy)
+}
+
 /// The source of every key of one config file, with the overrides applied after it. Its
 /// `Debug` shows no value (a config file holds keys and passwords).
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -114,10 +138,9 @@ impl Sources {
         self.overrides.contains_key(key)
     }
 
-    /// Whether `key` holds a secret, or may (a key, a token, a URL that may carry a password):
-    /// never quoted back nor shown.
+    /// Whether `key` holds a secret ([`SECRET_KEYS`]): never quoted back in full nor shown.
     pub fn is_secret(&self, key: &str) -> bool {
-        ["key", "token", "url", "password"].iter().any(|word| key.contains(word))
+        secrecy(key).is_some()
     }
 
     /// The line of `key` in the file, if it is written there.
@@ -125,13 +148,16 @@ impl Sources {
         self.lines.get(key).copied()
     }
 
-    /// The value of `key` as the file writes it, if it is a scalar written there and not a
-    /// secret (a key, a token, a URL that may carry a password): those are never quoted back.
-    pub fn written(&self, key: &str) -> Option<&str> {
-        if self.is_secret(key) {
-            return None;
+    /// The value of `key` as the file (or the variable that set it) writes it, if it is a
+    /// scalar written there: a hidden secret ([`SECRET_KEYS`]) never, a URL that may carry a
+    /// password with the password redacted.
+    pub fn written(&self, key: &str) -> Option<String> {
+        let value = self.values.get(key)?;
+        match secrecy(key) {
+            None => Some(value.clone()),
+            Some(Secrecy::Hidden) => None,
+            Some(Secrecy::Redacted) => Some(super::redact(value)),
         }
-        self.values.get(key).map(String::as_str)
     }
 }
 
@@ -310,8 +336,8 @@ mod tests {
         let text = "[auth]\ntoken_key = \"super-secret-1\"\n[store]\nurl = \"postgres://u:pw-2@h/db\"\n[network]\nbind = \"x\"\n";
         let sources = Sources::of_file(Path::new("s.toml"), text);
         assert_eq!(sources.written("auth.token_key"), None);
-        assert_eq!(sources.written("store.url"), None);
-        assert_eq!(sources.written("network.bind"), Some("\"x\""));
+        assert_eq!(sources.written("store.url").as_deref(), Some("\"postgres://u:***@h/db\""));
+        assert_eq!(sources.written("network.bind").as_deref(), Some("\"x\""));
         let debug = format!("{sources:?}");
         assert!(!debug.contains("super-secret") && !debug.contains("pw-2"), "{debug}");
     }

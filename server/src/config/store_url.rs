@@ -107,6 +107,17 @@ impl StoreUrl {
         }
     }
 
+    /// Reads the files a PostgreSQL URL names (`sslrootcert`, `sslcert`, `sslkey`), resolved
+    /// against `data_dir`, as opening the store does ([`Self::resolve`]), without connecting:
+    /// what `config check` runs. Nothing to read for the embedded store.
+    ///
+    /// # Errors
+    /// [`StoreUrlError`] naming the parameter and the file: missing, unreadable, or a CA file
+    /// with no PEM certificate.
+    pub fn check_files(&self, data_dir: &Path) -> Result<(), StoreUrlError> {
+        self.resolve(data_dir).map(|_| ())
+    }
+
     /// What to connect to. A PostgreSQL URL's file parameters are resolved against `data_dir`
     /// and each file is read once here, so a missing or unreadable one is an error naming the
     /// parameter and the file (the driver reads them again for each connection).
