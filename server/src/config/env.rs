@@ -38,6 +38,9 @@ pub const LEGACY_VARIABLES: &[(&str, &str)] = &[
     ("GATEHOUSE_STORE_URL", "store.url"),
 ];
 
+/// How many of [`LEGACY_VARIABLES`], from the first, are also the flags' variables.
+const FLAG_VARIABLES: usize = 6;
+
 /// `GATEHOUSE_*` variables that are not config keys: the config file's own path, and those of
 /// the tests and tools (never refused as unknown keys).
 pub const NON_CONFIG_VARIABLES: &[&str] = &[
@@ -199,6 +202,18 @@ pub(super) fn config_variables(env: &Environment) -> Result<Vec<EnvValue>, Confi
     let mut found = Vec::new();
     for (var, value) in env {
         let Some(rest) = var.strip_prefix(PREFIX) else { continue };
+        // The older variables without a flag are laid over the file like the new names; those
+        // with one are the flags' (`Overrides`).
+        if let Some((_, key)) =
+            LEGACY_VARIABLES[FLAG_VARIABLES..].iter().find(|(name, _)| name == var)
+        {
+            let (section, name) = match key.split_once('.') {
+                Some((section, name)) => (Some(section.to_owned()), name.to_owned()),
+                None => (None, (*key).to_owned()),
+            };
+            found.push(EnvValue { var: var.clone(), section, name, value: value.clone() });
+            continue;
+        }
         let legacy = LEGACY_VARIABLES.iter().any(|(name, _)| name == var);
         let other = NON_CONFIG_VARIABLES.contains(&var.as_str())
             || NON_CONFIG_PREFIXES.iter().any(|prefix| var.starts_with(prefix));
@@ -257,6 +272,9 @@ fn refuse_both_names(env: &Environment, found: &[EnvValue]) -> Result<(), Config
         }
         let clash = found.iter().find(|entry| {
             let set = entry.key();
+            if entry.var == *legacy {
+                return false;
+            }
             set == *key || (*legacy == "GATEHOUSE_ADMIN_BIND" && set == "admin.enabled")
         });
         if let Some(entry) = clash {
@@ -621,6 +639,46 @@ mod tests {
         assert!(!err.contains("network."), "only the top-level keys are listed: {err}");
     }
 
+    /// The older variables without a flag set their keys through the same overlay, each
+    /// named as its key's source.
+    #[test]
+    fn every_secret_variable_sets_its_key() {
+        let config = load(
+            "",
+            &[
+                ("GATEHOUSE_TOKEN_KEY", &"k".repeat(40)),
+                ("GATEHOUSE_ADMIN_TOKEN", &"a".repeat(20)),
+                ("GATEHOUSE_TLS_CERTIFICATE", "cert.pem"),
+                ("GATEHOUSE_TLS_PRIVATE_KEY", "key.pem"),
+                ("GATEHOUSE_STORE_URL", "sqlite:other.db"),
+            ],
+        )
+        .unwrap();
+        assert_eq!(config.auth.token_key, "k".repeat(40));
+        assert!(config.admin.token.is_some());
+        assert_eq!(config.tls.certificate, Some("cert.pem".into()));
+        assert_eq!(config.tls.private_key, Some("key.pem".into()));
+        assert_eq!(
+            config.source_of("tls.private_key").to_string(),
+            "environment variable GATEHOUSE_TLS_PRIVATE_KEY"
+        );
+        let refused = load("", &[("GATEHOUSE_STORE_URL", "mysql://x")]).unwrap_err().to_string();
+        assert!(
+            refused.contains("store.url") && refused.contains("GATEHOUSE_STORE_URL"),
+            "{refused}"
+        );
+    }
+
+    #[test]
+    fn a_refused_admin_token_from_the_environment_names_the_variable_and_hides_the_value() {
+        let error = load("", &[("GATEHOUSE_ADMIN_TOKEN", "short-secret")]).unwrap_err().to_string();
+        assert!(
+            error.contains("admin.token") && error.contains("GATEHOUSE_ADMIN_TOKEN"),
+            "{error}"
+        );
+        assert!(!error.contains("short-secret"), "a refused secret is never quoted: {error}");
+    }
+
     /// `config show` says when the token key is the shipped development one, and lines up its
     /// origins in one column.
     #[test]
@@ -648,7 +706,10 @@ mod tests {
             ("GATEHOUSE_TOKEN_KEY", "k"),
             ("PATH", "/bin"),
         ]);
-        assert_eq!(config_variables(&vars).unwrap(), Vec::new());
+        // Refused none; the flagless older one is laid over the file as its key.
+        let found = config_variables(&vars).unwrap();
+        let keys: Vec<(String, &str)> = found.iter().map(|e| (e.key(), e.var.as_str())).collect();
+        assert_eq!(keys, [("auth.token_key".to_owned(), "GATEHOUSE_TOKEN_KEY")]);
     }
 
     #[test]

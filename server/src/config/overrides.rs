@@ -4,8 +4,6 @@
 
 use clap::ValueEnum as _;
 
-use super::AdminToken;
-use super::StoreUrl;
 use super::{ConfigError, LogFormat, OrchestratorKind, ServerConfig, ValueSource};
 
 /// One value from the command line, as typed, and whether its flag or its variable gave it.
@@ -73,9 +71,9 @@ impl ServerConfig {
     }
 
     /// Loads the config file at `path`, lays the `GATEHOUSE_<SECTION>__<KEY>` variables of
-    /// `env` over it, then the flags of `overrides` (each flag not given taken from its legacy
-    /// variable in `env`), then the legacy secret variables ([`Self::apply_environment`]), and
-    /// checks the whole: a flag wins over the environment, the environment over the file, the
+    /// `env` over it (with the older variables that have no flag, `GATEHOUSE_TOKEN_KEY` and the
+    /// like), then the flags of `overrides` (each flag not given taken from its legacy
+    /// variable in `env`), and checks the whole: a flag wins over the environment, the environment over the file, the
     /// file over the default (docs/operations.md, "Configuration").
     ///
     /// # Errors
@@ -102,7 +100,6 @@ impl ServerConfig {
     ) -> Result<ServerConfig, ConfigError> {
         let mut config = ServerConfig::parse_with_environment(path, text, env)?;
         config.apply(&overrides.or_environment(env))?;
-        config.apply_environment(|var| env.get(var).cloned())?;
         config.check()?;
         Ok(config)
     }
@@ -161,47 +158,6 @@ impl ServerConfig {
         }
         Ok(())
     }
-
-    /// Applies the variables that have no flag, because their values are secrets or paths to
-    /// them (a flag is readable by every user of the machine): `GATEHOUSE_TOKEN_KEY`,
-    /// `GATEHOUSE_ADMIN_TOKEN`, `GATEHOUSE_TLS_CERTIFICATE`, `GATEHOUSE_TLS_PRIVATE_KEY` and
-    /// `GATEHOUSE_STORE_URL`, as `var` finds them (the process's
-    /// environment, or a test's table), each recorded as its key's source.
-    ///
-    /// # Errors
-    /// [`ConfigError::Invalid`] naming the key and the variable, for an admin token or a store
-    /// URL that is refused. A refused secret is never quoted back.
-    pub fn apply_environment(
-        &mut self,
-        var: impl Fn(&str) -> Option<String>,
-    ) -> Result<(), ConfigError> {
-        let env = |name: &str| ValueSource::Env { var: name.to_owned() };
-        if let Some(key) = var("GATEHOUSE_TOKEN_KEY") {
-            self.set_source("auth.token_key", env("GATEHOUSE_TOKEN_KEY"));
-            self.auth.token_key = key;
-        }
-        if let Some(token) = var("GATEHOUSE_ADMIN_TOKEN") {
-            self.set_source("admin.token", env("GATEHOUSE_ADMIN_TOKEN"));
-            let token =
-                AdminToken::parse(&token).map_err(|why| self.invalid("admin.token", why, ""))?;
-            self.admin.token = Some(token);
-        }
-        // A certificate mounted from a secret (deploy/agones/fleet.yaml); paths as given.
-        if let Some(path) = var("GATEHOUSE_TLS_CERTIFICATE") {
-            self.set_source("tls.certificate", env("GATEHOUSE_TLS_CERTIFICATE"));
-            self.tls.certificate = Some(path.into());
-        }
-        if let Some(path) = var("GATEHOUSE_TLS_PRIVATE_KEY") {
-            self.set_source("tls.private_key", env("GATEHOUSE_TLS_PRIVATE_KEY"));
-            self.tls.private_key = Some(path.into());
-        }
-        if let Some(url) = var("GATEHOUSE_STORE_URL") {
-            self.set_source("store.url", env("GATEHOUSE_STORE_URL"));
-            self.store.url =
-                StoreUrl::parse(&url).map_err(|e| self.invalid("store.url", e.to_string(), ""))?;
-        }
-        Ok(())
-    }
 }
 
 #[cfg(test)]
@@ -243,48 +199,6 @@ mod tests {
         config.apply(&on).unwrap();
         assert!(config.admin.enabled);
         assert_eq!(config.admin.bind.to_string(), "127.0.0.1:9");
-    }
-
-    #[test]
-    fn a_refused_admin_token_from_the_environment_names_the_variable_and_hides_the_value() {
-        let mut config = ServerConfig::default();
-        let error = config
-            .apply_environment(|var| {
-                (var == "GATEHOUSE_ADMIN_TOKEN").then(|| "short-secret".into())
-            })
-            .unwrap_err()
-            .to_string();
-        assert!(
-            error.contains("admin.token") && error.contains("GATEHOUSE_ADMIN_TOKEN"),
-            "{error}"
-        );
-        assert!(!error.contains("short-secret"), "a refused secret is never quoted: {error}");
-    }
-
-    #[test]
-    fn every_secret_variable_sets_its_key() {
-        let mut config = ServerConfig::default();
-        let values = |var: &str| match var {
-            "GATEHOUSE_TOKEN_KEY" => Some("k".repeat(40)),
-            "GATEHOUSE_ADMIN_TOKEN" => Some("a".repeat(20)),
-            "GATEHOUSE_TLS_CERTIFICATE" => Some("cert.pem".into()),
-            "GATEHOUSE_TLS_PRIVATE_KEY" => Some("key.pem".into()),
-            "GATEHOUSE_STORE_URL" => Some("sqlite:other.db".into()),
-            _ => None,
-        };
-        config.apply_environment(values).unwrap();
-        assert_eq!(config.auth.token_key, "k".repeat(40));
-        assert!(config.admin.token.is_some());
-        assert_eq!(config.tls.certificate, Some("cert.pem".into()));
-        assert_eq!(config.tls.private_key, Some("key.pem".into()));
-        let refused = ServerConfig::default()
-            .apply_environment(|v| (v == "GATEHOUSE_STORE_URL").then(|| "mysql://x".into()))
-            .unwrap_err()
-            .to_string();
-        assert!(
-            refused.contains("store.url") && refused.contains("GATEHOUSE_STORE_URL"),
-            "{refused}"
-        );
     }
 
     /// The file is read first, the flags go over it, and the whole is checked: a value the file
