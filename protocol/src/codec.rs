@@ -121,6 +121,125 @@ pub fn decode_body<M: DeserializeOwned>(body: &[u8]) -> Result<M, FrameError> {
     Ok(message)
 }
 
+/// The encoded length of `value` in the wire's encoding, bytes, without encoding it anywhere
+/// (what a frame body holding it grows by). A value that cannot be encoded counts 0: the
+/// encoding of the frame that holds it reports the error.
+pub fn encoded_len<T: Serialize + ?Sized>(value: &T) -> usize {
+    let mut size = bincode::enc::write::SizeWriter::default();
+    match bincode::serde::encode_into_writer(value, &mut size, config()) {
+        Ok(()) => size.bytes_written,
+        Err(_) => 0,
+    }
+}
+
+/// The replicated changes of one replication interval, each encoded once as it comes, sent as
+/// `ServerMessage::Replicated` frames that start at any change (docs/protocol.md 4.4).
+///
+/// A server appends every replicated broadcast here instead of encoding it into each client's
+/// write; at the interval's end it sends everyone the same frames, and a client welcomed in the
+/// middle of the interval (or sent something else meanwhile) the frames from the first change
+/// it has not had.
+#[derive(Debug, Default)]
+pub struct ReplicationBatch {
+    /// The changes' encodings, back to back.
+    bodies: Vec<u8>,
+    /// Where each change's encoding ends in `bodies`.
+    ends: Vec<usize>,
+}
+
+/// Frames made by [`ReplicationBatch::frames`]: whole frames back to back.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Frames {
+    /// The frames, each with its length prefix.
+    pub bytes: Vec<u8>,
+    /// How many frames `bytes` holds.
+    pub count: usize,
+}
+
+impl ReplicationBatch {
+    /// Appends `change`.
+    ///
+    /// # Errors
+    /// [`FrameError::Encode`] if it does not encode (nothing is appended).
+    pub fn push(&mut self, change: &crate::ReplicatedChange) -> Result<(), FrameError> {
+        let start = self.bodies.len();
+        if let Err(e) = bincode::serde::encode_into_std_write(change, &mut self.bodies, config()) {
+            self.bodies.truncate(start);
+            return Err(FrameError::Encode(e.to_string()));
+        }
+        self.ends.push(self.bodies.len());
+        Ok(())
+    }
+
+    /// How many changes it holds.
+    pub fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    /// Whether it holds no change.
+    pub fn is_empty(&self) -> bool {
+        self.ends.is_empty()
+    }
+
+    /// Forgets every change (keeping its buffers for the next interval).
+    pub fn clear(&mut self) {
+        self.bodies.clear();
+        self.ends.clear();
+    }
+
+    /// `Replicated` frames holding the changes from index `first` on, in order, as many per
+    /// frame as a body of `max_len` bytes holds: one frame unless they pass the limit. None
+    /// when `first` is past the last change.
+    ///
+    /// # Errors
+    /// [`FrameError::TooLong`] when one change alone does not fit a frame (a bug on the sending
+    /// side: no replicated change comes near the smallest limit); nothing is returned then.
+    pub fn frames(&self, first: usize, max_len: usize) -> Result<Frames, FrameError> {
+        let max_len = max_len.min(HARD_MAX_FRAME_LEN);
+        let variant = replicated_variant();
+        // The variant index, then the list's length.
+        let header_len = variant.len() + 8;
+        let mut out = Frames::default();
+        let mut next = first;
+        while next < self.ends.len() {
+            let from = self.start_of(next);
+            // As many changes as fit after the header.
+            let mut last = next;
+            while last < self.ends.len() && self.ends[last] - from + header_len <= max_len {
+                last += 1;
+            }
+            if last == next {
+                let len = self.ends[next] - from + header_len;
+                return Err(FrameError::TooLong { len, max: max_len });
+            }
+            let body_len = self.ends[last - 1] - from + header_len;
+            // Fits: at most HARD_MAX_FRAME_LEN.
+            out.bytes.extend_from_slice(&(body_len as u32).to_le_bytes());
+            out.bytes.extend_from_slice(&variant);
+            out.bytes.extend_from_slice(&((last - next) as u64).to_le_bytes());
+            out.bytes.extend_from_slice(&self.bodies[from..self.ends[last - 1]]);
+            out.count += 1;
+            next = last;
+        }
+        Ok(out)
+    }
+
+    /// Where change `index`'s encoding starts in `bodies`.
+    fn start_of(&self, index: usize) -> usize {
+        if index == 0 { 0 } else { self.ends[index - 1] }
+    }
+}
+
+/// The variant index a `Replicated` body starts with (its list's `u64` length follows).
+fn replicated_variant() -> [u8; 4] {
+    let empty = crate::ServerMessage::Replicated { changes: Vec::new() };
+    let mut body = Vec::with_capacity(12);
+    // An empty list always encodes; were it not to, the frames would not decode, which the
+    // codec's tests catch.
+    let _ = bincode::serde::encode_into_std_write(&empty, &mut body, config());
+    body.first_chunk::<4>().copied().unwrap_or_default()
+}
+
 /// Room a drained [`FrameDecoder`] keeps for the next frames, bytes (a control channel's
 /// frames are far smaller).
 const KEPT_ROOM: usize = 4 * 1024;
@@ -534,5 +653,78 @@ mod wire_examples {
     #[test]
     fn leave_encodes_as_documented() {
         assert_eq!(encode_frame(&ClientMessage::Leave, 64).unwrap(), [4, 0, 0, 0, 4, 0, 0, 0]);
+    }
+}
+
+#[cfg(test)]
+mod batch_tests {
+    // Test code: a failed expectation is a failed test.
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use crate::{ReplicatedChange, ServerMessage, samples};
+
+    fn decode_all(frames: &Frames) -> Vec<Vec<ReplicatedChange>> {
+        let mut decoder = FrameDecoder::new(HARD_MAX_FRAME_LEN);
+        decoder.extend(&frames.bytes);
+        let mut out = Vec::new();
+        while let Some(message) = decoder.next_message::<ServerMessage>().unwrap() {
+            let ServerMessage::Replicated { changes } = message else { panic!("{message:?}") };
+            out.push(changes);
+        }
+        assert_eq!(decoder.buffered_len(), 0);
+        assert_eq!(out.len(), frames.count);
+        out
+    }
+
+    fn batch() -> (ReplicationBatch, Vec<ReplicatedChange>) {
+        let changes = samples::replicated_changes();
+        let mut batch = ReplicationBatch::default();
+        for change in &changes {
+            batch.push(change).unwrap();
+        }
+        (batch, changes)
+    }
+
+    #[test]
+    fn a_batch_is_one_frame_that_decodes_to_its_changes_in_order() {
+        let (batch, changes) = batch();
+        let frames = batch.frames(0, DEFAULT_MAX_FRAME_LEN).unwrap();
+        assert_eq!(decode_all(&frames), vec![changes.clone()]);
+        let message = ServerMessage::Replicated { changes };
+        assert_eq!(frames.bytes, encode_frame(&message, DEFAULT_MAX_FRAME_LEN).unwrap());
+    }
+
+    #[test]
+    fn a_batch_starts_at_any_change() {
+        let (batch, changes) = batch();
+        for first in 0..changes.len() {
+            let frames = batch.frames(first, DEFAULT_MAX_FRAME_LEN).unwrap();
+            assert_eq!(decode_all(&frames), vec![changes[first..].to_vec()]);
+        }
+        assert_eq!(batch.frames(changes.len(), DEFAULT_MAX_FRAME_LEN).unwrap(), Frames::default());
+    }
+
+    #[test]
+    fn a_batch_past_the_frame_limit_is_cut_between_changes() {
+        let (batch, changes) = batch();
+        let max = 120;
+        let frames = batch.frames(0, max).unwrap();
+        let decoded = decode_all(&frames);
+        assert!(decoded.len() > 1);
+        assert_eq!(decoded.concat(), changes);
+        let mut decoder = FrameDecoder::new(max);
+        decoder.extend(&frames.bytes);
+        while decoder.next_message::<ServerMessage>().unwrap().is_some() {}
+        let err = batch.frames(0, 20).unwrap_err();
+        assert!(matches!(err, FrameError::TooLong { max: 20, .. }), "{err}");
+    }
+
+    #[test]
+    fn encoded_len_is_what_encoding_writes() {
+        for message in samples::server_messages() {
+            let frame = encode_frame(&message, HARD_MAX_FRAME_LEN).unwrap();
+            assert_eq!(encoded_len(&message) + LENGTH_PREFIX_LEN, frame.len());
+        }
     }
 }

@@ -2,6 +2,7 @@
 //!
 //! - [`messages`]: the control-channel messages of docs/protocol.md, client to server and back.
 //! - [`ids`]: the ids those messages carry; [`runs`]: sets of pawn ids as runs of consecutive ids.
+//! - [`snapshot`]: the world as it stands, compact, for a client that just logged in.
 //! - [`codec`]: framing (`u32` little-endian length + bincode body) with a size limit; the one
 //!   module that knows the encoding.
 //! - [`token`]: the HS256 session token carried by `Hello`.
@@ -16,6 +17,7 @@ pub mod ids;
 pub mod messages;
 pub mod runs;
 pub mod samples;
+pub mod snapshot;
 pub mod token;
 
 pub use codec::{FrameDecoder, FrameError, decode_body, encode_frame, encode_frame_into};
@@ -23,10 +25,11 @@ pub use ids::{
     CharacterDef, JoinId, LevelName, NameError, NodeId, PawnId, PlayerId, TeamId, TransitionId,
 };
 pub use messages::{
-    ClientMessage, ErrorCode, PawnView, PlayerStateView, RejectReason, ServerMessage,
-    TransitionFailure,
+    ClientMessage, ErrorCode, PawnView, PlayerStateView, RejectReason, ReplicatedChange,
+    ServerMessage, TransitionFailure,
 };
 pub use runs::{PawnIdRun, PawnIdRuns, RunsError};
+pub use snapshot::{SnapshotBuilder, SnapshotEntry, WorldSnapshot};
 
 /// The protocol version a client announces in `Hello`. The server refuses any other.
 ///
@@ -56,7 +59,12 @@ pub use runs::{PawnIdRun, PawnIdRuns, RunsError};
 /// Version 8 (incompatible with 7): `Welcome` tells the server's frame limit
 /// (`max_frame_len`), `ShowTransition` names the destination's dungeon rooms (`rooms`), as
 /// `ShowJoin` does, and close code 10 (`WorldUnavailable`) ends a world that cannot load.
-pub const PROTOCOL_VERSION: u32 = 8;
+///
+/// Version 9 (incompatible with 8): a newcomer gets the world as it stands in a
+/// `WorldSnapshot` (index 21) instead of one message per player and pawn, and the replicated
+/// broadcasts of one replication interval come as one `Replicated` (index 22) per client
+/// (docs/protocol.md 4.4, 4.5): admission costs O(N) frames, not O(N²).
+pub const PROTOCOL_VERSION: u32 = 9;
 
 /// Most runs in one `PawnsTeleported`: 512 runs (6 KiB) fit the smallest frame limit a server
 /// accepts (8 KiB); a set of more runs comes in several messages.

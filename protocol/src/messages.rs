@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::ids::{CharacterDef, JoinId, LevelName, NodeId, PawnId, PlayerId, TeamId, TransitionId};
 use crate::runs::PawnIdRuns;
+use crate::snapshot::WorldSnapshot;
 
 /// A message from a client to the server.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -224,6 +225,93 @@ pub enum ServerMessage {
         /// The reason text of the CONNECTION_CLOSE.
         reason: String,
     },
+    /// Sent to a newcomer only, after its `Welcome`: part of the world as it stood when it
+    /// logged in (every player state, with its tags and health, and every pawn), in one or a few
+    /// messages; the replicated changes after it follow as usual (docs/protocol.md 4.5;
+    /// version 9).
+    WorldSnapshot(WorldSnapshot),
+    /// Replicated state of one replication interval, broadcast to every client: the changes in
+    /// the order the server made them, applied as their own messages would be (docs/protocol.md
+    /// 4.4; version 9).
+    Replicated {
+        /// The changes, oldest first.
+        changes: Vec<ReplicatedChange>,
+    },
+}
+
+/// One change of replicated state inside [`ServerMessage::Replicated`]: the broadcasts a
+/// client needs to mirror the world but never waits on (docs/protocol.md 4.4). Each means
+/// exactly what the [`ServerMessage`] of the same name means.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum ReplicatedChange {
+    /// As [`ServerMessage::PlayerStateUpdated`].
+    PlayerStateUpdated(PlayerStateView),
+    /// As [`ServerMessage::PlayerLeft`].
+    PlayerLeft {
+        /// Who left.
+        player_id: PlayerId,
+    },
+    /// As [`ServerMessage::PawnSpawned`].
+    PawnSpawned(PawnView),
+    /// As [`ServerMessage::PawnDestroyed`].
+    PawnDestroyed {
+        /// The pawn.
+        pawn_id: PawnId,
+    },
+    /// As [`ServerMessage::AbilityTagsChanged`].
+    AbilityTagsChanged {
+        /// Whose ability state.
+        player_id: PlayerId,
+        /// Every tag held now.
+        tags: Vec<GameplayTag>,
+    },
+    /// As [`ServerMessage::HealthChanged`].
+    HealthChanged {
+        /// Whose health.
+        player_id: PlayerId,
+        /// Health now, 0 ..= max.
+        health: u32,
+    },
+}
+
+impl ReplicatedChange {
+    /// The change `message` stands for, if it is one of the replicated broadcasts; otherwise
+    /// the message back.
+    ///
+    /// # Errors
+    /// `message` itself when it is not a replicated change.
+    pub fn from_message(message: ServerMessage) -> Result<ReplicatedChange, ServerMessage> {
+        Ok(match message {
+            ServerMessage::PlayerStateUpdated(view) => ReplicatedChange::PlayerStateUpdated(view),
+            ServerMessage::PlayerLeft { player_id } => ReplicatedChange::PlayerLeft { player_id },
+            ServerMessage::PawnSpawned(view) => ReplicatedChange::PawnSpawned(view),
+            ServerMessage::PawnDestroyed { pawn_id } => ReplicatedChange::PawnDestroyed { pawn_id },
+            ServerMessage::AbilityTagsChanged { player_id, tags } => {
+                ReplicatedChange::AbilityTagsChanged { player_id, tags }
+            }
+            ServerMessage::HealthChanged { player_id, health } => {
+                ReplicatedChange::HealthChanged { player_id, health }
+            }
+            other => return Err(other),
+        })
+    }
+}
+
+impl From<ReplicatedChange> for ServerMessage {
+    fn from(change: ReplicatedChange) -> ServerMessage {
+        match change {
+            ReplicatedChange::PlayerStateUpdated(view) => ServerMessage::PlayerStateUpdated(view),
+            ReplicatedChange::PlayerLeft { player_id } => ServerMessage::PlayerLeft { player_id },
+            ReplicatedChange::PawnSpawned(view) => ServerMessage::PawnSpawned(view),
+            ReplicatedChange::PawnDestroyed { pawn_id } => ServerMessage::PawnDestroyed { pawn_id },
+            ReplicatedChange::AbilityTagsChanged { player_id, tags } => {
+                ServerMessage::AbilityTagsChanged { player_id, tags }
+            }
+            ReplicatedChange::HealthChanged { player_id, health } => {
+                ServerMessage::HealthChanged { player_id, health }
+            }
+        }
+    }
 }
 
 /// Why a transition failed.
@@ -342,6 +430,8 @@ impl ServerMessage {
             ServerMessage::EndJoin { .. } => "EndJoin",
             ServerMessage::TransitionFailed { .. } => "TransitionFailed",
             ServerMessage::Closing { .. } => "Closing",
+            ServerMessage::WorldSnapshot(_) => "WorldSnapshot",
+            ServerMessage::Replicated { .. } => "Replicated",
         }
     }
 }

@@ -4,10 +4,11 @@ use gatehouse_tags::catalog;
 
 use crate::ids::{CharacterDef, JoinId, LevelName, NodeId, PawnId, PlayerId, TeamId, TransitionId};
 use crate::messages::{
-    ClientMessage, ErrorCode, PawnView, PlayerStateView, RejectReason, ServerMessage,
-    TransitionFailure,
+    ClientMessage, ErrorCode, PawnView, PlayerStateView, RejectReason, ReplicatedChange,
+    ServerMessage, TransitionFailure,
 };
 use crate::runs::PawnIdRuns;
+use crate::snapshot::{SnapshotBuilder, SnapshotEntry, WorldSnapshot};
 
 fn name<T: TryFrom<String>>(s: &str) -> T
 where
@@ -102,6 +103,8 @@ pub fn server_messages() -> Vec<ServerMessage> {
             detail: "stuck in Completing".into(),
         },
         ServerMessage::Closing { code: 6, reason: "client ready timeout".into() },
+        ServerMessage::WorldSnapshot(world_snapshot()),
+        ServerMessage::Replicated { changes: replicated_changes() },
     ];
     for reason in [
         RejectReason::UnsupportedVersion,
@@ -128,6 +131,62 @@ pub fn server_messages() -> Vec<ServerMessage> {
         out.push(ServerMessage::Error { code, detail: format!("{code:?}") });
     }
     out
+}
+
+/// A snapshot of two players: `sim-0001` (team 2, a Vanguard, dead in its pawn 9 on `harbor`,
+/// health 0) and `sim-0002` (team 1, its preset not resolved yet, no pawn).
+pub fn world_snapshot() -> WorldSnapshot {
+    let first = PlayerStateView {
+        player_id: name("sim-0001"),
+        team: Some(TeamId(2)),
+        character_def: Some(name("Vanguard")),
+    };
+    let pawn = PawnView {
+        pawn_id: PawnId(9),
+        owner: first.player_id.clone(),
+        character_def: name("Vanguard"),
+        node: name("harbor"),
+        alive: false,
+    };
+    let second =
+        PlayerStateView { player_id: name("sim-0002"), team: Some(TeamId(1)), character_def: None };
+    let mut builder = SnapshotBuilder::new(crate::codec::DEFAULT_MAX_FRAME_LEN);
+    let pawns = [pawn];
+    builder.add(SnapshotEntry {
+        player: &first,
+        tags: &[catalog::STATE_DEAD],
+        health: Some(0),
+        pawns: &pawns,
+    });
+    builder.add(SnapshotEntry { player: &second, tags: &[], health: None, pawns: &[] });
+    // Two players fit one message.
+    builder.finish().remove(0)
+}
+
+/// One change of every [`ReplicatedChange`] variant, in variant order.
+pub fn replicated_changes() -> Vec<ReplicatedChange> {
+    let player: PlayerId = name("sim-0002");
+    vec![
+        ReplicatedChange::PlayerStateUpdated(PlayerStateView {
+            player_id: player.clone(),
+            team: Some(TeamId(1)),
+            character_def: Some(name("Vanguard")),
+        }),
+        ReplicatedChange::PlayerLeft { player_id: name("sim-0003") },
+        ReplicatedChange::PawnSpawned(PawnView {
+            pawn_id: PawnId(10),
+            owner: player.clone(),
+            character_def: name("Vanguard"),
+            node: name("harbor"),
+            alive: true,
+        }),
+        ReplicatedChange::PawnDestroyed { pawn_id: PawnId(8) },
+        ReplicatedChange::AbilityTagsChanged {
+            player_id: player.clone(),
+            tags: vec![catalog::EFFECT_DAMAGE_OVER_TIME_POISON],
+        },
+        ReplicatedChange::HealthChanged { player_id: player, health: 90 },
+    ]
 }
 
 /// The wire index of a client message, matching every variant: adding a variant without a
@@ -171,8 +230,10 @@ pub fn server_variant(message: &ServerMessage) -> usize {
         ServerMessage::EndJoin { .. } => 18,
         ServerMessage::TransitionFailed { .. } => 19,
         ServerMessage::Closing { .. } => 20,
+        ServerMessage::WorldSnapshot(_) => 21,
+        ServerMessage::Replicated { .. } => 22,
     }
 }
 
 /// Number of [`ServerMessage`] variants.
-pub const SERVER_VARIANTS: usize = 21;
+pub const SERVER_VARIANTS: usize = 23;

@@ -101,6 +101,18 @@ fn tags_body(tag: &[u8]) -> Vec<u8> {
     body
 }
 
+/// The sample `WorldSnapshot` frame with its pawn's owner index set to `owner` (the sample has
+/// two players, so 2 names nobody).
+fn snapshot_frame_with_owner(owner: u16) -> Vec<u8> {
+    let message = ServerMessage::WorldSnapshot(gatehouse_protocol::samples::world_snapshot());
+    let mut frame = encode_frame(&message, DEFAULT_MAX_FRAME_LEN).unwrap();
+    // The pawn: id 9, owner 0, class 0, node 0, dead.
+    let pawn = [9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
+    let at = frame.windows(pawn.len()).position(|w| w == pawn).expect("the sample's pawn") + 8;
+    frame[at..at + 2].copy_from_slice(&owner.to_le_bytes());
+    frame
+}
+
 /// The whole file, as this codec makes it.
 fn generate() -> Value {
     let mut frames: Vec<Value> =
@@ -172,6 +184,11 @@ fn generate() -> Value {
             "server_to_client",
             "3, Ids: pawn id runs name at most 65,536 ids in all",
             framed(&teleport_body(&[(1, 65_536), (70_000, 1)])),
+        ),
+        invalid(
+            "server_to_client",
+            "4.5: every index of a world snapshot names an entry of its message",
+            snapshot_frame_with_owner(2),
         ),
     ];
     let tags: Vec<&str> = gatehouse_tags::catalog::ALL_DECLARED.iter().map(|t| t.name()).collect();
