@@ -228,8 +228,8 @@ pub enum ServerMessage {
     /// Sent to a newcomer only, after its `Welcome`: part of the world as it stood when it
     /// logged in (every player state, with its tags and health, and every pawn), in one or a few
     /// messages; the replicated changes after it follow as usual (docs/protocol.md 4.5;
-    /// version 9).
-    WorldSnapshot(WorldSnapshot),
+    /// version 9). Boxed: it is far larger than the other messages.
+    WorldSnapshot(Box<WorldSnapshot>),
     /// Replicated state of one replication interval, broadcast to every client: the changes in
     /// the order the server made them, applied as their own messages would be (docs/protocol.md
     /// 4.4; version 9).

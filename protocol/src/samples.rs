@@ -103,7 +103,7 @@ pub fn server_messages() -> Vec<ServerMessage> {
             detail: "stuck in Completing".into(),
         },
         ServerMessage::Closing { code: 6, reason: "client ready timeout".into() },
-        ServerMessage::WorldSnapshot(world_snapshot()),
+        ServerMessage::WorldSnapshot(Box::new(world_snapshot())),
         ServerMessage::Replicated { changes: replicated_changes() },
     ];
     for reason in [

@@ -354,12 +354,12 @@ mod tests {
             owner: player.player_id.clone(),
             character_def: player.character_def.clone().unwrap(),
             node: NodeId::new("harbor").unwrap(),
-            alive: id % 7 != 0,
+            alive: !id.is_multiple_of(7),
         }
     }
 
     fn body_len(snapshot: &WorldSnapshot) -> usize {
-        let message = ServerMessage::WorldSnapshot(snapshot.clone());
+        let message = ServerMessage::WorldSnapshot(Box::new(snapshot.clone()));
         encode_frame(&message, codec::HARD_MAX_FRAME_LEN).unwrap().len() - LENGTH_PREFIX
     }
 
@@ -455,7 +455,8 @@ mod tests {
     #[test]
     fn decoding_refuses_an_index_that_names_nothing() {
         let good = samples::world_snapshot().0;
-        let breaks: [(&str, fn(&mut RawSnapshot)); 6] = [
+        type Break = fn(&mut RawSnapshot);
+        let breaks: [(&str, Break); 6] = [
             ("player class", |raw| raw.players[1].class = Some(5)),
             ("pawn owner", |raw| raw.pawns[0].owner = 2),
             ("pawn class", |raw| raw.pawns[0].class = 1),
@@ -467,12 +468,12 @@ mod tests {
             let mut raw = good.clone();
             break_it(&mut raw);
             // The body of a WorldSnapshot message holding `raw` as it is.
-            let message = ServerMessage::WorldSnapshot(WorldSnapshot(raw));
+            let message = ServerMessage::WorldSnapshot(Box::new(WorldSnapshot(raw)));
             let frame = encode_frame(&message, codec::HARD_MAX_FRAME_LEN).unwrap();
             let err = decode_body::<ServerMessage>(&frame[LENGTH_PREFIX..]).unwrap_err();
             assert!(err.to_string().contains(what), "{what}: {err}");
         }
-        let message = ServerMessage::WorldSnapshot(WorldSnapshot(good));
+        let message = ServerMessage::WorldSnapshot(Box::new(WorldSnapshot(good)));
         let frame = encode_frame(&message, codec::HARD_MAX_FRAME_LEN).unwrap();
         assert_eq!(decode_body::<ServerMessage>(&frame[LENGTH_PREFIX..]).unwrap(), message);
     }

@@ -104,7 +104,8 @@ fn tags_body(tag: &[u8]) -> Vec<u8> {
 /// The sample `WorldSnapshot` frame with its pawn's owner index set to `owner` (the sample has
 /// two players, so 2 names nobody).
 fn snapshot_frame_with_owner(owner: u16) -> Vec<u8> {
-    let message = ServerMessage::WorldSnapshot(gatehouse_protocol::samples::world_snapshot());
+    let message =
+        ServerMessage::WorldSnapshot(Box::new(gatehouse_protocol::samples::world_snapshot()));
     let mut frame = encode_frame(&message, DEFAULT_MAX_FRAME_LEN).unwrap();
     // The pawn: id 9, owner 0, class 0, node 0, dead.
     let pawn = [9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0];
