@@ -7,16 +7,22 @@
 //!
 //! Frames are not handed to a writer one by one: each connection's frames of one drain are
 //! appended to its pending write and flushed as one write at the end of the drain
-//! ([`Carrier::flush`]); a broadcast is encoded once and appended to every
-//! welcomed connection's.
+//! ([`Carrier::flush`]); a broadcast is encoded once and appended to every welcomed
+//! connection's.
 //!
-//! Replicated player and pawn state is not urgent (docs/protocol.md §4.4): a connection whose
-//! pending write holds only such broadcasts ([`deferrable`]) is flushed at the replication
-//! deadline, at most `network.replication_interval_ms` after the first of them, instead of at the
-//! end of the drain. While a thousand players log in at 200 a second, every client then gets
-//! about 20 writes a second of roster changes instead of one per login. Any other frame for that
-//! connection flushes its whole pending write at the drain's end, so every connection still
-//! receives exactly the frames it would have, in the same order; only their timing changes.
+//! Replicated player and pawn state is not urgent (docs/protocol.md 4.4): those broadcasts
+//! ([`ReplicatedChange`]) go into one [`ReplicationBatch`], each encoded once, and at the
+//! replication deadline (at most `network.replication_interval_ms` after the first of them)
+//! every welcomed connection is sent the batch as one `Replicated` frame, the same bytes for
+//! all of them. While 4,000 players log in at 400 a second, every client then gets one frame
+//! of roster changes about 20 times a second, whatever the number of changes, and the server
+//! keeps one copy of it, not one per client.
+//!
+//! Order is kept per connection: a connection owes the changes of the batch from the first it
+//! has not been given (`Peer::given`). Any other frame for it takes what it is owed along
+//! first, and a connection welcomed mid-batch is owed only the changes made after its
+//! `Welcome`. So every connection receives the changes it would have received one by one, in
+//! the same place among its other frames; only their timing and framing change.
 //!
 //! Nothing before `Welcome`: a connection is registered when its login reaches the game task,
 //! before the core handled it, and outputs are carried only after a whole batch of inputs, so a
@@ -30,7 +36,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
-use gatehouse_protocol::{CloseCode, ServerMessage};
+use gatehouse_protocol::codec::{Frames, ReplicationBatch};
+use gatehouse_protocol::{CloseCode, ReplicatedChange, ServerMessage};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -60,7 +67,7 @@ pub(crate) struct Effects {
     pub(crate) metrics: Metrics,
     /// What `/ready` reads: the game task marks the boot transition's end (docs/operations.md).
     pub(crate) probes: Arc<Probes>,
-    /// `network.replication_interval_ms`: how long a [`deferrable`] broadcast may wait for the
+    /// `network.replication_interval_ms`: how long a replicated change may wait for the
     /// next write to its connection; zero writes every frame at the end of its drain.
     pub(crate) replication_interval: Duration,
 }
@@ -84,36 +91,11 @@ struct Peer {
     pending: BytesMut,
     /// How many frames `pending` holds.
     pending_frames: usize,
-    /// `pending` holds a frame that is not [`deferrable`]: it is listed for the drain's flush.
-    urgent: bool,
-    /// It is listed for the replication deadline's flush.
-    deferred: bool,
-}
-
-/// Which flush list a frame appended to a [`Peer`] puts it on, if it is not on it yet.
-enum Listing {
-    /// Already listed where this frame needs it.
-    Listed,
-    /// The flush at the end of the drain.
-    Drain,
-    /// The flush at the replication deadline.
-    Deadline,
-}
-
-impl Listing {
-    /// Puts `connection` on the list it names: `drain` or `deadline`.
-    fn record(
-        self,
-        connection: ConnectionId,
-        drain: &mut Vec<ConnectionId>,
-        deadline: &mut Vec<ConnectionId>,
-    ) {
-        match self {
-            Listing::Listed => {}
-            Listing::Drain => drain.push(connection),
-            Listing::Deadline => deadline.push(connection),
-        }
-    }
+    /// It is listed for the drain's flush.
+    listed: bool,
+    /// The changes of the carrier's batch it has been given, or that were made before its
+    /// `Welcome`: it is owed the rest.
+    given: usize,
 }
 
 impl Peer {
@@ -123,24 +105,29 @@ impl Peer {
             welcomed: false,
             pending: BytesMut::new(),
             pending_frames: 0,
-            urgent: false,
-            deferred: false,
+            listed: false,
+            given: 0,
         }
     }
 
-    /// Appends `frame`, which may wait for the replication deadline unless `urgent`; says which
-    /// list the connection must join.
-    fn append(&mut self, frame: &[u8], urgent: bool) -> Listing {
-        self.pending.extend_from_slice(frame);
-        self.pending_frames += 1;
-        if urgent && !self.urgent {
-            self.urgent = true;
-            Listing::Drain
-        } else if !urgent && !self.urgent && !self.deferred {
-            self.deferred = true;
-            Listing::Deadline
-        } else {
-            Listing::Listed
+    /// Appends `count` whole frames; true when the connection must be listed for the drain's
+    /// flush (it was not yet).
+    fn append(&mut self, frames: &[u8], count: usize) -> bool {
+        self.pending.extend_from_slice(frames);
+        self.pending_frames += count;
+        !std::mem::replace(&mut self.listed, true)
+    }
+
+    /// Appends the changes of `batch` it is owed, if welcomed: what it must get before any
+    /// frame carried for it now. True when the connection must be listed for the flush.
+    fn catch_up(&mut self, batch: &ReplicationBatch, max_frame_len: usize) -> bool {
+        if !self.welcomed || self.given >= batch.len() {
+            return false;
+        }
+        let first = std::mem::replace(&mut self.given, batch.len());
+        match batch_frames(batch, first, max_frame_len) {
+            Some(frames) => self.append(&frames.bytes, frames.count),
+            None => false,
         }
     }
 
@@ -149,7 +136,7 @@ impl Peer {
     /// none, and a write that grew past its length by more than a quarter is copied to its
     /// exact size: quinn keeps it until the peer acknowledges it.
     fn flush(&mut self) -> bool {
-        self.urgent = false;
+        self.listed = false;
         if self.pending_frames == 0 {
             return true;
         }
@@ -160,6 +147,11 @@ impl Peer {
             pending.freeze()
         };
         let frames = std::mem::take(&mut self.pending_frames);
+        self.write(bytes, frames)
+    }
+
+    /// Hands `frames` frames in `bytes` to the writer; false when its queue is full.
+    fn write(&self, bytes: Bytes, frames: usize) -> bool {
         !matches!(self.outbound.try_send_frames(bytes, frames), Err(QueueError::Full))
     }
 }
@@ -168,14 +160,13 @@ impl Peer {
 pub(super) struct Carrier {
     peers: HashMap<ConnectionId, Peer>,
     effects: Effects,
-    /// Connections with urgent frames carried since the last [`Carrier::flush`]: the flush
-    /// visits only these, not every connection.
+    /// Connections with frames carried since the last [`Carrier::flush`]: the flush visits only
+    /// these, not every connection.
     pending: Vec<ConnectionId>,
-    /// Connections holding [`deferrable`] frames only, when they were listed: flushed at
-    /// `deferred_due`, or with the drain's if an urgent frame joins them first.
-    deferred: Vec<ConnectionId>,
-    /// When `deferred` is flushed: the replication interval after the first of its frames.
-    deferred_due: Option<Instant>,
+    /// The replicated changes not yet sent to everyone.
+    batch: ReplicationBatch,
+    /// When `batch` is sent: the replication interval after the drain that began it.
+    batch_due: Option<Instant>,
     /// Connections whose send queue overflowed since the last [`Carrier::close_slow_consumers`].
     slow: Vec<ConnectionId>,
     /// What the core said when it declared the world unavailable: the game task stops.
@@ -189,8 +180,8 @@ impl Carrier {
             peers: HashMap::new(),
             effects,
             pending: Vec::new(),
-            deferred: Vec::new(),
-            deferred_due: None,
+            batch: ReplicationBatch::default(),
+            batch_due: None,
             slow: Vec::new(),
             world_unavailable: None,
         }
@@ -201,34 +192,15 @@ impl Carrier {
         self.world_unavailable.as_deref()
     }
 
-    /// When [`Carrier::handle_timeout`] is next due: the replication deadline, if any frame waits
-    /// for it.
+    /// When the replicated changes waiting are due: the flush at or after it sends them.
     pub(super) fn poll_timeout(&self) -> Option<Instant> {
-        self.deferred_due
+        self.batch_due
     }
 
-    /// How many connections are listed for the replication deadline.
+    /// How many replicated changes wait for the replication deadline.
     #[cfg(test)]
-    pub(super) fn deferred_connections(&self) -> usize {
-        self.deferred.len()
-    }
-
-    /// At the replication deadline, the connections holding deferred frames join the next
-    /// [`Carrier::flush`].
-    pub(super) fn handle_timeout(&mut self, now: Instant) {
-        if self.deferred_due.is_none_or(|due| due > now) {
-            return;
-        }
-        self.deferred_due = None;
-        for connection in self.deferred.drain(..) {
-            let Some(peer) = self.peers.get_mut(&connection) else { continue };
-            peer.deferred = false;
-            // Flushed since with an urgent frame (and listed for the drain): nothing waits.
-            if peer.pending_frames > 0 && !peer.urgent {
-                peer.urgent = true;
-                self.pending.push(connection);
-            }
-        }
+    pub(super) fn waiting_changes(&self) -> usize {
+        self.batch.len()
     }
 
     /// Logged-in connections.
@@ -253,28 +225,30 @@ impl Carrier {
         match output {
             Output::Send { connection, message } => {
                 let welcome = matches!(message, ServerMessage::Welcome { .. });
-                if let (Some(peer), Some(frame)) =
-                    (self.peers.get_mut(&connection), encode(&message, max_frame_len))
-                {
-                    peer.welcomed |= welcome;
-                    let listing = peer.append(&frame, true);
-                    listing.record(connection, &mut self.pending, &mut self.deferred);
+                let Some(peer) = self.peers.get_mut(&connection) else { return };
+                let Some(frame) = encode(&message, max_frame_len) else { return };
+                let mut list = peer.catch_up(&self.batch, max_frame_len);
+                list |= peer.append(&frame, 1);
+                if welcome && !peer.welcomed {
+                    // Owed only what is replicated after its Welcome.
+                    peer.welcomed = true;
+                    peer.given = self.batch.len();
+                }
+                if list {
+                    self.pending.push(connection);
                 }
             }
             Output::Broadcast { message } => {
                 world::observe(self.effects.world.0.as_mut(), &message);
-                let urgent = self.effects.replication_interval.is_zero() || !deferrable(&message);
-                // Encoded once; only to welcomed connections.
-                if let Some(frame) = encode(&message, max_frame_len) {
-                    for (connection, peer) in self.peers.iter_mut().filter(|(_, p)| p.welcomed) {
-                        let listing = peer.append(&frame, urgent);
-                        listing.record(*connection, &mut self.pending, &mut self.deferred);
-                    }
+                match ReplicatedChange::from_message(message) {
+                    Ok(change) => self.batch_change(&change),
+                    Err(message) => self.broadcast_now(&message),
                 }
             }
             Output::Close { connection, code } => {
                 if let Some(mut peer) = self.peers.remove(&connection) {
                     // What was carried for it before the close goes first.
+                    peer.catch_up(&self.batch, max_frame_len);
                     let _ = peer.flush();
                     close_after_queued(&peer, code);
                 }
@@ -320,8 +294,9 @@ impl Carrier {
     }
 
     /// Hands every connection's frames carried since the last flush to its writer, one write
-    /// each, except where only [`deferrable`] frames wait: those wait for the replication
-    /// deadline, set here to `now` plus the interval if none is set. A connection whose queue is
+    /// each; then, once the replication deadline has come (at once with a zero interval), the
+    /// waiting replicated changes to every welcomed connection. The deadline is set here, to
+    /// `now` plus the interval, when changes wait and none is set. A connection whose queue is
     /// full is a slow consumer.
     pub(super) fn flush(&mut self, now: Instant) {
         for connection in self.pending.drain(..) {
@@ -331,8 +306,60 @@ impl Carrier {
                 self.slow.push(connection);
             }
         }
-        if !self.deferred.is_empty() && self.deferred_due.is_none() {
-            self.deferred_due = Some(now + self.effects.replication_interval);
+        if self.batch.is_empty() {
+            return;
+        }
+        let interval = self.effects.replication_interval;
+        let due = *self.batch_due.get_or_insert(now + interval);
+        if due <= now {
+            self.send_batch();
+        }
+    }
+
+    /// Sends every welcomed connection the replicated changes it is owed: the same frames, encoded
+    /// once, to every connection owed the whole batch; its own to one owed part of it.
+    fn send_batch(&mut self) {
+        let max_frame_len = self.effects.max_frame_len;
+        let whole =
+            batch_frames(&self.batch, 0, max_frame_len).map(|f| (Bytes::from(f.bytes), f.count));
+        for (connection, peer) in &mut self.peers {
+            let first = std::mem::take(&mut peer.given);
+            if !peer.welcomed || first >= self.batch.len() {
+                continue;
+            }
+            let frames = match (&whole, first) {
+                (Some((bytes, count)), 0) => Some((bytes.clone(), *count)),
+                _ => batch_frames(&self.batch, first, max_frame_len)
+                    .map(|f| (Bytes::from(f.bytes), f.count)),
+            };
+            if let Some((bytes, count)) = frames
+                && !peer.write(bytes, count)
+            {
+                self.slow.push(*connection);
+            }
+        }
+        self.batch.clear();
+        self.batch_due = None;
+    }
+
+    /// Queues a replicated change for the replication deadline.
+    fn batch_change(&mut self, change: &ReplicatedChange) {
+        if let Err(e) = self.batch.push(change) {
+            // Our own message did not encode: a bug, reported loudly, never a crash.
+            tracing::error!(error = %e, "replicated change does not encode");
+        }
+    }
+
+    /// Appends `message` for every welcomed connection, after the changes each is owed.
+    fn broadcast_now(&mut self, message: &ServerMessage) {
+        let max_frame_len = self.effects.max_frame_len;
+        let Some(frame) = encode(message, max_frame_len) else { return };
+        for (connection, peer) in self.peers.iter_mut().filter(|(_, p)| p.welcomed) {
+            let mut list = peer.catch_up(&self.batch, max_frame_len);
+            list |= peer.append(&frame, 1);
+            if list {
+                self.pending.push(*connection);
+            }
         }
     }
 
@@ -358,8 +385,10 @@ impl Carrier {
 
     /// Closes every connection with `ShuttingDown`, after what is queued for it.
     pub(super) fn close_all(&mut self) {
+        let max_frame_len = self.effects.max_frame_len;
         for (_, mut peer) in self.peers.drain() {
             let code = CloseCode::ShuttingDown;
+            peer.catch_up(&self.batch, max_frame_len);
             if !peer.flush() || peer.outbound.try_close(code).is_err() {
                 peer.outbound.close_now(code);
             }
@@ -375,19 +404,16 @@ fn close_after_queued(peer: &Peer, code: CloseCode) {
     }
 }
 
-/// Whether a broadcast may wait for the replication deadline: the replicated state of players
-/// and pawns, which no client waits on to make progress (docs/protocol.md §4.4). Transition and
-/// join phases, deaths and everything sent to one connection go out at the end of the drain.
-fn deferrable(message: &ServerMessage) -> bool {
-    matches!(
-        message,
-        ServerMessage::PlayerStateUpdated(_)
-            | ServerMessage::PlayerLeft { .. }
-            | ServerMessage::AbilityTagsChanged { .. }
-            | ServerMessage::HealthChanged { .. }
-            | ServerMessage::PawnSpawned(_)
-            | ServerMessage::PawnDestroyed { .. }
-    )
+/// The `Replicated` frames of `batch` from change `first` on; `None`, reported loudly, if a
+/// change alone does not fit a frame (a bug: none comes near the smallest limit).
+fn batch_frames(batch: &ReplicationBatch, first: usize, max_frame_len: usize) -> Option<Frames> {
+    match batch.frames(first, max_frame_len) {
+        Ok(frames) => Some(frames),
+        Err(e) => {
+            tracing::error!(error = %e, "replicated changes do not encode");
+            None
+        }
+    }
 }
 
 fn encode(message: &ServerMessage, max_frame_len: usize) -> Option<Bytes> {

@@ -146,8 +146,7 @@ pub(crate) async fn run_game(
         if timer_fired || game.poll_timeout().is_some_and(|at| at <= now) {
             game.handle_timeout(now);
         }
-        // Deferred replication joins this wake's flush once due (checked on every wake too).
-        carrier.handle_timeout(Instant::from_std(now));
+        // Replicated changes go out with this wake's flush once due (checked on every wake).
         carry_outputs(&mut game, &mut carrier, &mut made_up);
         record(&mut game, &metrics, &probes);
         if carrier.world_unavailable().is_some() {

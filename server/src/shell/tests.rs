@@ -6,7 +6,9 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use gatehouse_protocol::{CloseCode, NodeId, PlayerId, RejectReason, ServerMessage};
+use gatehouse_protocol::{
+    CloseCode, NodeId, PlayerId, RejectReason, ReplicatedChange, ServerMessage,
+};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -176,8 +178,8 @@ fn one_peer_every(interval: Duration) -> (Carrier, ConnectionId, net::SendQueueR
     (carrier, connection, rx, rings)
 }
 
-/// Every message in the writes queued on `rx`, in order.
-fn written(rx: &mut net::SendQueueRx) -> Vec<ServerMessage> {
+/// Every frame's message in the writes queued on `rx`, in order.
+fn written_frames(rx: &mut net::SendQueueRx) -> Vec<ServerMessage> {
     let mut decoder = gatehouse_protocol::FrameDecoder::new(1 << 16);
     while let Some(net::Outbound::Frames { bytes, .. }) = rx.try_recv() {
         decoder.extend(&bytes);
@@ -187,6 +189,19 @@ fn written(rx: &mut net::SendQueueRx) -> Vec<ServerMessage> {
         out.push(message);
     }
     out
+}
+
+/// The messages `message` stands for: a `Replicated` batch's changes, each as its own message.
+fn expand(message: ServerMessage) -> Vec<ServerMessage> {
+    match message {
+        ServerMessage::Replicated { changes } => changes.into_iter().map(Into::into).collect(),
+        other => vec![other],
+    }
+}
+
+/// Every message the writes queued on `rx` stand for, batches expanded, in order.
+fn written(rx: &mut net::SendQueueRx) -> Vec<ServerMessage> {
+    written_frames(rx).into_iter().flat_map(expand).collect()
 }
 
 /// Inputs the game task makes up while carrying outputs are fed after the drain, never into it
@@ -449,9 +464,8 @@ async fn a_new_connection_gets_welcome_before_any_broadcast() {
     );
 
     carry_outputs(&mut core, &mut carrier, &mut Vec::new());
-    // The older connection got replicated state only: it waits for the replication deadline.
-    carrier.handle_timeout(Instant::now() + REPLICATION_INTERVAL);
-    carrier.flush(Instant::now());
+    // The replicated state waits for the replication deadline.
+    carrier.flush(Instant::now() + REPLICATION_INTERVAL);
 
     assert_eq!(written(&mut new_rx), vec![welcome.clone(), later.clone()], "Welcome first");
     assert_eq!(written(&mut old_rx), vec![welcome, earlier, later], "the older one gets both");
@@ -565,10 +579,10 @@ fn one_welcomed_peer(interval: Duration) -> (Carrier, ConnectionId, net::SendQue
 }
 
 /// Broadcasts of replicated state carried in several drains (a burst of logins) wait for the
-/// replication deadline, set by the first of them, then go to the writer as one write, in
-/// order; not a moment before the deadline (docs/protocol.md 4.4).
+/// replication deadline, set by the first of them, then go to the writer as one `Replicated`
+/// frame, in order; not a moment before the deadline (docs/protocol.md 4.4).
 #[tokio::test]
-async fn replicated_state_waits_for_the_replication_deadline_then_goes_as_one_write() {
+async fn replicated_state_waits_for_the_replication_deadline_then_goes_as_one_frame() {
     let (mut carrier, _, mut rx, _kept) = one_welcomed_peer(REPLICATION_INTERVAL);
     let start = Instant::now();
     let health =
@@ -581,18 +595,20 @@ async fn replicated_state_waits_for_the_replication_deadline_then_goes_as_one_wr
     assert_eq!(carrier.poll_timeout(), Some(start + REPLICATION_INTERVAL), "set by the first");
     assert!(rx.try_recv().is_none(), "nothing written before the deadline");
 
-    carrier.handle_timeout(start + REPLICATION_INTERVAL - Duration::from_millis(1));
     carrier.flush(start + REPLICATION_INTERVAL - Duration::from_millis(1));
     assert!(rx.try_recv().is_none(), "nor a millisecond before it");
 
-    carrier.handle_timeout(start + REPLICATION_INTERVAL);
     carrier.flush(start + REPLICATION_INTERVAL);
-    let Some(net::Outbound::Frames { bytes, frames: 2 }) = rx.try_recv() else {
-        panic!("one write of both frames expected at the deadline")
+    let Some(net::Outbound::Frames { bytes, frames: 1 }) = rx.try_recv() else {
+        panic!("one write of one frame expected at the deadline")
     };
     let (tx, mut again, _rings) = net::test_queue(16, ConnectionId(9));
-    tx.try_send_frames(bytes, 2).unwrap();
-    assert_eq!(written(&mut again), vec![a_player_state("p2"), health]);
+    tx.try_send_frames(bytes, 1).unwrap();
+    let changes = vec![
+        ReplicatedChange::from_message(a_player_state("p2")).unwrap(),
+        ReplicatedChange::from_message(health).unwrap(),
+    ];
+    assert_eq!(written_frames(&mut again), vec![ServerMessage::Replicated { changes }]);
     assert_eq!(carrier.poll_timeout(), None, "nothing waits any more");
 }
 
@@ -612,9 +628,9 @@ async fn an_urgent_frame_takes_the_waiting_replicated_state_along_in_order() {
     carrier.flush(start + Duration::from_millis(1));
     assert_eq!(written(&mut rx), vec![left, a_message()]);
 
-    carrier.handle_timeout(start + REPLICATION_INTERVAL);
     carrier.flush(start + REPLICATION_INTERVAL);
-    assert!(rx.try_recv().is_none(), "no second, empty write");
+    assert!(rx.try_recv().is_none(), "no second write of what it was given");
+    assert_eq!(carrier.poll_timeout(), None);
 }
 
 /// Transition phases are never held: a `ShowTransition` broadcast is written at the end of its
@@ -634,23 +650,25 @@ async fn a_transition_phase_is_written_at_the_end_of_its_drain() {
     assert_eq!(written(&mut rx), vec![a_player_state("p2"), show]);
 }
 
-/// A drain whose frames all go out at its end sets no replication deadline, even when
-/// replicated state rides along after an urgent frame: the game task does not wake for nothing.
+/// Replicated state carried after a connection's urgent frame is not taken along by it: it
+/// waits for the deadline, so the connection sees it after that frame, as it was made.
 #[tokio::test]
-async fn a_drain_with_nothing_left_waiting_sets_no_replication_deadline() {
+async fn replicated_state_made_after_an_urgent_frame_waits_for_the_deadline() {
     let (mut carrier, connection, mut rx, _kept) = one_welcomed_peer(REPLICATION_INTERVAL);
+    let start = Instant::now();
     for _ in 0..2 {
         carrier.carry(Output::Send { connection, message: a_message() }, &mut Vec::new());
     }
     carrier.carry(Output::Broadcast { message: a_player_state("p2") }, &mut Vec::new());
-    carrier.flush(Instant::now());
-    assert_eq!(written(&mut rx), vec![a_message(), a_message(), a_player_state("p2")]);
-    assert_eq!(carrier.poll_timeout(), None);
+    carrier.flush(start);
+    assert_eq!(written(&mut rx), vec![a_message(), a_message()]);
+    carrier.flush(start + REPLICATION_INTERVAL);
+    assert_eq!(written(&mut rx), vec![a_player_state("p2")]);
 }
 
-/// After a deadline has flushed a connection, its next replicated state waits for a new
-/// deadline of its own, and is written at it: nothing waits for ever. A connection is listed
-/// once per deadline however many frames wait.
+/// After a deadline has sent the batch, the next replicated state waits for a new deadline of
+/// its own, and is written at it: nothing waits for ever. However many changes wait, each
+/// connection gets one frame per deadline.
 #[tokio::test]
 async fn every_deadline_is_followed_by_a_fresh_one_for_later_replicated_state() {
     let (mut carrier, _, mut rx, _kept) = one_welcomed_peer(REPLICATION_INTERVAL);
@@ -659,16 +677,15 @@ async fn every_deadline_is_followed_by_a_fresh_one_for_later_replicated_state() 
         carrier.carry(Output::Broadcast { message: a_player_state(name) }, &mut Vec::new());
     }
     carrier.flush(start);
-    assert_eq!(carrier.deferred_connections(), 1, "listed once for three frames");
-    carrier.handle_timeout(start + REPLICATION_INTERVAL);
+    assert_eq!(carrier.waiting_changes(), 3);
     carrier.flush(start + REPLICATION_INTERVAL);
-    assert_eq!(written(&mut rx).len(), 3);
+    assert_eq!(written_frames(&mut rx).len(), 1, "one frame for three changes");
+    assert_eq!(carrier.waiting_changes(), 0);
 
     let second = start + Duration::from_millis(80);
     carrier.carry(Output::Broadcast { message: a_player_state("p5") }, &mut Vec::new());
     carrier.flush(second);
     assert_eq!(carrier.poll_timeout(), Some(second + REPLICATION_INTERVAL));
-    carrier.handle_timeout(second + REPLICATION_INTERVAL);
     carrier.flush(second + REPLICATION_INTERVAL);
     assert_eq!(written(&mut rx), vec![a_player_state("p5")]);
 }
@@ -712,10 +729,12 @@ async fn the_game_task_writes_waiting_replicated_state_at_its_deadline() {
     let second = PlayerId::new("p2").unwrap();
     let seen = tokio::time::timeout(Duration::from_secs(2), async {
         loop {
-            while let Some(message) = decoder.next_message::<ServerMessage>().unwrap() {
-                if matches!(&message, ServerMessage::PlayerStateUpdated(v) if v.player_id == second)
-                {
-                    return;
+            while let Some(frame) = decoder.next_message::<ServerMessage>().unwrap() {
+                for message in expand(frame) {
+                    if matches!(&message, ServerMessage::PlayerStateUpdated(v) if v.player_id == second)
+                    {
+                        return;
+                    }
                 }
             }
             match first.try_recv() {
@@ -734,6 +753,122 @@ async fn the_game_task_writes_waiting_replicated_state_at_its_deadline() {
     assert!(seen.is_ok(), "the second player's state never reached the first client");
     running.shutdown.cancel();
     let _ = tokio::time::timeout(Duration::from_secs(5), running.task).await;
+}
+
+/// Two welcomed connections on one carrier, replicating every `interval`.
+fn two_welcomed_peers(
+    interval: Duration,
+) -> (Carrier, [(ConnectionId, net::SendQueueRx, Rings); 2]) {
+    let mut carrier = memory_carrier_every(interval);
+    let peers = [ConnectionId(1), ConnectionId(2)].map(|connection| {
+        let (tx, mut rx, rings) = net::test_queue(16, connection);
+        carrier.add_peer(connection, tx);
+        carrier.carry(Output::Send { connection, message: welcome("p1") }, &mut Vec::new());
+        carrier.flush(Instant::now());
+        assert_eq!(written(&mut rx).len(), 1, "the Welcome");
+        (connection, rx, rings)
+    });
+    (carrier, peers)
+}
+
+fn welcome(player: &str) -> ServerMessage {
+    ServerMessage::Welcome {
+        player_id: PlayerId::new(player).unwrap(),
+        current_node: None,
+        max_frame_len: 65_536,
+    }
+}
+
+/// The bytes of the one write queued on `rx`.
+fn one_write(rx: &mut net::SendQueueRx) -> bytes::Bytes {
+    let Some(net::Outbound::Frames { bytes, .. }) = rx.try_recv() else { panic!("no write") };
+    assert!(rx.try_recv().is_none(), "more than one write");
+    bytes
+}
+
+/// At the deadline every connection owed the whole batch is sent the same frame: encoded once,
+/// one allocation shared by every writer, not one copy per client (docs/protocol.md 4.4).
+#[tokio::test]
+async fn one_encoding_of_a_batch_is_shared_by_every_connection() {
+    let (mut carrier, [(_, mut first, _r1), (_, mut second, _r2)]) =
+        two_welcomed_peers(REPLICATION_INTERVAL);
+    let start = Instant::now();
+    carrier.carry(Output::Broadcast { message: a_player_state("p3") }, &mut Vec::new());
+    carrier.flush(start);
+    carrier.flush(start + REPLICATION_INTERVAL);
+    let (a, b) = (one_write(&mut first), one_write(&mut second));
+    assert_eq!(a.as_ptr(), b.as_ptr(), "one buffer for both");
+    assert_eq!(a.len(), b.len());
+}
+
+/// A connection welcomed in the middle of an interval is owed only the changes made after its
+/// `Welcome`, whichever came first: a change before it is in the newcomer's snapshot already
+/// (docs/protocol.md 4.5). The older connection gets both.
+#[tokio::test]
+async fn a_connection_welcomed_mid_interval_gets_only_the_changes_after_its_welcome() {
+    let mut carrier = memory_carrier();
+    let (old, new) = (ConnectionId(1), ConnectionId(2));
+    let (old_tx, mut old_rx, _r1) = net::test_queue(16, old);
+    carrier.add_peer(old, old_tx);
+    carrier.carry(Output::Send { connection: old, message: welcome("p1") }, &mut Vec::new());
+    let (new_tx, mut new_rx, _r2) = net::test_queue(16, new);
+    carrier.add_peer(new, new_tx);
+    let start = Instant::now();
+    carrier.carry(Output::Broadcast { message: a_player_state("before") }, &mut Vec::new());
+    carrier.carry(Output::Send { connection: new, message: welcome("p2") }, &mut Vec::new());
+    carrier.carry(Output::Broadcast { message: a_player_state("after") }, &mut Vec::new());
+    carrier.flush(start);
+    carrier.flush(start + REPLICATION_INTERVAL);
+    assert_eq!(written(&mut new_rx), vec![welcome("p2"), a_player_state("after")]);
+    assert_eq!(
+        written(&mut old_rx),
+        vec![welcome("p1"), a_player_state("before"), a_player_state("after")]
+    );
+}
+
+/// An urgent broadcast (a death, a phase) takes each connection's owed changes along first,
+/// then the deadline sends only what came after it: every connection sees the order the
+/// server made.
+#[tokio::test]
+async fn an_urgent_broadcast_takes_the_owed_changes_along_for_every_connection() {
+    let (mut carrier, [(_, mut first, _r1), (_, mut second, _r2)]) =
+        two_welcomed_peers(REPLICATION_INTERVAL);
+    let start = Instant::now();
+    let died = ServerMessage::PawnDied { pawn_id: gatehouse_protocol::PawnId(4) };
+    carrier.carry(Output::Broadcast { message: a_player_state("p3") }, &mut Vec::new());
+    carrier.carry(Output::Broadcast { message: died.clone() }, &mut Vec::new());
+    carrier.carry(Output::Broadcast { message: a_player_state("p4") }, &mut Vec::new());
+    carrier.flush(start);
+    for rx in [&mut first, &mut second] {
+        assert_eq!(written(rx), vec![a_player_state("p3"), died.clone()]);
+    }
+    carrier.flush(start + REPLICATION_INTERVAL);
+    for rx in [&mut first, &mut second] {
+        assert_eq!(written(rx), vec![a_player_state("p4")]);
+    }
+}
+
+/// A connection the core closes gets the changes made before the close first, then the close.
+#[tokio::test]
+async fn a_closed_connection_gets_the_changes_made_before_its_close() {
+    let (mut carrier, connection, mut rx, _kept) = one_welcomed_peer(REPLICATION_INTERVAL);
+    carrier.carry(Output::Broadcast { message: a_player_state("p2") }, &mut Vec::new());
+    carrier.carry(Output::Close { connection, code: CloseCode::Leave }, &mut Vec::new());
+    let mut messages = Vec::new();
+    let mut decoder = gatehouse_protocol::FrameDecoder::new(1 << 16);
+    let mut closed = false;
+    while let Some(item) = rx.try_recv() {
+        match item {
+            net::Outbound::Frames { bytes, .. } => decoder.extend(&bytes),
+            net::Outbound::Close(CloseCode::Leave) => closed = true,
+            other => panic!("{other:?}"),
+        }
+    }
+    while let Some(frame) = decoder.next_message::<ServerMessage>().unwrap() {
+        messages.extend(expand(frame));
+    }
+    assert_eq!(messages, vec![a_player_state("p2")]);
+    assert!(closed);
 }
 
 /// A world that records what the carrier tells it.
