@@ -607,9 +607,9 @@ mod wire_examples {
     #[test]
     fn hello_encodes_as_documented() {
         let frame =
-            encode_frame(&ClientMessage::Hello { protocol_version: 8, token: "a.b.c".into() }, 64)
+            encode_frame(&ClientMessage::Hello { protocol_version: 9, token: "a.b.c".into() }, 64)
                 .unwrap();
-        let mut expected = vec![21, 0, 0, 0, 0, 0, 0, 0, 8, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0];
+        let mut expected = vec![21, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0];
         expected.extend_from_slice(b"a.b.c");
         assert_eq!(frame, expected);
     }
