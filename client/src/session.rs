@@ -19,8 +19,8 @@ use std::fmt;
 use std::time::{Duration, Instant};
 
 use gatehouse_protocol::{
-    ClientMessage, JoinId, LevelName, NodeId, PROTOCOL_VERSION, PawnId, PlayerId, ServerMessage,
-    TransitionId,
+    ClientMessage, JoinId, LevelName, NodeId, PROTOCOL_VERSION, PawnId, PlayerId, ReplicatedChange,
+    ServerMessage, TransitionId, WorldSnapshot,
 };
 use gatehouse_tags::GameplayTag;
 use gatehouse_tags::catalog::STATE_DEAD;
@@ -163,7 +163,9 @@ impl Session {
     }
 
     /// Handles one message from the server, received at `now`. Nothing is handled once the
-    /// session is closed.
+    /// session is closed. A `WorldSnapshot` or a `Replicated` batch is handled as the messages
+    /// it stands for, one after the other in its order (docs/protocol.md 4.4, 4.5): the game
+    /// gets the same events as from those messages sent one by one.
     pub fn handle(&mut self, now: Instant, message: ServerMessage) {
         if self.link == Link::Closed {
             return;
@@ -215,6 +217,8 @@ impl Session {
             ServerMessage::Closing { code, reason } => {
                 self.close(CloseReason::Server { code, reason })
             }
+            ServerMessage::WorldSnapshot(snapshot) => self.on_snapshot(now, &snapshot),
+            ServerMessage::Replicated { changes } => self.on_replicated(now, changes),
             replicated => self.on_world(replicated),
         }
     }
@@ -549,6 +553,23 @@ impl Session {
                 self.events.push_back(Event::Revived { restarted });
             }
             _ => {}
+        }
+    }
+
+    /// `WorldSnapshot` (docs/protocol.md 4.5): the messages it stands for, handled in its order
+    /// as if each had come on its own, so the game sees the same events as from a server that
+    /// sends them one by one, and the own player's tags in it count for its life.
+    fn on_snapshot(&mut self, now: Instant, snapshot: &WorldSnapshot) {
+        for message in snapshot.messages() {
+            self.handle(now, message);
+        }
+    }
+
+    /// `Replicated` (docs/protocol.md 4.4): each change handled as its own message, oldest
+    /// first. An own death (tags), an own pawn destroyed, keep their effects on the session.
+    fn on_replicated(&mut self, now: Instant, changes: Vec<ReplicatedChange>) {
+        for change in changes {
+            self.handle(now, ServerMessage::from(change));
         }
     }
 

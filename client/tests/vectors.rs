@@ -62,14 +62,17 @@ fn welcomed(t0: Instant, token: &str) -> Session {
 #[test]
 fn every_server_vector_frame_gives_its_event() {
     let server = frames("server_to_client");
-    assert!(server.len() >= 21, "one frame of every server message at least");
+    assert!(server.len() >= 23, "one frame of every server message at least");
     for (name, frame) in server {
         let t0 = Instant::now();
         let mut s = welcomed(t0, "a.b.c");
         while s.poll_event().is_some() {}
-        s.handle(t0, decode(&frame));
+        let message = decode(&frame);
+        let stands_for = stands_for(&message);
+        s.handle(t0, message);
         let events: Vec<Event> = std::iter::from_fn(|| s.poll_event()).collect();
         let given = |wanted: fn(&Event) -> bool| events.iter().any(wanted);
+        let world = events.iter().filter(|e| matches!(e, Event::World(_))).count();
         let ok = match name.as_str() {
             // A second `Welcome` changes nothing.
             "Welcome" => events.is_empty(),
@@ -86,9 +89,22 @@ fn every_server_vector_frame_gives_its_event() {
             "KitsGranted" => given(|e| matches!(e, Event::KitsGranted { .. })),
             "Error" => given(|e| matches!(e, Event::Refused { .. })),
             "Closing" => given(|e| matches!(e, Event::Closed { .. })),
+            // The vector's snapshot holds the welcomed player, dead: each message it stands for
+            // is a world event, and the death is the player's.
+            "WorldSnapshot" => world == stands_for && given(|e| *e == Event::Died),
+            "Replicated" => world == stands_for,
             _ => given(|e| matches!(e, Event::World(_))),
         };
         assert!(ok, "{name}: {events:?}");
+    }
+}
+
+/// How many messages `message` stands for: those a snapshot or a batch carries, else itself.
+fn stands_for(message: &ServerMessage) -> usize {
+    match message {
+        ServerMessage::WorldSnapshot(snapshot) => snapshot.messages().count(),
+        ServerMessage::Replicated { changes } => changes.len(),
+        _ => 1,
     }
 }
 
