@@ -9,14 +9,14 @@
 use std::time::Instant;
 
 use gatehouse_protocol::{
-    ClientMessage, CloseCode, ErrorCode, JoinId, NodeId, PawnId, PawnView, PlayerId, RejectReason,
-    ServerMessage, SnapshotBuilder, SnapshotEntry,
+    ClientMessage, CloseCode, ErrorCode, JoinId, NodeId, PawnId, PlayerId, RejectReason,
+    ServerMessage,
 };
 
 use super::joins::JoinReport;
 use super::pass::level_names;
 use super::persistence::{self, PlayerLoad};
-use super::players::{Pawn, Player, RefusalVerdict, RefusalWindow};
+use super::players::{Player, RefusalVerdict, RefusalWindow};
 use super::spawn::SpawnKind;
 use super::streaming::{SpawnPoints, SpawnPointsOn, Streamed};
 use super::transition::{Destination, Phase, ReadyReport};
@@ -141,7 +141,8 @@ impl Game {
                 max_frame_len: self.rules.max_frame_len,
             },
         );
-        self.replicate_world_to(connection);
+        // The shell follows the Welcome with the world as clients know it (KnownWorld,
+        // docs/protocol.md 4.5); the core does not build it for every login.
         let view = player.view();
         let (tags, health) = (player.abilities.tags(), player.abilities.health());
         let kits = player.abilities.granted_kits();
@@ -157,54 +158,6 @@ impl Game {
             }
         }
         self.admit_player(now, &id);
-    }
-
-    /// Sends a newly connected client everything already replicated, as `WorldSnapshot`s
-    /// (docs/protocol.md 4.5): every player state, with its ability tags and health where
-    /// they are not the defaults, and every pawn, in as few frames as the frame limit allows.
-    fn replicate_world_to(&mut self, connection: ConnectionId) {
-        let max_health = self.world.max_health;
-        let mut builder = SnapshotBuilder::new(self.rules.max_frame_len as usize);
-        let mut placed = 0;
-        for player in self.roster.players() {
-            let view = player.view();
-            let tags = player.abilities.tags();
-            let health = player.abilities.health();
-            let pawns: Vec<PawnView> = self.roster.pawns_of(&player.id).map(Pawn::view).collect();
-            placed += pawns.len();
-            builder.add(SnapshotEntry {
-                player: &view,
-                tags: &tags,
-                health: (health != max_health).then_some(health),
-                pawns: &pawns,
-            });
-        }
-        let snapshots = builder.finish();
-        for snapshot in snapshots {
-            self.send(connection, ServerMessage::WorldSnapshot(Box::new(snapshot)));
-        }
-        if placed < self.roster.pawn_count() {
-            self.replicate_orphan_pawns_to(connection);
-        }
-    }
-
-    /// Sends the pawns whose owner is not logged in one by one, as before snapshots: they have
-    /// no entry to hang from. None today (a leaving player's pawns go with it); kept so a
-    /// newcomer never misses a pawn.
-    fn replicate_orphan_pawns_to(&mut self, connection: ConnectionId) {
-        let orphans: Vec<PawnView> = self
-            .roster
-            .pawns()
-            .filter(|pawn| self.roster.player(&pawn.owner).is_none())
-            .map(Pawn::view)
-            .collect();
-        for view in orphans {
-            let (dead, pawn_id) = (!view.alive, view.pawn_id);
-            self.send(connection, ServerMessage::PawnSpawned(view));
-            if dead {
-                self.send(connection, ServerMessage::PawnDied { pawn_id });
-            }
-        }
     }
 
     /// A player joined: shown the transition in flight and queued for its spawn window, or

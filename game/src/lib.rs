@@ -107,6 +107,7 @@ mod hazards;
 mod inputs;
 mod interface;
 mod joins;
+mod known;
 mod logins;
 mod observe;
 mod outbox;
@@ -141,6 +142,7 @@ pub use interface::{
     ClientReadyPolicy, ConnectionId, Counters, Departure, GameRules, Input, Output, StreamPart,
     StreamRequest,
 };
+pub use known::KnownWorld;
 pub use observe::{LoginRefusal, Observation, SpawnRefusal, TransitionOutcome};
 pub use snapshot::{GameSnapshot, PendingSpawn, PlayerSnapshot};
 pub use spawn::SpawnKind;

@@ -339,17 +339,6 @@ impl Roster {
         self.players.get(player).and_then(|p| p.pawn).and_then(|pawn| self.pawns.get(&pawn))
     }
 
-    /// The pawns `player` owns, in id order (a dead one lingers beside its replacement).
-    pub(crate) fn pawns_of(&self, player: &PlayerId) -> impl Iterator<Item = &Pawn> {
-        let owned = self.owned.get(player).into_iter().flatten();
-        owned.filter_map(|id| self.pawns.get(id)).inspect(|_| self.visits.one())
-    }
-
-    /// How many pawns there are.
-    pub(crate) fn pawn_count(&self) -> usize {
-        self.pawns.len()
-    }
-
     /// How many pawns `player` owns (a dead pawn lingers until its replacement exists).
     pub(crate) fn owned_pawn_count(&self, player: &PlayerId) -> usize {
         self.owned.get(player).map_or(0, BTreeSet::len)

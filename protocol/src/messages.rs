@@ -240,8 +240,8 @@ pub enum ServerMessage {
 }
 
 /// One change of replicated state inside [`ServerMessage::Replicated`]: the broadcasts a
-/// client needs to mirror the world but never waits on (docs/protocol.md 4.4). Each means
-/// exactly what the [`ServerMessage`] of the same name means.
+/// client needs to mirror the world (docs/protocol.md 4.4). Each means exactly what the
+/// [`ServerMessage`] of the same name means.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum ReplicatedChange {
     /// As [`ServerMessage::PlayerStateUpdated`].
@@ -272,9 +272,28 @@ pub enum ReplicatedChange {
         /// Health now, 0 ..= max.
         health: u32,
     },
+    /// As [`ServerMessage::PawnDied`].
+    PawnDied {
+        /// The pawn.
+        pawn_id: PawnId,
+    },
+    /// As [`ServerMessage::PawnsTeleported`].
+    PawnsTeleported {
+        /// Where they stand now.
+        node: NodeId,
+        /// The pawns, as runs of consecutive ids.
+        pawn_ids: PawnIdRuns,
+    },
 }
 
 impl ReplicatedChange {
+    /// Whether a client waits on it to make progress, so a server sends it at the end of the
+    /// step that made it rather than at the replication deadline: a death (its owner restarts)
+    /// and a teleport (part of a transition's spawn pass). docs/protocol.md 4.4.
+    pub fn is_urgent(&self) -> bool {
+        matches!(self, ReplicatedChange::PawnDied { .. } | ReplicatedChange::PawnsTeleported { .. })
+    }
+
     /// The change `message` stands for, if it is one of the replicated broadcasts; otherwise
     /// the message back.
     ///
@@ -291,6 +310,10 @@ impl ReplicatedChange {
             }
             ServerMessage::HealthChanged { player_id, health } => {
                 ReplicatedChange::HealthChanged { player_id, health }
+            }
+            ServerMessage::PawnDied { pawn_id } => ReplicatedChange::PawnDied { pawn_id },
+            ServerMessage::PawnsTeleported { node, pawn_ids } => {
+                ReplicatedChange::PawnsTeleported { node, pawn_ids }
             }
             other => return Err(other),
         })
@@ -309,6 +332,10 @@ impl From<ReplicatedChange> for ServerMessage {
             }
             ReplicatedChange::HealthChanged { player_id, health } => {
                 ServerMessage::HealthChanged { player_id, health }
+            }
+            ReplicatedChange::PawnDied { pawn_id } => ServerMessage::PawnDied { pawn_id },
+            ReplicatedChange::PawnsTeleported { node, pawn_ids } => {
+                ServerMessage::PawnsTeleported { node, pawn_ids }
             }
         }
     }

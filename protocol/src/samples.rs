@@ -186,6 +186,11 @@ pub fn replicated_changes() -> Vec<ReplicatedChange> {
             tags: vec![catalog::EFFECT_DAMAGE_OVER_TIME_POISON],
         },
         ReplicatedChange::HealthChanged { player_id: player, health: 90 },
+        ReplicatedChange::PawnDied { pawn_id: PawnId(10) },
+        ReplicatedChange::PawnsTeleported {
+            node: name("forest"),
+            pawn_ids: PawnIdRuns::from_ids([PawnId(10)]),
+        },
     ]
 }
 

@@ -18,18 +18,21 @@
 //! of roster changes about 20 times a second, whatever the number of changes, and the server
 //! keeps one copy of it, not one per client.
 //!
-//! Order is kept per connection: a connection owes the changes of the batch from the first it
-//! has not been given (`Peer::given`). Any other frame for it takes what it is owed along
-//! first, and a connection welcomed mid-batch is owed only the changes made after its
-//! `Welcome`. So every connection receives the changes it would have received one by one, in
-//! the same place among its other frames; only their timing and framing change.
+//! Order is kept per connection: a connection is owed the changes of the batch from the first
+//! it has not been given (`Peer::given`), and any other frame for it takes what it is owed
+//! along first. A death or a teleport, which clients wait on, goes into the batch too and is
+//! given to every connection at the end of its drain. A newcomer is greeted after its `Welcome`
+//! with the world as of the last batch sent ([`WorldMirror`], built once per interval for all
+//! the newcomers of it) and owed the whole batch in flight: together, the world as it stands
+//! (docs/protocol.md 4.5).
 //!
 //! Nothing before `Welcome`: a connection is registered when its login reaches the game task,
 //! before the core handled it, and outputs are carried only after a whole batch of inputs, so a
 //! broadcast the core made earlier (in the batch, or for the departure of the older connection
-//! a relaunch replaces) is still queued when the new connection appears. A broadcast therefore
-//! goes only to the connections whose `Welcome` was carried before it, in output order: exactly
-//! the connections the core had logged in when it broadcast.
+//! a relaunch replaces) is still queued when the new connection appears. A phase therefore goes
+//! only to the connections whose `Welcome` was carried before it, in output order: exactly the
+//! connections the core had logged in when it broadcast; a replicated change made before a
+//! `Welcome` reaches that newcomer after it, as part of the world it is greeted with.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -42,6 +45,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::ShellEvent;
+use super::mirror::{SharedFrames, WorldMirror};
 use super::world::{self, World, WorldReports};
 use crate::game::{ConnectionId, Departure, Input, Output};
 use crate::metrics::Metrics;
@@ -118,17 +122,23 @@ impl Peer {
         !std::mem::replace(&mut self.listed, true)
     }
 
-    /// Appends the changes of `batch` it is owed, if welcomed: what it must get before any
+    /// Appends the changes of the batch it is owed, if welcomed: what it must get before any
     /// frame carried for it now. True when the connection must be listed for the flush.
-    fn catch_up(&mut self, batch: &ReplicationBatch, max_frame_len: usize) -> bool {
+    fn catch_up(&mut self, batch: &mut FramesFrom<'_>) -> bool {
         if !self.welcomed || self.given >= batch.len() {
             return false;
         }
         let first = std::mem::replace(&mut self.given, batch.len());
-        match batch_frames(batch, first, max_frame_len) {
+        match batch.from(first) {
             Some(frames) => self.append(&frames.bytes, frames.count),
             None => false,
         }
+    }
+
+    /// Writes what is pending, then `shared` (frames other connections are written too, kept
+    /// once in memory); false when its queue is full.
+    fn write_shared(&mut self, shared: &SharedFrames) -> bool {
+        self.flush() && self.write(shared.bytes.clone(), shared.count)
     }
 
     /// Hands the pending frames to the writer as one write; false when its queue is full (a
@@ -156,6 +166,34 @@ impl Peer {
     }
 }
 
+/// The `Replicated` frames of a batch from any change on, each encoded once however many
+/// connections are owed it (the catch-ups of an urgent broadcast, the deadline's sends).
+struct FramesFrom<'a> {
+    batch: &'a ReplicationBatch,
+    max_frame_len: usize,
+    made: HashMap<usize, Option<SharedFrames>>,
+}
+
+impl<'a> FramesFrom<'a> {
+    fn new(batch: &'a ReplicationBatch, max_frame_len: usize) -> Self {
+        FramesFrom { batch, max_frame_len, made: HashMap::new() }
+    }
+
+    fn len(&self) -> usize {
+        self.batch.len()
+    }
+
+    /// The frames of the changes from `first` on.
+    fn from(&mut self, first: usize) -> Option<SharedFrames> {
+        let (batch, max_frame_len) = (self.batch, self.max_frame_len);
+        let made = self.made.entry(first).or_insert_with(|| {
+            let frames = batch_frames(batch, first, max_frame_len)?;
+            Some(SharedFrames { bytes: Bytes::from(frames.bytes), count: frames.count })
+        });
+        made.clone()
+    }
+}
+
 /// Carries outputs out; owns the logged-in connections' queues.
 pub(super) struct Carrier {
     peers: HashMap<ConnectionId, Peer>,
@@ -163,8 +201,12 @@ pub(super) struct Carrier {
     /// Connections with frames carried since the last [`Carrier::flush`]: the flush visits only
     /// these, not every connection.
     pending: Vec<ConnectionId>,
-    /// The replicated changes not yet sent to everyone.
+    /// The replicated changes not yet sent to everyone, encoded.
     batch: ReplicationBatch,
+    /// The same changes, applied to `mirror` once sent.
+    changes: Vec<ReplicatedChange>,
+    /// The world as of the last batch sent: what a newcomer is greeted with, before the batch.
+    mirror: WorldMirror,
     /// When `batch` is sent: the replication interval after the drain that began it.
     batch_due: Option<Instant>,
     /// Connections whose send queue overflowed since the last [`Carrier::close_slow_consumers`].
@@ -181,6 +223,8 @@ impl Carrier {
             effects,
             pending: Vec::new(),
             batch: ReplicationBatch::default(),
+            changes: Vec::new(),
+            mirror: WorldMirror::default(),
             batch_due: None,
             slow: Vec::new(),
             world_unavailable: None,
@@ -223,32 +267,18 @@ impl Carrier {
     pub(super) fn carry(&mut self, output: Output, made_up: &mut Vec<Input>) {
         let max_frame_len = self.effects.max_frame_len;
         match output {
-            Output::Send { connection, message } => {
-                let welcome = matches!(message, ServerMessage::Welcome { .. });
-                let Some(peer) = self.peers.get_mut(&connection) else { return };
-                let Some(frame) = encode(&message, max_frame_len) else { return };
-                let mut list = peer.catch_up(&self.batch, max_frame_len);
-                list |= peer.append(&frame, 1);
-                if welcome && !peer.welcomed {
-                    // Owed only what is replicated after its Welcome.
-                    peer.welcomed = true;
-                    peer.given = self.batch.len();
-                }
-                if list {
-                    self.pending.push(connection);
-                }
-            }
+            Output::Send { connection, message } => self.send(connection, &message),
             Output::Broadcast { message } => {
                 world::observe(self.effects.world.0.as_mut(), &message);
                 match ReplicatedChange::from_message(message) {
-                    Ok(change) => self.batch_change(&change),
+                    Ok(change) => self.replicate(change),
                     Err(message) => self.broadcast_now(&message),
                 }
             }
             Output::Close { connection, code } => {
                 if let Some(mut peer) = self.peers.remove(&connection) {
                     // What was carried for it before the close goes first.
-                    peer.catch_up(&self.batch, max_frame_len);
+                    peer.catch_up(&mut FramesFrom::new(&self.batch, max_frame_len));
                     let _ = peer.flush();
                     close_after_queued(&peer, code);
                 }
@@ -316,37 +346,69 @@ impl Carrier {
         }
     }
 
-    /// Sends every welcomed connection the replicated changes it is owed: the same frames, encoded
-    /// once, to every connection owed the whole batch; its own to one owed part of it.
+    /// Sends every welcomed connection the replicated changes it is owed, the same frames,
+    /// encoded once, to every connection owed the same ones; then the changes join the mirror.
     fn send_batch(&mut self) {
-        let max_frame_len = self.effects.max_frame_len;
-        let whole =
-            batch_frames(&self.batch, 0, max_frame_len).map(|f| (Bytes::from(f.bytes), f.count));
+        let mut frames = FramesFrom::new(&self.batch, self.effects.max_frame_len);
         for (connection, peer) in &mut self.peers {
             let first = std::mem::take(&mut peer.given);
-            if !peer.welcomed || first >= self.batch.len() {
+            if !peer.welcomed || first >= frames.len() {
                 continue;
             }
-            let frames = match (&whole, first) {
-                (Some((bytes, count)), 0) => Some((bytes.clone(), *count)),
-                _ => batch_frames(&self.batch, first, max_frame_len)
-                    .map(|f| (Bytes::from(f.bytes), f.count)),
-            };
-            if let Some((bytes, count)) = frames
-                && !peer.write(bytes, count)
+            if let Some(shared) = frames.from(first)
+                && !peer.write_shared(&shared)
             {
                 self.slow.push(*connection);
             }
         }
         self.batch.clear();
         self.batch_due = None;
+        for change in self.changes.drain(..) {
+            self.mirror.apply(&change);
+        }
     }
 
-    /// Queues a replicated change for the replication deadline.
-    fn batch_change(&mut self, change: &ReplicatedChange) {
-        if let Err(e) = self.batch.push(change) {
+    /// Carries one message for one connection, after the changes it is owed. A `Welcome` is
+    /// followed by the world as of the last batch (docs/protocol.md 4.5); the connection is then
+    /// owed every change of the batch in flight.
+    fn send(&mut self, connection: ConnectionId, message: &ServerMessage) {
+        let max_frame_len = self.effects.max_frame_len;
+        let Some(peer) = self.peers.get_mut(&connection) else { return };
+        let Some(frame) = encode(message, max_frame_len) else { return };
+        let mut list = peer.catch_up(&mut FramesFrom::new(&self.batch, max_frame_len));
+        list |= peer.append(&frame, 1);
+        if matches!(message, ServerMessage::Welcome { .. }) && !peer.welcomed {
+            peer.welcomed = true;
+            peer.given = 0;
+            let world = self.mirror.frames(max_frame_len);
+            if world.count > 0 && !peer.write_shared(&world) {
+                self.slow.push(connection);
+            }
+        }
+        if list {
+            self.pending.push(connection);
+        }
+    }
+
+    /// Queues a replicated change: for the replication deadline, or, for a change a client
+    /// waits on, for every welcomed connection at the end of this drain, with the changes each
+    /// is owed before it.
+    fn replicate(&mut self, change: ReplicatedChange) {
+        if let Err(e) = self.batch.push(&change) {
             // Our own message did not encode: a bug, reported loudly, never a crash.
             tracing::error!(error = %e, "replicated change does not encode");
+            return;
+        }
+        let urgent = change.is_urgent();
+        self.changes.push(change);
+        if !urgent {
+            return;
+        }
+        let mut frames = FramesFrom::new(&self.batch, self.effects.max_frame_len);
+        for (connection, peer) in &mut self.peers {
+            if peer.catch_up(&mut frames) {
+                self.pending.push(*connection);
+            }
         }
     }
 
@@ -354,8 +416,9 @@ impl Carrier {
     fn broadcast_now(&mut self, message: &ServerMessage) {
         let max_frame_len = self.effects.max_frame_len;
         let Some(frame) = encode(message, max_frame_len) else { return };
+        let mut frames = FramesFrom::new(&self.batch, max_frame_len);
         for (connection, peer) in self.peers.iter_mut().filter(|(_, p)| p.welcomed) {
-            let mut list = peer.catch_up(&self.batch, max_frame_len);
+            let mut list = peer.catch_up(&mut frames);
             list |= peer.append(&frame, 1);
             if list {
                 self.pending.push(*connection);
@@ -385,10 +448,10 @@ impl Carrier {
 
     /// Closes every connection with `ShuttingDown`, after what is queued for it.
     pub(super) fn close_all(&mut self) {
-        let max_frame_len = self.effects.max_frame_len;
+        let mut frames = FramesFrom::new(&self.batch, self.effects.max_frame_len);
         for (_, mut peer) in self.peers.drain() {
             let code = CloseCode::ShuttingDown;
-            peer.catch_up(&self.batch, max_frame_len);
+            peer.catch_up(&mut frames);
             if !peer.flush() || peer.outbound.try_close(code).is_err() {
                 peer.outbound.close_now(code);
             }

@@ -34,6 +34,7 @@
 //! once the boot transition has ended (docs/operations.md, "Under Agones").
 
 mod carry;
+mod mirror;
 pub mod world;
 
 #[cfg(test)]

@@ -154,10 +154,16 @@ fn memory_carrier() -> Carrier {
 
 /// The same, replicating every `interval`.
 fn memory_carrier_every(interval: Duration) -> Carrier {
+    memory_carrier_limited(interval, gatehouse_protocol::codec::DEFAULT_MAX_FRAME_LEN)
+}
+
+/// The same, with frames of at most `max_frame_len` bytes.
+fn memory_carrier_limited(interval: Duration, max_frame_len: usize) -> Carrier {
     let (events, _own) = mpsc::channel(8);
     let memory = Arc::new(Memory::default());
     let (store, _worker) = StoreWorker::spawn(memory, SETTINGS, events.clone(), ShellEvent::Store);
-    Carrier::new(effects_every(events, store, interval))
+    let effects = Effects { max_frame_len, ..effects_every(events, store, interval) };
+    Carrier::new(effects)
 }
 
 /// What a connection's send queue rings, as the network driver would hear it.
@@ -196,6 +202,15 @@ fn expand(message: ServerMessage) -> Vec<ServerMessage> {
     match message {
         ServerMessage::Replicated { changes } => changes.into_iter().map(Into::into).collect(),
         other => vec![other],
+    }
+}
+
+/// The messages `message` stands for: a batch's changes and a snapshot's entries, each as its
+/// own message.
+fn expand_all(message: ServerMessage) -> Vec<ServerMessage> {
+    match message {
+        ServerMessage::WorldSnapshot(snapshot) => snapshot.messages().collect(),
+        other => expand(other),
     }
 }
 
@@ -467,7 +482,13 @@ async fn a_new_connection_gets_welcome_before_any_broadcast() {
     // The replicated state waits for the replication deadline.
     carrier.flush(Instant::now() + REPLICATION_INTERVAL);
 
-    assert_eq!(written(&mut new_rx), vec![welcome.clone(), later.clone()], "Welcome first");
+    // The newcomer is owed the whole interval's changes (its world is the last interval's:
+    // empty here), the earlier death included: Welcome first all the same.
+    assert_eq!(
+        written(&mut new_rx),
+        vec![welcome.clone(), earlier.clone(), later.clone()],
+        "Welcome first"
+    );
     assert_eq!(written(&mut old_rx), vec![welcome, earlier, later], "the older one gets both");
 }
 
@@ -801,29 +822,192 @@ async fn one_encoding_of_a_batch_is_shared_by_every_connection() {
     assert_eq!(a.len(), b.len());
 }
 
-/// A connection welcomed in the middle of an interval is owed only the changes made after its
-/// `Welcome`, whichever came first: a change before it is in the newcomer's snapshot already
-/// (docs/protocol.md 4.5). The older connection gets both.
+/// A connection welcomed in the middle of an interval is greeted with the world as of the last
+/// interval's end, then owed every change of this one, made before its `Welcome` or after
+/// (docs/protocol.md 4.5): together, the world as it stands. The older connection gets the
+/// changes once.
 #[tokio::test]
-async fn a_connection_welcomed_mid_interval_gets_only_the_changes_after_its_welcome() {
+async fn a_connection_welcomed_mid_interval_gets_the_last_intervals_world_then_this_ones_changes() {
     let mut carrier = memory_carrier();
     let (old, new) = (ConnectionId(1), ConnectionId(2));
     let (old_tx, mut old_rx, _r1) = net::test_queue(16, old);
     carrier.add_peer(old, old_tx);
     carrier.carry(Output::Send { connection: old, message: welcome("p1") }, &mut Vec::new());
+    let start = Instant::now();
+    carrier.carry(Output::Broadcast { message: a_player_state("earlier") }, &mut Vec::new());
+    carrier.flush(start);
+    carrier.flush(start + REPLICATION_INTERVAL);
     let (new_tx, mut new_rx, _r2) = net::test_queue(16, new);
     carrier.add_peer(new, new_tx);
-    let start = Instant::now();
+    let second = start + REPLICATION_INTERVAL + Duration::from_millis(5);
     carrier.carry(Output::Broadcast { message: a_player_state("before") }, &mut Vec::new());
     carrier.carry(Output::Send { connection: new, message: welcome("p2") }, &mut Vec::new());
     carrier.carry(Output::Broadcast { message: a_player_state("after") }, &mut Vec::new());
-    carrier.flush(start);
-    carrier.flush(start + REPLICATION_INTERVAL);
-    assert_eq!(written(&mut new_rx), vec![welcome("p2"), a_player_state("after")]);
+    carrier.flush(second);
+    carrier.flush(second + REPLICATION_INTERVAL);
+    let frames = written_frames(&mut new_rx);
+    assert!(matches!(&frames[1], ServerMessage::WorldSnapshot(s) if s.player_count() == 1));
+    assert_eq!(
+        frames.into_iter().flat_map(expand_all).collect::<Vec<_>>(),
+        vec![
+            welcome("p2"),
+            a_player_state("earlier"),
+            a_player_state("before"),
+            a_player_state("after")
+        ]
+    );
     assert_eq!(
         written(&mut old_rx),
-        vec![welcome("p1"), a_player_state("before"), a_player_state("after")]
+        vec![
+            welcome("p1"),
+            a_player_state("earlier"),
+            a_player_state("before"),
+            a_player_state("after")
+        ]
     );
+}
+
+/// Everything the core broadcast reaches a newcomer's world, whatever its kind: player states
+/// with their tags and health, pawns with their deaths and teleports, and nothing of what was
+/// destroyed or left since; greeted as `WorldSnapshot`s (docs/protocol.md 4.5).
+#[tokio::test]
+async fn a_newcomer_is_greeted_with_every_replicated_change_applied() {
+    let (mut carrier, _, mut rx, _kept) = one_welcomed_peer(REPLICATION_INTERVAL);
+    let pid = |name: &str| PlayerId::new(name).unwrap();
+    let pawn = |id: u64, owner: &str| {
+        ServerMessage::PawnSpawned(gatehouse_protocol::PawnView {
+            pawn_id: gatehouse_protocol::PawnId(id),
+            owner: pid(owner),
+            character_def: gatehouse_protocol::CharacterDef::new("Vanguard").unwrap(),
+            node: node("a"),
+            alive: true,
+        })
+    };
+    let tags = vec![gatehouse_tags::catalog::STATE_DEAD];
+    let broadcasts = [
+        a_player_state("p2"),
+        a_player_state("p3"),
+        a_player_state("gone"),
+        ServerMessage::AbilityTagsChanged { player_id: pid("p2"), tags: tags.clone() },
+        ServerMessage::HealthChanged { player_id: pid("p2"), health: 0 },
+        pawn(1, "p2"),
+        pawn(2, "p3"),
+        pawn(3, "gone"),
+        ServerMessage::PawnDied { pawn_id: gatehouse_protocol::PawnId(1) },
+        ServerMessage::PawnsTeleported {
+            node: node("b"),
+            pawn_ids: gatehouse_protocol::PawnIdRuns::from_ids([gatehouse_protocol::PawnId(2)]),
+        },
+        ServerMessage::PawnDestroyed { pawn_id: gatehouse_protocol::PawnId(3) },
+        ServerMessage::PlayerLeft { player_id: pid("gone") },
+    ];
+    let start = Instant::now();
+    for message in broadcasts.clone() {
+        carrier.carry(Output::Broadcast { message }, &mut Vec::new());
+    }
+    carrier.flush(start);
+    carrier.flush(start + REPLICATION_INTERVAL);
+    assert_eq!(written(&mut rx), broadcasts, "the older client heard each change once, in order");
+
+    let newcomer = ConnectionId(7);
+    let (tx, mut new_rx, _rings) = net::test_queue(16, newcomer);
+    carrier.add_peer(newcomer, tx);
+    carrier.carry(Output::Send { connection: newcomer, message: welcome("p9") }, &mut Vec::new());
+    carrier.flush(start + REPLICATION_INTERVAL);
+    let frames = written_frames(&mut new_rx);
+    assert_eq!(frames.len(), 2, "the Welcome and one snapshot: {frames:?}");
+    let greeting: Vec<ServerMessage> = frames.into_iter().skip(1).flat_map(expand_all).collect();
+    let mut moved = pawn(2, "p3");
+    if let ServerMessage::PawnSpawned(view) = &mut moved {
+        view.node = node("b");
+    }
+    let mut dead = pawn(1, "p2");
+    if let ServerMessage::PawnSpawned(view) = &mut dead {
+        view.alive = false;
+    }
+    assert_eq!(
+        greeting,
+        vec![
+            a_player_state("p2"),
+            ServerMessage::AbilityTagsChanged { player_id: pid("p2"), tags },
+            ServerMessage::HealthChanged { player_id: pid("p2"), health: 0 },
+            a_player_state("p3"),
+            dead,
+            ServerMessage::PawnDied { pawn_id: gatehouse_protocol::PawnId(1) },
+            moved,
+        ]
+    );
+}
+
+/// The newcomers of one interval share one encoding of the world: built once, one buffer for
+/// all of them, not one per login (docs/protocol.md 4.5).
+#[tokio::test]
+async fn the_newcomers_of_an_interval_share_one_encoding_of_the_world() {
+    let (mut carrier, _, _rx, _kept) = one_welcomed_peer(REPLICATION_INTERVAL);
+    let start = Instant::now();
+    carrier.carry(Output::Broadcast { message: a_player_state("p2") }, &mut Vec::new());
+    carrier.flush(start);
+    carrier.flush(start + REPLICATION_INTERVAL);
+    let mut greeted = Vec::new();
+    for i in 0..2 {
+        let connection = ConnectionId(10 + i);
+        let (tx, mut rx, _rings) = net::test_queue(16, connection);
+        carrier.add_peer(connection, tx);
+        carrier.carry(Output::Send { connection, message: welcome("p9") }, &mut Vec::new());
+        let _welcome = rx.try_recv();
+        let Some(net::Outbound::Frames { bytes, frames: 1 }) = rx.try_recv() else {
+            panic!("the world as one write of its own")
+        };
+        greeted.push(bytes);
+    }
+    assert_eq!(greeted[0].as_ptr(), greeted[1].as_ptr(), "one buffer for both newcomers");
+}
+
+/// A world larger than a frame is cut into several snapshots, each within the frame limit, that
+/// name every player and pawn once; a newcomer's greeting is a few frames, not one per player.
+#[tokio::test]
+async fn a_large_world_greets_a_newcomer_in_a_few_frames_within_the_limit() {
+    let mut carrier = memory_carrier_limited(REPLICATION_INTERVAL, 8_192);
+    let start = Instant::now();
+    for i in 0..300u64 {
+        let owner = PlayerId::new(format!("p{i:03}")).unwrap();
+        let state = gatehouse_protocol::PlayerStateView {
+            player_id: owner.clone(),
+            team: Some(gatehouse_protocol::TeamId(1)),
+            character_def: Some(gatehouse_protocol::CharacterDef::new("Vanguard").unwrap()),
+        };
+        let pawn = gatehouse_protocol::PawnView {
+            pawn_id: gatehouse_protocol::PawnId(i + 1),
+            owner,
+            character_def: gatehouse_protocol::CharacterDef::new("Vanguard").unwrap(),
+            node: node("a"),
+            alive: true,
+        };
+        for message in [ServerMessage::PlayerStateUpdated(state), ServerMessage::PawnSpawned(pawn)]
+        {
+            carrier.carry(Output::Broadcast { message }, &mut Vec::new());
+        }
+    }
+    carrier.flush(start);
+    carrier.flush(start + REPLICATION_INTERVAL);
+    let newcomer = ConnectionId(7);
+    let (tx, mut rx, _rings) = net::test_queue(16, newcomer);
+    carrier.add_peer(newcomer, tx);
+    carrier.carry(Output::Send { connection: newcomer, message: welcome("p9") }, &mut Vec::new());
+    let mut decoder = gatehouse_protocol::FrameDecoder::new(8_192);
+    while let Some(net::Outbound::Frames { bytes, .. }) = rx.try_recv() {
+        decoder.extend(&bytes);
+    }
+    let mut snapshots = Vec::new();
+    while let Some(message) = decoder.next_message::<ServerMessage>().unwrap() {
+        if let ServerMessage::WorldSnapshot(snapshot) = message {
+            snapshots.push(snapshot);
+        }
+    }
+    assert!((2..=4).contains(&snapshots.len()), "{} snapshots", snapshots.len());
+    let players: usize = snapshots.iter().map(|s| s.player_count()).sum();
+    let pawns: usize = snapshots.iter().map(|s| s.pawn_count()).sum();
+    assert_eq!((players, pawns), (300, 300));
 }
 
 /// An urgent broadcast (a death, a phase) takes each connection's owed changes along first,

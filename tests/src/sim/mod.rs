@@ -39,9 +39,13 @@ use std::time::{Duration, Instant};
 
 use gatehouse_client_sim::client::ClientConfig;
 use gatehouse_client_sim::session::{ClientSession, SessionConfig};
-use gatehouse_protocol::{ClientMessage, CloseCode, NodeId, PlayerId, ServerMessage};
+use gatehouse_protocol::{
+    ClientMessage, CloseCode, NodeId, PlayerId, ReplicatedChange, ServerMessage,
+};
 use gatehouse_server::config::{AuthConfig, GameConfig, NetworkConfig, parse_world};
-use gatehouse_server::game::{ConnectionId, Departure, Game, GameRules, Input, LoadId, Output};
+use gatehouse_server::game::{
+    ConnectionId, Departure, Game, GameRules, Input, KnownWorld, LoadId, Output,
+};
 use gatehouse_server::store::{LoadOutcome, PlayerSave, SessionSave};
 use gatehouse_server::world::SimulatedWorld;
 use rand::rngs::StdRng;
@@ -192,6 +196,9 @@ pub struct Sim {
     accepted: BTreeMap<ConnectionId, ClientId>,
     /// Of those, the ones whose `Welcome` was carried (broadcast targets), in id order.
     logged_in: BTreeMap<ConnectionId, ClientId>,
+    /// The world as every client has been told it, which greets a newcomer after its
+    /// `Welcome`, as the server's carrier does (docs/protocol.md 4.5).
+    known: KnownWorld,
     /// Server inputs by when they are due, then by the order they were scheduled in.
     scheduled: BTreeMap<(Instant, u64), Scheduled>,
     scheduled_count: u64,
@@ -225,6 +232,7 @@ impl Sim {
             clients: Vec::new(),
             accepted: BTreeMap::new(),
             logged_in: BTreeMap::new(),
+            known: KnownWorld::default(),
             scheduled: BTreeMap::new(),
             scheduled_count: 0,
             store: MemoryStore::default(),
@@ -698,6 +706,14 @@ impl Sim {
         self.carry_outputs();
     }
 
+    /// Sends a newcomer the world as clients know it, right after its `Welcome`.
+    fn greet(&mut self, client: ClientId) {
+        let max_frame_len = self.config.rules.max_frame_len as usize;
+        for message in self.known.messages(max_frame_len) {
+            self.server_sends(client, message);
+        }
+    }
+
     /// The server shell's carry: every output the core has, until it has none.
     fn carry_outputs(&mut self) {
         while let Some(output) = self.game.poll_output() {
@@ -705,13 +721,18 @@ impl Sim {
             match output {
                 Output::Send { connection, message } => {
                     if let Some(&client) = self.accepted.get(&connection) {
-                        if matches!(message, ServerMessage::Welcome { .. }) {
-                            self.logged_in.insert(connection, client);
-                        }
+                        let welcome = matches!(message, ServerMessage::Welcome { .. });
                         self.server_sends(client, message);
+                        if welcome {
+                            self.logged_in.insert(connection, client);
+                            self.greet(client);
+                        }
                     }
                 }
                 Output::Broadcast { message } => {
+                    if let Ok(change) = ReplicatedChange::from_message(message.clone()) {
+                        self.known.apply(&change);
+                    }
                     let targets: Vec<ClientId> = self.logged_in.values().copied().collect();
                     for client in targets {
                         self.server_sends(client, message.clone());
