@@ -34,7 +34,7 @@ pub use event::{CloseReason, Event, WorldChange};
 pub use net::{Client, ConnectConfig, ConnectError};
 pub use pin::{CertificatePin, PinError};
 pub use screen::{JoinScreen, JoinStage, Load, Screen, TransitionScreen, TransitionStage};
-pub use session::{InputError, Life, Session, SessionConfig};
+pub use session::{InputError, Life, Session, SessionConfig, WorldEvents};
 
 /// The integration guide, `docs/client.md`, whose Rust examples compile as doctests so the
 /// guide cannot fall behind the API.

@@ -47,6 +47,26 @@ pub struct SessionConfig {
     /// How long to wait for the server's close after [`Session::leave`] before closing with
     /// [`CloseReason::Left`] anyway. Default 2 s.
     pub leave_linger: Duration,
+    /// Which changes of the replicated world become [`Event::World`]s. Default
+    /// [`WorldEvents::All`].
+    pub world_events: WorldEvents,
+}
+
+/// Which changes of the replicated world a session gives the game as [`Event::World`]
+/// (docs/client.md, "A client that keeps no world").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum WorldEvents {
+    /// Every change: a game that shows the world keeps its copy from them.
+    #[default]
+    All,
+    /// Only the changes about the own player (its player state, tags, health, its leaving) and
+    /// the own pawns (spawned, moved, died, destroyed). The duties, the other events and what
+    /// the session keeps (the own life, the controlled pawn) are the same as with `All`. For a
+    /// client that keeps no copy of the world, such as the simulator's thin clients: a
+    /// newcomer's snapshot and every replication batch name every player, and an event for
+    /// each, queued only to be dropped, is about a quarter of what a 4,000-player snapshot
+    /// costs the session (`client/benches/snapshot.rs`).
+    Own,
 }
 
 impl SessionConfig {
@@ -56,6 +76,7 @@ impl SessionConfig {
             token: token.into(),
             welcome_timeout: Duration::from_secs(10),
             leave_linger: Duration::from_secs(2),
+            world_events: WorldEvents::All,
         }
     }
 }
@@ -66,6 +87,7 @@ impl fmt::Debug for SessionConfig {
         f.debug_struct("SessionConfig")
             .field("welcome_timeout", &self.welcome_timeout)
             .field("leave_linger", &self.leave_linger)
+            .field("world_events", &self.world_events)
             .finish_non_exhaustive()
     }
 }
@@ -132,6 +154,9 @@ pub struct Session {
     streamed: Option<NodeId>,
     /// The pawn this client controls.
     pawn: Option<PawnId>,
+    /// The own player's pawns, spawned and not destroyed (a dead one lingers beside its
+    /// replacement): what makes a pawn's change the own one for [`WorldEvents::Own`].
+    own_pawns: Vec<PawnId>,
     life: Life,
     timers: TimerTable,
     outputs: VecDeque<ClientMessage>,
@@ -155,6 +180,7 @@ impl Session {
             screen: Screen::None,
             streamed: None,
             pawn: None,
+            own_pawns: Vec::new(),
             life: Life::Alive,
             timers,
             outputs: VecDeque::from([hello]),
@@ -538,7 +564,9 @@ impl Session {
     fn on_tags(&mut self, player: PlayerId, tags: Vec<GameplayTag>) {
         let own = self.player.as_ref() == Some(&player);
         let dead = own && tags.contains(&STATE_DEAD);
-        self.events.push_back(Event::World(WorldChange::TagsChanged { player, tags }));
+        if own || self.config.world_events == WorldEvents::All {
+            self.events.push_back(Event::World(WorldChange::TagsChanged { player, tags }));
+        }
         if !own {
             return;
         }
@@ -597,7 +625,46 @@ impl Session {
             // Every other message is handled in `handle`.
             _ => return,
         };
-        self.events.push_back(Event::World(change));
+        let wanted = match self.config.world_events {
+            WorldEvents::All => true,
+            WorldEvents::Own => self.is_own(&change),
+        };
+        self.track_own_pawns(&change);
+        if wanted {
+            self.events.push_back(Event::World(change));
+        }
+    }
+
+    /// Whether `change` is about the own player or one of its pawns (before
+    /// [`Session::track_own_pawns`] took it into account: a destroyed pawn was own).
+    fn is_own(&self, change: &WorldChange) -> bool {
+        let me = |player: &PlayerId| self.player.as_ref() == Some(player);
+        let mine = |pawn: &PawnId| self.own_pawns.contains(pawn);
+        match change {
+            WorldChange::PlayerStateUpdated(view) => me(&view.player_id),
+            WorldChange::PawnSpawned(view) => me(&view.owner),
+            WorldChange::PlayerLeft { player }
+            | WorldChange::TagsChanged { player, .. }
+            | WorldChange::HealthChanged { player, .. } => me(player),
+            WorldChange::PawnDied { pawn } | WorldChange::PawnDestroyed { pawn } => mine(pawn),
+            WorldChange::PawnsTeleported { pawns, .. } => {
+                self.own_pawns.iter().any(|own| pawns.contains(*own))
+            }
+        }
+    }
+
+    /// Keeps [`Session::own_pawns`] up to date with a pawn spawned or destroyed.
+    fn track_own_pawns(&mut self, change: &WorldChange) {
+        match change {
+            WorldChange::PawnSpawned(view)
+                if self.player.as_ref() == Some(&view.owner)
+                    && !self.own_pawns.contains(&view.pawn_id) =>
+            {
+                self.own_pawns.push(view.pawn_id);
+            }
+            WorldChange::PawnDestroyed { pawn } => self.own_pawns.retain(|own| own != pawn),
+            _ => {}
+        }
     }
 
     /// Tells the game to stop the streaming on screen, if there is one.

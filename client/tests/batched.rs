@@ -14,10 +14,10 @@ mod common;
 use std::time::Instant;
 
 use common::{me, node};
-use gatehouse_client::{Event, Life, Session, SessionConfig, WorldChange};
+use gatehouse_client::{Event, Life, Session, SessionConfig, WorldChange, WorldEvents};
 use gatehouse_protocol::{
-    CharacterDef, PawnId, PawnView, PlayerId, PlayerStateView, ReplicatedChange, ServerMessage,
-    SnapshotBuilder, SnapshotEntry, TeamId, WorldSnapshot,
+    CharacterDef, ClientMessage, PawnId, PawnIdRuns, PawnView, PlayerId, PlayerStateView,
+    ReplicatedChange, ServerMessage, SnapshotBuilder, SnapshotEntry, TeamId, WorldSnapshot,
 };
 use gatehouse_tags::GameplayTag;
 use gatehouse_tags::catalog::{EFFECT_DAMAGE_OVER_TIME_BURN, STATE_DEAD};
@@ -259,4 +259,87 @@ fn dead_tags() -> Event {
 
 fn alive_tags() -> Event {
     Event::World(WorldChange::TagsChanged { player: me(), tags: Vec::new() })
+}
+
+/// docs/client.md, "A client that keeps no world": a session set to [`WorldEvents::Own`] gives
+/// the game only the changes about its own player and pawns, from a snapshot, a batch or a
+/// message alone, and keeps everything else a session keeps: the own death counts, the
+/// controlled pawn destroyed in a batch is no longer controlled.
+#[test]
+fn a_client_that_keeps_no_world_hears_only_its_own_changes() {
+    let t0 = Instant::now();
+    let mut s = Session::new(t0, SessionConfig { world_events: WorldEvents::Own, ..config() });
+    let welcome =
+        ServerMessage::Welcome { player_id: me(), current_node: None, max_frame_len: 65_536 };
+    s.handle(t0, welcome);
+    while s.poll_output().is_some() {}
+    events(&mut s);
+    let snapshot = snapshots(&world(), 65_536).remove(0);
+    s.handle(t0, ServerMessage::WorldSnapshot(Box::new(snapshot)));
+    assert_eq!(events(&mut s), [], "nothing of the snapshot is the own player's");
+
+    let you = player("you");
+    let changes = vec![
+        ReplicatedChange::PlayerStateUpdated(state_of(you.clone())),
+        ReplicatedChange::PlayerStateUpdated(state_of(me())),
+        ReplicatedChange::PawnSpawned(pawn(4, you.clone(), true)),
+        ReplicatedChange::PawnSpawned(pawn(9, me(), true)),
+        tags_of(you.clone(), true),
+        tags_of(me(), true),
+        ReplicatedChange::HealthChanged { player_id: you.clone(), health: 0 },
+        ReplicatedChange::HealthChanged { player_id: me(), health: 0 },
+    ];
+    s.handle(t0, ServerMessage::Replicated { changes });
+    s.handle(t0, ServerMessage::Possessed { pawn_id: PawnId(9) });
+    s.handle(t0, ServerMessage::PawnDied { pawn_id: PawnId(4) });
+    s.handle(t0, ServerMessage::PawnDied { pawn_id: PawnId(9) });
+    // The restart: the new pawn is controlled, the dead one lingers until destroyed.
+    let respawned = ReplicatedChange::PawnSpawned(pawn(10, me(), true));
+    s.handle(t0, ServerMessage::Replicated { changes: vec![respawned, tags_of(me(), false)] });
+    s.handle(t0, ServerMessage::Possessed { pawn_id: PawnId(10) });
+    let teleported = |ids: &[u64]| ServerMessage::PawnsTeleported {
+        node: node("forest"),
+        pawn_ids: PawnIdRuns::from_ids(ids.iter().copied().map(PawnId)),
+    };
+    s.handle(t0, teleported(&[4]));
+    s.handle(t0, teleported(&[4, 10]));
+    let destroyed = |id| ReplicatedChange::PawnDestroyed { pawn_id: PawnId(id) };
+    s.handle(t0, ServerMessage::Replicated { changes: vec![destroyed(4), destroyed(9)] });
+    let left = |player_id| ServerMessage::PlayerLeft { player_id };
+    s.handle(t0, left(you));
+    assert_eq!(
+        events(&mut s),
+        [
+            Event::World(WorldChange::PlayerStateUpdated(state_of(me()))),
+            Event::World(WorldChange::PawnSpawned(pawn(9, me(), true))),
+            dead_tags(),
+            Event::Died,
+            Event::World(WorldChange::HealthChanged { player: me(), health: 0 }),
+            Event::Possessed { pawn: PawnId(9) },
+            Event::World(WorldChange::PawnDied { pawn: PawnId(9) }),
+            Event::World(WorldChange::PawnSpawned(pawn(10, me(), true))),
+            alive_tags(),
+            Event::Revived { restarted: false },
+            Event::Possessed { pawn: PawnId(10) },
+            Event::World(WorldChange::PawnsTeleported {
+                node: node("forest"),
+                pawns: PawnIdRuns::from_ids([PawnId(4), PawnId(10)]),
+            }),
+            Event::World(WorldChange::PawnDestroyed { pawn: PawnId(9) }),
+        ]
+    );
+    assert_eq!((s.life(), s.pawn()), (Life::Alive, Some(PawnId(10))));
+    let acknowledged: Vec<_> = std::iter::from_fn(|| s.poll_output()).collect();
+    let ack = |id| ClientMessage::PossessionAcknowledged { pawn_id: PawnId(id) };
+    assert_eq!(acknowledged, [ack(9), ack(10)]);
+    s.handle(t0, ServerMessage::Replicated { changes: vec![destroyed(10)] });
+    assert_eq!(s.pawn(), None, "the controlled pawn destroyed in a batch");
+    s.handle(t0, left(me()));
+    let own =
+        [WorldChange::PawnDestroyed { pawn: PawnId(10) }, WorldChange::PlayerLeft { player: me() }];
+    assert_eq!(events(&mut s), own.map(Event::World));
+}
+
+fn config() -> SessionConfig {
+    SessionConfig::new("a.b.c")
 }
