@@ -65,8 +65,9 @@ impl Game {
     }
 
     /// A connection authenticated as `id`: refused when the server is full; otherwise the
-    /// player joins (with the player state it left, if it relaunches within the retention),
-    /// hears of everything already replicated, and is admitted. Its one INFO line is logged in
+    /// player joins (with the player state it left, if it relaunches within the retention), is
+    /// welcomed (the shell greets it with the world clients know, [`crate::KnownWorld`]), and
+    /// is admitted. Its one INFO line is logged in
     /// `caller`, the span [`Game::handle`] was called in.
     pub(crate) fn handle_login(
         &mut self,

@@ -129,14 +129,18 @@ pub enum Input {
 /// Something the core wants the shell to do.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Output {
-    /// Send one message to one connection.
+    /// Send one message to one connection. After a `Welcome`, the shell sends the world as
+    /// clients know it ([`crate::KnownWorld`] of every replicated broadcast so far;
+    /// docs/protocol.md 4.5): the core does not.
     Send {
         /// The connection.
         connection: ConnectionId,
         /// The message.
         message: ServerMessage,
     },
-    /// Send one message to every logged-in connection.
+    /// Send one message to every logged-in connection. A replicated change
+    /// ([`gatehouse_protocol::ReplicatedChange`]) may be batched with others of the same
+    /// replication interval (docs/protocol.md 4.4).
     Broadcast {
         /// The message.
         message: ServerMessage,
