@@ -17,7 +17,7 @@
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use gatehouse_client::{Event, Load, Screen, Session, WorldChange};
+use gatehouse_client::{Event, Load, Screen, Session, WorldChange, WorldEvents};
 use gatehouse_protocol::{ClientMessage, NodeId, PawnId, PlayerId, ServerMessage};
 use rand::rngs::SmallRng;
 use rand::{RngExt as _, SeedableRng as _};
@@ -142,7 +142,13 @@ impl ClientSession {
     /// A session started at `now`, with the game side configured by `client` if
     /// `config.full`, else thin (no game side).
     pub fn with_client(now: Instant, config: SessionConfig, client: ClientConfig) -> Self {
-        let library = gatehouse_client::SessionConfig::new(config.token.clone());
+        // A thin client keeps no world: the other players' changes, in every snapshot and
+        // batch, need not become events it would drop.
+        let world_events = if config.full { WorldEvents::All } else { WorldEvents::Own };
+        let library = gatehouse_client::SessionConfig {
+            world_events,
+            ..gatehouse_client::SessionConfig::new(config.token.clone())
+        };
         let mut session = ClientSession {
             session: Session::new(now, library),
             streaming: Streaming { rng: SmallRng::seed_from_u64(config.seed), due: None },
@@ -168,7 +174,29 @@ impl ClientSession {
     /// 3. each event's share of the game side is queued: the replicated world applies and
     ///    announces it when [`ClientSession::run_game_side`] runs, after the replies were
     ///    written.
+    ///
+    /// A `WorldSnapshot` or a `Replicated` batch goes through those steps as each message it
+    /// stands for, in its order (docs/protocol.md 4.4, 4.5): the checks then judge each own
+    /// pawn's placement with what the client knew right before it, as they would have had the
+    /// messages come one by one.
     pub fn handle(&mut self, now: Instant, message: ServerMessage) {
+        match message {
+            ServerMessage::WorldSnapshot(snapshot) => {
+                for message in snapshot.messages() {
+                    self.handle_one(now, message);
+                }
+            }
+            ServerMessage::Replicated { changes } => {
+                for change in changes {
+                    self.handle_one(now, ServerMessage::from(change));
+                }
+            }
+            message => self.handle_one(now, message),
+        }
+    }
+
+    /// [`ClientSession::handle`] for a message that stands for itself alone.
+    fn handle_one(&mut self, now: Instant, message: ServerMessage) {
         let errors_before = self.stats.errors.len();
         let screen = self.session.screen();
         let expected = Expected {
@@ -614,7 +642,10 @@ mod tests {
         assert!(matches!(s.poll_output(), Some(ClientMessage::Hello { .. })));
         s
     }
-    use gatehouse_protocol::{CharacterDef, JoinId, LevelName, PawnIdRuns, PawnView, TransitionId};
+    use gatehouse_protocol::{
+        CharacterDef, JoinId, LevelName, PawnIdRuns, PawnView, ReplicatedChange, SnapshotEntry,
+        TransitionId,
+    };
 
     use crate::misbehaviour::{RESTART_SPAM_EVERY, TRANSPORT_MISBEHAVIOUR_AFTER};
 
@@ -922,6 +953,86 @@ mod tests {
         s.handle(t0, ServerMessage::KitsGranted { kits: vec![kit] });
         assert_eq!(s.stats().double_grants, 1);
         assert_eq!(s.stats().errors.len(), 4, "{:?}", s.stats().errors);
+    }
+
+    /// `message` as a version 9 server sends it: in a `Replicated` batch (docs/protocol.md 4.4).
+    fn batched(messages: impl IntoIterator<Item = ServerMessage>) -> ServerMessage {
+        let changes = messages.into_iter().map(|m| ReplicatedChange::from_message(m).unwrap());
+        ServerMessage::Replicated { changes: changes.collect() }
+    }
+
+    /// docs/protocol.md 4.4: the checks judge each change of a batch as its own message, with
+    /// what the client knew right before it, thin or full: an own pawn off the destination on
+    /// screen, a second live pawn and an own pawn teleported off it are counted; another
+    /// player's pawn in the same batch is none of them.
+    #[test]
+    fn the_checks_judge_each_change_of_a_batch_as_its_own_message() {
+        let t0 = Instant::now();
+        let (me, you) = (PlayerId::new("me").unwrap(), PlayerId::new("you").unwrap());
+        for full in [false, true] {
+            let mut s = fresh(t0, SessionConfig { full, ..SessionConfig::default() });
+            s.handle(t0, welcome(me.clone(), Some(NodeId::new("harbor").unwrap())));
+            s.handle(t0, join(1, "harbor", 0));
+            s.handle_timeout(t0 + Duration::from_secs(1));
+            s.handle(t0, batched([own_pawn(1, &me, "harbor"), own_pawn(5, &you, "crypt")]));
+            s.run_game_side();
+            assert!(s.stats().errors.is_empty(), "{:?}", s.stats().errors);
+            assert_eq!(s.pawns_owned_by(&me), 1, "full {full}");
+            s.handle(t0, show(1));
+            let crypt = NodeId::new("crypt").unwrap();
+            let teleported = ServerMessage::PawnsTeleported {
+                node: crypt,
+                pawn_ids: PawnIdRuns::from_ids([PawnId(1)]),
+            };
+            s.handle(t0, batched([own_pawn(2, &me, "crypt"), teleported]));
+            let stats = s.stats();
+            assert_eq!(stats.spawns_at_stale_node, 2, "full {full}: pawn 2, then pawn 1 moved");
+            assert_eq!(stats.double_pawns, 1, "full {full}: pawns 1 and 2 both live");
+        }
+    }
+
+    /// docs/protocol.md 4.5: a snapshot is checked and observed as the messages it stands for:
+    /// another player's pawn in it is the one a stale-ids client acknowledges wrongly.
+    #[test]
+    fn a_snapshot_is_observed_as_the_messages_it_stands_for() {
+        let t0 = Instant::now();
+        let (me, you) = (PlayerId::new("me").unwrap(), PlayerId::new("you").unwrap());
+        let mut s = misbehaving(t0, Misbehaviour::StaleIds);
+        s.handle(t0, welcome(me.clone(), None));
+        let view = gatehouse_protocol::PlayerStateView {
+            player_id: you.clone(),
+            team: None,
+            character_def: None,
+        };
+        let ServerMessage::PawnSpawned(pawn) = own_pawn(7, &you, "harbor") else { unreachable!() };
+        let mut builder = gatehouse_protocol::SnapshotBuilder::new(65_536);
+        let pawns = [pawn];
+        builder.add(SnapshotEntry { player: &view, tags: &[], health: None, pawns: &pawns });
+        for snapshot in builder.finish() {
+            s.handle(t0, ServerMessage::WorldSnapshot(Box::new(snapshot)));
+        }
+        s.handle(t0, own_pawn(8, &me, "harbor"));
+        s.handle(t0, ServerMessage::Possessed { pawn_id: PawnId(8) });
+        let ack = |id| ClientMessage::PossessionAcknowledged { pawn_id: PawnId(id) };
+        assert_eq!(drain(&mut s), [ack(7), ack(8 + (1 << 40)), ack(8)]);
+    }
+
+    /// docs/client.md, "Events", 6: the own death in a batch reaches the figures and the restart,
+    /// thin (its session gives only the own player's world events) or full.
+    #[test]
+    fn an_own_death_in_a_batch_reaches_the_figures_and_the_restart() {
+        let t0 = Instant::now();
+        let (me, you) = (PlayerId::new("me").unwrap(), PlayerId::new("you").unwrap());
+        for full in [false, true] {
+            let mut s = fresh(t0, SessionConfig { full, ..restarting_after_death() });
+            s.handle(t0, welcome(me.clone(), None));
+            s.handle(t0, batched([own_tags(&you, true), own_tags(&me, true)]));
+            assert_eq!(s.stats().deaths, 1, "full {full}");
+            let restart = t0 + Duration::from_millis(500);
+            assert_eq!(s.poll_timeout(), Some(restart), "full {full}");
+            s.handle_timeout(restart);
+            assert_eq!(drain(&mut s), [ClientMessage::RestartRequest], "full {full}");
+        }
     }
 
     fn join(id: u64, node: &str, rooms: usize) -> ServerMessage {

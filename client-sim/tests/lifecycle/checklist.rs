@@ -101,6 +101,38 @@ fn duplicate_source_notifications_open_each_gate_once() {
     assert_eq!(stats.gate_violations, 0);
 }
 
+/// docs/spec/gates.md G13 with docs/protocol.md 4.5, both forms of the same facts: a newcomer
+/// greeted with a `WorldSnapshot` opens every remote pawn's gate exactly as the messages it
+/// stands for, sent one by one in its order (player states, then pawns), would: once each, in
+/// one generation.
+#[test]
+fn a_newcomers_snapshot_opens_the_remote_gates_as_its_messages_would() {
+    let own_pawn = |sim: &mut Sim| {
+        sim.ready_player_state(ME, 1);
+        sim.after(UI_MS);
+        sim.spawn(1, ME);
+        sim.possess(1);
+    };
+    let mut one_by_one = Sim::new();
+    one_by_one.welcome();
+    one_by_one.ready_player_state(BOB, 2);
+    one_by_one.ready_player_state(CAROL, 1);
+    one_by_one.spawn(2, BOB);
+    one_by_one.spawn(3, CAROL);
+    own_pawn(&mut one_by_one);
+
+    let mut sim = Sim::new();
+    sim.welcome();
+    sim.greet(&[(BOB, 2, &[2]), (CAROL, 1, &[3])]);
+    own_pawn(&mut sim);
+    assert_eq!(sim.gate_events(), one_by_one.gate_events());
+    assert!(sim.gate_events().contains(&Event::Remote(2)), "{:?}", sim.gate_events());
+    assert!(sim.gate_events().contains(&Event::Remote(3)));
+    let stats = sim.client().gate_stats();
+    assert_eq!((stats.local_ready_opened, stats.remote_ready_opened), (1, 2));
+    assert_eq!(stats.gate_violations, 0);
+}
+
 /// docs/spec/gates.md G6 and G7, for every new fact or gate: replacement generations. Unpossession
 /// retires the pawn scope and revokes the local viewer's dispatch-returned fact, so a remote pawn
 /// arriving meanwhile waits; a re-possessed pawn and a replacement pawn each open in a new

@@ -24,7 +24,7 @@ use gatehouse_lifecycle::{ObjectId, ScopeToken};
 use gatehouse_messaging::{Lifetime, Listen, Match};
 use gatehouse_protocol::{
     CharacterDef, LevelName, NodeId, PawnId, PawnIdRuns, PawnView, PlayerId, PlayerStateView,
-    ServerMessage, TeamId, TransitionId,
+    ReplicatedChange, ServerMessage, SnapshotBuilder, SnapshotEntry, TeamId, TransitionId,
 };
 use gatehouse_tags::catalog::*;
 
@@ -65,6 +65,17 @@ pub(crate) type Log = Rc<RefCell<Vec<Event>>>;
 
 pub(crate) fn player(name: &str) -> PlayerId {
     PlayerId::new(name).unwrap()
+}
+
+/// Pawn `pawn` of `owner`: a live Vanguard on `harbor`.
+pub(crate) fn pawn_view(pawn: u64, owner: &str) -> PawnView {
+    PawnView {
+        pawn_id: PawnId(pawn),
+        owner: player(owner),
+        character_def: CharacterDef::new("Vanguard").unwrap(),
+        node: NodeId::new("harbor").unwrap(),
+        alive: true,
+    }
 }
 
 /// A session on a simulated clock with fixed UI and stream delays, and a log of its events.
@@ -198,10 +209,35 @@ impl Sim {
     }
 
     /// The server sends `message`: the session handles it, then its game side's share runs, as
-    /// the swarm runs it once the replies are written.
+    /// the swarm runs it once the replies are written. A replicated change comes as a version 9
+    /// server sends it, in a `Replicated` batch (docs/protocol.md 4.4): here a batch of one, so
+    /// every script tests that form and keeps its own order.
     pub(crate) fn send(&mut self, message: ServerMessage) {
+        let message = match ReplicatedChange::from_message(message) {
+            Ok(change) => ServerMessage::Replicated { changes: vec![change] },
+            Err(message) => message,
+        };
         self.session.handle(self.now, message);
         self.session.run_game_side();
+    }
+
+    /// The server greets this client with `entries` (player, team, pawns) as a `WorldSnapshot`
+    /// (docs/protocol.md 4.5): ready player states (CharacterDef Vanguard), each with its live
+    /// pawns on `harbor`.
+    pub(crate) fn greet(&mut self, entries: &[(&str, u8, &[u64])]) {
+        let mut builder = SnapshotBuilder::new(65_536);
+        for (who, team, pawns) in entries {
+            let view = PlayerStateView {
+                player_id: player(who),
+                team: Some(TeamId(*team)),
+                character_def: Some(CharacterDef::new("Vanguard").unwrap()),
+            };
+            let pawns: Vec<PawnView> = pawns.iter().map(|id| pawn_view(*id, who)).collect();
+            builder.add(SnapshotEntry { player: &view, tags: &[], health: None, pawns: &pawns });
+        }
+        for snapshot in builder.finish() {
+            self.send(ServerMessage::WorldSnapshot(Box::new(snapshot)));
+        }
     }
 
     /// Advances the clock by `ms`, handling every deadline on the way at its own instant.
@@ -253,13 +289,9 @@ impl Sim {
     }
 
     pub(crate) fn spawn_as(&mut self, pawn: u64, owner: &str, class: &str) {
-        self.send(ServerMessage::PawnSpawned(PawnView {
-            pawn_id: PawnId(pawn),
-            owner: player(owner),
-            character_def: CharacterDef::new(class).unwrap(),
-            node: NodeId::new("harbor").unwrap(),
-            alive: true,
-        }));
+        let view =
+            PawnView { character_def: CharacterDef::new(class).unwrap(), ..pawn_view(pawn, owner) };
+        self.send(ServerMessage::PawnSpawned(view));
     }
 
     pub(crate) fn possess(&mut self, pawn: u64) {
