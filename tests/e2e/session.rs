@@ -85,7 +85,8 @@ async fn route_transitions_complete_with_every_client_placed() {
     server.stop().await;
 }
 
-/// Reads server messages into `seen` until one matches `stop`; returns it.
+/// Reads server messages into `seen`, each snapshot or batch as the messages it stands for
+/// (docs/protocol.md 4.4, 4.5), until one matches `stop`; returns it.
 async fn read_until(
     recv: &mut quinn::RecvStream,
     decoder: &mut gatehouse_protocol::FrameDecoder,
@@ -95,8 +96,11 @@ async fn read_until(
     within(Duration::from_secs(10), "a server message", async {
         loop {
             while let Ok(Some(m)) = decoder.next_message::<gatehouse_protocol::ServerMessage>() {
-                seen.push(m.clone());
-                if stop(&m) {
+                // Every message a batch carries is seen, also those after the one sought.
+                let carried = gatehouse_tests::stood_for(&m);
+                let found = carried.iter().find(|m| stop(m)).cloned();
+                seen.extend(carried);
+                if let Some(m) = found {
                     return m;
                 }
             }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use gatehouse_protocol::{ClientMessage, PlayerId, ServerMessage, TransitionId};
 use gatehouse_server::game::Output;
+use gatehouse_tests::carries;
 use gatehouse_tests::sim::{ClientId, Sim};
 pub(crate) use gatehouse_tests::worlds::{HAZARDOUS, PLAIN};
 
@@ -45,11 +46,14 @@ pub(crate) fn is_possessed(m: &ServerMessage) -> bool {
     matches!(m, ServerMessage::Possessed { .. })
 }
 
-/// A player-state update of `player` that carries its CharacterDef.
+/// A player-state update of `player` that carries its CharacterDef, alone or in a snapshot or
+/// batch (docs/protocol.md 4.4, 4.5; held back, the whole snapshot or batch is).
 pub(crate) fn is_character_def_of(player: PlayerId) -> impl Fn(&ServerMessage) -> bool {
     move |m| {
-        matches!(m, ServerMessage::PlayerStateUpdated(view)
-            if view.player_id == player && view.character_def.is_some())
+        carries(m, |m| {
+            matches!(m, ServerMessage::PlayerStateUpdated(view)
+                if view.player_id == player && view.character_def.is_some())
+        })
     }
 }
 

@@ -65,6 +65,12 @@ fn is_possessing(pawn: PawnId) -> impl Fn(&ServerMessage) -> bool {
     move |m| matches!(m, ServerMessage::Possessed { pawn_id } if *pawn_id == pawn)
 }
 
+/// The destruction of `pawn`, alone or in a batch (docs/protocol.md 4.4).
 fn is_destroying(pawn: PawnId) -> impl Fn(&ServerMessage) -> bool {
-    move |m| matches!(m, ServerMessage::PawnDestroyed { pawn_id } if *pawn_id == pawn)
+    move |m| {
+        gatehouse_tests::carries(
+            m,
+            |m| matches!(m, ServerMessage::PawnDestroyed { pawn_id } if *pawn_id == pawn),
+        )
+    }
 }

@@ -66,9 +66,11 @@ fn assert_ended_on_the_new_transition(sim: &Sim, ann: ClientId, bob: ClientId) {
         let stats = sim.session(client).stats();
         assert_eq!(stats.transitions_ended, BTreeSet::from([TransitionId(2)]));
         assert_eq!(stats.transitions_superseded, 1, "the screen stayed up across the travel");
-        let spawned = sim.received(client).into_iter().find_map(|m| match m {
+        // Alone, in a batch or in a snapshot (docs/protocol.md 4.4, 4.5).
+        let mut received = sim.received(client).into_iter().flat_map(gatehouse_tests::stood_for);
+        let spawned = received.find_map(|m| match m {
             ServerMessage::PawnSpawned(view) if &view.owner == sim.player(client) => {
-                Some(view.node.clone())
+                Some(view.node)
             }
             _ => None,
         });

@@ -233,6 +233,30 @@ async fn raw_connection(
     RawOutcome { messages, close, reason }
 }
 
+/// The messages `message` stands for, in order: those a `WorldSnapshot` or a `Replicated` batch
+/// carries (docs/protocol.md 4.4, 4.5), else `message` itself. A test looking for one
+/// replicated message (a pawn's spawn, a player state) reads these, whichever form the server
+/// sent it in.
+pub fn stood_for(message: &ServerMessage) -> Vec<ServerMessage> {
+    match message {
+        ServerMessage::WorldSnapshot(snapshot) => snapshot.messages().collect(),
+        ServerMessage::Replicated { changes } => {
+            changes.iter().cloned().map(ServerMessage::from).collect()
+        }
+        other => vec![other.clone()],
+    }
+}
+
+/// Whether `message`, or a message it stands for ([`stood_for`]), matches `matches`.
+pub fn carries(message: &ServerMessage, matches: impl Fn(&ServerMessage) -> bool) -> bool {
+    match message {
+        ServerMessage::WorldSnapshot(_) | ServerMessage::Replicated { .. } => {
+            stood_for(message).iter().any(matches)
+        }
+        other => matches(other),
+    }
+}
+
 /// Encodes client messages as frames, back to back.
 pub fn frames(messages: &[ClientMessage]) -> Vec<u8> {
     let mut out = Vec::new();
