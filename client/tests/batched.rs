@@ -53,6 +53,10 @@ fn pawn(id: u64, owner: PlayerId, alive: bool) -> PawnView {
     PawnView { pawn_id: PawnId(id), owner, character_def: vanguard(), node: node("harbor"), alive }
 }
 
+fn runs(ids: &[u64]) -> PawnIdRuns {
+    PawnIdRuns::from_ids(ids.iter().copied().map(PawnId))
+}
+
 fn tags_of(player: PlayerId, dead: bool) -> ReplicatedChange {
     let tags = if dead { vec![STATE_DEAD] } else { Vec::new() };
     ReplicatedChange::AbilityTagsChanged { player_id: player, tags }
@@ -166,8 +170,10 @@ fn a_replicated_batch_is_applied_in_order() {
         ReplicatedChange::PlayerStateUpdated(state_of(you.clone())),
         ReplicatedChange::PawnSpawned(pawn(4, you.clone(), true)),
         ReplicatedChange::HealthChanged { player_id: you.clone(), health: 90 },
+        ReplicatedChange::PawnDied { pawn_id: PawnId(4) },
         ReplicatedChange::PawnDestroyed { pawn_id: PawnId(9) },
         ReplicatedChange::PawnSpawned(pawn(10, me(), true)),
+        ReplicatedChange::PawnsTeleported { node: node("forest"), pawn_ids: runs(&[4, 10]) },
         ReplicatedChange::PlayerLeft { player_id: you.clone() },
     ];
     let mut s = welcomed(t0);
@@ -179,8 +185,10 @@ fn a_replicated_batch_is_applied_in_order() {
         WorldChange::PlayerStateUpdated(state_of(you.clone())),
         WorldChange::PawnSpawned(pawn(4, you.clone(), true)),
         WorldChange::HealthChanged { player: you.clone(), health: 90 },
+        WorldChange::PawnDied { pawn: PawnId(4) },
         WorldChange::PawnDestroyed { pawn: PawnId(9) },
         WorldChange::PawnSpawned(pawn(10, me(), true)),
+        WorldChange::PawnsTeleported { node: node("forest"), pawns: runs(&[4, 10]) },
         WorldChange::PlayerLeft { player: you },
     ]
     .map(Event::World);
@@ -297,10 +305,8 @@ fn a_client_that_keeps_no_world_hears_only_its_own_changes() {
     let respawned = ReplicatedChange::PawnSpawned(pawn(10, me(), true));
     s.handle(t0, ServerMessage::Replicated { changes: vec![respawned, tags_of(me(), false)] });
     s.handle(t0, ServerMessage::Possessed { pawn_id: PawnId(10) });
-    let teleported = |ids: &[u64]| ServerMessage::PawnsTeleported {
-        node: node("forest"),
-        pawn_ids: PawnIdRuns::from_ids(ids.iter().copied().map(PawnId)),
-    };
+    let teleported =
+        |ids: &[u64]| ServerMessage::PawnsTeleported { node: node("forest"), pawn_ids: runs(ids) };
     s.handle(t0, teleported(&[4]));
     s.handle(t0, teleported(&[4, 10]));
     let destroyed = |id| ReplicatedChange::PawnDestroyed { pawn_id: PawnId(id) };
@@ -323,7 +329,7 @@ fn a_client_that_keeps_no_world_hears_only_its_own_changes() {
             Event::Possessed { pawn: PawnId(10) },
             Event::World(WorldChange::PawnsTeleported {
                 node: node("forest"),
-                pawns: PawnIdRuns::from_ids([PawnId(4), PawnId(10)]),
+                pawns: runs(&[4, 10])
             }),
             Event::World(WorldChange::PawnDestroyed { pawn: PawnId(9) }),
         ]
