@@ -82,9 +82,11 @@ struct RawSnapshot {
     health: Vec<SnapshotHealth>,
 }
 
-/// Why a decoded snapshot was refused: an index past the end of the list it points into.
+/// Why a decoded snapshot was refused: an index past the end of the list it points into, or a
+/// `tags` or `health` entry not after the one before it (each lists players at most once, in
+/// ascending order).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("world snapshot: {what} {index} names nothing (the list holds {len})")]
+#[error("world snapshot: {what} {index} {reason} (the list holds {len})")]
 pub struct SnapshotError {
     /// Which index: `player class`, `pawn owner`, `pawn class`, `pawn node`, `tags player`,
     /// `health player`.
@@ -93,6 +95,8 @@ pub struct SnapshotError {
     pub index: u16,
     /// The length of the list it points into.
     pub len: usize,
+    /// What is wrong with it: `names nothing` or `is not after the one before`.
+    pub reason: &'static str,
 }
 
 impl TryFrom<RawSnapshot> for WorldSnapshot {
@@ -100,7 +104,11 @@ impl TryFrom<RawSnapshot> for WorldSnapshot {
 
     fn try_from(raw: RawSnapshot) -> Result<Self, SnapshotError> {
         let check = |what, index: u16, len: usize| {
-            if usize::from(index) < len { Ok(()) } else { Err(SnapshotError { what, index, len }) }
+            if usize::from(index) < len {
+                Ok(())
+            } else {
+                Err(SnapshotError { what, index, len, reason: "names nothing" })
+            }
         };
         let (classes, nodes, players) = (raw.classes.len(), raw.nodes.len(), raw.players.len());
         for player in &raw.players {
@@ -113,14 +121,30 @@ impl TryFrom<RawSnapshot> for WorldSnapshot {
             check("pawn class", pawn.class, classes)?;
             check("pawn node", pawn.node, nodes)?;
         }
-        for tags in &raw.tags {
-            check("tags player", tags.player, players)?;
-        }
-        for health in &raw.health {
-            check("health player", health.player, players)?;
-        }
+        ascending("tags player", raw.tags.iter().map(|t| t.player), players)?;
+        ascending("health player", raw.health.iter().map(|h| h.player), players)?;
         Ok(WorldSnapshot(raw))
     }
+}
+
+/// Checks that `indices` name players of a list of `len`, each at most once and in ascending
+/// order (so a receiver walks them beside the players, never searches them).
+fn ascending(
+    what: &'static str,
+    indices: impl Iterator<Item = u16>,
+    len: usize,
+) -> Result<(), SnapshotError> {
+    let mut next = 0usize;
+    for index in indices {
+        if usize::from(index) >= len {
+            return Err(SnapshotError { what, index, len, reason: "names nothing" });
+        }
+        if usize::from(index) < next {
+            return Err(SnapshotError { what, index, len, reason: "is not after the one before" });
+        }
+        next = usize::from(index) + 1;
+    }
+    Ok(())
 }
 
 impl From<WorldSnapshot> for RawSnapshot {
@@ -146,18 +170,21 @@ impl WorldSnapshot {
     /// (docs/protocol.md 4.5).
     pub fn messages(&self) -> impl Iterator<Item = ServerMessage> + '_ {
         let raw = &self.0;
+        // Both lists ascend by player (checked on decode): walked beside the players.
+        let mut tags = raw.tags.iter().peekable();
+        let mut health = raw.health.iter().peekable();
         let players = raw.players.iter().enumerate().flat_map(move |(index, player)| {
             let view = PlayerStateView {
                 player_id: player.player_id.clone(),
                 team: player.team,
                 character_def: player.class.map(|class| raw.classes[usize::from(class)].clone()),
             };
-            let of = move |entry: u16| usize::from(entry) == index;
-            let tags = raw.tags.iter().filter(move |t| of(t.player)).map(|t| {
+            let of = |entry: u16| usize::from(entry) == index;
+            let tags = tags.next_if(|t| of(t.player)).map(|t| {
                 let player_id = player.player_id.clone();
                 ServerMessage::AbilityTagsChanged { player_id, tags: t.tags.clone() }
             });
-            let health = raw.health.iter().filter(move |h| of(h.player)).map(|h| {
+            let health = health.next_if(|h| of(h.player)).map(|h| {
                 let player_id = player.player_id.clone();
                 ServerMessage::HealthChanged { player_id, health: h.health }
             });
@@ -456,13 +483,15 @@ mod tests {
     fn decoding_refuses_an_index_that_names_nothing() {
         let good = samples::world_snapshot().0;
         type Break = fn(&mut RawSnapshot);
-        let breaks: [(&str, Break); 6] = [
+        let breaks: [(&str, Break); 8] = [
             ("player class", |raw| raw.players[1].class = Some(5)),
             ("pawn owner", |raw| raw.pawns[0].owner = 2),
             ("pawn class", |raw| raw.pawns[0].class = 1),
             ("pawn node", |raw| raw.pawns[0].node = 1),
             ("tags player", |raw| raw.tags[0].player = 9),
             ("health player", |raw| raw.health[0].player = 2),
+            ("tags player 0 is not after", |raw| raw.tags.push(raw.tags[0].clone())),
+            ("health player 0 is not after", |raw| raw.health.push(raw.health[0])),
         ];
         for (what, break_it) in breaks {
             let mut raw = good.clone();
