@@ -9,8 +9,9 @@ Python 3 standard library only. load.sh calls it as
     load.py idle --pid P --admin A --seconds S --out F
                                           server CPU and RSS with no client, S seconds
     load.py monitor --pid P --admin A --log LOG --clients N --until EPOCH --connect-deadline EPOCH
-            --out F                       waits for N players, then samples CPU and RSS between
-                                          transitions until EPOCH, and reads /state and LOG
+            [--steady S] --out F          waits for N players (until the connect deadline), then
+                                          samples CPU and RSS between transitions for S seconds
+                                          (at most until EPOCH), and reads /state and LOG
     load.py snmp                          the UDP RcvbufErrors count (/proc/net/snmp)
     load.py table DIR N...                the side-by-side table from DIR's files, and DIR/load.json
 
@@ -165,9 +166,11 @@ class Windows:
                 "rss_kib": int(statistics.median(self.rss)) if self.rss else rss_kib(self.pid)}
 
 
-def arg(name, cast=str):
+def arg(name, cast=str, default=None):
     argv = sys.argv
     if name not in argv:
+        if default is not None:
+            return default
         sys.exit(f"load.py: missing {name}")
     return cast(argv[argv.index(name) + 1])
 
@@ -237,10 +240,11 @@ def percentile(values, q):
 def cmd_monitor():
     pid, admin, n = arg("--pid"), arg("--admin"), arg("--clients", int)
     until, connect_deadline = arg("--until", float), arg("--connect-deadline", float)
+    steady = arg("--steady", float, math.inf)
     out = {"clients": n, "players_seen": 0}
     started = time.time()
-    # 1. Every client logged in (bounded by the connect deadline).
-    while time.time() < connect_deadline:
+    # 1. Every client logged in (bounded by the connect deadline and the clients' leaving).
+    while time.time() < min(connect_deadline, until):
         try:
             m = metrics(admin)
         except OSError:
@@ -252,7 +256,9 @@ def cmd_monitor():
     all_in = out["players_seen"] >= n
     out["all_connected"] = all_in
     out["all_connected_after_s"] = round(time.time() - started, 2) if all_in else None
-    # 2. The steady stretch: idle windows between transitions, and the whole stretch's CPU.
+    # 2. The steady stretch: idle windows between transitions, and the whole stretch's CPU; S
+    # seconds from now, but never past the clients' leaving.
+    until = min(until, time.time() + steady)
     w = Windows(pid, admin)
     m0, cpu0, t0 = None, cpu_threads(pid), time.monotonic()
     m = None
@@ -339,6 +345,34 @@ def dig(obj, *keys):
     return obj
 
 
+def seconds(us):
+    """µs as seconds for the table, or n/a."""
+    return "n/a" if us is None else f"{us / 1e6:.1f}"
+
+
+def admission_figures(admission, mon, floor):
+    """The admission time of one N: the swarm's (first dial to the last client's first welcome
+    and first placement, from its report), the server's count of players reaching N (polled by
+    `monitor`, from just after the swarm started) and the floor's (first connect to last
+    welcome)."""
+    return {"welcomed": admission.get("welcomed"), "placed": admission.get("placed"),
+            "last_welcomed_us": admission.get("last_welcomed_us"),
+            "last_placed_us": admission.get("last_placed_us"),
+            "server_all_players_after_s": mon.get("all_connected_after_s"),
+            "floor_last_welcomed_us": floor.get("connect_all_us")}
+
+
+def admission_cell(a, clients):
+    """`10.2 / 10.9 (4000 / 4000); server: 4000 players at 10.3 s`: the swarm's admission,
+    and when the server counted N players (`never` if it did not while the monitor waited)."""
+    after = a["server_all_players_after_s"]
+    server = f"server: {clients} players " + ("never" if after is None else f"at {after} s")
+    if a["welcomed"] is None:
+        return f"n/a; {server}"
+    return (f"{seconds(a['last_welcomed_us'])} / {seconds(a['last_placed_us'])}"
+            f" ({a['welcomed']} / {a['placed']}); {server}")
+
+
 def cmd_table():
     d, ns = sys.argv[2], sys.argv[3:]
     rows, summary = [], {}
@@ -372,6 +406,7 @@ def cmd_table():
         r99 = dig(mon, "server_last_ready_to_ended_us", "p99")
         w50 = dig(mon, "server_log_last_ready_to_ended_us", "p50")
         w99 = dig(mon, "server_log_last_ready_to_ended_us", "p99")
+        admission = report.get("admission") or {}
         c50 = dig(report, "timings", "connect_to_welcome", "p50_us")
         c99 = dig(report, "timings", "connect_to_welcome", "p99_us")
         idle_n, idle_z = mon.get("idle_cpu_us_per_s"), idle0.get("idle_cpu_us_per_s")
@@ -402,6 +437,7 @@ def cmd_table():
             "server_start_to_ended_us": {"p50": h50, "p99": h99},
             "steady_transitions": mon.get("steady_transitions"),
             "connect_to_welcome_us": {"p50": c50, "p99": c99},
+            "admission": admission_figures(admission, mon, floor),
             "clients_connected": report.get("clients_connected"),
             "clients_placed": report.get("clients_placed"),
             "errors": report.get("errors"),
@@ -428,6 +464,8 @@ def cmd_table():
             f"{ratio(w50, f50)} / {ratio(w99, f99)}",
             f"{ms(h50)} / {ms(h99)}",
             "n/a" if c50 is None else f"{ms(c50)} / {ms(c99)}",
+            admission_cell(s["admission"], clients),
+            seconds(s["admission"]["floor_last_welcomed_us"]),
             " / ".join("n/a" if s[k] is None else str(s[k])
                        for k in ("clients_connected", "clients_placed", "errors")),
             f"n/a ({s['idle_seconds']} s idle)" if idle_per_client is None
@@ -453,6 +491,8 @@ def cmd_table():
         "  ÷ F(N) p50 / p99",
         "server: start → ended, core `now`, p50 / p99 (ms)",
         "connect → Welcome, whole swarm, p50 / p99 (ms)",
+        "admission: first dial → last welcomed / last placed (s; welcomed / placed of N)",
+        "  the floor's: first connect → last welcomed (s)",
         "clients connected / placed / errors",
         "server CPU idle, µs per client per second",
         "server CPU per transition (above idle)",

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The load benchmark (docs/performance.md). For each N (64, 256 and 1000 by default):
+# The load benchmark (docs/performance.md). For each N (64, 256 and 1000 by default; up to 4000
+# on 2 cores, e.g. LOAD_CLIENTS="1000 2000 4000" LOAD_CONNECT_RATE=400):
 #
 # 1. the bare QUIC floor F(N): gatehouse-floor, N clients, one 64-byte message written to every
-#    client's stream per round and every reply awaited, same runtime flavour as the server;
-#    then the memory floor M(N): the same with its clients in another process and 10 rounds,
-#    the bare server's VmRSS per idle connection (`gatehouse-floor --clients-process`; like the
-#    product's figure, its one-off costs spread over N);
+#    client's stream per round and every reply awaited, same runtime flavour as the server, its
+#    clients 100 to a UDP socket as the swarm's are; then the memory floor M(N): the same with
+#    its clients in another process and 10 rounds, the bare server's VmRSS per idle connection
+#    (`gatehouse-floor --clients-process`; like the product's figure, its one-off costs spread
+#    over N);
 # 2. the product: a release gatehouse-server on config/load-server.toml (the zero-stream world
 #    config/load-world.toml, a travel every 3 s, ephemeral ports) and `gatehouse-sim --clients N
 #    --stream-ms 0..0`, connecting at LOAD_CONNECT_RATE per second (with the swarm's
@@ -13,14 +15,19 @@
 #
 # then prints, side by side per N: shown → ended at the clients and the server's own last ready →
 # ended (from GET /state, `recent_transition_timings`), each as a ratio to F(N); connect →
-# Welcome; server CPU per client per second idle and per transition; server RSS per idle client,
-# and as a ratio to M(N);
-# bytes on the wire per client per transition; the UDP RcvbufErrors before and after; the load
-# average. The figures are a benchmark, never an assertion: the run fails only if a tool fails.
+# Welcome; the admission time (the swarm's first dial to the last client's first Welcome and to
+# the last client's first placement, from its report's `admission`, with how many got there, and
+# when the server first counted N players; the floor's first connect to last welcome beside it);
+# server CPU per client per second idle and per transition; server RSS per idle client, and as a
+# ratio to M(N); bytes on the wire per client per transition; the UDP RcvbufErrors before and
+# after; the load average. The figures are a benchmark, never an assertion: the run fails only if a tool fails.
+# A server that loses clients or closes them (SlowConsumer, ReadyTimeout) is a figure too: the
+# run goes on to its table with what the clients and the server saw.
 #
 #   deploy/load.sh                       # N = 64, 256, 1000; 45 s of steady travels each
 #   deploy/load.sh --short               # CI: N = 64, 15 s (or LOAD_SHORT=1)
 #   LOAD_CLIENTS="64 256" deploy/load.sh
+#   LOAD_CLIENTS="1000 2000 4000" LOAD_CONNECT_RATE=400 deploy/load.sh   # large N
 #   BIN_DIR=target/release deploy/load.sh   # binaries built already
 #   LOAD_CLIENTS=200 LOAD_CONNECT_RATE=100 LOAD_CHECK=1 deploy/load.sh --short   # CI (.ci/scale)
 #
@@ -33,6 +40,16 @@
 # (where the files go; default a new directory under TMPDIR, kept), LOAD_CHECK=1 (the swarm runs
 # with --check: the run fails unless every client is connected and placed with no error and
 # every invariant counter 0). Each N's swarm also draws its timeline, timeline-N.svg.
+#
+# Every wait is bounded, and what grows with N grows with it: a slack of N / 200 s (20 s at
+# 4,000) is added to the floor's and the swarm's connect timeouts and the floor's round timeout,
+# to how long the clients stay (so an admission that lags the dialling still leaves the steady
+# stretch), to how long the monitor waits for every player, and to the outer `timeout` of each
+# tool. The steady stretch starts once the server counts N players (or at that deadline) and
+# lasts LOAD_STEADY s, ending 2 s before the clients leave at the latest. File descriptors are
+# not a limit (QUIC puts every connection of a side on a few UDP sockets: about 60 at 4,000);
+# the kernel's caps on UDP buffers (net.core.rmem_max, wmem_max) are, and the RcvbufErrors rows
+# say when they were reached.
 #
 # How the CPU figures are taken (deploy/load.py): server CPU is the sum over its threads of
 # /proc/PID/task/*/schedstat (ns). Idle is sampled between transitions once every client is
@@ -109,7 +126,14 @@ for n in $clients_list; do
     # Seconds the swarm takes to open every connection at the connect rate, rounded up.
     floor_rcvbuf_before=$($py snmp)
     connecting=$(awk -v n="$n" -v r="$rate" 'BEGIN { s = n / r; print (s == int(s)) ? s : int(s) + 1 }')
-    if ! timeout $((connecting + 120)) "$bin/gatehouse-floor" --clients "$n" \
+    # What grows with N: a handshake's wait behind the others, a round's, the admission.
+    slack=$((n / 200))
+    floor_limit=$((connecting + 120 + 4 * slack))
+    # The floor's clients share their UDP sockets as the swarm's do, 100 to a socket: on one
+    # socket, thousands of clients overflow its receive buffer at every round.
+    floor_clients=(--client-endpoints "$(((n + 99) / 100))"
+        --connect-timeout "$((10 + slack))s" --round-timeout "$((10 + slack))s")
+    if ! timeout "$floor_limit" "$bin/gatehouse-floor" --clients "$n" "${floor_clients[@]}" \
         --rounds "$floor_rounds" --connect-rate "$rate" --json >"$dir/floor-$n.json" \
         2>"$dir/floor-$n.log"; then
         echo "load.sh: the floor failed for N = $n (see $dir/floor-$n.log)" >&2
@@ -118,9 +142,9 @@ for n in $clients_list; do
     floor_rcvbuf_after=$($py snmp)
     # The memory floor M(N): the same floor with its clients in a child process, so the
     # server's VmRSS per idle connection is quinn's, rustls's and tokio's alone.
-    if [ "$floor_memory" = 1 ] && ! timeout $((connecting + 120)) "$bin/gatehouse-floor" \
-        --clients "$n" --rounds "$memory_rounds" --connect-rate "$rate" --clients-process --json \
-        >"$dir/floor-memory-$n.json" 2>"$dir/floor-memory-$n.log"; then
+    if [ "$floor_memory" = 1 ] && ! timeout "$floor_limit" "$bin/gatehouse-floor" \
+        --clients "$n" "${floor_clients[@]}" --rounds "$memory_rounds" --connect-rate "$rate" \
+        --clients-process --json >"$dir/floor-memory-$n.json" 2>"$dir/floor-memory-$n.log"; then
         echo "load.sh: the memory floor failed for N = $n (see $dir/floor-memory-$n.log)" >&2
         status=1
     fi
@@ -147,20 +171,23 @@ for n in $clients_list; do
     # The server with no client: idle CPU and RSS.
     $py idle --pid "$server_pid" --admin "$admin" --seconds "$idle_s" --out "$dir/idle-$n.json"
     rcvbuf_before=$($py snmp)
-    duration=$((connecting + steady + 5))
+    # The clients stay for the dialling, the steady stretch and room for an admission that
+    # lags the dialling (more at large N).
+    duration=$((connecting + steady + 5 + slack))
     timeline=()
     if grep -q -- '--timeline' <<<"$sim_help"; then timeline=(--timeline "$dir/timeline-$n.svg"); fi
-    timeout $((duration + 120)) "$bin/gatehouse-sim" --server "$quic" \
+    timeout $((duration + 120 + slack)) "$bin/gatehouse-sim" --server "$quic" \
         --config config/load-server.toml --server-cert "$data/dev-cert.der" \
         --clients "$n" --stream-ms 0..0 --duration "${duration}s" "${sim_extra[@]}" \
-        --report-json "$dir/report-$n.json" "${timeline[@]}" >"$dir/sim-$n.log" 2>&1 &
+        --connect-timeout "$((10 + slack))s" --report-json "$dir/report-$n.json" \
+        "${timeline[@]}" >"$dir/sim-$n.log" 2>&1 &
     sim_pid=$!
     now=$(date +%s)
-    # Clients leave `duration` after they connect: the steady stretch ends 2 s before the first
-    # one does.
+    # The steady stretch starts once every client is in (or at the connect deadline) and lasts
+    # `steady` s, ending 2 s before the clients leave at the latest.
     $py monitor --pid "$server_pid" --admin "$admin" --log "$dir/server-$n.log" --clients "$n" \
-        --connect-deadline $((now + connecting + 30)) --until $((now + duration - 2)) \
-        --out "$dir/monitor-$n.json"
+        --connect-deadline $((now + connecting + 30 + slack)) \
+        --until $((now + duration - 2)) --steady "$steady" --out "$dir/monitor-$n.json"
     code=0
     wait "$sim_pid" || code=$?
     sim_pid=

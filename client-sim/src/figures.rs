@@ -578,6 +578,46 @@ impl Timings {
     }
 }
 
+/// When a client first dialled, was first welcomed and was first placed (a possessed,
+/// acknowledged pawn and no loading screen), over all its lives: what the swarm's admission time
+/// is taken from (docs/simulator.md, "Reading the report").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Admission {
+    /// Its first dial.
+    pub dialled: Option<Instant>,
+    /// Its first `Welcome`, as the turn that took it ended.
+    pub welcomed: Option<Instant>,
+    /// Its first placement, as the turn that placed it ended.
+    pub placed: Option<Instant>,
+}
+
+impl Admission {
+    /// Notes `now` as the welcome and the placement, each the first time it holds.
+    pub fn note(&mut self, now: Instant, welcomed: bool, placed: bool) {
+        if welcomed && self.welcomed.is_none() {
+            self.welcomed = Some(now);
+        }
+        if placed && self.placed.is_none() {
+            self.placed = Some(now);
+        }
+    }
+
+    /// Adds another life's: the earliest of each instant.
+    pub fn absorb(&mut self, other: Admission) {
+        self.dialled = earliest(self.dialled, other.dialled);
+        self.welcomed = earliest(self.welcomed, other.welcomed);
+        self.placed = earliest(self.placed, other.placed);
+    }
+}
+
+/// The earlier of two instants, either of which may be missing.
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
 /// Which kind of loading screen (docs/simulator.md, "The timeline").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum ScreenKind {
@@ -682,6 +722,24 @@ fn nonzero<'a>(figures: impl Iterator<Item = (&'a Figure, u64)>) -> Vec<String> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A client's admission keeps the first dial, welcome and placement over its lives, each
+    /// noted once.
+    #[test]
+    fn an_admission_keeps_the_first_of_each_instant() {
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let mut first = Admission { dialled: Some(at(0)), ..Admission::default() };
+        first.note(at(5), false, false);
+        first.note(at(10), true, false);
+        first.note(at(20), true, true);
+        first.note(at(30), true, true);
+        assert_eq!((first.welcomed, first.placed), (Some(at(10)), Some(at(20))));
+        let mut relaunched = Admission { dialled: Some(at(40)), ..Admission::default() };
+        relaunched.note(at(50), true, false);
+        relaunched.absorb(first);
+        assert_eq!(relaunched, Admission { dialled: Some(at(0)), ..first });
+    }
 
     /// Every figure's row gives its field its JSON key, once per list.
     #[test]

@@ -18,7 +18,7 @@ mod misbehaving;
 pub use misbehaving::{KindSection, MisbehavingSection};
 
 use crate::figures::{
-    Check, EndedBeforeGate, Figure, GateStats, RouteCounts, RouterFigures, SessionStats,
+    Admission, Check, EndedBeforeGate, Figure, GateStats, RouteCounts, RouterFigures, SessionStats,
     TimingSummary, Timings, WireFigures, gate_figures, session_figures,
 };
 use gatehouse_conditioner::proxy::ProxyStats;
@@ -46,6 +46,8 @@ pub struct ClientOutcome {
     pub misbehaviour: Option<crate::misbehaviour::Misbehaviour>,
     /// The close code of ours the server last closed one of its connections with, if any.
     pub server_close: Option<CloseCode>,
+    /// When it first dialled, was first welcomed and first placed, over its lives.
+    pub admission: Admission,
 }
 
 impl ClientOutcome {
@@ -61,6 +63,7 @@ impl ClientOutcome {
             errors: vec![why],
             misbehaviour: None,
             server_close: None,
+            admission: Admission::default(),
         }
     }
 }
@@ -132,6 +135,9 @@ session_figures! {
         pub error_samples: Vec<String>,
         /// The client-side phase timings over all clients, thin and full, µs.
         pub timings: TimingsSection,
+        /// How long the swarm took to be let in (first dial to the last first welcome and the
+        /// last first placement).
+        pub admission: AdmissionSection,
         /// What all clients' connections carried.
         pub wire: WireFigures,
         /// What the network conditioner between the clients and the server did to their datagrams
@@ -217,6 +223,56 @@ impl TimingsSection {
     }
 }
 
+/// How long the swarm took to be let in: from the first client's first dial to the last
+/// client's first `Welcome`, and to the last client's first placement (a possessed, acknowledged
+/// pawn and no loading screen), over the well-behaved clients; the load benchmark's admission
+/// time (docs/performance.md, "The load benchmark").
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct AdmissionSection {
+    /// Clients welcomed at least once.
+    pub welcomed: usize,
+    /// From the first dial to the last of those first welcomes, µs (`null`: none welcomed).
+    pub last_welcomed_us: Option<u64>,
+    /// Clients placed at least once.
+    pub placed: usize,
+    /// From the first dial to the last of those first placements, µs (`null`: none placed).
+    pub last_placed_us: Option<u64>,
+}
+
+impl AdmissionSection {
+    fn of(outcomes: &[&ClientOutcome]) -> AdmissionSection {
+        let first_dial = outcomes.iter().filter_map(|o| o.admission.dialled).min();
+        let last = |instants: Vec<std::time::Instant>| {
+            let (first, last) = (first_dial?, *instants.iter().max()?);
+            Some(
+                u64::try_from(last.saturating_duration_since(first).as_micros())
+                    .unwrap_or(u64::MAX),
+            )
+        };
+        let welcomed: Vec<_> = outcomes.iter().filter_map(|o| o.admission.welcomed).collect();
+        let placed: Vec<_> = outcomes.iter().filter_map(|o| o.admission.placed).collect();
+        AdmissionSection {
+            welcomed: welcomed.len(),
+            placed: placed.len(),
+            last_welcomed_us: last(welcomed),
+            last_placed_us: last(placed),
+        }
+    }
+
+    /// Its printed line, for a swarm of `clients`: `the last welcomed 10.214 s, placed 10.530 s
+    /// after the first dial (4000 / 4000 of 4000)`.
+    fn line(&self, clients: usize) -> String {
+        let s = |us: Option<u64>| us.map_or("n/a".into(), |us| format!("{:.3} s", us as f64 / 1e6));
+        format!(
+            "the last welcomed {}, placed {} after the first dial ({} / {} of {clients})",
+            s(self.last_welcomed_us),
+            s(self.last_placed_us),
+            self.welcomed,
+            self.placed
+        )
+    }
+}
+
 impl fmt::Display for TimingSummary {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ms = |us: u64| us as f64 / 1000.0;
@@ -279,6 +335,7 @@ impl SwarmReport {
             errors: totals.errors.len(),
             error_samples: totals.errors.iter().take(ERROR_SAMPLES).cloned().collect(),
             timings: TimingsSection::of(&totals.timings),
+            admission: AdmissionSection::of(&outcomes),
             wire: totals.wire,
             gates: GatesSection::of(&totals.gates),
             router: totals.gates.router,
@@ -452,7 +509,8 @@ impl fmt::Display for SwarmReport {
             )?,
         }
         writeln!(f, "  session figures and timings: every client, thin and full")?;
-        let top = ["clients connected", "clients placed", "transitions completed", "errors"];
+        let top =
+            ["clients connected", "clients placed", "transitions completed", "errors", "admission"];
         let phases = self.timings.phases();
         let top = top.into_iter().chain(phases.iter().map(|(label, _)| *label));
         let w = width(top.chain(SwarmReport::FIGURES.iter().map(|f| f.label)));
@@ -464,6 +522,7 @@ impl fmt::Display for SwarmReport {
         for (label, timing) in phases {
             writeln!(f, "  {label:<w$} {timing}")?;
         }
+        writeln!(f, "  {:<w$} {}", "admission", self.admission.line(clients))?;
         writeln!(f, "  wire: {}", inline(self.wire.figures()))?;
         if let Some(network) = &self.network {
             for line in network.to_string().lines() {
@@ -528,6 +587,10 @@ mod tests {
     /// Every key of the JSON report, with the kind of its value, as `deploy/soak.sh`, the e2e
     /// tests and any reader of `--report-json` know them.
     const JSON_KEYS: &str = "\
+admission.last_placed_us number
+admission.last_welcomed_us number
+admission.placed number
+admission.welcomed number
 clients number
 clients_connected number
 clients_placed number
@@ -651,6 +714,12 @@ wire.lost_packets number
         stats.gates.gate_wait_ms.push(3);
         stats.gates.pending_waits.push("w".into());
         stats.gates.violation_samples.push("v".into());
+        let dialled = std::time::Instant::now();
+        let admission = Admission {
+            dialled: Some(dialled),
+            welcomed: Some(dialled + std::time::Duration::from_millis(3)),
+            placed: Some(dialled + std::time::Duration::from_millis(9)),
+        };
         ClientOutcome {
             index,
             full: true,
@@ -661,6 +730,7 @@ wire.lost_packets number
             errors: vec![],
             misbehaviour: None,
             server_close: None,
+            admission,
         }
     }
 
@@ -688,7 +758,7 @@ wire.lost_packets number
         let mut found = Vec::new();
         keys(&serde_json::to_value(&report).unwrap(), "", &mut found);
         let expected: Vec<&str> = JSON_KEYS.lines().collect();
-        assert_eq!(expected.len(), 113);
+        assert_eq!(expected.len(), 117);
         for key in &expected {
             assert!(found.iter().any(|f| f == key), "{key} missing from {found:#?}");
         }
@@ -725,6 +795,32 @@ wire.lost_packets number
         assert_eq!(report.gates.pending_waits_at_end, 2);
         assert_eq!(report.timings.shown_to_ended.count, 4);
         assert_eq!((report.full_clients, report.thin_clients), (2, 0));
+    }
+
+    /// The admission runs from the first dial of any client to the last first welcome and the
+    /// last first placement; a client never placed is not waited for, and is counted out.
+    #[test]
+    fn the_admission_runs_from_the_first_dial_to_the_last_placement() {
+        let (a, mut b, mut never) = (outcome(0), outcome(1), outcome(2));
+        let dialled = a.admission.dialled.unwrap();
+        let ms = std::time::Duration::from_millis;
+        b.admission.dialled = Some(dialled + ms(100));
+        b.admission.welcomed = Some(dialled + ms(150));
+        b.admission.placed = Some(dialled + ms(400));
+        never.admission.placed = None;
+        let section = SwarmReport::from_outcomes(&[a, b, never]).admission;
+        let expected = AdmissionSection {
+            welcomed: 3,
+            last_welcomed_us: Some(150_000),
+            placed: 2,
+            last_placed_us: Some(400_000),
+        };
+        assert_eq!(section, expected);
+        assert_eq!(
+            section.line(3),
+            "the last welcomed 0.150 s, placed 0.400 s after the first dial (3 / 2 of 3)"
+        );
+        assert_eq!(AdmissionSection::of(&[]).line(0).matches("n/a").count(), 2);
     }
 
     fn run_info() -> RunInfo {

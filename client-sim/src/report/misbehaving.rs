@@ -154,6 +154,7 @@ mod tests {
             errors: vec!["closed".into()],
             misbehaviour: Some(kind),
             server_close: close,
+            admission: Default::default(),
         }
     }
 

@@ -19,7 +19,7 @@ use super::{
     LEAVE_TIMEOUT, RECONNECT_PAUSE, RELAUNCH_PAUSE, RELAUNCH_QUIET, SwarmConfig, mint_token,
     player_id,
 };
-use crate::figures::{MarkKind, SessionStats, WireFigures};
+use crate::figures::{Admission, MarkKind, SessionStats, WireFigures};
 use crate::misbehaviour::Misbehaviour;
 use crate::report::ClientOutcome;
 use crate::session::{ClientSession, SessionConfig};
@@ -114,6 +114,7 @@ fn not_yet_run(config: &SwarmConfig, index: usize) -> ClientOutcome {
         errors: Vec::new(),
         misbehaviour: config.session.misbehaviour,
         server_close: None,
+        admission: Admission::default(),
     }
 }
 
@@ -121,6 +122,7 @@ fn not_yet_run(config: &SwarmConfig, index: usize) -> ClientOutcome {
 /// add up (and the errors reach the progress line).
 fn absorb(outcome: &mut ClientOutcome, life: Life, config: &SwarmConfig) {
     outcome.connected |= life.connected;
+    outcome.admission.absorb(life.admission);
     outcome.stats.absorb(life.stats);
     count_errors(config.progress.as_deref(), life.errors.len());
     outcome.errors.extend(life.errors);
@@ -187,6 +189,8 @@ struct Life {
     lost: Option<String>,
     /// The server closed the connection with this code of ours.
     server_close: Option<CloseCode>,
+    /// When it dialled, and when its session was first welcomed and first placed.
+    admission: Admission,
 }
 
 impl Life {
@@ -203,6 +207,7 @@ impl Life {
             unreachable: false,
             lost: None,
             server_close: None,
+            admission: Admission::default(),
         }
     }
 }
@@ -231,6 +236,7 @@ async fn run_life(dial: &Dial<'_>, session: SessionConfig, end: LifeEnd, dead: b
     let mut life = Life::new(dead);
     let config = dial.config;
     let dialled = Instant::now();
+    life.admission.dialled = Some(dialled.into_std());
     let (connection, mut send, recv) = match connect(dial).await {
         Ok(parts) => parts,
         Err(why) => {
@@ -257,7 +263,8 @@ async fn run_life(dial: &Dial<'_>, session: SessionConfig, end: LifeEnd, dead: b
     }
     let mut reported = Reported::new(dial.index);
     let mut inbound = Inbound::new(recv, FrameDecoder::new(config.max_frame_len), dialled);
-    let turns = Turns { config, connection: &connection, end, reported: &mut reported };
+    let admission = &mut life.admission;
+    let turns = Turns { config, connection: &connection, end, reported: &mut reported, admission };
     let stopped = turns.run(&mut session, &mut send, &mut inbound, &mut life.errors).await;
     // A turn the loop left early did not run its game side's share, nor report.
     session.run_game_side();
@@ -308,6 +315,7 @@ struct Turns<'a> {
     connection: &'a quinn::Connection,
     end: LifeEnd,
     reported: &'a mut Reported,
+    admission: &'a mut Admission,
 }
 
 impl Turns<'_> {
@@ -390,7 +398,16 @@ impl Turns<'_> {
             }
         }
         self.reported.update(progress, session);
+        note_admission(self.admission, session);
         session.run_game_side();
+    }
+}
+
+/// Notes the session's first welcome and first placement, until it has been placed.
+fn note_admission(admission: &mut Admission, session: &ClientSession) {
+    if admission.placed.is_none() {
+        let now = std::time::Instant::now();
+        admission.note(now, session.player().is_some(), session.is_placed());
     }
 }
 

@@ -54,23 +54,26 @@ impl Inbound {
             Ok(Some(chunk)) => chunk,
             Ok(None) | Err(_) => return Read::Closed(None),
         };
+        // One clock read per chunk, not per message: the messages of a chunk arrived together,
+        // and with thousands of clients a read per message shows in the sessions' thread.
+        let now = Instant::now();
         let since = self.readable.take().or(self.carried.take());
-        let since = since.unwrap_or_else(std::time::Instant::now);
+        let since = since.unwrap_or(now.into_std());
         if chunk.bytes.len() == READ_CHUNK {
             self.carried = Some(since);
         }
         self.decoder.extend(&chunk.bytes);
         loop {
             match self.decoder.next_message::<ServerMessage>() {
-                Ok(Some(message)) => self.handle(session, message),
+                Ok(Some(message)) => self.handle(session, message, now),
                 Ok(None) => return Read::Messages { since },
                 Err(e) => return Read::Closed(Some(format!("bad frame from the server: {e}"))),
             }
         }
     }
 
-    fn handle(&mut self, session: &mut ClientSession, message: ServerMessage) {
-        let now = Instant::now();
+    /// Hands `message`, read at `now`, to `session`; times connect → `Welcome` at the welcome.
+    fn handle(&mut self, session: &mut ClientSession, message: ServerMessage, now: Instant) {
         if let ServerMessage::Welcome { max_frame_len, .. } = &message {
             // The server's limit, both ways (docs/protocol.md 2).
             self.decoder.set_max_len(*max_frame_len as usize);
