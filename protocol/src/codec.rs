@@ -132,6 +132,57 @@ pub fn encoded_len<T: Serialize + ?Sized>(value: &T) -> usize {
     }
 }
 
+/// The variant index a server message body starts with, read without decoding the body:
+/// `None` for a body shorter than an index.
+pub fn message_variant(body: &[u8]) -> Option<u32> {
+    body.first_chunk::<4>().map(|index| u32::from_le_bytes(*index))
+}
+
+/// The changes of a `Replicated` message body that `keep` accepts, decoded in full (and
+/// checked) in order; the others are only read in place ([`crate::borrowed::ChangeRef`]), their
+/// names neither checked nor allocated. For a receiver that keeps a few changes of many.
+///
+/// # Errors
+/// [`FrameError::Malformed`] when the body is not a `Replicated` message or a change does not
+/// decode; [`FrameError::TrailingBytes`] when bytes remain after the last change.
+pub fn decode_replicated_kept(
+    body: &[u8],
+    mut keep: impl FnMut(&crate::borrowed::ChangeRef<'_>) -> bool,
+) -> Result<Vec<crate::ReplicatedChange>, FrameError> {
+    let malformed = |reason: String| FrameError::Malformed { len: body.len(), reason };
+    if message_variant(body) != Some(u32::from_le_bytes(replicated_variant())) {
+        return Err(malformed("not a Replicated message".into()));
+    }
+    let count = body
+        .get(4..12)
+        .and_then(|b| b.first_chunk::<8>())
+        .map(|count| u64::from_le_bytes(*count))
+        .ok_or_else(|| malformed("no change count".into()))?;
+    let mut at = 12;
+    let mut kept = Vec::new();
+    for _ in 0..count {
+        let rest = &body[at..];
+        let (change, used) = bincode::serde::borrow_decode_from_slice::<
+            crate::borrowed::ChangeRef<'_>,
+            _,
+        >(rest, config())
+        .map_err(|e| malformed(e.to_string()))?;
+        if keep(&change) {
+            let (owned, _) = bincode::serde::decode_from_slice::<crate::ReplicatedChange, _>(
+                &rest[..used],
+                config(),
+            )
+            .map_err(|e| malformed(e.to_string()))?;
+            kept.push(owned);
+        }
+        at += used;
+    }
+    if at != body.len() {
+        return Err(FrameError::TrailingBytes { len: body.len(), trailing: body.len() - at });
+    }
+    Ok(kept)
+}
+
 /// The replicated changes of one replication interval, each encoded once as it comes, sent as
 /// `ServerMessage::Replicated` frames that start at any change (docs/protocol.md 4.4).
 ///
@@ -293,6 +344,31 @@ impl FrameDecoder {
             0 => Ok(()),
             buffered => Err(FrameError::Truncated { buffered }),
         }
+    }
+
+    /// The next complete frame's body, undecoded, or `None` if more bytes are needed (for a
+    /// receiver that reads some messages in place, [`decode_replicated_kept`]; decode the rest
+    /// with [`decode_body`]).
+    ///
+    /// # Errors
+    /// [`FrameError::TooLong`] as soon as a length prefix exceeds the maximum.
+    pub fn next_body(&mut self) -> Result<Option<&[u8]>, FrameError> {
+        let pending = &self.buf[self.read..];
+        let Some(prefix) = pending.first_chunk::<LENGTH_PREFIX_LEN>() else {
+            self.wait_for_bytes();
+            return Ok(None);
+        };
+        let len = u32::from_le_bytes(*prefix) as usize;
+        if len > self.max_len {
+            return Err(FrameError::TooLong { len, max: self.max_len });
+        }
+        if pending.len() < LENGTH_PREFIX_LEN + len {
+            self.wait_for_bytes();
+            return Ok(None);
+        }
+        let start = self.read + LENGTH_PREFIX_LEN;
+        self.read = start + len;
+        Ok(Some(&self.buf[start..start + len]))
     }
 
     /// The next complete message, or `None` if more bytes are needed.
@@ -718,6 +794,48 @@ mod batch_tests {
         while decoder.next_message::<ServerMessage>().unwrap().is_some() {}
         let err = batch.frames(0, 20).unwrap_err();
         assert!(matches!(err, FrameError::TooLong { max: 20, .. }), "{err}");
+    }
+
+    #[test]
+    fn the_kept_changes_are_decoded_in_full_and_the_rest_only_read() {
+        let (batch, changes) = batch();
+        let frames = batch.frames(0, DEFAULT_MAX_FRAME_LEN).unwrap();
+        let body = &frames.bytes[LENGTH_PREFIX_LEN..];
+        // Every change read in place spans the bytes its full decoding does (the borrowed
+        // layout is the wire's), whatever is kept.
+        let all = decode_replicated_kept(body, |_| true).unwrap();
+        assert_eq!(all, changes);
+        let about = decode_replicated_kept(body, |c| c.player() == Some("sim-0002")).unwrap();
+        let expected: Vec<_> = changes
+            .iter()
+            .filter(|c| match c {
+                ReplicatedChange::PlayerStateUpdated(v) => v.player_id.as_str() == "sim-0002",
+                ReplicatedChange::PawnSpawned(v) => v.owner.as_str() == "sim-0002",
+                ReplicatedChange::AbilityTagsChanged { player_id, .. }
+                | ReplicatedChange::HealthChanged { player_id, .. }
+                | ReplicatedChange::PlayerLeft { player_id } => player_id.as_str() == "sim-0002",
+                _ => false,
+            })
+            .cloned()
+            .collect();
+        assert_eq!(about, expected);
+        assert!(decode_replicated_kept(&body[..body.len() - 1], |_| false).is_err());
+        let welcome = encode_frame(&samples::server_messages()[0], DEFAULT_MAX_FRAME_LEN).unwrap();
+        assert!(decode_replicated_kept(&welcome[LENGTH_PREFIX_LEN..], |_| true).is_err());
+    }
+
+    #[test]
+    fn a_body_is_handed_out_whole_and_undecoded() {
+        let (batch, _) = batch();
+        let frames = batch.frames(0, DEFAULT_MAX_FRAME_LEN).unwrap();
+        let mut decoder = FrameDecoder::new(DEFAULT_MAX_FRAME_LEN);
+        decoder.extend(&frames.bytes[..10]);
+        assert_eq!(decoder.next_body().unwrap(), None);
+        decoder.extend(&frames.bytes[10..]);
+        let body = decoder.next_body().unwrap().unwrap().to_vec();
+        assert_eq!(body, frames.bytes[LENGTH_PREFIX_LEN..]);
+        assert_eq!(message_variant(&body), Some(22));
+        assert_eq!(decoder.buffered_len(), 0);
     }
 
     #[test]

@@ -12,6 +12,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod borrowed;
 pub mod codec;
 pub mod ids;
 pub mod messages;

@@ -5,7 +5,8 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Wake, Waker};
 
-use gatehouse_protocol::{ClientMessage, FrameDecoder, ServerMessage};
+use gatehouse_protocol::codec::{decode_replicated_kept, message_variant};
+use gatehouse_protocol::{ClientMessage, FrameDecoder, ServerMessage, decode_body};
 use tokio::time::Instant;
 
 use super::READ_CHUNK;
@@ -64,9 +65,14 @@ impl Inbound {
         }
         self.decoder.extend(&chunk.bytes);
         loop {
-            match self.decoder.next_message::<ServerMessage>() {
-                Ok(Some(message)) => self.handle(session, message, now),
+            let message = match self.decoder.next_body() {
+                Ok(Some(body)) => read_message(body, session),
                 Ok(None) => return Read::Messages { since },
+                Err(e) => Err(e),
+            };
+            match message {
+                Ok(Some(message)) => self.handle(session, message, now),
+                Ok(None) => {}
                 Err(e) => return Read::Closed(Some(format!("bad frame from the server: {e}"))),
             }
         }
@@ -83,6 +89,31 @@ impl Inbound {
             self.welcomed = true;
             session.record_connect_to_welcome(now - self.dialled);
         }
+    }
+}
+
+/// The message in `body` as `session` needs it. A thin session keeps no world of the others
+/// (docs/simulator.md), so it reads in place what it would drop: a `WorldSnapshot` is skipped
+/// (the own player's state after a login comes in the replicated changes that follow), and of
+/// a `Replicated` only the changes about its own player, or naming pawns only (deaths,
+/// destructions, teleports), are decoded. At 4,000 clients the swarm otherwise spends most of
+/// its time making the others' names; the server's bytes are the same either way. `None`:
+/// nothing for the session.
+fn read_message(
+    body: &[u8],
+    session: &ClientSession,
+) -> Result<Option<ServerMessage>, gatehouse_protocol::FrameError> {
+    const WORLD_SNAPSHOT: u32 = 21;
+    const REPLICATED: u32 = 22;
+    let thin = !session.is_full();
+    match (thin, session.player(), message_variant(body)) {
+        (true, Some(_), Some(WORLD_SNAPSHOT)) => Ok(None),
+        (true, Some(me), Some(REPLICATED)) => {
+            let me = me.as_str();
+            let changes = decode_replicated_kept(body, |c| c.player().is_none_or(|p| p == me))?;
+            Ok((!changes.is_empty()).then_some(ServerMessage::Replicated { changes }))
+        }
+        _ => decode_body(body).map(Some),
     }
 }
 
@@ -213,6 +244,48 @@ mod tests {
 
     use super::*;
     use crate::session::SessionConfig;
+
+    /// The body of `message` as it comes off the wire.
+    fn body_of(message: &ServerMessage) -> Vec<u8> {
+        let frame = gatehouse_protocol::encode_frame(message, 1 << 20).unwrap();
+        frame[gatehouse_protocol::codec::LENGTH_PREFIX_LEN..].to_vec()
+    }
+
+    /// A thin session skips the others' world: no snapshot, and of a batch only the changes
+    /// about itself or naming pawns only; a full one, and a thin one before its `Welcome`, read
+    /// every message whole.
+    #[test]
+    fn a_thin_session_reads_only_what_it_keeps() {
+        let now = std::time::Instant::now();
+        let config = SessionConfig { full: false, ..Default::default() };
+        let thin = super::super::welcomed(now, config.clone(), "sim-0002");
+        let snapshot =
+            ServerMessage::WorldSnapshot(Box::new(gatehouse_protocol::samples::world_snapshot()));
+        assert_eq!(read_message(&body_of(&snapshot), &thin).unwrap(), None);
+        let changes = gatehouse_protocol::samples::replicated_changes();
+        let batch = ServerMessage::Replicated { changes: changes.clone() };
+        let Some(ServerMessage::Replicated { changes: kept }) =
+            read_message(&body_of(&batch), &thin).unwrap()
+        else {
+            panic!("the own changes are kept")
+        };
+        // The samples: sim-0002's state, sim-0003 left, sim-0002's pawn, a destruction, its
+        // tags, its health, a death, a teleport: all but the other player's departure.
+        let mut expected = changes.clone();
+        expected.remove(1);
+        assert_eq!(kept, expected);
+        let other = super::super::welcomed(now, config, "sim-0009");
+        let Some(ServerMessage::Replicated { changes: kept }) =
+            read_message(&body_of(&batch), &other).unwrap()
+        else {
+            panic!("the pawn-only changes are kept")
+        };
+        assert_eq!(kept.len(), 3, "{kept:?}");
+        let full = SessionConfig { full: true, ..Default::default() };
+        let full = super::super::welcomed(now, full, "sim-0002");
+        assert_eq!(read_message(&body_of(&snapshot), &full).unwrap(), Some(snapshot.clone()));
+        assert_eq!(read_message(&body_of(&batch), &full).unwrap(), Some(batch));
+    }
 
     /// Batching, on the client's side: a client that streams nothing answers a `ShowTransition`
     /// with its `TransitionShown` and its `TransitionReady` in one chunk (one datagram for the

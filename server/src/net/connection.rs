@@ -349,8 +349,8 @@ pub(super) struct Connection {
     reader: Reader,
     /// The messages it may still send ([`Settings::message_budget`]).
     budget: Bucket,
-    /// Taken from the queue and not yet all accepted by the stream.
-    writing: Option<Bytes>,
+    /// Taken from the queue and not yet all accepted by the stream, in order (see [`batch`]).
+    writing: Vec<Bytes>,
     ending: Ending,
     /// quinn's path statistics as last recorded in the metrics, and when they are next due
     /// ([`Connection::sample_quic`]).
@@ -385,7 +385,7 @@ impl Connection {
                 done: false,
             },
             budget: Bucket::full(now),
-            writing: None,
+            writing: Vec::new(),
             ending: Ending::Open,
             quic_recorded: QuicSample::default(),
             quic_sample_due: now,
@@ -417,7 +417,7 @@ impl Connection {
     /// Whether a chunk is still being written (the stream would not take all of it).
     #[cfg(test)]
     pub(super) fn is_writing(&self) -> bool {
-        self.writing.is_some()
+        !self.writing.is_empty()
     }
 
     /// The earliest of the QUIC timers and this connection's own deadlines (the handshake's or
@@ -708,7 +708,9 @@ impl Connection {
                 self.writing =
                     gatehouse_protocol::encode_frame(&rejected, ctx.settings.max_frame_len)
                         .ok()
-                        .map(Bytes::from);
+                        .map(Bytes::from)
+                        .into_iter()
+                        .collect();
                 self.ending.set_stage(Stage::Write(refusal.code));
                 self.ending.force_by(ctx.now + CLOSE_FLUSH);
             }
@@ -789,13 +791,17 @@ impl Connection {
     fn write(&mut self, ctx: &mut Context<'_>) {
         let Some(id) = self.stream else { return };
         while !self.ending.is_over() {
-            if let Some(mut chunk) = self.writing.take() {
-                match self.quic.send_stream(id).write_chunks(std::slice::from_mut(&mut chunk)) {
-                    Ok(written) if written.chunks == 1 => continue,
-                    Ok(_) | Err(quinn_proto::WriteError::Blocked) => {
-                        self.writing = Some(chunk);
+            if !self.writing.is_empty() {
+                // quinn keeps each chunk as it is (no copy) and advances a partly written one.
+                match self.quic.send_stream(id).write_chunks(&mut self.writing) {
+                    Ok(written) => {
+                        self.writing.drain(..written.chunks);
+                        if self.writing.is_empty() {
+                            continue;
+                        }
                         return;
                     }
+                    Err(quinn_proto::WriteError::Blocked) => return,
                     Err(_) => {
                         self.writer_gone(ctx);
                         return;
@@ -808,7 +814,9 @@ impl Connection {
                         ServerMessage::Closing { code: code.code(), reason: code.reason().into() };
                     self.writing = gatehouse_protocol::encode_frame(&closing, CLOSING_FRAME_LEN)
                         .ok()
-                        .map(Bytes::from);
+                        .map(Bytes::from)
+                        .into_iter()
+                        .collect();
                     self.ending.set_stage(Stage::Finish(code));
                     continue;
                 }
@@ -827,8 +835,8 @@ impl Connection {
             let Login::LoggedIn { queue: Some(queue), .. } = &mut self.login else { return };
             match queue.try_recv() {
                 Some(Outbound::Frames { bytes, .. }) => {
-                    let (chunk, close_with) = batch(bytes, queue);
-                    self.writing = Some(chunk);
+                    let (chunks, close_with) = batch(bytes, queue);
+                    self.writing = chunks;
                     if let Some(code) = close_with {
                         self.ending.set_stage(Stage::Write(code));
                     }
@@ -845,7 +853,7 @@ impl Connection {
     /// ([`Connection::end_if_done`]), not at a forced close's deadline: with nothing left to
     /// write, none is needed.
     fn writer_gone(&mut self, ctx: &mut Context<'_>) {
-        self.writing = None;
+        self.writing.clear();
         if let Login::LoggedIn { queue, .. } = &mut self.login {
             *queue = None;
         }
@@ -880,7 +888,7 @@ impl Connection {
         {
             self.protocol_violation(ctx, "the client stopped reading the stream");
         }
-        if self.ending.is_over() || self.ending.code().is_some() || self.writing.is_some() {
+        if self.ending.is_over() || self.ending.code().is_some() || !self.writing.is_empty() {
             return;
         }
         let Login::LoggedIn { queue: Some(queue), .. } = &self.login else { return };
@@ -947,7 +955,7 @@ impl Connection {
     /// left to write or read, no deadline of ours is kept.
     fn wind_up(&mut self) {
         self.ending = Ending::Ended;
-        self.writing = None;
+        self.writing.clear();
         self.reader.paused = false;
         self.login = match std::mem::replace(&mut self.login, Login::Refused) {
             Login::LoggedIn { reported, .. } => Login::LoggedIn { queue: None, reported },
@@ -977,40 +985,62 @@ fn reason_bytes(reason: &str) -> Bytes {
     Bytes::copy_from_slice(&reason.as_bytes()[..reason.len().min(200)])
 }
 
-/// Most bytes joined into one chunk by [`batch`].
+/// Most bytes [`batch`] takes from the queue at once.
 const BATCH_BYTES: usize = 64 * 1024;
 
-/// `first` followed by the frames already waiting in `queue`, in order, joined into one chunk of
-/// at most about [`BATCH_BYTES`] (a lone frame is passed on without a copy); and the close that
-/// ended the batch, if one did. The chunk is allocated at its exact size: QUIC keeps it until
-/// the peer acknowledges it, and a thousand connections each holding a mostly empty 64 KiB
-/// buffer is memory per idle client.
-fn batch(first: Bytes, queue: &mut SendQueueRx) -> (Bytes, Option<CloseCode>) {
-    let mut frames: Vec<Bytes> = Vec::new();
+/// A write at least this long is handed to quinn as it is, never copied into a joined chunk:
+/// the carrier writes the same frames to many connections from one buffer (a newcomer's world,
+/// a replication interval's batch; docs/protocol.md 4.4, 4.5), and a copy per connection would
+/// cost memory per client.
+const SHARED_BYTES: usize = 4 * 1024;
+
+/// `first` followed by the writes already waiting in `queue`, in order, as chunks for quinn:
+/// runs of short writes joined into one chunk, allocated at its exact size (QUIC keeps it until
+/// the peer acknowledges it), and each write of [`SHARED_BYTES`] or more on its own, uncopied.
+/// It stops at about [`BATCH_BYTES`] taken, or at a close, which it returns.
+fn batch(first: Bytes, queue: &mut SendQueueRx) -> (Vec<Bytes>, Option<CloseCode>) {
+    let mut chunks = Vec::new();
+    let mut joining: Vec<Bytes> = Vec::new();
     let mut len = first.len();
     let mut close_with = None;
-    while len < BATCH_BYTES {
+    let mut next = Some(first);
+    while let Some(bytes) = next.take() {
+        if bytes.len() >= SHARED_BYTES {
+            chunks.extend(join(&mut joining));
+            chunks.push(bytes);
+        } else {
+            joining.push(bytes);
+        }
+        if len >= BATCH_BYTES {
+            break;
+        }
         match queue.try_recv() {
             Some(Outbound::Frames { bytes, .. }) => {
                 len += bytes.len();
-                frames.push(bytes);
+                next = Some(bytes);
             }
-            Some(Outbound::Close(code)) => {
-                close_with = Some(code);
-                break;
-            }
-            None => break,
+            Some(Outbound::Close(code)) => close_with = Some(code),
+            None => {}
         }
     }
-    if frames.is_empty() {
-        return (first, close_with);
+    chunks.extend(join(&mut joining));
+    (chunks, close_with)
+}
+
+/// The short writes of `joining` as one chunk (a lone one as it is), emptying it.
+fn join(joining: &mut Vec<Bytes>) -> Option<Bytes> {
+    match joining.len() {
+        0 => None,
+        1 => joining.pop(),
+        _ => {
+            let len = joining.iter().map(Bytes::len).sum();
+            let mut joined = BytesMut::with_capacity(len);
+            for bytes in joining.drain(..) {
+                joined.extend_from_slice(&bytes);
+            }
+            Some(joined.freeze())
+        }
     }
-    let mut joined = BytesMut::with_capacity(len);
-    joined.extend_from_slice(&first);
-    for frame in &frames {
-        joined.extend_from_slice(frame);
-    }
-    (joined.freeze(), close_with)
 }
 
 /// Why a `Hello` was refused.
@@ -1125,18 +1155,39 @@ mod tests {
         (tx, rx)
     }
 
-    /// Writes waiting behind the first are joined into one chunk, in order; a lone write goes
-    /// out as it is.
+    /// The chunks of a batch, back to back.
+    fn joined(chunks: &[Bytes]) -> Vec<u8> {
+        chunks.concat()
+    }
+
+    /// Short writes waiting behind the first are joined into one chunk, in order; a lone write
+    /// goes out as it is.
     #[test]
     fn waiting_frames_are_joined_into_one_chunk_in_order() {
         let (tx, mut rx) = queue(16);
-        let (chunk, close) = batch(Bytes::from_static(b"a"), &mut rx);
-        assert_eq!((&chunk[..], close), (&b"a"[..], None));
+        let (chunks, close) = batch(Bytes::from_static(b"a"), &mut rx);
+        assert_eq!((joined(&chunks), chunks.len(), close), (b"a".to_vec(), 1, None));
         for (byte, len) in [(b'b', 2), (b'c', 3)] {
             write(&tx, byte, len);
         }
-        let (chunk, close) = batch(Bytes::from_static(b"a"), &mut rx);
-        assert_eq!((&chunk[..], close), (&b"abbccc"[..], None));
+        let (chunks, close) = batch(Bytes::from_static(b"a"), &mut rx);
+        assert_eq!((joined(&chunks), chunks.len(), close), (b"abbccc".to_vec(), 1, None));
+    }
+
+    /// A long write (the world or a batch the carrier writes to many connections from one
+    /// buffer) is handed on as it is, never copied; the short ones around it are joined, and
+    /// the order holds.
+    #[test]
+    fn a_long_write_is_handed_on_uncopied_between_joined_short_ones() {
+        let (tx, mut rx) = queue(16);
+        let shared = Bytes::from(vec![b's'; SHARED_BYTES]);
+        tx.try_send_frames(shared.clone(), 1).unwrap();
+        write(&tx, b'b', 1);
+        write(&tx, b'c', 1);
+        let (chunks, _) = batch(Bytes::from_static(b"a"), &mut rx);
+        assert_eq!(chunks.len(), 3);
+        assert_eq!(chunks[1].as_ptr(), shared.as_ptr(), "the shared buffer itself");
+        assert_eq!((&chunks[0][..], &chunks[2][..]), (&b"a"[..], &b"bc"[..]));
     }
 
     /// A close ends the batch: the frames before it are written, then the close is carried out;
@@ -1147,8 +1198,8 @@ mod tests {
         write(&tx, b'b', 1);
         tx.try_close(CloseCode::ReadyTimeout).unwrap();
         write(&tx, b'z', 1);
-        let (chunk, close) = batch(Bytes::from_static(b"a"), &mut rx);
-        assert_eq!((&chunk[..], close), (&b"ab"[..], Some(CloseCode::ReadyTimeout)));
+        let (chunks, close) = batch(Bytes::from_static(b"a"), &mut rx);
+        assert_eq!((joined(&chunks), close), (b"ab".to_vec(), Some(CloseCode::ReadyTimeout)));
         assert!(
             matches!(rx.try_recv(), Some(Outbound::Frames { .. })),
             "the write after the close stays"
@@ -1158,18 +1209,19 @@ mod tests {
     /// A batch stops growing at about `BATCH_BYTES`: the rest waits for the next chunk.
     #[test]
     fn a_batch_stops_at_its_byte_budget() {
-        let (tx, mut rx) = queue(64);
-        for _ in 0..40 {
-            write(&tx, b'x', 4096);
+        let (tx, mut rx) = queue(128);
+        for _ in 0..100 {
+            write(&tx, b'x', 1024);
         }
-        let (chunk, _) = batch(Bytes::from(vec![b'x'; 4096]), &mut rx);
-        assert!(chunk.len() >= BATCH_BYTES && chunk.len() < BATCH_BYTES + 4096, "{}", chunk.len());
-        assert_eq!(chunk.len() % 4096, 0, "whole frames only");
+        let (chunks, _) = batch(Bytes::from(vec![b'x'; 1024]), &mut rx);
+        let len = joined(&chunks).len();
+        assert!((BATCH_BYTES..BATCH_BYTES + 1024).contains(&len), "{len}");
+        assert_eq!(len % 1024, 0, "whole frames only");
         let mut left = 0;
         while rx.try_recv().is_some() {
             left += 1;
         }
-        assert_eq!(left, 40 - (chunk.len() / 4096 - 1));
+        assert_eq!(left, 100 - (len / 1024 - 1));
     }
 
     /// The queue's cap counts frames, however they are joined into writes: frames the writer

@@ -97,9 +97,10 @@ struct Peer {
     pending_frames: usize,
     /// It is listed for the drain's flush.
     listed: bool,
-    /// The changes of the carrier's batch it has been given, or that were made before its
-    /// `Welcome`: it is owed the rest.
+    /// The changes of the carrier's batch it has been given: it is owed the rest.
     given: usize,
+    /// A write found its queue full since the last flush: it is a slow consumer.
+    overflowed: bool,
 }
 
 impl Peer {
@@ -111,6 +112,7 @@ impl Peer {
             pending_frames: 0,
             listed: false,
             given: 0,
+            overflowed: false,
         }
     }
 
@@ -122,17 +124,22 @@ impl Peer {
         !std::mem::replace(&mut self.listed, true)
     }
 
-    /// Appends the changes of the batch it is owed, if welcomed: what it must get before any
-    /// frame carried for it now. True when the connection must be listed for the flush.
+    /// Writes the changes of the batch it is owed, if welcomed: what it must get before any
+    /// frame carried for it now. They are written from the buffer every connection owed the
+    /// same changes shares (after what is pending, to keep the order), never copied into its
+    /// own: at the end of a transition that spawned every pawn, a copy per connection would be
+    /// O(N²) bytes. True when the connection must be listed for the flush (to report a full
+    /// queue).
     fn catch_up(&mut self, batch: &mut FramesFrom<'_>) -> bool {
         if !self.welcomed || self.given >= batch.len() {
             return false;
         }
         let first = std::mem::replace(&mut self.given, batch.len());
-        match batch.from(first) {
-            Some(frames) => self.append(&frames.bytes, frames.count),
-            None => false,
+        let Some(frames) = batch.from(first) else { return false };
+        if !self.write_shared(&frames) {
+            self.overflowed = true;
         }
+        self.overflowed && !std::mem::replace(&mut self.listed, true)
     }
 
     /// Writes what is pending, then `shared` (frames other connections are written too, kept
@@ -147,6 +154,9 @@ impl Peer {
     /// exact size: quinn keeps it until the peer acknowledges it.
     fn flush(&mut self) -> bool {
         self.listed = false;
+        if std::mem::take(&mut self.overflowed) {
+            return false;
+        }
         if self.pending_frames == 0 {
             return true;
         }
