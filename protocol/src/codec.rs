@@ -377,22 +377,10 @@ impl FrameDecoder {
     /// [`FrameError::TooLong`] as soon as a length prefix exceeds the maximum (without waiting
     /// for the body), or the errors of [`decode_body`].
     pub fn next_message<M: DeserializeOwned>(&mut self) -> Result<Option<M>, FrameError> {
-        let pending = &self.buf[self.read..];
-        let Some(prefix) = pending.first_chunk::<LENGTH_PREFIX_LEN>() else {
-            self.wait_for_bytes();
-            return Ok(None);
-        };
-        let len = u32::from_le_bytes(*prefix) as usize;
-        if len > self.max_len {
-            return Err(FrameError::TooLong { len, max: self.max_len });
+        match self.next_body()? {
+            Some(body) => decode_body(body).map(Some),
+            None => Ok(None),
         }
-        let Some(body) = pending.get(LENGTH_PREFIX_LEN..LENGTH_PREFIX_LEN + len) else {
-            self.wait_for_bytes();
-            return Ok(None);
-        };
-        let message = decode_body(body)?;
-        self.read += LENGTH_PREFIX_LEN + len;
-        Ok(Some(message))
     }
 
     /// Nothing more decodes until bytes come: drops what was consumed, and gives back the room
