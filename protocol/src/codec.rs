@@ -760,6 +760,17 @@ mod batch_tests {
     }
 
     #[test]
+    fn a_cleared_batch_holds_nothing_and_takes_new_changes_from_the_start() {
+        let (mut batch, changes) = batch();
+        batch.clear();
+        assert!(batch.is_empty());
+        assert_eq!(batch.frames(0, DEFAULT_MAX_FRAME_LEN).unwrap(), Frames::default());
+        batch.push(&changes[1]).unwrap();
+        let frames = batch.frames(0, DEFAULT_MAX_FRAME_LEN).unwrap();
+        assert_eq!(decode_all(&frames), vec![vec![changes[1].clone()]]);
+    }
+
+    #[test]
     fn a_batch_starts_at_any_change() {
         let (batch, changes) = batch();
         for first in 0..changes.len() {
@@ -781,7 +792,9 @@ mod batch_tests {
         decoder.extend(&frames.bytes);
         while decoder.next_message::<ServerMessage>().unwrap().is_some() {}
         let err = batch.frames(0, 20).unwrap_err();
-        assert!(matches!(err, FrameError::TooLong { max: 20, .. }), "{err}");
+        // The first change alone, after the header (variant index and count).
+        let len = encoded_len(&changes[0]) + 12;
+        assert_eq!(err, FrameError::TooLong { len, max: 20 });
     }
 
     #[test]

@@ -114,6 +114,21 @@ fn snapshot_frame_with_owner(owner: u16) -> Vec<u8> {
     frame
 }
 
+/// The sample `WorldSnapshot` frame with its one `health` entry (player 0) listed twice.
+fn snapshot_frame_with_health_twice() -> Vec<u8> {
+    let message =
+        ServerMessage::WorldSnapshot(Box::new(gatehouse_protocol::samples::world_snapshot()));
+    let mut frame = encode_frame(&message, DEFAULT_MAX_FRAME_LEN).unwrap();
+    // The health list ends the frame: its u64 count, then one entry (u16 player, u32 health).
+    let entry = frame[frame.len() - 6..].to_vec();
+    let count = frame.len() - 14;
+    frame[count..count + 8].copy_from_slice(&2u64.to_le_bytes());
+    frame.extend_from_slice(&entry);
+    let body_len = (frame.len() - 4) as u32;
+    frame[..4].copy_from_slice(&body_len.to_le_bytes());
+    frame
+}
+
 /// The whole file, as this codec makes it.
 fn generate() -> Value {
     let mut frames: Vec<Value> =
@@ -190,6 +205,11 @@ fn generate() -> Value {
             "server_to_client",
             "4.5: every index of a world snapshot names an entry of its message",
             snapshot_frame_with_owner(2),
+        ),
+        invalid(
+            "server_to_client",
+            "4.5: a world snapshot's tags and health name each player at most once, ascending",
+            snapshot_frame_with_health_twice(),
         ),
     ];
     let tags: Vec<&str> = gatehouse_tags::catalog::ALL_DECLARED.iter().map(|t| t.name()).collect();
