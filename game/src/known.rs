@@ -203,6 +203,20 @@ mod tests {
         assert_eq!(known.player_count(), 2);
     }
 
+    /// A destroyed pawn leaves nothing behind: its owner's list forgets it, and a player whose
+    /// pawns are all gone keeps no list (what the world keeps does not grow with the deaths).
+    #[test]
+    fn a_destroyed_pawn_leaves_nothing_behind() {
+        let mut known = KnownWorld::default();
+        known.apply(&state("a"));
+        known.apply(&spawned(1, "a"));
+        known.apply(&spawned(2, "a"));
+        known.apply(&ReplicatedChange::PawnDestroyed { pawn_id: PawnId(1) });
+        assert_eq!(known.owned.get(&pid("a")), Some(&vec![PawnId(2)]));
+        known.apply(&ReplicatedChange::PawnDestroyed { pawn_id: PawnId(2) });
+        assert!(known.owned.is_empty() && known.pawns.is_empty());
+    }
+
     /// A pawn whose owner clients were never told of still reaches a newcomer, on its own.
     #[test]
     fn a_pawn_without_a_known_owner_is_greeted_on_its_own() {

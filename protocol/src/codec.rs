@@ -821,6 +821,10 @@ mod batch_tests {
             .collect();
         assert_eq!(about, expected);
         assert!(decode_replicated_kept(&body[..body.len() - 1], |_| false).is_err());
+        let mut longer = body.to_vec();
+        longer.push(0);
+        let err = decode_replicated_kept(&longer, |_| false).unwrap_err();
+        assert_eq!(err, FrameError::TrailingBytes { len: longer.len(), trailing: 1 });
         let welcome = encode_frame(&samples::server_messages()[0], DEFAULT_MAX_FRAME_LEN).unwrap();
         assert!(decode_replicated_kept(&welcome[LENGTH_PREFIX_LEN..], |_| true).is_err());
     }
