@@ -440,6 +440,22 @@ mod tests {
         }
     }
 
+    /// A message exactly at the frame limit is whole: the limit is the largest body allowed.
+    #[test]
+    fn players_that_fit_the_limit_to_the_byte_share_one_message() {
+        let views: Vec<_> = (0..2).map(player).collect();
+        let build = |max| {
+            let mut builder = SnapshotBuilder::new(max);
+            for view in &views {
+                builder.add(SnapshotEntry { player: view, tags: &[], health: None, pawns: &[] });
+            }
+            builder.finish()
+        };
+        let exact = body_len(&build(codec::HARD_MAX_FRAME_LEN)[0]);
+        assert_eq!(build(exact).len(), 1, "{exact} bytes fit {exact}");
+        assert_eq!(build(exact - 1).len(), 2, "one byte less does not");
+    }
+
     #[test]
     fn a_snapshot_costs_at_most_40_bytes_per_player_with_a_pawn() {
         let players = 4_000;
