@@ -762,6 +762,7 @@ mod batch_tests {
     #[test]
     fn a_cleared_batch_holds_nothing_and_takes_new_changes_from_the_start() {
         let (mut batch, changes) = batch();
+        assert_eq!((batch.len(), batch.is_empty()), (changes.len(), false));
         batch.clear();
         assert!(batch.is_empty());
         assert_eq!(batch.frames(0, DEFAULT_MAX_FRAME_LEN).unwrap(), Frames::default());
@@ -822,9 +823,9 @@ mod batch_tests {
         assert_eq!(about, expected);
         assert!(decode_replicated_kept(&body[..body.len() - 1], |_| false).is_err());
         let mut longer = body.to_vec();
-        longer.push(0);
+        longer.extend_from_slice(&[0, 0]);
         let err = decode_replicated_kept(&longer, |_| false).unwrap_err();
-        assert_eq!(err, FrameError::TrailingBytes { len: longer.len(), trailing: 1 });
+        assert_eq!(err, FrameError::TrailingBytes { len: longer.len(), trailing: 2 });
         let welcome = encode_frame(&samples::server_messages()[0], DEFAULT_MAX_FRAME_LEN).unwrap();
         assert!(decode_replicated_kept(&welcome[LENGTH_PREFIX_LEN..], |_| true).is_err());
     }
