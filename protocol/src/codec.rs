@@ -132,12 +132,6 @@ pub fn encoded_len<T: Serialize + ?Sized>(value: &T) -> usize {
     }
 }
 
-/// The variant index a server message body starts with, read without decoding the body:
-/// `None` for a body shorter than an index.
-pub fn message_variant(body: &[u8]) -> Option<u32> {
-    body.first_chunk::<4>().map(|index| u32::from_le_bytes(*index))
-}
-
 /// The changes of a `Replicated` message body that `keep` accepts, decoded in full (and
 /// checked) in order; the others are only read in place ([`crate::borrowed::ChangeRef`]), their
 /// names neither checked nor allocated. For a receiver that keeps a few changes of many.
@@ -150,7 +144,7 @@ pub fn decode_replicated_kept(
     mut keep: impl FnMut(&crate::borrowed::ChangeRef<'_>) -> bool,
 ) -> Result<Vec<crate::ReplicatedChange>, FrameError> {
     let malformed = |reason: String| FrameError::Malformed { len: body.len(), reason };
-    if message_variant(body) != Some(u32::from_le_bytes(replicated_variant())) {
+    if !is_replicated(body) {
         return Err(malformed("not a Replicated message".into()));
     }
     let count = body
@@ -246,17 +240,32 @@ impl ReplicationBatch {
     /// [`FrameError::TooLong`] when one change alone does not fit a frame (a bug on the sending
     /// side: no replicated change comes near the smallest limit); nothing is returned then.
     pub fn frames(&self, first: usize, max_len: usize) -> Result<Frames, FrameError> {
+        self.frames_until(first, self.len(), max_len)
+    }
+
+    /// As [`ReplicationBatch::frames`], for the changes from index `first` up to, not including,
+    /// `end` (at most the batch's length): what a receiver is owed up to a point of the batch.
+    ///
+    /// # Errors
+    /// As [`ReplicationBatch::frames`].
+    pub fn frames_until(
+        &self,
+        first: usize,
+        end: usize,
+        max_len: usize,
+    ) -> Result<Frames, FrameError> {
+        let end = end.min(self.ends.len());
         let max_len = max_len.min(HARD_MAX_FRAME_LEN);
         let variant = replicated_variant();
         // The variant index, then the list's length.
         let header_len = variant.len() + 8;
         let mut out = Frames::default();
         let mut next = first;
-        while next < self.ends.len() {
+        while next < end {
             let from = self.start_of(next);
             // As many changes as fit after the header.
             let mut last = next;
-            while last < self.ends.len() && self.ends[last] - from + header_len <= max_len {
+            while last < end && self.ends[last] - from + header_len <= max_len {
                 last += 1;
             }
             if last == next {
@@ -281,14 +290,33 @@ impl ReplicationBatch {
     }
 }
 
-/// The variant index a `Replicated` body starts with (its list's `u64` length follows).
-fn replicated_variant() -> [u8; 4] {
-    let empty = crate::ServerMessage::Replicated { changes: Vec::new() };
-    let mut body = Vec::with_capacity(12);
-    // An empty list always encodes; were it not to, the frames would not decode, which the
-    // codec's tests catch.
-    let _ = bincode::serde::encode_into_std_write(&empty, &mut body, config());
+/// The variant index a body of `message`'s kind starts with.
+fn variant_of(message: &crate::ServerMessage) -> [u8; 4] {
+    let mut body = Vec::with_capacity(64);
+    // An empty message of a kind always encodes; were it not to, the bodies of that kind would
+    // not be recognised, which the codec's tests catch.
+    let _ = bincode::serde::encode_into_std_write(message, &mut body, config());
     body.first_chunk::<4>().copied().unwrap_or_default()
+}
+
+/// The variant index a `Replicated` body starts with (its list's `u64` length follows); worked
+/// out once, as the receiver's hot path asks it of every frame.
+fn replicated_variant() -> [u8; 4] {
+    static VARIANT: std::sync::OnceLock<[u8; 4]> = std::sync::OnceLock::new();
+    *VARIANT.get_or_init(|| variant_of(&crate::ServerMessage::Replicated { changes: Vec::new() }))
+}
+
+/// Whether `body` is a `Replicated` message's, read from its variant index alone.
+pub fn is_replicated(body: &[u8]) -> bool {
+    body.first_chunk::<4>() == Some(&replicated_variant())
+}
+
+/// Whether `body` is a `WorldSnapshot` message's, read from its variant index alone.
+pub fn is_world_snapshot(body: &[u8]) -> bool {
+    static VARIANT: std::sync::OnceLock<[u8; 4]> = std::sync::OnceLock::new();
+    let variant =
+        VARIANT.get_or_init(|| variant_of(&crate::ServerMessage::WorldSnapshot(Box::default())));
+    body.first_chunk::<4>() == Some(variant)
 }
 
 /// Room a drained [`FrameDecoder`] keeps for the next frames, bytes (a control channel's
@@ -772,6 +800,16 @@ mod batch_tests {
     }
 
     #[test]
+    fn a_batch_ends_at_any_change() {
+        let (batch, changes) = batch();
+        for end in 1..changes.len() {
+            let frames = batch.frames_until(1, end, DEFAULT_MAX_FRAME_LEN).unwrap();
+            let expected = if end > 1 { vec![changes[1..end].to_vec()] } else { Vec::new() };
+            assert_eq!(decode_all(&frames), expected);
+        }
+    }
+
+    #[test]
     fn a_batch_starts_at_any_change() {
         let (batch, changes) = batch();
         for first in 0..changes.len() {
@@ -840,7 +878,11 @@ mod batch_tests {
         decoder.extend(&frames.bytes[10..]);
         let body = decoder.next_body().unwrap().unwrap().to_vec();
         assert_eq!(body, frames.bytes[LENGTH_PREFIX_LEN..]);
-        assert_eq!(message_variant(&body), Some(22));
+        assert!(is_replicated(&body) && !is_world_snapshot(&body));
+        let snapshot = ServerMessage::WorldSnapshot(Box::new(samples::world_snapshot()));
+        let frame = encode_frame(&snapshot, DEFAULT_MAX_FRAME_LEN).unwrap();
+        assert!(is_world_snapshot(&frame[LENGTH_PREFIX_LEN..]));
+        assert!(!is_replicated(&frame[LENGTH_PREFIX_LEN..]));
         assert_eq!(decoder.buffered_len(), 0);
     }
 

@@ -5,7 +5,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Wake, Waker};
 
-use gatehouse_protocol::codec::{decode_replicated_kept, message_variant};
+use gatehouse_protocol::codec::{decode_replicated_kept, is_replicated, is_world_snapshot};
 use gatehouse_protocol::{ClientMessage, FrameDecoder, ServerMessage, decode_body};
 use tokio::time::Instant;
 
@@ -103,12 +103,10 @@ fn read_message(
     body: &[u8],
     session: &ClientSession,
 ) -> Result<Option<ServerMessage>, gatehouse_protocol::FrameError> {
-    const WORLD_SNAPSHOT: u32 = 21;
-    const REPLICATED: u32 = 22;
-    let thin = !session.is_full();
-    match (thin, session.player(), message_variant(body)) {
-        (true, Some(_), Some(WORLD_SNAPSHOT)) => Ok(None),
-        (true, Some(me), Some(REPLICATED)) => {
+    let me = session.player().filter(|_| !session.is_full());
+    match me {
+        Some(_) if is_world_snapshot(body) => Ok(None),
+        Some(me) if is_replicated(body) => {
             let me = me.as_str();
             let changes = decode_replicated_kept(body, |c| c.player().is_none_or(|p| p == me))?;
             Ok((!changes.is_empty()).then_some(ServerMessage::Replicated { changes }))

@@ -20,8 +20,9 @@
 //!
 //! Order is kept per connection: a connection is owed the changes of the batch from the first
 //! it has not been given (`Peer::given`), and any other frame for it takes what it is owed
-//! along first. A death or a teleport, which clients wait on, goes into the batch too and is
-//! given to every connection at the end of its drain. A newcomer is greeted after its `Welcome`
+//! along first. A death or a teleport, which clients wait on, goes into the batch too, and at
+//! the end of its drain every connection is given what it is owed, one write for any number of
+//! them. A newcomer is greeted after its `Welcome`
 //! with the world as of the last batch sent ([`WorldMirror`], built once per interval for all
 //! the newcomers of it) and owed the whole batch in flight: together, the world as it stands
 //! (docs/protocol.md 4.5).
@@ -180,24 +181,33 @@ impl Peer {
 /// connections are owed it (the catch-ups of an urgent broadcast, the deadline's sends).
 struct FramesFrom<'a> {
     batch: &'a ReplicationBatch,
+    /// One past the last change given.
+    end: usize,
     max_frame_len: usize,
     made: HashMap<usize, Option<SharedFrames>>,
 }
 
 impl<'a> FramesFrom<'a> {
+    /// Every change of `batch`.
     fn new(batch: &'a ReplicationBatch, max_frame_len: usize) -> Self {
-        FramesFrom { batch, max_frame_len, made: HashMap::new() }
+        Self::until(batch, batch.len(), max_frame_len)
     }
 
+    /// The changes of `batch` before index `end`.
+    fn until(batch: &'a ReplicationBatch, end: usize, max_frame_len: usize) -> Self {
+        FramesFrom { batch, end, max_frame_len, made: HashMap::new() }
+    }
+
+    /// One past the last change given: what a connection has had once given them.
     fn len(&self) -> usize {
-        self.batch.len()
+        self.end
     }
 
-    /// The frames of the changes from `first` on.
+    /// The frames of the changes from `first` to the end.
     fn from(&mut self, first: usize) -> Option<SharedFrames> {
-        let (batch, max_frame_len) = (self.batch, self.max_frame_len);
+        let (batch, end, max_frame_len) = (self.batch, self.end, self.max_frame_len);
         let made = self.made.entry(first).or_insert_with(|| {
-            let frames = batch_frames(batch, first, max_frame_len)?;
+            let frames = batch_frames(batch, first, end, max_frame_len)?;
             Some(SharedFrames { bytes: Bytes::from(frames.bytes), count: frames.count })
         });
         made.clone()
@@ -219,6 +229,10 @@ pub(super) struct Carrier {
     mirror: WorldMirror,
     /// When `batch` is sent: the replication interval after the drain that began it.
     batch_due: Option<Instant>,
+    /// A change clients wait on joined the batch this drain: at the drain's flush every
+    /// connection is given what it is owed up to the last such change (in one write however
+    /// many came); the changes after it wait for the deadline as usual.
+    owed_now: Option<usize>,
     /// Connections whose send queue overflowed since the last [`Carrier::close_slow_consumers`].
     slow: Vec<ConnectionId>,
     /// What the core said when it declared the world unavailable: the game task stops.
@@ -236,6 +250,7 @@ impl Carrier {
             changes: Vec::new(),
             mirror: WorldMirror::default(),
             batch_due: None,
+            owed_now: None,
             slow: Vec::new(),
             world_unavailable: None,
         }
@@ -334,11 +349,22 @@ impl Carrier {
     }
 
     /// Hands every connection's frames carried since the last flush to its writer, one write
-    /// each; then, once the replication deadline has come (at once with a zero interval), the
+    /// each, with the changes it is owed when one a client waits on came; then, once the
+    /// replication deadline has come (at once with a zero interval), the
     /// waiting replicated changes to every welcomed connection. The deadline is set here, to
     /// `now` plus the interval, when changes wait and none is set. A connection whose queue is
     /// full is a slow consumer.
     pub(super) fn flush(&mut self, now: Instant) {
+        if let Some(end) = self.owed_now.take() {
+            // After the frames each connection was carried before the change, which its pending
+            // write holds; a frame carried after it took the change along already.
+            let mut frames = FramesFrom::until(&self.batch, end, self.effects.max_frame_len);
+            for (connection, peer) in &mut self.peers {
+                if peer.catch_up(&mut frames) {
+                    self.pending.push(*connection);
+                }
+            }
+        }
         for connection in self.pending.drain(..) {
             // Gone since (closed or disconnected): nothing to flush.
             let Some(peer) = self.peers.get_mut(&connection) else { continue };
@@ -401,25 +427,17 @@ impl Carrier {
     }
 
     /// Queues a replicated change: for the replication deadline, or, for a change a client
-    /// waits on, for every welcomed connection at the end of this drain, with the changes each
-    /// is owed before it.
+    /// waits on (a death, a teleport), for the end of this drain.
     fn replicate(&mut self, change: ReplicatedChange) {
         if let Err(e) = self.batch.push(&change) {
             // Our own message did not encode: a bug, reported loudly, never a crash.
             tracing::error!(error = %e, "replicated change does not encode");
             return;
         }
-        let urgent = change.is_urgent();
+        if change.is_urgent() {
+            self.owed_now = Some(self.batch.len());
+        }
         self.changes.push(change);
-        if !urgent {
-            return;
-        }
-        let mut frames = FramesFrom::new(&self.batch, self.effects.max_frame_len);
-        for (connection, peer) in &mut self.peers {
-            if peer.catch_up(&mut frames) {
-                self.pending.push(*connection);
-            }
-        }
     }
 
     /// Appends `message` for every welcomed connection, after the changes each is owed.
@@ -477,10 +495,15 @@ fn close_after_queued(peer: &Peer, code: CloseCode) {
     }
 }
 
-/// The `Replicated` frames of `batch` from change `first` on; `None`, reported loudly, if a
-/// change alone does not fit a frame (a bug: none comes near the smallest limit).
-fn batch_frames(batch: &ReplicationBatch, first: usize, max_frame_len: usize) -> Option<Frames> {
-    match batch.frames(first, max_frame_len) {
+/// The `Replicated` frames of `batch` from change `first` to `end`; `None`, reported loudly, if
+/// a change alone does not fit a frame (a bug: none comes near the smallest limit).
+fn batch_frames(
+    batch: &ReplicationBatch,
+    first: usize,
+    end: usize,
+    max_frame_len: usize,
+) -> Option<Frames> {
+    match batch.frames_until(first, end, max_frame_len) {
         Ok(frames) => Some(frames),
         Err(e) => {
             tracing::error!(error = %e, "replicated changes do not encode");

@@ -1039,6 +1039,30 @@ async fn an_urgent_broadcast_takes_the_owed_changes_along_for_every_connection()
     }
 }
 
+/// However many deaths one drain makes (a hazard's step), each connection is given them at the
+/// drain's end in one write, not one per death: writes do not grow with the deaths.
+#[tokio::test]
+async fn the_deaths_of_one_drain_reach_each_connection_in_one_write() {
+    let (mut carrier, [(_, mut first, _r1), (_, mut second, _r2)]) =
+        two_welcomed_peers(REPLICATION_INTERVAL);
+    let deaths: Vec<ServerMessage> = (1..=50)
+        .map(|id| ServerMessage::PawnDied { pawn_id: gatehouse_protocol::PawnId(id) })
+        .collect();
+    for message in deaths.clone() {
+        carrier.carry(Output::Broadcast { message }, &mut Vec::new());
+    }
+    carrier.flush(Instant::now());
+    for rx in [&mut first, &mut second] {
+        let Some(net::Outbound::Frames { bytes, frames: 1 }) = rx.try_recv() else {
+            panic!("one write of one frame")
+        };
+        assert!(rx.try_recv().is_none(), "and only one");
+        let (tx, mut again, _rings) = net::test_queue(16, ConnectionId(9));
+        tx.try_send_frames(bytes, 1).unwrap();
+        assert_eq!(written(&mut again), deaths);
+    }
+}
+
 /// A connection the core closes gets the changes made before the close first, then the close.
 #[tokio::test]
 async fn a_closed_connection_gets_the_changes_made_before_its_close() {
