@@ -1063,6 +1063,65 @@ async fn the_deaths_of_one_drain_reach_each_connection_in_one_write() {
     }
 }
 
+/// A connection that stopped reading, whose queue cannot take the replicated changes it is
+/// owed, is a slow consumer: closed with `SlowConsumer` and reported, whether the changes went
+/// at the replication deadline or at the end of a drain that made a death.
+#[tokio::test]
+async fn a_connection_that_stopped_reading_is_closed_when_its_owed_changes_do_not_fit() {
+    let died = ServerMessage::PawnDied { pawn_id: gatehouse_protocol::PawnId(4) };
+    for (what, change, wait) in [
+        ("at the deadline", a_player_state("p2"), REPLICATION_INTERVAL),
+        ("a death", died, Duration::ZERO),
+    ] {
+        let mut carrier = memory_carrier();
+        let connection = ConnectionId(1);
+        // Room for one write, taken by the Welcome, and nobody reading.
+        let (outbound, mut writer, _rings) = net::test_queue(1, connection);
+        carrier.add_peer(connection, outbound);
+        carrier.carry(Output::Send { connection, message: welcome("p1") }, &mut Vec::new());
+        let start = Instant::now();
+        carrier.flush(start);
+        carrier.carry(Output::Broadcast { message: change }, &mut Vec::new());
+        carrier.flush(start);
+        carrier.flush(start + wait);
+        let mut made_up = Vec::new();
+        carrier.close_slow_consumers(&mut made_up);
+        assert!(
+            matches!(made_up.as_slice(), [Input::Disconnected { connection: c, departure }]
+                if *c == connection && departure.code == Some(CloseCode::SlowConsumer)),
+            "{what}: {made_up:?}"
+        );
+        assert_eq!(writer.take_turn().close_now, Some(CloseCode::SlowConsumer), "{what}");
+    }
+}
+
+/// A newcomer greeted with the world through a queue with room is no slow consumer; and a
+/// connection refused before any `Welcome` is greeted with nothing, nor sent the changes.
+#[tokio::test]
+async fn only_a_welcome_greets_and_a_greeting_that_fits_closes_nothing() {
+    let (mut carrier, _, _rx, _kept) = one_welcomed_peer(REPLICATION_INTERVAL);
+    let start = Instant::now();
+    carrier.carry(Output::Broadcast { message: a_player_state("p2") }, &mut Vec::new());
+    carrier.flush(start);
+    carrier.flush(start + REPLICATION_INTERVAL);
+    let (newcomer, refused) = (ConnectionId(7), ConnectionId(8));
+    let (tx, mut new_rx, _r1) = net::test_queue(16, newcomer);
+    carrier.add_peer(newcomer, tx);
+    let (tx, mut refused_rx, _r2) = net::test_queue(16, refused);
+    carrier.add_peer(refused, tx);
+    carrier.carry(Output::Send { connection: newcomer, message: welcome("p9") }, &mut Vec::new());
+    carrier.carry(Output::Send { connection: refused, message: a_message() }, &mut Vec::new());
+    carrier.carry(Output::Broadcast { message: a_player_state("p3") }, &mut Vec::new());
+    carrier.flush(start + REPLICATION_INTERVAL);
+    carrier.flush(start + 2 * REPLICATION_INTERVAL);
+    let mut made_up = Vec::new();
+    carrier.close_slow_consumers(&mut made_up);
+    assert!(made_up.is_empty(), "{made_up:?}");
+    let greeted: Vec<_> = written_frames(&mut new_rx).into_iter().flat_map(expand_all).collect();
+    assert_eq!(greeted, vec![welcome("p9"), a_player_state("p2"), a_player_state("p3")]);
+    assert_eq!(written(&mut refused_rx), vec![a_message()], "no world, no changes");
+}
+
 /// A connection the core closes gets the changes made before the close first, then the close.
 #[tokio::test]
 async fn a_closed_connection_gets_the_changes_made_before_its_close() {
