@@ -17,7 +17,8 @@
 //! 3. run every timer that is due;
 //! 4. drive every connection listed by 1-3: endpoint events, application events, reads into
 //!    the game's queue, writes from it, then its datagrams out, then its timer re-armed; a
-//!    drained connection is forgotten;
+//!    drained connection is forgotten; the socket is read again (as in 2) after every
+//!    [`DRIVES_PER_RECEIVE`] connections, so a pass over thousands never leaves it unread;
 //! 5. hand the game the events its queue has room for (connections stop reading while it is
 //!    full, and are resumed here once it has room), and publish how many connections are open.
 //!
@@ -58,6 +59,12 @@ const RECV_BATCHES_PER_WAKE: usize = 16;
 /// Transmits one connection sends per pass, at most; one with more is listed again, behind
 /// the others.
 const TRANSMITS_PER_PASS: usize = 8;
+
+/// Connections a pass drives between two reads of the socket. A pass that drives every
+/// connection (a replication interval's end at thousands of players) takes long enough for the
+/// socket's receive buffer to overflow if nobody reads it meanwhile; a datagram dropped there is
+/// a handshake or a report delayed by a retransmission timeout.
+const DRIVES_PER_RECEIVE: usize = 64;
 
 /// Doorbell rings taken per wake, at most.
 const RINGS_PER_WAKE: usize = 4096;
@@ -567,7 +574,12 @@ impl<W: Wire> Driver<W> {
         }
         let mut listed = std::mem::take(&mut self.listed);
         let mut again = Vec::new();
-        for handle in listed.drain(..) {
+        for (driven, handle) in listed.drain(..).enumerate() {
+            if driven > 0 && driven % DRIVES_PER_RECEIVE == 0 {
+                // Connections a datagram lists now are driven in this pass if still ahead in
+                // it, else in the next.
+                self.receive(now);
+            }
             if self.drive(now, handle) == Next::Again {
                 again.push(handle);
             }

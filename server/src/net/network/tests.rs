@@ -250,6 +250,21 @@ fn a_connection_past_its_transmits_per_pass_is_driven_again_at_once() {
     assert!(harness.driver.socket.transmits.get() - before > TRANSMITS_PER_PASS);
 }
 
+/// A pass that drives many connections reads the socket between them: a datagram that arrives
+/// meanwhile waits for a few connections, not for all of them (and not in a receive buffer that
+/// overflows).
+#[test]
+fn a_long_pass_reads_the_socket_between_the_connections_it_drives() {
+    let mut harness = Harness::dialing(Setup::default());
+    // Listed connections that are gone: the pass walks past them as it would drive them.
+    harness.driver.listed = (1_000..1_000 + 2 * DRIVES_PER_RECEIVE).collect();
+    harness.client_out();
+    assert!(!harness.driver.socket.inbox.is_empty(), "the client's Initial waits in the socket");
+    harness.driver.pass(harness.now);
+    assert!(harness.driver.socket.inbox.is_empty(), "the pass read the socket");
+    assert_eq!(harness.driver.socket.sent.borrow().len(), 1, "and answered (a stateless retry)");
+}
+
 /// The connection whose transmit the full socket refused is driven again once the socket
 /// takes datagrams: the transmit goes out, then the rest it has.
 #[test]
