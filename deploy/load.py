@@ -409,6 +409,7 @@ def cmd_table():
         admission = report.get("admission") or {}
         c50 = dig(report, "timings", "connect_to_welcome", "p50_us")
         c99 = dig(report, "timings", "connect_to_welcome", "p99_us")
+        fc50, fc99 = dig(floor, "connect", "p50_us"), dig(floor, "connect", "p99_us")
         idle_n, idle_z = mon.get("idle_cpu_us_per_s"), idle0.get("idle_cpu_us_per_s")
         if (mon.get("idle_seconds") or 0) < MIN_IDLE_S:
             idle_n = None
@@ -437,6 +438,7 @@ def cmd_table():
             "server_start_to_ended_us": {"p50": h50, "p99": h99},
             "steady_transitions": mon.get("steady_transitions"),
             "connect_to_welcome_us": {"p50": c50, "p99": c99},
+            "floor_connect_to_welcome_us": {"p50": fc50, "p99": fc99},
             "admission": admission_figures(admission, mon, floor),
             "clients_connected": report.get("clients_connected"),
             "clients_placed": report.get("clients_placed"),
@@ -464,6 +466,7 @@ def cmd_table():
             f"{ratio(w50, f50)} / {ratio(w99, f99)}",
             f"{ms(h50)} / {ms(h99)}",
             "n/a" if c50 is None else f"{ms(c50)} / {ms(c99)}",
+            "n/a" if fc50 is None else f"{ms(fc50)} / {ms(fc99)}",
             admission_cell(s["admission"], clients),
             seconds(s["admission"]["floor_last_welcomed_us"]),
             " / ".join("n/a" if s[k] is None else str(s[k])
@@ -491,6 +494,7 @@ def cmd_table():
         "  ÷ F(N) p50 / p99",
         "server: start → ended, core `now`, p50 / p99 (ms)",
         "connect → Welcome, whole swarm, p50 / p99 (ms)",
+        "  the floor's: connect → welcome, p50 / p99 (ms)",
         "admission: first dial → last welcomed / last placed (s; welcomed / placed of N)",
         "  the floor's: first connect → last welcomed (s)",
         "clients connected / placed / errors",
