@@ -409,6 +409,11 @@ impl Connection {
         matches!(self.ending, Ending::Ended)
     }
 
+    /// Whether it is still logging in: in its handshake, or waiting for its `Hello`.
+    pub(super) fn is_logging_in(&self) -> bool {
+        matches!(self.login, Login::Handshaking { .. } | Login::AwaitingHello { .. })
+    }
+
     /// Whether reading waits for room in the game's queue.
     pub(super) fn is_read_paused(&self) -> bool {
         self.reader.paused

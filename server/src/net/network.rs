@@ -17,8 +17,11 @@
 //! 3. run every timer that is due;
 //! 4. drive every connection listed by 1-3: endpoint events, application events, reads into
 //!    the game's queue, writes from it, then its datagrams out, then its timer re-armed; a
-//!    drained connection is forgotten; the socket is read again (as in 2) after every
-//!    [`DRIVES_PER_RECEIVE`] connections, so a pass over thousands never leaves it unread;
+//!    drained connection is forgotten; the socket is read again (as in 2), and the rings
+//!    taken (as in 1), after every [`DRIVES_PER_RECEIVE`] connections, so a pass over
+//!    thousands never leaves them waiting; connections still logging in (their handshake,
+//!    their `Hello`, their `Welcome` not yet out) are driven first, and again after each such
+//!    read ([`Listed`]);
 //! 5. hand the game the events its queue has room for (connections stop reading while it is
 //!    full, and are resumed here once it has room), and publish how many connections are open.
 //!
@@ -152,8 +155,8 @@ struct Driver<W = UdpSocket> {
     connections: HashMap<usize, Box<Connection>>,
     /// `(deadline, handle)` of every connection's next wake.
     timers: BTreeSet<(Instant, usize)>,
-    /// Connections to drive in this wake's pass, each once ([`Marks::listed`]).
-    listed: Vec<usize>,
+    /// Connections to drive in this wake's pass, each once.
+    listed: Listed,
     /// Connections whose reading waits for room in the game's queue, in the order they paused
     /// (each once: [`Marks::awaiting_room`]). A handle reused since by a new connection
     /// gets a resume it did not need, which only reads what it has.
@@ -182,10 +185,37 @@ pub(super) struct Marks {
     armed: Option<Instant>,
     /// Listed for the driver's next pass (events to take, datagrams to send).
     listed: bool,
+    /// Listed among the connections logging in, driven before the others
+    /// ([`Listed::urgent`]).
+    urgent: bool,
+    /// The game's first write (its `Welcome` or refusal) was taken: set once.
+    greeted: bool,
+    /// That first write has not been driven out yet: the connection is still logging in.
+    greeting: bool,
     /// Counted in the driver's open connections (until it ends).
     counted_open: bool,
     /// On the driver's list of connections waiting for room to read.
     awaiting_room: bool,
+}
+
+/// The connections a pass drives: those logging in first, then the rest in the order listed.
+///
+/// A pass at a replication deadline drives every connection, thousands of them; a handshake
+/// or a `Welcome` behind them would wait a whole pass at each of its round trips. A connection
+/// still in its handshake, waiting for its `Hello`, or with its `Welcome` not yet sent is
+/// driven first, and again each time the pass reads the socket ([`DRIVES_PER_RECEIVE`]).
+#[derive(Debug, Default)]
+struct Listed {
+    /// Connections logging in ([`Marks::urgent`]).
+    urgent: Vec<usize>,
+    /// The others ([`Marks::listed`]).
+    rest: Vec<usize>,
+}
+
+impl Listed {
+    fn is_empty(&self) -> bool {
+        self.urgent.is_empty() && self.rest.is_empty()
+    }
 }
 
 /// What every connection's datagrams go out through, beside the socket.
@@ -338,7 +368,7 @@ impl<W: Wire> Driver<W> {
             admission,
             connections: HashMap::new(),
             timers: BTreeSet::new(),
-            listed: Vec::new(),
+            listed: Listed::default(),
             paused: Vec::new(),
             open_count: 0,
             events,
@@ -421,11 +451,18 @@ impl Driver<UdpSocket> {
 }
 
 impl<W: Wire> Driver<W> {
-    /// Lists `handle` for this wake's pass.
-    fn list(listed: &mut Vec<usize>, connection: &mut Connection, handle: usize) {
-        if !connection.marks.listed {
-            connection.marks.listed = true;
-            listed.push(handle);
+    /// Lists `handle` for this wake's pass: among the urgent ones while it logs in.
+    fn list(listed: &mut Listed, connection: &mut Connection, handle: usize) {
+        let logging_in = connection.is_logging_in();
+        let marks = &mut connection.marks;
+        if logging_in || marks.greeting {
+            if !marks.urgent {
+                marks.urgent = true;
+                listed.urgent.push(handle);
+            }
+        } else if !marks.listed {
+            marks.listed = true;
+            listed.rest.push(handle);
         }
     }
 
@@ -442,6 +479,10 @@ impl<W: Wire> Driver<W> {
             // A ring for a connection that has gone, its slot since reused, is not this one's.
             if connection.id() != key.connection {
                 continue;
+            }
+            if !connection.marks.greeted {
+                connection.marks.greeted = true;
+                connection.marks.greeting = true;
             }
             connection.take_turn(&mut common.at(now));
             Self::list(listed, connection, key.slot);
@@ -572,19 +613,36 @@ impl<W: Wire> Driver<W> {
         if !self.sending.send_blocked(now, &self.socket) {
             return;
         }
-        let mut listed = std::mem::take(&mut self.listed);
         let mut again = Vec::new();
+        self.drive_urgent(now, &mut again);
+        let mut listed = std::mem::take(&mut self.listed.rest);
         for (driven, handle) in listed.drain(..).enumerate() {
             if driven > 0 && driven % DRIVES_PER_RECEIVE == 0 {
-                // Connections a datagram lists now are driven in this pass if still ahead in
-                // it, else in the next.
+                // What a datagram or a ring lists now is driven in this pass if logging in or
+                // still ahead in it, else in the next.
+                self.take_rings(now, &mut Vec::new());
                 self.receive(now);
+                self.drive_urgent(now, &mut again);
             }
             if self.drive(now, handle) == Next::Again {
                 again.push(handle);
             }
         }
         self.list_again(again, listed);
+    }
+
+    /// Drives the connections listed as logging in, each once; one left with work goes on the
+    /// rest's list (`again`).
+    fn drive_urgent(&mut self, now: Instant, again: &mut Vec<usize>) {
+        let mut urgent = std::mem::take(&mut self.listed.urgent);
+        for handle in urgent.drain(..) {
+            if self.drive(now, handle) == Next::Again {
+                again.push(handle);
+            }
+        }
+        if self.listed.urgent.is_empty() {
+            self.listed.urgent = urgent;
+        }
     }
 
     /// One listed connection's turn in the pass: endpoint events both ways, its step, its
@@ -610,10 +668,15 @@ impl<W: Wire> Driver<W> {
             return Next::Again;
         }
         connection.marks.listed = false;
+        connection.marks.urgent = false;
         exchange_endpoint_events(endpoint, connection, handle);
         connection.step(&mut common.at(now));
         exchange_endpoint_events(endpoint, connection, handle);
         let next = sending.transmit(now, socket, connection, handle);
+        if next == Next::Done {
+            // Its first write is out (or as far as QUIC sends it now): no longer urgent.
+            connection.marks.greeting = false;
+        }
         exchange_endpoint_events(endpoint, connection, handle);
         update_marks(connection, handle, open_count, paused);
         // A lost client's last messages may still wait for room in the game's queue. (Done
@@ -636,11 +699,11 @@ impl<W: Wire> Driver<W> {
         for handle in again {
             if let Some(connection) = self.connections.get_mut(&handle) {
                 connection.marks.listed = true;
-                self.listed.push(handle);
+                self.listed.rest.push(handle);
             }
         }
-        if self.listed.is_empty() {
-            self.listed = room;
+        if self.listed.rest.is_empty() {
+            self.listed.rest = room;
         }
     }
 

@@ -257,12 +257,53 @@ fn a_connection_past_its_transmits_per_pass_is_driven_again_at_once() {
 fn a_long_pass_reads_the_socket_between_the_connections_it_drives() {
     let mut harness = Harness::dialing(Setup::default());
     // Listed connections that are gone: the pass walks past them as it would drive them.
-    harness.driver.listed = (1_000..1_000 + 2 * DRIVES_PER_RECEIVE).collect();
+    harness.driver.listed.rest = (1_000..1_000 + 2 * DRIVES_PER_RECEIVE).collect();
     harness.client_out();
     assert!(!harness.driver.socket.inbox.is_empty(), "the client's Initial waits in the socket");
     harness.driver.pass(harness.now);
     assert!(harness.driver.socket.inbox.is_empty(), "the pass read the socket");
     assert_eq!(harness.driver.socket.sent.borrow().len(), 1, "and answered (a stateless retry)");
+}
+
+/// A connection still logging in is driven as soon as a read in the middle of a pass brings
+/// its datagram, not after every connection listed ahead of it: a handshake does not wait a
+/// whole pass at each of its round trips.
+#[test]
+fn a_connection_logging_in_is_driven_before_the_connections_listed_ahead_of_it() {
+    let mut harness = Harness::dialing(Setup::default());
+    for _ in 0..MAX_STEPS {
+        if !harness.driver.connections.is_empty() {
+            break;
+        }
+        harness.client_out();
+        harness.driver.turn(harness.now, &mut Vec::new());
+        harness.client_in();
+    }
+    assert!(harness.connection().quic.is_handshaking());
+    assert!(harness.client_out(), "the client's end of the handshake waits in the socket");
+    harness.driver.socket.sent.borrow_mut().clear();
+    harness.driver.listed.rest = (1_000..1_000 + 2 * DRIVES_PER_RECEIVE).collect();
+    harness.driver.pass(harness.now);
+    assert!(!harness.connection().quic.is_handshaking(), "its handshake ended in this pass");
+    assert!(!harness.driver.socket.sent.borrow().is_empty(), "and its answer went out");
+}
+
+/// The game's first write for a connection (its `Welcome`) is driven as soon as a read in the
+/// middle of a pass brings its ring; a later write waits its turn behind the connections
+/// listed ahead of it.
+#[test]
+fn a_connections_first_write_is_driven_before_the_connections_listed_ahead_of_it() {
+    let (mut harness, outbound, _) = Harness::logged_in(Setup::default());
+    harness.client_in();
+    for (write, urgent) in [("the first", true), ("a later", false)] {
+        harness.driver.socket.sent.borrow_mut().clear();
+        outbound.try_send_frames(Bytes::from_static(&[0, 0, 0, 0]), 1).unwrap();
+        harness.driver.listed.rest = (1_000..1_000 + 2 * DRIVES_PER_RECEIVE).collect();
+        harness.driver.pass(harness.now);
+        let sent = !harness.driver.socket.sent.borrow().is_empty();
+        assert_eq!(sent, urgent, "{write} write went out in the pass it was rung in");
+        harness.driver.turn(harness.now, &mut Vec::new());
+    }
 }
 
 /// The connection whose transmit the full socket refused is driven again once the socket
