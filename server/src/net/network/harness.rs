@@ -254,9 +254,9 @@ impl Harness {
         Harness { driver, client, events: events_rx, now, metrics, network, setup, cert }
     }
 
-    /// A client the server accepted (after its stateless retry), cut off before the server's
-    /// side of the handshake ends.
-    pub(crate) fn accepted_then_cut(setup: Setup) -> Harness {
+    /// A client the server accepted (after its stateless retry), the server's first flight
+    /// taken by the client, before the server's side of the handshake ends.
+    pub(crate) fn accepted(setup: Setup) -> Harness {
         let mut harness = Harness::dialing(setup);
         for _ in 0..MAX_STEPS {
             if !harness.driver.connections.is_empty() {
@@ -267,6 +267,12 @@ impl Harness {
             harness.client_in();
         }
         assert!(harness.connection().quic.is_handshaking(), "the server's side is not done");
+        harness
+    }
+
+    /// As [`Harness::accepted`], then cut off.
+    pub(crate) fn accepted_then_cut(setup: Setup) -> Harness {
+        let mut harness = Harness::accepted(setup);
         harness.client.cut = true;
         harness
     }
