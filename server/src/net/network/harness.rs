@@ -43,10 +43,13 @@ pub(crate) struct MemWire {
     pub(crate) full: Cell<bool>,
     /// Sends that fail next with another error than a full queue (an ICMP error, say).
     pub(crate) fail_next: Cell<usize>,
+    /// Reads asked of it, whether or not a datagram waited.
+    pub(crate) reads: usize,
 }
 
 impl Wire for MemWire {
     fn recv(&mut self, out: &mut Vec<Datagram>) -> io::Result<()> {
+        self.reads += 1;
         if self.inbox.is_empty() {
             return Err(io::ErrorKind::WouldBlock.into());
         }

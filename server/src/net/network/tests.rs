@@ -257,12 +257,16 @@ fn a_connection_past_its_transmits_per_pass_is_driven_again_at_once() {
 fn a_long_pass_reads_the_socket_between_the_connections_it_drives() {
     let mut harness = Harness::dialing(Setup::default());
     // Listed connections that are gone: the pass walks past them as it would drive them.
-    harness.driver.listed.rest = (1_000..1_000 + 2 * DRIVES_PER_RECEIVE).collect();
+    harness.driver.listed.rest = (1_000..=1_000 + 2 * DRIVES_PER_RECEIVE).collect();
     harness.client_out();
     assert!(!harness.driver.socket.inbox.is_empty(), "the client's Initial waits in the socket");
+    let before = harness.driver.socket.reads;
     harness.driver.pass(harness.now);
     assert!(harness.driver.socket.inbox.is_empty(), "the pass read the socket");
     assert_eq!(harness.driver.socket.sent.borrow().len(), 1, "and answered (a stateless retry)");
+    // After the 64th connection (the datagram, then an empty socket) and the 128th (empty),
+    // and nowhere else.
+    assert_eq!(harness.driver.socket.reads - before, 3, "read after every 64 connections");
 }
 
 /// A connection still logging in is driven as soon as a read in the middle of a pass brings
