@@ -256,6 +256,20 @@ def cmd_monitor():
     all_in = out["players_seen"] >= n
     out["all_connected"] = all_in
     out["all_connected_after_s"] = round(time.time() - started, 2) if all_in else None
+    # ... and placed (a pawn possessed), so the steady stretch holds no admission work: at large N
+    # the last placements come seconds after the last login. Bounded by the same deadline.
+    out["placed_seen"] = 0
+    while all_in and time.time() < min(connect_deadline, until):
+        try:
+            m = metrics(admin)
+        except OSError:
+            m = {}
+        out["placed_seen"] = max(out["placed_seen"], int(m.get("placed_players", 0)))
+        if out["placed_seen"] >= n:
+            break
+        time.sleep(POLL)
+    all_placed = out["placed_seen"] >= n
+    out["all_placed_after_s"] = round(time.time() - started, 2) if all_placed else None
     # 2. The steady stretch: idle windows between transitions, and the whole stretch's CPU; S
     # seconds from now, but never past the clients' leaving.
     until = min(until, time.time() + steady)
@@ -359,14 +373,19 @@ def admission_figures(admission, mon, floor):
             "last_welcomed_us": admission.get("last_welcomed_us"),
             "last_placed_us": admission.get("last_placed_us"),
             "server_all_players_after_s": mon.get("all_connected_after_s"),
+            # "n/a": a monitor file from before it waited for placements.
+            "server_all_placed_after_s": mon.get("all_placed_after_s", "n/a"),
             "floor_last_welcomed_us": floor.get("connect_all_us")}
 
 
 def admission_cell(a, clients):
-    """`10.2 / 10.9 (4000 / 4000); server: 4000 players at 10.3 s`: the swarm's admission,
-    and when the server counted N players (`never` if it did not while the monitor waited)."""
-    after = a["server_all_players_after_s"]
-    server = f"server: {clients} players " + ("never" if after is None else f"at {after} s")
+    """`10.2 / 10.9 (4000 / 4000); server: 4000 players at 10.3 s, placed at 10.9 s`: the
+    swarm's admission, and when the server counted N players and N placed (`never` if it did
+    not while the monitor waited)."""
+    after, placed = a["server_all_players_after_s"], a.get("server_all_placed_after_s")
+    server = (f"server: {clients} players " + ("never" if after is None else f"at {after} s")
+              + ", placed " + ("never" if placed is None
+                               else "n/a" if placed == "n/a" else f"at {placed} s"))
     if a["welcomed"] is None:
         return f"n/a; {server}"
     return (f"{seconds(a['last_welcomed_us'])} / {seconds(a['last_placed_us'])}"

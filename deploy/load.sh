@@ -17,7 +17,8 @@
 # ended (from GET /state, `recent_transition_timings`), each as a ratio to F(N); connect →
 # Welcome; the admission time (the swarm's first dial to the last client's first Welcome and to
 # the last client's first placement, from its report's `admission`, with how many got there, and
-# when the server first counted N players; the floor's first connect to last welcome beside it);
+# when the server first counted N players, and N placed; the floor's first connect to last
+# welcome beside it);
 # server CPU per client per second idle and per transition; server RSS per idle client, and as a
 # ratio to M(N); bytes on the wire per client per transition; the UDP RcvbufErrors before and
 # after; the load average. The figures are a benchmark, never an assertion: the run fails only if a tool fails.
@@ -45,7 +46,7 @@
 # 4,000) is added to the floor's and the swarm's connect timeouts and the floor's round timeout,
 # to how long the clients stay (so an admission that lags the dialling still leaves the steady
 # stretch), to how long the monitor waits for every player, and to the outer `timeout` of each
-# tool. The steady stretch starts once the server counts N players (or at that deadline) and
+# tool. The steady stretch starts once the server counts N players placed (or at that deadline) and
 # lasts LOAD_STEADY s, ending 2 s before the clients leave at the latest. File descriptors are
 # not a limit (QUIC puts every connection of a side on a few UDP sockets: about 60 at 4,000);
 # the kernel's caps on UDP buffers (net.core.rmem_max, wmem_max) are, and the RcvbufErrors rows
