@@ -237,38 +237,37 @@ def percentile(values, q):
     return values[min(len(values) - 1, max(0, math.ceil(q * len(values)) - 1))]
 
 
+def wait_for_gauge(admin, name, n, deadline):
+    """Polls the server's gauge `name` until it reaches `n` or `deadline` (epoch s) passes: the
+    most it showed, and whether it got there."""
+    seen = 0
+    while time.time() < deadline:
+        try:
+            m = metrics(admin)
+        except OSError:
+            m = {}
+        seen = max(seen, int(m.get(name, 0)))
+        if seen >= n:
+            return seen, True
+        time.sleep(POLL)
+    return seen, False
+
+
 def cmd_monitor():
     pid, admin, n = arg("--pid"), arg("--admin"), arg("--clients", int)
     until, connect_deadline = arg("--until", float), arg("--connect-deadline", float)
     steady = arg("--steady", float, math.inf)
     out = {"clients": n, "players_seen": 0}
     started = time.time()
-    # 1. Every client logged in (bounded by the connect deadline and the clients' leaving).
-    while time.time() < min(connect_deadline, until):
-        try:
-            m = metrics(admin)
-        except OSError:
-            m = {}
-        out["players_seen"] = max(out["players_seen"], int(m.get("players", 0)))
-        if m.get("players", 0) >= n:
-            break
-        time.sleep(POLL)
-    all_in = out["players_seen"] >= n
+    # 1. Every client logged in, then placed (a pawn possessed), so the steady stretch holds no
+    # admission work: at large N the last placements come seconds after the last login. Each
+    # bounded by the connect deadline and the clients' leaving.
+    deadline = min(connect_deadline, until)
+    out["players_seen"], all_in = wait_for_gauge(admin, "players", n, deadline)
     out["all_connected"] = all_in
     out["all_connected_after_s"] = round(time.time() - started, 2) if all_in else None
-    # ... and placed (a pawn possessed), so the steady stretch holds no admission work: at large N
-    # the last placements come seconds after the last login. Bounded by the same deadline.
-    out["placed_seen"] = 0
-    while all_in and time.time() < min(connect_deadline, until):
-        try:
-            m = metrics(admin)
-        except OSError:
-            m = {}
-        out["placed_seen"] = max(out["placed_seen"], int(m.get("placed_players", 0)))
-        if out["placed_seen"] >= n:
-            break
-        time.sleep(POLL)
-    all_placed = out["placed_seen"] >= n
+    out["placed_seen"], all_placed = (wait_for_gauge(admin, "placed_players", n, deadline)
+                                      if all_in else (0, False))
     out["all_placed_after_s"] = round(time.time() - started, 2) if all_placed else None
     # 2. The steady stretch: idle windows between transitions, and the whole stretch's CPU; S
     # seconds from now, but never past the clients' leaving.

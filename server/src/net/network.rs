@@ -188,14 +188,25 @@ pub(super) struct Marks {
     /// Listed among the connections logging in, driven before the others
     /// ([`Listed::urgent`]).
     urgent: bool,
-    /// The game's first write (its `Welcome` or refusal) was taken: set once.
-    greeted: bool,
-    /// That first write has not been driven out yet: the connection is still logging in.
-    greeting: bool,
+    /// Where the game's first write (its `Welcome`) is: while it goes out, the connection is
+    /// still logging in.
+    first_write: FirstWrite,
     /// Counted in the driver's open connections (until it ends).
     counted_open: bool,
     /// On the driver's list of connections waiting for room to read.
     awaiting_room: bool,
+}
+
+/// Where a connection's first write from the game (its `Welcome`) is.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum FirstWrite {
+    /// Not rung yet.
+    #[default]
+    Awaited,
+    /// Taken from the game's queue, not yet driven out.
+    Going,
+    /// Out (as far as QUIC sends it at once); every later write waits its turn.
+    Out,
 }
 
 /// The connections a pass drives: those logging in first, then the rest in the order listed.
@@ -455,7 +466,7 @@ impl<W: Wire> Driver<W> {
     fn list(listed: &mut Listed, connection: &mut Connection, handle: usize) {
         let logging_in = connection.is_logging_in();
         let marks = &mut connection.marks;
-        if logging_in || marks.greeting {
+        if logging_in || marks.first_write == FirstWrite::Going {
             if !marks.urgent {
                 marks.urgent = true;
                 listed.urgent.push(handle);
@@ -480,9 +491,8 @@ impl<W: Wire> Driver<W> {
             if connection.id() != key.connection {
                 continue;
             }
-            if !connection.marks.greeted {
-                connection.marks.greeted = true;
-                connection.marks.greeting = true;
+            if connection.marks.first_write == FirstWrite::Awaited {
+                connection.marks.first_write = FirstWrite::Going;
             }
             connection.take_turn(&mut common.at(now));
             Self::list(listed, connection, key.slot);
@@ -673,9 +683,8 @@ impl<W: Wire> Driver<W> {
         connection.step(&mut common.at(now));
         exchange_endpoint_events(endpoint, connection, handle);
         let next = sending.transmit(now, socket, connection, handle);
-        if next == Next::Done {
-            // Its first write is out (or as far as QUIC sends it now): no longer urgent.
-            connection.marks.greeting = false;
+        if next == Next::Done && connection.marks.first_write == FirstWrite::Going {
+            connection.marks.first_write = FirstWrite::Out;
         }
         exchange_endpoint_events(endpoint, connection, handle);
         update_marks(connection, handle, open_count, paused);

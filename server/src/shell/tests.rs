@@ -606,6 +606,17 @@ fn one_welcomed_peer(interval: Duration) -> (Carrier, ConnectionId, net::SendQue
     (carrier, connection, rx, kept)
 }
 
+/// [`one_welcomed_peer`], with `p2`'s state replicated and sent (its batch joined the world a
+/// newcomer is greeted with); and when the change was carried.
+fn a_world_of_one_change_sent() -> (Carrier, ConnectionId, net::SendQueueRx, Rings, Instant) {
+    let (mut carrier, connection, rx, kept) = one_welcomed_peer(REPLICATION_INTERVAL);
+    let start = Instant::now();
+    carrier.carry(Output::Broadcast { message: a_player_state("p2") }, &mut Vec::new());
+    carrier.flush(start);
+    carrier.flush(start + REPLICATION_INTERVAL);
+    (carrier, connection, rx, kept, start)
+}
+
 /// Broadcasts of replicated state carried in several drains (a burst of logins) wait for the
 /// replication deadline, set by the first of them, then go to the writer as one `Replicated`
 /// frame, in order; not a moment before the deadline (docs/protocol.md 4.4).
@@ -950,11 +961,7 @@ async fn a_newcomer_is_greeted_with_every_replicated_change_applied() {
 /// all of them, not one per login (docs/protocol.md 4.5).
 #[tokio::test]
 async fn the_newcomers_of_an_interval_share_one_encoding_of_the_world() {
-    let (mut carrier, _, _rx, _kept) = one_welcomed_peer(REPLICATION_INTERVAL);
-    let start = Instant::now();
-    carrier.carry(Output::Broadcast { message: a_player_state("p2") }, &mut Vec::new());
-    carrier.flush(start);
-    carrier.flush(start + REPLICATION_INTERVAL);
+    let (mut carrier, _, _rx, _kept, _) = a_world_of_one_change_sent();
     let mut greeted = Vec::new();
     for i in 0..2 {
         let connection = ConnectionId(10 + i);
@@ -1099,11 +1106,7 @@ async fn a_connection_that_stopped_reading_is_closed_when_its_owed_changes_do_no
 /// connection refused before any `Welcome` is greeted with nothing, nor sent the changes.
 #[tokio::test]
 async fn only_a_welcome_greets_and_a_greeting_that_fits_closes_nothing() {
-    let (mut carrier, _, _rx, _kept) = one_welcomed_peer(REPLICATION_INTERVAL);
-    let start = Instant::now();
-    carrier.carry(Output::Broadcast { message: a_player_state("p2") }, &mut Vec::new());
-    carrier.flush(start);
-    carrier.flush(start + REPLICATION_INTERVAL);
+    let (mut carrier, _, _rx, _kept, start) = a_world_of_one_change_sent();
     let (newcomer, refused) = (ConnectionId(7), ConnectionId(8));
     let (tx, mut new_rx, _r1) = net::test_queue(16, newcomer);
     carrier.add_peer(newcomer, tx);
