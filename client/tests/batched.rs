@@ -147,7 +147,7 @@ fn a_world_snapshot_is_applied_as_the_messages_it_stands_for() {
 
     // Cut small, the same world comes in several snapshots, each applied whole in turn: its
     // players, then its pawns.
-    let cut = snapshots(&world, 200);
+    let cut = snapshots(&world, 48);
     assert!(cut.len() > 1, "{} snapshots", cut.len());
     let mut s = welcomed(t0);
     for snapshot in &cut {

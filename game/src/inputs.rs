@@ -147,16 +147,21 @@ impl Game {
         let view = player.view();
         let (tags, health) = (player.abilities.tags(), player.abilities.health());
         let kits = player.abilities.granted_kits();
+        // A relaunch that kept its class is announced now; anyone else once its save loads, in
+        // one `PlayerStateUpdated` with its class (docs/spec/sessions.md S13).
+        let announced = player.is_announced();
         self.roster.join(player);
-        self.broadcast(ServerMessage::PlayerStateUpdated(view));
-        if restored {
-            self.broadcast(ServerMessage::AbilityTagsChanged { player_id: id.clone(), tags });
-            self.broadcast(ServerMessage::HealthChanged { player_id: id.clone(), health });
-            // The kits its player holds, which are never granted again: a relaunched client
-            // rebuilds its kit state from this (docs/protocol.md 4.3).
-            if !kits.is_empty() {
-                self.send(connection, ServerMessage::KitsGranted { kits });
+        if announced {
+            self.broadcast(ServerMessage::PlayerStateUpdated(view));
+            if restored {
+                self.broadcast(ServerMessage::AbilityTagsChanged { player_id: id.clone(), tags });
+                self.broadcast(ServerMessage::HealthChanged { player_id: id.clone(), health });
             }
+        }
+        // The kits its player holds, which are never granted again: a relaunched client
+        // rebuilds its kit state from this (docs/protocol.md 4.3).
+        if restored && !kits.is_empty() {
+            self.send(connection, ServerMessage::KitsGranted { kits });
         }
         self.admit_player(now, &id);
     }
@@ -247,6 +252,7 @@ impl Game {
         let node = self.roster.possessed_pawn(&id).map(|pawn| pawn.node.clone());
         self.save_player(&id, node);
         let Some((player, pawns)) = self.roster.leave(connection, now) else { return };
+        let announced = player.is_announced();
         tracing::info!(player = %id, connection = connection.0, close_code = departure.code_field(),
             reason = %departure.reason, "player left");
         // Its ready report belonged to the connection that left.
@@ -258,7 +264,10 @@ impl Game {
         for pawn_id in pawns {
             self.broadcast(ServerMessage::PawnDestroyed { pawn_id });
         }
-        self.broadcast(ServerMessage::PlayerLeft { player_id: id });
+        // Clients were never told of a player that leaves before its class is known (S13).
+        if announced {
+            self.broadcast(ServerMessage::PlayerLeft { player_id: id });
+        }
     }
 
     /// `Input::Message`: one client message from `connection`, dispatched to its handler
@@ -570,6 +579,7 @@ impl Game {
         ticket: u64,
         outcome: LoadOutcome<PlayerSave>,
     ) {
+        let announced = self.roster.player(id).is_some_and(|p| p.is_announced());
         let load =
             persistence::apply_player_load(&self.world, &mut self.roster, id, ticket, outcome);
         let PlayerLoad::Applied { failed, connection, view, tags, granted } = load else {
@@ -579,17 +589,39 @@ impl Game {
         if failed {
             self.out.counters.load_failures += 1;
         }
-        if let Some(view) = view {
-            self.broadcast(ServerMessage::PlayerStateUpdated(view));
-        }
-        if let Some(tags) = tags {
-            self.broadcast(ServerMessage::AbilityTagsChanged { player_id: id.clone(), tags });
+        if !announced {
+            // Its class is known now: clients are told of it for the first time (S13), as a
+            // snapshot would tell them, tags and health only where not the defaults.
+            self.announce(id);
+        } else {
+            if let Some(view) = view {
+                self.broadcast(ServerMessage::PlayerStateUpdated(view));
+            }
+            if let Some(tags) = tags {
+                self.broadcast(ServerMessage::AbilityTagsChanged { player_id: id.clone(), tags });
+            }
         }
         if !granted.is_empty() {
             self.out.counters.kit_grants += 1;
             self.send(connection, ServerMessage::KitsGranted { kits: granted });
         }
         self.spawns.wake();
+    }
+
+    /// Tells every client of player `id` (docs/spec/sessions.md S13): its player state, then its
+    /// ability tags if it holds any and its health if it is not the world's maximum
+    /// (docs/protocol.md 5, `HealthChanged`). Nothing for a player not in the roster.
+    fn announce(&mut self, id: &PlayerId) {
+        let Some(player) = self.roster.player(id) else { return };
+        let (view, tags, health) =
+            (player.view(), player.abilities.tags(), player.abilities.health());
+        self.broadcast(ServerMessage::PlayerStateUpdated(view));
+        if !tags.is_empty() {
+            self.broadcast(ServerMessage::AbilityTagsChanged { player_id: id.clone(), tags });
+        }
+        if health != self.world.max_health {
+            self.broadcast(ServerMessage::HealthChanged { player_id: id.clone(), health });
+        }
     }
 
     /// `OnLoadCompleted` for the session (`persistence.rs`): the world's node is known now.

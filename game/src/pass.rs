@@ -131,7 +131,9 @@ impl Game {
     /// presentation path of clients is exercised; every change is replicated.
     fn rebalance_teams(&mut self, id: TransitionId) {
         for player in self.roster.rebalance_teams(id) {
-            if let Some(view) = self.roster.player(&player).map(|p| p.view()) {
+            // One not announced yet takes its new team into its announcement (S13).
+            let announced = self.roster.player(&player).filter(|p| p.is_announced());
+            if let Some(view) = announced.map(|p| p.view()) {
                 self.broadcast(ServerMessage::PlayerStateUpdated(view));
             }
         }

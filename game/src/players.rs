@@ -230,6 +230,13 @@ impl Player {
         self.abilities.is_dead()
     }
 
+    /// Whether clients are told of this player state: once its class is known, at login for a
+    /// relaunch that kept it, else once its save loaded (docs/spec/sessions.md S13). Before
+    /// that nothing about it is replicated, not even its leaving.
+    pub(crate) fn is_announced(&self) -> bool {
+        self.character_def.is_some()
+    }
+
     /// The player state as clients see it (`PlayerState` messages and snapshots).
     pub(crate) fn view(&self) -> PlayerStateView {
         PlayerStateView {

@@ -1,8 +1,8 @@
 //! The frame codec: the only place that knows the wire encoding.
 //!
 //! A frame is a `u32` little-endian body length followed by the body, one message encoded with
-//! bincode 2 (serde mode, little-endian, fixed-width integers; `docs/protocol.md` spells out the
-//! rules). The length excludes the 4-byte prefix and may not exceed the configured maximum.
+//! bincode 2 (serde mode, little-endian, variable-length integers; `docs/protocol.md` spells out
+//! the rules). The length excludes the 4-byte prefix and may not exceed the configured maximum.
 //!
 //! Decoding never panics: truncated input waits for more bytes, and an oversized length, a body
 //! that does not decode, or a body with trailing bytes is a [`FrameError`]. Allocation while
@@ -25,7 +25,7 @@ pub const DEFAULT_MAX_FRAME_LEN: usize = 64 * 1024;
 fn config() -> impl bincode::config::Config {
     bincode::config::standard()
         .with_little_endian()
-        .with_fixed_int_encoding()
+        .with_variable_int_encoding()
         .with_limit::<HARD_MAX_FRAME_LEN>()
 }
 
@@ -147,12 +147,10 @@ pub fn decode_replicated_kept(
     if !is_replicated(body) {
         return Err(malformed("not a Replicated message".into()));
     }
-    let count = body
-        .get(4..12)
-        .and_then(|b| b.first_chunk::<8>())
-        .map(|count| u64::from_le_bytes(*count))
-        .ok_or_else(|| malformed("no change count".into()))?;
-    let mut at = 12;
+    let variant = replicated_variant().len();
+    let (count, used) = bincode::serde::decode_from_slice::<u64, _>(&body[variant..], config())
+        .map_err(|e| malformed(format!("no change count: {e}")))?;
+    let mut at = variant + used;
     let mut kept = Vec::new();
     for _ in 0..count {
         let rest = &body[at..];
@@ -257,8 +255,9 @@ impl ReplicationBatch {
         let end = end.min(self.ends.len());
         let max_len = max_len.min(HARD_MAX_FRAME_LEN);
         let variant = replicated_variant();
-        // The variant index, then the list's length.
-        let header_len = variant.len() + 8;
+        // The variant index, then the list's length: a varint of at most `MAX_VARINT_LEN`
+        // bytes, counted in full when fitting changes (a frame may end up a few bytes short).
+        let header_len = variant.len() + MAX_VARINT_LEN;
         let mut out = Frames::default();
         let mut next = first;
         while next < end {
@@ -272,11 +271,12 @@ impl ReplicationBatch {
                 let len = self.ends[next] - from + header_len;
                 return Err(FrameError::TooLong { len, max: max_len });
             }
-            let body_len = self.ends[last - 1] - from + header_len;
+            let count = varint((last - next) as u64);
+            let body_len = self.ends[last - 1] - from + variant.len() + count.len();
             // Fits: at most HARD_MAX_FRAME_LEN.
             out.bytes.extend_from_slice(&(body_len as u32).to_le_bytes());
-            out.bytes.extend_from_slice(&variant);
-            out.bytes.extend_from_slice(&((last - next) as u64).to_le_bytes());
+            out.bytes.extend_from_slice(variant);
+            out.bytes.extend_from_slice(&count);
             out.bytes.extend_from_slice(&self.bodies[from..self.ends[last - 1]]);
             out.count += 1;
             next = last;
@@ -290,33 +290,47 @@ impl ReplicationBatch {
     }
 }
 
-/// The variant index a body of `message`'s kind starts with.
-fn variant_of(message: &crate::ServerMessage) -> [u8; 4] {
+/// Most bytes a `u64` takes in the wire's variable-length encoding: a marker byte and 8 bytes.
+const MAX_VARINT_LEN: usize = 9;
+
+/// `value` in the wire's variable-length integer encoding (a list's length, an enum's index).
+fn varint(value: u64) -> Vec<u8> {
+    let mut out = Vec::with_capacity(MAX_VARINT_LEN);
+    // A u64 always encodes, within any size limit.
+    let _ = bincode::serde::encode_into_std_write(value, &mut out, config());
+    out
+}
+
+/// The variant index a body of `message`'s kind starts with: its bytes, one for every message
+/// of the protocol (fewer than 251 variants).
+fn variant_of(message: &crate::ServerMessage) -> Vec<u8> {
     let mut body = Vec::with_capacity(64);
     // An empty message of a kind always encodes; were it not to, the bodies of that kind would
     // not be recognised, which the codec's tests catch.
     let _ = bincode::serde::encode_into_std_write(message, &mut body, config());
-    body.first_chunk::<4>().copied().unwrap_or_default()
+    let index = bincode::serde::decode_from_slice::<u32, _>(&body, config());
+    body.truncate(index.map_or(body.len(), |(_, len)| len));
+    body
 }
 
-/// The variant index a `Replicated` body starts with (its list's `u64` length follows); worked
+/// The variant index a `Replicated` body starts with (its list's length follows); worked
 /// out once, as the receiver's hot path asks it of every frame.
-fn replicated_variant() -> [u8; 4] {
-    static VARIANT: std::sync::OnceLock<[u8; 4]> = std::sync::OnceLock::new();
-    *VARIANT.get_or_init(|| variant_of(&crate::ServerMessage::Replicated { changes: Vec::new() }))
+fn replicated_variant() -> &'static [u8] {
+    static VARIANT: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
+    VARIANT.get_or_init(|| variant_of(&crate::ServerMessage::Replicated { changes: Vec::new() }))
 }
 
 /// Whether `body` is a `Replicated` message's, read from its variant index alone.
 pub fn is_replicated(body: &[u8]) -> bool {
-    body.first_chunk::<4>() == Some(&replicated_variant())
+    body.starts_with(replicated_variant())
 }
 
 /// Whether `body` is a `WorldSnapshot` message's, read from its variant index alone.
 pub fn is_world_snapshot(body: &[u8]) -> bool {
-    static VARIANT: std::sync::OnceLock<[u8; 4]> = std::sync::OnceLock::new();
+    static VARIANT: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
     let variant =
         VARIANT.get_or_init(|| variant_of(&crate::ServerMessage::WorldSnapshot(Box::default())));
-    body.first_chunk::<4>() == Some(variant)
+    body.starts_with(variant)
 }
 
 /// Room a drained [`FrameDecoder`] keeps for the next frames, bytes (a control channel's
@@ -478,11 +492,8 @@ mod tests {
             let index = variant(&m);
             seen[index] = true;
             let frame = encode_frame(&m, DEFAULT_MAX_FRAME_LEN).unwrap();
-            assert_eq!(
-                u32::from_le_bytes(frame[4..8].try_into().unwrap()) as usize,
-                index,
-                "{m:?}"
-            );
+            // Every protocol enum has fewer than 251 variants: the index is one byte.
+            assert_eq!(usize::from(frame[4]), index, "{m:?}");
         }
         assert!(seen.iter().all(|s| *s), "a variant has no sample: {seen:?}");
     }
@@ -609,12 +620,11 @@ mod tests {
     fn garbage_bodies_are_errors() {
         // Unknown variant index.
         let mut d = FrameDecoder::new(DEFAULT_MAX_FRAME_LEN);
-        d.extend(&[4, 0, 0, 0, 99, 0, 0, 0]);
+        d.extend(&[1, 0, 0, 0, 99]);
         assert!(matches!(d.next_message::<ClientMessage>(), Err(FrameError::Malformed { .. })));
         // A string claiming far more bytes than the body holds.
-        let mut body = 0u32.to_le_bytes().to_vec(); // Hello
-        body.extend(1u32.to_le_bytes()); // version
-        body.extend(u64::MAX.to_le_bytes()); // token length
+        let mut body = vec![0, 1, 0xfd]; // Hello, version 1, an 8-byte token length:
+        body.extend(u64::MAX.to_le_bytes());
         assert!(matches!(decode_body::<ClientMessage>(&body), Err(FrameError::Malformed { .. })));
         // A valid message followed by trailing bytes.
         let mut frame = encode_frame(&ClientMessage::Leave, DEFAULT_MAX_FRAME_LEN).unwrap();
@@ -624,13 +634,10 @@ mod tests {
         d.extend(&frame);
         assert_eq!(
             d.next_message::<ClientMessage>(),
-            Err(FrameError::TrailingBytes { len: 5, trailing: 1 })
+            Err(FrameError::TrailingBytes { len: 2, trailing: 1 })
         );
         // Invalid UTF-8 in a string.
-        let mut body = 0u32.to_le_bytes().to_vec();
-        body.extend(1u32.to_le_bytes());
-        body.extend(2u64.to_le_bytes());
-        body.extend([0xff, 0xfe]);
+        let body = [0, 1, 2, 0xff, 0xfe]; // Hello, version 1, a 2-byte token
         assert!(decode_body::<ClientMessage>(&body).is_err());
     }
 
@@ -677,7 +684,7 @@ mod wire_examples {
         let frame =
             encode_frame(&ClientMessage::TransitionReady { transition_id: TransitionId(7) }, 64)
                 .unwrap();
-        assert_eq!(frame, [12, 0, 0, 0, 1, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(frame, [2, 0, 0, 0, 1, 7]);
     }
 
     #[test]
@@ -685,7 +692,7 @@ mod wire_examples {
         let frame =
             encode_frame(&ClientMessage::TransitionShown { transition_id: TransitionId(7) }, 64)
                 .unwrap();
-        assert_eq!(frame, [12, 0, 0, 0, 6, 0, 0, 0, 7, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(frame, [2, 0, 0, 0, 6, 7]);
     }
 
     #[test]
@@ -693,15 +700,15 @@ mod wire_examples {
         let frame =
             encode_frame(&ClientMessage::PossessionAcknowledged { pawn_id: PawnId(42) }, 64)
                 .unwrap();
-        assert_eq!(frame, [12, 0, 0, 0, 2, 0, 0, 0, 42, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(frame, [2, 0, 0, 0, 2, 42]);
     }
 
     #[test]
     fn hello_encodes_as_documented() {
         let frame =
-            encode_frame(&ClientMessage::Hello { protocol_version: 9, token: "a.b.c".into() }, 64)
+            encode_frame(&ClientMessage::Hello { protocol_version: 10, token: "a.b.c".into() }, 64)
                 .unwrap();
-        let mut expected = vec![21, 0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 0, 5, 0, 0, 0, 0, 0, 0, 0];
+        let mut expected = vec![8, 0, 0, 0, 0, 10, 5];
         expected.extend_from_slice(b"a.b.c");
         assert_eq!(frame, expected);
     }
@@ -713,11 +720,9 @@ mod wire_examples {
             pawn_ids: crate::PawnIdRuns::from_ids([12, 13, 14, 20].map(PawnId)),
         };
         let frame = encode_frame(&message, 64).unwrap();
-        let mut expected = vec![50, 0, 0, 0, 8, 0, 0, 0, 6, 0, 0, 0, 0, 0, 0, 0];
+        let mut expected = vec![13, 0, 0, 0, 8, 6];
         expected.extend_from_slice(b"forest");
-        expected.extend_from_slice(&[2, 0, 0, 0, 0, 0, 0, 0]);
-        expected.extend_from_slice(&[12, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0]);
-        expected.extend_from_slice(&[20, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0, 0]);
+        expected.extend_from_slice(&[2, 12, 3, 20, 1]);
         assert_eq!(frame, expected);
     }
 
@@ -729,7 +734,7 @@ mod wire_examples {
         };
         let mut frame = encode_frame(&message, 64).unwrap();
         // Move the second run's first id from 20 back to 13, inside the first run.
-        let second = frame.len() - 12;
+        let second = frame.len() - 2;
         frame[second] = 13;
         let err = decode_body::<crate::ServerMessage>(&frame[4..]).unwrap_err();
         assert!(err.to_string().contains("pawn id run 1 (from 13)"), "{err}");
@@ -739,12 +744,12 @@ mod wire_examples {
     fn join_ready_encodes_as_documented() {
         let frame =
             encode_frame(&ClientMessage::JoinReady { join_id: crate::ids::JoinId(3) }, 64).unwrap();
-        assert_eq!(frame, [12, 0, 0, 0, 5, 0, 0, 0, 3, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(frame, [2, 0, 0, 0, 5, 3]);
     }
 
     #[test]
     fn leave_encodes_as_documented() {
-        assert_eq!(encode_frame(&ClientMessage::Leave, 64).unwrap(), [4, 0, 0, 0, 4, 0, 0, 0]);
+        assert_eq!(encode_frame(&ClientMessage::Leave, 64).unwrap(), [1, 0, 0, 0, 4]);
     }
 }
 
@@ -776,6 +781,34 @@ mod batch_tests {
             batch.push(change).unwrap();
         }
         (batch, changes)
+    }
+
+    /// What a newcomer costs every other client in a `Replicated` batch (docs/protocol.md 7,
+    /// version 10): its player state, announced once its class is known, and its pawn. Each
+    /// name costs its length and one byte; each small integer and variant index one byte.
+    #[test]
+    fn a_newcomers_changes_cost_a_byte_per_length_and_index() {
+        use crate::{CharacterDef, NodeId, PawnId, PawnView, PlayerId, PlayerStateView, TeamId};
+        let player_id = PlayerId::new("sim-0001").unwrap();
+        let vanguard = CharacterDef::new("Vanguard").unwrap();
+        let state = ReplicatedChange::PlayerStateUpdated(PlayerStateView {
+            player_id: player_id.clone(),
+            team: Some(TeamId(1)),
+            character_def: Some(vanguard.clone()),
+        });
+        let pawn = ReplicatedChange::PawnSpawned(PawnView {
+            pawn_id: PawnId(300),
+            owner: player_id,
+            character_def: vanguard,
+            node: NodeId::new("harbor").unwrap(),
+            alive: true,
+        });
+        // Variant, id (1 + 8), team (option + u8), class (option + 1 + 8).
+        let announced = encoded_len(&state);
+        assert_eq!(announced, 1 + 9 + 2 + 1 + 9);
+        // Variant, pawn 300 (`fb` + 2), owner (1 + 8), class (1 + 8), node (1 + 6), alive.
+        assert_eq!(encoded_len(&pawn), 1 + 3 + 9 + 9 + 7 + 1);
+        assert_eq!(announced + encoded_len(&pawn), 52);
     }
 
     #[test]
@@ -831,8 +864,9 @@ mod batch_tests {
         decoder.extend(&frames.bytes);
         while decoder.next_message::<ServerMessage>().unwrap().is_some() {}
         let err = batch.frames(0, 20).unwrap_err();
-        // The first change alone, after the header (variant index and count).
-        let len = encoded_len(&changes[0]) + 12;
+        // The first change alone, after the header (the variant index, and room for the
+        // longest count).
+        let len = encoded_len(&changes[0]) + 1 + MAX_VARINT_LEN;
         assert_eq!(err, FrameError::TooLong { len, max: 20 });
     }
 

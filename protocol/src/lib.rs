@@ -65,7 +65,13 @@ pub use snapshot::{SnapshotBuilder, SnapshotEntry, WorldSnapshot};
 /// `WorldSnapshot` (index 21) instead of one message per player and pawn, and the replicated
 /// broadcasts of one replication interval come as one `Replicated` (index 22) per client
 /// (docs/protocol.md 4.4, 4.5): admission costs O(N) frames, not O(N²).
-pub const PROTOCOL_VERSION: u32 = 9;
+///
+/// Version 10 (incompatible with 9): integers, lengths and variant indices are variable-length
+/// (docs/protocol.md 3): a value under 251 is one byte, so a name costs its length and one byte,
+/// not eight. A newcomer is announced once, when its class is known (docs/protocol.md 5,
+/// `PlayerStateUpdated`), not at login and again at its save: with its pawn, 52 bytes to every
+/// other client where version 9 sent 121.
+pub const PROTOCOL_VERSION: u32 = 10;
 
 /// Most runs in one `PawnsTeleported`: 512 runs (6 KiB) fit the smallest frame limit a server
 /// accepts (8 KiB); a set of more runs comes in several messages.

@@ -6,7 +6,8 @@
 //! facts in a few frames, laid out so an entry costs little: the character definitions and nodes
 //! are named once in a dictionary and referred to by a `u16` index, a pawn names its owner by its
 //! index in the same message, and tags and health are listed only for the players whose value is
-//! not the default. About 36 bytes per player with a pawn, for an 8-byte player id.
+//! not the default. With protocol 10's varints (docs/protocol.md 3), about 22 bytes per player
+//! with a pawn, for an 8-byte player id (36 in version 9).
 //!
 //! Each message is whole on its own (its dictionaries and the owners of its pawns are in it):
 //! [`SnapshotBuilder`] cuts the world into messages that fit the frame limit. Decoding checks
@@ -222,7 +223,7 @@ pub struct SnapshotEntry<'a> {
 /// [`SnapshotBuilder::add`], then take the messages with [`SnapshotBuilder::finish`].
 ///
 /// The size of every message is counted exactly as it is added (the bincode layout of
-/// docs/protocol.md 3), so no frame is encoded twice to find it too long. A player whose own
+/// docs/protocol.md 3, varints and all), so no frame is encoded twice to find it too long. A player whose own
 /// entry could not fit an empty message (thousands of tags) still gets one message of its own,
 /// which will not encode; no real player comes near it (a player id is at most 64 bytes, and
 /// the smallest limit a server accepts is 8 KiB).
@@ -236,9 +237,11 @@ pub struct SnapshotBuilder {
     len: usize,
 }
 
-/// The body of a `WorldSnapshot` message with six empty lists: the variant index (4 bytes) and
-/// six list lengths (8 bytes each).
-const EMPTY_SNAPSHOT_LEN: usize = 4 + 6 * 8;
+/// The body length of a `WorldSnapshot` message with six empty lists, bytes: the variant index
+/// and six list lengths.
+fn empty_snapshot_len() -> usize {
+    codec::encoded_len(&ServerMessage::WorldSnapshot(Box::default()))
+}
 
 /// Most players, classes or nodes one message holds: their indices are `u16`.
 const MAX_INDEXED: usize = u16::MAX as usize + 1;
@@ -251,7 +254,7 @@ impl SnapshotBuilder {
             max_len: max_frame_len.min(codec::HARD_MAX_FRAME_LEN),
             done: Vec::new(),
             current: RawSnapshot::default(),
-            len: EMPTY_SNAPSHOT_LEN,
+            len: empty_snapshot_len(),
         }
     }
 
@@ -266,7 +269,7 @@ impl SnapshotBuilder {
             || self.current.nodes.len() + names > MAX_INDEXED;
         if (self.len + grow > self.max_len || full) && !self.current.players.is_empty() {
             self.done.push(WorldSnapshot(std::mem::take(&mut self.current)));
-            self.len = EMPTY_SNAPSHOT_LEN;
+            self.len = empty_snapshot_len();
         }
         self.len += self.growth(&self.current, entry);
         self.push(entry);
@@ -280,37 +283,46 @@ impl SnapshotBuilder {
         self.done
     }
 
-    /// The bytes `entry` adds to `current`: its entries, and the dictionary names it is the
-    /// first to use.
+    /// The bytes `entry` adds to `current`: its entries with the indices `push` gives them, the
+    /// dictionary names it is the first to use, and the lists' lengths where they grow a byte
+    /// (docs/protocol.md 3: every index and length is a varint).
     fn growth(&self, current: &RawSnapshot, entry: SnapshotEntry<'_>) -> usize {
-        let class: Option<u16> = entry.player.character_def.as_ref().map(|_| 0);
-        let mut grow = codec::encoded_len(&entry.player.player_id)
-            + codec::encoded_len(&entry.player.team)
-            + codec::encoded_len(&class);
-        let mut classes: Vec<&CharacterDef> = Vec::new();
-        let mut nodes: Vec<&NodeId> = Vec::new();
-        let classes_used =
-            entry.player.character_def.iter().chain(entry.pawns.iter().map(|p| &p.character_def));
-        for class in classes_used {
-            if !current.classes.contains(class) && !classes.contains(&class) {
-                classes.push(class);
-                grow += codec::encoded_len(class);
-            }
+        let player = current.players.len();
+        let mut grow =
+            codec::encoded_len(&entry.player.player_id) + codec::encoded_len(&entry.player.team);
+        let (mut classes, mut nodes) = (Vec::new(), Vec::new());
+        let class =
+            entry.player.character_def.as_ref().map(|class| {
+                varint_len(index_in(&current.classes, &mut classes, class, &mut grow))
+            });
+        // An option's tag byte, then the index.
+        grow += 1 + class.unwrap_or(0);
+        for pawn in entry.pawns {
+            let class = index_in(&current.classes, &mut classes, &pawn.character_def, &mut grow);
+            let node = index_in(&current.nodes, &mut nodes, &pawn.node, &mut grow);
+            grow += codec::encoded_len(&pawn.pawn_id)
+                + varint_len(player)
+                + varint_len(class)
+                + varint_len(node)
+                + codec::encoded_len(&pawn.alive);
         }
-        for node in entry.pawns.iter().map(|p| &p.node) {
-            if !current.nodes.contains(node) && !nodes.contains(&node) {
-                nodes.push(node);
-                grow += codec::encoded_len(node);
-            }
+        let has_tags = !entry.tags.is_empty();
+        if has_tags {
+            grow += varint_len(player) + codec::encoded_len(entry.tags);
         }
-        let pawn = SnapshotPawn { pawn_id: PawnId(0), owner: 0, class: 0, node: 0, alive: true };
-        grow += entry.pawns.len() * codec::encoded_len(&pawn);
-        if !entry.tags.is_empty() {
-            // As a `SnapshotTags`: its player index, then the list.
-            grow += codec::encoded_len(&(0u16, entry.tags));
+        if let Some(health) = entry.health {
+            grow += varint_len(player) + codec::encoded_len(&health);
         }
-        if entry.health.is_some() {
-            grow += codec::encoded_len(&SnapshotHealth { player: 0, health: 0 });
+        let lists = [
+            (current.classes.len(), classes.len()),
+            (current.nodes.len(), nodes.len()),
+            (current.players.len(), 1),
+            (current.pawns.len(), entry.pawns.len()),
+            (current.tags.len(), usize::from(has_tags)),
+            (current.health.len(), usize::from(entry.health.is_some())),
+        ];
+        for (len, added) in lists {
+            grow += varint_len(len + added) - varint_len(len);
         }
         grow
     }
@@ -344,6 +356,30 @@ impl SnapshotBuilder {
             raw.health.push(SnapshotHealth { player, health });
         }
     }
+}
+
+/// The index `name` will have in a dictionary holding `names` and then the `added` ones: where
+/// it is, or after them, added (and its bytes counted in `grow`) when it is new.
+fn index_in<'n, T: PartialEq + Serialize>(
+    names: &[T],
+    added: &mut Vec<&'n T>,
+    name: &'n T,
+    grow: &mut usize,
+) -> usize {
+    if let Some(index) = names.iter().position(|n| n == name) {
+        return index;
+    }
+    if let Some(index) = added.iter().position(|n| *n == name) {
+        return names.len() + index;
+    }
+    added.push(name);
+    *grow += codec::encoded_len(name);
+    names.len() + added.len() - 1
+}
+
+/// The bytes `value` takes as a varint (an index, a list's length; docs/protocol.md 3).
+fn varint_len(value: usize) -> usize {
+    codec::encoded_len(&(value as u64))
 }
 
 /// The index of `name` in `names`, appended if it is not there yet.
@@ -392,10 +428,11 @@ mod tests {
 
     const LENGTH_PREFIX: usize = codec::LENGTH_PREFIX_LEN;
 
+    /// Past 250 players, pawns and tags, their indices and the lists' lengths take 3 bytes.
     #[test]
     fn the_builder_counts_each_message_to_the_byte() {
         let mut builder = SnapshotBuilder::new(codec::HARD_MAX_FRAME_LEN);
-        for index in 0..50 {
+        for index in 0..1_300 {
             let view = player(index);
             let pawns: Vec<_> =
                 (0..index % 3).map(|k| pawn_of(&view, (index * 3 + k) as u64)).collect();
@@ -468,6 +505,7 @@ mod tests {
         let messages = builder.finish();
         let bytes: usize = messages.iter().map(|m| body_len(m) + LENGTH_PREFIX).sum();
         let per_player = bytes as f64 / players as f64;
+        println!("{per_player:.1} bytes per player with a pawn, at {players} players");
         assert!(per_player <= 40.0, "{per_player:.1} bytes per player");
     }
 

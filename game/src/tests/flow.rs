@@ -405,16 +405,16 @@ fn known_world(h: &Harness) -> crate::KnownWorld {
     known
 }
 
-/// A newcomer's world costs it a few frames, not one per player and pawn: 300 placed players
+/// A newcomer's world costs it a few frames, not one per player and pawn: 600 placed players
 /// under the smallest frame limit (8 KiB) come in a handful of `WorldSnapshot`s, each within
 /// the limit, that together name every player and pawn once (docs/protocol.md 4.5).
 #[test]
 fn a_newcomer_gets_the_world_in_a_few_frames_whatever_its_size() {
-    let mut h = Harness::with(WORLD, GameRules { max_players: 400, ..rules() });
+    let mut h = Harness::with(WORLD, GameRules { max_players: 700, ..rules() });
     let boot = h.transition();
     h.stream_node("harbor");
     assert!(h.ended(boot));
-    let players = 300;
+    let players = 600;
     for i in 0..players {
         h.placed(&format!("p{i:03}"));
     }

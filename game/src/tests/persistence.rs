@@ -280,6 +280,79 @@ fn a_resolved_load_replicates_only_what_changed() {
     assert_eq!(count(&h, state), states_before, "the kept class is the saved one");
 }
 
+/// Every broadcast that names player `name`, by message name, in order.
+fn told_of(h: &Harness, name: &str) -> Vec<&'static str> {
+    h.broadcasts()
+        .into_iter()
+        .filter(|m| match m {
+            ServerMessage::PlayerStateUpdated(view) => view.player_id.as_str() == name,
+            ServerMessage::PlayerLeft { player_id }
+            | ServerMessage::AbilityTagsChanged { player_id, .. }
+            | ServerMessage::HealthChanged { player_id, .. } => player_id.as_str() == name,
+            _ => false,
+        })
+        .map(|m| m.name())
+        .collect()
+}
+
+/// A new player is announced once, when its save loaded, with its team and class together
+/// (docs/spec/sessions.md S13): nothing of it goes out at login.
+#[test]
+fn a_new_player_is_announced_once_its_save_loaded_in_one_player_state() {
+    let mut h = booted_holding();
+    h.login("a");
+    assert!(told_of(&h, "a").is_empty(), "{:?}", told_of(&h, "a"));
+    h.answer_load("a", LoadOutcome::Found(save("a", vanguard())));
+    assert_eq!(told_of(&h, "a"), ["PlayerStateUpdated"]);
+    let announced = h.broadcasts().into_iter().find_map(|m| match m {
+        ServerMessage::PlayerStateUpdated(view) => Some(view),
+        _ => None,
+    });
+    let view = announced.expect("the announcement");
+    assert_eq!(view.team, Some(h.player("a").team));
+    assert_eq!(view.character_def.map(|c| c.to_string()).as_deref(), Some("Vanguard"));
+}
+
+/// A player that leaves before its save loads was never announced, so its leaving is not
+/// either; one that leaves after is announced, then leaves (both orders, S13).
+#[test]
+fn a_player_that_leaves_before_its_save_loads_is_never_announced() {
+    let mut h = booted_holding();
+    let a = h.login("a");
+    h.disconnect(a);
+    assert!(told_of(&h, "a").is_empty(), "{:?}", told_of(&h, "a"));
+
+    let b = h.login("b");
+    h.answer_load("b", LoadOutcome::Found(save("b", vanguard())));
+    h.disconnect(b);
+    assert_eq!(told_of(&h, "b"), ["PlayerStateUpdated", "PlayerLeft"]);
+}
+
+/// A relaunch that kept its class is announced at login, with its kept tags and health; one
+/// whose first session left before its class was known is announced once its save loads, its
+/// kept tags and health with it where they are not the defaults (S13).
+#[test]
+fn a_relaunch_is_announced_at_login_when_it_kept_its_class_and_at_its_load_otherwise() {
+    let mut h = booted_holding();
+    let a = h.login("a");
+    h.answer_load("a", LoadOutcome::Found(save("a", vanguard())));
+    h.disconnect(a);
+    h.login("a");
+    let relaunch = ["PlayerStateUpdated", "AbilityTagsChanged", "HealthChanged"];
+    let first = ["PlayerStateUpdated", "PlayerLeft"];
+    assert_eq!(told_of(&h, "a"), [&first[..], &relaunch[..]].concat());
+
+    let b = h.login("b");
+    h.disconnect(b);
+    h.login("b");
+    assert!(told_of(&h, "b").is_empty(), "{:?}", told_of(&h, "b"));
+    // The first session's load is stale; the relaunch's announces it.
+    h.answer_load("b", LoadOutcome::Found(save("b", vanguard())));
+    assert!(told_of(&h, "b").is_empty(), "a stale load announces nothing");
+    h.answer_load("b", LoadOutcome::Found(save("b", vanguard())));
+    assert_eq!(told_of(&h, "b"), ["PlayerStateUpdated"]);
+}
+
 /// A failed session load is counted, the world starts at its start node, and the session is
 /// never saved over the save it could not read.
 #[test]

@@ -377,6 +377,45 @@ fn teams_are_rebalanced_at_every_travel() {
     assert_eq!(clients.len(), 4);
 }
 
+/// A player whose save has not loaded is not announced yet (docs/spec/sessions.md S13): a team
+/// change at a travel is not replicated for it, and its announcement carries the new team.
+#[test]
+fn a_team_change_of_a_player_not_yet_announced_goes_out_with_its_announcement() {
+    let world = format!("rebalance_teams = true\n{WORLD}");
+    let mut h = Harness::holding_loads(&world);
+    h.answer_session(LoadOutcome::NotFound);
+    h.stream_node("harbor");
+    h.placed_answering_load("a");
+    // b and d are team 2 and not announced: the travel's swap moves one of them.
+    for name in ["b", "c", "d"] {
+        h.login(name);
+    }
+    let teams = |h: &Harness| -> Vec<u8> { h.game.roster.players().map(|p| p.team.0).collect() };
+    let before = teams(&h);
+    travel(&mut h, "forest");
+    assert_ne!(teams(&h), before, "some players changed sides");
+    let states = |h: &Harness| -> Vec<gatehouse_protocol::PlayerStateView> {
+        h.broadcasts()
+            .into_iter()
+            .filter_map(|m| match m {
+                ServerMessage::PlayerStateUpdated(view) => Some(view),
+                _ => None,
+            })
+            .collect()
+    };
+    let told: Vec<_> = states(&h).into_iter().map(|v| v.player_id.to_string()).collect();
+    assert!(told.iter().all(|p| p == "a"), "only the announced player: {told:?}");
+    for name in ["b", "c", "d"] {
+        h.answer_load(name, LoadOutcome::NotFound);
+    }
+    for name in ["b", "c", "d"] {
+        let views: Vec<_> =
+            states(&h).into_iter().filter(|v| v.player_id.as_str() == name).collect();
+        assert_eq!(views.len(), 1, "{name} is announced once");
+        assert_eq!(views[0].team, Some(h.player(name).team), "{name}'s team now");
+    }
+}
+
 /// Team rebalancing is a world setting, off by default: without it a travel changes nobody's
 /// team (a team is chosen once, at login) and replicates no player state.
 #[test]

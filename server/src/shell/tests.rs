@@ -983,7 +983,7 @@ async fn the_newcomers_of_an_interval_share_one_encoding_of_the_world() {
 async fn a_large_world_greets_a_newcomer_in_a_few_frames_within_the_limit() {
     let mut carrier = memory_carrier_limited(REPLICATION_INTERVAL, 8_192);
     let start = Instant::now();
-    for i in 0..300u64 {
+    for i in 0..600u64 {
         let owner = PlayerId::new(format!("p{i:03}")).unwrap();
         let state = gatehouse_protocol::PlayerStateView {
             player_id: owner.clone(),
@@ -1021,7 +1021,7 @@ async fn a_large_world_greets_a_newcomer_in_a_few_frames_within_the_limit() {
     assert!((2..=4).contains(&snapshots.len()), "{} snapshots", snapshots.len());
     let players: usize = snapshots.iter().map(|s| s.player_count()).sum();
     let pawns: usize = snapshots.iter().map(|s| s.pawn_count()).sum();
-    assert_eq!((players, pawns), (300, 300));
+    assert_eq!((players, pawns), (600, 600));
 }
 
 /// An urgent broadcast (a death, a phase) takes each connection's owed changes along first,
