@@ -477,6 +477,30 @@ mod tests {
         }
     }
 
+    /// Past 250 classes, a class's index takes 3 bytes: the builder counts the index each class
+    /// gets, the player's own and its pawns' new classes, and a class its pawns share.
+    #[test]
+    fn the_builder_counts_class_indices_past_250_to_the_byte() {
+        let mut builder = SnapshotBuilder::new(codec::HARD_MAX_FRAME_LEN);
+        let class = |name: String| CharacterDef::new(name).unwrap();
+        for index in 0..140 {
+            let mut view = player(index);
+            view.character_def = Some(class(format!("Own{index}")));
+            // Two pawns of one new class: the second finds it among the entry's new names.
+            let shared = class(format!("Kept{index}"));
+            let pawns: Vec<_> = (0..2u64)
+                .map(|k| PawnView {
+                    character_def: shared.clone(),
+                    ..pawn_of(&view, index as u64 * 2 + k)
+                })
+                .collect();
+            builder.add(SnapshotEntry { player: &view, tags: &[], health: None, pawns: &pawns });
+            let current = WorldSnapshot(builder.current.clone());
+            assert_eq!(builder.len, body_len(&current), "after player {index}");
+        }
+        assert_eq!(builder.current.classes.len(), 280);
+    }
+
     /// A message exactly at the frame limit is whole: the limit is the largest body allowed.
     #[test]
     fn players_that_fit_the_limit_to_the_byte_share_one_message() {
