@@ -45,6 +45,14 @@ fn saved(h: &Harness) -> Vec<PlayerSave> {
         .collect()
 }
 
+/// Logs `name` in, answers its save load (a Vanguard) and disconnects it: a player whose class
+/// was known, gone, its state kept for a relaunch.
+fn loaded_and_left(h: &mut Harness, name: &str) {
+    let c = h.login(name);
+    h.answer_load(name, LoadOutcome::Found(save(name, vanguard())));
+    h.disconnect(c);
+}
+
 /// A harness booted at harbor with loads held.
 fn booted_holding() -> Harness {
     let mut h = Harness::holding_loads(WORLD);
@@ -80,9 +88,7 @@ fn kits_are_granted_once_at_possession_when_the_preset_resolved_first() {
 fn kits_are_granted_once_at_preset_resolution_when_possession_came_first() {
     let mut h = booted_holding();
     // The first session resolves the class but never possesses (it leaves during its join).
-    let first = h.login("a");
-    h.answer_load("a", LoadOutcome::Found(save("a", vanguard())));
-    h.disconnect(first);
+    loaded_and_left(&mut h, "a");
     let a = h.joined("a");
     assert!(h.possessed(a).is_some(), "the relaunch spawned before its save reloaded");
     assert_eq!(kits(&h, a), vec![vec![KIT_STARTUP_MOVEMENT]], "no preset yet: startup kits only");
@@ -322,9 +328,7 @@ fn a_player_that_leaves_before_its_save_loads_is_never_announced() {
     h.disconnect(a);
     assert!(told_of(&h, "a").is_empty(), "{:?}", told_of(&h, "a"));
 
-    let b = h.login("b");
-    h.answer_load("b", LoadOutcome::Found(save("b", vanguard())));
-    h.disconnect(b);
+    loaded_and_left(&mut h, "b");
     assert_eq!(told_of(&h, "b"), ["PlayerStateUpdated", "PlayerLeft"]);
 }
 
@@ -334,9 +338,7 @@ fn a_player_that_leaves_before_its_save_loads_is_never_announced() {
 #[test]
 fn a_relaunch_is_announced_at_login_when_it_kept_its_class_and_at_its_load_otherwise() {
     let mut h = booted_holding();
-    let a = h.login("a");
-    h.answer_load("a", LoadOutcome::Found(save("a", vanguard())));
-    h.disconnect(a);
+    loaded_and_left(&mut h, "a");
     h.login("a");
     let relaunch = ["PlayerStateUpdated", "AbilityTagsChanged", "HealthChanged"];
     let first = ["PlayerStateUpdated", "PlayerLeft"];
