@@ -740,6 +740,25 @@ mod wire_examples {
         assert!(err.to_string().contains("pawn id run 1 (from 13)"), "{err}");
     }
 
+    /// A reader accepts a varint in a longer form than needed and a writer uses the shortest
+    /// (docs/protocol.md 3), so a decoded body may re-encode shorter; a form wider than its
+    /// field, or a reserved marker, does not decode.
+    #[test]
+    fn a_varint_in_a_longer_form_than_needed_is_read_and_a_wider_one_refused() {
+        let seven = ClientMessage::TransitionReady { transition_id: TransitionId(7) };
+        for body in
+            [&[1, 0xfb, 7, 0][..], &[1, 0xfc, 7, 0, 0, 0], &[1, 0xfd, 7, 0, 0, 0, 0, 0, 0, 0]]
+        {
+            assert_eq!(decode_body::<ClientMessage>(body), Ok(seven.clone()), "{body:?}");
+        }
+        assert_eq!(encode_frame(&seven, 64).unwrap(), [2, 0, 0, 0, 1, 7]);
+        // `Welcome.max_frame_len` is a u32: an 8-byte form is wider than the field.
+        let welcome = [0, 1, b'p', 0, 0xfd, 0, 0, 1, 0, 0, 0, 0, 0];
+        assert!(decode_body::<crate::ServerMessage>(&welcome).is_err());
+        assert!(decode_body::<crate::ServerMessage>(&[0, 1, b'p', 0, 0xfc, 0, 0, 1, 0]).is_ok());
+        assert!(decode_body::<ClientMessage>(&[1, 0xfe, 7]).is_err(), "a reserved marker");
+    }
+
     #[test]
     fn join_ready_encodes_as_documented() {
         let frame =
