@@ -589,17 +589,17 @@ impl Game {
         if failed {
             self.out.counters.load_failures += 1;
         }
-        if !announced {
-            // Its class is known now: clients are told of it for the first time (S13), as a
-            // snapshot would tell them, tags and health only where not the defaults.
-            self.announce(id);
-        } else {
+        if announced {
             if let Some(view) = view {
                 self.broadcast(ServerMessage::PlayerStateUpdated(view));
             }
             if let Some(tags) = tags {
                 self.broadcast(ServerMessage::AbilityTagsChanged { player_id: id.clone(), tags });
             }
+        } else {
+            // Its class is known now: clients are told of it for the first time (S13), as a
+            // snapshot would tell them, tags and health only where not the defaults.
+            self.announce(id);
         }
         if !granted.is_empty() {
             self.out.counters.kit_grants += 1;
