@@ -10,8 +10,11 @@
 //!   CA file in `GATEHOUSE_TEST_POSTGRES_TLS_CA`, both needed);
 //! - with the `agones` feature, generates the server side of the Agones SDK (`sdk.proto` and
 //!   `beta.proto`, copied from the agones crate into `tests/agones/proto`) for the fake SDK
-//!   server of the agones test. Needs `protoc` and its well-known types
-//!   (Debian `protobuf-compiler`, `libprotobuf-dev`), as the agones crate's own build does.
+//!   server of the agones test, and the descriptors of Agones' `allocation.proto` (Agones'
+//!   `proto/allocation/allocation.proto` at commit 0543510146527eb1a8abeb97b55ef56462ad0ffb,
+//!   Apache-2.0, copied unchanged into `tests/agones/allocation`), which the agones test reads
+//!   the allocator requests it is sent against. Needs `protoc` and its well-known types (Debian
+//!   `protobuf-compiler`, `libprotobuf-dev`), as the agones crate's own build does.
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("cargo::rustc-check-cfg=cfg(gatehouse_postgres_tests)");
@@ -47,6 +50,20 @@ fn fake_agones_sdk() -> Result<(), Box<dyn std::error::Error>> {
             format!("{dir}/sdk/beta"),
         ],
     )?;
+    // Only the descriptors are used (`allocation.bin`); the generated messages are not.
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
+    tonic_build::configure()
+        .build_server(false)
+        .build_client(false)
+        .file_descriptor_set_path(out.join("allocation.bin"))
+        .compile_protos(
+            &["tests/agones/allocation/allocation.proto".to_owned()],
+            &[
+                format!("{dir}/googleapis"),
+                format!("{dir}/grpc-gateway"),
+                "tests/agones/allocation".to_owned(),
+            ],
+        )?;
     Ok(())
 }
 

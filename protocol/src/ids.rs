@@ -2,8 +2,8 @@
 //!
 //! Numeric ids (`PawnId`, `TransitionId`, `JoinId`) are allocated by the server and never reused within a
 //! server process, so a late or stale message is recognised by its id and ignored. Named ids
-//! (`PlayerId`, `NodeId`, `LevelName`, `CharacterDef`) are validated strings: decoding refuses
-//! an empty, overlong or oddly charactered name with an error naming it.
+//! (`PlayerId`, `ServerId`, `NodeId`, `LevelName`, `CharacterDef`) are validated strings: decoding
+//! refuses an empty, overlong or oddly charactered name with an error naming it.
 
 use std::fmt;
 
@@ -120,6 +120,14 @@ named_id!(
     "player id"
 );
 named_id!(
+    /// A server of a fleet, as a travel ticket names its source and destination
+    /// (docs/spec/travel.md V8, V12): `fleet.server_id`, by default the store session or, under
+    /// Agones, the GameServer's name. The `PlayerId` rule: 1 to [`MAX_NAME_LEN`] bytes of
+    /// `[A-Za-z0-9_.:-]`.
+    ServerId,
+    "server id"
+);
+named_id!(
     /// A world-map node from `config/world.toml` (docs/spec/transitions.md T1).
     NodeId,
     "node id"
@@ -196,6 +204,10 @@ mod tests {
     #[test]
     fn names_are_validated_on_construction_and_decode() {
         assert!(PlayerId::new("sim-0001").is_ok());
+        assert!(ServerId::new("gatehouse-7x2kq.eu-west:1").is_ok());
+        assert_eq!(ServerId::new(""), Err(NameError::Empty { kind: "server id" }));
+        assert!(matches!(ServerId::new("a/b"), Err(NameError::BadCharacter { bad: '/', .. })));
+        assert!(matches!(ServerId::new("s".repeat(65)), Err(NameError::TooLong { len: 65, .. })));
         assert_eq!(PlayerId::new(""), Err(NameError::Empty { kind: "player id" }));
         assert!(matches!(NodeId::new("a b"), Err(NameError::BadCharacter { bad: ' ', .. })));
         assert!(matches!(LevelName::new("x".repeat(65)), Err(NameError::TooLong { len: 65, .. })));

@@ -5,7 +5,8 @@
 //! - [`snapshot`]: the world as it stands, compact, for a client that just logged in.
 //! - [`codec`]: framing (`u32` little-endian length + bincode body) with a size limit; the one
 //!   module that knows the encoding.
-//! - [`token`]: the HS256 session token carried by `Hello`.
+//! - [`token`]: the HS256 session token carried by `Hello`; [`ticket`]: the travel ticket it may
+//!   carry instead (docs/spec/travel.md V8), the same form under the fleet's key.
 //!
 //! Constants: [`PROTOCOL_VERSION`], [`ALPN`], and the connection [`CloseCode`]s. The wire is
 //! specified for implementers in other languages in `docs/protocol.md`.
@@ -19,11 +20,13 @@ pub mod messages;
 pub mod runs;
 pub mod samples;
 pub mod snapshot;
+pub mod ticket;
 pub mod token;
 
 pub use codec::{FrameDecoder, FrameError, decode_body, encode_frame, encode_frame_into};
 pub use ids::{
-    CharacterDef, JoinId, LevelName, NameError, NodeId, PawnId, PlayerId, TeamId, TransitionId,
+    CharacterDef, JoinId, LevelName, NameError, NodeId, PawnId, PlayerId, ServerId, TeamId,
+    TransitionId,
 };
 pub use messages::{
     ClientMessage, ErrorCode, PawnView, PlayerStateView, RejectReason, ReplicatedChange,

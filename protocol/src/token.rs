@@ -4,6 +4,13 @@
 //! seconds) bounds its life. Verification takes `now` as an argument, so it never reads a clock.
 //! Only `alg: HS256` is accepted; `none` and every other algorithm are refused before the
 //! signature is looked at. The signature is checked in constant time.
+//!
+//! `Hello.token` may instead hold a travel ticket ([`crate::ticket`], docs/spec/travel.md V8),
+//! the same compact form under another key, told apart by its header's `typ`
+//! ([`TokenKind::of`]). A token whose `typ` is a ticket's is refused here as
+//! [`TokenError::Malformed`] (`MalformedToken`): it is not the kind of token this check takes,
+//! whatever its signature. Nakama's `typ` (`"JWT"`), an absent `typ` and any other `typ` are
+//! read as before. The checks both kinds share, and their order, are this module's.
 
 use std::fmt;
 
@@ -107,21 +114,24 @@ pub struct SessionClaims {
     pub usn: Option<String>,
 }
 
-/// Why a token was refused.
+/// Why a token was refused: a session token ([`verify`]) or a travel ticket
+/// ([`crate::ticket::verify_ticket`], docs/spec/travel.md V8). The text names no kind: the
+/// caller knows which it checked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum TokenError {
     /// The token was empty.
-    #[error("session token is missing")]
+    #[error("token is missing")]
     Missing,
-    /// The token is not a well-formed HS256 JWT with the claims gatehouse needs.
-    #[error("session token is malformed: {0}")]
+    /// The token is not a well-formed HS256 JWT of the expected kind with the claims gatehouse
+    /// needs.
+    #[error("token is malformed: {0}")]
     Malformed(String),
     /// The signature does not verify with the server's key.
-    #[error("session token signature does not verify")]
+    #[error("token signature does not verify")]
     BadSignature,
     /// The token expired.
-    #[error("session token expired at {exp} (Unix seconds), now is {now}")]
+    #[error("token expired at {exp} (Unix seconds), now is {now}")]
     Expired {
         /// The `exp` claim.
         exp: u64,
@@ -129,7 +139,7 @@ pub enum TokenError {
         now: u64,
     },
     /// The token was issued in the future, beyond the clock-skew allowance.
-    #[error("session token issued at {iat} (Unix seconds), in the future: now is {now}")]
+    #[error("token issued at {iat} (Unix seconds), in the future: now is {now}")]
     IssuedInTheFuture {
         /// The `iat` claim.
         iat: u64,
@@ -137,13 +147,14 @@ pub enum TokenError {
         now: u64,
     },
     /// The token claims a longer life than the server accepts.
-    #[error("session token lives {lifetime_s} s from {from}, the maximum is {max_s} s")]
+    #[error("token lives {lifetime_s} s from {from}, the maximum is {max_s} s")]
     LivesTooLong {
         /// Its life in seconds, from its `iat` or from now.
         lifetime_s: u64,
         /// Where that life was counted from: `iat` or `now`.
         from: &'static str,
-        /// The server's `auth.max_token_lifetime_s`.
+        /// The server's limit: `auth.max_token_lifetime_s`, or `fleet.ticket_lifetime_s` for a
+        /// travel ticket.
         max_s: u64,
     },
 }
@@ -163,6 +174,36 @@ impl TokenError {
     }
 }
 
+/// The header `typ` of a travel ticket (docs/spec/travel.md V8).
+pub(crate) const TICKET_TYP: &str = "gatehouse-ticket";
+
+/// The header `typ` [`mint`] writes, Nakama's.
+const SESSION_TYP: &str = "JWT";
+
+/// Which kind of token `Hello.token` holds, read from its header's `typ` without verifying
+/// anything (docs/spec/travel.md V8): a server picks the key to check it with by its kind, and
+/// each kind's check refuses the other, so neither passes for the other whatever the keys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TokenKind {
+    /// A session token ([`verify`], with `auth.token_key`): every token that is not a ticket,
+    /// including one whose header does not decode (its check then says why it is refused).
+    Session,
+    /// A travel ticket ([`crate::ticket::verify_ticket`], with `fleet.ticket_key`): a header
+    /// whose `typ` is exactly `"gatehouse-ticket"`.
+    Ticket,
+}
+
+impl TokenKind {
+    /// The kind of `token`, from its header (the part before the first `.`) alone: the
+    /// signature, the claims and the length are not looked at. Never fails: a header that is
+    /// not base64url JSON is a [`TokenKind::Session`]'s, which its check refuses.
+    pub fn of(token: &str) -> TokenKind {
+        let header_b64 = token.split('.').next().unwrap_or_default();
+        decode_json_part::<Header>("header", header_b64).map_or(TokenKind::Session, |h| h.kind())
+    }
+}
+
+/// A token's header: the one part read before its signature is checked.
 #[derive(Serialize, Deserialize)]
 struct Header {
     alg: String,
@@ -170,12 +211,30 @@ struct Header {
     typ: Option<String>,
 }
 
+impl Header {
+    /// The one rule telling a ticket from a session token.
+    fn kind(&self) -> TokenKind {
+        if self.typ.as_deref() == Some(TICKET_TYP) { TokenKind::Ticket } else { TokenKind::Session }
+    }
+}
+
 /// Signs `claims` into a compact JWT (`header.payload.signature`, base64url without padding).
 pub fn mint(key: &TokenKey, claims: &SessionClaims) -> String {
-    let header = Header { alg: "HS256".into(), typ: Some("JWT".into()) };
+    sign(key, SESSION_TYP, claims)
+}
+
+/// Signs `claims` under an `HS256` header with this `typ`: [`mint`] and
+/// [`crate::ticket::mint_ticket`].
+pub(crate) fn sign<C: Serialize>(key: &TokenKey, typ: &str, claims: &C) -> String {
+    let header = Header { alg: "HS256".into(), typ: Some(typ.into()) };
     // Serialising these plain structs to JSON cannot fail.
     let header = serde_json::to_vec(&header).unwrap_or_default();
     let payload = serde_json::to_vec(claims).unwrap_or_default();
+    sign_raw(key, &header, &payload)
+}
+
+/// A compact token of these header and payload bytes (taken as they are), signed with `key`.
+pub(crate) fn sign_raw(key: &TokenKey, header: &[u8], payload: &[u8]) -> String {
     let signing_input =
         format!("{}.{}", URL_SAFE_NO_PAD.encode(header), URL_SAFE_NO_PAD.encode(payload));
     let mut mac = key.mac();
@@ -192,7 +251,8 @@ pub fn mint(key: &TokenKey, claims: &SessionClaims) -> String {
 ///
 /// # Errors
 /// [`TokenError::Missing`] for an empty token; [`TokenError::Malformed`] for anything that is not
-/// three base64url parts with an `HS256` header and JSON claims holding a valid `uid` and `exp`;
+/// three base64url parts with an `HS256` header and JSON claims holding a valid `uid` and `exp`,
+/// and for a travel ticket (a header `typ` of `"gatehouse-ticket"`, docs/spec/travel.md V8);
 /// [`TokenError::BadSignature`]; [`TokenError::Expired`]; [`TokenError::IssuedInTheFuture`];
 /// [`TokenError::LivesTooLong`].
 pub fn verify(
@@ -201,12 +261,27 @@ pub fn verify(
     now: u64,
     limits: TokenLimits,
 ) -> Result<SessionClaims, TokenError> {
+    let claims: SessionClaims = verify_signed(key, token, MAX_TOKEN_LEN, TokenKind::Session)?;
+    check_times(claims.exp, claims.iat, now, limits)?;
+    Ok(claims)
+}
+
+/// The checks every kind of token shares, in their order: the form (not empty, at most
+/// `max_len` bytes, three parts, a JSON header), the algorithm (`HS256`), the kind (the header's
+/// `typ`), the signature (in constant time), then the claims, decoded as `C`. The times are the
+/// caller's to check, after these.
+pub(crate) fn verify_signed<C: serde::de::DeserializeOwned>(
+    key: &TokenKey,
+    token: &str,
+    max_len: usize,
+    kind: TokenKind,
+) -> Result<C, TokenError> {
     if token.is_empty() {
         return Err(TokenError::Missing);
     }
-    if token.len() > MAX_TOKEN_LEN {
+    if token.len() > max_len {
         return Err(TokenError::Malformed(format!(
-            "{} bytes long, the maximum is {MAX_TOKEN_LEN}",
+            "{} bytes long, the maximum is {max_len}",
             token.len()
         )));
     }
@@ -223,32 +298,46 @@ pub fn verify(
             header.alg
         )));
     }
+    if header.kind() != kind {
+        return Err(TokenError::Malformed(match kind {
+            TokenKind::Session => {
+                format!("typ {TICKET_TYP:?}: a travel ticket, not a session token")
+            }
+            TokenKind::Ticket => {
+                format!("typ {:?}, expected {TICKET_TYP:?}: not a travel ticket", header.typ)
+            }
+        }));
+    }
     let signature = URL_SAFE_NO_PAD
         .decode(signature_b64)
         .map_err(|e| TokenError::Malformed(format!("signature is not base64url: {e}")))?;
     let mut mac = key.mac();
     mac.update(&token.as_bytes()[..header_b64.len() + 1 + payload_b64.len()]);
     mac.verify_slice(&signature).map_err(|_| TokenError::BadSignature)?;
-    let claims: SessionClaims = decode_json_part("claims", payload_b64)?;
-    check_times(&claims, now, limits)?;
-    Ok(claims)
+    decode_json_part("claims", payload_b64)
 }
 
-/// The time checks of [`verify`], on claims whose signature holds.
-fn check_times(claims: &SessionClaims, now: u64, limits: TokenLimits) -> Result<(), TokenError> {
+/// The time checks of every kind of token, on claims whose signature holds: `exp`, and `iat`
+/// when the token has one, Unix seconds, against `now`.
+pub(crate) fn check_times(
+    exp: u64,
+    iat: Option<u64>,
+    now: u64,
+    limits: TokenLimits,
+) -> Result<(), TokenError> {
     let skew = limits.clock_skew_s;
     // Sums in u128: near u64::MAX a saturating sum would move the bounds.
-    if u128::from(now) >= u128::from(claims.exp) + u128::from(skew) {
-        return Err(TokenError::Expired { exp: claims.exp, now });
+    if u128::from(now) >= u128::from(exp) + u128::from(skew) {
+        return Err(TokenError::Expired { exp, now });
     }
-    let (lifetime_s, from) = match claims.iat {
+    let (lifetime_s, from) = match iat {
         Some(iat) if u128::from(iat) > u128::from(now) + u128::from(skew) => {
             return Err(TokenError::IssuedInTheFuture { iat, now });
         }
-        Some(iat) => (claims.exp.saturating_sub(iat), "iat"),
+        Some(iat) => (exp.saturating_sub(iat), "iat"),
         // Without an `iat`, what is left of its life counts, as if issued as early as the skew
         // allows.
-        None => (claims.exp.saturating_sub(now.saturating_sub(skew)), "now"),
+        None => (exp.saturating_sub(now.saturating_sub(skew)), "now"),
     };
     if lifetime_s > limits.max_lifetime_s {
         return Err(TokenError::LivesTooLong { lifetime_s, from, max_s: limits.max_lifetime_s });
@@ -424,8 +513,9 @@ mod tests {
     }
 
     /// Every token defect gets the `Rejected` reason docs/protocol.md 4 ("Session tokens")
-    /// gives it: the form and the algorithm before the signature, the signature before the
-    /// claims, the claims before the times; `iat` is optional.
+    /// gives it: the form, the algorithm and the kind before the signature, the signature before
+    /// the claims, the claims before the times; `iat` and `typ` are optional, and a travel
+    /// ticket's `typ` is refused (docs/spec/travel.md V8).
     #[test]
     fn each_token_defect_gets_its_documented_reject_reason() {
         let key = TokenKey::new("k");
@@ -439,6 +529,34 @@ mod tests {
                 None,
             ),
             ("valid, without iat", signed(&key, "HS256", r#"{"uid":"p1","exp":2000}"#), None),
+            (
+                "valid, without typ",
+                sign_raw(&key, br#"{"alg":"HS256"}"#, br#"{"uid":"p1","exp":2000}"#),
+                None,
+            ),
+            (
+                "valid, another typ",
+                sign_raw(&key, br#"{"alg":"HS256","typ":"at+jwt"}"#, br#"{"uid":"p1","exp":2000}"#),
+                None,
+            ),
+            (
+                "typ of a travel ticket",
+                sign_raw(
+                    &key,
+                    br#"{"alg":"HS256","typ":"gatehouse-ticket"}"#,
+                    br#"{"uid":"p1","exp":2000}"#,
+                ),
+                Some(RejectReason::MalformedToken),
+            ),
+            (
+                "typ of a travel ticket, another key",
+                sign_raw(
+                    &other,
+                    br#"{"alg":"HS256","typ":"gatehouse-ticket"}"#,
+                    br#"{"uid":"p1","exp":2000}"#,
+                ),
+                Some(RejectReason::MalformedToken),
+            ),
             ("empty", String::new(), Some(RejectReason::MissingToken)),
             ("too long", "a".repeat(MAX_TOKEN_LEN + 1), Some(RejectReason::MalformedToken)),
             ("two parts", "a.b".into(), Some(RejectReason::MalformedToken)),

@@ -27,9 +27,15 @@
 //!
 //! docs/operations.md, "Allocation", says why a server with players is never removed by a
 //! scale-down or a rolling update.
+//!
+//! Where a travel to another server finds it is the fleet directory's ([`FleetDirectory`],
+//! docs/spec/travel.md V12): a static list ([`StaticDirectory`]) or the Agones allocator
+//! ([`AgonesAllocator`], V13), which needs no cargo feature (it speaks REST, not the SDK).
 
 #[cfg(feature = "agones")]
 mod agones;
+mod allocator;
+mod directory;
 mod metrics;
 
 use std::collections::{BTreeMap, HashMap};
@@ -43,6 +49,11 @@ use tokio::time::Instant;
 
 use crate::config::{Allocation, FleetConfig, OrchestratorKind, WhenEmpty};
 use crate::game::ConnectionId;
+pub use allocator::{AgonesAllocator, AllocatorSettings, GAME_PORT, NODE_LABEL};
+pub use directory::{
+    Candidate, CandidateFuture, DirectoryError, FleetDirectory, MAX_ADDRESS_LEN, StaticDirectory,
+    StaticServer,
+};
 pub use metrics::{FleetMetrics, SdkCall};
 
 /// Why the orchestrator could not be reached at start.

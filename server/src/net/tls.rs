@@ -135,7 +135,8 @@ pub fn read_chain(path: &Path) -> Result<Vec<CertificateDer<'static>>, NetError>
     Ok(chain)
 }
 
-fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, NetError> {
+/// Reads a private key from a DER (PKCS #8) or PEM file.
+pub(crate) fn read_key(path: &Path) -> Result<PrivateKeyDer<'static>, NetError> {
     let bytes = std::fs::read(path).map_err(|e| cert_error(path, e.to_string()))?;
     if is_pem(&bytes) {
         PrivateKeyDer::from_pem_slice(&bytes)

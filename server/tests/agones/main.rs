@@ -12,6 +12,8 @@
 // Tests: a failed expectation is a failed test.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod allocator;
+mod fake_allocator;
 mod fake_sdk;
 
 use std::time::Duration;

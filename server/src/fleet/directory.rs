@@ -1,0 +1,337 @@
+//! The fleet directory: where a travel to a node hosted by another server finds that server
+//! (docs/spec/travel.md V12). The travel knows only [`FleetDirectory`]; a compose or local
+//! fleet lists its servers in config ([`StaticDirectory`]), a fleet under Agones allocates one
+//! ([`AgonesAllocator`](super::allocator::AgonesAllocator), V13).
+//!
+//! A directory only names servers to ask. Whether one has room is its seat answer's to say, so
+//! a directory is asked again, for the next candidate, after a refusal.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+
+use gatehouse_protocol::{NodeId, ServerId};
+use serde::Deserialize;
+
+/// The longest `address` a candidate may have, in bytes (`TravelTo.address`,
+/// docs/spec/travel.md V15).
+pub const MAX_ADDRESS_LEN: usize = 255;
+
+/// A server a travel may ask for seats (docs/spec/travel.md V12): what its clients dial.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Candidate {
+    /// Its id in the fleet: `fleet.server_id`, under Agones the GameServer's name.
+    pub server: ServerId,
+    /// Where its game port is, `host:port` (a bracketed IPv6 host), at most
+    /// [`MAX_ADDRESS_LEN`] bytes.
+    pub address: String,
+    /// The name its certificate is checked against (TLS SNI).
+    pub server_name: String,
+    /// The SHA-256 of its certificate, for clients that pin it; `None` when the directory does
+    /// not know it (the peer link tells it then, V14).
+    pub certificate_sha256: Option<[u8; 32]>,
+}
+
+/// The future a [`FleetDirectory`] answers with.
+pub type CandidateFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Option<Candidate>, DirectoryError>> + Send + 'a>>;
+
+/// Where destinations come from (docs/spec/travel.md V12).
+pub trait FleetDirectory: Send + Sync + fmt::Debug {
+    /// The server to ask next for `seats` seats on `node`, `asked` servers having refused
+    /// already in this travel (0 for the first ask); `None` when there is no other to ask.
+    ///
+    /// # Errors
+    /// [`DirectoryError`] when the directory could not answer (an allocator unreachable,
+    /// refusing, or silent past its timeout); the travel may ask again, as for a refusal.
+    fn candidate<'a>(&'a self, node: &'a NodeId, seats: u32, asked: u32) -> CandidateFuture<'a>;
+}
+
+/// Why a directory could not name a server, or could not be built.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum DirectoryError {
+    /// A `[[fleet.servers]]` entry is wrong; `index` counts from 0, in the file's order.
+    #[error("fleet.servers[{index}] (id {server:?}): {why}")]
+    StaticServer {
+        /// Its place in the list.
+        index: usize,
+        /// Its `id` as written.
+        server: String,
+        /// What is wrong.
+        why: String,
+    },
+    /// The allocator's settings are wrong (a file unreadable, a URL malformed).
+    #[error("the Agones allocator's settings: {0}")]
+    AllocatorSettings(String),
+    /// The allocator could not be reached, or the TLS handshake with it failed.
+    #[error("cannot reach the Agones allocator at {url}: {why}")]
+    AllocatorUnreachable {
+        /// `fleet.allocator_url`.
+        url: String,
+        /// The connection's or TLS's error.
+        why: String,
+    },
+    /// The allocator did not answer within `fleet.allocator_timeout_ms`.
+    #[error("the Agones allocator at {url} did not answer within {ms} ms")]
+    AllocatorTimeout {
+        /// `fleet.allocator_url`.
+        url: String,
+        /// The bound, milliseconds.
+        ms: u128,
+    },
+    /// The allocator found no GameServer matching the selectors (HTTP 429, gRPC
+    /// `ResourceExhausted`): the fleet has no room for now.
+    #[error("the Agones allocator at {url} has no GameServer for node {node}: {message}")]
+    NoGameServer {
+        /// `fleet.allocator_url`.
+        url: String,
+        /// The node asked for.
+        node: NodeId,
+        /// The allocator's message.
+        message: String,
+    },
+    /// The allocator refused the request, or answered something that is not an allocation.
+    #[error("the Agones allocator at {url} answered {status}: {message}")]
+    AllocatorRefused {
+        /// `fleet.allocator_url`.
+        url: String,
+        /// The HTTP status.
+        status: u16,
+        /// The allocator's message, or what is wrong with its answer.
+        message: String,
+    },
+}
+
+/// One `[[fleet.servers]]` entry of a static directory (docs/spec/travel.md V12).
+#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct StaticServer {
+    /// `id`: the server's `fleet.server_id`.
+    pub id: String,
+    /// `address`: its game port, `host:port`.
+    pub address: String,
+    /// `server_name`: the name its certificate is checked against.
+    pub server_name: String,
+    /// `certificate_sha256`: its certificate's SHA-256, 64 hex digits, colons between bytes
+    /// allowed (as the server logs it); unset, clients trust it as their first connection.
+    #[serde(default)]
+    pub certificate_sha256: Option<String>,
+    /// `nodes`: the world-map nodes it hosts.
+    pub nodes: Vec<String>,
+}
+
+/// A directory read from config: the servers listed, in order, that host the node, skipping
+/// this server itself (docs/spec/travel.md V12).
+#[derive(Debug, Clone)]
+pub struct StaticDirectory {
+    servers: Vec<(Candidate, Vec<NodeId>)>,
+}
+
+impl StaticDirectory {
+    /// The directory of `servers` for the server `own` (which is never offered).
+    ///
+    /// # Errors
+    /// [`DirectoryError::StaticServer`] naming the first entry with a bad id, address, server
+    /// name, fingerprint or node, no node, or an id listed before.
+    pub fn new(own: &ServerId, servers: &[StaticServer]) -> Result<Self, DirectoryError> {
+        let mut read: Vec<(Candidate, Vec<NodeId>)> = Vec::with_capacity(servers.len());
+        for (index, entry) in servers.iter().enumerate() {
+            let wrong =
+                |why: String| DirectoryError::StaticServer { index, server: entry.id.clone(), why };
+            let server = ServerId::new(entry.id.as_str()).map_err(|e| wrong(e.to_string()))?;
+            if read.iter().any(|(known, _)| known.server == server) {
+                return Err(wrong("listed twice".into()));
+            }
+            check_address(&entry.address).map_err(|why| wrong(format!("address: {why}")))?;
+            if entry.server_name.is_empty() {
+                return Err(wrong("server_name is empty".into()));
+            }
+            let certificate_sha256 = entry
+                .certificate_sha256
+                .as_deref()
+                .map(parse_sha256)
+                .transpose()
+                .map_err(|why| wrong(format!("certificate_sha256: {why}")))?;
+            if entry.nodes.is_empty() {
+                return Err(wrong("hosts no node (nodes = [])".into()));
+            }
+            let nodes = entry
+                .nodes
+                .iter()
+                .map(|node| NodeId::new(node.as_str()).map_err(|e| wrong(format!("nodes: {e}"))))
+                .collect::<Result<Vec<_>, _>>()?;
+            let candidate = Candidate {
+                server,
+                address: entry.address.clone(),
+                server_name: entry.server_name.clone(),
+                certificate_sha256,
+            };
+            read.push((candidate, nodes));
+        }
+        read.retain(|(candidate, _)| &candidate.server != own);
+        Ok(Self { servers: read })
+    }
+}
+
+impl FleetDirectory for StaticDirectory {
+    fn candidate<'a>(&'a self, node: &'a NodeId, _seats: u32, asked: u32) -> CandidateFuture<'a> {
+        let found = self
+            .servers
+            .iter()
+            .filter(|(_, nodes)| nodes.contains(node))
+            .nth(asked as usize)
+            .map(|(candidate, _)| candidate.clone());
+        Box::pin(std::future::ready(Ok(found)))
+    }
+}
+
+/// Checks `address` is `host:port`: a host, a port 1 to 65535, at most [`MAX_ADDRESS_LEN`]
+/// bytes, an IPv6 host in brackets.
+///
+/// # Errors
+/// What is wrong, in words.
+pub(crate) fn check_address(address: &str) -> Result<(), String> {
+    if address.len() > MAX_ADDRESS_LEN {
+        return Err(format!("{} bytes, above {MAX_ADDRESS_LEN}", address.len()));
+    }
+    let (host, port) =
+        address.rsplit_once(':').ok_or_else(|| format!("{address:?} is not host:port"))?;
+    let bare = host.strip_prefix('[').and_then(|h| h.strip_suffix(']'));
+    let host_ok = match bare {
+        Some(v6) => v6.parse::<std::net::Ipv6Addr>().is_ok(),
+        None => {
+            !host.is_empty()
+                && host.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b))
+        }
+    };
+    if !host_ok {
+        return Err(format!("{address:?}: {host:?} is not a host name or address"));
+    }
+    match port.parse::<u16>() {
+        Ok(p) if p > 0 => Ok(()),
+        _ => Err(format!("{address:?}: {port:?} is not a port (1 to 65535)")),
+    }
+}
+
+/// Reads a SHA-256 written as 64 hex digits, colons between bytes allowed, either case.
+fn parse_sha256(text: &str) -> Result<[u8; 32], String> {
+    let digits: Vec<u8> = text.bytes().filter(|&b| b != b':').collect();
+    if digits.len() != 64 {
+        return Err(format!("{text:?} is not 32 bytes of hex ({} digits)", digits.len()));
+    }
+    let mut out = [0u8; 32];
+    for (byte, pair) in out.iter_mut().zip(digits.chunks_exact(2)) {
+        let pair = std::str::from_utf8(pair).map_err(|_| format!("{text:?} is not hex"))?;
+        *byte = u8::from_str_radix(pair, 16).map_err(|_| format!("{text:?} is not hex"))?;
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(id: &str, address: &str, nodes: &[&str]) -> StaticServer {
+        StaticServer {
+            id: id.into(),
+            address: address.into(),
+            server_name: "localhost".into(),
+            certificate_sha256: None,
+            nodes: nodes.iter().map(|n| (*n).to_owned()).collect(),
+        }
+    }
+
+    fn ask(directory: &StaticDirectory, node: &str, asked: u32) -> Option<String> {
+        let node = NodeId::new(node).unwrap();
+        let answer = futures_now(directory.candidate(&node, 10, asked)).unwrap();
+        answer.map(|c| c.server.to_string())
+    }
+
+    /// Polls a future that is ready at once (a static directory never waits).
+    fn futures_now<T>(future: Pin<Box<dyn Future<Output = T> + Send + '_>>) -> T {
+        let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        runtime.block_on(future)
+    }
+
+    #[test]
+    fn a_static_directory_offers_the_nodes_servers_in_order() {
+        let own = ServerId::new("hub-1").unwrap();
+        let servers = [
+            entry("dungeon-1", "10.0.0.2:7777", &["crypt", "caves"]),
+            entry("hub-1", "10.0.0.1:7777", &["crypt", "town"]),
+            entry("arena-1", "10.0.0.3:7777", &["arena"]),
+            entry("dungeon-2", "[2001:db8::4]:7777", &["crypt"]),
+        ];
+        let directory = StaticDirectory::new(&own, &servers).unwrap();
+        assert_eq!(ask(&directory, "crypt", 0).as_deref(), Some("dungeon-1"));
+        assert_eq!(ask(&directory, "crypt", 1).as_deref(), Some("dungeon-2"), "itself skipped");
+        assert_eq!(ask(&directory, "crypt", 2), None, "no third server hosts the crypt");
+        assert_eq!(ask(&directory, "arena", 0).as_deref(), Some("arena-1"));
+        assert_eq!(ask(&directory, "town", 0), None, "only this server hosts the town");
+        assert_eq!(ask(&directory, "nowhere", 0), None);
+    }
+
+    #[test]
+    fn a_static_server_listed_twice_is_refused_naming_its_place() {
+        let own = ServerId::new("hub-1").unwrap();
+        let servers =
+            [entry("a", "10.0.0.2:7777", &["crypt"]), entry("a", "10.0.0.3:7777", &["crypt"])];
+        let err = StaticDirectory::new(&own, &servers).unwrap_err().to_string();
+        assert_eq!(err, "fleet.servers[1] (id \"a\"): listed twice");
+    }
+
+    #[test]
+    fn a_static_server_with_a_bad_entry_is_refused_naming_the_key() {
+        let own = ServerId::new("hub-1").unwrap();
+        let refused = |server: StaticServer| {
+            StaticDirectory::new(&own, &[entry("ok", "h:1", &["n"]), server])
+                .unwrap_err()
+                .to_string()
+        };
+        let err = refused(entry("b", "10.0.0.2", &["crypt"]));
+        assert!(err.starts_with("fleet.servers[1] (id \"b\"): address:"), "{err}");
+        let err = refused(entry("b", "10.0.0.2:0", &["crypt"]));
+        assert!(err.contains("not a port"), "{err}");
+        let err = refused(entry("b", "2001:db8::1:7777", &["crypt"]));
+        assert!(err.contains("not a host"), "{err}");
+        let err = refused(entry("b", &format!("{}:1", "h".repeat(260)), &["crypt"]));
+        assert!(err.contains("above 255"), "{err}");
+        let err = refused(entry("b", "h:1", &[]));
+        assert!(err.ends_with("hosts no node (nodes = [])"), "{err}");
+        let err = refused(entry("b", "h:1", &["bad node"]));
+        assert!(err.contains("nodes:"), "{err}");
+        let err = refused(entry("", "h:1", &["n"]));
+        assert!(err.starts_with("fleet.servers[1] (id \"\")"), "{err}");
+        let err = refused(StaticServer { server_name: String::new(), ..entry("b", "h:1", &["n"]) });
+        assert!(err.ends_with("server_name is empty"), "{err}");
+        let err = refused(StaticServer {
+            certificate_sha256: Some("AB:CD".into()),
+            ..entry("b", "h:1", &["n"])
+        });
+        assert!(err.contains("certificate_sha256: \"AB:CD\" is not 32 bytes of hex"), "{err}");
+        let err = refused(StaticServer {
+            certificate_sha256: Some("zz".repeat(32)),
+            ..entry("b", "h:1", &["n"])
+        });
+        assert!(err.contains("is not hex"), "{err}");
+    }
+
+    #[test]
+    fn a_static_servers_fingerprint_is_read_with_or_without_colons() {
+        let own = ServerId::new("hub-1").unwrap();
+        let hex: String = (0u8..32).map(|b| format!("{b:02X}")).collect();
+        let colons: String = (0u8..32).map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":");
+        for written in [hex, colons] {
+            let server =
+                StaticServer { certificate_sha256: Some(written), ..entry("b", "h:1", &["n"]) };
+            let directory = StaticDirectory::new(&own, &[server]).unwrap();
+            let node = NodeId::new("n").unwrap();
+            let found = futures_now(directory.candidate(&node, 1, 0)).unwrap().unwrap();
+            let expected: Vec<u8> = (0u8..32).collect();
+            assert_eq!(found.certificate_sha256.map(|d| d.to_vec()), Some(expected));
+            assert_eq!(found.address, "h:1");
+            assert_eq!(found.server_name, "localhost");
+        }
+    }
+}
