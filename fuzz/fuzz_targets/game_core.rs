@@ -619,6 +619,7 @@ impl Model {
                     inventory: vec![InventoryItem { item: "rope".into(), count: 1 }],
                     equipment: equipment.iter().map(|&k| tag(k)).collect(),
                     version: u64::from(*version),
+                    handoff: None,
                 })
             }
         }

@@ -1,6 +1,7 @@
 //! Fuzz target: the store's row codec, on rows a damaged (or hand-edited) database could hold.
 //!
-//! The input is a `players` row's columns. Checked:
+//! The input is a `players` row's columns (the handoff state's as often shaped as the store
+//! writes it as not). Checked:
 //! - reading it never panics: a row is a save or a refusal naming its column;
 //! - a row that reads as a save writes back to columns that read as the same save (the codec
 //!   round-trips everything it accepts).
@@ -24,7 +25,70 @@ struct Row {
     inventory: Json,
     equipment: Vec<String>,
     raw_equipment: Option<String>,
+    handoff: Option<Handoff>,
     version: i64,
+}
+
+/// A handoff column: a state shaped as the store writes it, or raw text.
+#[derive(Debug, Arbitrary)]
+enum Handoff {
+    State {
+        team: u8,
+        health: u32,
+        tags: Vec<String>,
+        /// Each effect: its tag, and `None` for an infinite one or its
+        /// `(left_ms, next_tick_ms, tick_ms, damage)`.
+        effects: Vec<(String, Option<(u64, u64, u64, u32)>)>,
+        startup_granted: bool,
+        composed_granted: bool,
+        granted: Vec<String>,
+    },
+    Raw(String),
+}
+
+fn handoff_json(handoff: &Handoff) -> String {
+    match handoff {
+        Handoff::State {
+            team,
+            health,
+            tags,
+            effects,
+            startup_granted,
+            composed_granted,
+            granted,
+        } => {
+            let effects: Vec<serde_json::Value> = effects
+                .iter()
+                .map(|(tag, finite)| {
+                    let duration = match finite {
+                        None => serde_json::json!("Infinite"),
+                        Some((left_ms, next_tick_ms, tick_ms, damage)) => serde_json::json!({
+                            "Finite": {
+                                "left_ms": left_ms,
+                                "next_tick_ms": next_tick_ms,
+                                "tick_ms": tick_ms,
+                                "damage": damage,
+                            }
+                        }),
+                    };
+                    serde_json::json!({ "tag": tag, "duration": duration })
+                })
+                .collect();
+            serde_json::json!({
+                "team": team,
+                "health": health,
+                "tags": tags,
+                "effects": effects,
+                "kits": {
+                    "startup_granted": startup_granted,
+                    "composed_granted": composed_granted,
+                    "granted": granted,
+                },
+            })
+            .to_string()
+        }
+        Handoff::Raw(text) => text.clone(),
+    }
 }
 
 /// An inventory column: items as the store writes them, or raw text.
@@ -58,6 +122,7 @@ fuzz_target!(|row: Row| {
         kits: row.kits.as_deref().map(json_tags),
         inventory,
         equipment: row.raw_equipment.unwrap_or_else(|| json_tags(&row.equipment)),
+        handoff: row.handoff.as_ref().map(handoff_json),
         version: row.version,
     };
     match read_player_row(raw) {

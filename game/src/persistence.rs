@@ -386,6 +386,7 @@ pub(crate) fn player_save(
         inventory: player.inventory.clone(),
         equipment: player.equipment.clone(),
         version: *version,
+        handoff: None,
     })
 }
 

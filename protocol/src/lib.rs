@@ -7,6 +7,8 @@
 //!   module that knows the encoding.
 //! - [`token`]: the HS256 session token carried by `Hello`; [`ticket`]: the travel ticket it may
 //!   carry instead (docs/spec/travel.md V8), the same form under the fleet's key.
+//! - [`fleet`]: the peer link between a fleet's servers (docs/spec/travel.md V14): its
+//!   messages and the proof of the fleet key.
 //!
 //! Constants: [`PROTOCOL_VERSION`], [`ALPN`], and the connection [`CloseCode`]s. The wire is
 //! specified for implementers in other languages in `docs/protocol.md`.
@@ -15,6 +17,7 @@
 
 pub mod borrowed;
 pub mod codec;
+pub mod fleet;
 pub mod ids;
 pub mod messages;
 pub mod runs;

@@ -85,7 +85,9 @@ impl TokenKey {
         Self(bytes.into())
     }
 
-    fn mac(&self) -> Hmac<Sha256> {
+    /// An HMAC-SHA256 keyed with this key: tokens, tickets and the peer link's proofs
+    /// ([`crate::fleet::PeerProof`]).
+    pub(crate) fn mac(&self) -> Hmac<Sha256> {
         // HMAC accepts keys of any length (long keys are hashed, short ones padded), so this
         // cannot fail.
         #[allow(clippy::expect_used)]

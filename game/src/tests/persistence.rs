@@ -16,6 +16,7 @@ fn save(player: &str, preset: Preset) -> PlayerSave {
         inventory: vec![],
         equipment: vec![],
         version: 7,
+        handoff: None,
     }
 }
 

@@ -82,6 +82,7 @@ fn a_respawn_strips_finite_effects_and_keeps_infinite_ones() {
             inventory: vec![],
             equipment: vec![EFFECT_EQUIPMENT_ARMOR],
             version: 4,
+            handoff: None,
         }),
     );
     h.ack(a);

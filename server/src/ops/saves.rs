@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use gatehouse_protocol::PlayerId;
 
 use crate::config::ServerConfig;
-use crate::store::{PlayerSave, Preset, SessionSave, Store, StoreError};
+use crate::store::{
+    HandoffDuration, HandoffState, PlayerSave, Preset, SessionSave, Store, StoreError,
+};
 
 /// What to print.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,12 +144,42 @@ fn render_save(location: &str, save: &PlayerSave) -> String {
         Preset::ReadOnly { .. } => "(from the preset catalog)".to_owned(),
     };
     format!(
-        "player     {}\nnode       {}\npreset     {}\nkits       {kits}\ninventory  {inventory}\nequipment  {}\nversion    {}\nstore      {location}\n",
+        "player     {}\nnode       {}\npreset     {}\nkits       {kits}\ninventory  {inventory}\nequipment  {}\nhandoff    {}\nversion    {}\nstore      {location}\n",
         save.player,
         node_text(save),
         preset_text(&save.preset),
         tags_text(&save.equipment),
+        save.handoff.as_ref().map_or_else(|| "(none)".to_owned(), |state| handoff_text(state)),
         save.version,
+    )
+}
+
+/// A handoff state on one line: team, health, state tags, effects with the time they have
+/// left, and the kits granted.
+fn handoff_text(state: &HandoffState) -> String {
+    let tags: Vec<_> = state.tags.iter().copied().collect();
+    let effects = if state.effects.is_empty() {
+        "(none)".to_owned()
+    } else {
+        state
+            .effects
+            .iter()
+            .map(|e| match e.duration {
+                HandoffDuration::Infinite => e.tag.name().to_owned(),
+                HandoffDuration::Finite { left_ms, .. } => {
+                    format!("{} ({left_ms} ms left)", e.tag.name())
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let granted: Vec<_> = state.kits.granted.iter().copied().collect();
+    format!(
+        "team {}, health {}; tags {}; effects {effects}; kits granted {}",
+        state.team.0,
+        state.health,
+        tags_text(&tags),
+        tags_text(&granted),
     )
 }
 
@@ -188,6 +220,7 @@ mod tests {
             inventory: vec![InventoryItem { item: "rope".into(), count: 2 }],
             equipment: vec![GameplayTag::parse("Effect.Equipment.Armor").unwrap()],
             version: 3,
+            handoff: None,
         }
     }
 
@@ -201,11 +234,51 @@ mod tests {
             "kits       Kit.Composed.Vanguard",
             "inventory  rope x2",
             "equipment  Effect.Equipment.Armor",
+            "handoff    (none)",
             "version    3",
             "store      sqlite:data/saves.db",
         ] {
             assert!(text.contains(line), "missing {line:?} in:\n{text}");
         }
+    }
+
+    #[test]
+    fn show_prints_a_handoff_state_on_one_line() {
+        use crate::store::{HandoffEffect, KitLatches};
+        let tag = |name| GameplayTag::parse(name).unwrap();
+        let save = PlayerSave {
+            handoff: Some(Box::new(HandoffState {
+                team: gatehouse_protocol::TeamId(2),
+                health: 0,
+                tags: [tag("State.Dead")].into(),
+                effects: vec![
+                    HandoffEffect {
+                        tag: tag("Effect.Equipment.Armor"),
+                        duration: HandoffDuration::Infinite,
+                    },
+                    HandoffEffect {
+                        tag: tag("Effect.DamageOverTime.Poison"),
+                        duration: HandoffDuration::Finite {
+                            left_ms: 1_250,
+                            next_tick_ms: 150,
+                            tick_ms: 250,
+                            damage: 30,
+                        },
+                    },
+                ],
+                kits: KitLatches {
+                    startup_granted: true,
+                    composed_granted: true,
+                    granted: [tag("Kit.Composed.Vanguard")].into(),
+                },
+            })),
+            ..character()
+        };
+        let text = render_save("s", &save);
+        let line = "handoff    team 2, health 0; tags State.Dead; effects Effect.Equipment.Armor, \
+                    Effect.DamageOverTime.Poison (1250 ms left); \
+                    kits granted Kit.Composed.Vanguard";
+        assert!(text.contains(line), "missing {line:?} in:\n{text}");
     }
 
     #[test]

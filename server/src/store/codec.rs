@@ -1,6 +1,7 @@
 //! The save model as table columns, both ways: plain values in, plain values out, so the same
 //! code serves both backends. Lists are JSON arrays in text columns; a read-only preset is
-//! written as its name alone.
+//! written as its name alone; a handoff state is a JSON object in a nullable text column (NULL
+//! for a save without one), at most [`MAX_HANDOFF_BYTES`].
 //!
 //! Owns the column encoding. Runs no query.
 
@@ -10,12 +11,17 @@ use gatehouse_tags::GameplayTag;
 use sqlx::{ColumnIndex, Decode, FromRow, Row, Type};
 
 use super::StoreError;
-use crate::model::{InventoryItem, PlayerSave, Preset, SessionSave};
+use crate::model::{HandoffState, InventoryItem, PlayerSave, Preset, SessionSave};
 
 /// `players.preset_kind` of a saved character.
 const KIND_CHARACTER: &str = "character";
 /// `players.preset_kind` of a read-only preset.
 const KIND_READ_ONLY: &str = "read_only";
+
+/// Most bytes `players.handoff` holds (its JSON text). A handoff state is a team, a health, and
+/// sets of catalog tags and effects (a few KiB with every tag of `config/tags.toml` held, kits
+/// granted and an effect of each): the bound refuses a value no core made before it is parsed.
+pub(crate) const MAX_HANDOFF_BYTES: usize = 64 * 1024;
 
 /// The columns of one `players` row, as written.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,6 +34,8 @@ pub(crate) struct PlayerColumns {
     pub(crate) kits: Option<String>,
     pub(crate) inventory: String,
     pub(crate) equipment: String,
+    /// `players.handoff`: JSON, or `None` (NULL) for a save without a handoff state.
+    pub(crate) handoff: Option<String>,
 }
 
 /// One `players` row as read (columns named as in the schema).
@@ -41,6 +49,7 @@ pub(crate) struct PlayerRow {
     pub(crate) kits: Option<String>,
     pub(crate) inventory: String,
     pub(crate) equipment: String,
+    pub(crate) handoff: Option<String>,
     pub(crate) version: i64,
 }
 
@@ -61,6 +70,7 @@ where
             kits: row.try_get("kits")?,
             inventory: row.try_get("inventory")?,
             equipment: row.try_get("equipment")?,
+            handoff: row.try_get("handoff")?,
             version: row.try_get("version")?,
         })
     }
@@ -98,7 +108,13 @@ pub(crate) fn version_column(key: &str, version: u64) -> Result<i64, StoreError>
     })
 }
 
-/// The columns written for `save`. A read-only preset writes only its name.
+/// The columns written for `save`. A read-only preset writes only its name; a save without a
+/// handoff state writes `handoff` NULL.
+///
+/// # Errors
+/// [`StoreError::Unwritable`] naming the player and the column: a value that cannot be encoded,
+/// a handoff state that fails [`HandoffState::check`] or encodes to more than
+/// [`MAX_HANDOFF_BYTES`].
 pub(crate) fn player_columns(save: &PlayerSave) -> Result<PlayerColumns, StoreError> {
     let key = player_key(&save.player);
     let json = |what: &str, result: Result<String, serde_json::Error>| {
@@ -125,7 +141,37 @@ pub(crate) fn player_columns(save: &PlayerSave) -> Result<PlayerColumns, StoreEr
         kits,
         inventory: json("inventory", serde_json::to_string(&save.inventory))?,
         equipment: json("equipment", serde_json::to_string(&save.equipment))?,
+        handoff: save.handoff.as_ref().map(|state| handoff_column(&key, state)).transpose()?,
     })
+}
+
+/// Encodes a handoff state for `players.handoff`; `key` names the player in errors.
+fn handoff_column(key: &str, state: &HandoffState) -> Result<String, StoreError> {
+    let unwritable = |why: String| StoreError::Unwritable { key: key.to_owned(), why };
+    state.check().map_err(|defect| unwritable(format!("its `handoff` is refused: {defect}")))?;
+    let text = serde_json::to_string(state)
+        .map_err(|e| unwritable(format!("cannot encode its `handoff`: {e}")))?;
+    if text.len() > MAX_HANDOFF_BYTES {
+        return Err(unwritable(format!(
+            "expected its `handoff` to encode to at most {MAX_HANDOFF_BYTES} bytes, found {}",
+            text.len()
+        )));
+    }
+    Ok(text)
+}
+
+/// Reads `players.handoff` back: the bound first (nothing larger is parsed), then the JSON,
+/// then [`HandoffState::check`]. The error is what was expected and found, for
+/// [`StoreError::Corrupt`].
+fn handoff_from_column(text: &str) -> Result<HandoffState, String> {
+    if text.len() > MAX_HANDOFF_BYTES {
+        return Err(format!("expected at most {MAX_HANDOFF_BYTES} bytes, found {}", text.len()));
+    }
+    let state = serde_json::from_str::<HandoffState>(text).map_err(|e| {
+        format!("expected a JSON handoff state {{team, health, tags, effects, kits}}: {e}")
+    })?;
+    state.check().map_err(|defect| defect.to_string())?;
+    Ok(state)
 }
 
 /// Reads a `players` row back; `url` names the store in errors.
@@ -139,6 +185,7 @@ pub(crate) fn player_from_row(url: &str, row: PlayerRow) -> Result<PlayerSave, S
         kits,
         inventory,
         equipment,
+        handoff,
         version,
     } = row;
     let key = format!("player {player_id}");
@@ -176,9 +223,13 @@ pub(crate) fn player_from_row(url: &str, row: PlayerRow) -> Result<PlayerSave, S
     })?;
     let equipment = serde_json::from_str::<Vec<GameplayTag>>(&equipment)
         .map_err(|e| corrupt("equipment", format!("expected a JSON array of tag names: {e}")))?;
+    let handoff = handoff
+        .map(|text| handoff_from_column(&text).map(Box::new))
+        .transpose()
+        .map_err(|why| corrupt("handoff", why))?;
     let version = u64::try_from(version)
         .map_err(|_| corrupt("version", format!("expected a positive number, found {version}")))?;
-    Ok(PlayerSave { player, node, preset, inventory, equipment, version })
+    Ok(PlayerSave { player, node, preset, inventory, equipment, version, handoff })
 }
 
 /// Reads a `sessions` row back; `url` names the store in errors.
@@ -212,7 +263,10 @@ fn presence<T>(value: &Option<T>) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+    use gatehouse_protocol::TeamId;
+
     use super::*;
+    use crate::model::{HandoffDuration, HandoffEffect, KitLatches};
 
     fn tag(name: &str) -> GameplayTag {
         GameplayTag::parse(name).unwrap()
@@ -228,7 +282,49 @@ mod tests {
             kits: c.kits.clone(),
             inventory: c.inventory.clone(),
             equipment: c.equipment.clone(),
+            handoff: c.handoff.clone(),
             version,
+        }
+    }
+
+    /// A handoff state with every field set: a dead player, its poison still running.
+    fn handoff() -> HandoffState {
+        HandoffState {
+            team: TeamId(2),
+            health: 0,
+            tags: [tag("State.Dead")].into(),
+            effects: vec![
+                HandoffEffect {
+                    tag: tag("Effect.Equipment.Armor"),
+                    duration: HandoffDuration::Infinite,
+                },
+                HandoffEffect {
+                    tag: tag("Effect.DamageOverTime.Poison"),
+                    duration: HandoffDuration::Finite {
+                        left_ms: 1_250,
+                        next_tick_ms: 150,
+                        tick_ms: 250,
+                        damage: 30,
+                    },
+                },
+            ],
+            kits: KitLatches {
+                startup_granted: true,
+                composed_granted: true,
+                granted: [tag("Kit.Startup.Movement"), tag("Kit.Composed.Vanguard")].into(),
+            },
+        }
+    }
+
+    fn read_only(player: &str, handoff: Option<HandoffState>) -> PlayerSave {
+        PlayerSave {
+            player: PlayerId::new(player).unwrap(),
+            node: None,
+            preset: Preset::ReadOnly { name: "scout".into() },
+            inventory: vec![],
+            equipment: vec![tag("Effect.Equipment.Armor")],
+            version: 1,
+            handoff: handoff.map(Box::new),
         }
     }
 
@@ -244,6 +340,7 @@ mod tests {
             inventory: vec![InventoryItem { item: "rope".into(), count: 2 }],
             equipment: vec![tag("Effect.Equipment.Armor")],
             version: 7,
+            handoff: None,
         };
         let c = player_columns(&save).unwrap();
         assert_eq!(c.preset_kind, "character");
@@ -260,6 +357,7 @@ mod tests {
             inventory: vec![],
             equipment: vec![],
             version: 1,
+            handoff: None,
         };
         let c = player_columns(&save).unwrap();
         assert_eq!((c.preset_kind, c.preset_name.as_deref()), ("read_only", Some("scout")));
@@ -278,6 +376,7 @@ mod tests {
             kits: None,
             inventory: "[]".into(),
             equipment: "[\"No.Such.Tag.Anywhere\"]".into(),
+            handoff: None,
             version: 1,
         };
         let err = player_from_row("sqlite:x", r.clone()).unwrap_err().to_string();
@@ -286,6 +385,64 @@ mod tests {
         r.preset_kind = "character".into();
         let err = player_from_row("sqlite:x", r).unwrap_err().to_string();
         assert!(err.contains("`preset_kind`"), "{err}");
+    }
+
+    /// A handoff state is one JSON column, every field read back as written; a save without
+    /// one writes NULL and reads back `None`.
+    #[test]
+    fn a_handoff_state_round_trips_through_its_column_and_none_is_null() {
+        let save = read_only("p-h", Some(handoff()));
+        let c = player_columns(&save).unwrap();
+        let text = c.handoff.as_deref().unwrap();
+        assert!(text.contains("\"State.Dead\"") && text.contains("\"left_ms\":1250"), "{text}");
+        assert_eq!(player_from_row("u", row(&c, 1)).unwrap(), save);
+        assert!(save.handoff.as_ref().unwrap().is_dead());
+
+        let none = read_only("p-n", None);
+        let c = player_columns(&none).unwrap();
+        assert_eq!(c.handoff, None, "NULL, not a JSON null");
+        assert_eq!(player_from_row("u", row(&c, 1)).unwrap(), none);
+    }
+
+    /// An oversized or corrupt `handoff` is refused on read with an error naming the player
+    /// and the column; one a core could not have made is refused on write too.
+    #[test]
+    fn an_oversized_or_corrupt_handoff_column_is_refused_naming_the_player_and_column() {
+        let good = player_columns(&read_only("p-bad", Some(handoff()))).unwrap();
+        let refused = |handoff: String| {
+            let mut r = row(&good, 1);
+            r.handoff = Some(handoff);
+            let err = player_from_row("sqlite:x", r).unwrap_err();
+            assert!(matches!(err, StoreError::Corrupt { column: "handoff", .. }), "{err}");
+            let text = err.to_string();
+            assert!(text.contains("player p-bad") && text.contains("`handoff`"), "{text}");
+            text
+        };
+        let mut padded = good.handoff.clone().unwrap();
+        padded.push_str(&" ".repeat(MAX_HANDOFF_BYTES));
+        let err = refused(padded);
+        assert!(err.contains(&format!("at most {MAX_HANDOFF_BYTES} bytes")), "{err}");
+        refused("{\"team\": 2".into());
+        refused("null".into());
+        refused("[]".into());
+        let unknown_tag = good.handoff.clone().unwrap().replace("State.Dead", "State.Undead");
+        assert!(refused(unknown_tag).contains("State.Undead"));
+        let no_team = good.handoff.clone().unwrap().replace("\"team\":2", "\"team\":0");
+        assert!(refused(no_team).contains("team 0"));
+        let zero_tick = good.handoff.clone().unwrap().replace("\"tick_ms\":250", "\"tick_ms\":0");
+        assert!(refused(zero_tick).contains("effects[1]"));
+
+        let unwritable = |state: HandoffState| {
+            let err = player_columns(&read_only("p-big", Some(state))).unwrap_err();
+            assert!(matches!(err, StoreError::Unwritable { .. }), "{err}");
+            let text = err.to_string();
+            assert!(text.contains("player p-big") && text.contains("`handoff`"), "{text}");
+            text
+        };
+        let mut big = handoff();
+        big.effects = vec![big.effects[1].clone(); MAX_HANDOFF_BYTES / 64];
+        assert!(unwritable(big).contains(&format!("at most {MAX_HANDOFF_BYTES} bytes")));
+        assert!(unwritable(HandoffState { team: TeamId(0), ..handoff() }).contains("team 0"));
     }
 
     #[test]

@@ -24,6 +24,8 @@ pub struct RawPlayerRow {
     pub inventory: String,
     /// `equipment` (a JSON array of tag names).
     pub equipment: String,
+    /// `handoff` (a JSON handoff state, or NULL).
+    pub handoff: Option<String>,
     /// `version`.
     pub version: i64,
 }
@@ -42,6 +44,7 @@ pub fn read_player_row(row: RawPlayerRow) -> Result<PlayerSave, String> {
         kits: row.kits,
         inventory: row.inventory,
         equipment: row.equipment,
+        handoff: row.handoff,
         version: row.version,
     };
     player_from_row("fuzz:", row).map_err(|e| e.to_string())
@@ -63,6 +66,7 @@ pub fn player_round_trip(save: &PlayerSave) -> Result<PlayerSave, String> {
         kits: columns.kits,
         inventory: columns.inventory,
         equipment: columns.equipment,
+        handoff: columns.handoff,
         version,
     })
 }

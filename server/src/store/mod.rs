@@ -21,7 +21,10 @@ mod schema;
 mod worker;
 
 pub use crate::config::{DEFAULT_STORE_URL, StoreUrl, StoreUrlError, redact};
-pub use crate::model::{InventoryItem, LoadOutcome, PlayerSave, Preset, SessionSave};
+pub use crate::model::{
+    HandoffDefect, HandoffDuration, HandoffEffect, HandoffState, InventoryItem, KitLatches,
+    LoadOutcome, PlayerSave, Preset, SessionSave,
+};
 pub use backend::Store;
 pub use error::StoreError;
 pub use metrics::{STORE_BUCKETS, StoreMetrics};

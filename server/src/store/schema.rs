@@ -21,18 +21,35 @@ struct Step {
 }
 
 /// The SQLite (embedded store) migrations, oldest first.
-const SQLITE: &[Step] = &[Step {
-    version: 1,
-    description: "players and sessions",
-    sql: include_str!("migrations/sqlite/0001_players_and_sessions.sql"),
-}];
+///
+/// 1. The `players` and `sessions` tables.
+/// 2. `players.handoff`: a travel's handoff state (docs/spec/travel.md V2), NULL otherwise.
+const SQLITE: &[Step] = &[
+    Step {
+        version: 1,
+        description: "players and sessions",
+        sql: include_str!("migrations/sqlite/0001_players_and_sessions.sql"),
+    },
+    Step {
+        version: 2,
+        description: "handoff state",
+        sql: include_str!("migrations/sqlite/0002_handoff_state.sql"),
+    },
+];
 
 /// The PostgreSQL migrations, oldest first; the same versions as [`SQLITE`].
-const POSTGRES: &[Step] = &[Step {
-    version: 1,
-    description: "players and sessions",
-    sql: include_str!("migrations/postgres/0001_players_and_sessions.sql"),
-}];
+const POSTGRES: &[Step] = &[
+    Step {
+        version: 1,
+        description: "players and sessions",
+        sql: include_str!("migrations/postgres/0001_players_and_sessions.sql"),
+    },
+    Step {
+        version: 2,
+        description: "handoff state",
+        sql: include_str!("migrations/postgres/0002_handoff_state.sql"),
+    },
+];
 
 /// Which SQL dialect a backend speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

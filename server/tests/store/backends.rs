@@ -116,6 +116,69 @@ impl Backend {
         }
     }
 
+    /// A player's `handoff` column, read behind the store's back (`None`: NULL).
+    pub(crate) async fn raw_handoff(&self, player: &str) -> Option<String> {
+        let sql = "SELECT handoff FROM players WHERE player_id = $1";
+        match self {
+            Backend::Embedded { dir } => {
+                let mut conn = sqlite(dir.path()).await;
+                sqlx::query_scalar(sql).bind(player).fetch_one(&mut conn).await.unwrap()
+            }
+            Backend::Postgres { .. } => {
+                let mut conn = sqlx::PgConnection::connect(&self.url_text()).await.unwrap();
+                sqlx::query_scalar(sql).bind(player).fetch_one(&mut conn).await.unwrap()
+            }
+        }
+    }
+
+    /// Creates the store at schema version 1, as a server of that version left it: its one
+    /// migration applied and recorded by sqlx's migrator, from the file this build still ships
+    /// (migrations are never edited once released, so it is the one a server of version 1 ran).
+    pub(crate) async fn create_at_schema_1(&self) {
+        let dialect = match self {
+            Backend::Embedded { .. } => "sqlite",
+            Backend::Postgres { .. } => "postgres",
+        };
+        let file = "0001_players_and_sessions.sql";
+        let shipped = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("src/store/migrations")
+            .join(dialect)
+            .join(file);
+        let only_the_first = tempfile::tempdir().unwrap();
+        std::fs::copy(&shipped, only_the_first.path().join(file)).unwrap();
+        let migrator = sqlx::migrate::Migrator::new(only_the_first.path()).await.unwrap();
+        assert_eq!(migrator.iter().map(|m| m.version).collect::<Vec<_>>(), [1]);
+        match self {
+            Backend::Embedded { dir } => {
+                let options = sqlx::sqlite::SqliteConnectOptions::new()
+                    .filename(dir.path().join("saves.db"))
+                    .create_if_missing(true);
+                let mut conn = sqlx::SqliteConnection::connect_with(&options).await.unwrap();
+                migrator.run(&mut conn).await.unwrap();
+                conn.close().await.unwrap();
+            }
+            Backend::Postgres { .. } => {
+                let mut conn = sqlx::PgConnection::connect(&self.url_text()).await.unwrap();
+                migrator.run(&mut conn).await.unwrap();
+                conn.close().await.unwrap();
+            }
+        }
+    }
+
+    /// Runs `sql` behind the store's back (rows written as an older server wrote them).
+    pub(crate) async fn execute(&self, sql: &str) {
+        match self {
+            Backend::Embedded { dir } => {
+                let mut conn = sqlite(dir.path()).await;
+                conn.execute(sql).await.unwrap();
+            }
+            Backend::Postgres { .. } => {
+                let mut conn = sqlx::PgConnection::connect(&self.url_text()).await.unwrap();
+                conn.execute(sql).await.unwrap();
+            }
+        }
+    }
+
     /// The tables in the store, sorted.
     pub(crate) async fn table_names(&self) -> Vec<String> {
         match self {

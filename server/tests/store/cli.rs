@@ -21,7 +21,7 @@ fn saves(b: &Backend, args: &[&str]) -> Output {
     process::saves(SERVER.as_ref(), &b.data_dir(), url.as_deref(), args)
 }
 
-/// `saves show` prints a player's node, preset, inventory, equipment and version.
+/// `saves show` prints a player's node, preset, inventory, equipment, handoff state and version.
 pub(crate) async fn saves_show_prints_a_players_save(b: &Backend) {
     let store = b.open().await;
     let mut save = character("sim-0001");
@@ -37,6 +37,7 @@ pub(crate) async fn saves_show_prints_a_players_save(b: &Backend) {
         "kits       Kit.Composed.Vanguard, Kit.Composed.Medic",
         "inventory  rope x2, lantern-oil x40",
         "equipment  Effect.Equipment.Armor",
+        "handoff    (none)",
         "version    1",
     ] {
         assert!(text.contains(line), "missing {line:?} in:\n{text}");

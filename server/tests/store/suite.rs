@@ -1,8 +1,11 @@
 //! The store contract, written once and run on both backends (see `on_both_backends!` in
 //! `main.rs`).
 
-use gatehouse_protocol::{CharacterDef, NodeId, PlayerId};
-use gatehouse_server::store::{InventoryItem, PlayerSave, Preset, SessionSave, Store, StoreError};
+use gatehouse_protocol::{CharacterDef, NodeId, PlayerId, TeamId};
+use gatehouse_server::store::{
+    HandoffDuration, HandoffEffect, HandoffState, InventoryItem, KitLatches, PlayerSave, Preset,
+    SessionSave, Store, StoreError,
+};
 use gatehouse_tags::GameplayTag;
 
 use crate::backends::Backend;
@@ -26,6 +29,7 @@ pub(crate) fn character(player: &str) -> PlayerSave {
         ],
         equipment: vec![tag("Effect.Equipment.Armor")],
         version: 0,
+        handoff: None,
     }
 }
 
@@ -38,7 +42,43 @@ pub(crate) fn read_only(player: &str) -> PlayerSave {
         inventory: vec![InventoryItem { item: "map".into(), count: 1 }],
         equipment: vec![],
         version: 0,
+        handoff: None,
     }
+}
+
+/// A handoff state with every field set: a dead player on team 2 whose poison (the effect
+/// that killed it) has 1,250 ms left, wearing armour, its kits granted.
+pub(crate) fn dead_and_poisoned() -> HandoffState {
+    HandoffState {
+        team: TeamId(2),
+        health: 0,
+        tags: [tag("State.Dead")].into(),
+        effects: vec![
+            HandoffEffect {
+                tag: tag("Effect.Equipment.Armor"),
+                duration: HandoffDuration::Infinite,
+            },
+            HandoffEffect {
+                tag: tag("Effect.DamageOverTime.Poison"),
+                duration: HandoffDuration::Finite {
+                    left_ms: 1_250,
+                    next_tick_ms: 150,
+                    tick_ms: 250,
+                    damage: 30,
+                },
+            },
+        ],
+        kits: KitLatches {
+            startup_granted: true,
+            composed_granted: true,
+            granted: [tag("Kit.Startup.Movement"), tag("Kit.Composed.Vanguard")].into(),
+        },
+    }
+}
+
+/// `save` as a handoff save carrying `state`.
+fn handing_off(save: PlayerSave, state: HandoffState) -> PlayerSave {
+    PlayerSave { handoff: Some(Box::new(state)), ..save }
 }
 
 fn at(mut save: PlayerSave, version: u64) -> PlayerSave {
@@ -70,6 +110,7 @@ pub(crate) async fn every_field_round_trips(b: &Backend) {
         inventory: vec![InventoryItem { item: "bandage".into(), count: u32::MAX }],
         equipment: vec![tag("Effect.Equipment.Armor"), tag("Kit.Startup.Movement")],
         version: 1,
+        handoff: None,
     };
     assert_eq!(store.save_player(&second).await.unwrap(), 2);
     assert_eq!(load(&store, "p-1").await, Some(at(second, 2)));
@@ -85,6 +126,7 @@ pub(crate) async fn every_field_round_trips(b: &Backend) {
         inventory: vec![],
         equipment: vec![],
         version: 0,
+        handoff: None,
     };
     store.save_player(&bare).await.unwrap();
     assert_eq!(load(&store, "p-2").await, Some(at(bare, 1)));
@@ -398,7 +440,7 @@ pub(crate) async fn migrations_are_idempotent(b: &Backend) {
         let again = b.open().await;
         again.close().await;
     }
-    assert_eq!(b.applied_migrations().await, [1]);
+    assert_eq!(b.applied_migrations().await, [1, 2]);
     let store = b.open().await;
     assert_eq!(load(&store, "p-m").await.map(|p| p.version), Some(1));
     store.close().await;
@@ -410,4 +452,182 @@ pub(crate) async fn a_store_with_a_newer_schema_is_refused(b: &Backend) {
     b.record_foreign_migration(999).await;
     let err = Store::open(&b.url(), &b.data_dir()).await.unwrap_err().to_string();
     assert!(err.contains("cannot migrate the store") && err.contains("999"), "{err}");
+}
+
+/// docs/spec/travel.md V2: every field of a handoff save reads back as written, as a first save
+/// and as an update, alone and in a batch, and through `list_players`; the save after it
+/// (the destination saving the player as its own) writes none, and none is read back.
+pub(crate) async fn a_handoff_save_round_trips_every_field(b: &Backend) {
+    let store = b.open().await;
+    let first = handing_off(character("h-1"), dead_and_poisoned());
+    assert_eq!(store.save_player(&first).await.unwrap(), 1);
+    assert_eq!(load(&store, "h-1").await, Some(at(first.clone(), 1)));
+    assert!(load(&store, "h-1").await.unwrap().handoff.unwrap().is_dead());
+
+    // Every field of the state changes on the next handoff save: alive, the other team, an
+    // effect of each kind with other times, no tags, the latches open.
+    let alive = HandoffState {
+        team: TeamId(1),
+        health: u32::MAX,
+        tags: Default::default(),
+        effects: vec![
+            HandoffEffect {
+                tag: tag("Effect.DamageOverTime.Poison"),
+                duration: HandoffDuration::Finite {
+                    left_ms: u64::MAX,
+                    next_tick_ms: 0,
+                    tick_ms: 1,
+                    damage: u32::MAX,
+                },
+            },
+            HandoffEffect {
+                tag: tag("Effect.Equipment.Armor"),
+                duration: HandoffDuration::Infinite,
+            },
+        ],
+        kits: KitLatches::default(),
+    };
+    let second = handing_off(at(read_only("h-1"), 1), alive.clone());
+    assert_eq!(store.save_player(&second).await.unwrap(), 2);
+    assert_eq!(load(&store, "h-1").await, Some(at(second, 2)));
+
+    // In a batch, first saves and updates alike.
+    let batch = [
+        handing_off(at(character("h-1"), 2), dead_and_poisoned()),
+        handing_off(character("h-2"), alive),
+        read_only("h-3"),
+    ];
+    let results = store.save_players(&batch).await.unwrap();
+    assert!(matches!(results[..], [Ok(3), Ok(1), Ok(1)]), "{results:?}");
+    let listed = store.list_players().await.unwrap();
+    assert_eq!(
+        listed,
+        vec![at(batch[0].clone(), 3), at(batch[1].clone(), 1), at(batch[2].clone(), 1)]
+    );
+
+    // The next plain save clears it.
+    let plain = at(character("h-1"), 3);
+    assert_eq!(store.save_player(&plain).await.unwrap(), 4);
+    assert_eq!(load(&store, "h-1").await, Some(at(plain, 4)));
+    assert_eq!(b.raw_handoff("h-1").await, None, "NULL once a save without one is written");
+    store.close().await;
+}
+
+/// A save without a handoff state (every save the core writes outside a travel) stores NULL
+/// and loads `None`.
+pub(crate) async fn a_save_without_a_handoff_state_loads_none(b: &Backend) {
+    let store = b.open().await;
+    store.save_player(&character("n-1")).await.unwrap();
+    store.save_players(&[read_only("n-2"), at(character("n-1"), 1)]).await.unwrap();
+    for player in ["n-1", "n-2"] {
+        assert_eq!(load(&store, player).await.unwrap().handoff, None, "{player}");
+        assert_eq!(b.raw_handoff(player).await, None, "{player}: NULL, not a JSON null");
+    }
+    store.close().await;
+}
+
+/// The source's handoff save of `player`, saved once before its travel: the version `v` the
+/// store acknowledged (2).
+async fn handoff_save(source: &Store, player: &str) -> u64 {
+    source.save_player(&character(player)).await.unwrap();
+    let handoff = handing_off(at(character(player), 1), dead_and_poisoned());
+    let v = source.save_player(&handoff).await.unwrap();
+    assert_eq!(v, 2);
+    v
+}
+
+/// docs/spec/travel.md V5: the destination's claim and the source's recall are two conditional
+/// saves based on the handoff save's version `v`; whichever comes first is applied and the
+/// other refused as a conflict that names `v` and what it found, in either order, and when
+/// both race from two processes.
+pub(crate) async fn a_claim_and_a_recall_at_the_handoff_version_one_wins(b: &Backend) {
+    let source = b.open().await;
+    let destination = b.open().await;
+    // The claim: the destination's save of the player as its own, at its node.
+    let claim = |player: &str, v: u64| PlayerSave {
+        node: Some(NodeId::new("sunken-keep").unwrap()),
+        ..at(character(player), v)
+    };
+    // The recall: the source's save of the player it keeps, at the node it never left.
+    let recall = |player: &str, v: u64| at(character(player), v);
+
+    for claim_first in [true, false] {
+        let player = if claim_first { "v-claim-first" } else { "v-recall-first" };
+        let v = handoff_save(&source, player).await;
+        let (claim, recall) = (claim(player, v), recall(player, v));
+        let (first, first_store, second, second_store) = if claim_first {
+            (&claim, &destination, &recall, &source)
+        } else {
+            (&recall, &source, &claim, &destination)
+        };
+        assert_eq!(first_store.save_player(first).await.unwrap(), v + 1, "{player}: applied");
+        let err = second_store.save_player(second).await.unwrap_err();
+        assert!(
+            matches!(err, StoreError::Conflict { expected, found: Some(found), .. }
+                if expected == v && found == v + 1),
+            "{player}: {err}"
+        );
+        assert!(err.to_string().contains(player), "{player}: {err}");
+        assert_eq!(load(&source, player).await, Some(at(first.clone(), v + 1)), "{player}");
+    }
+
+    // Both at once, from two processes: exactly one is applied.
+    for round in 0..8 {
+        let player = format!("v-race-{round}");
+        let v = handoff_save(&source, &player).await;
+        let (claim, recall) = (claim(&player, v), recall(&player, v));
+        let (d, s) = (destination.clone(), source.clone());
+        let (c, r) = (claim.clone(), recall.clone());
+        let claimed = tokio::spawn(async move { d.save_player(&c).await });
+        let recalled = tokio::spawn(async move { s.save_player(&r).await });
+        let (claimed, recalled) = (claimed.await.unwrap(), recalled.await.unwrap());
+        let winner = match (&claimed, &recalled) {
+            (Ok(n), Err(StoreError::Conflict { expected, .. }))
+                if *n == v + 1 && *expected == v =>
+            {
+                claim
+            }
+            (Err(StoreError::Conflict { expected, .. }), Ok(n))
+                if *n == v + 1 && *expected == v =>
+            {
+                recall
+            }
+            other => panic!("{player}: expected one applied and one conflict, found {other:?}"),
+        };
+        assert_eq!(load(&source, &player).await, Some(at(winner, v + 1)), "{player}");
+    }
+    source.close().await;
+    destination.close().await;
+}
+
+/// A store a schema-1 server created, with its rows, opens at schema 2 (the handoff column
+/// added, nothing else changed) and loads those rows with no handoff state; they are saved on
+/// as any.
+pub(crate) async fn a_store_at_schema_1_opens_at_schema_2_and_loads_its_rows_without_a_handoff(
+    b: &Backend,
+) {
+    b.create_at_schema_1().await;
+    assert_eq!(b.applied_migrations().await, [1]);
+    b.execute(
+        "INSERT INTO players (player_id, node, preset_kind, preset_name, character_def, kits, \
+         inventory, equipment, version) VALUES \
+         ('old-1', 'harbor', 'character', NULL, 'Vanguard', \
+          '[\"Kit.Composed.Vanguard\",\"Kit.Composed.Medic\"]', \
+          '[{\"item\":\"rope\",\"count\":2},{\"item\":\"lantern-oil\",\"count\":40}]', \
+          '[\"Effect.Equipment.Armor\"]', 3), \
+         ('old-2', 'harbor', 'read_only', 'Scout', NULL, NULL, \
+          '[{\"item\":\"map\",\"count\":1}]', '[]', 1)",
+    )
+    .await;
+    b.execute("INSERT INTO sessions (session, node, version) VALUES ('main', 'harbor', 5)").await;
+
+    let store = b.open().await;
+    assert_eq!(b.applied_migrations().await, [1, 2]);
+    assert_eq!(load(&store, "old-1").await, Some(at(character("old-1"), 3)));
+    assert_eq!(load(&store, "old-2").await, Some(at(read_only("old-2"), 1)));
+    assert_eq!(store.load_session("main").await.unwrap().map(|s| s.version), Some(5));
+    let travelling = handing_off(at(character("old-1"), 3), dead_and_poisoned());
+    assert_eq!(store.save_player(&travelling).await.unwrap(), 4);
+    assert_eq!(load(&store, "old-1").await, Some(at(travelling, 4)));
+    store.close().await;
 }

@@ -178,6 +178,7 @@ fn save(player: &str, version: u64, count: u32) -> PlayerSave {
         inventory: vec![InventoryItem { item: "rope".into(), count }],
         equipment: vec![],
         version,
+        handoff: None,
     }
 }
 
