@@ -88,7 +88,9 @@ impl Game {
             self.out.push(Output::Close { connection, code: CloseCode::ShuttingDown });
             return;
         }
-        if self.roster.len() >= self.rules.max_players {
+        // A seat granted to another server's travel holds its room until its traveller comes
+        // (docs/spec/travel.md V9).
+        if self.roster.len() + self.seats.holding_room() >= self.rules.max_players {
             self.out.counters.logins_refused_full += 1;
             self.out.observe(Observation::LoginRefused { reason: LoginRefusal::ServerFull });
             self.send(

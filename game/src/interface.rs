@@ -3,7 +3,10 @@
 
 use std::time::Duration;
 
-use gatehouse_protocol::{ClientMessage, CloseCode, LevelName, NodeId, PlayerId, ServerMessage};
+use gatehouse_protocol::fleet::PeerMessage;
+use gatehouse_protocol::{
+    ClientMessage, CloseCode, LevelName, NodeId, PlayerId, ServerId, ServerMessage,
+};
 
 use super::LoadId;
 use crate::model::{LoadOutcome, PlayerSave, SessionSave};
@@ -56,6 +59,10 @@ pub struct GameRules {
     /// Transitions in a row that may fail at `transition_max` before the world is unavailable
     /// (`[game] max_failed_transitions`, at least 1).
     pub max_failed_transitions: u32,
+    /// How long a seat granted to another server's travel waits for its confirmation, then for
+    /// its redemption, and for its traveller's relaunch after a disconnect (`fleet.seat_hold_ms`,
+    /// 10 s; docs/spec/travel.md V9, V10, V16).
+    pub seat_hold: Duration,
 }
 
 /// What to do with a client that never reports ready (`[game] client_ready_policy`,
@@ -124,6 +131,16 @@ pub enum Input {
         /// What the store found.
         outcome: LoadOutcome<SessionSave>,
     },
+    /// A message of another server of the fleet, over a peer link that proved the fleet key
+    /// (docs/spec/travel.md V14; the link's own `Hello` and `Welcome` stay in the shell). The
+    /// core answers a destination's part: `ReserveSeats`, `SeatConfirmed`, `ReleaseSeats`
+    /// (V9, V12); a source's part is ignored until the travel to another server is written.
+    Peer {
+        /// The server whose link it came over.
+        from: ServerId,
+        /// The message.
+        message: PeerMessage,
+    },
 }
 
 /// Something the core wants the shell to do.
@@ -187,6 +204,14 @@ pub enum Output {
         node: NodeId,
         /// The version the session load found (0: none); the store worker rebases it.
         version: u64,
+    },
+    /// Send `message` to the server `to` over its peer link (docs/spec/travel.md V14): a
+    /// destination's answers about its seats.
+    Peer {
+        /// The server.
+        to: ServerId,
+        /// The message.
+        message: PeerMessage,
     },
 }
 

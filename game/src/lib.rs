@@ -18,7 +18,7 @@
 //!
 //! # Layout: a coordinator over owned sub-states
 //!
-//! `Game` holds twelve fields: the rules and the world map, one field per sub-state, the timer
+//! `Game` holds thirteen fields: the rules and the world map, one field per sub-state, the timer
 //! table and the outbox. Each sub-state owns its collections and their indexes, which change
 //! only through its own methods; it emits no output. The records a collection holds (a
 //! `Player`, a `Pawn`) are plain data: the coordinator reads and edits their fields through
@@ -42,6 +42,8 @@
 //! - `Effects` (`hazards.rs`): when each hazard next afflicts someone, and whether the effect
 //!   pauses follow a transition (the effects themselves are on each player state's
 //!   `AbilityState`, `abilities.rs`);
+//! - `Seats` (`seats.rs`): the seats this server granted to other servers' travels, their
+//!   deadlines, and which connection holds each (docs/spec/travel.md V9);
 //! - `TimerTable` (`timers.rs`): the named deadlines behind [`Game::poll_timeout`];
 //! - `Outbox` (`outbox.rs`): outputs, observations and counters not yet taken by the shell.
 //!
@@ -51,10 +53,11 @@
 //! `Spawned`); a save load is `persistence.rs`'s `apply_player_load` (`PlayerLoad`); an
 //! effects step is `Effects::run` (`EffectEvent`s).
 //!
-//! The `impl Game` blocks are in three files. This one holds every public method, the step
+//! The `impl Game` blocks are in four files. This one holds every public method, the step
 //! dispatch, the advance pass and the output helpers; `inputs.rs` has one handler per input and
 //! client message; `pass.rs` the steps of the pass, the start and end of a transition, the
-//! timeouts and the client-ready policy. `snapshot.rs` is the operators' view; the public
+//! timeouts and the client-ready policy; `travel.rs` the handlers of another server's messages
+//! about seats and the seat timer (docs/spec/travel.md). `snapshot.rs` is the operators' view; the public
 //! boundary types (inputs, outputs, rules, counters) are in `interface.rs`.
 //!
 //! # One step: record, then advance
@@ -117,11 +120,13 @@ mod placement;
 mod players;
 mod responses;
 mod roster;
+mod seats;
 mod snapshot;
 mod spawn;
 mod streaming;
 mod timers;
 mod transition;
+mod travel;
 
 pub mod fields;
 pub mod model;
@@ -156,6 +161,7 @@ use outbox::Outbox;
 use persistence::Session;
 use responses::Responses;
 use roster::Roster;
+use seats::Seats;
 use spawn::SpawnQueue;
 use streaming::WorldStreaming;
 use timers::{Timer, TimerTable};
@@ -183,6 +189,8 @@ pub struct Game {
     session: Session,
     /// Hazard schedules and the effect pauses.
     effects: Effects,
+    /// The seats granted to other servers' travels (docs/spec/travel.md V9).
+    seats: Seats,
     timers: TimerTable,
     /// Outputs, spawn and login observations (the transition sub-state keeps its own), and
     /// the counters.
@@ -205,6 +213,7 @@ impl Game {
             transition: Transitions::default(),
             joins: Joins::default(),
             responses: Responses::default(),
+            seats: Seats::default(),
             timers: TimerTable::default(),
             out: Outbox::default(),
         };
@@ -264,6 +273,7 @@ impl Game {
                 self.handle_player_loaded(&player, ticket, outcome)
             }
             Input::SessionLoaded { outcome } => self.handle_session_loaded(outcome),
+            Input::Peer { from, message } => self.handle_peer(now, &from, message),
         }
         self.advance(now);
     }
@@ -284,6 +294,7 @@ impl Game {
                 Timer::TransitionLimit => self.handle_transition_limit(now),
                 Timer::PossessionAck => self.handle_acknowledgement_timeouts(now),
                 Timer::ClientResponse => self.handle_response_timeouts(now),
+                Timer::SeatHold => self.handle_seat_holds(now),
             }
             self.advance(now);
         }

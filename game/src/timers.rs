@@ -29,10 +29,14 @@ pub(crate) enum Timer {
     /// `TransitionShown`, or possessed a pawn it has not acknowledged, a response timeout after
     /// (docs/spec/transitions.md T9).
     ClientResponse = 7,
+    /// The earliest deadline of a seat granted to another server's travel: its confirmation,
+    /// its redemption, or its traveller's relaunch (`fleet.seat_hold_ms`, docs/spec/travel.md
+    /// V16).
+    SeatHold = 8,
 }
 
 /// How many timers there are.
-const TIMER_COUNT: usize = 8;
+const TIMER_COUNT: usize = 9;
 
 /// Every timer, in table order.
 const ALL: [Timer; TIMER_COUNT] = [
@@ -44,6 +48,7 @@ const ALL: [Timer; TIMER_COUNT] = [
     Timer::TransitionLimit,
     Timer::PossessionAck,
     Timer::ClientResponse,
+    Timer::SeatHold,
 ];
 
 /// A deadline per [`Timer`].

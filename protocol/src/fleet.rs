@@ -101,6 +101,18 @@ pub enum SeatRefusal {
     Draining,
 }
 
+impl SeatRefusal {
+    /// Its name, as in docs/spec/travel.md V14 (for logs).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SeatRefusal::Full => "Full",
+            SeatRefusal::WrongNode => "WrongNode",
+            SeatRefusal::Busy => "Busy",
+            SeatRefusal::Draining => "Draining",
+        }
+    }
+}
+
 /// Why a destination lost a seat it had granted (docs/spec/travel.md V7, V10, V16).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SeatLoss {
@@ -115,6 +127,18 @@ pub enum SeatLoss {
     NotPlaced,
     /// The destination started draining.
     Draining,
+}
+
+impl SeatLoss {
+    /// Its name, as in docs/spec/travel.md V14 (for logs).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SeatLoss::HoldExpired => "HoldExpired",
+            SeatLoss::SaveUnavailable => "SaveUnavailable",
+            SeatLoss::NotPlaced => "NotPlaced",
+            SeatLoss::Draining => "Draining",
+        }
+    }
 }
 
 /// One message of the peer link (docs/spec/travel.md V14). `trn` is always the source's
@@ -206,6 +230,21 @@ pub enum PeerMessage {
 }
 
 impl PeerMessage {
+    /// The message's name, as in docs/spec/travel.md V14 (for logs).
+    pub fn name(&self) -> &'static str {
+        match self {
+            PeerMessage::Hello { .. } => "Hello",
+            PeerMessage::Welcome { .. } => "Welcome",
+            PeerMessage::ReserveSeats { .. } => "ReserveSeats",
+            PeerMessage::SeatsGranted { .. } => "SeatsGranted",
+            PeerMessage::SeatsRefused { .. } => "SeatsRefused",
+            PeerMessage::SeatConfirmed { .. } => "SeatConfirmed",
+            PeerMessage::ReleaseSeats { .. } => "ReleaseSeats",
+            PeerMessage::Placed { .. } => "Placed",
+            PeerMessage::SeatLost { .. } => "SeatLost",
+        }
+    }
+
     /// Whether a list this message carries is above [`MAX_PLAYERS_PER_PEER_MESSAGE`]: such a
     /// message is refused, and the link closed.
     pub fn is_oversized(&self) -> bool {

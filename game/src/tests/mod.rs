@@ -14,6 +14,7 @@ mod progress;
 mod properties;
 mod respawn;
 mod responses;
+mod seats;
 mod spawning;
 mod transitions;
 
@@ -72,6 +73,7 @@ pub(super) fn rules() -> GameRules {
         login_interval: Duration::from_secs(2),
         max_frame_len: 65_536,
         max_failed_transitions: 3,
+        seat_hold: Duration::from_secs(10),
     }
 }
 

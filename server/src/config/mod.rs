@@ -299,5 +299,8 @@ pub fn game_rules(
         // The configuration keeps it at most 1 MiB.
         max_frame_len: u32::try_from(network.max_frame_len).unwrap_or(u32::MAX),
         max_failed_transitions: game.max_failed_transitions,
+        // `fleet.seat_hold_ms` once the peer link that asks for seats is read from config
+        // (docs/spec/travel.md V14); until then no seat is ever granted.
+        seat_hold: std::time::Duration::from_secs(10),
     }
 }

@@ -345,6 +345,12 @@ impl Carrier {
                     tracing::error!(error = %e, "session save not submitted: the store worker is gone");
                 }
             }
+            Output::Peer { to, message } => {
+                // The core answers peers only: with no peer link yet (docs/spec/travel.md V14,
+                // to be written), no peer's message reaches it, and nothing comes here.
+                tracing::warn!(server = %to, message = message.name(),
+                    "no peer link to carry a message to another server");
+            }
         }
     }
 
