@@ -143,6 +143,41 @@ impl fmt::Display for HandoffDefect {
 impl std::error::Error for HandoffDefect {}
 
 impl HandoffState {
+    /// A sample with every field set, for tests, benchmarks and fuzz seeds: a dead player on
+    /// team 2 whose poison (the effect that killed it) has 1,250 ms left, wearing armour, its
+    /// startup and composed kits granted.
+    pub fn sample() -> HandoffState {
+        let tag = |name: &str| GameplayTag::parse(name);
+        // The names below are the catalog's; a failure here is a bug in this function.
+        #[allow(clippy::expect_used)]
+        let tag = |name: &str| tag(name).expect("sample tags are in the catalog");
+        HandoffState {
+            team: TeamId(2),
+            health: 0,
+            tags: [tag("State.Dead")].into(),
+            effects: vec![
+                HandoffEffect {
+                    tag: tag("Effect.Equipment.Armor"),
+                    duration: HandoffDuration::Infinite,
+                },
+                HandoffEffect {
+                    tag: tag("Effect.DamageOverTime.Poison"),
+                    duration: HandoffDuration::Finite {
+                        left_ms: 1_250,
+                        next_tick_ms: 150,
+                        tick_ms: 250,
+                        damage: 30,
+                    },
+                },
+            ],
+            kits: KitLatches {
+                startup_granted: true,
+                composed_granted: true,
+                granted: [tag("Kit.Startup.Movement"), tag("Kit.Composed.Vanguard")].into(),
+            },
+        }
+    }
+
     /// Whether the player was dead when handed off: `State.Dead` is among its tags, as in the
     /// core's `AbilityState::is_dead`.
     pub fn is_dead(&self) -> bool {

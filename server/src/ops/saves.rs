@@ -244,40 +244,11 @@ mod tests {
 
     #[test]
     fn show_prints_a_handoff_state_on_one_line() {
-        use crate::store::{HandoffEffect, KitLatches};
-        let tag = |name| GameplayTag::parse(name).unwrap();
-        let save = PlayerSave {
-            handoff: Some(Box::new(HandoffState {
-                team: gatehouse_protocol::TeamId(2),
-                health: 0,
-                tags: [tag("State.Dead")].into(),
-                effects: vec![
-                    HandoffEffect {
-                        tag: tag("Effect.Equipment.Armor"),
-                        duration: HandoffDuration::Infinite,
-                    },
-                    HandoffEffect {
-                        tag: tag("Effect.DamageOverTime.Poison"),
-                        duration: HandoffDuration::Finite {
-                            left_ms: 1_250,
-                            next_tick_ms: 150,
-                            tick_ms: 250,
-                            damage: 30,
-                        },
-                    },
-                ],
-                kits: KitLatches {
-                    startup_granted: true,
-                    composed_granted: true,
-                    granted: [tag("Kit.Composed.Vanguard")].into(),
-                },
-            })),
-            ..character()
-        };
+        let save = PlayerSave { handoff: Some(Box::new(HandoffState::sample())), ..character() };
         let text = render_save("s", &save);
         let line = "handoff    team 2, health 0; tags State.Dead; effects Effect.Equipment.Armor, \
                     Effect.DamageOverTime.Poison (1250 ms left); \
-                    kits granted Kit.Composed.Vanguard";
+                    kits granted Kit.Composed.Vanguard, Kit.Startup.Movement";
         assert!(text.contains(line), "missing {line:?} in:\n{text}");
     }
 

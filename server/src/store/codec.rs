@@ -266,7 +266,6 @@ mod tests {
     use gatehouse_protocol::TeamId;
 
     use super::*;
-    use crate::model::{HandoffDuration, HandoffEffect, KitLatches};
 
     fn tag(name: &str) -> GameplayTag {
         GameplayTag::parse(name).unwrap()
@@ -289,31 +288,7 @@ mod tests {
 
     /// A handoff state with every field set: a dead player, its poison still running.
     fn handoff() -> HandoffState {
-        HandoffState {
-            team: TeamId(2),
-            health: 0,
-            tags: [tag("State.Dead")].into(),
-            effects: vec![
-                HandoffEffect {
-                    tag: tag("Effect.Equipment.Armor"),
-                    duration: HandoffDuration::Infinite,
-                },
-                HandoffEffect {
-                    tag: tag("Effect.DamageOverTime.Poison"),
-                    duration: HandoffDuration::Finite {
-                        left_ms: 1_250,
-                        next_tick_ms: 150,
-                        tick_ms: 250,
-                        damage: 30,
-                    },
-                },
-            ],
-            kits: KitLatches {
-                startup_granted: true,
-                composed_granted: true,
-                granted: [tag("Kit.Startup.Movement"), tag("Kit.Composed.Vanguard")].into(),
-            },
-        }
+        HandoffState::sample()
     }
 
     fn read_only(player: &str, handoff: Option<HandoffState>) -> PlayerSave {

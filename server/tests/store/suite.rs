@@ -49,31 +49,7 @@ pub(crate) fn read_only(player: &str) -> PlayerSave {
 /// A handoff state with every field set: a dead player on team 2 whose poison (the effect
 /// that killed it) has 1,250 ms left, wearing armour, its kits granted.
 pub(crate) fn dead_and_poisoned() -> HandoffState {
-    HandoffState {
-        team: TeamId(2),
-        health: 0,
-        tags: [tag("State.Dead")].into(),
-        effects: vec![
-            HandoffEffect {
-                tag: tag("Effect.Equipment.Armor"),
-                duration: HandoffDuration::Infinite,
-            },
-            HandoffEffect {
-                tag: tag("Effect.DamageOverTime.Poison"),
-                duration: HandoffDuration::Finite {
-                    left_ms: 1_250,
-                    next_tick_ms: 150,
-                    tick_ms: 250,
-                    damage: 30,
-                },
-            },
-        ],
-        kits: KitLatches {
-            startup_granted: true,
-            composed_granted: true,
-            granted: [tag("Kit.Startup.Movement"), tag("Kit.Composed.Vanguard")].into(),
-        },
-    }
+    HandoffState::sample()
 }
 
 /// `save` as a handoff save carrying `state`.
