@@ -15,7 +15,7 @@
 //! - [`fleet`]: the orchestrator that runs the server (Agones, with the `agones` feature), told
 //!   Ready, Health from the game loop, the connected players and Shutdown.
 //! - `start_check`: what `config check` reads besides the config and the world
-//!   ([`check_start`]): the TLS identity, the store's files, the data dir.
+//!   ([`check_start`]): the TLS identity, the store's files, the data dir, the fleet directory.
 //! - `shell`: the game task, the one task that owns the [`game::Game`]: it feeds it
 //!   connection events and its own events (streaming, store replies, operator requests) and
 //!   carries its outputs out.
@@ -165,6 +165,9 @@ impl Server {
         // Ports first: a port in use fails the start before anything is written to disk.
         let (socket, admin) = bind_ports(config).await?;
         let (server_config, fingerprint) = load_certificate(config)?;
+        // The fleet directory's files are read as `config check` reads them; the travel that
+        // asks it is to be written (docs/spec/travel.md V12, V13).
+        let _directory = start_check::fleet_directory(config)?;
         let drivers = net::DriverThread::start()?;
         let store = Store::open(&config.store.url, &config.data_dir).await?;
         tracing::info!(store = %store.location(), "player store open");
@@ -191,7 +194,8 @@ impl Server {
             replication_interval: config.network.replication_interval,
         };
         let nodes = world.nodes.iter().map(|n| n.id.clone()).collect();
-        let rules = crate::config::game_rules(&config.game, &config.auth, &config.network);
+        let rules =
+            crate::config::game_rules(&config.game, &config.auth, &config.network, &config.fleet);
         let game = Game::new(rules, Arc::new(world), tokio::time::Instant::now().into_std());
         let orchestrator = connect_fleet(config, &fingerprint, &metrics).await?;
         Ok(Server {

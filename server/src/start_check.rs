@@ -9,12 +9,18 @@
 //!   parsed as opening the store does;
 //! - the data dir (and the embedded store's directory, when outside it): an existing writable
 //!   directory, or a path whose nearest existing ancestor is a writable directory (the start
-//!   creates it).
+//!   creates it);
+//! - the fleet directory (`fleet.directory`): the static one built from `[[fleet.servers]]`,
+//!   the Agones allocator's certificate, key and CA read and built into its TLS configuration
+//!   ([`fleet_directory`], which the start calls too).
 
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
 use crate::ServerError;
-use crate::config::{ConfigError, ServerConfig};
+use crate::config::{ConfigError, DirectoryKind, ServerConfig};
+use crate::fleet::{AgonesAllocator, FleetDirectory, StaticDirectory};
 use crate::net::{self, NetError};
 
 /// Checks everything the start reads from disk, as it reads it, without changing anything
@@ -22,7 +28,8 @@ use crate::net::{self, NetError};
 ///
 /// # Errors
 /// [`ServerError::Config`] naming the key at fault (`tls.certificate`, `tls.private_key`,
-/// `store.url`, `data_dir`), where its value came from, and what was wrong.
+/// `store.url`, `data_dir`, a `fleet.allocator_*` file), where its value came from, and what was
+/// wrong.
 pub fn check_start(config: &ServerConfig) -> Result<(), ServerError> {
     check_data_dir(config)?;
     // The embedded store's file may be outside the data dir (`sqlite:///var/lib/g/saves.db`):
@@ -40,7 +47,42 @@ pub fn check_start(config: &ServerConfig) -> Result<(), ServerError> {
         .url
         .check_files(&config.data_dir)
         .map_err(|e| config.invalid("store.url", e.why, String::new()))?;
+    fleet_directory(config)?;
     Ok(())
+}
+
+/// The fleet directory `fleet.directory` names, built as a travel will ask it
+/// (docs/spec/travel.md V12, V13): none, the static one of `[[fleet.servers]]`, or the Agones
+/// allocator, whose certificate, private key and CA files are read here.
+///
+/// # Errors
+/// [`ConfigError::Invalid`] naming the entry (`fleet.servers[1]`) or the allocator key at
+/// fault and where its value came from.
+pub(crate) fn fleet_directory(
+    config: &ServerConfig,
+) -> Result<Option<Arc<dyn FleetDirectory>>, ConfigError> {
+    let fleet = &config.fleet;
+    let refused = |e| config.refused_directory(e);
+    match fleet.directory {
+        DirectoryKind::Static => {
+            let directory =
+                StaticDirectory::new(&config.server_id()?, &fleet.servers).map_err(refused)?;
+            Ok(Some(Arc::new(directory)))
+        }
+        DirectoryKind::Agones => {
+            // The config's checks refuse an `agones` directory without its keys.
+            let Some(settings) = fleet.allocator_settings() else {
+                return Err(config.invalid(
+                    "fleet.directory",
+                    "the allocator's keys (fleet.allocator_url, fleet.allocator_certificate, \
+                     fleet.allocator_private_key, fleet.allocator_ca)",
+                    "\"agones\" without them",
+                ));
+            };
+            Ok(Some(Arc::new(AgonesAllocator::new(settings).map_err(refused)?)))
+        }
+        _ => Ok(None),
+    }
 }
 
 /// Reads the TLS identity the start would use and builds the QUIC configuration from it. A
@@ -212,6 +254,52 @@ mod tests {
         assert!(err.contains("would be created") && err.contains("is not a directory"), "{err}");
         let err = check_data_dir(&config_with_data_dir(Path::new("/proc/nope"))).unwrap_err();
         assert!(err.to_string().contains("/proc is not writable"), "{err}");
+    }
+
+    /// `config check` (and the start) builds the fleet directory: the static one from its
+    /// entries, the Agones allocator from its files, each refusal naming its key and line.
+    #[test]
+    fn the_fleet_directory_is_built_and_its_files_read_naming_the_key() {
+        let head = "[store]\nurl = \"postgres://gate:pw@127.0.0.1/saves\"\n[fleet]\n\
+                    ticket_key = \"a-fleet-key-of-thirty-two-bytes-0\"\n";
+        let load = |text: &str| {
+            ServerConfig::load_text(
+                Path::new("conf/server.toml"),
+                text,
+                &Overrides::default(),
+                &Default::default(),
+            )
+            .unwrap()
+        };
+        assert!(fleet_directory(&load("")).unwrap().is_none(), "no directory by default");
+        let listed = format!(
+            "{head}directory = \"static\"\n[[fleet.servers]]\nid = \"d-1\"\n\
+             address = \"10.0.0.2:7777\"\nserver_name = \"d\"\nnodes = [\"crypt\"]\n"
+        );
+        assert!(fleet_directory(&load(&listed)).unwrap().is_some());
+        let dir = tempfile::tempdir().unwrap();
+        let agones = format!(
+            "{head}directory = \"agones\"\nallocator_url = \"https://allocator:443\"\n\
+             allocator_certificate = \"{0}/client.pem\"\nallocator_private_key = \"{0}/client.key\"\n\
+             allocator_ca = \"{0}/ca.pem\"\n",
+            dir.path().display()
+        );
+        let err = fleet_directory(&load(&agones)).unwrap_err().to_string();
+        assert!(
+            err.starts_with("invalid fleet.allocator_certificate from conf/server.toml:7: "),
+            "{err}"
+        );
+        assert!(err.contains("client.pem"), "{err}");
+        let mut config = config_with_data_dir(dir.path());
+        let parsed = load(&agones);
+        config.fleet = parsed.fleet.clone();
+        config.store = parsed.store.clone();
+        let err = check_start(&config).unwrap_err().to_string();
+        assert!(err.starts_with("invalid fleet.allocator_certificate from"), "{err}");
+        let http = agones.replace("https://", "http://");
+        let err = fleet_directory(&load(&http)).unwrap_err().to_string();
+        assert!(err.starts_with("invalid fleet.allocator_url from conf/server.toml:6: "), "{err}");
+        assert!(err.contains("is not https"), "{err}");
     }
 
     #[test]

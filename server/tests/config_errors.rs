@@ -158,16 +158,19 @@ fn config_show_redacts_secrets() {
         ("GATEHOUSE_ADMIN__TOKEN", "admin-secret-token-1234"),
         ("GATEHOUSE_STORE_URL", "postgres://gate:hunter2@127.0.0.1/saves"),
         ("GATEHOUSE_NETWORK__IDLE_TIMEOUT_MS", "20s"),
+        ("GATEHOUSE_TICKET_KEY", "ticket-secret-key-of-32-bytes-0123"),
     ];
     let out = run(&shipped_config(), &["config", "show", "--bind", "127.0.0.1:9"], &envs);
     let shown = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{shown} {}", String::from_utf8_lossy(&out.stderr));
-    for secret in ["token-secret", "admin-secret", "hunter2"] {
+    for secret in ["token-secret", "admin-secret", "hunter2", "ticket-secret"] {
         assert!(!shown.contains(secret), "{secret} in {shown}");
     }
     let line = |key: &str| shown.lines().find(|l| l.starts_with(&format!("{key} ="))).unwrap();
     assert!(line("auth.token_key").ends_with("# env GATEHOUSE_TOKEN_KEY"), "{shown}");
     assert!(line("admin.token").contains("<redacted>"), "{shown}");
+    assert!(line("fleet.ticket_key").contains("= \"<redacted>\""), "{shown}");
+    assert!(line("fleet.ticket_key").ends_with("# env GATEHOUSE_TICKET_KEY"), "{shown}");
     assert!(line("store.url").contains("postgres://gate:***@127.0.0.1/saves"), "{shown}");
     assert!(line("network.idle_timeout_ms").contains("= 20000"), "{shown}");
     assert!(line("network.bind").ends_with("# flag --bind"), "{shown}");
@@ -316,4 +319,36 @@ fn a_tls_file_error_names_its_key_and_where_it_came_from() {
     let err = refused(&file, &["config", "check"], &envs);
     let at = format!("invalid tls.certificate from {}:2", file.display());
     assert!(err.contains(&at) && err.contains("/nope.pem"), "{err}");
+}
+
+/// A `[[fleet.servers]]` entry the static directory cannot offer is refused by `config check`
+/// naming its place in the list and its line in the file.
+#[test]
+fn config_check_refuses_a_bad_fleet_server_naming_its_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("server.toml");
+    let world = shipped_config().with_file_name("world.toml");
+    let entry = |id: &str, address: &str| {
+        format!(
+            "[[fleet.servers]]\nid = \"{id}\"\naddress = \"{address}\"\nserver_name = \"{id}\"\n\
+             nodes = [\"crypt\"]\n"
+        )
+    };
+    let head = format!(
+        "data_dir = \"{}\"\n[game]\nworld = \"{}\"\n[store]\nurl = \"postgres://gate:hunter2@127.0.0.1/saves\"\n\
+         [fleet]\ndirectory = \"static\"\nticket_key = \"a-fleet-key-of-thirty-two-bytes-0\"\n",
+        dir.path().display(),
+        world.display()
+    );
+    let good = format!("{head}{}", entry("dungeon-1", "10.0.0.2:7777"));
+    std::fs::write(&file, &good).unwrap();
+    let out = run(&file, &["config", "check"], &[]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // The second entry (line 14, after the first's five lines) has no port.
+    std::fs::write(&file, format!("{good}{}", entry("dungeon-2", "10.0.0.3"))).unwrap();
+    let err = refused(&file, &["config", "check"], &[]);
+    let at = format!("invalid fleet.servers[1] from {}:14: ", file.display());
+    assert!(err.contains(&at), "{err}");
+    assert!(err.contains("id \"dungeon-2\": address:") && err.contains("not host:port"), "{err}");
+    assert!(!err.contains("hunter2"), "{err}");
 }

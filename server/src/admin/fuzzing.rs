@@ -29,7 +29,12 @@ pub fn routes(token: Option<&str>) -> Result<Router, String> {
         parse_world(std::path::Path::new("fuzz-world.toml"), WORLD).map_err(|e| e.to_string())?;
     let nodes = world.nodes.iter().map(|n| n.id.clone()).collect();
     let network = NetworkConfig { max_players: 8, ..NetworkConfig::default() };
-    let rules = crate::config::game_rules(&GameConfig::default(), &AuthConfig::default(), &network);
+    let rules = crate::config::game_rules(
+        &GameConfig::default(),
+        &AuthConfig::default(),
+        &network,
+        &crate::config::FleetConfig::default(),
+    );
     let mut game = Game::new(rules, Arc::new(world), std::time::Instant::now());
     let (events, mut rx) = mpsc::channel(64);
     tokio::spawn(async move {

@@ -346,6 +346,7 @@ mod tests {
             &crate::config::GameConfig::default(),
             &crate::config::AuthConfig::default(),
             &crate::config::NetworkConfig { max_players: 8, ..Default::default() },
+            &crate::config::FleetConfig::default(),
         );
         let game = crate::game::Game::new(rules, Arc::new(world), std::time::Instant::now());
         let built = Arc::new(std::sync::atomic::AtomicUsize::new(0));

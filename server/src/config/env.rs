@@ -36,6 +36,7 @@ pub const LEGACY_VARIABLES: &[(&str, &str)] = &[
     ("GATEHOUSE_TLS_CERTIFICATE", "tls.certificate"),
     ("GATEHOUSE_TLS_PRIVATE_KEY", "tls.private_key"),
     ("GATEHOUSE_STORE_URL", "store.url"),
+    ("GATEHOUSE_TICKET_KEY", "fleet.ticket_key"),
 ];
 
 /// How many of [`LEGACY_VARIABLES`], from the first, are also the flags' variables.
@@ -160,7 +161,7 @@ impl ServerConfig {
                     // Whatever the type serialises, a secret key shows no value
                     // (`super::SECRET_KEYS`); a store URL serialises with its password redacted.
                     _ if hidden => format!("\"{}\"", super::REDACTED),
-                    other => other.to_string(),
+                    other => toml_inline(&other),
                 };
                 Setting { source: self.source_of(&key), key, value }
             })
@@ -183,6 +184,36 @@ impl ServerConfig {
             let _ = writeln!(out, "{key} = {value}{:pad$}  # {origin}", "");
         }
         out
+    }
+}
+
+/// A serialised value as TOML writes it inline: a list `[a, b]`, a table `{ key = value }`
+/// (`fleet.servers`, `fleet.allocator_labels`), a scalar as JSON writes it (its strings' escapes
+/// are TOML's too). An unset value inside a list or table is left out, as TOML has none.
+fn toml_inline(value: &serde_json::Value) -> String {
+    match value {
+        serde_json::Value::Array(items) => {
+            let items: Vec<String> = items.iter().map(toml_inline).collect();
+            format!("[{}]", items.join(", "))
+        }
+        serde_json::Value::Object(table) if table.is_empty() => "{}".to_owned(),
+        serde_json::Value::Object(table) => {
+            let bare = |k: &str| {
+                !k.is_empty() && k.bytes().all(|b| b.is_ascii_alphanumeric() || b"_-".contains(&b))
+            };
+            let pairs: Vec<String> = table
+                .iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| match bare(k) {
+                    true => format!("{k} = {}", toml_inline(v)),
+                    false => {
+                        format!("{} = {}", serde_json::Value::from(k.as_str()), toml_inline(v))
+                    }
+                })
+                .collect();
+            format!("{{ {} }}", pairs.join(", "))
+        }
+        other => other.to_string(),
     }
 }
 
@@ -350,6 +381,7 @@ mod tests {
             let value = match key.as_str() {
                 "admin.token" => "an-admin-token-of-enough-bytes".to_owned(),
                 "auth.token_key" => "an-operator-key-of-enough-bytes".to_owned(),
+                "fleet.ticket_key" => "a-fleet-key-of-thirty-two-bytes-0".to_owned(),
                 // `GATEHOUSE_DATA_DIR` and `GATEHOUSE_LOG_FORMAT` are also the flags'
                 // variables, whose values are text, never TOML.
                 _ if legacy => value.trim_matches('"').to_owned(),
@@ -368,6 +400,8 @@ mod tests {
         assert_eq!(config.fleet.agones_sdk_port, Some(9357));
         assert_eq!(config.tls.certificate, Some("/etc/gatehouse/cert.pem".into()));
         assert!(config.admin.token.is_some());
+        assert!(config.fleet.ticket_key.is_some());
+        assert_eq!(config.fleet.server_id.as_deref(), Some("hub-1"));
         // The shipped file's values, from the environment alone, are the shipped file's config.
         let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/server.toml");
         let file = ServerConfig::load(&shipped).unwrap();
@@ -377,6 +411,12 @@ mod tests {
             "auth.token_key",
             "game.client_response_crowd_floor_ms",
             "fleet.agones_sdk_port",
+            "fleet.server_id",
+            "fleet.ticket_key",
+            "fleet.allocator_url",
+            "fleet.allocator_certificate",
+            "fleet.allocator_private_key",
+            "fleet.allocator_ca",
             "game.world",
         ];
         for (from_env, from_file) in config.effective().iter().zip(file.effective()) {
@@ -458,15 +498,18 @@ mod tests {
         let err = load("[auth]\nmax_token_lifetime_s = \"soon\"\n", &[]).unwrap_err().to_string();
         assert!(err.contains("\"soon\""), "{err}");
         // The secrets themselves stay hidden, and `config show` hides the same list.
-        let shown =
-            load("", &[("GATEHOUSE_ADMIN__TOKEN", "admin-secret-token-1234")]).unwrap().show();
+        let vars = [
+            ("GATEHOUSE_ADMIN__TOKEN", "admin-secret-token-1234"),
+            ("GATEHOUSE_TICKET_KEY", "ticket-secret-of-thirty-two-bytes-0"),
+        ];
+        let shown = load("", &vars).unwrap().show();
         for (key, secrecy) in super::super::SECRET_KEYS {
             let line = shown.lines().find(|l| l.starts_with(&format!("{key} ="))).unwrap();
             if *secrecy == super::super::Secrecy::Hidden {
                 assert!(line.contains("<redacted>"), "{line}");
             }
         }
-        assert!(!shown.contains("admin-secret"), "{shown}");
+        assert!(!shown.contains("admin-secret") && !shown.contains("ticket-secret"), "{shown}");
     }
 
     #[test]
@@ -667,6 +710,79 @@ mod tests {
             refused.contains("store.url") && refused.contains("GATEHOUSE_STORE_URL"),
             "{refused}"
         );
+    }
+
+    /// `GATEHOUSE_TICKET_KEY` sets `fleet.ticket_key` as `GATEHOUSE_TOKEN_KEY` sets the token
+    /// key: never quoted back, never shown; with its new name too, it is refused naming both.
+    #[test]
+    fn the_ticket_key_comes_from_its_variable_and_is_never_shown() {
+        let key = "ticket-secret-of-thirty-two-bytes-0";
+        let config = load("", &[("GATEHOUSE_TICKET_KEY", key)]).unwrap();
+        assert_eq!(config.fleet.ticket_key.as_ref().map(|k| k.as_bytes()), Some(key.as_bytes()));
+        let shown = config.show();
+        assert!(!shown.contains("ticket-secret"), "{shown}");
+        let line = shown.lines().find(|l| l.starts_with("fleet.ticket_key =")).unwrap();
+        assert!(line.contains("= \"<redacted>\""), "{line}");
+        assert!(line.ends_with("# env GATEHOUSE_TICKET_KEY"), "{line}");
+        let unset = load("", &[]).unwrap().show();
+        assert!(unset.contains("fleet.ticket_key = (unset)"), "{unset}");
+        let err = load("", &[("GATEHOUSE_TICKET_KEY", "short-ticket-secret")]).unwrap_err();
+        let err = err.to_string();
+        assert!(
+            err.starts_with(
+                "invalid fleet.ticket_key from environment variable GATEHOUSE_TICKET_KEY"
+            ),
+            "{err}"
+        );
+        assert!(!err.contains("short-ticket"), "{err}");
+        let both = [("GATEHOUSE_TICKET_KEY", key), ("GATEHOUSE_FLEET__TICKET_KEY", key)];
+        let err = load("", &both).unwrap_err().to_string();
+        assert!(
+            err.contains("GATEHOUSE_TICKET_KEY") && err.contains("GATEHOUSE_FLEET__TICKET_KEY")
+        );
+        // A refusal of a type never quotes it either.
+        let err = load("[fleet]\nticket_key = 123456789\n", &[]).unwrap_err().to_string();
+        assert!(err.contains("fleet.ticket_key") && !err.contains("123456789"), "{err}");
+    }
+
+    /// The directory's list and table keys from variables: a TOML list of inline tables, an
+    /// inline table; an entry's refusal blames the variable.
+    #[test]
+    fn the_servers_and_the_allocator_labels_come_from_variables() {
+        let server = "{ id = \"d-1\", address = \"10.0.0.2:7777\", server_name = \"d\", nodes = [\"crypt\"] }";
+        let servers = format!("[{server}, {}]", server.replace("d-1", "d-2"));
+        let labels = "{ \"agones.dev/fleet\" = \"crypt\" }";
+        let vars = [
+            ("GATEHOUSE_FLEET__SERVERS", servers.as_str()),
+            ("GATEHOUSE_FLEET__ALLOCATOR_LABELS", labels),
+        ];
+        let config = load("", &vars).unwrap();
+        assert_eq!(config.fleet.servers.len(), 2);
+        assert_eq!(config.fleet.servers[1].id, "d-2");
+        assert_eq!(config.fleet.allocator_labels.get("agones.dev/fleet").unwrap(), "crypt");
+        let shown = config.show();
+        assert!(shown.contains("# env GATEHOUSE_FLEET__SERVERS"), "{shown}");
+        // Shown as TOML, which reads back as the same value.
+        let line = shown.lines().find(|l| l.starts_with("fleet.allocator_labels =")).unwrap();
+        assert!(line.contains("= { \"agones.dev/fleet\" = \"crypt\" }"), "{line}");
+        let line = shown.lines().find(|l| l.starts_with("fleet.servers =")).unwrap();
+        let value = line.split_once(" = ").unwrap().1.rsplit_once("  # ").unwrap().0.trim();
+        let again = load("", &[("GATEHOUSE_FLEET__SERVERS", value)]).unwrap();
+        assert_eq!(again.fleet.servers, config.fleet.servers, "{line}");
+        let twice = format!("[{server}, {server}]");
+        let err = load("", &[("GATEHOUSE_FLEET__SERVERS", &twice)]).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "invalid fleet.servers[1] from environment variable GATEHOUSE_FLEET__SERVERS: id \
+             \"d-1\": listed twice"
+        );
+        let typo = "[{ id = \"d\", adress = \"h:1\" }]";
+        let err = load("", &[("GATEHOUSE_FLEET__SERVERS", typo)]).unwrap_err().to_string();
+        assert!(err.contains("environment variable GATEHOUSE_FLEET__SERVERS"), "{err}");
+        assert!(err.contains("adress"), "{err}");
+        let err = load("", &[("GATEHOUSE_FLEET__ALLOCATOR_LABELS", "{ a = 1 }")]).unwrap_err();
+        let err = err.to_string();
+        assert!(err.contains("environment variable GATEHOUSE_FLEET__ALLOCATOR_LABELS"), "{err}");
     }
 
     #[test]

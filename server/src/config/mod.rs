@@ -23,9 +23,9 @@ pub use env::{
 };
 pub use overrides::{Override, Overrides};
 pub use server::{
-    AdminConfig, Allocation, AuthConfig, ClientReadyPolicy, DEV_TOKEN_KEY, FleetConfig, GameConfig,
-    LogFormat, MIN_FRAME_LEN, NetworkConfig, OrchestratorKind, ServerConfig, StoreConfig,
-    TlsConfig, WhenEmpty,
+    AdminConfig, Allocation, AuthConfig, ClientReadyPolicy, DEV_TOKEN_KEY, DirectoryKind,
+    FleetConfig, FleetKey, GameConfig, LogFormat, MIN_FRAME_LEN, NetworkConfig, OrchestratorKind,
+    ServerConfig, StoreConfig, TlsConfig, WhenEmpty,
 };
 pub use source::{SECRET_KEYS, Secrecy, Sources, ValueSource, secrecy};
 pub(crate) use store_url::Resolved;
@@ -158,11 +158,12 @@ fn syntax(path: &Path, text: &str, e: &toml::de::Error) -> ConfigError {
     }
 }
 
-/// A variable's value as a TOML number, boolean, list or quoted string, when it is one.
+/// A variable's value as a TOML number, boolean, list, inline table or quoted string, when it
+/// is one (`fleet.servers`, `fleet.allocator_labels`).
 fn typed_value(value: &str) -> Option<toml::de::DeValue<'_>> {
     let parsed = toml::de::DeValue::parse(value).ok()?.into_inner();
     match parsed {
-        toml::de::DeValue::Datetime(_) | toml::de::DeValue::Table(_) => None,
+        toml::de::DeValue::Datetime(_) => None,
         other => Some(other),
     }
 }
@@ -216,8 +217,10 @@ fn refusal(
             .unwrap_or_default();
     }
     let line = e.inner().span().map(|span| source::line_of(text, span.start));
+    // A value inside one a variable set (a list's entry, a table's key) is the variable's.
+    let set_over = sources.of_nested(&key);
     let origin = match line.or_else(|| sources.line(&key)) {
-        _ if sources.is_overridden(&key) => sources.of(&key),
+        _ if matches!(set_over, ValueSource::Env { .. } | ValueSource::Flag { .. }) => set_over,
         Some(line) => ValueSource::File { path: path.to_owned(), line: Some(line) },
         None => sources.of(&key),
     };
@@ -277,12 +280,13 @@ fn ser_secret<T, S: serde::Serializer>(_: &T, s: S) -> Result<S::Ok, S::Error> {
 /// What `config show` prints in place of a secret.
 pub const REDACTED: &str = "<redacted>";
 
-/// The core's rules from the `[game]` section, the login rate of `[auth]`, and the player cap
-/// and frame limit of `[network]`.
+/// The core's rules from the `[game]` section, the login rate of `[auth]`, the player cap
+/// and frame limit of `[network]`, and the seat hold of `[fleet]`.
 pub fn game_rules(
     game: &GameConfig,
     auth: &AuthConfig,
     network: &NetworkConfig,
+    fleet: &FleetConfig,
 ) -> gatehouse_game::GameRules {
     gatehouse_game::GameRules {
         spawn_settle_timeout: game.spawn_settle_timeout,
@@ -299,8 +303,8 @@ pub fn game_rules(
         // The configuration keeps it at most 1 MiB.
         max_frame_len: u32::try_from(network.max_frame_len).unwrap_or(u32::MAX),
         max_failed_transitions: game.max_failed_transitions,
-        // `fleet.seat_hold_ms` once the peer link that asks for seats is read from config
-        // (docs/spec/travel.md V14); until then no seat is ever granted.
-        seat_hold: std::time::Duration::from_secs(10),
+        // No seat is granted until the peer link that asks for them is written
+        // (docs/spec/travel.md V14).
+        seat_hold: fleet.seat_hold,
     }
 }

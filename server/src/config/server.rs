@@ -1,5 +1,6 @@
 //! `config/server.toml`: network, TLS, authentication, game timings, storage.
 
+use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -15,6 +16,10 @@ use super::{
 };
 pub use gatehouse_game::ClientReadyPolicy;
 
+use crate::fleet::{AllocatorSettings, DirectoryError, StaticDirectory, StaticServer};
+
+use gatehouse_protocol::ServerId;
+use gatehouse_protocol::ticket::{MAX_TICKET_LIFETIME_S, MIN_TICKET_LIFETIME_S};
 pub use gatehouse_protocol::token::DEV_TOKEN_KEY;
 use gatehouse_protocol::token::TokenLimits;
 
@@ -198,6 +203,112 @@ pub struct FleetConfig {
     /// server's certificate before Ready, for clients that pin it (default true;
     /// docs/security.md, "Trust in a fleet").
     pub publish_certificate_fingerprint: bool,
+    /// `server_id`: this server's id in the fleet, a [`gatehouse_protocol::ServerId`]; unset,
+    /// `store.session` ([`ServerConfig::server_id`]; docs/spec/travel.md V12).
+    pub server_id: Option<String>,
+    /// `seat_hold_ms`: how long a seat granted to a travel is held for each of its steps
+    /// (confirmation, redemption, a relaunch), 1000 to 120000 ms (default 10000;
+    /// docs/spec/travel.md V9, V16). The core's `GameRules::seat_hold`.
+    #[serde(rename = "seat_hold_ms", deserialize_with = "millis", serialize_with = "ser_millis")]
+    pub seat_hold: Duration,
+    /// `ticket_key`: the fleet's HS256 key travel tickets are signed with, at least
+    /// [`FleetKey::MIN_LEN`] bytes and never `auth.token_key` (overridden by
+    /// `GATEHOUSE_TICKET_KEY`); required when `directory` is not `none` (docs/spec/travel.md V8).
+    pub ticket_key: Option<FleetKey>,
+    /// `ticket_lifetime_s`: the longest life a travel ticket may claim, seconds,
+    /// [`MIN_TICKET_LIFETIME_S`] to [`MAX_TICKET_LIFETIME_S`] (default 30; V8).
+    #[serde(deserialize_with = "seconds")]
+    pub ticket_lifetime_s: u64,
+    /// `directory`: where a travel to a node another server hosts finds it: `none` (default),
+    /// `static` (`servers`) or `agones` (the allocator keys); anything but `none` needs a
+    /// `postgres://` store and `ticket_key` (docs/spec/travel.md V12, V13).
+    pub directory: DirectoryKind,
+    /// `[[fleet.servers]]`: the servers a `static` directory offers, in order (V12); required
+    /// non-empty for it, and each entry checked whatever the directory.
+    pub servers: Vec<StaticServer>,
+    /// `allocator_url`: the Agones allocator service, `https://host[:port][/prefix]`; required
+    /// for the `agones` directory (V13).
+    pub allocator_url: Option<String>,
+    /// `allocator_namespace`: the namespace of the Fleets to allocate from (default
+    /// `default`).
+    pub allocator_namespace: String,
+    /// `allocator_labels`: labels every allocation selector matches beside the node's (e.g.
+    /// `agones.dev/fleet`); default none.
+    pub allocator_labels: BTreeMap<String, String>,
+    /// `allocator_certificate`: the client certificate chain presented to the allocator, PEM or
+    /// DER, relative to this config file; required for the `agones` directory.
+    pub allocator_certificate: Option<PathBuf>,
+    /// `allocator_private_key`: its private key, PEM or DER (PKCS #8); required for `agones`.
+    pub allocator_private_key: Option<PathBuf>,
+    /// `allocator_ca`: the only certificate the allocator's is checked against, PEM or DER;
+    /// required for `agones`.
+    pub allocator_ca: Option<PathBuf>,
+    /// `allocator_timeout_ms`: the bound on one allocation call, connection and TLS included,
+    /// 100 to 60000 ms (default 3000).
+    #[serde(
+        rename = "allocator_timeout_ms",
+        deserialize_with = "millis",
+        serialize_with = "ser_millis"
+    )]
+    pub allocator_timeout: Duration,
+    /// `allocation_attempts`: allocations one travel may ask for, 1 to 10 (default 3).
+    pub allocation_attempts: u32,
+}
+
+/// The fleet's ticket key (`fleet.ticket_key`, or `GATEHOUSE_TICKET_KEY`): the HS256 key travel
+/// tickets are signed with (docs/spec/travel.md V8). `Debug` and serialisation never show it.
+#[derive(Clone, PartialEq, Eq, Deserialize)]
+#[serde(transparent)]
+pub struct FleetKey(String);
+
+impl FleetKey {
+    /// The shortest key accepted, in bytes.
+    pub const MIN_LEN: usize = 32;
+
+    /// The key's bytes, as the ticket's HS256 signs with them.
+    pub fn as_bytes(&self) -> &[u8] {
+        self.0.as_bytes()
+    }
+}
+
+/// Serialises as `<redacted>`: a serialised config never carries the key (`config show`).
+impl Serialize for FleetKey {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(super::REDACTED)
+    }
+}
+
+impl std::fmt::Debug for FleetKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("FleetKey(<redacted>)")
+    }
+}
+
+/// Where a travel finds the server hosting a remote node (`fleet.directory`;
+/// docs/spec/travel.md V12).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum DirectoryKind {
+    /// `none`: no other server is known; a travel stays within this server.
+    #[default]
+    None,
+    /// `static`: the `[[fleet.servers]]` listed in config ([`crate::fleet::StaticDirectory`]).
+    Static,
+    /// `agones`: a `GameServerAllocation` through the Agones allocator
+    /// ([`crate::fleet::AgonesAllocator`], V13).
+    Agones,
+}
+
+impl DirectoryKind {
+    /// The name the config file writes.
+    pub fn name(self) -> &'static str {
+        match self {
+            DirectoryKind::None => "none",
+            DirectoryKind::Static => "static",
+            DirectoryKind::Agones => "agones",
+        }
+    }
 }
 
 impl Default for FleetConfig {
@@ -211,7 +322,41 @@ impl Default for FleetConfig {
             when_empty: WhenEmpty::Ready,
             empty_linger: Duration::from_secs(60),
             publish_certificate_fingerprint: true,
+            server_id: None,
+            seat_hold: Duration::from_secs(10),
+            ticket_key: None,
+            ticket_lifetime_s: 30,
+            directory: DirectoryKind::None,
+            servers: Vec::new(),
+            allocator_url: None,
+            allocator_namespace: "default".to_owned(),
+            allocator_labels: BTreeMap::new(),
+            allocator_certificate: None,
+            allocator_private_key: None,
+            allocator_ca: None,
+            allocator_timeout: Duration::from_secs(3),
+            allocation_attempts: 3,
         }
+    }
+}
+
+impl FleetConfig {
+    /// The Agones allocator's settings, when `directory` is `agones` and every key it needs is
+    /// set (the config's checks refuse it otherwise).
+    pub fn allocator_settings(&self) -> Option<AllocatorSettings> {
+        if self.directory != DirectoryKind::Agones {
+            return None;
+        }
+        Some(AllocatorSettings {
+            url: self.allocator_url.clone()?,
+            namespace: self.allocator_namespace.clone(),
+            labels: self.allocator_labels.clone(),
+            certificate: self.allocator_certificate.clone()?,
+            private_key: self.allocator_private_key.clone()?,
+            ca: self.allocator_ca.clone()?,
+            timeout: self.allocator_timeout,
+            attempts: self.allocation_attempts,
+        })
     }
 }
 
@@ -315,6 +460,20 @@ impl<T: Named> serde::de::Visitor<'_> for NamedVisitor<T> {
             Some((_, value)) => Ok(*value),
             None => Err(E::invalid_value(serde::de::Unexpected::Str(text), &self)),
         }
+    }
+}
+
+impl Named for DirectoryKind {
+    const NAMES: &'static [(&'static str, Self)] = &[
+        ("none", DirectoryKind::None),
+        ("static", DirectoryKind::Static),
+        ("agones", DirectoryKind::Agones),
+    ];
+}
+
+impl<'de> Deserialize<'de> for DirectoryKind {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(NamedVisitor(std::marker::PhantomData))
     }
 }
 
@@ -774,6 +933,21 @@ impl ServerConfig {
         if from_file(&config, "tls.private_key") {
             config.tls.private_key = config.tls.private_key.map(|p| beside(path, &p));
         }
+        let resolved =
+            |config: &ServerConfig, key: &str, file: &Option<PathBuf>| match from_file(config, key)
+            {
+                true => file.as_ref().map(|p| beside(path, p)),
+                false => file.clone(),
+            };
+        let f = &config.fleet;
+        let certificate =
+            resolved(&config, "fleet.allocator_certificate", &f.allocator_certificate);
+        let private_key =
+            resolved(&config, "fleet.allocator_private_key", &f.allocator_private_key);
+        let ca = resolved(&config, "fleet.allocator_ca", &f.allocator_ca);
+        config.fleet.allocator_certificate = certificate;
+        config.fleet.allocator_private_key = private_key;
+        config.fleet.allocator_ca = ca;
         Ok(config)
     }
 
@@ -1169,7 +1343,189 @@ impl ServerConfig {
         if f.sdk_timeout.is_zero() {
             return Err(self.invalid("fleet.sdk_timeout_ms", "more than 0 ms", "0 ms"));
         }
+        self.check_travel_keys()?;
+        self.check_directory()
+    }
+
+    /// This server's id in the fleet: `fleet.server_id`, else `store.session`
+    /// (docs/spec/travel.md V12).
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] naming `fleet.server_id` (or `store.session`, when it stands for
+    /// it) for a name that is not a server id.
+    pub fn server_id(&self) -> Result<ServerId, ConfigError> {
+        let (key, id) = match &self.fleet.server_id {
+            Some(id) => ("fleet.server_id", id.as_str()),
+            None => ("store.session", self.store.session.as_str()),
+        };
+        ServerId::new(id).map_err(|e| {
+            self.invalid(
+                key,
+                format!("a server id: 1 to 64 ASCII letters, digits or `_ . : -` ({e})"),
+                format!("{id:?}"),
+            )
+        })
+    }
+
+    /// The travel's own `[fleet]` keys: the server id, the seat hold, the ticket lifetime and
+    /// the ticket key (docs/spec/travel.md V8, V16).
+    fn check_travel_keys(&self) -> Result<(), ConfigError> {
+        let f = &self.fleet;
+        if f.server_id.is_some() {
+            self.server_id()?;
+        }
+        let hold = Duration::from_secs(1)..=Duration::from_secs(120);
+        if !hold.contains(&f.seat_hold) {
+            return Err(self.invalid(
+                "fleet.seat_hold_ms",
+                "between 1000 and 120000 ms",
+                ms(f.seat_hold),
+            ));
+        }
+        let lifetime = MIN_TICKET_LIFETIME_S..=MAX_TICKET_LIFETIME_S;
+        if !lifetime.contains(&f.ticket_lifetime_s) {
+            return Err(self.invalid(
+                "fleet.ticket_lifetime_s",
+                format!("between {MIN_TICKET_LIFETIME_S} and {MAX_TICKET_LIFETIME_S} s"),
+                format!("{} s", f.ticket_lifetime_s),
+            ));
+        }
+        let Some(key) = &f.ticket_key else { return Ok(()) };
+        // Never quoted: the found part says what is wrong, not what it is.
+        if key.as_bytes().len() < FleetKey::MIN_LEN {
+            return Err(self.invalid(
+                "fleet.ticket_key",
+                format!("a key of at least {} bytes", FleetKey::MIN_LEN),
+                format!("{} bytes", key.as_bytes().len()),
+            ));
+        }
+        if key.as_bytes() == self.auth.token_key.as_bytes() {
+            return Err(self.invalid(
+                "fleet.ticket_key",
+                format!(
+                    "a key of the fleet's own, not auth.token_key (from {}): with it, the \
+                     session-token issuer could mint travel tickets, moving any player to any \
+                     server",
+                    self.source_of("auth.token_key")
+                ),
+                "the same key as auth.token_key",
+            ));
+        }
         Ok(())
+    }
+
+    /// `fleet.directory` and what it needs: a `postgres://` store and a ticket key for any
+    /// directory, servers for `static`, the allocator's keys for `agones`; and every
+    /// `[[fleet.servers]]` entry, built as the static directory builds it (V12, V13).
+    fn check_directory(&self) -> Result<(), ConfigError> {
+        let f = &self.fleet;
+        let range = Duration::from_millis(100)..=Duration::from_secs(60);
+        if !range.contains(&f.allocator_timeout) {
+            return Err(self.invalid(
+                "fleet.allocator_timeout_ms",
+                "between 100 and 60000 ms",
+                ms(f.allocator_timeout),
+            ));
+        }
+        if !(1..=10).contains(&f.allocation_attempts) {
+            return Err(self.invalid(
+                "fleet.allocation_attempts",
+                "between 1 and 10 attempts",
+                f.allocation_attempts.to_string(),
+            ));
+        }
+        if !f.servers.is_empty() {
+            StaticDirectory::new(&self.server_id()?, &f.servers)
+                .map_err(|e| self.refused_server(e))?;
+        }
+        let name = f.directory.name();
+        let since = || format!("since fleet.directory is \"{name}\"");
+        if f.directory == DirectoryKind::None {
+            return Ok(());
+        }
+        if self.store.url.is_embedded() {
+            return Err(self.invalid(
+                "fleet.directory",
+                format!(
+                    "\"none\" with an embedded store: a fleet's servers share one PostgreSQL \
+                     store, so store.url must be postgres://... (from {})",
+                    self.source_of("store.url")
+                ),
+                format!("\"{name}\" with store.url {}", self.store.url),
+            ));
+        }
+        if f.ticket_key.is_none() {
+            return Err(self.invalid(
+                "fleet.ticket_key",
+                format!(
+                    "a key of at least {} bytes (or GATEHOUSE_TICKET_KEY), {}: travel tickets \
+                     are signed with it",
+                    FleetKey::MIN_LEN,
+                    since()
+                ),
+                "nothing",
+            ));
+        }
+        match f.directory {
+            DirectoryKind::Static if f.servers.is_empty() => Err(self.invalid(
+                "fleet.servers",
+                format!("at least one [[fleet.servers]] entry, {}", since()),
+                "none",
+            )),
+            DirectoryKind::Agones => {
+                let missing = [
+                    ("fleet.allocator_url", f.allocator_url.is_none(), "an https:// URL"),
+                    ("fleet.allocator_certificate", f.allocator_certificate.is_none(), "a path"),
+                    ("fleet.allocator_private_key", f.allocator_private_key.is_none(), "a path"),
+                    ("fleet.allocator_ca", f.allocator_ca.is_none(), "a path"),
+                ];
+                match missing.iter().find(|(_, unset, _)| *unset) {
+                    Some((key, _, what)) => {
+                        Err(self.invalid(key, format!("{what}, {}", since()), "nothing"))
+                    }
+                    None => Ok(()),
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// A [`DirectoryError`] building the directory from config, as a config error: a
+    /// `[[fleet.servers]]` entry's names its place (`fleet.servers[1]`), an allocator setting's
+    /// its key; each blamed on where its value came from.
+    pub fn refused_directory(&self, e: DirectoryError) -> ConfigError {
+        match e {
+            DirectoryError::AllocatorSettings(why) => {
+                // The settings' errors begin with the key at fault (`fleet.allocator_ca: ...`).
+                let end = why.find([' ', ':']).unwrap_or(why.len());
+                let (key, rest) = why.split_at(end);
+                let (key, rest) = match key.starts_with("fleet.") {
+                    true => (key, rest.trim_start_matches(':').trim_start()),
+                    false => ("fleet.directory", why.as_str()),
+                };
+                ConfigError::Invalid {
+                    key: key.to_owned(),
+                    origin: self.sources.of_nested(key),
+                    expected: rest.to_owned(),
+                    found: String::new(),
+                }
+            }
+            other => self.refused_server(other),
+        }
+    }
+
+    /// A refused `[[fleet.servers]]` entry, naming its place and where it was written.
+    fn refused_server(&self, e: DirectoryError) -> ConfigError {
+        let DirectoryError::StaticServer { index, server, why } = e else {
+            return self.invalid("fleet.directory", e.to_string(), "");
+        };
+        let key = format!("fleet.servers[{index}]");
+        ConfigError::Invalid {
+            origin: self.sources.of_nested(&key),
+            key,
+            expected: format!("id {server:?}: {why}"),
+            found: String::new(),
+        }
     }
 
     /// `[store]` checks.
@@ -1612,6 +1968,215 @@ mod tests {
         assert!(err.contains("orchestrator") && err.contains("agones"), "{err}");
     }
 
+    /// The seat hold, the ticket keys and the directory's keys, by default: nothing travels.
+    #[test]
+    fn the_travel_keys_default_to_no_directory() {
+        let c = parse("").unwrap();
+        let f = &c.fleet;
+        assert_eq!(f.server_id, None);
+        assert_eq!(c.server_id().unwrap().as_str(), "main", "store.session by default");
+        assert_eq!(f.seat_hold, Duration::from_secs(10));
+        assert!(f.ticket_key.is_none());
+        assert_eq!(f.ticket_lifetime_s, 30);
+        assert_eq!(f.directory, DirectoryKind::None);
+        assert!(f.servers.is_empty() && f.allocator_labels.is_empty());
+        assert_eq!(f.allocator_url, None);
+        assert_eq!(f.allocator_namespace, "default");
+        assert_eq!((f.allocator_certificate.clone(), f.allocator_ca.clone()), (None, None));
+        assert_eq!(f.allocator_private_key, None);
+        assert_eq!(f.allocator_timeout, Duration::from_secs(3));
+        assert_eq!(f.allocation_attempts, 3);
+        assert!(f.allocator_settings().is_none());
+        let rules = super::super::game_rules(&c.game, &c.auth, &c.network, &c.fleet);
+        assert_eq!(rules.seat_hold, Duration::from_secs(10));
+        let c = parse("[fleet]\nseat_hold_ms = \"2500ms\"\nserver_id = \"hub-1\"\n").unwrap();
+        let rules = super::super::game_rules(&c.game, &c.auth, &c.network, &c.fleet);
+        assert_eq!(rules.seat_hold, Duration::from_millis(2500), "game_rules reads the key");
+        assert_eq!(c.server_id().unwrap().as_str(), "hub-1");
+    }
+
+    /// Each travel key's range: its bounds pass, one beyond each is refused naming the key.
+    #[test]
+    fn each_travel_key_is_held_to_its_range() {
+        for (key, good, bad) in [
+            ("seat_hold_ms", [1000, 120_000], [999, 120_001]),
+            ("ticket_lifetime_s", [5, 120], [4, 121]),
+            ("allocator_timeout_ms", [100, 60_000], [99, 60_001]),
+            ("allocation_attempts", [1, 10], [0, 11]),
+        ] {
+            for value in good {
+                parse(&format!("[fleet]\n{key} = {value}\n")).unwrap();
+            }
+            for value in bad {
+                let err = parse(&format!("[fleet]\n\n{key} = {value}\n")).unwrap_err();
+                let want = format!("fleet.{key}");
+                assert!(
+                    matches!(&err, ConfigError::Invalid { key: k, .. } if *k == want),
+                    "{key} = {value}: {err}"
+                );
+                let text = err.to_string();
+                assert!(text.contains("conf/server.toml:3") && text.contains("between"), "{text}");
+                assert!(text.contains(&value.to_string()), "{text}");
+            }
+        }
+    }
+
+    #[test]
+    fn a_server_id_that_is_not_one_is_refused_naming_its_key() {
+        for bad in ["a b", "", "hub/1"] {
+            let err = parse(&format!("[fleet]\nserver_id = {bad:?}\n")).unwrap_err();
+            assert!(
+                matches!(&err, ConfigError::Invalid { key, .. } if key == "fleet.server_id"),
+                "{bad:?}: {err}"
+            );
+            assert!(err.to_string().contains("conf/server.toml:2"), "{err}");
+        }
+        let long = "s".repeat(65);
+        let err = parse(&format!("[fleet]\nserver_id = \"{long}\"\n")).unwrap_err();
+        assert!(err.to_string().contains("fleet.server_id"), "{err}");
+    }
+
+    /// `fleet.ticket_key`: 32 bytes at least, never the issuer's key, never quoted back.
+    #[test]
+    fn a_ticket_key_short_or_equal_to_the_token_key_is_refused() {
+        let key = "k".repeat(32);
+        let c = parse(&format!("[fleet]\nticket_key = \"{key}\"\n")).unwrap();
+        assert_eq!(c.fleet.ticket_key.as_ref().map(FleetKey::as_bytes), Some(key.as_bytes()));
+        assert!(!format!("{c:?}").contains(&key), "Debug never shows it");
+        let short = "short-ticket-secret-31-bytes-xx";
+        let err = parse(&format!("[fleet]\nticket_key = \"{short}\"\n")).unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::Invalid { key, .. } if key == "fleet.ticket_key"),
+            "{err}"
+        );
+        let text = err.to_string();
+        assert!(text.contains("at least 32 bytes, found 31 bytes"), "{text}");
+        assert!(!text.contains("short-ticket"), "{text}");
+        let same = "the-issuers-own-key-of-32-bytes-or-more";
+        let err =
+            parse(&format!("[auth]\ntoken_key = \"{same}\"\n[fleet]\nticket_key = \"{same}\"\n"))
+                .unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::Invalid { key, .. } if key == "fleet.ticket_key"),
+            "{err}"
+        );
+        let text = err.to_string();
+        assert!(text.contains("auth.token_key") && text.contains("mint travel tickets"), "{text}");
+        assert!(text.contains("conf/server.toml:4") && !text.contains(same), "{text}");
+        // The shipped development key is the token key by default: it cannot be the fleet's.
+        let err = parse(&format!("[fleet]\nticket_key = \"{DEV_TOKEN_KEY}\"\n")).unwrap_err();
+        assert!(err.to_string().contains("the same key as auth.token_key"), "{err}");
+    }
+
+    const PG: &str = "[store]\nurl = \"postgres://gate:pw@127.0.0.1/saves\"\n";
+    const KEY: &str = "ticket_key = \"a-fleet-key-of-thirty-two-bytes-0\"\n";
+    const SERVER: &str = "[[fleet.servers]]\nid = \"dungeon-1\"\naddress = \"10.0.0.2:7777\"\nserver_name = \"d\"\nnodes = [\"crypt\"]\n";
+
+    /// A directory needs a shared PostgreSQL store and a ticket key, whichever it is.
+    #[test]
+    fn a_directory_needs_a_postgres_store_and_a_ticket_key() {
+        for directory in ["static", "agones"] {
+            let err = parse(&format!("[fleet]\ndirectory = \"{directory}\"\n{KEY}")).unwrap_err();
+            assert!(
+                matches!(&err, ConfigError::Invalid { key, .. } if key == "fleet.directory"),
+                "{err}"
+            );
+            let text = err.to_string();
+            assert!(text.contains("conf/server.toml:2"), "{text}");
+            assert!(text.contains("store.url") && text.contains("postgres://"), "{text}");
+            assert!(text.contains("one PostgreSQL store"), "{text}");
+            let err = parse(&format!("{PG}[fleet]\ndirectory = \"{directory}\"\n")).unwrap_err();
+            assert!(
+                matches!(&err, ConfigError::Invalid { key, .. } if key == "fleet.ticket_key"),
+                "{err}"
+            );
+            assert!(err.to_string().contains(&format!("fleet.directory is \"{directory}\"")));
+        }
+        let err = parse("[fleet]\ndirectory = \"dns\"\n").unwrap_err().to_string();
+        assert!(err.contains("\"none\", \"static\", \"agones\"") && err.contains("dns"), "{err}");
+        // No directory needs neither.
+        parse("[fleet]\ndirectory = \"none\"\n").unwrap();
+    }
+
+    #[test]
+    fn a_static_directory_needs_servers_and_reads_them() {
+        let text = format!("{PG}[fleet]\ndirectory = \"static\"\n{KEY}");
+        let err = parse(&text).unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::Invalid { key, .. } if key == "fleet.servers"),
+            "{err}"
+        );
+        let c = parse(&format!("{text}{SERVER}")).unwrap();
+        assert_eq!(c.fleet.servers.len(), 1);
+        assert_eq!(c.fleet.servers[0].nodes, ["crypt"]);
+        assert_eq!(c.fleet.directory, DirectoryKind::Static);
+    }
+
+    /// A bad `[[fleet.servers]]` entry is refused naming its place and its line, whatever the
+    /// directory.
+    #[test]
+    fn a_bad_server_entry_is_refused_naming_its_place() {
+        let twice = format!("{PG}[fleet]\ndirectory = \"static\"\n{KEY}{SERVER}{SERVER}");
+        let err = parse(&twice).unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::Invalid { key, .. } if key == "fleet.servers[1]"),
+            "{err}"
+        );
+        assert_eq!(
+            err.to_string(),
+            "invalid fleet.servers[1] from conf/server.toml:11: id \"dungeon-1\": listed twice"
+        );
+        let bad = SERVER.replace("10.0.0.2:7777", "10.0.0.2");
+        let err = parse(&format!("[fleet]\n{bad}")).unwrap_err().to_string();
+        assert!(err.starts_with("invalid fleet.servers[0] from conf/server.toml:"), "{err}");
+        assert!(err.contains("address:"), "{err}");
+        let err = parse(&format!("[fleet]\n{}", SERVER.replace("nodes = [\"crypt\"]\n", "")));
+        let err = err.unwrap_err().to_string();
+        assert!(err.contains("fleet.servers[0].nodes") || err.contains("nodes"), "{err}");
+        let err = parse(&format!("[fleet]\n{SERVER}port = 1\n")).unwrap_err().to_string();
+        assert!(err.contains("port"), "an unknown key in an entry is named: {err}");
+    }
+
+    #[test]
+    fn an_agones_directory_needs_its_allocator_keys() {
+        let full = [
+            "allocator_url = \"https://allocator.agones-system:443\"\n",
+            "allocator_certificate = \"alloc/client.pem\"\n",
+            "allocator_private_key = \"alloc/client.key\"\n",
+            "allocator_ca = \"alloc/ca.pem\"\n",
+        ];
+        let head = format!("{PG}[fleet]\ndirectory = \"agones\"\n{KEY}");
+        for (i, key) in
+            ["allocator_url", "allocator_certificate", "allocator_private_key", "allocator_ca"]
+                .iter()
+                .enumerate()
+        {
+            let mut lines = full.to_vec();
+            lines.remove(i);
+            let err = parse(&format!("{head}{}", lines.concat())).unwrap_err();
+            let want = format!("fleet.{key}");
+            assert!(
+                matches!(&err, ConfigError::Invalid { key: k, .. } if *k == want),
+                "{key}: {err}"
+            );
+            assert!(err.to_string().contains("fleet.directory is \"agones\""), "{err}");
+        }
+        let text = format!(
+            "{head}{}allocator_namespace = \"games\"\n[fleet.allocator_labels]\n\"agones.dev/fleet\" = \"crypt\"\n",
+            full.concat()
+        );
+        let c = parse(&text).unwrap();
+        let settings = c.fleet.allocator_settings().unwrap();
+        assert_eq!(settings.url, "https://allocator.agones-system:443");
+        assert_eq!(settings.namespace, "games");
+        assert_eq!(settings.labels.get("agones.dev/fleet").map(String::as_str), Some("crypt"));
+        // Paths from the file are beside it.
+        assert_eq!(settings.certificate, Path::new("conf/alloc/client.pem"));
+        assert_eq!(settings.private_key, Path::new("conf/alloc/client.key"));
+        assert_eq!(settings.ca, Path::new("conf/alloc/ca.pem"));
+        assert_eq!((settings.timeout, settings.attempts), (Duration::from_secs(3), 3));
+    }
+
     #[test]
     fn the_debug_output_never_shows_the_token_key() {
         let c = parse("[auth]\ntoken_key = \"super-secret-key-1234\"\n").unwrap();
@@ -1692,6 +2257,18 @@ mod message_tests {
             ("[store]\nsave_attempts = 0\n", &[]),
             ("[store]\ndrain_timeout_ms = 0\n", &[]),
             ("[store]\nurl = \"mysql://u:p@h/db\"\n", &[]),
+            ("[fleet]\nserver_id = \"a b\"\n", &[]),
+            ("[fleet]\nseat_hold_ms = 1\n", &[]),
+            ("[fleet]\nticket_lifetime_s = 1\n", &[]),
+            ("[fleet]\nticket_key = \"short\"\n", &[]),
+            ("", &[("GATEHOUSE_TICKET_KEY", DEV_TOKEN_KEY)]),
+            ("[fleet]\ndirectory = \"static\"\n", &[]),
+            ("[fleet]\nallocator_timeout_ms = 1\n", &[]),
+            ("[fleet]\nallocation_attempts = 0\n", &[]),
+            (
+                "[fleet]\nservers = [{ id = \"a\", address = \"h\", server_name = \"h\", nodes = [\"n\"] }]\n",
+                &[],
+            ),
         ];
         for (text, vars) in cases {
             let err = refused(text, vars);

@@ -68,6 +68,7 @@ pub enum Secrecy {
 pub const SECRET_KEYS: &[(&str, Secrecy)] = &[
     ("auth.token_key", Secrecy::Hidden),
     ("admin.token", Secrecy::Hidden),
+    ("fleet.ticket_key", Secrecy::Hidden),
     ("store.url", Secrecy::Redacted),
 ];
 
@@ -121,6 +122,26 @@ impl Sources {
             return source.clone();
         }
         match self.lines.get(key) {
+            Some(&line) => ValueSource::File { path: self.file.clone(), line: Some(line) },
+            None => ValueSource::Default { path: self.file.clone() },
+        }
+    }
+
+    /// Where the value at `key` came from, `key` being inside a key's value (a list's entry
+    /// `fleet.servers[1]`, a table's `fleet.allocator_labels.agones.dev/fleet`): the variable or
+    /// flag that set it or the key holding it, else its own line in the file, else the line of
+    /// the nearest key holding it, else the default.
+    pub fn of_nested(&self, key: &str) -> ValueSource {
+        let holders: Vec<&str> = key
+            .char_indices()
+            .filter(|&(_, c)| c == '.' || c == '[')
+            .map(|(i, _)| &key[..i])
+            .chain(std::iter::once(key))
+            .collect();
+        if let Some(source) = holders.iter().rev().find_map(|k| self.overrides.get(*k)) {
+            return source.clone();
+        }
+        match holders.iter().rev().find_map(|k| self.lines.get(*k)) {
             Some(&line) => ValueSource::File { path: self.file.clone(), line: Some(line) },
             None => ValueSource::Default { path: self.file.clone() },
         }

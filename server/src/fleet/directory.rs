@@ -11,7 +11,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use gatehouse_protocol::{NodeId, ServerId};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 /// The longest `address` a candidate may have, in bytes (`TravelTo.address`,
 /// docs/spec/travel.md V15).
@@ -104,7 +104,7 @@ pub enum DirectoryError {
 }
 
 /// One `[[fleet.servers]]` entry of a static directory (docs/spec/travel.md V12).
-#[derive(Debug, Clone, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
 #[serde(deny_unknown_fields)]
 pub struct StaticServer {
     /// `id`: the server's `fleet.server_id`.
@@ -115,7 +115,7 @@ pub struct StaticServer {
     pub server_name: String,
     /// `certificate_sha256`: its certificate's SHA-256, 64 hex digits, colons between bytes
     /// allowed (as the server logs it); unset, clients trust it as their first connection.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub certificate_sha256: Option<String>,
     /// `nodes`: the world-map nodes it hosts.
     pub nodes: Vec<String>,

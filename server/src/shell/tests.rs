@@ -322,7 +322,12 @@ fn start_game_task() -> Running {
 fn start_game_task_pinging(health_every: Option<Duration>) -> Running {
     let world = parse_world(std::path::Path::new("shell-test-world.toml"), WORLD).unwrap();
     let network = NetworkConfig { max_players: 8, ..NetworkConfig::default() };
-    let rules = crate::config::game_rules(&GameConfig::default(), &AuthConfig::default(), &network);
+    let rules = crate::config::game_rules(
+        &GameConfig::default(),
+        &AuthConfig::default(),
+        &network,
+        &crate::config::FleetConfig::default(),
+    );
     let game = Game::new(rules, Arc::new(world), Instant::now().into_std());
     let (events_tx, events) = mpsc::channel(64);
     let memory = Arc::new(Memory::default());

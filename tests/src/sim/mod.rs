@@ -42,7 +42,7 @@ use gatehouse_client_sim::session::{ClientSession, SessionConfig};
 use gatehouse_protocol::{
     ClientMessage, CloseCode, NodeId, PlayerId, ReplicatedChange, ServerMessage,
 };
-use gatehouse_server::config::{AuthConfig, GameConfig, NetworkConfig, parse_world};
+use gatehouse_server::config::{AuthConfig, FleetConfig, GameConfig, NetworkConfig, parse_world};
 use gatehouse_server::game::{
     ConnectionId, Departure, Game, GameRules, Input, KnownWorld, LoadId, Output,
 };
@@ -103,6 +103,7 @@ impl SimConfig {
                 &GameConfig::default(),
                 &AuthConfig::default(),
                 &NetworkConfig { max_players: 64, ..NetworkConfig::default() },
+                &FleetConfig::default(),
             ),
             net: Conditions::lan(),
             store_latency: (Duration::from_millis(5), Duration::from_millis(20)),
