@@ -405,6 +405,20 @@ mod tests {
     }
 
     #[test]
+    fn a_lost_seat_gives_its_room_back_once() {
+        let t0 = Instant::now();
+        let mut seats = Seats::default();
+        reserve(&mut seats, &["a"], 1, t0).unwrap();
+        assert_eq!(seats.expire(t0 + HOLD), vec![key("a", 1)]);
+        reserve(&mut seats, &["b"], 1, t0 + HOLD).unwrap();
+        let again = [pid("a")];
+        let refused =
+            seats.reserve(&hub(), TransitionId(2), &crypt(), &again, &crypt(), false, 1, t0, HOLD);
+        assert_eq!(refused, Err(SeatRefusal::Full), "a holds no seat to move from any more");
+        assert_eq!(seats.placed(&pid("a")), None);
+    }
+
+    #[test]
     fn a_replayed_ticket_is_refused_and_changes_nothing() {
         let t0 = Instant::now();
         let mut seats = Seats::default();
@@ -487,6 +501,7 @@ mod tests {
             "a's seat is held by its relaunch"
         );
         seats.disconnected(&pid("a"), ConnectionId(7), gone + HOLD, HOLD);
+        assert_eq!(seats.next_deadline(), Some(gone + HOLD + HOLD), "held from the disconnect");
         assert_eq!(
             seats.expire(gone + HOLD + HOLD),
             vec![key("a", 1)],

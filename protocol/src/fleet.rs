@@ -323,6 +323,53 @@ mod tests {
     }
 
     #[test]
+    fn a_proof_shows_no_bytes_in_a_log() {
+        assert_eq!(format!("{:?}", PeerProof([0xab; 32])), "PeerProof(..)");
+    }
+
+    #[test]
+    fn the_names_in_logs_are_the_documents() {
+        for reason in
+            [SeatRefusal::Full, SeatRefusal::WrongNode, SeatRefusal::Busy, SeatRefusal::Draining]
+        {
+            assert_eq!(reason.as_str(), format!("{reason:?}"));
+        }
+        for reason in [
+            SeatLoss::HoldExpired,
+            SeatLoss::SaveUnavailable,
+            SeatLoss::NotPlaced,
+            SeatLoss::Draining,
+        ] {
+            assert_eq!(reason.as_str(), format!("{reason:?}"));
+        }
+        let trn = TransitionId(1);
+        let player = PlayerId::new("p").unwrap();
+        let server = ServerId::new("s").unwrap();
+        let proof = PeerProof([0; 32]);
+        let messages = [
+            PeerMessage::Hello { version: 1, server: server.clone(), proof },
+            PeerMessage::Welcome {
+                version: 1,
+                server,
+                server_name: String::new(),
+                certificate_sha256: None,
+                proof,
+            },
+            PeerMessage::ReserveSeats { trn, node: NodeId::new("n").unwrap(), players: vec![] },
+            PeerMessage::SeatsGranted { trn, hold_ms: 1 },
+            PeerMessage::SeatsRefused { trn, reason: SeatRefusal::Full },
+            PeerMessage::SeatConfirmed { trn, player: player.clone(), version: 1, generation: 1 },
+            PeerMessage::ReleaseSeats { trn, players: vec![] },
+            PeerMessage::Placed { trn, player: player.clone() },
+            PeerMessage::SeatLost { trn, player, reason: SeatLoss::NotPlaced },
+        ];
+        for message in messages {
+            let debug = format!("{message:?}");
+            assert!(debug.starts_with(&format!("{} {{", message.name())), "{debug}");
+        }
+    }
+
+    #[test]
     fn a_seat_list_above_its_bound_is_oversized() {
         let trn = TransitionId(1);
         let players = |n: usize| (0..n).map(|i| PlayerId::new(format!("p-{i}")).unwrap()).collect();

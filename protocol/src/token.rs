@@ -374,6 +374,20 @@ mod tests {
     }
 
     #[test]
+    fn a_token_of_exactly_the_longest_length_is_read_and_one_byte_more_is_not() {
+        let key = TokenKey::new("k");
+        let header = URL_SAFE_NO_PAD.encode(br#"{"alg":"HS256","typ":"JWT"}"#);
+        let signature = "A".repeat(43);
+        let payload = "A".repeat(MAX_TOKEN_LEN - header.len() - signature.len() - 2);
+        let token = format!("{header}.{payload}.{signature}");
+        assert_eq!(token.len(), MAX_TOKEN_LEN);
+        assert_eq!(verify(&key, &token, 0), Err(TokenError::BadSignature), "read to its signature");
+        let longer = format!("{header}.{payload}A.{signature}");
+        let err = verify(&key, &longer, 0).unwrap_err();
+        assert!(matches!(&err, TokenError::Malformed(why) if why.contains("bytes long")), "{err}");
+    }
+
+    #[test]
     fn a_minted_token_verifies_with_the_same_key() {
         let key = TokenKey::new("k");
         let token = mint(&key, &claims("p1", 100));
