@@ -20,7 +20,9 @@ use std::sync::Arc;
 
 use crate::ServerError;
 use crate::config::{ConfigError, DirectoryKind, ServerConfig};
-use crate::fleet::{AgonesAllocator, FleetDirectory, StaticDirectory};
+use crate::fleet::{
+    AgonesAllocator, AllocatorSettings, DirectoryError, FleetDirectory, StaticDirectory,
+};
 use crate::net::{self, NetError};
 
 /// Checks everything the start reads from disk, as it reads it, without changing anything
@@ -62,7 +64,7 @@ pub(crate) fn fleet_directory(
     config: &ServerConfig,
 ) -> Result<Option<Arc<dyn FleetDirectory>>, ConfigError> {
     let fleet = &config.fleet;
-    let refused = |e| config.refused_directory(e);
+    let refused = |e| refused_directory(config, e);
     match fleet.directory {
         DirectoryKind::Static => {
             let directory =
@@ -71,7 +73,7 @@ pub(crate) fn fleet_directory(
         }
         DirectoryKind::Agones => {
             // The config's checks refuse an `agones` directory without its keys.
-            let Some(settings) = fleet.allocator_settings() else {
+            let Some(settings) = AllocatorSettings::from_config(fleet) else {
                 return Err(config.invalid(
                     "fleet.directory",
                     "the allocator's keys (fleet.allocator_url, fleet.allocator_certificate, \
@@ -82,6 +84,25 @@ pub(crate) fn fleet_directory(
             Ok(Some(Arc::new(AgonesAllocator::new(settings).map_err(refused)?)))
         }
         _ => Ok(None),
+    }
+}
+
+/// A [`DirectoryError`] building the directory from config, as a config error: a
+/// `[[fleet.servers]]` entry's names its place (`fleet.servers[1]`), an allocator setting's its
+/// key; each blamed on where its value came from.
+fn refused_directory(config: &ServerConfig, e: DirectoryError) -> ConfigError {
+    match e {
+        DirectoryError::StaticServer(entry) => config.refused_server(entry),
+        DirectoryError::AllocatorSettings(why) => {
+            // The settings' errors begin with the key at fault (`fleet.allocator_ca: ...`).
+            let end = why.find([' ', ':']).unwrap_or(why.len());
+            let (key, rest) = why.split_at(end);
+            match key.starts_with("fleet.") {
+                true => config.invalid_nested(key, rest.trim_start_matches(':').trim_start()),
+                false => config.invalid_nested("fleet.directory", why.as_str()),
+            }
+        }
+        other => config.invalid("fleet.directory", other.to_string(), ""),
     }
 }
 

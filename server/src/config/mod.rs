@@ -9,6 +9,7 @@ mod admin;
 mod env;
 mod overrides;
 mod server;
+mod servers;
 mod source;
 mod store_url;
 mod world;
@@ -26,6 +27,9 @@ pub use server::{
     AdminConfig, Allocation, AuthConfig, ClientReadyPolicy, DEV_TOKEN_KEY, DirectoryKind,
     FleetConfig, FleetKey, GameConfig, LogFormat, MIN_FRAME_LEN, NetworkConfig, OrchestratorKind,
     ServerConfig, StoreConfig, TlsConfig, WhenEmpty,
+};
+pub use servers::{
+    CheckedServer, MAX_ADDRESS_LEN, ServerEntryError, StaticServer, check_address, check_servers,
 };
 pub use source::{SECRET_KEYS, Secrecy, Sources, ValueSource, secrecy};
 pub(crate) use store_url::Resolved;

@@ -16,7 +16,7 @@ use super::{
 };
 pub use gatehouse_game::ClientReadyPolicy;
 
-use crate::fleet::{AllocatorSettings, DirectoryError, StaticDirectory, StaticServer};
+use super::servers::{ServerEntryError, StaticServer, check_servers};
 
 use gatehouse_protocol::ServerId;
 use gatehouse_protocol::ticket::{MAX_TICKET_LIFETIME_S, MIN_TICKET_LIFETIME_S};
@@ -337,26 +337,6 @@ impl Default for FleetConfig {
             allocator_timeout: Duration::from_secs(3),
             allocation_attempts: 3,
         }
-    }
-}
-
-impl FleetConfig {
-    /// The Agones allocator's settings, when `directory` is `agones` and every key it needs is
-    /// set (the config's checks refuse it otherwise).
-    pub fn allocator_settings(&self) -> Option<AllocatorSettings> {
-        if self.directory != DirectoryKind::Agones {
-            return None;
-        }
-        Some(AllocatorSettings {
-            url: self.allocator_url.clone()?,
-            namespace: self.allocator_namespace.clone(),
-            labels: self.allocator_labels.clone(),
-            certificate: self.allocator_certificate.clone()?,
-            private_key: self.allocator_private_key.clone()?,
-            ca: self.allocator_ca.clone()?,
-            timeout: self.allocator_timeout,
-            attempts: self.allocation_attempts,
-        })
     }
 }
 
@@ -1435,8 +1415,7 @@ impl ServerConfig {
             ));
         }
         if !f.servers.is_empty() {
-            StaticDirectory::new(&self.server_id()?, &f.servers)
-                .map_err(|e| self.refused_server(e))?;
+            check_servers(&self.server_id()?, &f.servers).map_err(|e| self.refused_server(e))?;
         }
         let name = f.directory.name();
         let since = || format!("since fleet.directory is \"{name}\"");
@@ -1490,42 +1469,21 @@ impl ServerConfig {
         }
     }
 
-    /// A [`DirectoryError`] building the directory from config, as a config error: a
-    /// `[[fleet.servers]]` entry's names its place (`fleet.servers[1]`), an allocator setting's
-    /// its key; each blamed on where its value came from.
-    pub fn refused_directory(&self, e: DirectoryError) -> ConfigError {
-        match e {
-            DirectoryError::AllocatorSettings(why) => {
-                // The settings' errors begin with the key at fault (`fleet.allocator_ca: ...`).
-                let end = why.find([' ', ':']).unwrap_or(why.len());
-                let (key, rest) = why.split_at(end);
-                let (key, rest) = match key.starts_with("fleet.") {
-                    true => (key, rest.trim_start_matches(':').trim_start()),
-                    false => ("fleet.directory", why.as_str()),
-                };
-                ConfigError::Invalid {
-                    key: key.to_owned(),
-                    origin: self.sources.of_nested(key),
-                    expected: rest.to_owned(),
-                    found: String::new(),
-                }
-            }
-            other => self.refused_server(other),
+    /// A [`ConfigError::Invalid`] for `key` inside a key's value (a list's entry
+    /// `fleet.servers[1]`, a table's key), blaming wherever that value came from.
+    pub fn invalid_nested(&self, key: &str, expected: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid {
+            key: key.to_owned(),
+            origin: self.sources.of_nested(key),
+            expected: expected.into(),
+            found: String::new(),
         }
     }
 
     /// A refused `[[fleet.servers]]` entry, naming its place and where it was written.
-    fn refused_server(&self, e: DirectoryError) -> ConfigError {
-        let DirectoryError::StaticServer { index, server, why } = e else {
-            return self.invalid("fleet.directory", e.to_string(), "");
-        };
-        let key = format!("fleet.servers[{index}]");
-        ConfigError::Invalid {
-            origin: self.sources.of_nested(&key),
-            key,
-            expected: format!("id {server:?}: {why}"),
-            found: String::new(),
-        }
+    pub fn refused_server(&self, e: ServerEntryError) -> ConfigError {
+        let ServerEntryError { index, server, why } = e;
+        self.invalid_nested(&format!("fleet.servers[{index}]"), format!("id {server:?}: {why}"))
     }
 
     /// `[store]` checks.
@@ -1986,7 +1944,7 @@ mod tests {
         assert_eq!(f.allocator_private_key, None);
         assert_eq!(f.allocator_timeout, Duration::from_secs(3));
         assert_eq!(f.allocation_attempts, 3);
-        assert!(f.allocator_settings().is_none());
+        assert!(crate::fleet::AllocatorSettings::from_config(f).is_none());
         let rules = super::super::game_rules(&c.game, &c.auth, &c.network, &c.fleet);
         assert_eq!(rules.seat_hold, Duration::from_secs(10));
         let c = parse("[fleet]\nseat_hold_ms = \"2500ms\"\nserver_id = \"hub-1\"\n").unwrap();
@@ -2166,7 +2124,7 @@ mod tests {
             full.concat()
         );
         let c = parse(&text).unwrap();
-        let settings = c.fleet.allocator_settings().unwrap();
+        let settings = crate::fleet::AllocatorSettings::from_config(&c.fleet).unwrap();
         assert_eq!(settings.url, "https://allocator.agones-system:443");
         assert_eq!(settings.namespace, "games");
         assert_eq!(settings.labels.get("agones.dev/fleet").map(String::as_str), Some("crypt"));

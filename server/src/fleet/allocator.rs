@@ -24,6 +24,7 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::directory::{Candidate, CandidateFuture, DirectoryError, FleetDirectory};
+use crate::config::{DirectoryKind, FleetConfig};
 use crate::net::tls::{read_chain, read_key};
 
 /// The name of the GameServer port clients dial, in the Fleet's template (deploy/agones).
@@ -66,6 +67,26 @@ pub struct AgonesAllocator {
     port: u16,
     server_name: ServerName<'static>,
     path: String,
+}
+
+impl AllocatorSettings {
+    /// The settings `[fleet]` gives, when `directory` is `agones` and every key they need is
+    /// set (the config's checks refuse it otherwise).
+    pub fn from_config(fleet: &FleetConfig) -> Option<Self> {
+        if fleet.directory != DirectoryKind::Agones {
+            return None;
+        }
+        Some(AllocatorSettings {
+            url: fleet.allocator_url.clone()?,
+            namespace: fleet.allocator_namespace.clone(),
+            labels: fleet.allocator_labels.clone(),
+            certificate: fleet.allocator_certificate.clone()?,
+            private_key: fleet.allocator_private_key.clone()?,
+            ca: fleet.allocator_ca.clone()?,
+            timeout: fleet.allocator_timeout,
+            attempts: fleet.allocation_attempts,
+        })
+    }
 }
 
 impl std::fmt::Debug for AgonesAllocator {
@@ -295,7 +316,7 @@ fn read_answer(status: u16, answer: &[u8]) -> Result<Candidate, Refusal> {
         Ok(_) => format!("[{host}]:{port}"),
         Err(_) => format!("{host}:{port}"),
     };
-    super::directory::check_address(&address).map_err(|why| other(format!("address: {why}")))?;
+    crate::config::check_address(&address).map_err(|why| other(format!("address: {why}")))?;
     Ok(Candidate { server, address, server_name: host.to_owned(), certificate_sha256: None })
 }
 

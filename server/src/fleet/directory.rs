@@ -11,11 +11,9 @@ use std::future::Future;
 use std::pin::Pin;
 
 use gatehouse_protocol::{NodeId, ServerId};
-use serde::{Deserialize, Serialize};
 
-/// The longest `address` a candidate may have, in bytes (`TravelTo.address`,
-/// docs/spec/travel.md V15).
-pub const MAX_ADDRESS_LEN: usize = 255;
+pub use crate::config::{MAX_ADDRESS_LEN, StaticServer};
+use crate::config::{ServerEntryError, check_servers};
 
 /// A server a travel may ask for seats (docs/spec/travel.md V12): what its clients dial.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,16 +49,9 @@ pub trait FleetDirectory: Send + Sync + fmt::Debug {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DirectoryError {
-    /// A `[[fleet.servers]]` entry is wrong; `index` counts from 0, in the file's order.
-    #[error("fleet.servers[{index}] (id {server:?}): {why}")]
-    StaticServer {
-        /// Its place in the list.
-        index: usize,
-        /// Its `id` as written.
-        server: String,
-        /// What is wrong.
-        why: String,
-    },
+    /// A `[[fleet.servers]]` entry is wrong.
+    #[error(transparent)]
+    StaticServer(ServerEntryError),
     /// The allocator's settings are wrong (a file unreadable, a URL malformed).
     #[error("the Agones allocator's settings: {0}")]
     AllocatorSettings(String),
@@ -103,24 +94,6 @@ pub enum DirectoryError {
     },
 }
 
-/// One `[[fleet.servers]]` entry of a static directory (docs/spec/travel.md V12).
-#[derive(Debug, Clone, Deserialize, Serialize, PartialEq, Eq)]
-#[serde(deny_unknown_fields)]
-pub struct StaticServer {
-    /// `id`: the server's `fleet.server_id`.
-    pub id: String,
-    /// `address`: its game port, `host:port`.
-    pub address: String,
-    /// `server_name`: the name its certificate is checked against.
-    pub server_name: String,
-    /// `certificate_sha256`: its certificate's SHA-256, 64 hex digits, colons between bytes
-    /// allowed (as the server logs it); unset, clients trust it as their first connection.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub certificate_sha256: Option<String>,
-    /// `nodes`: the world-map nodes it hosts.
-    pub nodes: Vec<String>,
-}
-
 /// A directory read from config: the servers listed, in order, that host the node, skipping
 /// this server itself (docs/spec/travel.md V12).
 #[derive(Debug, Clone)]
@@ -135,42 +108,20 @@ impl StaticDirectory {
     /// [`DirectoryError::StaticServer`] naming the first entry with a bad id, address, server
     /// name, fingerprint or node, no node, or an id listed before.
     pub fn new(own: &ServerId, servers: &[StaticServer]) -> Result<Self, DirectoryError> {
-        let mut read: Vec<(Candidate, Vec<NodeId>)> = Vec::with_capacity(servers.len());
-        for (index, entry) in servers.iter().enumerate() {
-            let wrong =
-                |why: String| DirectoryError::StaticServer { index, server: entry.id.clone(), why };
-            let server = ServerId::new(entry.id.as_str()).map_err(|e| wrong(e.to_string()))?;
-            if read.iter().any(|(known, _)| known.server == server) {
-                return Err(wrong("listed twice".into()));
-            }
-            check_address(&entry.address).map_err(|why| wrong(format!("address: {why}")))?;
-            if entry.server_name.is_empty() {
-                return Err(wrong("server_name is empty".into()));
-            }
-            let certificate_sha256 = entry
-                .certificate_sha256
-                .as_deref()
-                .map(parse_sha256)
-                .transpose()
-                .map_err(|why| wrong(format!("certificate_sha256: {why}")))?;
-            if entry.nodes.is_empty() {
-                return Err(wrong("hosts no node (nodes = [])".into()));
-            }
-            let nodes = entry
-                .nodes
-                .iter()
-                .map(|node| NodeId::new(node.as_str()).map_err(|e| wrong(format!("nodes: {e}"))))
-                .collect::<Result<Vec<_>, _>>()?;
-            let candidate = Candidate {
-                server,
-                address: entry.address.clone(),
-                server_name: entry.server_name.clone(),
-                certificate_sha256,
-            };
-            read.push((candidate, nodes));
-        }
-        read.retain(|(candidate, _)| &candidate.server != own);
-        Ok(Self { servers: read })
+        let checked = check_servers(own, servers).map_err(DirectoryError::StaticServer)?;
+        let servers = checked
+            .into_iter()
+            .map(|entry| {
+                let candidate = Candidate {
+                    server: entry.server,
+                    address: entry.address,
+                    server_name: entry.server_name,
+                    certificate_sha256: entry.certificate_sha256,
+                };
+                (candidate, entry.nodes)
+            })
+            .collect();
+        Ok(Self { servers })
     }
 }
 
@@ -184,48 +135,6 @@ impl FleetDirectory for StaticDirectory {
             .map(|(candidate, _)| candidate.clone());
         Box::pin(std::future::ready(Ok(found)))
     }
-}
-
-/// Checks `address` is `host:port`: a host, a port 1 to 65535, at most [`MAX_ADDRESS_LEN`]
-/// bytes, an IPv6 host in brackets.
-///
-/// # Errors
-/// What is wrong, in words.
-pub(crate) fn check_address(address: &str) -> Result<(), String> {
-    if address.len() > MAX_ADDRESS_LEN {
-        return Err(format!("{} bytes, above {MAX_ADDRESS_LEN}", address.len()));
-    }
-    let (host, port) =
-        address.rsplit_once(':').ok_or_else(|| format!("{address:?} is not host:port"))?;
-    let bare = host.strip_prefix('[').and_then(|h| h.strip_suffix(']'));
-    let host_ok = match bare {
-        Some(v6) => v6.parse::<std::net::Ipv6Addr>().is_ok(),
-        None => {
-            !host.is_empty()
-                && host.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._".contains(&b))
-        }
-    };
-    if !host_ok {
-        return Err(format!("{address:?}: {host:?} is not a host name or address"));
-    }
-    match port.parse::<u16>() {
-        Ok(p) if p > 0 => Ok(()),
-        _ => Err(format!("{address:?}: {port:?} is not a port (1 to 65535)")),
-    }
-}
-
-/// Reads a SHA-256 written as 64 hex digits, colons between bytes allowed, either case.
-fn parse_sha256(text: &str) -> Result<[u8; 32], String> {
-    let digits: Vec<u8> = text.bytes().filter(|&b| b != b':').collect();
-    if digits.len() != 64 {
-        return Err(format!("{text:?} is not 32 bytes of hex ({} digits)", digits.len()));
-    }
-    let mut out = [0u8; 32];
-    for (byte, pair) in out.iter_mut().zip(digits.chunks_exact(2)) {
-        let pair = std::str::from_utf8(pair).map_err(|_| format!("{text:?} is not hex"))?;
-        *byte = u8::from_str_radix(pair, 16).map_err(|_| format!("{text:?} is not hex"))?;
-    }
-    Ok(out)
 }
 
 #[cfg(test)]
