@@ -5,12 +5,18 @@
 //! and the kit-grant latches persist across a respawn. That cuts both ways, which is why
 //! [`AbilityState::reset_for_respawn`] is the single place that clears death state and strips
 //! finite-duration effects, and why the latches make a respawn never re-grant.
+//!
+//! A travel carries it to another server in its handoff save (docs/spec/travel.md V2, V4):
+//! [`AbilityState::handoff`] reads it paused, times as what is left, and
+//! [`AbilityState::from_handoff`] rebuilds it on the destination's clock.
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use gatehouse_tags::GameplayTag;
 use gatehouse_tags::catalog::STATE_DEAD;
+
+use crate::model::{HandoffDefect, HandoffDuration, HandoffEffect, HandoffState, KitLatches};
 
 /// An active gameplay effect.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -224,11 +230,122 @@ impl AbilityState {
     fn grant(&mut self, kits: &[GameplayTag]) -> Vec<GameplayTag> {
         kits.iter().copied().filter(|k| self.granted.insert(*k)).collect()
     }
+
+    /// What a handoff save carries of this state at `now` (docs/spec/travel.md V2): its own
+    /// tags (not its effects'), every active effect in order, each finite one paused with the
+    /// milliseconds left until its expiry and its next tick, counted from the pause if its
+    /// effects are paused already (a frozen player's effects stand still), else from `now`, and
+    /// the kit latches. A time already past counts as 0 (due at once); a part of a millisecond
+    /// is dropped. Health is [`AbilityState::health`].
+    pub(crate) fn handoff(
+        &self,
+        now: Instant,
+    ) -> (BTreeSet<GameplayTag>, Vec<HandoffEffect>, KitLatches) {
+        let from = self.paused_since.unwrap_or(now);
+        let left = |at: Instant| millis(at.saturating_duration_since(from));
+        let effects = self
+            .effects
+            .iter()
+            .map(|effect| HandoffEffect {
+                tag: effect.tag,
+                duration: match effect.duration {
+                    EffectDuration::Infinite => HandoffDuration::Infinite,
+                    EffectDuration::Finite { expires, next_tick, tick, damage } => {
+                        HandoffDuration::Finite {
+                            left_ms: left(expires),
+                            next_tick_ms: left(next_tick),
+                            tick_ms: millis(tick),
+                            damage,
+                        }
+                    }
+                },
+            })
+            .collect();
+        let kits = KitLatches {
+            startup_granted: self.startup_kits_granted,
+            composed_granted: self.composed_kits_granted,
+            granted: self.granted.clone(),
+        };
+        (self.tags.clone(), effects, kits)
+    }
+
+    /// The ability state a handoff save carries, rebuilt at `now` on the destination
+    /// (docs/spec/travel.md V4) in a world whose players have `max_health`: its tags, effects
+    /// and kit latches as handed off (kits are never granted again, T16), health clamped to
+    /// `max_health`. Each finite effect keeps the time it had left from `now`, and the state is
+    /// paused at `now`, as a kept state is (S9): a traveller is frozen until its transition
+    /// ends (T12), whose pause sync resumes it then. A dead player arrives dead (S11): with
+    /// `State.Dead`, health 0; health 0 is death, as [`AbilityState::advance`] would find.
+    ///
+    /// # Errors
+    /// The [`HandoffDefect`] [`HandoffState::check`] finds; nothing is built then.
+    pub(crate) fn from_handoff(
+        state: &HandoffState,
+        max_health: u32,
+        now: Instant,
+    ) -> Result<AbilityState, HandoffDefect> {
+        state.check()?;
+        let effects = state
+            .effects
+            .iter()
+            .map(|effect| ActiveEffect {
+                tag: effect.tag,
+                duration: match effect.duration {
+                    HandoffDuration::Infinite => EffectDuration::Infinite,
+                    HandoffDuration::Finite { left_ms, next_tick_ms, tick_ms, damage } => {
+                        EffectDuration::Finite {
+                            expires: after(now, left_ms),
+                            next_tick: after(now, next_tick_ms),
+                            tick: Duration::from_millis(tick_ms.min(LONGEST_MS)),
+                            damage,
+                        }
+                    }
+                },
+            })
+            .collect();
+        let mut tags = state.tags.clone();
+        let mut health = state.health.min(max_health);
+        if tags.contains(&STATE_DEAD) || health == 0 {
+            tags.insert(STATE_DEAD);
+            health = 0;
+        }
+        Ok(AbilityState {
+            tags,
+            effects,
+            health,
+            max_health,
+            startup_kits_granted: state.kits.startup_granted,
+            composed_kits_granted: state.kits.composed_granted,
+            granted: state.kits.granted.clone(),
+            paused_since: Some(now),
+        })
+    }
+}
+
+/// The longest a handed-off time is taken to be, in milliseconds (ten years): a save's
+/// milliseconds are any `u64`, and one past every clock's reach must not overflow an
+/// `Instant`. Longer is as good as never on a server.
+const LONGEST_MS: u64 = 10 * 365 * 24 * 60 * 60 * 1000;
+
+/// `duration` in whole milliseconds, saturating.
+fn millis(duration: Duration) -> u64 {
+    u64::try_from(duration.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// The instant `ms` milliseconds (at most [`LONGEST_MS`]) after `now`.
+fn after(now: Instant, ms: u64) -> Instant {
+    let wait = Duration::from_millis(ms.min(LONGEST_MS));
+    // Ten years past any running clock fit every platform's `Instant`; `now` is the fallback
+    // that cannot be reached.
+    now.checked_add(wait).unwrap_or(now)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::interface::ConnectionId;
+    use crate::players::Player;
+    use gatehouse_protocol::TeamId;
     use gatehouse_tags::catalog::*;
 
     const STARTUP: &[GameplayTag] = &[KIT_STARTUP_MOVEMENT];
@@ -334,5 +451,142 @@ mod tests {
         assert!(a.advance(t0 + Duration::from_millis(1000)).died);
         assert_eq!(a.advance(t0 + Duration::from_millis(1750)), TickOutcome::default());
         assert_eq!(a.health(), 0);
+    }
+
+    fn player(team: u8) -> Player {
+        let id = gatehouse_protocol::PlayerId::new("traveller").unwrap();
+        Player::new(id, ConnectionId(1), TeamId(team), 0, 100)
+    }
+
+    fn armor() -> ActiveEffect {
+        ActiveEffect { tag: EFFECT_EQUIPMENT_ARMOR, duration: EffectDuration::Infinite }
+    }
+
+    /// `effects` as they stand `by` later: every finite instant moved on by it.
+    fn shifted(effects: &[ActiveEffect], by: Duration) -> Vec<ActiveEffect> {
+        let mut effects = effects.to_vec();
+        for effect in &mut effects {
+            if let EffectDuration::Finite { expires, next_tick, .. } = &mut effect.duration {
+                *expires += by;
+                *next_tick += by;
+            }
+        }
+        effects
+    }
+
+    /// docs/spec/travel.md V2, V4: the destination places the player as it left the source:
+    /// team, health, tags, effects with the time they had left, kit latches.
+    #[test]
+    fn a_handoff_round_trips_a_players_state() {
+        let (t0, ms) = (Instant::now(), Duration::from_millis);
+        let mut source = player(2);
+        source.abilities.init_ability_actor_info(STARTUP, Some(KITS));
+        source.abilities.apply(armor());
+        source.abilities.apply(dot(t0));
+        source.abilities.advance(t0 + ms(300));
+        assert_eq!(source.abilities.health(), 70, "one tick taken, the next at 500");
+        let t = t0 + ms(300);
+        let state = source.handoff(t);
+        assert_eq!(
+            state.effects[1].duration,
+            HandoffDuration::Finite { left_ms: 1_700, next_tick_ms: 200, tick_ms: 250, damage: 30 }
+        );
+
+        let t2 = t + ms(60_000);
+        let mut arrived = player(1);
+        arrived.arrive(&state, 100, t2).unwrap();
+        let (a, b) = (&source.abilities, &arrived.abilities);
+        assert_eq!(arrived.team, TeamId(2));
+        assert_eq!((&b.tags, b.health, b.max_health), (&a.tags, a.health, a.max_health));
+        assert_eq!(
+            (b.startup_kits_granted, b.composed_kits_granted, &b.granted),
+            (a.startup_kits_granted, a.composed_kits_granted, &a.granted)
+        );
+        assert_eq!(b.effects, shifted(&a.effects, t2 - t), "the same time left, from t2");
+        assert_eq!(b.paused_since, Some(t2), "frozen until its transition ends (T12)");
+        assert_eq!(arrived.handoff(t2 + ms(5_000)), state, "paused: nothing moved meanwhile");
+
+        let t3 = t2 + ms(1_000);
+        arrived.abilities.resume(t3);
+        assert_eq!(arrived.abilities.next_event(), Some(t3 + ms(200)), "the next tick's offset");
+        assert!(arrived.abilities.init_ability_actor_info(STARTUP, Some(KITS)).is_empty());
+    }
+
+    /// V2: a frozen player's effects stand still from the pause; what they have left is counted
+    /// from it, not from the handoff.
+    #[test]
+    fn a_handoff_of_paused_effects_counts_from_the_pause() {
+        let (t0, ms) = (Instant::now(), Duration::from_millis);
+        let mut running = AbilityState::new(100);
+        running.apply(dot(t0));
+        let mut paused = running.clone();
+        paused.pause(t0 + ms(100));
+        let left =
+            HandoffDuration::Finite { left_ms: 1_900, next_tick_ms: 150, tick_ms: 250, damage: 30 };
+        assert_eq!(paused.handoff(t0 + ms(5_000)).1[0].duration, left, "from the pause at 100");
+        assert_eq!(running.handoff(t0 + ms(100)).1[0].duration, left, "from now, unpaused");
+    }
+
+    /// V4, docs/spec/sessions.md S11: a dead player arrives dead, with the effect that killed
+    /// it, and does not die again there; death and health 0 go together.
+    #[test]
+    fn a_dead_player_is_handed_off_dead() {
+        let (t0, ms) = (Instant::now(), Duration::from_millis);
+        let mut source = player(1);
+        source.abilities.apply(dot(t0));
+        assert!(source.abilities.advance(t0 + ms(1_000)).died);
+        let state = source.handoff(t0 + ms(1_000));
+        assert!(state.is_dead() && state.health == 0);
+
+        let t2 = t0 + ms(10_000);
+        let mut arrived = player(1);
+        arrived.arrive(&state, 100, t2).unwrap();
+        let a = &mut arrived.abilities;
+        assert!(a.is_dead() && a.health() == 0);
+        assert!(a.has_effect(EFFECT_DAMAGE_OVER_TIME_POISON), "the poison that killed it");
+        a.resume(t2);
+        assert_eq!(a.advance(t2 + ms(5_000)), TickOutcome::default(), "no second death");
+
+        let mut arrived = player(1);
+        arrived.arrive(&HandoffState { health: 40, ..state.clone() }, 100, t2).unwrap();
+        assert!(arrived.is_dead());
+        assert_eq!(arrived.abilities.health(), 0, "State.Dead is health 0");
+        let at_zero = HandoffState { tags: BTreeSet::new(), ..state };
+        arrived.arrive(&at_zero, 100, t2).unwrap();
+        assert!(arrived.is_dead(), "health 0 is death, as the core's advance finds");
+    }
+
+    /// V4: the maximum health is the destination world's, and no handoff exceeds it.
+    #[test]
+    fn a_handoff_above_the_worlds_max_health_is_clamped() {
+        let now = Instant::now();
+        let alive = HandoffState { tags: BTreeSet::new(), health: 150, ..HandoffState::sample() };
+        let mut arrived = player(1);
+        arrived.arrive(&alive, 100, now).unwrap();
+        assert_eq!(arrived.abilities.health(), 100);
+        arrived.arrive(&HandoffState { health: 80, ..alive }, 100, now).unwrap();
+        assert_eq!(arrived.abilities.health(), 80, "below it, kept");
+        arrived.abilities.reset_for_respawn();
+        assert_eq!(arrived.abilities.health(), 100, "the destination's maximum");
+    }
+
+    /// V4: a handoff `HandoffState::check` refuses is an error, and the player stays as it was.
+    #[test]
+    fn an_invalid_handoff_is_refused_not_applied() {
+        let now = Instant::now();
+        let mut arrived = player(1);
+        arrived.abilities.init_ability_actor_info(STARTUP, Some(KITS));
+        arrived.abilities.apply(armor());
+        let before = arrived.handoff(now);
+        let no_team = HandoffState { team: TeamId(0), ..HandoffState::sample() };
+        assert_eq!(arrived.arrive(&no_team, 100, now), Err(HandoffDefect::NoTeam));
+        let mut zero_tick = HandoffState::sample();
+        if let HandoffDuration::Finite { tick_ms, .. } = &mut zero_tick.effects[1].duration {
+            *tick_ms = 0;
+        }
+        let refused = arrived.arrive(&zero_tick, 100, now);
+        assert!(matches!(refused, Err(HandoffDefect::ZeroTick { effect: 1, .. })), "{refused:?}");
+        assert_eq!(arrived.handoff(now), before, "nothing applied");
+        assert!(!arrived.abilities.is_paused());
     }
 }

@@ -8,7 +8,9 @@
 //! here: the transition owns it (`transition.rs`).
 //!
 //! A leaving player's player state becomes a [`KeptState`] (the session keeps it for
-//! `[game] player_state_retention_ms`) and is restored into the player of a relaunch.
+//! `[game] player_state_retention_ms`) and is restored into the player of a relaunch. A travel
+//! carries it to another server as a [`HandoffState`] instead ([`Player::handoff`],
+//! [`Player::arrive`]; docs/spec/travel.md V2, V4).
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -20,7 +22,7 @@ use gatehouse_tags::GameplayTag;
 
 use super::ConnectionId;
 use super::abilities::AbilityState;
-use crate::model::{InventoryItem, Preset};
+use crate::model::{HandoffDefect, HandoffState, InventoryItem, Preset};
 
 /// Where a player's save stands.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -188,6 +190,47 @@ impl Player {
         self.character_def = kept.character_def;
         self.abilities = kept.abilities;
         self.possessed = kept.possessed;
+    }
+
+    /// The player state a travel's handoff save carries at `now` (docs/spec/travel.md V2):
+    /// team, health, tags, effects (paused: their time left from the pause, or from `now`) and
+    /// kit latches ([`AbilityState::handoff`]).
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "the travel that saves and loads a handoff is to be written (docs/spec/travel.md V2, V4)"
+        )
+    )]
+    pub(crate) fn handoff(&self, now: Instant) -> HandoffState {
+        let (tags, effects, kits) = self.abilities.handoff(now);
+        HandoffState { team: self.team, health: self.abilities.health(), tags, effects, kits }
+    }
+
+    /// A traveller's arrival at `now` on the destination, a world whose players have
+    /// `max_health` (docs/spec/travel.md V4): its team and ability state become the handoff
+    /// save's ([`AbilityState::from_handoff`]: effects paused at `now` until its transition
+    /// ends, health clamped, a dead player dead), as a relaunch's kept state does
+    /// ([`Player::restore`]).
+    ///
+    /// # Errors
+    /// The [`HandoffDefect`] [`HandoffState::check`] finds; the player is left as it was.
+    #[cfg_attr(
+        not(test),
+        expect(
+            dead_code,
+            reason = "the travel that saves and loads a handoff is to be written (docs/spec/travel.md V2, V4)"
+        )
+    )]
+    pub(crate) fn arrive(
+        &mut self,
+        state: &HandoffState,
+        max_health: u32,
+        now: Instant,
+    ) -> Result<(), HandoffDefect> {
+        self.abilities = AbilityState::from_handoff(state, max_health, now)?;
+        self.team = state.team;
+        Ok(())
     }
 
     /// Whether the player has a pawn whose possession its client acknowledged.

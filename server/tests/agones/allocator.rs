@@ -100,6 +100,33 @@ async fn a_travel_allocates_with_the_shape_of_allocation_proto() {
 }
 
 #[tokio::test]
+async fn an_answer_above_64_kib_is_not_read_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), "fleet");
+    let fake = FakeAllocator::start(&pki, Answer::Oversized(64 * 1024 + 1)).await;
+    let directory = AgonesAllocator::new(settings(&fake, &pki, &pki)).unwrap();
+    let err = ask(&directory, 1, 0).await.unwrap_err();
+    let DirectoryError::AllocatorUnreachable { why, .. } = &err else { panic!("{err}") };
+    assert!(why.starts_with("reading the answer"), "{err}");
+    // At the bound, the answer is read, and refused for what it is.
+    let fake = FakeAllocator::start(&pki, Answer::Oversized(64 * 1024)).await;
+    let directory = AgonesAllocator::new(settings(&fake, &pki, &pki)).unwrap();
+    let err = ask(&directory, 1, 0).await.unwrap_err();
+    assert!(matches!(err, DirectoryError::AllocatorRefused { status: 200, .. }), "{err}");
+}
+
+#[tokio::test]
+async fn an_allocator_shows_its_settings_not_its_private_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let pki = Pki::new(dir.path(), "fleet");
+    let fake = FakeAllocator::start(&pki, ALLOCATED).await;
+    let directory = AgonesAllocator::new(settings(&fake, &pki, &pki)).unwrap();
+    let shown = format!("{directory:?}");
+    assert!(shown.starts_with("AgonesAllocator { settings: AllocatorSettings {"), "{shown}");
+    assert!(!shown.contains("PRIVATE KEY"), "{shown}");
+}
+
+#[tokio::test]
 async fn a_silent_allocator_fails_the_travel_in_time() {
     let dir = tempfile::tempdir().unwrap();
     let pki = Pki::new(dir.path(), "fleet");

@@ -76,6 +76,8 @@ pub(crate) enum Answer {
     Error { status: u16, code: i32, message: &'static str },
     /// Reads the request and never answers.
     Silent,
+    /// 200 with a body of this many bytes (a JSON string).
+    Oversized(usize),
 }
 
 /// One request the fake read.
@@ -197,6 +199,7 @@ async fn respond(answer: &Answer) -> Result<hyper::Response<Full<Bytes>>, hyper:
             (*status, serde_json::to_vec(&body).unwrap())
         }
         Answer::Silent => std::future::pending().await,
+        Answer::Oversized(bytes) => (200, format!("\"{}\"", "x".repeat(bytes - 2)).into_bytes()),
     };
     Ok(hyper::Response::builder()
         .status(status)
