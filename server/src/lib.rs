@@ -164,10 +164,11 @@ impl Server {
         prepare_process(config);
         // Ports first: a port in use fails the start before anything is written to disk.
         let (socket, admin) = bind_ports(config).await?;
-        let (server_config, fingerprint) = load_certificate(config)?;
-        // The fleet directory's files are read as `config check` reads them; the travel that
-        // asks it is to be written (docs/spec/travel.md V12, V13).
+        // The fleet directory's files are read as `config check` reads them, before anything is
+        // written (a development certificate); the travel that asks it is to be written
+        // (docs/spec/travel.md V12, V13).
         let _directory = start_check::fleet_directory(config)?;
+        let (server_config, fingerprint) = load_certificate(config)?;
         let drivers = net::DriverThread::start()?;
         let store = Store::open(&config.store.url, &config.data_dir).await?;
         tracing::info!(store = %store.location(), "player store open");

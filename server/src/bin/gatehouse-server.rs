@@ -32,7 +32,8 @@ Environment:
   GATEHOUSE_ADMIN_TOKEN bearer token POST /travel requires; overrides admin.token (required
                         when the admin endpoint binds beyond loopback)
   GATEHOUSE_TICKET_KEY  the fleet's travel-ticket (HS256) key; overrides fleet.ticket_key
-                        (required with a fleet.directory; never auth.token_key)
+                        (required when fleet.directory is not none; never
+                        auth.token_key)
   GATEHOUSE_CONFIG, GATEHOUSE_BIND, GATEHOUSE_DATA_DIR, GATEHOUSE_LOG_FORMAT, GATEHOUSE_WORLD,
   GATEHOUSE_ADMIN_BIND, GATEHOUSE_ORCHESTRATOR  the flags above
                         (the names above also work; one set together with its

@@ -414,6 +414,7 @@ mod tests {
             "fleet.server_id",
             "fleet.ticket_key",
             "fleet.allocator_url",
+            "fleet.allocator_labels",
             "fleet.allocator_certificate",
             "fleet.allocator_private_key",
             "fleet.allocator_ca",

@@ -75,6 +75,10 @@ pub fn check_servers(
         if entry.server_name.is_empty() {
             return Err(wrong("server_name is empty".into()));
         }
+        if rustls::pki_types::ServerName::try_from(entry.server_name.as_str()).is_err() {
+            let why = "is not a DNS name or an IP address a certificate can be checked against";
+            return Err(wrong(format!("server_name {:?} {why}", entry.server_name)));
+        }
         let certificate_sha256 = entry
             .certificate_sha256
             .as_deref()

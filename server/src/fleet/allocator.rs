@@ -107,7 +107,16 @@ impl AgonesAllocator {
         let wrong = DirectoryError::AllocatorSettings;
         let url = url::Url::parse(&settings.url)
             .map_err(|e| wrong(format!("fleet.allocator_url {:?}: {e}", settings.url)))?;
-        if url.scheme() != "https" || url.query().is_some() {
+        if !url.username().is_empty() || url.password().is_some() {
+            // Not quoted: it may hold a password.
+            let why = "carries a user name or password; the allocator knows this server by its                        client certificate (fleet.allocator_certificate)";
+            return Err(wrong(format!("fleet.allocator_url: {why}")));
+        }
+        if url.scheme() != "https"
+            || url.query().is_some()
+            || url.fragment().is_some()
+            || url.port() == Some(0)
+        {
             let why = "is not https://host[:port][/prefix]";
             return Err(wrong(format!("fleet.allocator_url {:?} {why}", settings.url)));
         }
@@ -120,11 +129,12 @@ impl AgonesAllocator {
         };
         let port = url.port_or_known_default().unwrap_or(443);
         let server_name = ServerName::try_from(host.clone())
-            .map_err(|e| wrong(format!("fleet.allocator_url's host {host:?}: {e}")))?;
+            .map_err(|e| wrong(format!("fleet.allocator_url: its host {host:?}: {e}")))?;
         let path = format!("{}/gameserverallocation", url.path().trim_end_matches('/'));
         for (key, value) in &settings.labels {
-            check_label_value(value)
-                .map_err(|why| wrong(format!("fleet.allocator_labels.{key}: {why}")))?;
+            check_label_key(key)
+                .and_then(|()| check_label_value(value))
+                .map_err(|why| wrong(format!("fleet.allocator_labels: label {key:?}: {why}")))?;
         }
         let file = |key: &str, e: crate::net::NetError| wrong(format!("fleet.{key}: {e}"));
         let chain =
@@ -320,6 +330,32 @@ fn read_answer(status: u16, answer: &[u8]) -> Result<Candidate, Refusal> {
     Ok(Candidate { server, address, server_name: host.to_owned(), certificate_sha256: None })
 }
 
+/// Checks `key` can be a Kubernetes label key: a name (a label value's rule, not empty),
+/// optionally after a prefix and `/`, the prefix a DNS subdomain of at most 253 characters.
+fn check_label_key(key: &str) -> Result<(), String> {
+    let (prefix, name) = key.rsplit_once('/').map_or((None, key), |(p, n)| (Some(p), n));
+    let prefix_ok = prefix.is_none_or(|p| {
+        !p.is_empty()
+            && p.len() <= 253
+            && p.split('.').all(|part| {
+                let ends =
+                    |b: Option<u8>| b.is_some_and(|b| b.is_ascii_lowercase() || b.is_ascii_digit());
+                ends(part.bytes().next())
+                    && ends(part.bytes().last())
+                    && part
+                        .bytes()
+                        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+            })
+    });
+    if !prefix_ok || name.is_empty() || check_label_value(name).is_err() {
+        return Err(format!(
+            "{key:?} is not a label key (a name of 63 characters at most: letters, digits, '-', \
+             '_', '.', a letter or digit at each end; optionally after a DNS prefix and '/')"
+        ));
+    }
+    Ok(())
+}
+
 /// Checks `value` can be a Kubernetes label value: at most 63 characters, alphanumerics, `-`,
 /// `_` and `.`, beginning and ending with an alphanumeric.
 fn check_label_value(value: &str) -> Result<(), String> {
@@ -437,7 +473,21 @@ mod tests {
         assert!(err.contains("fleet.allocator_url \"not a url\""), "{err}");
         let labels = BTreeMap::from([("agones.dev/fleet".to_owned(), "a b".to_owned())]);
         let err = new(AllocatorSettings { labels, ..settings() });
-        assert!(err.contains("fleet.allocator_labels.agones.dev/fleet"), "{err}");
+        assert!(err.contains("fleet.allocator_labels: label \"agones.dev/fleet\""), "{err}");
+        for key in ["bad key", "", "Agones.dev/fleet", "agones.dev/", "/fleet", "a/b/c"] {
+            let labels = BTreeMap::from([(key.to_owned(), "crypt".to_owned())]);
+            let err = new(AllocatorSettings { labels, ..settings() });
+            assert!(err.contains("is not a label key"), "{key:?}: {err}");
+        }
+        let secret = "https://user:hunter2@allocator:443";
+        let err = new(AllocatorSettings { url: secret.into(), ..settings() });
+        assert!(err.contains("user name or password") && !err.contains("hunter2"), "{err}");
+        for url in ["https://allocator#frag", "https://allocator:0", "https://allocator?a=1"] {
+            let err = new(AllocatorSettings { url: url.into(), ..settings() });
+            assert!(err.contains("is not https://host[:port][/prefix]"), "{url}: {err}");
+        }
+        let err = new(AllocatorSettings { url: "https://-bad-".into(), ..settings() });
+        assert!(err.contains("fleet.allocator_url: its host \"-bad-\""), "{err}");
         let err = new(settings());
         assert!(
             err.contains("fleet.allocator_certificate") && err.contains("/nonexistent/client.pem"),

@@ -215,6 +215,11 @@ mod tests {
         let err = refused(StaticServer { server_name: String::new(), ..entry("b", "h:1", &["n"]) });
         assert!(err.ends_with("server_name is empty"), "{err}");
         let err = refused(StaticServer {
+            server_name: "not a dns name!".into(),
+            ..entry("b", "h:1", &["n"])
+        });
+        assert!(err.contains("server_name \"not a dns name!\" is not a DNS name"), "{err}");
+        let err = refused(StaticServer {
             certificate_sha256: Some("AB:CD".into()),
             ..entry("b", "h:1", &["n"])
         });
