@@ -206,6 +206,14 @@ mod tests {
         assert!(err.contains("not a host"), "{err}");
         let err = refused(entry("b", &format!("{}:1", "h".repeat(260)), &["crypt"]));
         assert!(err.contains("above 255"), "{err}");
+        let longest = format!("{}:7777", "h".repeat(MAX_ADDRESS_LEN - 5));
+        assert_eq!(longest.len(), MAX_ADDRESS_LEN);
+        assert!(
+            StaticDirectory::new(&own, &[entry("b", &longest, &["n"])]).is_ok(),
+            "at the bound"
+        );
+        let err = refused(entry("b", &format!("h{longest}"), &["crypt"]));
+        assert!(err.contains("256 bytes, above 255"), "{err}");
         let err = refused(entry("b", "h:1", &[]));
         assert!(err.ends_with("hosts no node (nodes = [])"), "{err}");
         let err = refused(entry("b", "h:1", &["bad node"]));

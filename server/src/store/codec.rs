@@ -266,6 +266,7 @@ mod tests {
     use gatehouse_protocol::TeamId;
 
     use super::*;
+    use crate::model::{HandoffDuration, HandoffEffect, KitLatches};
 
     fn tag(name: &str) -> GameplayTag {
         GameplayTag::parse(name).unwrap()
@@ -382,6 +383,33 @@ mod tests {
     /// An oversized or corrupt `handoff` is refused on read with an error naming the player
     /// and the column; one a core could not have made is refused on write too.
     #[test]
+    fn the_largest_handoff_a_core_makes_fits_its_column() {
+        // Every tag of the catalog held, granted as a kit and running as an effect.
+        let every: std::collections::BTreeSet<GameplayTag> = GameplayTag::all().collect();
+        let effect = |tag| HandoffEffect {
+            tag,
+            duration: HandoffDuration::Finite {
+                left_ms: u64::MAX,
+                next_tick_ms: u64::MAX,
+                tick_ms: u64::MAX,
+                damage: u32::MAX,
+            },
+        };
+        let state = HandoffState {
+            team: TeamId(u8::MAX),
+            health: u32::MAX,
+            tags: every.clone(),
+            effects: every.iter().copied().map(effect).collect(),
+            kits: KitLatches { startup_granted: true, composed_granted: true, granted: every },
+        };
+        let columns = player_columns(&read_only("p-all", Some(state.clone()))).unwrap();
+        let written = columns.handoff.clone().unwrap_or_default().len();
+        assert!(written <= MAX_HANDOFF_BYTES / 2, "{written} bytes: the bound leaves room");
+        let read = player_from_row("sqlite:x", row(&columns, 1)).unwrap();
+        assert_eq!(read.handoff.as_deref(), Some(&state));
+    }
+
+    #[test]
     fn an_oversized_or_corrupt_handoff_column_is_refused_naming_the_player_and_column() {
         let good = player_columns(&read_only("p-bad", Some(handoff()))).unwrap();
         let refused = |handoff: String| {
@@ -393,8 +421,15 @@ mod tests {
             assert!(text.contains("player p-bad") && text.contains("`handoff`"), "{text}");
             text
         };
-        let mut padded = good.handoff.clone().unwrap();
-        padded.push_str(&" ".repeat(MAX_HANDOFF_BYTES));
+        // JSON's whitespace pads a good value to the bound exactly: read; one byte more: not.
+        let mut at_bound = good.handoff.clone().unwrap();
+        at_bound.push_str(&" ".repeat(MAX_HANDOFF_BYTES - at_bound.len()));
+        let mut r = row(&good, 1);
+        r.handoff = Some(at_bound.clone());
+        let read = player_from_row("sqlite:x", r).unwrap();
+        assert_eq!(read.handoff.as_deref(), Some(&handoff()), "a value at the bound is read");
+        let mut padded = at_bound;
+        padded.push(' ');
         let err = refused(padded);
         assert!(err.contains(&format!("at most {MAX_HANDOFF_BYTES} bytes")), "{err}");
         refused("{\"team\": 2".into());
