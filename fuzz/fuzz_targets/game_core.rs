@@ -32,8 +32,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arbitrary::Arbitrary;
+use gatehouse_protocol::fleet::PeerMessage;
 use gatehouse_protocol::{
-    ClientMessage, JoinId, NodeId, PawnId, PlayerId, ServerMessage, TransitionId,
+    ClientMessage, JoinId, NodeId, PawnId, PlayerId, ServerId, ServerMessage, TransitionId,
 };
 use gatehouse_server::config::{ClientReadyPolicy, WorldMap, parse_world};
 use gatehouse_server::game::{
@@ -53,6 +54,9 @@ const HAZARD: &str = "\n[[hazard]]\nnode = \"harbor\"\neffect = \"Effect.DamageO
 const PLAYERS: [&str; 4] = ["p0", "p1", "p2", "p3"];
 /// The world's nodes, and one it lacks.
 const NODES: [&str; 4] = ["harbor", "forest", "crypt", "nowhere"];
+
+/// The servers a peer message may come from.
+const SOURCES: [&str; 2] = ["hub-1", "hub-2"];
 
 #[derive(Debug, Arbitrary)]
 struct Case {
@@ -86,6 +90,8 @@ struct Setup {
     login_interval_ms: u16,
     /// Transitions in a row that may fail before the world is unavailable (1 to 4).
     max_failed_transitions: u8,
+    /// How long a seat granted to another server waits for each step, 1 ms to 20 s.
+    seat_hold_ms: u16,
 }
 
 #[derive(Debug, Arbitrary)]
@@ -122,6 +128,16 @@ enum Op {
     Wake,
     /// A wake before any deadline is due.
     SpuriousWake,
+    /// Another server of the fleet sends a message about seats (docs/spec/travel.md V14).
+    Peer { source: u8, travel: u8, message: PeerOp },
+}
+
+/// A source's message about seats on this server.
+#[derive(Debug, Arbitrary)]
+enum PeerOp {
+    Reserve { node: u8, players: Vec<u8> },
+    Confirm { player: u8, version: u8, generation: u8 },
+    Release { players: Vec<u8> },
 }
 
 #[derive(Debug, Arbitrary)]
@@ -203,6 +219,7 @@ impl Setup {
             login_interval: ms(self.login_interval_ms, 10_000),
             max_frame_len: 65_536,
             max_failed_transitions: u32::from(self.max_failed_transitions % 4) + 1,
+            seat_hold: ms(self.seat_hold_ms, 20_000),
         }
     }
 
@@ -272,6 +289,8 @@ struct Model {
     counted: Tally,
     /// The core declared the world unavailable: nothing starts or ends from then on.
     unavailable: bool,
+    /// The servers that sent the core a message.
+    peers: std::collections::BTreeSet<ServerId>,
 }
 
 /// The newest transition, join and possessed pawn one connection was sent.
@@ -365,6 +384,7 @@ impl Model {
             open: BTreeMap::new(),
             counted: Tally::default(),
             unavailable: false,
+            peers: Default::default(),
         };
         model.after_step();
         model
@@ -449,6 +469,10 @@ impl Model {
                 self.broadcast(message);
             }
             Output::SavePlayer(_) | Output::SavePlayers(_) | Output::SaveSession { .. } => {}
+            // The core answers a server only about what that server asked.
+            Output::Peer { to, .. } => {
+                assert!(self.peers.contains(&to), "told {to}, which never spoke");
+            }
             // The world is given up only once every client was told to close.
             Output::WorldUnavailable { .. } => {
                 assert!(self.open.is_empty(), "clients left open: {:?}", self.open.keys());
@@ -700,6 +724,32 @@ impl Model {
                 self.input(Input::SessionLoaded { outcome });
             }
             Op::Travel(i) => self.input(Input::Travel { node: node(*i) }),
+            Op::Peer { source, travel, message } => {
+                let from = ServerId::new(pick(&SOURCES, *source)).expect("a valid server id");
+                let trn = TransitionId(u64::from(*travel % 4));
+                let player = |i: &u8| PlayerId::new(pick(&PLAYERS, *i)).expect("a valid player id");
+                let message = match message {
+                    PeerOp::Reserve { node: n, players } => PeerMessage::ReserveSeats {
+                        trn,
+                        node: node(*n),
+                        players: players.iter().map(player).collect(),
+                    },
+                    PeerOp::Confirm { player: p, version, generation } => {
+                        PeerMessage::SeatConfirmed {
+                            trn,
+                            player: player(p),
+                            version: u64::from(*version),
+                            generation: u32::from(*generation),
+                        }
+                    }
+                    PeerOp::Release { players } => PeerMessage::ReleaseSeats {
+                        trn,
+                        players: players.iter().map(player).collect(),
+                    },
+                };
+                self.peers.insert(from.clone());
+                self.input(Input::Peer { from, message });
+            }
             Op::Advance(ms) => self.advance_to(self.now + Duration::from_millis(u64::from(*ms))),
             Op::Wake => {
                 if let Some(at) = self.game.poll_timeout() {
