@@ -66,6 +66,16 @@
 #define GH_CLOSE_CODE_WORLD_UNAVAILABLE 10
 
 /**
+ * The player travelled to another server and is placed there (docs/spec/travel.md V6).
+ */
+#define GH_CLOSE_CODE_TRAVELLED 11
+
+/**
+ * The server the player travelled from took it back (docs/spec/travel.md V5).
+ */
+#define GH_CLOSE_CODE_RECALLED 12
+
+/**
  * Why a login was refused (`GH_EVENT_REJECTED`: `code`).
  */
 #define GH_REJECT_UNSUPPORTED_VERSION 0
@@ -116,6 +126,16 @@
 #define GH_REJECT_TOO_MANY_LOGINS 9
 
 /**
+ * The travel ticket was used already (docs/spec/travel.md V9).
+ */
+#define GH_REJECT_TICKET_USED 10
+
+/**
+ * The travel ticket names another server or a seat no longer held (docs/spec/travel.md V9).
+ */
+#define GH_REJECT_TICKET_STALE 11
+
+/**
  * Why the server refused a message (`GH_EVENT_REFUSED`: `code`).
  */
 #define GH_ERROR_UNEXPECTED_MESSAGE 0
@@ -150,6 +170,18 @@
  * maximum transition time.
  */
 #define GH_TRANSITION_FAILURE_TIMED_OUT 0
+
+/**
+ * A travel to another server failed before the player's ticket; it stays on this server
+ * (docs/spec/travel.md V7).
+ */
+#define GH_TRANSITION_FAILURE_DESTINATION_UNAVAILABLE 1
+
+/**
+ * A travel to another server failed after the player's ticket; it is sent back
+ * (docs/spec/travel.md V7).
+ */
+#define GH_TRANSITION_FAILURE_DESTINATION_LOST 2
 
 /**
  * What happened (docs/client.md, "Events"); which [`GhEvent`] fields are set depends on it.

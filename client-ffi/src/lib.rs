@@ -104,6 +104,10 @@ pub const GH_CLOSE_CODE_HELLO_TIMEOUT: u32 = 8;
 pub const GH_CLOSE_CODE_ABUSE: u32 = 9;
 /// The world cannot be loaded; the server is ending.
 pub const GH_CLOSE_CODE_WORLD_UNAVAILABLE: u32 = 10;
+/// The player travelled to another server and is placed there (docs/spec/travel.md V6).
+pub const GH_CLOSE_CODE_TRAVELLED: u32 = 11;
+/// The server the player travelled from took it back (docs/spec/travel.md V5).
+pub const GH_CLOSE_CODE_RECALLED: u32 = 12;
 
 /// Why a login was refused (`GH_EVENT_REJECTED`: `code`).
 pub const GH_REJECT_UNSUPPORTED_VERSION: u32 = 0;
@@ -125,6 +129,10 @@ pub const GH_REJECT_HELLO_EXPECTED: u32 = 7;
 pub const GH_REJECT_TOKEN_LIFETIME: u32 = 8;
 /// This player logged in too often lately; try again in a few seconds.
 pub const GH_REJECT_TOO_MANY_LOGINS: u32 = 9;
+/// The travel ticket was used already (docs/spec/travel.md V9).
+pub const GH_REJECT_TICKET_USED: u32 = 10;
+/// The travel ticket names another server or a seat no longer held (docs/spec/travel.md V9).
+pub const GH_REJECT_TICKET_STALE: u32 = 11;
 
 /// Why the server refused a message (`GH_EVENT_REFUSED`: `code`).
 pub const GH_ERROR_UNEXPECTED_MESSAGE: u32 = 0;
@@ -142,6 +150,12 @@ pub const GH_ERROR_UNKNOWN_JOIN: u32 = 5;
 /// Why a transition failed (`GH_EVENT_TRANSITION_FAILED`: `code`): it ran for the server's
 /// maximum transition time.
 pub const GH_TRANSITION_FAILURE_TIMED_OUT: u32 = 0;
+/// A travel to another server failed before the player's ticket; it stays on this server
+/// (docs/spec/travel.md V7).
+pub const GH_TRANSITION_FAILURE_DESTINATION_UNAVAILABLE: u32 = 1;
+/// A travel to another server failed after the player's ticket; it is sent back
+/// (docs/spec/travel.md V7).
+pub const GH_TRANSITION_FAILURE_DESTINATION_LOST: u32 = 2;
 
 /// The wire protocol version this library speaks.
 #[unsafe(no_mangle)]

@@ -84,6 +84,8 @@ fn the_c_constants_are_the_wire_values() {
         (GH_CLOSE_CODE_HELLO_TIMEOUT, CloseCode::HelloTimeout),
         (GH_CLOSE_CODE_ABUSE, CloseCode::Abuse),
         (GH_CLOSE_CODE_WORLD_UNAVAILABLE, CloseCode::WorldUnavailable),
+        (GH_CLOSE_CODE_TRAVELLED, CloseCode::Travelled),
+        (GH_CLOSE_CODE_RECALLED, CloseCode::Recalled),
     ];
     for (c, code) in closes {
         assert_eq!(c, code.code(), "{code:?}");
@@ -99,6 +101,8 @@ fn the_c_constants_are_the_wire_values() {
         (GH_REJECT_HELLO_EXPECTED, RejectReason::HelloExpected),
         (GH_REJECT_TOKEN_LIFETIME, RejectReason::TokenLifetime),
         (GH_REJECT_TOO_MANY_LOGINS, RejectReason::TooManyLogins),
+        (GH_REJECT_TICKET_USED, RejectReason::TicketUsed),
+        (GH_REJECT_TICKET_STALE, RejectReason::TicketStale),
     ];
     for (c, reason) in rejects {
         assert_eq!(c, reason as u32, "{reason:?}");
@@ -114,7 +118,14 @@ fn the_c_constants_are_the_wire_values() {
     for (c, code) in errors {
         assert_eq!(c, code as u32, "{code:?}");
     }
-    assert_eq!(GH_TRANSITION_FAILURE_TIMED_OUT, TransitionFailure::TimedOut as u32);
+    let failures = [
+        (GH_TRANSITION_FAILURE_TIMED_OUT, TransitionFailure::TimedOut),
+        (GH_TRANSITION_FAILURE_DESTINATION_UNAVAILABLE, TransitionFailure::DestinationUnavailable),
+        (GH_TRANSITION_FAILURE_DESTINATION_LOST, TransitionFailure::DestinationLost),
+    ];
+    for (c, reason) in failures {
+        assert_eq!(c, reason as u32, "{reason:?}");
+    }
 }
 
 /// `gh_client_connect_pinned` with a malformed fingerprint fails before dialling, naming the

@@ -395,6 +395,23 @@ fn a_failed_transition_cancels_its_streaming_and_keeps_the_screen_for_the_recove
     assert_eq!(outputs(&mut s), [shown(4)]);
 }
 
+/// A `TravelTo` is ignored until following a server change is written (docs/spec/travel.md
+/// V3): no answer, no event, the screen as it was; the source sets such a client aside and
+/// places it by a join of its own (docs/protocol.md 5).
+#[test]
+fn a_travel_to_is_ignored_until_travel_is_written() {
+    let t0 = Instant::now();
+    let mut s = welcomed(t0);
+    // The sample's travel is transition 7: the one on screen.
+    s.handle(t0, freeze(7));
+    drain(&mut s);
+    let screen = s.screen().clone();
+    s.handle(t0, gatehouse_protocol::samples::travel_to());
+    assert_eq!(drain(&mut s), (vec![], vec![]));
+    assert_eq!(s.screen(), &screen);
+    assert!(!s.is_closed());
+}
+
 #[test]
 fn a_restart_is_sent_only_while_dead_and_once() {
     let t0 = Instant::now();

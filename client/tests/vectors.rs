@@ -62,7 +62,7 @@ fn welcomed(t0: Instant, token: &str) -> Session {
 #[test]
 fn every_server_vector_frame_gives_its_event() {
     let server = frames("server_to_client");
-    assert!(server.len() >= 23, "one frame of every server message at least");
+    assert!(server.len() >= 24, "one frame of every server message at least");
     for (name, frame) in server {
         let t0 = Instant::now();
         let mut s = welcomed(t0, "a.b.c");
@@ -93,6 +93,8 @@ fn every_server_vector_frame_gives_its_event() {
             // is a world event, and the death is the player's.
             "WorldSnapshot" => world == stands_for && given(|e| *e == Event::Died),
             "Replicated" => world == stands_for,
+            // Following a server change is docs/spec/travel.md V3, not written yet: ignored.
+            "TravelTo" => events.is_empty(),
             _ => given(|e| matches!(e, Event::World(_))),
         };
         assert!(ok, "{name}: {events:?}");

@@ -54,6 +54,7 @@ enum Msg {
     Leave,
     JoinReady(u64),
     TransitionShown(u64),
+    TravelAbandoned(u64),
 }
 
 impl Msg {
@@ -71,6 +72,9 @@ impl Msg {
             Msg::JoinReady(id) => ClientMessage::JoinReady { join_id: JoinId(id) },
             Msg::TransitionShown(id) => {
                 ClientMessage::TransitionShown { transition_id: TransitionId(id) }
+            }
+            Msg::TravelAbandoned(id) => {
+                ClientMessage::TravelAbandoned { transition_id: TransitionId(id) }
             }
         }
     }

@@ -149,6 +149,7 @@ enum Msg {
     Leave,
     JoinReady(Id),
     TransitionShown(Id),
+    TravelAbandoned(Id),
 }
 
 /// Which id a message names.
@@ -613,6 +614,9 @@ impl Model {
                 ClientMessage::JoinReady { join_id: Self::id(join, &self.joins, id, JoinId)? }
             }
             Msg::TransitionShown(id) => ClientMessage::TransitionShown {
+                transition_id: Self::id(transition, &self.transitions, id, TransitionId)?,
+            },
+            Msg::TravelAbandoned(id) => ClientMessage::TravelAbandoned {
                 transition_id: Self::id(transition, &self.transitions, id, TransitionId)?,
             },
         })

@@ -309,6 +309,33 @@ impl Game {
             ClientMessage::TransitionShown { transition_id } => {
                 self.handle_transition_shown(now, connection, &id, transition_id)
             }
+            ClientMessage::TravelAbandoned { transition_id } => {
+                self.handle_travel_abandoned(now, connection, &id, transition_id)
+            }
+        }
+    }
+
+    /// `TravelAbandoned`: the client gave up the travel of a `TravelTo`. This core sends no
+    /// `TravelTo` yet (travel between servers is to be written, docs/spec/travel.md V2, V7), so
+    /// every issued id names another move and is ignored; an id never issued is refused
+    /// (docs/spec/travel.md V15).
+    fn handle_travel_abandoned(
+        &mut self,
+        now: Instant,
+        connection: ConnectionId,
+        player: &PlayerId,
+        id: gatehouse_protocol::TransitionId,
+    ) {
+        if self.transition.was_issued(id) {
+            self.out.counters.stale_ignored += 1;
+            tracing::debug!(player = %player, stale = id.0, "TravelAbandoned for a transition that is no travel ignored");
+        } else {
+            self.refuse(
+                now,
+                connection,
+                ErrorCode::UnknownTransition,
+                format!("transition {id} was never started"),
+            );
         }
     }
 

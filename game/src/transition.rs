@@ -470,7 +470,7 @@ impl Transitions {
     /// The transition in flight if `id` names it; otherwise what a report naming `id` is: stale
     /// (no transition, or a superseded one) or never issued.
     fn named(&mut self, id: TransitionId) -> Result<&mut Transition, ReadyReport> {
-        if id.0 >= self.next_id {
+        if !self.was_issued(id) {
             return Err(ReadyReport::NeverIssued);
         }
         match &mut self.current {
@@ -508,6 +508,12 @@ impl Transitions {
     /// The target of the last transition that ended (not failed).
     pub(crate) fn last_good(&self) -> Option<&NodeId> {
         self.last_good.as_ref()
+    }
+
+    /// Whether `id` was ever allocated (docs/protocol.md 5: an id above the largest allocated
+    /// was never issued).
+    pub(crate) fn was_issued(&self, id: TransitionId) -> bool {
+        id.0 < self.next_id
     }
 
     /// What a `TransitionShown` naming `id` is: for the transition in flight (kept whatever

@@ -696,6 +696,14 @@ mod wire_examples {
     }
 
     #[test]
+    fn travel_abandoned_encodes_as_documented() {
+        let frame =
+            encode_frame(&ClientMessage::TravelAbandoned { transition_id: TransitionId(7) }, 64)
+                .unwrap();
+        assert_eq!(frame, [2, 0, 0, 0, 7, 7]);
+    }
+
+    #[test]
     fn possession_acknowledged_encodes_as_documented() {
         let frame =
             encode_frame(&ClientMessage::PossessionAcknowledged { pawn_id: PawnId(42) }, 64)
@@ -706,9 +714,9 @@ mod wire_examples {
     #[test]
     fn hello_encodes_as_documented() {
         let frame =
-            encode_frame(&ClientMessage::Hello { protocol_version: 10, token: "a.b.c".into() }, 64)
+            encode_frame(&ClientMessage::Hello { protocol_version: 11, token: "a.b.c".into() }, 64)
                 .unwrap();
-        let mut expected = vec![8, 0, 0, 0, 0, 10, 5];
+        let mut expected = vec![8, 0, 0, 0, 0, 11, 5];
         expected.extend_from_slice(b"a.b.c");
         assert_eq!(frame, expected);
     }

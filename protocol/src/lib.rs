@@ -32,8 +32,8 @@ pub use ids::{
     TransitionId,
 };
 pub use messages::{
-    ClientMessage, ErrorCode, PawnView, PlayerStateView, RejectReason, ReplicatedChange,
-    ServerMessage, TransitionFailure,
+    CertificateSha256, ClientMessage, ErrorCode, PawnView, PlayerStateView, RejectReason,
+    ReplicatedChange, ServerMessage, TransitionFailure,
 };
 pub use runs::{PawnIdRun, PawnIdRuns, RunsError};
 pub use snapshot::{SnapshotBuilder, SnapshotEntry, WorldSnapshot};
@@ -77,7 +77,15 @@ pub use snapshot::{SnapshotBuilder, SnapshotEntry, WorldSnapshot};
 /// not eight. A newcomer is announced once, when its class is known (docs/protocol.md 5,
 /// `PlayerStateUpdated`), not at login and again at its save: with its pawn, 52 bytes to every
 /// other client where version 9 sent 121.
-pub const PROTOCOL_VERSION: u32 = 10;
+///
+/// Version 11 (incompatible with 10): travel between servers (docs/spec/travel.md V15). The
+/// server may send `TravelTo` (index 23) in place of `ShowTransition`, which a client answers,
+/// dials and, failing, gives up with `TravelAbandoned` (client index 7); `RejectReason` gains
+/// `TicketUsed` and `TicketStale`, `TransitionFailure` `DestinationUnavailable` and
+/// `DestinationLost`, and [`CloseCode`] `Travelled` and `Recalled`. A version-10 client would
+/// never follow a `TravelTo`, holding its seat to the end. `Hello` keeps its layout, so every
+/// version reads `protocol_version` first.
+pub const PROTOCOL_VERSION: u32 = 11;
 
 /// Most runs in one `PawnsTeleported`: 512 runs (6 KiB) fit the smallest frame limit a server
 /// accepts (8 KiB); a set of more runs comes in several messages.
@@ -117,6 +125,12 @@ pub enum CloseCode {
     /// The world cannot be loaded: several transitions in a row failed at their hard maximum,
     /// and the server stops (docs/protocol.md 5, "Every transition is bounded"; version 8).
     WorldUnavailable = 10,
+    /// The player travelled to another server of the fleet and is placed there: the source
+    /// releases it (docs/spec/travel.md V6; version 11).
+    Travelled = 11,
+    /// A destination closes a traveller the source took back before it was placed there: the
+    /// client follows the source connection (docs/spec/travel.md V4, V5; version 11).
+    Recalled = 12,
 }
 
 impl CloseCode {
@@ -140,6 +154,8 @@ impl CloseCode {
             HelloTimeout,
             Abuse,
             WorldUnavailable,
+            Travelled,
+            Recalled,
         ]
         .into_iter()
         .find(|c| u64::from(c.code()) == code)
@@ -159,6 +175,8 @@ impl CloseCode {
             CloseCode::HelloTimeout => "hello timeout",
             CloseCode::Abuse => "too many refused requests",
             CloseCode::WorldUnavailable => "the world cannot be loaded; the server is stopping",
+            CloseCode::Travelled => "travelled to another server",
+            CloseCode::Recalled => "recalled by the server the player travelled from",
         }
     }
 }
@@ -167,15 +185,25 @@ impl CloseCode {
 mod tests {
     use super::CloseCode;
 
-    /// Every close code reads back from its wire value (docs/protocol.md 6), 0 to 10, and no
+    /// Every close code reads back from its wire value (docs/protocol.md 6), 0 to 12, and no
     /// other value is one of ours.
     #[test]
     fn every_close_code_reads_back_from_its_wire_value() {
-        for code in 0..=10u64 {
-            let read = CloseCode::from_code(code).expect("codes 0 to 10 are ours");
+        for code in 0..=12u64 {
+            let read = CloseCode::from_code(code).expect("codes 0 to 12 are ours");
             assert_eq!(u64::from(read.code()), code);
         }
         assert_eq!(CloseCode::from_code(10), Some(CloseCode::WorldUnavailable));
-        assert_eq!(CloseCode::from_code(11), None);
+        assert_eq!(CloseCode::from_code(11), Some(CloseCode::Travelled));
+        assert_eq!(CloseCode::from_code(12), Some(CloseCode::Recalled));
+        assert_eq!(CloseCode::from_code(13), None);
+    }
+
+    /// Each close code has a reason phrase of its own (docs/protocol.md 6).
+    #[test]
+    fn every_close_code_has_a_reason_of_its_own() {
+        let reasons: std::collections::BTreeSet<&str> =
+            (0..=12u64).filter_map(CloseCode::from_code).map(CloseCode::reason).collect();
+        assert_eq!(reasons.len(), 13);
     }
 }

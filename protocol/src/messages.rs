@@ -13,6 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::ids::{CharacterDef, JoinId, LevelName, NodeId, PawnId, PlayerId, TeamId, TransitionId};
 use crate::runs::PawnIdRuns;
 use crate::snapshot::WorldSnapshot;
+use crate::ticket::MAX_TICKET_LEN;
 
 /// A message from a client to the server.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,6 +58,15 @@ pub enum ClientMessage {
     /// (docs/spec/transitions.md T9). One for a superseded transition is ignored.
     TransitionShown {
         /// The transition whose `ShowTransition` arrived.
+        transition_id: TransitionId,
+    },
+    /// Sent on the source connection: the client gives up the travel of
+    /// [`ServerMessage::TravelTo`], because the destination was unreachable, refused its ticket
+    /// or did not admit it in time (docs/spec/travel.md V3, V7, V15; version 11). A source sends
+    /// such a player back. One naming another move is ignored; one naming a transition never
+    /// issued is answered [`ErrorCode::UnknownTransition`].
+    TravelAbandoned {
+        /// The transition of the `TravelTo` given up.
         transition_id: TransitionId,
     },
 }
@@ -237,6 +247,117 @@ pub enum ServerMessage {
         /// The changes, oldest first.
         changes: Vec<ReplicatedChange>,
     },
+    /// Sent to a moving player in place of `ShowTransition`: its transition goes to a node
+    /// another server hosts, which holds a seat for it for `valid_ms` from now. Answer
+    /// `TransitionShown` at once, keep the loading screen up, dial `address` as `server_name`
+    /// and log in there with `Hello { protocol_version: 11, token: ticket }`; if that fails,
+    /// send `TravelAbandoned` here (docs/spec/travel.md V3, V15; version 11).
+    ///
+    /// Its strings are bounded: a body whose `address` is longer than [`MAX_ADDRESS_LEN`]
+    /// bytes, `server_name` longer than [`MAX_SERVER_NAME_LEN`] or `ticket` longer than
+    /// [`MAX_TICKET_LEN`] does not decode, naming the field (nor does such a message encode).
+    TravelTo {
+        /// The transition this travel is (the source's id).
+        transition_id: TransitionId,
+        /// The destination node.
+        node: NodeId,
+        /// The destination's game port, `host:port`, at most [`MAX_ADDRESS_LEN`] bytes.
+        #[serde(serialize_with = "bounded::ser_address", deserialize_with = "bounded::de_address")]
+        address: String,
+        /// The name the destination's certificate is checked against (a DNS name or an IP
+        /// address), at most [`MAX_SERVER_NAME_LEN`] bytes.
+        #[serde(
+            serialize_with = "bounded::ser_server_name",
+            deserialize_with = "bounded::de_server_name"
+        )]
+        server_name: String,
+        /// The SHA-256 of the destination's certificate, to pin; none: trust it as the first
+        /// connection was trusted.
+        certificate_sha256: Option<CertificateSha256>,
+        /// The travel ticket to log in with (docs/spec/travel.md V8), at most
+        /// [`MAX_TICKET_LEN`] bytes.
+        #[serde(serialize_with = "bounded::ser_ticket", deserialize_with = "bounded::de_ticket")]
+        ticket: String,
+        /// How long the destination holds the seat from now, milliseconds.
+        valid_ms: u32,
+    },
+}
+
+/// The longest `TravelTo.address`, bytes (docs/spec/travel.md V12, V15).
+pub const MAX_ADDRESS_LEN: usize = 255;
+
+/// The longest `TravelTo.server_name`, bytes (docs/protocol.md 5).
+pub const MAX_SERVER_NAME_LEN: usize = 255;
+
+/// A certificate's SHA-256 digest, as a client pins it (`TravelTo.certificate_sha256`): 32
+/// bytes with no length prefix on the wire (docs/spec/travel.md V15). Shown as 64 lowercase
+/// hex digits.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct CertificateSha256(pub [u8; 32]);
+
+impl std::fmt::Display for CertificateSha256 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.iter().try_for_each(|byte| write!(f, "{byte:02x}"))
+    }
+}
+
+impl std::fmt::Debug for CertificateSha256 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CertificateSha256({self})")
+    }
+}
+
+/// The bounds of `TravelTo`'s strings, kept on both ways: a sender cannot encode what a
+/// receiver would refuse, and a receiver refuses, as a body that does not decode, a string
+/// above its bound, with an error naming the field, its length and its bound.
+mod bounded {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::{MAX_ADDRESS_LEN, MAX_SERVER_NAME_LEN, MAX_TICKET_LEN};
+
+    /// What is wrong with `field`, `len` bytes long, if it is above `max`.
+    fn excess(field: &str, len: usize, max: usize) -> Option<String> {
+        (len > max).then(|| format!("TravelTo.{field} is {len} bytes long, the maximum is {max}"))
+    }
+
+    fn ser<S: Serializer>(field: &str, max: usize, text: &str, s: S) -> Result<S::Ok, S::Error> {
+        match excess(field, text.len(), max) {
+            Some(why) => Err(serde::ser::Error::custom(why)),
+            None => s.serialize_str(text),
+        }
+    }
+
+    fn de<'de, D: Deserializer<'de>>(field: &str, max: usize, d: D) -> Result<String, D::Error> {
+        let text = String::deserialize(d)?;
+        match excess(field, text.len(), max) {
+            Some(why) => Err(serde::de::Error::custom(why)),
+            None => Ok(text),
+        }
+    }
+
+    pub(super) fn ser_address<S: Serializer>(text: &str, s: S) -> Result<S::Ok, S::Error> {
+        ser("address", MAX_ADDRESS_LEN, text, s)
+    }
+
+    pub(super) fn de_address<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        de("address", MAX_ADDRESS_LEN, d)
+    }
+
+    pub(super) fn ser_server_name<S: Serializer>(text: &str, s: S) -> Result<S::Ok, S::Error> {
+        ser("server_name", MAX_SERVER_NAME_LEN, text, s)
+    }
+
+    pub(super) fn de_server_name<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        de("server_name", MAX_SERVER_NAME_LEN, d)
+    }
+
+    pub(super) fn ser_ticket<S: Serializer>(text: &str, s: S) -> Result<S::Ok, S::Error> {
+        ser("ticket", MAX_TICKET_LEN, text, s)
+    }
+
+    pub(super) fn de_ticket<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+        de("ticket", MAX_TICKET_LEN, d)
+    }
 }
 
 /// One change of replicated state inside [`ServerMessage::Replicated`]: the broadcasts a
@@ -299,6 +420,9 @@ impl ReplicatedChange {
     ///
     /// # Errors
     /// `message` itself when it is not a replicated change.
+    // The error is the message handed back whole, not an error to carry up: as large as the
+    // message is (a `TravelTo`, its largest variant, is above the lint's 128 bytes).
+    #[allow(clippy::result_large_err)]
     pub fn from_message(message: ServerMessage) -> Result<ReplicatedChange, ServerMessage> {
         Ok(match message {
             ServerMessage::PlayerStateUpdated(view) => ReplicatedChange::PlayerStateUpdated(view),
@@ -347,6 +471,15 @@ pub enum TransitionFailure {
     /// It ran for the server's maximum transition time (`game.transition_max_ms`), extensions
     /// included, without ending.
     TimedOut,
+    /// A travel to another server failed before this player's ticket: no server granted its
+    /// seat within `fleet.resolve_timeout_ms`, or its handoff save was not acknowledged within
+    /// its seat's hold. The player stays on this server (docs/spec/travel.md V7; version 11).
+    DestinationUnavailable,
+    /// A travel to another server failed after this player's ticket, before it was placed
+    /// there: the destination went silent, lost its seat, the client abandoned the travel, or
+    /// the transition ran out of time. The player is sent back (docs/spec/travel.md V7;
+    /// version 11).
+    DestinationLost,
 }
 
 /// The replicated part of a player state.
@@ -399,6 +532,13 @@ pub enum RejectReason {
     TokenLifetime,
     /// This player logged in too often lately; try again in a few seconds (version 7).
     TooManyLogins,
+    /// The travel ticket was redeemed already: a ticket is good for one login
+    /// (docs/spec/travel.md V9; version 11).
+    TicketUsed,
+    /// The travel ticket names another server, or a seat this server no longer holds for it
+    /// (expired, released, recalled, or of an older generation; docs/spec/travel.md V9;
+    /// version 11).
+    TicketStale,
 }
 
 /// Why a client message was refused after login.
@@ -459,6 +599,166 @@ impl ServerMessage {
             ServerMessage::Closing { .. } => "Closing",
             ServerMessage::WorldSnapshot(_) => "WorldSnapshot",
             ServerMessage::Replicated { .. } => "Replicated",
+            ServerMessage::TravelTo { .. } => "TravelTo",
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec::{DEFAULT_MAX_FRAME_LEN, FrameError, decode_body, encode_frame};
+
+    fn round_trip<M>(message: &M) -> Vec<u8>
+    where
+        M: Serialize + serde::de::DeserializeOwned + PartialEq + std::fmt::Debug,
+    {
+        let frame = encode_frame(message, DEFAULT_MAX_FRAME_LEN).unwrap();
+        assert_eq!(decode_body::<M>(&frame[4..]).as_ref(), Ok(message));
+        frame
+    }
+
+    fn travel_to(address: String, server_name: String, ticket: String) -> ServerMessage {
+        ServerMessage::TravelTo {
+            transition_id: TransitionId(7),
+            node: NodeId::new("crypt").unwrap(),
+            address,
+            server_name,
+            certificate_sha256: None,
+            ticket,
+            valid_ms: 10_000,
+        }
+    }
+
+    /// `TravelTo` is server message 23 and round-trips with a pinned certificate and without
+    /// (docs/spec/travel.md V15).
+    #[test]
+    fn travel_to_round_trips_at_index_23_with_and_without_a_pin() {
+        let pinned = crate::samples::travel_to();
+        assert_eq!(round_trip(&pinned)[4], 23);
+        let ServerMessage::TravelTo { certificate_sha256, .. } = &pinned else { unreachable!() };
+        assert!(certificate_sha256.is_some());
+        let unpinned = travel_to("h:1".into(), "h".into(), "a.b.c".into());
+        assert_eq!(round_trip(&unpinned)[4], 23);
+    }
+
+    /// `TravelAbandoned` is client message 7 and round-trips (docs/spec/travel.md V15).
+    #[test]
+    fn travel_abandoned_round_trips_at_index_7() {
+        let message = ClientMessage::TravelAbandoned { transition_id: TransitionId(300) };
+        assert_eq!(round_trip(&message), [4, 0, 0, 0, 7, 0xfb, 0x2c, 0x01]);
+    }
+
+    /// A certificate's SHA-256 is its 32 bytes, with no length prefix (docs/spec/travel.md V15):
+    /// a pin costs the option byte and 32 bytes.
+    #[test]
+    fn a_certificate_sha256_is_32_bytes_with_no_length_prefix() {
+        let digest = CertificateSha256(std::array::from_fn(|i| i as u8));
+        let mut pinned = travel_to("h:1".into(), "h".into(), "t".into());
+        if let ServerMessage::TravelTo { certificate_sha256, .. } = &mut pinned {
+            *certificate_sha256 = Some(digest);
+        }
+        let unpinned = travel_to("h:1".into(), "h".into(), "t".into());
+        let (with, without) = (round_trip(&pinned), round_trip(&unpinned));
+        assert_eq!(with.len(), without.len() + 32);
+        let at = with.windows(32).position(|w| w == digest.0).expect("the digest, as is");
+        assert_eq!(with[at - 1], 1, "the option byte right before it: no length between");
+        assert_eq!(digest.to_string(), (0..32).map(|i| format!("{i:02x}")).collect::<String>());
+    }
+
+    /// The ticket reasons are `RejectReason` 10 and 11 (docs/spec/travel.md V9, V15).
+    #[test]
+    fn the_ticket_reject_reasons_round_trip_at_indices_10_and_11() {
+        for (reason, index) in [(RejectReason::TicketUsed, 10), (RejectReason::TicketStale, 11)] {
+            let frame = round_trip(&ServerMessage::Rejected { reason, detail: String::new() });
+            assert_eq!(frame[4..], [1, index, 0], "{reason}");
+        }
+    }
+
+    /// The destination failures are `TransitionFailure` 1 and 2 (docs/spec/travel.md V7, V15).
+    #[test]
+    fn the_destination_failures_round_trip_at_indices_1_and_2() {
+        for (reason, index) in [
+            (TransitionFailure::DestinationUnavailable, 1),
+            (TransitionFailure::DestinationLost, 2),
+        ] {
+            let message = ServerMessage::TransitionFailed {
+                transition_id: TransitionId(5),
+                reason,
+                detail: String::new(),
+            };
+            assert_eq!(round_trip(&message)[4..], [19, 5, index, 0], "{reason:?}");
+        }
+    }
+
+    /// Each string of `TravelTo` is read at its bound and refused one byte above it, as a body
+    /// that does not decode, naming the field; nor does such a message encode.
+    #[test]
+    fn a_travel_to_string_above_its_bound_does_not_decode_nor_encode() {
+        let at = |n: usize| "h".repeat(n);
+        let longest = travel_to(at(MAX_ADDRESS_LEN), at(MAX_SERVER_NAME_LEN), at(MAX_TICKET_LEN));
+        assert_eq!(forge_body(&longest), round_trip(&longest)[4..], "the forger writes the wire");
+        let cases = [
+            ("address", MAX_ADDRESS_LEN),
+            ("server_name", MAX_SERVER_NAME_LEN),
+            ("ticket", MAX_TICKET_LEN),
+        ];
+        for (field, max) in cases {
+            let ServerMessage::TravelTo { address, server_name, ticket, .. } = longest.clone()
+            else {
+                unreachable!()
+            };
+            let (mut address, mut server_name, mut ticket) = (address, server_name, ticket);
+            match field {
+                "address" => address.push('h'),
+                "server_name" => server_name.push('h'),
+                _ => ticket.push('h'),
+            }
+            let above = travel_to(address, server_name, ticket);
+            let why = format!("TravelTo.{field} is {} bytes long, the maximum is {max}", max + 1);
+            let Err(FrameError::Encode(refused)) = encode_frame(&above, DEFAULT_MAX_FRAME_LEN)
+            else {
+                panic!("{field} above its bound encoded")
+            };
+            assert!(refused.contains(&why), "{refused}");
+            let body = forge_body(&above);
+            let err = decode_body::<ServerMessage>(&body).unwrap_err();
+            assert!(matches!(err, FrameError::Malformed { .. }), "{err}");
+            assert!(err.to_string().contains(&why), "{err}");
+        }
+    }
+
+    /// The body of `message`, a `TravelTo` with no pin, transition id below 251 and `valid_ms`
+    /// from 251 to 65,535, written by hand from docs/protocol.md 3: the codec refuses to encode
+    /// a string above its bound.
+    fn forge_body(message: &ServerMessage) -> Vec<u8> {
+        let ServerMessage::TravelTo {
+            transition_id,
+            node,
+            address,
+            server_name,
+            certificate_sha256: None,
+            ticket,
+            valid_ms,
+        } = message
+        else {
+            unreachable!()
+        };
+        let varint = |v: usize| -> Vec<u8> {
+            match v {
+                0..=250 => vec![v as u8],
+                _ => [vec![0xfb], (v as u16).to_le_bytes().to_vec()].concat(),
+            }
+        };
+        let string = |s: &str| [varint(s.len()), s.as_bytes().to_vec()].concat();
+        let mut body = vec![23, transition_id.0 as u8];
+        body.extend(string(node.as_str()));
+        body.extend(string(address));
+        body.extend(string(server_name));
+        body.push(0);
+        body.extend(string(ticket));
+        body.extend([0xfb]);
+        body.extend((*valid_ms as u16).to_le_bytes());
+        body
     }
 }

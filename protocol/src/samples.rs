@@ -2,10 +2,11 @@
 
 use gatehouse_tags::catalog;
 
+use crate::CloseCode;
 use crate::ids::{CharacterDef, JoinId, LevelName, NodeId, PawnId, PlayerId, TeamId, TransitionId};
 use crate::messages::{
-    ClientMessage, ErrorCode, PawnView, PlayerStateView, RejectReason, ReplicatedChange,
-    ServerMessage, TransitionFailure,
+    CertificateSha256, ClientMessage, ErrorCode, PawnView, PlayerStateView, RejectReason,
+    ReplicatedChange, ServerMessage, TransitionFailure,
 };
 use crate::runs::PawnIdRuns;
 use crate::snapshot::{SnapshotBuilder, SnapshotEntry, WorldSnapshot};
@@ -29,10 +30,12 @@ pub fn client_messages() -> Vec<ClientMessage> {
         ClientMessage::Leave,
         ClientMessage::JoinReady { join_id: JoinId(4) },
         ClientMessage::TransitionShown { transition_id: TransitionId(7) },
+        ClientMessage::TravelAbandoned { transition_id: TransitionId(7) },
     ]
 }
 
-/// One value of every [`ServerMessage`] variant (every `RejectReason` and `ErrorCode` too).
+/// One value of every [`ServerMessage`] variant (every `RejectReason`, `ErrorCode` and
+/// `TransitionFailure` too, and a `Closing` for each close code of version 11).
 pub fn server_messages() -> Vec<ServerMessage> {
     let player: PlayerId = name("sim-0001");
     let node: NodeId = name("harbor");
@@ -105,7 +108,27 @@ pub fn server_messages() -> Vec<ServerMessage> {
         ServerMessage::Closing { code: 6, reason: "client ready timeout".into() },
         ServerMessage::WorldSnapshot(Box::new(world_snapshot())),
         ServerMessage::Replicated { changes: replicated_changes() },
+        travel_to(),
+        ServerMessage::TravelTo {
+            transition_id: TransitionId(8),
+            node: name("crypt"),
+            address: "[::1]:7778".into(),
+            server_name: "::1".into(),
+            certificate_sha256: None,
+            ticket: "a.b.c".into(),
+            valid_ms: 10_000,
+        },
     ];
+    for reason in [TransitionFailure::DestinationUnavailable, TransitionFailure::DestinationLost] {
+        out.push(ServerMessage::TransitionFailed {
+            transition_id: TransitionId(5),
+            reason,
+            detail: format!("{reason:?}"),
+        });
+    }
+    for code in [CloseCode::Travelled, CloseCode::Recalled] {
+        out.push(ServerMessage::Closing { code: code.code(), reason: code.reason().into() });
+    }
     for reason in [
         RejectReason::UnsupportedVersion,
         RejectReason::MissingToken,
@@ -117,6 +140,8 @@ pub fn server_messages() -> Vec<ServerMessage> {
         RejectReason::HelloExpected,
         RejectReason::TokenLifetime,
         RejectReason::TooManyLogins,
+        RejectReason::TicketUsed,
+        RejectReason::TicketStale,
     ] {
         out.push(ServerMessage::Rejected { reason, detail: format!("{reason:?}") });
     }
@@ -131,6 +156,20 @@ pub fn server_messages() -> Vec<ServerMessage> {
         out.push(ServerMessage::Error { code, detail: format!("{code:?}") });
     }
     out
+}
+
+/// A `TravelTo` of transition 7 to `crypt` on `crypt-1.example:7777`, its certificate pinned
+/// (32 bytes of `ab`), its ticket `a.b.c`, held 10 s: the example of docs/protocol.md 5.
+pub fn travel_to() -> ServerMessage {
+    ServerMessage::TravelTo {
+        transition_id: TransitionId(7),
+        node: name("crypt"),
+        address: "crypt-1.example:7777".into(),
+        server_name: "crypt-1.example".into(),
+        certificate_sha256: Some(CertificateSha256([0xab; 32])),
+        ticket: "a.b.c".into(),
+        valid_ms: 10_000,
+    }
 }
 
 /// A snapshot of two players: `sim-0001` (team 2, a Vanguard, dead in its pawn 9 on `harbor`,
@@ -205,11 +244,12 @@ pub fn client_variant(message: &ClientMessage) -> usize {
         ClientMessage::Leave => 4,
         ClientMessage::JoinReady { .. } => 5,
         ClientMessage::TransitionShown { .. } => 6,
+        ClientMessage::TravelAbandoned { .. } => 7,
     }
 }
 
 /// Number of [`ClientMessage`] variants.
-pub const CLIENT_VARIANTS: usize = 7;
+pub const CLIENT_VARIANTS: usize = 8;
 
 /// The wire index of a server message, matching every variant (see [`client_variant`]).
 pub fn server_variant(message: &ServerMessage) -> usize {
@@ -237,8 +277,9 @@ pub fn server_variant(message: &ServerMessage) -> usize {
         ServerMessage::Closing { .. } => 20,
         ServerMessage::WorldSnapshot(_) => 21,
         ServerMessage::Replicated { .. } => 22,
+        ServerMessage::TravelTo { .. } => 23,
     }
 }
 
 /// Number of [`ServerMessage`] variants.
-pub const SERVER_VARIANTS: usize = 23;
+pub const SERVER_VARIANTS: usize = 24;

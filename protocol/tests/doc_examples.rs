@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 
 use gatehouse_protocol::codec::{DEFAULT_MAX_FRAME_LEN, ReplicationBatch};
-use gatehouse_protocol::samples::world_snapshot;
+use gatehouse_protocol::samples::{travel_to, world_snapshot};
 use gatehouse_protocol::{PlayerId, ReplicatedChange, ServerMessage, encode_frame};
 
 fn protocol_md() -> String {
@@ -60,4 +60,10 @@ fn the_replicated_example_is_what_the_codec_and_the_batch_make() {
         batch.push(change).unwrap();
     }
     assert_eq!(documented, batch.frames(0, DEFAULT_MAX_FRAME_LEN).unwrap().bytes);
+}
+
+#[test]
+fn the_travel_to_example_is_what_the_codec_makes() {
+    let frame = encode_frame(&travel_to(), DEFAULT_MAX_FRAME_LEN).unwrap();
+    assert_eq!(example(&protocol_md(), "travel_to"), frame);
 }

@@ -13,12 +13,15 @@ use std::collections::BTreeSet;
 use std::path::PathBuf;
 
 use gatehouse_protocol::codec::DEFAULT_MAX_FRAME_LEN;
+use gatehouse_protocol::messages::MAX_ADDRESS_LEN;
 use gatehouse_protocol::samples::{
     CLIENT_VARIANTS, SERVER_VARIANTS, client_messages, client_variant, server_messages,
     server_variant,
 };
+use gatehouse_protocol::ticket::MAX_TICKET_LEN;
 use gatehouse_protocol::{
-    ClientMessage, FrameDecoder, PROTOCOL_VERSION, ServerMessage, encode_frame,
+    ClientMessage, CloseCode, ErrorCode, FrameDecoder, PROTOCOL_VERSION, RejectReason,
+    ServerMessage, TransitionFailure, encode_frame,
 };
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -110,6 +113,21 @@ fn tags_body(tag: &[u8]) -> Vec<u8> {
     body.extend(varint(1));
     body.extend(varint(tag.len() as u64));
     body.extend_from_slice(tag);
+    body
+}
+
+/// A `TravelTo` body (transition 7 to `crypt`, no pin, held 10 s) with an address of
+/// `address_len` bytes and a ticket of `ticket_len` bytes (its server name `h`).
+fn travel_to_body(address_len: usize, ticket_len: usize) -> Vec<u8> {
+    let mut body = vec![23, 7];
+    for text in [&b"crypt"[..], &vec![b'h'; address_len], b"h"] {
+        body.extend(varint(text.len() as u64));
+        body.extend_from_slice(text);
+    }
+    body.push(0);
+    body.extend(varint(ticket_len as u64));
+    body.extend(vec![b't'; ticket_len]);
+    body.extend(varint(10_000));
     body
 }
 
@@ -225,6 +243,16 @@ fn generate() -> Value {
             "4.5: a world snapshot's tags and health name each player at most once, ascending",
             snapshot_frame_with_health_twice(),
         ),
+        invalid(
+            "server_to_client",
+            "5: a TravelTo's address is at most 255 bytes",
+            framed(&travel_to_body(MAX_ADDRESS_LEN + 1, 5)),
+        ),
+        invalid(
+            "server_to_client",
+            "5: a TravelTo's ticket is at most 1,024 bytes",
+            framed(&travel_to_body(5, MAX_TICKET_LEN + 1)),
+        ),
     ];
     let tags: Vec<&str> = gatehouse_tags::catalog::ALL_DECLARED.iter().map(|t| t.name()).collect();
     json!({
@@ -316,10 +344,93 @@ fn the_vectors_cover_every_message_both_ways() {
     assert_eq!(server, (0..SERVER_VARIANTS).collect(), "server messages without a vector");
 }
 
+/// The wire index of each reason, code and failure, matching every variant: one added without a
+/// vector breaks the build here (as `samples::server_variant` does for messages).
+fn reason_index(reason: RejectReason) -> u32 {
+    match reason {
+        RejectReason::UnsupportedVersion => 0,
+        RejectReason::MissingToken => 1,
+        RejectReason::MalformedToken => 2,
+        RejectReason::BadSignature => 3,
+        RejectReason::Expired => 4,
+        RejectReason::ServerFull => 5,
+        RejectReason::ShuttingDown => 6,
+        RejectReason::HelloExpected => 7,
+        RejectReason::TokenLifetime => 8,
+        RejectReason::TooManyLogins => 9,
+        RejectReason::TicketUsed => 10,
+        RejectReason::TicketStale => 11,
+    }
+}
+
+/// As [`reason_index`], for `ErrorCode`.
+fn error_index(code: ErrorCode) -> u32 {
+    match code {
+        ErrorCode::UnexpectedMessage => 0,
+        ErrorCode::UnknownTransition => 1,
+        ErrorCode::UnknownPawn => 2,
+        ErrorCode::RestartRejected => 3,
+        ErrorCode::RateLimited => 4,
+        ErrorCode::UnknownJoin => 5,
+    }
+}
+
+/// As [`reason_index`], for `TransitionFailure`.
+fn failure_index(failure: TransitionFailure) -> u32 {
+    match failure {
+        TransitionFailure::TimedOut => 0,
+        TransitionFailure::DestinationUnavailable => 1,
+        TransitionFailure::DestinationLost => 2,
+    }
+}
+
+/// Every `RejectReason`, `ErrorCode` and `TransitionFailure` has a frame vector, at its wire
+/// index, and so do the close codes of version 11 (`Closing` 11 and 12, docs/protocol.md 6).
+#[test]
+fn the_vectors_cover_every_reason_code_and_failure() {
+    let file: Value =
+        serde_json::from_str(include_str!("../../docs/protocol-vectors.json")).unwrap();
+    let (mut reasons, mut errors, mut failures, mut closes) =
+        (BTreeSet::new(), BTreeSet::new(), BTreeSet::new(), BTreeSet::new());
+    for entry in file["frames"].as_array().unwrap() {
+        if entry["direction"] != "server_to_client" {
+            continue;
+        }
+        let frame = unhex(entry["frame"].as_str().unwrap());
+        let body = &frame[4..];
+        // Where the field-less variant's index lies: right after the message's, or after the
+        // transition id (one byte below 251).
+        let (index, at, set) = match decode::<ServerMessage>(&frame).unwrap() {
+            ServerMessage::Rejected { reason, .. } => (reason_index(reason), 1, &mut reasons),
+            ServerMessage::Error { code, .. } => (error_index(code), 1, &mut errors),
+            ServerMessage::TransitionFailed { transition_id, reason, .. } => {
+                assert!(transition_id.0 < 251, "{entry}");
+                (failure_index(reason), 2, &mut failures)
+            }
+            ServerMessage::Closing { code, .. } => {
+                closes.insert(code);
+                continue;
+            }
+            _ => continue,
+        };
+        assert_eq!(u32::from(body[at]), index, "{entry}");
+        set.insert(index);
+    }
+    assert_eq!(reasons, (0..=11).collect(), "reject reasons without a vector");
+    assert_eq!(errors, (0..=5).collect(), "error codes without a vector");
+    assert_eq!(failures, (0..=2).collect(), "transition failures without a vector");
+    for code in [CloseCode::Travelled, CloseCode::Recalled] {
+        assert!(closes.contains(&code.code()), "{code:?} without a vector");
+    }
+}
+
 /// The bodies the invalid vectors are made from are valid with their rule kept, so each
 /// invalid vector breaks only the rule it names.
 #[test]
 fn the_invalid_vectors_break_only_their_rule() {
+    assert!(
+        decode::<ServerMessage>(&framed(&travel_to_body(MAX_ADDRESS_LEN, MAX_TICKET_LEN))).is_ok()
+    );
     assert!(decode::<ServerMessage>(&framed(&teleport_body(&[(12, 3), (20, 1)]))).is_ok());
     assert!(decode::<ServerMessage>(&framed(&teleport_body(&[(1, 65_536)]))).is_ok());
     assert!(decode::<ServerMessage>(&framed(&teleport_body(&[(u64::MAX, 1)]))).is_ok());

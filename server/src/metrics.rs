@@ -518,7 +518,9 @@ mod tests {
         assert_eq!(names.len(), ALL_CLOSE_CODES.len());
         assert!(!names.contains("other"));
         assert_eq!(close_code_name(CloseCode::WorldUnavailable), "world_unavailable");
-        for code in 0..=u64::from(CloseCode::WorldUnavailable.code()) {
+        assert_eq!(close_code_name(CloseCode::Travelled), "travelled");
+        assert_eq!(close_code_name(CloseCode::Recalled), "recalled");
+        for code in 0..=u64::from(CloseCode::Recalled.code()) {
             let known = CloseCode::from_code(code).expect("a code of ours");
             assert!(ALL_CLOSE_CODES.contains(&known), "{known:?} has no series");
         }

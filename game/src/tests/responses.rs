@@ -319,6 +319,35 @@ fn a_stale_transition_shown_is_ignored_and_an_unknown_one_refused() {
     assert_eq!(refused, 1);
 }
 
+/// `TravelAbandoned` (docs/spec/travel.md V15) naming a transition that is no travel (this core
+/// sends no `TravelTo` yet), in flight or stale, is ignored, and is no answer to
+/// `ShowTransition` (T9: nothing else counts); one naming a transition never started is refused
+/// with `UnknownTransition`.
+#[test]
+fn a_travel_abandoned_for_another_move_is_ignored_and_an_unknown_one_refused() {
+    let (mut h, old, a, b) = two_placed_then_travel();
+    let current = travel(&mut h, "harbor");
+    h.stream_node("harbor");
+    let stale = h.game.counters().stale_ignored;
+    h.send(a, ClientMessage::TravelAbandoned { transition_id: old });
+    h.send(a, ClientMessage::TravelAbandoned { transition_id: current });
+    assert_eq!(h.game.counters().stale_ignored, stale + 2);
+    let refusals = |h: &Harness| {
+        h.received(a)
+            .iter()
+            .filter(|m| {
+                matches!(m, ServerMessage::Error { code: ErrorCode::UnknownTransition, .. })
+            })
+            .count()
+    };
+    assert_eq!(refusals(&h), 0, "an issued id is never refused");
+    h.send(a, ClientMessage::TravelAbandoned { transition_id: TransitionId(999) });
+    assert_eq!(refusals(&h), 1);
+    answer(&mut h, b);
+    h.advance(RESPONSE);
+    assert_eq!(h.game.counters().clients_set_aside, 1, "a did not answer; b did");
+}
+
 /// The boot transition in Completing with `a` placed and `b` possessed its pawn, not yet
 /// acknowledged.
 fn boot_with_b_possessed() -> (Harness, TransitionId, ConnectionId) {

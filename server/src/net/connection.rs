@@ -1096,6 +1096,8 @@ fn reject_reason_name(reason: RejectReason) -> &'static str {
         RejectReason::HelloExpected => "hello_expected",
         RejectReason::TokenLifetime => "token_lifetime",
         RejectReason::TooManyLogins => "too_many_logins",
+        RejectReason::TicketUsed => "ticket_used",
+        RejectReason::TicketStale => "ticket_stale",
     }
 }
 

@@ -187,7 +187,7 @@ impl NetMetrics {
 }
 
 /// Every close code, for the families that list each one from the start.
-pub(crate) const ALL_CLOSE_CODES: [CloseCode; 11] = [
+pub(crate) const ALL_CLOSE_CODES: [CloseCode; 13] = [
     CloseCode::Leave,
     CloseCode::ShuttingDown,
     CloseCode::Rejected,
@@ -199,6 +199,8 @@ pub(crate) const ALL_CLOSE_CODES: [CloseCode; 11] = [
     CloseCode::HelloTimeout,
     CloseCode::Abuse,
     CloseCode::WorldUnavailable,
+    CloseCode::Travelled,
+    CloseCode::Recalled,
 ];
 
 /// A close code's label value: its name in snake case.
@@ -215,6 +217,8 @@ pub fn close_code_name(code: CloseCode) -> &'static str {
         CloseCode::HelloTimeout => "hello_timeout",
         CloseCode::Abuse => "abuse",
         CloseCode::WorldUnavailable => "world_unavailable",
+        CloseCode::Travelled => "travelled",
+        CloseCode::Recalled => "recalled",
         // A code added to the protocol later, until it is named here.
         _ => "other",
     }
