@@ -296,6 +296,9 @@ fn feed(game: &mut Game, now: std::time::Instant, event: ShellEvent) {
             StoreReply::PlayerSaved { .. }
             | StoreReply::PlayersSaved { .. }
             | StoreReply::SessionSaved { .. } => {}
+            // No travel submits these yet (docs/spec/travel.md V2, V5): the core's
+            // `Input::HandoffSaved` and `Input::HandoverDecided` will carry them.
+            StoreReply::HandoffSaved { .. } | StoreReply::HandoverDecided { .. } => {}
         },
     }
 }

@@ -29,6 +29,6 @@ pub use backend::Store;
 pub use error::StoreError;
 pub use metrics::{STORE_BUCKETS, StoreMetrics};
 pub use worker::{
-    SAVE_BATCH_MAX, SaveBackend, SaveOutcome, StoreHandle, StoreReply, StoreRequest, StoreSettings,
-    StoreWorker,
+    HandoverOutcome, SAVE_BATCH_MAX, SaveBackend, SaveOutcome, StoreHandle, StoreReply,
+    StoreRequest, StoreSettings, StoreWorker,
 };

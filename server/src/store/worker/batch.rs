@@ -31,13 +31,31 @@ pub(super) enum Answer {
         /// The save's index in the request.
         index: usize,
     },
+    /// A [`super::StoreReply::HandoffSaved`] with the request's ticket.
+    Handoff {
+        /// The request's ticket.
+        ticket: u64,
+    },
+    /// A [`super::StoreReply::HandoverDecided`] with the request's ticket.
+    Handover {
+        /// The request's ticket.
+        ticket: u64,
+    },
+}
+
+impl Answer {
+    /// Whether the save is written at exactly its own version: a handover is never rebased,
+    /// not even onto this worker's own earlier save (docs/spec/travel.md V5).
+    pub(super) fn exact(self) -> bool {
+        matches!(self, Answer::Handover { .. })
+    }
 }
 
 /// A player save between its lane and its outcome: taken from its lane (which stays busy),
 /// rebased, and carrying what its attempts so far have taught.
 #[derive(Debug)]
 pub(super) struct Pending {
-    /// The save, rebased when it left its lane.
+    /// The save, rebased when it left its lane (a handover never is: [`Answer::exact`]).
     pub(super) save: PlayerSave,
     /// Who hears its outcome.
     pub(super) answer: Answer,
@@ -156,11 +174,17 @@ async fn judge<B: SaveBackend>(
                     learned: Learned::Saved { base, new: next },
                 };
             }
-            tracing::warn!(
-                expected,
-                found,
-                "save conflict: another writer saved meanwhile; not retried"
-            );
+            if pending.answer.exact() {
+                tracing::info!(expected, found, "handover lost: the other side wrote first");
+            } else {
+                tracing::warn!(
+                    expected,
+                    found,
+                    "save conflict: another writer saved meanwhile; not retried"
+                );
+            }
+            // A conflict teaches nothing: the stored version is another writer's, and no later
+            // save may be rebased onto it (a lost handover included).
             let outcome = SaveOutcome::Conflict { expected, found };
             Attempted::Finished { pending, outcome, learned: Learned::Nothing }
         }

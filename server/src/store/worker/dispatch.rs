@@ -14,7 +14,7 @@ use tracing::Instrument as _;
 
 use super::batch::{self, Answer, Attempted, Pending, SAVE_BATCH_MAX};
 use super::job::{Alone, Ctx, Learned, Lineage, rebase, run_job};
-use super::{PlayerSave, SaveBackend, SaveOutcome, StoreReply, StoreRequest};
+use super::{HandoverOutcome, PlayerSave, SaveBackend, SaveOutcome, StoreReply, StoreRequest};
 
 /// Requests taken from the channel per wake, at most: a burst is taken whole (so its saves
 /// batch), without starving finished jobs.
@@ -24,7 +24,10 @@ impl StoreRequest {
     /// How many saves the request carries: what [`super::StoreHandle::pending_saves`] counts.
     pub(super) fn save_count(&self) -> usize {
         match self {
-            StoreRequest::SavePlayer(_) | StoreRequest::SaveSession(_) => 1,
+            StoreRequest::SavePlayer(_)
+            | StoreRequest::SaveSession(_)
+            | StoreRequest::SaveHandoff { .. }
+            | StoreRequest::Handover { .. } => 1,
             StoreRequest::SavePlayers(saves) => saves.len(),
             StoreRequest::LoadPlayer { .. } | StoreRequest::LoadSession(_) => 0,
         }
@@ -61,7 +64,8 @@ impl Key {
 enum Work {
     /// A load or a session save: one job to its reply.
     Alone(Alone),
-    /// A player save: started in a batch with other players' saves.
+    /// A player save (a handoff save and a handover are ones): started in a batch with other
+    /// players' saves.
     Save { save: PlayerSave, answer: Answer },
 }
 
@@ -187,6 +191,12 @@ impl<B: SaveBackend> Dispatcher<B> {
             StoreRequest::SavePlayer(save) => {
                 self.queue(Work::Save { save, answer: Answer::Alone })
             }
+            StoreRequest::SaveHandoff { save, ticket } => {
+                self.queue(Work::Save { save, answer: Answer::Handoff { ticket } })
+            }
+            StoreRequest::Handover { save, ticket } => {
+                self.queue(Work::Save { save, answer: Answer::Handover { ticket } })
+            }
             StoreRequest::SavePlayers(saves) => {
                 if saves.is_empty() {
                     self.ctx.reply(StoreReply::PlayersSaved { outcomes: Vec::new() });
@@ -248,7 +258,11 @@ impl<B: SaveBackend> Dispatcher<B> {
         lane.busy = true;
         match job.work {
             Work::Save { save, answer } => {
-                let save = key.span().in_scope(|| rebase(save, lane.lineage));
+                let save = if answer.exact() {
+                    save
+                } else {
+                    key.span().in_scope(|| rebase(save, lane.lineage))
+                };
                 self.ready.push(Pending::new(save, answer));
             }
             Work::Alone(request) => {
@@ -366,6 +380,15 @@ impl<B: SaveBackend> Dispatcher<B> {
         let (gather, index) = match answer {
             Answer::Alone => {
                 self.ctx.reply(StoreReply::PlayerSaved { player, outcome });
+                return;
+            }
+            Answer::Handoff { ticket } => {
+                self.ctx.reply(StoreReply::HandoffSaved { player, ticket, outcome });
+                return;
+            }
+            Answer::Handover { ticket } => {
+                let outcome = HandoverOutcome::of(outcome);
+                self.ctx.reply(StoreReply::HandoverDecided { player, ticket, outcome });
                 return;
             }
             Answer::Gathered { gather, index } => (gather, index),

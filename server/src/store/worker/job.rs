@@ -54,7 +54,7 @@ pub(super) enum Learned {
     Nothing,
     /// A load saw this version (0: nothing stored).
     Observed(u64),
-    /// A save replaced `base` with `new`.
+    /// A save (or a handover won) replaced `base` with `new`.
     Saved { base: u64, new: u64 },
 }
 

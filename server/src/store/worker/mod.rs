@@ -18,6 +18,18 @@
 //!   per key seen, kept for the worker's life.)
 //! - Sessions chain the same way: send the version from [`StoreReply::SessionLoaded`] (0 when
 //!   nothing was found) in every [`SessionSave`].
+//! - A travel's handoff save ([`StoreRequest::SaveHandoff`], docs/spec/travel.md V2) is an
+//!   ordinary player save in every rule above (its lane, order, batch, rebasing, retries,
+//!   conflict); only its reply, [`StoreReply::HandoffSaved`], carries the request's ticket.
+//! - A claim or a recall ([`StoreRequest::Handover`], docs/spec/travel.md V5) waits in its
+//!   player's lane like a save and joins batches like one, but is written only if the stored
+//!   version is exactly its own `version`: never rebased, even onto this worker's own earlier
+//!   save. A conflict is [`HandoverOutcome::Lost`] at once, never retried; a failure is retried
+//!   as a save's (every `save_retry`, up to `save_attempts`, each attempt bounded by
+//!   `load_timeout`), then [`HandoverOutcome::Failed`]; an attempt whose answer was lost is
+//!   recognised as a save's is. A handover won chains like a save: later saves of that player
+//!   based on a version up to the one it replaced are rebased onto the one it wrote. A handover
+//!   lost teaches nothing, so no later save is rebased past the other side's write.
 //! - Player saves of different players that are ready to start together (the heads of idle
 //!   lanes, taken in one wake: a [`StoreRequest::SavePlayers`] at a transition's end, or a
 //!   burst of single saves) are written as one batch, up to [`SAVE_BATCH_MAX`] saves in one
@@ -145,6 +157,24 @@ pub enum StoreRequest {
     LoadSession(String),
     /// Write a session's save; answered with [`StoreReply::SessionSaved`].
     SaveSession(SessionSave),
+    /// Write a moving player's handoff save (`save.handoff` set, docs/spec/travel.md V2)
+    /// exactly as [`StoreRequest::SavePlayer`] would; answered with
+    /// [`StoreReply::HandoffSaved`].
+    SaveHandoff {
+        /// The save.
+        save: PlayerSave,
+        /// Echoed in the reply, so the caller can match it to its request.
+        ticket: u64,
+    },
+    /// A claim or a recall (docs/spec/travel.md V5): write `save` only if the stored version is
+    /// exactly `save.version`, in its player's lane, never rebased nor retried after a conflict
+    /// (see the module doc); answered with [`StoreReply::HandoverDecided`].
+    Handover {
+        /// The save, based on the handoff save's version.
+        save: PlayerSave,
+        /// Echoed in the reply, so the caller can match it to its request.
+        ticket: u64,
+    },
 }
 
 /// The answer to one [`StoreRequest`]; every request gets exactly one (a
@@ -186,6 +216,24 @@ pub enum StoreReply {
         /// Whether it was written.
         outcome: SaveOutcome,
     },
+    /// A [`StoreRequest::SaveHandoff`] finished.
+    HandoffSaved {
+        /// Whose.
+        player: PlayerId,
+        /// The request's ticket.
+        ticket: u64,
+        /// Whether it was written, and at which version.
+        outcome: SaveOutcome,
+    },
+    /// A [`StoreRequest::Handover`] was decided, or given up.
+    HandoverDecided {
+        /// Whose.
+        player: PlayerId,
+        /// The request's ticket.
+        ticket: u64,
+        /// What the store decided.
+        outcome: HandoverOutcome,
+    },
 }
 
 /// How a save ended.
@@ -212,6 +260,42 @@ pub enum SaveOutcome {
         /// Why the last one failed.
         reason: String,
     },
+}
+
+/// How a claim or a recall ([`StoreRequest::Handover`]) ended (docs/spec/travel.md V5).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HandoverOutcome {
+    /// Written at exactly the version it was based on: the player is this server's.
+    Won {
+        /// The new stored version.
+        version: u64,
+    },
+    /// Not written: the stored version was not the one it was based on (the other side's
+    /// write came first). Never retried.
+    Lost {
+        /// The stored version; `None` when nothing is stored.
+        found: Option<u64>,
+    },
+    /// Undecided: not written after every attempt, or refused outright; the last reason.
+    Failed {
+        /// Attempts made.
+        attempts: u32,
+        /// Why the last one failed.
+        reason: String,
+    },
+}
+
+impl HandoverOutcome {
+    /// A handover's outcome from the outcome of its write as a save.
+    fn of(outcome: SaveOutcome) -> HandoverOutcome {
+        match outcome {
+            SaveOutcome::Saved { version, .. } => HandoverOutcome::Won { version },
+            SaveOutcome::Conflict { found, .. } => HandoverOutcome::Lost { found },
+            SaveOutcome::Failed { attempts, reason } => {
+                HandoverOutcome::Failed { attempts, reason }
+            }
+        }
+    }
 }
 
 /// Starts the store worker.
@@ -298,7 +382,7 @@ impl StoreHandle {
     }
 
     /// Saves submitted and not yet finished (written, refused or given up); each save of a
-    /// [`StoreRequest::SavePlayers`] counts.
+    /// [`StoreRequest::SavePlayers`] counts, and so do handoff saves and handovers.
     pub fn pending_saves(&self) -> usize {
         *self.pending.borrow()
     }

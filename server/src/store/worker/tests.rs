@@ -7,7 +7,7 @@ use gatehouse_protocol::{CharacterDef, NodeId};
 use tokio::time::Instant;
 
 use super::*;
-use crate::model::{InventoryItem, Preset};
+use crate::model::{HandoffState, InventoryItem, Preset};
 
 const SETTINGS: StoreSettings = StoreSettings {
     load_timeout: Duration::from_secs(5),
@@ -734,4 +734,287 @@ async fn pending_saves_count_every_save_of_a_batch() {
     assert_eq!(handle.drain(Duration::from_secs(10)).await, 0);
     assert_eq!(fake.state().players.len(), 3);
     assert_eq!(next_batch_saved(&mut rx).await.len(), 3);
+}
+
+// Travel: handoff saves, claims and recalls (docs/spec/travel.md V2, V5).
+
+/// `save` carrying a handoff state: a travel's handoff save.
+fn handoff(player: &str, version: u64, count: u32) -> PlayerSave {
+    PlayerSave { handoff: Some(Box::new(HandoffState::sample())), ..save(player, version, count) }
+}
+
+/// A claim: the destination's save of the player as its own, at its node.
+fn claim(player: &str, version: u64) -> PlayerSave {
+    PlayerSave { node: Some(NodeId::new("sunken-keep").unwrap()), ..save(player, version, 50) }
+}
+
+/// A recall: the source's save of the player it keeps, at the node it never left.
+fn recall(player: &str, version: u64) -> PlayerSave {
+    save(player, version, 60)
+}
+
+/// A store holding p1's handoff save at version 4, its player-save transactions meeting
+/// `faults` first.
+fn handed_off(faults: impl IntoIterator<Item = Fault>) -> Arc<Fake> {
+    Fake::with(|s| {
+        s.players.insert(id("p1"), handoff("p1", 4, 1));
+        s.save_faults.extend(faults);
+    })
+}
+
+async fn next_handoff_saved(rx: &mut mpsc::Receiver<StoreReply>) -> (u64, SaveOutcome) {
+    match next(rx).await {
+        StoreReply::HandoffSaved { ticket, outcome, .. } => (ticket, outcome),
+        other => panic!("expected HandoffSaved, found {other:?}"),
+    }
+}
+
+async fn next_decided(rx: &mut mpsc::Receiver<StoreReply>) -> (u64, HandoverOutcome) {
+    match next(rx).await {
+        StoreReply::HandoverDecided { ticket, outcome, .. } => (ticket, outcome),
+        other => panic!("expected HandoverDecided, found {other:?}"),
+    }
+}
+
+fn won(version: u64) -> HandoverOutcome {
+    HandoverOutcome::Won { version }
+}
+
+fn lost(found: u64) -> HandoverOutcome {
+    HandoverOutcome::Lost { found: Some(found) }
+}
+
+/// V2: a handoff save is written as any save and answered with its request's ticket and the
+/// version the store acknowledged; the store holds its handoff state.
+#[tokio::test(start_paused = true)]
+async fn a_handoff_save_is_answered_with_its_ticket_and_the_version_written() {
+    let fake = Fake::with(|s| {
+        s.players.insert(id("p1"), save("p1", 3, 1));
+    });
+    let (handle, _join, mut rx) = start(&fake);
+    handle.submit(StoreRequest::SaveHandoff { save: handoff("p1", 3, 2), ticket: 42 }).unwrap();
+    assert_eq!(handle.pending_saves(), 1);
+    assert_eq!(
+        next(&mut rx).await,
+        StoreReply::HandoffSaved { player: id("p1"), ticket: 42, outcome: saved(4, 1) }
+    );
+    assert_eq!(handle.pending_saves(), 0);
+    assert_eq!(fake.state().players[&id("p1")], handoff("p1", 4, 2));
+}
+
+/// V2: a handoff save waits in its player's lane behind an earlier save of that player and,
+/// based on the version the game knew before that save landed, is rebased onto it as any save.
+#[tokio::test(start_paused = true)]
+async fn a_handoff_save_waits_behind_an_earlier_save_and_is_rebased() {
+    let fake = Fake::with(|s| s.delay = Duration::from_millis(10));
+    let (handle, _join, mut rx) = start(&fake);
+    handle.submit(StoreRequest::SavePlayer(save("p1", 0, 1))).unwrap();
+    handle.submit(StoreRequest::SaveHandoff { save: handoff("p1", 0, 2), ticket: 7 }).unwrap();
+    assert_eq!(next_saved(&mut rx).await, saved(1, 1));
+    assert_eq!(next_handoff_saved(&mut rx).await, (7, saved(2, 1)));
+    let s = fake.state();
+    assert_eq!(s.writes, vec![("p1".to_owned(), 1), ("p1".to_owned(), 2)], "in order");
+    assert_eq!(s.save_calls, 2, "one after the other, never in one transaction");
+    assert_eq!(s.players[&id("p1")], handoff("p1", 2, 2));
+}
+
+/// V5: a handover at the stored version wins, and the worker chains from the version it wrote:
+/// a save submitted right behind it, based on the version the handover replaced, is rebased
+/// onto it, and the next chains on.
+#[tokio::test(start_paused = true)]
+async fn a_handover_at_the_stored_version_wins_and_the_next_save_chains_from_it() {
+    let fake = handed_off([]);
+    let (handle, _join, mut rx) = start(&fake);
+    handle.submit(StoreRequest::Handover { save: claim("p1", 4), ticket: 9 }).unwrap();
+    handle.submit(StoreRequest::SavePlayer(save("p1", 4, 2))).unwrap();
+    assert_eq!(next_decided(&mut rx).await, (9, won(5)));
+    assert_eq!(next_saved(&mut rx).await, saved(6, 1));
+    handle.submit(StoreRequest::SavePlayer(save("p1", 6, 3))).unwrap();
+    assert_eq!(next_saved(&mut rx).await, saved(7, 1));
+    let s = fake.state();
+    let p1: Vec<u64> = s.writes.iter().map(|(_, v)| *v).collect();
+    assert_eq!(p1, vec![5, 6, 7]);
+    assert_eq!(s.players[&id("p1")], save("p1", 7, 3));
+}
+
+/// V5: a handover based on a version other than the stored one is lost at once (the other
+/// side's write came first) and never retried; the store keeps the other side's write.
+#[tokio::test(start_paused = true)]
+async fn a_handover_at_another_version_is_lost_at_once_and_not_retried() {
+    let fake = Fake::with(|s| {
+        s.players.insert(id("p1"), claim("p1", 5));
+    });
+    let (handle, _join, mut rx) = start(&fake);
+    let t0 = Instant::now();
+    handle.submit(StoreRequest::Handover { save: recall("p1", 4), ticket: 3 }).unwrap();
+    assert_eq!(next_decided(&mut rx).await, (3, lost(5)));
+    assert_eq!(t0.elapsed(), Duration::ZERO, "at once");
+    assert_eq!(handle.pending_saves(), 0);
+    // Long after every retry could have come: still one call.
+    tokio::time::sleep(SETTINGS.save_retry * SETTINGS.save_attempts).await;
+    let s = fake.state();
+    assert_eq!(s.save_calls, 1, "a lost handover is not retried");
+    assert_eq!(s.players[&id("p1")], claim("p1", 5));
+}
+
+/// V5, V16: a handover whose attempts fail is retried every save_retry, each attempt bounded by
+/// load_timeout, and answered Failed (undecided) after save_attempts attempts, nothing written.
+#[tokio::test(start_paused = true)]
+async fn a_failing_handover_is_retried_and_answered_failed_after_save_attempts() {
+    let fake = handed_off([Fault::Fail, Fault::Hang, Fault::Fail, Fault::Fail, Fault::Fail]);
+    let (handle, _join, mut rx) = start(&fake);
+    let t0 = Instant::now();
+    handle.submit(StoreRequest::Handover { save: claim("p1", 4), ticket: 1 }).unwrap();
+    assert_eq!(handle.pending_saves(), 1);
+    let (ticket, outcome) = next_decided(&mut rx).await;
+    assert_eq!(ticket, 1);
+    assert!(
+        matches!(outcome, HandoverOutcome::Failed { attempts: 5, ref reason } if reason.contains("pool timed out")),
+        "{outcome:?}"
+    );
+    assert_eq!(t0.elapsed(), SETTINGS.load_timeout + 4 * SETTINGS.save_retry);
+    assert_eq!(handle.pending_saves(), 0);
+    let s = fake.state();
+    assert_eq!(s.save_calls, 5);
+    assert_eq!(s.players[&id("p1")], handoff("p1", 4, 1), "nothing written");
+}
+
+/// V5: a handover whose attempt wrote but lost its answer is won on the retry, which finds
+/// exactly its own write: it is not lost to itself.
+#[tokio::test(start_paused = true)]
+async fn a_handover_whose_answer_was_lost_is_won_on_retry() {
+    let fake = handed_off([Fault::CommitThenFail]);
+    let (handle, _join, mut rx) = start(&fake);
+    handle.submit(StoreRequest::Handover { save: claim("p1", 4), ticket: 2 }).unwrap();
+    assert_eq!(next_decided(&mut rx).await, (2, won(5)));
+    let s = fake.state();
+    assert_eq!(s.writes, vec![("p1".to_owned(), 5)], "written once");
+    assert_eq!(s.save_calls, 2);
+}
+
+/// V5: a handover whose first attempt failed, retried after the other side's write landed, is
+/// lost: the retry's conflict counts as its own write only when the store holds exactly this
+/// handover.
+#[tokio::test(start_paused = true)]
+async fn a_handover_retried_after_the_other_side_wrote_is_lost() {
+    let fake = handed_off([Fault::Fail]);
+    let (source, _s, mut source_rx) = start(&fake);
+    let (destination, _d, mut destination_rx) = start(&fake);
+    source.submit(StoreRequest::Handover { save: recall("p1", 4), ticket: 1 }).unwrap();
+    tokio::time::sleep(SETTINGS.save_retry / 5).await;
+    destination.submit(StoreRequest::Handover { save: claim("p1", 4), ticket: 2 }).unwrap();
+    assert_eq!(next_decided(&mut destination_rx).await, (2, won(5)));
+    assert_eq!(next_decided(&mut source_rx).await, (1, lost(5)));
+    assert_eq!(fake.state().players[&id("p1")], claim("p1", 5));
+}
+
+/// V5: a claim and a recall of one player at the handoff version, from two workers sharing one
+/// store (the destination's and the source's): the first written wins and the other is lost, in
+/// both orders; submitted at once, exactly one wins.
+#[tokio::test(start_paused = true)]
+async fn a_claim_and_a_recall_from_two_workers_the_first_wins_the_second_is_lost() {
+    let fake = Arc::new(Fake::default());
+    let (source, _s, mut source_rx) = start(&fake);
+    let (destination, _d, mut destination_rx) = start(&fake);
+    for claim_first in [true, false] {
+        let player = if claim_first { "claim-first" } else { "recall-first" };
+        let handoff_save = StoreRequest::SaveHandoff { save: handoff(player, 0, 1), ticket: 1 };
+        source.submit(handoff_save).unwrap();
+        assert_eq!(next_handoff_saved(&mut source_rx).await, (1, saved(1, 1)));
+        let (claim, recall) = (claim(player, 1), recall(player, 1));
+        let (first, first_rx, first_save, second, second_rx, second_save) = if claim_first {
+            (&destination, &mut destination_rx, claim, &source, &mut source_rx, recall)
+        } else {
+            (&source, &mut source_rx, recall, &destination, &mut destination_rx, claim)
+        };
+        first.submit(StoreRequest::Handover { save: first_save.clone(), ticket: 2 }).unwrap();
+        assert_eq!(next_decided(first_rx).await, (2, won(2)), "{player}: the first wins");
+        second.submit(StoreRequest::Handover { save: second_save, ticket: 3 }).unwrap();
+        assert_eq!(next_decided(second_rx).await, (3, lost(2)), "{player}: the second is lost");
+        let stored = PlayerSave { version: 2, ..first_save };
+        assert_eq!(fake.state().players[&id(player)], stored, "{player}");
+    }
+
+    // Both at once.
+    source.submit(StoreRequest::SaveHandoff { save: handoff("race", 0, 1), ticket: 1 }).unwrap();
+    assert_eq!(next_handoff_saved(&mut source_rx).await, (1, saved(1, 1)));
+    destination.submit(StoreRequest::Handover { save: claim("race", 1), ticket: 2 }).unwrap();
+    source.submit(StoreRequest::Handover { save: recall("race", 1), ticket: 3 }).unwrap();
+    let claimed = next_decided(&mut destination_rx).await.1;
+    let recalled = next_decided(&mut source_rx).await.1;
+    let winner = match (&claimed, &recalled) {
+        (HandoverOutcome::Won { version: 2 }, HandoverOutcome::Lost { found: Some(2) }) => claim,
+        (HandoverOutcome::Lost { found: Some(2) }, HandoverOutcome::Won { version: 2 }) => recall,
+        other => panic!("expected one won and one lost, found {other:?}"),
+    };
+    assert_eq!(fake.state().players[&id("race")], winner("race", 2));
+}
+
+/// V5: a handover is written at exactly its version, never rebased onto this worker's own
+/// earlier save: a recall based on the handoff version, behind a later save of the player by the
+/// same worker, is lost to that save instead of being written over it.
+#[tokio::test(start_paused = true)]
+async fn a_handover_is_never_rebased_onto_the_workers_own_earlier_save() {
+    let fake = Arc::new(Fake::default());
+    let (handle, _join, mut rx) = start(&fake);
+    handle.submit(StoreRequest::SaveHandoff { save: handoff("p1", 0, 1), ticket: 1 }).unwrap();
+    handle.submit(StoreRequest::SavePlayer(save("p1", 0, 2))).unwrap();
+    handle.submit(StoreRequest::Handover { save: recall("p1", 1), ticket: 2 }).unwrap();
+    assert_eq!(next_handoff_saved(&mut rx).await, (1, saved(1, 1)));
+    assert_eq!(next_saved(&mut rx).await, saved(2, 1), "rebased onto the handoff save");
+    assert_eq!(next_decided(&mut rx).await, (2, lost(2)), "not rebased onto the save");
+    assert_eq!(fake.state().players[&id("p1")], save("p1", 2, 2));
+}
+
+/// V5, V10: a handover this worker lost teaches it nothing: a later save of that player, based on
+/// the handoff save's version or the one before it, conflicts with the other side's write
+/// instead of being rebased past it.
+#[tokio::test(start_paused = true)]
+async fn a_save_after_a_lost_handover_conflicts_instead_of_being_rebased_past_it() {
+    let fake = Arc::new(Fake::default());
+    let (source, _s, mut source_rx) = start(&fake);
+    let (destination, _d, mut destination_rx) = start(&fake);
+    source.submit(StoreRequest::SaveHandoff { save: handoff("p1", 0, 1), ticket: 1 }).unwrap();
+    assert_eq!(next_handoff_saved(&mut source_rx).await, (1, saved(1, 1)));
+    destination.submit(StoreRequest::Handover { save: claim("p1", 1), ticket: 2 }).unwrap();
+    assert_eq!(next_decided(&mut destination_rx).await, (2, won(2)));
+    source.submit(StoreRequest::Handover { save: recall("p1", 1), ticket: 3 }).unwrap();
+    assert_eq!(next_decided(&mut source_rx).await, (3, lost(2)));
+    for base in [0, 1] {
+        source.submit(StoreRequest::SavePlayer(save("p1", base, 7))).unwrap();
+        assert_eq!(
+            next_saved(&mut source_rx).await,
+            SaveOutcome::Conflict { expected: 1, found: Some(2) },
+            "a save based on {base}"
+        );
+    }
+    assert_eq!(fake.state().players[&id("p1")], claim("p1", 2));
+}
+
+/// Handoff saves and handovers count as pending saves, and the shutdown drain waits for them.
+#[tokio::test(start_paused = true)]
+async fn the_drain_waits_for_handoff_saves_and_handovers() {
+    let fake = Fake::with(|s| {
+        s.delay = Duration::from_secs(1);
+        s.players.insert(id("p2"), handoff("p2", 3, 1));
+    });
+    let (handle, _join, mut rx) = start(&fake);
+    handle.submit(StoreRequest::SaveHandoff { save: handoff("p1", 0, 1), ticket: 1 }).unwrap();
+    handle.submit(StoreRequest::Handover { save: claim("p2", 3), ticket: 2 }).unwrap();
+    assert_eq!(handle.pending_saves(), 2);
+    assert_eq!(handle.drain(Duration::from_secs(10)).await, 0);
+    {
+        let s = fake.state();
+        assert_eq!(s.players[&id("p1")], handoff("p1", 1, 1));
+        assert_eq!(s.players[&id("p2")], claim("p2", 4));
+    }
+    let mut replies = vec![next(&mut rx).await, next(&mut rx).await];
+    replies.sort_by_key(|r| matches!(r, StoreReply::HandoverDecided { .. }));
+    assert_eq!(
+        replies,
+        vec![
+            StoreReply::HandoffSaved { player: id("p1"), ticket: 1, outcome: saved(1, 1) },
+            StoreReply::HandoverDecided { player: id("p2"), ticket: 2, outcome: won(4) },
+        ]
+    );
 }
