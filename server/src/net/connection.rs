@@ -896,9 +896,14 @@ impl Connection {
         if self.ending.is_over() || self.ending.code().is_some() || !self.writing.is_empty() {
             return;
         }
-        let Login::LoggedIn { queue: Some(queue), .. } = &self.login else { return };
+        let Login::LoggedIn { queue: Some(queue), .. } = &mut self.login else { return };
         if queue.is_finished() {
-            self.close_dropped(ctx);
+            // A close asked for at once just before the game let go (a slow consumer, a
+            // refused peer link) is carried out with its code, even ahead of its ring.
+            match queue.take_turn().close_now {
+                Some(code) => self.end_as(ctx, Exit::code(code)),
+                None => self.close_dropped(ctx),
+            }
         }
     }
 

@@ -1070,3 +1070,18 @@ fn a_stop_reported_after_the_connection_closed_changes_nothing() {
     assert_eq!(harness.server_closes("hello_timeout"), 1);
     assert_eq!(harness.server_closes("protocol_violation"), 0);
 }
+
+/// A close the game asks for at once just before it drops the queue (a slow consumer, a
+/// refused peer link) closes with its code even when the connection is driven before the ring
+/// is taken, never as a queue dropped without a close (`ShuttingDown`).
+#[test]
+fn a_close_at_once_then_the_queue_dropped_closes_with_its_code_ahead_of_its_ring() {
+    let (mut harness, outbound, _) = Harness::logged_in(Setup::default());
+    outbound.close_now(CloseCode::SlowConsumer);
+    drop(outbound);
+    let handle = *harness.driver.connections.keys().next().unwrap();
+    let now = harness.now;
+    harness.driver.drive(now, handle);
+    harness.settle();
+    assert_eq!(harness.closed_with(), Some(u64::from(CloseCode::SlowConsumer.code())));
+}
