@@ -168,7 +168,11 @@ impl Server {
         // written (a development certificate); the travel that asks it is to be written
         // (docs/spec/travel.md V12, V13).
         let _directory = start_check::fleet_directory(config)?;
-        let (server_config, fingerprint) = load_certificate(config)?;
+        let (server_config, fingerprint, certificate_sha256) = load_certificate(config)?;
+        // The peer link's other half: the links this server dials, and its answers to those
+        // other servers open (docs/spec/travel.md V14).
+        let links = fleet::PeerSettings::from_config(config, certificate_sha256)?
+            .map(fleet::PeerLinks::new);
         let drivers = net::DriverThread::start()?;
         let store = Store::open(&config.store.url, &config.data_dir).await?;
         tracing::info!(store = %store.location(), "player store open");
@@ -193,6 +197,7 @@ impl Server {
             metrics: metrics.clone(),
             probes: probes.clone(),
             replication_interval: config.network.replication_interval,
+            links,
         };
         let nodes = world.nodes.iter().map(|n| n.id.clone()).collect();
         let rules =
@@ -376,21 +381,26 @@ async fn bind_ports(
 }
 
 /// Loads the certificate (the configured one, or the development one in the data directory)
-/// and builds the QUIC endpoint's configuration from it; returns it with the certificate's
-/// SHA-256 fingerprint.
-fn load_certificate(config: &ServerConfig) -> Result<(quinn::ServerConfig, String), ServerError> {
+/// and builds the QUIC endpoint's configuration from it, offering the peer link beside the
+/// client protocol in a fleet (docs/spec/travel.md V14); returns it with the certificate's
+/// SHA-256 fingerprint, as text and as bytes.
+fn load_certificate(
+    config: &ServerConfig,
+) -> Result<(quinn::ServerConfig, String, [u8; 32]), ServerError> {
     // A configured file's error names its key and where its value came from.
     let identity = net::tls::load_identity(&config.tls, &config.data_dir)
         .map_err(|e| start_check::blame_tls_file(config, e))?;
     let (origin, fingerprint, generated) =
         (identity.origin.clone(), identity.fingerprint(), identity.generated);
-    let server_config = net::server_config(identity, &config.network)
+    let sha256 = identity.sha256();
+    let peer_link = fleet::offers_peer_link(config);
+    let server_config = net::server_config(identity, &config.network, peer_link)
         .map_err(|e| start_check::blame_tls_pair(config, e))?;
     // Logged once, here: a development certificate is trusted by clients
     // with `--server-cert`, a configured one by its chain.
     tracing::info!(certificate = %origin.display(), %fingerprint,
-        development = config.tls.certificate.is_none(), generated, "certificate loaded");
-    Ok((server_config, fingerprint))
+        development = config.tls.certificate.is_none(), generated, peer_link, "certificate loaded");
+    Ok((server_config, fingerprint, sha256))
 }
 
 /// Prepares the network side on the bound socket (`run` starts it): its socket registered

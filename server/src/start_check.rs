@@ -120,7 +120,8 @@ fn check_identity(config: &ServerConfig) -> Result<(), ServerError> {
     }
     let identity = net::tls::load_identity(&config.tls, &config.data_dir)
         .map_err(|e| blame_tls_file(config, e))?;
-    net::server_config(identity, &config.network).map_err(|e| blame_tls_pair(config, e))?;
+    let peers = crate::fleet::offers_peer_link(config);
+    net::server_config(identity, &config.network, peers).map_err(|e| blame_tls_pair(config, e))?;
     Ok(())
 }
 

@@ -92,6 +92,29 @@ fn agones_chosen_without_the_feature_is_refused_naming_the_flag_and_the_feature(
     assert!(err.contains("none or agones") && err.contains("\"kubernetes\""), "{err}");
 }
 
+/// The peer link's bounds (docs/spec/travel.md V14, V16) are checked at start like their
+/// neighbours: one out of range is blamed on its key and where it came from; a resolve timeout
+/// that cannot hold one ask names the peer timeout and where that came from.
+#[test]
+fn a_peer_link_bound_out_of_range_is_blamed_on_its_key_and_origin() {
+    let env = [("GATEHOUSE_FLEET__PEER_IDLE_TIMEOUT_MS", "500")];
+    let err = refused(&shipped_config(), &[], &env);
+    assert_eq!(
+        err.trim_end(),
+        "error: invalid fleet.peer_idle_timeout_ms from environment variable \
+         GATEHOUSE_FLEET__PEER_IDLE_TIMEOUT_MS: expected between 2000 and 60000 ms, found 500 ms"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("server.toml");
+    std::fs::write(&config, "[fleet]\npeer_timeout_ms = 3000\nresolve_timeout_ms = 2000\n")
+        .unwrap();
+    let err = refused(&config, &[], &[]);
+    let at = |line| format!("{}:{line}", config.display());
+    assert!(err.contains(&format!("invalid fleet.resolve_timeout_ms from {}", at(3))), "{err}");
+    assert!(err.contains(&format!("at least fleet.peer_timeout_ms (3000 ms, from {})", at(2))));
+    assert!(err.contains("found 2000 ms"), "{err}");
+}
+
 #[test]
 fn a_world_file_that_cannot_be_read_is_blamed_on_where_it_was_named() {
     let err = refused(&shipped_config(), &["--world", "/nonexistent/world.toml"], &[]);

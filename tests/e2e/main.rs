@@ -6,6 +6,7 @@ mod library;
 mod malformed;
 mod misbehave;
 mod network;
+mod peer_link;
 mod scale;
 mod scale_soak;
 mod session;

@@ -57,9 +57,22 @@ pub async fn within<T>(
 impl TestServer {
     /// Starts a server on `world`, with `server_toml` as its config file text.
     pub async fn start_with(server_toml: &str, world: &str) -> TestServer {
+        Self::start_adjusted(server_toml, world, |_| {}).await
+    }
+
+    /// As [`TestServer::start_with`], with `adjust` applied to the checked config before the
+    /// server binds: for a test that needs a setting the config's checks tie to what it does
+    /// not test (a fleet directory, which needs a PostgreSQL store, for a test of the peer
+    /// link).
+    pub async fn start_adjusted(
+        server_toml: &str,
+        world: &str,
+        adjust: impl FnOnce(&mut ServerConfig),
+    ) -> TestServer {
         let data_dir = tempfile::tempdir().expect("a temp dir");
         let config_path = data_dir.path().join("server.toml");
         let mut config = ServerConfig::parse(&config_path, server_toml).expect("valid test config");
+        adjust(&mut config);
         config.network.bind = "127.0.0.1:0".parse().expect("an address");
         config.data_dir = data_dir.path().to_owned();
         config.admin.bind = "127.0.0.1:0".parse().expect("an address");

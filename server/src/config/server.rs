@@ -253,6 +253,33 @@ pub struct FleetConfig {
     pub allocator_timeout: Duration,
     /// `allocation_attempts`: allocations one travel may ask for, 1 to 10 (default 3).
     pub allocation_attempts: u32,
+    /// `peer_timeout_ms`: how long a request on the peer link (a `ReserveSeats`, the dial that
+    /// carries it included) waits for its answer before it counts as refused and the next
+    /// candidate is asked, 100 to 60000 ms (default 2000; docs/spec/travel.md V12, V14, V16).
+    #[serde(
+        rename = "peer_timeout_ms",
+        deserialize_with = "millis",
+        serialize_with = "ser_millis"
+    )]
+    pub peer_timeout: Duration,
+    /// `resolve_timeout_ms`: the bound on finding a destination that grants a travel's seats,
+    /// every candidate asked included, 1000 to 120000 ms and at least `peer_timeout_ms`
+    /// (default 5000; V7, V12, V16).
+    #[serde(
+        rename = "resolve_timeout_ms",
+        deserialize_with = "millis",
+        serialize_with = "ser_millis"
+    )]
+    pub resolve_timeout: Duration,
+    /// `peer_idle_timeout_ms`: a peer link silent this long is lost, 2000 to 60000 ms (default
+    /// 3000; keep-alives go every second; V7, V14, V16). A link another server opened times out
+    /// at the one its dialler asks for, at most `network.idle_timeout_ms`.
+    #[serde(
+        rename = "peer_idle_timeout_ms",
+        deserialize_with = "millis",
+        serialize_with = "ser_millis"
+    )]
+    pub peer_idle_timeout: Duration,
 }
 
 /// The fleet's ticket key (`fleet.ticket_key`, or `GATEHOUSE_TICKET_KEY`): the HS256 key travel
@@ -336,6 +363,9 @@ impl Default for FleetConfig {
             allocator_ca: None,
             allocator_timeout: Duration::from_secs(3),
             allocation_attempts: 3,
+            peer_timeout: Duration::from_secs(2),
+            resolve_timeout: Duration::from_secs(5),
+            peer_idle_timeout: Duration::from_secs(3),
         }
     }
 }
@@ -1347,8 +1377,8 @@ impl ServerConfig {
         })
     }
 
-    /// The travel's own `[fleet]` keys: the server id, the seat hold, the ticket lifetime and
-    /// the ticket key (docs/spec/travel.md V8, V16).
+    /// The travel's own `[fleet]` keys: the server id, the seat hold, the peer link's bounds,
+    /// the ticket lifetime and the ticket key (docs/spec/travel.md V8, V14, V16).
     fn check_travel_keys(&self) -> Result<(), ConfigError> {
         let f = &self.fleet;
         if f.server_id.is_some() {
@@ -1362,6 +1392,7 @@ impl ServerConfig {
                 ms(f.seat_hold),
             ));
         }
+        self.check_peer_bounds()?;
         let lifetime = MIN_TICKET_LIFETIME_S..=MAX_TICKET_LIFETIME_S;
         if !lifetime.contains(&f.ticket_lifetime_s) {
             return Err(self.invalid(
@@ -1389,6 +1420,37 @@ impl ServerConfig {
                     self.source_of("auth.token_key")
                 ),
                 "the same key as auth.token_key",
+            ));
+        }
+        Ok(())
+    }
+
+    /// The peer link's bounds: `peer_timeout_ms`, `resolve_timeout_ms` (which holds at least
+    /// one ask) and `peer_idle_timeout_ms` (which holds at least two keep-alives of 1 s;
+    /// docs/spec/travel.md V14, V16).
+    fn check_peer_bounds(&self) -> Result<(), ConfigError> {
+        let f = &self.fleet;
+        let ranges = [
+            ("fleet.peer_timeout_ms", f.peer_timeout, 100, 60_000),
+            ("fleet.resolve_timeout_ms", f.resolve_timeout, 1_000, 120_000),
+            ("fleet.peer_idle_timeout_ms", f.peer_idle_timeout, 2_000, 60_000),
+        ];
+        for (key, value, low, high) in ranges {
+            let range = Duration::from_millis(low)..=Duration::from_millis(high);
+            if !range.contains(&value) {
+                return Err(self.invalid(key, format!("between {low} and {high} ms"), ms(value)));
+            }
+        }
+        if f.resolve_timeout < f.peer_timeout {
+            return Err(self.invalid(
+                "fleet.resolve_timeout_ms",
+                format!(
+                    "at least fleet.peer_timeout_ms ({}, from {}): a travel asks one candidate \
+                     at least",
+                    ms(f.peer_timeout),
+                    self.source_of("fleet.peer_timeout_ms")
+                ),
+                ms(f.resolve_timeout),
             ));
         }
         Ok(())
@@ -1944,7 +2006,11 @@ mod tests {
         assert_eq!(f.allocator_private_key, None);
         assert_eq!(f.allocator_timeout, Duration::from_secs(3));
         assert_eq!(f.allocation_attempts, 3);
+        assert_eq!(f.peer_timeout, Duration::from_secs(2));
+        assert_eq!(f.resolve_timeout, Duration::from_secs(5));
+        assert_eq!(f.peer_idle_timeout, Duration::from_secs(3));
         assert!(crate::fleet::AllocatorSettings::from_config(f).is_none());
+        assert!(!crate::fleet::offers_peer_link(&c), "no directory: no peer link");
         let rules = super::super::game_rules(&c.game, &c.auth, &c.network, &c.fleet);
         assert_eq!(rules.seat_hold, Duration::from_secs(10));
         let c = parse("[fleet]\nseat_hold_ms = \"2500ms\"\nserver_id = \"hub-1\"\n").unwrap();
@@ -1956,17 +2022,22 @@ mod tests {
     /// Each travel key's range: its bounds pass, one beyond each is refused naming the key.
     #[test]
     fn each_travel_key_is_held_to_its_range() {
-        for (key, good, bad) in [
-            ("seat_hold_ms", [1000, 120_000], [999, 120_001]),
-            ("ticket_lifetime_s", [5, 120], [4, 121]),
-            ("allocator_timeout_ms", [100, 60_000], [99, 60_001]),
-            ("allocation_attempts", [1, 10], [0, 11]),
+        // The peer timeout's bounds with room for them in the resolve timeout.
+        let roomy = "resolve_timeout_ms = 120000\n";
+        for (key, good, bad, beside) in [
+            ("seat_hold_ms", [1000, 120_000], [999, 120_001], ""),
+            ("ticket_lifetime_s", [5, 120], [4, 121], ""),
+            ("allocator_timeout_ms", [100, 60_000], [99, 60_001], ""),
+            ("allocation_attempts", [1, 10], [0, 11], ""),
+            ("peer_timeout_ms", [100, 60_000], [99, 60_001], roomy),
+            ("resolve_timeout_ms", [1_000, 120_000], [999, 120_001], "peer_timeout_ms = 100\n"),
+            ("peer_idle_timeout_ms", [2_000, 60_000], [1_999, 60_001], ""),
         ] {
             for value in good {
-                parse(&format!("[fleet]\n{key} = {value}\n")).unwrap();
+                parse(&format!("[fleet]\n{key} = {value}\n{beside}")).unwrap();
             }
             for value in bad {
-                let err = parse(&format!("[fleet]\n\n{key} = {value}\n")).unwrap_err();
+                let err = parse(&format!("[fleet]\n\n{key} = {value}\n{beside}")).unwrap_err();
                 let want = format!("fleet.{key}");
                 assert!(
                     matches!(&err, ConfigError::Invalid { key: k, .. } if *k == want),
@@ -1977,6 +2048,41 @@ mod tests {
                 assert!(text.contains(&value.to_string()), "{text}");
             }
         }
+    }
+
+    /// `fleet.resolve_timeout_ms` holds one ask at least: below `fleet.peer_timeout_ms` it is
+    /// refused, naming both keys and where the other came from.
+    #[test]
+    fn a_resolve_timeout_below_the_peer_timeout_is_refused_naming_both() {
+        let text = "[fleet]\npeer_timeout_ms = 3000\nresolve_timeout_ms = 2500\n";
+        let err = parse(text).unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::Invalid { key, .. } if key == "fleet.resolve_timeout_ms"),
+            "{err}"
+        );
+        let text = err.to_string();
+        assert!(text.contains("conf/server.toml:3"), "blamed on its own line: {text}");
+        assert!(
+            text.contains("at least fleet.peer_timeout_ms (3000 ms, from conf/server.toml:2)"),
+            "{text}"
+        );
+        assert!(text.contains("found 2500 ms"), "{text}");
+        parse("[fleet]\npeer_timeout_ms = 3000\nresolve_timeout_ms = 3000\n").unwrap();
+    }
+
+    /// The peer link is offered in a fleet only: a directory and the fleet key
+    /// (docs/spec/travel.md V14).
+    #[test]
+    fn the_peer_link_is_offered_only_in_a_fleet() {
+        let text = format!("{PG}[fleet]\ndirectory = \"static\"\n{KEY}{SERVER}");
+        let c = parse(&text).unwrap();
+        assert!(crate::fleet::offers_peer_link(&c));
+        let settings = crate::fleet::PeerSettings::from_config(&c, [4; 32]).unwrap().unwrap();
+        assert_eq!(settings.certificate_sha256, Some([4; 32]));
+        assert_eq!(settings.peer_idle_timeout, Duration::from_secs(3));
+        let c = parse(&format!("[fleet]\n{KEY}")).unwrap();
+        assert!(!crate::fleet::offers_peer_link(&c), "a key alone is no fleet");
+        assert!(crate::fleet::PeerSettings::from_config(&c, [4; 32]).unwrap().is_none());
     }
 
     #[test]
@@ -2223,6 +2329,9 @@ mod message_tests {
             ("[fleet]\ndirectory = \"static\"\n", &[]),
             ("[fleet]\nallocator_timeout_ms = 1\n", &[]),
             ("[fleet]\nallocation_attempts = 0\n", &[]),
+            ("[fleet]\npeer_timeout_ms = 0\n", &[]),
+            ("[fleet]\nresolve_timeout_ms = 1000\npeer_timeout_ms = 1500\n", &[]),
+            ("[fleet]\npeer_idle_timeout_ms = 1000\n", &[]),
             (
                 "[fleet]\nservers = [{ id = \"a\", address = \"h\", server_name = \"h\", nodes = [\"n\"] }]\n",
                 &[],

@@ -31,12 +31,14 @@
 //! Where a travel to another server finds it is the fleet directory's ([`FleetDirectory`],
 //! docs/spec/travel.md V12): a static list ([`StaticDirectory`]) or the Agones allocator
 //! ([`AgonesAllocator`], V13), which needs no cargo feature (it speaks REST, not the SDK).
+//! The servers of a fleet speak over the peer link ([`PeerLinks`], V14), on the game port.
 
 #[cfg(feature = "agones")]
 mod agones;
 mod allocator;
 mod directory;
 mod metrics;
+mod peer;
 
 use std::collections::{BTreeMap, HashMap};
 use std::future::Future;
@@ -55,6 +57,9 @@ pub use directory::{
     StaticServer,
 };
 pub use metrics::{FleetMetrics, SdkCall};
+pub use peer::{
+    LINK_QUEUE, MAX_PEER_LINKS, PeerEvent, PeerLinks, PeerSendError, PeerSettings, offers_peer_link,
+};
 
 /// Why the orchestrator could not be reached at start.
 #[derive(Debug, thiserror::Error)]

@@ -25,11 +25,21 @@
 //! How a connection ends is one state, [`Ending`] (open, closing, the client stopped reading,
 //! lost with its departure unread, ended); every close at once goes through
 //! [`Connection::end_as`] with its cause ([`Exit`]).
+//!
+//! A connection whose handshake agreed on the peer link's ALPN ([`Speaks::Peer`]: another
+//! server of the fleet, docs/spec/travel.md V14) takes the same budgets (the handshake's, then
+//! the first message's by the hello deadline, its pending slot until the game task takes it),
+//! but never the `Hello` path: its first message goes up with the connection's TLS exporter
+//! value as [`PeerConnectionEvent::Opened`], whatever it is (the fleet's peer module checks it,
+//! with a key this module never holds), and nothing more is read until the game task's first
+//! write, its `Welcome`. It spends no message budget (a peer proved the fleet key; the game's
+//! queue holds it back), and its closes write no `Closing` frame (a peer reads `PeerMessage`s).
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
+use gatehouse_protocol::fleet::{PEER_ALPN, PEER_EXPORTER_LABEL, PEER_EXPORTER_LEN, PeerMessage};
 use gatehouse_protocol::token::TokenCheck;
 use gatehouse_protocol::{
     ClientMessage, CloseCode, FrameDecoder, PROTOCOL_VERSION, RejectReason, ServerMessage,
@@ -37,7 +47,9 @@ use gatehouse_protocol::{
 use quinn_proto::{ConnectionError, Dir, Event, ReadError, StreamEvent, StreamId, VarInt};
 
 use super::admission::PendingSlot;
-use super::event::{ConnectionEvent, Doorbell, Outbound, QueueKey, SendQueueRx, send_queue};
+use super::event::{
+    ConnectionEvent, Doorbell, Outbound, PeerConnectionEvent, QueueKey, SendQueueRx, send_queue,
+};
 use super::metrics::QUIC_SAMPLE_EVERY;
 use super::network::Marks;
 use super::{CloseSide, NetMetrics, QuicSample};
@@ -333,6 +345,27 @@ struct Reader {
     done: bool,
 }
 
+/// Which protocol a connection speaks, from the ALPN its handshake agreed on.
+#[derive(Debug)]
+enum Speaks {
+    /// `gatehouse/1`: a player's client (and every connection until its handshake ends).
+    Client,
+    /// `gatehouse-fleet/1`: another server's peer link (boxed: a client's connection holds a
+    /// pointer's worth of it, not the link's bytes).
+    Peer(Box<PeerLink>),
+}
+
+/// What a peer link's connection keeps beside a client's.
+#[derive(Debug)]
+struct PeerLink {
+    /// The connection's TLS exporter value, which the proofs sign.
+    exporter: [u8; PEER_EXPORTER_LEN],
+    /// The name the dialler asked for (SNI), taken when the first message goes up.
+    server_name: Option<String>,
+    /// The game task's first write (its `Welcome`) was taken: reading goes on.
+    welcomed: bool,
+}
+
 /// One connection, owned by the driver. The QUIC state machine is boxed with it: 6 KiB that a
 /// map of connections should not move around as it grows.
 #[derive(Debug)]
@@ -344,6 +377,8 @@ pub(super) struct Connection {
     /// `connection` with its id and the client's address: every log line of this connection.
     span: tracing::Span,
     login: Login,
+    /// What it speaks: a client's protocol, or another server's peer link.
+    speaks: Speaks,
     /// The client's bidirectional stream, once it opened it.
     stream: Option<StreamId>,
     reader: Reader,
@@ -378,6 +413,7 @@ impl Connection {
             key: QueueKey { slot, connection: id },
             span,
             login: Login::Handshaking { slot: pending, by: now + settings.handshake_timeout },
+            speaks: Speaks::Client,
             stream: None,
             reader: Reader {
                 decoder: FrameDecoder::new(settings.max_frame_len),
@@ -479,9 +515,29 @@ impl Connection {
             self.on_event(ctx, event);
         }
         self.sample_quic(ctx);
+        let awaited_welcome = self.awaits_welcome();
         self.read(ctx);
         self.write(ctx);
+        if awaited_welcome && !self.awaits_welcome() {
+            // The peer link's Welcome was taken just now: what its dialler sent since is read.
+            self.read(ctx);
+        }
         self.end_if_done(ctx);
+    }
+
+    /// Whether this is a peer link whose first message went up and whose `Welcome` the game
+    /// task has not written yet: nothing more is read from it meanwhile.
+    fn awaits_welcome(&self) -> bool {
+        matches!(&self.speaks, Speaks::Peer(link) if !link.welcomed)
+            && matches!(self.login, Login::LoggedIn { .. })
+    }
+
+    /// Who is at the other end, for the words of a departure.
+    fn counterpart(&self) -> &'static str {
+        match self.speaks {
+            Speaks::Client => "client",
+            Speaks::Peer(_) => "peer",
+        }
     }
 
     /// The doorbell rang: takes the game's changes (a close at once, a queued close, its end
@@ -560,6 +616,7 @@ impl Connection {
                 {
                     let by = ctx.now + ctx.settings.hello_timeout;
                     self.login = Login::AwaitingHello { slot, by };
+                    self.learn_protocol(ctx);
                 }
             }
             Event::ConnectionLost { reason } => self.end_as(ctx, Exit::Lost(reason)),
@@ -586,6 +643,36 @@ impl Connection {
         }
     }
 
+    /// At the handshake's end: a connection that agreed on the peer link's ALPN speaks it from
+    /// now on, with the connection's TLS exporter value kept for the proofs. One whose exporter
+    /// cannot be read (never with TLS 1.3) is dropped.
+    fn learn_protocol(&mut self, ctx: &mut Context<'_>) {
+        let Some(data) =
+            self.quic.crypto_session().handshake_data().and_then(|data| {
+                data.downcast::<quinn_proto::crypto::rustls::HandshakeData>().ok()
+            })
+        else {
+            return;
+        };
+        if data.protocol.as_deref() != Some(PEER_ALPN) {
+            return;
+        }
+        let mut exporter = [0; PEER_EXPORTER_LEN];
+        let exported = self.quic.crypto_session().export_keying_material(
+            &mut exporter,
+            PEER_EXPORTER_LABEL.as_bytes(),
+            &[],
+        );
+        if let Err(e) = exported {
+            tracing::debug!(error = ?e, "no TLS exporter value for a peer link: dropping it");
+            self.end_as(ctx, Exit::Abandon);
+            return;
+        }
+        tracing::debug!("a peer link: another server of the fleet dialled");
+        let server_name = data.server_name;
+        self.speaks = Speaks::Peer(Box::new(PeerLink { exporter, server_name, welcomed: false }));
+    }
+
     /// Whether what the stream holds still goes to the game: the connection is open, or lost
     /// with its departure still to report.
     fn reads(&self) -> bool {
@@ -599,13 +686,37 @@ impl Connection {
         let Some(id) = self.stream else { return };
         while self.reads() {
             let logged_in = matches!(self.login, Login::LoggedIn { .. });
+            if self.awaits_welcome() {
+                // Nothing more is read before the Welcome; a link lost meanwhile has nothing
+                // more to hand up.
+                if let Some(departure) = self.ending.take_departure() {
+                    self.report(ctx, departure);
+                }
+                return;
+            }
             if logged_in && !ctx.outbox.has_room() {
                 self.reader.paused = true;
                 return;
             }
-            match self.reader.decoder.next_message::<ClientMessage>() {
-                Ok(Some(message)) => {
+            let decoded = match self.speaks {
+                Speaks::Client => self
+                    .reader
+                    .decoder
+                    .next_message::<ClientMessage>()
+                    .map(|message| message.map(Incoming::Client)),
+                Speaks::Peer(_) => self
+                    .reader
+                    .decoder
+                    .next_message::<PeerMessage>()
+                    .map(|message| message.map(Incoming::Peer)),
+            };
+            match decoded {
+                Ok(Some(Incoming::Client(message))) => {
                     self.on_message(ctx, message);
+                    continue;
+                }
+                Ok(Some(Incoming::Peer(message))) => {
+                    self.on_peer_message(ctx, message);
                     continue;
                 }
                 Ok(None) => {}
@@ -666,6 +777,45 @@ impl Connection {
                 ctx.outbox.push(ConnectionEvent::Message { connection: self.id(), message })
             }
             Login::AwaitingHello { .. } => self.on_hello(ctx, message),
+            Login::Handshaking { .. } | Login::Refused => {}
+        }
+    }
+
+    /// A peer link's message: its first goes up with the link's exporter value (the game task
+    /// checks it), the later ones as they come. A draining server refuses a new link.
+    fn on_peer_message(&mut self, ctx: &mut Context<'_>, message: PeerMessage) {
+        match &self.login {
+            Login::LoggedIn { .. } => {
+                let connection = self.id();
+                let event = PeerConnectionEvent::Message { connection, message };
+                ctx.outbox.push(ConnectionEvent::Peer(event));
+            }
+            Login::AwaitingHello { .. } if ctx.draining => {
+                tracing::debug!("a peer link while draining: closing");
+                self.end_as(ctx, Exit::code(CloseCode::ShuttingDown));
+            }
+            Login::AwaitingHello { .. } => {
+                let Speaks::Peer(link) = &mut self.speaks else { return };
+                let (exporter, server_name) = (link.exporter, link.server_name.take());
+                tracing::debug!(message = message.name(), "a peer link's first message");
+                let (outbound, queue) =
+                    send_queue(ctx.settings.send_queue_frames, ctx.doorbell.clone(), self.key);
+                let login = Login::LoggedIn { queue: Some(queue), reported: false };
+                let event = PeerConnectionEvent::Opened {
+                    connection: self.id(),
+                    exporter,
+                    server_name,
+                    first: message,
+                    outbound,
+                    span: self.span.clone(),
+                };
+                // The slot goes with it until the game task takes it (the pending caps).
+                let Login::AwaitingHello { slot, .. } = std::mem::replace(&mut self.login, login)
+                else {
+                    return;
+                };
+                ctx.outbox.push_login(ConnectionEvent::Peer(event), slot);
+            }
             Login::Handshaking { .. } | Login::Refused => {}
         }
     }
@@ -731,8 +881,9 @@ impl Connection {
         }
         match self.login {
             Login::LoggedIn { reported: false, .. } => {
+                let who = self.counterpart();
                 let departure = self.ending.take_departure().unwrap_or_else(|| {
-                    Departure::lost("the client finished its stream without Leave")
+                    Departure::lost(format!("the {who} finished its stream without Leave"))
                 });
                 self.report(ctx, departure);
             }
@@ -814,6 +965,11 @@ impl Connection {
                 }
             }
             match self.ending.stage() {
+                Some(Stage::Write(code)) if matches!(self.speaks, Speaks::Peer(_)) => {
+                    // A peer reads PeerMessages: the close code alone says it.
+                    self.ending.set_stage(Stage::Finish(code));
+                    continue;
+                }
                 Some(Stage::Write(code)) => {
                     let closing =
                         ServerMessage::Closing { code: code.code(), reason: code.reason().into() };
@@ -840,6 +996,9 @@ impl Connection {
             let Login::LoggedIn { queue: Some(queue), .. } = &mut self.login else { return };
             match queue.try_recv() {
                 Some(Outbound::Frames { bytes, .. }) => {
+                    if let Speaks::Peer(link) = &mut self.speaks {
+                        link.welcomed = true;
+                    }
                     let (chunks, close_with) = batch(bytes, queue);
                     self.writing = chunks;
                     if let Some(code) = close_with {
@@ -945,7 +1104,7 @@ impl Connection {
             }
             Exit::Lost(reason) => {
                 count_reason(&ctx.settings.metrics, &reason);
-                let departure = departure_of(&reason);
+                let departure = departure_of(&reason, self.counterpart());
                 if let Login::LoggedIn { reported: false, .. } = self.login {
                     // Reported once what the client sent before is read (`read`).
                     self.wind_up();
@@ -985,7 +1144,13 @@ impl Connection {
         if let Login::LoggedIn { reported: reported @ false, .. } = &mut self.login {
             *reported = true;
             let connection = self.key.connection;
-            ctx.outbox.push(ConnectionEvent::Disconnected { connection, departure });
+            let event = match self.speaks {
+                Speaks::Client => ConnectionEvent::Disconnected { connection, departure },
+                Speaks::Peer(_) => {
+                    ConnectionEvent::Peer(PeerConnectionEvent::Gone { connection, departure })
+                }
+            };
+            ctx.outbox.push(event);
         }
     }
 }
@@ -1106,8 +1271,15 @@ fn reject_reason_name(reason: RejectReason) -> &'static str {
     }
 }
 
-/// Why a logged-in connection that was lost ended, from QUIC's reason.
-fn departure_of(reason: &ConnectionError) -> Departure {
+/// A message decoded from the stream, in the protocol the connection speaks.
+enum Incoming {
+    Client(ClientMessage),
+    Peer(PeerMessage),
+}
+
+/// Why a logged-in connection that was lost ended, from QUIC's reason; `who` is at the other end
+/// ("client", or "peer" for a peer link).
+fn departure_of(reason: &ConnectionError, who: &str) -> Departure {
     use ConnectionError as E;
     match reason {
         E::ApplicationClosed(close) => {
@@ -1115,22 +1287,26 @@ fn departure_of(reason: &ConnectionError) -> Departure {
             let words = PeerText::of_bytes(&close.reason);
             match CloseCode::from_code(close.error_code.into_inner()) {
                 Some(code) => {
-                    Departure::closed_because(code, format!("closed by the client: {words}"))
+                    Departure::closed_because(code, format!("closed by the {who}: {words}"))
                 }
                 None => Departure::lost(format!(
-                    "closed by the client with unknown code {}: {words}",
+                    "closed by the {who} with unknown code {}: {words}",
                     close.error_code
                 )),
             }
         }
-        E::TimedOut => {
+        E::TimedOut if who == "client" => {
             Departure::lost("idle timeout: nothing from the client within network.idle_timeout_ms")
         }
+        E::TimedOut => Departure::lost(format!(
+            "idle timeout: nothing from the {who} within the idle timeout it asked for \
+             (fleet.peer_idle_timeout_ms, at most network.idle_timeout_ms)"
+        )),
         E::LocallyClosed => Departure::lost("closed by the server"),
-        E::Reset => Departure::lost("reset by the client"),
+        E::Reset => Departure::lost(format!("reset by the {who}")),
         E::ConnectionClosed(close) => {
             let close = PeerText(&close.to_string()).to_string();
-            Departure::lost(format!("QUIC transport error from the client: {close}"))
+            Departure::lost(format!("QUIC transport error from the {who}: {close}"))
         }
         other => Departure::lost(format!("connection failed: {other}")),
     }

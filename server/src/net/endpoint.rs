@@ -26,13 +26,17 @@ pub fn transport_config(network: &NetworkConfig) -> quinn::TransportConfig {
     transport
 }
 
-/// Builds the QUIC server configuration: TLS 1.3 only, ALPN `gatehouse/1`.
+/// Builds the QUIC server configuration: TLS 1.3 only, ALPN `gatehouse/1`, and beside it the
+/// peer link's `gatehouse-fleet/1` when `offer_peer_link` (a server in a fleet: its directory is
+/// not `none`; docs/spec/travel.md V14). A dialler that offers only an ALPN not listed fails the
+/// handshake.
 ///
 /// # Errors
 /// [`NetError::Tls`] when rustls refuses the certificate or key.
 pub fn server_config(
     identity: tls::ServerIdentity,
     network: &NetworkConfig,
+    offer_peer_link: bool,
 ) -> Result<quinn::ServerConfig, NetError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let origin = identity.origin;
@@ -46,6 +50,9 @@ pub fn server_config(
             why: format!("refused with its key: {e}"),
         })?;
     crypto.alpn_protocols = vec![gatehouse_protocol::ALPN.to_vec()];
+    if offer_peer_link {
+        crypto.alpn_protocols.push(gatehouse_protocol::fleet::PEER_ALPN.to_vec());
+    }
     let crypto = QuicServerConfig::try_from(crypto).map_err(|e| NetError::Tls(e.to_string()))?;
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     config.transport_config(Arc::new(transport_config(network)));
@@ -134,7 +141,8 @@ mod tests {
         std::fs::write(&key, b"not a key").unwrap();
         let tls = TlsConfig { certificate: Some(cert.clone()), private_key: Some(key) };
         let identity = tls::load_identity(&tls, dir.path()).unwrap();
-        let err = server_config(identity, &NetworkConfig::default()).unwrap_err().to_string();
+        let err =
+            server_config(identity, &NetworkConfig::default(), false).unwrap_err().to_string();
         assert!(err.contains(&cert.display().to_string()), "{err}");
     }
 }

@@ -7,11 +7,18 @@
 //! datagrams), and bounded by frames, so a client that does not read is found as early as
 //! before. A queue that has something new rings the driver's [`Doorbell`] once, with its
 //! connection's key; the driver takes what waits on its next turn.
+//!
+//! A connection that negotiated the peer link's ALPN (another server of the fleet,
+//! docs/spec/travel.md V14) is reported apart, as [`ConnectionEvent::Peer`]: it never logs in
+//! as a player. The driver hands up its first message with the connection's TLS exporter value
+//! and reads nothing more from it until the game task's first write (its `Welcome`); the fleet's
+//! peer module checks the proof, with a key the driver never holds.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
+use gatehouse_protocol::fleet::{PEER_EXPORTER_LEN, PeerMessage};
 use gatehouse_protocol::{ClientMessage, CloseCode, PlayerId};
 use tokio::sync::mpsc;
 
@@ -43,6 +50,47 @@ pub(crate) enum ConnectionEvent {
     /// A logged-in connection ended (the peer left, the connection closed or a frame did not
     /// decode).
     Disconnected {
+        /// The connection.
+        connection: ConnectionId,
+        /// Why it ended.
+        departure: Departure,
+    },
+    /// A connection on the peer link's ALPN: another server of the fleet, not a player.
+    Peer(PeerConnectionEvent),
+}
+
+/// What the driver reports of a peer link another server opened (docs/spec/travel.md V14), in
+/// the order it happened on that connection: `Opened`, then its messages, then `Gone`.
+#[derive(Debug)]
+pub(crate) enum PeerConnectionEvent {
+    /// The first message came (the game task checks it is a `Hello` whose proof holds). Nothing
+    /// more is read until the game task's first write to `outbound`, its `Welcome`; a close
+    /// through `outbound` refuses the link.
+    Opened {
+        /// The connection.
+        connection: ConnectionId,
+        /// The connection's TLS exporter value (label `PEER_EXPORTER_LABEL`, no context), which
+        /// the proofs of both sides sign.
+        exporter: [u8; PEER_EXPORTER_LEN],
+        /// The name the dialler asked for in TLS (SNI), if it sent one (none for an address).
+        server_name: Option<String>,
+        /// The first message.
+        first: PeerMessage,
+        /// The writer's queue, in order.
+        outbound: SendQueue,
+        /// The connection's span (its id and the dialler's address).
+        span: tracing::Span,
+    },
+    /// An opened peer link sent a message, after the game task's first write.
+    Message {
+        /// The connection.
+        connection: ConnectionId,
+        /// The decoded message.
+        message: PeerMessage,
+    },
+    /// An opened peer link ended (closed by either side, silent past its idle timeout, or a
+    /// frame that did not decode).
+    Gone {
         /// The connection.
         connection: ConnectionId,
         /// Why it ended.

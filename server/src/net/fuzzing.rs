@@ -279,6 +279,9 @@ impl Game {
                 );
                 self.gone.push(connection);
             }
+            ConnectionEvent::Peer(event) => {
+                panic!("the fuzz client speaks gatehouse/1 only, yet a peer link: {event:?}")
+            }
         }
     }
 }

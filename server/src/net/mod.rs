@@ -4,15 +4,15 @@
 //!
 //! | file | owns |
 //! |---|---|
-//! | `endpoint` | transport parameters, TLS 1.3 configuration, connection ids, the UDP socket's buffers |
+//! | `endpoint` | transport parameters, TLS 1.3 configuration (ALPN `gatehouse/1`, and the peer link's `gatehouse-fleet/1` in a fleet), connection ids, the UDP socket's buffers |
 //! | `socket` | the UDP socket: batched receive (GRO), segmented send (GSO), ECN |
 //! | `driver` | the thread the network runs on, apart from the game task |
 //! | `network` | the driver task: datagrams to connections, timers, admission (stateless retry, pending-connection caps, connection ids), transmits out, events to the game |
 //! | `admission` | the pending-connection counts behind those caps |
-//! | `connection` | one connection: the handshake and hello budgets, its `Hello`, frames read up, frames written down, its close |
+//! | `connection` | one connection: the handshake and hello budgets, its `Hello` (or a peer link's first message and TLS exporter value), frames read up, frames written down, its close |
 //! | `tls` | the server certificate (configured, or a development one in the data dir) |
 //! | `fuzzing` | (the `fuzzing` feature) one client against the driver over an in-memory wire, for the fuzz target |
-//! | `event` | what crosses to the game task (`ConnectionEvent`) and back (`SendQueue`, its doorbell) |
+//! | `event` | what crosses to the game task (`ConnectionEvent`, a peer link's `PeerConnectionEvent`) and back (`SendQueue`, its doorbell) |
 //!
 //! Data flows one way: the driver sends `ConnectionEvent`s up the channel whose sender the
 //! `Network` is given; the game task owns the core and queues encoded frames on each logged-in
@@ -20,6 +20,11 @@
 //! the core (the one game type used is `ConnectionId`); the driver owns only the QUIC state and
 //! buffers, never game state. Bad bytes from a peer close only that peer's connection, with a
 //! reason naming the error.
+//!
+//! Another server of the fleet dials the same port with the peer link's ALPN
+//! (docs/spec/travel.md V14): its connection is reported as `ConnectionEvent::Peer`, with its TLS
+//! exporter value, never as a login; the fleet's peer module (`crate::fleet`) checks its proof
+//! with the fleet key, which the driver never holds.
 
 mod admission;
 mod connection;
@@ -40,7 +45,7 @@ pub use driver::DriverThread;
 pub use endpoint::{
     CONNECTION_ID_LEN, bind_socket, endpoint_config, server_config, transport_config,
 };
-pub(crate) use event::{ConnectionEvent, QueueError, SendQueue};
+pub(crate) use event::{ConnectionEvent, PeerConnectionEvent, QueueError, SendQueue};
 #[cfg(test)]
 pub(crate) use event::{Outbound, QueueKey, SendQueueRx, test_queue};
 #[cfg(test)]

@@ -32,8 +32,13 @@ pub struct ServerIdentity {
 impl ServerIdentity {
     /// The SHA-256 fingerprint of the leaf certificate, as colon-separated hex.
     pub fn fingerprint(&self) -> String {
-        let digest = Sha256::digest(self.chain.first().map_or(&[][..], |c| c.as_ref()));
-        digest.iter().map(|b| format!("{b:02X}")).collect::<Vec<_>>().join(":")
+        self.sha256().iter().map(|b| format!("{b:02X}")).collect::<Vec<_>>().join(":")
+    }
+
+    /// The SHA-256 of the leaf certificate's DER, as 32 bytes: what a peer link's `Welcome`
+    /// tells clients to pin (docs/spec/travel.md V14).
+    pub fn sha256(&self) -> [u8; 32] {
+        Sha256::digest(self.chain.first().map_or(&[][..], |c| c.as_ref())).into()
     }
 }
 

@@ -1,5 +1,6 @@
 //! Carrying the core's outputs out: frames to the connection writers, streaming requests and
-//! what happened to pawns to the [`World`], loads and saves to the store worker.
+//! what happened to pawns to the [`World`], loads and saves to the store worker, messages to
+//! other servers over their peer links ([`PeerLinks`]).
 //!
 //! The [`Carrier`] holds the logged-in connections and never the core, so it cannot feed the
 //! core while the core is being drained: an input it has to make up (a load that could not be
@@ -48,9 +49,10 @@ use tokio::time::Instant;
 use super::ShellEvent;
 use super::mirror::{SharedFrames, WorldMirror};
 use super::world::{self, World, WorldReports};
+use crate::fleet::PeerLinks;
 use crate::game::{ConnectionId, Departure, Input, Output};
 use crate::metrics::Metrics;
-use crate::net::{QueueError, SendQueue};
+use crate::net::{PeerConnectionEvent, QueueError, SendQueue};
 use crate::probes::Probes;
 use crate::store::{LoadOutcome, SessionSave, StoreHandle, StoreRequest};
 
@@ -75,6 +77,9 @@ pub(crate) struct Effects {
     /// `network.replication_interval_ms`: how long a replicated change may wait for the
     /// next write to its connection; zero writes every frame at the end of its drain.
     pub(crate) replication_interval: Duration,
+    /// The peer links to the fleet's other servers (docs/spec/travel.md V14); `None` for a
+    /// server that is in no fleet (`fleet.directory = "none"`), which offers none.
+    pub(crate) links: Option<PeerLinks>,
 }
 
 /// The game's [`World`], boxed (a game supplies its own type).
@@ -346,10 +351,18 @@ impl Carrier {
                 }
             }
             Output::Peer { to, message } => {
-                // The core answers peers only: with no peer link yet (docs/spec/travel.md V14,
-                // to be written), no peer's message reaches it, and nothing comes here.
-                tracing::warn!(server = %to, message = message.name(),
-                    "no peer link to carry a message to another server");
+                // The core answers the servers that spoke to it, over the link each opened
+                // (docs/spec/travel.md V14).
+                let name = message.name();
+                let Some(links) = &mut self.effects.links else {
+                    tracing::warn!(server = %to, message = name,
+                        "no peer link to carry a message to another server: not in a fleet");
+                    return;
+                };
+                if let Err(e) = links.reply(&to, message) {
+                    tracing::warn!(server = %to, message = name, error = %e,
+                        "a message to another server not sent");
+                }
             }
         }
     }
@@ -480,8 +493,29 @@ impl Carrier {
         }
     }
 
-    /// Closes every connection with `ShuttingDown`, after what is queued for it.
+    /// The peer links, in a fleet.
+    pub(super) fn links(&mut self) -> Option<&mut PeerLinks> {
+        self.effects.links.as_mut()
+    }
+
+    /// What the network driver reports of a link another server opened, to the peer links; a
+    /// server in no fleet never offered one, and closes one that comes anyway.
+    pub(super) fn handle_peer_connection(&mut self, event: PeerConnectionEvent) {
+        match (&mut self.effects.links, event) {
+            (Some(links), event) => links.handle_connection(event),
+            (None, PeerConnectionEvent::Opened { outbound, .. }) => {
+                outbound.close_now(CloseCode::ProtocolViolation);
+            }
+            (None, PeerConnectionEvent::Message { .. } | PeerConnectionEvent::Gone { .. }) => {}
+        }
+    }
+
+    /// Closes every peer link with `ShuttingDown`, and every connection after what is queued
+    /// for it.
     pub(super) fn close_all(&mut self) {
+        if let Some(links) = &mut self.effects.links {
+            links.close_all();
+        }
         let mut frames = FramesFrom::new(&self.batch, self.effects.max_frame_len);
         for (_, mut peer) in self.peers.drain() {
             let code = CloseCode::ShuttingDown;

@@ -32,6 +32,12 @@
 //! own: the orchestrator's Health ping, sent from this loop (so a stalled loop stops the pings)
 //! and due whatever the core is doing, long loads included; after each drain it tells Ready
 //! once the boot transition has ended (docs/operations.md, "Under Agones").
+//!
+//! In a fleet, the peer links to other servers ([`PeerLinks`], in the carrier) are a third
+//! source of inputs: the driver's reports of links other servers open go to them with the
+//! connection events, and their [`PeerEvent`]s wake the loop; a peer's message is the core's
+//! `Input::Peer`, and the core's `Output::Peer` goes back over the link (docs/spec/travel.md
+//! V14).
 
 mod carry;
 mod mirror;
@@ -45,7 +51,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::fleet::{FleetLink, FleetStep};
+use crate::fleet::{FleetLink, FleetStep, PeerEvent, PeerLinks};
 use crate::game::{Game, GameSnapshot, Input, Output};
 use crate::metrics::{CoreSample, Metrics};
 use crate::net::ConnectionEvent;
@@ -103,6 +109,7 @@ pub(crate) async fn run_game(
         let health_due = fleet.poll_timeout();
         let replication_due = carrier.poll_timeout();
         let mut timer_fired = false;
+        let mut from_peer = None;
         tokio::select! {
             biased;
             _ = shutdown.cancelled() => break,
@@ -116,6 +123,7 @@ pub(crate) async fn run_game(
                     break;
                 }
             }
+            event = next_peer_event(carrier.links()) => from_peer = Some(event),
             _ = sleep_until(deadline) => timer_fired = true,
             _ = sleep_until(health_due) => {}
             _ = sleep_until(replication_due) => {}
@@ -144,6 +152,7 @@ pub(crate) async fn run_game(
         for event in from_own.drain(..) {
             feed(&mut game, now, event);
         }
+        feed_peer_events(&mut game, &mut carrier, now, from_peer, &mut made_up);
         if timer_fired || game.poll_timeout().is_some_and(|at| at <= now) {
             game.handle_timeout(now);
         }
@@ -265,6 +274,43 @@ fn feed_connection(
             fleet.handle_disconnected(connection, Instant::from_std(now));
             game.handle(now, Input::Disconnected { connection, departure });
         }
+        // Another server's link: the peer links' (their Welcome goes out with this wake's
+        // flush of the driver's queue); never the core's as a login.
+        ConnectionEvent::Peer(event) => carrier.handle_peer_connection(event),
+    }
+}
+
+/// The next event of the peer links; never, for a server in no fleet.
+async fn next_peer_event(links: Option<&mut PeerLinks>) -> PeerEvent {
+    match links {
+        Some(links) => links.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Feeds `first` and the peer links' other events ready now (up to [`BATCH`]) to the core,
+/// taking each one's outputs into the carrier before the next: a peer's message is the core's
+/// `Input::Peer`. The links log their ups and losses; the travel that will hear them is to be
+/// written (docs/spec/travel.md V7, V12).
+fn feed_peer_events(
+    game: &mut Game,
+    carrier: &mut Carrier,
+    now: std::time::Instant,
+    first: Option<PeerEvent>,
+    made_up: &mut Vec<Input>,
+) {
+    let Some(first) = first else { return };
+    let mut event = Some(first);
+    for _ in 0..BATCH {
+        let Some(taken) = event.take() else { return };
+        match taken {
+            PeerEvent::Message { from, message } => {
+                game.handle(now, Input::Peer { from, message });
+                take_outputs(game, carrier, made_up);
+            }
+            other => tracing::debug!(event = ?other, "peer link event"),
+        }
+        event = carrier.links().and_then(|links| links.poll_event(Instant::now()));
     }
 }
 

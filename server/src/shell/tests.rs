@@ -96,6 +96,7 @@ fn effects_every(
         metrics: crate::metrics::Metrics::new(),
         probes: std::sync::Arc::default(),
         replication_interval,
+        links: None,
     }
 }
 

@@ -112,6 +112,11 @@ pub(crate) struct Setup {
     /// `network.stream_receive_window`, bytes: what the client may send ahead of what the
     /// server read (else its default).
     pub(crate) server_stream_window: Option<u32>,
+    /// The server offers the peer link's ALPN beside the client protocol's.
+    pub(crate) offer_peer_link: bool,
+    /// The client dials with the peer link's ALPN (another server of the fleet), not a
+    /// player's.
+    pub(crate) dial_peer_link: bool,
 }
 
 impl Default for Setup {
@@ -122,6 +127,8 @@ impl Default for Setup {
             server_congestion_window: None,
             handshake_timeout: None,
             server_stream_window: None,
+            offer_peer_link: false,
+            dial_peer_link: false,
         }
     }
 }
@@ -156,7 +163,10 @@ impl Client {
         network: &NetworkConfig,
         seed: u8,
     ) -> Client {
-        let crypto = client_crypto(cert);
+        let crypto = match setup.dial_peer_link {
+            true => client_crypto_for(cert, gatehouse_protocol::fleet::PEER_ALPN),
+            false => client_crypto(cert),
+        };
         let mut client_config = quinn_proto::ClientConfig::new(crypto);
         if let Some(window) = setup.client_window {
             let mut transport = quinn_proto::TransportConfig::default();
@@ -223,7 +233,8 @@ impl Harness {
         }
         let identity = identity();
         let cert = identity.chain[0].clone();
-        let mut server_config = endpoint::server_config(identity, &network).unwrap();
+        let mut server_config =
+            endpoint::server_config(identity, &network, setup.offer_peer_link).unwrap();
         if let Some(window) = setup.server_congestion_window {
             let mut transport = endpoint::transport_config(&network);
             let mut cubic = quinn_proto::congestion::CubicConfig::default();
@@ -539,20 +550,23 @@ pub(crate) fn hello() -> ClientMessage {
 /// one certificate (building it is a good part of a fuzz run's cost).
 fn client_crypto(cert: &CertificateDer<'static>) -> Arc<QuicClientConfig> {
     static BUILT: OnceLock<(CertificateDer<'static>, Arc<QuicClientConfig>)> = OnceLock::new();
-    let build = || {
-        let mut roots = rustls::RootCertStore::empty();
-        roots.add(cert.clone()).unwrap();
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut crypto = rustls::ClientConfig::builder_with_provider(provider)
-            .with_protocol_versions(&[&rustls::version::TLS13])
-            .unwrap()
-            .with_root_certificates(roots)
-            .with_no_client_auth();
-        crypto.alpn_protocols = vec![gatehouse_protocol::ALPN.to_vec()];
-        Arc::new(QuicClientConfig::try_from(crypto).unwrap())
-    };
+    let build = || client_crypto_for(cert, gatehouse_protocol::ALPN);
     let (for_cert, crypto) = BUILT.get_or_init(|| (cert.clone(), build()));
     if for_cert == cert { crypto.clone() } else { build() }
+}
+
+/// A client's TLS trusting `cert`, offering `alpn` only.
+fn client_crypto_for(cert: &CertificateDer<'static>, alpn: &[u8]) -> Arc<QuicClientConfig> {
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(cert.clone()).unwrap();
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut crypto = rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13])
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    crypto.alpn_protocols = vec![alpn.to_vec()];
+    Arc::new(QuicClientConfig::try_from(crypto).unwrap())
 }
 
 /// A development identity, generated once per process (generating one is the slowest part of a

@@ -2,6 +2,7 @@
 //! an explicit clock, and one through the async shell on a real socket.
 
 use bytes::Bytes;
+use gatehouse_protocol::fleet::PeerMessage;
 use gatehouse_protocol::{ClientMessage, FrameDecoder, PlayerId, ServerMessage, TransitionId};
 use quinn_proto::{ConnectionError, VarInt};
 
@@ -11,7 +12,7 @@ use crate::config::{NetworkConfig, TlsConfig};
 use crate::game::Departure;
 use crate::metrics::Metrics;
 use crate::net::admission::Admission;
-use crate::net::event::SendQueue;
+use crate::net::event::{PeerConnectionEvent, SendQueue};
 use crate::net::{DriverThread, tls};
 
 impl Harness {
@@ -907,7 +908,7 @@ async fn the_network_on_a_real_socket_logs_in_counts_open_and_shuts_with_its_cod
     let network =
         NetworkConfig { bind: "127.0.0.1:0".parse().unwrap(), ..NetworkConfig::default() };
     let identity = tls::load_identity(&TlsConfig::default(), dir.path()).unwrap();
-    let server_config = endpoint::server_config(identity, &network).unwrap();
+    let server_config = endpoint::server_config(identity, &network, false).unwrap();
     let socket = crate::net::bind_socket(network.bind, network.udp_buffer_bytes).unwrap();
     let thread = DriverThread::start().unwrap();
     let (events_tx, mut events) = mpsc::channel(16);
@@ -1069,6 +1070,168 @@ fn a_stop_reported_after_the_connection_closed_changes_nothing() {
     assert_eq!(harness.closed_with(), Some(u64::from(CloseCode::HelloTimeout.code())));
     assert_eq!(harness.server_closes("hello_timeout"), 1);
     assert_eq!(harness.server_closes("protocol_violation"), 0);
+}
+
+/// A harness whose server offers the peer link and whose client dials it: another server of
+/// the fleet (docs/spec/travel.md V14).
+fn peer_setup() -> Setup {
+    Setup { offer_peer_link: true, dial_peer_link: true, ..Setup::default() }
+}
+
+/// A peer's `Hello` (its proof is the game task's to check, never the driver's).
+fn peer_hello() -> PeerMessage {
+    PeerMessage::Hello {
+        version: 1,
+        server: gatehouse_protocol::ServerId::new("hub-1").unwrap(),
+        proof: gatehouse_protocol::fleet::PeerProof([7; 32]),
+    }
+}
+
+/// A source's request, as a later message of a peer link.
+fn reserve() -> PeerMessage {
+    PeerMessage::ReserveSeats {
+        trn: TransitionId(4),
+        node: gatehouse_protocol::NodeId::new("crypt").unwrap(),
+        players: vec![PlayerId::new("p1").unwrap()],
+    }
+}
+
+impl Harness {
+    /// Queues `messages` on the client's stream, in one write.
+    fn send_peer(&mut self, messages: &[PeerMessage]) {
+        let mut bytes = Vec::new();
+        for message in messages {
+            let frame = gatehouse_protocol::encode_frame(message, self.network.max_frame_len);
+            bytes.extend(frame.unwrap());
+        }
+        let id = self.client.stream.unwrap();
+        assert_eq!(self.client.quic.send_stream(id).write(&bytes).unwrap(), bytes.len());
+    }
+
+    /// The client's TLS exporter value for the peer link's proofs.
+    fn client_exporter(&self) -> [u8; 32] {
+        let mut exporter = [0; 32];
+        let label = gatehouse_protocol::fleet::PEER_EXPORTER_LABEL.as_bytes();
+        self.client
+            .quic
+            .crypto_session()
+            .export_keying_material(&mut exporter, label, &[])
+            .unwrap();
+        exporter
+    }
+
+    /// A peer link whose first message, a `Hello`, went up: the game's end of its queue and
+    /// its id.
+    fn peer_opened() -> (Harness, SendQueue, ConnectionId) {
+        let mut harness = Harness::new(peer_setup());
+        harness.send_peer(&[peer_hello()]);
+        harness.settle();
+        let mut events = harness.take_events();
+        match events.pop() {
+            Some(ConnectionEvent::Peer(PeerConnectionEvent::Opened {
+                connection,
+                outbound,
+                ..
+            })) if events.is_empty() => (harness, outbound, connection),
+            other => panic!("expected the link opened alone, got {other:?} after {events:?}"),
+        }
+    }
+}
+
+/// V14: a connection on the peer link's ALPN never takes a player's `Hello` path: its first
+/// message goes up as the link's opening, with the connection's own TLS exporter value (the
+/// one its dialler computes) and the name it dialled; what it sends after waits, unread, until
+/// the game writes its `Welcome`, then comes up as the link's messages.
+#[test]
+fn a_peer_links_first_message_goes_up_with_its_exporter_and_nothing_more_until_its_welcome() {
+    let mut harness = Harness::new(peer_setup());
+    harness.send_peer(&[peer_hello(), reserve()]);
+    harness.settle();
+    let exporter = harness.client_exporter();
+    let mut events = harness.take_events();
+    let Some(ConnectionEvent::Peer(PeerConnectionEvent::Opened {
+        exporter: heard,
+        server_name,
+        first,
+        outbound,
+        ..
+    })) = events.pop()
+    else {
+        panic!("expected the link opened");
+    };
+    assert!(events.is_empty(), "nothing but the opening before the Welcome: {events:?}");
+    assert_eq!(heard, exporter, "the connection's exporter value, as its dialler has it");
+    assert_eq!((server_name.as_deref(), first), (Some("localhost"), peer_hello()));
+    assert_eq!(harness.metric("gatehouse_logins_refused_total{reason=\"hello_expected\"}"), 0);
+    harness.run_for(Duration::from_millis(500));
+    assert!(harness.take_events().is_empty(), "the request waits for the Welcome");
+    outbound.try_send_frames(Bytes::from_static(b"welcome"), 1).unwrap();
+    harness.settle();
+    assert!(
+        matches!(harness.take_events().as_slice(),
+            [ConnectionEvent::Peer(PeerConnectionEvent::Message { message, .. })]
+                if *message == reserve()),
+        "the request comes up after the Welcome"
+    );
+}
+
+/// V14, V16: a peer link takes the client path's budgets: one that says nothing by the hello
+/// timeout is closed with `HelloTimeout`, its pending slot freed, and the game hears nothing.
+#[test]
+fn a_peer_link_that_says_nothing_by_the_hello_timeout_is_closed() {
+    let mut harness = Harness::new(peer_setup());
+    assert_eq!(harness.metric("gatehouse_pending_connections"), 1);
+    harness.run_for(harness.network.hello_timeout + Duration::from_millis(100));
+    assert_eq!(harness.closed_with(), Some(u64::from(CloseCode::HelloTimeout.code())));
+    assert_eq!(harness.metric("gatehouse_pending_connections"), 0);
+    assert!(harness.take_events().is_empty());
+}
+
+/// A peer link's end goes up as the link's, never as a player's departure; closed by the game,
+/// it gets the close code alone, no `Closing` frame (a peer reads peer messages).
+#[test]
+fn a_peer_links_end_is_its_own_and_its_close_writes_no_closing_frame() {
+    let (mut harness, outbound, connection) = Harness::peer_opened();
+    outbound.try_close(CloseCode::Rejected).unwrap();
+    harness.run_for(Duration::from_millis(500));
+    assert_eq!(harness.closed_with(), Some(u64::from(CloseCode::Rejected.code())));
+    assert!(harness.client.read.is_empty(), "no frame: {:?}", harness.client.read);
+    let events = harness.take_events();
+    assert!(
+        matches!(events.as_slice(),
+            [ConnectionEvent::Peer(PeerConnectionEvent::Gone { connection: c, .. })]
+                if *c == connection),
+        "{events:?}"
+    );
+    let (mut harness, _outbound, _) = Harness::peer_opened();
+    harness.client_closes(CloseCode::Leave);
+    harness.run_for(Duration::from_millis(500));
+    let events = harness.take_events();
+    assert!(
+        matches!(events.as_slice(),
+            [ConnectionEvent::Peer(PeerConnectionEvent::Gone { departure, .. })]
+                if departure.reason.starts_with("closed by the peer")),
+        "{events:?}"
+    );
+}
+
+/// V14: a server in no fleet offers no peer link: a dialler that offers only its ALPN fails
+/// the handshake (no application protocol), and the game hears nothing; a player still logs in
+/// on a server that offers it.
+#[test]
+fn the_peer_alpn_is_refused_unless_offered_and_players_log_in_beside_it() {
+    let setup = Setup { dial_peer_link: true, ..Setup::default() };
+    let mut harness = Harness::dialing(setup);
+    harness.run_for(Duration::from_millis(200));
+    assert!(
+        matches!(&harness.client.lost, Some(ConnectionError::ConnectionClosed(close))
+            if close.error_code == quinn_proto::TransportErrorCode::crypto(120)),
+        "{:?}",
+        harness.client.lost
+    );
+    assert!(harness.take_events().is_empty());
+    let setup = Setup { offer_peer_link: true, ..Setup::default() };
+    let (_harness, _outbound, _connection) = Harness::logged_in(setup);
 }
 
 /// A close the game asks for at once just before it drops the queue (a slow consumer, a
