@@ -3,7 +3,10 @@
 //! The fuzz bytes decode (with `arbitrary`) into rules, a world and a sequence of operations:
 //! logins and relaunches, disconnects, every client message (with current, stale and made-up
 //! ids), streaming completions (pending, stale and unknown loads), spawn-point registrations,
-//! store replies (found, missing, failed, stale tickets), travels (to known and unknown nodes),
+//! store replies (found, missing, failed, stale tickets), travels (to known and unknown nodes,
+//! and to `isle`, which another server hosts: the directory's answers, handoff saves, claims and
+//! recalls, and every peer message of a travel both ways, docs/spec/travel.md), travellers'
+//! logins with tickets,
 //! time jumps that fire deadlines (deaths on the hazard world come from these), and spurious
 //! wakes. The model follows the core's outputs the way a client follows the wire and checks
 //! after every step (every `handle` and `handle_timeout`):
@@ -38,8 +41,9 @@ use gatehouse_protocol::{
 };
 use gatehouse_server::config::{ClientReadyPolicy, WorldMap, parse_world};
 use gatehouse_server::game::{
-    ConnectionId, Counters, Departure, Game, GameRules, Input, LoadId, LoginRefusal, Observation,
-    Output, SpawnRefusal, StreamPart, StreamRequest, TransitionOutcome,
+    ConnectionId, Counters, Departure, Game, GameRules, HandoverOutcome, Input, LoadId,
+    LoginRefusal, Observation, Output, SpawnRefusal, StreamPart, StreamRequest, TicketedSeat,
+    TransitionOutcome,
 };
 use gatehouse_server::store::{InventoryItem, LoadOutcome, PlayerSave, Preset, SessionSave};
 use gatehouse_tags::catalog::ALL_DECLARED;
@@ -52,11 +56,15 @@ const WORLD: &str = include_str!("../../tests/worlds/core.toml");
 const HAZARD: &str = "\n[[hazard]]\nnode = \"harbor\"\neffect = \"Effect.DamageOverTime.Burn\"\ndamage_per_tick = 60\ntick_ms = 100\nduration_ms = 1000\nexposure_ms = 600\n";
 
 const PLAYERS: [&str; 4] = ["p0", "p1", "p2", "p3"];
-/// The world's nodes, and one it lacks.
-const NODES: [&str; 4] = ["harbor", "forest", "crypt", "nowhere"];
+/// The world's nodes, one another server hosts, and one it lacks.
+const NODES: [&str; 5] = ["harbor", "forest", "crypt", "isle", "nowhere"];
 
-/// The servers a peer message may come from.
-const SOURCES: [&str; 2] = ["hub-1", "hub-2"];
+/// The node another server hosts (docs/spec/travel.md V1).
+const REMOTE: &str = "\n[[node]]\nid = \"isle\"\nremote = true\n";
+
+/// The servers a peer message may come from: sources moving players here, and the
+/// destinations the directory names.
+const SOURCES: [&str; 4] = ["hub-1", "hub-2", "isle-1", "isle-2"];
 
 #[derive(Debug, Arbitrary)]
 struct Case {
@@ -130,14 +138,44 @@ enum Op {
     SpuriousWake,
     /// Another server of the fleet sends a message about seats (docs/spec/travel.md V14).
     Peer { source: u8, travel: u8, message: PeerOp },
+    /// The directory answers the oldest question (a server, maybe one never asked, or none).
+    Directory(Option<u8>),
+    /// A held handoff save is answered, acknowledged or not.
+    AnswerHandoff(u8, bool),
+    /// A held claim or recall is answered: 0 won, 1 lost, else undecided.
+    AnswerHandover(u8, u8),
+    /// The peer link to a server is lost.
+    PeerLost(u8),
+    /// A connection logs in with a travel ticket (its signature checked by the shell).
+    Traveller { player: u8, source: u8, travel: u8, version: u8, generation: u8 },
 }
 
 /// A source's message about seats on this server.
 #[derive(Debug, Arbitrary)]
 enum PeerOp {
-    Reserve { node: u8, players: Vec<u8> },
-    Confirm { player: u8, version: u8, generation: u8 },
-    Release { players: Vec<u8> },
+    Reserve {
+        node: u8,
+        players: Vec<u8>,
+    },
+    Confirm {
+        player: u8,
+        version: u8,
+        generation: u8,
+    },
+    Release {
+        players: Vec<u8>,
+    },
+    /// A destination's answers to this server's travel.
+    Granted {
+        hold_ms: u16,
+    },
+    Refused,
+    Placed {
+        player: u8,
+    },
+    Lost {
+        player: u8,
+    },
 }
 
 #[derive(Debug, Arbitrary)]
@@ -221,6 +259,8 @@ impl Setup {
             max_frame_len: 65_536,
             max_failed_transitions: u32::from(self.max_failed_transitions % 4) + 1,
             seat_hold: ms(self.seat_hold_ms, 20_000),
+            peer_timeout: ms(self.seat_hold_ms / 3, 5_000),
+            resolve_timeout: ms(self.seat_hold_ms / 2, 10_000),
         }
     }
 
@@ -233,6 +273,7 @@ impl Setup {
             text.push_str("rebalance_teams = true\n");
         }
         text.push_str(WORLD);
+        text.push_str(REMOTE);
         if self.hazard {
             text.push_str(HAZARD);
         }
@@ -290,8 +331,14 @@ struct Model {
     counted: Tally,
     /// The core declared the world unavailable: nothing starts or ends from then on.
     unavailable: bool,
-    /// The servers that sent the core a message.
+    /// The servers that sent the core a message, or the directory named.
     peers: std::collections::BTreeSet<ServerId>,
+    /// Questions to the directory not yet answered: the travel's id.
+    finds: Vec<TransitionId>,
+    /// Handoff saves not yet answered: (player, ticket).
+    handoffs: Vec<(PlayerId, u64, u64)>,
+    /// Claims and recalls not yet answered: (player, ticket, version).
+    handovers: Vec<(PlayerId, u64, u64)>,
 }
 
 /// The newest transition, join and possessed pawn one connection was sent.
@@ -386,6 +433,9 @@ impl Model {
             counted: Tally::default(),
             unavailable: false,
             peers: Default::default(),
+            finds: Vec::new(),
+            handoffs: Vec::new(),
+            handovers: Vec::new(),
         };
         model.after_step();
         model
@@ -470,9 +520,24 @@ impl Model {
                 self.broadcast(message);
             }
             Output::SavePlayer(_) | Output::SavePlayers(_) | Output::SaveSession { .. } => {}
-            // The core answers a server only about what that server asked.
+            // The core tells a server only what that server asked, or what the directory
+            // named it for.
             Output::Peer { to, .. } => {
-                assert!(self.peers.contains(&to), "told {to}, which never spoke");
+                assert!(self.peers.contains(&to), "told {to}, which never spoke nor was named");
+            }
+            Output::FindDestination { transition, .. } => self.finds.push(transition),
+            Output::SaveHandoff { save, ticket } => {
+                assert!(save.handoff.is_some(), "a handoff save without its state");
+                self.handoffs.push((save.player, ticket, save.version));
+            }
+            Output::Handover { save, ticket, .. } => {
+                self.handovers.push((save.player, ticket, save.version));
+            }
+            // A client is sent on only while it is connected, with its travel's id.
+            Output::TravelTo { connection, transition, .. } => {
+                assert!(self.open.contains_key(&connection), "TravelTo to a closed connection");
+                self.latest.entry(connection).or_default().transition = Some(transition);
+                self.transitions.push(transition);
             }
             // The world is given up only once every client was told to close.
             Output::WorldUnavailable { .. } => {
@@ -750,9 +815,66 @@ impl Model {
                         trn,
                         players: players.iter().map(player).collect(),
                     },
+                    PeerOp::Granted { hold_ms } => PeerMessage::SeatsGranted {
+                        trn: self.travel(trn),
+                        hold_ms: u32::from(*hold_ms),
+                    },
+                    PeerOp::Refused => PeerMessage::SeatsRefused {
+                        trn: self.travel(trn),
+                        reason: gatehouse_protocol::fleet::SeatRefusal::Full,
+                    },
+                    PeerOp::Placed { player: p } => {
+                        PeerMessage::Placed { trn: self.travel(trn), player: player(p) }
+                    }
+                    PeerOp::Lost { player: p } => PeerMessage::SeatLost {
+                        trn: self.travel(trn),
+                        player: player(p),
+                        reason: gatehouse_protocol::fleet::SeatLoss::HoldExpired,
+                    },
                 };
                 self.peers.insert(from.clone());
                 self.input(Input::Peer { from, message });
+            }
+            Op::Directory(answer) if !self.finds.is_empty() => {
+                let transition = self.finds.remove(0);
+                let server = answer
+                    .map(|i| ServerId::new(pick(&SOURCES[2..], i)).expect("a valid server id"));
+                self.peers.extend(server.clone());
+                self.input(Input::DestinationFound { transition, server });
+            }
+            Op::AnswerHandoff(k, acknowledged) if !self.handoffs.is_empty() => {
+                let (player, ticket, version) =
+                    self.handoffs.remove(usize::from(*k) % self.handoffs.len());
+                let version = acknowledged.then_some(version + 1);
+                self.input(Input::HandoffSaved { player, ticket, version });
+            }
+            Op::AnswerHandover(k, outcome) if !self.handovers.is_empty() => {
+                let (player, ticket, version) =
+                    self.handovers.remove(usize::from(*k) % self.handovers.len());
+                let outcome = match outcome {
+                    0 => HandoverOutcome::Won { version: version + 1 },
+                    1 => HandoverOutcome::Lost,
+                    _ => HandoverOutcome::Failed,
+                };
+                self.input(Input::HandoverDecided { player, ticket, outcome });
+            }
+            Op::PeerLost(i) => {
+                let server = ServerId::new(pick(&SOURCES, *i)).expect("a valid server id");
+                self.input(Input::PeerLost { server });
+            }
+            Op::Traveller { player, source, travel, version, generation } => {
+                let connection = ConnectionId(self.connections.len() as u64 + 1);
+                let player = PlayerId::new(pick(&PLAYERS, *player)).expect("a valid player id");
+                let source =
+                    ServerId::new(pick(&SOURCES[..2], *source)).expect("a valid server id");
+                let seat = TicketedSeat {
+                    source,
+                    travel: TransitionId(u64::from(*travel % 4)),
+                    version: u64::from(*version),
+                    generation: u32::from(*generation % 3),
+                };
+                self.connections.push(connection);
+                self.input(Input::TravellerLogin { connection, player, seat });
             }
             Op::Advance(ms) => self.advance_to(self.now + Duration::from_millis(u64::from(*ms))),
             Op::Wake => {
@@ -766,6 +888,15 @@ impl Model {
             }
             // An operation on an empty list does nothing.
             _ => {}
+        }
+    }
+
+    /// A travel id a destination's answer names: mostly the newest transition's (this
+    /// server's travel), else the fuzzed one.
+    fn travel(&self, fuzzed: TransitionId) -> TransitionId {
+        match (fuzzed.0, self.transitions.last()) {
+            (0 | 1, Some(newest)) => *newest,
+            _ => fuzzed,
         }
     }
 
@@ -801,6 +932,20 @@ impl Model {
                 self.apply(&Op::AnswerSession(None, false));
             }
             self.apply(&Op::AnswerLoads);
+            // A travel to another server ends: no destination, its links lost, every save
+            // and recall answered.
+            while !self.finds.is_empty() {
+                self.apply(&Op::Directory(None));
+            }
+            for i in 2..SOURCES.len() as u8 {
+                self.apply(&Op::PeerLost(i));
+            }
+            while !self.handoffs.is_empty() {
+                self.apply(&Op::AnswerHandoff(0, false));
+            }
+            while !self.handovers.is_empty() {
+                self.apply(&Op::AnswerHandover(0, 0));
+            }
             while !self.streams.is_empty() {
                 self.apply(&Op::Stream(0));
                 self.apply(&Op::Points(0));

@@ -88,6 +88,13 @@ impl Game {
             self.out.push(Output::Close { connection, code: CloseCode::ShuttingDown });
             return;
         }
+        // A relaunch of a traveller whose seat is redeemed takes it: its seat held its room
+        // (docs/spec/travel.md V9, V10).
+        if self.seats.take(&id, connection).is_some() {
+            tracing::debug!(player = %id, "relaunch of a traveller: it takes its seat");
+            self.log_in(now, connection, id, caller, true);
+            return;
+        }
         // A seat granted to another server's travel holds its room until its traveller comes
         // (docs/spec/travel.md V9).
         if self.roster.len() + self.seats.holding_room() >= self.rules.max_players {
@@ -106,6 +113,22 @@ impl Game {
             self.out.push(Output::Close { connection, code: CloseCode::ServerFull });
             return;
         }
+        self.log_in(now, connection, id.clone(), caller, false);
+        // A moving player's relaunch here is sent on again (docs/spec/travel.md V9).
+        self.mover_relaunched(&id);
+    }
+
+    /// Logs a player in on `connection` once nothing refused it: its save asked for, its
+    /// player state kept from a recent departure restored (not a traveller's: its state comes
+    /// with its handoff save, docs/spec/travel.md V4), welcomed and admitted.
+    pub(crate) fn log_in(
+        &mut self,
+        now: Instant,
+        connection: ConnectionId,
+        id: PlayerId,
+        caller: &tracing::Span,
+        traveller: bool,
+    ) {
         self.out.counters.logins += 1;
         // `WillAutoLoad`: the player's save is asked for now.
         let ticket = self.roster.allocate_ticket();
@@ -120,6 +143,7 @@ impl Game {
         // A relaunch gets back the player state it left: death, effects, latches, team, and its
         // class, so it can spawn before its save reloads. Only RestartRequest clears death.
         let kept = self.session.take_kept(&id, now, self.rules.player_state_retention);
+        let kept = kept.filter(|_| !traveller);
         let restored = kept.is_some();
         if let Some(kept) = kept {
             self.out.counters.player_states_restored += 1;
@@ -178,7 +202,9 @@ impl Game {
             return;
         };
         let (transition_id, target) = (t.id, t.target.clone());
-        let freezing = matches!(t.phase, Phase::Freezing(_));
+        // While its players move to another server there is nothing to show here: it follows
+        // the transition that ends the travel (docs/spec/travel.md V2).
+        let freezing = matches!(t.phase, Phase::Freezing(_) | Phase::Moving(_));
         let arrival = self.transition.show(id, now);
         if !freezing {
             // `ShowTransition` goes to it now; past Freezing it went to the others already.
@@ -250,6 +276,19 @@ impl Game {
         connection: ConnectionId,
         departure: Departure,
     ) {
+        self.depart(now, connection, departure, true);
+    }
+
+    /// Removes the player on `connection` as [`Game::remove_player`] says, keeping its player
+    /// state for a relaunch only if `keep` (a player that moved to another server, or a
+    /// traveller sent back to its source, is held elsewhere: docs/spec/travel.md V6, V7).
+    pub(crate) fn depart(
+        &mut self,
+        now: Instant,
+        connection: ConnectionId,
+        departure: Departure,
+        keep: bool,
+    ) {
         let Some(id) = self.roster.player_on(connection).cloned() else { return };
         let node = self.roster.possessed_pawn(&id).map(|pawn| pawn.node.clone());
         self.save_player(&id, node);
@@ -261,7 +300,11 @@ impl Game {
         self.transition.forget(&id);
         self.joins.remove(&id);
         self.responses.left(&id);
-        self.session.keep(id.clone(), player.keep(now), self.rules.player_state_retention);
+        self.mover_left(&id);
+        self.traveller_left(now, &id, connection);
+        if keep {
+            self.session.keep(id.clone(), player.keep(now), self.rules.player_state_retention);
+        }
         self.spawns.remove_player(&id);
         for pawn_id in pawns {
             self.broadcast(ServerMessage::PawnDestroyed { pawn_id });
@@ -315,10 +358,9 @@ impl Game {
         }
     }
 
-    /// `TravelAbandoned`: the client gave up the travel of a `TravelTo`. This core sends no
-    /// `TravelTo` yet (travel between servers is to be written, docs/spec/travel.md V2, V7), so
-    /// every issued id names another move and is ignored; an id never issued is refused
-    /// (docs/spec/travel.md V15).
+    /// `TravelAbandoned`: the client gave up the travel of a `TravelTo`: for the travel in
+    /// flight, the player comes back (docs/spec/travel.md V7); an id of another transition is
+    /// ignored, and an id never issued refused (V15).
     fn handle_travel_abandoned(
         &mut self,
         now: Instant,
@@ -326,6 +368,9 @@ impl Game {
         player: &PlayerId,
         id: gatehouse_protocol::TransitionId,
     ) {
+        if self.abandon_travel_of(player, id) {
+            return;
+        }
         if self.transition.was_issued(id) {
             self.out.counters.stale_ignored += 1;
             tracing::debug!(player = %player, stale = id.0, "TravelAbandoned for a transition that is no travel ignored");
@@ -604,13 +649,18 @@ impl Game {
     /// now: a spawn that waited for it can go).
     pub(crate) fn handle_player_loaded(
         &mut self,
+        now: Instant,
         id: &PlayerId,
         ticket: u64,
         outcome: LoadOutcome<PlayerSave>,
     ) {
+        // A traveller's save must be its handoff (docs/spec/travel.md V4).
+        let Some(outcome) = self.traveller_loaded(now, id, ticket, outcome) else { return };
         let announced = self.roster.player(id).is_some_and(|p| p.is_announced());
         let load =
             persistence::apply_player_load(&self.world, &mut self.roster, id, ticket, outcome);
+        self.hold_for_claim(id);
+        self.hold_mover(id);
         let PlayerLoad::Applied { failed, connection, view, tags, granted } = load else {
             self.out.counters.stale_ignored += 1;
             return;

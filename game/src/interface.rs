@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use gatehouse_protocol::fleet::PeerMessage;
 use gatehouse_protocol::{
-    ClientMessage, CloseCode, LevelName, NodeId, PlayerId, ServerId, ServerMessage,
+    ClientMessage, CloseCode, LevelName, NodeId, PlayerId, ServerId, ServerMessage, TransitionId,
 };
 
 use super::LoadId;
@@ -63,6 +63,12 @@ pub struct GameRules {
     /// its redemption, and for its traveller's relaunch after a disconnect (`fleet.seat_hold_ms`,
     /// 10 s; docs/spec/travel.md V9, V10, V16).
     pub seat_hold: Duration,
+    /// How long a source waits for a candidate's answer to `ReserveSeats` before it asks the
+    /// next (`fleet.peer_timeout_ms`, 2 s; docs/spec/travel.md V12, V16).
+    pub peer_timeout: Duration,
+    /// How long a source may take to find a destination that grants every seat
+    /// (`fleet.resolve_timeout_ms`, 5 s; docs/spec/travel.md V7, V16).
+    pub resolve_timeout: Duration,
 }
 
 /// What to do with a client that never reports ready (`[game] client_ready_policy`,
@@ -141,6 +147,97 @@ pub enum Input {
         /// The message.
         message: PeerMessage,
     },
+    /// The peer link to `server` is gone (silent `fleet.peer_idle_timeout_ms`, closed, or its
+    /// dial failed): a source recalls every player it moves there and has not seen placed
+    /// (docs/spec/travel.md V7).
+    PeerLost {
+        /// The server.
+        server: ServerId,
+    },
+    /// The answer to [`Output::FindDestination`]: the server to ask for seats next, or none
+    /// (the directory has no other candidate, or failed).
+    DestinationFound {
+        /// The travel, as [`Output::FindDestination`] named it.
+        transition: TransitionId,
+        /// The candidate, if any.
+        server: Option<ServerId>,
+    },
+    /// The answer to [`Output::SaveHandoff`], always given: the version the store acknowledged,
+    /// or none when the save failed or timed out.
+    HandoffSaved {
+        /// Whose.
+        player: PlayerId,
+        /// The ticket of [`Output::SaveHandoff`].
+        ticket: u64,
+        /// The stored version.
+        version: Option<u64>,
+    },
+    /// The answer to [`Output::Handover`], always given.
+    HandoverDecided {
+        /// Whose.
+        player: PlayerId,
+        /// The ticket of [`Output::Handover`].
+        ticket: u64,
+        /// What the store decided.
+        outcome: HandoverOutcome,
+    },
+    /// A connection presented a travel ticket whose signature, times and destination held
+    /// (docs/spec/travel.md V8); the core checks the seat it names (V9).
+    TravellerLogin {
+        /// The connection.
+        connection: ConnectionId,
+        /// The player the ticket names.
+        player: PlayerId,
+        /// The seat the ticket names.
+        seat: TicketedSeat,
+    },
+}
+
+/// The seat a travel ticket names (docs/spec/travel.md V8, V9): the claims the destination's
+/// core checks against its seat book.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TicketedSeat {
+    /// The source server (`src`).
+    pub source: ServerId,
+    /// The source's transition (`trn`).
+    pub travel: TransitionId,
+    /// The handoff save's version (`ver`).
+    pub version: u64,
+    /// The seat generation (`gen`).
+    pub generation: u32,
+}
+
+/// Which side writes a [`Output::Handover`] (docs/spec/travel.md V5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandoverSide {
+    /// The destination takes the player: its traveller acknowledged its pawn.
+    Claim,
+    /// The source takes the player back: its move failed after its ticket.
+    Recall,
+}
+
+impl HandoverSide {
+    /// `claim` or `recall`, for logs and metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HandoverSide::Claim => "claim",
+            HandoverSide::Recall => "recall",
+        }
+    }
+}
+
+/// What the store decided about a claim or a recall (docs/spec/travel.md V5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HandoverOutcome {
+    /// Written: the stored version is now `version`, and the player is this server's.
+    Won {
+        /// The new stored version.
+        version: u64,
+    },
+    /// The stored version was not the handoff's: the other side's write came first.
+    Lost,
+    /// The store did not answer within its attempts: undecided.
+    Failed,
 }
 
 /// Something the core wants the shell to do.
@@ -212,6 +309,61 @@ pub enum Output {
         to: ServerId,
         /// The message.
         message: PeerMessage,
+    },
+    /// Ask the fleet directory for a server hosting `node` with room for `seats` players, not
+    /// one of `asked` (docs/spec/travel.md V12); answered with [`Input::DestinationFound`],
+    /// always. The shell links to the server it names before carrying [`Output::Peer`] to it.
+    FindDestination {
+        /// The travel (the source's transition).
+        transition: TransitionId,
+        /// The remote node.
+        node: NodeId,
+        /// How many seats the travel needs.
+        seats: usize,
+        /// The servers this travel asked already, which refused or did not answer.
+        asked: Vec<ServerId>,
+    },
+    /// Write a moving player's handoff save, in order with its other saves (the store worker
+    /// bases it as any save), and answer with [`Input::HandoffSaved`] carrying `ticket`,
+    /// always (docs/spec/travel.md V2).
+    SaveHandoff {
+        /// The save, its `handoff` set.
+        save: PlayerSave,
+        /// Echo it in the answer.
+        ticket: u64,
+    },
+    /// A claim or a recall (docs/spec/travel.md V5): write `save` only if the stored version
+    /// is exactly `save.version` (the handoff save's), never rebased nor retried after a
+    /// conflict, and answer with [`Input::HandoverDecided`] carrying `ticket`, always.
+    Handover {
+        /// Which side writes.
+        side: HandoverSide,
+        /// The save, at the handoff version.
+        save: PlayerSave,
+        /// Echo it in the answer.
+        ticket: u64,
+    },
+    /// Send the client on `connection` its `TravelTo` (docs/spec/travel.md V3, V15): the shell
+    /// mints the ticket (`uid` `player`, `src` itself, `dst` `server`, `trn`, `node`, `ver`,
+    /// `gen`; its key and wall clock) and fills the address, server name and certificate of
+    /// `server` from the directory and the peer link.
+    TravelTo {
+        /// The moving player's connection.
+        connection: ConnectionId,
+        /// The moving player.
+        player: PlayerId,
+        /// The travel.
+        transition: TransitionId,
+        /// The remote node.
+        node: NodeId,
+        /// The destination.
+        server: ServerId,
+        /// The handoff save's version.
+        version: u64,
+        /// The seat generation.
+        generation: u32,
+        /// How long the seat is held for the ticket's redemption.
+        valid: Duration,
     },
 }
 
@@ -329,6 +481,19 @@ counters! {
     load_failures,
     /// Player saves requested from the store (each save of a `SavePlayers` counts).
     saves_requested,
+    /// Players this server moved to another server and saw placed there (docs/spec/travel.md
+    /// V6).
+    players_travelled,
+    /// Moving players sent back from a travel to another server (docs/spec/travel.md V7).
+    travellers_sent_back,
+    /// Travellers from other servers placed here, their claims committed (docs/spec/travel.md
+    /// V4, V5).
+    travellers_placed,
+    /// Tickets refused: stale or used (docs/spec/travel.md V9).
+    tickets_refused,
+    /// Recalls the store did not confirm: the player was sent back anyway
+    /// (docs/spec/travel.md V7).
+    recalls_unconfirmed,
 }
 
 /// Why a player's connection ended, as `player left` logs it (docs/operations.md): the close code

@@ -107,12 +107,14 @@
 mod abilities;
 mod awaited;
 mod hazards;
+mod inbound;
 mod inputs;
 mod interface;
 mod joins;
 mod known;
 mod logins;
 mod observe;
+mod outbound;
 mod outbox;
 mod pass;
 mod persistence;
@@ -144,8 +146,8 @@ use gatehouse_protocol::{NodeId, PlayerId, ServerMessage, TransitionId};
 use crate::world::WorldMap;
 
 pub use interface::{
-    ClientReadyPolicy, ConnectionId, Counters, Departure, GameRules, Input, Output, StreamPart,
-    StreamRequest,
+    ClientReadyPolicy, ConnectionId, Counters, Departure, GameRules, HandoverOutcome, HandoverSide,
+    Input, Output, StreamPart, StreamRequest, TicketedSeat,
 };
 pub use known::KnownWorld;
 pub use observe::{LoginRefusal, Observation, SpawnRefusal, TransitionOutcome};
@@ -155,8 +157,10 @@ pub use streaming::LoadId;
 pub use transition::TransitionTiming;
 
 use hazards::{EffectEvent, Effects};
+use inbound::Inbound;
 use joins::Joins;
 use logins::LoginRate;
+use outbound::Outbound;
 use outbox::Outbox;
 use persistence::Session;
 use responses::Responses;
@@ -191,6 +195,10 @@ pub struct Game {
     effects: Effects,
     /// The seats granted to other servers' travels (docs/spec/travel.md V9).
     seats: Seats,
+    /// The travellers here whose claim is not decided (docs/spec/travel.md V4, V5).
+    inbound: Inbound,
+    /// This server's travel to another server, and its recalls (docs/spec/travel.md V2, V7).
+    outbound: Outbound,
     timers: TimerTable,
     /// Outputs, spawn and login observations (the transition sub-state keeps its own), and
     /// the counters.
@@ -214,6 +222,8 @@ impl Game {
             joins: Joins::default(),
             responses: Responses::default(),
             seats: Seats::default(),
+            inbound: Inbound::default(),
+            outbound: Outbound::default(),
             timers: TimerTable::default(),
             out: Outbox::default(),
         };
@@ -234,12 +244,13 @@ impl Game {
         // login logs; every other line of the step is in the transition's. Taken for a login
         // only: the other inputs, thousands per transition, need not pay for it.
         let caller = match &input {
-            Input::Login { .. } => tracing::Span::current(),
+            Input::Login { .. } | Input::TravellerLogin { .. } => tracing::Span::current(),
             _ => tracing::Span::none(),
         };
         let span = self.transition.span();
         let _entered = span.enter();
-        if let Input::Login { connection, player } = &input
+        if let Input::Login { connection, player }
+        | Input::TravellerLogin { connection, player, .. } = &input
             && !self.admit_login(now, *connection, player)
         {
             // Refused before it changed anything: an older connection of the player stays.
@@ -270,10 +281,23 @@ impl Game {
             }
             Input::Travel { node } => self.handle_travel(now, node),
             Input::PlayerLoaded { player, ticket, outcome } => {
-                self.handle_player_loaded(&player, ticket, outcome)
+                self.handle_player_loaded(now, &player, ticket, outcome)
             }
             Input::SessionLoaded { outcome } => self.handle_session_loaded(outcome),
             Input::Peer { from, message } => self.handle_peer(now, &from, message),
+            Input::PeerLost { server } => self.handle_peer_lost(now, &server),
+            Input::DestinationFound { transition, server } => {
+                self.handle_destination_found(now, transition, server)
+            }
+            Input::HandoffSaved { player, ticket, version } => {
+                self.handle_handoff_saved(&player, ticket, version)
+            }
+            Input::HandoverDecided { player, ticket, outcome } => {
+                self.handle_handover_decided(now, &player, ticket, outcome)
+            }
+            Input::TravellerLogin { connection, player, seat } => {
+                self.handle_traveller_login(now, connection, player, seat, &caller)
+            }
         }
         self.advance(now);
     }
@@ -295,6 +319,7 @@ impl Game {
                 Timer::PossessionAck => self.handle_acknowledgement_timeouts(now),
                 Timer::ClientResponse => self.handle_response_timeouts(now),
                 Timer::SeatHold => self.handle_seat_holds(now),
+                Timer::Outbound => self.handle_outbound_timer(now),
             }
             self.advance(now);
         }
@@ -395,9 +420,11 @@ impl Game {
             self.resolve_destination(now);
             self.check_clients_ready(now);
             self.process_pending_spawns(now);
+            self.claim_placed_travellers();
             self.release_placed_joiners();
             self.try_finish_transition(now);
-            if !self.start_due_route_travel(now) {
+            let moved_on = self.try_finish_move(now);
+            if !self.start_due_route_travel(now) && !moved_on {
                 break;
             }
         }
@@ -407,6 +434,7 @@ impl Game {
             self.rearm_effects_timer();
         }
         self.arm_transition_timers();
+        self.rearm_outbound_timer();
     }
 
     /// The effects timer: due hazards expose and due effects run (`hazards.rs`); what happened

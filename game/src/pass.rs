@@ -54,6 +54,9 @@ impl Game {
             tracing::warn!(unavailable = %why, "no travel: the world is unavailable");
             return;
         }
+        // A travel to another server in flight gives its seats back and recalls its ticketed
+        // players, who follow this transition (docs/spec/travel.md V11).
+        self.abandon_move(now);
         let target = self.target_of(&destination);
         let (id, superseded) =
             self.transition.start(now, destination, target.clone(), self.roster.ids());
@@ -157,6 +160,12 @@ impl Game {
             tracing::error!(node = %target, "transition target is not a world node");
             return;
         };
+        if spec.remote {
+            // Another server hosts it: nothing streams here, the players move there
+            // (docs/spec/travel.md V2).
+            self.begin_move(now, transition_id, target);
+            return;
+        }
         if self.transition.resolve(target.clone(), now) {
             // `ShowTransition` goes to everyone present now: each owes an answer.
             let asked: Vec<PlayerId> = self
@@ -370,6 +379,8 @@ impl Game {
             .joins
             .loaded()
             .filter(|(p, _)| self.roster.player(p).is_some_and(Player::is_placed))
+            // A traveller's join ends once its claim is decided (docs/spec/travel.md V5).
+            .filter(|(p, _)| !self.inbound.holds(p))
             .map(|(p, id)| (p.clone(), id))
             .collect();
         for (player, join_id) in placed {
@@ -504,7 +515,7 @@ impl Game {
     /// superseded or failed): their excuse from placement ends with it. From now on a join, or
     /// the next transition, waits for them; one still unresponsive is set aside again from that
     /// transition's start.
-    fn end_excuses(&mut self, t: &Transition) {
+    pub(super) fn end_excuses(&mut self, t: &Transition) {
         for player in t.not_waited_for() {
             let Some(mut p) = self.roster.player_mut(player) else { continue };
             // An arrival still owing the acknowledgement of its pawn stays excused: nothing
@@ -675,6 +686,8 @@ impl Game {
     ///    applies the policy to one that stays silent; a failure on a load (a node that never
     ///    streamed) travels somewhere that streamed before.
     pub(crate) fn handle_transition_limit(&mut self, now: Instant) {
+        // Its moving players come back with everyone (docs/spec/travel.md V7, V16).
+        self.abandon_move(now);
         let loads = self.loads_in_flight();
         let held = self.players_held_by_the_transition();
         let Some((t, failed_in_a_row)) = self.transition.fail(now) else { return };
@@ -749,7 +762,7 @@ impl Game {
                 .filter(|p| !p.is_placed_or_excused())
                 .map(|p| p.id.clone())
                 .collect(),
-            Phase::Freezing(_) | Phase::Loading(_) => Vec::new(),
+            Phase::Freezing(_) | Phase::Loading(_) | Phase::Moving(_) => Vec::new(),
         }
     }
 

@@ -40,6 +40,13 @@ pub(crate) enum Persistence {
     /// The load failed or timed out: the player plays the default preset and is never saved,
     /// so the stored save is not overwritten with defaults.
     Disabled,
+    /// Moving between servers (docs/spec/travel.md V5): its save stands at the handoff save's
+    /// `version`, which neither server writes but by a claim or a recall; no other save is
+    /// made of it meanwhile.
+    Handover {
+        /// The handoff save's version.
+        version: u64,
+    },
 }
 
 /// The resolved preset of a player state.
@@ -195,13 +202,6 @@ impl Player {
     /// The player state a travel's handoff save carries at `now` (docs/spec/travel.md V2):
     /// team, health, tags, effects (paused: their time left from the pause, or from `now`) and
     /// kit latches ([`AbilityState::handoff`]).
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "the travel that saves and loads a handoff is to be written (docs/spec/travel.md V2, V4)"
-        )
-    )]
     pub(crate) fn handoff(&self, now: Instant) -> HandoffState {
         let (tags, effects, kits) = self.abilities.handoff(now);
         HandoffState { team: self.team, health: self.abilities.health(), tags, effects, kits }
@@ -215,13 +215,6 @@ impl Player {
     ///
     /// # Errors
     /// The [`HandoffDefect`] [`HandoffState::check`] finds; the player is left as it was.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "the travel that saves and loads a handoff is to be written (docs/spec/travel.md V2, V4)"
-        )
-    )]
     pub(crate) fn arrive(
         &mut self,
         state: &HandoffState,

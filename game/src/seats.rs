@@ -164,13 +164,6 @@ impl Seats {
     /// A login presents a ticket naming `key` at `version` and `generation` (its signature,
     /// times and destination already checked, V8). Redeemed, the seat is `connection`'s and
     /// waits for nothing else; stale or used, nothing changes.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "the logins of travellers and the inbound transition are to be written (docs/spec/travel.md V4, V9, V10)"
-        )
-    )]
     pub(crate) fn redeem(
         &mut self,
         key: &SeatKey,
@@ -179,8 +172,13 @@ impl Seats {
         connection: ConnectionId,
     ) -> Redemption {
         let Some(seat) = self.seats.get_mut(key) else { return Redemption::Stale };
-        if seat.confirmed != Some((version, generation)) {
-            return Redemption::Stale;
+        match seat.confirmed {
+            // The ticket may come before its `SeatConfirmed` (a client can dial faster than
+            // the link carries): signed by the fleet key, it confirms the seat itself.
+            None => seat.confirmed = Some((version, generation)),
+            Some((_, known)) if generation > known => seat.confirmed = Some((version, generation)),
+            Some(confirmed) if confirmed != (version, generation) => return Redemption::Stale,
+            Some(_) => {}
         }
         let replaced = match seat.redeemed {
             Some((used, _)) if used == generation => return Redemption::Used,
@@ -196,13 +194,6 @@ impl Seats {
     /// A relaunch of `player` logs in with its session token: a seat a ticket redeemed is the
     /// player's, not the ticket's, and the new connection takes it (V9). Returns the seat and
     /// the connection that held it; none when the player holds no redeemed seat.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "the logins of travellers and the inbound transition are to be written (docs/spec/travel.md V4, V9, V10)"
-        )
-    )]
     pub(crate) fn take(
         &mut self,
         player: &PlayerId,
@@ -216,14 +207,24 @@ impl Seats {
         Some((key, holder))
     }
 
+    /// The seat `player` redeemed on `connection`, with the handoff version it was confirmed
+    /// at: whether that connection's player is a traveller here.
+    pub(crate) fn held_by(
+        &self,
+        player: &PlayerId,
+        connection: ConnectionId,
+    ) -> Option<(SeatKey, u64)> {
+        let key = self.by_player.get(player)?;
+        let seat = self.seats.get(key)?;
+        match (seat.redeemed, seat.confirmed) {
+            (Some((_, Some(holder))), Some((version, _))) if holder == connection => {
+                Some((key.clone(), version))
+            }
+            _ => None,
+        }
+    }
+
     /// `connection` is gone: a seat it held waits `hold` from now for a relaunch (V10).
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "the logins of travellers and the inbound transition are to be written (docs/spec/travel.md V4, V9, V10)"
-        )
-    )]
     pub(crate) fn disconnected(
         &mut self,
         player: &PlayerId,
@@ -260,13 +261,6 @@ impl Seats {
 
     /// The player is placed here and its claim committed: its seat ends. Returns it, for the
     /// source to be told.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "the logins of travellers and the inbound transition are to be written (docs/spec/travel.md V4, V9, V10)"
-        )
-    )]
     pub(crate) fn placed(&mut self, player: &PlayerId) -> Option<SeatKey> {
         let key = self.by_player.get(player)?.clone();
         self.remove(&key).map(|_| key)
@@ -291,13 +285,7 @@ impl Seats {
     }
 
     /// How many seats are held.
-    #[cfg_attr(
-        not(test),
-        expect(
-            dead_code,
-            reason = "the logins of travellers and the inbound transition are to be written (docs/spec/travel.md V4, V9, V10)"
-        )
-    )]
+    #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
         self.seats.len()
     }
@@ -435,15 +423,24 @@ mod tests {
     }
 
     #[test]
+    fn a_ticket_before_its_confirmation_confirms_its_seat() {
+        let t0 = Instant::now();
+        let mut seats = Seats::default();
+        reserve(&mut seats, &["a"], 9, t0).unwrap();
+        let redeemed = seats.redeem(&key("a", 1), 3, 1, ConnectionId(1));
+        assert_eq!(redeemed, Redemption::Redeemed { node: crypt(), version: 3, replaced: None });
+        assert_eq!(seats.next_deadline(), None, "held by its connection");
+        // Its confirmation, arriving after, changes nothing; an older generation is stale.
+        assert!(seats.confirm(&key("a", 1), 3, 1, t0, HOLD));
+        assert_eq!(seats.held_by(&pid("a"), ConnectionId(1)), Some((key("a", 1), 3)));
+        assert_eq!(seats.redeem(&key("a", 1), 3, 0, ConnectionId(2)), Redemption::Stale);
+    }
+
+    #[test]
     fn a_ticket_of_an_older_generation_is_stale() {
         let t0 = Instant::now();
         let mut seats = Seats::default();
         reserve(&mut seats, &["a"], 9, t0).unwrap();
-        assert_eq!(
-            seats.redeem(&key("a", 1), 3, 1, ConnectionId(1)),
-            Redemption::Stale,
-            "unconfirmed"
-        );
         seats.confirm(&key("a", 1), 3, 1, t0, HOLD);
         seats.confirm(&key("a", 1), 3, 2, t0, HOLD);
         seats.confirm(&key("a", 1), 3, 1, t0, HOLD);

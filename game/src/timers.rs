@@ -33,10 +33,13 @@ pub(crate) enum Timer {
     /// its redemption, or its traveller's relaunch (`fleet.seat_hold_ms`, docs/spec/travel.md
     /// V16).
     SeatHold = 8,
+    /// The travel to another server in flight: its candidate's silence (`fleet.peer_timeout_ms`)
+    /// or its resolve bound (`fleet.resolve_timeout_ms`, docs/spec/travel.md V16).
+    Outbound = 9,
 }
 
 /// How many timers there are.
-const TIMER_COUNT: usize = 9;
+const TIMER_COUNT: usize = 10;
 
 /// Every timer, in table order.
 const ALL: [Timer; TIMER_COUNT] = [
@@ -49,6 +52,7 @@ const ALL: [Timer; TIMER_COUNT] = [
     Timer::PossessionAck,
     Timer::ClientResponse,
     Timer::SeatHold,
+    Timer::Outbound,
 ];
 
 /// A deadline per [`Timer`].

@@ -76,6 +76,10 @@ pub(crate) enum Phase {
     WaitingForClients(WaitingForClients),
     /// The spawn window: spawns run directly; the screen holds until everyone is placed.
     Completing(Completing),
+    /// The destination is another server's: its moving players are seated there, handed off,
+    /// and each released once placed or sent back (docs/spec/travel.md V2; the game's
+    /// `Outbound` holds where each stands).
+    Moving(Moving),
 }
 
 /// Freezing: the travel waits until the session save and every player save in flight when the
@@ -112,10 +116,19 @@ pub(crate) struct Completing {
     since: Instant,
 }
 
+/// Moving: the players travel to another server.
+#[derive(Debug)]
+pub(crate) struct Moving;
+
 impl Freezing {
     /// The destination is resolved: its levels stream next.
     fn resolved(self) -> Loading {
         Loading
+    }
+
+    /// The destination is another server's: the players move there.
+    fn remote(self) -> Moving {
+        Moving
     }
 }
 
@@ -142,6 +155,7 @@ impl Phase {
             Phase::Loading(_) => "Loading",
             Phase::WaitingForClients(_) => "WaitingForClients",
             Phase::Completing(_) => "Completing",
+            Phase::Moving(_) => "Moving",
         }
     }
 }
@@ -535,6 +549,11 @@ impl Transitions {
         }
     }
 
+    /// Whether the transition in flight moves its players to another server.
+    pub(crate) fn is_moving(&self) -> bool {
+        self.current.as_ref().is_some_and(|t| matches!(t.phase, Phase::Moving(_)))
+    }
+
     /// Whether `player` is set aside from the transition in flight.
     pub(crate) fn is_set_aside(&self, player: &PlayerId) -> bool {
         self.current.as_ref().is_some_and(|t| t.is_set_aside(player))
@@ -709,6 +728,48 @@ impl Transitions {
             all_ready_to_ended_us: micros(all_ready, now),
             whole_us: micros(t.started, now),
             settle_timed_out,
+        });
+        Some(t)
+    }
+
+    /// Freezing → Moving at `now`: the destination `target` is a remote node.
+    pub(crate) fn resolve_remote(&mut self, target: NodeId, now: Instant) -> bool {
+        let Some(t) = self.current.as_mut().filter(|t| matches!(t.phase, Phase::Freezing(_)))
+        else {
+            return false;
+        };
+        t.span.record("node", tracing::field::display(&target));
+        t.target = target;
+        t.resolved_at = Some(now);
+        self.step(now, |phase| match phase {
+            Phase::Freezing(freezing) => Ok(Phase::Moving(freezing.remote())),
+            other => Err(other),
+        })
+    }
+
+    /// Ends the travel to another server in flight at `now`, with `players` still logged in
+    /// here; returns it. It moved nobody when `failed`: counted as a failure, but not towards
+    /// `max_failed_transitions` (this world still loads, docs/spec/travel.md V7); either way
+    /// the last good node stays the one this server stands on.
+    pub(crate) fn finish_move(
+        &mut self,
+        now: Instant,
+        players: usize,
+        failed: bool,
+    ) -> Option<Transition> {
+        let t = self.current.take_if(|t| matches!(t.phase, Phase::Moving(_)))?;
+        let outcome = if failed { TransitionOutcome::Failed } else { TransitionOutcome::Completed };
+        self.observe_end(&t, now, outcome);
+        if self.timings.len() == TIMINGS_KEPT {
+            self.timings.pop_front();
+        }
+        self.timings.push_back(TransitionTiming {
+            transition_id: t.id,
+            players,
+            started_to_all_ready_us: micros(t.started, now),
+            all_ready_to_ended_us: 0,
+            whole_us: micros(t.started, now),
+            settle_timed_out: false,
         });
         Some(t)
     }

@@ -1,52 +1,49 @@
-//! Travel between servers, the destination's part so far (docs/spec/travel.md V9, V12, V14,
-//! V16): the handlers of a source's messages about seats, and the seat timer.
+//! Travel between servers (docs/spec/travel.md): the peer link's messages dispatched to the
+//! destination's seat book and to the source's travel, the source's steps, and the timers of
+//! both. The destination's travellers (their logins, loads and claims) are in `inbound.rs`.
 //!
-//! A source asks for seats (`ReserveSeats`), all or none; a granted seat waits
-//! `seat_hold` for its confirmation (`SeatConfirmed`, after the source's handoff save), then
-//! as long again for its ticket's redemption; a seat that waits past its hold is lost and its
-//! source told (`SeatLost`), which recalls the player. The travellers' logins, the inbound
-//! transition that places them and the source's own part are still to be written.
+//! The source's travel, as the pass and the inputs drive it (`outbound.rs` holds where each
+//! moving player stands):
+//!
+//! 1. a transition whose node is remote freezes as any, then, instead of streaming, asks the
+//!    directory for a candidate ([`Output::FindDestination`]) and the candidate for a seat per
+//!    moving player, all or none; a refusal or `peer_timeout` of silence asks the next, within
+//!    `resolve_timeout`, else every moving player is sent back (`DestinationUnavailable`);
+//! 2. with every seat granted, each moving player's handoff save is written
+//!    ([`Output::SaveHandoff`]); once the store acknowledged its version `v`, the seat is
+//!    confirmed (`SeatConfirmed`) and the client sent `TravelTo` ([`Output::TravelTo`]); from
+//!    then on nothing but a claim or a recall writes the player (`Persistence::Handover`);
+//! 3. `Placed` releases a moving player: its pawn destroyed, its state dropped, closed
+//!    `Travelled`; a lost seat, a lost link or the client's `TravelAbandoned` recalls a ticketed
+//!    one ([`Output::Handover`]) and sends it back (`TransitionFailed { DestinationLost }`);
+//! 4. once every moving player is released or sent back, the travel ends, and the players still
+//!    here (sent back, or logged in meanwhile) follow a transition to the node this server
+//!    stands on, which it never left.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use gatehouse_protocol::ServerId;
-use gatehouse_protocol::fleet::{PeerMessage, SeatLoss};
+use gatehouse_protocol::fleet::{MAX_PLAYERS_PER_PEER_MESSAGE, PeerMessage, SeatLoss};
+use gatehouse_protocol::{
+    CloseCode, NodeId, PlayerId, ServerId, ServerMessage, TransitionFailure, TransitionId,
+};
 
+use super::outbound::{Asking, Mover, Recall, Stage};
+use super::persistence;
+use super::players::Persistence;
 use super::seats::SeatKey;
 use super::timers::Timer;
-use super::{Game, Output};
+use super::transition::Destination;
+use super::{Departure, Game, HandoverOutcome, HandoverSide, Output};
+
+/// The seat generation a first ticket names.
+const FIRST_GENERATION: u32 = 1;
 
 impl Game {
     /// One message of the peer link from `from`.
     pub(crate) fn handle_peer(&mut self, now: Instant, from: &ServerId, message: PeerMessage) {
         match message {
             PeerMessage::ReserveSeats { trn, node, players } => {
-                // The link refuses a longer list before it comes here; a shorter bound on what a
-                // peer can make this server keep is the room it has.
-                let room = self.rules.max_players.saturating_sub(self.roster.len());
-                let busy = self.transition.current().is_some();
-                let hosted = self.session.node().clone();
-                let hold = self.rules.seat_hold;
-                let answer = match self
-                    .seats
-                    .reserve(from, trn, &node, &players, &hosted, busy, room, now, hold)
-                {
-                    Ok(replaced) => {
-                        for older in replaced {
-                            self.seat_lost(older, SeatLoss::NotPlaced);
-                        }
-                        let hold_ms = u32::try_from(hold.as_millis()).unwrap_or(u32::MAX);
-                        tracing::info!(source = %from, travel = trn.0, %node,
-                            seats = players.len(), "seats granted");
-                        PeerMessage::SeatsGranted { trn, hold_ms }
-                    }
-                    Err(reason) => {
-                        tracing::info!(source = %from, travel = trn.0, %node,
-                            seats = players.len(), reason = reason.as_str(), "seats refused");
-                        PeerMessage::SeatsRefused { trn, reason }
-                    }
-                };
-                self.out.push(Output::Peer { to: from.clone(), message: answer });
+                self.reserve_seats(now, from, trn, node, &players)
             }
             PeerMessage::SeatConfirmed { trn, player, version, generation } => {
                 let key = SeatKey { source: from.clone(), travel: trn, player };
@@ -56,18 +53,67 @@ impl Game {
                 }
             }
             PeerMessage::ReleaseSeats { trn, players } => {
-                // Nothing redeems a seat yet: no traveller is here to close.
-                self.seats.release(from, trn, &players);
+                for (key, holder) in self.seats.release(from, trn, &players) {
+                    // A traveller here whose source no longer moves it goes back there.
+                    if let Some(connection) = holder {
+                        self.recall_traveller(
+                            now,
+                            connection,
+                            &key.player,
+                            "its source released its seat",
+                        );
+                    }
+                }
             }
-            // The link's own, and the source's part of a travel: not this core's yet.
-            PeerMessage::Hello { .. }
-            | PeerMessage::Welcome { .. }
-            | PeerMessage::SeatsGranted { .. }
-            | PeerMessage::SeatsRefused { .. }
-            | PeerMessage::Placed { .. }
-            | PeerMessage::SeatLost { .. } => {}
+            PeerMessage::SeatsGranted { trn, hold_ms } => {
+                self.seats_granted(now, from, trn, hold_ms)
+            }
+            PeerMessage::SeatsRefused { trn, reason } => {
+                self.candidate_refused(now, from, trn, reason.as_str())
+            }
+            PeerMessage::Placed { trn, player } => self.mover_placed(now, from, trn, &player),
+            PeerMessage::SeatLost { trn, player, reason } => {
+                self.mover_seat_lost(from, trn, &player, reason)
+            }
+            // The link's own: the shell's.
+            PeerMessage::Hello { .. } | PeerMessage::Welcome { .. } => {}
         }
         self.rearm_seat_timer();
+    }
+
+    /// `ReserveSeats` from `from`: granted all or none (docs/spec/travel.md V12).
+    fn reserve_seats(
+        &mut self,
+        now: Instant,
+        from: &ServerId,
+        trn: TransitionId,
+        node: NodeId,
+        players: &[PlayerId],
+    ) {
+        // The link refuses a longer list before it comes here; a shorter bound on what a peer
+        // can make this server keep is the room it has.
+        let room = self.rules.max_players.saturating_sub(self.roster.len());
+        let busy = self.transition.current().is_some();
+        let hosted = self.session.node().clone();
+        let hold = self.rules.seat_hold;
+        let answer =
+            match self.seats.reserve(from, trn, &node, players, &hosted, busy, room, now, hold) {
+                Ok(replaced) => {
+                    for older in replaced {
+                        self.seat_lost(older, SeatLoss::NotPlaced);
+                    }
+                    let hold_ms = u32::try_from(hold.as_millis()).unwrap_or(u32::MAX);
+                    tracing::info!(source = %from, travel = trn.0, %node,
+                        seats = players.len(), "seats granted");
+                    PeerMessage::SeatsGranted { trn, hold_ms }
+                }
+                Err(reason) => {
+                    tracing::info!(source = %from, travel = trn.0, %node,
+                        seats = players.len(), reason = reason.as_str(), "seats refused");
+                    PeerMessage::SeatsRefused { trn, reason }
+                }
+            };
+        self.out.push(Output::Peer { to: from.clone(), message: answer });
     }
 
     /// The seat timer came due: every seat past its hold is lost.
@@ -79,7 +125,7 @@ impl Game {
     }
 
     /// Tells a seat's source it is lost.
-    fn seat_lost(&mut self, key: SeatKey, reason: SeatLoss) {
+    pub(crate) fn seat_lost(&mut self, key: SeatKey, reason: SeatLoss) {
         tracing::info!(source = %key.source, travel = key.travel.0, player = %key.player,
             reason = reason.as_str(), "seat lost");
         let message = PeerMessage::SeatLost { trn: key.travel, player: key.player, reason };
@@ -87,7 +133,576 @@ impl Game {
     }
 
     /// Arms the seat timer at the earliest seat deadline.
-    fn rearm_seat_timer(&mut self) {
+    pub(crate) fn rearm_seat_timer(&mut self) {
         self.timers.arm(Timer::SeatHold, self.seats.next_deadline());
+    }
+
+    /// Arms the source's travel timer at its candidate's silence or its resolve bound.
+    pub(crate) fn rearm_outbound_timer(&mut self) {
+        self.timers.arm(Timer::Outbound, self.outbound.next_deadline());
+    }
+
+    // ---- the source ----
+
+    /// Step 1 of the pass resolved a remote node: the transition moves its players to another
+    /// server (docs/spec/travel.md V2). The moving players are those it waits for now whose
+    /// save loaded (a player whose load failed is never saved, so it cannot be handed off: it
+    /// stays, and follows the transition that ends the travel).
+    pub(crate) fn begin_move(&mut self, now: Instant, id: TransitionId, node: NodeId) {
+        self.transition.resolve_remote(node.clone(), now);
+        let movers: Vec<PlayerId> = self
+            .roster
+            .players()
+            .filter(|p| matches!(p.persistence, Persistence::Loaded { .. }))
+            .filter(|p| !self.transition.is_set_aside(&p.id))
+            .map(|p| p.id.clone())
+            .collect();
+        let seats = movers.len();
+        tracing::info!(%node, moving = seats, "the node is another server's: finding seats there");
+        self.outbound.start(id, node.clone(), movers, now, self.rules.resolve_timeout);
+        if seats > 0 {
+            self.out.push(Output::FindDestination {
+                transition: id,
+                node,
+                seats,
+                asked: Vec::new(),
+            });
+        }
+    }
+
+    /// The directory answered: ask `server` for every seat, or send everyone back.
+    pub(crate) fn handle_destination_found(
+        &mut self,
+        now: Instant,
+        transition: TransitionId,
+        server: Option<ServerId>,
+    ) {
+        let peer_timeout = self.rules.peer_timeout;
+        let Some(travel) = self.outbound.travel_mut(transition) else {
+            self.out.counters.stale_ignored += 1;
+            return;
+        };
+        let Stage::Resolving { asked, asking: asking @ None, .. } = &mut travel.stage else {
+            return;
+        };
+        let Some(server) = server.filter(|s| !asked.contains(s)) else {
+            let detail = format!(
+                "no server of the fleet grants {} seats on {}",
+                travel.movers.len(),
+                travel.node
+            );
+            self.send_back_all(TransitionFailure::DestinationUnavailable, &detail);
+            return;
+        };
+        let players: Vec<PlayerId> = travel.movers.keys().cloned().collect();
+        let chunks: Vec<Vec<PlayerId>> =
+            players.chunks(MAX_PLAYERS_PER_PEER_MESSAGE).map(<[PlayerId]>::to_vec).collect();
+        *asking = Some(Asking {
+            server: server.clone(),
+            requests: chunks.len(),
+            granted: 0,
+            deadline: now + peer_timeout,
+        });
+        let (trn, node) = (travel.id, travel.node.clone());
+        tracing::info!(destination = %server, seats = players.len(), "asking for seats");
+        for players in chunks {
+            let message = PeerMessage::ReserveSeats { trn, node: node.clone(), players };
+            self.out.push(Output::Peer { to: server.clone(), message });
+        }
+    }
+
+    /// `SeatsGranted` from `from`: once every request is granted, the moving players' handoff
+    /// saves are written (V2: seats first, so a refused travel costs no save).
+    fn seats_granted(&mut self, now: Instant, from: &ServerId, trn: TransitionId, hold_ms: u32) {
+        let Some(travel) = self.outbound.travel_mut(trn) else { return };
+        let Stage::Resolving { asking: Some(asking), .. } = &mut travel.stage else { return };
+        if asking.server != *from {
+            return;
+        }
+        asking.granted += 1;
+        if asking.granted < asking.requests {
+            return;
+        }
+        let hold = Duration::from_millis(u64::from(hold_ms));
+        travel.stage = Stage::Seated { server: from.clone(), hold };
+        let node = travel.node.clone();
+        let waiting: Vec<PlayerId> = travel.movers.keys().cloned().collect();
+        tracing::info!(destination = %from, seats = waiting.len(), "every seat granted; saving");
+        for player in waiting {
+            let save = persistence::player_save(&self.roster, &player, Some(node.clone()));
+            let handoff = self.roster.player(&player).map(|p| p.handoff(now));
+            let (Some(mut save), Some(handoff)) = (save, handoff) else {
+                // Its save cannot be written (it left, or its load failed meanwhile).
+                self.send_back(
+                    &player,
+                    TransitionFailure::DestinationUnavailable,
+                    "its save cannot be handed off",
+                );
+                continue;
+            };
+            save.handoff = Some(Box::new(handoff));
+            let ticket = self.roster.allocate_ticket();
+            self.out.counters.saves_requested += 1;
+            self.out.push(Output::SaveHandoff { save: save.clone(), ticket });
+            if let Some(travel) = self.outbound.current_mut() {
+                travel.movers.insert(player, Mover::Saving { ticket, save });
+            }
+        }
+    }
+
+    /// A candidate refused the seats (or was silent, or its link died): release what it
+    /// granted, and ask the directory for the next, within the resolve bound.
+    fn candidate_refused(&mut self, now: Instant, from: &ServerId, trn: TransitionId, why: &str) {
+        let Some(travel) = self.outbound.travel_mut(trn) else { return };
+        let Stage::Resolving { asked, asking, deadline } = &mut travel.stage else { return };
+        if asking.as_ref().is_none_or(|a| a.server != *from) {
+            return;
+        }
+        *asking = None;
+        asked.push(from.clone());
+        let (asked, deadline) = (asked.clone(), *deadline);
+        let players: Vec<PlayerId> = travel.movers.keys().cloned().collect();
+        let node = travel.node.clone();
+        tracing::info!(candidate = %from, reason = why, "candidate refused the seats");
+        self.release_seats(from, trn, players.clone());
+        if now >= deadline {
+            let detail = format!(
+                "no server granted the seats within fleet.resolve_timeout_ms ({} asked)",
+                asked.len()
+            );
+            self.send_back_all(TransitionFailure::DestinationUnavailable, &detail);
+            return;
+        }
+        let seats = players.len();
+        self.out.push(Output::FindDestination { transition: trn, node, seats, asked });
+    }
+
+    /// The travel timer: a silent candidate counts as refusing; past the resolve bound,
+    /// everyone is sent back.
+    pub(crate) fn handle_outbound_timer(&mut self, now: Instant) {
+        let Some(travel) = self.outbound.travel() else { return };
+        let Stage::Resolving { asking, deadline, .. } = &travel.stage else { return };
+        let trn = travel.id;
+        if let Some(asking) = asking.as_ref().filter(|a| a.deadline <= now || *deadline <= now) {
+            let server = asking.server.clone();
+            self.candidate_refused(now, &server, trn, "silent for fleet.peer_timeout_ms");
+        } else if *deadline <= now {
+            let detail = "the fleet directory named no server within fleet.resolve_timeout_ms";
+            self.send_back_all(TransitionFailure::DestinationUnavailable, detail);
+        }
+    }
+
+    /// The handoff save of `player` under `ticket` was answered: at its version the seat is
+    /// confirmed and the client sent on; unacknowledged, the player is sent back.
+    pub(crate) fn handle_handoff_saved(
+        &mut self,
+        player: &PlayerId,
+        ticket: u64,
+        version: Option<u64>,
+    ) {
+        let Some(travel) = self.outbound.current_mut() else {
+            self.out.counters.stale_ignored += 1;
+            return;
+        };
+        let Some(Mover::Saving { ticket: awaited, save }) = travel.movers.get(player) else {
+            self.out.counters.stale_ignored += 1;
+            return;
+        };
+        if *awaited != ticket {
+            self.out.counters.stale_ignored += 1;
+            return;
+        }
+        let Stage::Seated { server, hold } = travel.stage.clone() else { return };
+        let (trn, node) = (travel.id, travel.node.clone());
+        let Some(version) = version else {
+            self.send_back(
+                player,
+                TransitionFailure::DestinationUnavailable,
+                "its handoff save was not acknowledged",
+            );
+            self.release_seats(&server, trn, vec![player.clone()]);
+            return;
+        };
+        let save = crate::model::PlayerSave { version, ..save.clone() };
+        travel
+            .movers
+            .insert(player.clone(), Mover::Ticketed { save, generation: FIRST_GENERATION });
+        let Some(mut p) = self.roster.player_mut(player) else { return };
+        // From now on only a claim or a recall writes it (V5).
+        p.persistence = Persistence::Handover { version };
+        let connection = p.connection;
+        drop(p);
+        let confirmed = PeerMessage::SeatConfirmed {
+            trn,
+            player: player.clone(),
+            version,
+            generation: FIRST_GENERATION,
+        };
+        self.out.push(Output::Peer { to: server.clone(), message: confirmed });
+        tracing::debug!(%player, version, destination = %server, "handed off; sent on");
+        self.out.push(Output::TravelTo {
+            connection,
+            player: player.clone(),
+            transition: trn,
+            node,
+            server,
+            version,
+            generation: FIRST_GENERATION,
+            valid: hold,
+        });
+    }
+
+    /// `Placed` from `from`: the destination claimed `player`; the source lets it go (V6).
+    fn mover_placed(
+        &mut self,
+        now: Instant,
+        from: &ServerId,
+        trn: TransitionId,
+        player: &PlayerId,
+    ) {
+        let ours = self.outbound.travel_mut(trn).filter(|t| t.destination() == Some(from));
+        // A recall in flight loses to the claim that placed it.
+        let ticketed = ours.is_some_and(|t| {
+            let ticketed =
+                matches!(t.movers.get(player), Some(Mover::Ticketed { .. } | Mover::Recalling(_)));
+            if ticketed {
+                t.movers.remove(player);
+                t.placed += 1;
+            }
+            ticketed
+        });
+        let recalled = !ticketed && self.outbound.take_recall_of(player, trn).is_some();
+        if ticketed || recalled {
+            self.release_mover(now, player);
+        }
+    }
+
+    /// `SeatLost` from `from`: before its ticket the player is sent back; after it, recalled.
+    fn mover_seat_lost(
+        &mut self,
+        from: &ServerId,
+        trn: TransitionId,
+        player: &PlayerId,
+        reason: SeatLoss,
+    ) {
+        let Some(travel) = self.outbound.travel_mut(trn) else { return };
+        if travel.peer() != Some(from) {
+            return;
+        }
+        let detail = format!("its seat at {from} was lost: {}", reason.as_str());
+        match travel.movers.get(player) {
+            Some(Mover::Ticketed { .. }) => {
+                self.recall(player, Some(TransitionFailure::DestinationLost), &detail)
+            }
+            Some(_) => self.send_back(player, TransitionFailure::DestinationUnavailable, &detail),
+            None => {}
+        }
+    }
+
+    /// The peer link to `server` is gone: a candidate being asked counts as refusing, and a
+    /// destination's moving players come back (V7).
+    pub(crate) fn handle_peer_lost(&mut self, now: Instant, server: &ServerId) {
+        let Some(travel) = self.outbound.travel() else { return };
+        if travel.peer() != Some(server) {
+            return;
+        }
+        let trn = travel.id;
+        if travel.destination().is_none() {
+            self.candidate_refused(now, server, trn, "its peer link was lost");
+            return;
+        }
+        let detail = format!("the peer link to {server} was lost");
+        self.send_back_all(TransitionFailure::DestinationLost, &detail);
+    }
+
+    /// `TravelAbandoned` from `player`'s client: the destination did not take it. Returns
+    /// false when `transition` is not the travel in flight.
+    pub(crate) fn abandon_travel_of(
+        &mut self,
+        player: &PlayerId,
+        transition: TransitionId,
+    ) -> bool {
+        let Some(travel) = self.outbound.travel_mut(transition) else { return false };
+        let detail = "its client could not reach the destination";
+        match travel.movers.get(player) {
+            Some(Mover::Ticketed { .. }) => {
+                self.recall(player, Some(TransitionFailure::DestinationLost), detail)
+            }
+            Some(_) => self.send_back(player, TransitionFailure::DestinationUnavailable, detail),
+            None => {}
+        }
+        true
+    }
+
+    /// A recall or a claim was answered (V5).
+    pub(crate) fn handle_handover_decided(
+        &mut self,
+        now: Instant,
+        player: &PlayerId,
+        ticket: u64,
+        outcome: HandoverOutcome,
+    ) {
+        let Some(recall) = self.outbound.take_recall_answered(player, ticket) else {
+            self.claim_decided(now, player, ticket, outcome);
+            return;
+        };
+        match outcome {
+            HandoverOutcome::Lost => {
+                // The destination's claim came first: it holds the player.
+                tracing::info!(%player, "recall lost to the destination's claim: placed there");
+                if let Some(travel) = self.outbound.travel_mut(recall.travel) {
+                    travel.placed += 1;
+                }
+                self.release_mover(now, player);
+                return;
+            }
+            HandoverOutcome::Won { version } => self.set_persistence(player, version),
+            HandoverOutcome::Failed => {
+                self.out.counters.recalls_unconfirmed += 1;
+                tracing::warn!(%player, "the store did not confirm the recall: sent back anyway");
+                self.set_persistence(player, recall.version);
+            }
+        }
+        if let Some(travel) = self.outbound.travel_mut(recall.travel) {
+            travel.sent_back += 1;
+        }
+        self.out.counters.travellers_sent_back += 1;
+        if let Some(reason) = recall.reason {
+            self.tell_sent_back(player, recall.travel, reason, "recalled from the destination");
+        }
+    }
+
+    /// A recalled or sent-back player's saves are ordinary again, based on `version`.
+    fn set_persistence(&mut self, player: &PlayerId, version: u64) {
+        if let Some(mut p) = self.roster.player_mut(player)
+            && matches!(p.persistence, Persistence::Handover { .. })
+        {
+            p.persistence = Persistence::Loaded { version };
+        }
+    }
+
+    /// Takes a ticketed moving player back (V5, V7): its handoff save is written back at its
+    /// version unless the destination's claim came first. `reason` is what its client is told
+    /// once the store answered (none when a newer transition took it back).
+    fn recall(&mut self, player: &PlayerId, reason: Option<TransitionFailure>, detail: &str) {
+        let ticket = self.roster.allocate_ticket();
+        let Some(travel) = self.outbound.current_mut() else { return };
+        let Some(Mover::Ticketed { save, .. }) = travel.movers.get(player).cloned() else { return };
+        let (travel_id, version) = (travel.id, save.version);
+        let recall = Recall { travel: travel_id, ticket, version, reason };
+        // It stays in the book until the store answers: the travel ends only then.
+        travel.movers.insert(player.clone(), Mover::Recalling(recall));
+        tracing::info!(%player, version, %detail, "recalling a moving player");
+        // Written where this server stands: never the claim's content, so a write whose answer
+        // was lost is recognised as the side's own and no other.
+        let node = Some(self.session.node().clone());
+        let save = crate::model::PlayerSave { handoff: None, node, ..save };
+        self.out.push(Output::Handover { side: HandoverSide::Recall, save, ticket });
+    }
+
+    /// Sends `player` back before its ticket: it leaves the travel's book, and its client is
+    /// told the move failed (its screen stays up until the transition that follows).
+    fn send_back(&mut self, player: &PlayerId, reason: TransitionFailure, detail: &str) {
+        let Some(travel) = self.outbound.current_mut() else { return };
+        if !matches!(travel.movers.get(player), Some(Mover::Waiting | Mover::Saving { .. })) {
+            return;
+        }
+        travel.movers.remove(player);
+        travel.sent_back += 1;
+        let trn = travel.id;
+        self.out.counters.travellers_sent_back += 1;
+        tracing::info!(%player, %detail, "moving player sent back");
+        self.tell_sent_back(player, trn, reason, detail);
+    }
+
+    /// `TransitionFailed` for the travel to `player`'s client, if it is here.
+    fn tell_sent_back(
+        &mut self,
+        player: &PlayerId,
+        trn: TransitionId,
+        reason: TransitionFailure,
+        detail: &str,
+    ) {
+        if let Some(connection) = self.roster.connection_of(player) {
+            let detail = format!("travel {trn}: {detail}; staying on this server");
+            self.send(
+                connection,
+                ServerMessage::TransitionFailed { transition_id: trn, reason, detail },
+            );
+        }
+    }
+
+    /// Every moving player not yet placed comes back: before its ticket sent back (its seat
+    /// released), after it recalled.
+    fn send_back_all(&mut self, reason: TransitionFailure, detail: &str) {
+        let Some(travel) = self.outbound.travel() else { return };
+        let peer = travel.peer().cloned();
+        let trn = travel.id;
+        let movers: Vec<(PlayerId, Mover)> =
+            travel.movers.iter().map(|(p, m)| (p.clone(), m.clone())).collect();
+        tracing::warn!(%detail, moving = movers.len(), "travel failed: sending the moving players back");
+        let mut released = Vec::new();
+        for (player, mover) in movers {
+            if matches!(mover, Mover::Recalling(_)) {
+                continue;
+            }
+            if matches!(mover, Mover::Ticketed { .. }) {
+                let lost = match reason {
+                    TransitionFailure::DestinationUnavailable => TransitionFailure::DestinationLost,
+                    other => other,
+                };
+                self.recall(&player, Some(lost), detail);
+            } else {
+                self.send_back(&player, reason, detail);
+                released.push(player);
+            }
+        }
+        if let Some(peer) = peer {
+            self.release_seats(&peer, trn, released);
+        }
+    }
+
+    /// A newer transition supersedes the travel in flight, or the hard maximum fails it (V11):
+    /// seats not ticketed are released, ticketed players recalled; the players follow the newer
+    /// transition, so nobody is told this one failed. Returns whether a travel was in flight.
+    pub(crate) fn abandon_move(&mut self, now: Instant) -> bool {
+        let Some(travel) = self.outbound.travel() else { return false };
+        let peer = travel.peer().cloned();
+        let trn = travel.id;
+        let movers: Vec<(PlayerId, Mover)> =
+            travel.movers.iter().map(|(p, m)| (p.clone(), m.clone())).collect();
+        let mut released = Vec::new();
+        for (player, mover) in &movers {
+            match mover {
+                Mover::Ticketed { .. } => {
+                    self.recall(player, None, "a newer transition takes it back")
+                }
+                Mover::Recalling(_) => {}
+                Mover::Waiting | Mover::Saving { .. } => released.push(player.clone()),
+            }
+        }
+        if let Some(peer) = peer {
+            self.release_seats(&peer, trn, released);
+        }
+        // Its recalls outlive it; the players follow the newer transition, told nothing of
+        // this one.
+        for (player, mover) in self.outbound.take().map(|t| t.movers).unwrap_or_default() {
+            if let Mover::Recalling(recall) = mover {
+                self.outbound.recalling(player, Recall { reason: None, ..recall });
+            }
+        }
+        let _ = now;
+        true
+    }
+
+    /// `ReleaseSeats` for `players` to `server`, in messages of at most the peer link's bound.
+    fn release_seats(&mut self, server: &ServerId, trn: TransitionId, players: Vec<PlayerId>) {
+        for chunk in players.chunks(MAX_PLAYERS_PER_PEER_MESSAGE) {
+            let message = PeerMessage::ReleaseSeats { trn, players: chunk.to_vec() };
+            self.out.push(Output::Peer { to: server.clone(), message });
+        }
+    }
+
+    /// A moving player is placed at the destination: its pawn goes, its state is dropped (not
+    /// kept for a relaunch here, V6), its connection closed `Travelled`.
+    fn release_mover(&mut self, now: Instant, player: &PlayerId) {
+        self.out.counters.players_travelled += 1;
+        let Some(connection) = self.roster.connection_of(player) else { return };
+        tracing::debug!(%player, "placed at the destination: released");
+        self.out.push(Output::Close { connection, code: CloseCode::Travelled });
+        self.depart(now, connection, Departure::closed(CloseCode::Travelled), false);
+    }
+
+    /// A ticketed moving player logged in again here (a relaunch while its seat is held):
+    /// its seat is confirmed at the next generation, which voids the older ticket, and it is
+    /// sent on with a new one (V9). Its transition id stays: it supersedes nothing.
+    pub(crate) fn mover_relaunched(&mut self, player: &PlayerId) {
+        let Some(connection) = self.roster.connection_of(player) else { return };
+        let Some(travel) = self.outbound.current_mut() else { return };
+        let Stage::Seated { server, hold } = travel.stage.clone() else { return };
+        let Some(Mover::Ticketed { save, generation }) = travel.movers.get_mut(player) else {
+            return;
+        };
+        *generation += 1;
+        let (version, generation) = (save.version, *generation);
+        let (trn, node) = (travel.id, travel.node.clone());
+        tracing::info!(%player, generation, "a moving player relaunched: sent on again");
+        let confirmed =
+            PeerMessage::SeatConfirmed { trn, player: player.clone(), version, generation };
+        self.out.push(Output::Peer { to: server.clone(), message: confirmed });
+        let player = player.clone();
+        self.out.push(Output::TravelTo {
+            connection,
+            player,
+            transition: trn,
+            node,
+            server,
+            version,
+            generation,
+            valid: hold,
+        });
+    }
+
+    /// After a relaunched moving player's load: its save is the handoff's until the travel
+    /// decides (V5), whatever the load found.
+    pub(crate) fn hold_mover(&mut self, player: &PlayerId) {
+        let Some(travel) = self.outbound.travel() else { return };
+        let Some(Mover::Ticketed { save, .. }) = travel.movers.get(player) else { return };
+        let version = save.version;
+        if let Some(mut p) = self.roster.player_mut(player)
+            && matches!(p.persistence, Persistence::Loaded { .. })
+        {
+            p.persistence = Persistence::Handover { version };
+        }
+    }
+
+    /// A moving player left this server (disconnected, kicked): before its ticket its seat is
+    /// released; after it nothing changes (V10: its client may still redeem the ticket).
+    pub(crate) fn mover_left(&mut self, player: &PlayerId) {
+        let Some(travel) = self.outbound.current_mut() else { return };
+        if matches!(travel.movers.get(player), None | Some(Mover::Ticketed { .. })) {
+            return;
+        }
+        travel.movers.remove(player);
+        let (trn, peer) = (travel.id, travel.peer().cloned());
+        if let Some(peer) = peer {
+            self.release_seats(&peer, trn, vec![player.clone()]);
+        }
+    }
+
+    /// Step 5 of the pass for a travel to another server: once every moving player is
+    /// released or sent back, it ends, and the players still here follow a transition to the
+    /// node this server stands on. Returns whether that transition started.
+    pub(super) fn try_finish_move(&mut self, now: Instant) -> bool {
+        if !self.transition.is_moving() {
+            return false;
+        }
+        if self.outbound.travel().is_some_and(|t| !t.movers.is_empty()) {
+            return false;
+        }
+        let (placed, sent_back) = self.outbound.take().map_or((0, 0), |t| (t.placed, t.sent_back));
+        let failed = placed == 0 && sent_back > 0;
+        let Some(t) = self.transition.finish_move(now, self.roster.len(), failed) else {
+            return false;
+        };
+        self.responses.forget_shown();
+        self.end_excuses(&t);
+        if failed {
+            self.out.counters.transitions_failed += 1;
+        } else {
+            self.out.counters.transitions_completed += 1;
+        }
+        let duration_ms = crate::fields::millis(now.saturating_duration_since(t.started));
+        let outcome = if failed { "failed" } else { "completed" };
+        t.span.in_scope(|| {
+            tracing::info!(placed, sent_back, outcome = %outcome, duration_ms, "travel to another server ended")
+        });
+        if self.roster.len() == 0 {
+            return false;
+        }
+        // Those still here were frozen for it: they travel to where the server stands.
+        let node = self.session.node().clone();
+        self.start_transition(now, Destination::Node(node));
+        true
     }
 }

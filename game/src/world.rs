@@ -199,8 +199,13 @@ pub struct NodeSpec {
     /// `id`: unique node id.
     pub id: NodeId,
     /// `levels`: what streams for this node; they stream together, so the node is streamed
-    /// when the slowest finishes.
+    /// when the slowest finishes. A remote node lists none: its server streams it.
+    #[serde(default)]
     pub levels: Vec<LevelSpec>,
+    /// `remote`: the node is hosted by another server of the fleet; a travel to it moves the
+    /// players there (docs/spec/travel.md V1). Default false.
+    #[serde(default)]
+    pub remote: bool,
     /// `jitter_ms`: each streaming request takes up to this much longer, uniformly at random.
     #[serde(default, rename = "jitter_ms", deserialize_with = "millis")]
     pub jitter: Duration,
@@ -303,7 +308,13 @@ impl WorldMap {
                     format!("{} is declared twice", node.id),
                 ));
             }
-            if node.levels.is_empty() {
+            if node.remote && !(node.levels.is_empty() && node.rooms.is_empty()) {
+                return Err(invalid(
+                    format!("node[{i}].levels"),
+                    "a remote node is streamed by the server hosting it: list no levels or rooms",
+                ));
+            }
+            if !node.remote && node.levels.is_empty() {
                 return Err(invalid(format!("node[{i}].levels"), "list at least one level"));
             }
         }
@@ -316,6 +327,12 @@ impl WorldMap {
             return Err(invalid(
                 "start_node",
                 format!("{} is not a declared node", self.start_node),
+            ));
+        }
+        if self.is_remote(&self.start_node) {
+            return Err(invalid(
+                "start_node",
+                format!("{} is remote: a server starts on a node it hosts", self.start_node),
             ));
         }
         Ok(())
@@ -408,7 +425,13 @@ impl WorldMap {
         Ok(())
     }
 
-    /// The node with this id.
+    /// Whether `id` is a node another server of the fleet hosts (`remote = true`,
+    /// docs/spec/travel.md V1); false for an undeclared node.
+    pub fn is_remote(&self, id: &NodeId) -> bool {
+        self.node(id).is_some_and(|n| n.remote)
+    }
+
+    /// The node `id`, if declared.
     pub fn node(&self, id: &NodeId) -> Option<&NodeSpec> {
         self.nodes.iter().find(|n| &n.id == id)
     }
@@ -439,6 +462,30 @@ mod tests {
 
     fn problem(extra: &str) -> Option<WorldProblem> {
         WorldMap::from_toml(&format!("{MAP}{extra}")).err()
+    }
+
+    /// A remote node lists no levels nor rooms (its server streams it), a local one at least
+    /// one level, and the start node is never remote (docs/spec/travel.md V1).
+    #[test]
+    fn a_remote_node_lists_no_levels_and_is_never_the_start() {
+        let remote = "[[node]]\nid = \"isle\"\nremote = true\n";
+        let world = WorldMap::from_toml(&format!("{MAP}{remote}")).unwrap();
+        assert!(world.is_remote(&NodeId::new("isle").unwrap()));
+        assert!(!world.is_remote(&NodeId::new("a").unwrap()));
+        assert!(!world.is_remote(&NodeId::new("nowhere").unwrap()));
+        let with_levels =
+            "[[node]]\nid = \"isle\"\nremote = true\nlevels = [{ name = \"x\", stream_ms = 1 }]\n";
+        assert_eq!(problem(with_levels).map(|p| p.key), Some("node[1].levels".to_owned()));
+        let with_rooms =
+            "[[node]]\nid = \"isle\"\nremote = true\nrooms = [{ name = \"x\", stream_ms = 1 }]\n";
+        assert_eq!(problem(with_rooms).map(|p| p.key), Some("node[1].levels".to_owned()));
+        assert_eq!(
+            problem("[[node]]\nid = \"bare\"\n").map(|p| p.key),
+            Some("node[1].levels".to_owned())
+        );
+        let start = MAP.replace("start_node = \"a\"", "start_node = \"isle\"");
+        let err = WorldMap::from_toml(&format!("{start}{remote}")).unwrap_err();
+        assert_eq!(err.key, "start_node");
     }
 
     /// A route travels at least every 100 ms; a hazard needs every one of its times above 0;

@@ -245,6 +245,21 @@ impl PeerMessage {
         }
     }
 
+    /// The role that sends this message once the link is up (the table of
+    /// docs/spec/travel.md V14); none for the link's own `Hello` and `Welcome`.
+    pub fn sender(&self) -> Option<PeerRole> {
+        match self {
+            PeerMessage::ReserveSeats { .. }
+            | PeerMessage::SeatConfirmed { .. }
+            | PeerMessage::ReleaseSeats { .. } => Some(PeerRole::Source),
+            PeerMessage::SeatsGranted { .. }
+            | PeerMessage::SeatsRefused { .. }
+            | PeerMessage::Placed { .. }
+            | PeerMessage::SeatLost { .. } => Some(PeerRole::Destination),
+            PeerMessage::Hello { .. } | PeerMessage::Welcome { .. } => None,
+        }
+    }
+
     /// Whether a list this message carries is above [`MAX_PLAYERS_PER_PEER_MESSAGE`]: such a
     /// message is refused, and the link closed.
     pub fn is_oversized(&self) -> bool {

@@ -33,7 +33,7 @@ pub use ids::{
 };
 pub use messages::{
     CertificateSha256, ClientMessage, ErrorCode, PawnView, PlayerStateView, RejectReason,
-    ReplicatedChange, ServerMessage, TransitionFailure,
+    ReplicatedChange, ServerMessage, TransitionFailure, TravelTo,
 };
 pub use runs::{PawnIdRun, PawnIdRuns, RunsError};
 pub use snapshot::{SnapshotBuilder, SnapshotEntry, WorldSnapshot};

@@ -109,7 +109,7 @@ pub fn server_messages() -> Vec<ServerMessage> {
         ServerMessage::WorldSnapshot(Box::new(world_snapshot())),
         ServerMessage::Replicated { changes: replicated_changes() },
         travel_to(),
-        ServerMessage::TravelTo {
+        ServerMessage::TravelTo(Box::new(crate::messages::TravelTo {
             transition_id: TransitionId(8),
             node: name("crypt"),
             address: "[::1]:7778".into(),
@@ -117,7 +117,7 @@ pub fn server_messages() -> Vec<ServerMessage> {
             certificate_sha256: None,
             ticket: "a.b.c".into(),
             valid_ms: 10_000,
-        },
+        })),
     ];
     for reason in [TransitionFailure::DestinationUnavailable, TransitionFailure::DestinationLost] {
         out.push(ServerMessage::TransitionFailed {
@@ -161,7 +161,7 @@ pub fn server_messages() -> Vec<ServerMessage> {
 /// A `TravelTo` of transition 7 to `crypt` on `crypt-1.example:7777`, its certificate pinned
 /// (32 bytes of `ab`), its ticket `a.b.c`, held 10 s: the example of docs/protocol.md 5.
 pub fn travel_to() -> ServerMessage {
-    ServerMessage::TravelTo {
+    ServerMessage::TravelTo(Box::new(crate::messages::TravelTo {
         transition_id: TransitionId(7),
         node: name("crypt"),
         address: "crypt-1.example:7777".into(),
@@ -169,7 +169,7 @@ pub fn travel_to() -> ServerMessage {
         certificate_sha256: Some(CertificateSha256([0xab; 32])),
         ticket: "a.b.c".into(),
         valid_ms: 10_000,
-    }
+    }))
 }
 
 /// A snapshot of two players: `sim-0001` (team 2, a Vanguard, dead in its pawn 9 on `harbor`,

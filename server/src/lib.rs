@@ -52,6 +52,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
+use gatehouse_protocol::ticket::{TicketCheck, TicketLimits};
 use gatehouse_protocol::token::{TokenCheck, TokenKey};
 use gatehouse_protocol::{CloseCode, NodeId};
 use tokio::sync::mpsc;
@@ -165,9 +166,9 @@ impl Server {
         // Ports first: a port in use fails the start before anything is written to disk.
         let (socket, admin) = bind_ports(config).await?;
         // The fleet directory's files are read as `config check` reads them, before anything is
-        // written (a development certificate); the travel that asks it is to be written
-        // (docs/spec/travel.md V12, V13).
-        let _directory = start_check::fleet_directory(config)?;
+        // written (a development certificate); travels ask it (docs/spec/travel.md V12, V13).
+        config.check_world(&world)?;
+        let directory = start_check::fleet_directory(config)?;
         let (server_config, fingerprint, certificate_sha256) = load_certificate(config)?;
         // The peer link's other half: the links this server dials, and its answers to those
         // other servers open (docs/spec/travel.md V14).
@@ -188,6 +189,7 @@ impl Server {
         );
         let (net_tx, from_net) = mpsc::channel(EVENT_QUEUE);
         let network = prepare_network(config, socket, server_config, net_tx, &metrics, &drivers)?;
+        let travels = travels(config, directory, events_tx.clone())?;
         let effects = Effects {
             events: events_tx,
             world: shell::WorldSlot(Box::new(game_world)),
@@ -198,6 +200,7 @@ impl Server {
             probes: probes.clone(),
             replication_interval: config.network.replication_interval,
             links,
+            travels,
         };
         let nodes = world.nodes.iter().map(|n| n.id.clone()).collect();
         let rules =
@@ -403,6 +406,25 @@ fn load_certificate(
     Ok((server_config, fingerprint, sha256))
 }
 
+/// What the game task needs to move players to other servers: in a fleet (a directory and the
+/// ticket key, which the configuration checks come together), none otherwise
+/// (docs/spec/travel.md).
+///
+/// # Errors
+/// [`ServerError::Config`] when this server's id is not one.
+fn travels(
+    config: &ServerConfig,
+    directory: Option<Arc<dyn fleet::FleetDirectory>>,
+    events: mpsc::Sender<ShellEvent>,
+) -> Result<Option<shell::Travels>, ServerError> {
+    let (Some(directory), Some(key)) = (directory, &config.fleet.ticket_key) else {
+        return Ok(None);
+    };
+    let server = config.server_id()?;
+    let key = TokenKey::new(key.as_bytes());
+    Ok(Some(shell::Travels::new(server, key, config.fleet.ticket_lifetime_s, directory, events)))
+}
+
 /// Prepares the network side on the bound socket (`run` starts it): its socket registered
 /// with the driver thread, each `Hello`'s token checked with `auth.token_key`, connection
 /// events sent to the game task on `net_tx`.
@@ -414,10 +436,24 @@ fn prepare_network(
     metrics: &Metrics,
     drivers: &net::DriverThread,
 ) -> Result<Network, ServerError> {
-    let tokens = TokenCheck {
+    let sessions = TokenCheck {
         key: TokenKey::new(config.auth.token_key.as_bytes()),
         limits: config.auth.token_limits(),
     };
+    // In a fleet, a `Hello` may carry a travel ticket, checked with the fleet's key and good at
+    // this server only (docs/spec/travel.md V8, V9).
+    let tickets = match (&config.fleet.ticket_key, fleet::offers_peer_link(config)) {
+        (Some(key), true) => {
+            let limits = TicketLimits {
+                max_lifetime_s: config.fleet.ticket_lifetime_s,
+                clock_skew_s: config.auth.token_limits().clock_skew_s,
+            };
+            let check = TicketCheck { key: TokenKey::new(key.as_bytes()), limits };
+            Some((check, config.server_id().map_err(ServerError::Config)?))
+        }
+        _ => None,
+    };
+    let tokens = net::HelloCheck { tokens: sessions, tickets };
     Ok(Network::new(
         socket,
         server_config,

@@ -17,6 +17,7 @@ mod responses;
 mod seats;
 mod spawning;
 mod transitions;
+mod travel;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -74,6 +75,8 @@ pub(super) fn rules() -> GameRules {
         max_frame_len: 65_536,
         max_failed_transitions: 3,
         seat_hold: Duration::from_secs(10),
+        peer_timeout: Duration::from_secs(2),
+        resolve_timeout: Duration::from_secs(5),
     }
 }
 
@@ -203,9 +206,15 @@ impl Harness {
     }
 
     pub(super) fn login(&mut self, name: &str) -> ConnectionId {
+        let connection = self.connect();
+        self.input(Input::Login { connection, player: pid(name) });
+        connection
+    }
+
+    /// A new connection id, as the network driver assigns one.
+    pub(super) fn connect(&mut self) -> ConnectionId {
         let connection = ConnectionId(self.next_connection);
         self.next_connection += 1;
-        self.input(Input::Login { connection, player: pid(name) });
         connection
     }
 

@@ -48,7 +48,9 @@ pub fn routes(token: Option<&str>) -> Result<Router, String> {
                     // Nobody carries the outputs: dropped, so nothing piles up.
                     while game.poll_output().is_some() {}
                 }
-                ShellEvent::Core(_) | ShellEvent::Store(_) => {}
+                ShellEvent::Core(_)
+                | ShellEvent::Store(_)
+                | ShellEvent::DestinationFound { .. } => {}
             }
         }
     });

@@ -245,6 +245,7 @@ fn preflight(config: &ServerConfig) -> Result<WorldMap, Failure> {
         ),
         other => other,
     })?;
+    config.check_world(&world)?;
     Ok(world)
 }
 

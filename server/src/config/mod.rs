@@ -285,7 +285,8 @@ fn ser_secret<T, S: serde::Serializer>(_: &T, s: S) -> Result<S::Ok, S::Error> {
 pub const REDACTED: &str = "<redacted>";
 
 /// The core's rules from the `[game]` section, the login rate of `[auth]`, the player cap
-/// and frame limit of `[network]`, and the seat hold of `[fleet]`.
+/// and frame limit of `[network]`, and the travel bounds of `[fleet]` (seat hold, peer and
+/// resolve timeouts).
 pub fn game_rules(
     game: &GameConfig,
     auth: &AuthConfig,
@@ -307,8 +308,8 @@ pub fn game_rules(
         // The configuration keeps it at most 1 MiB.
         max_frame_len: u32::try_from(network.max_frame_len).unwrap_or(u32::MAX),
         max_failed_transitions: game.max_failed_transitions,
-        // No seat is granted until the peer link that asks for them is written
-        // (docs/spec/travel.md V14).
         seat_hold: fleet.seat_hold,
+        peer_timeout: fleet.peer_timeout,
+        resolve_timeout: fleet.resolve_timeout,
     }
 }

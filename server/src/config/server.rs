@@ -987,6 +987,26 @@ impl ServerConfig {
         })
     }
 
+    /// A world with a node another server hosts (`remote = true`) needs a fleet to find that
+    /// server: `fleet.directory` other than `none` (docs/spec/travel.md V12).
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`] for `fleet.directory`, naming the remote node.
+    pub fn check_world(&self, world: &gatehouse_game::world::WorldMap) -> Result<(), ConfigError> {
+        let remote = world.nodes.iter().find(|n| n.remote);
+        match (remote, self.fleet.directory) {
+            (Some(node), DirectoryKind::None) => Err(self.invalid(
+                "fleet.directory",
+                format!(
+                    "`static` or `agones`: the world's node {} is remote (another server hosts it), and only a fleet directory finds that server",
+                    node.id
+                ),
+                "\"none\"",
+            )),
+            _ => Ok(()),
+        }
+    }
+
     /// Refuses the shipped development key on an address other hosts can reach, unless
     /// `auth.insecure_development_key` says so (docs/security.md). Run once every
     /// override is applied: the key usually comes from the environment.
@@ -1585,6 +1605,22 @@ mod tests {
 
     fn parse(text: &str) -> Result<ServerConfig, ConfigError> {
         ServerConfig::parse(Path::new("conf/server.toml"), text)
+    }
+
+    /// docs/spec/travel.md V12: a world with a remote node starts only in a fleet.
+    #[test]
+    fn a_world_with_a_remote_node_needs_a_fleet_directory() {
+        let base = include_str!("../../../tests/worlds/core.toml");
+        let remote = format!("{base}\n[[node]]\nid = \"isle\"\nremote = true\n");
+        let world = gatehouse_game::world::WorldMap::from_toml(&remote).unwrap();
+        let err = parse("").unwrap().check_world(&world).unwrap_err().to_string();
+        assert!(err.starts_with("invalid fleet.directory"), "{err}");
+        assert!(err.contains("isle is remote"), "{err}");
+        let local = gatehouse_game::world::WorldMap::from_toml(base).unwrap();
+        parse("").unwrap().check_world(&local).unwrap();
+        let mut fleet = parse("").unwrap();
+        fleet.fleet.directory = DirectoryKind::Static;
+        fleet.check_world(&world).unwrap();
     }
 
     #[test]

@@ -39,8 +39,10 @@ use std::collections::VecDeque;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
+use gatehouse_protocol::ServerId;
 use gatehouse_protocol::fleet::{PEER_ALPN, PEER_EXPORTER_LABEL, PEER_EXPORTER_LEN, PeerMessage};
-use gatehouse_protocol::token::TokenCheck;
+use gatehouse_protocol::ticket::{TicketCheck, TicketClaims};
+use gatehouse_protocol::token::{TokenCheck, TokenError, TokenKind};
 use gatehouse_protocol::{
     ClientMessage, CloseCode, FrameDecoder, PROTOCOL_VERSION, RejectReason, ServerMessage,
 };
@@ -73,8 +75,8 @@ const CLOSING_FRAME_LEN: usize = 1024;
 /// What every connection needs from the server's configuration; shared.
 #[derive(Debug)]
 pub(super) struct Settings {
-    /// Checks the session tokens of `Hello`s: the key and the bounds on their times.
-    pub(super) tokens: TokenCheck,
+    /// Checks the tokens of `Hello`s: session tokens, and in a fleet travel tickets.
+    pub(super) tokens: HelloCheck,
     /// `network.max_frame_len`, bytes.
     pub(super) max_frame_len: usize,
     /// The bound, from accept, on the QUIC handshake.
@@ -823,7 +825,7 @@ impl Connection {
     /// A `Hello` while one is awaited: logged in (the game hears it), or refused with
     /// `Rejected` and a close after it, bounded by [`CLOSE_FLUSH`].
     fn on_hello(&mut self, ctx: &mut Context<'_>, hello: ClientMessage) {
-        let checked = check_hello(&ctx.settings.tokens, hello).and_then(|player| {
+        let checked = check_hello(&ctx.settings.tokens, hello).and_then(|admitted| {
             if ctx.draining {
                 Err(Refusal {
                     reason: RejectReason::ShuttingDown,
@@ -831,11 +833,11 @@ impl Connection {
                     detail: "the server is shutting down".into(),
                 })
             } else {
-                Ok(player)
+                Ok(admitted)
             }
         });
         match checked {
-            Ok(player) => {
+            Ok((player, ticket)) => {
                 tracing::debug!(%player, "hello accepted");
                 let (outbound, queue) =
                     send_queue(ctx.settings.send_queue_frames, ctx.doorbell.clone(), self.key);
@@ -843,6 +845,7 @@ impl Connection {
                 let event = ConnectionEvent::Login {
                     connection: self.id(),
                     player,
+                    ticket: ticket.map(Box::new),
                     outbound,
                     span: self.span.clone(),
                 };
@@ -1218,6 +1221,28 @@ fn join(joining: &mut Vec<Bytes>) -> Option<Bytes> {
     }
 }
 
+/// What a `Hello`'s token is checked with (docs/protocol.md 4, "Session tokens";
+/// docs/spec/travel.md V8): a session token with `auth.token_key`; a travel ticket, told apart by
+/// its `typ` and only in a fleet, with the fleet's key, and good only at this server.
+#[derive(Debug, Clone)]
+pub struct HelloCheck {
+    /// Session tokens.
+    pub tokens: TokenCheck,
+    /// Travel tickets, and this server's id in the fleet; `None` for a server in no fleet,
+    /// which refuses every ticket.
+    pub tickets: Option<(TicketCheck, ServerId)>,
+}
+
+impl From<TokenCheck> for HelloCheck {
+    /// Session tokens only: a server in no fleet.
+    fn from(tokens: TokenCheck) -> Self {
+        HelloCheck { tokens, tickets: None }
+    }
+}
+
+/// Who a `Hello` logs in: the player, and the seat its ticket names if it came with one.
+type Admitted = (gatehouse_protocol::PlayerId, Option<TicketClaims>);
+
 /// Why a `Hello` was refused.
 struct Refusal {
     reason: RejectReason,
@@ -1225,10 +1250,7 @@ struct Refusal {
     detail: String,
 }
 
-fn check_hello(
-    tokens: &TokenCheck,
-    message: ClientMessage,
-) -> Result<gatehouse_protocol::PlayerId, Refusal> {
+fn check_hello(check: &HelloCheck, message: ClientMessage) -> Result<Admitted, Refusal> {
     let ClientMessage::Hello { protocol_version, token } = message else {
         return Err(Refusal {
             reason: RejectReason::HelloExpected,
@@ -1246,11 +1268,38 @@ fn check_hello(
         });
     }
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    tokens.verify(&token, now).map(|claims| claims.uid).map_err(|e| Refusal {
+    let refused = |e: TokenError| Refusal {
         reason: e.reject_reason(),
         code: CloseCode::Rejected,
         detail: e.to_string(),
-    })
+    };
+    match TokenKind::of(&token) {
+        TokenKind::Session => {
+            check.tokens.verify(&token, now).map(|c| (c.uid, None)).map_err(refused)
+        }
+        TokenKind::Ticket => {
+            let Some((tickets, server)) = &check.tickets else {
+                return Err(Refusal {
+                    reason: RejectReason::MalformedToken,
+                    code: CloseCode::Rejected,
+                    detail: "a travel ticket, and this server is in no fleet".into(),
+                });
+            };
+            let claims = tickets.verify(&token, now).map_err(refused)?;
+            if claims.dst != *server {
+                // Good at another server only (docs/spec/travel.md V9).
+                return Err(Refusal {
+                    reason: RejectReason::TicketStale,
+                    code: CloseCode::Rejected,
+                    detail: format!(
+                        "a travel ticket for server {}, and this is {server}",
+                        claims.dst
+                    ),
+                });
+            }
+            Ok((claims.uid.clone(), Some(claims)))
+        }
+    }
 }
 
 /// A refusal's label value in `gatehouse_logins_refused_total`.
@@ -1472,6 +1521,7 @@ mod tests {
             ConnectionEvent::Login {
                 connection: ConnectionId(1),
                 player,
+                ticket: None,
                 outbound,
                 span: tracing::Span::none(),
             },

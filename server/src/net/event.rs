@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
 use gatehouse_protocol::fleet::{PEER_EXPORTER_LEN, PeerMessage};
+use gatehouse_protocol::ticket::TicketClaims;
 use gatehouse_protocol::{ClientMessage, CloseCode, PlayerId};
 use tokio::sync::mpsc;
 
@@ -32,8 +33,11 @@ pub(crate) enum ConnectionEvent {
     Login {
         /// The connection.
         connection: ConnectionId,
-        /// The player id from the session token.
+        /// The player id from the session token or the travel ticket.
         player: PlayerId,
+        /// The ticket's claims, when the `Hello` carried a travel ticket this server checked
+        /// (docs/spec/travel.md V8): the core checks the seat it names (V9).
+        ticket: Option<Box<TicketClaims>>,
         /// The writer's queue, in order.
         outbound: SendQueue,
         /// The connection's span (its id and the client's address): the game handles the login

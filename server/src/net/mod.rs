@@ -41,6 +41,7 @@ pub mod tls;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+pub use connection::HelloCheck;
 pub use driver::DriverThread;
 pub use endpoint::{
     CONNECTION_ID_LEN, bind_socket, endpoint_config, server_config, transport_config,

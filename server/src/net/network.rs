@@ -41,14 +41,13 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gatehouse_protocol::CloseCode;
-use gatehouse_protocol::token::TokenCheck;
 use quinn_proto::{ConnectionHandle, DatagramEvent, EndpointEvent, Incoming};
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use super::NetMetrics;
 use super::admission::{Admission, AdmissionRules, Admitted};
-use super::connection::{Connection, Context, Outbox, Settings};
+use super::connection::{Connection, Context, HelloCheck, Outbox, Settings};
 use super::event::{ConnectionEvent, Doorbell, QueueKey};
 use super::socket::{Datagram, UdpSocket};
 use super::{DriverThread, NetError, endpoint};
@@ -281,7 +280,7 @@ impl Network {
         socket: std::net::UdpSocket,
         server_config: quinn_proto::ServerConfig,
         network: &NetworkConfig,
-        tokens: TokenCheck,
+        tokens: HelloCheck,
         events: mpsc::Sender<ConnectionEvent>,
         metrics: NetMetrics,
         thread: &DriverThread,

@@ -42,15 +42,17 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use gatehouse_protocol::codec::{Frames, ReplicationBatch};
+use gatehouse_protocol::fleet::PeerRole;
 use gatehouse_protocol::{CloseCode, ReplicatedChange, ServerMessage};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use super::ShellEvent;
 use super::mirror::{SharedFrames, WorldMirror};
+use super::travel::{Sending, Travels};
 use super::world::{self, World, WorldReports};
 use crate::fleet::PeerLinks;
-use crate::game::{ConnectionId, Departure, Input, Output};
+use crate::game::{ConnectionId, Departure, HandoverOutcome, Input, Output};
 use crate::metrics::Metrics;
 use crate::net::{PeerConnectionEvent, QueueError, SendQueue};
 use crate::probes::Probes;
@@ -80,6 +82,9 @@ pub(crate) struct Effects {
     /// The peer links to the fleet's other servers (docs/spec/travel.md V14); `None` for a
     /// server that is in no fleet (`fleet.directory = "none"`), which offers none.
     pub(crate) links: Option<PeerLinks>,
+    /// The directory, the ticket key and the candidates travels found
+    /// (docs/spec/travel.md); `None` for a server in no fleet, whose travels find no server.
+    pub(crate) travels: Option<Travels>,
 }
 
 /// The game's [`World`], boxed (a game supplies its own type).
@@ -351,17 +356,79 @@ impl Carrier {
                 }
             }
             Output::Peer { to, message } => {
-                // The core answers the servers that spoke to it, over the link each opened
-                // (docs/spec/travel.md V14).
+                // To a server a travel of this one found, over the link this server dials; to
+                // any other, back over the link it opened (docs/spec/travel.md V14).
                 let name = message.name();
                 let Some(links) = &mut self.effects.links else {
                     tracing::warn!(server = %to, message = name,
                         "no peer link to carry a message to another server: not in a fleet");
                     return;
                 };
-                if let Err(e) = links.reply(&to, message) {
+                let candidate = self.effects.travels.as_ref().and_then(|t| t.candidate(&to));
+                let sent = match candidate {
+                    Some(candidate) if message.sender() == Some(PeerRole::Source) => {
+                        links.send(candidate, message)
+                    }
+                    _ => links.reply(&to, message),
+                };
+                if let Err(e) = sent {
+                    // The core's own bounds (a candidate's silence, the link's loss) take it
+                    // from here.
                     tracing::warn!(server = %to, message = name, error = %e,
                         "a message to another server not sent");
+                }
+            }
+            Output::FindDestination { transition, node, seats, asked } => {
+                match &self.effects.travels {
+                    Some(travels) => travels.find(transition, node, seats, asked.len()),
+                    // In no fleet: no server hosts the node (the start refuses a remote node
+                    // then; an operator's travel to one can still ask).
+                    None => made_up.push(Input::DestinationFound { transition, server: None }),
+                }
+            }
+            Output::SaveHandoff { save, ticket } => {
+                let player = save.player.clone();
+                if let Err(e) =
+                    self.effects.store.submit(StoreRequest::SaveHandoff { save, ticket })
+                {
+                    tracing::error!(%player, error = %e, "handoff save not submitted: the store worker is gone");
+                    made_up.push(Input::HandoffSaved { player, ticket, version: None });
+                }
+            }
+            Output::Handover { side, save, ticket } => {
+                let player = save.player.clone();
+                if let Err(e) = self.effects.store.submit(StoreRequest::Handover { save, ticket }) {
+                    tracing::error!(%player, side = side.as_str(), error = %e,
+                        "claim or recall not submitted: the store worker is gone");
+                    let outcome = HandoverOutcome::Failed;
+                    made_up.push(Input::HandoverDecided { player, ticket, outcome });
+                }
+            }
+            Output::TravelTo {
+                connection,
+                player,
+                transition,
+                node,
+                server,
+                version,
+                generation,
+                valid,
+            } => {
+                let sending = Sending {
+                    player,
+                    transition,
+                    node,
+                    server: server.clone(),
+                    version,
+                    generation,
+                    valid,
+                };
+                match self.effects.travels.as_ref().and_then(|t| t.travel_to(sending)) {
+                    Some(message) => self.send(connection, &message),
+                    // The core names only servers this one found: its seat passes its hold
+                    // unredeemed, and the player is recalled (docs/spec/travel.md V16).
+                    None => tracing::warn!(connection = connection.0, %server,
+                        "no TravelTo sent: its destination is no server a travel found"),
                 }
             }
         }
@@ -496,6 +563,11 @@ impl Carrier {
     /// The peer links, in a fleet.
     pub(super) fn links(&mut self) -> Option<&mut PeerLinks> {
         self.effects.links.as_mut()
+    }
+
+    /// What the game task needs to move players to other servers, in a fleet.
+    pub(super) fn travels(&mut self) -> Option<&mut Travels> {
+        self.effects.travels.as_mut()
     }
 
     /// What the network driver reports of a link another server opened, to the peer links; a

@@ -41,6 +41,7 @@
 
 mod carry;
 mod mirror;
+mod travel;
 pub mod world;
 
 #[cfg(test)]
@@ -52,14 +53,15 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::fleet::{FleetLink, FleetStep, PeerEvent, PeerLinks};
-use crate::game::{Game, GameSnapshot, Input, Output};
+use crate::game::{Game, GameSnapshot, HandoverOutcome, Input, Output, TicketedSeat};
 use crate::metrics::{CoreSample, Metrics};
 use crate::net::ConnectionEvent;
 use crate::probes::Probes;
-use crate::store::StoreReply;
+use crate::store::{self, SaveOutcome, StoreReply};
 
 use carry::Carrier;
 pub(crate) use carry::{Effects, WorldSlot};
+pub(crate) use travel::Travels;
 
 /// Events taken from each queue per wake, at most.
 const BATCH: usize = 256;
@@ -83,6 +85,13 @@ pub(crate) enum ShellEvent {
     Sample(oneshot::Sender<CoreSample>),
     /// The store worker answered.
     Store(StoreReply),
+    /// The fleet directory answered a travel's question (docs/spec/travel.md V12).
+    DestinationFound {
+        /// The travel.
+        transition: gatehouse_protocol::TransitionId,
+        /// The server to ask, if any.
+        candidate: Option<crate::fleet::Candidate>,
+    },
 }
 
 /// Runs the game until `shutdown`; then the game drains (saves every player and the session),
@@ -150,7 +159,7 @@ pub(crate) async fn run_game(
             &mut made_up,
         );
         for event in from_own.drain(..) {
-            feed(&mut game, now, event);
+            feed(&mut game, &mut carrier, now, event);
         }
         feed_peer_events(&mut game, &mut carrier, now, from_peer, &mut made_up);
         if timer_fired || game.poll_timeout().is_some_and(|at| at <= now) {
@@ -260,11 +269,25 @@ fn feed_connection(
     event: ConnectionEvent,
 ) {
     match event {
-        ConnectionEvent::Login { connection, player, outbound, span } => {
+        ConnectionEvent::Login { connection, player, ticket, outbound, span } => {
             carrier.add_peer(connection, outbound);
             fleet.handle_login(connection, &player, Instant::from_std(now));
+            // A travel ticket's login is a traveller's: the core checks the seat it names
+            // (docs/spec/travel.md V9).
+            let input = match ticket {
+                None => Input::Login { connection, player },
+                Some(claims) => {
+                    let seat = TicketedSeat {
+                        source: claims.src,
+                        travel: claims.trn,
+                        version: claims.ver,
+                        generation: claims.generation,
+                    };
+                    Input::TravellerLogin { connection, player, seat }
+                }
+            };
             // In the connection's span: the login's log line carries the client's address.
-            span.in_scope(|| game.handle(now, Input::Login { connection, player }));
+            span.in_scope(|| game.handle(now, input));
         }
         ConnectionEvent::Message { connection, message } => {
             game.handle(now, Input::Message { connection, message });
@@ -308,13 +331,25 @@ fn feed_peer_events(
                 game.handle(now, Input::Peer { from, message });
                 take_outputs(game, carrier, made_up);
             }
-            other => tracing::debug!(event = ?other, "peer link event"),
+            // A destination's link that ends takes its unplaced travellers back (V7).
+            PeerEvent::Lost { server, .. } => {
+                game.handle(now, Input::PeerLost { server });
+                take_outputs(game, carrier, made_up);
+            }
+            PeerEvent::Linked { server, certificate_sha256, .. } => {
+                if let Some(travels) = carrier.travels() {
+                    travels.linked(&server, certificate_sha256);
+                }
+            }
+            // The core bounds its own questions (fleet.peer_timeout_ms, docs/spec/travel.md
+            // V12); a link's accepted end is logged by the links.
+            PeerEvent::Unanswered { .. } | PeerEvent::Accepted { .. } => {}
         }
         event = carrier.links().and_then(|links| links.poll_event(Instant::now()));
     }
 }
 
-fn feed(game: &mut Game, now: std::time::Instant, event: ShellEvent) {
+fn feed(game: &mut Game, carrier: &mut Carrier, now: std::time::Instant, event: ShellEvent) {
     match event {
         ShellEvent::Core(input) => game.handle(now, input),
         ShellEvent::Travel { node } => {
@@ -338,14 +373,33 @@ fn feed(game: &mut Game, now: std::time::Instant, event: ShellEvent) {
             StoreReply::SessionLoaded { outcome, .. } => {
                 game.handle(now, Input::SessionLoaded { outcome });
             }
+            StoreReply::HandoffSaved { player, ticket, outcome } => {
+                let version = match outcome {
+                    SaveOutcome::Saved { version, .. } => Some(version),
+                    SaveOutcome::Conflict { .. } | SaveOutcome::Failed { .. } => None,
+                };
+                game.handle(now, Input::HandoffSaved { player, ticket, version });
+            }
+            StoreReply::HandoverDecided { player, ticket, outcome } => {
+                let outcome = match outcome {
+                    store::HandoverOutcome::Won { version } => HandoverOutcome::Won { version },
+                    store::HandoverOutcome::Lost { .. } => HandoverOutcome::Lost,
+                    store::HandoverOutcome::Failed { .. } => HandoverOutcome::Failed,
+                };
+                game.handle(now, Input::HandoverDecided { player, ticket, outcome });
+            }
             // The worker logs saves and their failures; the core does not wait for them.
             StoreReply::PlayerSaved { .. }
             | StoreReply::PlayersSaved { .. }
             | StoreReply::SessionSaved { .. } => {}
-            // No travel submits these yet (docs/spec/travel.md V2, V5): the core's
-            // `Input::HandoffSaved` and `Input::HandoverDecided` will carry them.
-            StoreReply::HandoffSaved { .. } | StoreReply::HandoverDecided { .. } => {}
         },
+        ShellEvent::DestinationFound { transition, candidate } => {
+            let input = match carrier.travels() {
+                Some(travels) => travels.found(transition, candidate),
+                None => Input::DestinationFound { transition, server: None },
+            };
+            game.handle(now, input);
+        }
     }
 }
 

@@ -97,6 +97,7 @@ fn effects_every(
         probes: std::sync::Arc::default(),
         replication_interval,
         links: None,
+        travels: None,
     }
 }
 
@@ -763,7 +764,7 @@ async fn the_game_task_writes_waiting_replicated_state_at_its_deadline() {
         let span = tracing::Span::none();
         running
             .net
-            .send(ConnectionEvent::Login { connection, player, outbound, span })
+            .send(ConnectionEvent::Login { connection, player, ticket: None, outbound, span })
             .await
             .unwrap();
         until(&handle, "the login", |s| s.players.len() == i + 1).await;

@@ -778,9 +778,16 @@ impl Sim {
                 // Recorded above; the real shell stops the server here, after the closes
                 // before it, which the clients hear.
                 Output::WorldUnavailable { .. } => {}
-                // Recorded above; the harness runs one core, so no peer link carries it (the
-                // harness of two cores, docs/spec/travel.md, is to be written).
-                Output::Peer { .. } => {}
+                // One core and no fleet: a travel to a remote node finds no server, and its
+                // players are sent back (docs/spec/travel.md V7); nothing else of a travel
+                // between servers follows (the harness of two cores is to be written).
+                Output::FindDestination { transition, .. } => {
+                    self.feed(Input::DestinationFound { transition, server: None });
+                }
+                Output::Peer { .. }
+                | Output::SaveHandoff { .. }
+                | Output::Handover { .. }
+                | Output::TravelTo { .. } => {}
             }
         }
     }

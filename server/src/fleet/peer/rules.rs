@@ -174,17 +174,7 @@ pub(super) fn check_welcome(
 /// # Errors
 /// [`Refusal::WrongWay`], then [`Refusal::Oversized`].
 pub(super) fn check_carried(from: PeerRole, message: &PeerMessage) -> Result<(), Refusal> {
-    let goes = match message {
-        PeerMessage::ReserveSeats { .. }
-        | PeerMessage::SeatConfirmed { .. }
-        | PeerMessage::ReleaseSeats { .. } => from == PeerRole::Source,
-        PeerMessage::SeatsGranted { .. }
-        | PeerMessage::SeatsRefused { .. }
-        | PeerMessage::Placed { .. }
-        | PeerMessage::SeatLost { .. } => from == PeerRole::Destination,
-        PeerMessage::Hello { .. } | PeerMessage::Welcome { .. } => false,
-    };
-    if !goes {
+    if message.sender() != Some(from) {
         return Err(Refusal::WrongWay { message: message.name() });
     }
     if message.is_oversized() {

@@ -251,7 +251,7 @@ impl Harness {
         let metrics = Metrics::new();
         let net = metrics.net().clone();
         let settings = Settings {
-            tokens: test_tokens(),
+            tokens: test_tokens().into(),
             max_frame_len: network.max_frame_len,
             handshake_timeout: network.handshake_timeout,
             hello_timeout: network.hello_timeout,

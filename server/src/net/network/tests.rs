@@ -917,7 +917,7 @@ async fn the_network_on_a_real_socket_logs_in_counts_open_and_shuts_with_its_cod
         socket,
         server_config,
         &network,
-        test_tokens(),
+        test_tokens().into(),
         events_tx,
         metrics.net().clone(),
         &thread,

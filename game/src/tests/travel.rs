@@ -1,0 +1,763 @@
+//! Travel between servers through two real cores (docs/spec/travel.md): a source `hub-1` on
+//! `harbor` whose world marks `isle` remote, and a destination `isle-1` standing on `isle`.
+//! [`Fleet`] plays both shells: it carries peer messages between the cores (or holds them, for
+//! arrival orders), answers the directory, and keeps one store both share, with the
+//! conditional writes of the real one. Clients act by hand: a moving player's client logs in at
+//! the destination with the ticket its `TravelTo` named.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use gatehouse_protocol::fleet::{PeerMessage, SeatLoss};
+use gatehouse_protocol::{
+    ClientMessage, CloseCode, PlayerId, RejectReason, ServerId, ServerMessage, TransitionFailure,
+    TransitionId,
+};
+
+use super::*;
+use crate::interface::{HandoverOutcome, HandoverSide, TicketedSeat};
+use crate::model::PlayerSave;
+
+/// The source's world: the core world, with `isle` hosted by another server.
+fn source_world() -> String {
+    format!("{WORLD}\n[[node]]\nid = \"isle\"\nremote = true\n")
+}
+
+/// The destination's world: the core world standing on `isle`.
+fn destination_world() -> String {
+    let world = WORLD.replace("start_node = \"harbor\"", "start_node = \"isle\"");
+    format!(
+        "{world}\n[[node]]\nid = \"isle\"\nlevels = [{{ name = \"isle_shore\", stream_ms = 250 }}]\nspawn_points_register_ms = 50\n"
+    )
+}
+
+fn hub() -> ServerId {
+    ServerId::new("hub-1").unwrap()
+}
+
+fn isle() -> ServerId {
+    ServerId::new("isle-1").unwrap()
+}
+
+/// Which core.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Source,
+    Destination,
+}
+
+impl Side {
+    fn other(self) -> Side {
+        match self {
+            Side::Source => Side::Destination,
+            Side::Destination => Side::Source,
+        }
+    }
+
+    fn id(self) -> ServerId {
+        match self {
+            Side::Source => hub(),
+            Side::Destination => isle(),
+        }
+    }
+}
+
+/// A `TravelTo` as the source's shell receives it.
+#[derive(Debug, Clone)]
+struct Sent {
+    connection: ConnectionId,
+    transition: TransitionId,
+    version: u64,
+    generation: u32,
+}
+
+/// Two cores and the shells between them.
+struct Fleet {
+    source: Harness,
+    dest: Harness,
+    /// Each core's log, carried up to here.
+    cursors: [usize; 2],
+    /// The store both share: each player's save.
+    store: BTreeMap<PlayerId, PlayerSave>,
+    /// What the directory answers.
+    directory: Option<ServerId>,
+    /// Whether peer messages wait in `held` for the test.
+    hold_peer: bool,
+    held: Vec<(Side, PeerMessage)>,
+    /// Whether handoff saves wait in `held_saves` for the test.
+    hold_saves: bool,
+    held_saves: Vec<(PlayerSave, u64)>,
+    /// Whether claims and recalls wait in `held_handovers` for the test.
+    hold_handovers: bool,
+    held_handovers: Vec<(Side, HandoverSide, PlayerSave, u64)>,
+}
+
+impl Fleet {
+    fn new() -> Fleet {
+        Fleet::with(rules())
+    }
+
+    fn with(rules: GameRules) -> Fleet {
+        let source = Harness::build(&source_world(), rules.clone(), false);
+        let dest = Harness::build(&destination_world(), rules, false);
+        let mut fleet = Fleet {
+            source,
+            dest,
+            cursors: [0, 0],
+            store: BTreeMap::new(),
+            directory: Some(isle()),
+            hold_peer: false,
+            held: Vec::new(),
+            hold_saves: false,
+            held_saves: Vec::new(),
+            hold_handovers: false,
+            held_handovers: Vec::new(),
+        };
+        fleet.pump();
+        fleet.source.stream_node("harbor");
+        fleet.dest.stream_node("isle");
+        fleet.pump();
+        fleet
+    }
+
+    fn side(&mut self, side: Side) -> &mut Harness {
+        match side {
+            Side::Source => &mut self.source,
+            Side::Destination => &mut self.dest,
+        }
+    }
+
+    /// Carries every output of both cores until neither has anything new.
+    fn pump(&mut self) {
+        loop {
+            let mut carried = false;
+            for (i, side) in [Side::Source, Side::Destination].into_iter().enumerate() {
+                let from = self.cursors[i];
+                let log = &self.side(side).log;
+                let (new, len): (Vec<Output>, usize) = (log[from..].to_vec(), log.len());
+                self.cursors[i] = len;
+                for out in new {
+                    carried = true;
+                    self.carry(side, out);
+                }
+            }
+            if !carried {
+                break;
+            }
+        }
+    }
+
+    fn carry(&mut self, side: Side, out: Output) {
+        match out {
+            Output::LoadSession => self.side(side).answer_session(LoadOutcome::NotFound),
+            Output::LoadPlayer { player, .. } => {
+                let outcome = self
+                    .store
+                    .get(&player)
+                    .cloned()
+                    .map_or(LoadOutcome::NotFound, LoadOutcome::Found);
+                self.side(side).answer_load(player.as_str(), outcome);
+            }
+            Output::SavePlayer(save) => {
+                self.write(save);
+            }
+            Output::SavePlayers(saves) => {
+                for save in saves {
+                    self.write(save);
+                }
+            }
+            Output::SaveHandoff { save, ticket } if self.hold_saves => {
+                self.held_saves.push((save, ticket))
+            }
+            Output::SaveHandoff { save, ticket } => self.answer_save(save, ticket, true),
+            Output::Handover { side: who, save, ticket } if self.hold_handovers => {
+                self.held_handovers.push((side, who, save, ticket))
+            }
+            Output::Handover { save, ticket, .. } => self.decide(side, save, ticket),
+            Output::Peer { message, .. } if self.hold_peer => {
+                self.held.push((side.other(), message))
+            }
+            Output::Peer { message, .. } => {
+                self.side(side.other()).input(Input::Peer { from: side.id(), message })
+            }
+            Output::FindDestination { transition, .. } => {
+                let server = self.directory.clone();
+                self.side(side).input(Input::DestinationFound { transition, server });
+            }
+            _ => {}
+        }
+    }
+
+    /// An ordinary save, as the store worker writes one: based on the newest stored version.
+    fn write(&mut self, save: PlayerSave) -> u64 {
+        let version = self.store.get(&save.player).map_or(0, |s| s.version).max(save.version) + 1;
+        self.store.insert(save.player.clone(), PlayerSave { version, ..save });
+        version
+    }
+
+    fn answer_save(&mut self, save: PlayerSave, ticket: u64, acknowledged: bool) {
+        let player = save.player.clone();
+        let version = acknowledged.then(|| self.write(save));
+        self.source.input(Input::HandoffSaved { player, ticket, version });
+    }
+
+    /// A claim or a recall: written only at its version.
+    fn decide(&mut self, side: Side, save: PlayerSave, ticket: u64) {
+        let player = save.player.clone();
+        let stored = self.store.get(&player).map_or(0, |s| s.version);
+        let outcome = if stored == save.version {
+            let version = stored + 1;
+            self.store.insert(player.clone(), PlayerSave { version, ..save });
+            HandoverOutcome::Won { version }
+        } else {
+            HandoverOutcome::Lost
+        };
+        self.side(side).input(Input::HandoverDecided { player, ticket, outcome });
+    }
+
+    /// Delivers the held peer messages, oldest first.
+    fn release_peer(&mut self) {
+        self.hold_peer = false;
+        for (to, message) in std::mem::take(&mut self.held) {
+            self.side(to).input(Input::Peer { from: to.other().id(), message });
+        }
+        self.pump();
+    }
+
+    /// Places `names` on the source.
+    fn residents(&mut self, names: &[&str]) -> Vec<ConnectionId> {
+        let connections = names.iter().map(|n| {
+            let c = self.source.login(n);
+            self.pump();
+            self.source.join_ready(c);
+            self.source.ack(c);
+            c
+        });
+        connections.collect()
+    }
+
+    /// An operator's travel to `isle` on the source.
+    fn travel(&mut self) -> TransitionId {
+        self.source.input(Input::Travel { node: node("isle") });
+        let travel = self.source.transition();
+        self.pump();
+        travel
+    }
+
+    /// The newest `TravelTo` the source sent for `name`.
+    fn sent(&self, name: &str) -> Option<Sent> {
+        self.source.log.iter().rev().find_map(|o| match o {
+            Output::TravelTo { connection, player, transition, version, generation, .. }
+                if player.as_str() == name =>
+            {
+                Some(Sent {
+                    connection: *connection,
+                    transition: *transition,
+                    version: *version,
+                    generation: *generation,
+                })
+            }
+            _ => None,
+        })
+    }
+
+    /// `name`'s client presents its ticket at the destination: its connection there.
+    fn redeem(&mut self, name: &str) -> ConnectionId {
+        let sent = self.sent(name).expect("a TravelTo to follow");
+        let seat = TicketedSeat {
+            source: hub(),
+            travel: sent.transition,
+            version: sent.version,
+            generation: sent.generation,
+        };
+        let connection = self.dest.connect();
+        self.dest.input(Input::TravellerLogin { connection, player: pid(name), seat });
+        self.pump();
+        connection
+    }
+
+    /// `name`'s client follows its `TravelTo`: redeems, streams, acknowledges its pawn.
+    fn arrive(&mut self, name: &str) -> ConnectionId {
+        let c = self.redeem(name);
+        self.dest.join_ready(c);
+        self.pump();
+        self.dest.ack(c);
+        self.pump();
+        c
+    }
+}
+
+/// Whether `messages` hold one matching `f`.
+fn has(messages: &[ServerMessage], f: impl Fn(&ServerMessage) -> bool) -> bool {
+    messages.iter().any(f)
+}
+
+/// V1–V6: the source freezes and sends `TravelTo` instead of `ShowTransition`; the destination
+/// places the traveller by a join that ends only once its claim committed; the source releases
+/// the player only at `Placed`, closing it `Travelled`, and the travel ends.
+#[test]
+fn players_move_to_another_server_behind_one_loading_screen() {
+    let mut f = Fleet::new();
+    let [a, b] = f.residents(&["a", "b"])[..] else { unreachable!() };
+    let travel = f.travel();
+    for c in [a, b] {
+        let got = f.source.received(c);
+        assert!(has(
+            &got,
+            |m| matches!(m, ServerMessage::FreezeCharacters { transition_id } if *transition_id == travel)
+        ));
+        assert!(
+            !has(&got, |m| matches!(m, ServerMessage::ShowTransition { .. })),
+            "nothing streams at the source"
+        );
+    }
+    let sent = f.sent("a").expect("a is sent on");
+    assert_eq!((sent.connection, sent.transition, sent.generation), (a, travel, 1));
+    assert_eq!(
+        f.store[&pid("a")].version,
+        sent.version,
+        "its ticket names the handoff save's version"
+    );
+    let at_dest = f.arrive("a");
+    let got = f.dest.received(at_dest);
+    let end = got.iter().position(|m| matches!(m, ServerMessage::EndJoin { .. }));
+    assert!(end.is_some(), "placed there: its screen drops at the destination's end");
+    assert_eq!(f.source.closed(a), Some(CloseCode::Travelled), "released once placed");
+    assert!(f.source.game.roster.player(&pid("a")).is_none());
+    assert_eq!(f.source.pawns_of("a"), 0);
+    assert!(f.source.game.transition_id().is_some(), "b is still moving");
+    f.arrive("b");
+    assert_eq!(f.source.closed(b), Some(CloseCode::Travelled));
+    assert_eq!(f.source.game.transition_id(), None, "every moving player placed: the travel ended");
+    assert_eq!(f.source.game.counters().players_travelled, 2);
+    assert_eq!(f.dest.game.counters().travellers_placed, 2);
+    assert_eq!(f.store[&pid("a")].version, sent.version + 1, "the claim wrote the next version");
+}
+
+/// V5: the traveller's join holds its screen until the claim committed, and its source hears
+/// `Placed` only then.
+#[test]
+fn a_traveller_is_placed_only_once_its_claim_commits() {
+    let mut f = Fleet::new();
+    f.residents(&["a"]);
+    f.travel();
+    f.hold_handovers = true;
+    let c = f.arrive("a");
+    assert!(
+        !has(&f.dest.received(c), |m| matches!(m, ServerMessage::EndJoin { .. })),
+        "claim in flight"
+    );
+    assert_eq!(f.source.game.counters().players_travelled, 0);
+    let (side, who, save, ticket) = f.held_handovers.pop().expect("a claim");
+    assert_eq!((side, who), (Side::Destination, HandoverSide::Claim));
+    f.decide(side, save, ticket);
+    f.pump();
+    assert!(has(&f.dest.received(c), |m| matches!(m, ServerMessage::EndJoin { .. })));
+    assert_eq!(f.source.game.counters().players_travelled, 1);
+}
+
+/// V2: no seat is confirmed and no ticket issued before the handoff save is acknowledged; an
+/// unacknowledged one sends the player back.
+#[test]
+fn no_ticket_before_the_handoff_save_is_acknowledged() {
+    let mut f = Fleet::new();
+    let [a, _] = f.residents(&["a", "b"])[..] else { unreachable!() };
+    f.hold_saves = true;
+    let travel = f.travel();
+    assert_eq!(f.held_saves.len(), 2, "both handoff saves asked for");
+    assert!(f.sent("a").is_none() && f.sent("b").is_none());
+    let confirmed = f.dest.game.seats.len();
+    assert_eq!(confirmed, 2, "seats granted, none confirmed");
+    let (save_a, ticket_a) = f.held_saves.remove(0);
+    f.answer_save(save_a, ticket_a, true);
+    f.pump();
+    assert!(f.sent("a").is_some(), "a's ticket once its save is acknowledged");
+    let (save_b, ticket_b) = f.held_saves.remove(0);
+    f.answer_save(save_b, ticket_b, false);
+    f.pump();
+    assert!(f.sent("b").is_none(), "never a ticket on an unacknowledged save");
+    let failed = f.source.received(ConnectionId(2));
+    assert!(has(
+        &failed,
+        |m| matches!(m, ServerMessage::TransitionFailed { transition_id, reason: TransitionFailure::DestinationUnavailable, .. } if *transition_id == travel)
+    ));
+    assert_eq!(f.source.closed(a), None);
+}
+
+/// V2, V4: the handoff save carries the player state, and the destination places the
+/// traveller with it.
+#[test]
+fn the_handoff_save_carries_health_effects_kits_death_and_team() {
+    let mut f = Fleet::new();
+    f.residents(&["a"]);
+    let team = f.source.player("a").team;
+    f.source.kill("a");
+    f.travel();
+    let handoff = f.store[&pid("a")].handoff.clone().expect("a handoff state");
+    assert_eq!(handoff.team, team);
+    assert!(handoff.is_dead(), "death travels");
+    assert!(handoff.kits.startup_granted, "its kit latches travel");
+    f.redeem("a");
+    let arrived = f.dest.player("a");
+    assert!(arrived.is_dead(), "it arrives dead");
+    assert_eq!(arrived.team, team);
+    assert!(arrived.abilities.granted_kits().is_empty() || handoff.kits.startup_granted);
+}
+
+/// V6: until `Placed`, the source keeps the moving player, frozen, with its pawn.
+#[test]
+fn the_source_keeps_the_player_until_it_is_placed() {
+    let mut f = Fleet::new();
+    let [a] = f.residents(&["a"])[..] else { unreachable!() };
+    f.travel();
+    f.hold_peer = true;
+    f.arrive("a");
+    // The claim committed; `Placed` is held on the way.
+    assert!(f.held.iter().any(|(_, m)| matches!(m, PeerMessage::Placed { .. })));
+    assert!(f.source.game.roster.player(&pid("a")).is_some());
+    assert_eq!(f.source.pawns_of("a"), 1);
+    assert_eq!(f.source.closed(a), None);
+    f.release_peer();
+    assert_eq!(f.source.closed(a), Some(CloseCode::Travelled));
+}
+
+/// V7: a destination that no candidate grants sends everyone back
+/// (`DestinationUnavailable`), and they follow a transition to the node the source stands on.
+#[test]
+fn a_travel_no_server_grants_sends_every_moving_player_back() {
+    let mut f = Fleet::new();
+    let [a, b] = f.residents(&["a", "b"])[..] else { unreachable!() };
+    f.directory = None;
+    let travel = f.travel();
+    for c in [a, b] {
+        let got = f.source.received(c);
+        assert!(has(
+            &got,
+            |m| matches!(m, ServerMessage::TransitionFailed { transition_id, reason: TransitionFailure::DestinationUnavailable, .. } if *transition_id == travel)
+        ));
+    }
+    let back = f.source.transition();
+    assert!(back > travel, "they follow a transition to harbor");
+    assert_eq!(f.source.game.counters().transitions_failed, 1);
+    f.source.stream_node("harbor");
+    for c in [a, b] {
+        f.source.ready(c);
+    }
+    f.source.advance(Duration::from_millis(10));
+    for c in [a, b] {
+        f.source.ack(c);
+    }
+    assert!(f.source.ended(back), "placed again at the source");
+    assert_eq!(f.source.game.transition.unavailable(), None);
+}
+
+/// V12: a candidate that refuses (here: full) is passed over, and a silent one after the peer
+/// timeout; past the resolve bound everyone is sent back.
+#[test]
+fn a_silent_candidate_is_passed_over_and_the_resolve_bound_ends_the_search() {
+    let mut f = Fleet::new();
+    let [a] = f.residents(&["a"])[..] else { unreachable!() };
+    f.hold_peer = true;
+    let travel = f.travel();
+    let asks = |f: &Fleet| {
+        f.source.log.iter().filter(|o| matches!(o, Output::FindDestination { .. })).count()
+    };
+    assert_eq!(asks(&f), 1);
+    f.source.advance(rules().peer_timeout - Duration::from_millis(1));
+    f.pump();
+    assert_eq!(asks(&f), 1, "not before the peer timeout");
+    f.source.advance(Duration::from_millis(1));
+    f.pump();
+    let last = f.source.log.iter().rev().find_map(|o| match o {
+        Output::FindDestination { asked, .. } => Some(asked.clone()),
+        _ => None,
+    });
+    assert_eq!(last, Some(vec![isle()]), "the silent candidate is named as asked");
+    // The directory names it again (it has no other): the travel gives up.
+    assert!(has(
+        &f.source.received(a),
+        |m| matches!(m, ServerMessage::TransitionFailed { transition_id, .. } if *transition_id == travel)
+    ));
+}
+
+/// V7: the peer link lost after the tickets recalls every unplaced player
+/// (`DestinationLost`); those already placed stay placed.
+#[test]
+fn a_destination_lost_mid_move_sends_the_unplaced_back_with_their_state() {
+    let mut f = Fleet::new();
+    let [a, b] = f.residents(&["a", "b"])[..] else { unreachable!() };
+    let travel = f.travel();
+    f.arrive("a");
+    assert_eq!(f.source.closed(a), Some(CloseCode::Travelled));
+    let version = f.store[&pid("b")].version;
+    f.source.input(Input::PeerLost { server: isle() });
+    f.pump();
+    assert_eq!(f.store[&pid("b")].version, version + 1, "recalled at its handoff version");
+    let got = f.source.received(b);
+    assert!(has(
+        &got,
+        |m| matches!(m, ServerMessage::TransitionFailed { transition_id, reason: TransitionFailure::DestinationLost, .. } if *transition_id == travel)
+    ));
+    assert!(f.source.game.transition_id() > Some(travel), "b follows a transition home");
+    assert_eq!(f.source.game.counters().travellers_sent_back, 1);
+    assert_eq!(f.source.game.counters().transitions_failed, 0, "it placed one: not a failure");
+    // b's later ticket finds its save taken back: b is the source's.
+    let c = f.redeem("b");
+    assert_eq!(f.dest.closed(c), Some(CloseCode::Recalled));
+}
+
+/// V5: of a claim and a recall at the handoff version, the first wins; the claim first.
+#[test]
+fn a_claim_before_a_recall_places_the_player_at_the_destination() {
+    let mut f = Fleet::new();
+    let [a] = f.residents(&["a"])[..] else { unreachable!() };
+    f.travel();
+    f.hold_handovers = true;
+    let c = f.arrive("a");
+    f.source.input(Input::Peer {
+        from: isle(),
+        message: PeerMessage::SeatLost {
+            trn: f.sent("a").unwrap().transition,
+            player: pid("a"),
+            reason: SeatLoss::HoldExpired,
+        },
+    });
+    f.pump();
+    assert_eq!(f.held_handovers.len(), 2, "a claim and a recall in flight");
+    let claim = f.held_handovers.remove(0);
+    let recall = f.held_handovers.remove(0);
+    assert_eq!((claim.1, recall.1), (HandoverSide::Claim, HandoverSide::Recall));
+    f.decide(claim.0, claim.2, claim.3);
+    f.decide(recall.0, recall.2, recall.3);
+    f.pump();
+    assert_eq!(f.source.closed(a), Some(CloseCode::Travelled), "the recall lost: placed there");
+    assert_eq!(f.dest.closed(c), None, "the destination holds it");
+}
+
+/// V5: of a claim and a recall at the handoff version, the first wins; the recall first.
+#[test]
+fn a_recall_before_a_claim_keeps_the_player_at_the_source() {
+    let mut f = Fleet::new();
+    let [a] = f.residents(&["a"])[..] else { unreachable!() };
+    f.travel();
+    f.hold_handovers = true;
+    let c = f.arrive("a");
+    f.source.input(Input::Peer {
+        from: isle(),
+        message: PeerMessage::SeatLost {
+            trn: f.sent("a").unwrap().transition,
+            player: pid("a"),
+            reason: SeatLoss::HoldExpired,
+        },
+    });
+    f.pump();
+    let claim = f.held_handovers.remove(0);
+    let recall = f.held_handovers.remove(0);
+    f.decide(recall.0, recall.2, recall.3);
+    f.decide(claim.0, claim.2, claim.3);
+    f.pump();
+    assert_eq!(f.dest.closed(c), Some(CloseCode::Recalled), "the claim lost: sent back");
+    assert_eq!(f.source.closed(a), None, "the source holds it");
+    assert!(has(&f.source.received(a), |m| matches!(
+        m,
+        ServerMessage::TransitionFailed { reason: TransitionFailure::DestinationLost, .. }
+    )));
+    assert_eq!(f.dest.game.counters().travellers_placed, 0);
+}
+
+/// V9: a replayed ticket is refused `TicketUsed` and the connection that redeemed it stays; a
+/// ticket naming no seat here is `TicketStale`.
+#[test]
+fn a_replayed_ticket_is_refused_and_changes_nothing() {
+    let mut f = Fleet::new();
+    f.residents(&["a"]);
+    f.travel();
+    let first = f.redeem("a");
+    let replay = f.redeem("a");
+    assert!(has(&f.dest.received(replay), |m| matches!(
+        m,
+        ServerMessage::Rejected { reason: RejectReason::TicketUsed, .. }
+    )));
+    assert_eq!(f.dest.closed(replay), Some(CloseCode::Rejected));
+    assert_eq!(f.dest.closed(first), None, "the redeeming connection stays");
+    assert_eq!(f.dest.game.roster.connection_of(&pid("a")), Some(first));
+    let stale = f.dest.connect();
+    let seat = TicketedSeat { source: hub(), travel: TransitionId(999), version: 1, generation: 1 };
+    f.dest.input(Input::TravellerLogin { connection: stale, player: pid("b"), seat });
+    assert!(has(&f.dest.received(stale), |m| matches!(
+        m,
+        ServerMessage::Rejected { reason: RejectReason::TicketStale, .. }
+    )));
+    assert_eq!(f.dest.game.counters().tickets_refused, 2);
+}
+
+/// V9: a ticket may reach the destination before its `SeatConfirmed`: both orders redeem.
+#[test]
+fn a_ticket_redeems_its_seat_whichever_comes_first_of_it_and_its_confirmation() {
+    for confirmation_first in [true, false] {
+        let mut f = Fleet::new();
+        f.residents(&["a"]);
+        f.hold_peer = true;
+        f.source.input(Input::Travel { node: node("isle") });
+        f.pump();
+        // Deliver the seat request and its grant, hold the rest.
+        while f.sent("a").is_none() {
+            let (to, message) = f.held.remove(0);
+            f.side(to).input(Input::Peer { from: to.other().id(), message });
+            f.pump();
+        }
+        let confirmation =
+            f.held.iter().position(|(_, m)| matches!(m, PeerMessage::SeatConfirmed { .. }));
+        let (to, confirmation) = f.held.remove(confirmation.expect("the confirmation held"));
+        if confirmation_first {
+            f.dest.input(Input::Peer { from: to.other().id(), message: confirmation.clone() });
+        }
+        let c = f.redeem("a");
+        if !confirmation_first {
+            f.dest.input(Input::Peer { from: to.other().id(), message: confirmation });
+        }
+        assert_eq!(f.dest.closed(c), None, "redeemed (confirmation first: {confirmation_first})");
+        assert!(f.dest.game.roster.player(&pid("a")).is_some());
+    }
+}
+
+/// V4: the traveller is placed only on the save at its ticket's version: a newer save means
+/// its source took it back.
+#[test]
+fn a_traveller_is_placed_only_on_the_tickets_version() {
+    let mut f = Fleet::new();
+    f.residents(&["a"]);
+    f.travel();
+    let mut save = f.store[&pid("a")].clone();
+    save.version += 1;
+    f.store.insert(pid("a"), save);
+    let c = f.redeem("a");
+    assert_eq!(f.dest.closed(c), Some(CloseCode::Recalled));
+    assert!(f.dest.game.roster.player(&pid("a")).is_none());
+    assert!(f.dest.game.seats.len() == 0, "its seat is gone");
+}
+
+/// V11: a newer travel after the tickets recalls the unplaced, who follow the newer one
+/// without a `TransitionFailed`.
+#[test]
+fn a_supersede_after_the_tickets_recalls_the_unplaced() {
+    let mut f = Fleet::new();
+    let [a] = f.residents(&["a"])[..] else { unreachable!() };
+    let travel = f.travel();
+    let version = f.store[&pid("a")].version;
+    f.source.input(Input::Travel { node: node("forest") });
+    f.pump();
+    assert_eq!(f.store[&pid("a")].version, version + 1, "recalled");
+    assert!(f.source.transition() > travel);
+    assert!(!has(&f.source.received(a), |m| matches!(m, ServerMessage::TransitionFailed { .. })));
+    let c = f.redeem("a");
+    assert_eq!(f.dest.closed(c), Some(CloseCode::Recalled), "the save is the source's again");
+}
+
+/// V10: a player who leaves before its ticket gives its seat back.
+#[test]
+fn a_player_who_leaves_before_its_ticket_releases_its_seat() {
+    let mut f = Fleet::new();
+    let [a, _] = f.residents(&["a", "b"])[..] else { unreachable!() };
+    f.hold_saves = true;
+    f.travel();
+    assert_eq!(f.dest.game.seats.len(), 2);
+    f.source.disconnect(a);
+    f.pump();
+    assert_eq!(f.dest.game.seats.len(), 1, "its seat released");
+}
+
+/// V10: a traveller that disconnects before its placement keeps its seat for a relaunch, which
+/// takes it with its session token.
+#[test]
+fn a_relaunch_takes_the_held_seat_by_session_token() {
+    let mut f = Fleet::new();
+    f.residents(&["a"]);
+    f.travel();
+    let c = f.redeem("a");
+    f.dest.disconnect(c);
+    f.pump();
+    assert_eq!(f.dest.game.seats.len(), 1, "held for a relaunch");
+    let relaunch = f.dest.login("a");
+    f.pump();
+    assert_eq!(f.dest.closed(relaunch), None);
+    f.dest.join_ready(relaunch);
+    f.dest.ack(relaunch);
+    f.pump();
+    assert_eq!(f.dest.game.counters().travellers_placed, 1);
+    assert_eq!(f.source.game.counters().players_travelled, 1);
+}
+
+/// V4: nobody at the destination is frozen for a traveller.
+#[test]
+fn the_destinations_own_players_are_not_frozen_for_a_traveller() {
+    let mut f = Fleet::new();
+    let local = f.dest.login("local");
+    f.pump();
+    f.dest.join_ready(local);
+    f.dest.ack(local);
+    let before = f.dest.received(local).len();
+    f.residents(&["a"]);
+    f.travel();
+    f.arrive("a");
+    let after = f.dest.received(local);
+    assert!(!after[before..].iter().any(|m| matches!(
+        m,
+        ServerMessage::FreezeCharacters { .. } | ServerMessage::ShowTransition { .. }
+    )));
+}
+
+/// V15: `TravelAbandoned` from a ticketed client recalls it.
+#[test]
+fn an_abandoned_travel_recalls_the_player() {
+    let mut f = Fleet::new();
+    let [a] = f.residents(&["a"])[..] else { unreachable!() };
+    let travel = f.travel();
+    f.source.send(a, ClientMessage::TravelAbandoned { transition_id: travel });
+    f.pump();
+    assert!(has(&f.source.received(a), |m| matches!(
+        m,
+        ServerMessage::TransitionFailed { reason: TransitionFailure::DestinationLost, .. }
+    )));
+    assert_eq!(f.source.game.counters().travellers_sent_back, 1);
+}
+
+/// V9: a moving player relaunching at the source while its seat is held is sent on again with
+/// the next generation, which voids its older ticket.
+#[test]
+fn a_relaunch_at_the_source_is_sent_on_with_the_next_generation() {
+    let mut f = Fleet::new();
+    let [a] = f.residents(&["a"])[..] else { unreachable!() };
+    let travel = f.travel();
+    let first = f.sent("a").expect("a first ticket");
+    f.source.disconnect(a);
+    f.pump();
+    let relaunch = f.source.login("a");
+    f.pump();
+    let again = f.sent("a").expect("sent on again");
+    assert_eq!(
+        (again.connection, again.transition, again.generation),
+        (relaunch, travel, first.generation + 1)
+    );
+    assert_eq!(again.version, first.version);
+    assert!(
+        matches!(f.source.player("a").persistence, crate::players::Persistence::Handover { .. }),
+        "its save stays the handoff's"
+    );
+    // The older ticket is stale now; the newer one redeems.
+    let stale = f.dest.connect();
+    let seat = TicketedSeat {
+        source: hub(),
+        travel,
+        version: first.version,
+        generation: first.generation,
+    };
+    f.dest.input(Input::TravellerLogin { connection: stale, player: pid("a"), seat });
+    f.pump();
+    assert!(has(&f.dest.received(stale), |m| matches!(
+        m,
+        ServerMessage::Rejected { reason: RejectReason::TicketStale, .. }
+    )));
+    f.arrive("a");
+    assert_eq!(f.source.closed(relaunch), Some(CloseCode::Travelled));
+}
