@@ -184,6 +184,30 @@
 #define GH_TRANSITION_FAILURE_DESTINATION_LOST 2
 
 /**
+ * Why the client gave up a move to another server (`GH_EVENT_TRAVEL_ABANDONED`: `code`): the
+ * destination could not be reached, or its link ended before the move's end (`text` = what
+ * the transport said).
+ */
+#define GH_ABANDON_UNREACHABLE 0
+
+/**
+ * The destination refused the login: `value` = the reason (`GH_REJECT_TICKET_STALE`,
+ * `GH_REJECT_TICKET_USED`, ...), `text` = its detail.
+ */
+#define GH_ABANDON_REFUSED 1
+
+/**
+ * The destination closed the link before the move's end: `value` = its close code
+ * (`GH_CLOSE_CODE_RECALLED` when the server left took the player back), `text` = its reason.
+ */
+#define GH_ABANDON_CLOSED 2
+
+/**
+ * The destination did not admit the client within the connect timeout.
+ */
+#define GH_ABANDON_TIMED_OUT 3
+
+/**
  * What happened (docs/client.md, "Events"); which [`GhEvent`] fields are set depends on it.
  */
 typedef enum GhEventKind {
@@ -296,6 +320,25 @@ typedef enum GhEventKind {
    * for the join of your own that follows.
    */
   GH_EVENT_TRANSITION_ENDED = 24,
+  /**
+   * The transition on screen (`transition`) goes to `node`, which another server hosts:
+   * keep the loading screen up; the client logs in there by itself. `text` = that server's
+   * address (`host:port`). Nothing to call (docs/spec/travel.md V3).
+   */
+  GH_EVENT_TRAVELLING = 25,
+  /**
+   * The client plays on another server from now (the destination of a move welcomed it, or
+   * a move that failed there brought it back): drop every player state, pawn and object of
+   * the world you knew; a new world begins on `node` (NULL: none streamed yet), `player`
+   * (`own`), `value` = that server's frame limit. The loading screen stays up.
+   */
+  GH_EVENT_SERVER_CHANGED = 26,
+  /**
+   * The client gave up the move of `transition`: `code` = why (`GH_ABANDON_*`), `value` =
+   * the reject reason (`GH_REJECT_*`) or the close code (`GH_CLOSE_CODE_*`) when there is
+   * one, `text` = the detail. The screen stays up; the server it was leaving sends it back.
+   */
+  GH_EVENT_TRAVEL_ABANDONED = 27,
 } GhEventKind;
 
 /**
@@ -371,6 +414,11 @@ typedef enum GhStatus {
    * A pointer was NULL or an argument made no sense.
    */
   GH_ERR_ARGUMENT = 5,
+  /**
+   * `gh_client_request_restart` while a move to another server is being dialled: ask again
+   * once `GH_EVENT_SERVER_CHANGED` or `GH_EVENT_TRAVEL_ABANDONED` came.
+   */
+  GH_ERR_MOVING = 6,
 } GhStatus;
 
 /**

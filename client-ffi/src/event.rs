@@ -4,7 +4,10 @@
 use std::ffi::{CString, c_char};
 use std::ptr;
 
-use gatehouse_client::{CloseReason, Event, Load, WorldChange};
+use gatehouse_client::{AbandonReason, CloseReason, Event, Load, WorldChange};
+use gatehouse_protocol::{NodeId, PlayerId};
+
+use crate::{GH_ABANDON_CLOSED, GH_ABANDON_REFUSED, GH_ABANDON_TIMED_OUT, GH_ABANDON_UNREACHABLE};
 
 /// What happened (docs/client.md, "Events"); which [`GhEvent`] fields are set depends on it.
 #[repr(C)]
@@ -69,6 +72,19 @@ pub enum GhEventKind {
     /// drops with `GH_EVENT_HIDE_LOADING_SCREEN`, unless you control no pawn: then it stays up
     /// for the join of your own that follows.
     GhEventTransitionEnded = 24,
+    /// The transition on screen (`transition`) goes to `node`, which another server hosts:
+    /// keep the loading screen up; the client logs in there by itself. `text` = that server's
+    /// address (`host:port`). Nothing to call (docs/spec/travel.md V3).
+    GhEventTravelling = 25,
+    /// The client plays on another server from now (the destination of a move welcomed it, or
+    /// a move that failed there brought it back): drop every player state, pawn and object of
+    /// the world you knew; a new world begins on `node` (NULL: none streamed yet), `player`
+    /// (`own`), `value` = that server's frame limit. The loading screen stays up.
+    GhEventServerChanged = 26,
+    /// The client gave up the move of `transition`: `code` = why (`GH_ABANDON_*`), `value` =
+    /// the reject reason (`GH_REJECT_*`) or the close code (`GH_CLOSE_CODE_*`) when there is
+    /// one, `text` = the detail. The screen stays up; the server it was leaving sends it back.
+    GhEventTravelAbandoned = 27,
 }
 
 /// What a load on the loading screen is for.
@@ -228,14 +244,7 @@ impl Storage {
         use GhEventKind::*;
         match event {
             Event::Welcomed { player, node, max_frame_len } => {
-                self.me = Some(player.as_str().to_owned());
-                GhEvent {
-                    player: self.string(player.as_str()),
-                    own: true,
-                    node: node.map_or(ptr::null(), |node| self.string(node.as_str())),
-                    value: max_frame_len,
-                    ..GhEvent::empty(GhEventWelcomed)
-                }
+                self.entered(GhEventWelcomed, &player, node.as_ref(), max_frame_len)
             }
             Event::Rejected { reason, detail } => GhEvent {
                 code: reason as u32,
@@ -296,6 +305,18 @@ impl Storage {
                 ..GhEvent::empty(GhEventRefused)
             },
             Event::World(change) => self.world(change),
+            Event::Travelling { transition, node, address, .. } => GhEvent {
+                transition: transition.0,
+                node: self.string(node.as_str()),
+                text: self.string(&address),
+                ..GhEvent::empty(GhEventTravelling)
+            },
+            Event::ServerChanged { player, node, max_frame_len } => {
+                self.entered(GhEventServerChanged, &player, node.as_ref(), max_frame_len)
+            }
+            Event::TravelAbandoned { transition, reason } => {
+                GhEvent { transition: transition.0, ..self.abandoned(reason) }
+            }
             Event::Closed { reason } => self.closed(reason),
         }
     }
@@ -358,6 +379,50 @@ impl Storage {
         }
     }
 
+    /// A `kind` event of a server letting the client in as `player` (welcomed, or another
+    /// server's): `player` becomes the one `own` compares with.
+    fn entered(
+        &mut self,
+        kind: GhEventKind,
+        player: &PlayerId,
+        node: Option<&NodeId>,
+        max_frame_len: u32,
+    ) -> GhEvent {
+        self.me = Some(player.as_str().to_owned());
+        GhEvent {
+            player: self.string(player.as_str()),
+            own: true,
+            node: node.map_or(ptr::null(), |node| self.string(node.as_str())),
+            value: max_frame_len,
+            ..GhEvent::empty(kind)
+        }
+    }
+
+    /// A `GH_EVENT_TRAVEL_ABANDONED` of `reason`, its transition not set.
+    fn abandoned(&mut self, reason: AbandonReason) -> GhEvent {
+        let abandoned = GhEvent::empty(GhEventKind::GhEventTravelAbandoned);
+        match reason {
+            AbandonReason::Unreachable { why } => {
+                GhEvent { code: GH_ABANDON_UNREACHABLE, text: self.string(&why), ..abandoned }
+            }
+            AbandonReason::Refused { reason, detail } => GhEvent {
+                code: GH_ABANDON_REFUSED,
+                value: reason as u32,
+                text: self.string(&detail),
+                ..abandoned
+            },
+            AbandonReason::Closed { code, reason } => GhEvent {
+                code: GH_ABANDON_CLOSED,
+                value: code,
+                text: self.string(&reason),
+                ..abandoned
+            },
+            AbandonReason::TimedOut => GhEvent { code: GH_ABANDON_TIMED_OUT, ..abandoned },
+            // A reason this library version does not know yet: told as unreachable.
+            _ => GhEvent { code: GH_ABANDON_UNREACHABLE, ..abandoned },
+        }
+    }
+
     fn closed(&mut self, reason: CloseReason) -> GhEvent {
         let closed = GhEvent::empty(GhEventKind::GhEventClosed);
         match reason {
@@ -380,5 +445,75 @@ fn gh_load(load: Load) -> GhLoad {
     match load {
         Load::Transition(id) => GhLoad { kind: GhLoadKind::GhLoadTransition, id: id.0 },
         Load::Join(id) => GhLoad { kind: GhLoadKind::GhLoadJoin, id: id.0 },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use std::ffi::CStr;
+
+    use gatehouse_client::{AbandonReason, Event};
+    use gatehouse_protocol::{RejectReason, TransitionId};
+
+    use super::*;
+
+    /// The text `pointer` points at.
+    fn text(pointer: *const c_char) -> &'static str {
+        assert!(!pointer.is_null());
+        // SAFETY: every pointer an event carries points at a NUL-terminated string that the
+        // test's `Storage` keeps (leaked below, so it outlives the test's reads).
+        unsafe { CStr::from_ptr(pointer) }.to_str().unwrap()
+    }
+
+    /// A server change's events reach C with their fields, and the new server's player becomes
+    /// the one `own` compares with; no ticket is among them.
+    #[test]
+    fn a_server_changes_events_reach_c_with_their_fields() {
+        let storage = Box::leak(Box::new(Storage::default()));
+        let node = NodeId::new("crypt").unwrap();
+        let travelling = storage.event(Event::Travelling {
+            transition: TransitionId(7),
+            node: node.clone(),
+            address: "crypt-1.example:7777".into(),
+            server_name: "crypt-1.example".into(),
+        });
+        assert_eq!((travelling.kind, travelling.transition), (GhEventKind::GhEventTravelling, 7));
+        assert_eq!(
+            (text(travelling.node), text(travelling.text)),
+            ("crypt", "crypt-1.example:7777")
+        );
+        let player = PlayerId::new("sim-0007").unwrap();
+        let changed = storage.event(Event::ServerChanged {
+            player: player.clone(),
+            node: Some(node),
+            max_frame_len: 4096,
+        });
+        assert_eq!(
+            (changed.kind, changed.own, changed.value),
+            (GhEventKind::GhEventServerChanged, true, 4096)
+        );
+        assert_eq!((text(changed.player), text(changed.node)), ("sim-0007", "crypt"));
+        assert!(storage.is_me("sim-0007"));
+        let refused =
+            AbandonReason::Refused { reason: RejectReason::TicketStale, detail: "stale".into() };
+        let abandoned =
+            storage.event(Event::TravelAbandoned { transition: TransitionId(7), reason: refused });
+        assert_eq!(abandoned.kind, GhEventKind::GhEventTravelAbandoned);
+        assert_eq!(
+            (abandoned.transition, abandoned.code, abandoned.value),
+            (7, GH_ABANDON_REFUSED, 11)
+        );
+        assert_eq!(text(abandoned.text), "stale");
+        let closed = AbandonReason::Closed { code: 12, reason: "recalled".into() };
+        let abandoned =
+            storage.event(Event::TravelAbandoned { transition: TransitionId(7), reason: closed });
+        assert_eq!((abandoned.code, abandoned.value), (GH_ABANDON_CLOSED, 12));
+        let timed_out = storage.event(Event::TravelAbandoned {
+            transition: TransitionId(7),
+            reason: AbandonReason::TimedOut,
+        });
+        assert_eq!((timed_out.code, timed_out.text), (GH_ABANDON_TIMED_OUT, ptr::null()));
     }
 }

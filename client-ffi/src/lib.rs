@@ -68,6 +68,9 @@ pub enum GhStatus {
     GhErrNotOpen = 4,
     /// A pointer was NULL or an argument made no sense.
     GhErrArgument = 5,
+    /// `gh_client_request_restart` while a move to another server is being dialled: ask again
+    /// once `GH_EVENT_SERVER_CHANGED` or `GH_EVENT_TRAVEL_ABANDONED` came.
+    GhErrMoving = 6,
 }
 
 impl From<Result<(), InputError>> for GhStatus {
@@ -78,6 +81,7 @@ impl From<Result<(), InputError>> for GhStatus {
             Err(InputError::NotDead) => GhStatus::GhErrNotDead,
             Err(InputError::RestartPending) => GhStatus::GhErrRestartPending,
             Err(InputError::NotOpen) => GhStatus::GhErrNotOpen,
+            Err(InputError::Moving) => GhStatus::GhErrMoving,
         }
     }
 }
@@ -156,6 +160,19 @@ pub const GH_TRANSITION_FAILURE_DESTINATION_UNAVAILABLE: u32 = 1;
 /// A travel to another server failed after the player's ticket; it is sent back
 /// (docs/spec/travel.md V7).
 pub const GH_TRANSITION_FAILURE_DESTINATION_LOST: u32 = 2;
+
+/// Why the client gave up a move to another server (`GH_EVENT_TRAVEL_ABANDONED`: `code`): the
+/// destination could not be reached, or its link ended before the move's end (`text` = what
+/// the transport said).
+pub const GH_ABANDON_UNREACHABLE: u32 = 0;
+/// The destination refused the login: `value` = the reason (`GH_REJECT_TICKET_STALE`,
+/// `GH_REJECT_TICKET_USED`, ...), `text` = its detail.
+pub const GH_ABANDON_REFUSED: u32 = 1;
+/// The destination closed the link before the move's end: `value` = its close code
+/// (`GH_CLOSE_CODE_RECALLED` when the server left took the player back), `text` = its reason.
+pub const GH_ABANDON_CLOSED: u32 = 2;
+/// The destination did not admit the client within the connect timeout.
+pub const GH_ABANDON_TIMED_OUT: u32 = 3;
 
 /// The wire protocol version this library speaks.
 #[unsafe(no_mangle)]

@@ -176,6 +176,14 @@ macro_rules! session_figures {
                 /// below one already shown, or a new own pawn whose id is not above every own
                 /// pawn before it.
                 ids_backwards: Sum, "ids going backwards", Zero;
+                /// Moves to another server this client was sent (`TravelTo`).
+                travels: Sum, "travels to another server", Any;
+                /// Times this client began playing on another server: a move's destination
+                /// welcomed it, or a move that failed there brought it back to the source.
+                server_changes: Sum, "server changes", Any;
+                /// Moves this client gave up (the destination refused it, closed, could not be
+                /// reached or did not admit it in time) and told the source so.
+                travels_abandoned: Sum, "travels abandoned", Any;
                 /// Longest time the loading screen stayed up, ms.
                 longest_loading_screen_ms: Max, "longest loading screen (ms)", Any;
             }
@@ -559,6 +567,9 @@ pub struct Timings {
     pub possessed_to_ended: Micros,
     /// From first seeing a transition to its `EndTransition`.
     pub shown_to_ended: Micros,
+    /// A move to another server's whole loading screen, as the player saw it: from the screen
+    /// going up at the source to its drop at the destination (docs/spec/travel.md V3, V16).
+    pub moved: Micros,
     /// From a reply's cause to the reply leaving the client: from when the message it answers
     /// was readable on the stream (`ShowTransition` → `TransitionShown`, `Possessed` → its
     /// acknowledgement), or when the deadline it follows was due (streaming done → ready). The
@@ -574,6 +585,7 @@ impl Timings {
         self.ready_to_possessed.absorb(&other.ready_to_possessed);
         self.possessed_to_ended.absorb(&other.possessed_to_ended);
         self.shown_to_ended.absorb(&other.shown_to_ended);
+        self.moved.absorb(&other.moved);
         self.reply_delay.absorb(&other.reply_delay);
     }
 }
@@ -625,6 +637,9 @@ pub enum ScreenKind {
     Transition,
     /// A join's screen: a player who logged in while no transition ran (docs/spec/sessions.md S5).
     Join,
+    /// A move to another server's screen: one loading screen across both servers, from the
+    /// source's freeze to the destination's end (docs/spec/travel.md V3).
+    Travel,
 }
 
 /// Something that happened to a client at one instant (docs/simulator.md, "The timeline").
@@ -638,6 +653,9 @@ pub enum MarkKind {
     Relaunch,
     /// It lost its connection and reconnected.
     Reconnect,
+    /// It began playing on another server: a move's destination welcomed it, or a move that
+    /// failed there brought it back (docs/spec/travel.md V3).
+    ServerChange,
     /// An error was recorded (a broken contract, a rejection, a lost connection).
     Error,
 }

@@ -193,6 +193,8 @@ pub struct TimingsSection {
     pub possessed_to_ended: TimingSummary,
     /// From first seeing a transition to its `EndTransition`.
     pub shown_to_ended: TimingSummary,
+    /// A move to another server's whole loading screen, from the source to the destination.
+    pub moved: TimingSummary,
     /// From a reply's cause (the message it answers readable, or the deadline it follows due)
     /// to the reply leaving the client: the swarm's own delay.
     pub reply_delay: TimingSummary,
@@ -206,18 +208,20 @@ impl TimingsSection {
             ready_to_possessed: timings.ready_to_possessed.summary(),
             possessed_to_ended: timings.possessed_to_ended.summary(),
             shown_to_ended: timings.shown_to_ended.summary(),
+            moved: timings.moved.summary(),
             reply_delay: timings.reply_delay.summary(),
         }
     }
 
     /// Each phase with its printed label.
-    fn phases(&self) -> [(&'static str, &TimingSummary); 6] {
+    fn phases(&self) -> [(&'static str, &TimingSummary); 7] {
         [
             ("connect -> Welcome", &self.connect_to_welcome),
             ("shown -> ready sent", &self.shown_to_ready_sent),
             ("ready -> possessed", &self.ready_to_possessed),
             ("possessed -> ended", &self.possessed_to_ended),
             ("shown -> ended", &self.shown_to_ended),
+            ("moved: source -> destination", &self.moved),
             ("reply delay", &self.reply_delay),
         ]
     }
@@ -667,6 +671,12 @@ timings.connect_to_welcome.min_us number
 timings.connect_to_welcome.p50_us number
 timings.connect_to_welcome.p90_us number
 timings.connect_to_welcome.p99_us number
+timings.moved.count number
+timings.moved.max_us number
+timings.moved.min_us number
+timings.moved.p50_us number
+timings.moved.p90_us number
+timings.moved.p99_us number
 timings.possessed_to_ended.count number
 timings.possessed_to_ended.max_us number
 timings.possessed_to_ended.min_us number
@@ -758,7 +768,7 @@ wire.lost_packets number
         let mut found = Vec::new();
         keys(&serde_json::to_value(&report).unwrap(), "", &mut found);
         let expected: Vec<&str> = JSON_KEYS.lines().collect();
-        assert_eq!(expected.len(), 117);
+        assert_eq!(expected.len(), 123);
         for key in &expected {
             assert!(found.iter().any(|f| f == key), "{key} missing from {found:#?}");
         }

@@ -11,13 +11,33 @@
 //! what the client expected before it. A misbehaving client is the same session with its
 //! outputs rewritten ([`Misbehaving`]).
 //!
-//! Driven like the server core: [`ClientSession::handle`] with `now`, drain
-//! [`ClientSession::poll_output`], wake at [`ClientSession::poll_timeout`].
+//! Driven like the server core: [`ClientSession::handle_on`] with `now` and the link the
+//! message came on, drain [`ClientSession::poll_output`], wake at
+//! [`ClientSession::poll_timeout`], and say when a link ends ([`ClientSession::link_lost`]).
+//!
+//! **Links: what a driver routes.** A session starts on the connection its driver opened,
+//! [`LinkId::FIRST`]; a driver with one connection uses [`ClientSession::handle`]. A move to
+//! another server (`TravelTo`, docs/spec/travel.md V3) is the library's, and reaches the driver
+//! as outputs ([`Output`]), in order:
+//! - `Output::Dial { link, dial }`: open a connection to `dial.address` (as `dial.server_name`,
+//!   pinned to `dial.pin` if set, else trusted as the first), then feed every message that
+//!   arrives on it to `handle_on(now, link, message)`; send what comes for `link` before it is
+//!   open once it is. A driver that cannot open it says so at once with `link_lost(now, link,
+//!   why)`: the session gives the move up on the source (`TravelAbandoned`) and stays there.
+//! - `Output::Send { link, message }`: write `message` on `link`'s connection (the source's
+//!   `TransitionShown` and `TravelAbandoned`, the destination's `Hello` with the ticket and
+//!   every duty after).
+//! - `Output::Close { link }`: finish and close that connection (after what was sent on it);
+//!   the source's close with code 11 (`Travelled`) is the move's expected end, not an error.
+//!
+//! Whatever the links, one session is one player: its checks, its screen and its figures run
+//! across the move (one loading screen across two servers), and it ends when the link it plays
+//! on ends ([`ClientSession::is_closed`]).
 
 use std::collections::VecDeque;
 use std::time::{Duration, Instant};
 
-use gatehouse_client::{Event, Load, Screen, Session, WorldChange, WorldEvents};
+use gatehouse_client::{Event, LinkId, Load, Output, Screen, Session, WorldChange, WorldEvents};
 use gatehouse_protocol::{ClientMessage, NodeId, PawnId, PlayerId, ServerMessage};
 use rand::rngs::SmallRng;
 use rand::{RngExt as _, SeedableRng as _};
@@ -115,8 +135,10 @@ pub struct ClientSession {
     session: Session,
     streaming: Streaming,
     vitals: Vitals,
-    /// The pawn whose possession this client acknowledged (a never-acknowledging one has none).
-    acknowledged: Option<PawnId>,
+    /// The pawn whose possession this client acknowledged on each link it holds (a
+    /// never-acknowledging one has none): after a move that came back, the source's pawn is
+    /// the one acknowledged there.
+    acknowledged: Vec<(LinkId, PawnId)>,
     screen: Option<ScreenFigure>,
     /// The game side: domain objects, router, adapters, gates, checks, and the steps it has yet
     /// to run; `None` for a thin client.
@@ -124,7 +146,7 @@ pub struct ClientSession {
     /// The live checks of what the server promises this session.
     checks: SessionChecks,
     misbehaving: Option<Misbehaving>,
-    outputs: VecDeque<ClientMessage>,
+    outputs: VecDeque<Output>,
     stats: SessionStats,
     /// The close code and reason the server announced in `Closing`, if it did.
     closing: Option<(u32, String)>,
@@ -153,7 +175,7 @@ impl ClientSession {
             session: Session::new(now, library),
             streaming: Streaming { rng: SmallRng::seed_from_u64(config.seed), due: None },
             vitals: Vitals::default(),
-            acknowledged: None,
+            acknowledged: Vec::new(),
             screen: None,
             game: config.full.then(|| GameSide::new(Client::new(client))),
             checks: SessionChecks::default(),
@@ -179,27 +201,51 @@ impl ClientSession {
     /// stands for, in its order (docs/protocol.md 4.4, 4.5): the checks then judge each own
     /// pawn's placement with what the client knew right before it, as they would have had the
     /// messages come one by one.
+    ///
+    /// The message came on the first link ([`LinkId::FIRST`]): [`ClientSession::handle_on`]
+    /// names the link, for a driver that carries server changes.
     pub fn handle(&mut self, now: Instant, message: ServerMessage) {
+        self.handle_on(now, LinkId::FIRST, message);
+    }
+
+    /// [`ClientSession::handle`] for a message that came on `link` (module docs, "Links").
+    pub fn handle_on(&mut self, now: Instant, link: LinkId, message: ServerMessage) {
         match message {
             ServerMessage::WorldSnapshot(snapshot) => {
                 for message in snapshot.messages() {
-                    self.handle_one(now, message);
+                    self.handle_one(now, link, message);
                 }
             }
             ServerMessage::Replicated { changes } => {
                 for change in changes {
-                    self.handle_one(now, ServerMessage::from(change));
+                    self.handle_one(now, link, ServerMessage::from(change));
                 }
             }
-            message => self.handle_one(now, message),
+            message => self.handle_one(now, link, message),
         }
     }
 
-    /// [`ClientSession::handle`] for a message that stands for itself alone.
-    fn handle_one(&mut self, now: Instant, message: ServerMessage) {
+    /// `link` ended below the protocol, or could not be opened (module docs, "Links"): the
+    /// library's session carries the move on, gives it up, or ends.
+    pub fn link_lost(&mut self, now: Instant, link: LinkId, why: impl Into<String>) {
+        self.session.link_lost(link, why);
+        self.pump(now);
+    }
+
+    /// The link the session plays on: its messages drive the screen and the checks.
+    pub fn link(&self) -> LinkId {
+        self.session.link()
+    }
+
+    /// [`ClientSession::handle_on`] for a message that stands for itself alone. Only a message
+    /// of the server the session plays on is judged against what the client expected; one of
+    /// the other server of a move only keeps the checks' account of that server.
+    fn handle_one(&mut self, now: Instant, link: LinkId, message: ServerMessage) {
         let errors_before = self.stats.errors.len();
+        let here = link == self.session.link();
+        let placed_pawn = self.has_acknowledged_its_pawn();
         let screen = self.session.screen();
-        let expected = Expected {
+        let expected = here.then(|| Expected {
             player: self.session.player(),
             node: self.session.destination(),
             // A transition that ended, its screen held for the join that follows, is over.
@@ -212,17 +258,25 @@ impl ClientSession {
                 _ => None,
             },
             streamed: self.session.streamed_node(),
-            placed_pawn: self.session.pawn().is_some() && self.acknowledged == self.session.pawn(),
-        };
-        self.checks.observe(&message, expected, &mut self.stats);
+            placed_pawn,
+        });
+        self.checks.observe(link, &message, expected, &mut self.stats);
         if self.stats.errors.len() > errors_before {
             self.stats.marks.push((now, MarkKind::Error));
         }
-        if let Some(misbehaving) = &mut self.misbehaving {
+        if let Some(misbehaving) = &mut self.misbehaving
+            && here
+        {
             misbehaving.observe(now, self.session.player(), &message);
         }
-        self.session.handle(now, message);
+        self.session.handle_on(now, link, message);
         self.pump(now);
+    }
+
+    /// Whether the client possesses a pawn where it plays and acknowledged that possession.
+    fn has_acknowledged_its_pawn(&self) -> bool {
+        let link = self.session.link();
+        self.session.pawn().is_some_and(|pawn| self.acknowledged.contains(&(link, pawn)))
     }
 
     /// A relaunch of a client whose previous session ended dead (or waiting for its respawn):
@@ -240,12 +294,22 @@ impl ClientSession {
             game.queue(now, GameStep::Timers);
         }
         if let Some(misbehaving) = &mut self.misbehaving {
-            misbehaving.handle_timeout(now, &mut self.outputs);
+            let mut sent = VecDeque::new();
+            misbehaving.handle_timeout(now, &mut sent);
+            self.send_here(sent);
         }
         if self.vitals.restart_at.is_some_and(|at| at <= now) {
             self.vitals.restart_at = None;
-            if self.vitals.dead && self.session.request_restart().is_ok() {
-                self.vitals.respawning = true;
+            let restart =
+                if self.vitals.dead { Some(self.session.request_restart()) } else { None };
+            match restart {
+                Some(Ok(())) => self.vitals.respawning = true,
+                // Asked again later, once the move's destination let the client in (the
+                // restart is the destination's) or the move was given up (the source's).
+                Some(Err(gatehouse_client::InputError::Moving)) => {
+                    self.vitals.restart_at = self.config.restart_after_death.map(|d| now + d);
+                }
+                _ => {}
             }
         }
         if let Some((load, _)) = self.streaming.due.filter(|(_, at)| *at <= now) {
@@ -269,8 +333,9 @@ impl ClientSession {
         self.stats.timings.connect_to_welcome.record(took);
     }
 
-    /// The next message to send, if any.
-    pub fn poll_output(&mut self) -> Option<ClientMessage> {
+    /// The next thing to do for the session's links, in order: a message to send on a link, a
+    /// link to open, a link to close (module docs, "Links").
+    pub fn poll_output(&mut self) -> Option<Output> {
         self.outputs.pop_front()
     }
 
@@ -316,9 +381,7 @@ impl ClientSession {
 
     /// Placed: has a pawn whose possession it acknowledged, and no loading screen up.
     pub fn is_placed(&self) -> bool {
-        self.session.pawn().is_some()
-            && self.acknowledged == self.session.pawn()
-            && !self.is_loading()
+        self.has_acknowledged_its_pawn() && !self.is_loading()
     }
 
     /// The node this client streamed (its join's, or the transition's it reported ready for).
@@ -346,7 +409,7 @@ impl ClientSession {
     pub fn pawns_owned_by(&self, player: &PlayerId) -> usize {
         match &self.game {
             Some(game) => game.client.domain().characters().owned_by(player).len(),
-            None if self.player() == Some(player) => self.checks.own_pawns(),
+            None if self.player() == Some(player) => self.checks.own_pawns(self.session.link()),
             None => 0,
         }
     }
@@ -439,25 +502,49 @@ impl ClientSession {
         self.stats.clone()
     }
 
-    /// Does what the library's session said, then passes its outputs through the misbehaviour.
+    /// Does what the library's session said, then passes its messages through the
+    /// misbehaviour; a link it closes is forgotten by the checks.
     fn pump(&mut self, now: Instant) {
         while let Some(event) = self.session.poll_event() {
             self.on_event(now, event);
         }
-        while let Some(message) = self.session.poll_output() {
-            let before = self.outputs.len();
-            match &mut self.misbehaving {
-                Some(misbehaving) => misbehaving.rewrite(message, &mut self.outputs),
-                None => self.outputs.push_back(message),
+        while let Some(output) = self.session.poll_output() {
+            match output {
+                Output::Send { link, message } => {
+                    let mut sent = VecDeque::new();
+                    match &mut self.misbehaving {
+                        Some(misbehaving) => misbehaving.rewrite(message, &mut sent),
+                        None => sent.push_back(message),
+                    }
+                    self.send_on(link, sent);
+                }
+                Output::Close { link } => {
+                    self.checks.forget(link);
+                    self.acknowledged.retain(|(acknowledged, _)| *acknowledged != link);
+                    self.outputs.push_back(output);
+                }
+                output => self.outputs.push_back(output),
             }
-            // Acknowledged is what went out, whatever the misbehaviour made of it.
-            let own = self.session.pawn();
-            let sent_own_ack = self.outputs.range(before..).any(|sent| {
-                matches!(sent, ClientMessage::PossessionAcknowledged { pawn_id } if Some(*pawn_id) == own)
-            });
-            if sent_own_ack {
-                self.acknowledged = own;
+        }
+    }
+
+    /// Queues `messages` for the server the session plays on.
+    fn send_here(&mut self, messages: VecDeque<ClientMessage>) {
+        self.send_on(self.session.link(), messages);
+    }
+
+    /// Queues `messages` for `link`. Acknowledged is what went out, whatever the misbehaviour
+    /// made of it.
+    fn send_on(&mut self, link: LinkId, messages: VecDeque<ClientMessage>) {
+        let own = self.session.pawn();
+        for message in messages {
+            if let ClientMessage::PossessionAcknowledged { pawn_id } = &message
+                && Some(*pawn_id) == own
+            {
+                self.acknowledged.retain(|(acknowledged, _)| *acknowledged != link);
+                self.acknowledged.push((link, *pawn_id));
             }
+            self.outputs.push_back(Output::Send { link, message });
         }
     }
 
@@ -479,12 +566,16 @@ impl ClientSession {
                 match load {
                     // A newer destination: the game side travels (the world for it loads now).
                     Load::Transition(_) => {}
+                    // A move's destination places the traveller by a join: not a late joiner.
+                    Load::Join(_) if self.is_travelling() => {}
                     Load::Join(id) => {
                         self.stats.joins += 1;
                         self.raise(now, ScreenKind::Join);
+                        let mut sent = VecDeque::new();
                         if let Some(misbehaving) = &mut self.misbehaving {
-                            misbehaving.join_shown(id, &mut self.outputs);
+                            misbehaving.join_shown(id, &mut sent);
                         }
+                        self.send_here(sent);
                     }
                 }
             }
@@ -517,6 +608,16 @@ impl ClientSession {
             Event::Closed { reason: gatehouse_client::CloseReason::Server { code, reason } } => {
                 self.closing = Some((code, reason));
             }
+            // A move to another server: one loading screen across both (docs/spec/travel.md V3).
+            Event::Travelling { .. } => {
+                self.stats.travels += 1;
+                self.raise(now, ScreenKind::Travel);
+            }
+            Event::ServerChanged { .. } => {
+                self.stats.server_changes += 1;
+                self.stats.marks.push((now, MarkKind::ServerChange));
+            }
+            Event::TravelAbandoned { .. } => self.stats.travels_abandoned += 1,
             // The replicated world lives in the game side, fed above; the rest is the checks'.
             _ => {}
         }
@@ -557,9 +658,16 @@ impl ClientSession {
         vitals.dead = dead;
     }
 
-    /// A load came on the screen at `now`: the screen goes up (or stays up, its figure kept).
+    /// Whether the screen up is a move's (it stays one across both servers).
+    fn is_travelling(&self) -> bool {
+        self.screen.is_some_and(|s| s.kind == ScreenKind::Travel)
+    }
+
+    /// A load came on the screen at `now`: the screen goes up (or stays up, its figure kept). A
+    /// screen that carried a move stays a move's screen to its end, whatever comes on it.
     fn raise(&mut self, now: Instant, kind: ScreenKind) {
         let raised_at = self.screen.map_or(now, |s| s.raised_at);
+        let kind = if self.is_travelling() { ScreenKind::Travel } else { kind };
         self.screen = Some(ScreenFigure {
             kind,
             raised_at,
@@ -591,6 +699,9 @@ impl ClientSession {
     /// The loading screen came down at `now`: its bar is recorded for the run's picture.
     fn screen_down(&mut self, now: Instant) {
         let Some(screen) = self.screen.take() else { return };
+        if screen.kind == ScreenKind::Travel {
+            self.stats.timings.moved.record_between(screen.raised_at, now);
+        }
         self.stats.screens.push(screen.times(now));
         let up = ms(now - screen.raised_at);
         self.stats.longest_loading_screen_ms = self.stats.longest_loading_screen_ms.max(up);
@@ -636,15 +747,24 @@ fn ms(d: Duration) -> u64 {
 mod tests {
     use super::*;
 
+    /// The next message the session sends; these tests follow no server change but where they
+    /// say so, so every output is a message.
+    fn next_message(s: &mut ClientSession) -> Option<ClientMessage> {
+        s.poll_output().map(|output| match output {
+            Output::Send { message, .. } => message,
+            other => panic!("not a message: {other:?}"),
+        })
+    }
+
     /// A session started at `t0`, its `Hello` taken.
     fn fresh(t0: Instant, config: SessionConfig) -> ClientSession {
         let mut s = ClientSession::new(t0, config);
-        assert!(matches!(s.poll_output(), Some(ClientMessage::Hello { .. })));
+        assert!(matches!(next_message(&mut s), Some(ClientMessage::Hello { .. })));
         s
     }
     use gatehouse_protocol::{
-        CharacterDef, JoinId, LevelName, PawnIdRuns, PawnView, ReplicatedChange, SnapshotEntry,
-        TransitionId,
+        CharacterDef, JoinId, LevelName, PawnIdRuns, PawnView, RejectReason, ReplicatedChange,
+        SnapshotEntry, TransitionId,
     };
 
     use crate::misbehaviour::{RESTART_SPAM_EVERY, TRANSPORT_MISBEHAVIOUR_AFTER};
@@ -701,7 +821,7 @@ mod tests {
         restarted.handle(t0, tags(true));
         let restart = restarted.poll_timeout().unwrap();
         restarted.handle_timeout(restart);
-        assert_eq!(restarted.poll_output(), Some(ClientMessage::RestartRequest));
+        assert_eq!(next_message(&mut restarted), Some(ClientMessage::RestartRequest));
         restarted.handle(restart, tags(false));
         assert_eq!(restarted.stats().deaths, 1);
         assert_eq!(restarted.stats().deaths_forgotten_by_server, 0);
@@ -721,7 +841,7 @@ mod tests {
         s.handle(t0, tags(true));
         let restart = s.poll_timeout().unwrap();
         s.handle_timeout(restart);
-        assert_eq!(s.poll_output(), Some(ClientMessage::RestartRequest));
+        assert_eq!(next_message(&mut s), Some(ClientMessage::RestartRequest));
         s.handle(restart, own_pawn(4, &me, "harbor"));
         s.handle(restart, ServerMessage::Possessed { pawn_id: PawnId(4) });
         assert_eq!(s.stats().respawns, 0, "still dead: not the respawn");
@@ -740,7 +860,7 @@ mod tests {
         let t0 = Instant::now();
         let mut s = fresh(t0, SessionConfig::default());
         s.handle(t0, ServerMessage::FreezeCharacters { transition_id: TransitionId(1) });
-        assert_eq!(s.poll_output(), None, "FreezeCharacters is not answered");
+        assert_eq!(next_message(&mut s), None, "FreezeCharacters is not answered");
         s.handle(t0, show(1));
         assert_eq!(
             drain(&mut s),
@@ -763,14 +883,14 @@ mod tests {
         s.handle(t0, ServerMessage::FreezeCharacters { transition_id: TransitionId(1) });
         s.handle(t0, show(1));
         assert_eq!(
-            s.poll_output(),
+            next_message(&mut s),
             Some(ClientMessage::TransitionShown { transition_id: TransitionId(1) })
         );
         let at = s.poll_timeout().unwrap();
         assert!(at >= t0 + Duration::from_millis(50) && at <= t0 + Duration::from_millis(250));
         s.handle_timeout(at);
         assert_eq!(
-            s.poll_output(),
+            next_message(&mut s),
             Some(ClientMessage::TransitionReady { transition_id: TransitionId(1) })
         );
     }
@@ -810,10 +930,10 @@ mod tests {
         assert!(s.is_loading(), "a stale end never drops the newer screen");
         s.handle_timeout(t0 + Duration::from_secs(1));
         let shown = |id| ClientMessage::TransitionShown { transition_id: TransitionId(id) };
-        assert_eq!(s.poll_output(), Some(shown(1)));
-        assert_eq!(s.poll_output(), Some(shown(2)));
+        assert_eq!(next_message(&mut s), Some(shown(1)));
+        assert_eq!(next_message(&mut s), Some(shown(2)));
         assert_eq!(
-            s.poll_output(),
+            next_message(&mut s),
             Some(ClientMessage::TransitionReady { transition_id: TransitionId(2) })
         );
         assert_eq!(s.stats().transitions_superseded, 1);
@@ -1058,7 +1178,7 @@ mod tests {
         let at = s.poll_timeout().unwrap();
         assert!(at >= t0 + Duration::from_millis(100), "levels, then rooms");
         s.handle_timeout(at);
-        assert_eq!(s.poll_output(), Some(ClientMessage::JoinReady { join_id: JoinId(4) }));
+        assert_eq!(next_message(&mut s), Some(ClientMessage::JoinReady { join_id: JoinId(4) }));
         assert_eq!(s.streamed_node(), Some(&NodeId::new("harbor").unwrap()));
         s.handle(at, own_pawn(7, &me, "harbor"));
         s.handle(at, ServerMessage::Possessed { pawn_id: PawnId(7) });
@@ -1124,7 +1244,7 @@ mod tests {
         s.handle(at, own_pawn(3, &me, "harbor"));
         s.handle(at, ServerMessage::Possessed { pawn_id: PawnId(3) });
         assert_eq!(
-            s.poll_output(),
+            next_message(&mut s),
             Some(ClientMessage::PossessionAcknowledged { pawn_id: PawnId(3) })
         );
         s.handle(at, ServerMessage::EndTransition { transition_id: TransitionId(1) });
@@ -1384,7 +1504,7 @@ mod tests {
     }
 
     fn drain(s: &mut ClientSession) -> Vec<ClientMessage> {
-        std::iter::from_fn(|| s.poll_output()).collect()
+        std::iter::from_fn(|| next_message(s)).collect()
     }
 
     /// A restart-spam client sends `RestartRequest` from its `Welcome` on, every 20 ms, alive as it
@@ -1549,6 +1669,175 @@ mod tests {
             let mut s = misbehaving(t0, kind);
             s.handle(t0, welcome(PlayerId::new("me").unwrap(), None));
             assert_eq!(s.take_transport_misbehaviour(t0 + Duration::from_secs(60)), None);
+        }
+    }
+
+    /// A session placed on `harbor` at the source (link 0) through join 5, holding pawn 12 and
+    /// kit `kit`, then sent transition 7's move to `crypt` (link 1): its outputs up to the
+    /// move's, in order.
+    fn moving(t0: Instant, full: bool, me: &PlayerId) -> (ClientSession, Vec<Output>) {
+        let mut s = fresh(t0, SessionConfig { full, ..SessionConfig::default() });
+        s.handle(t0, welcome(me.clone(), Some(NodeId::new("harbor").unwrap())));
+        s.handle(t0, join(5, "harbor", 0));
+        s.handle_timeout(t0 + Duration::from_secs(1));
+        s.handle(t0, own_pawn(12, me, "harbor"));
+        s.handle(t0, ServerMessage::Possessed { pawn_id: PawnId(12) });
+        s.handle(
+            t0,
+            ServerMessage::KitsGranted { kits: vec![gatehouse_tags::catalog::STATE_DEAD] },
+        );
+        s.handle(t0, ServerMessage::EndJoin { join_id: JoinId(5) });
+        assert!(s.is_placed());
+        while s.poll_output().is_some() {}
+        let at = t0 + Duration::from_secs(2);
+        s.handle(at, ServerMessage::FreezeCharacters { transition_id: TransitionId(7) });
+        let travel = gatehouse_protocol::messages::TravelTo {
+            transition_id: TransitionId(7),
+            node: NodeId::new("crypt").unwrap(),
+            address: "crypt-1.example:7777".into(),
+            server_name: "crypt-1.example".into(),
+            certificate_sha256: None,
+            ticket: "ticket".into(),
+            valid_ms: 10_000,
+        };
+        s.handle(at, ServerMessage::TravelTo(Box::new(travel)));
+        let outputs = std::iter::from_fn(|| s.poll_output()).collect();
+        (s, outputs)
+    }
+
+    /// docs/spec/travel.md V3: a move is one loading screen across two servers, in the figures
+    /// and for the checks, thin or full. The destination's ids, pawns and kits are its own (its
+    /// join 3 after the source's 5, its pawn 4 beside the source's live 12, the kits it tells
+    /// once): nothing goes backwards, no double pawn or grant; its join ends the screen with the
+    /// pawn acknowledged there; the source's `Travelled` close is the move's end, not an error.
+    /// The screen is one bar, a move's, from the source's freeze to the destination's end, with
+    /// the server change marked on it.
+    #[test]
+    fn a_move_is_one_loading_screen_across_two_servers_for_the_figures_and_the_checks() {
+        let me = PlayerId::new("me").unwrap();
+        let destination = LinkId(1);
+        for full in [false, true] {
+            let t0 = Instant::now();
+            let (mut s, outputs) = moving(t0, full, &me);
+            let shown = ClientMessage::TransitionShown { transition_id: TransitionId(7) };
+            assert!(matches!(&outputs[..], [
+                Output::Send { link: LinkId::FIRST, message },
+                Output::Dial { link, .. },
+                Output::Send { link: hello_link, message: ClientMessage::Hello { .. } },
+            ] if *message == shown && *link == destination && *hello_link == destination));
+            let at = t0 + Duration::from_secs(3);
+            let welcome = welcome(me.clone(), Some(NodeId::new("crypt").unwrap()));
+            s.handle_on(at, destination, welcome);
+            assert_eq!(s.link(), destination);
+            let kits =
+                ServerMessage::KitsGranted { kits: vec![gatehouse_tags::catalog::STATE_DEAD] };
+            s.handle_on(at, destination, kits);
+            s.handle_on(at, destination, join(3, "crypt", 0));
+            s.handle_timeout(at + Duration::from_secs(1));
+            let ready = s.poll_output();
+            let join_ready = ClientMessage::JoinReady { join_id: JoinId(3) };
+            assert_eq!(ready, Some(Output::Send { link: destination, message: join_ready }));
+            s.handle_on(at, destination, own_pawn(4, &me, "crypt"));
+            s.handle_on(at, destination, ServerMessage::Possessed { pawn_id: PawnId(4) });
+            assert!(!s.is_placed() && s.is_loading(), "the screen waits for the join's end");
+            let ended = at + Duration::from_secs(2);
+            s.handle_on(ended, destination, ServerMessage::EndJoin { join_id: JoinId(3) });
+            assert!(s.is_placed());
+            let travelled = ServerMessage::Closing { code: 11, reason: "travelled".into() };
+            s.handle_on(ended, LinkId::FIRST, travelled);
+            let rest: Vec<Output> = std::iter::from_fn(|| s.poll_output()).collect();
+            assert!(rest.contains(&Output::Close { link: LinkId::FIRST }), "{rest:?}");
+            assert!(!s.is_closed(), "the source's close is the move's end");
+            s.run_game_side();
+            let stats = s.finish(ended + Duration::from_secs(1));
+            assert!(stats.problems().is_empty(), "full {full}: {:?}", stats.problems());
+            assert_eq!(
+                (stats.travels, stats.server_changes, stats.joins),
+                (1, 1, 1),
+                "full {full}"
+            );
+            let moves: Vec<&ScreenTimes> =
+                stats.screens.iter().filter(|s| s.kind == ScreenKind::Travel).collect();
+            assert_eq!(moves.len(), 1, "full {full}: one screen for the move");
+            let up = t0 + Duration::from_secs(2);
+            assert_eq!((moves[0].shown, moves[0].ended), (up, Some(ended)), "full {full}");
+            assert_eq!(stats.timings.moved.count(), 1);
+            assert!(
+                stats
+                    .marks
+                    .iter()
+                    .any(|(when, kind)| *kind == MarkKind::ServerChange && *when == at)
+            );
+        }
+    }
+
+    /// docs/spec/travel.md V3, V7: a move given up stays one screen: refused by the destination
+    /// (`TravelAbandoned` on the source), or taken back by the source once the client was at
+    /// the destination and acknowledged a pawn there; either way the source fails the move and
+    /// places the player with its kept pawn by a transition of its own, whose end is no end
+    /// before placement (the source's pawn is the one acknowledged there). One bar, no error.
+    #[test]
+    fn a_move_given_up_stays_one_screen_to_the_sources_follow_up() {
+        let me = PlayerId::new("me").unwrap();
+        for arrived in [false, true] {
+            let t0 = Instant::now();
+            let (mut s, _) = moving(t0, false, &me);
+            let at = t0 + Duration::from_secs(3);
+            if arrived {
+                let welcome = welcome(me.clone(), Some(NodeId::new("crypt").unwrap()));
+                s.handle_on(at, LinkId(1), welcome);
+                s.handle_on(at, LinkId(1), join(3, "crypt", 0));
+                s.handle_timeout(at + Duration::from_secs(1));
+                s.handle_on(at, LinkId(1), own_pawn(4, &me, "crypt"));
+                s.handle_on(at, LinkId(1), ServerMessage::Possessed { pawn_id: PawnId(4) });
+            } else {
+                let refused = ServerMessage::Rejected {
+                    reason: RejectReason::TicketStale,
+                    detail: String::new(),
+                };
+                s.handle_on(at, LinkId(1), refused);
+                let abandoned = ClientMessage::TravelAbandoned { transition_id: TransitionId(7) };
+                let outputs: Vec<Output> = std::iter::from_fn(|| s.poll_output()).collect();
+                assert_eq!(
+                    outputs,
+                    [
+                        Output::Close { link: LinkId(1) },
+                        Output::Send { link: LinkId::FIRST, message: abandoned },
+                    ]
+                );
+            }
+            s.handle(
+                at,
+                ServerMessage::TransitionFailed {
+                    transition_id: TransitionId(7),
+                    reason: gatehouse_protocol::TransitionFailure::DestinationLost,
+                    detail: String::new(),
+                },
+            );
+            assert_eq!(s.link(), LinkId::FIRST, "arrived {arrived}: back on the source");
+            s.handle(at, ServerMessage::FreezeCharacters { transition_id: TransitionId(8) });
+            s.handle(at, show(8));
+            s.handle_timeout(at + Duration::from_secs(2));
+            let teleported = ServerMessage::PawnsTeleported {
+                node: NodeId::new("harbor").unwrap(),
+                pawn_ids: PawnIdRuns::from_ids([PawnId(12)]),
+            };
+            s.handle(at, teleported);
+            let ended = at + Duration::from_secs(3);
+            s.handle(ended, ServerMessage::EndTransition { transition_id: TransitionId(8) });
+            assert!(s.is_placed(), "arrived {arrived}");
+            let stats = s.finish(ended);
+            assert!(stats.problems().is_empty(), "arrived {arrived}: {:?}", stats.problems());
+            let (abandoned, changes) = (stats.travels_abandoned, stats.server_changes);
+            let expected = if arrived { (0, 2) } else { (1, 0) };
+            assert_eq!((abandoned, changes), expected, "arrived {arrived}");
+            assert_eq!(stats.transitions_failed, 1);
+            let moves = stats.screens.iter().filter(|s| s.kind == ScreenKind::Travel).count();
+            assert_eq!(
+                (moves, stats.screens.len()),
+                (1, 2),
+                "the join, then the move's one screen"
+            );
         }
     }
 }

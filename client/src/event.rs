@@ -1,5 +1,5 @@
-//! What the session tells the game, in the game's terms ([`Event`]), and why a session ended
-//! ([`CloseReason`]).
+//! What the session tells the game, in the game's terms ([`Event`]), why a session ended
+//! ([`CloseReason`]), and why the client gave up a move to another server ([`AbandonReason`]).
 
 use gatehouse_protocol::{
     CloseCode, ErrorCode, LevelName, NodeId, PawnId, PawnIdRuns, PawnView, PlayerId,
@@ -60,8 +60,10 @@ pub enum Event {
         /// The load given up.
         load: Load,
     },
-    /// The transition hit the server's hard maximum and failed. The loading screen stays up:
-    /// the recovery travel follows at once.
+    /// The transition failed. The loading screen stays up: a recovery travel follows (it hit
+    /// the server's hard maximum, `TimedOut`), or a transition or join on this server (a move to
+    /// another server failed, `DestinationUnavailable` or `DestinationLost`: the session left
+    /// the destination and follows this server again, docs/spec/travel.md V7).
     TransitionFailed {
         /// The transition.
         transition: TransitionId,
@@ -116,6 +118,45 @@ pub enum Event {
     },
     /// A change of the replicated world, to apply to the game's copy.
     World(WorldChange),
+    /// The transition on screen goes to `node`, which another server hosts: keep the loading
+    /// screen up (the player sees neither world until the move ends). The session logs in
+    /// there with a ticket over a link of its own (the shell dials `address`); nothing is asked
+    /// of the game (docs/spec/travel.md V3).
+    Travelling {
+        /// The transition that moves the player (the server's it leaves).
+        transition: TransitionId,
+        /// The destination node.
+        node: NodeId,
+        /// The destination's game port, `host:port`.
+        address: String,
+        /// The name its certificate holds.
+        server_name: String,
+    },
+    /// The session plays on another server from now: the destination of a move welcomed
+    /// `player`, or a move that failed there brought the player back to the server it left.
+    /// The world you knew ends: drop every player state, pawn and object of it (their
+    /// lifetimes end, docs/spec/gates.md G7), and unfreeze nothing of it; a new world begins on
+    /// `node`, its `World` changes following as after [`Event::Welcomed`] (after a way back:
+    /// at once, the session kept them). The loading screen stays up: the destination's join
+    /// (or the way back's transition) continues it.
+    ServerChanged {
+        /// The player that server welcomed this client as.
+        player: PlayerId,
+        /// That server's current node, if it has one streamed.
+        node: Option<NodeId>,
+        /// That server's frame limit (bytes; docs/protocol.md 2).
+        max_frame_len: u32,
+    },
+    /// The client gave up the move of `transition` (the destination refused its ticket,
+    /// closed, could not be reached or did not admit it in time): it told the server it was
+    /// leaving (`TravelAbandoned`) and waits there, the loading screen up, for its
+    /// `TransitionFailed` and the transition or join that follows (docs/spec/travel.md V3, V7).
+    TravelAbandoned {
+        /// The move given up.
+        transition: TransitionId,
+        /// Why.
+        reason: AbandonReason,
+    },
     /// The session is over; nothing follows. Close the connection if it is still open.
     Closed {
         /// Why.
@@ -190,6 +231,37 @@ pub enum CloseReason {
         /// What the transport said.
         why: String,
     },
+}
+
+/// Why the client gave up a move to another server ([`Event::TravelAbandoned`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum AbandonReason {
+    /// The destination could not be reached, or its link ended below the protocol before the
+    /// move's end (the shell said so: [`crate::Session::link_lost`]).
+    Unreachable {
+        /// What the transport said.
+        why: String,
+    },
+    /// The destination refused the login (`Rejected`: `TicketStale`, `TicketUsed`, or any
+    /// other reason).
+    Refused {
+        /// Why.
+        reason: RejectReason,
+        /// The destination's explanation (peer text).
+        detail: String,
+    },
+    /// The destination closed the link before the move's end (`Closing`: `Recalled` (12) when
+    /// the server left took the player back, or another code).
+    Closed {
+        /// The close code's wire value (docs/protocol.md 6).
+        code: u32,
+        /// The destination's reason (peer text).
+        reason: String,
+    },
+    /// The destination did not admit the client within
+    /// [`crate::SessionConfig::connect_timeout`] (or the seat's hold, if shorter).
+    TimedOut,
 }
 
 impl CloseReason {

@@ -10,7 +10,9 @@
 //! [`Session::leave`]. `docs/client.md` is the integration guide.
 //!
 //! Modules: [`session`] (the state machine), [`screen`] (the loading screen's phases),
-//! [`event`] (what the game is told), `timers` (the session's deadlines), and [`net`], the
+//! [`event`] (what the game is told), [`link`] (the session's connections, and what it asks its
+//! shell to do with them: send, open a link to another server, close one), `timers` (the
+//! session's deadlines), and [`net`], the
 //! async shell that runs a session over QUIC ([`Client::connect`]), with [`quic`], the QUIC
 //! plumbing it shares with endpoints that hold many connections, and [`pin`], trusting a server
 //! by its certificate's fingerprint. On top, [`world`] keeps the
@@ -22,6 +24,7 @@
 
 pub mod event;
 pub mod gates;
+pub mod link;
 pub mod net;
 pub mod pin;
 pub mod quic;
@@ -30,7 +33,8 @@ pub mod session;
 mod timers;
 pub mod world;
 
-pub use event::{CloseReason, Event, WorldChange};
+pub use event::{AbandonReason, CloseReason, Event, WorldChange};
+pub use link::{Dial, LinkId, Output};
 pub use net::{Client, ConnectConfig, ConnectError};
 pub use pin::{CertificatePin, PinError};
 pub use screen::{JoinScreen, JoinStage, Load, Screen, TransitionScreen, TransitionStage};

@@ -1,8 +1,13 @@
-//! The async shell: one [`Session`] over a real QUIC connection (quinn, on tokio).
+//! The async shell: one [`Session`] over real QUIC connections (quinn, on tokio).
 //!
 //! [`Client::connect`] dials the server, opens the control stream and starts a driver task
-//! that owns the connection: it feeds what arrives to the session, wakes it at its deadlines,
-//! and writes what it says. The game reaches the session through the [`Client`]: events with
+//! that owns the session's links: it feeds what arrives on each to the session, wakes it at its
+//! deadlines, and writes what it says on the link it names. During a move to another server
+//! (docs/spec/travel.md V3) the session asks for a second link ([`Output::Dial`]): the driver
+//! resolves the destination's address and dials it from the same endpoint, trusting it as the
+//! first connection was trusted unless the move names a pin, within the connect timeout, and
+//! holds what the session sends on it until it is open; it closes each link the session is done
+//! with ([`Output::Close`]), letting that server close it first (at most 2 s). The game reaches the session through the [`Client`]: events with
 //! [`Client::poll_event`] (never blocks) or [`Client::next_event`], inputs with
 //! [`Client::levels_streamed`], [`Client::request_restart`] and [`Client::leave`]. The session
 //! sits behind a mutex that neither side holds across an await, so a game thread and the driver
@@ -16,13 +21,16 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-use gatehouse_protocol::{FrameDecoder, ServerMessage, encode_frame_into};
+use gatehouse_protocol::{
+    ClientMessage, CloseCode, FrameDecoder, ServerMessage, encode_frame_into,
+};
 use quinn::crypto::rustls::QuicClientConfig;
 use rustls::pki_types::CertificateDer;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::event::Event;
+use crate::link::{Dial, LinkId, Output};
 use crate::pin::{CertificatePin, PinVerifier};
 use crate::screen::Load;
 use crate::session::{InputError, Session, SessionConfig};
@@ -56,7 +64,9 @@ pub struct ConnectConfig {
     pub keep_alive: Duration,
     /// QUIC idle timeout; default 10 s, as the server's.
     pub idle_timeout: Duration,
-    /// How long the handshake and the stream's opening may take; default 10 s.
+    /// How long the handshake and the stream's opening may take; default 10 s. During a move to
+    /// another server it bounds the destination's dial too, and the destination's admission
+    /// ([`SessionConfig::connect_timeout`]).
     pub connect_timeout: Duration,
 }
 
@@ -284,7 +294,7 @@ impl Client {
         let server = config.server;
         let connecting = async {
             let connection = endpoint
-                .connect_with(quic, server, &config.server_name)
+                .connect_with(quic.clone(), server, &config.server_name)
                 .map_err(|e| ConnectError::Connect { server, why: e.to_string() })?
                 .await
                 .map_err(|e| match e {
@@ -302,13 +312,24 @@ impl Client {
         let (connection, send, recv) = tokio::time::timeout(config.connect_timeout, connecting)
             .await
             .map_err(|_| ConnectError::TimedOut(server))??;
-        let session = Session::new(Instant::now().into_std(), SessionConfig::new(config.token));
+        let session_config = SessionConfig {
+            connect_timeout: config.connect_timeout,
+            ..SessionConfig::new(config.token)
+        };
+        let session = Session::new(Instant::now().into_std(), session_config);
         let shared = Arc::new(Shared {
             session: Mutex::new(session),
             wake_driver: Notify::new(),
             wake_game: Notify::new(),
         });
-        let wire = Wire { endpoint, connection, send, recv };
+        let trust = Trust {
+            quic,
+            keep_alive: config.keep_alive,
+            idle_timeout: config.idle_timeout,
+            connect_timeout: config.connect_timeout,
+        };
+        let first = LinkWire::new(LinkId::FIRST, connection, send, recv);
+        let wire = Wire { endpoint, trust, links: vec![first], dialling: None };
         let driver = tokio::spawn(drive(Arc::clone(&shared), wire));
         Ok(Client { shared, driver })
     }
@@ -382,83 +403,310 @@ impl Drop for Client {
     }
 }
 
-/// The driver task's half: the connection and its control stream.
+/// How long a closed link waits for its server to close the connection after the client
+/// finished its stream (a `Leave` answered, or the stream's end read as leaving) before the
+/// client closes it: the server's close then carries its code, and what was written is not cut
+/// off.
+const LINK_LINGER: Duration = Duration::from_secs(2);
+
+/// How the first link was trusted, and its transport settings: what a link to another server
+/// is opened with when its `TravelTo` names no pin (docs/spec/travel.md V3).
+struct Trust {
+    quic: quinn::ClientConfig,
+    keep_alive: Duration,
+    idle_timeout: Duration,
+    connect_timeout: Duration,
+}
+
+/// The driver task's half: the endpoint, every open link, and the one being dialled.
 struct Wire {
-    /// Kept so the socket lives as long as the connection.
+    /// Kept so the socket lives as long as the links.
     endpoint: quinn::Endpoint,
+    trust: Trust,
+    /// The open links: the first, and during a move the other server's.
+    links: Vec<LinkWire>,
+    /// A link being opened for a move, and what the session sent on it meanwhile.
+    dialling: Option<Dialling>,
+}
+
+/// One open link: its connection, its control stream, what was read of it and what waits to
+/// be written.
+struct LinkWire {
+    id: LinkId,
     connection: quinn::Connection,
     send: quinn::SendStream,
     recv: quinn::RecvStream,
+    decoder: FrameDecoder,
+    /// The server's limit, both ways, once its `Welcome` said it.
+    max_frame: usize,
+    /// Frames to write.
+    out: Vec<u8>,
 }
 
-/// The driver task: reads, wakes the session at its deadlines, writes what it says, until the
-/// session closes.
+impl LinkWire {
+    fn new(
+        id: LinkId,
+        connection: quinn::Connection,
+        send: quinn::SendStream,
+        recv: quinn::RecvStream,
+    ) -> LinkWire {
+        let decoder = FrameDecoder::new(DEFAULT_MAX_FRAME);
+        LinkWire {
+            id,
+            connection,
+            send,
+            recv,
+            decoder,
+            max_frame: DEFAULT_MAX_FRAME,
+            out: Vec::new(),
+        }
+    }
+
+    /// Frames `message` to be written. A message of ours always fits the server's limit; one
+    /// that does not is dropped rather than sent broken.
+    fn queue(&mut self, message: &ClientMessage) {
+        let _ = encode_frame_into(message, self.max_frame, &mut self.out);
+    }
+
+    /// Writes what waits, finishes the stream and closes the connection once the server
+    /// closed it, or after [`LINK_LINGER`].
+    fn close(self) {
+        let LinkWire { mut send, connection, out, .. } = self;
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(LINK_LINGER, send.write_all(&out)).await;
+            let _ = send.finish();
+            let _ = tokio::time::timeout(LINK_LINGER, connection.closed()).await;
+            connection.close(quinn::VarInt::from_u32(CloseCode::Leave.code()), b"leave");
+        });
+    }
+}
+
+/// A link being opened, and what waits to be written on it.
+struct Dialling {
+    id: LinkId,
+    task: tokio::task::JoinHandle<Result<LinkParts, String>>,
+    pending: Vec<ClientMessage>,
+}
+
+/// An opened link's connection and control stream.
+type LinkParts = (quinn::Connection, quinn::SendStream, quinn::RecvStream);
+
+/// The driver task: reads every link, wakes the session at its deadlines, writes what it says
+/// and opens and closes the links it asks for, until the session closes.
 async fn drive(shared: Arc<Shared>, mut wire: Wire) {
-    let mut decoder = FrameDecoder::new(DEFAULT_MAX_FRAME);
-    // The server's limit, both ways, once `Welcome` said it.
-    let mut max_frame = DEFAULT_MAX_FRAME;
-    let mut out = Vec::new();
+    let mut buffer = vec![0u8; READ_CHUNK];
     loop {
         // What the session has to say first: its `Hello`, then whatever the last wake caused.
-        out.clear();
         let closed = {
             let mut session = shared.session();
-            while let Some(message) = session.poll_output() {
-                // A message of ours always fits the server's limit; one that does not is
-                // dropped rather than sent broken.
-                let _ = encode_frame_into(&message, max_frame, &mut out);
+            while let Some(output) = session.poll_output() {
+                wire.carry(output);
             }
             session.is_closed()
         };
-        if !out.is_empty() && wire.send.write_all(&out).await.is_err() {
-            let why = describe(&wire.connection, "the control stream could not be written");
-            shared.session().connection_lost(why);
+        for link in &mut wire.links {
+            if !link.out.is_empty() && link.send.write_all(&link.out).await.is_err() {
+                let why = describe(&link.connection, "the control stream could not be written");
+                shared.session().link_lost(link.id, why);
+            }
+            link.out.clear();
         }
         shared.wake_game.notify_one();
         if closed {
-            let _ = wire.send.finish();
-            wire.connection.close(quinn::VarInt::from_u32(0), b"leave");
+            if let Some(dialling) = wire.dialling.take() {
+                dialling.task.abort();
+            }
+            for mut link in wire.links.drain(..) {
+                let _ = link.send.finish();
+                link.connection.close(quinn::VarInt::from_u32(0), b"leave");
+            }
             wire.endpoint.wait_idle().await;
             return;
         }
         let wake = shared.session().poll_timeout().map(Instant::from_std);
-        tokio::select! {
-            chunk = wire.recv.read_chunk(READ_CHUNK, true) => {
-                let mut session = shared.session();
-                match chunk {
-                    Ok(Some(chunk)) => {
-                        decoder.extend(&chunk.bytes);
-                        read_messages(&mut session, &mut decoder, &mut max_frame);
-                    }
-                    Ok(None) => session.connection_lost("the server finished the control stream"),
-                    Err(e) => session.connection_lost(describe(&wire.connection, &e.to_string())),
-                }
+        let dialled = async {
+            match &mut wire.dialling {
+                Some(dialling) => (&mut dialling.task).await,
+                None => std::future::pending().await,
             }
+        };
+        tokio::select! {
+            (index, read) = read_any(&mut wire.links, &mut buffer) => {
+                wire.read(&shared, index, read, &buffer);
+            }
+            opened = dialled => wire.opened(&shared, opened),
             () = shared.wake_driver.notified() => {}
             () = sleep_until(wake) => shared.session().handle_timeout(Instant::now().into_std()),
         }
     }
 }
 
-/// Feeds every whole frame `decoder` holds to the session; a frame that does not decode ends
-/// the session.
-fn read_messages(session: &mut Session, decoder: &mut FrameDecoder, max_frame: &mut usize) {
+impl Wire {
+    /// Carries out one output of the session: a message onto its link (held while the link is
+    /// dialled; dropped for a link no longer open), a dial, a close.
+    fn carry(&mut self, output: Output) {
+        match output {
+            Output::Send { link, message } => {
+                if let Some(open) = self.links.iter_mut().find(|open| open.id == link) {
+                    open.queue(&message);
+                } else if let Some(dialling) = self.dialling.as_mut().filter(|d| d.id == link) {
+                    dialling.pending.push(message);
+                }
+            }
+            Output::Dial { link, dial } => {
+                if let Some(earlier) = self.dialling.take() {
+                    earlier.task.abort();
+                }
+                let quic = match dial.pin {
+                    Some(pin) => {
+                        let (keep_alive, idle) = (self.trust.keep_alive, self.trust.idle_timeout);
+                        match quic_config_pinned(pin, keep_alive, idle) {
+                            Ok(quic) => quic,
+                            Err(e) => {
+                                let failed = Err(e.to_string());
+                                let task = tokio::spawn(async move { failed });
+                                self.dialling =
+                                    Some(Dialling { id: link, task, pending: Vec::new() });
+                                return;
+                            }
+                        }
+                    }
+                    None => self.trust.quic.clone(),
+                };
+                let endpoint = self.endpoint.clone();
+                let timeout = self.trust.connect_timeout;
+                let task = tokio::spawn(open_link(endpoint, quic, dial, timeout));
+                self.dialling = Some(Dialling { id: link, task, pending: Vec::new() });
+            }
+            Output::Close { link } => {
+                if self.dialling.as_ref().is_some_and(|d| d.id == link)
+                    && let Some(dialling) = self.dialling.take()
+                {
+                    dialling.task.abort();
+                }
+                if let Some(index) = self.links.iter().position(|open| open.id == link) {
+                    let closing = self.links.remove(index);
+                    closing.close();
+                }
+            }
+        }
+    }
+
+    /// What one read of link `index` gave: frames fed to the session, or the link's end.
+    fn read(
+        &mut self,
+        shared: &Shared,
+        index: usize,
+        read: Result<usize, quinn::ReadError>,
+        buffer: &[u8],
+    ) {
+        let Some(link) = self.links.get_mut(index) else { return };
+        let mut session = shared.session();
+        let ended = match read {
+            Ok(0) => Some("the server finished the control stream".to_owned()),
+            Ok(len) => {
+                link.decoder.extend(&buffer[..len]);
+                read_messages(&mut session, link)
+            }
+            Err(e) => Some(describe(&link.connection, &e.to_string())),
+        };
+        if let Some(why) = ended {
+            let id = link.id;
+            self.links.remove(index);
+            session.link_lost(id, why);
+        }
+    }
+
+    /// A dial ended: the link is open (what the session sent on it meanwhile is written next),
+    /// or the session hears it could not be opened.
+    fn opened(
+        &mut self,
+        shared: &Shared,
+        opened: Result<Result<LinkParts, String>, tokio::task::JoinError>,
+    ) {
+        let Some(dialling) = self.dialling.take() else { return };
+        match opened {
+            Ok(Ok((connection, send, recv))) => {
+                let mut link = LinkWire::new(dialling.id, connection, send, recv);
+                for message in &dialling.pending {
+                    link.queue(message);
+                }
+                self.links.push(link);
+            }
+            Ok(Err(why)) => shared.session().link_lost(dialling.id, why),
+            Err(e) => shared.session().link_lost(dialling.id, format!("the dial stopped: {e}")),
+        }
+    }
+}
+
+/// Opens a link to a move's destination: resolves `dial.address` (the first address of the
+/// endpoint's family), connects as `dial.server_name` with `quic` and opens the control
+/// stream, all within `timeout` (docs/spec/travel.md V3).
+///
+/// # Errors
+/// What failed (the name, the handshake, the pin, the stream), or that it timed out.
+async fn open_link(
+    endpoint: quinn::Endpoint,
+    quic: quinn::ClientConfig,
+    dial: Dial,
+    timeout: Duration,
+) -> Result<LinkParts, String> {
+    let address = dial.address.clone();
+    let opening = async move {
+        let ipv6 = endpoint.local_addr().map(|local| local.is_ipv6()).unwrap_or(false);
+        let server = tokio::net::lookup_host(&dial.address)
+            .await
+            .map_err(|e| format!("cannot resolve {}: {e}", dial.address))?
+            .find(|candidate| candidate.is_ipv6() == ipv6)
+            .ok_or_else(|| format!("{} has no address this client can reach", dial.address))?;
+        let connection = endpoint
+            .connect_with(quic, server, &dial.server_name)
+            .map_err(|e| format!("cannot connect to {server}: {e}"))?
+            .await
+            .map_err(|e| format!("cannot connect to {server}: {e}"))?;
+        let (send, recv) =
+            connection.open_bi().await.map_err(|e| format!("cannot open the stream: {e}"))?;
+        Ok((connection, send, recv))
+    };
+    tokio::time::timeout(timeout, opening)
+        .await
+        .map_err(|_| format!("no answer from {address} within the connect timeout"))?
+}
+
+/// The first read of any of `links` that has something: the link's index and what it read into
+/// `buffer` (0 bytes: the server finished the stream). Pending while none has; reading is
+/// cancel-safe, so dropping this future loses nothing.
+async fn read_any(
+    links: &mut [LinkWire],
+    buffer: &mut [u8],
+) -> (usize, Result<usize, quinn::ReadError>) {
+    std::future::poll_fn(|cx| {
+        for (index, link) in links.iter_mut().enumerate() {
+            if let std::task::Poll::Ready(read) = link.recv.poll_read(cx, buffer) {
+                return std::task::Poll::Ready((index, read));
+            }
+        }
+        std::task::Poll::Pending
+    })
+    .await
+}
+
+/// Feeds every whole frame `link` holds to the session. Returns why the link ends if a frame
+/// does not decode.
+fn read_messages(session: &mut Session, link: &mut LinkWire) -> Option<String> {
     let now = Instant::now().into_std();
     loop {
-        match decoder.next_message::<ServerMessage>() {
+        match link.decoder.next_message::<ServerMessage>() {
             Ok(Some(message)) => {
                 if let ServerMessage::Welcome { max_frame_len, .. } = &message {
                     // The server's limit from now on, both ways (docs/protocol.md 2).
-                    *max_frame = *max_frame_len as usize;
-                    decoder.set_max_len(*max_frame);
+                    link.max_frame = *max_frame_len as usize;
+                    link.decoder.set_max_len(link.max_frame);
                 }
-                session.handle(now, message);
+                session.handle_on(now, link.id, message);
             }
-            Ok(None) => return,
-            Err(e) => {
-                session.connection_lost(format!("a frame from the server does not decode: {e}"));
-                return;
-            }
+            Ok(None) => return None,
+            Err(e) => return Some(format!("a frame from the server does not decode: {e}")),
         }
     }
 }

@@ -4,7 +4,9 @@
 //! The screen goes up at `FreezeCharacters` (or `ShowTransition`, or `ShowJoin`) and comes down
 //! only at the `EndTransition` or `EndJoin` of the load on it. A newer transition replaces what
 //! is on it (a join, or an older transition) without taking it down: the player sees one
-//! loading screen from the first freeze to the last end, never the world in between.
+//! loading screen from the first freeze to the last end, never the world in between. A move to
+//! another server is one screen across both: the source's transition, `Travelling`, is replaced
+//! by the destination's join (or transition) on the same screen (docs/spec/travel.md V3).
 
 use std::fmt;
 use std::time::Instant;
@@ -65,6 +67,14 @@ pub enum TransitionStage {
     /// The game streamed `target` and `TransitionReady` was sent.
     Ready {
         /// The destination node.
+        target: NodeId,
+    },
+    /// The transition goes to a node another server hosts (`TravelTo`): `TransitionShown` was
+    /// sent and the session moves to that server, behind this same screen, which the
+    /// destination's join (or a transition of its own) continues and ends
+    /// (docs/spec/travel.md V3).
+    Travelling {
+        /// The destination node, on the other server.
         target: NodeId,
     },
     /// The transition ended while this client controlled no pawn (it logged in while the
@@ -160,6 +170,12 @@ impl TransitionScreen {
     pub fn has_ended(&self) -> bool {
         matches!(self.stage, TransitionStage::Ended { .. })
     }
+
+    /// Whether the transition moves the player to another server
+    /// ([`TransitionStage::Travelling`]).
+    pub fn is_travelling(&self) -> bool {
+        matches!(self.stage, TransitionStage::Travelling { .. })
+    }
 }
 
 impl TransitionStage {
@@ -167,9 +183,9 @@ impl TransitionStage {
     pub fn target(&self) -> Option<&NodeId> {
         match self {
             TransitionStage::AwaitingDestination => None,
-            TransitionStage::Streaming { target } | TransitionStage::Ready { target } => {
-                Some(target)
-            }
+            TransitionStage::Streaming { target }
+            | TransitionStage::Ready { target }
+            | TransitionStage::Travelling { target } => Some(target),
             TransitionStage::Ended { target } => target.as_ref(),
         }
     }

@@ -20,13 +20,22 @@ pub(crate) enum Timer {
     /// own that comes next: by now that join has come, or the screen drops
     /// ([`crate::session::JOIN_AFTER_END`]).
     JoinAfterEnd = 2,
+    /// A move's destination must have welcomed the client by now, counted from the `TravelTo`
+    /// ([`crate::SessionConfig::connect_timeout`], or the seat's `valid_ms` if shorter): past
+    /// it the move is given up (docs/spec/travel.md V3).
+    Admission = 3,
+    /// The destination placed a moving client: the server it left must have let it go
+    /// (`Closing { 11 }`) by now, or its link is closed anyway
+    /// ([`crate::session::SOURCE_RELEASE`]).
+    SourceRelease = 4,
 }
 
 /// How many timers there are.
-const TIMER_COUNT: usize = 3;
+const TIMER_COUNT: usize = 5;
 
 /// Every timer, in table order.
-const ALL: [Timer; TIMER_COUNT] = [Timer::Welcome, Timer::Leave, Timer::JoinAfterEnd];
+const ALL: [Timer; TIMER_COUNT] =
+    [Timer::Welcome, Timer::Leave, Timer::JoinAfterEnd, Timer::Admission, Timer::SourceRelease];
 
 /// A deadline per [`Timer`].
 #[derive(Debug, Default, Clone)]

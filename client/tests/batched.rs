@@ -13,7 +13,7 @@ mod common;
 
 use std::time::Instant;
 
-use common::{me, node};
+use common::{me, node, sent};
 use gatehouse_client::{Event, Life, Session, SessionConfig, WorldChange, WorldEvents};
 use gatehouse_protocol::{
     CharacterDef, ClientMessage, PawnId, PawnIdRuns, PawnView, PlayerId, PlayerStateView,
@@ -335,7 +335,7 @@ fn a_client_that_keeps_no_world_hears_only_its_own_changes() {
         ]
     );
     assert_eq!((s.life(), s.pawn()), (Life::Alive, Some(PawnId(10))));
-    let acknowledged: Vec<_> = std::iter::from_fn(|| s.poll_output()).collect();
+    let acknowledged = sent(&mut s);
     let ack = |id| ClientMessage::PossessionAcknowledged { pawn_id: PawnId(id) };
     assert_eq!(acknowledged, [ack(9), ack(10)]);
     s.handle(t0, ServerMessage::Replicated { changes: vec![destroyed(10)] });

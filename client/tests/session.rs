@@ -8,7 +8,7 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{me, node, show};
+use common::{me, node, sent, show};
 use gatehouse_client::session::JOIN_AFTER_END;
 use gatehouse_client::{
     CloseReason, Event, InputError, Life, Load, Screen, Session, SessionConfig, TransitionStage,
@@ -63,7 +63,7 @@ fn transition(id: u64) -> Load {
 
 /// Every output and every event, in order.
 fn drain(s: &mut Session) -> (Vec<ClientMessage>, Vec<Event>) {
-    let outputs = std::iter::from_fn(|| s.poll_output()).collect();
+    let outputs = sent(s);
     let events = std::iter::from_fn(|| s.poll_event()).collect();
     (outputs, events)
 }
@@ -139,7 +139,7 @@ fn ready_is_reported_only_once_the_game_streamed_the_load() {
     let mut s = welcomed(t0);
     s.handle(t0, show(3, "crypt"));
     assert_eq!(outputs(&mut s), [shown(3)]);
-    assert_eq!(s.poll_output(), None, "no report before the game streamed");
+    assert_eq!(sent(&mut s), [], "no report before the game streamed");
     s.levels_streamed(transition(3)).unwrap();
     assert_eq!(outputs(&mut s), [ready(3)]);
     assert_eq!(s.streamed_node(), Some(&node("crypt")));
@@ -151,7 +151,7 @@ fn ready_is_reported_only_once_the_game_streamed_the_load() {
     assert_eq!(again, Err(InputError::NotStreaming { load: transition(3) }), "reported once");
     let message = again.unwrap_err().to_string();
     assert!(message.starts_with("transition 3 is not being streamed"), "{message}");
-    assert_eq!(s.poll_output(), None);
+    assert_eq!(sent(&mut s), []);
 }
 
 #[test]
@@ -393,23 +393,6 @@ fn a_failed_transition_cancels_its_streaming_and_keeps_the_screen_for_the_recove
     assert_eq!(s.destination(), None, "the recovery's destination is not known yet");
     s.handle(t0, show(4, "harbor"));
     assert_eq!(outputs(&mut s), [shown(4)]);
-}
-
-/// A `TravelTo` is ignored until following a server change is written (docs/spec/travel.md
-/// V3): no answer, no event, the screen as it was; the source sets such a client aside and
-/// places it by a join of its own (docs/protocol.md 5).
-#[test]
-fn a_travel_to_is_ignored_until_travel_is_written() {
-    let t0 = Instant::now();
-    let mut s = welcomed(t0);
-    // The sample's travel is transition 7: the one on screen.
-    s.handle(t0, freeze(7));
-    drain(&mut s);
-    let screen = s.screen().clone();
-    s.handle(t0, gatehouse_protocol::samples::travel_to());
-    assert_eq!(drain(&mut s), (vec![], vec![]));
-    assert_eq!(s.screen(), &screen);
-    assert!(!s.is_closed());
 }
 
 #[test]

@@ -93,8 +93,8 @@ fn every_server_vector_frame_gives_its_event() {
             // is a world event, and the death is the player's.
             "WorldSnapshot" => world == stands_for && given(|e| *e == Event::Died),
             "Replicated" => world == stands_for,
-            // Following a server change is docs/spec/travel.md V3, not written yet: ignored.
-            "TravelTo" => events.is_empty(),
+            // A move to another server: the screen stays up for it (docs/spec/travel.md V3).
+            "TravelTo" => given(|e| matches!(e, Event::Travelling { .. })),
             _ => given(|e| matches!(e, Event::World(_))),
         };
         assert!(ok, "{name}: {events:?}");
@@ -117,7 +117,10 @@ fn the_sessions_frames_are_the_vectors_client_frames() {
     let mut s = Session::new(t0, SessionConfig::new("a.b.c"));
     let mut written = Vec::new();
     let mut write = |s: &mut Session| {
-        while let Some(message) = s.poll_output() {
+        while let Some(output) = s.poll_output() {
+            let gatehouse_client::Output::Send { message, .. } = output else {
+                panic!("only messages: {output:?}")
+            };
             written.push(hex(&encode_frame(&message, 65_536).unwrap()));
         }
     };
@@ -165,5 +168,38 @@ fn the_sessions_frames_are_the_vectors_client_frames() {
         "Leave",
     ];
     let expected: Vec<String> = names.iter().map(|n| client_vector(n)).collect();
+    assert_eq!(written, expected);
+}
+
+/// A move's frames are the vectors' client frames: `TransitionShown` on the source, `Hello` with
+/// the ticket on the destination's link, and `TravelAbandoned` on the source once the
+/// destination refused it (docs/spec/travel.md V3, V15).
+#[test]
+fn a_moves_frames_are_the_vectors_client_frames() {
+    let t0 = Instant::now();
+    let mut s = welcomed(t0, "token.of.the.source");
+    while s.poll_output().is_some() {}
+    // The sample's move: transition 7, ticket `a.b.c`.
+    s.handle(t0, gatehouse_protocol::samples::travel_to());
+    let destination = gatehouse_client::LinkId(1);
+    let refused = ServerMessage::Rejected {
+        reason: gatehouse_protocol::RejectReason::TicketStale,
+        detail: String::new(),
+    };
+    s.handle_on(t0, destination, refused);
+    let written: Vec<(gatehouse_client::LinkId, String)> = std::iter::from_fn(|| s.poll_output())
+        .filter_map(|output| match output {
+            gatehouse_client::Output::Send { link, message } => {
+                Some((link, hex(&encode_frame(&message, 65_536).unwrap())))
+            }
+            _ => None,
+        })
+        .collect();
+    let source = gatehouse_client::LinkId::FIRST;
+    let expected = [
+        (source, client_vector("TransitionShown")),
+        (destination, client_vector("Hello")),
+        (source, client_vector("TravelAbandoned")),
+    ];
     assert_eq!(written, expected);
 }

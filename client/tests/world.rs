@@ -9,7 +9,7 @@ mod common;
 
 use std::time::Instant;
 
-use common::{me, node, show};
+use common::{me, node, sent, show};
 use gatehouse_client::world::{
     self, Login, NetRole, Notice, PAWN_SPAWNED, PawnNotice, Replica, Replication, WorldId,
     WorldPhase,
@@ -68,7 +68,7 @@ impl Game {
     /// notices, in order.
     fn handle(&mut self, message: ServerMessage) -> Vec<Notice> {
         self.session.handle(self.t0, message);
-        while self.session.poll_output().is_some() {}
+        sent(&mut self.session);
         let events: Vec<Event> = std::iter::from_fn(|| self.session.poll_event()).collect();
         events.iter().flat_map(|event| self.replica.replicate(self.t0, event)).collect()
     }
@@ -308,4 +308,42 @@ fn notices_are_broadcast_on_their_declared_channels() {
 
     let bare: Router<()> = Router::new(RouterConfig::default(), Channels::new());
     assert!(Notice::PawnSpawned(PawnId(9)).broadcast(&bare, &mut ()).is_err());
+}
+
+/// A server change ends the world of the server left: every character destroyed and every
+/// player state removed, one change per notice (each listener sees the replica after its own),
+/// the freeze of the move's transition lifted; then the new server's world is created and
+/// plays, its own pawns spawning unfrozen (docs/spec/travel.md V3, docs/spec/gates.md G7).
+#[test]
+fn a_server_change_ends_every_object_of_the_world_left_and_starts_the_new_servers() {
+    let mut game = Game::new();
+    game.handle(welcome());
+    game.handle(player_state(me(), 1));
+    game.handle(player_state(player("sim-0002"), 2));
+    game.handle(spawned(1, me()));
+    game.handle(spawned(2, player("sim-0002")));
+    game.handle(ServerMessage::Possessed { pawn_id: PawnId(1) });
+    game.handle(ServerMessage::FreezeCharacters { transition_id: TransitionId(7) });
+    assert!(game.replica.characters().are_frozen());
+    let changed =
+        Event::ServerChanged { player: me(), node: Some(node("crypt")), max_frame_len: 1 };
+    let mut replication = Replication::of(&changed);
+    let replica = &mut game.replica;
+    let mut next = || replication.next(replica, game.t0);
+    assert_eq!(next(), Some(Notice::PawnDestroyed(PawnId(1))));
+    assert_eq!(next(), Some(Notice::PawnDestroyed(PawnId(2))));
+    assert_eq!(next(), Some(Notice::PlayerStateRemoved(me())));
+    assert_eq!(next(), Some(Notice::PlayerStateRemoved(player("sim-0002"))));
+    assert_eq!(next(), Some(Notice::WorldTornDown(WorldId(1))));
+    assert_eq!(next(), Some(Notice::WorldCreated(WorldId(2))));
+    assert_eq!(next(), Some(Notice::WorldBeganPlay(WorldId(2))));
+    assert_eq!(next(), None);
+    let replica = &game.replica;
+    assert!(replica.characters().is_empty() && replica.player_states().is_empty());
+    assert_eq!(replica.world().unwrap().node(), Some(&node("crypt")));
+    assert_eq!(replica.local_player(), Some(&me()), "the login goes on");
+    assert!(!replica.characters().are_frozen(), "the new server froze nothing");
+    game.handle(spawned(4, me()));
+    let own = game.replica.characters().get(PawnId(4)).unwrap();
+    assert_eq!((own.gravity_scale(), own.has_begun_play()), (1.0, true));
 }

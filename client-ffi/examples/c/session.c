@@ -115,6 +115,18 @@ static void handle(GhClient *client, const GhEvent *event, struct seen *seen) {
             seen->restarted++;
         }
         break;
+    case GH_EVENT_TRAVELLING:
+        /* The screen stays up; the library logs in at the other server by itself. */
+        printf("travelling to %s on %s\n", event->node, event->text);
+        break;
+    case GH_EVENT_SERVER_CHANGED:
+        /* Drop every object of the world you knew: the new server's world follows. */
+        printf("now playing on another server, as %s\n", event->player);
+        break;
+    case GH_EVENT_TRAVEL_ABANDONED:
+        printf("move given up (why %u, %u): %s\n", event->code, event->value,
+               event->text != NULL ? event->text : "");
+        break;
     case GH_EVENT_CLOSED:
         printf("closed (kind %d, code %u): %s\n", (int)event->close, event->code,
                event->text != NULL ? event->text : "");

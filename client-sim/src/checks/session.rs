@@ -15,15 +15,26 @@
 //!   own pawn's id above the own pawns' before it;
 //! - every rejection and server-reported error is recorded.
 //!
-//! The session feeds each server message here with what it knew when the message arrived
-//! ([`Expected`]); the checks count into [`SessionStats`] and change nothing else, so the session
-//! keeps only its transport duties. None of them needs the client lifecycle: the checks keep
-//! their own account of the client's own pawns, so a thin client (one with no game side) runs
-//! them too (docs/simulator.md).
+//! The session feeds each server message here with the link it came on and what it knew when
+//! the message arrived ([`Expected`]); the checks count into [`SessionStats`] and change nothing
+//! else, so the session keeps only its transport duties. None of them needs the client
+//! lifecycle: the checks keep their own account of the client's own pawns, so a thin client
+//! (one with no game side) runs them too (docs/simulator.md).
+//!
+//! Each server has an account of its own (ids, pawns and kits are a server's): a move to another
+//! server (docs/spec/travel.md V3) starts the destination's afresh, as a relaunch starts a new
+//! session, while the source's goes on with what the source still sends. Only the messages of
+//! the server the session plays on are judged; the other's only keep its account, so a move
+//! that comes back finds the source's account as it stands. One loading screen across the two
+//! servers is one screen here too: the destination's join ends it, and a transition's end that
+//! is no end of the move is never one before placement.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use gatehouse_protocol::{JoinId, NodeId, PawnId, PlayerId, ServerMessage, TransitionId};
+use gatehouse_client::LinkId;
+use gatehouse_protocol::{
+    ErrorCode, JoinId, NodeId, PawnId, PlayerId, ServerMessage, TransitionId,
+};
 use gatehouse_tags::GameplayTag;
 
 use crate::figures::SessionStats;
@@ -45,10 +56,16 @@ pub(crate) struct Expected<'a> {
     pub(crate) placed_pawn: bool,
 }
 
-/// The session checks' account: the kits granted so far, the own pawns and whether each is
-/// alive, and the newest ids seen.
+/// The session checks: an account per server the session holds a link to (module docs).
 #[derive(Debug, Default)]
 pub(crate) struct SessionChecks {
+    accounts: BTreeMap<LinkId, Account>,
+}
+
+/// One server's account: the kits granted so far, the own pawns and whether each is alive, and
+/// the newest ids seen.
+#[derive(Debug, Default)]
+struct Account {
     kits: BTreeSet<GameplayTag>,
     /// Own pawns spawned and not destroyed: alive or not.
     own: BTreeMap<PawnId, bool>,
@@ -63,23 +80,44 @@ pub(crate) struct SessionChecks {
 impl SessionChecks {
     /// The session ended: an end before placement still waiting for its join counts.
     pub(crate) fn finish(&mut self, stats: &mut SessionStats) {
-        if std::mem::take(&mut self.ended_unplaced) {
-            stats.ended_before_placed += 1;
+        for account in self.accounts.values_mut() {
+            if std::mem::take(&mut account.ended_unplaced) {
+                stats.ended_before_placed += 1;
+            }
         }
     }
 
-    /// Own pawns spawned and not destroyed, alive or not.
-    pub(crate) fn own_pawns(&self) -> usize {
-        self.own.len()
+    /// Own pawns spawned and not destroyed on the server of `link`, alive or not.
+    pub(crate) fn own_pawns(&self, link: LinkId) -> usize {
+        self.accounts.get(&link).map_or(0, |account| account.own.len())
     }
 
-    /// Checks `message` against what the client expected, counting into `stats`.
+    /// The session closed `link`: that server's account goes.
+    pub(crate) fn forget(&mut self, link: LinkId) {
+        self.accounts.remove(&link);
+    }
+
+    /// Checks `message`, which came on `link`, counting into `stats`: against what the client
+    /// expected when `expected` is given (a message of the server the session plays on), else
+    /// only into that server's account.
     pub(crate) fn observe(
         &mut self,
+        link: LinkId,
         message: &ServerMessage,
-        expected: Expected<'_>,
+        expected: Option<Expected<'_>>,
         stats: &mut SessionStats,
     ) {
+        let account = self.accounts.entry(link).or_default();
+        match expected {
+            Some(expected) => account.judge(message, expected, stats),
+            None => account.keep(message, stats),
+        }
+    }
+}
+
+impl Account {
+    /// Checks a message of the server the session plays on against what the client expected.
+    fn judge(&mut self, message: &ServerMessage, expected: Expected<'_>, stats: &mut SessionStats) {
         if std::mem::take(&mut self.ended_unplaced)
             && !matches!(message, ServerMessage::ShowJoin { .. })
         {
@@ -89,10 +127,7 @@ impl SessionChecks {
             ServerMessage::Rejected { reason, detail } => {
                 stats.errors.push(format!("rejected ({reason:?}): {detail}"));
             }
-            ServerMessage::Error { code, detail } => {
-                stats.errors.push(format!("server error ({code:?}): {detail}"));
-                *stats.server_errors.entry(code.to_string()).or_default() += 1;
-            }
+            ServerMessage::Error { code, detail } => server_error(*code, detail, stats),
             ServerMessage::PawnSpawned(view) if Some(&view.owner) == expected.player => {
                 if self.own.insert(view.pawn_id, view.alive).is_none() {
                     // A new own pawn: its id comes after every own pawn before it.
@@ -116,13 +151,8 @@ impl SessionChecks {
                     placement(pawn_id, node, expected, stats);
                 }
             }
-            ServerMessage::PawnDied { pawn_id } => {
-                if let Some(alive) = self.own.get_mut(pawn_id) {
-                    *alive = false;
-                }
-            }
-            ServerMessage::PawnDestroyed { pawn_id } => {
-                self.own.remove(pawn_id);
+            ServerMessage::PawnDied { .. } | ServerMessage::PawnDestroyed { .. } => {
+                self.follow_own_pawns(message)
             }
             ServerMessage::FreezeCharacters { transition_id }
             | ServerMessage::ShowTransition { transition_id, .. } => {
@@ -155,6 +185,35 @@ impl SessionChecks {
             _ => {}
         }
     }
+
+    /// Keeps the account of a server the session does not play on (the other server of a
+    /// move): its own pawns and newest ids follow its messages, nothing is judged. A server
+    /// error is one wherever it comes from.
+    fn keep(&mut self, message: &ServerMessage, stats: &mut SessionStats) {
+        match message {
+            ServerMessage::Error { code, detail } => server_error(*code, detail, stats),
+            ServerMessage::FreezeCharacters { transition_id }
+            | ServerMessage::ShowTransition { transition_id, .. } => {
+                self.newest_transition = self.newest_transition.max(Some(*transition_id));
+            }
+            message => self.follow_own_pawns(message),
+        }
+    }
+
+    /// An own pawn died (it stays, dead) or was destroyed (it goes).
+    fn follow_own_pawns(&mut self, message: &ServerMessage) {
+        match message {
+            ServerMessage::PawnDied { pawn_id } => {
+                if let Some(alive) = self.own.get_mut(pawn_id) {
+                    *alive = false;
+                }
+            }
+            ServerMessage::PawnDestroyed { pawn_id } => {
+                self.own.remove(pawn_id);
+            }
+            _ => {}
+        }
+    }
 }
 
 /// An own pawn placed on `node`: it must be the expected node, when the client knows one, and a
@@ -173,6 +232,12 @@ fn placement(pawn: PawnId, node: &NodeId, expected: Expected<'_>, stats: &mut Se
         stats.spawns_at_stale_node += 1;
         stats.errors.push(format!("own pawn {pawn} placed on {node}, expected {want}"));
     }
+}
+
+/// A server-reported error, recorded and counted by its code.
+fn server_error(code: ErrorCode, detail: &str, stats: &mut SessionStats) {
+    stats.errors.push(format!("server error ({code:?}): {detail}"));
+    *stats.server_errors.entry(code.to_string()).or_default() += 1;
 }
 
 /// An id that went backwards, counted with its error.

@@ -14,7 +14,7 @@ use rand::{RngExt as _, SeedableRng as _};
 use tokio::time::Instant;
 
 use super::progress::{Reported, count_errors};
-use super::stream::{Inbound, Read, sleep_until, wake_chunk, write};
+use super::stream::{Inbound, Read, carried, sleep_until, wake_chunk, write};
 use super::{
     LEAVE_TIMEOUT, RECONNECT_PAUSE, RELAUNCH_PAUSE, RELAUNCH_QUIET, SwarmConfig, mint_token,
     player_id,
@@ -253,7 +253,8 @@ async fn run_life(dial: &Dial<'_>, session: SessionConfig, end: LifeEnd, dead: b
     let mut session = ClientSession::new(now, SessionConfig { token, ..session });
     session.continue_dead(dead);
     // The session's first output is its `Hello`.
-    let sent = match session.poll_output() {
+    let hello = session.poll_output().and_then(|output| carried(&mut session, now, output));
+    let sent = match hello {
         Some(hello) => write(&mut send, &hello, config.max_frame_len).await.is_ok(),
         None => false,
     };
@@ -453,9 +454,12 @@ async fn close(
         // Its run ended while it kept the connection without a word: it vanishes.
         (Stopped::Silent, _) => vanish(b"silent"),
         (Stopped::AtEnd, LifeEnd::Leave(_)) => {
-            session.leave(Instant::now().into_std());
-            while let Some(leave) = session.poll_output() {
-                let _ = write(&mut send, &leave, max).await;
+            let now = Instant::now().into_std();
+            session.leave(now);
+            while let Some(output) = session.poll_output() {
+                if let Some(leave) = carried(session, now, output) {
+                    let _ = write(&mut send, &leave, max).await;
+                }
             }
             let _ = send.finish();
             let _ = tokio::time::timeout(LEAVE_TIMEOUT, connection.closed()).await;

@@ -5,6 +5,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Wake, Waker};
 
+use gatehouse_client::{LinkId, Output};
 use gatehouse_protocol::codec::{decode_replicated_kept, is_replicated, is_world_snapshot};
 use gatehouse_protocol::{ClientMessage, FrameDecoder, ServerMessage, decode_body};
 use tokio::time::Instant;
@@ -147,9 +148,34 @@ pub(super) struct Turn {
     pub(super) due: Option<std::time::Instant>,
 }
 
+/// Why the swarm refuses a move's destination: it holds one connection per client.
+pub(super) const NO_SECOND_LINK: &str =
+    "the swarm holds one connection per client and opens no second (docs/simulator.md)";
+
+/// What the swarm does with one output of `session`, at `now`: the message to write on the
+/// client's connection, if it is one. The swarm holds one connection per client, the session's
+/// first link; it opens no second, so a move's destination is refused at once
+/// ([`ClientSession::link_lost`]) and the session gives the move up on the source
+/// (`TravelAbandoned`, its next output). A message for, or the close of, a link it does not
+/// hold is dropped.
+pub(super) fn carried(
+    session: &mut ClientSession,
+    now: std::time::Instant,
+    output: Output,
+) -> Option<ClientMessage> {
+    match output {
+        Output::Send { link: LinkId::FIRST, message } => Some(message),
+        Output::Dial { link, .. } => {
+            session.link_lost(now, link, NO_SECOND_LINK);
+            None
+        }
+        _ => None,
+    }
+}
+
 /// What one wake of a session writes, as one chunk: first the deadlines already due at `now`
 /// are handled (a zero-length stream's ready), then every message the session has to send is
-/// framed, in order. So a client ready at once answers a `ShowTransition` with one datagram,
+/// framed, in order ([`carried`]). So a client ready at once answers a `ShowTransition` with one datagram,
 /// as the server writes one chunk per wake (fewer datagrams to read). A message that cannot be
 /// framed within `max` bytes is dropped and logged.
 pub(super) fn wake_chunk(session: &mut ClientSession, now: std::time::Instant, max: usize) -> Turn {
@@ -158,7 +184,8 @@ pub(super) fn wake_chunk(session: &mut ClientSession, now: std::time::Instant, m
         session.handle_timeout(now);
     }
     let mut turn = Turn { chunk: Vec::new(), answers: false, due };
-    while let Some(message) = session.poll_output() {
+    while let Some(output) = session.poll_output() {
+        let Some(message) = carried(session, now, output) else { continue };
         turn.answers |= is_answer(&message);
         if let Err(e) = gatehouse_protocol::encode_frame_into(&message, max, &mut turn.chunk) {
             tracing::warn!(error = %e, "a message of the session could not be framed; not sent");
@@ -300,7 +327,11 @@ mod tests {
             };
             let now = std::time::Instant::now();
             let mut session = super::super::welcomed(now, config, "sim-0000");
-            assert!(matches!(session.poll_output(), Some(ClientMessage::Hello { .. })));
+            let hello = session.poll_output();
+            assert!(matches!(
+                hello,
+                Some(Output::Send { message: ClientMessage::Hello { .. }, .. })
+            ));
             session.handle(
                 now,
                 ServerMessage::ShowTransition {

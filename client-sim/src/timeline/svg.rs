@@ -79,7 +79,8 @@ pub fn pick_rows(all: &[ClientTimeline], max_rows: usize) -> Vec<&ClientTimeline
 /// colour each: shown → ready sent "streaming", ready sent → possessed "waiting for pawn",
 /// possessed → ended "settling". A screen with no end runs to `run_us`; a missing boundary
 /// takes the next known one, so the phase it would have started collapses (no ready sent:
-/// the bar is streaming up to possession or the end). Join screens carry a dark outline. Each
+/// the bar is streaming up to possession or the end). Join screens carry a dark outline, a
+/// move's screen (one bar from the source's freeze to the destination's end) a purple one. Each
 /// [`MarkKind`] has its own glyph and colour; full clients' rows are labelled
 /// `sim-0003 (full)` in bold. A legend sits above the rows; below them, the histogram of
 /// `shown_to_ended_us` (values in µs) bucketed in whole milliseconds, with its p50, p99 and
@@ -177,6 +178,8 @@ const BAND: RGBColor = RGBColor(0xF2, 0xF2, 0xF2);
 const HISTOGRAM_FILL: RGBColor = RGBColor(0x6E, 0x7F, 0x99);
 /// The histogram's percentile lines.
 const PERCENTILE: RGBColor = RGBColor(0xB0, 0x30, 0x30);
+/// The outline of a move's screen: one bar across two servers.
+const TRAVEL_OUTLINE: RGBColor = RGBColor(0x6A, 0x1B, 0x9A);
 
 /// One phase of a loading screen as the client saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -217,6 +220,7 @@ fn mark_colour(kind: MarkKind) -> RGBColor {
         MarkKind::Relaunch => RGBColor(0x8C, 0x56, 0x4B),
         MarkKind::Reconnect => RGBColor(0x17, 0xA2, 0xB8),
         MarkKind::Error => RGBColor(0xD6, 0x27, 0x28),
+        MarkKind::ServerChange => RGBColor(0x00, 0x6D, 0x5B),
     }
 }
 
@@ -228,12 +232,19 @@ fn mark_label(kind: MarkKind) -> &'static str {
         MarkKind::Relaunch => "relaunch",
         MarkKind::Reconnect => "reconnect",
         MarkKind::Error => "error",
+        MarkKind::ServerChange => "server change",
     }
 }
 
 /// Every mark kind, in legend order.
-const MARK_KINDS: [MarkKind; 5] =
-    [MarkKind::Death, MarkKind::Respawn, MarkKind::Relaunch, MarkKind::Reconnect, MarkKind::Error];
+const MARK_KINDS: [MarkKind; 6] = [
+    MarkKind::Death,
+    MarkKind::Respawn,
+    MarkKind::Relaunch,
+    MarkKind::Reconnect,
+    MarkKind::ServerChange,
+    MarkKind::Error,
+];
 
 /// What a legend entry shows beside its words.
 #[derive(Debug, Clone, Copy)]
@@ -242,6 +253,8 @@ enum Swatch {
     Phase(Phase),
     /// An outlined bar: a join's screen.
     Join,
+    /// A bar outlined in [`TRAVEL_OUTLINE`]: a move's screen, across two servers.
+    Travel,
     /// That mark's glyph.
     Mark(MarkKind),
 }
@@ -253,6 +266,7 @@ fn legend_items() -> Vec<(Swatch, &'static str)> {
         (Swatch::Phase(Phase::WaitingForPawn), Phase::WaitingForPawn.label()),
         (Swatch::Phase(Phase::Settling), Phase::Settling.label()),
         (Swatch::Join, "join screen (outlined)"),
+        (Swatch::Travel, "move to another server (one screen, outlined)"),
     ];
     items.extend(MARK_KINDS.iter().map(|&k| (Swatch::Mark(k), mark_label(k))));
     items
@@ -388,12 +402,16 @@ fn draw_header(
             Swatch::Phase(phase) => {
                 header.draw(&Rectangle::new([(x0, top), (x1, bottom)], phase.colour().filled()))?
             }
-            Swatch::Join => {
+            Swatch::Join | Swatch::Travel => {
                 header.draw(&Rectangle::new(
                     [(x0, top), (x1, bottom)],
                     Phase::Streaming.colour().filled(),
                 ))?;
-                header.draw(&Rectangle::new([(x0, top), (x1, bottom)], INK.stroke_width(1)))?;
+                let outline = match *swatch {
+                    Swatch::Travel => TRAVEL_OUTLINE.stroke_width(2),
+                    _ => INK.stroke_width(1),
+                };
+                header.draw(&Rectangle::new([(x0, top), (x1, bottom)], outline))?;
             }
             Swatch::Mark(kind) => draw_mark(header, kind, ((x0 + x1) / 2, y), top, bottom)?,
         }
@@ -422,6 +440,9 @@ fn draw_mark(
             vec![(x, y - 5), (x + 5, y), (x, y + 5), (x - 5, y)],
             colour.filled(),
         )),
+        MarkKind::ServerChange => {
+            area.draw(&Rectangle::new([(x - 3, y - 3), (x + 3, y + 3)], colour.stroke_width(2)))
+        }
     }
 }
 
@@ -493,11 +514,13 @@ fn draw_timeline(
                     ))?;
                 }
             }
-            if screen.kind == ScreenKind::Join {
-                root.draw(&Rectangle::new(
-                    [(start, bar_top), (end, bar_bottom)],
-                    INK.stroke_width(1),
-                ))?;
+            let outline = match screen.kind {
+                ScreenKind::Transition => None,
+                ScreenKind::Join => Some(INK.stroke_width(1)),
+                ScreenKind::Travel => Some(TRAVEL_OUTLINE.stroke_width(2)),
+            };
+            if let Some(outline) = outline {
+                root.draw(&Rectangle::new([(start, bar_top), (end, bar_bottom)], outline))?;
             }
         }
         for mark in &client.marks {
@@ -734,6 +757,7 @@ mod tests {
             vec![
                 Mark { at_us: 6_000_000, kind: MarkKind::Relaunch },
                 Mark { at_us: 7_000_000, kind: MarkKind::Reconnect },
+                Mark { at_us: 7_500_000, kind: MarkKind::ServerChange },
                 Mark { at_us: 8_000_000, kind: MarkKind::Error },
             ],
         );
@@ -770,6 +794,34 @@ mod tests {
         assert!(has_text(&svg, "shown → ended (ms)"), "histogram axis label");
         assert!(rects_filled_with(&svg, HISTOGRAM_FILL) > 0, "histogram bars");
         assert_eq!(rects_filled_with(&legend_only, HISTOGRAM_FILL), 0);
+    }
+
+    /// A move to another server is one bar across both servers, outlined as a move's, with the
+    /// server change marked on it: no gap, no second bar (docs/spec/travel.md V3).
+    #[test]
+    fn a_move_is_one_outlined_bar_across_both_servers_with_its_server_change_marked() {
+        let mut moved = screen(1000, [800, 300, 200]);
+        moved.kind = ScreenKind::Travel;
+        let change = Mark { at_us: 1_500_000, kind: MarkKind::ServerChange };
+        let row = client(1, false, vec![moved.clone()], vec![change]);
+        let plain =
+            client(1, false, vec![ScreenBar { kind: ScreenKind::Transition, ..moved }], vec![]);
+        let svg = render_svg(&[&row], 4_000_000, &histogram_of(&[&row])).unwrap();
+        let bare = render_svg(&[&plain], 4_000_000, &histogram_of(&[&plain])).unwrap();
+        let outline = format!("stroke=\"{}\"", colour_hex(TRAVEL_OUTLINE));
+        assert!(
+            svg.matches(&outline).count() > bare.matches(&outline).count(),
+            "the move's outline"
+        );
+        assert!(has_text(&svg, "move to another server (one screen, outlined)"));
+        let streaming = rects_filled_with(&svg, Phase::Streaming.colour());
+        assert_eq!(
+            streaming,
+            rects_filled_with(&bare, Phase::Streaming.colour()),
+            "one bar, not two"
+        );
+        let mark = colour_hex(mark_colour(MarkKind::ServerChange));
+        assert!(svg.matches(&mark).count() > bare.matches(&mark).count(), "the server change");
     }
 
     #[test]

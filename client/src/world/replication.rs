@@ -11,7 +11,9 @@
 //! whose world is current, or its `TransitionEnded`, begins the destination's play (after
 //! unfreezing, for the end);
 //! `Possessed`, `Unpossessed` and every `World` change apply as replicated; `Rejected` and
-//! `Closed` end the login. Every other event changes nothing here.
+//! `Closed` end the login; `ServerChanged` ends the world of the server left (every character
+//! destroyed, every player state removed, one change each, the freeze lifted) and creates the
+//! new server's, which begins play. Every other event changes nothing here.
 
 use std::collections::VecDeque;
 use std::time::Instant;
@@ -27,6 +29,13 @@ use crate::screen::Load;
 enum Step {
     LogIn(PlayerId),
     LogOut,
+    /// Another server: every character and player state of the one left goes, one change each
+    /// (expanded when applied, as the replica holds them then), and the freeze is lifted.
+    LeaveServer,
+    /// Unfreeze every character without a notice: the server they belonged to is left.
+    Thaw,
+    /// Log in as `player` on another server, if the login names another player.
+    Relogin(PlayerId),
     Travel {
         node: Option<NodeId>,
         transition: Option<TransitionId>,
@@ -57,6 +66,12 @@ impl Replication {
         let steps = match event {
             Event::Welcomed { player, node, .. } => vec![
                 Step::LogIn(player.clone()),
+                Step::Travel { node: node.clone(), transition: None },
+                Step::BeginPlay,
+            ],
+            Event::ServerChanged { player, node, .. } => vec![
+                Step::LeaveServer,
+                Step::Relogin(player.clone()),
                 Step::Travel { node: node.clone(), transition: None },
                 Step::BeginPlay,
             ],
@@ -118,6 +133,23 @@ impl Replication {
                 }
             }
             Step::LogOut => notices.extend(replica.log_out().map(Notice::LoginEnded)),
+            Step::LeaveServer => {
+                let pawns = replica.characters.iter().map(|character| character.pawn());
+                let destroyed = pawns.map(|pawn| WorldChange::PawnDestroyed { pawn });
+                let players = replica.player_states.iter().map(|state| state.player().clone());
+                let left = players.map(|player| WorldChange::PlayerLeft { player });
+                let mut expanded: Vec<Step> = destroyed.chain(left).map(Step::Change).collect();
+                expanded.push(Step::Thaw);
+                for step in expanded.into_iter().rev() {
+                    self.steps.push_front(step);
+                }
+            }
+            Step::Thaw => replica.characters.set_frozen(false),
+            Step::Relogin(player) => {
+                if replica.log_in(player.clone()) {
+                    notices.push_back(Notice::LoginSucceeded(player));
+                }
+            }
             Step::Travel { node, transition } => {
                 let travelled = replica.travel(now, node, transition);
                 notices.extend(travelled.torn_down.map(Notice::WorldTornDown));

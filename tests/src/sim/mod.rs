@@ -37,6 +37,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use gatehouse_client::LinkId;
 use gatehouse_client_sim::client::ClientConfig;
 use gatehouse_client_sim::session::{ClientSession, SessionConfig};
 use gatehouse_protocol::{
@@ -877,10 +878,25 @@ impl Sim {
         self.net.retransmissions += u64::from(lost);
     }
 
-    /// Sends everything `client`'s session wants to say.
+    /// Sends everything `client`'s session wants to say on its connection, the session's first
+    /// link. The harness runs one core, so a move's destination cannot be dialled: the dial is
+    /// refused at once and the session gives the move up on its source (the harness of two
+    /// cores, docs/spec/travel.md, is to be written; it routes `Output::Dial`'s link to the
+    /// other core instead).
     fn send_client_outputs(&mut self, client: ClientId) {
-        while let Some(message) = self.clients[client.0].session.poll_output() {
-            self.client_sends(client, message);
+        while let Some(output) = self.clients[client.0].session.poll_output() {
+            match output {
+                gatehouse_client::Output::Send { link: LinkId::FIRST, message } => {
+                    self.client_sends(client, message)
+                }
+                gatehouse_client::Output::Dial { link, .. } => {
+                    let now = self.now;
+                    let why = "the harness runs one server";
+                    self.clients[client.0].session.link_lost(now, link, why);
+                }
+                // A message for, or the close of, a link this harness never opened.
+                _ => {}
+            }
         }
         // As the swarm does: the game side's share runs once the replies are out.
         self.clients[client.0].session.run_game_side();

@@ -1,38 +1,58 @@
 //! One client session as a sans-IO state machine: the protocol's duties, carried out; the rest
 //! told to the game as [`Event`]s.
 //!
-//! Driven like quinn-proto's `Connection`: feed each server message to [`Session::handle`]
-//! with `now`, then drain [`Session::poll_output`] (messages to send, in order) and
-//! [`Session::poll_event`] (what the game must do), and call [`Session::handle_timeout`] at
-//! [`Session::poll_timeout`]. The game's own inputs are [`Session::levels_streamed`],
-//! [`Session::request_restart`] and [`Session::leave`]. Nothing here reads a clock, sleeps or
-//! touches a socket.
+//! Driven like quinn-proto's `Connection`: feed each server message to [`Session::handle_on`]
+//! with `now` and the link it came on, then drain [`Session::poll_output`] (what to send, on
+//! which link, and which links to open or close, in order) and [`Session::poll_event`] (what the
+//! game must do), and call [`Session::handle_timeout`] at [`Session::poll_timeout`]. The shell
+//! says when a link ends below the protocol ([`Session::link_lost`]). The game's own inputs are
+//! [`Session::levels_streamed`], [`Session::request_restart`] and [`Session::leave`]. Nothing
+//! here reads a clock, sleeps or touches a socket.
 //!
 //! The duties (docs/protocol.md 4 and 5): `Hello` first; at `ShowTransition`, `TransitionShown`
 //! at once, before any streaming; `TransitionReady` or `JoinReady` once the game streamed the
 //! load on screen, and never for a load the screen moved on from; `PossessionAcknowledged` for
 //! every `Possessed`; the loading screen up from the first freeze or join to the end of the
 //! load on it, whatever supersedes in between; a stale end never drops a newer screen.
+//!
+//! **Links.** A session plays on one server at a time, over one link (a connection:
+//! [`LinkId`]); a shell that opened one connection uses [`Session::handle`] and
+//! [`Session::connection_lost`], which name the first link. A `TravelTo` moves the player to
+//! another server behind the same loading screen (docs/spec/travel.md V3): the session asks its
+//! shell to open a second link ([`Output::Dial`]) and logs in there with the ticket, keeps the
+//! first to hear of a failure, and closes whichever it is done with ([`Output::Close`]). The
+//! session stays one object across the move, so no shell decides anything of it; the move's own
+//! steps are in `travel`, what the session knows of each server in `known`.
+
+mod known;
+mod travel;
 
 use std::collections::VecDeque;
 use std::fmt;
 use std::time::{Duration, Instant};
 
 use gatehouse_protocol::{
-    ClientMessage, JoinId, LevelName, NodeId, PROTOCOL_VERSION, PawnId, PlayerId, ReplicatedChange,
-    ServerMessage, TransitionId, WorldSnapshot,
+    ClientMessage, JoinId, LevelName, NodeId, PROTOCOL_VERSION, PawnId, PlayerId, ServerMessage,
+    TransitionId,
 };
-use gatehouse_tags::GameplayTag;
 use gatehouse_tags::catalog::STATE_DEAD;
 
 use crate::event::{CloseReason, Event, WorldChange};
+use crate::link::{LinkId, Output};
 use crate::screen::{JoinScreen, JoinStage, Load, Screen, TransitionScreen, TransitionStage};
 use crate::timers::{Timer, TimerTable};
+use known::Server;
+use travel::Travel;
 
 /// Longest a loading screen is held after a transition ended without placing this client,
 /// waiting for the join of its own that the server sends right after the end (docs/protocol.md
 /// 4.2): past it the screen drops, so no server can leave the player behind it for good.
 pub const JOIN_AFTER_END: Duration = Duration::from_secs(2);
+
+/// Longest the session keeps the link to the server a player moved from once the destination
+/// placed it (its loading screen dropped there), waiting for that server's `Closing { 11 }`
+/// (`Travelled`, docs/spec/travel.md V6): past it the session closes that link itself.
+pub const SOURCE_RELEASE: Duration = Duration::from_secs(10);
 
 /// How a session starts.
 #[derive(Clone, PartialEq, Eq)]
@@ -47,6 +67,11 @@ pub struct SessionConfig {
     /// How long to wait for the server's close after [`Session::leave`] before closing with
     /// [`CloseReason::Left`] anyway. Default 2 s.
     pub leave_linger: Duration,
+    /// How long a move's destination may take to admit the client, from the `TravelTo` to the
+    /// destination's `Welcome` (dialling it included): past it the session gives the move up
+    /// and sends `TravelAbandoned` to the server it was leaving (docs/spec/travel.md V3).
+    /// Default 10 s.
+    pub connect_timeout: Duration,
     /// Which changes of the replicated world become [`Event::World`]s. Default
     /// [`WorldEvents::All`].
     pub world_events: WorldEvents,
@@ -76,6 +101,7 @@ impl SessionConfig {
             token: token.into(),
             welcome_timeout: Duration::from_secs(10),
             leave_linger: Duration::from_secs(2),
+            connect_timeout: Duration::from_secs(10),
             world_events: WorldEvents::All,
         }
     }
@@ -87,6 +113,7 @@ impl fmt::Debug for SessionConfig {
         f.debug_struct("SessionConfig")
             .field("welcome_timeout", &self.welcome_timeout)
             .field("leave_linger", &self.leave_linger)
+            .field("connect_timeout", &self.connect_timeout)
             .field("world_events", &self.world_events)
             .finish_non_exhaustive()
     }
@@ -124,11 +151,16 @@ pub enum InputError {
     /// The session has not been welcomed, or is leaving or closed.
     #[error("the session is not open")]
     NotOpen,
+    /// [`Session::request_restart`] while the session dials a move's destination: the server
+    /// it leaves is sent nothing but the move's answers (docs/spec/travel.md V3). Ask again once
+    /// the destination let the client in ([`Event::ServerChanged`]) or the move was given up.
+    #[error("a move to another server is in flight; ask again at its end")]
+    Moving,
 }
 
-/// Where the connection stands.
+/// Where the session stands with the server it plays on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Link {
+enum State {
     /// `Hello` sent, no `Welcome` yet.
     AwaitingWelcome,
     /// Welcomed.
@@ -143,28 +175,26 @@ enum Link {
 #[derive(Debug)]
 pub struct Session {
     config: SessionConfig,
-    link: Link,
-    /// The player `Welcome` named.
-    player: Option<PlayerId>,
-    /// The node the world is on for this client: `Welcome`'s, then each ended load's.
-    current_node: Option<NodeId>,
+    state: State,
+    /// The server the session plays on: its messages drive the screen and the game's world.
+    here: Server,
+    /// A move to another server in flight, holding the other server's link.
+    travel: Option<Travel>,
+    /// The link the next move opens.
+    next_link: LinkId,
     screen: Screen,
     /// The node the game streamed and reported (its join's, or the transition's); forgotten
     /// when a newer load comes on screen.
     streamed: Option<NodeId>,
-    /// The pawn this client controls.
-    pawn: Option<PawnId>,
-    /// The own player's pawns, spawned and not destroyed (a dead one lingers beside its
-    /// replacement): what makes a pawn's change the own one for [`WorldEvents::Own`].
-    own_pawns: Vec<PawnId>,
     life: Life,
     timers: TimerTable,
-    outputs: VecDeque<ClientMessage>,
+    outputs: VecDeque<Output>,
     events: VecDeque<Event>,
 }
 
 impl Session {
-    /// A session starting at `now`: its `Hello` is the first output.
+    /// A session starting at `now` on the link its shell opened ([`LinkId::FIRST`]): its
+    /// `Hello` is the first output.
     pub fn new(now: Instant, config: SessionConfig) -> Session {
         let hello = ClientMessage::Hello {
             protocol_version: PROTOCOL_VERSION,
@@ -172,85 +202,52 @@ impl Session {
         };
         let mut timers = TimerTable::default();
         timers.set(Timer::Welcome, now + config.welcome_timeout);
+        let link = LinkId::FIRST;
         Session {
             config,
-            link: Link::AwaitingWelcome,
-            player: None,
-            current_node: None,
+            state: State::AwaitingWelcome,
+            here: Server::new(link),
+            travel: None,
+            next_link: link.next(),
             screen: Screen::None,
             streamed: None,
-            pawn: None,
-            own_pawns: Vec::new(),
             life: Life::Alive,
             timers,
-            outputs: VecDeque::from([hello]),
+            outputs: VecDeque::from([Output::Send { link, message: hello }]),
             events: VecDeque::new(),
         }
     }
 
-    /// Handles one message from the server, received at `now`. Nothing is handled once the
-    /// session is closed. A `WorldSnapshot` or a `Replicated` batch is handled as the messages
-    /// it stands for, one after the other in its order (docs/protocol.md 4.4, 4.5): the game
-    /// gets the same events as from those messages sent one by one.
+    /// Handles one message that arrived at `now` on the first link, the one the shell opened
+    /// before the session started: [`Session::handle_on`] with [`LinkId::FIRST`], for a shell
+    /// that opens no other (it then carries no server change: the session gives each move up at
+    /// its connect timeout and stays where it is).
     pub fn handle(&mut self, now: Instant, message: ServerMessage) {
-        if self.link == Link::Closed {
+        self.handle_on(now, LinkId::FIRST, message);
+    }
+
+    /// Handles one message from the server on `link`, received at `now`. Nothing is handled
+    /// once the session is closed, nor on a link the session closed or never opened. A
+    /// `WorldSnapshot` or a `Replicated` batch is handled as the messages it stands for, one
+    /// after the other in its order (docs/protocol.md 4.4, 4.5): the game gets the same events
+    /// as from those messages sent one by one.
+    pub fn handle_on(&mut self, now: Instant, link: LinkId, message: ServerMessage) {
+        if self.state == State::Closed {
             return;
         }
         match message {
-            ServerMessage::Welcome { player_id, current_node, max_frame_len } => {
-                self.on_welcome(player_id, current_node, max_frame_len)
-            }
-            ServerMessage::Rejected { reason, detail } => {
-                self.events.push_back(Event::Rejected { reason, detail })
-            }
-            ServerMessage::FreezeCharacters { transition_id } => {
-                self.see_transition(now, transition_id);
-            }
-            ServerMessage::ShowTransition { transition_id, target_node, levels, rooms } => {
-                self.on_show_transition(now, transition_id, target_node, levels, rooms)
-            }
-            ServerMessage::EndTransition { transition_id } => {
-                self.on_end_transition(now, transition_id)
-            }
-            ServerMessage::ShowJoin { join_id, node, levels, rooms } => {
-                self.on_show_join(now, join_id, node, levels, rooms)
-            }
-            ServerMessage::EndJoin { join_id } => self.on_end(Load::Join(join_id)),
-            ServerMessage::TransitionFailed { transition_id, reason, detail } => {
-                self.on_failed(transition_id);
-                let failed = Event::TransitionFailed { transition: transition_id, reason, detail };
-                self.events.push_back(failed);
-            }
-            ServerMessage::Possessed { pawn_id } => {
-                self.pawn = Some(pawn_id);
-                self.outputs.push_back(ClientMessage::PossessionAcknowledged { pawn_id });
-                self.events.push_back(Event::Possessed { pawn: pawn_id });
-            }
-            ServerMessage::Unpossessed { pawn_id } => {
-                if self.pawn == Some(pawn_id) {
-                    self.pawn = None;
+            ServerMessage::WorldSnapshot(snapshot) => {
+                for message in snapshot.messages() {
+                    self.handle_on(now, link, message);
                 }
-                self.events.push_back(Event::Unpossessed { pawn: pawn_id });
             }
-            ServerMessage::AbilityTagsChanged { player_id, tags } => self.on_tags(player_id, tags),
-            ServerMessage::KitsGranted { kits } => {
-                self.events.push_back(Event::KitsGranted { kits })
+            ServerMessage::Replicated { changes } => {
+                for change in changes {
+                    self.handle_on(now, link, ServerMessage::from(change));
+                }
             }
-            ServerMessage::Error { code, detail } => {
-                self.events.push_back(Event::Refused { code, detail })
-            }
-            // After a `Leave` too: the server's code (0, `Leave`) says the leave was taken.
-            ServerMessage::Closing { code, reason } => {
-                self.close(CloseReason::Server { code, reason })
-            }
-            ServerMessage::WorldSnapshot(snapshot) => self.on_snapshot(now, &snapshot),
-            ServerMessage::Replicated { changes } => self.on_replicated(now, changes),
-            // Following a server change is docs/spec/travel.md V3, not written yet: the travel
-            // is ignored, as a message this session has no duty for (no answer, no event). Its
-            // source then sets this client aside at its response timeout and places it by a
-            // join of its own there (V3, docs/protocol.md 5).
-            ServerMessage::TravelTo { .. } => {}
-            replicated => self.on_world(replicated),
+            message if link == self.here.link => self.on_here(now, message),
+            message => self.on_other_link(now, link, message),
         }
     }
 
@@ -274,12 +271,13 @@ impl Session {
                     screen.stage = TransitionStage::Ready { target };
                 }
                 let transition_id = screen.transition;
-                self.outputs.push_back(ClientMessage::TransitionReady { transition_id });
+                self.send(ClientMessage::TransitionReady { transition_id });
             }
             Screen::Join(screen) => {
                 screen.stage = JoinStage::Ready;
                 self.streamed = Some(screen.node.clone());
-                self.outputs.push_back(ClientMessage::JoinReady { join_id: screen.join });
+                let join_id = screen.join;
+                self.send(ClientMessage::JoinReady { join_id });
             }
             Screen::None => {}
         }
@@ -290,16 +288,20 @@ impl Session {
     ///
     /// # Errors
     /// [`InputError::NotDead`] if the player is alive, [`InputError::RestartPending`] if a
-    /// restart is on its way, [`InputError::NotOpen`] if the session is not open. Nothing is
-    /// sent then: the server refuses a restart of a live player, and counts refusals.
+    /// restart is on its way, [`InputError::NotOpen`] if the session is not open,
+    /// [`InputError::Moving`] while it dials a move's destination. Nothing is sent then: the
+    /// server refuses a restart of a live player, and counts refusals.
     pub fn request_restart(&mut self) -> Result<(), InputError> {
         self.check_open()?;
+        if self.is_dialling() {
+            return Err(InputError::Moving);
+        }
         match self.life {
             Life::Alive => Err(InputError::NotDead),
             Life::Restarting => Err(InputError::RestartPending),
             Life::Dead => {
                 self.life = Life::Restarting;
-                self.outputs.push_back(ClientMessage::RestartRequest);
+                self.send(ClientMessage::RestartRequest);
                 Ok(())
             }
         }
@@ -307,26 +309,49 @@ impl Session {
 
     /// Leaves the world at `now`: `Leave` is sent and the session waits for the server's close
     /// (at most [`SessionConfig::leave_linger`]). Before `Welcome` the session just closes.
-    /// Once leaving or closed, nothing happens.
+    /// During a move the other server is left too, and its link closed. Once leaving or
+    /// closed, nothing happens.
     pub fn leave(&mut self, now: Instant) {
-        match self.link {
-            Link::AwaitingWelcome => self.close(CloseReason::Left),
-            Link::Open => {
-                self.link = Link::Leaving;
-                self.outputs.push_back(ClientMessage::Leave);
+        match self.state {
+            State::AwaitingWelcome => self.close(CloseReason::Left),
+            State::Open => {
+                self.end_travel_for_leave();
+                self.state = State::Leaving;
+                self.send(ClientMessage::Leave);
                 self.timers.set(Timer::Leave, now + self.config.leave_linger);
             }
-            Link::Leaving | Link::Closed => {}
+            State::Leaving | State::Closed => {}
         }
     }
 
-    /// The connection is gone below the protocol (the shell saw it close): the session closes
-    /// with [`CloseReason::Lost`], or [`CloseReason::Left`] if it was leaving.
+    /// The first link is gone below the protocol (the shell saw it close): [`Session::link_lost`]
+    /// of [`LinkId::FIRST`].
     pub fn connection_lost(&mut self, why: impl Into<String>) {
-        match self.link {
-            Link::Closed => {}
-            Link::Leaving => self.close(CloseReason::Left),
-            Link::AwaitingWelcome | Link::Open => self.close(CloseReason::Lost { why: why.into() }),
+        self.link_lost(LinkId::FIRST, why);
+    }
+
+    /// `link` is gone below the protocol, or could not be opened (the shell saw it close, or
+    /// its dial failed). The link the session plays on ends the session with
+    /// [`CloseReason::Lost`] ([`CloseReason::Left`] if it was leaving), unless a move can still
+    /// carry the player on: a destination that fails gives the player back to the server it
+    /// was leaving, and a server left behind may go once the player reached the destination
+    /// (docs/spec/travel.md V3, V10). A link the session does not hold changes nothing.
+    pub fn link_lost(&mut self, link: LinkId, why: impl Into<String>) {
+        if self.state == State::Closed {
+            return;
+        }
+        let why = why.into();
+        if link != self.here.link {
+            self.other_link_lost(link, why);
+            return;
+        }
+        if self.here_lost_during_travel(&why) {
+            return;
+        }
+        match self.state {
+            State::Closed => {}
+            State::Leaving => self.close(CloseReason::Left),
+            State::AwaitingWelcome | State::Open => self.close(CloseReason::Lost { why }),
         }
     }
 
@@ -337,7 +362,9 @@ impl Session {
                 // Armed only until `Welcome` (which stops it) or the close.
                 Timer::Welcome => self.close(CloseReason::NoWelcome),
                 Timer::Leave => self.close(CloseReason::Left),
-                Timer::JoinAfterEnd => self.drop_held_screen(),
+                Timer::JoinAfterEnd => self.drop_held_screen(now),
+                Timer::Admission => self.admission_timed_out(),
+                Timer::SourceRelease => self.release_source(),
             }
         }
     }
@@ -347,8 +374,10 @@ impl Session {
         self.timers.next()
     }
 
-    /// The next message to send, in order.
-    pub fn poll_output(&mut self) -> Option<ClientMessage> {
+    /// The next thing to do for the session's links, in order: a message to send on a link,
+    /// a link to open to another server, a link to close ([`Output`]). Once the session is
+    /// closed ([`Session::is_closed`]) nothing more comes: close every link still open.
+    pub fn poll_output(&mut self) -> Option<Output> {
         self.outputs.pop_front()
     }
 
@@ -357,9 +386,21 @@ impl Session {
         self.events.pop_front()
     }
 
-    /// The player the server welcomed this client as.
+    /// The player the server the session plays on welcomed this client as.
     pub fn player(&self) -> Option<&PlayerId> {
-        self.player.as_ref()
+        self.here.player.as_ref()
+    }
+
+    /// The link to the server the session plays on: [`LinkId::FIRST`] until a move reaches
+    /// another server.
+    pub fn link(&self) -> LinkId {
+        self.here.link
+    }
+
+    /// Whether a move to another server is in flight: the session holds a second link (to the
+    /// destination it dials, or to the server it left, until that server lets the player go).
+    pub fn is_moving(&self) -> bool {
+        self.travel.is_some()
     }
 
     /// The loading screen now.
@@ -371,7 +412,7 @@ impl Session {
     /// while a transition's is not known yet), else the world's current node.
     pub fn destination(&self) -> Option<&NodeId> {
         match self.screen {
-            Screen::None => self.current_node.as_ref(),
+            Screen::None => self.here.current_node.as_ref(),
             _ => self.screen.destination(),
         }
     }
@@ -382,9 +423,10 @@ impl Session {
         self.streamed.as_ref()
     }
 
-    /// The pawn this client controls (possessed, and neither unpossessed nor destroyed since).
+    /// The pawn this client controls (possessed, and neither unpossessed nor destroyed since)
+    /// on the server it plays on.
     pub fn pawn(&self) -> Option<PawnId> {
-        self.pawn
+        self.here.pawn
     }
 
     /// The life of the own player.
@@ -394,31 +436,97 @@ impl Session {
 
     /// Placed: controls a pawn, and no loading screen is up.
     pub fn is_placed(&self) -> bool {
-        self.pawn.is_some() && !self.screen.is_up()
+        self.here.pawn.is_some() && !self.screen.is_up()
     }
 
     /// Whether the session is over ([`Event::Closed`] was given).
     pub fn is_closed(&self) -> bool {
-        self.link == Link::Closed
+        self.state == State::Closed
     }
 
     fn check_open(&self) -> Result<(), InputError> {
-        match self.link {
-            Link::Open => Ok(()),
+        match self.state {
+            State::Open => Ok(()),
             _ => Err(InputError::NotOpen),
         }
     }
 
+    /// Queues `message` for the server the session plays on.
+    fn send(&mut self, message: ClientMessage) {
+        self.outputs.push_back(Output::Send { link: self.here.link, message });
+    }
+
+    /// One message from the server the session plays on (a batch's, one at a time).
+    fn on_here(&mut self, now: Instant, message: ServerMessage) {
+        if self.intercept_here(&message) {
+            return;
+        }
+        match message {
+            ServerMessage::Welcome { player_id, current_node, max_frame_len } => {
+                self.on_welcome(player_id, current_node, max_frame_len)
+            }
+            ServerMessage::Rejected { reason, detail } => {
+                self.events.push_back(Event::Rejected { reason, detail })
+            }
+            ServerMessage::FreezeCharacters { transition_id } => {
+                self.see_transition(now, transition_id);
+            }
+            ServerMessage::ShowTransition { transition_id, target_node, levels, rooms } => {
+                self.on_show_transition(now, transition_id, target_node, levels, rooms)
+            }
+            ServerMessage::TravelTo(travel) => self.on_travel_to(now, *travel),
+            ServerMessage::EndTransition { transition_id } => {
+                self.on_end_transition(now, transition_id)
+            }
+            ServerMessage::ShowJoin { join_id, node, levels, rooms } => {
+                self.on_show_join(now, join_id, node, levels, rooms)
+            }
+            ServerMessage::EndJoin { join_id } => self.on_end(now, Load::Join(join_id)),
+            ServerMessage::TransitionFailed { transition_id, reason, detail } => {
+                self.on_failed(transition_id);
+                let failed = Event::TransitionFailed { transition: transition_id, reason, detail };
+                self.events.push_back(failed);
+            }
+            ServerMessage::Possessed { pawn_id } => {
+                self.here.pawn = Some(pawn_id);
+                self.send(ClientMessage::PossessionAcknowledged { pawn_id });
+                self.events.push_back(Event::Possessed { pawn: pawn_id });
+            }
+            ServerMessage::Unpossessed { pawn_id } => {
+                if self.here.pawn == Some(pawn_id) {
+                    self.here.pawn = None;
+                }
+                self.events.push_back(Event::Unpossessed { pawn: pawn_id });
+            }
+            ServerMessage::KitsGranted { kits } => {
+                self.events.push_back(Event::KitsGranted { kits })
+            }
+            ServerMessage::Error { code, detail } => {
+                self.events.push_back(Event::Refused { code, detail })
+            }
+            // After a `Leave` too: the server's code (0, `Leave`) says the leave was taken.
+            ServerMessage::Closing { code, reason } => {
+                self.close(CloseReason::Server { code, reason })
+            }
+            world => {
+                if let Some(change) = world_change(world) {
+                    self.on_change(change);
+                }
+            }
+        }
+    }
+
     fn on_welcome(&mut self, player: PlayerId, node: Option<NodeId>, max_frame_len: u32) {
-        if self.player.is_some() {
+        if self.here.player.is_some() {
             return; // One `Welcome` per connection; a repeat changes nothing.
         }
         self.timers.stop(Timer::Welcome);
-        if self.link == Link::AwaitingWelcome {
-            self.link = Link::Open;
+        if self.state == State::AwaitingWelcome {
+            self.state = State::Open;
         }
-        self.player = Some(player.clone());
-        self.current_node = node.clone();
+        self.here.player = Some(player.clone());
+        self.here.max_frame_len = max_frame_len;
+        self.here.current_node = node.clone();
         self.events.push_back(Event::Welcomed { player, node, max_frame_len });
     }
 
@@ -427,6 +535,11 @@ impl Session {
     /// transition on screen afterwards; false for an older one, which changes nothing.
     fn see_transition(&mut self, now: Instant, id: TransitionId) -> bool {
         let (raised_at, superseded) = match &self.screen {
+            // A move's screen, come to the destination, whose transitions have ids of their
+            // own: the destination's first transition continues it.
+            Screen::Transition(screen) if screen.is_travelling() && self.travel_arrived() => {
+                (screen.raised_at, None)
+            }
             Screen::Transition(screen) if id == screen.transition => return true,
             Screen::Transition(screen) if id < screen.transition => return false,
             // An ended transition held for a join is not replaced: it is over.
@@ -466,7 +579,7 @@ impl Session {
         screen.stage = TransitionStage::Streaming { target: target.clone() };
         // At once, before any streaming: the server sets aside a client that does not answer
         // within its response timeout (docs/protocol.md 5, `TransitionShown`).
-        self.outputs.push_back(ClientMessage::TransitionShown { transition_id: id });
+        self.send(ClientMessage::TransitionShown { transition_id: id });
         let load = Load::Transition(id);
         self.events.push_back(Event::StreamLevels { load, node: target, levels, rooms });
     }
@@ -486,6 +599,11 @@ impl Session {
                 self.timers.stop(Timer::JoinAfterEnd);
                 screen.raised_at
             }
+            // The destination's join of a move: the move's screen continues (docs/spec/travel.md
+            // V3).
+            Screen::Transition(screen) if screen.is_travelling() && self.travel_arrived() => {
+                screen.raised_at
+            }
             // A transition supersedes a join; a join never replaces a transition in flight.
             Screen::Transition(_) => return,
             Screen::Join(screen) if screen.join == id => return,
@@ -503,26 +621,26 @@ impl Session {
     }
 
     /// `EndTransition` for the transition on screen (any other is stale and never drops a
-    /// newer screen): the characters unfreeze, and the screen drops, unless this client
-    /// controls no pawn: then the transition ended without placing it (it logged in while the
-    /// transition waited for its players), and the join of its own that the server sends next
-    /// comes on the same screen (docs/protocol.md 4.2).
+    /// newer screen, and a move's transition ends at the destination, never here): the
+    /// characters unfreeze, and the screen drops, unless this client controls no pawn: then the
+    /// transition ended without placing it (it logged in while the transition waited for its
+    /// players), and the join of its own that the server sends next comes on the same screen
+    /// (docs/protocol.md 4.2).
     fn on_end_transition(&mut self, now: Instant, id: TransitionId) {
         let Screen::Transition(screen) = &self.screen else { return };
-        if screen.transition != id || screen.has_ended() {
+        if screen.transition != id || screen.has_ended() || screen.is_travelling() {
             return;
         }
         let target = screen.stage.target().cloned();
         if let Some(node) = &target {
-            self.current_node = Some(node.clone());
+            self.here.current_node = Some(node.clone());
         }
         // The server ended it without waiting for this client (docs/protocol.md 4.2): every
         // streaming is still answered once, here by its cancel.
         self.cancel_streaming();
         self.events.push_back(Event::TransitionEnded { transition: id });
-        if self.pawn.is_some() {
-            self.screen = Screen::None;
-            self.events.push_back(Event::HideLoadingScreen { load: Load::Transition(id) });
+        if self.here.pawn.is_some() {
+            self.hide_screen(now, Load::Transition(id));
         } else if let Screen::Transition(screen) = &mut self.screen {
             screen.stage = TransitionStage::Ended { target };
             self.timers.set(Timer::JoinAfterEnd, now + JOIN_AFTER_END);
@@ -530,27 +648,33 @@ impl Session {
     }
 
     /// `EndJoin` for the join on screen (any other is stale): the screen drops.
-    fn on_end(&mut self, load: Load) {
+    fn on_end(&mut self, now: Instant, load: Load) {
         if self.screen.load() != Some(load) {
             return;
         }
         if let Some(node) = self.screen.destination() {
-            self.current_node = Some(node.clone());
+            self.here.current_node = Some(node.clone());
         }
         self.cancel_streaming();
-        self.screen = Screen::None;
-        self.events.push_back(Event::HideLoadingScreen { load });
+        self.hide_screen(now, load);
     }
 
     /// No join came to the screen held after a transition's end: it drops.
-    fn drop_held_screen(&mut self) {
+    fn drop_held_screen(&mut self, now: Instant) {
         if let Screen::Transition(screen) = &self.screen
             && screen.has_ended()
         {
             let load = Load::Transition(screen.transition);
-            self.screen = Screen::None;
-            self.events.push_back(Event::HideLoadingScreen { load });
+            self.hide_screen(now, load);
         }
+    }
+
+    /// The screen of `load` drops at `now`; at the end of a move, the server left behind has
+    /// [`SOURCE_RELEASE`] to let the player go.
+    fn hide_screen(&mut self, now: Instant, load: Load) {
+        self.screen = Screen::None;
+        self.events.push_back(Event::HideLoadingScreen { load });
+        self.placed_at_destination(now);
     }
 
     /// `TransitionFailed`: the streaming of that transition is given up; the screen stays up
@@ -566,108 +690,33 @@ impl Session {
         }
     }
 
-    fn on_tags(&mut self, player: PlayerId, tags: Vec<GameplayTag>) {
-        let own = self.player.as_ref() == Some(&player);
-        let dead = own && tags.contains(&STATE_DEAD);
-        if own || self.config.world_events == WorldEvents::All {
-            self.events.push_back(Event::World(WorldChange::TagsChanged { player, tags }));
+    /// One change of the world the session plays in: the server's account follows it, and the
+    /// game is told of it if it wants it; the own player's tags tell its life.
+    fn on_change(&mut self, change: WorldChange) {
+        if self.here.take(&change, self.config.world_events) {
+            self.tell(change);
         }
-        if !own {
-            return;
-        }
+    }
+
+    /// Tells the game of `change`; the own player's tags (`State.Dead` or not) move its life.
+    fn tell(&mut self, change: WorldChange) {
+        let dead = match &change {
+            WorldChange::TagsChanged { player, tags } if self.here.is_me(player) => {
+                Some(tags.contains(&STATE_DEAD))
+            }
+            _ => None,
+        };
+        self.events.push_back(Event::World(change));
         match (self.life, dead) {
-            (Life::Alive, true) => {
+            (Life::Alive, Some(true)) => {
                 self.life = Life::Dead;
                 self.events.push_back(Event::Died);
             }
-            (Life::Dead | Life::Restarting, false) => {
+            (Life::Dead | Life::Restarting, Some(false)) => {
                 let restarted = self.life == Life::Restarting;
                 self.life = Life::Alive;
                 self.events.push_back(Event::Revived { restarted });
             }
-            _ => {}
-        }
-    }
-
-    /// `WorldSnapshot` (docs/protocol.md 4.5): the messages it stands for, handled in its order
-    /// as if each had come on its own, so the game sees the same events as from a server that
-    /// sends them one by one, and the own player's tags in it count for its life.
-    fn on_snapshot(&mut self, now: Instant, snapshot: &WorldSnapshot) {
-        for message in snapshot.messages() {
-            self.handle(now, message);
-        }
-    }
-
-    /// `Replicated` (docs/protocol.md 4.4): each change handled as its own message, oldest
-    /// first. An own death (tags), an own pawn destroyed, keep their effects on the session.
-    fn on_replicated(&mut self, now: Instant, changes: Vec<ReplicatedChange>) {
-        for change in changes {
-            self.handle(now, ServerMessage::from(change));
-        }
-    }
-
-    /// The replicated world's messages (and the ones the protocol has no duty for).
-    fn on_world(&mut self, message: ServerMessage) {
-        let change = match message {
-            ServerMessage::PlayerStateUpdated(view) => WorldChange::PlayerStateUpdated(view),
-            ServerMessage::PlayerLeft { player_id } => {
-                WorldChange::PlayerLeft { player: player_id }
-            }
-            ServerMessage::PawnSpawned(view) => WorldChange::PawnSpawned(view),
-            ServerMessage::PawnsTeleported { node, pawn_ids } => {
-                WorldChange::PawnsTeleported { node, pawns: pawn_ids }
-            }
-            ServerMessage::PawnDied { pawn_id } => WorldChange::PawnDied { pawn: pawn_id },
-            ServerMessage::PawnDestroyed { pawn_id } => {
-                if self.pawn == Some(pawn_id) {
-                    self.pawn = None;
-                }
-                WorldChange::PawnDestroyed { pawn: pawn_id }
-            }
-            ServerMessage::HealthChanged { player_id, health } => {
-                WorldChange::HealthChanged { player: player_id, health }
-            }
-            // Every other message is handled in `handle`.
-            _ => return,
-        };
-        let wanted = match self.config.world_events {
-            WorldEvents::All => true,
-            WorldEvents::Own => self.is_own(&change),
-        };
-        self.track_own_pawns(&change);
-        if wanted {
-            self.events.push_back(Event::World(change));
-        }
-    }
-
-    /// Whether `change` is about the own player or one of its pawns (before
-    /// [`Session::track_own_pawns`] took it into account: a destroyed pawn was own).
-    fn is_own(&self, change: &WorldChange) -> bool {
-        let me = |player: &PlayerId| self.player.as_ref() == Some(player);
-        let mine = |pawn: &PawnId| self.own_pawns.contains(pawn);
-        match change {
-            WorldChange::PlayerStateUpdated(view) => me(&view.player_id),
-            WorldChange::PawnSpawned(view) => me(&view.owner),
-            WorldChange::PlayerLeft { player }
-            | WorldChange::TagsChanged { player, .. }
-            | WorldChange::HealthChanged { player, .. } => me(player),
-            WorldChange::PawnDied { pawn } | WorldChange::PawnDestroyed { pawn } => mine(pawn),
-            WorldChange::PawnsTeleported { pawns, .. } => {
-                self.own_pawns.iter().any(|own| pawns.contains(*own))
-            }
-        }
-    }
-
-    /// Keeps [`Session::own_pawns`] up to date with a pawn spawned or destroyed.
-    fn track_own_pawns(&mut self, change: &WorldChange) {
-        match change {
-            WorldChange::PawnSpawned(view)
-                if self.player.as_ref() == Some(&view.owner)
-                    && !self.own_pawns.contains(&view.pawn_id) =>
-            {
-                self.own_pawns.push(view.pawn_id);
-            }
-            WorldChange::PawnDestroyed { pawn } => self.own_pawns.retain(|own| own != pawn),
             _ => {}
         }
     }
@@ -680,9 +729,32 @@ impl Session {
     }
 
     fn close(&mut self, reason: CloseReason) {
-        self.link = Link::Closed;
+        self.state = State::Closed;
+        self.travel = None;
         self.timers.stop_all();
         self.outputs.clear();
         self.events.push_back(Event::Closed { reason });
     }
+}
+
+/// The world change a replicated message stands for, if it is one (`AbilityTagsChanged`
+/// included: the own player's tags tell its life).
+fn world_change(message: ServerMessage) -> Option<WorldChange> {
+    Some(match message {
+        ServerMessage::PlayerStateUpdated(view) => WorldChange::PlayerStateUpdated(view),
+        ServerMessage::PlayerLeft { player_id } => WorldChange::PlayerLeft { player: player_id },
+        ServerMessage::PawnSpawned(view) => WorldChange::PawnSpawned(view),
+        ServerMessage::PawnsTeleported { node, pawn_ids } => {
+            WorldChange::PawnsTeleported { node, pawns: pawn_ids }
+        }
+        ServerMessage::PawnDied { pawn_id } => WorldChange::PawnDied { pawn: pawn_id },
+        ServerMessage::PawnDestroyed { pawn_id } => WorldChange::PawnDestroyed { pawn: pawn_id },
+        ServerMessage::AbilityTagsChanged { player_id, tags } => {
+            WorldChange::TagsChanged { player: player_id, tags }
+        }
+        ServerMessage::HealthChanged { player_id, health } => {
+            WorldChange::HealthChanged { player: player_id, health }
+        }
+        _ => return None,
+    })
 }
