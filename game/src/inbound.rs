@@ -149,8 +149,8 @@ impl Game {
             return None;
         }
         self.inbound.unclaimed.insert(player.clone());
-        let LoadOutcome::Found(save) = outcome else { return None };
-        Some(LoadOutcome::Found(PlayerSave { handoff: None, ..save }))
+        // The ordinary load path reads the rest of the save (never its handoff state).
+        Some(outcome)
     }
 
     /// After its ordinary load: a traveller's save is the handoff's until its claim (V5).

@@ -434,6 +434,11 @@ mod tests {
         assert!(seats.confirm(&key("a", 1), 3, 1, t0, HOLD));
         assert_eq!(seats.held_by(&pid("a"), ConnectionId(1)), Some((key("a", 1), 3)));
         assert_eq!(seats.redeem(&key("a", 1), 3, 0, ConnectionId(2)), Redemption::Stale);
+        assert_eq!(seats.held_by(&pid("a"), ConnectionId(2)), None, "another connection's");
+        // A ticket of a newer generation than the seat's confirmation confirms it anew.
+        let newer = seats.redeem(&key("a", 1), 3, 2, ConnectionId(3));
+        let replaced = Some(ConnectionId(1));
+        assert_eq!(newer, Redemption::Redeemed { node: crypt(), version: 3, replaced });
     }
 
     #[test]

@@ -549,11 +549,6 @@ impl Transitions {
         }
     }
 
-    /// Whether the transition in flight moves its players to another server.
-    pub(crate) fn is_moving(&self) -> bool {
-        self.current.as_ref().is_some_and(|t| matches!(t.phase, Phase::Moving(_)))
-    }
-
     /// Whether `player` is set aside from the transition in flight.
     pub(crate) fn is_set_aside(&self, player: &PlayerId) -> bool {
         self.current.as_ref().is_some_and(|t| t.is_set_aside(player))
@@ -718,6 +713,20 @@ impl Transitions {
             Phase::Completing(Completing { since, .. }) => since,
             _ => now,
         };
+        self.keep_timing(&t, players, all_ready, now, settle_timed_out);
+        Some(t)
+    }
+
+    /// Keeps the timing of `t`, which ended at `now` with `players` logged in, every client
+    /// ready at `all_ready`: the oldest of [`TIMINGS_KEPT`] goes.
+    fn keep_timing(
+        &mut self,
+        t: &Transition,
+        players: usize,
+        all_ready: Instant,
+        now: Instant,
+        settle_timed_out: bool,
+    ) {
         if self.timings.len() == TIMINGS_KEPT {
             self.timings.pop_front();
         }
@@ -729,7 +738,6 @@ impl Transitions {
             whole_us: micros(t.started, now),
             settle_timed_out,
         });
-        Some(t)
     }
 
     /// Freezing → Moving at `now`: the destination `target` is a remote node.
@@ -760,17 +768,8 @@ impl Transitions {
         let t = self.current.take_if(|t| matches!(t.phase, Phase::Moving(_)))?;
         let outcome = if failed { TransitionOutcome::Failed } else { TransitionOutcome::Completed };
         self.observe_end(&t, now, outcome);
-        if self.timings.len() == TIMINGS_KEPT {
-            self.timings.pop_front();
-        }
-        self.timings.push_back(TransitionTiming {
-            transition_id: t.id,
-            players,
-            started_to_all_ready_us: micros(t.started, now),
-            all_ready_to_ended_us: 0,
-            whole_us: micros(t.started, now),
-            settle_timed_out: false,
-        });
+        // Nobody here reports ready for a move: its clients are elsewhere.
+        self.keep_timing(&t, players, now, now, false);
         Some(t)
     }
 

@@ -674,17 +674,17 @@ impl Game {
     /// released or sent back, it ends, and the players still here follow a transition to the
     /// node this server stands on. Returns whether that transition started.
     pub(super) fn try_finish_move(&mut self, now: Instant) -> bool {
-        if !self.transition.is_moving() {
-            return false;
-        }
         if self.outbound.travel().is_some_and(|t| !t.movers.is_empty()) {
             return false;
         }
-        let (placed, sent_back) = self.outbound.take().map_or((0, 0), |t| (t.placed, t.sent_back));
+        // Only a transition in Moving ends here (`finish_move` checks the phase).
+        let (placed, sent_back) =
+            self.outbound.travel().map_or((0, 0), |t| (t.placed, t.sent_back));
         let failed = placed == 0 && sent_back > 0;
         let Some(t) = self.transition.finish_move(now, self.roster.len(), failed) else {
             return false;
         };
+        self.outbound.take();
         self.responses.forget_shown();
         self.end_excuses(&t);
         if failed {

@@ -331,6 +331,9 @@ fn players_move_to_another_server_behind_one_loading_screen() {
     assert_eq!(f.source.game.transition_id(), None, "every moving player placed: the travel ended");
     assert_eq!(f.source.game.counters().players_travelled, 2);
     assert_eq!(f.dest.game.counters().travellers_placed, 2);
+    // The boot transition, then the travel.
+    assert_eq!(f.source.game.counters().transitions_completed, 2);
+    assert_eq!(f.source.game.counters().transitions_failed, 0);
     assert_eq!(f.store[&pid("a")].version, sent.version + 1, "the claim wrote the next version");
 }
 
@@ -438,7 +441,8 @@ fn a_travel_no_server_grants_sends_every_moving_player_back() {
     }
     let back = f.source.transition();
     assert!(back > travel, "they follow a transition to harbor");
-    assert_eq!(f.source.game.counters().transitions_failed, 1);
+    assert_eq!(f.source.game.counters().transitions_failed, 1, "it placed nobody");
+    assert_eq!(f.source.game.counters().travellers_sent_back, 2);
     f.source.stream_node("harbor");
     for c in [a, b] {
         f.source.ready(c);
@@ -493,6 +497,14 @@ fn a_destination_lost_mid_move_sends_the_unplaced_back_with_their_state() {
     f.source.input(Input::PeerLost { server: isle() });
     f.pump();
     assert_eq!(f.store[&pid("b")].version, version + 1, "recalled at its handoff version");
+    let recalled = &f.store[&pid("b")];
+    assert!(recalled.handoff.is_none(), "a recall stores no handoff state");
+    assert_eq!(recalled.node, Some(node("harbor")), "written where the source stands");
+    assert_eq!(
+        f.source.player("b").persistence,
+        crate::players::Persistence::Loaded { version: version + 1 },
+        "its saves chain from the recall"
+    );
     let got = f.source.received(b);
     assert!(has(
         &got,
@@ -532,6 +544,7 @@ fn a_claim_before_a_recall_places_the_player_at_the_destination() {
     f.pump();
     assert_eq!(f.source.closed(a), Some(CloseCode::Travelled), "the recall lost: placed there");
     assert_eq!(f.dest.closed(c), None, "the destination holds it");
+    assert_eq!(f.source.game.counters().transitions_failed, 0, "it counts as placed");
 }
 
 /// V5: of a claim and a recall at the handoff version, the first wins; the recall first.
@@ -563,6 +576,7 @@ fn a_recall_before_a_claim_keeps_the_player_at_the_source() {
         ServerMessage::TransitionFailed { reason: TransitionFailure::DestinationLost, .. }
     )));
     assert_eq!(f.dest.game.counters().travellers_placed, 0);
+    assert_eq!(f.source.game.counters().transitions_failed, 1, "the travel placed nobody");
 }
 
 /// V9: a replayed ticket is refused `TicketUsed` and the connection that redeemed it stays; a
@@ -648,6 +662,11 @@ fn a_supersede_after_the_tickets_recalls_the_unplaced() {
     f.source.input(Input::Travel { node: node("forest") });
     f.pump();
     assert_eq!(f.store[&pid("a")].version, version + 1, "recalled");
+    assert_eq!(
+        f.source.player("a").persistence,
+        crate::players::Persistence::Loaded { version: version + 1 },
+        "a recall outliving its travel still hands the player back"
+    );
     assert!(f.source.transition() > travel);
     assert!(!has(&f.source.received(a), |m| matches!(m, ServerMessage::TransitionFailed { .. })));
     let c = f.redeem("a");
@@ -760,4 +779,207 @@ fn a_relaunch_at_the_source_is_sent_on_with_the_next_generation() {
     )));
     f.arrive("a");
     assert_eq!(f.source.closed(relaunch), Some(CloseCode::Travelled));
+}
+
+/// V2: a travel that moves nobody asks no server and ends as completed, not failed.
+#[test]
+fn a_travel_that_moves_nobody_asks_no_server_and_completes() {
+    let mut f = Fleet::new();
+    let completed = f.source.game.counters().transitions_completed;
+    f.source.input(Input::Travel { node: node("isle") });
+    f.pump();
+    assert!(!f.source.log.iter().any(|o| matches!(o, Output::FindDestination { .. })));
+    assert_eq!(f.source.game.transition_id(), None);
+    assert_eq!(f.source.game.counters().transitions_completed, completed + 1);
+    assert_eq!(f.source.game.counters().transitions_failed, 0);
+}
+
+/// Answers naming another travel, a save or a claim not asked for, change nothing and are
+/// counted stale.
+#[test]
+fn stale_answers_of_a_travel_change_nothing() {
+    let mut f = Fleet::new();
+    f.residents(&["a"]);
+    f.hold_saves = true;
+    let travel = f.travel();
+    let before = f.source.game.counters().stale_ignored;
+    let old = TransitionId(travel.0 - 1);
+    f.source.input(Input::DestinationFound { transition: old, server: Some(isle()) });
+    assert_eq!(f.source.game.counters().stale_ignored, before + 1, "another travel's answer");
+    let (save, ticket) = f.held_saves[0].clone();
+    f.source.input(Input::HandoffSaved {
+        player: pid("a"),
+        ticket: ticket + 100,
+        version: Some(9),
+    });
+    f.source.input(Input::HandoffSaved { player: pid("zz"), ticket, version: Some(9) });
+    assert_eq!(f.source.game.counters().stale_ignored, before + 3, "a save not asked for");
+    assert!(f.sent("a").is_none());
+    let outcome = HandoverOutcome::Won { version: 3 };
+    f.dest.input(Input::HandoverDecided { player: pid("a"), ticket: 77, outcome });
+    assert_eq!(f.dest.game.counters().stale_ignored, 1, "a claim never asked");
+    f.answer_save(save, ticket, true);
+    f.pump();
+    assert!(f.sent("a").is_some(), "the right answer still counts");
+    assert_eq!(f.source.game.counters().saves_requested, 1, "its handoff save");
+}
+
+/// V7: a recall the store does not confirm sends the player back anyway, counted.
+#[test]
+fn a_recall_the_store_does_not_confirm_sends_the_player_back_anyway() {
+    let mut f = Fleet::new();
+    let [a] = f.residents(&["a"])[..] else { unreachable!() };
+    let travel = f.travel();
+    let version = f.store[&pid("a")].version;
+    f.hold_handovers = true;
+    f.source.input(Input::PeerLost { server: isle() });
+    f.pump();
+    let (side, _, save, ticket) = f.held_handovers.pop().expect("a recall");
+    assert_eq!(side, Side::Source);
+    let player = save.player.clone();
+    f.source.input(Input::HandoverDecided { player, ticket, outcome: HandoverOutcome::Failed });
+    f.pump();
+    assert_eq!(f.source.game.counters().recalls_unconfirmed, 1);
+    assert!(has(
+        &f.source.received(a),
+        |m| matches!(m, ServerMessage::TransitionFailed { transition_id, .. } if *transition_id == travel)
+    ));
+    assert_eq!(
+        f.source.player("a").persistence,
+        crate::players::Persistence::Loaded { version },
+        "its saves are based on the handoff save again"
+    );
+}
+
+/// V12: past the resolve bound the search ends, whether a candidate is being asked or the
+/// directory has not answered.
+#[test]
+fn the_resolve_bound_ends_the_search_whatever_it_waits_for() {
+    for directory_answers in [true, false] {
+        let rules = GameRules { peer_timeout: Duration::from_secs(4), ..rules() };
+        let mut f = Fleet::with(rules.clone());
+        let [a] = f.residents(&["a"])[..] else { unreachable!() };
+        f.hold_peer = true;
+        if !directory_answers {
+            f.directory = None;
+            f.source.input(Input::Travel { node: node("isle") });
+            // The question stays unanswered: not pumped.
+        } else {
+            f.travel();
+        }
+        let travel = f.source.log.iter().rev().find_map(|o| match o {
+            Output::FindDestination { transition, .. } => Some(*transition),
+            _ => None,
+        });
+        let failed = |f: &Fleet| {
+            has(
+                &f.source.received(a),
+                |m| matches!(m, ServerMessage::TransitionFailed { transition_id, .. } if Some(*transition_id) == travel),
+            )
+        };
+        f.source.advance(rules.resolve_timeout - Duration::from_millis(1));
+        assert!(!failed(&f), "not before the bound (directory answers: {directory_answers})");
+        f.source.advance(Duration::from_millis(1));
+        assert!(failed(&f), "at the bound (directory answers: {directory_answers})");
+    }
+}
+
+/// V14: more players than one message names are asked for in several, and the saves wait for
+/// every grant.
+#[test]
+fn seats_for_more_players_than_one_message_names_all_wait_for_every_grant() {
+    let rules = GameRules { max_players: 1100, ..rules() };
+    let mut f = Fleet::with(rules);
+    let players = gatehouse_protocol::fleet::MAX_PLAYERS_PER_PEER_MESSAGE + 1;
+    for i in 0..players {
+        f.source.login(&format!("p{i:04}"));
+    }
+    f.pump();
+    f.hold_peer = true;
+    f.travel();
+    assert_eq!(f.held.len(), 2, "two ReserveSeats");
+    for (to, message) in std::mem::take(&mut f.held) {
+        f.side(to).input(Input::Peer { from: to.other().id(), message });
+    }
+    f.pump();
+    assert_eq!(f.held.len(), 2, "two grants");
+    let (_, granted) = f.held.remove(0);
+    f.source.input(Input::Peer { from: isle(), message: granted });
+    f.pump();
+    assert!(
+        !f.source.log.iter().any(|o| matches!(o, Output::SaveHandoff { .. })),
+        "one grant of two"
+    );
+    f.release_peer();
+    let saves = f.source.log.iter().filter(|o| matches!(o, Output::SaveHandoff { .. })).count();
+    assert_eq!(saves, players, "every grant in: every handoff save");
+}
+
+/// V11: a player whose recall outlives a superseded travel is released by a placement that
+/// wins, and is told nothing of the old travel when its recall loses.
+#[test]
+fn a_placement_after_a_supersede_releases_the_player_whose_recall_lost() {
+    let mut f = Fleet::new();
+    let [a] = f.residents(&["a"])[..] else { unreachable!() };
+    let travel = f.travel();
+    f.hold_handovers = true;
+    f.arrive("a");
+    // The claim is held; the source loses the link, recalls with a reason, then supersedes.
+    f.source.input(Input::PeerLost { server: isle() });
+    f.source.input(Input::Travel { node: node("forest") });
+    f.pump();
+    let claim = f.held_handovers.iter().position(|h| h.1 == HandoverSide::Claim).unwrap();
+    let claim = f.held_handovers.remove(claim);
+    f.decide(claim.0, claim.2, claim.3);
+    f.pump();
+    assert_eq!(f.source.closed(a), Some(CloseCode::Travelled), "placed there: released");
+    let recall = f.held_handovers.remove(0);
+    f.decide(recall.0, recall.2, recall.3);
+    f.pump();
+    assert!(!has(
+        &f.source.received(a),
+        |m| matches!(m, ServerMessage::TransitionFailed { transition_id, .. } if *transition_id == travel)
+    ));
+}
+
+/// V9: a newer ticket's login replaces the connection that redeemed an older one, and a
+/// ticket of an older generation than the seat's is stale.
+#[test]
+fn a_newer_ticket_replaces_the_connection_that_redeemed_an_older_one() {
+    let mut f = Fleet::new();
+    let [a] = f.residents(&["a"])[..] else { unreachable!() };
+    f.travel();
+    let first = f.redeem("a");
+    f.source.disconnect(a);
+    f.pump();
+    f.source.login("a");
+    f.pump();
+    let second = f.redeem("a");
+    assert_eq!(f.dest.closed(first), Some(CloseCode::Replaced));
+    assert_eq!(f.dest.closed(second), None);
+    assert_eq!(f.dest.game.roster.connection_of(&pid("a")), Some(second));
+}
+
+/// V4: a save older than the ticket's version, or one without its handoff state, loses the
+/// seat (`SaveUnavailable`) and sends the traveller back.
+#[test]
+fn a_traveller_whose_save_is_older_or_bare_loses_its_seat() {
+    for older in [true, false] {
+        let mut f = Fleet::new();
+        f.residents(&["a"]);
+        f.travel();
+        let mut save = f.store[&pid("a")].clone();
+        match older {
+            true => save.version -= 1,
+            false => save.handoff = None,
+        }
+        f.store.insert(pid("a"), save);
+        f.hold_peer = true;
+        let c = f.redeem("a");
+        assert_eq!(f.dest.closed(c), Some(CloseCode::Recalled), "older: {older}");
+        let lost = f.held.iter().any(|(_, m)| {
+            matches!(m, PeerMessage::SeatLost { reason: SeatLoss::SaveUnavailable, .. })
+        });
+        assert!(lost, "its source hears why (older: {older})");
+    }
 }
