@@ -18,7 +18,7 @@
 //!
 //! # Layout: a coordinator over owned sub-states
 //!
-//! `Game` holds thirteen fields: the rules and the world map, one field per sub-state, the timer
+//! `Game` holds fifteen fields: the rules and the world map, one field per sub-state, the timer
 //! table and the outbox. Each sub-state owns its collections and their indexes, which change
 //! only through its own methods; it emits no output. The records a collection holds (a
 //! `Player`, a `Pawn`) are plain data: the coordinator reads and edits their fields through
@@ -44,6 +44,9 @@
 //!   `AbilityState`, `abilities.rs`);
 //! - `Seats` (`seats.rs`): the seats this server granted to other servers' travels, their
 //!   deadlines, and which connection holds each (docs/spec/travel.md V9);
+//! - `Inbound` (`inbound.rs`): the travellers here whose claim is not decided (V4, V5);
+//! - `Outbound` (`outbound.rs`): this server's travel to another server, where each moving
+//!   player stands in it, and the recalls that outlive it (V2, V7, V11);
 //! - `TimerTable` (`timers.rs`): the named deadlines behind [`Game::poll_timeout`];
 //! - `Outbox` (`outbox.rs`): outputs, observations and counters not yet taken by the shell.
 //!
@@ -53,11 +56,12 @@
 //! `Spawned`); a save load is `persistence.rs`'s `apply_player_load` (`PlayerLoad`); an
 //! effects step is `Effects::run` (`EffectEvent`s).
 //!
-//! The `impl Game` blocks are in four files. This one holds every public method, the step
+//! The `impl Game` blocks are in five files. This one holds every public method, the step
 //! dispatch, the advance pass and the output helpers; `inputs.rs` has one handler per input and
 //! client message; `pass.rs` the steps of the pass, the start and end of a transition, the
-//! timeouts and the client-ready policy; `travel.rs` the handlers of another server's messages
-//! about seats and the seat timer (docs/spec/travel.md). `snapshot.rs` is the operators' view; the public
+//! timeouts and the client-ready policy; `travel.rs` the peer link's messages, the seat timer
+//! and the source's steps of a travel to another server; `inbound.rs` the destination's
+//! travellers (docs/spec/travel.md). `snapshot.rs` is the operators' view; the public
 //! boundary types (inputs, outputs, rules, counters) are in `interface.rs`.
 //!
 //! # One step: record, then advance
@@ -69,27 +73,33 @@
 //! 1. **resolve the destination**: Freezing → Loading once the session save and every
 //!    player save in flight when the transition started settled (not those of later logins,
 //!    so a stream of logins cannot hold it); stale spawn requests are discarded just before
-//!    (docs/spec/transitions.md T4);
+//!    (docs/spec/transitions.md T4); a node another server hosts takes Freezing → Moving
+//!    instead, and the travel asks for seats there (docs/spec/travel.md V2);
 //! 2. **the all-ready check**: WaitingForClients → Completing once every present player
 //!    reported ready or is excused; OnReadyToSpawn queues a request for every player;
 //! 3. **process pending spawns**, if a step woke the queue (a queued request, a ready callback,
 //!    a settled load, a client's ready report, OnReadyToSpawn, the retry timer) and no
 //!    transition outside Completing owns spawning; a pawn is placed for a player only on the
 //!    node its client reported streamed;
-//! 4. **release placed joiners**: a join ends (`EndJoin`) once its joiner is placed;
+//! 4. **claim placed travellers, then release placed joiners**: a traveller from another
+//!    server that acknowledged its pawn is claimed (docs/spec/travel.md V5), and a join ends
+//!    (`EndJoin`) once its joiner is placed, a traveller's once its claim is decided;
 //! 5. **try to finish the transition**: Completing ends once every player is placed, or at the
 //!    settle deadline with none of its own loads in flight (the client-ready policy then
 //!    handles the clients that never acknowledged their pawn); a load the transition waits for
 //!    (its streaming, the save of a player it waits for; never an arrival's) pushes the
-//!    deadline instead (docs/protocol.md 4.2, "Progress");
+//!    deadline instead (docs/protocol.md 4.2, "Progress"); a travel to another server (Moving)
+//!    ends once each of its moving players is placed there or sent back, and the players still
+//!    here follow a transition to the node the server stands on (docs/spec/travel.md V2);
 //! 6. **start a due route travel** once no transition is in flight.
 //!
 //! Each step can enable the next: a completion (2) queues the spawns (3) attempts, a spawn may
-//! place the last player (5) waits for, an end frees a due route travel (6). Only step 6 can
-//! enable an earlier one: the transition it starts resolves its destination (1) at once. The
-//! pass then runs a second round, and no third: the new transition stays in flight, so step 6
-//! cannot act again, and it cannot reach WaitingForClients before its node streams, which is
-//! an input. Last, finite effects pause or resume (they rest while a player's character is
+//! place the last player (5) waits for, an end frees a due route travel (6). Only step 6, and
+//! the end of a move in step 5, can enable an earlier one: the transition either starts
+//! resolves its destination (1) at once. The pass then runs a second round, and no third: the
+//! new transition stays in flight, so step 6 cannot act again, and it cannot reach
+//! WaitingForClients before its node streams, which is an input (a move's follow-up goes to the
+//! node the server stands on, never a remote one). Last, finite effects pause or resume (they rest while a player's character is
 //! frozen: a transition in flight, or its own join), and the deadlines (client-ready, settle,
 //! the transition's hard maximum, effects) go into the timer table.
 //! Steps 1, 2, 4 and 5 are checks that do nothing unless their condition holds, so running them
@@ -408,9 +418,11 @@ impl Game {
     /// 1. resolve the destination (Freezing → Loading);
     /// 2. the all-ready check (WaitingForClients → Completing);
     /// 3. process pending spawns, if woken;
-    /// 4. release placed joiners;
-    /// 5. try to finish the transition (Completing → none);
-    /// 6. start a due route travel; if one started, once more from 1 (at most two rounds);
+    /// 4. claim placed travellers, release placed joiners;
+    /// 5. try to finish the transition (Completing → none), or a move (Moving → none, and a
+    ///    transition home for those still here);
+    /// 6. start a due route travel; if one started here or in 5, once more from 1 (at most two
+    ///    rounds);
     ///
     /// then pause or resume finite effects, and write the deadlines into the timer table.
     fn advance(&mut self, now: Instant) {
