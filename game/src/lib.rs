@@ -446,6 +446,9 @@ impl Game {
             self.rearm_effects_timer();
         }
         self.arm_transition_timers();
+        // Seats change with logins and departures too (a traveller's disconnect holds its seat
+        // for a relaunch): both travel timers follow every step.
+        self.rearm_seat_timer();
         self.rearm_outbound_timer();
     }
 

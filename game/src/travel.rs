@@ -78,7 +78,6 @@ impl Game {
             // The link's own: the shell's.
             PeerMessage::Hello { .. } | PeerMessage::Welcome { .. } => {}
         }
-        self.rearm_seat_timer();
     }
 
     /// `ReserveSeats` from `from`: granted all or none (docs/spec/travel.md V12).
@@ -121,7 +120,6 @@ impl Game {
         for key in self.seats.expire(now) {
             self.seat_lost(key, SeatLoss::HoldExpired);
         }
-        self.rearm_seat_timer();
     }
 
     /// Tells a seat's source it is lost.

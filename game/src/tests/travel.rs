@@ -645,8 +645,14 @@ fn a_traveller_is_placed_only_on_the_tickets_version() {
     let mut save = f.store[&pid("a")].clone();
     save.version += 1;
     f.store.insert(pid("a"), save);
+    f.hold_peer = true;
     let c = f.redeem("a");
     assert_eq!(f.dest.closed(c), Some(CloseCode::Recalled));
+    let lost = f
+        .held
+        .iter()
+        .any(|(_, m)| matches!(m, PeerMessage::SeatLost { reason: SeatLoss::NotPlaced, .. }));
+    assert!(lost, "a newer save: its source took it back, not a failed save");
     assert!(f.dest.game.roster.player(&pid("a")).is_none());
     assert!(f.dest.game.seats.len() == 0, "its seat is gone");
 }
@@ -982,4 +988,30 @@ fn a_traveller_whose_save_is_older_or_bare_loses_its_seat() {
         });
         assert!(lost, "its source hears why (older: {older})");
     }
+}
+
+/// V10, V16: a traveller that disconnects before its placement and never comes back loses its
+/// seat one hold after the disconnect, and its source takes it back.
+#[test]
+fn a_traveller_gone_before_its_placement_loses_its_seat_one_hold_later() {
+    let mut f = Fleet::new();
+    let [a] = f.residents(&["a"])[..] else { unreachable!() };
+    let travel = f.travel();
+    let c = f.redeem("a");
+    // Past a hold, short of its join's client-ready timeout.
+    f.dest.advance(rules().seat_hold * 2);
+    f.pump();
+    assert_eq!(f.dest.game.seats.len(), 1, "held while its traveller is connected");
+    f.dest.disconnect(c);
+    f.pump();
+    f.dest.advance(rules().seat_hold - Duration::from_millis(1));
+    f.pump();
+    assert_eq!(f.dest.game.seats.len(), 1, "held for a relaunch");
+    f.dest.advance(Duration::from_millis(1));
+    f.pump();
+    assert_eq!(f.dest.game.seats.len(), 0, "lost at its hold");
+    assert!(has(
+        &f.source.received(a),
+        |m| matches!(m, ServerMessage::TransitionFailed { transition_id, .. } if *transition_id == travel)
+    ));
 }

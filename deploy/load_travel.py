@@ -1,0 +1,140 @@
+#!/usr/bin/env python3
+"""The travel benchmark's helpers (deploy/load-travel.sh): free ports, bounded waits on a
+server's /metrics, and the table of figures.
+
+  load_travel.py ports N                         N free loopback ports, one per line
+  load_travel.py wait ADMIN NAME OP VALUE SECS   poll ADMIN/metrics until gatehouse_NAME OP VALUE
+                                                 (OP: ge, le, eq); exit 1 at the bound
+  load_travel.py metrics ADMIN OUT               the server's counters and gauges as JSON
+  load_travel.py table DIR                       the figures from DIR's files, and DIR/travel.json
+
+Every wait is bounded; nothing here asserts a figure: the table is a benchmark's output.
+"""
+
+import json
+import socket
+import sys
+import time
+import urllib.request
+
+
+def ports(n):
+    """N ports free now on 127.0.0.1 for both UDP and TCP (each socket released at once: a
+    benchmark's race, not a test's)."""
+    out = []
+    while len(out) < n:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as udp:
+            udp.bind(("127.0.0.1", 0))
+            port = udp.getsockname()[1]
+            try:
+                with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as tcp:
+                    tcp.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        if port not in out:
+            out.append(port)
+    return out
+
+
+def metrics(admin):
+    """The admin endpoint's counters and gauges, by name without the gatehouse_ prefix."""
+    with urllib.request.urlopen(f"http://{admin}/metrics", timeout=5.0) as r:
+        text = r.read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line.startswith("gatehouse_") and "{" not in line.split(" ")[0]:
+            name, _, value = line.partition(" ")
+            try:
+                out[name[len("gatehouse_"):]] = float(value)
+            except ValueError:
+                pass
+    return out
+
+
+def wait(admin, name, op, value, secs):
+    deadline = time.monotonic() + secs
+    test = {"ge": lambda a: a >= value, "le": lambda a: a <= value, "eq": lambda a: a == value}[op]
+    seen = None
+    while time.monotonic() < deadline:
+        try:
+            seen = metrics(admin).get(name)
+        except OSError:
+            seen = None
+        if seen is not None and test(seen):
+            return 0
+        time.sleep(0.2)
+    print(f"load_travel.py: {admin} gatehouse_{name} is {seen}, waited {secs} s for {op} {value}",
+          file=sys.stderr)
+    return 1
+
+
+def ms(us):
+    return "-" if us is None else f"{us / 1000:.0f}"
+
+
+def table(d):
+    with open(f"{d}/report.json") as f:
+        report = json.load(f)
+    with open(f"{d}/a-end.json") as f:
+        a = json.load(f)
+    with open(f"{d}/b-end.json") as f:
+        b = json.load(f)
+    with open(f"{d}/run.json") as f:
+        run = json.load(f)
+    timings = report.get("timings", {})
+    shown = timings.get("shown_to_ended", {})
+    moved = timings.get("moved", {})
+    n = run["clients"]
+    figures = {
+        "clients": n,
+        "placed_on_destination": b.get("placed_players"),
+        "players_left_on_source": a.get("players"),
+        "players_travelled": a.get("players_travelled_total"),
+        "travellers_placed": b.get("travellers_placed_total"),
+        "travellers_sent_back": a.get("travellers_sent_back_total"),
+        "tickets_refused": b.get("tickets_refused_total"),
+        "older_saves": run.get("older_saves"),
+        "same_server_p50_ms": shown.get("p50_us", 0) / 1000,
+        "same_server_p99_ms": shown.get("p99_us", 0) / 1000,
+        "move_p50_ms": moved.get("p50_us", 0) / 1000,
+        "move_p99_ms": moved.get("p99_us", 0) / 1000,
+        "moves_counted": moved.get("count"),
+        "loadavg": run.get("loadavg"),
+    }
+    with open(f"{d}/travel.json", "w") as f:
+        json.dump(figures, f, indent=2)
+    lost = n - int(figures["placed_on_destination"] or 0)
+    print(f"travel benchmark: {n} players moved from one server to another, "
+          f"load average {figures['loadavg']}")
+    print(f"  placed on the destination      {figures['placed_on_destination']:.0f} of {n} "
+          f"(lost {lost}); left on the source {figures['players_left_on_source']:.0f}")
+    print(f"  travelled / placed / sent back  {figures['players_travelled']:.0f} / "
+          f"{figures['travellers_placed']:.0f} / {figures['travellers_sent_back']:.0f}; "
+          f"tickets refused {figures['tickets_refused']:.0f}")
+    print(f"  saves older than the handoff    {figures['older_saves']}")
+    print(f"  loading screen, same-server transition  p50 {ms(shown.get('p50_us'))} ms  "
+          f"p99 {ms(shown.get('p99_us'))} ms  ({shown.get('count')} screens)")
+    print(f"  loading screen, move to the other server p50 {ms(moved.get('p50_us'))} ms  "
+          f"p99 {ms(moved.get('p99_us'))} ms  ({moved.get('count')} moves)")
+    return 0
+
+
+def main(argv):
+    if len(argv) >= 2 and argv[1] == "ports":
+        for port in ports(int(argv[2])):
+            print(port)
+        return 0
+    if len(argv) == 7 and argv[1] == "wait":
+        return wait(argv[2], argv[3], argv[4], float(argv[5]), float(argv[6]))
+    if len(argv) == 4 and argv[1] == "metrics":
+        with open(argv[3], "w") as f:
+            json.dump(metrics(argv[2]), f)
+        return 0
+    if len(argv) == 3 and argv[1] == "table":
+        return table(argv[2])
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
