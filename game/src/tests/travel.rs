@@ -1015,3 +1015,29 @@ fn a_traveller_gone_before_its_placement_loses_its_seat_one_hold_later() {
         |m| matches!(m, ServerMessage::TransitionFailed { transition_id, .. } if *transition_id == travel)
     ));
 }
+
+/// V7: a travel whose recall lost to a claim placed that player, so it is no failure even
+/// when every other moving player came back.
+#[test]
+fn a_recall_lost_to_a_claim_counts_its_player_placed() {
+    let mut f = Fleet::new();
+    f.residents(&["a", "b"]);
+    f.travel();
+    f.hold_handovers = true;
+    f.arrive("a");
+    f.source.input(Input::PeerLost { server: isle() });
+    f.pump();
+    let failed = f.source.game.counters().transitions_failed;
+    // a's claim first (its Placed held on the way), then both recalls: a's loses, b's wins.
+    f.hold_peer = true;
+    let claim = f.held_handovers.iter().position(|h| h.1 == HandoverSide::Claim).unwrap();
+    let claim = f.held_handovers.remove(claim);
+    f.decide(claim.0, claim.2, claim.3);
+    for (side, _, save, ticket) in std::mem::take(&mut f.held_handovers) {
+        f.decide(side, save, ticket);
+    }
+    f.pump();
+    assert_eq!(f.source.game.counters().players_travelled, 1, "a's recall lost: placed there");
+    assert_eq!(f.source.game.counters().travellers_sent_back, 1, "b came back");
+    assert_eq!(f.source.game.counters().transitions_failed, failed, "a was placed: no failure");
+}
