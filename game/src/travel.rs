@@ -281,11 +281,11 @@ impl Game {
         let Some(travel) = self.outbound.travel() else { return };
         let Stage::Resolving { asking, deadline, .. } = &travel.stage else { return };
         let trn = travel.id;
-        if let Some(asking) = asking.as_ref().filter(|a| a.deadline <= now || *deadline <= now) {
+        if let Some(asking) = asking.as_ref().filter(|a| a.deadline <= now) {
             let server = asking.server.clone();
             self.candidate_refused(now, &server, trn, "silent for fleet.peer_timeout_ms");
         } else if *deadline <= now {
-            let detail = "the fleet directory named no server within fleet.resolve_timeout_ms";
+            let detail = "no server granted the seats within fleet.resolve_timeout_ms";
             self.send_back_all(TransitionFailure::DestinationUnavailable, detail);
         }
     }

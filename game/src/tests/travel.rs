@@ -1041,3 +1041,62 @@ fn a_recall_lost_to_a_claim_counts_its_player_placed() {
     assert_eq!(f.source.game.counters().travellers_sent_back, 1, "b came back");
     assert_eq!(f.source.game.counters().transitions_failed, failed, "a was placed: no failure");
 }
+
+/// V12: a candidate asked late, whose silence would outlast the resolve bound, does not hold
+/// the search past it.
+#[test]
+fn a_candidate_asked_late_does_not_hold_the_search_past_the_resolve_bound() {
+    let mut f = Fleet::new();
+    let [a] = f.residents(&["a"])[..] else { unreachable!() };
+    f.hold_peer = true;
+    let travel = f.travel();
+    // The first candidate is silent; the directory's next answer comes 1.5 s later.
+    f.source.advance(rules().peer_timeout + Duration::from_millis(1500));
+    let ghost = ServerId::new("ghost-1").unwrap();
+    f.source.input(Input::DestinationFound { transition: travel, server: Some(ghost) });
+    let failed = |f: &Fleet| {
+        has(
+            &f.source.received(a),
+            |m| matches!(m, ServerMessage::TransitionFailed { transition_id, .. } if *transition_id == travel),
+        )
+    };
+    let left = rules().resolve_timeout - rules().peer_timeout - Duration::from_millis(1500);
+    f.source.advance(left - Duration::from_millis(1));
+    assert!(!failed(&f), "not before the resolve bound");
+    f.source.advance(Duration::from_millis(1));
+    assert!(failed(&f), "at the resolve bound, though the candidate's own has not passed");
+    let released = f.source.log.iter().any(|o| {
+        matches!(o, Output::Peer { to, message: PeerMessage::ReleaseSeats { .. } } if to.as_str() == "ghost-1")
+    });
+    assert!(released, "what the late candidate may have granted is given back");
+}
+
+/// V11: a recall that outlives its travel tells the client nothing of the old travel when it
+/// wins: the client follows the newer transition.
+#[test]
+fn a_recall_outliving_its_travel_tells_the_client_nothing_when_it_wins() {
+    let mut f = Fleet::new();
+    let [a] = f.residents(&["a"])[..] else { unreachable!() };
+    let travel = f.travel();
+    f.hold_handovers = true;
+    f.source.input(Input::PeerLost { server: isle() });
+    f.source.input(Input::Travel { node: node("forest") });
+    f.pump();
+    let (side, _, save, ticket) = f.held_handovers.pop().expect("the recall");
+    f.decide(side, save, ticket);
+    f.pump();
+    assert!(!has(
+        &f.source.received(a),
+        |m| matches!(m, ServerMessage::TransitionFailed { transition_id, .. } if *transition_id == travel)
+    ));
+    assert_eq!(f.source.game.counters().travellers_sent_back, 1);
+}
+
+/// A handoff save answered when no travel is in flight is stale.
+#[test]
+fn a_handoff_save_answered_with_no_travel_in_flight_is_stale() {
+    let mut f = Fleet::new();
+    let before = f.source.game.counters().stale_ignored;
+    f.source.input(Input::HandoffSaved { player: pid("a"), ticket: 1, version: Some(1) });
+    assert_eq!(f.source.game.counters().stale_ignored, before + 1);
+}
