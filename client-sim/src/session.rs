@@ -213,15 +213,15 @@ impl ClientSession {
         match message {
             ServerMessage::WorldSnapshot(snapshot) => {
                 for message in snapshot.messages() {
-                    self.handle_one(now, link, message);
+                    self.handle_one(now, link, message, true);
                 }
             }
             ServerMessage::Replicated { changes } => {
                 for change in changes {
-                    self.handle_one(now, link, ServerMessage::from(change));
+                    self.handle_one(now, link, ServerMessage::from(change), false);
                 }
             }
-            message => self.handle_one(now, link, message),
+            message => self.handle_one(now, link, message, false),
         }
     }
 
@@ -237,10 +237,17 @@ impl ClientSession {
         self.session.link()
     }
 
-    /// [`ClientSession::handle_on`] for a message that stands for itself alone. Only a message
-    /// of the server the session plays on is judged against what the client expected; one of
-    /// the other server of a move only keeps the checks' account of that server.
-    fn handle_one(&mut self, now: Instant, link: LinkId, message: ServerMessage) {
+    /// [`ClientSession::handle_on`] for a message that stands for itself alone, an entry of a
+    /// newcomer's world snapshot if `in_snapshot`. Only a message of the server the session
+    /// plays on is judged against what the client expected; one of the other server of a move
+    /// only keeps the checks' account of that server.
+    fn handle_one(
+        &mut self,
+        now: Instant,
+        link: LinkId,
+        message: ServerMessage,
+        in_snapshot: bool,
+    ) {
         let errors_before = self.stats.errors.len();
         let here = link == self.session.link();
         let placed_pawn = self.has_acknowledged_its_pawn();
@@ -259,6 +266,7 @@ impl ClientSession {
             },
             streamed: self.session.streamed_node(),
             placed_pawn,
+            in_snapshot,
         });
         self.checks.observe(link, &message, expected, &mut self.stats);
         if self.stats.errors.len() > errors_before {
@@ -1135,6 +1143,50 @@ mod tests {
         s.handle(t0, ServerMessage::Possessed { pawn_id: PawnId(8) });
         let ack = |id| ClientMessage::PossessionAcknowledged { pawn_id: PawnId(id) };
         assert_eq!(drain(&mut s), [ack(7), ack(8 + (1 << 40)), ack(8)]);
+    }
+
+    /// docs/protocol.md 4.5: a relaunch within a replication interval finds its older
+    /// connection's pawn in the snapshot it is greeted with, then that pawn's `PawnDestroyed`;
+    /// it is the world as it stood, not a pawn landing before its level, and the pawn of the
+    /// join that follows is the client's one live pawn.
+    #[test]
+    fn an_own_pawn_in_a_relaunchs_snapshot_is_no_landing() {
+        let t0 = Instant::now();
+        let me = PlayerId::new("me").unwrap();
+        for full in [false, true] {
+            let mut s = fresh(t0, SessionConfig { full, ..SessionConfig::default() });
+            s.handle(t0, welcome(me.clone(), Some(NodeId::new("harbor").unwrap())));
+            let view = gatehouse_protocol::PlayerStateView {
+                player_id: me.clone(),
+                team: None,
+                character_def: None,
+            };
+            let ServerMessage::PawnSpawned(older) = own_pawn(7, &me, "harbor") else {
+                unreachable!()
+            };
+            let mut builder = gatehouse_protocol::SnapshotBuilder::new(65_536);
+            let pawns = [older];
+            builder.add(SnapshotEntry { player: &view, tags: &[], health: None, pawns: &pawns });
+            for snapshot in builder.finish() {
+                s.handle(t0, ServerMessage::WorldSnapshot(Box::new(snapshot)));
+            }
+            s.handle(t0, batched([ServerMessage::PawnDestroyed { pawn_id: PawnId(7) }]));
+            s.handle(t0, join(2, "harbor", 0));
+            let at = s.poll_timeout().unwrap();
+            s.handle_timeout(at);
+            s.handle(at, own_pawn(8, &me, "harbor"));
+            s.handle(at, ServerMessage::Possessed { pawn_id: PawnId(8) });
+            s.handle(at, ServerMessage::EndJoin { join_id: JoinId(2) });
+            assert!(s.is_placed(), "full {full}");
+            let stats = s.stats();
+            assert_eq!((stats.pawns_on_unloaded_node, stats.double_pawns), (0, 0), "full {full}");
+            assert!(stats.errors.is_empty(), "full {full}: {:?}", stats.errors);
+            // The same pawn spawned live, not in a snapshot, before its level is counted.
+            let mut s = fresh(t0, SessionConfig { full, ..SessionConfig::default() });
+            s.handle(t0, welcome(me.clone(), Some(NodeId::new("harbor").unwrap())));
+            s.handle(t0, own_pawn(7, &me, "harbor"));
+            assert_eq!(s.stats().pawns_on_unloaded_node, 1, "full {full}");
+        }
     }
 
     /// docs/client.md, "Events", 6: the own death in a batch reaches the figures and the restart,

@@ -110,7 +110,8 @@ async fn try_once(
             }
         }
         Trusting::Pin(pin) => {
-            let config = swarm_client_config(Path::new(""), Some(pin)).map_err(TryError::Fatal)?;
+            let config =
+                swarm_client_config(Path::new(""), &[], Some(pin)).map_err(TryError::Fatal)?;
             let endpoint = bind_client_endpoint(server, Arc::new(quinn::TokioRuntime))
                 .map_err(TryError::Fatal)?;
             (endpoint, config)

@@ -137,8 +137,9 @@ pub enum Event {
     /// The world you knew ends: drop every player state, pawn and object of it (their
     /// lifetimes end, docs/spec/gates.md G7), and unfreeze nothing of it; a new world begins on
     /// `node`, its `World` changes following as after [`Event::Welcomed`] (after a way back:
-    /// at once, the session kept them). The loading screen stays up: the destination's join
-    /// (or the way back's transition) continues it.
+    /// at once, the session kept them, then [`Event::Possessed`] for the pawn it controls
+    /// there). The loading screen stays up: the destination's join (or the way back's
+    /// transition) continues it.
     ServerChanged {
         /// The player that server welcomed this client as.
         player: PlayerId,

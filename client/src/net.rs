@@ -164,17 +164,33 @@ pub fn quic_config(
     keep_alive: Duration,
     idle_timeout: Duration,
 ) -> Result<quinn::ClientConfig, ConnectError> {
-    let certs: Vec<CertificateDer<'static>> = if trust.starts_with(b"-----BEGIN") {
-        use rustls::pki_types::pem::PemObject;
-        CertificateDer::pem_slice_iter(trust)
-            .collect::<Result<_, _>>()
-            .map_err(|e| ConnectError::Certificate(e.to_string()))?
-    } else {
-        vec![CertificateDer::from(trust.to_vec())]
-    };
+    quic_config_trusting(&[trust], keep_alive, idle_timeout)
+}
+
+/// As [`quic_config`], trusting every certificate of every blob of `trust` (each DER or PEM):
+/// a client of a fleet whose servers each have a certificate of their own, which a move to
+/// another server may reach unpinned (docs/spec/travel.md V3).
+///
+/// # Errors
+/// As [`quic_config`], if a blob holds no usable certificate.
+pub fn quic_config_trusting(
+    trust: &[&[u8]],
+    keep_alive: Duration,
+    idle_timeout: Duration,
+) -> Result<quinn::ClientConfig, ConnectError> {
     let mut roots = rustls::RootCertStore::empty();
-    for cert in certs {
-        roots.add(cert).map_err(|e| ConnectError::Certificate(e.to_string()))?;
+    for blob in trust {
+        let certs: Vec<CertificateDer<'static>> = if blob.starts_with(b"-----BEGIN") {
+            use rustls::pki_types::pem::PemObject;
+            CertificateDer::pem_slice_iter(blob)
+                .collect::<Result<_, _>>()
+                .map_err(|e| ConnectError::Certificate(e.to_string()))?
+        } else {
+            vec![CertificateDer::from(blob.to_vec())]
+        };
+        for cert in certs {
+            roots.add(cert).map_err(|e| ConnectError::Certificate(e.to_string()))?;
+        }
     }
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let crypto = rustls::ClientConfig::builder_with_provider(provider)
@@ -640,17 +656,18 @@ impl Wire {
 }
 
 /// Opens a link to a move's destination: resolves `dial.address` (the first address of the
-/// endpoint's family), connects as `dial.server_name` with `quic` and opens the control
-/// stream, all within `timeout` (docs/spec/travel.md V3).
+/// endpoint's family), connects as `dial.server_name` with `quic` from `endpoint` and opens the
+/// control stream, all within `timeout` (docs/spec/travel.md V3). What this shell does with an
+/// [`Output::Dial`]; a shell of its own (client-sim's swarm) may call it too.
 ///
 /// # Errors
 /// What failed (the name, the handshake, the pin, the stream), or that it timed out.
-async fn open_link(
+pub async fn open_link(
     endpoint: quinn::Endpoint,
     quic: quinn::ClientConfig,
     dial: Dial,
     timeout: Duration,
-) -> Result<LinkParts, String> {
+) -> Result<(quinn::Connection, quinn::SendStream, quinn::RecvStream), String> {
     let address = dial.address.clone();
     let opening = async move {
         let ipv6 = endpoint.local_addr().map(|local| local.is_ipv6()).unwrap_or(false);

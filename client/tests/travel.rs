@@ -322,7 +322,8 @@ fn a_destination_refusal_abandons_the_move_and_the_sources_follow_up_ends_the_sc
 
 /// A destination that closes the link before the move's end (`Recalled`, the source took the
 /// player back) brings the player back to the source, whose world the game gets again as it
-/// stands (changes made there meanwhile included), and the source is told `TravelAbandoned`.
+/// stands (changes made there meanwhile included) with the pawn it controls there, and the
+/// source is told `TravelAbandoned`.
 #[test]
 fn a_destination_that_recalls_the_player_gives_it_back_to_the_source() {
     let t0 = Instant::now();
@@ -348,6 +349,8 @@ fn a_destination_that_recalls_the_player_gives_it_back_to_the_source() {
             },
             Event::World(WorldChange::HealthChanged { player: me(), health: 40 }),
             Event::World(WorldChange::PawnSpawned(pawn(12, me(), "harbor"))),
+            // The game's new world is told which pawn it controls, as after a `Possessed`.
+            Event::Possessed { pawn: PawnId(12) },
             Event::TravelAbandoned {
                 transition: TransitionId(MOVE),
                 reason: AbandonReason::Closed {

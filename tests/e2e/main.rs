@@ -11,4 +11,5 @@ mod scale;
 mod scale_soak;
 mod session;
 mod soak;
+mod travel;
 mod wait;

@@ -63,7 +63,8 @@ impl TestServer {
     /// As [`TestServer::start_with`], with `adjust` applied to the checked config before the
     /// server binds: for a test that needs a setting the config's checks tie to what it does
     /// not test (a fleet directory, which needs a PostgreSQL store, for a test of the peer
-    /// link).
+    /// link), or a game port known before the start (a fleet's servers name each other). The
+    /// game and admin ports are ephemeral on 127.0.0.1 unless `adjust` sets them.
     pub async fn start_adjusted(
         server_toml: &str,
         world: &str,
@@ -72,10 +73,10 @@ impl TestServer {
         let data_dir = tempfile::tempdir().expect("a temp dir");
         let config_path = data_dir.path().join("server.toml");
         let mut config = ServerConfig::parse(&config_path, server_toml).expect("valid test config");
-        adjust(&mut config);
         config.network.bind = "127.0.0.1:0".parse().expect("an address");
-        config.data_dir = data_dir.path().to_owned();
         config.admin.bind = "127.0.0.1:0".parse().expect("an address");
+        adjust(&mut config);
+        config.data_dir = data_dir.path().to_owned();
         let world =
             parse_world(&data_dir.path().join("world.toml"), world).expect("valid test world");
         let server = Server::bind(&config, world).await.expect("the server binds");

@@ -64,6 +64,11 @@ struct Cli {
     /// chain nor --server-name is checked, the handshake's signature is.
     #[arg(long, value_name = "HEX", conflicts_with = "server_cert")]
     server_fingerprint: Option<CertificatePin>,
+    /// Trust this certificate (DER or PEM) too, beside --server-cert: another server of a
+    /// fleet, which a move to another server may name without a fingerprint (docs/simulator.md,
+    /// "Moves between servers"). Repeat it for each server.
+    #[arg(long, value_name = "PATH", conflicts_with = "server_fingerprint")]
+    trust_cert: Vec<PathBuf>,
     /// Name the certificate is checked against.
     #[arg(long, default_value = "localhost", value_name = "NAME")]
     server_name: String,
@@ -291,6 +296,7 @@ fn run(cli: Cli, matches: &ArgMatches) -> anyhow::Result<()> {
         server_name: cli.server_name.clone(),
         server_cert,
         server_pin: cli.server_fingerprint,
+        also_trust: cli.trust_cert.clone(),
         clients: cli.clients as usize,
         first_index: cli.first_index,
         duration: cli.duration,

@@ -1,7 +1,8 @@
 //! Live checks of what the server promises one client session (docs/spec/transitions.md and
 //! docs/spec/sessions.md as a client sees them):
 //! - an own pawn lands on the node the client expects: the destination of the transition on
-//!   screen (or of its join), or the world's current node;
+//!   screen (or of its join), or the world's current node (an own pawn in the world snapshot
+//!   a newcomer is greeted with is its older connection's, not a landing: docs/protocol.md 4.5);
 //! - an own pawn lands only on a node the client streamed (its join's, or the transition's it
 //!   reported ready for): never a pawn before its level;
 //! - the client never owns two live pawns at once;
@@ -54,6 +55,9 @@ pub(crate) struct Expected<'a> {
     pub(crate) streamed: Option<&'a NodeId>,
     /// The client possesses a pawn and acknowledged that possession.
     pub(crate) placed_pawn: bool,
+    /// The message is an entry of the world snapshot a newcomer is greeted with
+    /// (docs/protocol.md 4.5): the world as of the last replication interval, not a spawn.
+    pub(crate) in_snapshot: bool,
 }
 
 /// The session checks: an account per server the session holds a link to (module docs).
@@ -139,7 +143,12 @@ impl Account {
                     }
                     self.newest_own_pawn = self.newest_own_pawn.max(Some(view.pawn_id));
                 }
-                placement(view.pawn_id, &view.node, expected, stats);
+                // An own pawn in the snapshot is its older connection's, whose
+                // `PawnDestroyed` follows (a relaunch within the interval, docs/protocol.md
+                // 4.5): the world as it stood, not a placement.
+                if !expected.in_snapshot {
+                    placement(view.pawn_id, &view.node, expected, stats);
+                }
                 let live = self.own.values().filter(|alive| **alive).count();
                 if live > 1 {
                     stats.double_pawns += 1;

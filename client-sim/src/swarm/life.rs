@@ -3,21 +3,27 @@
 //!
 //! [`run_client`] strings the lives together and folds each one's outcome into the client's;
 //! [`run_life`] dials, sends the session's `Hello`, drives the session until the life's end (the
-//! turn itself is [`super::stream`]'s), and then closes the way the life ended: lost, silent,
-//! leaving or vanishing for a relaunch.
+//! turn itself is [`super::stream`]'s, the links a move opens [`super::links`]'), and then closes
+//! the way the life ended: lost, silent, leaving or vanishing for a relaunch.
+//!
+//! A life dials the server the client last played on (a game reconnects where it was, so a
+//! relaunch in the middle of a move finds its seat there: docs/spec/travel.md V9, V10), and the
+//! swarm's own server when that one cannot be reached or at the first life.
 
 use std::time::Duration;
 
+use gatehouse_client::LinkId;
 use gatehouse_protocol::{CloseCode, FrameDecoder};
 use rand::rngs::SmallRng;
 use rand::{RngExt as _, SeedableRng as _};
 use tokio::time::Instant;
 
+use super::links::{Dialer, Ended, LinkEvent, Links, Wire};
 use super::progress::{Reported, count_errors};
-use super::stream::{Inbound, Read, carried, sleep_until, wake_chunk, write};
+use super::stream::{Inbound, LinkAction, Read, sleep_until, take_actions, wake_turn};
 use super::{
-    LEAVE_TIMEOUT, RECONNECT_PAUSE, RELAUNCH_PAUSE, RELAUNCH_QUIET, SwarmConfig, mint_token,
-    player_id,
+    LEAVE_TIMEOUT, RECONNECT_PAUSE, RELAUNCH_PAUSE, RELAUNCH_QUIET, SwarmConfig, Target,
+    mint_token, player_id,
 };
 use crate::figures::{Admission, MarkKind, SessionStats, WireFigures};
 use crate::misbehaviour::Misbehaviour;
@@ -42,11 +48,18 @@ pub async fn run_client(
     let mut dead = false;
     // The loss this client is reconnecting after, if any.
     let mut lost: Option<String> = None;
+    // Where the next life dials (module docs).
+    let home = Target::home(config);
+    let mut target = home.clone();
     for life in 0u64.. {
         let end = relaunches.next_end();
         let session = SessionConfig { seed: seed.wrapping_add(life), ..config.session.clone() };
         let dial = Dial { endpoint, client_config: client_config.clone(), config, index };
-        let mut life = run_life(&dial, session, end, dead).await;
+        let mut life = run_life(&dial, &target, session, end, dead).await;
+        target = match life.last.take() {
+            Some(last) if !life.unreachable => last,
+            _ => home.clone(),
+        };
         dead = life.ended_dead;
         outcome.server_close = life.server_close.or(outcome.server_close);
         // Once welcomed, a client keeps trying while the server is unreachable (restarting, or
@@ -191,6 +204,8 @@ struct Life {
     server_close: Option<CloseCode>,
     /// When it dialled, and when its session was first welcomed and first placed.
     admission: Admission,
+    /// The server its session last played on, if it connected.
+    last: Option<Target>,
 }
 
 impl Life {
@@ -208,6 +223,7 @@ impl Life {
             lost: None,
             server_close: None,
             admission: Admission::default(),
+            last: None,
         }
     }
 }
@@ -215,6 +231,7 @@ impl Life {
 /// Where and as whom a life dials.
 struct Dial<'a> {
     endpoint: &'a quinn::Endpoint,
+    /// How the swarm trusts its server: a target with no pin is trusted so.
     client_config: quinn::ClientConfig,
     config: &'a SwarmConfig,
     index: usize,
@@ -224,20 +241,27 @@ struct Dial<'a> {
 enum Stopped {
     /// Its end came (and it settled, or the grace ran out).
     AtEnd,
-    /// The server closed the stream or the connection, or sent a frame that does not decode.
-    ByServer,
+    /// The server closed the stream or the connection, or sent a frame that does not decode, and
+    /// the session had nowhere left to play: the link whose end ended it, if one did.
+    ByServer(Option<Ended>),
     /// A silent misbehaviour kept the connection without a word until its end.
     Silent,
 }
 
-/// One connection of a client: dial, `Hello`, the session until `end`, then the close that
-/// fits how it stopped.
-async fn run_life(dial: &Dial<'_>, session: SessionConfig, end: LifeEnd, dead: bool) -> Life {
+/// One life of a client: dial `target`, `Hello`, the session until `end` (on the links its moves
+/// open), then the close that fits how it stopped.
+async fn run_life(
+    dial: &Dial<'_>,
+    target: &Target,
+    session: SessionConfig,
+    end: LifeEnd,
+    dead: bool,
+) -> Life {
     let mut life = Life::new(dead);
     let config = dial.config;
     let dialled = Instant::now();
     life.admission.dialled = Some(dialled.into_std());
-    let (connection, mut send, recv) = match connect(dial).await {
+    let (connection, mut send, recv) = match connect(dial, target).await {
         Ok(parts) => parts,
         Err(why) => {
             life.errors.push(why);
@@ -253,20 +277,30 @@ async fn run_life(dial: &Dial<'_>, session: SessionConfig, end: LifeEnd, dead: b
     let mut session = ClientSession::new(now, SessionConfig { token, ..session });
     session.continue_dead(dead);
     // The session's first output is its `Hello`.
-    let hello = session.poll_output().and_then(|output| carried(&mut session, now, output));
-    let sent = match hello {
-        Some(hello) => write(&mut send, &hello, config.max_frame_len).await.is_ok(),
-        None => false,
+    let mut hello = Vec::new();
+    take_actions(&mut session, config.max_frame_len, &mut hello);
+    let sent = match hello.as_slice() {
+        [LinkAction::Write { link: LinkId::FIRST, chunk }] => send.write_all(chunk).await.is_ok(),
+        _ => false,
     };
     if !sent {
         life.errors.push("could not send Hello".into());
         return life;
     }
     let mut reported = Reported::new(dial.index);
-    let mut inbound = Inbound::new(recv, FrameDecoder::new(config.max_frame_len), dialled);
+    let inbound =
+        Inbound::new(LinkId::FIRST, recv, FrameDecoder::new(config.max_frame_len), dialled, true);
+    let first = Wire { id: LinkId::FIRST, target: target.clone(), connection, send, inbound };
+    let dialer = Dialer {
+        endpoint: dial.endpoint.clone(),
+        trust: dial.client_config.clone(),
+        connect_timeout: config.connect_timeout,
+        max_frame_len: config.max_frame_len,
+    };
+    let mut links = Links::new(first, dialer);
     let admission = &mut life.admission;
-    let turns = Turns { config, connection: &connection, end, reported: &mut reported, admission };
-    let stopped = turns.run(&mut session, &mut send, &mut inbound, &mut life.errors).await;
+    let turns = Turns { config, end, reported: &mut reported, admission };
+    let stopped = turns.run(&mut session, &mut links, &mut life.errors).await;
     // A turn the loop left early did not run its game side's share, nor report.
     session.run_game_side();
     let progress = config.progress.as_deref();
@@ -275,25 +309,40 @@ async fn run_life(dial: &Dial<'_>, session: SessionConfig, end: LifeEnd, dead: b
     life.connected = session.player().is_some();
     life.placed = session.is_placed();
     life.own_pawns = session.player().map_or(0, |me| session.pawns_owned_by(me));
-    close(&mut life, &mut session, stopped, end, &connection, send, config.max_frame_len).await;
+    life.last = match &stopped {
+        Stopped::ByServer(Some(ended)) if ended.id == session.link() => Some(ended.target.clone()),
+        _ => links.wire(session.link()).map(|wire| wire.target.clone()),
+    };
+    let wire = close(&mut life, &mut session, stopped, end, links, config.max_frame_len).await;
     life.ended_dead = session.is_dead_or_respawning();
     life.stats = session.finish(Instant::now().into_std());
-    life.stats.wire = wire_figures(&connection.stats());
+    life.stats.wire = wire;
     life
 }
 
-/// Dials the server and opens the control stream, within the connect timeout.
+/// Dials `target` and opens the control stream, within the connect timeout: pinned when the
+/// target names a pin (a server a move reached), else trusted as the swarm trusts its server.
 ///
 /// # Errors
 /// What failed (connecting, the handshake, the stream), or that it timed out.
 async fn connect(
     dial: &Dial<'_>,
+    target: &Target,
 ) -> Result<(quinn::Connection, quinn::SendStream, quinn::RecvStream), String> {
     let config = dial.config;
+    let client_config = match target.pin {
+        Some(pin) => gatehouse_client::net::quic_config_pinned(
+            pin,
+            Duration::from_secs(3),
+            Duration::from_secs(10),
+        )
+        .map_err(|e| format!("connect failed: {e}"))?,
+        None => dial.client_config.clone(),
+    };
     let connected = tokio::time::timeout(config.connect_timeout, async {
         let connection = dial
             .endpoint
-            .connect_with(dial.client_config.clone(), config.server, &config.server_name)
+            .connect_with(client_config, target.server, &target.server_name)
             .map_err(|e| e.to_string())?
             .await
             .map_err(|e| e.to_string())?;
@@ -308,25 +357,24 @@ async fn connect(
     }
 }
 
-/// The turns of one life's session: each waits for a message, a deadline of the session or the
-/// life's end, then writes what the session has to send in one chunk, times the replies and runs
-/// the game side's share.
+/// The turns of one life's session: each waits for a message on any of its links, a dial's
+/// end, a deadline of the session or the life's end, then carries out what the session asks of
+/// its links (each link's messages as one chunk), times the replies and runs the game side's
+/// share.
 struct Turns<'a> {
     config: &'a SwarmConfig,
-    connection: &'a quinn::Connection,
     end: LifeEnd,
     reported: &'a mut Reported,
     admission: &'a mut Admission,
 }
 
 impl Turns<'_> {
-    /// Runs turns until the life's end (settled, or its grace ran out), the server closes, or
-    /// a silent misbehaviour ends it. Errors of the stream go to `errors`.
+    /// Runs turns until the life's end (settled, or its grace ran out), the session has no link
+    /// left to play on, or a silent misbehaviour ends it. Errors of the streams go to `errors`.
     async fn run(
         mut self,
         session: &mut ClientSession,
-        send: &mut quinn::SendStream,
-        inbound: &mut Inbound,
+        links: &mut Links,
         errors: &mut Vec<String>,
     ) -> Stopped {
         let (stop_at, settle) = match self.end {
@@ -334,6 +382,8 @@ impl Turns<'_> {
             LifeEnd::Leave(at) => (at, true),
         };
         let give_up = stop_at + self.config.settle_grace;
+        // The link whose end the session carried on after (a move's source lost while dialling).
+        let mut last_ended: Option<Ended> = None;
         loop {
             let now = Instant::now();
             // Every death gets its respawn before the client goes: a leaving client also waits
@@ -355,38 +405,55 @@ impl Turns<'_> {
                     cause = wake.map(Instant::into_std);
                     session.handle_timeout(Instant::now().into_std());
                 }
-                read = inbound.read(session) => match read {
-                    Read::Messages { since } => cause = Some(since),
-                    Read::Closed(error) => {
-                        errors.extend(error);
-                        return Stopped::ByServer;
-                    }
+                event = links.next() => match event {
+                    LinkEvent::Read { index, chunk } => match links.feed(session, index, chunk) {
+                        Ok(Read::Messages { since }) => cause = Some(since),
+                        Ok(Read::Closed(_)) => {}
+                        Err(ended) => {
+                            errors.extend(ended.error.clone());
+                            let here = ended.id == session.link();
+                            let why = "the server ended the control stream";
+                            session.link_lost(Instant::now().into_std(), ended.id, why);
+                            // The link played on ended, and no move carries the session on.
+                            if here && (session.is_closed() || links.is_empty()) {
+                                return Stopped::ByServer(Some(*ended));
+                            }
+                            last_ended = Some(*ended);
+                        }
+                    },
+                    LinkEvent::Dialled(opened) => links.opened(session, opened).await,
                 },
             }
-            self.write(session, send, cause).await;
-            if let Some(kind) = session.take_transport_misbehaviour(Instant::now().into_std()) {
-                match misbehave(kind, self.connection, send, stop_at).await {
+            self.write(session, links, cause).await;
+            if links.is_empty() {
+                return Stopped::ByServer(last_ended);
+            }
+            if let Some(kind) = session.take_transport_misbehaviour(Instant::now().into_std())
+                && let Some(wire) = links.wire(session.link())
+            {
+                match misbehave(kind, &wire.connection, &mut wire.send, stop_at).await {
                     Misbehaved::Wrote => {}
-                    Misbehaved::Closed => return Stopped::ByServer,
+                    Misbehaved::Closed => return Stopped::ByServer(links.end(session.link())),
                     Misbehaved::StayedSilent => return Stopped::Silent,
                 }
             }
         }
     }
 
-    /// The rest of a turn: writes the session's messages as one chunk, times the replies among
-    /// them from `cause`, reports, and runs the game side's share.
+    /// The rest of a turn: carries out what the session asks of its links, times the replies
+    /// among its messages from `cause`, reports, and runs the game side's share.
     async fn write(
         &mut self,
         session: &mut ClientSession,
-        send: &mut quinn::SendStream,
+        links: &mut Links,
         cause: Option<std::time::Instant>,
     ) {
-        let turn = wake_chunk(session, Instant::now().into_std(), self.config.max_frame_len);
-        if !turn.chunk.is_empty() {
-            // A failed write is seen as the connection's close by the next read.
-            let _ = send.write_all(&turn.chunk).await;
-        }
+        let turn = wake_turn(session, Instant::now().into_std(), self.config.max_frame_len);
+        links.carry(session, turn.actions).await;
+        // A dial refused at once made the session give the move up: its answer goes out now.
+        let mut more = Vec::new();
+        take_actions(session, self.config.max_frame_len, &mut more);
+        links.carry(session, more).await;
         let progress = self.config.progress.as_deref();
         // The replies are out: timed now, before the game side's share of this turn runs.
         if turn.answers
@@ -412,63 +479,64 @@ fn note_admission(admission: &mut Admission, session: &ClientSession) {
     }
 }
 
-/// Ends a life's connection the way it stopped: a server's close is a loss (recoverable or an
-/// error, with its reason); a silent client vanishes; a leaving client says `Leave` (framed
-/// within `max` bytes) and waits (bounded) for the server to close; a relaunch vanishes without
-/// a word.
+/// Ends a life's links the way it stopped, and returns what all its connections carried: a
+/// server's close is a loss (recoverable or an error, with its reason); a silent client
+/// vanishes; a leaving client says `Leave` (framed within `max` bytes) and waits (bounded) for
+/// the server it plays on to close; a relaunch vanishes without a word.
 async fn close(
     life: &mut Life,
     session: &mut ClientSession,
     stopped: Stopped,
     end: LifeEnd,
-    connection: &quinn::Connection,
-    mut send: quinn::SendStream,
+    mut links: Links,
     max: usize,
-) {
-    let vanish = |why: &'static [u8]| {
-        connection.close(quinn::VarInt::from_u32(CloseCode::Leave.code()), why);
-    };
-    match (stopped, end) {
-        (Stopped::ByServer, _) => {
+) -> WireFigures {
+    let why: &'static [u8] = match (stopped, end) {
+        (Stopped::ByServer(ended), _) => {
             // Why: from the `Closing` the server sent last on the stream, or else from the
             // close frame, given time to arrive.
-            let (why, recoverable, code) = match session.closing() {
-                Some((code, reason)) => {
+            let (why, recoverable, code) = match (session.closing(), &ended) {
+                (Some((code, reason)), _) => {
                     let number = u64::from(code);
                     let code = CloseCode::from_code(number).ok_or(number);
                     (describe_code(code, reason), code.is_ok_and(reconnects_after), code.ok())
                 }
-                None => {
+                (None, Some(ended)) => {
+                    let connection = &ended.connection;
                     let _ = tokio::time::timeout(LEAVE_TIMEOUT, connection.closed()).await;
                     let code = server_close_code(connection);
                     (describe_close(connection), is_recoverable(connection), code)
                 }
+                (None, None) => ("the session closed every link".to_owned(), false, None),
             };
             life.server_close = code;
             match recoverable {
                 true => life.lost = Some(why),
                 false => life.errors.push(why),
             }
-            return;
+            return links.finish(b"lost");
         }
         // Its run ended while it kept the connection without a word: it vanishes.
-        (Stopped::Silent, _) => vanish(b"silent"),
+        (Stopped::Silent, _) => b"silent",
         (Stopped::AtEnd, LifeEnd::Leave(_)) => {
             let now = Instant::now().into_std();
             session.leave(now);
-            while let Some(output) = session.poll_output() {
-                if let Some(leave) = carried(session, now, output) {
-                    let _ = write(&mut send, &leave, max).await;
-                }
+            let mut leave = Vec::new();
+            take_actions(session, max, &mut leave);
+            links.carry(session, leave).await;
+            if let Some(mut wire) = links.take(session.link()) {
+                let _ = wire.send.finish();
+                let _ = tokio::time::timeout(LEAVE_TIMEOUT, wire.connection.closed()).await;
+                links.count(&wire.connection);
+                wire.connection.close(quinn::VarInt::from_u32(CloseCode::Leave.code()), b"leave");
             }
-            let _ = send.finish();
-            let _ = tokio::time::timeout(LEAVE_TIMEOUT, connection.closed()).await;
-            vanish(b"leave");
+            b"leave"
         }
         // A relaunch: the client vanishes without a word, as a crashed game would.
-        (Stopped::AtEnd, LifeEnd::Relaunch(_)) => vanish(b"relaunch"),
-    }
+        (Stopped::AtEnd, LifeEnd::Relaunch(_)) => b"relaunch",
+    };
     life.failed = false;
+    links.finish(why)
 }
 
 /// What a transport misbehaviour came to.
@@ -526,7 +594,7 @@ fn server_close_code(connection: &quinn::Connection) -> Option<CloseCode> {
 }
 
 /// What a connection carried, from quinn's own statistics.
-fn wire_figures(stats: &quinn::ConnectionStats) -> WireFigures {
+pub(super) fn wire_figures(stats: &quinn::ConnectionStats) -> WireFigures {
     WireFigures {
         bytes_sent: stats.udp_tx.bytes,
         bytes_received: stats.udp_rx.bytes,

@@ -27,8 +27,18 @@
 //!
 //! Of the clients, [`SwarmConfig::full_clients`] run the whole client lifecycle; the rest are
 //! thin (protocol duties and the session checks only), so a thousand of them stay cheap.
+//!
+//! A client follows its server's moves to other servers (docs/spec/travel.md V3): for a
+//! session's `Output::Dial` it opens a second connection from the same endpoint to the
+//! destination, pinned when the `TravelTo` names a certificate, else trusted as the swarm trusts
+//! its server ([`SwarmConfig::server_cert`] and [`SwarmConfig::also_trust`], or
+//! [`SwarmConfig::server_pin`]); what arrives there goes to the session on that link, and the
+//! connection is closed when the session is done with it. A move's destination is dialled
+//! directly, never through the [`SwarmConfig::conditioner`]. A relaunch or a reconnect dials the
+//! server the client last played on, and the swarm's server when that one cannot be reached.
 
 mod life;
+mod links;
 mod progress;
 mod stream;
 
@@ -38,7 +48,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use gatehouse_client::net::{quic_config, quic_config_pinned};
+use gatehouse_client::net::{quic_config_pinned, quic_config_trusting};
 use gatehouse_client::quic::{DriverRuntime, endpoint_config};
 use gatehouse_client::{CertificatePin, ConnectError};
 use gatehouse_conditioner::proxy::ProxyHandle;
@@ -101,6 +111,11 @@ pub struct SwarmConfig {
     /// Trust exactly the server certificate with this SHA-256 fingerprint instead of
     /// `server_cert` (`--server-fingerprint`; docs/simulator.md). `None`: the file.
     pub server_pin: Option<CertificatePin>,
+    /// Further certificates (DER or PEM) trusted beside `server_cert` (`--trust-cert`): the
+    /// other servers of a fleet, which a move's `TravelTo` may name without a pin. Not read
+    /// when `server_pin` is set (an unpinned destination is then trusted by that pin, as the
+    /// first connection). Empty: `server_cert` alone.
+    pub also_trust: Vec<PathBuf>,
     /// How many clients.
     pub clients: usize,
     /// Index of the first client; client `i` is player `sim-{i:04}`, stable across runs.
@@ -160,6 +175,7 @@ impl SwarmConfig {
             server_name: "localhost".into(),
             server_cert,
             server_pin: None,
+            also_trust: Vec::new(),
             clients,
             first_index: 0,
             duration,
@@ -218,29 +234,69 @@ pub fn client_endpoint(
 /// [`SimError::Certificate`] if the certificate cannot be read or trusted, [`SimError::Tls`] if
 /// TLS cannot be set up.
 pub fn client_config(server_cert: &std::path::Path) -> Result<quinn::ClientConfig, SimError> {
-    let certificate = |why: String| SimError::Certificate { path: server_cert.to_owned(), why };
-    let trust = std::fs::read(server_cert).map_err(|e| certificate(e.to_string()))?;
-    // The library's transport, as a game's client has it.
-    quic_config(&trust, Duration::from_secs(3), Duration::from_secs(10)).map_err(|e| match e {
-        ConnectError::Certificate(why) => certificate(why),
-        other => SimError::Tls(other.to_string()),
-    })
+    trusting_client_config(&[server_cert.to_owned()])
 }
 
-/// The client configuration of a swarm: as [`client_config`] for `server_cert`, or, with a
-/// `pin`, trusting exactly the certificate it names (the library's
-/// [`quic_config_pinned`]; `server_cert` is not read).
+/// As [`client_config`], trusting every certificate of every file of `certs` (a fleet's
+/// servers, each with its own).
+///
+/// # Errors
+/// As [`client_config`], naming the file that cannot be read or trusted.
+fn trusting_client_config(certs: &[PathBuf]) -> Result<quinn::ClientConfig, SimError> {
+    let mut trust = Vec::with_capacity(certs.len());
+    for path in certs {
+        let certificate = |why: String| SimError::Certificate { path: path.to_owned(), why };
+        let bytes = std::fs::read(path).map_err(|e| certificate(e.to_string()))?;
+        // Each file on its own first, so a refusal names its file.
+        quic_config_trusting(&[&bytes], Duration::from_secs(3), Duration::from_secs(10)).map_err(
+            |e| match e {
+                ConnectError::Certificate(why) => certificate(why),
+                other => SimError::Tls(other.to_string()),
+            },
+        )?;
+        trust.push(bytes);
+    }
+    let blobs: Vec<&[u8]> = trust.iter().map(Vec::as_slice).collect();
+    // The library's transport, as a game's client has it.
+    quic_config_trusting(&blobs, Duration::from_secs(3), Duration::from_secs(10))
+        .map_err(|e| SimError::Tls(e.to_string()))
+}
+
+/// The client configuration of a swarm: trusting `server_cert` and every file of `also_trust`
+/// ([`client_config`]), or, with a `pin`, exactly the certificate it names (the library's
+/// [`quic_config_pinned`]; no file is read).
 ///
 /// # Errors
 /// As [`client_config`].
 pub fn swarm_client_config(
     server_cert: &std::path::Path,
+    also_trust: &[PathBuf],
     pin: Option<CertificatePin>,
 ) -> Result<quinn::ClientConfig, SimError> {
     match pin {
         Some(pin) => quic_config_pinned(pin, Duration::from_secs(3), Duration::from_secs(10))
             .map_err(|e| SimError::Tls(e.to_string())),
-        None => client_config(server_cert),
+        None => {
+            let certs: Vec<PathBuf> =
+                std::iter::once(server_cert.to_owned()).chain(also_trust.iter().cloned()).collect();
+            trusting_client_config(&certs)
+        }
+    }
+}
+
+/// Where a client's link goes: a server's address, the name its certificate is checked against
+/// and, for a server a move reached, the pin its `TravelTo` named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Target {
+    server: SocketAddr,
+    server_name: String,
+    pin: Option<CertificatePin>,
+}
+
+impl Target {
+    /// The swarm's own server, trusted as the swarm trusts it.
+    fn home(config: &SwarmConfig) -> Target {
+        Target { server: config.server, server_name: config.server_name.clone(), pin: None }
     }
 }
 
@@ -322,7 +378,8 @@ async fn run_clients(
     config: SwarmConfig,
     quic: Arc<DriverRuntime>,
 ) -> Result<Vec<ClientOutcome>, SimError> {
-    let client_config = swarm_client_config(&config.server_cert, config.server_pin)?;
+    let client_config =
+        swarm_client_config(&config.server_cert, &config.also_trust, config.server_pin)?;
     // Behind a conditioner every client has a socket (a flow) of its own.
     let per_endpoint = if config.conditioner.is_some() { 1 } else { CLIENTS_PER_ENDPOINT };
     let endpoints = (0..config.clients.div_ceil(per_endpoint).max(1))
@@ -445,6 +502,24 @@ fn welcomed(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A fleet's certificates are trusted together (`--trust-cert`), and one that cannot be read
+    /// is named: the swarm never starts trusting less than it was told.
+    #[test]
+    fn every_certificate_of_the_trust_list_is_read_and_a_missing_one_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let cert = |name: &str| {
+            let path = dir.path().join(name);
+            let key = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+            std::fs::write(&path, key.cert.der()).unwrap();
+            path
+        };
+        let (hub, dungeon) = (cert("hub.der"), cert("dungeon.der"));
+        assert!(swarm_client_config(&hub, std::slice::from_ref(&dungeon), None).is_ok());
+        let missing = dir.path().join("missing.der");
+        let err = swarm_client_config(&hub, &[dungeon, missing.clone()], None).unwrap_err();
+        assert!(matches!(&err, SimError::Certificate { path, .. } if *path == missing), "{err}");
+    }
 
     /// `--full-clients K` makes exactly K of N clients full, spread over the indices, the first
     /// among them; K above N makes them all full, 0 none.

@@ -1,11 +1,12 @@
-//! One client's control stream: reading server messages into the session (with when each
-//! became readable, what a reply is timed from) and writing each wake's messages as one chunk.
+//! One link's control stream: reading server messages into the session (with when each became
+//! readable, what a reply is timed from); and what one wake of the session asks of its links,
+//! each run of messages for one link framed as one chunk ([`Turn`]).
 
 use std::future::Future;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Wake, Waker};
 
-use gatehouse_client::{LinkId, Output};
+use gatehouse_client::{Dial, LinkId, Output};
 use gatehouse_protocol::codec::{decode_replicated_kept, is_replicated, is_world_snapshot};
 use gatehouse_protocol::{ClientMessage, FrameDecoder, ServerMessage, decode_body};
 use tokio::time::Instant;
@@ -13,12 +14,15 @@ use tokio::time::Instant;
 use super::READ_CHUNK;
 use crate::session::ClientSession;
 
-/// The read side of a life's control stream: its decoder, and when its data became readable.
+/// The read side of a link's control stream: its decoder, and when its data became readable.
 pub(super) struct Inbound {
+    /// The session's link this stream is.
+    link: LinkId,
     recv: quinn::RecvStream,
     decoder: FrameDecoder,
     /// When the life dialled: connect → `Welcome` is timed from it.
     dialled: Instant,
+    /// Connect → `Welcome` was timed, or is not timed on this link (a move's destination).
     welcomed: bool,
     /// When the QUIC driver last found the stream readable: what a reply is timed from.
     readable: Arc<ReadStamp>,
@@ -37,34 +41,52 @@ pub(super) enum Read {
 }
 
 impl Inbound {
-    /// The read side of `recv`, decoding with `decoder`, for a life that dialled at `dialled`.
-    pub(super) fn new(recv: quinn::RecvStream, decoder: FrameDecoder, dialled: Instant) -> Inbound {
+    /// The read side of `recv`, link `link` of its session, decoding with `decoder`, for a life
+    /// that dialled at `dialled`; `timed`: the session's first link, whose connect → `Welcome`
+    /// is timed (a move's destination welcomes a client already playing).
+    pub(super) fn new(
+        link: LinkId,
+        recv: quinn::RecvStream,
+        decoder: FrameDecoder,
+        dialled: Instant,
+        timed: bool,
+    ) -> Inbound {
         Inbound {
+            link,
             recv,
             decoder,
             dialled,
-            welcomed: false,
+            welcomed: !timed,
             readable: Arc::new(ReadStamp::default()),
             carried: None,
         }
     }
 
-    /// Reads one chunk and hands every whole message in it to `session`. Cancel-safe: once the
-    /// chunk is read, the rest runs without waiting.
-    pub(super) async fn read(&mut self, session: &mut ClientSession) -> Read {
-        let chunk = match stamped(self.recv.read_chunk(READ_CHUNK, true), &self.readable).await {
-            Ok(Some(chunk)) => chunk,
-            Ok(None) | Err(_) => return Read::Closed(None),
-        };
+    /// The next chunk of the stream; `None` once it ended or failed. Cancel-safe.
+    pub(super) async fn next_chunk(&mut self) -> Option<bytes::Bytes> {
+        match stamped(self.recv.read_chunk(READ_CHUNK, true), &self.readable).await {
+            Ok(Some(chunk)) => Some(chunk.bytes),
+            Ok(None) | Err(_) => None,
+        }
+    }
+
+    /// Hands every whole message `chunk` completes to `session`, as arrived on this link;
+    /// `None` (the stream ended or failed) is its close.
+    pub(super) fn feed(
+        &mut self,
+        session: &mut ClientSession,
+        chunk: Option<bytes::Bytes>,
+    ) -> Read {
+        let Some(chunk) = chunk else { return Read::Closed(None) };
         // One clock read per chunk, not per message: the messages of a chunk arrived together,
         // and with thousands of clients a read per message shows in the sessions' thread.
         let now = Instant::now();
         let since = self.readable.take().or(self.carried.take());
         let since = since.unwrap_or(now.into_std());
-        if chunk.bytes.len() == READ_CHUNK {
+        if chunk.len() == READ_CHUNK {
             self.carried = Some(since);
         }
-        self.decoder.extend(&chunk.bytes);
+        self.decoder.extend(&chunk);
         loop {
             let message = match self.decoder.next_body() {
                 Ok(Some(body)) => read_message(body, session),
@@ -85,7 +107,7 @@ impl Inbound {
             // The server's limit, both ways (docs/protocol.md 2).
             self.decoder.set_max_len(*max_frame_len as usize);
         }
-        session.handle(now.into_std(), message);
+        session.handle_on(now.into_std(), self.link, message);
         if !self.welcomed && session.player().is_some() {
             self.welcomed = true;
             session.record_connect_to_welcome(now - self.dialled);
@@ -124,74 +146,86 @@ pub(super) async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
-/// Writes `message` as one frame of at most `max` bytes.
-///
-/// # Errors
-/// `()` if it cannot be framed or the stream is closed.
-pub(super) async fn write(
-    send: &mut quinn::SendStream,
-    message: &ClientMessage,
-    max: usize,
-) -> Result<(), ()> {
-    let frame = gatehouse_protocol::encode_frame(message, max).map_err(|_| ())?;
-    send.write_all(&frame).await.map_err(|_| ())
-}
-
-/// What one wake of a session writes ([`wake_chunk`]).
+/// What one wake of a session asks of its links ([`wake_turn`]).
 pub(super) struct Turn {
-    /// Every message the session had to send, framed, in order.
-    pub(super) chunk: Vec<u8>,
-    /// Whether one of them answers the server (`TransitionShown`, `TransitionReady`, `JoinReady`,
-    /// `PossessionAcknowledged`): a reply, timed from its cause.
+    /// What the session asked, in order: each run of messages for one link framed as one chunk.
+    pub(super) actions: Vec<LinkAction>,
+    /// Whether one of the messages answers the server (`TransitionShown`, `TransitionReady`,
+    /// `JoinReady`, `PossessionAcknowledged`): a reply, timed from its cause.
     pub(super) answers: bool,
     /// The deadline handled first, if one was due.
     pub(super) due: Option<std::time::Instant>,
 }
 
-/// Why the swarm refuses a move's destination: it holds one connection per client.
-pub(super) const NO_SECOND_LINK: &str =
-    "the swarm holds one connection per client and opens no second (docs/simulator.md)";
-
-/// What the swarm does with one output of `session`, at `now`: the message to write on the
-/// client's connection, if it is one. The swarm holds one connection per client, the session's
-/// first link; it opens no second, so a move's destination is refused at once
-/// ([`ClientSession::link_lost`]) and the session gives the move up on the source
-/// (`TravelAbandoned`, its next output). A message for, or the close of, a link it does not
-/// hold is dropped.
-pub(super) fn carried(
-    session: &mut ClientSession,
-    now: std::time::Instant,
-    output: Output,
-) -> Option<ClientMessage> {
-    match output {
-        Output::Send { link: LinkId::FIRST, message } => Some(message),
-        Output::Dial { link, .. } => {
-            session.link_lost(now, link, NO_SECOND_LINK);
-            None
-        }
-        _ => None,
-    }
+/// One thing a session asks of its links (its [`Output`]s, messages framed).
+#[derive(Debug)]
+pub(super) enum LinkAction {
+    /// Write these frames, back to back, on `link`.
+    Write {
+        /// The link.
+        link: LinkId,
+        /// The frames.
+        chunk: Vec<u8>,
+    },
+    /// Open `link` to a move's destination (docs/spec/travel.md V3).
+    Dial {
+        /// The link.
+        link: LinkId,
+        /// Where to.
+        dial: Dial,
+    },
+    /// Close `link`, after what was written on it.
+    Close {
+        /// The link.
+        link: LinkId,
+    },
 }
 
-/// What one wake of a session writes, as one chunk: first the deadlines already due at `now`
-/// are handled (a zero-length stream's ready), then every message the session has to send is
-/// framed, in order ([`carried`]). So a client ready at once answers a `ShowTransition` with one datagram,
-/// as the server writes one chunk per wake (fewer datagrams to read). A message that cannot be
-/// framed within `max` bytes is dropped and logged.
-pub(super) fn wake_chunk(session: &mut ClientSession, now: std::time::Instant, max: usize) -> Turn {
+/// Takes every output `session` has now into `actions`, each message framed within `max` bytes
+/// (one that cannot be is dropped and logged) and appended to the chunk for its link when the
+/// action before is that link's write. Returns whether a message answers the server
+/// ([`is_answer`]).
+pub(super) fn take_actions(
+    session: &mut ClientSession,
+    max: usize,
+    actions: &mut Vec<LinkAction>,
+) -> bool {
+    let mut answers = false;
+    while let Some(output) = session.poll_output() {
+        match output {
+            Output::Send { link, message } => {
+                answers |= is_answer(&message);
+                if !matches!(actions.last(), Some(LinkAction::Write { link: last, .. }) if *last == link)
+                {
+                    actions.push(LinkAction::Write { link, chunk: Vec::new() });
+                }
+                if let Some(LinkAction::Write { chunk, .. }) = actions.last_mut()
+                    && let Err(e) = gatehouse_protocol::encode_frame_into(&message, max, chunk)
+                {
+                    tracing::warn!(error = %e, "a message of the session could not be framed; not sent");
+                }
+            }
+            Output::Dial { link, dial } => actions.push(LinkAction::Dial { link, dial }),
+            Output::Close { link } => actions.push(LinkAction::Close { link }),
+            // A newer output this swarm does not know: nothing to do with it.
+            _ => {}
+        }
+    }
+    answers
+}
+
+/// What one wake of a session asks of its links: first the deadlines already due at `now` are
+/// handled (a zero-length stream's ready), then every output is taken ([`take_actions`]). So a
+/// client ready at once answers a `ShowTransition` with one datagram, as the server writes one
+/// chunk per wake (fewer datagrams to read).
+pub(super) fn wake_turn(session: &mut ClientSession, now: std::time::Instant, max: usize) -> Turn {
     let due = session.poll_timeout().filter(|at| *at <= now);
     if due.is_some() {
         session.handle_timeout(now);
     }
-    let mut turn = Turn { chunk: Vec::new(), answers: false, due };
-    while let Some(output) = session.poll_output() {
-        let Some(message) = carried(session, now, output) else { continue };
-        turn.answers |= is_answer(&message);
-        if let Err(e) = gatehouse_protocol::encode_frame_into(&message, max, &mut turn.chunk) {
-            tracing::warn!(error = %e, "a message of the session could not be framed; not sent");
-        }
-    }
-    turn
+    let mut actions = Vec::new();
+    let answers = take_actions(session, max, &mut actions);
+    Turn { actions, answers, due }
 }
 
 /// Whether `message` answers something the server sent or asked (what the reply delay times).
@@ -342,10 +376,13 @@ mod tests {
                 },
             );
             let mut decoder = FrameDecoder::new(1024);
-            let turn = wake_chunk(&mut session, now, 1024);
+            let turn = wake_turn(&mut session, now, 1024);
             assert!(turn.answers, "a TransitionShown at least: a reply");
             assert_eq!(turn.due.is_some(), stream_time.is_zero(), "the ready's deadline was due");
-            decoder.extend(&turn.chunk);
+            let [LinkAction::Write { link: LinkId::FIRST, chunk }] = turn.actions.as_slice() else {
+                panic!("one chunk for the first link: {:?}", turn.actions)
+            };
+            decoder.extend(chunk);
             let mut messages = Vec::new();
             while let Ok(Some(message)) = decoder.next_message::<ClientMessage>() {
                 messages.push(message);
@@ -372,6 +409,57 @@ mod tests {
         assert!(answers.iter().all(is_answer));
         let own = [ClientMessage::RestartRequest, ClientMessage::Leave];
         assert!(!own.iter().any(is_answer));
+    }
+
+    /// A move's outputs become the swarm's link actions in order (docs/spec/travel.md V3): the
+    /// source's `TransitionShown` written on the first link, the destination dialled, its
+    /// `Hello` with the ticket written on the new link (held by the links until it is open);
+    /// the answer counts as a reply.
+    #[test]
+    fn a_moves_outputs_are_a_write_per_link_and_a_dial_in_order() {
+        use gatehouse_protocol::{NodeId, TransitionId};
+        let now = std::time::Instant::now();
+        let mut session = super::super::welcomed(now, SessionConfig::default(), "sim-0000");
+        let mut hello = Vec::new();
+        take_actions(&mut session, 1024, &mut hello);
+        assert!(matches!(hello.as_slice(), [LinkAction::Write { link: LinkId::FIRST, .. }]));
+        session.handle(now, ServerMessage::FreezeCharacters { transition_id: TransitionId(7) });
+        let travel = gatehouse_protocol::TravelTo {
+            transition_id: TransitionId(7),
+            node: NodeId::new("isle").unwrap(),
+            address: "127.0.0.1:7001".into(),
+            server_name: "localhost".into(),
+            certificate_sha256: None,
+            ticket: "a.ticket.here".into(),
+            valid_ms: 10_000,
+        };
+        session.handle(now, ServerMessage::TravelTo(Box::new(travel)));
+        let turn = wake_turn(&mut session, now, 1024);
+        assert!(turn.answers, "TransitionShown answers the source");
+        let [
+            LinkAction::Write { link: LinkId::FIRST, chunk: source },
+            LinkAction::Dial { link: dialled, dial },
+            LinkAction::Write { link: written, chunk: destination },
+        ] = turn.actions.as_slice()
+        else {
+            panic!("{:?}", turn.actions)
+        };
+        assert_eq!((*dialled, *written), (LinkId(1), LinkId(1)));
+        assert_eq!((dial.address.as_str(), dial.pin), ("127.0.0.1:7001", None));
+        let decode = |chunk: &[u8]| {
+            let mut decoder = FrameDecoder::new(1024);
+            decoder.extend(chunk);
+            std::iter::from_fn(|| decoder.next_message::<ClientMessage>().ok().flatten())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            decode(source),
+            [ClientMessage::TransitionShown { transition_id: TransitionId(7) }]
+        );
+        assert!(matches!(
+            decode(destination).as_slice(),
+            [ClientMessage::Hello { token, .. }] if token == "a.ticket.here"
+        ));
     }
 
     /// A read that is pending until its test says so, keeping the waker it was last given.

@@ -303,8 +303,9 @@ impl Session {
     /// A move that reached the destination comes back to the source before its end: the
     /// destination's link is closed (left first, if the source recalled the player), the
     /// screen shows the source's transition again, and the game is given the source's world
-    /// as it stands ([`Event::ServerChanged`], then the world as changes). A destination that
-    /// failed is given up on the source (`TravelAbandoned`).
+    /// as it stands ([`Event::ServerChanged`], then the world as changes, then
+    /// [`Event::Possessed`] for the pawn it controls there). A destination that failed is given
+    /// up on the source (`TravelAbandoned`).
     fn come_back(&mut self, why: ComeBack) {
         let Some(Travel::Arrived(arrived)) = self.travel.take() else { return };
         self.timers.stop(Timer::JoinAfterEnd);
@@ -329,6 +330,11 @@ impl Session {
         }
         for change in self.here.known.changes() {
             self.tell(change);
+        }
+        // The game's world is new: the pawn this client controls there is told again, or the
+        // game would never bind to it (the way back's transition keeps it where it stands).
+        if let Some(pawn) = self.here.pawn {
+            self.events.push_back(Event::Possessed { pawn });
         }
         if let ComeBack::Abandoned(reason) = why {
             let transition = arrived.transition;

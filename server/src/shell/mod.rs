@@ -48,6 +48,7 @@ pub mod world;
 mod tests;
 
 use gatehouse_protocol::NodeId;
+use gatehouse_protocol::fleet::PeerRole;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -316,7 +317,7 @@ async fn next_peer_event(links: Option<&mut PeerLinks>) -> PeerEvent {
 /// `Input::Peer`. The links log their ups and losses; the travel that will hear them is to be
 /// written (docs/spec/travel.md V7, V12).
 fn feed_peer_events(
-    game: &mut Game,
+    game: &mut impl Core,
     carrier: &mut Carrier,
     now: std::time::Instant,
     first: Option<PeerEvent>,
@@ -331,11 +332,15 @@ fn feed_peer_events(
                 game.handle(now, Input::Peer { from, message });
                 take_outputs(game, carrier, made_up);
             }
-            // A destination's link that ends takes its unplaced travellers back (V7).
-            PeerEvent::Lost { server, .. } => {
+            // A destination's link that ends takes its unplaced travellers back (V7): a link
+            // this server dialled, which carries its travels there. The end of a link another
+            // server opened says nothing of this server's travels to it (its seats here keep
+            // their holds, V16).
+            PeerEvent::Lost { server, role: PeerRole::Source, .. } => {
                 game.handle(now, Input::PeerLost { server });
                 take_outputs(game, carrier, made_up);
             }
+            PeerEvent::Lost { role: PeerRole::Destination, .. } => {}
             PeerEvent::Linked { server, certificate_sha256, .. } => {
                 if let Some(travels) = carrier.travels() {
                     travels.linked(&server, certificate_sha256);

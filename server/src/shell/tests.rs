@@ -14,7 +14,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::carry::{Carrier, Effects};
-use super::{Core, GameHandle, ShellEvent, carry_outputs, feed_connections, run_game};
+use super::{
+    Core, GameHandle, ShellEvent, carry_outputs, feed_connections, feed_peer_events, run_game,
+};
 use crate::config::{AuthConfig, GameConfig, NetworkConfig, parse_world};
 use crate::fleet::{FleetLink, Standalone};
 use crate::game::{ConnectionId, Game, GameSnapshot, Input, Output};
@@ -1200,4 +1202,31 @@ fn standalone_policy() -> crate::fleet::FleetPolicy {
         when_empty: crate::config::WhenEmpty::Stay,
         ..crate::config::FleetConfig::default()
     })
+}
+
+/// The loss of a peer link this server dialled is the core's `PeerLost`: its travels there ride
+/// on it (docs/spec/travel.md V7). The loss of a link another server opened to this one is not:
+/// that server's travels here keep their seats' holds (V16), and this server's own travels to it
+/// ride on the link this server dialled, which a newer link of the other's must not fail.
+#[tokio::test]
+async fn only_the_loss_of_a_link_this_server_dialled_reaches_the_core() {
+    use crate::fleet::PeerEvent;
+    use gatehouse_protocol::ServerId;
+    use gatehouse_protocol::fleet::PeerRole;
+    let (events, _rx) = mpsc::channel(16);
+    let store = stopped_store(events.clone()).await;
+    let mut carrier = Carrier::new(effects(events, store));
+    let mut core = FakeCore::new(Vec::new(), |_| Vec::new());
+    let server = ServerId::new("isle-1").unwrap();
+    let lost = |role| PeerEvent::Lost { server: server.clone(), role, why: "closed".into() };
+    let now = std::time::Instant::now();
+    let mut made_up = Vec::new();
+    feed_peer_events(&mut core, &mut carrier, now, Some(lost(PeerRole::Destination)), &mut made_up);
+    assert!(core.fed.is_empty(), "an accepted link's end: {:?}", core.fed);
+    feed_peer_events(&mut core, &mut carrier, now, Some(lost(PeerRole::Source)), &mut made_up);
+    assert!(
+        matches!(core.fed.as_slice(), [Input::PeerLost { server: lost }] if *lost == server),
+        "{:?}",
+        core.fed
+    );
 }

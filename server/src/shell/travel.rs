@@ -9,8 +9,10 @@
 //! - [`Output::TravelTo`]: the ticket is minted under the fleet's key, with this server's wall
 //!   clock, and the `TravelTo` filled with the candidate's address, server name and pin (the
 //!   directory's, else the one its link's `Welcome` proved);
-//! - a peer link's `Welcome` completes its candidate's pin, and a link lost is the core's
-//!   [`Input::PeerLost`].
+//! - a peer link's `Welcome` gives its candidate's clients their pin, kept beside the candidate
+//!   as the directory named it: the link is dialled to that candidate, and a candidate that
+//!   changed is dialled anew, so a pin learnt from the link must not make it look changed; and
+//!   the loss of a link this server dialled is the core's [`Input::PeerLost`].
 //!
 //! [`Travels`] holds the directory, the ticket key and the candidates; it never feeds the core:
 //! what the core must hear goes into the caller's queue or the game task's own.
@@ -46,9 +48,19 @@ pub(crate) struct Travels {
     /// Where destinations come from.
     directory: Arc<dyn FleetDirectory>,
     /// The servers travels found, by id: what their clients dial.
-    candidates: HashMap<ServerId, Candidate>,
+    candidates: HashMap<ServerId, Found>,
     /// The game task's own queue: the directory's answers come back on it.
     events: mpsc::Sender<ShellEvent>,
+}
+
+/// A server a travel found.
+#[derive(Debug)]
+struct Found {
+    /// As the directory named it: what the peer link to it is dialled to.
+    candidate: Candidate,
+    /// The certificate SHA-256 its link's `Welcome` proved, for its clients to pin when the
+    /// directory names none.
+    welcomed: Option<[u8; 32]>,
 }
 
 /// What a `TravelTo` is minted from: [`Output::TravelTo`](crate::game::Output::TravelTo)'s
@@ -99,7 +111,8 @@ impl Travels {
         });
     }
 
-    /// The directory's answer: the candidate is remembered; the core's input.
+    /// The directory's answer: the candidate is remembered (with the pin its link proved, while
+    /// the directory names it the same); the core's input.
     pub(crate) fn found(
         &mut self,
         transition: TransitionId,
@@ -110,31 +123,34 @@ impl Travels {
             if self.candidates.len() >= MAX_CANDIDATES && !self.candidates.contains_key(&server) {
                 self.candidates.clear();
             }
-            self.candidates.insert(server.clone(), candidate);
+            let welcomed = self
+                .candidates
+                .remove(&server)
+                .filter(|known| known.candidate == candidate)
+                .and_then(|known| known.welcomed);
+            self.candidates.insert(server.clone(), Found { candidate, welcomed });
             server
         });
         Input::DestinationFound { transition, server }
     }
 
-    /// The candidate `server`, if a travel found it.
+    /// The candidate `server` as the directory named it, if a travel found it.
     pub(crate) fn candidate(&self, server: &ServerId) -> Option<&Candidate> {
-        self.candidates.get(server)
+        self.candidates.get(server).map(|found| &found.candidate)
     }
 
     /// A link this server dialled proved `server`: its `Welcome`'s certificate fingerprint is
     /// the pin its travellers get when the directory knew none.
     pub(crate) fn linked(&mut self, server: &ServerId, certificate_sha256: Option<[u8; 32]>) {
-        if let Some(candidate) = self.candidates.get_mut(server)
-            && candidate.certificate_sha256.is_none()
-        {
-            candidate.certificate_sha256 = certificate_sha256;
+        if let Some(found) = self.candidates.get_mut(server) {
+            found.welcomed = certificate_sha256;
         }
     }
 
     /// The `TravelTo` for `sending`, its ticket minted now; none when its destination is not a
     /// candidate this server found (the core names only those).
     pub(crate) fn travel_to(&self, sending: Sending) -> Option<ServerMessage> {
-        let candidate = self.candidates.get(&sending.server)?;
+        let Found { candidate, welcomed } = self.candidates.get(&sending.server)?;
         let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
         // A ticket dies with its seat whatever its times (V9); its own life is the fleet's.
         let life = self.ticket_lifetime_s;
@@ -155,9 +171,81 @@ impl Travels {
             node: sending.node,
             address: candidate.address.clone(),
             server_name: candidate.server_name.clone(),
-            certificate_sha256: candidate.certificate_sha256.map(CertificateSha256),
+            certificate_sha256: candidate.certificate_sha256.or(*welcomed).map(CertificateSha256),
             ticket,
             valid_ms: u32::try_from(sending.valid.as_millis()).unwrap_or(u32::MAX),
         })))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::fleet::StaticDirectory;
+    use gatehouse_protocol::ticket::{TicketLimits, verify_ticket};
+
+    const KEY: &str = "a-fleet-key-of-thirty-two-bytes-0";
+
+    fn id(text: &str) -> ServerId {
+        ServerId::new(text).unwrap()
+    }
+
+    fn travels() -> Travels {
+        let directory = Arc::new(StaticDirectory::new(&id("hub-1"), &[]).unwrap());
+        let (events, _) = mpsc::channel(1);
+        Travels::new(id("hub-1"), TokenKey::new(KEY), 30, directory, events)
+    }
+
+    fn candidate(address: &str) -> Candidate {
+        Candidate {
+            server: id("isle-1"),
+            address: address.into(),
+            server_name: "localhost".into(),
+            certificate_sha256: None,
+        }
+    }
+
+    /// The pin a `TravelTo` to `isle-1` names.
+    fn pin_sent(travels: &Travels) -> Option<[u8; 32]> {
+        let sending = Sending {
+            player: PlayerId::new("p-1").unwrap(),
+            transition: TransitionId(3),
+            node: NodeId::new("isle").unwrap(),
+            server: id("isle-1"),
+            version: 7,
+            generation: 1,
+            valid: Duration::from_secs(10),
+        };
+        let Some(ServerMessage::TravelTo(travel)) = travels.travel_to(sending) else {
+            panic!("a TravelTo to a server found")
+        };
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+        let claims =
+            verify_ticket(&TokenKey::new(KEY), &travel.ticket, now, TicketLimits::DEFAULT).unwrap();
+        assert_eq!((claims.ver, claims.generation), (7, 1));
+        travel.certificate_sha256.map(|pin| pin.0)
+    }
+
+    /// The pin a link's `Welcome` proved reaches the travellers, and the candidate stays as the
+    /// directory named it, the link dialled to it kept (a candidate that changed is dialled
+    /// anew, closing the link every travel of this server there rides on: docs/spec/travel.md
+    /// V3, V14), through later finds of the same candidate; a candidate the directory moved
+    /// forgets the pin its older link proved.
+    #[test]
+    fn a_pin_a_link_proved_reaches_the_travellers_and_leaves_its_candidate_as_named() {
+        let mut travels = travels();
+        travels.found(TransitionId(3), Some(candidate("127.0.0.1:7001")));
+        travels.linked(&id("isle-1"), Some([5; 32]));
+        assert_eq!(travels.candidate(&id("isle-1")), Some(&candidate("127.0.0.1:7001")));
+        assert_eq!(pin_sent(&travels), Some([5; 32]));
+        travels.found(TransitionId(4), Some(candidate("127.0.0.1:7001")));
+        assert_eq!(travels.candidate(&id("isle-1")), Some(&candidate("127.0.0.1:7001")));
+        assert_eq!(pin_sent(&travels), Some([5; 32]), "kept while the directory names it so");
+        travels.found(TransitionId(5), Some(candidate("127.0.0.1:7002")));
+        assert_eq!(pin_sent(&travels), None, "a moved server's link proves its pin anew");
+        let pinned = Candidate { certificate_sha256: Some([9; 32]), ..candidate("127.0.0.1:7002") };
+        travels.found(TransitionId(6), Some(pinned));
+        travels.linked(&id("isle-1"), Some([5; 32]));
+        assert_eq!(pin_sent(&travels), Some([9; 32]), "the directory's pin first");
     }
 }
