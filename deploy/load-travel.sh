@@ -17,12 +17,14 @@
 #    the same-server transition.
 #
 #   deploy/load-travel.sh                         # N = 500
-#   TRAVEL_CLIENTS=100 deploy/load-travel.sh      # a short run (CI)
+#   TRAVEL_CLIENTS=100 TRAVEL_CHECK=1 deploy/load-travel.sh   # the short run in CI
 #   BIN_DIR=target/release deploy/load-travel.sh  # binaries built already
 #
 # Environment: TRAVEL_CLIENTS (N, 500), TRAVEL_CONNECT_RATE (100/s), BIN_DIR, LOAD_DIR (where
-# the files go; a new directory under TMPDIR by default, kept). Every wait is bounded. A figure
-# is never an assertion: the run fails only if a tool fails or a step is not reached in time.
+# the files go; a new directory under TMPDIR by default, kept), TRAVEL_CHECK=1 (the run also
+# fails unless every player is placed on the destination with no save older than its handoff).
+# Every wait is bounded. A figure is never an assertion: without TRAVEL_CHECK the run fails only
+# if a tool fails or a step is not reached in time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -50,7 +52,9 @@ cleanup() {
 trap cleanup EXIT
 
 url=$(.ci/postgres start "$dir/pg")
-read -r port_a port_b admin_a admin_b < <($py ports 4 | tr '\n' ' ')
+mapfile -t free < <($py ports 4)
+port_a=${free[0]} port_b=${free[1]}
+admin_a=127.0.0.1:${free[2]} admin_b=127.0.0.1:${free[3]}
 key=$(head -c 48 /dev/urandom | base64 | tr -d '\n/+=')
 export GATEHOUSE_TICKET_KEY=$key
 
@@ -93,7 +97,7 @@ handshakes_per_ip_per_s = 100000
 world = "world-$2.toml"
 
 [admin]
-bind = "127.0.0.1:$4"
+bind = "$4"
 
 [store]
 url = "$url"
@@ -144,11 +148,12 @@ step() { # step NAME ADMIN METRIC OP VALUE SECS
 }
 step "every client placed on hub-1" "$admin_a" placed_players ge "$n" $((connecting + 30))
 $py metrics "$admin_a" "$dir/a-before.json"
-completed=$(python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1])).get("transitions_completed_total", 0)))' "$dir/a-before.json")
-curl -fsS -X POST "127.0.0.1:$admin_a/travel/hub" >/dev/null
-step "the same-server transition ended" "$admin_a" transitions_completed_total ge $((completed + 1)) 30
+ended='transitions_ended_total{outcome="completed"}'
+completed=$(python3 -c 'import json,sys; print(int(json.load(open(sys.argv[1])).get(sys.argv[2], 0)))' "$dir/a-before.json" "$ended")
+curl -fsS -X POST "$admin_a/travel/hub" >/dev/null
+step "the same-server transition ended" "$admin_a" "$ended" ge $((completed + 1)) 30
 step "every player placed again" "$admin_a" placed_players ge "$n" 30
-curl -fsS -X POST "127.0.0.1:$admin_a/travel/dungeon" >/dev/null
+curl -fsS -X POST "$admin_a/travel/dungeon" >/dev/null
 # Not fatal: the players the destination did not place are a figure.
 if $py wait "$admin_b" placed_players ge "$n" 30; then
     say "every player placed on dungeon-1: $(date +%T)"
@@ -162,7 +167,8 @@ older=$("${psql:-psql}" "$url" -tAc \
     2>"$dir/psql.log" || echo null)
 say "waiting for the clients to leave (their report)"
 wait "$sim_pid" || say "gatehouse-sim exited with $? (see $dir/sim.log)"
-printf '{"clients": %s, "older_saves": %s, "loadavg": "%s"}\n' "$n" "${older:-null}" \
+printf '{"clients": %s, "older_saves": %s, "check": %s, "loadavg": "%s"}\n' "$n" \
+    "${older:-null}" "$([ "${TRAVEL_CHECK:-0}" = 1 ] && echo true || echo false)" \
     "$(cut -d' ' -f1-3 /proc/loadavg)" >"$dir/run.json"
 $py table "$dir"
 echo "files: $dir"

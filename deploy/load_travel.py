@@ -6,7 +6,10 @@ server's /metrics, and the table of figures.
   load_travel.py wait ADMIN NAME OP VALUE SECS   poll ADMIN/metrics until gatehouse_NAME OP VALUE
                                                  (OP: ge, le, eq); exit 1 at the bound
   load_travel.py metrics ADMIN OUT               the server's counters and gauges as JSON
-  load_travel.py table DIR                       the figures from DIR's files, and DIR/travel.json
+  load_travel.py table DIR                       the figures from DIR's files, and DIR/travel.json;
+                                                 with "check" in DIR/run.json, exit 1 unless every
+                                                 player was placed with no save older than its
+                                                 handoff
 
 Every wait is bounded; nothing here asserts a figure: the table is a benchmark's output.
 """
@@ -37,13 +40,15 @@ def ports(n):
 
 
 def metrics(admin):
-    """The admin endpoint's counters and gauges, by name without the gatehouse_ prefix."""
+    """The admin endpoint's counters and gauges, by name (with its labels, if any) without the
+    gatehouse_ prefix."""
     with urllib.request.urlopen(f"http://{admin}/metrics", timeout=5.0) as r:
         text = r.read().decode()
     out = {}
     for line in text.splitlines():
-        if line.startswith("gatehouse_") and "{" not in line.split(" ")[0]:
-            name, _, value = line.partition(" ")
+        if line.startswith("gatehouse_"):
+            # A labelled series keeps its labels: transitions_ended_total{outcome="completed"}.
+            name, _, value = line.rpartition(" ")
             try:
                 out[name[len("gatehouse_"):]] = float(value)
             except ValueError:
@@ -116,6 +121,10 @@ def table(d):
           f"p99 {ms(shown.get('p99_us'))} ms  ({shown.get('count')} screens)")
     print(f"  loading screen, move to the other server p50 {ms(moved.get('p50_us'))} ms  "
           f"p99 {ms(moved.get('p99_us'))} ms  ({moved.get('count')} moves)")
+    if run.get("check") and (lost != 0 or figures["older_saves"] != 0):
+        print("load_travel.py: TRAVEL_CHECK: players lost or saves older than the handoff",
+              file=sys.stderr)
+        return 1
     return 0
 
 
