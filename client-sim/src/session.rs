@@ -100,6 +100,10 @@ struct Vitals {
     restart_at: Option<Instant>,
     /// A restart was requested and its new pawn has not arrived yet.
     respawning: bool,
+    /// The link (the server) the death and the restart belong to: a move to another server,
+    /// or back, voids a restart asked of the one left (docs/spec/travel.md V3, V7). None
+    /// before the first event.
+    link: Option<LinkId>,
 }
 
 /// The loading screen up, as the run's figures time it.
@@ -557,6 +561,15 @@ impl ClientSession {
     }
 
     fn on_event(&mut self, now: Instant, event: Event) {
+        // Played on another server now (a move, or back from one): a restart asked of the one
+        // left is void, and one is asked here once this server says the player is dead (its
+        // tags: a destination knows it once the traveller's save loaded, docs/spec/travel.md V4).
+        let link = Some(self.session.link());
+        if link != self.vitals.link {
+            self.vitals.link = link;
+            self.vitals.respawning = false;
+            self.vitals.restart_at = None;
+        }
         // The game side's share: what the event changes in the replicated world.
         if let Some(game) = &mut self.game {
             game.queue(now, GameStep::Replicate(event.clone()));
@@ -1205,6 +1218,63 @@ mod tests {
             s.handle_timeout(restart);
             assert_eq!(drain(&mut s), [ClientMessage::RestartRequest], "full {full}");
         }
+    }
+
+    /// docs/spec/travel.md V3, V4: a death follows the player to another server, counted once;
+    /// its restart is asked of the server played on, and only once that server says the player
+    /// is dead (a destination knows it once the traveller's save loaded), never of the one left.
+    #[test]
+    fn a_death_moves_with_the_player_and_its_restart_is_asked_where_it_plays() {
+        let t0 = Instant::now();
+        let me = PlayerId::new("me").unwrap();
+        let mut s = fresh(t0, restarting_after_death());
+        s.handle(t0, welcome(me.clone(), None));
+        s.handle(t0, batched([own_tags(&me, true)]));
+        assert_eq!(s.stats().deaths, 1);
+        s.handle(t0, ServerMessage::FreezeCharacters { transition_id: TransitionId(1) });
+        let travel = gatehouse_protocol::TravelTo {
+            transition_id: TransitionId(1),
+            node: NodeId::new("isle").unwrap(),
+            address: "127.0.0.1:7778".into(),
+            server_name: "localhost".into(),
+            certificate_sha256: None,
+            ticket: "a.b.c".into(),
+            valid_ms: 10_000,
+        };
+        s.handle(t0, ServerMessage::TravelTo(Box::new(travel)));
+        let outputs: Vec<Output> = std::iter::from_fn(|| s.poll_output()).collect();
+        let destination = outputs.iter().find_map(|o| match o {
+            Output::Dial { link, .. } => Some(*link),
+            _ => None,
+        });
+        let destination = destination.expect("the destination dialled");
+        let t1 = t0 + Duration::from_millis(100);
+        s.handle_on(t1, destination, welcome(me.clone(), None));
+        let sent: Vec<Output> = std::iter::from_fn(|| s.poll_output()).collect();
+        let restarts = |outputs: &[Output]| {
+            outputs
+                .iter()
+                .filter(|o| {
+                    matches!(o, Output::Send { message: ClientMessage::RestartRequest, .. })
+                })
+                .count()
+        };
+        assert_eq!(restarts(&sent), 0);
+        // Nothing is asked before the destination says the player is dead.
+        s.handle_timeout(t1 + Duration::from_secs(1));
+        let early: Vec<Output> = std::iter::from_fn(|| s.poll_output()).collect();
+        assert_eq!(restarts(&early), 0, "the destination does not know the death yet");
+        let t2 = t1 + Duration::from_secs(1);
+        s.handle_on(t2, destination, batched([own_tags(&me, true)]));
+        assert_eq!(s.stats().deaths, 1, "the same death, counted once");
+        let restart = t2 + Duration::from_millis(500);
+        assert_eq!(s.poll_timeout(), Some(restart));
+        s.handle_timeout(restart);
+        let asked: Vec<Output> = std::iter::from_fn(|| s.poll_output()).collect();
+        let on_destination = asked.iter().any(|o| {
+            matches!(o, Output::Send { link, message: ClientMessage::RestartRequest } if *link == destination)
+        });
+        assert!(on_destination, "asked of the destination: {asked:?}");
     }
 
     fn join(id: u64, node: &str, rooms: usize) -> ServerMessage {

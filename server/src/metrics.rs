@@ -65,8 +65,10 @@ pub const LAG_BUCKETS: [f64; 13] =
 pub const REVISION: &str = env!("GATEHOUSE_REVISION");
 
 /// The phases `gatehouse_transition_phase` lists, each with a series of its own: `None` between
-/// transitions, then a transition's four phases in order.
-pub const PHASES: [&str; 5] = ["None", "Freezing", "Loading", "WaitingForClients", "Completing"];
+/// transitions, then a transition's four phases in order, and `Moving` (a travel to another
+/// server's, in place of Loading onwards: docs/spec/travel.md V1).
+pub const PHASES: [&str; 6] =
+    ["None", "Freezing", "Loading", "WaitingForClients", "Completing", "Moving"];
 
 /// Every metric of one server, and the registry that encodes them. Cheap to clone: clones
 /// share the metrics.
@@ -201,7 +203,7 @@ impl GameMetrics {
         drop(m.logins_refused.get_or_create(&[("reason", "server_full")]));
         registry.register(
             "gatehouse_transition_phase_duration_seconds",
-            "Time a transition spent in each phase (Freezing, Loading, WaitingForClients, Completing), seconds of the core's clock; a phase cut short by a supersede or failure counts up to then",
+            "Time a transition spent in each phase (Freezing, Loading, WaitingForClients, Completing, Moving), seconds of the core's clock; a phase cut short by a supersede or failure counts up to then",
             m.phase.clone(),
         );
         registry.register(
@@ -316,7 +318,7 @@ impl Collector for CoreCollector {
         }
         let mut family = encoder.encode_descriptor(
             "gatehouse_transition_phase",
-            "The transition phase now: 1 for the current one (None between transitions; Freezing, Loading, WaitingForClients, Completing), 0 for the others",
+            "The transition phase now: 1 for the current one (None between transitions; Freezing, Loading, WaitingForClients, Completing, Moving), 0 for the others",
             None,
             MetricType::Gauge,
         )?;

@@ -192,7 +192,7 @@ async fn metrics_parse_with_help_and_type_for_every_family() {
     // Between transitions: None is the phase, and the node is the travel's destination.
     let phase = |name: &str| gauge(&scrape, "gatehouse_transition_phase", ("phase", name));
     assert_eq!(phase("None"), 1.0, "{text}");
-    for other in ["Freezing", "Loading", "WaitingForClients", "Completing"] {
+    for other in ["Freezing", "Loading", "WaitingForClients", "Completing", "Moving"] {
         assert_eq!(phase(other), 0.0, "{other}: {text}");
     }
     assert_eq!(gauge(&scrape, "gatehouse_world_node_info", ("node", "forest")), 1.0, "{text}");
