@@ -454,7 +454,15 @@ impl Game {
                 self.release_mover(now, player);
                 return;
             }
-            HandoverOutcome::Won { version } => self.set_persistence(player, version),
+            HandoverOutcome::Won { version } => {
+                self.set_persistence(player, version);
+                // The player is this server's again: its seat there is no longer wanted
+                // (docs/spec/travel.md V14, "abandoned"), so it holds no room until its hold.
+                let peer = self.outbound.travel_mut(recall.travel).and_then(|t| t.peer().cloned());
+                if let Some(peer) = peer {
+                    self.release_seats(&peer, recall.travel, vec![player.clone()]);
+                }
+            }
             HandoverOutcome::Failed => {
                 self.out.counters.recalls_unconfirmed += 1;
                 tracing::warn!(%player, "the store did not confirm the recall: sent back anyway");

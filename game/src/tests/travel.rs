@@ -513,9 +513,11 @@ fn a_destination_lost_mid_move_sends_the_unplaced_back_with_their_state() {
     assert!(f.source.game.transition_id() > Some(travel), "b follows a transition home");
     assert_eq!(f.source.game.counters().travellers_sent_back, 1);
     assert_eq!(f.source.game.counters().transitions_failed, 0, "it placed one: not a failure");
-    // b's later ticket finds its save taken back: b is the source's.
+    // b's later ticket finds its seat given back (or, had that not arrived, its save taken
+    // back): b is the source's.
     let c = f.redeem("b");
-    assert_eq!(f.dest.closed(c), Some(CloseCode::Recalled));
+    assert!(matches!(f.dest.closed(c), Some(CloseCode::Rejected | CloseCode::Recalled)));
+    assert!(f.dest.game.roster.player(&pid("b")).is_none());
 }
 
 /// V5: of a claim and a recall at the handoff version, the first wins; the claim first.
@@ -738,8 +740,10 @@ fn an_abandoned_travel_recalls_the_player() {
     let mut f = Fleet::new();
     let [a] = f.residents(&["a"])[..] else { unreachable!() };
     let travel = f.travel();
+    assert_eq!(f.dest.game.seats.len(), 1);
     f.source.send(a, ClientMessage::TravelAbandoned { transition_id: travel });
     f.pump();
+    assert_eq!(f.dest.game.seats.len(), 0, "its seat there is given back once it is recalled");
     assert!(has(&f.source.received(a), |m| matches!(
         m,
         ServerMessage::TransitionFailed { reason: TransitionFailure::DestinationLost, .. }
