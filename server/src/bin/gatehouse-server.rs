@@ -108,11 +108,17 @@ enum Command {
     },
     /// Ask the admin endpoint of a running server (at `admin.bind`, or `--admin-bind`; a
     /// wildcard address is asked on loopback) for PATH and print the answer's body. Exits 0 on
-    /// `200`, 1 otherwise: a Docker HEALTHCHECK that needs no shell.
+    /// a 2xx answer, 1 otherwise: a Docker HEALTHCHECK that needs no shell, and with `--post`
+    /// an operator travel in a container that has no curl.
     Probe {
-        /// The read-only route to ask: /health, /ready, /state (JSON) or /metrics.
+        /// The route to ask: /health, /ready, /state (JSON) or /metrics; with --post,
+        /// /travel/NODE.
         #[arg(default_value = "/health", value_name = "PATH")]
         path: String,
+        /// Send a POST (with an empty body) instead of a GET: `probe --post /travel/NODE`
+        /// starts a travel to NODE (202).
+        #[arg(long)]
+        post: bool,
         /// Give up after this many milliseconds (connecting and reading together), 1 to 600000.
         #[arg(long, default_value_t = 2000, value_name = "MS",
               value_parser = clap::value_parser!(u64).range(1..=600_000))]
@@ -192,10 +198,11 @@ fn run(cli: &Cli, matches: &ArgMatches) -> Result<(), Failure> {
             };
             return Ok(print_stdout(&ops::saves(&config, &query)?)?);
         }
-        Some(Command::Probe { path, timeout_ms }) => {
-            let answer = ops::probe(&config, path, Duration::from_millis(*timeout_ms))?;
+        Some(Command::Probe { path, post, timeout_ms }) => {
+            let method = if *post { ops::ProbeMethod::Post } else { ops::ProbeMethod::Get };
+            let answer = ops::probe(&config, method, path, Duration::from_millis(*timeout_ms))?;
             print_stdout(&answer.body)?;
-            if answer.status != 200 {
+            if !(200..300).contains(&answer.status) {
                 let addr = ops::probe_addr(config.admin.bind);
                 return Err(format!("probe: {addr}{path} answered {}", answer.status).into());
             }
@@ -328,6 +335,16 @@ mod tests {
         .unwrap();
         assert_eq!(cli.admin_bind.as_deref(), Some("127.0.0.1:9"));
         assert!(matches!(cli.command, Some(Command::Probe { ref path, .. }) if path == "/state"));
+    }
+
+    #[test]
+    fn probe_post_takes_the_travel_path() {
+        let cli =
+            Cli::try_parse_from(["gatehouse-server", "probe", "--post", "/travel/isle"]).unwrap();
+        assert!(matches!(
+            cli.command,
+            Some(Command::Probe { ref path, post: true, .. }) if path == "/travel/isle"
+        ));
     }
 
     #[test]

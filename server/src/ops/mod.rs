@@ -1,7 +1,8 @@
 //! What the `gatehouse-server` binary does besides serving, so that its `main` only parses the
 //! command line, loads the config, installs tracing and calls:
 //!
-//! - [`probe`]: one GET to the admin endpoint of a running server (the container health check);
+//! - [`probe`]: one request to the admin endpoint of a running server (the container health check,
+//!   and an operator travel where there is no curl);
 //! - [`saves`]: the player store as an operator reads it;
 //! - [`install_tracing`], [`describe`] and [`start_error_json`]: logs (the `gatehouse-logs`
 //!   crate's), and the start-up error in the logs' own shape;
@@ -14,7 +15,7 @@ mod probe;
 mod saves;
 mod signals;
 
-pub use probe::{PROBE_MAX_BYTES, ProbeAnswer, ProbeError, probe, probe_addr};
+pub use probe::{PROBE_MAX_BYTES, ProbeAnswer, ProbeError, ProbeMethod, probe, probe_addr};
 pub use saves::{SavesError, SavesQuery, saves};
 pub use signals::stop_on_signal;
 

@@ -1,5 +1,6 @@
-//! `gatehouse-server probe [PATH]`: one HTTP/1.1 GET to the admin endpoint of a running server,
-//! over hyper's client, for a container health check that has no shell and no curl.
+//! `gatehouse-server probe [--post] [PATH]`: one HTTP/1.1 request to the admin endpoint of a
+//! running server, over hyper's client, for a container that has no shell and no curl: a GET for
+//! its health check and its state, a POST to start a travel (`/travel/{node}`).
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::time::Duration;
@@ -13,6 +14,25 @@ use crate::config::ServerConfig;
 /// The largest answer a probe reads, bytes: far above any `/state`, and a bound on a peer that
 /// never stops talking.
 pub const PROBE_MAX_BYTES: usize = 16 << 20;
+
+/// The request a probe sends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ProbeMethod {
+    /// `GET`: the read-only routes (`/health`, `/ready`, `/state`, `/metrics`).
+    Get,
+    /// `POST` with an empty body: `/travel/{node}` starts a travel.
+    Post,
+}
+
+impl ProbeMethod {
+    fn hyper(self) -> hyper::Method {
+        match self {
+            ProbeMethod::Get => hyper::Method::GET,
+            ProbeMethod::Post => hyper::Method::POST,
+        }
+    }
+}
 
 /// What the admin endpoint answered.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,8 +64,8 @@ pub enum ProbeError {
     },
 }
 
-/// Asks the admin endpoint of the server `config` describes for `path`, all within `timeout`
-/// (connecting and reading together). A wildcard bind is asked on loopback; the admin token, if
+/// Sends `method path` to the admin endpoint of the server `config` describes, all within
+/// `timeout` (connecting and reading together). A wildcard bind is asked on loopback; the admin token, if
 /// the config has one, goes along as a bearer token (`/state` needs it).
 ///
 /// Returns the answer whatever its status: the caller decides what a non-`200` means.
@@ -55,6 +75,7 @@ pub enum ProbeError {
 /// answered within `timeout` (the message says why).
 pub fn probe(
     config: &ServerConfig,
+    method: ProbeMethod,
     path: &str,
     timeout: Duration,
 ) -> Result<ProbeAnswer, ProbeError> {
@@ -73,23 +94,30 @@ pub fn probe(
         .build()
         .map_err(|e| no_answer(format!("cannot start the async runtime: {e}")))?;
     runtime.block_on(async {
-        match tokio::time::timeout(timeout, get(addr, path, token.as_deref())).await {
+        match tokio::time::timeout(timeout, ask(addr, method, path, token.as_deref())).await {
             Ok(answer) => answer.map_err(no_answer),
             Err(_) => Err(no_answer(format!("timed out after {} ms", timeout.as_millis()))),
         }
     })
 }
 
-/// `GET path` on a fresh connection to `addr`: the status and the body, at most
-/// [`PROBE_MAX_BYTES`] of it.
-async fn get(addr: SocketAddr, path: &str, token: Option<&str>) -> Result<ProbeAnswer, String> {
+/// `method path` with an empty body on a fresh connection to `addr`: the status and the body,
+/// at most [`PROBE_MAX_BYTES`] of it.
+async fn ask(
+    addr: SocketAddr,
+    method: ProbeMethod,
+    path: &str,
+    token: Option<&str>,
+) -> Result<ProbeAnswer, String> {
     let stream = tokio::net::TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
     let (mut sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
         .map_err(|e| e.to_string())?;
     // The connection is driven beside the request; it ends when the answer has been read.
     let driver = tokio::spawn(connection);
-    let mut request = hyper::Request::get(path)
+    let mut request = hyper::Request::builder()
+        .method(method.hyper())
+        .uri(path)
         .header(hyper::header::HOST, addr.to_string())
         .header(hyper::header::CONNECTION, "close");
     if let Some(token) = token {
@@ -161,7 +189,8 @@ mod tests {
     fn a_probe_reads_a_plain_answer_and_sends_no_token_without_one() {
         let (addr, served) =
             serve_once(b"HTTP/1.1 200 OK\r\ncontent-length: 3\r\nconnection: close\r\n\r\nok\n");
-        let answer = probe(&config_at(addr), "/health", Duration::from_secs(10)).unwrap();
+        let answer =
+            probe(&config_at(addr), ProbeMethod::Get, "/health", Duration::from_secs(10)).unwrap();
         assert_eq!(answer, ProbeAnswer { status: 200, body: "ok\n".to_owned() });
         let request = served.join().unwrap();
         assert!(request.starts_with("GET /health HTTP/1.1\r\n"), "{request}");
@@ -173,7 +202,8 @@ mod tests {
         let (addr, served) = serve_once(
             b"HTTP/1.1 503 Service Unavailable\r\nTransfer-Encoding: chunked\r\nconnection: close\r\n\r\n4\r\ngame\r\n9\r\n stopped\n\r\n0\r\n\r\n",
         );
-        let answer = probe(&config_at(addr), "/ready", Duration::from_secs(10)).unwrap();
+        let answer =
+            probe(&config_at(addr), ProbeMethod::Get, "/ready", Duration::from_secs(10)).unwrap();
         assert_eq!(answer, ProbeAnswer { status: 503, body: "game stopped\n".to_owned() });
         served.join().unwrap();
     }
@@ -185,8 +215,30 @@ mod tests {
         let mut config = config_at(addr);
         config.admin.token =
             Some(crate::admin::AdminToken::parse("a-long-enough-admin-token-0123456789").unwrap());
-        probe(&config, "/state", Duration::from_secs(10)).unwrap();
+        probe(&config, ProbeMethod::Get, "/state", Duration::from_secs(10)).unwrap();
         let request = served.join().unwrap();
+        assert!(
+            request.contains("authorization: Bearer a-long-enough-admin-token-0123456789\r\n"),
+            "{request}"
+        );
+    }
+
+    /// An operator travel from a container without curl: `probe --post /travel/{node}` sends a
+    /// POST with an empty body and the admin token, and reads the `202`.
+    #[test]
+    fn a_post_probe_sends_a_post_with_the_token_and_reads_its_status() {
+        let (addr, served) = serve_once(
+            b"HTTP/1.1 202 Accepted\r\ncontent-length: 20\r\nconnection: close\r\n\r\ntravelling to isle\n\n",
+        );
+        let mut config = config_at(addr);
+        config.admin.token =
+            Some(crate::admin::AdminToken::parse("a-long-enough-admin-token-0123456789").unwrap());
+        let answer =
+            probe(&config, ProbeMethod::Post, "/travel/isle", Duration::from_secs(10)).unwrap();
+        assert_eq!(answer.status, 202);
+        assert_eq!(answer.body, "travelling to isle\n\n");
+        let request = served.join().unwrap();
+        assert!(request.starts_with("POST /travel/isle HTTP/1.1\r\n"), "{request}");
         assert!(
             request.contains("authorization: Bearer a-long-enough-admin-token-0123456789\r\n"),
             "{request}"
@@ -196,16 +248,17 @@ mod tests {
     #[test]
     fn a_probe_refuses_a_path_that_could_carry_a_header_and_an_endpoint_that_is_off() {
         let config = config_at("127.0.0.1:9".parse().unwrap());
-        let bad = probe(&config, "/x\r\nEvil: 1", Duration::from_secs(1)).unwrap_err();
+        let bad =
+            probe(&config, ProbeMethod::Get, "/x\r\nEvil: 1", Duration::from_secs(1)).unwrap_err();
         assert!(matches!(bad, ProbeError::BadPath(_)), "{bad}");
         assert!(matches!(
-            probe(&config, "health", Duration::from_secs(1)),
+            probe(&config, ProbeMethod::Get, "health", Duration::from_secs(1)),
             Err(ProbeError::BadPath(_))
         ));
         let mut off = config;
         off.admin.enabled = false;
         assert!(matches!(
-            probe(&off, "/health", Duration::from_secs(1)),
+            probe(&off, ProbeMethod::Get, "/health", Duration::from_secs(1)),
             Err(ProbeError::AdminOff)
         ));
     }
@@ -214,7 +267,8 @@ mod tests {
     fn a_probe_of_a_port_nobody_listens_on_names_the_address() {
         // Bound and dropped: nothing listens there now.
         let addr = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-        let error = probe(&config_at(addr), "/health", Duration::from_secs(10)).unwrap_err();
+        let error = probe(&config_at(addr), ProbeMethod::Get, "/health", Duration::from_secs(10))
+            .unwrap_err();
         assert!(error.to_string().contains(&addr.to_string()), "{error}");
     }
 }
