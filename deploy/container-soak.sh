@@ -1,44 +1,63 @@
 #!/usr/bin/env bash
-# The soak in real containers: the server and three swarms of simulated clients (a, b, c) on a
-# private Docker network (deploy/compose.yaml), with kills, cut-offs and restarts. Fails unless
-# all of this holds:
-#   kill     `docker kill` of swarm a while the server waits for clients: the transition is
+# The soak in real containers: a fleet of two servers (server A, `server`, and `server-b`) on one
+# PostgreSQL store, and three swarms of simulated clients (a, b, c) that connect to server A, on a
+# private Docker network (deploy/compose.yaml), with kills, cut-offs, restarts and travels
+# between the servers. Fails unless all of this holds:
+#   kill     `docker kill` of swarm a while server A waits for clients: the transition is
 #            released within the idle timeout (4 s, deploy/container.toml; 2 s of margin) and
 #            the other swarms are placed; a's players are dropped; a, started again, is placed;
 #   cut      `docker network disconnect` of swarm b mid-transition, connected again 5 s later:
 #            every one of b's players logs in again (a reconnect) and is placed;
-#   restart  `docker restart` of the server: the old process drained (no save left) and exited
+#   restart  `docker restart` of server A: the old process drained (no save left) and exited
 #            0, the session save restores the world's node, every player logs in again (the
 #            swarms reconnect) and is placed, no save or load fails;
+#   travel   a travel to `isle` on server A (`gatehouse-server probe --post /travel/isle`, between
+#            two of its route's transitions) moves its players to server-b behind one loading
+#            screen: server A's players_travelled and server-b's travellers_placed rise and
+#            every client is placed; then a travel on server-b to the node server A stands on
+#            (while A is between transitions: a server grants seats only then, and only for
+#            its own node; a refusal is retried) brings them back: server-b's
+#            players_travelled and server A's travellers_placed rise, every client placed;
+#   kill-destination
+#            `docker kill` of server-b while server A's players move to it (some logged in
+#            there, not yet placed): server A sends the unplaced back (its travellers_sent_back
+#            rises within the peer link's idle timeout, 3 s, with 4 s of margin) and places
+#            them; server-b, started again (`docker start`), rejoins: every client is placed
+#            again, and a travel there and back moves players both ways again;
 #   reports  every swarm's report is clean (gatehouse-sim --check);
-#   drain    `docker stop` of the server with a fresh swarm's players connected: it saves every
+#   drain    `docker stop` of server A with a fresh swarm's players connected: it saves every
 #            one of them and exits 0, and the saves are there afterwards (`saves list` in a
-#            container on the same volume), every earlier player's save newer than before the
-#            restart.
-# It prints each step's timing and the server's memory at the start and the end (docker stats).
-# Everything it creates (containers, network, volume) is removed at the end, pass or fail.
+#            container of server A on the same store), every earlier player's save newer than
+#            before the restart.
+# It prints each step's timing, the travel counters, and server A's memory at the start and the
+# end (docker stats). Everything it creates (containers, network, volumes) is removed at the end,
+# pass or fail.
 #
-#   deploy/container-soak.sh                    # builds the images; 3 swarms x 12 clients, 100 s
-#   CLIENTS=6 DURATION=70s deploy/container-soak.sh
+#   deploy/container-soak.sh                    # builds the images; 3 swarms x 12 clients, 150 s
+#   CLIENTS=6 DURATION=120s deploy/container-soak.sh   # the short run CI does
 #   SKIP_BUILD=1 deploy/container-soak.sh       # the images exist already (deploy/images.sh)
 #   SOAK_LOGS=DIR deploy/container-soak.sh      # keep every container's log in DIR
 #
 # Needs Docker and Compose (`docker compose`, else `docker-compose`), jq, and no registry.
-# Nothing is published on the host: the server is observed through its admin endpoint
-# (`docker exec SERVER gatehouse-server probe /state`) and its JSON log (`docker logs`).
+# Nothing is published on the host: the servers are observed through their admin endpoints
+# (`docker exec SERVER gatehouse-server probe /state`, `/metrics`; a travel is started with
+# `probe --post /travel/NODE`) and their JSON logs (`docker logs`).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 clients=${CLIENTS:-12}
-duration=${DURATION:-100s}
+duration=${DURATION:-150s}
 tag=${TAG:-dev}
 cut_s=5
 idle_s=4 # network.idle_timeout_ms in deploy/container.toml
 margin_s=2
+peer_idle_s=3 # fleet.peer_idle_timeout_ms (default): a destination silent this long is lost
+# What the travel steps take at most, so the swarms must still run that long after the restart.
+travel_budget_s=60
 
 dur_s=${duration%s}
-if ! [[ $dur_s =~ ^[0-9]+$ ]] || ((dur_s < 60)); then
-    echo "error: DURATION: expected whole seconds, at least 60s (the churn takes about 45 s), found $duration" >&2
+if ! [[ $dur_s =~ ^[0-9]+$ ]] || ((dur_s < 110)); then
+    echo "error: DURATION: expected whole seconds, at least 110s (the kills, cut and restart take about 45 s, the travels up to $travel_budget_s s), found $duration" >&2
     exit 2
 fi
 if ! [[ $clients =~ ^[0-9]+$ ]] || ((clients < 1 || clients > 99)); then
@@ -60,13 +79,15 @@ tmp=$(mktemp -d "${TMPDIR:-/tmp}/gatehouse-container-soak.XXXXXX")
 # Fresh secrets per run, through the environment only (printable, no spaces).
 GATEHOUSE_ADMIN_TOKEN=$(head -c 24 /dev/urandom | base64 | tr -d '/+=')
 GATEHOUSE_TOKEN_KEY=$(head -c 32 /dev/urandom | base64 | tr -d '/+=')
-export GATEHOUSE_ADMIN_TOKEN GATEHOUSE_TOKEN_KEY
+GATEHOUSE_TICKET_KEY=$(head -c 48 /dev/urandom | base64 | tr -d '/+=')
+export GATEHOUSE_ADMIN_TOKEN GATEHOUSE_TOKEN_KEY GATEHOUSE_TICKET_KEY
 export IMAGE_TAG=$tag SIM_CLIENTS=$clients SIM_DURATION=${dur_s}s
 
 dc() { "${compose[@]}" -p "$project" -f deploy/compose.yaml --profile drain "$@"; }
 
 summary=()
 server=
+server_b=
 
 cleanup() {
     local rc=$?
@@ -123,8 +144,10 @@ wait_until() {
     done
 }
 
-# The server's state (GET /state on its admin endpoint), or nothing if it does not answer.
-state() { docker exec "$server" /usr/local/bin/gatehouse-server probe /state 2>/dev/null; }
+# state_of CONTAINER: a server's state (GET /state on its admin endpoint), or nothing if it does
+# not answer; `state` is server A's.
+state_of() { docker exec "$1" /usr/local/bin/gatehouse-server probe /state 2>/dev/null; }
+state() { state_of "$server"; }
 # q EXPR: jq EXPR over the state; empty if the server does not answer.
 q() { state | jq -r "$1" 2>/dev/null || true; }
 # Players of the swarm whose first index is $lo: sim-0000.. for a, sim-0100.. for b, and so on.
@@ -187,15 +210,108 @@ lost_since() {
     docker logs --since "$2" "$1" 2>&1 | grep 'connection lost; reconnecting' |
         grep -o 'player=sim-[0-9]*' | sort -u | wc -l
 }
-saves_list() {
-    docker run --rm --name "$project-saves" --network none -v "$volume:/var/lib/gatehouse" \
-        "gatehouse-server:$tag" saves list
-}
+# `saves list` in a container of server A (its config, on the store both servers share).
+saves_list() { dc run --rm --no-deps -T --name "$project-saves" server saves list 2>"$tmp/saves.log"; }
 # versions: "PLAYER VERSION" for every player row of `saves list` on stdin.
 versions() { awk '/^sim-/ { print $1, $NF }' | sort; }
 # The route of config/soak-world.toml: where a travel from node $1 goes.
 next_node() {
     case $1 in marsh) echo crypt ;; crypt) echo harbor ;; *) echo marsh ;; esac
+}
+
+# metric CONTAINER SERIES: the value of one series of a server's /metrics (e.g.
+# gatehouse_players, or gatehouse_transition_phase{phase="None"}), or nothing if it does not
+# answer. /metrics samples the core when asked (/state may be a second old).
+metric() {
+    docker exec "$1" /usr/local/bin/gatehouse-server probe /metrics 2>/dev/null |
+        awk -v series="$2" '$1 == series { print $2; exit }'
+}
+# counter CONTAINER NAME: the core's decision counter NAME (gatehouse_NAME_total), 0 if absent.
+counter() { local v; v=$(metric "$1" "gatehouse_${2}_total"); echo "${v:-0}"; }
+# above CONTAINER NAME VALUE: the counter NAME has risen above VALUE.
+above() { local v; v=$(metric "$1" "gatehouse_${2}_total") && [ -n "$v" ] && ((v > $3)); }
+# between_transitions CONTAINER: the server's phase is None now. (A travel's Moving phase has no
+# series of gatehouse_transition_phase: every series is 0 then, so it is not None either.)
+between_transitions() { [ "$(metric "$1" 'gatehouse_transition_phase{phase="None"}')" = 1 ]; }
+# node_of CONTAINER: the node whose levels the server streams.
+node_of() {
+    docker exec "$1" /usr/local/bin/gatehouse-server probe /metrics 2>/dev/null |
+        sed -n 's/^gatehouse_world_node_info{node="\([^"]*\)"} 1$/\1/p'
+}
+# travel_to CONTAINER NODE: an operator travel (POST /travel/NODE with the admin token).
+travel_to() {
+    docker exec "$1" /usr/local/bin/gatehouse-server probe --post "/travel/$2" >/dev/null ||
+        fail "POST /travel/$2 on $(docker inspect -f '{{.Name}}' "$1")"
+}
+# fleet_placed LO...: every client of each of these swarms is placed on one server or the other
+# (both servers' states; a player both list, placed at the destination and not yet released
+# by its source, counts once).
+fleet_placed() {
+    local players lo
+    players=$({ state_of "$server"; state_of "$server_b"; } | jq -s '[.[].players[]]' 2>/dev/null) ||
+        return 1
+    for lo in "$@"; do
+        [ "$(jq -r "[.[] | select(.placed and ((.player | ltrimstr(\"sim-\") | tonumber) as \$i
+            | \$i >= $lo and \$i < $lo + 100)) | .player] | unique | length" <<<"$players")" = "$clients" ] ||
+            return 1
+    done
+}
+# logging_in_at CONTAINER: players logged in on the server that are not placed yet (travellers
+# in their join, during a move to it).
+logging_in_at() {
+    local players placed
+    players=$(metric "$1" gatehouse_players)
+    placed=$(metric "$1" gatehouse_placed_players)
+    [ -n "$players" ] && [ -n "$placed" ] && ((players > placed))
+}
+# swarms_left: seconds until the swarms' runs end.
+swarms_left() { echo $((dur_s - ($(now_ms) - swarms_started) / 1000)); }
+
+# move_to_b WHAT: a travel to isle on server A between two of its transitions; waits until
+# server-b placed travellers and every client is placed again. Sets moved (players travelled).
+move_to_b() {
+    local what=$1 t travelled0 placed0
+    wait_until 30 "server A between transitions" between_transitions "$server"
+    travelled0=$(counter "$server" players_travelled)
+    placed0=$(counter "$server_b" travellers_placed)
+    t=$(now_ms)
+    travel_to "$server" isle
+    wait_until 30 "$what: server A's players_travelled rising" above "$server" players_travelled "$travelled0"
+    wait_until 30 "$what: server-b's travellers_placed rising" above "$server_b" travellers_placed "$placed0"
+    wait_until 30 "$what: server A's travel ended" between_transitions "$server"
+    wait_until 30 "$what: every client placed" fleet_placed 0 100 200
+    moved=$(($(counter "$server" players_travelled) - travelled0))
+    note "$what: to server-b (travel to isle on server A)" "$(since "$t") s: $moved travelled, $(($(counter "$server_b" travellers_placed) - placed0)) placed there"
+}
+
+# move_to_a WHAT: a travel on server-b to the node server A stands on, started while A is between
+# transitions; server A refuses seats while its route's next transition runs (Busy) or once it
+# stands elsewhere (WrongNode), which sends them back on server-b: then again, up to 5 times.
+move_to_a() {
+    local what=$1 t attempt node travelled0 placed0 sent0 started
+    # A travel of nobody asks no server and moves no counter.
+    [ "$(metric "$server_b" gatehouse_placed_players)" != 0 ] || fail "$what: nobody placed on server-b to bring back"
+    placed0=$(counter "$server" travellers_placed)
+    started=$(now_ms)
+    for attempt in 1 2 3 4 5; do
+        wait_until 30 "server A between transitions" between_transitions "$server"
+        node=$(node_of "$server")
+        travelled0=$(counter "$server_b" players_travelled)
+        sent0=$(counter "$server_b" travellers_sent_back)
+        t=$(now_ms)
+        travel_to "$server_b" "$node"
+        wait_until 30 "$what: server-b's travel placing or sending back" \
+            eval 'above "$server_b" players_travelled "$travelled0" || above "$server_b" travellers_sent_back "$sent0"'
+        wait_until 30 "$what: server-b's travel ended" between_transitions "$server_b"
+        if above "$server_b" players_travelled "$travelled0"; then
+            break
+        fi
+        echo "   (attempt $attempt: server A refused the seats on $node; again)"
+        ((attempt < 5)) || fail "$what: server A refused server-b's travellers 5 times"
+    done
+    wait_until 30 "$what: server A's travellers_placed rising" above "$server" travellers_placed "$placed0"
+    wait_until 30 "$what: every client placed" fleet_placed 0 100 200
+    note "$what: back to server A (travel to $node on server-b)" "$(since "$t") s: $(($(counter "$server_b" players_travelled) - travelled0)) travelled, $(($(counter "$server" travellers_placed) - placed0)) placed there; attempts $attempt, $(since "$started") s in all"
 }
 
 soak_started=$(now_ms)
@@ -209,20 +325,23 @@ if [ -z "${SKIP_BUILD:-}" ]; then
 else
     echo "   SKIP_BUILD: using the images built before"
 fi
-for image in "gatehouse-server:$tag" "gatehouse-sim:$tag"; do
+for image in "gatehouse-server:$tag" "gatehouse-sim:$tag" "gatehouse-postgres:$tag"; do
     size=$(docker image inspect -f '{{.Size}}' "$image" 2>/dev/null) ||
         fail "no image $image: run deploy/images.sh"
     note "image $image" "$(awk -v s="$size" 'BEGIN { printf "%.1f MB", s / 1e6 }')"
 done
 
-step "start: the server, then swarms a, b, c ($clients clients each, ${dur_s} s each)"
+step "start: PostgreSQL, servers A and B, then swarms a, b, c ($clients clients each, ${dur_s} s each)"
 t=$(now_ms)
-dc up -d server >"$tmp/up.log" 2>&1 || { cat "$tmp/up.log"; fail "compose up of the server"; }
+# The servers wait for the store's health check (depends_on): each opens the store at its start.
+dc up -d server server-b >"$tmp/up.log" 2>&1 || { cat "$tmp/up.log"; fail "compose up of the servers"; }
+note "PostgreSQL healthy, servers started (compose up)" "$(since "$t") s"
 server=$(dc ps -q server)
-wait_until 60 "the server's health check" health_status
-note "server healthy (HEALTHCHECK: gatehouse-server probe)" "$(since "$t") s"
+server_b=$(dc ps -q server-b)
+wait_until 60 "server A's health check" health_status
+wait_until 60 "server-b's health check" eval '[ "$(docker inspect -f "{{.State.Health.Status}}" "$server_b")" = healthy ]'
+note "servers A and B healthy (HEALTHCHECK: gatehouse-server probe)" "$(since "$t") s"
 network=$(docker inspect -f '{{range $name, $_ := .NetworkSettings.Networks}}{{$name}}{{end}}' "$server")
-volume=$(docker inspect -f '{{range .Mounts}}{{if eq .Destination "/var/lib/gatehouse"}}{{.Name}}{{end}}{{end}}' "$server")
 [ "$(docker network inspect -f '{{.Internal}}' "$network")" = true ] ||
     fail "network $network is not internal"
 t=$(now_ms)
@@ -280,7 +399,7 @@ note "swarm b's $clients clients logged in again and placed" "$(since "$back") s
 note "  of which reported the lost connection" "$(lost_since "$sim_b" "$cut_at")/$clients (the others were relaunching: soak churn)"
 
 step "restart: docker restart of the server"
-saves_list >"$tmp/saves-before" || fail "saves list before the restart"
+saves_list >"$tmp/saves-before" || { cat "$tmp/saves.log"; fail "saves list before the restart"; }
 s0=$(q '.streamed_node // "none"')
 t0=$(q '.transition_target // empty')
 address() { docker inspect -f "{{(index .NetworkSettings.Networks \"$network\").IPAddress}}" "$server"; }
@@ -295,9 +414,10 @@ wait_until 60 "every player logged in again and placed" swarm_back "$restart_at"
 note "all $((3 * clients)) players logged in again and placed" "$(since "$t") s after the restart"
 # The swarms resolved `server` once, at their start.
 [ "$(address)" = "$address_before" ] || fail "the server's address changed at the restart"
-left_s=$((dur_s - ($(now_ms) - swarms_started) / 1000))
-((left_s >= 10)) || fail "the churn ended $left_s s before the swarms' end: raise DURATION"
-note "churn over; the swarms run on for" "$left_s s"
+left_s=$(swarms_left)
+((left_s >= travel_budget_s)) ||
+    fail "the restart ended $left_s s before the swarms' end, less than the travels' $travel_budget_s s: raise DURATION"
+note "kills, cut and restart over; the swarms run on for" "$left_s s"
 exit_code=$(docker events --since "$restart_at" --until "$(stamp)" --filter "container=$server" \
     --filter event=die --format '{{index .Actor.Attributes "exitCode"}}' | sed -n 1p)
 [ "$exit_code" = 0 ] || fail "the restarted server's old process exited with '${exit_code}', not 0"
@@ -322,6 +442,46 @@ failures=$(server_log "$restart_at" \
     'select(.level == "WARN" and (.message // "" | test("save|load"))) | .message' | sort | uniq -c)
 [ -z "$failures" ] || fail "save or load failures after the restart: $failures"
 
+step "travel: every player to server-b and back"
+travel_started=$(now_ms)
+move_to_b "travel"
+((moved > 0)) || fail "travel: nobody moved to server-b"
+move_to_a "travel"
+note "  travel counters: server A travelled / placed / sent back" "$(counter "$server" players_travelled) / $(counter "$server" travellers_placed) / $(counter "$server" travellers_sent_back)"
+note "  travel counters: server-b travelled / placed / sent back" "$(counter "$server_b" players_travelled) / $(counter "$server_b" travellers_placed) / $(counter "$server_b" travellers_sent_back)"
+
+step "kill-destination: docker kill of server-b while players move to it, then docker start"
+wait_until 30 "server A between transitions" between_transitions "$server"
+sent0=$(counter "$server" travellers_sent_back)
+travelled0=$(counter "$server" players_travelled)
+address_b=$(docker inspect -f "{{(index .NetworkSettings.Networks \"$network\").IPAddress}}" "$server_b")
+travel_to "$server" isle
+t=$(now_ms)
+wait_until 20 "travellers logging in at server-b" logging_in_at "$server_b"
+kill_at=$(stamp)
+docker kill "$server_b" >/dev/null
+note "server-b killed mid-move" "$(since "$t") s after the travel to isle, with travellers in their join"
+t=$(now_ms)
+wait_until $((peer_idle_s + 4)) "server A sending the unplaced players back" \
+    above "$server" travellers_sent_back "$sent0"
+note "  server A sent the unplaced back (polled)" "$(since "$t") s after the kill (bound: peer idle timeout $peer_idle_s s + 4 s)"
+wait_until 30 "server A's travel ended" between_transitions "$server"
+note "  players placed on server-b / sent back (server A's counters)" "$(($(counter "$server" players_travelled) - travelled0)) / $(($(counter "$server" travellers_sent_back) - sent0)); recalls unconfirmed: $(counter "$server" recalls_unconfirmed)"
+note "  the travel ended (server A's log)" "$(log_after "$kill_at" '.message == "every player placed; transition ended"') s after the kill"
+# The players sent back are server A's again: placed there by the transition ending the travel.
+wait_until 30 "every player on server A placed" eval '[ "$(metric "$server" gatehouse_players)" = "$(metric "$server" gatehouse_placed_players)" ]'
+note "  server A's players placed (sent back, or never moved)" "$(metric "$server" gatehouse_placed_players)"
+t=$(now_ms)
+docker start "$server_b" >/dev/null
+wait_until 30 "server-b answering again" eval 'docker exec "$server_b" /usr/local/bin/gatehouse-server probe >/dev/null 2>&1'
+note "server-b started again, answering" "$(since "$t") s (address $( [ "$(docker inspect -f "{{(index .NetworkSettings.Networks \"$network\").IPAddress}}" "$server_b")" = "$address_b" ] && echo kept || echo changed))"
+wait_until 60 "every client placed again, on either server" fleet_placed 0 100 200
+note "every client placed again (those placed on server-b relaunched there)" "$(since "$t") s after the start"
+((left_s = $(swarms_left), left_s >= 25)) || fail "the swarms end in $left_s s: too soon for the rejoin (raise DURATION)"
+move_to_b "rejoin"
+move_to_a "rejoin"
+note "travel steps" "$(since "$travel_started") s; the swarms run on for $(swarms_left) s"
+
 step "reports: each swarm's run ends, its report clean (--check)"
 for s in a b c; do
     c=sim_$s
@@ -338,7 +498,7 @@ done
 mem_end=$(mem)
 note "server memory at the end (docker stats)" "$mem_end (at the start: $mem_start)"
 
-step "drain: docker stop of the server with swarm drain's $clients players connected"
+step "drain: docker stop of server A with swarm drain's $clients players connected"
 dc up -d sim-drain >"$tmp/up.log" 2>&1 || { cat "$tmp/up.log"; fail "compose up of swarm drain"; }
 sim_d=$(dc ps -q sim-drain)
 wait_until 40 "swarm drain placed" all_placed 300
@@ -355,11 +515,11 @@ left=$(server_log "$stop_at" 'select(.message == "store drained") | .left' | sed
 [ "$drained" = "$clients" ] || fail "the drain saved '${drained}' players, not the $clients connected"
 [ "$left" = 0 ] || fail "the drain left '${left}' saves, not 0"
 note "exit code / players saved at the drain / saves left" "$exit_code / $drained / $left"
-saves_list >"$tmp/saves-after" || fail "saves list after the stop"
+saves_list >"$tmp/saves-after" || { cat "$tmp/saves.log"; fail "saves list after the stop"; }
 listed=$(awk '/^sim-03/' "$tmp/saves-after" | wc -l)
 [ "$listed" = "$clients" ] || fail "saves list shows $listed of swarm drain's $clients players"
-grep -q '^session ' "$tmp/saves-after" || fail "saves list shows no session save"
-note "saves list on the volume: swarm drain's players" "$listed/$clients; $(grep '^session ' "$tmp/saves-after")"
+grep -q '^session server-a:' "$tmp/saves-after" || fail "saves list shows no session save of server A"
+note "saves list on the store: swarm drain's players" "$listed/$clients; $(grep '^session server-a:' "$tmp/saves-after")"
 stale=$(join <(versions <"$tmp/saves-before") <(versions <"$tmp/saves-after") |
     awk '$3 <= $2 { print $1 " " $2 "->" $3 }')
 [ -z "$stale" ] || fail "saves not newer than before the restart: $stale"

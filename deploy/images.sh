@@ -5,13 +5,18 @@
 #   gatehouse-sim:TAG      the simulated clients
 #   gatehouse-server:agones  the server built with the `agones` feature, which the Agones Fleet
 #                          runs (deploy/agones/fleet.yaml; needs protoc: .ci/protoc installs it)
-# All run as uid 10001 with a writable /tmp, the config files in /etc/gatehouse and no shell.
+#   gatehouse-postgres:TAG the container soak's throwaway PostgreSQL store, FROM scratch too: the
+#                          host's PostgreSQL (.ci/postgres installs the distribution's package
+#                          when missing) and a cluster initdb made here (deploy/postgres-stage.sh)
+# The gatehouse images run as uid 10001 with a writable /tmp, the config files in /etc/gatehouse
+# and no shell; the PostgreSQL image as uid 10002, with no shell either.
 # Prints the images' sizes. The server's build_info names the checkout's commit, or
 # GATEHOUSE_REVISION when set (a build from a tarball).
 #
 #   deploy/images.sh             # TAG=dev, and gatehouse-server:agones
 #   TAG=soak deploy/images.sh
 #   AGONES=0 deploy/images.sh    # without the agones image (no protoc; the container soak)
+#   POSTGRES=0 deploy/images.sh  # without the PostgreSQL image (no PostgreSQL on this machine)
 #   AGONES_TAG=v2 deploy/images.sh   # the agones image as gatehouse-server:v2
 #
 # The binaries go to target/x86_64-unknown-linux-gnu/release/ (or under CARGO_TARGET_DIR),
@@ -23,6 +28,7 @@ cd "$(dirname "$0")/.."
 
 tag=${TAG:-dev}
 agones=${AGONES:-1}
+postgres=${POSTGRES:-1}
 agones_tag=${AGONES_TAG:-agones}
 triple=x86_64-unknown-linux-gnu
 bin=${CARGO_TARGET_DIR:-target}/$triple/release
@@ -79,6 +85,9 @@ if [ "$agones" = 1 ]; then
     mkdir -p "$stage/bin-agones"
     cp "$dir_agones/gatehouse-server" "$stage/bin-agones/"
 fi
+if [ "$postgres" = 1 ]; then
+    deploy/postgres-stage.sh
+fi
 
 build() { # TARGET IMAGE [BUILD-ARG...]
     local log target=$1 image=$2
@@ -99,6 +108,10 @@ images=("gatehouse-server:$tag" "gatehouse-sim:$tag")
 if [ "$agones" = 1 ]; then
     build server "gatehouse-server:$agones_tag" --build-arg SERVER_BIN=target/image/bin-agones/gatehouse-server
     images+=("gatehouse-server:$agones_tag")
+fi
+if [ "$postgres" = 1 ]; then
+    build postgres "gatehouse-postgres:$tag"
+    images+=("gatehouse-postgres:$tag")
 fi
 echo "images built in $(( $(date +%s) - started )) s"
 for image in "${images[@]}"; do
