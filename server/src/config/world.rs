@@ -116,6 +116,30 @@ levels = [{ name = "a_main", stream_ms = 10 }]
         }
     }
 
+    /// The container soak's fleet (deploy/compose.yaml): server A's world is the soak world, word
+    /// for word, with `isle` remote; server-b's stands on `isle` and marks A's nodes remote.
+    #[test]
+    fn the_container_soaks_worlds_are_the_soak_world_split_between_two_servers() {
+        use gatehouse_protocol::NodeId;
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let soak = std::fs::read_to_string(root.join("config/soak-world.toml")).unwrap();
+        let a_text = std::fs::read_to_string(root.join("deploy/server-a-world.toml")).unwrap();
+        let body = &soak[soak.find("start_node").unwrap()..];
+        assert!(
+            a_text.contains(body),
+            "deploy/server-a-world.toml no longer copies the soak world"
+        );
+        let a = load_world(&root.join("deploy/server-a-world.toml")).unwrap();
+        let b = load_world(&root.join("deploy/server-b-world.toml")).unwrap();
+        let node = |id: &str| NodeId::new(id).unwrap();
+        assert!(a.is_remote(&node("isle")));
+        assert!(!b.is_remote(&node("isle")));
+        assert_eq!(b.start_node, node("isle"));
+        for id in ["harbor", "marsh", "crypt"] {
+            assert!(!a.is_remote(&node(id)) && b.is_remote(&node(id)), "{id}");
+        }
+    }
+
     /// The soak world rebalances teams at every travel (to exercise clients); the default world
     /// does not.
     #[test]
