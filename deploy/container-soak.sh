@@ -13,17 +13,19 @@
 #            swarms reconnect) and is placed, no save or load fails;
 #   travel   a travel to `isle` on server A (`gatehouse-server probe --post /travel/isle`, between
 #            two of its route's transitions) moves its players to server-b behind one loading
-#            screen: server A's players_travelled and server-b's travellers_placed rise and
-#            every client is placed; then a travel on server-b to the node server A stands on
-#            (while A is between transitions: a server grants seats only then, and only for
-#            its own node; a refusal is retried) brings them back: server-b's
+#            screen: server A's players_travelled and server-b's travellers_placed rise, and
+#            every client is placed (on one server or the other) since the travel ended; then a
+#            travel on server-b to the node server A stands on (started while A is between
+#            transitions: a server grants seats only then, and only for the node it stands on;
+#            a refusal is retried, 5 times at most) brings them back: server-b's
 #            players_travelled and server A's travellers_placed rise, every client placed;
 #   kill-destination
-#            `docker kill` of server-b while server A's players move to it (some logged in
-#            there, not yet placed): server A sends the unplaced back (its travellers_sent_back
-#            rises within the peer link's idle timeout, 3 s, with 4 s of margin) and places
-#            them; server-b, started again (`docker start`), rejoins: every client is placed
-#            again, and a travel there and back moves players both ways again;
+#            `docker kill` of server-b in the middle of a move to it (some travellers' claims
+#            committed there, others still in their join): server A sends the unplaced back
+#            (its travellers_sent_back rises within the peer link's idle timeout, 3 s, plus 4 s
+#            of margin) and each of them is placed on server A; server-b, started again
+#            (`docker start`), rejoins: every client is placed again, and a travel there and
+#            back moves players both ways;
 #   reports  every swarm's report is clean (gatehouse-sim --check);
 #   drain    `docker stop` of server A with a fresh swarm's players connected: it saves every
 #            one of them and exits 0, and the saves are there afterwards (`saves list` in a
@@ -36,7 +38,8 @@
 #   deploy/container-soak.sh                    # builds the images; 3 swarms x 12 clients, 150 s
 #   CLIENTS=6 DURATION=120s deploy/container-soak.sh   # the short run CI does
 #   SKIP_BUILD=1 deploy/container-soak.sh       # the images exist already (deploy/images.sh)
-#   SOAK_LOGS=DIR deploy/container-soak.sh      # keep every container's log in DIR
+#   SOAK_LOGS=DIR deploy/container-soak.sh      # keep every container's log in DIR, and the
+#                                               # swarms' JSON reports
 #
 # Needs Docker and Compose (`docker compose`, else `docker-compose`), jq, and no registry.
 # Nothing is published on the host: the servers are observed through their admin endpoints
@@ -105,7 +108,8 @@ cleanup() {
         for c in $(dc ps -q 2>/dev/null); do
             docker logs "$c" >"$SOAK_LOGS/$(docker inspect -f '{{.Name}}' "$c" | tr -d /).log" 2>&1
         done
-        echo "container logs kept in $SOAK_LOGS"
+        cp "$tmp"/report-*.json "$SOAK_LOGS/" 2>/dev/null
+        echo "container logs (and the swarms' reports) kept in $SOAK_LOGS"
     fi
     docker rm -f "$project-saves" >/dev/null 2>&1
     dc down -v --remove-orphans -t 5 >"$tmp/down.log" 2>&1 || cat "$tmp/down.log"
@@ -243,26 +247,47 @@ travel_to() {
     docker exec "$1" /usr/local/bin/gatehouse-server probe --post "/travel/$2" >/dev/null ||
         fail "POST /travel/$2 on $(docker inspect -f '{{.Name}}' "$1")"
 }
-# fleet_placed LO...: every client of each of these swarms is placed on one server or the other
-# (both servers' states; a player both list, placed at the destination and not yet released
-# by its source, counts once).
-fleet_placed() {
-    local players lo
-    players=$({ state_of "$server"; state_of "$server_b"; } | jq -s '[.[].players[]]' 2>/dev/null) ||
-        return 1
-    for lo in "$@"; do
-        [ "$(jq -r "[.[] | select(.placed and ((.player | ltrimstr(\"sim-\") | tonumber) as \$i
-            | \$i >= $lo and \$i < $lo + 100)) | .player] | unique | length" <<<"$players")" = "$clients" ] ||
-            return 1
+# The swarms' player ids, one a line: sim-0000.. for a, sim-0100.. for b, sim-0200.. for c.
+swarm_players() {
+    local lo i
+    for lo in 0 100 200; do
+        for ((i = lo; i < lo + clients; i++)); do printf 'sim-%04d\n' "$i"; done
     done
 }
-# logging_in_at CONTAINER: players logged in on the server that are not placed yet (travellers
-# in their join, during a move to it).
-logging_in_at() {
-    local players placed
-    players=$(metric "$1" gatehouse_players)
-    placed=$(metric "$1" gatehouse_placed_players)
-    [ -n "$players" ] && [ -n "$placed" ] && ((players > placed))
+# placed_on CONTAINER: the players placed on a server now, one a line (nothing if it does not
+# answer).
+placed_on() { state_of "$1" | jq -r '.players[] | select(.placed) | .player' 2>/dev/null; }
+# wait_fleet_placed SECONDS WHAT: waits until every client of the three swarms has been seen
+# placed, on one server or the other, since the wait began. The swarms relaunch throughout (a
+# relaunch is a join of a few seconds), so with every client placed at some moment since, not all
+# at one moment; a failure names who never was, and where each server's players stand.
+wait_fleet_placed() {
+    local end=$(($(now_ms) + $1 * 1000)) seen=$tmp/seen-placed missing
+    : >"$seen"
+    while true; do
+        { placed_on "$server"; placed_on "$server_b"; } >>"$seen"
+        missing=$(swarm_players | { grep -vxF -f "$seen" || true; } | tr '\n' ' ')
+        [ -n "$missing" ] || return 0
+        (($(now_ms) < end)) || fail "$2: not within $1 s: never placed since: $missing($(fleet_unplaced))"
+        sleep 0.3
+    done
+}
+# fleet_unplaced: each server's players that are not placed there now (for a failure's message).
+fleet_unplaced() {
+    local a b
+    a=$(state_of "$server" | jq -r '[.players[] | select(.placed | not) | .player] | join(" ")' 2>/dev/null)
+    b=$(state_of "$server_b" | jq -r '[.players[] | select(.placed | not) | .player] | join(" ")' 2>/dev/null)
+    echo "not placed on server A now: ${a:-none or no answer}; on server-b: ${b:-none or no answer}"
+}
+# half_placed_at CONTAINER CLAIMED: in the middle of a move to the server: some travellers'
+# claims committed there (travellers_placed above CLAIMED) while others are still in their join
+# (players logged in there that are not placed). One scrape.
+half_placed_at() {
+    docker exec "$1" /usr/local/bin/gatehouse-server probe /metrics 2>/dev/null | awk -v claimed="$2" '
+        $1 == "gatehouse_players" { players = $2 }
+        $1 == "gatehouse_placed_players" { placed = $2 }
+        $1 == "gatehouse_travellers_placed_total" { total = $2 }
+        END { exit !(total > claimed && players > placed) }'
 }
 # swarms_left: seconds until the swarms' runs end.
 swarms_left() { echo $((dur_s - ($(now_ms) - swarms_started) / 1000)); }
@@ -279,7 +304,7 @@ move_to_b() {
     wait_until 30 "$what: server A's players_travelled rising" above "$server" players_travelled "$travelled0"
     wait_until 30 "$what: server-b's travellers_placed rising" above "$server_b" travellers_placed "$placed0"
     wait_until 30 "$what: server A's travel ended" between_transitions "$server"
-    wait_until 30 "$what: every client placed" fleet_placed 0 100 200
+    wait_fleet_placed 30 "$what: every client placed"
     moved=$(($(counter "$server" players_travelled) - travelled0))
     note "$what: to server-b (travel to isle on server A)" "$(since "$t") s: $moved travelled, $(($(counter "$server_b" travellers_placed) - placed0)) placed there"
 }
@@ -310,7 +335,7 @@ move_to_a() {
         ((attempt < 5)) || fail "$what: server A refused server-b's travellers 5 times"
     done
     wait_until 30 "$what: server A's travellers_placed rising" above "$server" travellers_placed "$placed0"
-    wait_until 30 "$what: every client placed" fleet_placed 0 100 200
+    wait_fleet_placed 30 "$what: every client placed"
     note "$what: back to server A (travel to $node on server-b)" "$(since "$t") s: $(($(counter "$server_b" players_travelled) - travelled0)) travelled, $(($(counter "$server" travellers_placed) - placed0)) placed there; attempts $attempt, $(since "$started") s in all"
 }
 
@@ -454,35 +479,53 @@ step "kill-destination: docker kill of server-b while players move to it, then d
 wait_until 30 "server A between transitions" between_transitions "$server"
 sent0=$(counter "$server" travellers_sent_back)
 travelled0=$(counter "$server" players_travelled)
+claimed0=$(counter "$server_b" travellers_placed)
 address_b=$(docker inspect -f "{{(index .NetworkSettings.Networks \"$network\").IPAddress}}" "$server_b")
 travel_to "$server" isle
 t=$(now_ms)
-wait_until 20 "travellers logging in at server-b" logging_in_at "$server_b"
+# Killed once the first travellers are placed there and before the last are: both kinds of
+# player lose it (the joins there last a second or two: the swarms stream 0.6 to 1.2 s a level).
+wait_until 20 "server-b half way through the move (some claimed, some joining)" \
+    half_placed_at "$server_b" "$claimed0"
 kill_at=$(stamp)
 docker kill "$server_b" >/dev/null
-note "server-b killed mid-move" "$(since "$t") s after the travel to isle, with travellers in their join"
+note "server-b killed mid-move" "$(since "$t") s after the travel to isle: some placed there, some in their join"
 t=$(now_ms)
 wait_until $((peer_idle_s + 4)) "server A sending the unplaced players back" \
     above "$server" travellers_sent_back "$sent0"
 note "  server A sent the unplaced back (polled)" "$(since "$t") s after the kill (bound: peer idle timeout $peer_idle_s s + 4 s)"
 wait_until 30 "server A's travel ended" between_transitions "$server"
 note "  players placed on server-b / sent back (server A's counters)" "$(($(counter "$server" players_travelled) - travelled0)) / $(($(counter "$server" travellers_sent_back) - sent0)); recalls unconfirmed: $(counter "$server" recalls_unconfirmed)"
-note "  the travel ended (server A's log)" "$(log_after "$kill_at" '.message == "every player placed; transition ended"') s after the kill"
-# The players sent back are server A's again: placed there by the transition ending the travel.
-wait_until 30 "every player on server A placed" eval '[ "$(metric "$server" gatehouse_players)" = "$(metric "$server" gatehouse_placed_players)" ]'
-note "  server A's players placed (sent back, or never moved)" "$(metric "$server" gatehouse_placed_players)"
+note "  the travel ended (server A's log)" "$(log_after "$kill_at" '.message == "travel to another server ended"') s after the kill"
+# The players sent back are server A's again: placed there by the transition ending the travel
+# (each seen placed there since the kill: the swarms relaunch throughout).
+# A recall that lost to server-b's claim left its player there (counted travelled).
+returned=$(comm -23 <(server_log "$kill_at" \
+    'select(.message == "recalling a moving player" or .message == "moving player sent back") | .player' |
+    sort -u) <(server_log "$kill_at" \
+    'select(.message == "recall lost to the destination'"'"'s claim: placed there") | .player' | sort -u))
+[ -n "$returned" ] || fail "server A's log names no player recalled or sent back after the kill"
+seen=$tmp/seen-returned
+: >"$seen"
+placed_back() {
+    placed_on "$server" >>"$seen"
+    [ -z "$(grep -vxF -f "$seen" <<<"$returned")" ]
+}
+wait_until 30 "the players sent back placed on server A" placed_back
+note "  the players sent back, placed on server A" "$(wc -l <<<"$returned") ($(tr '\n' ' ' <<<"$returned" | sed 's/ $//'))"
 t=$(now_ms)
 docker start "$server_b" >/dev/null
 wait_until 30 "server-b answering again" eval 'docker exec "$server_b" /usr/local/bin/gatehouse-server probe >/dev/null 2>&1'
 note "server-b started again, answering" "$(since "$t") s (address $( [ "$(docker inspect -f "{{(index .NetworkSettings.Networks \"$network\").IPAddress}}" "$server_b")" = "$address_b" ] && echo kept || echo changed))"
-wait_until 60 "every client placed again, on either server" fleet_placed 0 100 200
-note "every client placed again (those placed on server-b relaunched there)" "$(since "$t") s after the start"
+wait_fleet_placed 60 "every client placed again, on either server"
+note "every client placed again (those server-b had placed reconnected)" "$(since "$t") s after the start"
 ((left_s = $(swarms_left), left_s >= 25)) || fail "the swarms end in $left_s s: too soon for the rejoin (raise DURATION)"
 move_to_b "rejoin"
 move_to_a "rejoin"
 note "travel steps" "$(since "$travel_started") s; the swarms run on for $(swarms_left) s"
 
 step "reports: each swarm's run ends, its report clean (--check)"
+unclean=()
 for s in a b c; do
     c=sim_$s
     code=$(timeout $((dur_s + 90)) docker wait "${!c}") || fail "swarm $s still running"
@@ -491,10 +534,12 @@ for s in a b c; do
         "$tmp/report-$s.json" 2>/dev/null || echo "no report")
     note "swarm $s: exit $code" "$line"
     if [ "$code" != 0 ]; then
-        docker logs --tail 25 "${!c}" 2>&1
-        fail "swarm $s's report is not clean (exit code $code)"
+        unclean+=("$s")
+        note "  swarm $s's problems" "$(jq -r '.problems | join("; ")' "$tmp/report-$s.json" 2>/dev/null || echo "no report")"
     fi
 done
+# Every swarm's report first, then the verdict.
+((${#unclean[@]} == 0)) || fail "the reports of swarms ${unclean[*]} are not clean"
 mem_end=$(mem)
 note "server memory at the end (docker stats)" "$mem_end (at the start: $mem_start)"
 
