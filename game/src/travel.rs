@@ -421,7 +421,7 @@ impl Game {
         transition: TransitionId,
     ) -> bool {
         let Some(travel) = self.outbound.travel_mut(transition) else { return false };
-        let detail = "its client could not reach the destination";
+        let detail = "its client gave the move up (TravelAbandoned)";
         match travel.movers.get(player) {
             Some(Mover::Ticketed { .. }) => {
                 self.recall(player, Some(TransitionFailure::DestinationLost), detail)

@@ -66,7 +66,7 @@ struct Cli {
     server_fingerprint: Option<CertificatePin>,
     /// Trust this certificate (DER or PEM) too, beside --server-cert: another server of a
     /// fleet, which a move to another server may name without a fingerprint (docs/simulator.md,
-    /// "Moves between servers"). Repeat it for each server.
+    /// "Moves to another server"). Repeat it for each server.
     #[arg(long, value_name = "PATH", conflicts_with = "server_fingerprint")]
     trust_cert: Vec<PathBuf>,
     /// Name the certificate is checked against.

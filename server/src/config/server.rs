@@ -988,10 +988,11 @@ impl ServerConfig {
     }
 
     /// A world with a node another server hosts (`remote = true`) needs a fleet to find that
-    /// server: `fleet.directory` other than `none` (docs/spec/travel.md V12).
+    /// server: `fleet.directory` other than `none`, and under `static` an entry of
+    /// `[[fleet.servers]]` that lists the node (docs/spec/travel.md V12).
     ///
     /// # Errors
-    /// [`ConfigError::Invalid`] for `fleet.directory`, naming the remote node.
+    /// [`ConfigError::Invalid`] for `fleet.directory` or `fleet.servers`, naming the remote node.
     pub fn check_world(&self, world: &gatehouse_game::world::WorldMap) -> Result<(), ConfigError> {
         let remote = world.nodes.iter().find(|n| n.remote);
         match (remote, self.fleet.directory) {
@@ -1003,6 +1004,19 @@ impl ServerConfig {
                 ),
                 "\"none\"",
             )),
+            (_, DirectoryKind::Static) => {
+                // A static list must name a server for every remote node, or a travel there
+                // can only fail.
+                let listed = |node: &str| self.fleet.servers.iter().any(|s| s.nodes.iter().any(|n| n == node));
+                match world.nodes.iter().find(|n| n.remote && !listed(n.id.as_str())) {
+                    Some(node) => Err(self.invalid(
+                        "fleet.servers",
+                        format!("an entry whose `nodes` lists {}, the world's remote node", node.id),
+                        "none",
+                    )),
+                    None => Ok(()),
+                }
+            }
             _ => Ok(()),
         }
     }
@@ -1620,6 +1634,15 @@ mod tests {
         parse("").unwrap().check_world(&local).unwrap();
         let mut fleet = parse("").unwrap();
         fleet.fleet.directory = DirectoryKind::Static;
+        let err = fleet.check_world(&world).unwrap_err().to_string();
+        assert!(err.starts_with("invalid fleet.servers"), "no entry hosts isle: {err}");
+        fleet.fleet.servers = vec![StaticServer {
+            id: "isle-1".into(),
+            address: "127.0.0.1:7777".into(),
+            server_name: "localhost".into(),
+            certificate_sha256: None,
+            nodes: vec!["isle".into()],
+        }];
         fleet.check_world(&world).unwrap();
     }
 
