@@ -1,13 +1,15 @@
 //! What the contract tests share: their worlds (from `gatehouse_tests::worlds`), and readable
 //! predicates over messages and sessions.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use gatehouse_protocol::{ClientMessage, PlayerId, ServerMessage, TransitionId};
 use gatehouse_server::game::Output;
 use gatehouse_tests::carries;
-use gatehouse_tests::sim::{ClientId, Sim};
+use gatehouse_tests::sim::{ClientId, Conditions, Sim};
 pub(crate) use gatehouse_tests::worlds::{HAZARDOUS, PLAIN};
+use proptest::test_runner::Config as ProptestConfig;
 
 pub(crate) fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -15,6 +17,31 @@ pub(crate) fn ms(n: u64) -> Duration {
 
 pub(crate) fn secs(n: u64) -> Duration {
     Duration::from_secs(n)
+}
+
+/// Each direction of each connection of a property's run: up to 10 % of transmissions lost
+/// (`loss`), each message at most twice, so every message arrives within
+/// [`Conditions::max_delay`] (190 ms).
+pub(crate) fn lossy(loss: f64) -> Conditions {
+    Conditions { latency: ms(20), jitter: ms(20), loss, rto: ms(50), max_retransmissions: 2 }
+}
+
+/// A property's `cases` runs. No failure file: a case saved under one mutant would be replayed
+/// first under every later one. A failure found here becomes a named scenario test.
+pub(crate) fn property_config(cases: u32) -> ProptestConfig {
+    ProptestConfig { cases, failure_persistence: None, ..ProptestConfig::default() }
+}
+
+/// A property's script of `events` (ms into the run, what happens), each as `action`, by when
+/// it comes due (ties in the order given); and the next free ordinal, for actions the script
+/// adds as it plays.
+pub(crate) fn script<E: Clone, A>(
+    events: &[(u64, E)],
+    action: impl Fn(E) -> A,
+) -> (BTreeMap<(Duration, u64), A>, u64) {
+    let schedule =
+        events.iter().enumerate().map(|(n, (at, e))| ((ms(*at), n as u64), action(e.clone())));
+    (schedule.collect(), events.len() as u64)
 }
 
 pub(crate) fn is_ack(m: &ClientMessage) -> bool {

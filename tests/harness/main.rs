@@ -14,3 +14,4 @@ mod placement;
 mod progress;
 mod respawn;
 mod transitions;
+mod travel;

@@ -8,7 +8,7 @@
 //! clients that answer within a bounded time, every transition ends within the bound
 //! [`answering_bound`] states.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use gatehouse_client_sim::session::SessionConfig;
@@ -181,12 +181,6 @@ fn route_world() -> String {
     format!("{HAZARDOUS}\n[travel]\nroute = [\"forest\", \"harbor\"]\ninterval_ms = 2000\n")
 }
 
-/// Each direction of each connection: up to 10 % of transmissions lost, each message at most
-/// twice, so every message arrives within [`Conditions::max_delay`] (190 ms).
-fn lossy(loss: f64) -> Conditions {
-    Conditions { latency: ms(20), jitter: ms(20), loss, rto: ms(50), max_retransmissions: 2 }
-}
-
 /// The bound every transition of the property's runs ends within, from its start: the saves in
 /// flight when it started (the store answers within 20 ms), the server's streaming of the
 /// destination (400 ms at most in the plain world, jitter included) and its spawn points
@@ -306,11 +300,7 @@ fn play(seed: u64, loss: f64, events: &[(u64, Churn)]) -> (Sim, Vec<String>) {
     let mut sim = Sim::new(config);
     let mut clients: Vec<Option<ClientId>> =
         PLAYERS.iter().map(|name| Some(sim.connect(name))).collect();
-    let mut schedule: BTreeMap<(Duration, u64), Action> = BTreeMap::new();
-    for (n, (at, change)) in events.iter().enumerate() {
-        schedule.insert((ms(*at), n as u64), Action::Churn(change.clone()));
-    }
-    let mut next = events.len() as u64;
+    let (mut schedule, mut next) = script(events, Action::Churn);
     let mut watch = AwaitedWatch::default();
     while let Some(((at, _), action)) = schedule.pop_first() {
         sim.run_for_observing(at.saturating_sub(sim.elapsed()), |s| watch.observe(s));
@@ -390,13 +380,7 @@ fn transitions(sim: &Sim) -> Vec<Seen> {
 }
 
 proptest! {
-    // No failure file: a case saved under one mutant would be replayed first under every later
-    // one. A failure found here becomes a named scenario test.
-    #![proptest_config(ProptestConfig {
-        cases: 48,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(property_config(48))]
 
     /// Progress (docs/protocol.md 4.2): under any interleaving of relaunches, disconnects and
     /// returns, late ready reports and loss, with clients that answer within a bounded time,

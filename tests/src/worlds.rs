@@ -12,6 +12,14 @@ pub const PLAIN: &str = include_str!("../worlds/plain.toml");
 /// (`tests/worlds/hazardous.toml`).
 pub const HAZARDOUS: &str = include_str!("../worlds/hazardous.toml");
 
+/// A fleet's source for travel between servers: [`PLAIN`]'s nodes and `isle`, which
+/// [`ISLE`]'s server hosts (`tests/worlds/hub.toml`).
+pub const HUB: &str = include_str!("../worlds/hub.toml");
+
+/// A fleet's destination: one node, `isle`, with `harbor` hosted by [`HUB`]'s server
+/// (`tests/worlds/isle.toml`).
+pub const ISLE: &str = include_str!("../worlds/isle.toml");
+
 /// Two plain nodes with a 1.5 s boot, so clients started with the server log in during the boot
 /// transition; for end-to-end tests (`tests/worlds/slow-boot.toml`).
 pub const SLOW_BOOT: &str = include_str!("../worlds/slow-boot.toml");
@@ -51,6 +59,8 @@ mod tests {
             ("core.toml", CORE),
             ("plain.toml", PLAIN),
             ("hazardous.toml", HAZARDOUS),
+            ("hub.toml", HUB),
+            ("isle.toml", ISLE),
             ("slow-boot.toml", SLOW_BOOT),
             ("quick.toml", QUICK),
             ("load-world.toml", LOAD),

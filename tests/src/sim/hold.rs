@@ -1,10 +1,14 @@
-//! Holds: the test hook for arrival orders. A hold keeps back every message of one connection,
-//! in one direction, that matches its filter, until the test releases it; the rest flows.
+//! Holds: the test hook for arrival orders. A hold keeps back every message of one client's
+//! connections, in one direction, or of one peer link's direction, that matches its filter,
+//! until the test releases it; the rest flows.
 //!
 //! A hold breaks the stream's order on purpose: it produces the orders that the ids in every
-//! message exist to survive (a late `EndTransition`, a ready report overtaken by a travel). On
-//! release the kept messages are sent again, in the order they were kept.
+//! message exist to survive (a late `EndTransition`, a ready report overtaken by a travel, a
+//! ticket before its seat's confirmation). On release the kept messages are sent again, in the
+//! order they were kept; a hold never released is a path that drops what it matches.
 
+use gatehouse_client::LinkId;
+use gatehouse_protocol::fleet::PeerMessage;
 use gatehouse_protocol::{ClientMessage, ServerMessage};
 
 use super::ClientId;
@@ -15,32 +19,34 @@ pub struct HoldId(usize);
 
 /// One hold and what it kept back.
 pub(crate) enum Hold {
-    /// Server messages to `client`.
+    /// Server messages to `client`, each with the link it was meant for.
     ToClient {
         client: ClientId,
         filter: Box<dyn Fn(&ServerMessage) -> bool>,
-        held: Vec<ServerMessage>,
+        held: Vec<(LinkId, ServerMessage)>,
     },
-    /// `client`'s messages to the server.
+    /// `client`'s messages to a server, each with the link it was sent on.
     ToServer {
         client: ClientId,
         filter: Box<dyn Fn(&ClientMessage) -> bool>,
-        held: Vec<ClientMessage>,
+        held: Vec<(LinkId, ClientMessage)>,
+    },
+    /// Peer messages from the server `from` to the server `to` (indices of the simulation's
+    /// servers).
+    Peer {
+        from: usize,
+        to: usize,
+        filter: Box<dyn Fn(&PeerMessage) -> bool>,
+        held: Vec<PeerMessage>,
     },
 }
 
 impl Hold {
-    /// The client whose connection it holds.
-    pub(crate) fn client(&self) -> ClientId {
-        match self {
-            Hold::ToClient { client, .. } | Hold::ToServer { client, .. } => *client,
-        }
-    }
-
     fn held_count(&self) -> usize {
         match self {
             Hold::ToClient { held, .. } => held.len(),
             Hold::ToServer { held, .. } => held.len(),
+            Hold::Peer { held, .. } => held.len(),
         }
     }
 }
@@ -70,15 +76,27 @@ impl Holds {
         self.add(Hold::ToServer { client, filter: Box::new(filter), held: Vec::new() })
     }
 
+    /// Starts holding peer messages from server `from` to server `to` that match `filter`.
+    pub(crate) fn hold_peer(
+        &mut self,
+        from: usize,
+        to: usize,
+        filter: impl Fn(&PeerMessage) -> bool + 'static,
+    ) -> HoldId {
+        self.add(Hold::Peer { from, to, filter: Box::new(filter), held: Vec::new() })
+    }
+
     fn add(&mut self, hold: Hold) -> HoldId {
         self.holds.push(Some(hold));
         HoldId(self.holds.len() - 1)
     }
 
-    /// Keeps `message` back if a hold on `client` matches it; otherwise gives it back.
+    /// Keeps `message`, for `to` on `link`, back if a hold on `to` matches it; otherwise
+    /// gives it back.
     pub(crate) fn divert_to_client(
         &mut self,
         to: ClientId,
+        link: LinkId,
         message: ServerMessage,
     ) -> Option<ServerMessage> {
         for hold in self.holds.iter_mut().flatten() {
@@ -86,22 +104,44 @@ impl Holds {
                 && *client == to
                 && filter(&message)
             {
-                held.push(message);
+                held.push((link, message));
                 return None;
             }
         }
         Some(message)
     }
 
-    /// Keeps `message` back if a hold on `client` matches it; otherwise gives it back.
+    /// Keeps `message`, from `from` on `link`, back if a hold on `from` matches it; otherwise
+    /// gives it back.
     pub(crate) fn divert_to_server(
         &mut self,
         from: ClientId,
+        link: LinkId,
         message: ClientMessage,
     ) -> Option<ClientMessage> {
         for hold in self.holds.iter_mut().flatten() {
             if let Hold::ToServer { client, filter, held } = hold
                 && *client == from
+                && filter(&message)
+            {
+                held.push((link, message));
+                return None;
+            }
+        }
+        Some(message)
+    }
+
+    /// Keeps `message` back if a hold on the link from `from` to `to` matches it; otherwise
+    /// gives it back.
+    pub(crate) fn divert_peer(
+        &mut self,
+        from: usize,
+        to: usize,
+        message: PeerMessage,
+    ) -> Option<PeerMessage> {
+        for hold in self.holds.iter_mut().flatten() {
+            if let Hold::Peer { from: f, to: t, filter, held } = hold
+                && (*f, *t) == (from, to)
                 && filter(&message)
             {
                 held.push(message);

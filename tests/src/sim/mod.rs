@@ -1,54 +1,67 @@
-//! A deterministic harness for both sides: the real [`Game`] and N real [`ClientSession`]s
+//! A deterministic harness for both sides: real [`Game`]s and N real [`ClientSession`]s
 //! connected in memory, on simulated time, with per-message latency and loss drawn from one
 //! seed (quinn-proto's test `Pair` is the model).
 //!
-//! [`Sim`] plays both shells. The server's: it logs a connection in when its `Hello` arrives,
-//! carries the core's outputs to the clients' links (a broadcast to every connection whose
-//! `Welcome` was carried before it, as the server's carrier does: nothing before `Welcome`; a
-//! close after what was queued before it), simulates streaming and answers the store. The
-//! swarm's: it feeds each client what arrives on its link and sends what the client says. There
-//! are no sockets, no tasks and no sleeps; the real clock is read once, for the base instant.
+//! [`Sim`] plays every shell. Each server's (`servers`): it logs a connection in when its
+//! `Hello` arrives (a ticket's `Hello` as a traveller, after the ticket check the real shell
+//! makes), carries its core's outputs to the clients' links (a broadcast to every connection
+//! whose `Welcome` was carried before it, as the server's carrier does: nothing before
+//! `Welcome`; a close after what was queued before it, as `Closing`), simulates streaming and
+//! answers the store. The swarm's (`clients`): it feeds each client what arrives on each of its
+//! links and sends what the client says on the link it names, opening a link to the server a
+//! `Dial` names and closing one the client is done with. The fleet's (`fleet`), once a second
+//! server is added ([`Sim::add_server`], docs/spec/travel.md): peer links between the cores,
+//! a directory, the ticket a `TravelTo` carries, and the hooks that hold, cut or crash them.
+//! One store serves every server (`store`), with the real worker's rebasing and conditional
+//! writes. There are no sockets, no tasks and no sleeps; the real clock is read once, for the
+//! base instant.
 //!
-//! [`Sim::step`] jumps to the earliest wakeup of the core, of any client, of any message in
-//! flight, or of any scheduled streaming or store answer, and handles everything due then in
-//! one fixed order:
+//! [`Game`]: gatehouse_server::game::Game
+//! [`ClientSession`]: gatehouse_client_sim::session::ClientSession
 //!
-//! 1. scheduled server inputs (streaming, spawn points, store answers, disconnect notices), in
-//!    the order they were scheduled;
-//! 2. client messages arriving at the server, client by client, each connection in order;
-//! 3. the core's timers (after the inputs, as the shell's biased select does);
-//! 4. server messages arriving at clients, client by client;
-//! 5. each client's timers.
+//! [`Sim::step`] jumps to the earliest wakeup of any core, any client, any message in flight
+//! (on a client's link or a peer link), or any scheduled server input, and handles everything
+//! due then in one fixed order:
 //!
-//! After each input the core's outputs are drained and carried, and after each client input
-//! its messages are sent. Every draw comes from one seeded generator in that fixed order, so
-//! the same seed and the same script give the same [`Sim::trace`].
+//! 1. scheduled server inputs (streaming, spawn points, store and directory answers,
+//!    disconnect notices, lost peer links), in the order they were scheduled;
+//! 2. client messages arriving at the servers, client by client, the first link with one due
+//!    first;
+//! 3. peer messages arriving, link by link (by the sender's index, then the receiver's), each
+//!    in order;
+//! 4. the cores' timers, server by server (after the inputs, as the shell's biased select
+//!    does);
+//! 5. server messages arriving at clients, client by client, the first link with one due
+//!    first;
+//! 6. each client's timers.
 //!
-//! Modules: `link` (one connection's ordered, lossy stream), `hold` (test hooks for arrival
-//! orders), `store` (saves in memory), `trace` (the record of a run).
+//! After each input a core's outputs are drained and carried, and after each client input its
+//! messages are sent. Every draw comes from one seeded generator in that fixed order, so the
+//! same seed and the same script give the same [`Sim::trace`].
+//!
+//! Modules: `servers` (each server's shell), `clients` (each client's links and the swarm's
+//! shell), `fleet` (what a second server adds: peer links, directory, tickets, their hooks),
+//! `link` (one ordered, lossy stream), `hold` (test hooks for arrival orders), `store` (saves
+//! in memory), `observe` (what tests read), `trace` (the record of a run).
 
+mod clients;
+mod fleet;
 mod hold;
 mod link;
+mod observe;
+mod servers;
 mod store;
 mod trace;
 
 use std::collections::BTreeMap;
-use std::path::Path;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gatehouse_client::LinkId;
 use gatehouse_client_sim::client::ClientConfig;
-use gatehouse_client_sim::session::{ClientSession, SessionConfig};
-use gatehouse_protocol::{
-    ClientMessage, CloseCode, NodeId, PlayerId, ReplicatedChange, ServerMessage,
-};
-use gatehouse_server::config::{AuthConfig, FleetConfig, GameConfig, NetworkConfig, parse_world};
-use gatehouse_server::game::{
-    ConnectionId, Departure, Game, GameRules, Input, KnownWorld, LoadId, Output,
-};
-use gatehouse_server::store::{LoadOutcome, PlayerSave, SessionSave};
-use gatehouse_server::world::SimulatedWorld;
+use gatehouse_client_sim::session::SessionConfig;
+use gatehouse_protocol::{ClientMessage, NodeId, PlayerId, ServerId, ServerMessage};
+use gatehouse_server::config::{AuthConfig, FleetConfig, GameConfig, NetworkConfig};
+use gatehouse_server::game::{GameRules, Input};
+use gatehouse_server::store::PlayerSave;
 use rand::rngs::StdRng;
 use rand::{RngExt as _, SeedableRng as _};
 
@@ -56,8 +69,10 @@ pub use hold::HoldId;
 pub use link::{Conditions, NetStats};
 pub use trace::{Event, TraceEvent};
 
+use clients::SimClient;
+use fleet::Fleet;
 use hold::{Hold, Holds};
-use link::Link;
+use servers::{Scheduled, SimServer};
 use store::MemoryStore;
 
 /// Steps one `run_*` call may take: far more than any scenario needs, so a loop that makes no
@@ -77,15 +92,28 @@ pub struct SimConfig {
     /// Seeds every draw: latency, jitter, loss, streaming jitter, store latency, and (derived per
     /// client) each client's own stream times and UI delays.
     pub seed: u64,
-    /// The world map, as `world.toml` text.
+    /// The first server's fleet id (`fleet.server_id`): what tickets name as its source or
+    /// destination, and what the other servers' peer messages come from.
+    pub server: ServerId,
+    /// The first server's world map, as `world.toml` text.
     pub world: String,
-    /// The core's rules: the server's defaults (settle 15 s, spawn retry 100 ms, client-ready
-    /// 30 s, kick) and 64 players unless changed.
+    /// The first server's rules: the server's defaults (settle 15 s, spawn retry 100 ms,
+    /// client-ready 30 s, kick; `fleet.seat_hold_ms` 10 s, `fleet.peer_timeout_ms` 2 s,
+    /// `fleet.resolve_timeout_ms` 5 s) and 64 players unless changed.
     pub rules: GameRules,
-    /// Each direction of each connection, unless a client is connected with its own.
+    /// Each direction of each client connection, unless a client is connected with its own.
     pub net: Conditions,
-    /// A store answer comes this long after the load was asked for: uniformly between the
-    /// bounds (inclusive).
+    /// Each direction of each peer link between two servers.
+    pub peer: Conditions,
+    /// How long a peer link whose other end went silent (cut, or its server crashed) takes to be
+    /// reported lost (`fleet.peer_idle_timeout_ms`, 3 s); a message to a server whose link is
+    /// down is reported lost after `fleet.peer_timeout_ms` (a dial that never links).
+    pub peer_idle_timeout: Duration,
+    /// How long a client takes to notice that the server at the other end of a link crashed
+    /// (the client's QUIC idle timeout, 10 s by default: docs/client.md).
+    pub client_idle_timeout: Duration,
+    /// A store answer comes this long after it was asked for: uniformly between the bounds
+    /// (inclusive).
     pub store_latency: (Duration, Duration),
     /// Clients' behaviour, unless a client is connected with its own; its seed is replaced by
     /// one derived from [`SimConfig::seed`] and the client's index.
@@ -93,24 +121,62 @@ pub struct SimConfig {
 }
 
 impl SimConfig {
-    /// A run of `world` seeded with `seed`: the server's default rules, a LAN-like network
-    /// ([`Conditions::lan`]), a 5 – 20 ms store and the default client behaviour. The world is
-    /// checked by [`Sim::new`].
+    /// A run of `world` seeded with `seed`, on one server named `sim-1`: the server's default
+    /// rules, a LAN-like network ([`Conditions::lan`]) for clients and peer links, a 5 – 20 ms
+    /// store and the default client behaviour. The world is checked by [`Sim::new`].
     pub fn new(world: &str, seed: u64) -> SimConfig {
         SimConfig {
             seed,
+            server: server_id("sim-1"),
             world: world.to_owned(),
-            rules: gatehouse_server::config::game_rules(
-                &GameConfig::default(),
-                &AuthConfig::default(),
-                &NetworkConfig { max_players: 64, ..NetworkConfig::default() },
-                &FleetConfig::default(),
-            ),
+            rules: default_rules(),
             net: Conditions::lan(),
+            peer: Conditions::lan(),
+            peer_idle_timeout: FleetConfig::default().peer_idle_timeout,
+            client_idle_timeout: Duration::from_secs(10),
             store_latency: (Duration::from_millis(5), Duration::from_millis(20)),
             session: SessionConfig::default(),
         }
     }
+}
+
+/// Another server of the fleet ([`Sim::add_server`]).
+#[derive(Debug, Clone)]
+pub struct ServerSpec {
+    /// Its fleet id.
+    pub id: ServerId,
+    /// Its world map, as `world.toml` text.
+    pub world: String,
+    /// Its rules.
+    pub rules: GameRules,
+}
+
+impl ServerSpec {
+    /// A server `id` on `world`, with the rules [`SimConfig::new`] gives.
+    ///
+    /// # Panics
+    /// If `id` is not a valid server id.
+    pub fn new(id: &str, world: &str) -> ServerSpec {
+        ServerSpec { id: server_id(id), world: world.to_owned(), rules: default_rules() }
+    }
+}
+
+/// The server's default rules, with a cap of 64 players.
+fn default_rules() -> GameRules {
+    gatehouse_server::config::game_rules(
+        &GameConfig::default(),
+        &AuthConfig::default(),
+        &NetworkConfig { max_players: 64, ..NetworkConfig::default() },
+        &FleetConfig::default(),
+    )
+}
+
+/// `id` as a server id.
+///
+/// # Panics
+/// If it is not a valid one: a test's typo.
+fn server_id(id: &str) -> ServerId {
+    ServerId::new(id).unwrap_or_else(|e| panic!("server id {id:?}: {e}"))
 }
 
 /// How one client is connected.
@@ -118,93 +184,32 @@ impl SimConfig {
 pub struct ClientOptions {
     /// Its transport behaviour (stream times, restart after death, seed).
     pub session: SessionConfig,
-    /// Its game side; `None`: [`ClientSession::new`]'s default, seeded from the session seed.
+    /// Its game side; `None`: [`ClientSession::new`](gatehouse_client_sim::session::ClientSession::new)'s default, seeded from the session seed.
     pub client: Option<ClientConfig>,
     /// Client → server.
     pub uplink: Conditions,
     /// Server → client.
     pub downlink: Conditions,
+    /// The server its first link goes to: the first server unless changed.
+    pub server: ServerId,
 }
 
-/// What travels client → server on a connection.
-#[derive(Debug)]
-enum Up {
-    /// The first frame: the server logs the connection in when it arrives (the net shell has
-    /// verified the token; the sim has no tokens).
-    Hello,
-    /// A control message.
-    Message(ClientMessage),
-    /// The client dropped the connection; the server notices when this arrives.
-    Dropped,
-}
-
-/// What travels server → client on a connection.
-#[derive(Debug)]
-enum Down {
-    /// A control message.
-    Message(ServerMessage),
-    /// The server's close, after everything queued before it.
-    Close(CloseCode),
-}
-
-/// Whether a client's connection is still up.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum End {
-    Open,
-    /// The server's close arrived.
-    Closed(CloseCode),
-    /// The client dropped it.
-    Dropped,
-}
-
-/// One simulated client and its connection.
-struct SimClient {
-    player: PlayerId,
-    connection: ConnectionId,
-    session: ClientSession,
-    uplink: Conditions,
-    downlink: Conditions,
-    up: Link<Up>,
-    down: Link<Down>,
-    end: End,
-}
-
-/// A server input the simulated shell scheduled.
-#[derive(Debug)]
-enum Scheduled {
-    Streamed(LoadId),
-    SpawnPointsRegistered(LoadId),
-    PlayerLoad {
-        player: PlayerId,
-        ticket: u64,
-    },
-    SessionLoad,
-    /// The server's network driver ended the connection (after its close was delivered).
-    Disconnected(ConnectionId),
-}
-
-/// The real core and real clients, in memory, on simulated time. See the module documentation.
+/// Real cores and real clients, in memory, on simulated time. See the module documentation.
 pub struct Sim {
     config: SimConfig,
     rng: StdRng,
     /// The run's start: the one reading of the real clock.
     base: Instant,
     now: Instant,
-    game: Game,
-    /// The server's world: the simulated one's timings, drawn from this run's seed.
-    streamer: SimulatedWorld,
+    /// Every server, in the order they were added: the first is [`SimConfig`]'s.
+    servers: Vec<SimServer>,
     clients: Vec<SimClient>,
-    /// Connections whose `Hello` arrived and that the server has not closed, in id order.
-    accepted: BTreeMap<ConnectionId, ClientId>,
-    /// Of those, the ones whose `Welcome` was carried (broadcast targets), in id order.
-    logged_in: BTreeMap<ConnectionId, ClientId>,
-    /// The world as every client has been told it, which greets a newcomer after its
-    /// `Welcome`, as the server's carrier does (docs/protocol.md 4.5).
-    known: KnownWorld,
-    /// Server inputs by when they are due, then by the order they were scheduled in.
-    scheduled: BTreeMap<(Instant, u64), Scheduled>,
+    /// Server inputs by when they are due, then by the order they were scheduled in; each
+    /// with the index of its server.
+    scheduled: BTreeMap<(Instant, u64), (usize, Scheduled)>,
     scheduled_count: u64,
     store: MemoryStore,
+    fleet: Fleet,
     holds: Holds,
     trace: Vec<TraceEvent>,
     net: NetStats,
@@ -212,45 +217,43 @@ pub struct Sim {
 }
 
 impl Sim {
-    /// Boots the core on `config.world` at the run's start and carries its first outputs (the
-    /// session load, the boot travel).
+    /// Boots the first server's core on `config.world` at the run's start and carries its first
+    /// outputs (the session load, the boot travel).
     ///
     /// # Panics
     /// If the world text is not a valid world map.
     pub fn new(config: SimConfig) -> Sim {
-        let world = parse_world(Path::new("sim-world.toml"), &config.world)
-            .unwrap_or_else(|e| panic!("the simulated world: {e}"));
         let base = Instant::now();
-        let world = Arc::new(world);
-        let streamer = SimulatedWorld::new(world.clone());
-        let game = Game::new(config.rules.clone(), world, base);
+        let first = ServerSpec {
+            id: config.server.clone(),
+            world: config.world.clone(),
+            rules: config.rules.clone(),
+        };
         let mut sim = Sim {
             rng: StdRng::seed_from_u64(config.seed),
             config,
             base,
             now: base,
-            game,
-            streamer,
+            servers: Vec::new(),
             clients: Vec::new(),
-            accepted: BTreeMap::new(),
-            logged_in: BTreeMap::new(),
-            known: KnownWorld::default(),
             scheduled: BTreeMap::new(),
             scheduled_count: 0,
             store: MemoryStore::default(),
+            fleet: Fleet::default(),
             holds: Holds::default(),
             trace: Vec::new(),
             net: NetStats::default(),
             steps: 0,
         };
-        sim.carry_outputs();
+        sim.add_server(first);
         sim
     }
 
     // --- The script ----------------------------------------------------------------------
 
     /// The options the next client connects with by default: the run's network and session
-    /// behaviour, with a seed derived from the run's seed and the client's index.
+    /// behaviour, with a seed derived from the run's seed and the client's index, on the first
+    /// server.
     pub fn client_options(&self) -> ClientOptions {
         let index = self.clients.len() as u64 + 1;
         let seed = self.config.seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15);
@@ -259,89 +262,55 @@ impl Sim {
             client: None,
             uplink: self.config.net,
             downlink: self.config.net,
+            server: self.config.server.clone(),
         }
     }
 
-    /// Connects a client playing `name` with the default options; its `Hello` leaves now.
+    /// Connects a client playing `name` to the first server with the default options; its
+    /// `Hello` leaves now.
     pub fn connect(&mut self, name: &str) -> ClientId {
         let options = self.client_options();
         self.connect_with(name, options)
     }
 
-    /// Connects a client playing `name`; its `Hello` leaves now. Connecting a name already
-    /// connected is a relaunch: the server replaces the older connection.
-    ///
-    /// # Panics
-    /// If `name` is not a valid player id.
-    pub fn connect_with(&mut self, name: &str, options: ClientOptions) -> ClientId {
-        let player = PlayerId::new(name).unwrap_or_else(|e| panic!("player id {name:?}: {e}"));
-        let client = ClientId(self.clients.len());
-        let connection = ConnectionId(client.0 as u64 + 1);
-        let session = match options.client {
-            Some(game_side) => ClientSession::with_client(self.now, options.session, game_side),
-            None => ClientSession::new(self.now, options.session),
-        };
-        self.clients.push(SimClient {
-            player: player.clone(),
-            connection,
-            session,
-            uplink: options.uplink,
-            downlink: options.downlink,
-            up: Link::default(),
-            down: Link::default(),
-            end: End::Open,
-        });
-        self.record(Event::Connect { client, connection, player });
-        // Its session's first output is its `Hello`.
-        self.send_client_outputs(client);
-        client
-    }
-
-    /// Makes `client` send `message` now, as if its session had (a `Leave`, or a forged or
-    /// replayed message).
+    /// Makes `client` send `message` now on the link it plays on, as if its session had (a
+    /// `Leave`, or a forged or replayed message).
     pub fn send(&mut self, client: ClientId, message: ClientMessage) {
-        if self.clients[client.0].end == End::Open {
-            self.client_sends(client, message);
+        let link = self.clients[client.0].session.link();
+        if self.clients[client.0].is_open(link) {
+            self.client_sends(client, link, message);
         }
     }
 
-    /// Changes the conditions of `client`'s uplink (client → server) for messages sent from now.
+    /// Changes the conditions of `client`'s uplinks (client → server) for messages sent from
+    /// now.
     pub fn set_uplink(&mut self, client: ClientId, conditions: Conditions) {
         self.clients[client.0].uplink = conditions;
     }
 
-    /// Changes the conditions of `client`'s downlink (server → client) for messages sent from
+    /// Changes the conditions of `client`'s downlinks (server → client) for messages sent from
     /// now.
     pub fn set_downlink(&mut self, client: ClientId, conditions: Conditions) {
         self.clients[client.0].downlink = conditions;
     }
 
-    /// `client` drops its connection without a word: nothing more reaches it, and the server
-    /// learns of it one uplink delay later.
-    pub fn disconnect(&mut self, client: ClientId) {
-        let c = &mut self.clients[client.0];
-        if c.end != End::Open {
-            return;
-        }
-        c.end = End::Dropped;
-        let connection = c.connection;
-        self.net.dropped += c.down.clear() as u64;
-        self.record(Event::Dropped { connection });
-        self.send_up(client, Up::Dropped);
-    }
-
-    /// An operator travel to `node` (the admin endpoint's), now.
+    /// An operator travel to `node` (the admin endpoint's) on the first server, now.
     ///
     /// # Panics
     /// If `node` is not a valid node id.
     pub fn travel(&mut self, node: &str) {
-        let node = NodeId::new(node).unwrap_or_else(|e| panic!("node id {node:?}: {e}"));
-        self.record(Event::Travel { node: node.clone() });
-        self.feed(Input::Travel { node });
+        self.travel_on(0, node);
     }
 
-    /// From now on, keeps back the server messages to `client` that match `filter`, until
-    /// [`Sim::release`]. The other messages flow past them.
+    /// An operator travel to `node` on server `server`, now.
+    fn travel_on(&mut self, server: usize, node: &str) {
+        let node = NodeId::new(node).unwrap_or_else(|e| panic!("node id {node:?}: {e}"));
+        self.record_at(server, Event::Travel { node: node.clone() });
+        self.feed(server, Input::Travel { node });
+    }
+
+    /// From now on, keeps back the server messages to `client` (on any of its links) that
+    /// match `filter`, until [`Sim::release`]. The other messages flow past them.
     pub fn hold_to_client(
         &mut self,
         client: ClientId,
@@ -350,8 +319,8 @@ impl Sim {
         self.holds.hold_to_client(client, filter)
     }
 
-    /// From now on, keeps back the messages `client` sends that match `filter`, until
-    /// [`Sim::release`]. The other messages flow past them.
+    /// From now on, keeps back the messages `client` sends (on any of its links) that match
+    /// `filter`, until [`Sim::release`]. The other messages flow past them.
     pub fn hold_to_server(
         &mut self,
         client: ClientId,
@@ -361,25 +330,33 @@ impl Sim {
     }
 
     /// Ends a hold: what it kept back is sent now, in the order it was kept, each with a fresh
-    /// delay. Returns how many messages that is (0 for a hold already released).
+    /// delay, on the link it was meant for (dropped if that link is closed now). Returns how
+    /// many messages that is (0 for a hold already released).
     pub fn release(&mut self, hold: HoldId) -> usize {
         let Some(hold) = self.holds.release(hold) else { return 0 };
-        let client = hold.client();
-        let connection = self.clients[client.0].connection;
         match hold {
-            Hold::ToClient { held, .. } => {
-                self.record(Event::Released { connection, count: held.len() });
+            Hold::ToClient { client, held, .. } => {
                 let count = held.len();
-                for message in held {
-                    self.send_down(client, Down::Message(message));
+                let link = held.first().map_or(self.clients[client.0].session.link(), |h| h.0);
+                self.record_link(client, link, |connection| Event::Released { connection, count });
+                for (link, message) in held {
+                    self.send_down(client, link, clients::Down::Message(message));
                 }
                 count
             }
-            Hold::ToServer { held, .. } => {
-                self.record(Event::Released { connection, count: held.len() });
+            Hold::ToServer { client, held, .. } => {
+                let count = held.len();
+                let link = held.first().map_or(self.clients[client.0].session.link(), |h| h.0);
+                self.record_link(client, link, |connection| Event::Released { connection, count });
+                for (link, message) in held {
+                    self.send_up(client, link, clients::Up::Message(message));
+                }
+                count
+            }
+            Hold::Peer { from, to, held, .. } => {
                 let count = held.len();
                 for message in held {
-                    self.send_up(client, Up::Message(message));
+                    self.put_on_peer_link(from, to, message);
                 }
                 count
             }
@@ -410,34 +387,41 @@ impl Sim {
             if entry.key().0 > now {
                 break;
             }
-            let scheduled = entry.remove();
-            self.handle_scheduled(scheduled);
+            let (server, scheduled) = entry.remove();
+            self.handle_scheduled(server, scheduled);
         }
-        // 2. Client messages arriving at the server.
+        // 2. Client messages arriving at the servers.
         for index in 0..self.clients.len() {
-            while let Some(up) = self.clients[index].up.pop_due(now) {
-                self.arrive_at_server(ClientId(index), up);
+            while let Some((link, up)) = self.clients[index].pop_due_up(now) {
+                self.arrive_at_server(ClientId(index), link, up);
             }
         }
-        // 3. The core's timers.
-        if self.game.poll_timeout().is_some_and(|at| at <= now) {
-            self.record(Event::ServerTimeout);
-            self.game.handle_timeout(now);
-            self.carry_outputs();
-        }
-        // 4. Server messages arriving at clients.
-        for index in 0..self.clients.len() {
-            while let Some(down) = self.clients[index].down.pop_due(now) {
-                self.arrive_at_client(ClientId(index), down);
+        // 3. Peer messages arriving.
+        self.deliver_peer_messages(now);
+        // 4. The cores' timers.
+        for server in 0..self.servers.len() {
+            let s = &self.servers[server];
+            if s.is_up() && s.game.poll_timeout().is_some_and(|at| at <= now) {
+                self.record_at(server, Event::ServerTimeout);
+                self.servers[server].game.handle_timeout(now);
+                self.carry_outputs(server);
             }
         }
-        // 5. The clients' timers.
+        // 5. Server messages arriving at clients.
+        for index in 0..self.clients.len() {
+            while let Some((link, down)) = self.clients[index].pop_due_down(now) {
+                self.arrive_at_client(ClientId(index), link, down);
+            }
+        }
+        // 6. The clients' timers.
         for index in 0..self.clients.len() {
             let c = &mut self.clients[index];
-            if c.end == End::Open && c.session.poll_timeout().is_some_and(|at| at <= now) {
-                let connection = c.connection;
+            if c.is_live() && c.session.poll_timeout().is_some_and(|at| at <= now) {
                 c.session.handle_timeout(now);
-                self.record(Event::ClientTimeout { connection });
+                let link = c.session.link();
+                self.record_link(ClientId(index), link, |connection| Event::ClientTimeout {
+                    connection,
+                });
                 self.send_client_outputs(ClientId(index));
             }
         }
@@ -508,190 +492,29 @@ impl Sim {
         self.now = end;
     }
 
-    // --- Observing -----------------------------------------------------------------------
-
-    /// The simulated instant now.
-    pub fn now(&self) -> Instant {
-        self.now
-    }
-
-    /// Simulated time since the run started.
-    pub fn elapsed(&self) -> Duration {
-        self.now - self.base
-    }
-
-    /// The server core (snapshot, counters, transition id).
-    pub fn game(&self) -> &Game {
-        &self.game
-    }
-
-    /// `client`'s session.
-    pub fn session(&self, client: ClientId) -> &ClientSession {
-        &self.clients[client.0].session
-    }
-
-    /// `client`'s session, mutably (to subscribe to gates, or to `finish` it).
-    pub fn session_mut(&mut self, client: ClientId) -> &mut ClientSession {
-        &mut self.clients[client.0].session
-    }
-
-    /// The player `client` plays.
-    pub fn player(&self, client: ClientId) -> &PlayerId {
-        &self.clients[client.0].player
-    }
-
-    /// `client`'s connection.
-    pub fn connection(&self, client: ClientId) -> ConnectionId {
-        self.clients[client.0].connection
-    }
-
-    /// Whether `client`'s connection is up (no close arrived, not dropped).
-    pub fn is_open(&self, client: ClientId) -> bool {
-        self.clients[client.0].end == End::Open
-    }
-
-    /// The code of the server's close that reached `client`, if one did.
-    pub fn close_code(&self, client: ClientId) -> Option<CloseCode> {
-        match self.clients[client.0].end {
-            End::Closed(code) => Some(code),
-            End::Open | End::Dropped => None,
-        }
-    }
-
-    /// Every client, in the order they connected.
-    pub fn clients(&self) -> impl Iterator<Item = ClientId> + use<> {
-        (0..self.clients.len()).map(ClientId)
-    }
-
-    /// Everything that happened so far.
-    pub fn trace(&self) -> &[TraceEvent] {
-        &self.trace
-    }
-
-    /// The last `count` trace events, one per line.
-    pub fn trace_text(&self, count: usize) -> String {
-        let skip = self.trace.len().saturating_sub(count);
-        self.trace[skip..].iter().map(|e| format!("{e}\n")).collect()
-    }
-
-    /// What the links carried.
-    pub fn net_stats(&self) -> NetStats {
-        self.net
-    }
-
-    /// Steps taken so far.
-    pub fn steps(&self) -> u64 {
-        self.steps
-    }
-
-    /// The save the store holds for `player`.
-    pub fn stored_player(&self, player: &PlayerId) -> Option<&PlayerSave> {
-        self.store.player(player)
-    }
-
-    /// The session save the store holds.
-    pub fn stored_session(&self) -> Option<&SessionSave> {
-        self.store.session()
-    }
-
-    /// Player saves the server wrote so far.
-    pub fn player_saves(&self) -> u64 {
-        self.store.player_saves
-    }
-
-    /// Every server message that reached `client`, in order.
-    pub fn received(&self, client: ClientId) -> Vec<&ServerMessage> {
-        let connection = self.connection(client);
-        self.trace
-            .iter()
-            .filter_map(|e| match &e.event {
-                Event::ToClient { connection: c, message } if *c == connection => Some(message),
-                _ => None,
-            })
-            .collect()
-    }
-
-    /// When the first server message matching `matches` reached `client`.
-    pub fn received_at(
-        &self,
-        client: ClientId,
-        matches: impl Fn(&ServerMessage) -> bool,
-    ) -> Option<Duration> {
-        let connection = self.connection(client);
-        self.trace.iter().find_map(|e| match &e.event {
-            Event::ToClient { connection: c, message } if *c == connection && matches(message) => {
-                Some(e.at)
-            }
-            _ => None,
-        })
-    }
-
-    /// Every message `client` sent (held or not), in order.
-    pub fn sent(&self, client: ClientId) -> Vec<&ClientMessage> {
-        let connection = self.connection(client);
-        self.trace
-            .iter()
-            .filter_map(|e| match &e.event {
-                Event::ClientSent { connection: c, message } if *c == connection => Some(message),
-                _ => None,
-            })
-            .collect()
-    }
-
-    /// When the first message of `client` matching `matches` reached the server.
-    pub fn arrived_at_server(
-        &self,
-        client: ClientId,
-        matches: impl Fn(&ClientMessage) -> bool,
-    ) -> Option<Duration> {
-        let connection = self.connection(client);
-        self.trace.iter().find_map(|e| match &e.event {
-            Event::ToServer { connection: c, message } if *c == connection && matches(message) => {
-                Some(e.at)
-            }
-            _ => None,
-        })
-    }
-
-    /// When the core first put out an output matching `matches`.
-    pub fn output_at(&self, matches: impl Fn(&Output) -> bool) -> Option<Duration> {
-        self.trace.iter().find_map(|e| match &e.event {
-            Event::Output(output) if matches(output) => Some(e.at),
-            _ => None,
-        })
-    }
-
-    /// When the first trace event matching `matches` happened.
-    pub fn event_at(&self, matches: impl Fn(&Event) -> bool) -> Option<Duration> {
-        self.trace.iter().find(|e| matches(&e.event)).map(|e| e.at)
-    }
-
     // --- The shells' duties --------------------------------------------------------------
 
     /// The earliest instant anything is due: a core timer, a scheduled input, a message in
-    /// flight, a client timer.
+    /// flight on a client's link or a peer link, a client timer.
     fn next_wakeup(&self) -> Option<Instant> {
-        let clients = self.clients.iter().flat_map(|c| {
-            let open = c.end == End::Open;
-            [
-                c.up.next_at(),
-                c.down.next_at().filter(|_| open),
-                c.session.poll_timeout().filter(|_| open),
-            ]
-        });
-        [self.game.poll_timeout(), self.scheduled.keys().next().map(|(at, _)| *at)]
+        let cores = self.servers.iter().filter(|s| s.is_up()).map(|s| s.game.poll_timeout());
+        let clients = self.clients.iter().flat_map(SimClient::next_wakeup);
+        [self.scheduled.keys().next().map(|(at, _)| *at), self.fleet.next_delivery()]
             .into_iter()
+            .chain(cores)
             .chain(clients)
             .flatten()
             .min()
     }
 
-    fn record(&mut self, event: Event) {
-        self.trace.push(TraceEvent { at: self.now - self.base, event });
+    /// Records `event` as happening now, at (or on a connection of) server `server`.
+    fn record_at(&mut self, server: usize, event: Event) {
+        let server = self.servers[server].id.clone();
+        self.trace.push(TraceEvent { at: self.now - self.base, server, event });
     }
 
-    fn schedule(&mut self, at: Instant, what: Scheduled) {
-        self.scheduled.insert((at, self.scheduled_count), what);
+    fn schedule(&mut self, at: Instant, server: usize, what: Scheduled) {
+        self.scheduled.insert((at, self.scheduled_count), (server, what));
         self.scheduled_count += 1;
     }
 
@@ -702,252 +525,17 @@ impl Sim {
         Duration::from_micros(if lo == hi { lo } else { self.rng.random_range(lo..=hi) })
     }
 
-    /// Feeds the core one input now, then carries what it put out.
-    fn feed(&mut self, input: Input) {
-        self.game.handle(self.now, input);
-        self.carry_outputs();
+    /// When a store answer asked for now arrives.
+    fn store_answer_at(&mut self) -> Instant {
+        let (lo, hi) = self.config.store_latency;
+        self.now + self.draw_between(lo, hi)
     }
+}
 
-    /// Sends a newcomer the world as clients know it, right after its `Welcome`.
-    fn greet(&mut self, client: ClientId) {
-        let max_frame_len = self.config.rules.max_frame_len as usize;
-        for message in self.known.messages(max_frame_len) {
-            self.server_sends(client, message);
-        }
-    }
-
-    /// The server shell's carry: every output the core has, until it has none.
-    fn carry_outputs(&mut self) {
-        while let Some(output) = self.game.poll_output() {
-            self.record(Event::Output(output.clone()));
-            match output {
-                Output::Send { connection, message } => {
-                    if let Some(&client) = self.accepted.get(&connection) {
-                        let welcome = matches!(message, ServerMessage::Welcome { .. });
-                        self.server_sends(client, message);
-                        if welcome {
-                            self.logged_in.insert(connection, client);
-                            self.greet(client);
-                        }
-                    }
-                }
-                Output::Broadcast { message } => {
-                    if let Ok(change) = ReplicatedChange::from_message(message.clone()) {
-                        self.known.apply(&change);
-                    }
-                    let targets: Vec<ClientId> = self.logged_in.values().copied().collect();
-                    for client in targets {
-                        self.server_sends(client, message.clone());
-                    }
-                }
-                Output::Close { connection, code } => {
-                    // No broadcast reaches a closed connection, even before its close arrives.
-                    self.logged_in.remove(&connection);
-                    if let Some(client) = self.accepted.remove(&connection) {
-                        self.send_down(client, Down::Close(code));
-                    }
-                }
-                Output::Stream(request) => {
-                    let Some(timing) = self.streamer.timing(&request) else {
-                        panic!("the core streamed {}, which the world lacks", request.node);
-                    };
-                    let jitter = self.draw_between(Duration::ZERO, timing.jitter);
-                    let streamed = self.now + timing.duration + jitter;
-                    self.schedule(streamed, Scheduled::Streamed(request.load));
-                    if let Some(after) = timing.spawn_points_after {
-                        let registered = Scheduled::SpawnPointsRegistered(request.load);
-                        self.schedule(streamed + after, registered);
-                    }
-                }
-                Output::LoadPlayer { player, ticket } => {
-                    let (lo, hi) = self.config.store_latency;
-                    let at = self.now + self.draw_between(lo, hi);
-                    self.schedule(at, Scheduled::PlayerLoad { player, ticket });
-                }
-                Output::SavePlayer(save) => self.store.save_player(save),
-                Output::SavePlayers(saves) => {
-                    for save in saves {
-                        self.store.save_player(save);
-                    }
-                }
-                Output::LoadSession => {
-                    let (lo, hi) = self.config.store_latency;
-                    let at = self.now + self.draw_between(lo, hi);
-                    self.schedule(at, Scheduled::SessionLoad);
-                }
-                Output::SaveSession { node, version } => self.store.save_session(node, version),
-                // Recorded above; the real shell stops the server here, after the closes
-                // before it, which the clients hear.
-                Output::WorldUnavailable { .. } => {}
-                // One core and no fleet: a travel to a remote node finds no server, and its
-                // players are sent back (docs/spec/travel.md V7); nothing else of a travel
-                // between servers follows (the harness of two cores is to be written).
-                Output::FindDestination { transition, .. } => {
-                    self.feed(Input::DestinationFound { transition, server: None });
-                }
-                Output::Peer { .. }
-                | Output::SaveHandoff { .. }
-                | Output::Handover { .. }
-                | Output::TravelTo { .. } => {}
-            }
-        }
-    }
-
-    fn handle_scheduled(&mut self, scheduled: Scheduled) {
-        match scheduled {
-            Scheduled::Streamed(load) => {
-                self.record(Event::Streamed { load });
-                self.feed(Input::Streamed { load });
-            }
-            Scheduled::SpawnPointsRegistered(load) => {
-                self.record(Event::SpawnPointsRegistered { load });
-                self.feed(Input::SpawnPointsRegistered { load });
-            }
-            Scheduled::PlayerLoad { player, ticket } => {
-                // Read when answered, so a save written meanwhile is seen (as the worker does).
-                let outcome = self.store.load_player(&player);
-                let found = matches!(outcome, LoadOutcome::Found(_));
-                self.record(Event::PlayerLoaded { player: player.clone(), found });
-                self.feed(Input::PlayerLoaded { player, ticket, outcome });
-            }
-            Scheduled::SessionLoad => {
-                let outcome = self.store.load_session();
-                let found = matches!(outcome, LoadOutcome::Found(_));
-                self.record(Event::SessionLoaded { found });
-                self.feed(Input::SessionLoaded { outcome });
-            }
-            Scheduled::Disconnected(connection) => {
-                self.accepted.remove(&connection);
-                self.logged_in.remove(&connection);
-                self.record(Event::Disconnected { connection });
-                self.feed(Input::Disconnected {
-                    connection,
-                    departure: Departure::lost("the connection ended"),
-                });
-            }
-        }
-    }
-
-    /// One server message for `client`: kept back by a hold, or put on its link.
-    fn server_sends(&mut self, client: ClientId, message: ServerMessage) {
-        match self.holds.divert_to_client(client, message) {
-            Some(message) => self.send_down(client, Down::Message(message)),
-            None => {
-                self.net.held += 1;
-                let connection = self.clients[client.0].connection;
-                self.record(Event::Held { connection });
-            }
-        }
-    }
-
-    /// One message `client` sends: kept back by a hold, or put on its link.
-    fn client_sends(&mut self, client: ClientId, message: ClientMessage) {
-        if let ClientMessage::Hello { .. } = message {
-            // The sim has no tokens: a `Hello` logs in (the server's network driver's share).
-            self.send_up(client, Up::Hello);
-            return;
-        }
-        let connection = self.clients[client.0].connection;
-        self.record(Event::ClientSent { connection, message: message.clone() });
-        match self.holds.divert_to_server(client, message) {
-            Some(message) => self.send_up(client, Up::Message(message)),
-            None => {
-                self.net.held += 1;
-                self.record(Event::Held { connection });
-            }
-        }
-    }
-
-    fn send_down(&mut self, client: ClientId, message: Down) {
-        let c = &mut self.clients[client.0];
-        if c.end != End::Open {
-            self.net.dropped += 1;
-            return;
-        }
-        let (delay, lost) = c.downlink.draw(&mut self.rng);
-        c.down.send(self.now, delay, message);
-        self.net.messages += 1;
-        self.net.retransmissions += u64::from(lost);
-    }
-
-    fn send_up(&mut self, client: ClientId, message: Up) {
-        let c = &mut self.clients[client.0];
-        let (delay, lost) = c.uplink.draw(&mut self.rng);
-        c.up.send(self.now, delay, message);
-        self.net.messages += 1;
-        self.net.retransmissions += u64::from(lost);
-    }
-
-    /// Sends everything `client`'s session wants to say on its connection, the session's first
-    /// link. The harness runs one core, so a move's destination cannot be dialled: the dial is
-    /// refused at once and the session gives the move up on its source (the harness of two
-    /// cores, docs/spec/travel.md, is to be written; it routes `Output::Dial`'s link to the
-    /// other core instead).
-    fn send_client_outputs(&mut self, client: ClientId) {
-        while let Some(output) = self.clients[client.0].session.poll_output() {
-            match output {
-                gatehouse_client::Output::Send { link: LinkId::FIRST, message } => {
-                    self.client_sends(client, message)
-                }
-                gatehouse_client::Output::Dial { link, .. } => {
-                    let now = self.now;
-                    let why = "the harness runs one server";
-                    self.clients[client.0].session.link_lost(now, link, why);
-                }
-                // A message for, or the close of, a link this harness never opened.
-                _ => {}
-            }
-        }
-        // As the swarm does: the game side's share runs once the replies are out.
-        self.clients[client.0].session.run_game_side();
-    }
-
-    /// The server's network driver, for one connection: a `Hello` logs in, a message is fed,
-    /// a drop is reported.
-    fn arrive_at_server(&mut self, client: ClientId, up: Up) {
-        let c = &self.clients[client.0];
-        let (connection, player) = (c.connection, c.player.clone());
-        match up {
-            Up::Hello => {
-                self.accepted.insert(connection, client);
-                self.record(Event::Login { connection });
-                self.feed(Input::Login { connection, player });
-            }
-            Up::Message(message) => {
-                self.record(Event::ToServer { connection, message: message.clone() });
-                self.feed(Input::Message { connection, message });
-            }
-            Up::Dropped => {
-                self.accepted.remove(&connection);
-                self.logged_in.remove(&connection);
-                self.record(Event::Disconnected { connection });
-                self.feed(Input::Disconnected {
-                    connection,
-                    departure: Departure::lost("the connection ended"),
-                });
-            }
-        }
-    }
-
-    /// The client's connection: a message is fed to the session, a close ends the connection.
-    fn arrive_at_client(&mut self, client: ClientId, down: Down) {
-        let now = self.now;
-        let c = &mut self.clients[client.0];
-        let connection = c.connection;
-        match down {
-            Down::Message(message) => {
-                c.session.handle(now, message.clone());
-                self.record(Event::ToClient { connection, message });
-                self.send_client_outputs(client);
-            }
-            Down::Close(code) => {
-                c.end = End::Closed(code);
-                self.net.dropped += c.down.clear() as u64;
-                self.record(Event::Closed { connection, code });
-                // The driver ends the connection once its close went out; the core hears of it
-                // then.
-                self.schedule(now, Scheduled::Disconnected(connection));
-            }
-        }
-    }
+/// `name` as a player id.
+///
+/// # Panics
+/// If it is not a valid one: a test's typo.
+fn player_id(name: &str) -> PlayerId {
+    PlayerId::new(name).unwrap_or_else(|e| panic!("player id {name:?}: {e}"))
 }
