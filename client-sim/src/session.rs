@@ -564,11 +564,15 @@ impl ClientSession {
         // Played on another server now (a move, or back from one): a restart asked of the one
         // left is void, and one is asked here once this server says the player is dead (its
         // tags: a destination knows it once the traveller's save loaded, docs/spec/travel.md V4).
+        // A respawn the server left already granted (the tags said alive) is counted at the
+        // possession that follows, wherever it comes.
         let link = Some(self.session.link());
         if link != self.vitals.link {
             self.vitals.link = link;
-            self.vitals.respawning = false;
-            self.vitals.restart_at = None;
+            if self.vitals.dead {
+                self.vitals.respawning = false;
+                self.vitals.restart_at = None;
+            }
         }
         // The game side's share: what the event changes in the replicated world.
         if let Some(game) = &mut self.game {
