@@ -607,6 +607,16 @@ impl Transitions {
     /// Freezing → Loading at `now`: the destination resolved to `target` (`ShowTransition`
     /// goes out now).
     pub(crate) fn resolve(&mut self, target: NodeId, now: Instant) -> bool {
+        self.resolve_to(target, now, |freezing| Phase::Loading(freezing.resolved()))
+    }
+
+    /// Freezing → `next(freezing)` at `now`, the destination resolved to `target`.
+    fn resolve_to(
+        &mut self,
+        target: NodeId,
+        now: Instant,
+        next: impl FnOnce(Freezing) -> Phase,
+    ) -> bool {
         let Some(t) = self.current.as_mut().filter(|t| matches!(t.phase, Phase::Freezing(_)))
         else {
             return false;
@@ -615,7 +625,7 @@ impl Transitions {
         t.target = target;
         t.resolved_at = Some(now);
         self.step(now, |phase| match phase {
-            Phase::Freezing(freezing) => Ok(Phase::Loading(freezing.resolved())),
+            Phase::Freezing(freezing) => Ok(next(freezing)),
             other => Err(other),
         })
     }
@@ -742,17 +752,7 @@ impl Transitions {
 
     /// Freezing → Moving at `now`: the destination `target` is a remote node.
     pub(crate) fn resolve_remote(&mut self, target: NodeId, now: Instant) -> bool {
-        let Some(t) = self.current.as_mut().filter(|t| matches!(t.phase, Phase::Freezing(_)))
-        else {
-            return false;
-        };
-        t.span.record("node", tracing::field::display(&target));
-        t.target = target;
-        t.resolved_at = Some(now);
-        self.step(now, |phase| match phase {
-            Phase::Freezing(freezing) => Ok(Phase::Moving(freezing.remote())),
-            other => Err(other),
-        })
+        self.resolve_to(target, now, |freezing| Phase::Moving(freezing.remote()))
     }
 
     /// Ends the travel to another server in flight at `now`, with `players` still logged in
