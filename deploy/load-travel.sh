@@ -32,6 +32,9 @@ n=${TRAVEL_CLIENTS:-500}
 rate=${TRAVEL_CONNECT_RATE:-100}
 dir=${LOAD_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/gatehouse-travel.XXXXXX")}
 mkdir -p "$dir"
+# PostgreSQL runs as its own user when this runs as root (.ci/postgres): it must reach its
+# directory inside this one, which mktemp makes 0700.
+chmod 755 "$dir"
 py="python3 deploy/load_travel.py"
 say() { echo "load-travel.sh: $*" >&2; }
 
