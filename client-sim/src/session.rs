@@ -664,6 +664,14 @@ impl ClientSession {
     fn own_tags(&mut self, now: Instant, dead: bool) {
         let vitals = &mut self.vitals;
         if dead && !vitals.dead {
+            // Dead again before the possession of a respawn the server granted (its tags said
+            // alive): back on a server whose state still holds a death, say a move that came
+            // back. That grant was the earlier death's respawn; this death asks its own.
+            if vitals.respawning {
+                vitals.respawning = false;
+                self.stats.respawns += 1;
+                self.stats.marks.push((now, MarkKind::Respawn));
+            }
             self.stats.deaths += 1;
             self.stats.marks.push((now, MarkKind::Death));
         }
@@ -1279,6 +1287,68 @@ mod tests {
             matches!(o, Output::Send { link, message: ClientMessage::RestartRequest } if *link == destination)
         });
         assert!(on_destination, "asked of the destination: {asked:?}");
+    }
+
+    /// A player that died, moved, was granted its respawn at the destination but came back to
+    /// the source (the destination closed) before that respawn's possession is dead again
+    /// there: it asks the source for a restart, and every death has its respawn.
+    #[test]
+    fn a_respawn_granted_at_a_destination_left_before_its_possession_keeps_deaths_balanced() {
+        let t0 = Instant::now();
+        let me = PlayerId::new("me").unwrap();
+        let mut s = fresh(t0, restarting_after_death());
+        s.handle(t0, welcome(me.clone(), None));
+        s.handle(t0, batched([own_tags(&me, true)]));
+        s.handle(t0, ServerMessage::FreezeCharacters { transition_id: TransitionId(1) });
+        let travel = gatehouse_protocol::TravelTo {
+            transition_id: TransitionId(1),
+            node: NodeId::new("isle").unwrap(),
+            address: "127.0.0.1:7778".into(),
+            server_name: "localhost".into(),
+            certificate_sha256: None,
+            ticket: "a.b.c".into(),
+            valid_ms: 10_000,
+        };
+        s.handle(t0, ServerMessage::TravelTo(Box::new(travel)));
+        let destination = std::iter::from_fn(|| s.poll_output())
+            .find_map(|o| match o {
+                Output::Dial { link, .. } => Some(link),
+                _ => None,
+            })
+            .expect("the destination dialled");
+        let t1 = t0 + Duration::from_millis(100);
+        s.handle_on(t1, destination, welcome(me.clone(), None));
+        s.handle_on(t1, destination, batched([own_tags(&me, true)]));
+        let asked_at = t1 + Duration::from_millis(500);
+        s.handle_timeout(asked_at);
+        // The destination grants it, then closes before the respawn's possession.
+        s.handle_on(asked_at, destination, batched([own_tags(&me, false)]));
+        let closing = ServerMessage::Closing {
+            code: gatehouse_protocol::CloseCode::ShuttingDown as u32,
+            reason: "bye".into(),
+        };
+        s.handle_on(asked_at, destination, closing);
+        assert_eq!(s.stats().deaths, 2, "back at the source, the player is dead again");
+        assert!(s.is_dead_or_respawning());
+        let _: Vec<Output> = std::iter::from_fn(|| s.poll_output()).collect();
+        let again = s.poll_timeout().expect("a restart is asked of the source");
+        s.handle_timeout(again);
+        let asked: Vec<Output> = std::iter::from_fn(|| s.poll_output()).collect();
+        let of_source = asked.iter().any(|o| {
+            matches!(o, Output::Send { link, message: ClientMessage::RestartRequest } if *link == LinkId::FIRST)
+        });
+        assert!(of_source, "asked of the source: {asked:?}");
+        s.handle(again, batched([own_tags(&me, false)]));
+        s.handle(again, ServerMessage::Possessed { pawn_id: PawnId(9) });
+        let stats = s.stats();
+        assert_eq!(
+            stats.deaths,
+            stats.respawns + stats.deaths_forgotten_by_server,
+            "every death has its respawn: {} deaths, {} respawns",
+            stats.deaths,
+            stats.respawns
+        );
+        assert!(!s.is_dead_or_respawning());
     }
 
     fn join(id: u64, node: &str, rooms: usize) -> ServerMessage {
