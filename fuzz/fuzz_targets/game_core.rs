@@ -148,6 +148,8 @@ enum Op {
     PeerLost(u8),
     /// A connection logs in with a travel ticket (its signature checked by the shell).
     Traveller { player: u8, source: u8, travel: u8, version: u8, generation: u8 },
+    /// A player save was refused as a conflict, meeting this version (travel.md V17).
+    SaveConflicted { player: u8, found: Option<u8> },
 }
 
 /// A source's message about seats on this server.
@@ -175,6 +177,11 @@ enum PeerOp {
     },
     Lost {
         player: u8,
+    },
+    /// Another server took a player at a version (travel.md V17).
+    Taken {
+        player: u8,
+        version: u8,
     },
 }
 
@@ -261,6 +268,8 @@ impl Setup {
             seat_hold: ms(self.seat_hold_ms, 20_000),
             peer_timeout: ms(self.seat_hold_ms / 3, 5_000),
             resolve_timeout: ms(self.seat_hold_ms / 2, 10_000),
+            // In a fleet: loaded saves naming another server are taken (travel.md V17).
+            server: Some(ServerId::new("fuzz-1").expect("a valid server id")),
         }
     }
 
@@ -713,6 +722,9 @@ impl Model {
                     equipment: equipment.iter().map(|&k| tag(k)).collect(),
                     version: u64::from(*version),
                     handoff: None,
+                    // An odd version was written by another server: the login takes it.
+                    holder: (version % 2 == 1)
+                        .then(|| ServerId::new(SOURCES[2]).expect("a valid server id")),
                 })
             }
         }
@@ -831,6 +843,10 @@ impl Model {
                         player: player(p),
                         reason: gatehouse_protocol::fleet::SeatLoss::HoldExpired,
                     },
+                    PeerOp::Taken { player: p, version } => PeerMessage::PlayerTaken {
+                        player: player(p),
+                        version: u64::from(*version),
+                    },
                 };
                 self.peers.insert(from.clone());
                 self.input(Input::Peer { from, message });
@@ -861,6 +877,11 @@ impl Model {
             Op::PeerLost(i) => {
                 let server = ServerId::new(pick(&SOURCES, *i)).expect("a valid server id");
                 self.input(Input::PeerLost { server });
+            }
+            Op::SaveConflicted { player, found } => {
+                let player = PlayerId::new(pick(&PLAYERS, *player)).expect("a valid player id");
+                let found = found.map(u64::from);
+                self.input(Input::PlayerSaveConflicted { player, found });
             }
             Op::Traveller { player, source, travel, version, generation } => {
                 let connection = ConnectionId(self.connections.len() as u64 + 1);

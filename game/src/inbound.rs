@@ -188,6 +188,8 @@ impl Game {
                 equipment: p.equipment.clone(),
                 version,
                 handoff: None,
+                // The destination writes the claim: it holds the player (V17).
+                holder: self.rules.server.clone(),
             };
             let ticket = self.roster.allocate_ticket();
             tracing::debug!(%player, version, "traveller placed: claiming it");

@@ -661,10 +661,12 @@ impl Game {
             persistence::apply_player_load(&self.world, &mut self.roster, id, ticket, outcome);
         self.hold_for_claim(id);
         self.hold_mover(id);
-        let PlayerLoad::Applied { failed, connection, view, tags, granted } = load else {
+        let PlayerLoad::Applied { failed, holder, connection, view, tags, granted } = load else {
             self.out.counters.stale_ignored += 1;
             return;
         };
+        // A save another server holds is taken now (docs/spec/travel.md V17).
+        self.take_if_held_elsewhere(id, holder);
         if failed {
             self.out.counters.load_failures += 1;
         }

@@ -69,6 +69,11 @@ pub struct GameRules {
     /// How long a source may take to find a destination that grants every seat
     /// (`fleet.resolve_timeout_ms`, 5 s; docs/spec/travel.md V7, V16).
     pub resolve_timeout: Duration,
+    /// This server's id in its fleet (`fleet.server_id`), or `None` for a server in no fleet
+    /// (`fleet.directory = "none"`): every save names it as the store row's holder, and a
+    /// session-token login that loads a row another server holds takes the player
+    /// (docs/spec/travel.md V17). `None`: saves name no holder, and nothing is taken.
+    pub server: Option<ServerId>,
 }
 
 /// What to do with a client that never reports ready (`[game] client_ready_policy`,
@@ -181,6 +186,18 @@ pub enum Input {
         /// What the store decided.
         outcome: HandoverOutcome,
     },
+    /// A player save ([`Output::SavePlayer`], or one of [`Output::SavePlayers`]) was refused
+    /// as a conflict: another server wrote the player since the version it was based on
+    /// (docs/spec/travel.md V17). Give it for every such refusal; the core matches it to the
+    /// connection it was for by `found`: a conflict that found a version no newer than the one
+    /// the player's current connection loaded (or took) answered a save of an older
+    /// connection, and changes nothing.
+    PlayerSaveConflicted {
+        /// Whose.
+        player: PlayerId,
+        /// The version the store held instead; `None` when it held none.
+        found: Option<u64>,
+    },
     /// A connection presented a travel ticket whose signature, times and destination held
     /// (docs/spec/travel.md V8); the core checks the seat it names (V9).
     TravellerLogin {
@@ -207,21 +224,25 @@ pub struct TicketedSeat {
     pub generation: u32,
 }
 
-/// Which side writes a [`Output::Handover`] (docs/spec/travel.md V5).
+/// Which side writes a [`Output::Handover`] (docs/spec/travel.md V5, V17).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum HandoverSide {
     /// The destination takes the player: its traveller acknowledged its pawn.
     Claim,
     /// The source takes the player back: its move failed after its ticket.
     Recall,
+    /// A session-token login here loaded a save another server holds: this server takes the
+    /// player, so that server's later saves of it conflict (docs/spec/travel.md V17).
+    Take,
 }
 
 impl HandoverSide {
-    /// `claim` or `recall`, for logs and metrics.
+    /// `claim`, `recall` or `take`, for logs and metrics.
     pub fn as_str(self) -> &'static str {
         match self {
             HandoverSide::Claim => "claim",
             HandoverSide::Recall => "recall",
+            HandoverSide::Take => "take",
         }
     }
 }
@@ -332,9 +353,10 @@ pub enum Output {
         /// Echo it in the answer.
         ticket: u64,
     },
-    /// A claim or a recall (docs/spec/travel.md V5): write `save` only if the stored version
-    /// is exactly `save.version` (the handoff save's), never rebased nor retried after a
-    /// conflict, and answer with [`Input::HandoverDecided`] carrying `ticket`, always.
+    /// A claim or a recall (docs/spec/travel.md V5), or a login's take (V17): write `save` only
+    /// if the stored version is exactly `save.version` (the handoff save's, or the one the
+    /// login loaded), never rebased nor retried after a conflict, and answer with
+    /// [`Input::HandoverDecided`] carrying `ticket`, always.
     Handover {
         /// Which side writes.
         side: HandoverSide,
@@ -494,6 +516,12 @@ counters! {
     /// Recalls the store did not confirm: the player was sent back anyway
     /// (docs/spec/travel.md V7).
     recalls_unconfirmed,
+    /// Players a session-token login here took from another server that held their save
+    /// (docs/spec/travel.md V17).
+    players_taken,
+    /// Players closed `Replaced` and dropped unsaved because another server took them: a save
+    /// of theirs conflicted, or that server said so (docs/spec/travel.md V17).
+    players_replaced_elsewhere,
 }
 
 /// Why a player's connection ended, as `player left` logs it (docs/operations.md): the close code

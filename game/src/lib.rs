@@ -130,6 +130,7 @@ mod pass;
 mod persistence;
 mod placement;
 mod players;
+mod presence;
 mod responses;
 mod roster;
 mod seats;
@@ -173,6 +174,7 @@ use logins::LoginRate;
 use outbound::Outbound;
 use outbox::Outbox;
 use persistence::Session;
+use presence::Takes;
 use responses::Responses;
 use roster::Roster;
 use seats::Seats;
@@ -209,6 +211,8 @@ pub struct Game {
     inbound: Inbound,
     /// This server's travel to another server, and its recalls (docs/spec/travel.md V2, V7).
     outbound: Outbound,
+    /// The takes of logins here awaiting the store (docs/spec/travel.md V17).
+    takes: Takes,
     timers: TimerTable,
     /// Outputs, spawn and login observations (the transition sub-state keeps its own), and
     /// the counters.
@@ -234,6 +238,7 @@ impl Game {
             seats: Seats::default(),
             inbound: Inbound::default(),
             outbound: Outbound::default(),
+            takes: Takes::default(),
             timers: TimerTable::default(),
             out: Outbox::default(),
         };
@@ -307,6 +312,9 @@ impl Game {
             }
             Input::TravellerLogin { connection, player, seat } => {
                 self.handle_traveller_login(now, connection, player, seat, &caller)
+            }
+            Input::PlayerSaveConflicted { player, found } => {
+                self.handle_save_conflicted(now, &player, found)
             }
         }
         self.advance(now);
@@ -504,7 +512,9 @@ impl Game {
 
     /// Saves a player at `node`, if its save loaded (a failed load is never saved over).
     fn save_player(&mut self, id: &PlayerId, node: Option<NodeId>) {
-        if let Some(save) = persistence::player_save(&self.roster, id, node) {
+        if let Some(save) =
+            persistence::player_save(&self.roster, id, node, self.rules.server.as_ref())
+        {
             self.out.counters.saves_requested += 1;
             self.out.push(Output::SavePlayer(save));
         }
@@ -514,7 +524,8 @@ impl Game {
     /// as one output, so ending a transition costs the game task one store request, not one
     /// per player. Nothing waits for them.
     fn save_all(&mut self, node: NodeId) {
-        let (saves, session) = self.session.saves_at(&self.roster, &node);
+        let (saves, session) =
+            self.session.saves_at(&self.roster, &node, self.rules.server.as_ref());
         if !saves.is_empty() {
             self.out.counters.saves_requested += saves.len() as u64;
             self.out.push(Output::SavePlayers(saves));

@@ -11,7 +11,7 @@
 use std::collections::BTreeSet;
 use std::fmt;
 
-use gatehouse_protocol::{CharacterDef, NodeId, PlayerId, TeamId};
+use gatehouse_protocol::{CharacterDef, NodeId, PlayerId, ServerId, TeamId};
 use gatehouse_tags::GameplayTag;
 use gatehouse_tags::catalog::STATE_DEAD;
 use serde::{Deserialize, Serialize};
@@ -40,6 +40,12 @@ pub struct PlayerSave {
     /// column `players.handoff`). Boxed: most saves have none, and every save (and every core
     /// input or output carrying one) stays the size it was.
     pub handoff: Option<Box<HandoffState>>,
+    /// The server that wrote it: its `fleet.server_id` (store schema 3, column
+    /// `players.held_by`; docs/spec/travel.md V17). Every save of a server in a fleet names it
+    /// (a claim the destination, a recall the source); `None` for a server in no fleet, and for
+    /// a row written before schema 3. A session-token login that loads a save another server
+    /// holds takes the player.
+    pub holder: Option<ServerId>,
 }
 
 /// What a handoff save carries beyond a plain save (docs/spec/travel.md V2): the player state

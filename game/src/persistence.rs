@@ -15,7 +15,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
-use gatehouse_protocol::{CharacterDef, NodeId, PlayerId, PlayerStateView};
+use gatehouse_protocol::{CharacterDef, NodeId, PlayerId, PlayerStateView, ServerId};
 use gatehouse_tags::GameplayTag;
 
 use super::ConnectionId;
@@ -75,6 +75,14 @@ impl Session {
     pub(crate) fn keep(&mut self, player: PlayerId, state: KeptState, retention: Duration) {
         if !retention.is_zero() {
             self.kept.keep(player, state, retention);
+        }
+    }
+
+    /// Drops the player state `player` left, if one is kept: another server played it since
+    /// (docs/spec/travel.md V17).
+    pub(crate) fn forget_kept(&mut self, player: &PlayerId) {
+        if self.kept.states.remove(player).is_some() {
+            self.kept.order.retain(|p| p != player);
         }
     }
 
@@ -156,6 +164,8 @@ pub(crate) enum PlayerLoad {
     Applied {
         /// Whether the load failed (the player plays the default preset, unsaved).
         failed: bool,
+        /// The server the loaded save names as its writer (docs/spec/travel.md V17).
+        holder: Option<ServerId>,
         /// The player's connection.
         connection: ConnectionId,
         /// Its player state, if what clients were told changed.
@@ -182,6 +192,10 @@ pub(crate) fn apply_player_load(
         return PlayerLoad::Stale;
     }
     let failed = matches!(outcome, LoadOutcome::Failed(_));
+    let holder = match &outcome {
+        LoadOutcome::Found(save) => save.holder.clone(),
+        LoadOutcome::NotFound | LoadOutcome::Failed(_) => None,
+    };
     let (preset, persistence, inventory, equipment) = match outcome {
         LoadOutcome::Found(save) => {
             let version = save.version;
@@ -231,6 +245,7 @@ pub(crate) fn apply_player_load(
     tracing::debug!(player = %id, kits = %Joined(&kits), "preset resolved");
     PlayerLoad::Applied {
         failed,
+        holder,
         connection,
         view: (view != view_before).then_some(view),
         tags: (tags != tags_before).then_some(tags),
@@ -299,15 +314,18 @@ impl Session {
         out
     }
 
-    /// The saves of every player in `roster` at `node` (those whose save loaded), and the
-    /// session's node and version if the session is saved at all.
+    /// The saves of every player in `roster` at `node` (those whose save loaded), written by
+    /// `holder`, and the session's node and version if the session is saved at all.
     pub(crate) fn saves_at(
         &self,
         roster: &Roster,
         node: &NodeId,
+        holder: Option<&ServerId>,
     ) -> (Vec<PlayerSave>, Option<u64>) {
-        let saves =
-            roster.ids().filter_map(|id| player_save(roster, id, Some(node.clone()))).collect();
+        let saves = roster
+            .ids()
+            .filter_map(|id| player_save(roster, id, Some(node.clone()), holder))
+            .collect();
         (saves, self.save_version())
     }
 }
@@ -365,7 +383,8 @@ fn resolve_preset(
     }
 }
 
-/// A player's save at `node`, if its save loaded (a failed load is never saved over).
+/// A player's save at `node`, written by `holder` (this server's fleet id, docs/spec/travel.md
+/// V17), if its save loaded (a failed load is never saved over).
 ///
 /// Every save of a session carries the version its load found: the store worker, which applies
 /// one player's saves in order, bases each on the newest version it wrote itself, so a save it
@@ -375,6 +394,7 @@ pub(crate) fn player_save(
     roster: &Roster,
     id: &PlayerId,
     node: Option<NodeId>,
+    holder: Option<&ServerId>,
 ) -> Option<PlayerSave> {
     let player = roster.player(id)?;
     let Persistence::Loaded { version } = &player.persistence else { return None };
@@ -387,6 +407,7 @@ pub(crate) fn player_save(
         equipment: player.equipment.clone(),
         version: *version,
         handoff: None,
+        holder: holder.cloned(),
     })
 }
 

@@ -75,6 +75,9 @@ impl Game {
             PeerMessage::SeatLost { trn, player, reason } => {
                 self.mover_seat_lost(from, trn, &player, reason)
             }
+            PeerMessage::PlayerTaken { player, version } => {
+                self.handle_player_taken(now, from, &player, version)
+            }
             // The link's own: the shell's.
             PeerMessage::Hello { .. } | PeerMessage::Welcome { .. } => {}
         }
@@ -227,7 +230,8 @@ impl Game {
         let waiting: Vec<PlayerId> = travel.movers.keys().cloned().collect();
         tracing::info!(destination = %from, seats = waiting.len(), "every seat granted; saving");
         for player in waiting {
-            let save = persistence::player_save(&self.roster, &player, Some(node.clone()));
+            let holder = self.rules.server.as_ref();
+            let save = persistence::player_save(&self.roster, &player, Some(node.clone()), holder);
             let handoff = self.roster.player(&player).map(|p| p.handoff(now));
             let (Some(mut save), Some(handoff)) = (save, handoff) else {
                 // Its save cannot be written (it left, or its load failed meanwhile).
@@ -432,7 +436,7 @@ impl Game {
         true
     }
 
-    /// A recall or a claim was answered (V5).
+    /// A recall or a claim was answered (V5), or a login's take (V17, `presence.rs`).
     pub(crate) fn handle_handover_decided(
         &mut self,
         now: Instant,
@@ -440,6 +444,9 @@ impl Game {
         ticket: u64,
         outcome: HandoverOutcome,
     ) {
+        if self.take_decided(now, player, ticket, outcome) {
+            return;
+        }
         let Some(recall) = self.outbound.take_recall_answered(player, ticket) else {
             self.claim_decided(now, player, ticket, outcome);
             return;

@@ -21,7 +21,9 @@ use crate::token::TokenKey;
 pub const PEER_ALPN: &[u8] = b"gatehouse-fleet/1";
 
 /// The peer link's version, in `Hello` and `Welcome`: a server refuses a peer of another.
-pub const PEER_PROTOCOL_VERSION: u32 = 1;
+/// Version 2 added [`PeerMessage::PlayerTaken`] (docs/spec/travel.md V17), which a version-1
+/// peer cannot decode.
+pub const PEER_PROTOCOL_VERSION: u32 = 2;
 
 /// The label of the TLS exporter value the proofs sign (RFC 5705 / RFC 8446 7.5), 32 bytes of
 /// it, with no context.
@@ -227,6 +229,15 @@ pub enum PeerMessage {
         /// Why.
         reason: SeatLoss,
     },
+    /// Either way: a session-token login at the sender took `player`, whose stored save the
+    /// receiver held, and wrote it at `version` (docs/spec/travel.md V17). The receiver drops
+    /// a copy it plays at an older version, unsaved.
+    PlayerTaken {
+        /// Who.
+        player: PlayerId,
+        /// The version the sender's take wrote.
+        version: u64,
+    },
 }
 
 impl PeerMessage {
@@ -242,11 +253,13 @@ impl PeerMessage {
             PeerMessage::ReleaseSeats { .. } => "ReleaseSeats",
             PeerMessage::Placed { .. } => "Placed",
             PeerMessage::SeatLost { .. } => "SeatLost",
+            PeerMessage::PlayerTaken { .. } => "PlayerTaken",
         }
     }
 
     /// The role that sends this message once the link is up (the table of
-    /// docs/spec/travel.md V14); none for the link's own `Hello` and `Welcome`.
+    /// docs/spec/travel.md V14); none for the link's own `Hello` and `Welcome`, and for a
+    /// message either end sends (`PlayerTaken`, V17: see [`PeerMessage::goes_from`]).
     pub fn sender(&self) -> Option<PeerRole> {
         match self {
             PeerMessage::ReserveSeats { .. }
@@ -256,7 +269,19 @@ impl PeerMessage {
             | PeerMessage::SeatsRefused { .. }
             | PeerMessage::Placed { .. }
             | PeerMessage::SeatLost { .. } => Some(PeerRole::Destination),
-            PeerMessage::Hello { .. } | PeerMessage::Welcome { .. } => None,
+            PeerMessage::Hello { .. }
+            | PeerMessage::Welcome { .. }
+            | PeerMessage::PlayerTaken { .. } => None,
+        }
+    }
+
+    /// Whether the end of a link in `role` may send this message once the link is up
+    /// (docs/spec/travel.md V14's "way", V17): its [`PeerMessage::sender`], or either end for
+    /// `PlayerTaken`; never the link's own `Hello` and `Welcome`.
+    pub fn goes_from(&self, role: PeerRole) -> bool {
+        match self {
+            PeerMessage::PlayerTaken { .. } => true,
+            other => other.sender() == Some(role),
         }
     }
 
@@ -328,7 +353,8 @@ mod tests {
             PeerMessage::SeatConfirmed { trn, player: player.clone(), version: 12, generation: 2 },
             PeerMessage::ReleaseSeats { trn, players: vec![player.clone()] },
             PeerMessage::Placed { trn, player: player.clone() },
-            PeerMessage::SeatLost { trn, player, reason: SeatLoss::HoldExpired },
+            PeerMessage::SeatLost { trn, player: player.clone(), reason: SeatLoss::HoldExpired },
+            PeerMessage::PlayerTaken { player, version: 13 },
         ];
         for message in messages {
             let frame = encode_frame(&message, 64 * 1024).unwrap();
@@ -376,12 +402,30 @@ mod tests {
             PeerMessage::SeatConfirmed { trn, player: player.clone(), version: 1, generation: 1 },
             PeerMessage::ReleaseSeats { trn, players: vec![] },
             PeerMessage::Placed { trn, player: player.clone() },
-            PeerMessage::SeatLost { trn, player, reason: SeatLoss::NotPlaced },
+            PeerMessage::SeatLost { trn, player: player.clone(), reason: SeatLoss::NotPlaced },
+            PeerMessage::PlayerTaken { player, version: 2 },
         ];
         for message in messages {
             let debug = format!("{message:?}");
             assert!(debug.starts_with(&format!("{} {{", message.name())), "{debug}");
         }
+    }
+
+    /// `PlayerTaken` goes either way (docs/spec/travel.md V17): the server a login took a
+    /// player from may be either end of the link; every other message keeps its one way.
+    #[test]
+    fn a_taken_player_message_goes_either_way_and_the_others_one_way() {
+        let player = PlayerId::new("p").unwrap();
+        let taken = PeerMessage::PlayerTaken { player: player.clone(), version: 3 };
+        assert!(taken.goes_from(PeerRole::Source) && taken.goes_from(PeerRole::Destination));
+        let placed = PeerMessage::Placed { trn: TransitionId(1), player };
+        assert!(placed.goes_from(PeerRole::Destination) && !placed.goes_from(PeerRole::Source));
+        let hello = PeerMessage::Hello {
+            version: PEER_PROTOCOL_VERSION,
+            server: ServerId::new("s").unwrap(),
+            proof: PeerProof([0; 32]),
+        };
+        assert!(!hello.goes_from(PeerRole::Source) && !hello.goes_from(PeerRole::Destination));
     }
 
     #[test]

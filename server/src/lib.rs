@@ -203,8 +203,10 @@ impl Server {
             travels,
         };
         let nodes = world.nodes.iter().map(|n| n.id.clone()).collect();
-        let rules =
-            crate::config::game_rules(&config.game, &config.auth, &config.network, &config.fleet);
+        let rules = gatehouse_game::GameRules {
+            server: config.fleet_server()?,
+            ..crate::config::game_rules(&config.game, &config.auth, &config.network, &config.fleet)
+        };
         let game = Game::new(rules, Arc::new(world), tokio::time::Instant::now().into_std());
         let orchestrator = connect_fleet(config, &fingerprint, &metrics).await?;
         Ok(Server {

@@ -397,7 +397,7 @@ async fn a_peer_of_another_version_is_refused() {
     let mut hub = source(KEY);
     hub.send(&candidate(addr, "crypt-1"), reserve(3, "harbor", 1)).unwrap();
     let why = lost(&mut hub).await;
-    assert!(why.contains("version 2 is not supported"), "{why}");
+    assert!(why.contains("version 3 is not supported"), "{why}");
     let heard = within(LIMIT, "the fake's end", fake).await.unwrap();
     assert_eq!(heard.closed_with, Some(u64::from(CloseCode::Rejected.code())));
     crypt.stop().await;

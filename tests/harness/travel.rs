@@ -613,6 +613,50 @@ fn a_partitioned_travel_leaves_the_player_on_one_server() {
     assert_eq!(winners.len(), 2, "claims and recalls both won: {winners:?}");
 }
 
+/// docs/spec/travel.md V17: after a move, the same player logs in again at the source with its
+/// session token while its client still plays at the destination. The source takes it (a
+/// write at the version the claim left, naming the source) and tells the destination, which
+/// closes its copy `Replaced` and drops it unsaved: at the end the player plays on exactly one
+/// server, the source, every save of it after the take lands (none refused), and the store
+/// names the source as its holder.
+#[test]
+fn a_player_who_moved_and_logs_in_at_the_source_plays_on_one_server() {
+    let mut sim = fleet(131);
+    let [moved] = residents(&mut sim, &["ann"])[..] else { unreachable!() };
+    sim.travel("isle");
+    sim.run_until("ann placed on the isle and let go", secs(10), |s| {
+        placed_at(s, moved, &isle()) && let_go(s, moved)
+    });
+    let claimed = stored(&sim, moved);
+    let player = sim.player(moved).clone();
+    assert_eq!(sim.stored_player(&player).and_then(|s| s.holder.clone()), Some(isle()));
+
+    let again = sim.connect("ann");
+    sim.run_until("ann plays on the harbor again, the isle let go", secs(10), |s| {
+        placed_at(s, again, &hub()) && !s.is_open(moved)
+    });
+    let link = sim.session(moved).link();
+    assert_eq!(sim.close_code_on(moved, link), Some(CloseCode::Replaced), "the isle's copy");
+    let taken = HandoverOutcome::Won { version: claimed + 1 };
+    assert_eq!(decided(&sim, &hub(), &player), [taken], "taken at the claim's version");
+    let told = sim.event_at(|e| {
+        matches!(e, Event::Peer { from, message: PeerMessage::PlayerTaken { player: p, version } }
+            if *from == hub() && *p == player && *version == claimed + 1)
+    });
+    assert!(told.is_some(), "the isle was told");
+    assert_eq!(sim.servers_holding(&player), [hub()]);
+    assert_eq!(sim.game_at(&isle()).counters().players_replaced_elsewhere, 1);
+    assert_eq!(sim.game_at(&hub()).counters().players_taken, 1);
+
+    // The source plays on and saves it (a transition's end, then the drain): every save lands.
+    sim.travel("forest");
+    sim.run_until("the harbor's players placed on the forest", secs(20), settled);
+    assert!(stored(&sim, again) > claimed + 1, "the source's saves after the take landed");
+    assert_eq!(sim.stored_player(&player).and_then(|s| s.holder.clone()), Some(hub()));
+    assert_eq!(sim.store_conflicts(), 0, "the isle saved nothing of its copy after the take");
+    assert_each_player_on_one_server(&mut sim);
+}
+
 // --- The property ------------------------------------------------------------------------------
 
 /// Players of the property's runs.

@@ -77,6 +77,7 @@ pub(super) fn rules() -> GameRules {
         seat_hold: Duration::from_secs(10),
         peer_timeout: Duration::from_secs(2),
         resolve_timeout: Duration::from_secs(5),
+        server: None,
     }
 }
 

@@ -17,6 +17,7 @@ fn save(player: &str, preset: Preset) -> PlayerSave {
         equipment: vec![],
         version: 7,
         handoff: None,
+        holder: None,
     }
 }
 

@@ -83,6 +83,7 @@ fn a_respawn_strips_finite_effects_and_keeps_infinite_ones() {
             equipment: vec![EFFECT_EQUIPMENT_ARMOR],
             version: 4,
             handoff: None,
+            holder: None,
         }),
     );
     h.ack(a);

@@ -90,6 +90,14 @@ struct Fleet {
     /// Whether claims and recalls wait in `held_handovers` for the test.
     hold_handovers: bool,
     held_handovers: Vec<(Side, HandoverSide, PlayerSave, u64)>,
+    /// Whether ordinary saves are written as the store worker writes them (rebased onto the
+    /// writing side's own saves, a conflict past the other side's answered
+    /// `Input::PlayerSaveConflicted`) instead of always on the newest version
+    /// (docs/spec/travel.md V17).
+    strict: bool,
+    /// In a strict store, what each side's worker wrote of each player, consecutively:
+    /// (low, latest), as `server/src/store/worker/job.rs` `Lineage`.
+    lineages: BTreeMap<(usize, PlayerId), (u64, u64)>,
 }
 
 impl Fleet {
@@ -98,8 +106,11 @@ impl Fleet {
     }
 
     fn with(rules: GameRules) -> Fleet {
-        let source = Harness::build(&source_world(), rules.clone(), false);
-        let dest = Harness::build(&destination_world(), rules, false);
+        // Each names itself as the holder of what it writes (V17).
+        let source_rules = GameRules { server: Some(hub()), ..rules.clone() };
+        let source = Harness::build(&source_world(), source_rules, false);
+        let dest_rules = GameRules { server: Some(isle()), ..rules };
+        let dest = Harness::build(&destination_world(), dest_rules, false);
         let mut fleet = Fleet {
             source,
             dest,
@@ -112,6 +123,8 @@ impl Fleet {
             held_saves: Vec::new(),
             hold_handovers: false,
             held_handovers: Vec::new(),
+            strict: false,
+            lineages: BTreeMap::new(),
         };
         fleet.pump();
         fleet.source.stream_node("harbor");
@@ -151,12 +164,23 @@ impl Fleet {
         match out {
             Output::LoadSession => self.side(side).answer_session(LoadOutcome::NotFound),
             Output::LoadPlayer { player, .. } => {
-                let outcome = self
-                    .store
-                    .get(&player)
-                    .cloned()
-                    .map_or(LoadOutcome::NotFound, LoadOutcome::Found);
+                let found = self.store.get(&player).cloned();
+                if self.strict {
+                    let seen = found.as_ref().map_or(0, |s| s.version);
+                    let lineage = self.lineages.entry((side as usize, player.clone()));
+                    let lineage = lineage.or_insert((seen, seen));
+                    if lineage.1 != seen {
+                        *lineage = (seen, seen);
+                    }
+                }
+                let outcome = found.map_or(LoadOutcome::NotFound, LoadOutcome::Found);
                 self.side(side).answer_load(player.as_str(), outcome);
+            }
+            Output::SavePlayer(save) if self.strict => self.write_strictly(side, save),
+            Output::SavePlayers(saves) if self.strict => {
+                for save in saves {
+                    self.write_strictly(side, save);
+                }
             }
             Output::SavePlayer(save) => {
                 self.write(save);
@@ -195,6 +219,37 @@ impl Fleet {
         version
     }
 
+    /// An ordinary save as the store worker writes one (module `store::worker`): rebased onto
+    /// what `side` wrote itself, refused when another side wrote since (answered
+    /// `Input::PlayerSaveConflicted` with the version found).
+    fn write_strictly(&mut self, side: Side, save: PlayerSave) {
+        let key = (side as usize, save.player.clone());
+        let mut base = save.version;
+        if let Some(&(low, latest)) = self.lineages.get(&key)
+            && low <= base
+            && base < latest
+        {
+            base = latest;
+        }
+        let found = self.store.get(&save.player).map(|s| s.version);
+        if found.unwrap_or(0) != base {
+            let player = save.player;
+            self.side(side).input(Input::PlayerSaveConflicted { player, found });
+            return;
+        }
+        self.chain(key, base, base + 1);
+        self.store.insert(save.player.clone(), PlayerSave { version: base + 1, ..save });
+    }
+
+    /// A strict store's lineage of `key` after a write that replaced `base` with `new`.
+    fn chain(&mut self, key: (usize, PlayerId), base: u64, new: u64) {
+        let lineage = match self.lineages.get(&key) {
+            Some(&(low, latest)) if latest == base => (low, new),
+            _ => (base, new),
+        };
+        self.lineages.insert(key, lineage);
+    }
+
     fn answer_save(&mut self, save: PlayerSave, ticket: u64, acknowledged: bool) {
         let player = save.player.clone();
         let version = acknowledged.then(|| self.write(save));
@@ -207,6 +262,9 @@ impl Fleet {
         let stored = self.store.get(&player).map_or(0, |s| s.version);
         let outcome = if stored == save.version {
             let version = stored + 1;
+            if self.strict {
+                self.chain((side as usize, player.clone()), stored, version);
+            }
             self.store.insert(player.clone(), PlayerSave { version, ..save });
             HandoverOutcome::Won { version }
         } else {
@@ -1103,4 +1161,166 @@ fn a_handoff_save_answered_with_no_travel_in_flight_is_stale() {
     let before = f.source.game.counters().stale_ignored;
     f.source.input(Input::HandoffSaved { player: pid("a"), ticket: 1, version: Some(1) });
     assert_eq!(f.source.game.counters().stale_ignored, before + 1);
+}
+
+// ---- One server plays a player at a time (V17) ----
+
+/// `name`'s save at `version`, written by `holder`.
+fn held_save(name: &str, version: u64, holder: ServerId) -> PlayerSave {
+    PlayerSave {
+        player: pid(name),
+        node: None,
+        preset: crate::model::Preset::ReadOnly { name: "Vanguard".into() },
+        inventory: vec![],
+        equipment: vec![],
+        version,
+        handoff: None,
+        holder: Some(holder),
+    }
+}
+
+/// Every save of `name` in `h`'s log from output `from` on, single or batched.
+fn saves_of(h: &Harness, name: &str, from: usize) -> Vec<PlayerSave> {
+    let saves = h.log[from..].iter().flat_map(|o| match o {
+        Output::SavePlayer(save) => vec![save.clone()],
+        Output::SavePlayers(saves) => saves.clone(),
+        _ => vec![],
+    });
+    saves.filter(|s| s.player.as_str() == name).collect()
+}
+
+/// A strict fleet in which `a` plays on the source, its save at version 3 held by the source.
+fn a_playing_on_the_source() -> (Fleet, ConnectionId) {
+    let mut f = Fleet::new();
+    f.strict = true;
+    f.store.insert(pid("a"), held_save("a", 3, hub()));
+    let [a] = f.residents(&["a"])[..] else { unreachable!() };
+    let takes = f.source.position(|o| matches!(o, Output::Handover { .. }));
+    assert_eq!(takes, None, "a save this server holds is not taken");
+    (f, a)
+}
+
+/// V17: a session-token login at another server takes the player (a write at exactly the
+/// version it loaded, naming itself), so the older server's next save of it conflicts: that
+/// server closes the player `Replaced` and drops it, and no save of it is written after the
+/// take. The peer message is held: the store's fence alone acts.
+#[test]
+fn a_login_elsewhere_takes_the_player_and_fences_the_older_server() {
+    let (mut f, a) = a_playing_on_the_source();
+    f.hold_peer = true;
+    let b = f.dest.login("a");
+    f.pump();
+    let take = f.dest.log.iter().find_map(|o| match o {
+        Output::Handover { side: HandoverSide::Take, save, .. } => Some(save.clone()),
+        _ => None,
+    });
+    let take = take.expect("the login takes the player");
+    assert_eq!((take.version, take.holder.clone()), (3, Some(isle())), "at the version loaded");
+    assert_eq!(f.store[&pid("a")].version, 4);
+    assert_eq!(f.store[&pid("a")].holder, Some(isle()), "the store names the taker");
+    assert_eq!(f.dest.game.counters().players_taken, 1);
+    assert!(f.source.closed(a).is_none(), "the source has not heard yet");
+    // The source's next save of it conflicts: it is fenced.
+    f.source.game.drain();
+    f.source.drain();
+    f.pump();
+    assert_eq!(f.source.closed(a), Some(CloseCode::Replaced));
+    assert!(f.source.game.roster.player(&pid("a")).is_none(), "dropped");
+    assert_eq!(f.source.game.counters().players_replaced_elsewhere, 1);
+    assert_eq!(f.store[&pid("a")].version, 4, "no save of the older copy after the take");
+    assert_eq!(f.store[&pid("a")].holder, Some(isle()));
+    assert!(f.dest.closed(b).is_none(), "the newer login plays on");
+    // The message, late, finds nothing more to do.
+    f.release_peer();
+    assert_eq!(f.source.game.counters().players_replaced_elsewhere, 1);
+}
+
+/// V17: a save conflict for a player this server plays means another server wrote it since:
+/// the player is closed `Replaced`, and its state is neither saved on the way out nor kept for
+/// a relaunch (S9).
+#[test]
+fn a_save_conflict_closes_the_player_replaced_and_keeps_nothing() {
+    let mut h = Harness::booted_holding_loads();
+    let a = h.login("a");
+    h.answer_load("a", LoadOutcome::Found(held_save("a", 7, hub())));
+    h.join_ready(a);
+    h.ack(a);
+    let before = h.log.len();
+    h.input(Input::PlayerSaveConflicted { player: pid("a"), found: Some(8) });
+    assert_eq!(h.closed(a), Some(CloseCode::Replaced));
+    assert!(h.game.roster.player(&pid("a")).is_none());
+    assert!(saves_of(&h, "a", before).is_empty(), "the fenced copy is never saved");
+    assert_eq!(h.game.counters().players_replaced_elsewhere, 1);
+    h.login("a");
+    assert_eq!(h.game.counters().player_states_restored, 0, "nothing kept for a relaunch");
+}
+
+/// V17: a conflict answering a save of an older connection (the departure save of the
+/// connection a relaunch replaced, which met a version no newer than the relaunch then loaded)
+/// leaves the newer connection playing; a conflict past what the newer one loaded closes it.
+#[test]
+fn a_conflict_for_an_older_connection_does_not_close_the_newer() {
+    let mut h = Harness::booted_holding_loads();
+    let older = h.login("a");
+    h.answer_load("a", LoadOutcome::Found(held_save("a", 7, hub())));
+    let newer = h.login("a");
+    assert_eq!(h.closed(older), Some(CloseCode::Replaced), "the relaunch replaced it");
+    // Another server wrote 8 and 9 meanwhile: the older connection's save met 8, and the
+    // newer connection loaded 9.
+    h.answer_load("a", LoadOutcome::Found(held_save("a", 9, isle())));
+    h.input(Input::PlayerSaveConflicted { player: pid("a"), found: Some(8) });
+    assert_eq!(h.closed(newer), None, "the older connection's conflict");
+    assert!(h.game.roster.player(&pid("a")).is_some());
+    assert_eq!(h.game.counters().players_replaced_elsewhere, 0);
+    h.input(Input::PlayerSaveConflicted { player: pid("a"), found: Some(10) });
+    assert_eq!(h.closed(newer), Some(CloseCode::Replaced), "its own save's conflict");
+}
+
+/// V17: the taker tells the server it took the player from (`PlayerTaken`, with the version
+/// its take wrote): that server closes its older copy `Replaced` at once and drops it, without
+/// saving it.
+#[test]
+fn a_taken_message_closes_the_player_on_the_older_server() {
+    let (mut f, a) = a_playing_on_the_source();
+    let before = f.source.log.len();
+    let b = f.dest.login("a");
+    f.pump();
+    assert!(
+        f.dest.log.iter().any(|o| matches!(
+            o,
+            Output::Peer { to, message: PeerMessage::PlayerTaken { player, version: 4 } }
+                if *to == hub() && player.as_str() == "a"
+        )),
+        "the source is told the version the take wrote"
+    );
+    assert_eq!(f.source.closed(a), Some(CloseCode::Replaced));
+    assert!(f.source.game.roster.player(&pid("a")).is_none());
+    assert!(saves_of(&f.source, "a", before).is_empty(), "dropped unsaved");
+    assert_eq!(f.source.game.counters().players_replaced_elsewhere, 1);
+    assert!(f.dest.closed(b).is_none());
+    assert_eq!(f.store[&pid("a")].holder, Some(isle()));
+}
+
+/// V17: a `PlayerTaken` older than the copy a server plays (a late or repeated message about a
+/// take this server has since taken back) changes nothing.
+#[test]
+fn a_stale_or_duplicate_taken_message_does_nothing() {
+    let (mut f, a) = a_playing_on_the_source();
+    let b = f.dest.login("a");
+    f.pump();
+    assert_eq!(f.source.closed(a), Some(CloseCode::Replaced), "taken at 4");
+    // The player comes back to the source, which takes it back at 5.
+    let again = f.source.login("a");
+    f.pump();
+    assert_eq!(f.dest.closed(b), Some(CloseCode::Replaced), "taken back at 5");
+    assert_eq!(f.store[&pid("a")].version, 5);
+    let fenced = f.source.game.counters().players_replaced_elsewhere;
+    for version in [4, 5] {
+        let message = PeerMessage::PlayerTaken { player: pid("a"), version };
+        f.source.input(Input::Peer { from: isle(), message });
+        f.pump();
+    }
+    assert_eq!(f.source.closed(again), None, "a stale message closes nothing");
+    assert!(f.source.game.roster.player(&pid("a")).is_some());
+    assert_eq!(f.source.game.counters().players_replaced_elsewhere, fenced);
 }

@@ -286,7 +286,8 @@ pub const REDACTED: &str = "<redacted>";
 
 /// The core's rules from the `[game]` section, the login rate of `[auth]`, the player cap
 /// and frame limit of `[network]`, and the travel bounds of `[fleet]` (seat hold, peer and
-/// resolve timeouts).
+/// resolve timeouts). The server's own id is not among them (`server: None`): it needs the
+/// whole configuration, [`ServerConfig::fleet_server`] (docs/spec/travel.md V17).
 pub fn game_rules(
     game: &GameConfig,
     auth: &AuthConfig,
@@ -311,5 +312,6 @@ pub fn game_rules(
         seat_hold: fleet.seat_hold,
         peer_timeout: fleet.peer_timeout,
         resolve_timeout: fleet.resolve_timeout,
+        server: None,
     }
 }

@@ -1411,6 +1411,19 @@ impl ServerConfig {
         })
     }
 
+    /// This server's id when it is in a fleet (`fleet.directory` is not `none`), which every
+    /// player save names as the store row's holder; `None` in no fleet, whose saves name none
+    /// (docs/spec/travel.md V17).
+    ///
+    /// # Errors
+    /// As [`ServerConfig::server_id`].
+    pub fn fleet_server(&self) -> Result<Option<ServerId>, ConfigError> {
+        if self.fleet.directory == DirectoryKind::None {
+            return Ok(None);
+        }
+        self.server_id().map(Some)
+    }
+
     /// The travel's own `[fleet]` keys: the server id, the seat hold, the peer link's bounds,
     /// the ticket lifetime and the ticket key (docs/spec/travel.md V8, V14, V16).
     fn check_travel_keys(&self) -> Result<(), ConfigError> {

@@ -43,6 +43,14 @@ pub trait FleetDirectory: Send + Sync + fmt::Debug {
     /// [`DirectoryError`] when the directory could not answer (an allocator unreachable,
     /// refusing, or silent past its timeout); the travel may ask again, as for a refusal.
     fn candidate<'a>(&'a self, node: &'a NodeId, seats: u32, asked: u32) -> CandidateFuture<'a>;
+
+    /// The server `server` by its id, for a message outside a travel (`PlayerTaken`,
+    /// docs/spec/travel.md V17); `None` when this directory cannot name a server by its id (the
+    /// default: an Agones allocator allocates by labels, and knows no server by name).
+    fn locate(&self, server: &ServerId) -> Option<Candidate> {
+        let _ = server;
+        None
+    }
 }
 
 /// Why a directory could not name a server, or could not be built.
@@ -135,6 +143,11 @@ impl FleetDirectory for StaticDirectory {
             .map(|(candidate, _)| candidate.clone());
         Box::pin(std::future::ready(Ok(found)))
     }
+
+    fn locate(&self, server: &ServerId) -> Option<Candidate> {
+        let listed = self.servers.iter().find(|(candidate, _)| candidate.server == *server);
+        listed.map(|(candidate, _)| candidate.clone())
+    }
 }
 
 #[cfg(test)]
@@ -179,6 +192,22 @@ mod tests {
         assert_eq!(ask(&directory, "arena", 0).as_deref(), Some("arena-1"));
         assert_eq!(ask(&directory, "town", 0), None, "only this server hosts the town");
         assert_eq!(ask(&directory, "nowhere", 0), None);
+    }
+
+    /// docs/spec/travel.md V17: a `PlayerTaken` reaches any listed server by its id, whatever
+    /// node it hosts; an id not listed (or this server's own) is not found.
+    #[test]
+    fn a_static_directory_locates_a_listed_server_by_its_id() {
+        let own = ServerId::new("hub-1").unwrap();
+        let servers = [
+            entry("dungeon-1", "10.0.0.2:7777", &["crypt"]),
+            entry("arena-1", "10.0.0.3:7777", &["arena"]),
+        ];
+        let directory = StaticDirectory::new(&own, &servers).unwrap();
+        let found = directory.locate(&ServerId::new("arena-1").unwrap());
+        assert_eq!(found.map(|c| c.address).as_deref(), Some("10.0.0.3:7777"));
+        assert_eq!(directory.locate(&ServerId::new("nobody").unwrap()), None);
+        assert_eq!(directory.locate(&own), None);
     }
 
     #[test]

@@ -144,12 +144,14 @@ fn render_save(location: &str, save: &PlayerSave) -> String {
         Preset::ReadOnly { .. } => "(from the preset catalog)".to_owned(),
     };
     format!(
-        "player     {}\nnode       {}\npreset     {}\nkits       {kits}\ninventory  {inventory}\nequipment  {}\nhandoff    {}\nversion    {}\nstore      {location}\n",
+        "player     {}\nnode       {}\npreset     {}\nkits       {kits}\ninventory  {inventory}\nequipment  {}\nhandoff    {}\nheld by    {}\nversion    {}\nstore      {location}\n",
         save.player,
         node_text(save),
         preset_text(&save.preset),
         tags_text(&save.equipment),
         save.handoff.as_ref().map_or_else(|| "(none)".to_owned(), |state| handoff_text(state)),
+        // docs/spec/travel.md V17: the server whose saves of it the store takes.
+        save.holder.as_ref().map_or_else(|| "(none)".to_owned(), ToString::to_string),
         save.version,
     )
 }
@@ -221,6 +223,7 @@ mod tests {
             equipment: vec![GameplayTag::parse("Effect.Equipment.Armor").unwrap()],
             version: 3,
             handoff: None,
+            holder: None,
         }
     }
 
@@ -235,11 +238,21 @@ mod tests {
             "inventory  rope x2",
             "equipment  Effect.Equipment.Armor",
             "handoff    (none)",
+            "held by    (none)",
             "version    3",
             "store      sqlite:data/saves.db",
         ] {
             assert!(text.contains(line), "missing {line:?} in:\n{text}");
         }
+    }
+
+    /// docs/spec/travel.md V17: the server that wrote the row.
+    #[test]
+    fn show_prints_the_server_holding_the_save() {
+        let holder = gatehouse_protocol::ServerId::new("hub-1").unwrap();
+        let save = PlayerSave { holder: Some(holder), ..character() };
+        let text = render_save("s", &save);
+        assert!(text.contains("held by    hub-1\n"), "{text}");
     }
 
     #[test]

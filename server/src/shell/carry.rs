@@ -51,7 +51,7 @@ use super::ShellEvent;
 use super::mirror::{SharedFrames, WorldMirror};
 use super::travel::{Sending, Travels};
 use super::world::{self, World, WorldReports};
-use crate::fleet::PeerLinks;
+use crate::fleet::{PeerLinks, PeerSendError};
 use crate::game::{ConnectionId, Departure, HandoverOutcome, Input, Output};
 use crate::metrics::Metrics;
 use crate::net::{PeerConnectionEvent, QueueError, SendQueue};
@@ -364,12 +364,24 @@ impl Carrier {
                         "no peer link to carry a message to another server: not in a fleet");
                     return;
                 };
-                let candidate = self.effects.travels.as_ref().and_then(|t| t.candidate(&to));
-                let sent = match candidate {
-                    Some(candidate) if message.sender() == Some(PeerRole::Source) => {
-                        links.send(candidate, message)
-                    }
-                    _ => links.reply(&to, message),
+                let travels = self.effects.travels.as_ref();
+                let candidate = travels.and_then(|t| t.candidate(&to));
+                let sent = match (candidate, message.sender()) {
+                    (Some(candidate), Some(PeerRole::Source)) => links.send(candidate, message),
+                    (_, Some(_)) => links.reply(&to, message),
+                    // Either way (`PlayerTaken`, V17): the link it opened here, else the link this
+                    // server dials to it as a travel found it or the directory puts
+                    // it. A directory that cannot name a server by its id (Agones) leaves the
+                    // older server to learn at its next save (its conflict).
+                    (_, None) => match links.reply(&to, message.clone()) {
+                        Err(PeerSendError::NoLink(_)) => {
+                            match travels.and_then(|t| t.locate(&to)) {
+                                Some(found) => links.send(&found, message),
+                                None => Err(PeerSendError::NoLink(to.clone())),
+                            }
+                        }
+                        other => other,
+                    },
                 };
                 if let Err(e) = sent {
                     // The core's own bounds (a candidate's silence, the link's loss) take it
@@ -399,7 +411,7 @@ impl Carrier {
                 let player = save.player.clone();
                 if let Err(e) = self.effects.store.submit(StoreRequest::Handover { save, ticket }) {
                     tracing::error!(%player, side = side.as_str(), error = %e,
-                        "claim or recall not submitted: the store worker is gone");
+                        "claim, recall or take not submitted: the store worker is gone");
                     let outcome = HandoverOutcome::Failed;
                     made_up.push(Input::HandoverDecided { player, ticket, outcome });
                 }

@@ -47,8 +47,8 @@ pub mod world;
 #[cfg(test)]
 mod tests;
 
-use gatehouse_protocol::NodeId;
 use gatehouse_protocol::fleet::PeerRole;
+use gatehouse_protocol::{NodeId, PlayerId};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -393,10 +393,21 @@ fn feed(game: &mut Game, carrier: &mut Carrier, now: std::time::Instant, event: 
                 };
                 game.handle(now, Input::HandoverDecided { player, ticket, outcome });
             }
-            // The worker logs saves and their failures; the core does not wait for them.
-            StoreReply::PlayerSaved { .. }
-            | StoreReply::PlayersSaved { .. }
-            | StoreReply::SessionSaved { .. } => {}
+            // The worker logs saves and their failures; the core does not wait for them, but
+            // hears of each conflict: another server took the player (docs/spec/travel.md V17).
+            StoreReply::PlayerSaved { player, outcome } => {
+                if let Some(input) = save_conflicted(player, &outcome) {
+                    game.handle(now, input);
+                }
+            }
+            StoreReply::PlayersSaved { outcomes } => {
+                for (player, outcome) in outcomes {
+                    if let Some(input) = save_conflicted(player, &outcome) {
+                        game.handle(now, input);
+                    }
+                }
+            }
+            StoreReply::SessionSaved { .. } => {}
         },
         ShellEvent::DestinationFound { transition, candidate } => {
             let input = match carrier.travels() {
@@ -405,6 +416,17 @@ fn feed(game: &mut Game, carrier: &mut Carrier, now: std::time::Instant, event: 
             };
             game.handle(now, input);
         }
+    }
+}
+
+/// The core's input for a player save's `outcome`: a conflict is
+/// [`Input::PlayerSaveConflicted`] (docs/spec/travel.md V17); a save written or given up, none.
+fn save_conflicted(player: PlayerId, outcome: &SaveOutcome) -> Option<Input> {
+    match outcome {
+        SaveOutcome::Conflict { found, .. } => {
+            Some(Input::PlayerSaveConflicted { player, found: *found })
+        }
+        SaveOutcome::Saved { .. } | SaveOutcome::Failed { .. } => None,
     }
 }
 

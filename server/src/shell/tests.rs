@@ -1230,3 +1230,22 @@ async fn only_the_loss_of_a_link_this_server_dialled_reaches_the_core() {
         core.fed
     );
 }
+
+/// docs/spec/travel.md V17: the core hears of each player save the store refused as a
+/// conflict, with the version it found (another server took the player); a save written or
+/// given up is not fed.
+#[test]
+fn a_player_save_conflict_reaches_the_core_and_nothing_else_does() {
+    use crate::store::SaveOutcome;
+    let player = PlayerId::new("a").unwrap();
+    let conflict = SaveOutcome::Conflict { expected: 3, found: Some(4) };
+    let fed = super::save_conflicted(player.clone(), &conflict);
+    assert!(
+        matches!(fed, Some(Input::PlayerSaveConflicted { ref player, found: Some(4) }) if player.as_str() == "a"),
+        "{fed:?}"
+    );
+    let saved = SaveOutcome::Saved { version: 4, attempts: 1 };
+    assert!(super::save_conflicted(player.clone(), &saved).is_none());
+    let failed = SaveOutcome::Failed { attempts: 3, reason: "down".into() };
+    assert!(super::save_conflicted(player, &failed).is_none());
+}

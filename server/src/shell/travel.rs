@@ -139,6 +139,13 @@ impl Travels {
         self.candidates.get(server).map(|found| &found.candidate)
     }
 
+    /// Where `server` is, for a message to it outside a travel (`PlayerTaken`,
+    /// docs/spec/travel.md V17): as a travel found it, else as the directory names it by its
+    /// id; `None` when neither knows it (an Agones directory names no server by its id).
+    pub(crate) fn locate(&self, server: &ServerId) -> Option<Candidate> {
+        self.candidate(server).cloned().or_else(|| self.directory.locate(server))
+    }
+
     /// A link this server dialled proved `server`: its `Welcome`'s certificate fingerprint is
     /// the pin its travellers get when the directory knew none.
     pub(crate) fn linked(&mut self, server: &ServerId, certificate_sha256: Option<[u8; 32]>) {

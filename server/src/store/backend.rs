@@ -41,26 +41,26 @@ const SQLITE_CONNECTIONS: u32 = 4;
 const POSTGRES_CONNECTIONS: u32 = 8;
 
 const SELECT_PLAYER: &str = "SELECT player_id, node, preset_kind, preset_name, character_def, \
-     kits, inventory, equipment, handoff, version FROM players";
+     kits, inventory, equipment, handoff, held_by, version FROM players";
 const PLAYER_VERSION: &str = "SELECT version FROM players WHERE player_id = $1";
 /// A run of first saves, before its VALUES: the rows written are returned.
 const INSERT_PLAYERS: &str = "INSERT INTO players (player_id, node, preset_kind, preset_name, \
-     character_def, kits, inventory, equipment, handoff, version, saved_at) ";
+     character_def, kits, inventory, equipment, handoff, held_by, version, saved_at) ";
 const INSERT_PLAYERS_END: &str = " ON CONFLICT (player_id) DO NOTHING RETURNING player_id";
 /// A run of updates: its VALUES go between the two halves; a row applies only on the stored
 /// version it was based on (`base`), and the rows written are returned.
 const UPDATE_PLAYERS: &str = "WITH v (id, node, preset_kind, preset_name, character_def, kits, \
-     inventory, equipment, handoff, version, base) AS (";
+     inventory, equipment, handoff, held_by, version, base) AS (";
 const UPDATE_PLAYERS_END: &str = ") UPDATE players SET node = v.node, \
      preset_kind = v.preset_kind, preset_name = v.preset_name, character_def = v.character_def, \
      kits = v.kits, inventory = v.inventory, equipment = v.equipment, handoff = v.handoff, \
-     version = v.version, saved_at = CURRENT_TIMESTAMP FROM v WHERE players.player_id = v.id \
-     AND players.version = v.base RETURNING player_id";
+     held_by = v.held_by, version = v.version, saved_at = CURRENT_TIMESTAMP FROM v \
+     WHERE players.player_id = v.id AND players.version = v.base RETURNING player_id";
 /// PostgreSQL: the stored rows of a batch's players locked before it writes any, in byte order
 /// (`COLLATE "C"`, the order Rust sorts the ids in, whatever the database's collation).
 const LOCK_PLAYERS: &str = "SELECT player_id FROM players WHERE player_id IN (";
 const LOCK_PLAYERS_END: &str = ") ORDER BY player_id COLLATE \"C\" FOR UPDATE";
-/// Most rows one multi-row statement writes: 11 bound values a row keeps it far below the parameter
+/// Most rows one multi-row statement writes: 12 bound values a row keeps it far below the parameter
 /// limits (SQLite 32,766, PostgreSQL 65,535). Every shape of statement stays prepared on each
 /// pooled connection, about 0.9 KiB a row on SQLite: 256 rows a statement kept 3.9 KiB per client
 /// prepared at 1,000 clients, 64 keep 1.5 (docs/performance.md, 2026-12-04), for a dozen more
@@ -128,6 +128,7 @@ macro_rules! player_rows {
                 .push_bind(c.inventory.as_str())
                 .push_bind(c.equipment.as_str())
                 .push_bind(c.handoff.as_deref())
+                .push_bind(c.held_by.as_deref())
                 .push_bind(w.next);
             match w.base {
                 Some(base) => row.push_bind(base),
@@ -596,6 +597,7 @@ mod tests {
             equipment: vec![],
             version,
             handoff: None,
+            holder: None,
         }
     }
 

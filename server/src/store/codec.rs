@@ -1,11 +1,12 @@
 //! The save model as table columns, both ways: plain values in, plain values out, so the same
 //! code serves both backends. Lists are JSON arrays in text columns; a read-only preset is
 //! written as its name alone; a handoff state is a JSON object in a nullable text column (NULL
-//! for a save without one), at most [`MAX_HANDOFF_BYTES`].
+//! for a save without one), at most [`MAX_HANDOFF_BYTES`]; the holder is a server id in a
+//! nullable text column (NULL for a save that names none).
 //!
 //! Owns the column encoding. Runs no query.
 
-use gatehouse_protocol::{CharacterDef, NodeId, PlayerId};
+use gatehouse_protocol::{CharacterDef, NodeId, PlayerId, ServerId};
 use gatehouse_tags::GameplayTag;
 
 use sqlx::{ColumnIndex, Decode, FromRow, Row, Type};
@@ -36,6 +37,9 @@ pub(crate) struct PlayerColumns {
     pub(crate) equipment: String,
     /// `players.handoff`: JSON, or `None` (NULL) for a save without a handoff state.
     pub(crate) handoff: Option<String>,
+    /// `players.held_by`: the server that wrote it, or `None` (NULL) for a save naming none
+    /// (docs/spec/travel.md V17).
+    pub(crate) held_by: Option<String>,
 }
 
 /// One `players` row as read (columns named as in the schema).
@@ -50,6 +54,7 @@ pub(crate) struct PlayerRow {
     pub(crate) inventory: String,
     pub(crate) equipment: String,
     pub(crate) handoff: Option<String>,
+    pub(crate) held_by: Option<String>,
     pub(crate) version: i64,
 }
 
@@ -71,6 +76,7 @@ where
             inventory: row.try_get("inventory")?,
             equipment: row.try_get("equipment")?,
             handoff: row.try_get("handoff")?,
+            held_by: row.try_get("held_by")?,
             version: row.try_get("version")?,
         })
     }
@@ -142,6 +148,7 @@ pub(crate) fn player_columns(save: &PlayerSave) -> Result<PlayerColumns, StoreEr
         inventory: json("inventory", serde_json::to_string(&save.inventory))?,
         equipment: json("equipment", serde_json::to_string(&save.equipment))?,
         handoff: save.handoff.as_ref().map(|state| handoff_column(&key, state)).transpose()?,
+        held_by: save.holder.as_ref().map(|server| server.as_str().to_owned()),
     })
 }
 
@@ -186,6 +193,7 @@ pub(crate) fn player_from_row(url: &str, row: PlayerRow) -> Result<PlayerSave, S
         inventory,
         equipment,
         handoff,
+        held_by,
         version,
     } = row;
     let key = format!("player {player_id}");
@@ -229,7 +237,11 @@ pub(crate) fn player_from_row(url: &str, row: PlayerRow) -> Result<PlayerSave, S
         .map_err(|why| corrupt("handoff", why))?;
     let version = u64::try_from(version)
         .map_err(|_| corrupt("version", format!("expected a positive number, found {version}")))?;
-    Ok(PlayerSave { player, node, preset, inventory, equipment, version, handoff })
+    let holder = held_by
+        .map(ServerId::new)
+        .transpose()
+        .map_err(|e| corrupt("held_by", format!("expected a server id: {e}")))?;
+    Ok(PlayerSave { player, node, preset, inventory, equipment, version, handoff, holder })
 }
 
 /// Reads a `sessions` row back; `url` names the store in errors.
@@ -283,6 +295,7 @@ mod tests {
             inventory: c.inventory.clone(),
             equipment: c.equipment.clone(),
             handoff: c.handoff.clone(),
+            held_by: c.held_by.clone(),
             version,
         }
     }
@@ -301,6 +314,7 @@ mod tests {
             equipment: vec![tag("Effect.Equipment.Armor")],
             version: 1,
             handoff: handoff.map(Box::new),
+            holder: None,
         }
     }
 
@@ -317,6 +331,7 @@ mod tests {
             equipment: vec![tag("Effect.Equipment.Armor")],
             version: 7,
             handoff: None,
+            holder: Some(ServerId::new("hub-1").unwrap()),
         };
         let c = player_columns(&save).unwrap();
         assert_eq!(c.preset_kind, "character");
@@ -334,6 +349,7 @@ mod tests {
             equipment: vec![],
             version: 1,
             handoff: None,
+            holder: None,
         };
         let c = player_columns(&save).unwrap();
         assert_eq!((c.preset_kind, c.preset_name.as_deref()), ("read_only", Some("scout")));
@@ -353,14 +369,19 @@ mod tests {
             inventory: "[]".into(),
             equipment: "[\"No.Such.Tag.Anywhere\"]".into(),
             handoff: None,
+            held_by: None,
             version: 1,
         };
         let err = player_from_row("sqlite:x", r.clone()).unwrap_err().to_string();
         assert!(err.contains("`equipment`") && err.contains("player p-3"), "{err}");
         r.equipment = "[]".into();
         r.preset_kind = "character".into();
-        let err = player_from_row("sqlite:x", r).unwrap_err().to_string();
+        let err = player_from_row("sqlite:x", r.clone()).unwrap_err().to_string();
         assert!(err.contains("`preset_kind`"), "{err}");
+        r.preset_kind = "read_only".into();
+        r.held_by = Some("not a server id!".into());
+        let err = player_from_row("sqlite:x", r).unwrap_err().to_string();
+        assert!(err.contains("`held_by`"), "{err}");
     }
 
     /// A handoff state is one JSON column, every field read back as written; a save without

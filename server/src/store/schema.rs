@@ -24,6 +24,8 @@ struct Step {
 ///
 /// 1. The `players` and `sessions` tables.
 /// 2. `players.handoff`: a travel's handoff state (docs/spec/travel.md V2), NULL otherwise.
+/// 3. `players.held_by`: the server that wrote the row (docs/spec/travel.md V17), NULL in no
+///    fleet.
 const SQLITE: &[Step] = &[
     Step {
         version: 1,
@@ -34,6 +36,11 @@ const SQLITE: &[Step] = &[
         version: 2,
         description: "handoff state",
         sql: include_str!("migrations/sqlite/0002_handoff_state.sql"),
+    },
+    Step {
+        version: 3,
+        description: "held by",
+        sql: include_str!("migrations/sqlite/0003_held_by.sql"),
     },
 ];
 
@@ -48,6 +55,11 @@ const POSTGRES: &[Step] = &[
         version: 2,
         description: "handoff state",
         sql: include_str!("migrations/postgres/0002_handoff_state.sql"),
+    },
+    Step {
+        version: 3,
+        description: "held by",
+        sql: include_str!("migrations/postgres/0003_held_by.sql"),
     },
 ];
 

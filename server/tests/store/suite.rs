@@ -1,7 +1,7 @@
 //! The store contract, written once and run on both backends (see `on_both_backends!` in
 //! `main.rs`).
 
-use gatehouse_protocol::{CharacterDef, NodeId, PlayerId, TeamId};
+use gatehouse_protocol::{CharacterDef, NodeId, PlayerId, ServerId, TeamId};
 use gatehouse_server::store::{
     HandoffDuration, HandoffEffect, HandoffState, InventoryItem, KitLatches, PlayerSave, Preset,
     SessionSave, Store, StoreError,
@@ -30,6 +30,7 @@ pub(crate) fn character(player: &str) -> PlayerSave {
         equipment: vec![tag("Effect.Equipment.Armor")],
         version: 0,
         handoff: None,
+        holder: None,
     }
 }
 
@@ -43,6 +44,7 @@ pub(crate) fn read_only(player: &str) -> PlayerSave {
         equipment: vec![],
         version: 0,
         handoff: None,
+        holder: None,
     }
 }
 
@@ -87,6 +89,7 @@ pub(crate) async fn every_field_round_trips(b: &Backend) {
         equipment: vec![tag("Effect.Equipment.Armor"), tag("Kit.Startup.Movement")],
         version: 1,
         handoff: None,
+        holder: None,
     };
     assert_eq!(store.save_player(&second).await.unwrap(), 2);
     assert_eq!(load(&store, "p-1").await, Some(at(second, 2)));
@@ -103,6 +106,7 @@ pub(crate) async fn every_field_round_trips(b: &Backend) {
         equipment: vec![],
         version: 0,
         handoff: None,
+        holder: None,
     };
     store.save_player(&bare).await.unwrap();
     assert_eq!(load(&store, "p-2").await, Some(at(bare, 1)));
@@ -416,7 +420,7 @@ pub(crate) async fn migrations_are_idempotent(b: &Backend) {
         let again = b.open().await;
         again.close().await;
     }
-    assert_eq!(b.applied_migrations().await, [1, 2]);
+    assert_eq!(b.applied_migrations().await, [1, 2, 3]);
     let store = b.open().await;
     assert_eq!(load(&store, "p-m").await.map(|p| p.version), Some(1));
     store.close().await;
@@ -576,10 +580,10 @@ pub(crate) async fn a_claim_and_a_recall_at_the_handoff_version_one_wins(b: &Bac
     destination.close().await;
 }
 
-/// A store a schema-1 server created, with its rows, opens at schema 2 (the handoff column
-/// added, nothing else changed) and loads those rows with no handoff state; they are saved on
-/// as any.
-pub(crate) async fn a_store_at_schema_1_opens_at_schema_2_and_loads_its_rows_without_a_handoff(
+/// A store a schema-1 server created, with its rows, opens at the latest schema (schema 2's
+/// handoff column and schema 3's holder added, nothing else changed) and loads those rows with
+/// no handoff state and no holder; they are saved on as any.
+pub(crate) async fn a_store_at_schema_1_opens_at_the_latest_schema_and_loads_its_rows_unchanged(
     b: &Backend,
 ) {
     b.create_at_schema_1().await;
@@ -598,7 +602,7 @@ pub(crate) async fn a_store_at_schema_1_opens_at_schema_2_and_loads_its_rows_wit
     b.execute("INSERT INTO sessions (session, node, version) VALUES ('main', 'harbor', 5)").await;
 
     let store = b.open().await;
-    assert_eq!(b.applied_migrations().await, [1, 2]);
+    assert_eq!(b.applied_migrations().await, [1, 2, 3]);
     assert_eq!(load(&store, "old-1").await, Some(at(character("old-1"), 3)));
     assert_eq!(load(&store, "old-2").await, Some(at(read_only("old-2"), 1)));
     assert_eq!(store.load_session("main").await.unwrap().map(|s| s.version), Some(5));
@@ -606,4 +610,56 @@ pub(crate) async fn a_store_at_schema_1_opens_at_schema_2_and_loads_its_rows_wit
     assert_eq!(store.save_player(&travelling).await.unwrap(), 4);
     assert_eq!(load(&store, "old-1").await, Some(at(travelling, 4)));
     store.close().await;
+}
+
+/// `save` as written by the server `holder`.
+fn held(save: PlayerSave, holder: &str) -> PlayerSave {
+    PlayerSave { holder: Some(ServerId::new(holder).unwrap()), ..save }
+}
+
+/// docs/spec/travel.md V17: `players.held_by` names the server that wrote the row: a save and
+/// a handoff save the writer, a claim the destination, a recall the source, a login's take the
+/// taker (whose write at the version it loaded makes the older server's next save conflict); a
+/// save naming none (a server in no fleet) stores NULL.
+pub(crate) async fn the_holder_is_written_by_saves_claims_recalls_and_takes(b: &Backend) {
+    let source = b.open().await;
+    let destination = b.open().await;
+    let holder = |save: Option<PlayerSave>| save.and_then(|s| s.holder).map(|h| h.to_string());
+
+    // Saved and handed off by the source, claimed by the destination.
+    let first = held(character("held-1"), "hub-1");
+    assert_eq!(source.save_player(&first).await.unwrap(), 1);
+    assert_eq!(load(&source, "held-1").await, Some(at(first.clone(), 1)), "read back whole");
+    let handoff = handing_off(at(first.clone(), 1), dead_and_poisoned());
+    assert_eq!(source.save_player(&handoff).await.unwrap(), 2);
+    assert_eq!(holder(load(&destination, "held-1").await).as_deref(), Some("hub-1"));
+    let claim = held(at(character("held-1"), 2), "isle-1");
+    assert_eq!(destination.save_player(&claim).await.unwrap(), 3);
+    assert_eq!(holder(load(&source, "held-1").await).as_deref(), Some("isle-1"), "claimed");
+
+    // Handed off, then recalled by the source.
+    let second = held(character("held-2"), "hub-1");
+    assert_eq!(source.save_player(&second).await.unwrap(), 1);
+    let handoff = handing_off(at(second.clone(), 1), dead_and_poisoned());
+    assert_eq!(source.save_player(&handoff).await.unwrap(), 2);
+    assert_eq!(source.save_player(&at(second, 2)).await.unwrap(), 3, "the recall");
+    assert_eq!(holder(load(&destination, "held-2").await).as_deref(), Some("hub-1"), "recalled");
+
+    // A login at the source takes the claimed player back at the version it loaded: the
+    // destination's next save, based on its claim, conflicts.
+    let take = held(at(character("held-1"), 3), "hub-1");
+    assert_eq!(source.save_player(&take).await.unwrap(), 4);
+    assert_eq!(holder(load(&destination, "held-1").await).as_deref(), Some("hub-1"), "taken");
+    let older = held(at(character("held-1"), 3), "isle-1");
+    assert!(matches!(
+        destination.save_player(&older).await,
+        Err(StoreError::Conflict { expected: 3, found: Some(4), .. })
+    ));
+    assert_eq!(holder(load(&source, "held-1").await).as_deref(), Some("hub-1"), "unchanged");
+
+    // A server in no fleet names none: NULL, over whatever was there.
+    assert_eq!(source.save_player(&at(character("held-1"), 4)).await.unwrap(), 5);
+    assert_eq!(holder(load(&source, "held-1").await), None);
+    source.close().await;
+    destination.close().await;
 }

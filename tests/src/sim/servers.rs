@@ -18,9 +18,10 @@ use gatehouse_protocol::{CloseCode, PlayerId};
 use gatehouse_protocol::{ReplicatedChange, ServerId, ServerMessage, TransitionId};
 use gatehouse_server::config::{WorldMap, parse_world};
 use gatehouse_server::game::{
-    ConnectionId, Departure, Game, HandoverOutcome, Input, KnownWorld, LoadId, Output,
+    ConnectionId, Departure, Game, GameRules, HandoverOutcome, Input, KnownWorld, LoadId, Output,
 };
 use gatehouse_server::store::LoadOutcome;
+use gatehouse_server::store::PlayerSave;
 use gatehouse_server::world::SimulatedWorld;
 
 use super::clients::{Down, Up};
@@ -57,6 +58,11 @@ pub(crate) enum Scheduled {
     },
     /// The peer link to this server is reported lost.
     PeerLost(ServerId),
+    /// The store's answer to a player save it refused as a conflict (docs/spec/travel.md V17).
+    SaveConflicted {
+        player: PlayerId,
+        found: Option<u64>,
+    },
 }
 
 /// One simulated server and its shell's state.
@@ -123,7 +129,10 @@ impl Sim {
         let world = Arc::new(world);
         let streamer = SimulatedWorld::new(world.clone());
         let max_frame_len = spec.rules.max_frame_len as usize;
-        let game = Game::new(spec.rules, world.clone(), self.now);
+        // Every simulated server is in the fleet: its saves name it (docs/spec/travel.md V17).
+        let server = Some(spec.rules.server.clone().unwrap_or_else(|| spec.id.clone()));
+        let rules = GameRules { server, ..spec.rules };
+        let game = Game::new(rules, world.clone(), self.now);
         self.servers.push(SimServer {
             id: spec.id,
             game,
@@ -237,12 +246,10 @@ impl Sim {
                     let at = self.store_answer_at();
                     self.schedule(at, server, Scheduled::PlayerLoad { player, ticket });
                 }
-                Output::SavePlayer(save) => {
-                    self.store.save_player(server, save);
-                }
+                Output::SavePlayer(save) => self.save_player(server, save),
                 Output::SavePlayers(saves) => {
                     for save in saves {
-                        self.store.save_player(server, save);
+                        self.save_player(server, save);
                     }
                 }
                 Output::LoadSession => {
@@ -311,6 +318,11 @@ impl Sim {
                 self.record_at(server, decided);
                 Input::HandoverDecided { player, ticket, outcome }
             }
+            Scheduled::SaveConflicted { player, found } => {
+                let conflicted = Event::SaveConflicted { player: player.clone(), found };
+                self.record_at(server, conflicted);
+                Input::PlayerSaveConflicted { player, found }
+            }
             Scheduled::PeerLost(other) => {
                 let about = self.server_index(&other);
                 self.fleet.lost_reported(server, about);
@@ -319,6 +331,17 @@ impl Sim {
             }
         };
         self.feed(server, input);
+    }
+
+    /// A player save of `server`, written now; a conflict is answered after the store's latency
+    /// with the version it met, as the real shell feeds the worker's (docs/spec/travel.md V17).
+    fn save_player(&mut self, server: usize, save: PlayerSave) {
+        let player = save.player.clone();
+        if self.store.save_player(server, save).is_none() {
+            let found = self.store.player(&player).map(|s| s.version);
+            let at = self.store_answer_at();
+            self.schedule(at, server, Scheduled::SaveConflicted { player, found });
+        }
     }
 
     /// The server's network driver learnt that `connection` ended: the core hears of it.

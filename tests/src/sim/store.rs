@@ -158,6 +158,7 @@ mod tests {
             equipment: Vec::new(),
             version,
             handoff: None,
+            holder: None,
         }
     }
 

@@ -134,6 +134,14 @@ pub enum Event {
         /// What it decided.
         outcome: HandoverOutcome,
     },
+    /// The store refused a player save as a conflict (`Input::PlayerSaveConflicted`,
+    /// docs/spec/travel.md V17).
+    SaveConflicted {
+        /// Whose.
+        player: PlayerId,
+        /// The version it met.
+        found: Option<u64>,
+    },
     /// The server learnt the connection ended (`Input::Disconnected`).
     Disconnected {
         /// The connection.

@@ -168,13 +168,14 @@ pub(super) fn check_welcome(
 }
 
 /// A message carried after the link's `Hello` and `Welcome`, checked by the side it reaches:
-/// `from` is the sender's role. It goes that way (the table of docs/spec/travel.md V14) and its
+/// `from` is the sender's role. It goes that way (the table of docs/spec/travel.md V14;
+/// `PlayerTaken` either way, V17) and its
 /// lists are within [`MAX_PLAYERS_PER_PEER_MESSAGE`].
 ///
 /// # Errors
 /// [`Refusal::WrongWay`], then [`Refusal::Oversized`].
 pub(super) fn check_carried(from: PeerRole, message: &PeerMessage) -> Result<(), Refusal> {
-    if message.sender() != Some(from) {
+    if !message.goes_from(from) {
         return Err(Refusal::WrongWay { message: message.name() });
     }
     if message.is_oversized() {
@@ -242,7 +243,7 @@ mod tests {
         let later = hello(PEER_PROTOCOL_VERSION + 1, PeerRole::Source, &key());
         let refused = check_hello(&key(), &EXPORTER, later).unwrap_err();
         assert_eq!(refused, Refusal::Version { theirs: PEER_PROTOCOL_VERSION + 1 });
-        assert!(refused.to_string().contains("version 2 is not supported"), "{refused}");
+        assert!(refused.to_string().contains("version 3 is not supported"), "{refused}");
         let first = PeerMessage::Placed { trn: TransitionId(1), player: players(1).remove(0) };
         let refused = check_hello(&key(), &EXPORTER, first).unwrap_err();
         assert_eq!(refused.code(), CloseCode::ProtocolViolation);
@@ -293,6 +294,10 @@ mod tests {
         assert!(check_carried(PeerRole::Source, &refused).is_err());
         let again = hello(PEER_PROTOCOL_VERSION, PeerRole::Source, &key());
         assert!(check_carried(PeerRole::Source, &again).is_err(), "a second Hello");
+        // V17: whichever end a login took the player from.
+        let taken = PeerMessage::PlayerTaken { player: players(1).remove(0), version: 4 };
+        assert_eq!(check_carried(PeerRole::Source, &taken), Ok(()));
+        assert_eq!(check_carried(PeerRole::Destination, &taken), Ok(()));
         let release =
             PeerMessage::ReleaseSeats { trn, players: players(MAX_PLAYERS_PER_PEER_MESSAGE + 1) };
         let over = check_carried(PeerRole::Source, &release).unwrap_err();

@@ -95,7 +95,10 @@ fn a_source_whose_proof_holds_is_welcomed_and_answered_on_its_link() {
     else {
         panic!("one Welcome");
     };
-    assert_eq!((version, from.as_str(), server_name.as_str()), (1, "crypt-1", "crypt-1.example"));
+    assert_eq!(
+        (version, from.as_str(), server_name.as_str()),
+        (PEER_PROTOCOL_VERSION, "crypt-1", "crypt-1.example")
+    );
     assert_eq!(certificate_sha256, Some([9; 32]));
     assert!(proof.holds(&TokenKey::new(KEY), PeerRole::Destination, &exporter(1)));
     assert_eq!(events(&mut links), [PeerEvent::Accepted { server: server("hub-1") }]);

@@ -179,6 +179,7 @@ fn save(player: &str, version: u64, count: u32) -> PlayerSave {
         equipment: vec![],
         version,
         handoff: None,
+        holder: None,
     }
 }
 
