@@ -26,6 +26,7 @@ struct Row {
     equipment: Vec<String>,
     raw_equipment: Option<String>,
     handoff: Option<Handoff>,
+    held_by: Option<String>,
     version: i64,
 }
 
@@ -123,6 +124,7 @@ fuzz_target!(|row: Row| {
         inventory,
         equipment: row.raw_equipment.unwrap_or_else(|| json_tags(&row.equipment)),
         handoff: row.handoff.as_ref().map(handoff_json),
+        held_by: row.held_by,
         version: row.version,
     };
     match read_player_row(raw) {

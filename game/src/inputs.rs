@@ -302,6 +302,7 @@ impl Game {
         self.responses.left(&id);
         self.mover_left(&id);
         self.traveller_left(now, &id, connection);
+        self.takes.left(connection);
         if keep {
             self.session.keep(id.clone(), player.keep(now), self.rules.player_state_retention);
         }

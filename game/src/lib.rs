@@ -18,7 +18,7 @@
 //!
 //! # Layout: a coordinator over owned sub-states
 //!
-//! `Game` holds fifteen fields: the rules and the world map, one field per sub-state, the timer
+//! `Game` holds sixteen fields: the rules and the world map, one field per sub-state, the timer
 //! table and the outbox. Each sub-state owns its collections and their indexes, which change
 //! only through its own methods; it emits no output. The records a collection holds (a
 //! `Player`, a `Pawn`) are plain data: the coordinator reads and edits their fields through
@@ -47,6 +47,8 @@
 //! - `Inbound` (`inbound.rs`): the travellers here whose claim is not decided (V4, V5);
 //! - `Outbound` (`outbound.rs`): this server's travel to another server, where each moving
 //!   player stands in it, and the recalls that outlive it (V2, V7, V11);
+//! - `Takes` (`presence.rs`): the takes of logins here of players another server held, awaiting
+//!   the store, and how many each login made (V17);
 //! - `TimerTable` (`timers.rs`): the named deadlines behind [`Game::poll_timeout`];
 //! - `Outbox` (`outbox.rs`): outputs, observations and counters not yet taken by the shell.
 //!
@@ -56,12 +58,13 @@
 //! `Spawned`); a save load is `persistence.rs`'s `apply_player_load` (`PlayerLoad`); an
 //! effects step is `Effects::run` (`EffectEvent`s).
 //!
-//! The `impl Game` blocks are in five files. This one holds every public method, the step
+//! The `impl Game` blocks are in six files. This one holds every public method, the step
 //! dispatch, the advance pass and the output helpers; `inputs.rs` has one handler per input and
 //! client message; `pass.rs` the steps of the pass, the start and end of a transition, the
 //! timeouts and the client-ready policy; `travel.rs` the peer link's messages, the seat timer
 //! and the source's steps of a travel to another server; `inbound.rs` the destination's
-//! travellers (docs/spec/travel.md). `snapshot.rs` is the operators' view; the public
+//! travellers (docs/spec/travel.md); `presence.rs` one server playing a player at a time: the
+//! takes, the conflicts and `PlayerTaken` (V17). `snapshot.rs` is the operators' view; the public
 //! boundary types (inputs, outputs, rules, counters) are in `interface.rs`.
 //!
 //! # One step: record, then advance

@@ -8,12 +8,16 @@
 //! 2. **The older server is told.** A take won sends that server `PlayerTaken` with the version
 //!    it wrote.
 //! 3. **A conflict fences.** A player this server plays (its save loaded, not moving) whose save
-//!    conflicted with a newer version, whose take was lost, or whom `PlayerTaken` names at a
-//!    newer version than this server's, is closed `Replaced` and dropped: not saved again, not
-//!    kept for a relaunch (S9).
+//!    conflicted with a newer version, or whom `PlayerTaken` names at a newer version than this
+//!    server's, is closed `Replaced` and dropped: not saved again, not kept for a relaunch (S9).
 //!
-//! [`Takes`] holds the takes awaiting the store's answer and nothing else; the player states
-//! are the roster's, the kept ones the session's.
+//! A take lost means the row moved after the login loaded it (the older server's last save
+//! landed late, or another login took it first): the newer login still wins, so the player is
+//! loaded again and taken at the version found, at most [`TAKE_ATTEMPTS`] times in all; past
+//! them it is fenced as in 3.
+//!
+//! [`Takes`] holds the takes awaiting the store's answer and the attempts of each login, and
+//! nothing else; the player states are the roster's, the kept ones the session's.
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -23,6 +27,10 @@ use gatehouse_protocol::{CloseCode, PlayerId, ServerId};
 
 use super::players::Persistence;
 use super::{ConnectionId, Departure, Game, HandoverOutcome, HandoverSide, Output, persistence};
+
+/// How many times one login takes its player, each after a fresh load, before a take lost
+/// fences it (docs/spec/travel.md V17).
+pub(crate) const TAKE_ATTEMPTS: u32 = 3;
 
 /// A take awaiting the store's answer.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,10 +43,21 @@ struct Take {
     connection: ConnectionId,
 }
 
-/// The takes in flight, by their handover ticket.
+/// The takes in flight, by their handover ticket, and the takes each login made so far.
 #[derive(Debug, Default)]
 pub(crate) struct Takes {
     pending: BTreeMap<u64, Take>,
+    /// Takes made by the login on a connection, while it takes (forgotten once one is won,
+    /// undecided, or the login fenced or gone).
+    attempts: BTreeMap<ConnectionId, u32>,
+}
+
+impl Takes {
+    /// The login on `connection` left: its count of takes goes (a take still pending is
+    /// settled by its answer, which finds the connection gone).
+    pub(crate) fn left(&mut self, connection: ConnectionId) {
+        self.attempts.remove(&connection);
+    }
 }
 
 impl Game {
@@ -59,7 +78,9 @@ impl Game {
             return;
         };
         let ticket = self.roster.allocate_ticket();
-        tracing::info!(player = %id, holder = %from, version = save.version,
+        let attempts = self.takes.attempts.entry(connection).or_insert(0);
+        *attempts += 1;
+        tracing::info!(player = %id, holder = %from, version = save.version, attempt = *attempts,
             "login of a player another server holds: taking it");
         self.takes.pending.insert(ticket, Take { player: id.clone(), from, connection });
         self.out.push(Output::Handover { side: HandoverSide::Take, save, ticket });
@@ -70,8 +91,9 @@ impl Game {
     ///
     /// Won: the player's saves carry the version written, and the server it was taken from is
     /// told (`PlayerTaken`). Lost: another server wrote the player since the login loaded it,
-    /// so the connection that took it is fenced (a newer connection of it is not: its own load
-    /// came after). Undecided: it plays on; its next save decides.
+    /// so the login loads it again and takes it at the version found, up to [`TAKE_ATTEMPTS`]
+    /// takes, then is fenced; a take of an older connection changes nothing (a newer
+    /// connection's own load came after). Undecided: it plays on; its next save decides.
     pub(crate) fn take_decided(
         &mut self,
         now: Instant,
@@ -81,6 +103,15 @@ impl Game {
     ) -> bool {
         let Some(take) = self.takes.pending.remove(&ticket) else { return false };
         let current = self.roster.player(player).is_some_and(|p| p.connection == take.connection);
+        let attempts = match outcome {
+            HandoverOutcome::Lost if current => {
+                self.takes.attempts.get(&take.connection).copied().unwrap_or(TAKE_ATTEMPTS)
+            }
+            _ => {
+                self.takes.attempts.remove(&take.connection);
+                0
+            }
+        };
         match outcome {
             HandoverOutcome::Won { version } => {
                 self.out.counters.players_taken += 1;
@@ -95,8 +126,13 @@ impl Game {
                 let message = PeerMessage::PlayerTaken { player: take.player, version };
                 self.out.push(Output::Peer { to: take.from, message });
             }
+            HandoverOutcome::Lost if current && attempts < TAKE_ATTEMPTS => {
+                self.reload(player);
+            }
             HandoverOutcome::Lost if current => {
-                self.fence(now, player, "its take lost: another server wrote it meanwhile");
+                self.takes.attempts.remove(&take.connection);
+                let why = "its takes lost: other servers wrote it after each load";
+                self.fence(now, player, why);
             }
             HandoverOutcome::Lost => self.out.counters.stale_ignored += 1,
             HandoverOutcome::Failed => {
@@ -105,6 +141,20 @@ impl Game {
             }
         }
         true
+    }
+
+    /// A take of `player` was lost: its save is loaded again, and the load takes it again at
+    /// the version found (`take_if_held_elsewhere`). Meanwhile it plays on, unsaved.
+    fn reload(&mut self, player: &PlayerId) {
+        let ticket = self.roster.allocate_ticket();
+        let Some(mut p) = self.roster.player_mut(player) else { return };
+        if !matches!(p.persistence, Persistence::Loaded { .. }) {
+            return;
+        }
+        p.persistence = Persistence::Loading { ticket };
+        drop(p);
+        tracing::info!(%player, "take lost: another server wrote the player since its load; loading it again");
+        self.out.push(Output::LoadPlayer { player: player.clone(), ticket });
     }
 
     /// `Input::PlayerSaveConflicted`: a save of `player` met the stored version `found`. It was

@@ -1324,3 +1324,51 @@ fn a_stale_or_duplicate_taken_message_does_nothing() {
     assert!(f.source.game.roster.player(&pid("a")).is_some());
     assert_eq!(f.source.game.counters().players_replaced_elsewhere, fenced);
 }
+
+/// V17: a take lost to a save that landed after the login's load (the older server's last save,
+/// late) does not cost the newer login: its save is loaded again, with that save's progress, and
+/// taken at the version found; the older server is then fenced.
+#[test]
+fn a_take_lost_to_a_late_save_loads_again_and_takes_the_newer_version() {
+    let (mut f, a) = a_playing_on_the_source();
+    f.hold_handovers = true;
+    let b = f.dest.login("a");
+    f.pump();
+    let (side, who, take, ticket) = f.held_handovers.pop().expect("the take");
+    assert_eq!((side, who, take.version), (Side::Destination, HandoverSide::Take, 3));
+    // The source's save lands first (its drain, say), at 4.
+    f.source.game.drain();
+    f.source.drain();
+    f.pump();
+    assert_eq!(f.store[&pid("a")].holder, Some(hub()));
+    f.hold_handovers = false;
+    f.decide(side, take, ticket);
+    f.pump();
+    assert_eq!(f.dest.closed(b), None, "the newer login plays on");
+    assert_eq!(f.store[&pid("a")].version, 5, "taken again at the version it found");
+    assert_eq!(f.store[&pid("a")].holder, Some(isle()));
+    assert_eq!(f.source.closed(a), Some(CloseCode::Replaced));
+    assert_eq!(f.dest.game.counters().players_taken, 1);
+}
+
+/// V17: a login whose every take is lost (each after a fresh load) is fenced after the bound,
+/// so a login never takes for ever.
+#[test]
+fn a_login_whose_takes_keep_losing_is_fenced_after_its_attempts() {
+    let (mut f, _) = a_playing_on_the_source();
+    f.hold_handovers = true;
+    f.hold_peer = true;
+    let b = f.dest.login("a");
+    f.pump();
+    for attempt in 1..=crate::presence::TAKE_ATTEMPTS {
+        assert_eq!(f.dest.closed(b), None, "before the answer to take {attempt}");
+        let (_, who, save, ticket) = f.held_handovers.pop().expect("a take");
+        assert_eq!(who, HandoverSide::Take);
+        let lost =
+            Input::HandoverDecided { player: save.player, ticket, outcome: HandoverOutcome::Lost };
+        f.dest.input(lost);
+        f.pump();
+    }
+    assert_eq!(f.dest.closed(b), Some(CloseCode::Replaced));
+    assert!(f.held_handovers.is_empty(), "no take after the last");
+}

@@ -26,6 +26,8 @@ pub struct RawPlayerRow {
     pub equipment: String,
     /// `handoff` (a JSON handoff state, or NULL).
     pub handoff: Option<String>,
+    /// `held_by` (a server id, or NULL; docs/spec/travel.md V17).
+    pub held_by: Option<String>,
     /// `version`.
     pub version: i64,
 }
@@ -45,6 +47,7 @@ pub fn read_player_row(row: RawPlayerRow) -> Result<PlayerSave, String> {
         inventory: row.inventory,
         equipment: row.equipment,
         handoff: row.handoff,
+        held_by: row.held_by,
         version: row.version,
     };
     player_from_row("fuzz:", row).map_err(|e| e.to_string())
@@ -67,6 +70,7 @@ pub fn player_round_trip(save: &PlayerSave) -> Result<PlayerSave, String> {
         inventory: columns.inventory,
         equipment: columns.equipment,
         handoff: columns.handoff,
+        held_by: columns.held_by,
         version,
     })
 }
