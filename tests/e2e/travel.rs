@@ -399,3 +399,65 @@ async fn a_destination_stopped_mid_move_sends_its_unplaced_players_back_to_the_s
     hub.stop().await;
     schema.drop().await;
 }
+
+/// docs/spec/travel.md V17, over QUIC on two real servers and PostgreSQL: after a move, the same
+/// players log in again at the source with their session tokens while their first clients
+/// still play at the destination. The source takes each (its store row now names `hub-1`), the
+/// destination hears `PlayerTaken` over the peer link and closes its copies `Replaced` at once,
+/// long before it would save them, and each player plays on the source alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(gatehouse_postgres_tests),
+    ignore = "PostgreSQL skipped: GATEHOUSE_TEST_POSTGRES_URL is not set (docs/testing.md, \"PostgreSQL tests\")"
+)]
+async fn a_player_who_moved_and_logs_in_at_the_source_plays_on_one_server() {
+    const CLIENTS: usize = 4;
+    let schema = Schema::create().await;
+    let (hub, dungeon) = fleet(&schema, false).await;
+    let limit = Duration::from_secs(20);
+    let first = swarm(&hub, &dungeon, CLIENTS, Duration::from_secs(25));
+    let first = tokio::spawn(run_swarm_outcomes(first));
+    let all_placed = |s: &GameSnapshot| {
+        s.phase == "None" && s.players.len() == CLIENTS && s.players.iter().all(|p| p.placed)
+    };
+    wait_for_snapshot(&hub.handle, limit, "every client placed on hub-1", all_placed).await;
+    // A destination in its boot transition refuses seats (`Busy`, V12).
+    wait_for_snapshot(&dungeon.handle, limit, "dungeon-1 booted", |s| s.phase == "None").await;
+    assert!(hub.handle.travel(NodeId::new("dungeon").unwrap()).await);
+    wait_for_snapshot(&dungeon.handle, limit, "every player placed on dungeon-1", all_placed).await;
+    wait_for_snapshot(&hub.handle, limit, "hub-1 let every player go", |s| s.players.is_empty())
+        .await;
+
+    // The same players (the same swarm seed and names) log in at the source again.
+    let again = swarm(&hub, &dungeon, CLIENTS, Duration::from_secs(10));
+    let again = tokio::spawn(run_swarm_outcomes(again));
+    let gone = "dungeon-1 dropped every copy another server took";
+    let there = wait_for_snapshot(&dungeon.handle, Duration::from_secs(10), gone, |s| {
+        s.players.is_empty() && s.counters.players_replaced_elsewhere == CLIENTS as u64
+    })
+    .await;
+    assert_eq!(there.counters.players_replaced_elsewhere, CLIENTS as u64, "{:?}", there.counters);
+    let back =
+        wait_for_snapshot(&hub.handle, limit, "every player on hub-1 again", all_placed).await;
+    assert_eq!(back.counters.players_taken, CLIENTS as u64, "{:?}", back.counters);
+    let mut conn = sqlx::PgConnection::connect(&schema.url()).await.unwrap();
+    let holders: Vec<(String, Option<String>)> =
+        sqlx::query_as("SELECT player_id, held_by FROM players")
+            .fetch_all(&mut conn)
+            .await
+            .unwrap();
+    conn.close().await.unwrap();
+    assert_eq!(holders.len(), CLIENTS);
+    assert!(holders.iter().all(|(_, h)| h.as_deref() == Some("hub-1")), "{holders:?}");
+
+    // The first clients were replaced; the second end on the source as they left it.
+    let _ = within(Duration::from_secs(60), "the first swarm", first).await.unwrap();
+    let outcomes =
+        within(Duration::from_secs(60), "the second swarm", again).await.unwrap().unwrap();
+    let report = SwarmReport::from_outcomes(&outcomes);
+    eprintln!("{report}");
+    assert_checks_passed(&outcomes, &report);
+    hub.stop().await;
+    dungeon.stop().await;
+    schema.drop().await;
+}
