@@ -511,7 +511,8 @@ counters! {
     /// Travellers from other servers placed here, their claims committed (docs/spec/travel.md
     /// V4, V5).
     travellers_placed,
-    /// Tickets refused: stale or used (docs/spec/travel.md V9).
+    /// Tickets refused: stale or used (docs/spec/travel.md V9); the metric adds those refused
+    /// at the Hello.
     tickets_refused,
     /// Recalls the store did not confirm: the player was sent back anyway
     /// (docs/spec/travel.md V7).

@@ -9,7 +9,7 @@
 //! |---|---|
 //! | the game task, from the core's [`Observation`]s | `gatehouse_transition_phase_duration_seconds{phase}`, `gatehouse_transition_duration_seconds{outcome}`, `gatehouse_client_ready_seconds`, `gatehouse_spawn_queue_wait_seconds`, `gatehouse_transitions_ended_total{outcome}`, `gatehouse_spawn_refusals_total{cause}`, `gatehouse_logins_refused_total{reason="server_full"}` |
 //! | the game task, from its own wakes | `gatehouse_game_loop_lag_seconds` |
-//! | the net side | `gatehouse_connection_closes_total{code,side}`, `gatehouse_logins_refused_total{reason}` (token, version, hello, draining), `gatehouse_pending_connections`, and quinn's path statistics summed over every connection: `gatehouse_quic_rtt_seconds`, `gatehouse_quic_sent_packets_total`, `gatehouse_quic_lost_packets_total`, `gatehouse_quic_lost_bytes_total`, `gatehouse_quic_congestion_events_total` |
+//! | the net side | `gatehouse_connection_closes_total{code,side}`, `gatehouse_logins_refused_total{reason}` (token, version, hello, draining), the tickets refused at the `Hello` (added to the core's `gatehouse_tickets_refused_total`), `gatehouse_pending_connections`, and quinn's path statistics summed over every connection: `gatehouse_quic_rtt_seconds`, `gatehouse_quic_sent_packets_total`, `gatehouse_quic_lost_packets_total`, `gatehouse_quic_lost_bytes_total`, `gatehouse_quic_congestion_events_total` |
 //! | the store worker | `gatehouse_store_save_seconds`, `gatehouse_store_load_seconds`, `gatehouse_saves_total{outcome}` |
 //! | the orchestrator's SDK task (`agones` feature; the family is there, at 0, without it) | `gatehouse_fleet_sdk_errors_total{call}` |
 //! | a sample of the core taken at scrape time | `gatehouse_players`, `gatehouse_placed_players`, `gatehouse_pending_spawns`, `gatehouse_loads_in_flight`, `gatehouse_transition_phase{phase}`, `gatehouse_world_node_info{node}`, and the core's other decision counters as `gatehouse_<counter>_total` |
@@ -105,7 +105,9 @@ impl Metrics {
             logins_refused.clone(),
         );
         let game = GameMetrics::register(&mut registry, logins_refused.clone());
-        let net = NetMetrics::register(&mut registry, logins_refused);
+        // The tickets the net side refuses at the `Hello`, added to the core's own count.
+        let tickets_refused = Counter::default();
+        let net = NetMetrics::register(&mut registry, logins_refused, tickets_refused.clone());
         let store = StoreMetrics::register(&mut registry);
         let fleet = FleetMetrics::register(&mut registry);
         let build = Family::<[(&'static str, &'static str); 2], Gauge>::default();
@@ -118,7 +120,10 @@ impl Metrics {
             build,
         );
         let sample = Arc::new(Mutex::new(CoreSample::default()));
-        registry.register_collector(Box::new(CoreCollector { sample: sample.clone() }));
+        registry.register_collector(Box::new(CoreCollector {
+            sample: sample.clone(),
+            tickets_refused,
+        }));
         registry.register_collector(Box::new(ProcessCollector));
         Metrics { inner: Arc::new(Inner { registry, game, net, store, fleet, sample }) }
     }
@@ -288,10 +293,12 @@ pub struct CoreSample {
 }
 
 /// Encodes the last [`CoreSample`]: its gauges, and the decision counters no labelled family
-/// above covers.
+/// above covers (`tickets_refused` with the net side's refusals at the `Hello` added).
 #[derive(Debug)]
 struct CoreCollector {
     sample: Arc<Mutex<CoreSample>>,
+    /// Tickets refused by the net side at the `Hello`, before the core saw them.
+    tickets_refused: Counter,
 }
 
 impl Collector for CoreCollector {
@@ -341,6 +348,11 @@ impl Collector for CoreCollector {
                 continue;
             }
             let name = format!("gatehouse_{field}");
+            let value = if field == "tickets_refused" {
+                value.saturating_add(self.tickets_refused.get())
+            } else {
+                value
+            };
             let counter = ConstCounter::new(value);
             let metric = encoder.encode_descriptor(&name, help, None, counter.metric_type())?;
             counter.encode(metric)?;

@@ -831,6 +831,8 @@ impl Connection {
                     reason: RejectReason::ShuttingDown,
                     code: CloseCode::ShuttingDown,
                     detail: "the server is shutting down".into(),
+                    // The ticket held: the server, not the ticket, refuses it.
+                    ticket: false,
                 })
             } else {
                 Ok(admitted)
@@ -857,9 +859,8 @@ impl Connection {
                 ctx.outbox.push_login(event, slot);
             }
             Err(refusal) => {
-                let name = reject_reason_name(refusal.reason);
+                let name = refusal.count(&ctx.settings.metrics);
                 tracing::info!(reason = %name, detail = %PeerText(&refusal.detail), "hello refused");
-                ctx.settings.metrics.count_login_refused(name);
                 let rejected =
                     ServerMessage::Rejected { reason: refusal.reason, detail: refusal.detail };
                 self.login = Login::Refused;
@@ -1248,6 +1249,22 @@ struct Refusal {
     reason: RejectReason,
     code: CloseCode,
     detail: String,
+    /// Whether its token was a travel ticket: the refusal then counts in
+    /// `gatehouse_tickets_refused_total` too (docs/operations.md, "Metrics").
+    ticket: bool,
+}
+
+impl Refusal {
+    /// Counts the refusal in `metrics`: in `gatehouse_logins_refused_total` by its reason, and
+    /// a ticket's in `gatehouse_tickets_refused_total` as well. Returns the reason's label.
+    fn count(&self, metrics: &NetMetrics) -> &'static str {
+        let name = reject_reason_name(self.reason);
+        metrics.count_login_refused(name);
+        if self.ticket {
+            metrics.count_ticket_refused();
+        }
+        name
+    }
 }
 
 fn check_hello(check: &HelloCheck, message: ClientMessage) -> Result<Admitted, Refusal> {
@@ -1256,6 +1273,7 @@ fn check_hello(check: &HelloCheck, message: ClientMessage) -> Result<Admitted, R
             reason: RejectReason::HelloExpected,
             code: CloseCode::ProtocolViolation,
             detail: "the first message must be Hello".into(),
+            ticket: false,
         });
     };
     if protocol_version != PROTOCOL_VERSION {
@@ -1265,17 +1283,21 @@ fn check_hello(check: &HelloCheck, message: ClientMessage) -> Result<Admitted, R
             detail: format!(
                 "protocol version {protocol_version} is not supported; this server speaks {PROTOCOL_VERSION}"
             ),
+            ticket: false,
         });
     }
     let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
-    let refused = |e: TokenError| Refusal {
-        reason: e.reject_reason(),
-        code: CloseCode::Rejected,
-        detail: e.to_string(),
+    let refused = |ticket: bool| {
+        move |e: TokenError| Refusal {
+            reason: e.reject_reason(),
+            code: CloseCode::Rejected,
+            detail: e.to_string(),
+            ticket,
+        }
     };
     match TokenKind::of(&token) {
         TokenKind::Session => {
-            check.tokens.verify(&token, now).map(|c| (c.uid, None)).map_err(refused)
+            check.tokens.verify(&token, now).map(|c| (c.uid, None)).map_err(refused(false))
         }
         TokenKind::Ticket => {
             let Some((tickets, server)) = &check.tickets else {
@@ -1283,9 +1305,10 @@ fn check_hello(check: &HelloCheck, message: ClientMessage) -> Result<Admitted, R
                     reason: RejectReason::MalformedToken,
                     code: CloseCode::Rejected,
                     detail: "a travel ticket, and this server is in no fleet".into(),
+                    ticket: true,
                 });
             };
-            let claims = tickets.verify(&token, now).map_err(refused)?;
+            let claims = tickets.verify(&token, now).map_err(refused(true))?;
             if claims.dst != *server {
                 // Good at another server only (docs/spec/travel.md V9).
                 return Err(Refusal {
@@ -1295,6 +1318,7 @@ fn check_hello(check: &HelloCheck, message: ClientMessage) -> Result<Admitted, R
                         "a travel ticket for server {}, and this is {server}",
                         claims.dst
                     ),
+                    ticket: true,
                 });
             }
             Ok((claims.uid.clone(), Some(claims)))
@@ -1505,6 +1529,83 @@ mod tests {
             })
             .collect();
         assert_eq!(order, [1, 2, 3]);
+    }
+
+    /// A fleet server's `Hello` check: session tokens under one key, tickets under the fleet's,
+    /// good at `here` only.
+    fn fleet_check(here: &str) -> HelloCheck {
+        use gatehouse_protocol::ticket::TicketLimits;
+        use gatehouse_protocol::token::{TokenKey, TokenLimits};
+        let tokens = TokenCheck { key: TokenKey::new("session key"), limits: TokenLimits::DEFAULT };
+        let limits = TicketLimits { max_lifetime_s: 30, clock_skew_s: 60 };
+        let tickets = TicketCheck { key: TokenKey::new("fleet key"), limits };
+        HelloCheck { tokens, tickets: Some((tickets, ServerId::new(here).unwrap())) }
+    }
+
+    /// A `Hello` with a ticket naming `dst`, signed with `key`.
+    fn ticket_hello(key: &str, dst: &str) -> ClientMessage {
+        use gatehouse_protocol::ticket::mint_ticket;
+        use gatehouse_protocol::token::TokenKey;
+        use gatehouse_protocol::{NodeId, PlayerId, TransitionId};
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let claims = TicketClaims {
+            uid: PlayerId::new("p1").unwrap(),
+            iat: now,
+            exp: now + 20,
+            src: ServerId::new("hub-1").unwrap(),
+            dst: ServerId::new(dst).unwrap(),
+            trn: TransitionId(3),
+            node: NodeId::new("isle").unwrap(),
+            ver: 4,
+            generation: 1,
+        };
+        let token = mint_ticket(&TokenKey::new(key), &claims);
+        ClientMessage::Hello { protocol_version: PROTOCOL_VERSION, token }
+    }
+
+    /// `gatehouse_tickets_refused_total` and `gatehouse_logins_refused_total{reason}` as
+    /// `metrics` encodes them.
+    fn refusals(metrics: &crate::metrics::Metrics, reason: &str) -> (String, String) {
+        let text = metrics.encode().unwrap();
+        let line = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_owned()))
+                .unwrap_or_default()
+        };
+        let reason = format!("gatehouse_logins_refused_total{{reason=\"{reason}\"}} ");
+        (line("gatehouse_tickets_refused_total "), line(&reason))
+    }
+
+    /// docs/operations.md, "Metrics": a ticket refused at the `Hello` (another server's, one
+    /// that fails its signature, one at a server in no fleet) counts in
+    /// `gatehouse_tickets_refused_total`, beside the tickets the core refuses, as well as in
+    /// `gatehouse_logins_refused_total`; a refused session token counts in the latter only.
+    #[test]
+    fn a_ticket_refused_at_the_hello_counts_in_tickets_refused() {
+        let metrics = crate::metrics::Metrics::new();
+        let mut sample = crate::metrics::CoreSample::default();
+        sample.counters.tickets_refused = 2;
+        metrics.set_core_sample(sample);
+        let check = fleet_check("isle-1");
+        let count = |hello| match check_hello(&check, hello) {
+            Err(refusal) => refusal.count(metrics.net()),
+            Ok(admitted) => panic!("admitted: {admitted:?}"),
+        };
+        assert_eq!(count(ticket_hello("fleet key", "cove-1")), "ticket_stale");
+        assert_eq!(refusals(&metrics, "ticket_stale"), ("3".into(), "1".into()));
+        assert_eq!(count(ticket_hello("another key", "isle-1")), "bad_signature");
+        assert_eq!(refusals(&metrics, "bad_signature"), ("4".into(), "1".into()));
+        let no_fleet = HelloCheck { tickets: None, ..fleet_check("isle-1") };
+        let refused = check_hello(&no_fleet, ticket_hello("fleet key", "isle-1")).err();
+        assert_eq!(refused.map(|r| r.count(metrics.net())), Some("malformed_token"));
+        assert_eq!(refusals(&metrics, "malformed_token"), ("5".into(), "1".into()));
+        let session = ClientMessage::Hello {
+            protocol_version: PROTOCOL_VERSION,
+            token: "not a token".into(),
+        };
+        assert_eq!(count(session), "malformed_token");
+        assert_eq!(refusals(&metrics, "malformed_token"), ("5".into(), "2".into()), "no ticket");
+        assert!(check_hello(&check, ticket_hello("fleet key", "isle-1")).is_ok(), "its own");
     }
 
     /// A login in the outbox holds its pending slot until it leaves for the game's queue.

@@ -74,6 +74,7 @@ impl CloseSide {
 pub struct NetMetrics {
     closes: Family<[(&'static str, &'static str); 2], Counter>,
     logins_refused: Family<[(&'static str, &'static str); 1], Counter>,
+    tickets_refused: Counter,
     pending: Gauge,
     rtt: Histogram,
     sent_packets: Counter,
@@ -85,14 +86,17 @@ pub struct NetMetrics {
 impl NetMetrics {
     /// Registers the network's families in `registry` (the close counts, every server-side
     /// code at 0 from the start; the pending connections), with `logins_refused`, which the
-    /// game's refusals count in too.
+    /// game's refusals count in too, and `tickets_refused`, the tickets refused at the `Hello`,
+    /// which `gatehouse_tickets_refused_total` adds to the core's count.
     pub(crate) fn register(
         registry: &mut Registry,
         logins_refused: Family<[(&'static str, &'static str); 1], Counter>,
+        tickets_refused: Counter,
     ) -> Self {
         let m = NetMetrics {
             closes: Family::default(),
             logins_refused,
+            tickets_refused,
             pending: Gauge::default(),
             rtt: Histogram::new(RTT_BUCKETS),
             sent_packets: Counter::default(),
@@ -171,6 +175,12 @@ impl NetMetrics {
     /// Counts a `Hello` refused for `reason` (a label value such as `bad_signature`).
     pub fn count_login_refused(&self, reason: &'static str) {
         self.logins_refused.get_or_create(&[("reason", reason)]).inc();
+    }
+
+    /// Counts a travel ticket refused at the `Hello` (another server's, malformed, badly signed,
+    /// expired; docs/spec/travel.md V8, V9), beside its count in `logins_refused`.
+    pub fn count_ticket_refused(&self) {
+        self.tickets_refused.inc();
     }
 
     /// Sets how many connections hold a pending slot.
