@@ -125,6 +125,16 @@ pub(crate) enum QueueError {
     Closed,
 }
 
+impl std::fmt::Display for QueueError {
+    /// Plain words for a log's `reason`.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            QueueError::Full => "its send queue is full",
+            QueueError::Closed => "its connection is closing",
+        })
+    }
+}
+
 /// Which connection a doorbell ring is for: the driver's slot and the connection id, so a ring
 /// for a connection that has gone is not taken for the next one in its slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -82,7 +82,12 @@ impl Dial {
         let bound = self.settings.peer_timeout;
         let mut open = match tokio::time::timeout(bound, self.open()).await {
             Ok(Ok(open)) => open,
-            Ok(Err(why)) => {
+            Ok(Err(NotMade { why, pin: Some(pin) })) => {
+                tracing::warn!(reason = %why, pinned = %trust::Hex(&pin.pinned),
+                    presented = %trust::Hex(&pin.presented), "peer link not made");
+                return why;
+            }
+            Ok(Err(NotMade { why, pin: None })) => {
                 tracing::warn!(reason = %why, "peer link not made");
                 return why;
             }
@@ -104,7 +109,7 @@ impl Dial {
     }
 
     /// Step 1: dials, says `Hello`, checks the `Welcome` and reports the link up.
-    async fn open(&mut self) -> Result<Open, String> {
+    async fn open(&mut self) -> Result<Open, NotMade> {
         let candidate = &self.candidate;
         let address = resolve(&candidate.address).await?;
         let bind = match address {
@@ -116,12 +121,16 @@ impl Dial {
         let runtime = Arc::new(quinn::TokioRuntime);
         let endpoint = quinn::Endpoint::new(endpoint_config(), None, socket, runtime)
             .map_err(|e| format!("cannot start a QUIC endpoint to dial from: {e}"))?;
-        let config = client_config(candidate.certificate_sha256, &self.settings)?;
+        let (config, verifier) = client_config(candidate.certificate_sha256, &self.settings)?;
         let connection = endpoint
             .connect_with(config, address, &candidate.server_name)
             .map_err(|e| format!("cannot dial {address} as {:?}: {e}", candidate.server_name))?
             .await
-            .map_err(|e| describe(&e, &self.settings))?;
+            .map_err(|e| match verifier.mismatch() {
+                // rustls words it in `Debug`; the log has the fingerprints as fields.
+                Some(pin) => NotMade { why: pin.to_string(), pin: Some(pin) },
+                None => NotMade::from(describe(&e, &self.settings)),
+            })?;
         let (mut send, mut recv) =
             connection.open_bi().await.map_err(|e| describe(&e, &self.settings))?;
         let mut exporter = [0; PEER_EXPORTER_LEN];
@@ -144,7 +153,7 @@ impl Dial {
             rules::check_welcome(&settings.key, &exporter, &candidate.server, presented, answer);
         let welcomed = match checked {
             Ok(welcomed) => welcomed,
-            Err(refusal) => return Err(refuse(&connection, &refusal)),
+            Err(refusal) => return Err(refuse(&connection, &refusal).into()),
         };
         let server_name = if welcomed.server_name.is_empty() {
             candidate.server_name.clone()
@@ -223,14 +232,14 @@ impl Dial {
 fn client_config(
     pin: Option<[u8; 32]>,
     settings: &PeerSettings,
-) -> Result<quinn::ClientConfig, String> {
+) -> Result<(quinn::ClientConfig, Arc<PeerVerifier>), String> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let verifier = Arc::new(PeerVerifier::new(pin, Arc::clone(&provider)));
     let mut crypto = rustls::ClientConfig::builder_with_provider(provider)
         .with_protocol_versions(&[&rustls::version::TLS13])
         .map_err(|e| format!("TLS setup: {e}"))?
         .dangerous()
-        .with_custom_certificate_verifier(verifier)
+        .with_custom_certificate_verifier(Arc::clone(&verifier) as _)
         .with_no_client_auth();
     crypto.alpn_protocols = vec![PEER_ALPN.to_vec()];
     let crypto = QuicClientConfig::try_from(crypto).map_err(|e| format!("TLS setup: {e}"))?;
@@ -243,7 +252,20 @@ fn client_config(
     transport.max_concurrent_uni_streams(0u32.into());
     transport.datagram_receive_buffer_size(None);
     config.transport_config(Arc::new(transport));
-    Ok(config)
+    Ok((config, verifier))
+}
+
+/// Why a dialled link was not made: the words for the log and the core, and the fingerprints
+/// when the certificate was not the one pinned (logged as fields of their own).
+struct NotMade {
+    why: String,
+    pin: Option<trust::PinMismatch>,
+}
+
+impl From<String> for NotMade {
+    fn from(why: String) -> Self {
+        NotMade { why, pin: None }
+    }
 }
 
 /// The first address `address` (`host:port`) resolves to.

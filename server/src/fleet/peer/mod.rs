@@ -505,11 +505,10 @@ impl PeerLinks {
             certificate_sha256: settings.certificate_sha256,
             proof: PeerProof::new(&settings.key, PeerRole::Destination, exporter),
         };
-        let sent = encode_frame(&welcome, settings.max_frame_len)
-            .map_err(|e| e.to_string())
-            .and_then(|frame| {
-                outbound.try_send_frames(Bytes::from(frame), 1).map_err(|e| format!("{e:?}"))
-            });
+        let sent =
+            encode_frame(&welcome, settings.max_frame_len).map_err(|e| e.to_string()).and_then(
+                |frame| outbound.try_send_frames(Bytes::from(frame), 1).map_err(|e| e.to_string()),
+            );
         if let Err(why) = sent {
             tracing::warn!(peer = %server, reason = %why, "peer link's Welcome not sent");
             outbound.close_now(CloseCode::ShuttingDown);

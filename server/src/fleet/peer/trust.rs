@@ -15,7 +15,7 @@
 //! other (docs/architecture.md).
 
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::CryptoProvider;
@@ -29,13 +29,21 @@ use sha2::{Digest as _, Sha256};
 pub(super) struct PeerVerifier {
     pin: Option<[u8; 32]>,
     provider: Arc<CryptoProvider>,
+    /// The certificate it refused for not being the pinned one, kept for the dialler's log:
+    /// rustls carries the refusal only as its `Debug` text.
+    refused: Mutex<Option<PinMismatch>>,
 }
 
 impl PeerVerifier {
     /// A verifier accepting the certificate whose SHA-256 is `pin` (any, with none), checking
     /// signatures with `provider`'s algorithms.
     pub(super) fn new(pin: Option<[u8; 32]>, provider: Arc<CryptoProvider>) -> Self {
-        PeerVerifier { pin, provider }
+        PeerVerifier { pin, provider, refused: Mutex::new(None) }
+    }
+
+    /// The last certificate refused for not being the pinned one, if any.
+    pub(super) fn mismatch(&self) -> Option<PinMismatch> {
+        *self.refused.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -60,9 +68,12 @@ impl fmt::Display for Hex<'_> {
 }
 
 /// A presented certificate that is not the pinned one.
-struct PinMismatch {
-    pinned: [u8; 32],
-    presented: [u8; 32],
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) struct PinMismatch {
+    /// The SHA-256 the directory pins.
+    pub(super) pinned: [u8; 32],
+    /// The SHA-256 of the certificate the handshake presented.
+    pub(super) presented: [u8; 32],
 }
 
 impl fmt::Display for PinMismatch {
@@ -100,6 +111,7 @@ impl ServerCertVerifier for PeerVerifier {
             Ok(ServerCertVerified::assertion())
         } else {
             let mismatch = PinMismatch { pinned, presented };
+            *self.refused.lock().unwrap_or_else(PoisonError::into_inner) = Some(mismatch);
             Err(CertificateError::Other(OtherError(Arc::new(mismatch))).into())
         }
     }
@@ -155,5 +167,25 @@ mod tests {
         let any = PeerVerifier::new(None, provider);
         assert!(any.verify_server_cert(&other, &[], &name, &[], now).is_ok());
         assert!(!any.supported_verify_schemes().is_empty());
+    }
+
+    /// V14: a certificate refused for its pin is kept with both fingerprints, which the
+    /// dialler logs as plain hex fields (rustls carries the refusal only as `Debug` text); none
+    /// is kept while the pin holds.
+    #[test]
+    fn a_pin_mismatch_is_kept_for_the_log_with_both_fingerprints() {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let pinned = CertificateDer::from(b"the pinned certificate".to_vec());
+        let other = CertificateDer::from(b"another certificate".to_vec());
+        let name = ServerName::try_from("localhost").unwrap();
+        let verifier = PeerVerifier::new(Some(sha256(&pinned)), provider);
+        assert!(verifier.verify_server_cert(&pinned, &[], &name, &[], UnixTime::now()).is_ok());
+        assert!(verifier.mismatch().is_none(), "the pin held");
+        let refused = verifier.verify_server_cert(&other, &[], &name, &[], UnixTime::now());
+        assert!(refused.is_err());
+        let kept = verifier.mismatch().expect("the mismatch kept");
+        assert_eq!(Hex(&kept.pinned).to_string(), Hex(&sha256(&pinned)).to_string());
+        assert_eq!(Hex(&kept.presented).to_string(), Hex(&sha256(&other)).to_string());
+        assert!(!Hex(&kept.pinned).to_string().contains('['), "hex, not a Debug array");
     }
 }
