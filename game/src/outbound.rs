@@ -106,6 +106,8 @@ pub(crate) struct Travel {
     pub(crate) stage: Stage,
     /// The moving players not yet released nor sent back (nor recalling).
     pub(crate) movers: BTreeMap<PlayerId, Mover>,
+    /// The moving players it set out with (`recent_transition_timings`' `players` for a move).
+    pub(crate) moving: usize,
     /// Moving players released so far: placed at the destination.
     pub(crate) placed: usize,
     /// Moving players sent back so far (recalls included once they are answered).
@@ -148,10 +150,12 @@ impl Outbound {
         now: Instant,
         resolve_timeout: Duration,
     ) {
-        let movers = movers.into_iter().map(|p| (p, Mover::Waiting)).collect();
+        let movers: BTreeMap<PlayerId, Mover> =
+            movers.into_iter().map(|p| (p, Mover::Waiting)).collect();
         let stage =
             Stage::Resolving { asked: Vec::new(), asking: None, deadline: now + resolve_timeout };
-        self.travel = Some(Travel { id, node, stage, movers, placed: 0, sent_back: 0 });
+        let moving = movers.len();
+        self.travel = Some(Travel { id, node, stage, movers, moving, placed: 0, sent_back: 0 });
     }
 
     /// The travel in flight.

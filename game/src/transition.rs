@@ -287,7 +287,8 @@ pub(crate) const TIMINGS_KEPT: usize = 256;
 pub struct TransitionTiming {
     /// The transition.
     pub transition_id: TransitionId,
-    /// Players logged in when it ended.
+    /// Players logged in when it ended; for a travel to another server, its moving players
+    /// (docs/spec/travel.md V2), whether placed there or sent back.
     pub players: usize,
     /// From its start to every client ready: when the all-ready check passed (the last ready
     /// report or excuse, a departure, or the node streamed if every report came earlier), µs.
@@ -755,8 +756,8 @@ impl Transitions {
         self.resolve_to(target, now, |freezing| Phase::Moving(freezing.remote()))
     }
 
-    /// Ends the travel to another server in flight at `now`, with `players` still logged in
-    /// here; returns it. It moved nobody when `failed`: counted as a failure, but not towards
+    /// Ends the travel to another server in flight at `now`, which set out to move `players`;
+    /// returns it. It moved nobody when `failed`: counted as a failure, but not towards
     /// `max_failed_transitions` (this world still loads, docs/spec/travel.md V7); either way
     /// the last good node stays the one this server stands on.
     pub(crate) fn finish_move(

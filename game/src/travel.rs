@@ -691,10 +691,11 @@ impl Game {
             return false;
         }
         // Only a transition in Moving ends here (`finish_move` checks the phase).
-        let (placed, sent_back) =
-            self.outbound.travel().map_or((0, 0), |t| (t.placed, t.sent_back));
+        let (moving, placed, sent_back) =
+            self.outbound.travel().map_or((0, 0, 0), |t| (t.moving, t.placed, t.sent_back));
         let failed = placed == 0 && sent_back > 0;
-        let Some(t) = self.transition.finish_move(now, self.roster.len(), failed) else {
+        // Its timing counts the players it moved, not those left here (none, once all moved).
+        let Some(t) = self.transition.finish_move(now, moving, failed) else {
             return false;
         };
         self.outbound.take();

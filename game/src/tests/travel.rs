@@ -482,6 +482,31 @@ fn the_source_keeps_the_player_until_it_is_placed() {
     assert_eq!(f.source.closed(a), Some(CloseCode::Travelled));
 }
 
+/// V2: a move's entry in `recent_transition_timings` counts the players it moved (none is left
+/// on the source once every one is placed), and a move that sent its players back counts them
+/// too.
+#[test]
+fn a_moves_timing_counts_the_players_it_moved() {
+    let mut f = Fleet::new();
+    f.residents(&["a", "b", "c"]);
+    let travel = f.travel();
+    for name in ["a", "b", "c"] {
+        f.arrive(name);
+    }
+    assert_eq!(f.source.game.transition_id(), None, "the travel ended");
+    let timings = f.source.game.snapshot().recent_transition_timings;
+    let timing = timings.iter().find(|t| t.transition_id == travel).expect("its timing");
+    assert_eq!(timing.players, 3, "the players it moved, not the none left here");
+
+    let mut f = Fleet::new();
+    f.residents(&["a", "b"]);
+    f.directory = None;
+    let travel = f.travel();
+    let timings = f.source.game.snapshot().recent_transition_timings;
+    let timing = timings.iter().find(|t| t.transition_id == travel).expect("its timing");
+    assert_eq!(timing.players, 2, "the players it set out to move, sent back");
+}
+
 /// V7: a destination that no candidate grants sends everyone back
 /// (`DestinationUnavailable`), and they follow a transition to the node the source stands on.
 #[test]
