@@ -408,9 +408,9 @@ fn load_certificate(
     Ok((server_config, fingerprint, sha256))
 }
 
-/// What the game task needs to move players to other servers: in a fleet (a directory and the
-/// ticket key, which the configuration checks come together), none otherwise
-/// (docs/spec/travel.md).
+/// What the game task needs to move players to other servers: with a directory (which the
+/// configuration checks come with the ticket key), none otherwise: a server with the key and
+/// no directory only receives travellers (docs/spec/travel.md V12).
 ///
 /// # Errors
 /// [`ServerError::Config`] when this server's id is not one.

@@ -18,7 +18,7 @@ use gatehouse_protocol::token::{self, DEV_TOKEN_KEY, SessionClaims, TokenKey};
 use gatehouse_protocol::{
     CloseCode, FrameDecoder, NodeId, PlayerId, ServerId, TransitionId, encode_frame,
 };
-use gatehouse_server::config::{DirectoryKind, TlsConfig};
+use gatehouse_server::config::TlsConfig;
 use gatehouse_server::fleet::{Candidate, PeerEvent, PeerLinks, PeerSendError, PeerSettings};
 use gatehouse_tests::{TestServer, wait_for_boot, within, worlds};
 use quinn::crypto::rustls::{QuicClientConfig, QuicServerConfig};
@@ -34,14 +34,11 @@ const LIMIT: Duration = Duration::from_secs(10);
 /// The largest frame the fakes read or write.
 const FRAME: usize = 1 << 20;
 
-/// A server of the fleet, `crypt-1`, on the quick world, its peer link's idle timeout 3 s.
+/// A server of the fleet, `crypt-1`, on the quick world, its peer link's idle timeout 3 s: the
+/// fleet key and no directory, a server that only receives travellers (V12).
 async fn destination() -> TestServer {
     let toml = format!("[fleet]\nserver_id = \"crypt-1\"\nticket_key = \"{KEY}\"\n");
-    TestServer::start_adjusted(&toml, worlds::QUICK, |config| {
-        // A fleet's directory needs a PostgreSQL store (V12), which is no part of the link.
-        config.fleet.directory = DirectoryKind::Static;
-    })
-    .await
+    TestServer::start_with(&toml, worlds::QUICK).await
 }
 
 /// This test's side of the link: the source `hub-1` under `key`.
@@ -527,12 +524,12 @@ async fn a_player_logs_in_on_the_same_port_while_a_link_is_up() {
     crypt.stop().await;
 }
 
-/// V14: a server in no fleet (`fleet.directory = "none"`) offers no peer link: the dial fails
-/// its handshake, told as such.
+/// V14: a server in no fleet (no `fleet.ticket_key`) offers no peer link: the dial fails its
+/// handshake, told as such.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_server_with_no_directory_refuses_the_fleet_alpn() {
-    let toml = format!("[fleet]\nserver_id = \"crypt-1\"\nticket_key = \"{KEY}\"\n");
-    let alone = TestServer::start_with(&toml, worlds::QUICK).await;
+async fn a_server_without_the_fleet_key_refuses_the_fleet_alpn() {
+    let toml = "[fleet]\nserver_id = \"crypt-1\"\n";
+    let alone = TestServer::start_with(toml, worlds::QUICK).await;
     let mut hub = source(KEY);
     hub.send(&candidate(alone.addr, "crypt-1"), reserve(1, "harbor", 1)).unwrap();
     let why = lost(&mut hub).await;

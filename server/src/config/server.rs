@@ -213,7 +213,9 @@ pub struct FleetConfig {
     pub seat_hold: Duration,
     /// `ticket_key`: the fleet's HS256 key travel tickets are signed with, at least
     /// [`FleetKey::MIN_LEN`] bytes and never `auth.token_key` (overridden by
-    /// `GATEHOUSE_TICKET_KEY`); required when `directory` is not `none` (docs/spec/travel.md V8).
+    /// `GATEHOUSE_TICKET_KEY`); required when `directory` is not `none`, and all a server that
+    /// only receives travellers needs (it verifies their tickets and its sources' peer proofs
+    /// with it; docs/spec/travel.md V8, V12, V14).
     pub ticket_key: Option<FleetKey>,
     /// `ticket_lifetime_s`: the longest life a travel ticket may claim, seconds,
     /// [`MIN_TICKET_LIFETIME_S`] to [`MAX_TICKET_LIFETIME_S`] (default 30; V8).
@@ -223,8 +225,9 @@ pub struct FleetConfig {
     /// `static` (`servers`) or `agones` (the allocator keys); anything but `none` needs a
     /// `postgres://` store and `ticket_key` (docs/spec/travel.md V12, V13).
     pub directory: DirectoryKind,
-    /// `[[fleet.servers]]`: the servers a `static` directory offers, in order (V12); required
-    /// non-empty for it, and each entry checked whatever the directory.
+    /// `[[fleet.servers]]`: the servers a `static` directory offers, in order (V12); each entry
+    /// checked whatever the directory, and one listing each remote node of the world required
+    /// ([`ServerConfig::check_world`]).
     pub servers: Vec<StaticServer>,
     /// `allocator_url`: the Agones allocator service, `https://host[:port][/prefix]`; required
     /// for the `agones` directory (V13).
@@ -989,7 +992,8 @@ impl ServerConfig {
 
     /// A world with a node another server hosts (`remote = true`) needs a fleet to find that
     /// server: `fleet.directory` other than `none`, and under `static` an entry of
-    /// `[[fleet.servers]]` that lists the node (docs/spec/travel.md V12).
+    /// `[[fleet.servers]]` that lists the node (docs/spec/travel.md V12). A world with none
+    /// needs neither: a server that only receives travellers needs the fleet key alone.
     ///
     /// # Errors
     /// [`ConfigError::Invalid`] for `fleet.directory` or `fleet.servers`, naming the remote node.
@@ -1504,8 +1508,9 @@ impl ServerConfig {
     }
 
     /// `fleet.directory` and what it needs: a `postgres://` store and a ticket key for any
-    /// directory, servers for `static`, the allocator's keys for `agones`; and every
-    /// `[[fleet.servers]]` entry, built as the static directory builds it (V12, V13).
+    /// directory, the allocator's keys for `agones`; and every `[[fleet.servers]]` entry, built
+    /// as the static directory builds it (V12, V13). A `static` directory may list no server:
+    /// the world's remote nodes, if any, need theirs ([`ServerConfig::check_world`]).
     fn check_directory(&self) -> Result<(), ConfigError> {
         let f = &self.fleet;
         let range = Duration::from_millis(100)..=Duration::from_secs(60);
@@ -1555,11 +1560,6 @@ impl ServerConfig {
             ));
         }
         match f.directory {
-            DirectoryKind::Static if f.servers.is_empty() => Err(self.invalid(
-                "fleet.servers",
-                format!("at least one [[fleet.servers]] entry, {}", since()),
-                "none",
-            )),
             DirectoryKind::Agones => {
                 let missing = [
                     ("fleet.allocator_url", f.allocator_url.is_none(), "an https:// URL"),
@@ -1632,6 +1632,42 @@ mod tests {
 
     fn parse(text: &str) -> Result<ServerConfig, ConfigError> {
         ServerConfig::parse(Path::new("conf/server.toml"), text)
+    }
+
+    /// docs/spec/travel.md V12: a server that only receives travellers (its world has no
+    /// remote node) is accepted with the fleet key and no directory (`none`, or `static` with
+    /// no entry); it offers the peer link and checks tickets.
+    #[test]
+    fn a_destination_only_server_needs_the_fleet_key_and_no_directory() {
+        let base = include_str!("../../../tests/worlds/core.toml");
+        let local = gatehouse_game::world::WorldMap::from_toml(base).unwrap();
+        for directory in ["", "directory = \"none\"\n", "directory = \"static\"\n"] {
+            let c = parse(&format!("{PG}[fleet]\n{directory}{KEY}")).unwrap();
+            c.check_world(&local).unwrap();
+            assert!(crate::fleet::offers_peer_link(&c), "{directory:?}");
+            assert!(c.fleet.servers.is_empty());
+        }
+    }
+
+    /// docs/spec/travel.md V12: a world with a remote node still needs a directory, the fleet
+    /// key or not: refused naming `fleet.directory` and where its value came from.
+    #[test]
+    fn a_world_with_a_remote_node_and_no_directory_is_refused_naming_the_key_and_its_origin() {
+        let base = include_str!("../../../tests/worlds/core.toml");
+        let remote = format!("{base}\n[[node]]\nid = \"isle\"\nremote = true\n");
+        let world = gatehouse_game::world::WorldMap::from_toml(&remote).unwrap();
+        let keyed = parse(&format!("{PG}[fleet]\n{KEY}")).unwrap();
+        let err = keyed.check_world(&world).unwrap_err();
+        assert!(
+            matches!(&err, ConfigError::Invalid { key, .. } if key == "fleet.directory"),
+            "{err}"
+        );
+        let text = err.to_string();
+        assert!(text.starts_with("invalid fleet.directory from the default"), "{text}");
+        assert!(text.contains("isle is remote"), "{text}");
+        let written = parse(&format!("{PG}[fleet]\ndirectory = \"none\"\n{KEY}")).unwrap();
+        let text = written.check_world(&world).unwrap_err().to_string();
+        assert!(text.starts_with("invalid fleet.directory from conf/server.toml:4"), "{text}");
     }
 
     /// docs/spec/travel.md V12: a world with a remote node starts only in a fleet.
@@ -2152,8 +2188,16 @@ mod tests {
         let settings = crate::fleet::PeerSettings::from_config(&c, [4; 32]).unwrap().unwrap();
         assert_eq!(settings.certificate_sha256, Some([4; 32]));
         assert_eq!(settings.peer_idle_timeout, Duration::from_secs(3));
-        let c = parse(&format!("[fleet]\n{KEY}")).unwrap();
-        assert!(!crate::fleet::offers_peer_link(&c), "a key alone is no fleet");
+        let c = parse(&format!("{PG}[fleet]\n{KEY}")).unwrap();
+        assert!(crate::fleet::offers_peer_link(&c), "a key alone: a destination only");
+        assert!(crate::fleet::PeerSettings::from_config(&c, [4; 32]).unwrap().is_some());
+        let c = parse(&format!("{PG}[fleet]\ndirectory = \"static\"\n{SERVER}")).unwrap_err();
+        assert!(
+            matches!(&c, ConfigError::Invalid { key, .. } if key == "fleet.ticket_key"),
+            "a directory without the key: {c}"
+        );
+        let c = parse("").unwrap();
+        assert!(!crate::fleet::offers_peer_link(&c), "no key: no fleet");
         assert!(crate::fleet::PeerSettings::from_config(&c, [4; 32]).unwrap().is_none());
     }
 
@@ -2235,13 +2279,8 @@ mod tests {
     }
 
     #[test]
-    fn a_static_directory_needs_servers_and_reads_them() {
+    fn a_static_directory_reads_its_servers() {
         let text = format!("{PG}[fleet]\ndirectory = \"static\"\n{KEY}");
-        let err = parse(&text).unwrap_err();
-        assert!(
-            matches!(&err, ConfigError::Invalid { key, .. } if key == "fleet.servers"),
-            "{err}"
-        );
         let c = parse(&format!("{text}{SERVER}")).unwrap();
         assert_eq!(c.fleet.servers.len(), 1);
         assert_eq!(c.fleet.servers[0].nodes, ["crypt"]);

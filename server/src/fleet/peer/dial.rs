@@ -336,7 +336,7 @@ fn describe(error: &ConnectionError, settings: &PeerSettings) -> String {
             if close.error_code == quinn::TransportErrorCode::crypto(120) =>
         {
             "the peer refused the handshake: it offers no peer link (ALPN gatehouse-fleet/1; \
-             its fleet.directory is none)"
+             it holds no fleet.ticket_key)"
                 .to_owned()
         }
         ConnectionError::ConnectionClosed(close) => {

@@ -51,7 +51,7 @@ use gatehouse_protocol::{CloseCode, ServerId, TransitionId, encode_frame};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::config::{ConfigError, DirectoryKind, ServerConfig};
+use crate::config::{ConfigError, ServerConfig};
 use crate::fleet::Candidate;
 use crate::game::ConnectionId;
 use crate::net::{PeerConnectionEvent, QueueError, SendQueue};
@@ -97,9 +97,8 @@ impl std::fmt::Debug for PeerSettings {
 }
 
 impl PeerSettings {
-    /// The settings of a server in a fleet: `None` when `fleet.directory` is `none` (the
-    /// server offers no peer link, and dials none) or no fleet key is set; `certificate_sha256`
-    /// is this server's own.
+    /// The settings of a server in a fleet: `None` when no fleet key is set (the server offers
+    /// no peer link, and dials none); `certificate_sha256` is this server's own.
     ///
     /// # Errors
     /// [`ConfigError::Invalid`] for a `fleet.server_id` (or `store.session`) that is not a
@@ -123,10 +122,11 @@ impl PeerSettings {
     }
 }
 
-/// Whether this server offers the peer link on its game port: it is in a fleet (its
-/// `fleet.directory` is not `none`, which needs the fleet key; docs/spec/travel.md V12, V14).
+/// Whether this server offers the peer link on its game port: it is in a fleet, which is to
+/// hold the fleet key (`fleet.ticket_key`), whatever its directory: a server that only receives
+/// travellers needs no directory (docs/spec/travel.md V12, V14).
 pub fn offers_peer_link(config: &ServerConfig) -> bool {
-    config.fleet.directory != DirectoryKind::None && config.fleet.ticket_key.is_some()
+    config.fleet.ticket_key.is_some()
 }
 
 /// What the game task hears of the peer links.
