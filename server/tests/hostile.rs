@@ -3,7 +3,7 @@
 //! placed with no error, transitions complete, `/health` answers and their saves succeed
 //! ([`assert_unaffected`]). One section per attack, in the order docs/security.md gives them:
 //!
-//! 1. tokens minted with the public development key;
+//! 1. tokens minted with the public development key, and a leaked travel ticket;
 //! 2. exhausting the admin endpoint, and starting travels from a foreign page;
 //! 3. locking others out of the front door: pending connections, handshake floods;
 //! 4. burning the game task with a message flood;
@@ -26,12 +26,16 @@ use gatehouse_client_sim::report::ClientOutcome;
 use gatehouse_client_sim::session::SessionConfig;
 use gatehouse_client_sim::swarm::{client_config, mint_token, player_id, run_swarm_outcomes};
 use gatehouse_protocol::token::{DEV_TOKEN_KEY, SessionClaims, TokenKey};
-use gatehouse_protocol::{ClientMessage, CloseCode, PROTOCOL_VERSION, RejectReason};
+use gatehouse_protocol::{
+    ClientMessage, CloseCode, NodeId, PROTOCOL_VERSION, RejectReason, ServerMessage,
+};
 use gatehouse_server::admin::LOOPBACK_RESERVE;
+use gatehouse_tests::fleet::{Schema, fleet};
 use gatehouse_tests::process::shipped_config;
 use gatehouse_tests::worlds::{HAZARDOUS, QUICK, SLOW_BOOT};
 use gatehouse_tests::{
-    TestServer, assert_hello_refused, frames, http, http_with, raw_exchange, raw_silent, within,
+    RawPlayer, TestServer, assert_hello_refused, frames, http, http_with, metric, raw_exchange,
+    raw_silent, wait_for_boot, wait_for_snapshot, within,
 };
 
 const LIMIT: Duration = Duration::from_secs(10);
@@ -68,6 +72,63 @@ async fn a_token_minted_with_the_public_development_key_is_refused_by_an_operato
     let outcomes = within(Duration::from_secs(20), "the swarm", swarm).await.unwrap().unwrap();
     assert_unaffected(&server, &outcomes).await;
     server.stop().await;
+}
+
+/// docs/spec/travel.md V9 (docs/security.md, "Trust"): a leaked travel ticket is worth one
+/// arrival. A player moving from `hub-1` to `dungeon-1` redeems its ticket there; the same
+/// ticket replayed at `dungeon-1` while that seat is redeemed is refused `TicketUsed`, at
+/// another server (`hub-1`, which it does not name) `TicketStale`, and once the first arrival
+/// is placed `TicketStale` again; each refusal counts in `gatehouse_tickets_refused_total`, and
+/// the first login plays on: placed at the destination, its source closed `Travelled`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    not(gatehouse_postgres_tests),
+    ignore = "PostgreSQL skipped: GATEHOUSE_TEST_POSTGRES_URL is not set (docs/testing.md, \"PostgreSQL tests\")"
+)]
+async fn a_leaked_ticket_is_worth_one_arrival() {
+    let schema = Schema::create().await;
+    let (hub, dungeon) = fleet(&schema, false).await;
+    wait_for_boot(&hub.handle, LIMIT).await;
+    wait_for_boot(&dungeon.handle, LIMIT).await;
+    let hello = |token: String| ClientMessage::Hello { protocol_version: PROTOCOL_VERSION, token };
+    let token = mint_token(&TokenKey::new(DEV_TOKEN_KEY), player_id(0));
+    let mut source = RawPlayer::connect(&hub, hello(token)).await;
+    let end_join = |m: &ServerMessage| matches!(m, ServerMessage::EndJoin { .. });
+    source.play_until(LIMIT, "its join's end at hub-1", true, end_join).await;
+    assert!(hub.handle.travel(NodeId::new("dungeon").unwrap()).await, "the travel was taken");
+    let travel_to = |m: &ServerMessage| matches!(m, ServerMessage::TravelTo(_));
+    let ServerMessage::TravelTo(to) =
+        source.play_until(LIMIT, "its TravelTo", true, travel_to).await
+    else {
+        unreachable!("play_until returns the message asked for")
+    };
+    let ticket = to.ticket.clone();
+
+    // The first arrival: admitted and shown its join, not placed yet (its seat is redeemed).
+    let mut first = RawPlayer::connect(&dungeon, hello(ticket.clone())).await;
+    let show_join = |m: &ServerMessage| matches!(m, ServerMessage::ShowJoin { .. });
+    let join = first.play_until(LIMIT, "its ShowJoin at dungeon-1", false, show_join).await;
+    assert_hello_refused(&dungeon, hello(ticket.clone()), RejectReason::TicketUsed).await;
+    assert_hello_refused(&hub, hello(ticket.clone()), RejectReason::TicketStale).await;
+
+    // The first login plays on: it streams, is placed, and its source lets it go.
+    let ServerMessage::ShowJoin { join_id, .. } = join else { unreachable!("a ShowJoin") };
+    first.send(&ClientMessage::JoinReady { join_id }).await;
+    first.play_until(LIMIT, "its join's end at dungeon-1", true, end_join).await;
+    assert_eq!(source.closed(LIMIT).await, Some(CloseCode::Travelled));
+    let placed = wait_for_snapshot(&dungeon.handle, LIMIT, "the traveller placed", |s| {
+        s.players.len() == 1 && s.players.iter().all(|p| p.placed)
+    })
+    .await;
+    assert_eq!(placed.counters.travellers_placed, 1, "{:?}", placed.counters);
+    // Its seat ended with its placement: the ticket is stale there now too.
+    assert_hello_refused(&dungeon, hello(ticket), RejectReason::TicketStale).await;
+    assert_eq!(first.closed_with(), None, "the first login still plays");
+    assert_eq!(metric(&dungeon, "gatehouse_tickets_refused_total").await, 2.0);
+    assert_eq!(metric(&hub, "gatehouse_tickets_refused_total").await, 1.0);
+    hub.stop().await;
+    dungeon.stop().await;
+    schema.drop().await;
 }
 
 // 2. The admin endpoint.

@@ -5,12 +5,14 @@
 //!
 //! [`sim`] is the other harness: the real game core and real simulated clients in memory, on
 //! simulated time, for deterministic cross-side tests. [`worlds`] holds every test world;
-//! [`process`] starts the server binary as an operator would; [`relay`] slows a handshake down.
+//! [`process`] starts the server binary as an operator would; [`relay`] slows a handshake down;
+//! [`fleet`] starts two servers that move players to each other, on one PostgreSQL store.
 
 #![forbid(unsafe_code)]
 // A test harness: a failed expectation here is a failed test, which is what it should be.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+pub mod fleet;
 pub mod process;
 pub mod relay;
 pub mod sim;
@@ -247,6 +249,127 @@ async fn raw_connection(
     RawOutcome { messages, close, reason }
 }
 
+/// A player's connection without the simulator, for a test that must hold what a client sends
+/// (a travel ticket, docs/spec/travel.md V9): it sends what the test says and, on cue, answers
+/// what the protocol asks of a client that streams at once (docs/protocol.md 4): `JoinReady`
+/// for a `ShowJoin`, `TransitionShown` and `TransitionReady` for a `ShowTransition`,
+/// `TransitionShown` for a `TravelTo`, `PossessionAcknowledged` for a `Possessed`.
+pub struct RawPlayer {
+    connection: quinn::Connection,
+    send: quinn::SendStream,
+    recv: quinn::RecvStream,
+    decoder: FrameDecoder,
+    /// Every message read so far, in order (those a snapshot or a batch carries as they came).
+    pub messages: Vec<ServerMessage>,
+    _endpoint: quinn::Endpoint,
+}
+
+impl RawPlayer {
+    /// Connects to `server` (trusting its certificate, dialling `localhost`) and sends `hello`.
+    pub async fn connect(server: &TestServer, hello: ClientMessage) -> RawPlayer {
+        let (endpoint, config) =
+            gatehouse_client_sim::swarm::client_endpoint(server.addr, &server.cert)
+                .expect("a client endpoint");
+        let connection = within(Duration::from_secs(10), "connect", async {
+            endpoint
+                .connect_with(config, server.addr, "localhost")
+                .expect("connect")
+                .await
+                .expect("handshake")
+        })
+        .await;
+        let (send, recv) = connection.open_bi().await.expect("a stream");
+        let decoder = FrameDecoder::new(gatehouse_protocol::codec::DEFAULT_MAX_FRAME_LEN);
+        let mut player = RawPlayer {
+            connection,
+            send,
+            recv,
+            decoder,
+            messages: Vec::new(),
+            _endpoint: endpoint,
+        };
+        player.send(&hello).await;
+        player
+    }
+
+    /// Sends `message`.
+    pub async fn send(&mut self, message: &ClientMessage) {
+        let bytes = frames(std::slice::from_ref(message));
+        self.send.write_all(&bytes).await.expect("write");
+    }
+
+    /// Reads until a message matching `until` (or one a snapshot or a batch carries), within
+    /// `limit`, answering the protocol's asks if `answer`; returns that message. Fails the test
+    /// if the server ends the stream first, naming `what` and everything read.
+    pub async fn play_until(
+        &mut self,
+        limit: Duration,
+        what: &str,
+        answer: bool,
+        until: impl Fn(&ServerMessage) -> bool,
+    ) -> ServerMessage {
+        let deadline = tokio::time::Instant::now() + limit;
+        loop {
+            while let Ok(Some(message)) = self.decoder.next_message::<ServerMessage>() {
+                for m in stood_for(&message) {
+                    self.messages.push(m.clone());
+                    if answer {
+                        self.answer(&m).await;
+                    }
+                    if until(&m) {
+                        return m;
+                    }
+                }
+            }
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let chunk = tokio::time::timeout(left, self.recv.read_chunk(4096, true)).await;
+            match chunk {
+                Ok(Ok(Some(chunk))) => self.decoder.extend(&chunk.bytes),
+                Ok(_) => panic!("the stream ended before {what}: {:?}", self.messages),
+                Err(_) => panic!("no {what} within {limit:?}: {:?}", self.messages),
+            }
+        }
+    }
+
+    /// What a client that streams at once answers to `message`.
+    async fn answer(&mut self, message: &ServerMessage) {
+        use gatehouse_protocol::ClientMessage as C;
+        let answers = match message {
+            ServerMessage::ShowJoin { join_id, .. } => vec![C::JoinReady { join_id: *join_id }],
+            ServerMessage::ShowTransition { transition_id, .. } => vec![
+                C::TransitionShown { transition_id: *transition_id },
+                C::TransitionReady { transition_id: *transition_id },
+            ],
+            ServerMessage::TravelTo(to) => {
+                vec![C::TransitionShown { transition_id: to.transition_id }]
+            }
+            ServerMessage::Possessed { pawn_id } => {
+                vec![C::PossessionAcknowledged { pawn_id: *pawn_id }]
+            }
+            _ => Vec::new(),
+        };
+        for answer in answers {
+            self.send(&answer).await;
+        }
+    }
+
+    /// The server's close code, once it closed the connection with one of ours.
+    pub fn closed_with(&self) -> Option<CloseCode> {
+        match self.connection.close_reason() {
+            Some(quinn::ConnectionError::ApplicationClosed(c)) => {
+                CloseCode::from_code(c.error_code.into_inner())
+            }
+            _ => None,
+        }
+    }
+
+    /// Waits, within `limit`, for the server to close the connection; its close code.
+    pub async fn closed(&self, limit: Duration) -> Option<CloseCode> {
+        within(limit, "the server to close the connection", self.connection.closed()).await;
+        self.closed_with()
+    }
+}
+
 /// The messages `message` stands for, in order: those a `WorldSnapshot` or a `Replicated` batch
 /// carries (docs/protocol.md 4.4, 4.5), else `message` itself. A test looking for one
 /// replicated message (a pawn's spawn, a player state) reads these, whichever form the server
@@ -283,6 +406,16 @@ pub fn frames(messages: &[ClientMessage]) -> Vec<u8> {
         .expect("test messages encode");
     }
     out
+}
+
+/// Reads `name` (a counter or gauge with its labels, as `/metrics` writes it) from the
+/// server's admin endpoint (docs/operations.md, "Metrics"); fails the test if it is not there.
+pub async fn metric(server: &TestServer, name: &str) -> f64 {
+    let (status, body) = http(server.admin, "GET", "/metrics").await;
+    assert_eq!(status, 200, "{body}");
+    body.lines()
+        .find_map(|line| line.strip_prefix(name)?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("{name} is not in /metrics"))
 }
 
 /// One HTTP/1.1 request to the admin endpoint: the status code and the body.
