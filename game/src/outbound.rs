@@ -4,6 +4,8 @@
 //! ```text
 //! Resolving: FindDestination ──> a candidate ──> ReserveSeats (all or none) ──> every seat granted
 //!     refused, or silent peer_timeout ──> the next candidate, within resolve_timeout
+//!     refused Busy ──> the next candidate; none left: asked again a retry delay later
+//!     refused Busy by a server this one refused Busy (a mutual travel) ──> not asked again
 //! Seated:  per moving player: Waiting ──SaveHandoff──> Saving ──saved at v──> Ticketed (TravelTo)
 //!                                  Ticketed ──Placed──> released (closed Travelled)
 //!                                  Ticketed ──seat lost, link lost, abandoned──> Recalling
@@ -33,6 +35,16 @@ pub(crate) enum Stage {
         asked: Vec<ServerId>,
         /// The candidate being asked, once the directory named one.
         asking: Option<Asking>,
+        /// The candidates among `asked` that refused `Busy`: asked again once the directory
+        /// has none other to name (docs/spec/travel.md V7).
+        busy: Vec<ServerId>,
+        /// When the `busy` candidates are asked again: set once the directory named none
+        /// other, a retry delay later.
+        retry: Option<Instant>,
+        /// The servers whose own seat requests this server refused `Busy` meanwhile (it is in
+        /// this travel): one of them refusing this travel `Busy` too is a mutual travel,
+        /// which neither side waits for (docs/spec/travel.md V7).
+        turned_away: Vec<ServerId>,
         /// When the travel gives up finding one (`resolve_timeout` from the first ask).
         deadline: Instant,
     },
@@ -152,8 +164,14 @@ impl Outbound {
     ) {
         let movers: BTreeMap<PlayerId, Mover> =
             movers.into_iter().map(|p| (p, Mover::Waiting)).collect();
-        let stage =
-            Stage::Resolving { asked: Vec::new(), asking: None, deadline: now + resolve_timeout };
+        let stage = Stage::Resolving {
+            asked: Vec::new(),
+            asking: None,
+            busy: Vec::new(),
+            retry: None,
+            turned_away: Vec::new(),
+            deadline: now + resolve_timeout,
+        };
         let moving = movers.len();
         self.travel = Some(Travel { id, node, stage, movers, moving, placed: 0, sent_back: 0 });
     }
@@ -219,11 +237,15 @@ impl Outbound {
         Some(recall)
     }
 
-    /// The earliest deadline of the travel: its candidate's silence, or the resolve bound.
+    /// The earliest deadline of the travel: its candidate's silence, the retry of the
+    /// candidates that were busy, or the resolve bound.
     pub(crate) fn next_deadline(&self) -> Option<Instant> {
         match &self.travel.as_ref()?.stage {
             Stage::Resolving { asking: Some(asking), deadline, .. } => {
                 Some(asking.deadline.min(*deadline))
+            }
+            Stage::Resolving { asking: None, retry: Some(retry), deadline, .. } => {
+                Some((*retry).min(*deadline))
             }
             Stage::Resolving { asking: None, deadline, .. } => Some(*deadline),
             Stage::Seated { .. } => None,

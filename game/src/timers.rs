@@ -33,8 +33,9 @@ pub(crate) enum Timer {
     /// its redemption, or its traveller's relaunch (`fleet.seat_hold_ms`, docs/spec/travel.md
     /// V16).
     SeatHold = 8,
-    /// The travel to another server in flight: its candidate's silence (`fleet.peer_timeout_ms`)
-    /// or its resolve bound (`fleet.resolve_timeout_ms`, docs/spec/travel.md V16).
+    /// The travel to another server in flight: its candidate's silence (`fleet.peer_timeout_ms`),
+    /// the retry of the candidates that refused `Busy`, or its resolve bound
+    /// (`fleet.resolve_timeout_ms`, docs/spec/travel.md V7, V16).
     Outbound = 9,
 }
 

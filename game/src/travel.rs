@@ -8,7 +8,9 @@
 //! 1. a transition whose node is remote freezes as any, then, instead of streaming, asks the
 //!    directory for a candidate ([`Output::FindDestination`]) and the candidate for a seat per
 //!    moving player, all or none; a refusal or `peer_timeout` of silence asks the next, within
-//!    `resolve_timeout`, else every moving player is sent back (`DestinationUnavailable`);
+//!    `resolve_timeout`, else every moving player is sent back (`DestinationUnavailable`); a
+//!    candidate that refused `Busy` is asked again a retry delay after the directory named no
+//!    other, until `resolve_timeout`;
 //! 2. with every seat granted, each moving player's handoff save is written
 //!    ([`Output::SaveHandoff`]); once the store acknowledged its version `v`, the seat is
 //!    confirmed (`SeatConfirmed`) and the client sent `TravelTo` ([`Output::TravelTo`]); from
@@ -22,7 +24,7 @@
 
 use std::time::{Duration, Instant};
 
-use gatehouse_protocol::fleet::{MAX_PLAYERS_PER_PEER_MESSAGE, PeerMessage, SeatLoss};
+use gatehouse_protocol::fleet::{MAX_PLAYERS_PER_PEER_MESSAGE, PeerMessage, SeatLoss, SeatRefusal};
 use gatehouse_protocol::{
     CloseCode, NodeId, PlayerId, ServerId, ServerMessage, TransitionFailure, TransitionId,
 };
@@ -37,6 +39,11 @@ use super::{Departure, Game, HandoverOutcome, HandoverSide, Output};
 
 /// The seat generation a first ticket names.
 const FIRST_GENERATION: u32 = 1;
+
+/// The retry delay of a candidate that refused `Busy` is the resolve bound over this: it is
+/// asked again that long after the directory named no other, so a few times within the bound
+/// (docs/spec/travel.md V7, V16).
+const BUSY_RETRIES_PER_RESOLVE: u32 = 10;
 
 impl Game {
     /// One message of the peer link from `from`.
@@ -69,7 +76,8 @@ impl Game {
                 self.seats_granted(now, from, trn, hold_ms)
             }
             PeerMessage::SeatsRefused { trn, reason } => {
-                self.candidate_refused(now, from, trn, reason.as_str())
+                let busy = reason == SeatRefusal::Busy;
+                self.candidate_refused(now, from, trn, reason.as_str(), busy)
             }
             PeerMessage::Placed { trn, player } => self.mover_placed(now, from, trn, &player),
             PeerMessage::SeatLost { trn, player, reason } => {
@@ -115,7 +123,32 @@ impl Game {
                     PeerMessage::SeatsRefused { trn, reason }
                 }
             };
+        let given_up =
+            matches!(answer, PeerMessage::SeatsRefused { reason: SeatRefusal::Busy, .. })
+                && self.turned_away(from);
         self.out.push(Output::Peer { to: from.clone(), message: answer });
+        if given_up {
+            // Each would wait for the other to its bound: this travel gives up, as the other's
+            // does on this refusal.
+            let detail = format!("{from} is busy moving players here: a mutual travel");
+            self.send_back_all(TransitionFailure::DestinationUnavailable, &detail);
+        }
+    }
+
+    /// Notes that this server refused `from`'s seats `Busy` during its own travel's search. If
+    /// `from` refused this travel `Busy` too, the travel is mutual (docs/spec/travel.md V7):
+    /// `from` is not asked again; returns whether the travel then has nothing left to wait for.
+    fn turned_away(&mut self, from: &ServerId) -> bool {
+        let Some(travel) = self.outbound.current_mut() else { return false };
+        let Stage::Resolving { asking, busy, retry, turned_away, .. } = &mut travel.stage else {
+            return false;
+        };
+        if !turned_away.contains(from) {
+            turned_away.push(from.clone());
+        }
+        let Some(at) = busy.iter().position(|s| s == from) else { return false };
+        busy.remove(at);
+        asking.is_none() && busy.is_empty() && retry.is_some()
     }
 
     /// The seat timer came due: every seat past its hold is lost.
@@ -179,14 +212,24 @@ impl Game {
         server: Option<ServerId>,
     ) {
         let peer_timeout = self.rules.peer_timeout;
+        let retry_delay = self.rules.resolve_timeout / BUSY_RETRIES_PER_RESOLVE;
         let Some(travel) = self.outbound.travel_mut(transition) else {
             self.out.counters.stale_ignored += 1;
             return;
         };
-        let Stage::Resolving { asked, asking: asking @ None, .. } = &mut travel.stage else {
+        let Stage::Resolving { asked, asking: asking @ None, busy, retry: retry @ None, .. } =
+            &mut travel.stage
+        else {
             return;
         };
         let Some(server) = server.filter(|s| !asked.contains(s)) else {
+            if !busy.is_empty() {
+                // No other candidate: those that were busy are asked again shortly, within the
+                // resolve bound (the travel timer).
+                tracing::info!(busy = busy.len(), "no other candidate: asking the busy again");
+                *retry = Some(now + retry_delay);
+                return;
+            }
             let detail = format!(
                 "no server of the fleet grants {} seats on {}",
                 travel.movers.len(),
@@ -253,15 +296,31 @@ impl Game {
     }
 
     /// A candidate refused the seats (or was silent, or its link died): release what it
-    /// granted, and ask the directory for the next, within the resolve bound.
-    fn candidate_refused(&mut self, now: Instant, from: &ServerId, trn: TransitionId, why: &str) {
+    /// granted, and ask the directory for the next, within the resolve bound. One that refused
+    /// because it was `busy` is kept to be asked again once no other is left.
+    fn candidate_refused(
+        &mut self,
+        now: Instant,
+        from: &ServerId,
+        trn: TransitionId,
+        why: &str,
+        was_busy: bool,
+    ) {
         let Some(travel) = self.outbound.travel_mut(trn) else { return };
-        let Stage::Resolving { asked, asking, deadline } = &mut travel.stage else { return };
+        let Stage::Resolving { asked, asking, busy, turned_away, deadline, .. } = &mut travel.stage
+        else {
+            return;
+        };
         if asking.as_ref().is_none_or(|a| a.server != *from) {
             return;
         }
         *asking = None;
         asked.push(from.clone());
+        // Busy moving players here, which this server refused: a mutual travel, not waited
+        // for (the other gives up too).
+        if was_busy && !busy.contains(from) && !turned_away.contains(from) {
+            busy.push(from.clone());
+        }
         let (asked, deadline) = (asked.clone(), *deadline);
         let players: Vec<PlayerId> = travel.movers.keys().cloned().collect();
         let node = travel.node.clone();
@@ -280,18 +339,34 @@ impl Game {
     }
 
     /// The travel timer: a silent candidate counts as refusing; past the resolve bound,
-    /// everyone is sent back.
+    /// everyone is sent back; at the retry, the candidates that were busy are asked again.
     pub(crate) fn handle_outbound_timer(&mut self, now: Instant) {
         let Some(travel) = self.outbound.travel() else { return };
-        let Stage::Resolving { asking, deadline, .. } = &travel.stage else { return };
+        let Stage::Resolving { asking, deadline, retry, .. } = &travel.stage else { return };
         let trn = travel.id;
         if let Some(asking) = asking.as_ref().filter(|a| a.deadline <= now) {
             let server = asking.server.clone();
-            self.candidate_refused(now, &server, trn, "silent for fleet.peer_timeout_ms");
+            self.candidate_refused(now, &server, trn, "silent for fleet.peer_timeout_ms", false);
         } else if *deadline <= now {
             let detail = "no server granted the seats within fleet.resolve_timeout_ms";
             self.send_back_all(TransitionFailure::DestinationUnavailable, detail);
+        } else if retry.is_some_and(|r| r <= now) {
+            self.ask_busy_again(trn);
         }
+    }
+
+    /// The retry of the candidates that refused `Busy`: they are no longer counted as asked,
+    /// and the directory is asked again (docs/spec/travel.md V7).
+    fn ask_busy_again(&mut self, trn: TransitionId) {
+        let Some(travel) = self.outbound.travel_mut(trn) else { return };
+        let Stage::Resolving { asked, busy, retry, .. } = &mut travel.stage else { return };
+        asked.retain(|s| !busy.contains(s));
+        tracing::info!(travel = trn.0, candidates = busy.len(), "asking the busy candidates again");
+        busy.clear();
+        *retry = None;
+        let asked = asked.clone();
+        let (node, seats) = (travel.node.clone(), travel.movers.len());
+        self.out.push(Output::FindDestination { transition: trn, node, seats, asked });
     }
 
     /// The handoff save of `player` under `ticket` was answered: at its version the seat is
@@ -410,7 +485,7 @@ impl Game {
         }
         let trn = travel.id;
         if travel.destination().is_none() {
-            self.candidate_refused(now, server, trn, "its peer link was lost");
+            self.candidate_refused(now, server, trn, "its peer link was lost", false);
             return;
         }
         let detail = format!("the peer link to {server} was lost");

@@ -567,6 +567,117 @@ fn a_silent_candidate_is_passed_over_and_the_resolve_bound_ends_the_search() {
     ));
 }
 
+/// V7, V16: a destination that refuses `Busy` (a transition of its own in flight) is asked
+/// again a retry delay later, and grants once its transition ended; one still busy at the
+/// resolve bound leaves the search to that bound.
+#[test]
+fn a_busy_destination_is_asked_again_within_the_resolve_bound() {
+    let retry = rules().resolve_timeout / 10;
+    let busy_answers = |f: &Fleet| {
+        let busy = |o: &&Output| {
+            matches!(o, Output::Peer { message: PeerMessage::SeatsRefused { reason, .. }, .. }
+                if *reason == gatehouse_protocol::fleet::SeatRefusal::Busy)
+        };
+        f.dest.log.iter().filter(busy).count()
+    };
+    let failed = |f: &Fleet, a: ConnectionId, travel: TransitionId| {
+        has(
+            &f.source.received(a),
+            |m| matches!(m, ServerMessage::TransitionFailed { transition_id, .. } if *transition_id == travel),
+        )
+    };
+
+    // Busy, then free: the travel asks again and moves the player.
+    let mut f = Fleet::new();
+    let [a] = f.residents(&["a"])[..] else { unreachable!() };
+    f.dest.input(Input::Travel { node: node("isle") });
+    let own = f.dest.transition();
+    f.pump();
+    let travel = f.travel();
+    assert_eq!(busy_answers(&f), 1, "refused: the destination is in a transition");
+    assert!(!failed(&f, a, travel), "a busy destination is not given up at once");
+    f.dest.stream_node("isle");
+    f.dest.advance(Duration::from_millis(100));
+    f.pump();
+    assert!(f.dest.ended(own), "the destination's own transition ended");
+    f.source.advance(retry - Duration::from_millis(1));
+    f.pump();
+    assert!(f.sent("a").is_none(), "not asked again before the retry delay");
+    f.source.advance(Duration::from_millis(1));
+    f.pump();
+    assert_eq!(busy_answers(&f), 1, "asked again, and granted");
+    assert!(f.sent("a").is_some(), "sent on");
+    f.arrive("a");
+    assert_eq!(f.source.closed(a), Some(CloseCode::Travelled));
+    assert!(!failed(&f, a, travel));
+
+    // Busy to the end: asked again and again, and the resolve bound ends the search.
+    let mut f = Fleet::new();
+    let [a] = f.residents(&["a"])[..] else { unreachable!() };
+    f.dest.input(Input::Travel { node: node("isle") });
+    f.pump();
+    let travel = f.travel();
+    for _ in 1..10 {
+        f.source.advance(retry);
+        f.pump();
+    }
+    f.source.advance(retry - Duration::from_millis(1));
+    f.pump();
+    assert_eq!(busy_answers(&f), 10, "asked again every retry delay while busy");
+    assert!(!failed(&f, a, travel), "not before the resolve bound");
+    f.source.advance(Duration::from_millis(1));
+    f.pump();
+    assert!(failed(&f, a, travel), "at the resolve bound");
+    assert!(f.sent("a").is_none(), "never sent on");
+}
+
+/// V7: two servers each busy moving players to the other would each wait for the other to its
+/// resolve bound: a travel refused `Busy` by a server whose own seats it refused `Busy` (in
+/// either order) is not asked again, and its players are sent back at once, as the other's are.
+#[test]
+fn a_mutual_travel_refused_busy_both_ways_is_given_up_at_once() {
+    for theirs_first in [false, true] {
+        let mut f = Fleet::new();
+        let [a] = f.residents(&["a"])[..] else { unreachable!() };
+        // The destination is busy (a transition of its own); its own move here is played by
+        // hand: its ReserveSeats reaches the source while the source's travel is searching.
+        f.dest.input(Input::Travel { node: node("isle") });
+        f.pump();
+        let theirs = PeerMessage::ReserveSeats {
+            trn: TransitionId(77),
+            node: node("harbor"),
+            players: vec![pid("z")],
+        };
+        let failed = |f: &Fleet, travel: TransitionId| {
+            has(
+                &f.source.received(a),
+                |m| matches!(m, ServerMessage::TransitionFailed { transition_id, .. } if *transition_id == travel),
+            )
+        };
+        let travel = if theirs_first {
+            f.hold_peer = true;
+            let travel = f.travel();
+            // The source refuses the destination's seats: it is in its own travel.
+            f.source.input(Input::Peer { from: isle(), message: theirs.clone() });
+            f.release_peer();
+            travel
+        } else {
+            let travel = f.travel();
+            assert!(!failed(&f, travel), "waiting to ask the busy destination again");
+            f.source.input(Input::Peer { from: isle(), message: theirs.clone() });
+            f.pump();
+            travel
+        };
+        let refused_busy = f.source.log.iter().any(|o| {
+            matches!(o, Output::Peer { message: PeerMessage::SeatsRefused { reason, .. }, .. }
+                if *reason == gatehouse_protocol::fleet::SeatRefusal::Busy)
+        });
+        assert!(refused_busy, "the source refused the destination Busy ({theirs_first})");
+        assert!(failed(&f, travel), "given up at once, not at a retry ({theirs_first})");
+        assert!(f.sent("a").is_none());
+    }
+}
+
 /// V7: the peer link lost after the tickets recalls every unplaced player
 /// (`DestinationLost`); those already placed stay placed.
 #[test]
