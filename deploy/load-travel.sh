@@ -2,6 +2,9 @@
 # The travel benchmark, a command of the load benchmark (docs/performance.md, "Travel between
 # servers"): N players (500 by default) moved from one server to another on this machine.
 #
+# 0. the bare QUIC floor F(N), as deploy/load.sh measures it: gatehouse-floor, N clients (100
+#    to a UDP socket), one 64-byte message to every client per round and every reply awaited,
+#    TRAVEL_FLOOR_ROUNDS rounds (20), connecting at TRAVEL_CONNECT_RATE per second;
 # 1. a throwaway PostgreSQL (.ci/postgres), the store both servers share;
 # 2. two release gatehouse-servers on loopback: `hub-1` hosts node `hub` and marks `dungeon`
 #    remote, `dungeon-1` the other way round; each lists the other in a static fleet directory
@@ -14,22 +17,25 @@
 #    placed on the destination (and lost), the servers' travel counters, saves older than the
 #    handoff (any player whose stored save is not the destination's claim: a handoff state left,
 #    or another node), and the loading screen at the clients, p50 and p99, of the move beside
-#    the same-server transition.
+#    the same-server transition, each also as a ratio to F(N) (the floor's round, p50 to p50 and
+#    p99 to p99), with the load average before the floor and at the end.
 #
 #   deploy/load-travel.sh                         # N = 500
 #   TRAVEL_CLIENTS=100 TRAVEL_CHECK=1 deploy/load-travel.sh   # the short run in CI
 #   BIN_DIR=target/release deploy/load-travel.sh  # binaries built already
 #
-# Environment: TRAVEL_CLIENTS (N, 500), TRAVEL_CONNECT_RATE (100/s), BIN_DIR, LOAD_DIR (where
-# the files go; a new directory under TMPDIR by default, kept), TRAVEL_CHECK=1 (the run also
-# fails unless every player is placed on the destination with no save older than its handoff).
+# Environment: TRAVEL_CLIENTS (N, 500), TRAVEL_CONNECT_RATE (100/s), TRAVEL_FLOOR_ROUNDS (20),
+# BIN_DIR, LOAD_DIR (where the files go; a new directory under TMPDIR by default, kept),
+# TRAVEL_CHECK=1 (the run also fails unless every player is placed on the destination with no
+# save older than its handoff).
 # Every wait is bounded. A figure is never an assertion: without TRAVEL_CHECK the run fails only
-# if a tool fails or a step is not reached in time.
+# if a tool fails (the floor included) or a step is not reached in time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 n=${TRAVEL_CLIENTS:-500}
 rate=${TRAVEL_CONNECT_RATE:-100}
+floor_rounds=${TRAVEL_FLOOR_ROUNDS:-20}
 dir=${LOAD_DIR:-$(mktemp -d "${TMPDIR:-/tmp}/gatehouse-travel.XXXXXX")}
 mkdir -p "$dir"
 # PostgreSQL runs as its own user when this runs as root (.ci/postgres): it must reach its
@@ -40,11 +46,14 @@ say() { echo "load-travel.sh: $*" >&2; }
 
 if [ -z "${BIN_DIR:-}" ]; then
     say "building release binaries"
-    cargo build --release -q -p gatehouse-server -p gatehouse-client-sim
+    cargo build --release -q -p gatehouse-server -p gatehouse-client-sim -p gatehouse-floor
     bin=target/release
 else
     bin=$BIN_DIR
 fi
+for b in gatehouse-server gatehouse-sim gatehouse-floor; do
+    [ -x "$bin/$b" ] || { say "$bin/$b is missing"; exit 1; }
+done
 
 pids=()
 cleanup() {
@@ -53,6 +62,17 @@ cleanup() {
     .ci/postgres stop "$dir/pg" >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
+
+# The floor F(N) first, on a machine with nothing of ours running yet (deploy/load.sh's
+# bounds: the connections within N / rate s, a slack of N / 200 s for what grows with N).
+connecting=$(((n + rate - 1) / rate))
+slack=$((n / 200))
+floor_loadavg=$(cut -d' ' -f1-3 /proc/loadavg)
+say "the floor F($n): $floor_rounds rounds"
+timeout $((connecting + 120 + 4 * slack)) "$bin/gatehouse-floor" --clients "$n" \
+    --client-endpoints "$(((n + 99) / 100))" --connect-timeout "$((10 + slack))s" \
+    --round-timeout "$((10 + slack))s" --rounds "$floor_rounds" --connect-rate "$rate" --json \
+    >"$dir/floor.json" 2>"$dir/floor.log" || { say "the floor failed (see $dir/floor.log)"; exit 1; }
 
 url=$(.ci/postgres start "$dir/pg")
 mapfile -t free < <($py ports 4)
@@ -134,7 +154,6 @@ for admin in "$admin_a" "$admin_b"; do
 done
 
 say "$n clients to hub-1 at $rate/s"
-connecting=$(((n + rate - 1) / rate))
 # Long enough for the admission, both transitions and the placement at the destination.
 duration=$((connecting + 50))
 timeout $((duration + 60)) "$bin/gatehouse-sim" --server "127.0.0.1:$port_a" \
@@ -170,8 +189,8 @@ older=$("${psql:-psql}" "$url" -tAc \
     2>"$dir/psql.log" || echo null)
 say "waiting for the clients to leave (their report)"
 wait "$sim_pid" || say "gatehouse-sim exited with $? (see $dir/sim.log)"
-printf '{"clients": %s, "older_saves": %s, "check": %s, "loadavg": "%s"}\n' "$n" \
-    "${older:-null}" "$([ "${TRAVEL_CHECK:-0}" = 1 ] && echo true || echo false)" \
-    "$(cut -d' ' -f1-3 /proc/loadavg)" >"$dir/run.json"
+printf '{"clients": %s, "older_saves": %s, "check": %s, "loadavg": "%s", "floor_loadavg": "%s"}\n' \
+    "$n" "${older:-null}" "$([ "${TRAVEL_CHECK:-0}" = 1 ] && echo true || echo false)" \
+    "$(cut -d' ' -f1-3 /proc/loadavg)" "$floor_loadavg" >"$dir/run.json"
 $py table "$dir"
 echo "files: $dir"
