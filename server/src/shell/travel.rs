@@ -203,7 +203,7 @@ mod tests {
         Travels::new(id("hub-1"), TokenKey::new(KEY), 30, directory, events)
     }
 
-    fn candidate(address: &str) -> Candidate {
+    fn candidate_at(address: &str) -> Candidate {
         Candidate {
             server: id("isle-1"),
             address: address.into(),
@@ -241,18 +241,106 @@ mod tests {
     #[test]
     fn a_pin_a_link_proved_reaches_the_travellers_and_leaves_its_candidate_as_named() {
         let mut travels = travels();
-        travels.found(TransitionId(3), Some(candidate("127.0.0.1:7001")));
+        travels.found(TransitionId(3), Some(candidate_at("127.0.0.1:7001")));
         travels.linked(&id("isle-1"), Some([5; 32]));
-        assert_eq!(travels.candidate(&id("isle-1")), Some(&candidate("127.0.0.1:7001")));
+        assert_eq!(travels.candidate(&id("isle-1")), Some(&candidate_at("127.0.0.1:7001")));
         assert_eq!(pin_sent(&travels), Some([5; 32]));
-        travels.found(TransitionId(4), Some(candidate("127.0.0.1:7001")));
-        assert_eq!(travels.candidate(&id("isle-1")), Some(&candidate("127.0.0.1:7001")));
+        travels.found(TransitionId(4), Some(candidate_at("127.0.0.1:7001")));
+        assert_eq!(travels.candidate(&id("isle-1")), Some(&candidate_at("127.0.0.1:7001")));
         assert_eq!(pin_sent(&travels), Some([5; 32]), "kept while the directory names it so");
-        travels.found(TransitionId(5), Some(candidate("127.0.0.1:7002")));
+        travels.found(TransitionId(5), Some(candidate_at("127.0.0.1:7002")));
         assert_eq!(pin_sent(&travels), None, "a moved server's link proves its pin anew");
-        let pinned = Candidate { certificate_sha256: Some([9; 32]), ..candidate("127.0.0.1:7002") };
+        let pinned =
+            Candidate { certificate_sha256: Some([9; 32]), ..candidate_at("127.0.0.1:7002") };
         travels.found(TransitionId(6), Some(pinned));
         travels.linked(&id("isle-1"), Some([5; 32]));
         assert_eq!(pin_sent(&travels), Some([9; 32]), "the directory's pin first");
+    }
+
+    /// The directory is asked on a task of its own, and its answer comes back on the game
+    /// task's queue, naming the candidate (docs/spec/travel.md V12).
+    #[tokio::test]
+    async fn a_find_answers_with_the_directorys_candidate_on_the_game_tasks_queue() {
+        let entry = crate::config::StaticServer {
+            id: "isle-1".into(),
+            address: "127.0.0.1:7001".into(),
+            server_name: "localhost".into(),
+            certificate_sha256: None,
+            nodes: vec!["isle".into()],
+        };
+        let directory = Arc::new(StaticDirectory::new(&id("hub-1"), &[entry]).unwrap());
+        let (events, mut heard) = mpsc::channel(1);
+        let travels = Travels::new(id("hub-1"), TokenKey::new(KEY), 30, directory, events);
+        travels.find(TransitionId(3), NodeId::new("isle").unwrap(), 2, 0);
+        let answer = tokio::time::timeout(Duration::from_secs(5), heard.recv()).await;
+        let Ok(Some(ShellEvent::DestinationFound { transition, candidate })) = answer else {
+            panic!("no answer from the directory")
+        };
+        assert_eq!(transition, TransitionId(3));
+        assert_eq!(candidate, Some(candidate_at("127.0.0.1:7001")));
+        travels.find(TransitionId(3), NodeId::new("isle").unwrap(), 2, 1);
+        let answer = tokio::time::timeout(Duration::from_secs(5), heard.recv()).await;
+        assert!(
+            matches!(answer, Ok(Some(ShellEvent::DestinationFound { candidate: None, .. }))),
+            "the one server asked already: none"
+        );
+    }
+
+    /// The candidates kept are bounded by `MAX_CANDIDATES`: past it the oldest are forgotten
+    /// (all at once), and a candidate found again takes no room of its own.
+    #[test]
+    fn the_candidates_kept_are_bounded_and_a_known_one_takes_no_more_room() {
+        let mut travels = travels();
+        let named = |i: usize| Candidate {
+            server: id(&format!("s-{i}")),
+            ..candidate_at("127.0.0.1:7001")
+        };
+        for i in 0..MAX_CANDIDATES {
+            travels.found(TransitionId(1), Some(named(i)));
+        }
+        assert_eq!(travels.candidates.len(), MAX_CANDIDATES, "every one kept up to the bound");
+        travels.found(TransitionId(2), Some(named(0)));
+        assert_eq!(travels.candidates.len(), MAX_CANDIDATES, "a known one: nothing forgotten");
+        assert!(travels.candidate(&id("s-5")).is_some());
+        travels.found(TransitionId(3), Some(named(MAX_CANDIDATES)));
+        assert_eq!(travels.candidates.len(), 1, "past the bound: the older ones forgotten");
+        assert!(travels.candidate(&id(&format!("s-{MAX_CANDIDATES}"))).is_some());
+    }
+
+    /// A `TravelTo` names the seat its ticket is for (player, source, destination, travel,
+    /// node, version, generation), the candidate's address and name and the seat's hold, and
+    /// its ticket lives exactly `fleet.ticket_lifetime_s` from now (docs/spec/travel.md V8).
+    #[test]
+    fn a_travel_to_names_its_seat_and_a_ticket_living_the_fleets_lifetime() {
+        let mut travels = travels();
+        travels.found(TransitionId(3), Some(candidate_at("127.0.0.1:7001")));
+        let sending = Sending {
+            player: PlayerId::new("p-1").unwrap(),
+            transition: TransitionId(3),
+            node: NodeId::new("isle").unwrap(),
+            server: id("isle-1"),
+            version: 7,
+            generation: 2,
+            valid: Duration::from_millis(2500),
+        };
+        let before = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+        let Some(ServerMessage::TravelTo(travel)) = travels.travel_to(sending) else {
+            panic!("a TravelTo to a server found")
+        };
+        let after = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
+        let claims =
+            verify_ticket(&TokenKey::new(KEY), &travel.ticket, after, TicketLimits::DEFAULT)
+                .unwrap();
+        assert!((before..=after).contains(&claims.iat), "issued now: {}", claims.iat);
+        assert_eq!(claims.exp, claims.iat + 30, "the fleet's ticket lifetime");
+        assert_eq!((claims.uid.as_str(), claims.src.as_str()), ("p-1", "hub-1"));
+        assert_eq!((claims.dst.as_str(), claims.node.as_str()), ("isle-1", "isle"));
+        assert_eq!((claims.trn, claims.ver, claims.generation), (TransitionId(3), 7, 2));
+        assert_eq!((travel.transition_id, travel.node.as_str()), (TransitionId(3), "isle"));
+        assert_eq!(
+            (travel.address.as_str(), travel.server_name.as_str()),
+            ("127.0.0.1:7001", "localhost")
+        );
+        assert_eq!(travel.valid_ms, 2500);
     }
 }
