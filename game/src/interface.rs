@@ -70,9 +70,9 @@ pub struct GameRules {
     /// (`fleet.resolve_timeout_ms`, 5 s; docs/spec/travel.md V7, V16).
     pub resolve_timeout: Duration,
     /// This server's id in its fleet (`fleet.server_id`), or `None` for a server in no fleet
-    /// (`fleet.directory = "none"`): every save names it as the store row's holder, and a
-    /// session-token login that loads a row another server holds takes the player
-    /// (docs/spec/travel.md V17). `None`: saves name no holder, and nothing is taken.
+    /// (without the fleet key, `fleet.ticket_key`): every save names it as the store row's
+    /// holder, and a session-token login that loads a row another server holds takes the
+    /// player (docs/spec/travel.md V17). `None`: saves name no holder, and nothing is taken.
     pub server: Option<ServerId>,
 }
 

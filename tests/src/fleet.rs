@@ -128,6 +128,18 @@ impl Schema {
         rows.into_iter().collect()
     }
 
+    /// Each player's holder, `players.held_by` (docs/spec/travel.md V17).
+    pub async fn holders(&self) -> BTreeMap<String, Option<String>> {
+        let mut conn = sqlx::PgConnection::connect(&self.url()).await.unwrap();
+        let rows: Vec<(String, Option<String>)> =
+            sqlx::query_as("SELECT player_id, held_by FROM players")
+                .fetch_all(&mut conn)
+                .await
+                .unwrap();
+        conn.close().await.unwrap();
+        rows.into_iter().collect()
+    }
+
     /// Drops the schema and everything in it.
     pub async fn drop(self) {
         let mut conn = sqlx::PgConnection::connect(&self.base).await.unwrap();

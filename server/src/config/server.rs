@@ -1415,14 +1415,15 @@ impl ServerConfig {
         })
     }
 
-    /// This server's id when it is in a fleet (`fleet.directory` is not `none`), which every
-    /// player save names as the store row's holder; `None` in no fleet, whose saves name none
-    /// (docs/spec/travel.md V17).
+    /// This server's id when it is in a fleet (it holds the fleet key, `fleet.ticket_key`,
+    /// whatever its directory: [`crate::fleet::offers_peer_link`]), which every player save
+    /// names as the store row's holder; `None` in no fleet, whose saves name none
+    /// (docs/spec/travel.md V12, V17).
     ///
     /// # Errors
     /// As [`ServerConfig::server_id`].
     pub fn fleet_server(&self) -> Result<Option<ServerId>, ConfigError> {
-        if self.fleet.directory == DirectoryKind::None {
+        if !crate::fleet::offers_peer_link(self) {
             return Ok(None);
         }
         self.server_id().map(Some)
@@ -1647,6 +1648,19 @@ mod tests {
             assert!(crate::fleet::offers_peer_link(&c), "{directory:?}");
             assert!(c.fleet.servers.is_empty());
         }
+    }
+
+    /// docs/spec/travel.md V17: a server in a fleet (the fleet key, whatever its directory)
+    /// names itself as its saves' holder; one without the key names none.
+    #[test]
+    fn a_server_with_the_fleet_key_names_itself_holder_whatever_its_directory() {
+        for directory in ["", "directory = \"none\"\n"] {
+            let keyed = parse(&format!("{PG}[fleet]\nserver_id = \"isle-1\"\n{directory}{KEY}"));
+            let holder = keyed.unwrap().fleet_server().unwrap();
+            assert_eq!(holder.map(|s| s.to_string()), Some("isle-1".into()), "{directory:?}");
+        }
+        let alone = parse(&format!("{PG}[fleet]\nserver_id = \"isle-1\"\n")).unwrap();
+        assert_eq!(alone.fleet_server().unwrap(), None);
     }
 
     /// docs/spec/travel.md V12: a world with a remote node still needs a directory, the fleet
