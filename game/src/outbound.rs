@@ -5,7 +5,8 @@
 //! Resolving: FindDestination ──> a candidate ──> ReserveSeats (all or none) ──> every seat granted
 //!     refused, or silent peer_timeout ──> the next candidate, within resolve_timeout
 //!     refused Busy ──> the next candidate; none left: asked again a retry delay later
-//!     refused Busy by a server this one refused Busy (a mutual travel) ──> not asked again
+//!     refused Busy by a server this one refused Busy (a mutual travel) ──> not asked again by
+//!         the server whose id sorts after the other's, which gives up; the other waits
 //! Seated:  per moving player: Waiting ──SaveHandoff──> Saving ──saved at v──> Ticketed (TravelTo)
 //!                                  Ticketed ──Placed──> released (closed Travelled)
 //!                                  Ticketed ──seat lost, link lost, abandoned──> Recalling
@@ -42,8 +43,9 @@ pub(crate) enum Stage {
         /// other, a retry delay later.
         retry: Option<Instant>,
         /// The servers whose own seat requests this server refused `Busy` meanwhile (it is in
-        /// this travel): one of them refusing this travel `Busy` too is a mutual travel,
-        /// which neither side waits for (docs/spec/travel.md V7).
+        /// this travel) and gives way to (their id sorts first): one of them refusing this
+        /// travel `Busy` too is a mutual travel, which this side does not wait for; the other
+        /// side waits for this one to give up (docs/spec/travel.md V7).
         turned_away: Vec<ServerId>,
         /// When the travel gives up finding one (`resolve_timeout` from the first ask).
         deadline: Instant,

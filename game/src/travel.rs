@@ -135,10 +135,15 @@ impl Game {
         }
     }
 
-    /// Notes that this server refused `from`'s seats `Busy` during its own travel's search. If
-    /// `from` refused this travel `Busy` too, the travel is mutual (docs/spec/travel.md V7):
+    /// Notes that this server refused `from`'s seats `Busy` during its own travel's search,
+    /// when it is the one that gives way to `from` in a mutual travel ([`Game::gives_way_to`]).
+    /// If `from` refused this travel `Busy` too, the travel is mutual (docs/spec/travel.md V7):
     /// `from` is not asked again; returns whether the travel then has nothing left to wait for.
+    /// The server that does not give way keeps asking `from`, which gives up its own travel.
     fn turned_away(&mut self, from: &ServerId) -> bool {
+        if !self.gives_way_to(from) {
+            return false;
+        }
         let Some(travel) = self.outbound.current_mut() else { return false };
         let Stage::Resolving { asking, busy, retry, turned_away, .. } = &mut travel.stage else {
             return false;
@@ -149,6 +154,14 @@ impl Game {
         let Some(at) = busy.iter().position(|s| s == from) else { return false };
         busy.remove(at);
         asking.is_none() && busy.is_empty() && retry.is_some()
+    }
+
+    /// Whether this server gives way to `other` in a mutual travel (each busy searching for
+    /// seats on the other): the one whose `fleet.server_id` sorts after the other's gives its
+    /// travel up, the other waits for it within its resolve bound, so one of the two goes
+    /// ahead (docs/spec/travel.md V7).
+    fn gives_way_to(&self, other: &ServerId) -> bool {
+        self.rules.server.as_ref().is_none_or(|me| me > other)
     }
 
     /// The seat timer came due: every seat past its hold is lost.
@@ -316,8 +329,8 @@ impl Game {
         }
         *asking = None;
         asked.push(from.clone());
-        // Busy moving players here, which this server refused: a mutual travel, not waited
-        // for (the other gives up too).
+        // Busy moving players here, which this server refused and gives way to: a mutual
+        // travel, not waited for (the other waits for this one to give up).
         if was_busy && !busy.contains(from) && !turned_away.contains(from) {
             busy.push(from.clone());
         }

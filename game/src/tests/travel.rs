@@ -631,49 +631,84 @@ fn a_busy_destination_is_asked_again_within_the_resolve_bound() {
     assert!(f.sent("a").is_none(), "never sent on");
 }
 
-/// V7: two servers each busy moving players to the other would each wait for the other to its
-/// resolve bound: a travel refused `Busy` by a server whose own seats it refused `Busy` (in
-/// either order) is not asked again, and its players are sent back at once, as the other's are.
+/// V7: two servers each busy searching for seats on the other would each wait for the other to
+/// its resolve bound. The one whose id sorts after the other's gives way: refused `Busy` by a
+/// server whose own seats it refused `Busy` (in either order), it does not ask again and sends
+/// its players back at once. The one whose id sorts first waits, asks again once the other's
+/// transition ended, and its players move.
 #[test]
-fn a_mutual_travel_refused_busy_both_ways_is_given_up_at_once() {
+fn in_a_mutual_travel_the_server_whose_id_sorts_after_gives_way_and_the_other_goes_ahead() {
+    let retry = rules().resolve_timeout / 10;
+    let theirs = PeerMessage::ReserveSeats {
+        trn: TransitionId(77),
+        node: node("harbor"),
+        players: vec![pid("z")],
+    };
+    let refused_busy = |f: &Fleet| {
+        f.source.log.iter().any(|o| {
+            matches!(o, Output::Peer { message: PeerMessage::SeatsRefused { reason, .. }, .. }
+                if *reason == gatehouse_protocol::fleet::SeatRefusal::Busy)
+        })
+    };
+    let failed = |f: &Fleet, a: ConnectionId, travel: TransitionId| {
+        has(
+            &f.source.received(a),
+            |m| matches!(m, ServerMessage::TransitionFailed { transition_id, .. } if *transition_id == travel),
+        )
+    };
     for theirs_first in [false, true] {
+        // hub-1 sorts before isle-1: the source waits for the destination to give way (its
+        // own transition, played by hand, ends).
         let mut f = Fleet::new();
         let [a] = f.residents(&["a"])[..] else { unreachable!() };
-        // The destination is busy (a transition of its own); its own move here is played by
-        // hand: its ReserveSeats reaches the source while the source's travel is searching.
         f.dest.input(Input::Travel { node: node("isle") });
+        let own = f.dest.transition();
         f.pump();
-        let theirs = PeerMessage::ReserveSeats {
-            trn: TransitionId(77),
-            node: node("harbor"),
-            players: vec![pid("z")],
-        };
-        let failed = |f: &Fleet, travel: TransitionId| {
-            has(
-                &f.source.received(a),
-                |m| matches!(m, ServerMessage::TransitionFailed { transition_id, .. } if *transition_id == travel),
-            )
-        };
         let travel = if theirs_first {
             f.hold_peer = true;
             let travel = f.travel();
-            // The source refuses the destination's seats: it is in its own travel.
             f.source.input(Input::Peer { from: isle(), message: theirs.clone() });
             f.release_peer();
             travel
         } else {
             let travel = f.travel();
-            assert!(!failed(&f, travel), "waiting to ask the busy destination again");
             f.source.input(Input::Peer { from: isle(), message: theirs.clone() });
             f.pump();
             travel
         };
-        let refused_busy = f.source.log.iter().any(|o| {
-            matches!(o, Output::Peer { message: PeerMessage::SeatsRefused { reason, .. }, .. }
-                if *reason == gatehouse_protocol::fleet::SeatRefusal::Busy)
-        });
-        assert!(refused_busy, "the source refused the destination Busy ({theirs_first})");
-        assert!(failed(&f, travel), "given up at once, not at a retry ({theirs_first})");
+        assert!(refused_busy(&f), "the source refused the destination Busy ({theirs_first})");
+        assert!(!failed(&f, a, travel), "the server whose id sorts first waits ({theirs_first})");
+        f.dest.stream_node("isle");
+        f.dest.advance(Duration::from_millis(100));
+        f.pump();
+        assert!(f.dest.ended(own), "the other gave way");
+        f.source.advance(retry);
+        f.pump();
+        assert!(f.sent("a").is_some(), "asked again, granted and sent on ({theirs_first})");
+        f.arrive("a");
+        assert_eq!(f.source.closed(a), Some(CloseCode::Travelled));
+
+        // aa-1 sorts before hub-1: the source gives way at once.
+        let aa = ServerId::new("aa-1").unwrap();
+        let mut f = Fleet::new();
+        let [a] = f.residents(&["a"])[..] else { unreachable!() };
+        f.directory = Some(aa.clone());
+        f.hold_peer = true;
+        let travel = f.travel();
+        // Its ReserveSeats went to aa-1, which answers by hand.
+        f.held.clear();
+        let refusal = PeerMessage::SeatsRefused {
+            trn: travel,
+            reason: gatehouse_protocol::fleet::SeatRefusal::Busy,
+        };
+        let order =
+            if theirs_first { [theirs.clone(), refusal] } else { [refusal, theirs.clone()] };
+        for message in order {
+            f.source.input(Input::Peer { from: aa.clone(), message });
+            f.pump();
+        }
+        assert!(refused_busy(&f), "the source refused aa-1 Busy ({theirs_first})");
+        assert!(failed(&f, a, travel), "given way at once, not at a retry ({theirs_first})");
         assert!(f.sent("a").is_none());
     }
 }
