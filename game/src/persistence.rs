@@ -86,6 +86,12 @@ impl Session {
         }
     }
 
+    /// The players whose state is kept, oldest first, and how many states are kept (as many).
+    #[cfg(test)]
+    pub(crate) fn kept(&self) -> (Vec<PlayerId>, usize) {
+        (self.kept.order.iter().cloned().collect(), self.kept.states.len())
+    }
+
     /// The player state a relaunching player left at most `retention` before `now`.
     pub(crate) fn take_kept(
         &mut self,

@@ -58,6 +58,12 @@ impl Takes {
     pub(crate) fn left(&mut self, connection: ConnectionId) {
         self.attempts.remove(&connection);
     }
+
+    /// Whether no take awaits the store and no login's takes are counted.
+    #[cfg(test)]
+    pub(crate) fn is_idle(&self) -> bool {
+        self.pending.is_empty() && self.attempts.is_empty()
+    }
 }
 
 impl Game {

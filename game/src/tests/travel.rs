@@ -1439,8 +1439,10 @@ fn a_conflict_for_an_older_connection_does_not_close_the_newer() {
     // Another server wrote 8 and 9 meanwhile: the older connection's save met 8, and the
     // newer connection loaded 9.
     h.answer_load("a", LoadOutcome::Found(held_save("a", 9, isle())));
+    let stale = h.game.counters().stale_ignored;
     h.input(Input::PlayerSaveConflicted { player: pid("a"), found: Some(8) });
     assert_eq!(h.closed(newer), None, "the older connection's conflict");
+    assert_eq!(h.game.counters().stale_ignored, stale + 1, "counted stale");
     assert!(h.game.roster.player(&pid("a")).is_some());
     assert_eq!(h.game.counters().players_replaced_elsewhere, 0);
     h.input(Input::PlayerSaveConflicted { player: pid("a"), found: Some(10) });
@@ -1486,6 +1488,7 @@ fn a_stale_or_duplicate_taken_message_does_nothing() {
     assert_eq!(f.dest.closed(b), Some(CloseCode::Replaced), "taken back at 5");
     assert_eq!(f.store[&pid("a")].version, 5);
     let fenced = f.source.game.counters().players_replaced_elsewhere;
+    let stale = f.source.game.counters().stale_ignored;
     for version in [4, 5] {
         let message = PeerMessage::PlayerTaken { player: pid("a"), version };
         f.source.input(Input::Peer { from: isle(), message });
@@ -1494,6 +1497,7 @@ fn a_stale_or_duplicate_taken_message_does_nothing() {
     assert_eq!(f.source.closed(again), None, "a stale message closes nothing");
     assert!(f.source.game.roster.player(&pid("a")).is_some());
     assert_eq!(f.source.game.counters().players_replaced_elsewhere, fenced);
+    assert_eq!(f.source.game.counters().stale_ignored, stale + 2, "each counted stale");
 }
 
 /// V17: a take lost to a save that landed after the login's load (the older server's last save,
@@ -1542,4 +1546,107 @@ fn a_login_whose_takes_keep_losing_is_fenced_after_its_attempts() {
     }
     assert_eq!(f.dest.closed(b), Some(CloseCode::Replaced));
     assert!(f.held_handovers.is_empty(), "no take after the last");
+}
+
+/// A booted core of `server` in a fleet (its loads held): it names itself as the holder of
+/// what it writes, and takes what another server holds (V17).
+fn fleet_member_holding_loads(server: ServerId) -> Harness {
+    let mut h = Harness::build(WORLD, GameRules { server: Some(server), ..rules() }, false);
+    h.answer_session(LoadOutcome::NotFound);
+    h.stream_node("harbor");
+    h
+}
+
+/// Every take in `h`'s log, in order: what it writes and its ticket.
+fn takes(h: &Harness) -> Vec<(PlayerSave, u64)> {
+    let takes = h.log.iter().filter_map(|o| match o {
+        Output::Handover { side: HandoverSide::Take, save, ticket } => {
+            Some((save.clone(), *ticket))
+        }
+        _ => None,
+    });
+    takes.collect()
+}
+
+/// V17: a take of a connection a relaunch has since replaced, lost, is stale: it neither loads
+/// the player again for the newer connection nor fences it, whose own take goes on.
+#[test]
+fn a_take_lost_after_its_login_was_replaced_changes_nothing() {
+    let mut h = fleet_member_holding_loads(hub());
+    let older = h.login("a");
+    h.answer_load("a", LoadOutcome::Found(held_save("a", 3, isle())));
+    let newer = h.login("a");
+    assert_eq!(h.closed(older), Some(CloseCode::Replaced), "the relaunch replaced it");
+    // The other server wrote it again meanwhile: the newer login takes it at 4.
+    h.answer_load("a", LoadOutcome::Found(held_save("a", 4, isle())));
+    let [(first, older_take), (second, newer_take)] = &takes(&h)[..] else {
+        panic!("a take of each login: {:?}", takes(&h))
+    };
+    assert_eq!((first.version, second.version), (3, 4));
+    let stale = h.game.counters().stale_ignored;
+    let lost = HandoverOutcome::Lost;
+    h.input(Input::HandoverDecided { player: pid("a"), ticket: *older_take, outcome: lost });
+    assert_eq!(h.game.counters().stale_ignored, stale + 1);
+    assert_eq!(h.closed(newer), None, "the newer login is not fenced");
+    assert!(h.loads.is_empty(), "nor loaded again");
+    assert_eq!(h.game.counters().players_replaced_elsewhere, 0);
+    let won = HandoverOutcome::Won { version: 5 };
+    h.input(Input::HandoverDecided { player: pid("a"), ticket: *newer_take, outcome: won });
+    assert_eq!(h.game.counters().players_taken, 1);
+    assert!(h.game.takes.is_idle(), "every take settled");
+}
+
+/// V17: a login that leaves while it takes (its take lost, its save loading again) leaves no
+/// count of its takes behind: what the takes keep is bounded by the logins taking now.
+#[test]
+fn a_login_that_leaves_while_it_takes_leaves_nothing_in_the_takes() {
+    let mut h = fleet_member_holding_loads(hub());
+    let c = h.login("a");
+    h.answer_load("a", LoadOutcome::Found(held_save("a", 3, isle())));
+    let [(_, ticket)] = takes(&h)[..] else { panic!("one take") };
+    let lost = HandoverOutcome::Lost;
+    h.input(Input::HandoverDecided { player: pid("a"), ticket, outcome: lost });
+    assert_eq!(h.loads.len(), 1, "loading again");
+    h.disconnect(c);
+    h.answer_load("a", LoadOutcome::Found(held_save("a", 4, isle())));
+    assert_eq!(takes(&h).len(), 1, "no take for a login gone");
+    assert!(h.game.takes.is_idle());
+}
+
+/// V17: a save conflict for a player not playing here with its save loaded (gone, or still
+/// loading) is stale: nothing is closed.
+#[test]
+fn a_save_conflict_for_a_player_not_playing_here_is_stale() {
+    let mut h = fleet_member_holding_loads(hub());
+    let a = h.login("a");
+    let stale = h.game.counters().stale_ignored;
+    h.input(Input::PlayerSaveConflicted { player: pid("a"), found: Some(8) });
+    h.input(Input::PlayerSaveConflicted { player: pid("nobody"), found: Some(8) });
+    assert_eq!(h.game.counters().stale_ignored, stale + 2);
+    assert_eq!(h.closed(a), None, "a player loading is not fenced");
+    assert_eq!(h.game.counters().players_replaced_elsewhere, 0);
+}
+
+/// V17: `PlayerTaken` for a player that left this server drops the state kept for its
+/// relaunch (it played elsewhere since), and only that one: a relaunch here starts from the
+/// save, not from what it left here before.
+#[test]
+fn a_player_taken_after_it_left_is_not_restored_from_what_it_left() {
+    let mut f = Fleet::new();
+    f.strict = true;
+    f.store.insert(pid("a"), held_save("a", 3, hub()));
+    let [x, a] = f.residents(&["x", "a"])[..] else { unreachable!() };
+    f.source.disconnect(x);
+    f.source.disconnect(a);
+    f.pump();
+    assert_eq!(f.source.game.session.kept(), (vec![pid("x"), pid("a")], 2));
+    f.dest.login("a");
+    f.pump();
+    assert_eq!(f.dest.game.counters().players_taken, 1, "taken from the source");
+    assert_eq!(f.source.game.session.kept(), (vec![pid("x")], 1), "only a's state goes");
+    f.source.login("a");
+    f.pump();
+    assert_eq!(f.source.game.counters().player_states_restored, 0);
+    f.source.login("x");
+    assert_eq!(f.source.game.counters().player_states_restored, 1, "x's state stays kept");
 }
