@@ -343,4 +343,28 @@ mod tests {
         );
         assert_eq!(travel.valid_ms, 2500);
     }
+
+    /// docs/spec/travel.md V17: a `PlayerTaken` goes to a server as a travel found it (the
+    /// link dialled there), else as the directory lists it by its id; a server neither knows is
+    /// not located.
+    #[test]
+    fn a_server_is_located_as_a_travel_found_it_else_as_the_directory_lists_it() {
+        let listed = |id: &str, address: &str| crate::config::StaticServer {
+            id: id.into(),
+            address: address.into(),
+            server_name: "localhost".into(),
+            certificate_sha256: None,
+            nodes: vec!["isle".into()],
+        };
+        let servers = [listed("isle-1", "10.0.0.9:7777"), listed("arena-1", "10.0.0.3:7777")];
+        let directory = Arc::new(StaticDirectory::new(&id("hub-1"), &servers).unwrap());
+        let (events, _) = mpsc::channel(1);
+        let mut travels = Travels::new(id("hub-1"), TokenKey::new(KEY), 30, directory, events);
+        let address = |server: &str| travels.locate(&id(server)).map(|c| c.address);
+        assert_eq!(address("isle-1").as_deref(), Some("10.0.0.9:7777"), "as listed");
+        assert_eq!(address("arena-1").as_deref(), Some("10.0.0.3:7777"));
+        assert_eq!(address("nobody"), None);
+        travels.found(TransitionId(3), Some(candidate_at("127.0.0.1:7001")));
+        assert_eq!(travels.locate(&id("isle-1")), Some(candidate_at("127.0.0.1:7001")), "as found");
+    }
 }
