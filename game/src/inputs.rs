@@ -657,6 +657,9 @@ impl Game {
     ) {
         // A traveller's save must be its handoff (docs/spec/travel.md V4).
         let Some(outcome) = self.traveller_loaded(now, id, ticket, outcome) else { return };
+        if self.reload_failed(now, id, ticket, matches!(outcome, LoadOutcome::Failed(_))) {
+            return;
+        }
         let announced = self.roster.player(id).is_some_and(|p| p.is_announced());
         let load =
             persistence::apply_player_load(&self.world, &mut self.roster, id, ticket, outcome);

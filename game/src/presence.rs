@@ -14,7 +14,8 @@
 //! A take lost means the row moved after the login loaded it (the older server's last save
 //! landed late, or another login took it first): the newer login still wins, so the player is
 //! loaded again and taken at the version found, at most [`TAKE_ATTEMPTS`] times in all; past
-//! them it is fenced as in 3.
+//! them it is fenced as in 3, as it is when that load fails (it never plays on a failed load's
+//! defaults in place of what it had).
 //!
 //! [`Takes`] holds the takes awaiting the store's answer and the attempts of each login, and
 //! nothing else; the player states are the roster's, the kept ones the session's.
@@ -161,6 +162,28 @@ impl Game {
         drop(p);
         tracing::info!(%player, "take lost: another server wrote the player since its load; loading it again");
         self.out.push(Output::LoadPlayer { player: player.clone(), ticket });
+    }
+
+    /// `id`'s load under `ticket` failed, and it was the reload after a lost take (its login
+    /// took already): the player is fenced, keeping what the store has, instead of playing on
+    /// a failed load's defaults in place of what it had (module docs). Returns whether it was.
+    pub(crate) fn reload_failed(
+        &mut self,
+        now: Instant,
+        id: &PlayerId,
+        ticket: u64,
+        failed: bool,
+    ) -> bool {
+        let Some(player) = self.roster.player(id) else { return false };
+        let reloading = player.persistence == (Persistence::Loading { ticket })
+            && self.takes.attempts.contains_key(&player.connection);
+        if !failed || !reloading {
+            return false;
+        }
+        self.takes.attempts.remove(&player.connection);
+        self.out.counters.load_failures += 1;
+        self.fence(now, id, "its load after a lost take failed: the store keeps the newer copy");
+        true
     }
 
     /// `Input::PlayerSaveConflicted`: a save of `player` met the stored version `found`. It was

@@ -1613,6 +1613,26 @@ fn a_login_that_leaves_while_it_takes_leaves_nothing_in_the_takes() {
     assert!(h.game.takes.is_idle());
 }
 
+/// V17: a take lost, then the load again failing: the login is fenced, not left playing on a
+/// failed load's defaults (an empty inventory, the default preset) in place of what it had.
+#[test]
+fn a_failed_load_after_a_lost_take_fences_the_login_instead_of_wiping_its_state() {
+    let mut h = fleet_member_holding_loads(hub());
+    let c = h.login("a");
+    let mut save = held_save("a", 3, isle());
+    let lantern = crate::model::InventoryItem { item: "lantern".into(), count: 1 };
+    save.inventory = vec![lantern.clone()];
+    h.answer_load("a", LoadOutcome::Found(save));
+    assert_eq!(h.player("a").inventory, vec![lantern]);
+    let [(_, ticket)] = takes(&h)[..] else { panic!("one take") };
+    h.input(Input::HandoverDecided { player: pid("a"), ticket, outcome: HandoverOutcome::Lost });
+    assert_eq!(h.loads.len(), 1, "loading again");
+    h.answer_load("a", LoadOutcome::Failed("the store is down".into()));
+    assert_eq!(h.closed(c), Some(CloseCode::Replaced), "fenced, not played on defaults");
+    assert!(h.game.takes.is_idle());
+    assert_eq!(h.game.counters().load_failures, 1);
+}
+
 /// V17: a save conflict for a player not playing here with its save loaded (gone, or still
 /// loading) is stale: nothing is closed.
 #[test]
