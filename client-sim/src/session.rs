@@ -1244,16 +1244,7 @@ mod tests {
         s.handle(t0, batched([own_tags(&me, true)]));
         assert_eq!(s.stats().deaths, 1);
         s.handle(t0, ServerMessage::FreezeCharacters { transition_id: TransitionId(1) });
-        let travel = gatehouse_protocol::TravelTo {
-            transition_id: TransitionId(1),
-            node: NodeId::new("isle").unwrap(),
-            address: "127.0.0.1:7778".into(),
-            server_name: "localhost".into(),
-            certificate_sha256: None,
-            ticket: "a.b.c".into(),
-            valid_ms: 10_000,
-        };
-        s.handle(t0, ServerMessage::TravelTo(Box::new(travel)));
+        s.handle(t0, travel_to(1));
         let outputs: Vec<Output> = std::iter::from_fn(|| s.poll_output()).collect();
         let destination = outputs.iter().find_map(|o| match o {
             Output::Dial { link, .. } => Some(*link),
@@ -1289,6 +1280,19 @@ mod tests {
         assert!(on_destination, "asked of the destination: {asked:?}");
     }
 
+    /// `TravelTo` for transition `id`, to `isle` on 127.0.0.1:7778.
+    fn travel_to(id: u64) -> ServerMessage {
+        ServerMessage::TravelTo(Box::new(gatehouse_protocol::TravelTo {
+            transition_id: TransitionId(id),
+            node: NodeId::new("isle").unwrap(),
+            address: "127.0.0.1:7778".into(),
+            server_name: "localhost".into(),
+            certificate_sha256: None,
+            ticket: "a.b.c".into(),
+            valid_ms: 10_000,
+        }))
+    }
+
     /// A player that died, moved, was granted its respawn at the destination but came back to
     /// the source (the destination closed) before that respawn's possession is dead again
     /// there: it asks the source for a restart, and every death has its respawn.
@@ -1300,16 +1304,7 @@ mod tests {
         s.handle(t0, welcome(me.clone(), None));
         s.handle(t0, batched([own_tags(&me, true)]));
         s.handle(t0, ServerMessage::FreezeCharacters { transition_id: TransitionId(1) });
-        let travel = gatehouse_protocol::TravelTo {
-            transition_id: TransitionId(1),
-            node: NodeId::new("isle").unwrap(),
-            address: "127.0.0.1:7778".into(),
-            server_name: "localhost".into(),
-            certificate_sha256: None,
-            ticket: "a.b.c".into(),
-            valid_ms: 10_000,
-        };
-        s.handle(t0, ServerMessage::TravelTo(Box::new(travel)));
+        s.handle(t0, travel_to(1));
         let destination = std::iter::from_fn(|| s.poll_output())
             .find_map(|o| match o {
                 Output::Dial { link, .. } => Some(link),

@@ -193,6 +193,23 @@ pub async fn assert_hello_refused(server: &TestServer, hello: ClientMessage, rea
     assert_eq!(outcome.close, Some(CloseCode::Rejected));
 }
 
+/// A QUIC connection to `server` (trusting its certificate, dialling `localhost`), within
+/// `limit`, and the endpoint it runs on (keep it while the connection is used).
+pub async fn dial(server: &TestServer, limit: Duration) -> (quinn::Endpoint, quinn::Connection) {
+    let (endpoint, config) =
+        gatehouse_client_sim::swarm::client_endpoint(server.addr, &server.cert)
+            .expect("a client endpoint");
+    let connection = within(limit, "connect", async {
+        endpoint
+            .connect_with(config, server.addr, "localhost")
+            .expect("connect")
+            .await
+            .expect("handshake")
+    })
+    .await;
+    (endpoint, connection)
+}
+
 /// Connects without the simulator, writes `bytes` on the control stream and ends it, then reads
 /// until the server closes the connection (bounded by `limit`).
 pub async fn raw_exchange(server: &TestServer, bytes: Vec<u8>, limit: Duration) -> RawOutcome {
@@ -210,17 +227,7 @@ async fn raw_connection(
     finish: bool,
     limit: Duration,
 ) -> RawOutcome {
-    let (endpoint, config) =
-        gatehouse_client_sim::swarm::client_endpoint(server.addr, &server.cert)
-            .expect("a client endpoint");
-    let connection = within(limit, "connect", async {
-        endpoint
-            .connect_with(config, server.addr, "localhost")
-            .expect("connect")
-            .await
-            .expect("handshake")
-    })
-    .await;
+    let (_endpoint, connection) = dial(server, limit).await;
     let (mut send, mut recv) = connection.open_bi().await.expect("a stream");
     send.write_all(&bytes).await.expect("write");
     if finish {
@@ -267,17 +274,7 @@ pub struct RawPlayer {
 impl RawPlayer {
     /// Connects to `server` (trusting its certificate, dialling `localhost`) and sends `hello`.
     pub async fn connect(server: &TestServer, hello: ClientMessage) -> RawPlayer {
-        let (endpoint, config) =
-            gatehouse_client_sim::swarm::client_endpoint(server.addr, &server.cert)
-                .expect("a client endpoint");
-        let connection = within(Duration::from_secs(10), "connect", async {
-            endpoint
-                .connect_with(config, server.addr, "localhost")
-                .expect("connect")
-                .await
-                .expect("handshake")
-        })
-        .await;
+        let (endpoint, connection) = dial(server, Duration::from_secs(10)).await;
         let (send, recv) = connection.open_bi().await.expect("a stream");
         let decoder = FrameDecoder::new(gatehouse_protocol::codec::DEFAULT_MAX_FRAME_LEN);
         let mut player = RawPlayer {

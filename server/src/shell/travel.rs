@@ -212,17 +212,23 @@ mod tests {
         }
     }
 
-    /// The pin a `TravelTo` to `isle-1` names.
-    fn pin_sent(travels: &Travels) -> Option<[u8; 32]> {
-        let sending = Sending {
+    /// The seat of `p-1` on `isle` at `isle-1` (travel 3, version 7) for `generation`, held
+    /// `valid`.
+    fn sending(generation: u32, valid: Duration) -> Sending {
+        Sending {
             player: PlayerId::new("p-1").unwrap(),
             transition: TransitionId(3),
             node: NodeId::new("isle").unwrap(),
             server: id("isle-1"),
             version: 7,
-            generation: 1,
-            valid: Duration::from_secs(10),
-        };
+            generation,
+            valid,
+        }
+    }
+
+    /// The pin a `TravelTo` to `isle-1` names.
+    fn pin_sent(travels: &Travels) -> Option<[u8; 32]> {
+        let sending = sending(1, Duration::from_secs(10));
         let Some(ServerMessage::TravelTo(travel)) = travels.travel_to(sending) else {
             panic!("a TravelTo to a server found")
         };
@@ -314,15 +320,7 @@ mod tests {
     fn a_travel_to_names_its_seat_and_a_ticket_living_the_fleets_lifetime() {
         let mut travels = travels();
         travels.found(TransitionId(3), Some(candidate_at("127.0.0.1:7001")));
-        let sending = Sending {
-            player: PlayerId::new("p-1").unwrap(),
-            transition: TransitionId(3),
-            node: NodeId::new("isle").unwrap(),
-            server: id("isle-1"),
-            version: 7,
-            generation: 2,
-            valid: Duration::from_millis(2500),
-        };
+        let sending = sending(2, Duration::from_millis(2500));
         let before = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs();
         let Some(ServerMessage::TravelTo(travel)) = travels.travel_to(sending) else {
             panic!("a TravelTo to a server found")
