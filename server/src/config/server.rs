@@ -1415,15 +1415,21 @@ impl ServerConfig {
         })
     }
 
-    /// This server's id when it is in a fleet (it holds the fleet key, `fleet.ticket_key`,
-    /// whatever its directory: [`crate::fleet::offers_peer_link`]), which every player save
-    /// names as the store row's holder; `None` in no fleet, whose saves name none
+    /// Whether this server is in a fleet: it holds the fleet key (`fleet.ticket_key`),
+    /// whatever its directory; it then offers the peer link and checks tickets, and a server
+    /// that only receives travellers needs no directory (docs/spec/travel.md V12, V14).
+    pub fn in_fleet(&self) -> bool {
+        self.fleet.ticket_key.is_some()
+    }
+
+    /// This server's id when it is in a fleet ([`ServerConfig::in_fleet`]), which every player
+    /// save names as the store row's holder; `None` in no fleet, whose saves name none
     /// (docs/spec/travel.md V12, V17).
     ///
     /// # Errors
     /// As [`ServerConfig::server_id`].
     pub fn fleet_server(&self) -> Result<Option<ServerId>, ConfigError> {
-        if !crate::fleet::offers_peer_link(self) {
+        if !self.in_fleet() {
             return Ok(None);
         }
         self.server_id().map(Some)

@@ -126,7 +126,7 @@ impl PeerSettings {
 /// hold the fleet key (`fleet.ticket_key`), whatever its directory: a server that only receives
 /// travellers needs no directory (docs/spec/travel.md V12, V14).
 pub fn offers_peer_link(config: &ServerConfig) -> bool {
-    config.fleet.ticket_key.is_some()
+    config.in_fleet()
 }
 
 /// What the game task hears of the peer links.
