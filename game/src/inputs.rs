@@ -669,8 +669,11 @@ impl Game {
             self.out.counters.stale_ignored += 1;
             return;
         };
-        // A save another server holds is taken now (docs/spec/travel.md V17).
-        self.take_if_held_elsewhere(id, holder);
+        // A save another server holds is taken now, unless a move of the player to here is in
+        // flight (docs/spec/travel.md V17).
+        if !self.await_the_traveller(id) {
+            self.take_if_held_elsewhere(id, holder);
+        }
         if failed {
             self.out.counters.load_failures += 1;
         }

@@ -17,6 +17,10 @@
 //! them it is fenced as in 3, as it is when that load fails (it never plays on a failed load's
 //! defaults in place of what it had).
 //!
+//! A session-token login of a player moving here (a seat held for it) takes nothing and is
+//! never saved: the move's handoff save and claim alone write it (V5), and its traveller's
+//! ticket login replaces it.
+//!
 //! [`Takes`] holds the takes awaiting the store's answer and the attempts of each login, and
 //! nothing else; the player states are the roster's, the kept ones the session's.
 
@@ -91,6 +95,25 @@ impl Game {
             "login of a player another server holds: taking it");
         self.takes.pending.insert(ticket, Take { player: id.clone(), from, connection });
         self.out.push(Output::Handover { side: HandoverSide::Take, save, ticket });
+    }
+
+    /// A session-token login of `id` whose save loaded while a seat is held here for it (a move
+    /// of it to here is in flight): the move's handoff save and claim alone write it (V5), so
+    /// this copy takes nothing and is never saved; the traveller's ticket login replaces it.
+    /// Returns whether it was such a login (module docs).
+    pub(crate) fn await_the_traveller(&mut self, id: &PlayerId) -> bool {
+        if !self.seats.awaits(id) {
+            return false;
+        }
+        let Some(mut player) = self.roster.player_mut(id) else { return false };
+        if !matches!(player.persistence, Persistence::Loaded { .. }) {
+            return false;
+        }
+        player.persistence = Persistence::Disabled;
+        drop(player);
+        tracing::info!(player = %id,
+            "login of a player moving here: it plays unsaved until its traveller arrives");
+        true
     }
 
     /// The store answered the handover `ticket` of `player`: if it is a take, it is settled

@@ -259,6 +259,12 @@ impl Seats {
         released
     }
 
+    /// Whether a seat is held here for `player`, redeemed or not: a move of it to here is in
+    /// flight (docs/spec/travel.md V17).
+    pub(crate) fn awaits(&self, player: &PlayerId) -> bool {
+        self.by_player.contains_key(player)
+    }
+
     /// The player is placed here and its claim committed: its seat ends. Returns it, for the
     /// source to be told.
     pub(crate) fn placed(&mut self, player: &PlayerId) -> Option<SeatKey> {

@@ -1613,6 +1613,35 @@ fn a_login_that_leaves_while_it_takes_leaves_nothing_in_the_takes() {
     assert!(h.game.takes.is_idle());
 }
 
+/// V17 and V5: a session-token login at the destination while the player moves there (its
+/// seat held, before or after its handoff save) takes nothing and is never saved, so the move's
+/// claim wins: the traveller's ticket login replaces that copy and is placed, and the source
+/// releases the player `Travelled`. The player ends on one server, the destination's.
+#[test]
+fn a_login_at_the_destination_during_the_move_there_leaves_the_move_to_its_claim() {
+    for before_the_handoff_save in [true, false] {
+        let (mut f, a) = a_playing_on_the_source();
+        f.hold_saves = before_the_handoff_save;
+        f.travel();
+        let early = f.dest.login("a");
+        f.pump();
+        if before_the_handoff_save {
+            let (save, ticket) = f.held_saves.remove(0);
+            f.hold_saves = false;
+            f.answer_save(save, ticket, true);
+            f.pump();
+        }
+        let takes =
+            f.dest.position(|o| matches!(o, Output::Handover { side: HandoverSide::Take, .. }));
+        assert_eq!(takes, None, "no take of a player moving here ({before_the_handoff_save})");
+        f.arrive("a");
+        assert_eq!(f.dest.closed(early), Some(CloseCode::Replaced), "the traveller replaced it");
+        assert_eq!(f.source.closed(a), Some(CloseCode::Travelled), "placed at the destination");
+        assert_eq!(f.store[&pid("a")].holder, Some(isle()), "the claim won");
+        assert_eq!(f.dest.game.counters().travellers_placed, 1);
+    }
+}
+
 /// V17: a take lost, then the load again failing: the login is fenced, not left playing on a
 /// failed load's defaults (an empty inventory, the default preset) in place of what it had.
 #[test]

@@ -1010,12 +1010,20 @@ impl ServerConfig {
             )),
             (_, DirectoryKind::Static) => {
                 // A static list must name a server for every remote node, or a travel there
-                // can only fail.
-                let listed = |node: &str| self.fleet.servers.iter().any(|s| s.nodes.iter().any(|n| n == node));
+                // can only fail; this server's own entry does not count (it is skipped).
+                let me = self.server_id().ok();
+                let listed = |node: &str| {
+                    let others = self.fleet.servers.iter();
+                    let mut others = others.filter(|s| me.as_ref().is_none_or(|me| s.id != me.as_str()));
+                    others.any(|s| s.nodes.iter().any(|n| n == node))
+                };
                 match world.nodes.iter().find(|n| n.remote && !listed(n.id.as_str())) {
                     Some(node) => Err(self.invalid(
                         "fleet.servers",
-                        format!("an entry whose `nodes` lists {}, the world's remote node", node.id),
+                        format!(
+                            "an entry of another server whose `nodes` lists {}, the world's remote node",
+                            node.id
+                        ),
                         "none",
                     )),
                     None => Ok(()),
@@ -1713,6 +1721,10 @@ mod tests {
             nodes: vec!["isle".into()],
         }];
         fleet.check_world(&world).unwrap();
+        // This server's own entry is skipped by the directory: it hosts no remote node.
+        fleet.fleet.server_id = Some("isle-1".into());
+        let err = fleet.check_world(&world).unwrap_err().to_string();
+        assert!(err.contains("an entry of another server"), "its own entry only: {err}");
     }
 
     #[test]
