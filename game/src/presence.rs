@@ -159,8 +159,8 @@ impl Game {
             HandoverOutcome::Lost if current && attempts < TAKE_ATTEMPTS => {
                 self.reload(player);
             }
+            // The fence's departure forgets the login's takes (`Takes::left`).
             HandoverOutcome::Lost if current => {
-                self.takes.attempts.remove(&take.connection);
                 let why = "its takes lost: other servers wrote it after each load";
                 self.fence(now, player, why);
             }
@@ -203,7 +203,6 @@ impl Game {
         if !failed || !reloading {
             return false;
         }
-        self.takes.attempts.remove(&player.connection);
         self.out.counters.load_failures += 1;
         self.fence(now, id, "its load after a lost take failed: the store keeps the newer copy");
         true
