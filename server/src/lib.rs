@@ -199,6 +199,7 @@ impl Server {
             metrics: metrics.clone(),
             probes: probes.clone(),
             replication_interval: config.network.replication_interval,
+            replication_writes_per_s: config.network.replication_writes_per_s,
             links,
             travels,
         };

@@ -23,6 +23,7 @@ pub use env::{
     config_keys, process_environment, variable_for,
 };
 pub use overrides::{Override, Overrides};
+pub(crate) use server::MAX_REPLICATION_INTERVAL;
 pub use server::{
     AdminConfig, Allocation, AuthConfig, ClientReadyPolicy, DEV_TOKEN_KEY, DirectoryKind,
     FleetConfig, FleetKey, GameConfig, LogFormat, MIN_FRAME_LEN, NetworkConfig, OrchestratorKind,

@@ -34,7 +34,7 @@ const MAX_GSO_SEGMENTS: usize = 10;
 
 /// The longest `network.replication_interval_ms`: state replicated later than a second behind
 /// is no longer live state.
-const MAX_REPLICATION_INTERVAL: Duration = Duration::from_secs(1);
+pub(crate) const MAX_REPLICATION_INTERVAL: Duration = Duration::from_secs(1);
 
 /// A duration as the checks' messages show it, in whole milliseconds (`250 ms`).
 fn ms(d: Duration) -> String {
@@ -584,6 +584,12 @@ pub struct NetworkConfig {
         serialize_with = "ser_millis"
     )]
     pub replication_interval: Duration,
+    /// `replication_writes_per_s`: writes of replicated state per second, over every
+    /// connection, that the replication interval stretches to stay within (docs/protocol.md
+    /// §4.4): with more than `replication_interval × this` players the interval is
+    /// `players / this` seconds, at most 1 s. Default 20,000: 50 ms up to 1,000 players, 200 ms
+    /// at 4,000. 0 never stretches it.
+    pub replication_writes_per_s: u32,
     /// `max_pending_connections`: connections that have not logged in yet, at once; beyond it
     /// new ones are refused at the QUIC level.
     pub max_pending_connections: usize,
@@ -630,6 +636,7 @@ impl Default for NetworkConfig {
             connection_receive_window: 512 * 1024,
             send_queue_frames: 4096,
             replication_interval: Duration::from_millis(50),
+            replication_writes_per_s: 20_000,
             gso_segments: 4,
             max_pending_connections: 256,
             max_pending_per_ip: 64,

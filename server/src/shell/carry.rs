@@ -13,11 +13,12 @@
 //!
 //! Replicated player and pawn state is not urgent (docs/protocol.md 4.4): those broadcasts
 //! ([`ReplicatedChange`]) go into one [`ReplicationBatch`], each encoded once, and at the
-//! replication deadline (at most `network.replication_interval_ms` after the first of them)
-//! every welcomed connection is sent the batch as one `Replicated` frame, the same bytes for
-//! all of them. While 4,000 players log in at 400 a second, every client then gets one frame
-//! of roster changes about 20 times a second, whatever the number of changes, and the server
-//! keeps one copy of it, not one per client.
+//! replication deadline (at most the replication interval after the first of them:
+//! `network.replication_interval_ms`, stretched on a crowded server by
+//! [`replication_interval_at`]) every welcomed connection is sent the batch as one
+//! `Replicated` frame, the same bytes for all of them. While 4,000 players log in at 400 a
+//! second, every client then gets one frame of roster changes about 5 times a second, whatever
+//! the number of changes, and the server keeps one copy of it, not one per client.
 //!
 //! Order is kept per connection: a connection is owed the changes of the batch from the first
 //! it has not been given (`Peer::given`), and any other frame for it takes what it is owed
@@ -51,6 +52,7 @@ use super::ShellEvent;
 use super::mirror::{SharedFrames, WorldMirror};
 use super::travel::{Sending, Travels};
 use super::world::{self, World, WorldReports};
+use crate::config::MAX_REPLICATION_INTERVAL;
 use crate::fleet::{PeerLinks, PeerSendError};
 use crate::game::{ConnectionId, Departure, HandoverOutcome, Input, Output};
 use crate::metrics::Metrics;
@@ -79,6 +81,10 @@ pub(crate) struct Effects {
     /// `network.replication_interval_ms`: how long a replicated change may wait for the
     /// next write to its connection; zero writes every frame at the end of its drain.
     pub(crate) replication_interval: Duration,
+    /// `network.replication_writes_per_s`: the replication writes per second the interval
+    /// stretches to stay within at many players ([`replication_interval_at`]); 0 never
+    /// stretches it.
+    pub(crate) replication_writes_per_s: u32,
     /// The peer links to the fleet's other servers (docs/spec/travel.md V14); `None` for a
     /// server that is in no fleet (`fleet.directory = "none"`), which offers none.
     pub(crate) links: Option<PeerLinks>,
@@ -282,6 +288,12 @@ impl Carrier {
         self.batch.len()
     }
 
+    /// Sets `network.replication_writes_per_s`, as a test's config would.
+    #[cfg(test)]
+    pub(super) fn set_replication_writes_per_s(&mut self, writes_per_s: u32) {
+        self.effects.replication_writes_per_s = writes_per_s;
+    }
+
     /// Logged-in connections.
     pub(super) fn peer_count(&self) -> usize {
         self.peers.len()
@@ -473,7 +485,11 @@ impl Carrier {
         if self.batch.is_empty() {
             return;
         }
-        let interval = self.effects.replication_interval;
+        let interval = replication_interval_at(
+            self.effects.replication_interval,
+            self.effects.replication_writes_per_s,
+            self.peers.len(),
+        );
         let due = *self.batch_due.get_or_insert(now + interval);
         if due <= now {
             self.send_batch();
@@ -613,6 +629,24 @@ impl Carrier {
 
 /// Asks the writer to close after the frames queued before (the driver forces the close if the
 /// peer stopped reading and they never go); closes at once if the queue cannot take the request.
+/// The replication interval with `players` connections (docs/protocol.md 4.4): `configured`,
+/// stretched to `players / writes_per_s` seconds where that is longer, at most a second. Each
+/// interval's end writes to every connection, so a fixed interval makes the writes per second
+/// grow with the players; past `writes_per_s` they would crowd out the logins and phases
+/// sharing the network thread (docs/performance.md). A zero `configured` (nothing waits) or
+/// `writes_per_s` (no stretch) is kept as it is.
+pub(crate) fn replication_interval_at(
+    configured: Duration,
+    writes_per_s: u32,
+    players: usize,
+) -> Duration {
+    if configured.is_zero() || writes_per_s == 0 {
+        return configured;
+    }
+    let stretched = Duration::from_secs_f64(players as f64 / f64::from(writes_per_s));
+    configured.max(stretched.min(MAX_REPLICATION_INTERVAL))
+}
+
 fn close_after_queued(peer: &Peer, code: CloseCode) {
     if peer.outbound.try_close(code).is_err() {
         peer.outbound.close_now(code);

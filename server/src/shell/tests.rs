@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::carry::{Carrier, Effects};
+use super::carry::{Carrier, Effects, replication_interval_at};
 use super::{
     Core, GameHandle, ShellEvent, carry_outputs, feed_connections, feed_peer_events, run_game,
 };
@@ -98,6 +98,7 @@ fn effects_every(
         metrics: crate::metrics::Metrics::new(),
         probes: std::sync::Arc::default(),
         replication_interval,
+        replication_writes_per_s: 0,
         links: None,
         travels: None,
     }
@@ -736,6 +737,40 @@ async fn every_deadline_is_followed_by_a_fresh_one_for_later_replicated_state() 
     assert_eq!(carrier.poll_timeout(), Some(second + REPLICATION_INTERVAL));
     carrier.flush(second + REPLICATION_INTERVAL);
     assert_eq!(written(&mut rx), vec![a_player_state("p5")]);
+}
+
+/// The replication interval is the configured one until the writes it makes (one per
+/// connection per interval) pass the write budget, then stretches to keep within it, at most a
+/// second; a zero interval or budget is kept (docs/protocol.md 4.4).
+#[test]
+fn the_replication_interval_stretches_with_the_players_past_the_write_budget() {
+    let ms = Duration::from_millis;
+    assert_eq!(replication_interval_at(ms(50), 20_000, 1), ms(50));
+    assert_eq!(replication_interval_at(ms(50), 20_000, 1_000), ms(50));
+    assert_eq!(replication_interval_at(ms(50), 20_000, 2_000), ms(100));
+    assert_eq!(replication_interval_at(ms(50), 20_000, 4_000), ms(200));
+    assert_eq!(replication_interval_at(ms(50), 20_000, 65_536), ms(1_000));
+    assert_eq!(replication_interval_at(ms(300), 20_000, 4_000), ms(300));
+    assert_eq!(replication_interval_at(Duration::ZERO, 20_000, 4_000), Duration::ZERO);
+    assert_eq!(replication_interval_at(ms(50), 0, 4_000), ms(50));
+}
+
+/// A carrier with more connections than its write budget allows at the configured interval
+/// sets its replication deadline the stretched interval away, and writes the batch there.
+#[tokio::test]
+async fn a_crowded_server_waits_the_stretched_replication_interval() {
+    let (mut carrier, _, mut rx, _kept) = one_welcomed_peer(REPLICATION_INTERVAL);
+    // One connection and 4 writes a second: a 250 ms interval.
+    carrier.set_replication_writes_per_s(4);
+    let start = Instant::now();
+    carrier.carry(Output::Broadcast { message: a_player_state("p2") }, &mut Vec::new());
+    carrier.flush(start);
+    let stretched = Duration::from_millis(250);
+    assert_eq!(carrier.poll_timeout(), Some(start + stretched));
+    carrier.flush(start + REPLICATION_INTERVAL);
+    assert_eq!(written(&mut rx), vec![], "not at the configured interval");
+    carrier.flush(start + stretched);
+    assert_eq!(written(&mut rx), vec![a_player_state("p2")]);
 }
 
 /// With `replication_interval_ms = 0` nothing waits: replicated state is written at the end of
