@@ -8,6 +8,7 @@
 //! cheap to walk.
 
 use std::fmt;
+use std::ops::RangeInclusive;
 
 use serde::{Deserialize, Serialize};
 
@@ -110,6 +111,13 @@ impl PawnIdRuns {
             .flat_map(|run| (0..u64::from(run.count)).map(move |i| PawnId(run.first.0 + i)))
     }
 
+    /// Each run's ids as an inclusive range, ascending: for a range query over a map keyed by
+    /// pawn id (`BTreeMap::range`), which costs a lookup per run, not per id.
+    pub fn ranges(&self) -> impl Iterator<Item = RangeInclusive<PawnId>> + '_ {
+        // Checked on construction: every run holds an id and none passes `u64::MAX`.
+        self.0.iter().map(|run| run.first..=PawnId(run.first.0 + u64::from(run.count - 1)))
+    }
+
     /// How many pawns the set names.
     pub fn len(&self) -> usize {
         self.0.iter().map(|run| run.count as usize).sum()
@@ -210,6 +218,8 @@ mod tests {
     fn gaps_split_runs_and_membership_follows_them() {
         let set = PawnIdRuns::from_ids(ids(&[1, 2, 9, 11, 12]));
         assert_eq!(set.runs(), &[run(1, 2), run(9, 1), run(11, 2)]);
+        let ranges: Vec<_> = set.ranges().collect();
+        assert_eq!(ranges, [PawnId(1)..=PawnId(2), PawnId(9)..=PawnId(9), PawnId(11)..=PawnId(12)]);
         assert_eq!(format!("{set:?}"), "[1..=2, 9, 11..=12]");
         for (id, inside) in [(0, false), (1, true), (2, true), (3, false), (8, false)] {
             assert_eq!(set.contains(PawnId(id)), inside, "id {id}");

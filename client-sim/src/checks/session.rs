@@ -156,8 +156,9 @@ impl Account {
                 }
             }
             ServerMessage::PawnsTeleported { node, pawn_ids } => {
-                for pawn_id in pawn_ids.iter().filter(|p| self.own.contains_key(p)) {
-                    placement(pawn_id, node, expected, stats);
+                // Its own pawns (a few) looked up in the set (thousands), not the other way.
+                for pawn_id in self.own.keys().filter(|p| pawn_ids.contains(**p)) {
+                    placement(*pawn_id, node, expected, stats);
                 }
             }
             ServerMessage::PawnDied { .. } | ServerMessage::PawnDestroyed { .. } => {

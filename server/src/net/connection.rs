@@ -345,6 +345,11 @@ struct Reader {
     paused: bool,
     /// The client finished its stream (or reset it): nothing more to read.
     done: bool,
+    /// The stream may hold bytes not read yet: it opened, or a frame for it came
+    /// (`StreamEvent::Readable`), since the last read that found none. A connection is driven
+    /// for its timers and writes far more often than its client sends, and a read costs quinn
+    /// a lookup and a re-insertion of the stream's state.
+    readable: bool,
 }
 
 /// Which protocol a connection speaks, from the ALPN its handshake agreed on.
@@ -421,6 +426,7 @@ impl Connection {
                 decoder: FrameDecoder::new(settings.max_frame_len),
                 paused: false,
                 done: false,
+                readable: false,
             },
             budget: Bucket::full(now),
             writing: Vec::new(),
@@ -626,7 +632,11 @@ impl Connection {
                 while let Some(id) = self.quic.streams().accept(Dir::Bi) {
                     // One bidirectional stream is allowed (the transport parameters).
                     self.stream.get_or_insert(id);
+                    self.reader.readable = true;
                 }
+            }
+            Event::Stream(StreamEvent::Readable { id }) if Some(id) == self.stream => {
+                self.reader.readable = true;
             }
             Event::Stream(StreamEvent::Finished { id }) if Some(id) == self.stream => {
                 // Every byte written, `Closing` last, is acknowledged.
@@ -637,7 +647,7 @@ impl Connection {
             Event::Stream(StreamEvent::Stopped { id, .. }) if Some(id) == self.stream => {
                 self.writer_gone(ctx);
             }
-            // Readable and Writable: `step` reads and writes after the events in any case.
+            // Writable: `step` writes after the events in any case.
             Event::Stream(_)
             | Event::HandshakeDataReady
             | Event::DatagramReceived
@@ -741,8 +751,12 @@ impl Connection {
         }
     }
 
-    /// Moves every chunk the stream has into the decoder; false when none came.
+    /// Moves every chunk the stream has into the decoder; false when none came (or none can
+    /// have come since the last read found none: [`Reader::readable`]).
     fn read_chunks(&mut self, id: StreamId) -> bool {
+        if !std::mem::take(&mut self.reader.readable) {
+            return false;
+        }
         let mut recv = self.quic.recv_stream(id);
         let Ok(mut chunks) = recv.read(true) else {
             self.reader.done = true;
