@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The load benchmark (docs/performance.md). For each N (64, 256 and 1000 by default; up to 4000
-# on 2 cores, e.g. LOAD_CLIENTS="1000 2000 4000" LOAD_CONNECT_RATE=400):
+# on 2 cores, e.g. LOAD_CLIENTS="1000 2000 4000" LOAD_CONNECT_RATE=400; 8000 as a stretch, within
+# config/load-server.toml's max_players):
 #
 # 1. the bare QUIC floor F(N): gatehouse-floor, N clients, one 64-byte message written to every
 #    client's stream per round and every reply awaited, same runtime flavour as the server, its
