@@ -1380,6 +1380,34 @@ mod tests {
         assert!(s.stats().errors.is_empty(), "{:?}", s.stats().errors);
     }
 
+    /// A teleport of many pawns counts only the client's own pawn, and only when the node it
+    /// lands on is not streamed: the others' pawns in the set are none of its business.
+    #[test]
+    fn an_own_pawn_teleported_among_others_before_its_level_is_counted_once() {
+        let t0 = Instant::now();
+        let mut s = fresh(t0, SessionConfig::default());
+        let me = PlayerId::new("me").unwrap();
+        s.handle(t0, welcome(me.clone(), Some(NodeId::new("harbor").unwrap())));
+        s.handle(t0, join(1, "harbor", 0));
+        let at = s.poll_timeout().unwrap();
+        s.handle_timeout(at);
+        s.handle(at, own_pawn(7, &me, "harbor"));
+        s.handle(at, ServerMessage::Possessed { pawn_id: PawnId(7) });
+        s.handle(at, ServerMessage::EndJoin { join_id: JoinId(1) });
+        let teleport = |node: &str, ids: std::ops::RangeInclusive<u64>| {
+            ServerMessage::PawnsTeleported {
+                node: NodeId::new(node).unwrap(),
+                pawn_ids: PawnIdRuns::from_ids(ids.map(PawnId)),
+            }
+        };
+        s.handle(at, teleport("harbor", 1..=4_000));
+        assert_eq!(s.stats().pawns_on_unloaded_node, 0, "harbor is streamed");
+        s.handle(at, teleport("forest", 8..=4_000));
+        assert_eq!(s.stats().pawns_on_unloaded_node, 0, "only the others' pawns");
+        s.handle(at, teleport("forest", 1..=4_000));
+        assert_eq!(s.stats().pawns_on_unloaded_node, 1, "its own pawn, once");
+    }
+
     /// A pawn possessed before the client streamed its node is counted: a pawn before its level.
     #[test]
     fn a_pawn_before_its_level_is_counted() {
