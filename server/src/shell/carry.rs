@@ -627,8 +627,6 @@ impl Carrier {
     }
 }
 
-/// Asks the writer to close after the frames queued before (the driver forces the close if the
-/// peer stopped reading and they never go); closes at once if the queue cannot take the request.
 /// The replication interval with `players` connections (docs/protocol.md 4.4): `configured`,
 /// stretched to `players / writes_per_s` seconds where that is longer, at most a second. Each
 /// interval's end writes to every connection, so a fixed interval makes the writes per second
@@ -647,6 +645,8 @@ pub(crate) fn replication_interval_at(
     configured.max(stretched.min(MAX_REPLICATION_INTERVAL))
 }
 
+/// Asks the writer to close after the frames queued before (the driver forces the close if the
+/// peer stopped reading and they never go); closes at once if the queue cannot take the request.
 fn close_after_queued(peer: &Peer, code: CloseCode) {
     if peer.outbound.try_close(code).is_err() {
         peer.outbound.close_now(code);
