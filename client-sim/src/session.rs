@@ -1394,12 +1394,11 @@ mod tests {
         s.handle(at, own_pawn(7, &me, "harbor"));
         s.handle(at, ServerMessage::Possessed { pawn_id: PawnId(7) });
         s.handle(at, ServerMessage::EndJoin { join_id: JoinId(1) });
-        let teleport = |node: &str, ids: std::ops::RangeInclusive<u64>| {
-            ServerMessage::PawnsTeleported {
+        let teleport =
+            |node: &str, ids: std::ops::RangeInclusive<u64>| ServerMessage::PawnsTeleported {
                 node: NodeId::new(node).unwrap(),
                 pawn_ids: PawnIdRuns::from_ids(ids.map(PawnId)),
-            }
-        };
+            };
         s.handle(at, teleport("harbor", 1..=4_000));
         assert_eq!(s.stats().pawns_on_unloaded_node, 0, "harbor is streamed");
         s.handle(at, teleport("forest", 8..=4_000));

@@ -627,7 +627,8 @@ impl Carrier {
     }
 }
 
-/// The replication interval with `players` connections (docs/protocol.md 4.4): `configured`,
+/// The replication interval with `players` logged-in connections (docs/protocol.md 4.4), each
+/// counted from its login, before its `Welcome` too: `configured`,
 /// stretched to `players / writes_per_s` seconds where that is longer, at most a second. Each
 /// interval's end writes to every connection, so a fixed interval makes the writes per second
 /// grow with the players; past `writes_per_s` they would crowd out the logins and phases
@@ -641,8 +642,10 @@ pub(crate) fn replication_interval_at(
     if configured.is_zero() || writes_per_s == 0 {
         return configured;
     }
-    let stretched = Duration::from_secs_f64(players as f64 / f64::from(writes_per_s));
-    configured.max(stretched.min(MAX_REPLICATION_INTERVAL))
+    // Capped before it becomes a `Duration`, which no count of players could overflow then.
+    let seconds =
+        (players as f64 / f64::from(writes_per_s)).min(MAX_REPLICATION_INTERVAL.as_secs_f64());
+    configured.max(Duration::from_secs_f64(seconds))
 }
 
 /// Asks the writer to close after the frames queued before (the driver forces the close if the

@@ -750,6 +750,7 @@ fn the_replication_interval_stretches_with_the_players_past_the_write_budget() {
     assert_eq!(replication_interval_at(ms(50), 20_000, 2_000), ms(100));
     assert_eq!(replication_interval_at(ms(50), 20_000, 4_000), ms(200));
     assert_eq!(replication_interval_at(ms(50), 20_000, 65_536), ms(1_000));
+    assert_eq!(replication_interval_at(ms(50), 1, usize::MAX), ms(1_000), "capped, no panic");
     assert_eq!(replication_interval_at(ms(300), 20_000, 4_000), ms(300));
     assert_eq!(replication_interval_at(Duration::ZERO, 20_000, 4_000), Duration::ZERO);
     assert_eq!(replication_interval_at(ms(50), 0, 4_000), ms(50));
