@@ -56,8 +56,11 @@ impl SpawnRequest {
         node: NodeId,
         queued: std::time::Instant,
     ) -> Self {
+        // A debug span, as the events of an attempt are (the one info event names its player):
+        // every transition makes one per player, and at the default level an info span costs
+        // each of them a registry entry and its fields formatted, 4,000 at a time.
         let span =
-            tracing::info_span!("spawn_request", player = %player, kind = %kind, node = %node);
+            tracing::debug_span!("spawn_request", player = %player, kind = %kind, node = %node);
         SpawnRequest { player, kind, node, queued, span }
     }
 
