@@ -1196,12 +1196,7 @@ mod tests {
                 s.handle(t0, ServerMessage::WorldSnapshot(Box::new(snapshot)));
             }
             s.handle(t0, batched([ServerMessage::PawnDestroyed { pawn_id: PawnId(7) }]));
-            s.handle(t0, join(2, "harbor", 0));
-            let at = s.poll_timeout().unwrap();
-            s.handle_timeout(at);
-            s.handle(at, own_pawn(8, &me, "harbor"));
-            s.handle(at, ServerMessage::Possessed { pawn_id: PawnId(8) });
-            s.handle(at, ServerMessage::EndJoin { join_id: JoinId(2) });
+            placed_by_join(&mut s, t0, &me, 2, 8);
             assert!(s.is_placed(), "full {full}");
             let stats = s.stats();
             assert_eq!((stats.pawns_on_unloaded_node, stats.double_pawns), (0, 0), "full {full}");
@@ -1346,6 +1341,24 @@ mod tests {
         assert!(!s.is_dead_or_respawning());
     }
 
+    /// Join `join_id` on harbor from `now`: streamed, pawn `pawn` spawned and possessed, the
+    /// join ended; returns when the client was placed.
+    fn placed_by_join(
+        s: &mut ClientSession,
+        now: Instant,
+        me: &PlayerId,
+        join_id: u64,
+        pawn: u64,
+    ) -> Instant {
+        s.handle(now, join(join_id, "harbor", 0));
+        let at = s.poll_timeout().unwrap();
+        s.handle_timeout(at);
+        s.handle(at, own_pawn(pawn, me, "harbor"));
+        s.handle(at, ServerMessage::Possessed { pawn_id: PawnId(pawn) });
+        s.handle(at, ServerMessage::EndJoin { join_id: JoinId(join_id) });
+        at
+    }
+
     fn join(id: u64, node: &str, rooms: usize) -> ServerMessage {
         ServerMessage::ShowJoin {
             join_id: JoinId(id),
@@ -1388,12 +1401,7 @@ mod tests {
         let mut s = fresh(t0, SessionConfig::default());
         let me = PlayerId::new("me").unwrap();
         s.handle(t0, welcome(me.clone(), Some(NodeId::new("harbor").unwrap())));
-        s.handle(t0, join(1, "harbor", 0));
-        let at = s.poll_timeout().unwrap();
-        s.handle_timeout(at);
-        s.handle(at, own_pawn(7, &me, "harbor"));
-        s.handle(at, ServerMessage::Possessed { pawn_id: PawnId(7) });
-        s.handle(at, ServerMessage::EndJoin { join_id: JoinId(1) });
+        let at = placed_by_join(&mut s, t0, &me, 1, 7);
         let teleport =
             |node: &str, ids: std::ops::RangeInclusive<u64>| ServerMessage::PawnsTeleported {
                 node: NodeId::new(node).unwrap(),

@@ -485,12 +485,15 @@ impl Carrier {
         if self.batch.is_empty() {
             return;
         }
-        let interval = replication_interval_at(
-            self.effects.replication_interval,
-            self.effects.replication_writes_per_s,
-            self.peers.len(),
-        );
-        let due = *self.batch_due.get_or_insert(now + interval);
+        let effects = &self.effects;
+        let players = self.peers.len();
+        let due = *self.batch_due.get_or_insert_with(|| {
+            now + replication_interval_at(
+                effects.replication_interval,
+                effects.replication_writes_per_s,
+                players,
+            )
+        });
         if due <= now {
             self.send_batch();
         }
