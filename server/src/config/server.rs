@@ -587,7 +587,7 @@ pub struct NetworkConfig {
     /// `replication_writes_per_s`: writes of replicated state per second, over every
     /// connection, that the replication interval stretches to stay within (docs/protocol.md
     /// §4.4): with more than `replication_interval × this` players the interval is
-    /// `players / this` seconds, at most 1 s. Default 20,000: 50 ms up to 1,000 players, 200 ms
+    /// `players / this` seconds, at most 1 s. Default 10,000: 50 ms up to 500 players, 400 ms
     /// at 4,000. 0 never stretches it.
     pub replication_writes_per_s: u32,
     /// `max_pending_connections`: connections that have not logged in yet, at once; beyond it
@@ -636,7 +636,7 @@ impl Default for NetworkConfig {
             connection_receive_window: 512 * 1024,
             send_queue_frames: 4096,
             replication_interval: Duration::from_millis(50),
-            replication_writes_per_s: 20_000,
+            replication_writes_per_s: 10_000,
             gso_segments: 4,
             max_pending_connections: 256,
             max_pending_per_ip: 64,
