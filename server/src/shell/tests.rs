@@ -756,6 +756,26 @@ fn the_replication_interval_stretches_with_the_players_past_the_write_budget() {
     assert_eq!(replication_interval_at(ms(50), 0, 4_000), ms(50));
 }
 
+/// The default budget, which config/server.toml states, stretches the default interval from
+/// 500 players on: 100 ms at 1,000, 200 ms at 2,000, 400 ms at 4,000 (docs/protocol.md 4.4).
+#[test]
+fn the_default_write_budget_stretches_the_interval_from_500_players() {
+    let ms = Duration::from_millis;
+    let defaults = NetworkConfig::default();
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/server.toml");
+    let shipped = crate::config::ServerConfig::load(&path).unwrap().network;
+    assert_eq!(shipped.replication_interval, defaults.replication_interval);
+    assert_eq!(shipped.replication_writes_per_s, defaults.replication_writes_per_s);
+    let at = |players| {
+        replication_interval_at(
+            defaults.replication_interval,
+            defaults.replication_writes_per_s,
+            players,
+        )
+    };
+    assert_eq!([at(500), at(1_000), at(2_000), at(4_000)], [ms(50), ms(100), ms(200), ms(400)]);
+}
+
 /// A carrier with more connections than its write budget allows at the configured interval
 /// sets its replication deadline the stretched interval away, and writes the batch there.
 #[tokio::test]
