@@ -17,8 +17,9 @@
 //! `network.replication_interval_ms`, stretched on a crowded server by
 //! [`replication_interval_at`]) every welcomed connection is sent the batch as one
 //! `Replicated` frame, the same bytes for all of them. While 4,000 players log in at 400 a
-//! second, every client then gets one frame of roster changes about 5 times a second, whatever
-//! the number of changes, and the server keeps one copy of it, not one per client.
+//! second, every client then gets one frame of roster changes about 2.5 times a second (the
+//! default interval stretched to 400 ms), whatever the number of changes, and the server keeps
+//! one copy of it, not one per client.
 //!
 //! Order is kept per connection: a connection is owed the changes of the batch from the first
 //! it has not been given (`Peer::given`), and any other frame for it takes what it is owed
