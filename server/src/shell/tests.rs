@@ -756,10 +756,10 @@ fn the_replication_interval_stretches_with_the_players_past_the_write_budget() {
     assert_eq!(replication_interval_at(ms(50), 0, 4_000), ms(50));
 }
 
-/// The default budget, which config/server.toml states, stretches the default interval from
-/// 500 players on: 100 ms at 1,000, 200 ms at 2,000, 400 ms at 4,000 (docs/protocol.md 4.4).
+/// The default budget, which config/server.toml states, stretches the default interval past
+/// 500 players: 100 ms at 1,000, 200 ms at 2,000, 400 ms at 4,000 (docs/protocol.md 4.4).
 #[test]
-fn the_default_write_budget_stretches_the_interval_from_500_players() {
+fn the_default_write_budget_stretches_the_interval_past_500_players() {
     let ms = Duration::from_millis;
     let defaults = NetworkConfig::default();
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../config/server.toml");
