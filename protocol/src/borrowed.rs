@@ -5,18 +5,19 @@
 
 use serde::Deserialize;
 
-/// A [`crate::ReplicatedChange`] as its bytes lie, names unchecked and borrowed. The variants
-/// and their fields are in the wire order of `ReplicatedChange` (docs/protocol.md 5; a test
-/// checks every change of the samples reads the same bytes both ways).
+/// A [`crate::ReplicatedChange`] as its bytes lie, names unchecked and borrowed, classes and
+/// nodes as the indices into its message's lists that they are on the wire. The variants and
+/// their fields are in the wire order of `ReplicatedChange` (docs/protocol.md 5; a test checks
+/// every change of the samples reads the same bytes both ways).
 #[derive(Debug, Deserialize)]
 #[allow(missing_docs)] // Each field is the field of the same name of the same change.
 pub enum ChangeRef<'a> {
     /// As `ReplicatedChange::PlayerStateUpdated`.
-    PlayerStateUpdated { player_id: &'a str, team: Option<u8>, character_def: Option<&'a str> },
+    PlayerStateUpdated { player_id: &'a str, team: Option<u8>, class: Option<u16> },
     /// As `ReplicatedChange::PlayerLeft`.
     PlayerLeft { player_id: &'a str },
     /// As `ReplicatedChange::PawnSpawned`.
-    PawnSpawned { pawn_id: u64, owner: &'a str, character_def: &'a str, node: &'a str, alive: bool },
+    PawnSpawned { pawn_id: u64, owner: &'a str, class: u16, node: u16, alive: bool },
     /// As `ReplicatedChange::PawnDestroyed`.
     PawnDestroyed { pawn_id: u64 },
     /// As `ReplicatedChange::AbilityTagsChanged`.
@@ -26,7 +27,7 @@ pub enum ChangeRef<'a> {
     /// As `ReplicatedChange::PawnDied`.
     PawnDied { pawn_id: u64 },
     /// As `ReplicatedChange::PawnsTeleported`.
-    PawnsTeleported { node: &'a str, pawn_ids: Vec<(u64, u32)> },
+    PawnsTeleported { node: u16, pawn_ids: Vec<(u64, u32)> },
 }
 
 impl<'a> ChangeRef<'a> {

@@ -147,12 +147,13 @@ pub fn decode_replicated_kept(
     if !is_replicated(body) {
         return Err(malformed("not a Replicated message".into()));
     }
-    let variant = replicated_variant().len();
-    let (count, used) = bincode::serde::decode_from_slice::<u64, _>(&body[variant..], config())
-        .map_err(|e| malformed(format!("no change count: {e}")))?;
-    let mut at = variant + used;
+    let mut at = replicated_variant().len();
+    let classes = read_at(body, &mut at, "classes")?;
+    let nodes = read_at(body, &mut at, "nodes")?;
+    let names = crate::replicated::Names { classes, nodes };
+    let count: u64 = read_at(body, &mut at, "change count")?;
     let mut kept = Vec::new();
-    for _ in 0..count {
+    for index in 0..count {
         let rest = &body[at..];
         let (change, used) = bincode::serde::borrow_decode_from_slice::<
             crate::borrowed::ChangeRef<'_>,
@@ -160,12 +161,14 @@ pub fn decode_replicated_kept(
         >(rest, config())
         .map_err(|e| malformed(e.to_string()))?;
         if keep(&change) {
-            let (owned, _) = bincode::serde::decode_from_slice::<crate::ReplicatedChange, _>(
+            let (wire, _) = bincode::serde::decode_from_slice::<crate::replicated::WireChange, _>(
                 &rest[..used],
                 config(),
             )
             .map_err(|e| malformed(e.to_string()))?;
-            kept.push(owned);
+            // A change's place fits: `count` changes were each at least a byte of `body`.
+            let resolved = wire.resolve(&names, index as usize);
+            kept.push(resolved.map_err(|e| malformed(e.to_string()))?);
         }
         at += used;
     }
@@ -175,6 +178,19 @@ pub fn decode_replicated_kept(
     Ok(kept)
 }
 
+/// The `what` that starts at `*at` in `body`, decoded and checked; `*at` moves past it.
+///
+/// # Errors
+/// [`FrameError::Malformed`] naming `what` when it does not decode.
+fn read_at<T: DeserializeOwned>(body: &[u8], at: &mut usize, what: &str) -> Result<T, FrameError> {
+    let rest = body.get(*at..).unwrap_or_default();
+    let (value, used) = bincode::serde::decode_from_slice(rest, config()).map_err(|e| {
+        FrameError::Malformed { len: body.len(), reason: format!("no {what}: {e}") }
+    })?;
+    *at += used;
+    Ok(value)
+}
+
 /// The replicated changes of one replication interval, each encoded once as it comes, sent as
 /// `ServerMessage::Replicated` frames that start at any change (docs/protocol.md 4.4).
 ///
@@ -182,12 +198,63 @@ pub fn decode_replicated_kept(
 /// write; at the interval's end it sends everyone the same frames, and a client welcomed in the
 /// middle of the interval (or sent something else meanwhile) the frames from the first change
 /// it has not had.
+///
+/// The classes and nodes the changes name are indices into the batch's two lists, which grow
+/// as changes name new ones; a frame carries the lists as they stood at its last change, so
+/// every index in it names an entry, whichever change it starts at.
 #[derive(Debug, Default)]
 pub struct ReplicationBatch {
     /// The changes' encodings, back to back.
     bodies: Vec<u8>,
     /// Where each change's encoding ends in `bodies`.
     ends: Vec<usize>,
+    /// The names the changes use, each once, in the order they were first used.
+    names: crate::replicated::Names,
+    /// The classes' encodings, back to back, and where each ends.
+    classes: EncodedList,
+    /// The nodes' encodings, back to back, and where each ends.
+    nodes: EncodedList,
+    /// How many classes and nodes the batch named once each change was in.
+    named: Vec<(usize, usize)>,
+}
+
+/// Names encoded one after the other.
+#[derive(Debug, Default)]
+struct EncodedList {
+    /// The encodings, back to back.
+    bytes: Vec<u8>,
+    /// Where each ends in `bytes`.
+    ends: Vec<usize>,
+}
+
+impl EncodedList {
+    /// Appends the encodings of `names` past the ones it holds.
+    fn extend<T: Serialize>(&mut self, names: &[T]) -> Result<(), FrameError> {
+        for name in names.iter().skip(self.ends.len()) {
+            bincode::serde::encode_into_std_write(name, &mut self.bytes, config())
+                .map_err(|e| FrameError::Encode(e.to_string()))?;
+            self.ends.push(self.bytes.len());
+        }
+        Ok(())
+    }
+
+    /// How many bytes the first `count` encodings take.
+    fn len_of(&self, count: usize) -> usize {
+        if count == 0 { 0 } else { self.ends[count - 1] }
+    }
+
+    /// The first `count` encodings.
+    fn first(&self, count: usize) -> &[u8] {
+        &self.bytes[..self.len_of(count)]
+    }
+
+    /// Forgets the encodings past the first `count` (none when it holds no more).
+    fn truncate(&mut self, count: usize) {
+        if count < self.ends.len() {
+            self.bytes.truncate(self.len_of(count));
+            self.ends.truncate(count);
+        }
+    }
 }
 
 /// Frames made by [`ReplicationBatch::frames`]: whole frames back to back.
@@ -203,14 +270,30 @@ impl ReplicationBatch {
     /// Appends `change`.
     ///
     /// # Errors
-    /// [`FrameError::Encode`] if it does not encode (nothing is appended).
+    /// [`FrameError::Encode`] if it does not encode, or would make the batch name more than
+    /// 65,536 classes or nodes (nothing is appended).
     pub fn push(&mut self, change: &crate::ReplicatedChange) -> Result<(), FrameError> {
-        let start = self.bodies.len();
-        if let Err(e) = bincode::serde::encode_into_std_write(change, &mut self.bodies, config()) {
+        let (start, named) = (self.bodies.len(), self.names.lens());
+        let pushed = self.push_wire(change);
+        if pushed.is_err() {
             self.bodies.truncate(start);
-            return Err(FrameError::Encode(e.to_string()));
+            self.names.truncate(named);
+            self.classes.truncate(named.0);
+            self.nodes.truncate(named.1);
         }
+        pushed
+    }
+
+    /// [`ReplicationBatch::push`] but for undoing what a failure left half done.
+    fn push_wire(&mut self, change: &crate::ReplicatedChange) -> Result<(), FrameError> {
+        let wire = crate::replicated::WireChange::new(change, &mut self.names)
+            .map_err(|e| FrameError::Encode(e.to_string()))?;
+        bincode::serde::encode_into_std_write(&wire, &mut self.bodies, config())
+            .map_err(|e| FrameError::Encode(e.to_string()))?;
+        self.classes.extend(&self.names.classes)?;
+        self.nodes.extend(&self.names.nodes)?;
         self.ends.push(self.bodies.len());
+        self.named.push(self.names.lens());
         Ok(())
     }
 
@@ -224,10 +307,14 @@ impl ReplicationBatch {
         self.ends.is_empty()
     }
 
-    /// Forgets every change (keeping its buffers for the next interval).
+    /// Forgets every change and name (keeping its buffers for the next interval).
     pub fn clear(&mut self) {
         self.bodies.clear();
         self.ends.clear();
+        self.names.clear();
+        self.classes.truncate(0);
+        self.nodes.truncate(0);
+        self.named.clear();
     }
 
     /// `Replicated` frames holding the changes from index `first` on, in order, as many per
@@ -255,29 +342,43 @@ impl ReplicationBatch {
         let end = end.min(self.ends.len());
         let max_len = max_len.min(HARD_MAX_FRAME_LEN);
         let variant = replicated_variant();
-        // The variant index, then the list's length: a varint of at most `MAX_VARINT_LEN`
-        // bytes, counted in full when fitting changes (a frame may end up a few bytes short).
-        let header_len = variant.len() + MAX_VARINT_LEN;
+        // The variant index, then three lengths (classes, nodes, changes): varints of at most
+        // `MAX_VARINT_LEN` bytes, counted in full when fitting changes (a frame may end up a
+        // few bytes short).
+        let header_len = variant.len() + 3 * MAX_VARINT_LEN;
         let mut out = Frames::default();
         let mut next = first;
         while next < end {
             let from = self.start_of(next);
-            // As many changes as fit after the header.
+            // As many changes as fit after the header and the names they use.
             let mut last = next;
-            while last < end && self.ends[last] - from + header_len <= max_len {
+            while last < end
+                && self.ends[last] - from + header_len + self.names_len(last) <= max_len
+            {
                 last += 1;
             }
             if last == next {
-                let len = self.ends[next] - from + header_len;
+                let len = self.ends[next] - from + header_len + self.names_len(next);
                 return Err(FrameError::TooLong { len, max: max_len });
             }
-            let count = varint((last - next) as u64);
-            let body_len = self.ends[last - 1] - from + variant.len() + count.len();
+            let (class_count, node_count) = self.named[last - 1];
+            let (classes, nodes) = (self.classes.first(class_count), self.nodes.first(node_count));
+            let [class_count, node_count, change_count] =
+                [class_count, node_count, last - next].map(|n| varint(n as u64));
+            let changes = &self.bodies[from..self.ends[last - 1]];
+            let body_len = variant.len()
+                + class_count.len()
+                + classes.len()
+                + node_count.len()
+                + nodes.len()
+                + change_count.len()
+                + changes.len();
             // Fits: at most HARD_MAX_FRAME_LEN.
             out.bytes.extend_from_slice(&(body_len as u32).to_le_bytes());
-            out.bytes.extend_from_slice(variant);
-            out.bytes.extend_from_slice(&count);
-            out.bytes.extend_from_slice(&self.bodies[from..self.ends[last - 1]]);
+            for part in [variant, &class_count, classes, &node_count, nodes, &change_count, changes]
+            {
+                out.bytes.extend_from_slice(part);
+            }
             out.count += 1;
             next = last;
         }
@@ -287,6 +388,12 @@ impl ReplicationBatch {
     /// Where change `index`'s encoding starts in `bodies`.
     fn start_of(&self, index: usize) -> usize {
         if index == 0 { 0 } else { self.ends[index - 1] }
+    }
+
+    /// How many bytes the names take that the batch had named once change `index` was in.
+    fn names_len(&self, index: usize) -> usize {
+        let (classes, nodes) = self.named[index];
+        self.classes.len_of(classes) + self.nodes.len_of(nodes)
     }
 }
 
@@ -810,13 +917,9 @@ mod batch_tests {
         (batch, changes)
     }
 
-    /// What a newcomer costs every other client in a `Replicated` batch (docs/protocol.md 7,
-    /// version 10): its player state, announced once its class is known, and its pawn. Each
-    /// name costs its length and one byte; each small integer and variant index one byte.
-    #[test]
-    fn a_newcomers_changes_cost_a_byte_per_length_and_index() {
+    fn newcomer(player: &str, pawn: u64) -> [ReplicatedChange; 2] {
         use crate::{CharacterDef, NodeId, PawnId, PawnView, PlayerId, PlayerStateView, TeamId};
-        let player_id = PlayerId::new("sim-0001").unwrap();
+        let player_id = PlayerId::new(player).unwrap();
         let vanguard = CharacterDef::new("Vanguard").unwrap();
         let state = ReplicatedChange::PlayerStateUpdated(PlayerStateView {
             player_id: player_id.clone(),
@@ -824,18 +927,40 @@ mod batch_tests {
             character_def: Some(vanguard.clone()),
         });
         let pawn = ReplicatedChange::PawnSpawned(PawnView {
-            pawn_id: PawnId(300),
+            pawn_id: PawnId(pawn),
             owner: player_id,
             character_def: vanguard,
             node: NodeId::new("harbor").unwrap(),
             alive: true,
         });
-        // Variant, id (1 + 8), team (option + u8), class (option + 1 + 8).
-        let announced = encoded_len(&state);
-        assert_eq!(announced, 1 + 9 + 2 + 1 + 9);
-        // Variant, pawn 300 (`fb` + 2), owner (1 + 8), class (1 + 8), node (1 + 6), alive.
-        assert_eq!(encoded_len(&pawn), 1 + 3 + 9 + 9 + 7 + 1);
-        assert_eq!(announced + encoded_len(&pawn), 52);
+        [state, pawn]
+    }
+
+    /// What a newcomer costs every other client in a `Replicated` batch (docs/protocol.md 4.4,
+    /// 7, version 12): its player state, announced once its class is known, and its pawn, its
+    /// class and node an index each into names the message lists once.
+    #[test]
+    fn a_newcomer_costs_every_other_client_30_bytes_once_its_names_are_listed() {
+        let mut batch = ReplicationBatch::default();
+        let len =
+            |batch: &ReplicationBatch| batch.frames(0, DEFAULT_MAX_FRAME_LEN).unwrap().bytes.len();
+        let empty = 4 + 1 + 3; // Length prefix, variant, three empty lists.
+        batch.extend_from(&newcomer("sim-0001", 300));
+        // The names, each once: "Vanguard" (1 + 8) and "harbor" (1 + 6).
+        assert_eq!(len(&batch), empty + 9 + 7 + 30);
+        batch.extend_from(&newcomer("sim-0002", 301));
+        // State: variant, id (1 + 8), team (option + u8), class (option + index).
+        // Pawn: variant, pawn 301 (`fb` + 2), owner (1 + 8), class, node, alive.
+        assert_eq!((1 + 9 + 2 + 2) + (1 + 3 + 9 + 1 + 1 + 1), 30);
+        assert_eq!(len(&batch), empty + 9 + 7 + 30 + 30);
+    }
+
+    impl ReplicationBatch {
+        fn extend_from(&mut self, changes: &[ReplicatedChange]) {
+            for change in changes {
+                self.push(change).unwrap();
+            }
+        }
     }
 
     #[test]
@@ -869,6 +994,80 @@ mod batch_tests {
         }
     }
 
+    /// A frame lists the names as the batch stood at its last change: the same bytes as the
+    /// message of those changes alone when it starts at the first, and no name a later change
+    /// brought.
+    #[test]
+    fn a_frame_lists_the_names_up_to_its_last_change() {
+        let (batch, changes) = batch();
+        for end in 1..=changes.len() {
+            let frames = batch.frames_until(0, end, DEFAULT_MAX_FRAME_LEN).unwrap();
+            let message = ServerMessage::Replicated { changes: changes[..end].to_vec() };
+            assert_eq!(frames.bytes, encode_frame(&message, DEFAULT_MAX_FRAME_LEN).unwrap());
+        }
+    }
+
+    /// A frame that starts after the change that brought a name still lists it, at the index
+    /// its changes use: the samples' teleport names node 1, `forest`, after `harbor`.
+    #[test]
+    fn a_frame_from_a_later_change_lists_the_names_before_it() {
+        let (batch, changes) = batch();
+        let last = changes.len() - 1;
+        assert!(matches!(changes[last], ReplicatedChange::PawnsTeleported { .. }));
+        let frames = batch.frames(last, DEFAULT_MAX_FRAME_LEN).unwrap();
+        assert_eq!(decode_all(&frames), vec![vec![changes[last].clone()]]);
+        let body = &frames.bytes[LENGTH_PREFIX_LEN..];
+        // Variant, 1 class ("Vanguard"), 2 nodes ("harbor", "forest"), 1 change: node 1.
+        assert_eq!(body[..4], [22, 1, 8, b'V']);
+        assert_eq!(body[11..13], [2, 6]);
+        assert_eq!(body[19..29], [6, b'f', b'o', b'r', b'e', b's', b't', 1, 7, 1]);
+    }
+
+    /// A change the batch cannot name (a list already holds 65,536 names) is refused, and the
+    /// batch is as it was: no name of it kept, the same frames.
+    #[test]
+    fn a_change_the_batch_cannot_name_leaves_it_as_it_was() {
+        use crate::{CharacterDef, NodeId, PawnId, PawnView, PlayerId};
+        let (mut batch, changes) = batch();
+        let before = batch.frames(0, DEFAULT_MAX_FRAME_LEN).unwrap();
+        // "harbor" and "forest", and 65,534 more.
+        let more = (0..65_534).map(|i| NodeId::new(format!("n{i}")).unwrap());
+        batch.names.nodes.extend(more);
+        // A new class, then a new node: the class fits, the node does not.
+        let spawned = ReplicatedChange::PawnSpawned(PawnView {
+            pawn_id: PawnId(99),
+            owner: PlayerId::new("sim-0009").unwrap(),
+            character_def: CharacterDef::new("Warden").unwrap(),
+            node: NodeId::new("one-more").unwrap(),
+            alive: true,
+        });
+        let err = batch.push(&spawned).unwrap_err();
+        assert_eq!(
+            err,
+            FrameError::Encode("a Replicated message names at most 65,536 nodes".into())
+        );
+        assert_eq!((batch.len(), batch.names.lens()), (changes.len(), (1, 65_536)));
+        assert_eq!(batch.frames(0, DEFAULT_MAX_FRAME_LEN).unwrap(), before);
+    }
+
+    /// A change naming a class or node the message does not list is refused, naming the
+    /// change; by the reader that keeps it too, but not by one that only reads it in place.
+    #[test]
+    fn an_index_that_names_nothing_is_refused() {
+        // Variant 22, no classes, no nodes, one change: `PawnsTeleported` (7) to node 0, no
+        // pawns.
+        let body = [22, 0, 0, 1, 7, 0, 0];
+        let err = decode_body::<ServerMessage>(&body).unwrap_err().to_string();
+        assert!(err.contains("change 0's node 0 names nothing (the list holds 0)"), "{err}");
+        let err = decode_replicated_kept(&body, |_| true).unwrap_err().to_string();
+        assert!(err.contains("change 0's node 0 names nothing"), "{err}");
+        assert_eq!(decode_replicated_kept(&body, |_| false).unwrap(), []);
+        // Listing the node mends it.
+        let listed = [22, 0, 1, 1, b'a', 1, 7, 0, 0];
+        assert!(decode_body::<ServerMessage>(&listed).is_ok());
+        assert_eq!(decode_replicated_kept(&listed, |_| true).unwrap().len(), 1);
+    }
+
     #[test]
     fn a_batch_starts_at_any_change() {
         let (batch, changes) = batch();
@@ -891,9 +1090,9 @@ mod batch_tests {
         decoder.extend(&frames.bytes);
         while decoder.next_message::<ServerMessage>().unwrap().is_some() {}
         let err = batch.frames(0, 20).unwrap_err();
-        // The first change alone, after the header (the variant index, and room for the
-        // longest count).
-        let len = encoded_len(&changes[0]) + 1 + MAX_VARINT_LEN;
+        // The first change alone (variant, id 1 + 8, team 2, class 2), after the header (the
+        // variant index, and room for the longest three counts) and its class ("Vanguard").
+        let len = 14 + 1 + 3 * MAX_VARINT_LEN + 9;
         assert_eq!(err, FrameError::TooLong { len, max: 20 });
     }
 

@@ -243,14 +243,19 @@ pub enum ServerMessage {
     /// Replicated state of one replication interval, broadcast to every client: the changes in
     /// the order the server made them, applied as their own messages would be (docs/protocol.md
     /// 4.4; version 9).
+    ///
+    /// On the wire the changes name their classes and nodes by index into two lists written
+    /// before them (version 12; docs/protocol.md 4.4, 5); a body whose index names nothing does
+    /// not decode, naming the change.
     Replicated {
         /// The changes, oldest first.
+        #[serde(with = "crate::replicated")]
         changes: Vec<ReplicatedChange>,
     },
     /// Sent to a moving player in place of `ShowTransition`: its transition goes to a node
     /// another server hosts, which holds a seat for it for `valid_ms` from now. Answer
     /// `TransitionShown` at once, keep the loading screen up, dial `address` as `server_name`
-    /// and log in there with `Hello { protocol_version: 11, token: ticket }`; if that fails,
+    /// and log in there with `Hello { protocol_version: 12, token: ticket }`; if that fails,
     /// send `TravelAbandoned` here (docs/spec/travel.md V3, V15; version 11).
     ///
     /// Its strings are bounded: a body whose `address` is longer than [`MAX_ADDRESS_LEN`]
@@ -368,8 +373,9 @@ mod bounded {
 
 /// One change of replicated state inside [`ServerMessage::Replicated`]: the broadcasts a
 /// client needs to mirror the world (docs/protocol.md 4.4). Each means exactly what the
-/// [`ServerMessage`] of the same name means.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// [`ServerMessage`] of the same name means. It has no encoding of its own: on the wire it
+/// is written inside a `Replicated` message, its names as indices (docs/protocol.md 5).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReplicatedChange {
     /// As [`ServerMessage::PlayerStateUpdated`].
     PlayerStateUpdated(PlayerStateView),

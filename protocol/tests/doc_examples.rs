@@ -10,7 +10,10 @@ use std::path::PathBuf;
 
 use gatehouse_protocol::codec::{DEFAULT_MAX_FRAME_LEN, ReplicationBatch};
 use gatehouse_protocol::samples::{travel_to, world_snapshot};
-use gatehouse_protocol::{PlayerId, ReplicatedChange, ServerMessage, encode_frame};
+use gatehouse_protocol::{
+    CharacterDef, NodeId, PawnId, PawnView, PlayerId, PlayerStateView, ReplicatedChange,
+    ServerMessage, TeamId, encode_frame,
+};
 
 fn protocol_md() -> String {
     let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/protocol.md");
@@ -48,8 +51,20 @@ fn the_world_snapshot_example_is_what_the_codec_makes() {
 
 #[test]
 fn the_replicated_example_is_what_the_codec_and_the_batch_make() {
+    let vanguard = CharacterDef::new("Vanguard").unwrap();
     let changes = vec![
-        ReplicatedChange::PlayerLeft { player_id: player("sim-0003") },
+        ReplicatedChange::PlayerStateUpdated(PlayerStateView {
+            player_id: player("sim-0004"),
+            team: Some(TeamId(1)),
+            character_def: Some(vanguard.clone()),
+        }),
+        ReplicatedChange::PawnSpawned(PawnView {
+            pawn_id: PawnId(12),
+            owner: player("sim-0004"),
+            character_def: vanguard,
+            node: NodeId::new("harbor").unwrap(),
+            alive: true,
+        }),
         ReplicatedChange::HealthChanged { player_id: player("sim-0002"), health: 90 },
     ];
     let documented = example(&protocol_md(), "replicated");

@@ -90,6 +90,19 @@ fn teleport_body(runs: &[(u64, u32)]) -> Vec<u8> {
     body
 }
 
+/// A `Replicated` body listing `nodes` and no class, with one change: `PawnsTeleported` (change
+/// variant 7) of pawn 12 to node index `node`.
+fn replicated_teleport_body(nodes: &[&[u8]], node: u8) -> Vec<u8> {
+    let mut body = vec![22, 0];
+    body.extend(varint(nodes.len() as u64));
+    for name in nodes {
+        body.extend(varint(name.len() as u64));
+        body.extend_from_slice(name);
+    }
+    body.extend([1, 7, node, 1, 12, 1]);
+    body
+}
+
 /// A `Welcome` body for `player` with no current node (its option byte at [`NODE_OPTION`] from
 /// the end) and a frame limit of 65,536.
 fn welcome_body(player: &[u8]) -> Vec<u8> {
@@ -242,6 +255,11 @@ fn generate() -> Value {
             "server_to_client",
             "4.5: a world snapshot's tags and health name each player at most once, ascending",
             snapshot_frame_with_health_twice(),
+        ),
+        invalid(
+            "server_to_client",
+            "4.4: every class and node index of a Replicated change names an entry of its message",
+            framed(&replicated_teleport_body(&[b"forest"], 1)),
         ),
         invalid(
             "server_to_client",
@@ -435,6 +453,8 @@ fn the_invalid_vectors_break_only_their_rule() {
     assert!(decode::<ServerMessage>(&framed(&teleport_body(&[(1, 65_536)]))).is_ok());
     assert!(decode::<ServerMessage>(&framed(&teleport_body(&[(u64::MAX, 1)]))).is_ok());
     assert!(decode::<ServerMessage>(&framed(&welcome_body(b"p1"))).is_ok());
+    let listed = framed(&replicated_teleport_body(&[b"harbor", b"forest"], 1));
+    assert!(decode::<ServerMessage>(&listed).is_ok());
     assert!(decode::<ServerMessage>(&framed(&tags_body(b"State.Dead"))).is_ok());
     assert!(decode::<ClientMessage>(&framed(&[4])).is_ok());
 }
