@@ -982,6 +982,18 @@ mod batch_tests {
         batch.push(&changes[1]).unwrap();
         let frames = batch.frames(0, DEFAULT_MAX_FRAME_LEN).unwrap();
         assert_eq!(decode_all(&frames), vec![vec![changes[1].clone()]]);
+        // Its names start again too: another class and node are class 0 and node 0.
+        let mut newcomer = newcomer("sim-0007", 70);
+        if let ReplicatedChange::PawnSpawned(view) = &mut newcomer[1] {
+            view.character_def = crate::CharacterDef::new("Warden").unwrap();
+            view.node = crate::NodeId::new("crypt").unwrap();
+        }
+        batch.clear();
+        batch.extend_from(&newcomer);
+        let frames = batch.frames(0, DEFAULT_MAX_FRAME_LEN).unwrap();
+        assert_eq!(decode_all(&frames), vec![newcomer.to_vec()]);
+        let message = ServerMessage::Replicated { changes: newcomer.to_vec() };
+        assert_eq!(frames.bytes, encode_frame(&message, DEFAULT_MAX_FRAME_LEN).unwrap());
     }
 
     #[test]
@@ -1093,6 +1105,11 @@ mod batch_tests {
         // The first change alone (variant, id 1 + 8, team 2, class 2), after the header (the
         // variant index, and room for the longest three counts) and its class ("Vanguard").
         let len = 14 + 1 + 3 * MAX_VARINT_LEN + 9;
+        assert_eq!(err, FrameError::TooLong { len, max: 20 });
+        // From the second change on: `PlayerLeft` (variant, id 1 + 8), and the class the first
+        // one named, which the frame still lists.
+        let err = batch.frames(1, 20).unwrap_err();
+        let len = 10 + 1 + 3 * MAX_VARINT_LEN + 9;
         assert_eq!(err, FrameError::TooLong { len, max: 20 });
     }
 

@@ -277,8 +277,10 @@ fn generate() -> Value {
         "protocol_version": PROTOCOL_VERSION,
         "about": "Test vectors of the gatehouse wire protocol (docs/protocol.md). Each entry of \
                   `frames` is one frame as hex (the u32 LE length, then the body) and its \
-                  message in serde's externally tagged JSON form; a receiver must decode the \
-                  frame to the message, and a sender encode the message to the frame. Each \
+                  message in serde's externally tagged JSON form (a `Replicated` message's \
+                  `changes` as they lie on the wire: its `classes` and `nodes`, and changes \
+                  naming them by index); a receiver must decode the frame to the message, and \
+                  a sender encode the message to the frame. Each \
                   entry of `invalid` is a frame a receiver must refuse as a protocol violation, \
                   with the rule it breaks (its section in docs/protocol.md). `tags` is the \
                   gameplay tag catalog of this version.",
