@@ -1,7 +1,8 @@
 //! A replicated change read in place, for a receiver that keeps only some of a `Replicated`
-//! message's changes (a load generator's thin client keeps those about itself): its names
-//! borrowed from the frame, nothing allocated but a change's lists, and the changes kept decoded
-//! in full afterwards ([`crate::codec::decode_replicated_kept`]).
+//! message's changes (a load generator's thin client keeps those about itself): its player ids
+//! borrowed from the frame, its class and node the indices they are on the wire, nothing
+//! allocated but a change's lists, and the changes kept decoded in full afterwards
+//! ([`crate::codec::decode_replicated_kept`]).
 
 use serde::Deserialize;
 
@@ -31,6 +32,16 @@ pub enum ChangeRef<'a> {
 }
 
 impl<'a> ChangeRef<'a> {
+    /// The class and the node it names, as indices into its message's lists.
+    pub fn indices(&self) -> (Option<u16>, Option<u16>) {
+        match self {
+            ChangeRef::PlayerStateUpdated { class, .. } => (*class, None),
+            ChangeRef::PawnSpawned { class, node, .. } => (Some(*class), Some(*node)),
+            ChangeRef::PawnsTeleported { node, .. } => (None, Some(*node)),
+            _ => (None, None),
+        }
+    }
+
     /// The player the change is about: the one whose state, tags or health changed, who left,
     /// or who owns the spawned pawn; `None` for a change that names pawns only.
     pub fn player(&self) -> Option<&'a str> {

@@ -12,6 +12,8 @@
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::replicated::IndexError;
+
 /// Bytes in the length prefix.
 pub const LENGTH_PREFIX_LEN: usize = 4;
 
@@ -133,12 +135,16 @@ pub fn encoded_len<T: Serialize + ?Sized>(value: &T) -> usize {
 }
 
 /// The changes of a `Replicated` message body that `keep` accepts, decoded in full (and
-/// checked) in order; the others are only read in place ([`crate::borrowed::ChangeRef`]), their
-/// names neither checked nor allocated. For a receiver that keeps a few changes of many.
+/// checked) in order; the others are only read in place ([`crate::borrowed::ChangeRef`]):
+/// their player ids neither checked nor allocated, their class and node indices checked. The
+/// message's two name lists are decoded and checked once. For a receiver that keeps a few
+/// changes of many.
 ///
 /// # Errors
-/// [`FrameError::Malformed`] when the body is not a `Replicated` message or a change does not
-/// decode; [`FrameError::TrailingBytes`] when bytes remain after the last change.
+/// [`FrameError::Malformed`] when the body is not a `Replicated` message, its name lists or a
+/// change do not decode, or a change's class or node index names nothing (kept or not, as
+/// docs/protocol.md 4.4 has a receiver refuse it); [`FrameError::TrailingBytes`] when bytes
+/// remain after the last change.
 pub fn decode_replicated_kept(
     body: &[u8],
     mut keep: impl FnMut(&crate::borrowed::ChangeRef<'_>) -> bool,
@@ -160,14 +166,21 @@ pub fn decode_replicated_kept(
             _,
         >(rest, config())
         .map_err(|e| malformed(e.to_string()))?;
+        // A change's place fits: `count` changes were each at least a byte of `body`.
+        let place = index as usize;
+        let (class, node) = change.indices();
+        let (classes, nodes) = names.lens();
+        class
+            .map_or(Ok(()), |i| IndexError::check(place, "class", i, classes))
+            .and(node.map_or(Ok(()), |i| IndexError::check(place, "node", i, nodes)))
+            .map_err(|e| malformed(e.to_string()))?;
         if keep(&change) {
             let (wire, _) = bincode::serde::decode_from_slice::<crate::replicated::WireChange, _>(
                 &rest[..used],
                 config(),
             )
             .map_err(|e| malformed(e.to_string()))?;
-            // A change's place fits: `count` changes were each at least a byte of `body`.
-            let resolved = wire.resolve(&names, index as usize);
+            let resolved = wire.resolve(&names, place);
             kept.push(resolved.map_err(|e| malformed(e.to_string()))?);
         }
         at += used;
@@ -191,6 +204,13 @@ fn read_at<T: DeserializeOwned>(body: &[u8], at: &mut usize, what: &str) -> Resu
     Ok(value)
 }
 
+/// Most bytes the names one `Replicated` frame lists may take (docs/protocol.md 4.4). When an
+/// interval's names would pass it, [`ReplicationBatch`] numbers the names afresh from the next
+/// change on, and no frame holds changes of both numberings. With the largest change a server
+/// makes (a teleport of [`crate::MAX_TELEPORT_RUNS_PER_MESSAGE`] runs, about 7,200 bytes) and a
+/// frame's header, this much still fits the smallest frame limit (8 KiB).
+pub const MAX_NAMES_LEN: usize = 960;
+
 /// The replicated changes of one replication interval, each encoded once as it comes, sent as
 /// `ServerMessage::Replicated` frames that start at any change (docs/protocol.md 4.4).
 ///
@@ -201,21 +221,38 @@ fn read_at<T: DeserializeOwned>(body: &[u8], at: &mut usize, what: &str) -> Resu
 ///
 /// The classes and nodes the changes name are indices into the batch's two lists, which grow
 /// as changes name new ones; a frame carries the lists as they stood at its last change, so
-/// every index in it names an entry, whichever change it starts at.
+/// every index in it names an entry, whichever change it starts at. Past [`MAX_NAMES_LEN`]
+/// bytes of names the numbering starts again, so every frame's names stay within it.
 #[derive(Debug, Default)]
 pub struct ReplicationBatch {
     /// The changes' encodings, back to back.
     bodies: Vec<u8>,
     /// Where each change's encoding ends in `bodies`.
     ends: Vec<usize>,
-    /// The names the changes use, each once, in the order they were first used.
+    /// The names of the current numbering, each once, in the order they were first used.
     names: crate::replicated::Names,
-    /// The classes' encodings, back to back, and where each ends.
+    /// Every numbering's classes, encoded back to back.
     classes: EncodedList,
-    /// The nodes' encodings, back to back, and where each ends.
+    /// Every numbering's nodes, encoded back to back.
     nodes: EncodedList,
-    /// How many classes and nodes the batch named once each change was in.
-    named: Vec<(usize, usize)>,
+    /// Where the current numbering's names start in `classes` and `nodes`.
+    numbering: (usize, usize),
+    /// The names the frame ending at each change lists.
+    named: Vec<Named>,
+}
+
+/// The names a frame lists: which encodings of [`ReplicationBatch`]'s two lists, `start..end`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Named {
+    classes: (usize, usize),
+    nodes: (usize, usize),
+}
+
+impl Named {
+    /// Where its numbering starts: frames of changes with another cannot be one.
+    fn numbering(&self) -> (usize, usize) {
+        (self.classes.0, self.nodes.0)
+    }
 }
 
 /// Names encoded one after the other.
@@ -228,9 +265,10 @@ struct EncodedList {
 }
 
 impl EncodedList {
-    /// Appends the encodings of `names` past the ones it holds.
-    fn extend<T: Serialize>(&mut self, names: &[T]) -> Result<(), FrameError> {
-        for name in names.iter().skip(self.ends.len()) {
+    /// Appends the encodings of the `names` of a numbering that starts at its entry `from`,
+    /// past the ones it holds.
+    fn extend<T: Serialize>(&mut self, from: usize, names: &[T]) -> Result<(), FrameError> {
+        for name in names.iter().skip(self.ends.len() - from) {
             bincode::serde::encode_into_std_write(name, &mut self.bytes, config())
                 .map_err(|e| FrameError::Encode(e.to_string()))?;
             self.ends.push(self.bytes.len());
@@ -243,17 +281,16 @@ impl EncodedList {
         if count == 0 { 0 } else { self.ends[count - 1] }
     }
 
-    /// The first `count` encodings.
-    fn first(&self, count: usize) -> &[u8] {
-        &self.bytes[..self.len_of(count)]
+    /// The encodings `start..end`.
+    fn slice(&self, (start, end): (usize, usize)) -> &[u8] {
+        &self.bytes[self.len_of(start)..self.len_of(end)]
     }
 
-    /// Forgets the encodings past the first `count` (none when it holds no more).
+    /// Forgets the encodings past the first `count`, and any bytes past the last encoding.
     fn truncate(&mut self, count: usize) {
-        if count < self.ends.len() {
-            self.bytes.truncate(self.len_of(count));
-            self.ends.truncate(count);
-        }
+        let count = count.min(self.ends.len());
+        self.bytes.truncate(self.len_of(count));
+        self.ends.truncate(count);
     }
 }
 
@@ -273,28 +310,46 @@ impl ReplicationBatch {
     /// [`FrameError::Encode`] if it does not encode, or would make the batch name more than
     /// 65,536 classes or nodes (nothing is appended).
     pub fn push(&mut self, change: &crate::ReplicatedChange) -> Result<(), FrameError> {
-        let (start, named) = (self.bodies.len(), self.names.lens());
+        let numbering = self.numbering;
+        let before = (self.bodies.len(), self.names.lens());
+        let encoded = (self.classes.ends.len(), self.nodes.ends.len());
         let pushed = self.push_wire(change);
         if pushed.is_err() {
-            self.bodies.truncate(start);
-            self.names.truncate(named);
-            self.classes.truncate(named.0);
-            self.nodes.truncate(named.1);
+            self.bodies.truncate(before.0);
+            // A numbering this change started holds only its names.
+            self.names.truncate(if self.numbering == numbering { before.1 } else { (0, 0) });
+            self.classes.truncate(encoded.0);
+            self.nodes.truncate(encoded.1);
         }
         pushed
     }
 
     /// [`ReplicationBatch::push`] but for undoing what a failure left half done.
     fn push_wire(&mut self, change: &crate::ReplicatedChange) -> Result<(), FrameError> {
+        let named = self.named_now();
+        let listed = self.classes.slice(named.classes).len() + self.nodes.slice(named.nodes).len();
+        let new: usize = self.names.unknown(change).into_iter().flatten().map(encoded_len).sum();
+        if listed > 0 && listed + new > MAX_NAMES_LEN {
+            self.names.clear();
+            self.numbering = (self.classes.ends.len(), self.nodes.ends.len());
+        }
         let wire = crate::replicated::WireChange::new(change, &mut self.names)
             .map_err(|e| FrameError::Encode(e.to_string()))?;
         bincode::serde::encode_into_std_write(&wire, &mut self.bodies, config())
             .map_err(|e| FrameError::Encode(e.to_string()))?;
-        self.classes.extend(&self.names.classes)?;
-        self.nodes.extend(&self.names.nodes)?;
+        self.classes.extend(self.numbering.0, &self.names.classes)?;
+        self.nodes.extend(self.numbering.1, &self.names.nodes)?;
         self.ends.push(self.bodies.len());
-        self.named.push(self.names.lens());
+        self.named.push(self.named_now());
         Ok(())
+    }
+
+    /// The names of the current numbering encoded so far.
+    fn named_now(&self) -> Named {
+        Named {
+            classes: (self.numbering.0, self.classes.ends.len()),
+            nodes: (self.numbering.1, self.nodes.ends.len()),
+        }
     }
 
     /// How many changes it holds.
@@ -314,6 +369,7 @@ impl ReplicationBatch {
         self.names.clear();
         self.classes.truncate(0);
         self.nodes.truncate(0);
+        self.numbering = (0, 0);
         self.named.clear();
     }
 
@@ -322,8 +378,9 @@ impl ReplicationBatch {
     /// when `first` is past the last change.
     ///
     /// # Errors
-    /// [`FrameError::TooLong`] when one change alone does not fit a frame (a bug on the sending
-    /// side: no replicated change comes near the smallest limit); nothing is returned then.
+    /// [`FrameError::TooLong`] when one change alone, with the names it uses, does not fit a
+    /// frame (a bug on the sending side: no replicated change comes near the smallest limit,
+    /// and a frame's names take at most [`MAX_NAMES_LEN`] bytes); nothing is returned then.
     pub fn frames(&self, first: usize, max_len: usize) -> Result<Frames, FrameError> {
         self.frames_until(first, self.len(), max_len)
     }
@@ -350,9 +407,11 @@ impl ReplicationBatch {
         let mut next = first;
         while next < end {
             let from = self.start_of(next);
-            // As many changes as fit after the header and the names they use.
+            let numbering = self.named[next].numbering();
+            // As many changes of one numbering as fit after the header and the names they use.
             let mut last = next;
             while last < end
+                && self.named[last].numbering() == numbering
                 && self.ends[last] - from + header_len + self.names_len(last) <= max_len
             {
                 last += 1;
@@ -361,10 +420,12 @@ impl ReplicationBatch {
                 let len = self.ends[next] - from + header_len + self.names_len(next);
                 return Err(FrameError::TooLong { len, max: max_len });
             }
-            let (class_count, node_count) = self.named[last - 1];
-            let (classes, nodes) = (self.classes.first(class_count), self.nodes.first(node_count));
+            let named = self.named[last - 1];
+            let (classes, nodes) =
+                (self.classes.slice(named.classes), self.nodes.slice(named.nodes));
+            let counts = [named.classes.1 - named.classes.0, named.nodes.1 - named.nodes.0];
             let [class_count, node_count, change_count] =
-                [class_count, node_count, last - next].map(|n| varint(n as u64));
+                [counts[0], counts[1], last - next].map(|n| varint(n as u64));
             let changes = &self.bodies[from..self.ends[last - 1]];
             let body_len = variant.len()
                 + class_count.len()
@@ -390,10 +451,10 @@ impl ReplicationBatch {
         if index == 0 { 0 } else { self.ends[index - 1] }
     }
 
-    /// How many bytes the names take that the batch had named once change `index` was in.
+    /// How many bytes the names take that the frame ending at change `index` lists.
     fn names_len(&self, index: usize) -> usize {
-        let (classes, nodes) = self.named[index];
-        self.classes.len_of(classes) + self.nodes.len_of(nodes)
+        let named = self.named[index];
+        self.classes.slice(named.classes).len() + self.nodes.slice(named.nodes).len()
     }
 }
 
@@ -420,7 +481,7 @@ fn variant_of(message: &crate::ServerMessage) -> Vec<u8> {
     body
 }
 
-/// The variant index a `Replicated` body starts with (its list's length follows); worked
+/// The variant index a `Replicated` body starts with (its name lists follow); worked
 /// out once, as the receiver's hot path asks it of every frame.
 fn replicated_variant() -> &'static [u8] {
     static VARIANT: std::sync::OnceLock<Vec<u8>> = std::sync::OnceLock::new();
@@ -821,9 +882,9 @@ mod wire_examples {
     #[test]
     fn hello_encodes_as_documented() {
         let frame =
-            encode_frame(&ClientMessage::Hello { protocol_version: 11, token: "a.b.c".into() }, 64)
+            encode_frame(&ClientMessage::Hello { protocol_version: 12, token: "a.b.c".into() }, 64)
                 .unwrap();
-        let mut expected = vec![8, 0, 0, 0, 0, 11, 5];
+        let mut expected = vec![8, 0, 0, 0, 0, 12, 5];
         expected.extend_from_slice(b"a.b.c");
         assert_eq!(frame, expected);
     }
@@ -1035,6 +1096,44 @@ mod batch_tests {
         assert_eq!(body[19..29], [6, b'f', b'o', b'r', b'e', b's', b't', 1, 7, 1]);
     }
 
+    /// Past `MAX_NAMES_LEN` bytes of names, the batch numbers names afresh: every frame's names
+    /// stay within it, from whichever change the frames start, however many names the interval
+    /// uses, and no frame mixes two numberings.
+    #[test]
+    fn many_names_are_numbered_afresh_and_every_frame_fits() {
+        use crate::{NodeId, PawnId, PawnIdRuns};
+        let long = |i: usize| NodeId::new(format!("{i:03}{}", "n".repeat(57))).unwrap();
+        let changes: Vec<_> = (0..200)
+            .map(|i| ReplicatedChange::PawnsTeleported {
+                node: long(i),
+                pawn_ids: PawnIdRuns::from_ids([PawnId(i as u64)]),
+            })
+            .collect();
+        let mut batch = ReplicationBatch::default();
+        batch.extend_from(&changes);
+        let smallest = 8 * 1024;
+        for first in [0, 1, 14, 15, 150, 199] {
+            let frames = batch.frames(first, smallest).unwrap();
+            assert_eq!(decode_all(&frames).concat(), changes[first..]);
+            assert_eq!(frames.count > 1, changes.len() - first > 15);
+            let mut at = 0;
+            while at < frames.bytes.len() {
+                let len = u32::from_le_bytes(frames.bytes[at..at + 4].try_into().unwrap()) as usize;
+                assert!(len <= smallest);
+                // The names: every node the frame lists, 61 bytes each (no class).
+                let body = &frames.bytes[at + 4..at + 4 + len];
+                assert_eq!(body[1], 0);
+                assert!(usize::from(body[2]) * 61 <= MAX_NAMES_LEN, "{} nodes", body[2]);
+                at += 4 + len;
+            }
+        }
+        // 15 names of 61 bytes fit 960, the 16th starts a numbering: a frame from the 16th
+        // change lists its own names, from index 0.
+        let frames = batch.frames(15, smallest).unwrap();
+        assert_eq!(frames.bytes[4..7], [22, 0, 15]);
+        assert_eq!(&frames.bytes[8..11], b"015");
+    }
+
     /// A change the batch cannot name (a list already holds 65,536 names) is refused, and the
     /// batch is as it was: no name of it kept, the same frames.
     #[test]
@@ -1063,7 +1162,7 @@ mod batch_tests {
     }
 
     /// A change naming a class or node the message does not list is refused, naming the
-    /// change; by the reader that keeps it too, but not by one that only reads it in place.
+    /// change, by the reader that keeps it and by one that only reads it in place.
     #[test]
     fn an_index_that_names_nothing_is_refused() {
         // Variant 22, no classes, no nodes, one change: `PawnsTeleported` (7) to node 0, no
@@ -1073,7 +1172,12 @@ mod batch_tests {
         assert!(err.contains("change 0's node 0 names nothing (the list holds 0)"), "{err}");
         let err = decode_replicated_kept(&body, |_| true).unwrap_err().to_string();
         assert!(err.contains("change 0's node 0 names nothing"), "{err}");
-        assert_eq!(decode_replicated_kept(&body, |_| false).unwrap(), []);
+        let err = decode_replicated_kept(&body, |_| false).unwrap_err().to_string();
+        assert!(err.contains("change 0's node 0 names nothing"), "{err}");
+        // A player state's class, read in place.
+        let state = [22, 0, 0, 1, 0, 1, b'p', 0, 1, 3];
+        let err = decode_replicated_kept(&state, |_| false).unwrap_err().to_string();
+        assert!(err.contains("change 0's class 3 names nothing"), "{err}");
         // Listing the node mends it.
         let listed = [22, 0, 1, 1, b'a', 1, 7, 0, 0];
         assert!(decode_body::<ServerMessage>(&listed).is_ok());

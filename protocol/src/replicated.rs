@@ -52,6 +52,20 @@ impl Names {
         self.truncate((0, 0));
     }
 
+    /// The class and the node `change` names that the lists do not hold yet.
+    pub(crate) fn unknown<'a>(&self, change: &'a ReplicatedChange) -> [Option<&'a str>; 2] {
+        let (class, node) = match change {
+            ReplicatedChange::PlayerStateUpdated(view) => (view.character_def.as_ref(), None),
+            ReplicatedChange::PawnSpawned(view) => (Some(&view.character_def), Some(&view.node)),
+            ReplicatedChange::PawnsTeleported { node, .. } => (None, Some(node)),
+            _ => (None, None),
+        };
+        [
+            class.filter(|c| !self.classes.contains(c)).map(CharacterDef::as_str),
+            node.filter(|n| !self.nodes.contains(n)).map(NodeId::as_str),
+        ]
+    }
+
     fn class(&mut self, class: &CharacterDef) -> Result<u16, TooManyNames> {
         index_of(&mut self.classes, class, "classes")
     }
@@ -105,6 +119,21 @@ pub(crate) struct IndexError {
     index: u16,
     /// The length of the list it points into.
     len: usize,
+}
+
+impl IndexError {
+    /// `index`, the `what` of change `change`, if it names an entry of a list of `len`.
+    ///
+    /// # Errors
+    /// The error naming them when it does not.
+    pub(crate) fn check(
+        change: usize,
+        what: &'static str,
+        index: u16,
+        len: usize,
+    ) -> Result<(), IndexError> {
+        if usize::from(index) < len { Ok(()) } else { Err(IndexError { change, what, index, len }) }
+    }
 }
 
 impl WireChange {

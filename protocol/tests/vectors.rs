@@ -277,9 +277,11 @@ fn generate() -> Value {
         "protocol_version": PROTOCOL_VERSION,
         "about": "Test vectors of the gatehouse wire protocol (docs/protocol.md). Each entry of \
                   `frames` is one frame as hex (the u32 LE length, then the body) and its \
-                  message in serde's externally tagged JSON form (a `Replicated` message's \
-                  `changes` as they lie on the wire: its `classes` and `nodes`, and changes \
-                  naming them by index); a receiver must decode the frame to the message, and \
+                  message in serde's externally tagged JSON form, object keys sorted (the \
+                  wire order is docs/protocol.md's). A `Replicated` message's JSON is \
+                  `{\"Replicated\": {\"changes\": {\"classes\", \"nodes\", \"changes\"}}}`: its \
+                  lists and its changes, which name classes and nodes by index, nested in one \
+                  field. A receiver must decode the frame to the message, and \
                   a sender encode the message to the frame. Each \
                   entry of `invalid` is a frame a receiver must refuse as a protocol violation, \
                   with the rule it breaks (its section in docs/protocol.md). `tags` is the \
