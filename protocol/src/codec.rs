@@ -1134,6 +1134,68 @@ mod batch_tests {
         assert_eq!(&frames.bytes[8..11], b"015");
     }
 
+    /// A `PawnSpawned` naming a class and a node of its own, `i`-th of a run `run`: 30 and 29
+    /// characters, 61 bytes of names together.
+    fn spawned_with_own_names(run: char, i: usize) -> ReplicatedChange {
+        use crate::{CharacterDef, NodeId, PawnId, PawnView, PlayerId};
+        ReplicatedChange::PawnSpawned(PawnView {
+            pawn_id: PawnId(i as u64),
+            owner: PlayerId::new("sim-0001").unwrap(),
+            character_def: CharacterDef::new(format!("{run}{i:02}{}", "c".repeat(27))).unwrap(),
+            node: NodeId::new(format!("{run}{i:02}{}", "n".repeat(26))).unwrap(),
+            alive: true,
+        })
+    }
+
+    /// How many changes each frame of `frames` holds.
+    fn changes_per_frame(frames: &Frames) -> Vec<usize> {
+        decode_all(frames).iter().map(Vec::len).collect()
+    }
+
+    /// Names that bring an interval's to exactly `MAX_NAMES_LEN` bytes, and names it holds
+    /// already, keep the numbering: one frame.
+    #[test]
+    fn names_up_to_the_limit_and_names_known_keep_the_numbering() {
+        use crate::{NodeId, PawnId, PawnIdRuns};
+        let mut changes: Vec<_> = (0..15).map(|i| spawned_with_own_names('a', i)).collect();
+        // 15 × 61 = 915 bytes, and a node of 44 characters: 960.
+        changes.push(ReplicatedChange::PawnsTeleported {
+            node: NodeId::new("t".repeat(44)).unwrap(),
+            pawn_ids: PawnIdRuns::from_ids([PawnId(1)]),
+        });
+        changes.push(spawned_with_own_names('a', 0));
+        let mut batch = ReplicationBatch::default();
+        batch.extend_from(&changes);
+        let frames = batch.frames(0, 8 * 1024).unwrap();
+        assert_eq!(changes_per_frame(&frames), [17]);
+        assert_eq!(decode_all(&frames).concat(), changes);
+    }
+
+    /// A player state's class and a pawn's class and node are each counted: the one that
+    /// takes the names past `MAX_NAMES_LEN` starts a numbering, whichever kind it is.
+    #[test]
+    fn the_change_whose_names_pass_the_limit_starts_a_numbering() {
+        use crate::{CharacterDef, PlayerId, PlayerStateView};
+        let mut changes: Vec<_> = (0..15).map(|i| spawned_with_own_names('a', i)).collect();
+        // 915 bytes, and a class of 46 bytes: past 960.
+        changes.push(ReplicatedChange::PlayerStateUpdated(PlayerStateView {
+            player_id: PlayerId::new("sim-0002").unwrap(),
+            team: None,
+            character_def: Some(CharacterDef::new("s".repeat(45)).unwrap()),
+        }));
+        // 46 + 14 × 61 = 900 bytes, and 61 more: past 960.
+        changes.extend((0..15).map(|i| spawned_with_own_names('b', i)));
+        let mut batch = ReplicationBatch::default();
+        batch.extend_from(&changes);
+        let frames = batch.frames(0, 8 * 1024).unwrap();
+        assert_eq!(changes_per_frame(&frames), [15, 15, 1]);
+        assert_eq!(decode_all(&frames).concat(), changes);
+        // The third frame lists its own class and node, from index 0, and no other.
+        let third = batch.frames(30, 8 * 1024).unwrap();
+        assert_eq!(third.bytes[4..6], [22, 1]);
+        assert_eq!(&third.bytes[7..10], b"b14");
+    }
+
     /// A change the batch cannot name (a list already holds 65,536 names) is refused, and the
     /// batch is as it was: no name of it kept, the same frames.
     #[test]
@@ -1178,6 +1240,10 @@ mod batch_tests {
         let state = [22, 0, 0, 1, 0, 1, b'p', 0, 1, 3];
         let err = decode_replicated_kept(&state, |_| false).unwrap_err().to_string();
         assert!(err.contains("change 0's class 3 names nothing"), "{err}");
+        // A pawn's node, read in place: pawn 9 of `p`, class 0 (listed), node 1 (not).
+        let spawned = [22, 1, 1, b'c', 1, 1, b'n', 1, 2, 9, 1, b'p', 0, 1, 1];
+        let err = decode_replicated_kept(&spawned, |_| false).unwrap_err().to_string();
+        assert!(err.contains("change 0's node 1 names nothing"), "{err}");
         // Listing the node mends it.
         let listed = [22, 0, 1, 1, b'a', 1, 7, 0, 0];
         assert!(decode_body::<ServerMessage>(&listed).is_ok());
