@@ -249,7 +249,7 @@ struct Named {
 }
 
 impl Named {
-    /// Where its numbering starts: frames of changes with another cannot be one.
+    /// Where its numbering starts: changes of two numberings never share a frame.
     fn numbering(&self) -> (usize, usize) {
         (self.classes.0, self.nodes.0)
     }
