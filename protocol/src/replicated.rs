@@ -184,20 +184,8 @@ impl WireChange {
         names: &Names,
         change: usize,
     ) -> Result<ReplicatedChange, IndexError> {
-        let class = |index: u16| {
-            let len = names.classes.len();
-            names.classes.get(usize::from(index)).cloned().ok_or(IndexError {
-                change,
-                what: "class",
-                index,
-                len,
-            })
-        };
-        let node = |index: u16| {
-            let len = names.nodes.len();
-            let error = IndexError { change, what: "node", index, len };
-            names.nodes.get(usize::from(index)).cloned().ok_or(error)
-        };
+        let class = |index| entry(&names.classes, change, "class", index);
+        let node = |index| entry(&names.nodes, change, "node", index);
         Ok(match self {
             WireChange::PlayerStateUpdated { player_id, team, class: index } => {
                 let character_def = index.map(class).transpose()?;
@@ -230,6 +218,20 @@ impl WireChange {
             }
         })
     }
+}
+
+/// Entry `index` of `list`, which change `change` names as its `what`.
+///
+/// # Errors
+/// [`IndexError`] when the list holds no such entry.
+fn entry<T: Clone>(
+    list: &[T],
+    change: usize,
+    what: &'static str,
+    index: u16,
+) -> Result<T, IndexError> {
+    let len = list.len();
+    list.get(usize::from(index)).cloned().ok_or(IndexError { change, what, index, len })
 }
 
 /// A `Replicated` message's body after its variant index, as it lies on the wire.
