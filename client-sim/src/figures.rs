@@ -558,6 +558,9 @@ pub struct TimingSummary {
 pub struct Timings {
     /// From dialling the server to its `Welcome`.
     pub connect_to_welcome: Micros,
+    /// From dialling the server to the QUIC handshake done and the control stream open, as the
+    /// client saw it: the part of connect → `Welcome` before the client can send `Hello`.
+    pub connect_to_handshake: Micros,
     /// From first seeing a transition (`FreezeCharacters` or `ShowTransition`) to sending its
     /// `TransitionReady`: the streaming.
     pub shown_to_ready_sent: Micros,
@@ -581,6 +584,7 @@ impl Timings {
     /// Adds another session's samples.
     pub fn absorb(&mut self, other: &Timings) {
         self.connect_to_welcome.absorb(&other.connect_to_welcome);
+        self.connect_to_handshake.absorb(&other.connect_to_handshake);
         self.shown_to_ready_sent.absorb(&other.shown_to_ready_sent);
         self.ready_to_possessed.absorb(&other.ready_to_possessed);
         self.possessed_to_ended.absorb(&other.possessed_to_ended);

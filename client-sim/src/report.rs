@@ -185,6 +185,8 @@ gate_figures! {
 pub struct TimingsSection {
     /// From dialling the server to its `Welcome`.
     pub connect_to_welcome: TimingSummary,
+    /// From dialling the server to the QUIC handshake done and the control stream open.
+    pub connect_to_handshake: TimingSummary,
     /// From first seeing a transition to sending its `TransitionReady`.
     pub shown_to_ready_sent: TimingSummary,
     /// From `TransitionReady` to the own pawn possessed (or teleported).
@@ -204,6 +206,7 @@ impl TimingsSection {
     fn of(timings: &Timings) -> TimingsSection {
         TimingsSection {
             connect_to_welcome: timings.connect_to_welcome.summary(),
+            connect_to_handshake: timings.connect_to_handshake.summary(),
             shown_to_ready_sent: timings.shown_to_ready_sent.summary(),
             ready_to_possessed: timings.ready_to_possessed.summary(),
             possessed_to_ended: timings.possessed_to_ended.summary(),
@@ -214,9 +217,10 @@ impl TimingsSection {
     }
 
     /// Each phase with its printed label.
-    fn phases(&self) -> [(&'static str, &TimingSummary); 7] {
+    fn phases(&self) -> [(&'static str, &TimingSummary); 8] {
         [
             ("connect -> Welcome", &self.connect_to_welcome),
+            ("connect -> handshake done", &self.connect_to_handshake),
             ("shown -> ready sent", &self.shown_to_ready_sent),
             ("ready -> possessed", &self.ready_to_possessed),
             ("possessed -> ended", &self.possessed_to_ended),
@@ -665,6 +669,12 @@ router.world_listeners_retired number
 router.world_scopes_retired number
 spawns_at_stale_node number
 thin_clients number
+timings.connect_to_handshake.count number
+timings.connect_to_handshake.max_us number
+timings.connect_to_handshake.min_us number
+timings.connect_to_handshake.p50_us number
+timings.connect_to_handshake.p90_us number
+timings.connect_to_handshake.p99_us number
 timings.connect_to_welcome.count number
 timings.connect_to_welcome.max_us number
 timings.connect_to_welcome.min_us number
@@ -768,7 +778,7 @@ wire.lost_packets number
         let mut found = Vec::new();
         keys(&serde_json::to_value(&report).unwrap(), "", &mut found);
         let expected: Vec<&str> = JSON_KEYS.lines().collect();
-        assert_eq!(expected.len(), 123);
+        assert_eq!(expected.len(), 129);
         for key in &expected {
             assert!(found.iter().any(|f| f == key), "{key} missing from {found:#?}");
         }

@@ -345,6 +345,12 @@ impl ClientSession {
         self.stats.timings.connect_to_welcome.record(took);
     }
 
+    /// Counts how long this session's connection took from dialling to its QUIC handshake done
+    /// and control stream open (the shell measures it, as [`Self::record_connect_to_welcome`]).
+    pub fn record_connect_to_handshake(&mut self, took: Duration) {
+        self.stats.timings.connect_to_handshake.record(took);
+    }
+
     /// The next thing to do for the session's links, in order: a message to send on a link, a
     /// link to open, a link to close (module docs, "Links").
     pub fn poll_output(&mut self) -> Option<Output> {
@@ -1596,6 +1602,20 @@ mod tests {
         assert_eq!(stats.screens.len(), 1);
         assert_eq!(stats.screens[0].ended, Some(end));
         assert_eq!(stats.timings.shown_to_ended.count(), 0);
+    }
+
+    /// The dial-to-handshake time the shell measures is counted apart from the dial-to-`Welcome`
+    /// time, each in its own timing.
+    #[test]
+    fn the_handshake_time_the_shell_measures_is_counted_apart_from_the_welcome() {
+        let t0 = Instant::now();
+        let mut s = thin(t0);
+        s.record_connect_to_handshake(Duration::from_millis(7));
+        s.record_connect_to_welcome(Duration::from_millis(12));
+        let timings = &s.stats().timings;
+        assert_eq!(timings.connect_to_handshake.summary().count, 1);
+        assert_eq!(timings.connect_to_handshake.summary().p50_us / 1000, 7);
+        assert_eq!(timings.connect_to_welcome.summary().p50_us / 1000, 12);
     }
 
     /// A message that records an error puts an error mark on the run's picture; one that

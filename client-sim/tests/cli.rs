@@ -71,7 +71,9 @@ fn the_sim_binary_reports_every_client_placed() {
         (Some(4), Some(4))
     );
     let timings = &report["timings"];
-    for phase in ["connect_to_welcome", "shown_to_ready_sent", "shown_to_ended"] {
+    for phase in
+        ["connect_to_welcome", "connect_to_handshake", "shown_to_ready_sent", "shown_to_ended"]
+    {
         assert!(timings[phase]["count"].as_u64().unwrap() >= 8, "{phase}: {report}");
         assert!(timings[phase]["p50_us"].as_u64().unwrap() > 0, "{phase}: {report}");
     }

@@ -48,6 +48,7 @@ async fn sixty_four_mostly_thin_clients_are_placed_after_every_transition() {
         assert!(ended.len() >= 3, "client {} saw {} ends\n{report}", o.index, ended.len());
     }
     assert!(report.timings.connect_to_welcome.count >= 64, "{report}");
+    assert!(report.timings.connect_to_handshake.count >= 64, "{report}");
     assert!(report.gates.local_ready_opened >= 8, "{report}");
     assert_eq!(report.gates.gate_violations, 0, "{report}");
     server.stop().await;

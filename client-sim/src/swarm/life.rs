@@ -273,8 +273,9 @@ async fn run_life(
     // bounds the dial, and the session's `Welcome` timeout only the server's answer (a dial
     // slower than that through a lossy path must not close the session before it begins).
     let token = mint_token(&config.token_key, player_id(dial.index));
-    let now = Instant::now().into_std();
-    let mut session = ClientSession::new(now, SessionConfig { token, ..session });
+    let connected = Instant::now();
+    let mut session = ClientSession::new(connected.into_std(), SessionConfig { token, ..session });
+    session.record_connect_to_handshake(connected - dialled);
     session.continue_dead(dead);
     // The session's first output is its `Hello`.
     let mut hello = Vec::new();
