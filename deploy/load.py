@@ -427,7 +427,7 @@ def cmd_table():
         admission = report.get("admission") or {}
         c50 = dig(report, "timings", "connect_to_welcome", "p50_us")
         c99 = dig(report, "timings", "connect_to_welcome", "p99_us")
-        # The part before `Hello` can go: QUIC's handshake (with the retry) and the stream.
+        # The part before a client can send `Hello`: QUIC's handshake (with the retry), the stream.
         k50 = dig(report, "timings", "connect_to_handshake", "p50_us")
         k99 = dig(report, "timings", "connect_to_handshake", "p99_us")
         fc50, fc99 = dig(floor, "connect", "p50_us"), dig(floor, "connect", "p99_us")
